@@ -1,0 +1,44 @@
+"""daskpd: partial dependence on Dask, for tables too large for one machine.
+
+Model-free: :func:`stratpd` (numeric features), :func:`catstratpd` (categorical
+features), :func:`importances` (every feature, one scan).  Model-based:
+:func:`partial_dependence` (Friedman PD, brute or tree recursion), :func:`ice`,
+:func:`pd_variance`, :func:`marginal`, :func:`ale`.
+
+Every function takes a pandas DataFrame, a dask DataFrame, or a parquet path/glob/URL,
+runs on the current ``distributed.Client`` if there is one (else dask's threads), and
+returns a small result object (``to_frame()``, ``to_parquet()``, ``plot()``).
+Submodules are imported on first use, so ``import daskpd`` is cheap.
+"""
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_API = {
+    "stratpd": "daskpd.stratpd",
+    "catstratpd": "daskpd.catstratpd",
+    "importances": "daskpd.importance",
+    "partial_dependence": "daskpd.model.fpd",
+    "ice": "daskpd.model.ice",
+    "ale": "daskpd.model.ale",
+    "marginal": "daskpd.model.marginal",
+    "pd_variance": "daskpd.model.variance",
+    "DataError": "daskpd.io",
+}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name):
+    if name in _API:
+        mod = importlib.import_module(_API[name])
+        value = getattr(mod, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'daskpd' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

@@ -1,0 +1,231 @@
+"""Inputs -> a dask DataFrame holding only the needed columns, with clear errors.
+
+Every public entry point accepts ``data`` as one of
+
+* a :class:`pandas.DataFrame` (the in-memory path: it becomes a dask DataFrame of
+  ``chunk_rows``-row partitions and runs through the very same kernels);
+* a :class:`dask.dataframe.DataFrame`;
+* a path, glob, directory (hive-partitioned or not) of parquet files, local or an
+  fsspec URL (``s3://...``, ``memory://...``); ``.csv`` / ``.csv.gz`` paths are read
+  with :func:`dask.dataframe.read_csv`.
+
+Only the requested columns are read (column projection is pushed into the parquet
+reader).  Feature *kinds* are decided here too: ``numeric`` (ints, floats, bools),
+``datetime`` (datetimes and timedeltas, used as numbers by the stratifying tree) and
+``categorical`` (object, string, category).
+"""
+from __future__ import annotations
+
+import glob as _glob
+import os
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "DataError",
+    "load",
+    "column_kinds",
+    "check_columns",
+    "FeatureEncoder",
+]
+
+#: rows per partition when a pandas DataFrame is handed in
+CHUNK_ROWS = 1_000_000
+
+
+class DataError(ValueError):
+    """Bad input data or parameter: the message names the column, file or parameter."""
+
+
+def _short_list(names: Iterable, limit: int = 20) -> str:
+    names = [str(n) for n in names]
+    if len(names) > limit:
+        return ", ".join(names[:limit]) + f", ... ({len(names)} in all)"
+    return ", ".join(names)
+
+
+def _is_url(path: str) -> bool:
+    return "://" in path
+
+
+def _is_csv(path: str) -> bool:
+    p = path.lower()
+    return p.endswith(".csv") or p.endswith(".csv.gz") or p.endswith(".csv.bz2")
+
+
+def _check_local_path(path: str) -> None:
+    if _is_url(path):
+        return
+    if any(ch in path for ch in "*?["):
+        if not _glob.glob(path):
+            raise DataError(f"data path {path!r}: the glob matches no file")
+        return
+    if not os.path.exists(path):
+        raise DataError(f"data path {path!r} does not exist")
+    if os.path.isdir(path):
+        has_files = any(
+            f.endswith((".parquet", ".parq", ".pq")) or not f.startswith(("_", "."))
+            for _, _, files in os.walk(path)
+            for f in files
+        )
+        if not has_files:
+            raise DataError(f"data path {path!r} is a directory with no parquet files")
+
+
+def _read_path(path, columns, storage_options, filters):
+    import dask.dataframe as dd
+
+    path = os.fspath(path)
+    _check_local_path(path)
+    try:
+        if _is_csv(path):
+            ddf = dd.read_csv(path, storage_options=storage_options, blocksize="64MB")
+            if columns is not None:
+                check_columns(ddf.columns, columns, source=path)
+                ddf = ddf[list(columns)]
+            return ddf
+        # Read the schema first, so that a missing column is reported by name and not
+        # as a pyarrow stack trace.
+        ddf = dd.read_parquet(path, storage_options=storage_options, filters=filters)
+        if columns is not None:
+            check_columns(ddf.columns, columns, source=path)
+            ddf = ddf[list(columns)]
+        return ddf
+    except DataError:
+        raise
+    except (OSError, ValueError, TypeError) as exc:  # pyarrow errors subclass these
+        raise DataError(f"could not read data from {path!r}: {type(exc).__name__}: {exc}") from exc
+
+
+def check_columns(available: Sequence, wanted: Iterable, source: str = "data") -> None:
+    """Raise :class:`DataError` naming every wanted column that ``available`` lacks."""
+    avail = set(map(str, available))
+    missing = [c for c in wanted if str(c) not in avail]
+    if missing:
+        raise DataError(
+            f"column{'s' if len(missing) > 1 else ''} {_short_list(map(repr, missing))} "
+            f"not found in {source}; available columns: {_short_list(available)}"
+        )
+
+
+def load(
+    data,
+    columns: Sequence[str] | None = None,
+    *,
+    storage_options: dict | None = None,
+    filters=None,
+    chunk_rows: int = CHUNK_ROWS,
+):
+    """Return a dask DataFrame of ``data`` restricted to ``columns`` (all if None)."""
+    import dask.dataframe as dd
+
+    if columns is not None:
+        columns = list(dict.fromkeys(columns))  # ordered, unique
+    if isinstance(data, pd.DataFrame):
+        if columns is not None:
+            check_columns(data.columns, columns)
+            data = data[columns]
+        if len(data.columns) != len(set(map(str, data.columns))):
+            raise DataError("data has duplicate column names")
+        nparts = max(1, int(np.ceil(len(data) / max(1, chunk_rows))))
+        return dd.from_pandas(data, npartitions=nparts, sort=False)
+    if isinstance(data, dd.DataFrame):
+        if columns is not None:
+            check_columns(data.columns, columns)
+            data = data[columns]
+        return data
+    if isinstance(data, (str, os.PathLike)):
+        return _read_path(data, columns, storage_options, filters)
+    if isinstance(data, (list, tuple)) and data and all(isinstance(p, (str, os.PathLike)) for p in data):
+        for p in data:
+            _check_local_path(os.fspath(p))
+        try:
+            ddf = dd.read_parquet([os.fspath(p) for p in data], storage_options=storage_options, filters=filters)
+        except (OSError, ValueError, TypeError) as exc:
+            raise DataError(f"could not read parquet files {_short_list(data, 5)}: {exc}") from exc
+        if columns is not None:
+            check_columns(ddf.columns, columns, source="the parquet files")
+            ddf = ddf[list(columns)]
+        return ddf
+    raise DataError(
+        "data must be a pandas DataFrame, a dask DataFrame, or a path/glob/URL of parquet "
+        f"(or .csv) files; got {type(data).__name__}"
+    )
+
+
+# ---------------------------------------------------------------------------------
+# column kinds and the encoding used by the stratifying trees
+
+
+def kind_of(dtype) -> str:
+    """``numeric`` | ``datetime`` | ``categorical`` for a pandas dtype."""
+    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
+        if isinstance(dtype, pd.CategoricalDtype):
+            return "categorical"
+        return "numeric"
+    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
+        return "datetime"
+    return "categorical"
+
+
+def column_kinds(dtypes: pd.Series) -> dict[str, str]:
+    return {str(c): kind_of(t) for c, t in dtypes.items()}
+
+
+def as_float(values) -> np.ndarray:
+    """A numeric, boolean or datetime pandas Series/array as float64 (missing -> NaN)."""
+    s = pd.Series(values) if not isinstance(values, pd.Series) else values
+    dtype = s.dtype
+    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
+        out = s.to_numpy(dtype="int64", na_value=np.iinfo("int64").min).astype("float64")
+        out[s.isna().to_numpy()] = np.nan
+        return out
+    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
+        return s.to_numpy(dtype="float64", na_value=np.nan)
+    raise TypeError(f"not numeric: {dtype}")
+
+
+@dataclass
+class FeatureEncoder:
+    """Turns the stratifying features of a partition into a float matrix.
+
+    Numeric and datetime columns become float64 (datetimes as integer nanoseconds).
+    Categorical columns become their position in ``categories[col]`` -- the sorted
+    levels seen in the sample; a level unseen in the sample, and a missing value,
+    become NaN, which scikit-learn's trees route like any missing value (to the child
+    chosen during fitting, or to the larger child when the sample had no missing
+    values in that column).
+    """
+
+    columns: list[str]
+    kinds: dict[str, str]
+    categories: dict[str, pd.Index] = field(default_factory=dict)
+
+    @classmethod
+    def fit(cls, sample: pd.DataFrame, columns: Sequence[str]) -> "FeatureEncoder":
+        columns = [str(c) for c in columns]
+        kinds = column_kinds(sample[columns].dtypes)
+        cats = {}
+        for c in columns:
+            if kinds[c] == "categorical":
+                vals = sample[c].dropna()
+                vals = vals.astype(str) if not isinstance(vals.dtype, pd.CategoricalDtype) else vals.astype(str)
+                cats[c] = pd.Index(np.sort(vals.unique()))
+        return cls(columns, kinds, cats)
+
+    def transform(self, df: pd.DataFrame, columns: Sequence[str] | None = None) -> np.ndarray:
+        columns = self.columns if columns is None else list(columns)
+        out = np.empty((len(df), len(columns)), dtype="float64")
+        for j, c in enumerate(columns):
+            if self.kinds[c] == "categorical":
+                s = df[c]
+                mask = s.isna().to_numpy()
+                codes = self.categories[c].get_indexer(s.astype(str)).astype("float64")
+                codes[(codes < 0) | mask] = np.nan
+                out[:, j] = codes
+            else:
+                out[:, j] = as_float(df[c])
+        return out

@@ -1,0 +1,145 @@
+"""The model-free pipeline shared by stratpd, catstratpd and importances.
+
+read (needed columns only) -> bottom-k sample (pass 1) -> fit one stratifying tree per
+feature, in parallel, on the workers -> ONE scan applying every tree and building every
+feature's per-(leaf, key) sums (pass 2) -> the caller's finalize on the driver.
+
+Passes over the data: exactly two per request, whatever the number of features and
+bootstrap trials (sampling cannot be fused with the scan: the trees that the scan
+applies are fitted on the sample).
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from . import cluster
+from .aggregate import FeatureAgg, StratPlan, map_reduce, strat_combine, strat_map
+from .io import DataError, FeatureEncoder, as_float, column_kinds, load
+from .stratify import fit_spec, sample_graph
+
+__all__ = ["StratRun", "run_strat", "check_int", "resolve_columns"]
+
+
+@dataclass
+class StratRun:
+    plan: StratPlan
+    aggs: dict[str, FeatureAgg]
+    sample_rows: int
+    n_partitions: int
+    kinds: dict[str, str]
+
+
+def check_int(name: str, value, minimum: int, allow_none: bool = False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise DataError(f"parameter {name} must be an integer >= {minimum}; got {value!r}")
+    return int(value)
+
+
+def resolve_columns(data, target: str, features: Sequence[str] | None, storage_options=None, filters=None):
+    """The lazily-opened dataset (all columns) and the feature list (default: all but target)."""
+    ddf = load(data, None, storage_options=storage_options, filters=filters)
+    cols = [str(c) for c in ddf.columns]
+    if not isinstance(target, str):
+        raise DataError(f"target must be a column name (str); got {target!r}")
+    if target not in cols:
+        load(ddf, [target])  # raises the standard "not found" error
+    if features is None:
+        features = [c for c in cols if c != target]
+    else:
+        if isinstance(features, str):
+            features = [features]
+        features = [str(f) for f in features]
+        load(ddf, features)  # validates names
+    return ddf, list(dict.fromkeys(features))
+
+
+def run_strat(
+    data,
+    target: str,
+    features: Sequence[str],
+    *,
+    stratify_on: Sequence[str] | None = None,
+    kinds: dict[str, str] | None = None,
+    min_samples_leaf: int = 15,
+    sample_size: int = 200_000,
+    max_bins: int | None = 1000,
+    random_state: int = 0,
+    n_trials: int = 0,
+    nan_as_level: bool = False,
+    expect_kind: str | None = None,
+    progress=None,
+    storage_options=None,
+    filters=None,
+) -> StratRun:
+    """Run the pipeline for ``features`` (each stratified on ``stratify_on`` minus itself)."""
+    min_samples_leaf = check_int("min_samples_leaf", min_samples_leaf, 1)
+    sample_size = check_int("sample_size", sample_size, 2)
+    max_bins = check_int("max_bins", max_bins, 2, allow_none=True)
+    random_state = check_int("random_state", random_state, 0)
+    n_trials = check_int("n_trials", n_trials, 0)
+    features = [str(f) for f in features]
+    if not features:
+        raise DataError("no features to compute")
+    if target in features:
+        raise DataError(f"feature {target!r} is the target; partial dependence of a column on itself is meaningless")
+    ddf_all, strat_cols = resolve_columns(data, target, stratify_on, storage_options, filters)
+    strat_cols = [c for c in strat_cols if c != target]
+    columns = list(dict.fromkeys([target, *features, *strat_cols]))
+    ddf = load(ddf_all, columns)
+    dkinds = column_kinds(ddf.dtypes)
+    if dkinds[target] != "numeric":
+        raise DataError(f"target {target!r} must be numeric; it has dtype {ddf.dtypes[target]}")
+    kinds = {**{f: dkinds[f] for f in features}, **(kinds or {})}
+    for f in features:
+        if expect_kind == "numeric" and kinds[f] == "categorical":
+            raise DataError(
+                f"feature {f!r} is categorical (dtype {ddf.dtypes[f]}); StratPD needs a numeric feature. "
+                f"Use daskpd.catstratpd(data, {target!r}, {f!r}) for categorical features.")
+        if kinds[f] == "datetime":
+            raise DataError(f"feature {f!r} is a datetime ({ddf.dtypes[f]}); convert it to a number first "
+                            "(e.g. days since an epoch, or the year)")
+
+    # pass 1: the sample
+    (sample,) = cluster.compute(sample_graph(ddf, sample_size, random_state), progress=progress)
+    if len(sample) == 0:
+        raise DataError("data has no rows")
+    y = as_float(sample[target])
+    if not np.isfinite(y).any():
+        raise DataError(f"target {target!r} has no finite values (in a sample of {len(sample):,} rows)")
+    for f in features:
+        col = sample[f]
+        vals = as_float(col) if kinds[f] == "numeric" else col
+        valid = np.isfinite(vals) if kinds[f] == "numeric" else col.notna().to_numpy()
+        if not valid.any() and not (nan_as_level and kinds[f] == "categorical"):
+            raise DataError(f"feature {f!r} has no non-missing values (in a sample of {len(sample):,} rows)")
+        nuniq = pd.Series(np.asarray(vals)[valid]).nunique()
+        if nuniq < 2 and not (nan_as_level and kinds[f] == "categorical" and not valid.all()):
+            raise DataError(f"feature {f!r} is constant (a single distinct value in a sample of "
+                            f"{len(sample):,} rows); its partial dependence is undefined")
+
+    encoder = FeatureEncoder.fit(sample, list(dict.fromkeys([*strat_cols, *features])))
+
+    # fit every feature's tree in parallel (on the workers when there is a cluster)
+    from dask import delayed
+
+    dsample = delayed(sample, pure=True, traverse=False)
+    tasks = []
+    for f in features:
+        other = [c for c in strat_cols if c != f]
+        tasks.append(delayed(fit_spec, pure=True)(
+            dsample, target, f, kinds[f], other, encoder, min_samples_leaf, random_state,
+            max_bins if kinds[f] == "numeric" else None, nan_as_level))
+    specs = list(cluster.compute(*tasks, progress=False))
+
+    plan = StratPlan(target=target, specs=specs, encoder=encoder, n_trials=n_trials,
+                     random_state=random_state, weight_columns=columns)
+    # pass 2: one scan, every feature
+    (aggs,) = cluster.compute(map_reduce(ddf, strat_map, strat_combine, plan, name="daskpd-strat"), progress=progress)
+    return StratRun(plan=plan, aggs=aggs, sample_rows=len(sample), n_partitions=ddf.npartitions, kinds=kinds)

@@ -1,0 +1,124 @@
+"""Small result objects: arrays plus metadata, ``to_frame()``, ``to_parquet()``, ``plot()``.
+
+They hold O(distinct x) numbers, never rows, so they are cheap to keep, pickle and
+write.  Plotting is delegated to :mod:`daskpd.plotting` (matplotlib imported lazily).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["ResultMixin", "StratPDResult"]
+
+
+class ResultMixin:
+    """``to_parquet`` on top of ``to_frame``; written atomically (temp file, rename)."""
+
+    def to_frame(self) -> pd.DataFrame:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def metadata(self) -> dict:
+        return {}
+
+    def to_parquet(self, path, **kwargs) -> str:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = os.fspath(path)
+        table = pa.Table.from_pandas(self.to_frame(), preserve_index=False)
+        meta = dict(table.schema.metadata or {})
+        meta[b"daskpd"] = json.dumps(self.metadata(), default=_json_default).encode()
+        table = table.replace_schema_metadata(meta)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        pq.write_table(table, tmp, **kwargs)
+        os.replace(tmp, path)
+        return path
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+@dataclass(repr=False)
+class StratPDResult(ResultMixin):
+    """StratPD partial dependence of ``target`` on numeric ``feature``.
+
+    Arrays are indexed by the distinct x positions (distinct values, or bins placed at
+    their mean x when the feature was binned):
+
+    ``x``            position
+    ``pd``           partial dependence, 0 at the leftmost supported x; NaN outside support
+    ``slope``        average slope over [x_i, x_{i+1}) (NaN when fewer than min_slopes_per_x)
+    ``slope_count``  number of leaf slopes averaged over [x_i, x_{i+1})
+    ``count``        rows at this x (all leaves)
+    ``supported``    pd is estimated here
+    """
+
+    feature: str
+    target: str
+    x: np.ndarray
+    pd: np.ndarray
+    slope: np.ndarray
+    slope_count: np.ndarray
+    count: np.ndarray
+    supported: np.ndarray
+    n_rows: int  # rows read
+    n_used: int  # rows in leaves with >= 2 distinct x
+    n_ignored: int  # rows in leaves with a single x (they carry no slope)
+    n_missing_x: int
+    n_bad_y: int
+    n_leaves: int
+    binned: bool
+    params: dict = field(default_factory=dict)
+    segments: dict = field(default_factory=dict)  # a sample of per-leaf slope segments
+    trials_pd: np.ndarray | None = None  # (n_trials, len(x)) when bootstrap trials were run
+
+    kind = "numeric"
+
+    def __repr__(self) -> str:
+        sup = int(self.supported.sum())
+        return (f"StratPDResult(feature={self.feature!r}, target={self.target!r}, positions={len(self.x)}, "
+                f"supported={sup}, leaves={self.n_leaves}, rows={self.n_rows}, ignored={self.n_ignored}, "
+                f"binned={self.binned})")
+
+    def to_frame(self) -> pd.DataFrame:
+        df = pd.DataFrame({
+            "feature": self.feature,
+            "x": self.x,
+            "pd": self.pd,
+            "slope": self.slope,
+            "slope_count": self.slope_count.astype("int64"),
+            "count": self.count,
+            "supported": self.supported,
+        })
+        if self.trials_pd is not None and len(self.trials_pd) > 1:
+            df["pd_std"] = np.nanstd(self.trials_pd, axis=0, ddof=1)
+        return df
+
+    def metadata(self) -> dict:
+        return {
+            "method": "stratpd", "feature": self.feature, "target": self.target, "n_rows": self.n_rows,
+            "n_used": self.n_used, "n_ignored": self.n_ignored, "n_missing_x": self.n_missing_x,
+            "n_bad_y": self.n_bad_y, "n_leaves": self.n_leaves, "binned": self.binned, "params": self.params,
+        }
+
+    def summary(self) -> str:
+        sup = self.supported
+        lo, hi = (np.nanmin(self.pd[sup]), np.nanmax(self.pd[sup])) if sup.any() else (np.nan, np.nan)
+        return (f"{self.feature}: {int(sup.sum())}/{len(self.x)} x positions supported, pd range "
+                f"[{lo:.4g}, {hi:.4g}], {self.n_leaves} leaves, rows used {self.n_used:,} of {self.n_rows:,} "
+                f"(ignored {self.n_ignored:,} in single-x leaves, dropped {self.n_missing_x:,} missing x, "
+                f"{self.n_bad_y:,} missing/inf y){' [binned]' if self.binned else ''}")
+
+    def plot(self, ax=None, **kwargs):
+        from .plotting.strat import plot_stratpd
+
+        return plot_stratpd(self, ax=ax, **kwargs)

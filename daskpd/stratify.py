@@ -1,0 +1,112 @@
+"""Sampling and the stratifying trees.
+
+The sample is a *bottom-k sample by keyed row hash*: every row gets a pseudo-random
+64-bit number that depends only on its content and ``random_state``
+(:func:`pandas.util.hash_pandas_object` with a seed-derived hash key), and the sample
+is the ``sample_size`` rows with the smallest numbers.  Each partition keeps its own
+bottom k, a tree of combines keeps the overall bottom k.  The result is a uniform
+sample without replacement that is the same however the data is partitioned, and it
+costs one pass over the needed columns with O(k) memory per task.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .aggregate import StratSpec, _hash_key, map_reduce
+from .io import FeatureEncoder, as_float
+
+__all__ = ["sample_map", "sample_combine", "sample_graph", "fit_tree", "bin_edges", "DEFAULT_SAMPLE_SIZE", "DEFAULT_MAX_BINS"]
+
+#: rows used to fit each stratifying tree (all rows when the data has fewer)
+DEFAULT_SAMPLE_SIZE = 200_000
+#: a numeric feature with more distinct values than this (in the sample) is binned
+DEFAULT_MAX_BINS = 1000
+
+_HASH = "__daskpd_hash__"
+
+
+def sample_map(df: pd.DataFrame, k: int, random_state: int) -> pd.DataFrame:
+    h = pd.util.hash_pandas_object(df, index=False, hash_key=_hash_key(random_state, 999)).to_numpy()
+    if len(df) > k:
+        keep = np.argpartition(h, k - 1)[:k]
+        keep.sort()
+        df, h = df.iloc[keep], h[keep]
+    out = df.reset_index(drop=True)
+    out[_HASH] = h
+    return out
+
+
+def sample_combine(parts: Sequence[pd.DataFrame], k: int) -> pd.DataFrame:
+    df = pd.concat(list(parts), ignore_index=True)
+    if len(df) > k:
+        keep = np.argpartition(df[_HASH].to_numpy(), k - 1)[:k]
+        keep.sort()
+        df = df.iloc[keep].reset_index(drop=True)
+    return df
+
+
+def _finish(df: pd.DataFrame) -> pd.DataFrame:
+    # Order by hash (ties: identical rows, so their order is immaterial) so that the
+    # sample and everything fitted on it do not depend on partitioning.
+    df = df.sort_values(_HASH, kind="stable").drop(columns=_HASH).reset_index(drop=True)
+    return df
+
+
+def sample_graph(ddf, sample_size: int, random_state: int):
+    """Delayed bottom-k sample of ``ddf`` (a pandas DataFrame once computed)."""
+    from dask import delayed
+
+    k = int(sample_size)
+    combine = functools.partial(sample_combine, k=k)
+    return delayed(_finish)(map_reduce(ddf, sample_map, combine, k, random_state, name="daskpd-sample"))
+
+
+def fit_tree(sample: pd.DataFrame, target: str, other: Sequence[str], encoder: FeatureEncoder,
+             min_samples_leaf: int, random_state: int, max_features=1.0):
+    """Fit the stratifying DecisionTreeRegressor of y on ``other`` (None if no columns)."""
+    from sklearn.tree import DecisionTreeRegressor
+
+    other = list(other)
+    if not other:
+        return None
+    y = as_float(sample[target])
+    ok = np.isfinite(y)
+    X = encoder.transform(sample.loc[ok], other)
+    if len(X) == 0:
+        return None
+    tree = DecisionTreeRegressor(min_samples_leaf=min_samples_leaf, max_features=max_features,
+                                 random_state=random_state)
+    tree.fit(X.astype("float32"), y[ok])
+    return tree
+
+
+def fit_spec(sample, target, feature, kind, other, encoder, min_samples_leaf, random_state,
+             max_bins=None, nan_as_level=False) -> StratSpec:
+    """Everything the partition kernel needs for ``feature``; runs on a worker."""
+    tree = fit_tree(sample, target, other, encoder, min_samples_leaf, random_state)
+    edges = None
+    if kind == "numeric" and max_bins is not None:
+        edges = bin_edges(as_float(sample[feature]), max_bins)
+    return StratSpec(feature=feature, kind=kind, other=list(other), tree=tree, edges=edges,
+                     nan_as_level=nan_as_level)
+
+
+def bin_edges(x: np.ndarray, max_bins: int) -> np.ndarray | None:
+    """Quantile bin edges from the sample, or None when x has <= max_bins distinct values.
+
+    Edges are distinct; the outer edges are -inf/+inf so that values beyond the sample's
+    range fall in the first/last bin.  Each bin is placed at the mean x of its rows.
+    """
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return None
+    uniq = np.unique(x)
+    if len(uniq) <= max_bins:
+        return None
+    qs = np.quantile(x, np.linspace(0, 1, max_bins + 1)[1:-1], method="linear")
+    inner = np.unique(qs)
+    return np.concatenate([[-np.inf], inner, [np.inf]])

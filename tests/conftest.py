@@ -1,0 +1,104 @@
+"""Shared fixtures: a REAL multi-process Dask cluster on loopback, and data paths.
+
+``dask_cluster`` starts ``dask scheduler`` and two ``dask worker`` processes on
+127.0.0.1 (separate OS processes, exactly as a user would) once per test session and
+yields the scheduler address; ``client`` connects a distributed.Client to it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _dask_cmd(*args):
+    exe = shutil.which("dask", path=os.path.dirname(sys.executable)) or shutil.which("dask")
+    if exe:
+        return [exe, *args]
+    return [sys.executable, "-m", "distributed.cli.dask_spec", *args]  # pragma: no cover
+
+
+def start_cluster(n_workers: int = 2, nthreads: int = 1, tmpdir: str | None = None):
+    """Start a scheduler + workers as subprocesses; return (address, [procs])."""
+    port = free_port()
+    addr = f"tcp://127.0.0.1:{port}"
+    env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False", PYTHONUNBUFFERED="1")
+    logdir = Path(tmpdir or ".")
+    procs = []
+    sched_log = open(logdir / "scheduler.log", "w")
+    procs.append(subprocess.Popen(
+        _dask_cmd("scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0", "--no-show"),
+        stdout=sched_log, stderr=subprocess.STDOUT, env=env))
+    for i in range(n_workers):
+        log = open(logdir / f"worker{i}.log", "w")
+        procs.append(subprocess.Popen(
+            _dask_cmd("worker", addr, "--host", "127.0.0.1", "--nthreads", str(nthreads), "--nworkers", "1",
+                      "--memory-limit", "2GiB", "--no-dashboard", "--name", f"w{i}",
+                      "--local-directory", str(logdir / f"w{i}")),
+            stdout=log, stderr=subprocess.STDOUT, env=env))
+    from distributed import Client
+
+    deadline = time.time() + 60
+    while True:
+        try:
+            with Client(addr, timeout=5) as c:
+                c.wait_for_workers(n_workers, timeout=max(1, deadline - time.time()))
+            break
+        except (OSError, TimeoutError):
+            if time.time() > deadline:
+                stop_cluster(procs)
+                raise RuntimeError(f"cluster at {addr} did not come up; see logs in {logdir}")
+            time.sleep(0.5)
+    return addr, procs
+
+
+def stop_cluster(procs):
+    for p in reversed(procs):
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+@pytest.fixture(scope="session")
+def dask_cluster(tmp_path_factory):
+    """Address of a real scheduler with two real worker processes on 127.0.0.1."""
+    d = tmp_path_factory.mktemp("cluster")
+    addr, procs = start_cluster(2, 1, str(d))
+    try:
+        yield addr
+    finally:
+        stop_cluster(procs)
+
+
+@pytest.fixture
+def client(dask_cluster):
+    from distributed import Client
+
+    with Client(dask_cluster, timeout=30) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """Path of ../shared/data, or skip (real datasets are never committed)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is absent")
+    return SHARED_DATA
