@@ -13,6 +13,7 @@ Submodules are imported on first use, so ``import daskpd`` is cheap.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 __version__ = "0.1.0"
 
@@ -29,6 +30,13 @@ _API = {
 }
 
 __all__ = sorted(_API)
+
+# A submodule named like its function (daskpd.stratpd.stratpd) would shadow the
+# function as soon as anything imports the submodule; bind those functions eagerly.
+for _name in ("stratpd", "catstratpd"):
+    if importlib.util.find_spec(f"daskpd.{_name}") is not None:
+        globals()[_name] = getattr(importlib.import_module(f"daskpd.{_name}"), _name)
+del _name
 
 
 def __getattr__(name):

@@ -132,6 +132,7 @@ class StratPlan:
     n_trials: int = 0  # bootstrap trials riding the scan (0: none)
     random_state: int = 0
     weight_columns: list[str] = field(default_factory=list)  # hashed for the weights
+    trial_fraction: float | None = None  # None: Poisson(1) bootstrap; f: Bernoulli(f) subsample (0/1 weights)
 
     @property
     def columns(self) -> list[str]:
@@ -152,8 +153,12 @@ class FeatureAgg:
     n_bad_y: int = 0  # rows dropped: y missing or +-inf (x present)
 
 
-def bootstrap_weights(df: pd.DataFrame, columns: Sequence[str], n_trials: int, random_state: int) -> np.ndarray:
+def bootstrap_weights(df: pd.DataFrame, columns: Sequence[str], n_trials: int, random_state: int,
+                      fraction: float | None = None) -> np.ndarray:
     """Poisson(1) bootstrap weights, shape (len(df), n_trials).
+
+    With ``fraction``, 0/1 subsampling weights instead: a row is in trial t's subsample
+    with probability ``fraction`` (same keyed hash, so also partition-invariant).
 
     Each row's weight is a function of its content and the seed only (a keyed hash of
     the row), so the weights do not depend on how the data is partitioned.
@@ -164,14 +169,34 @@ def bootstrap_weights(df: pd.DataFrame, columns: Sequence[str], n_trials: int, r
     out = np.empty((len(df), n_trials), dtype="float64")
     sub = df[list(columns)]
     for t in range(n_trials):
-        h = pd.util.hash_pandas_object(sub, index=False, hash_key=_hash_key(random_state, t)).to_numpy()
+        h = row_hash(sub, random_state, salt=t + 1)
         u = (h >> np.uint64(11)).astype("float64") * (1.0 / 9007199254740992.0)
-        out[:, t] = np.searchsorted(cdf, u, side="right")
+        out[:, t] = (u < fraction) if fraction is not None else np.searchsorted(cdf, u, side="right")
     return out
 
 
-def _hash_key(random_state: int, salt: int = 0) -> str:
-    return f"dp{int(random_state) % 10**8:08d}{salt % 10**6:06d}"
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a bijective scramble of uint64 values."""
+    z = z.astype("uint64", copy=True)
+    with np.errstate(over="ignore"):
+        z ^= z >> np.uint64(30)
+        z *= np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(27)
+        z *= np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    return z
+
+
+def row_hash(df: pd.DataFrame, random_state: int, salt: int = 0) -> np.ndarray:
+    """A pseudo-random uint64 per row that depends only on the row's content and the seed.
+
+    pandas' row hash ignores its ``hash_key`` for numeric columns, so the seed is mixed
+    in here: ``mix64(hash(row) + mix64(seed, salt))``.
+    """
+    h = pd.util.hash_pandas_object(df, index=False).to_numpy()
+    seed = _mix64(np.array([(int(random_state) & 0xFFFFFFFF) << 20 | (int(salt) & 0xFFFFF)], dtype="uint64"))[0]
+    with np.errstate(over="ignore"):
+        return _mix64(h + seed)
 
 
 def strat_map(df: pd.DataFrame, plan: StratPlan) -> dict[str, FeatureAgg]:
@@ -182,7 +207,8 @@ def strat_map(df: pd.DataFrame, plan: StratPlan) -> dict[str, FeatureAgg]:
     col_index = {c: j for j, c in enumerate(plan.encoder.columns)}
     W = None
     if plan.n_trials:
-        W = bootstrap_weights(df, plan.weight_columns or plan.columns, plan.n_trials, plan.random_state)
+        W = bootstrap_weights(df, plan.weight_columns or plan.columns, plan.n_trials, plan.random_state,
+                              getattr(plan, "trial_fraction", None))
     out = {}
     for spec in plan.specs:
         if spec.kind == "numeric":

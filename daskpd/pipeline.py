@@ -32,6 +32,7 @@ class StratRun:
     sample_rows: int
     n_partitions: int
     kinds: dict[str, str]
+    sample: pd.DataFrame | None = None  # the tree-fitting sample (hash-ordered bottom-k rows)
 
 
 def check_int(name: str, value, minimum: int, allow_none: bool = False):
@@ -74,6 +75,8 @@ def run_strat(
     n_trials: int = 0,
     nan_as_level: bool = False,
     expect_kind: str | None = None,
+    min_samples_leaf_for: dict[str, int] | None = None,
+    trial_fraction: float | None = None,
     progress=None,
     storage_options=None,
     filters=None,
@@ -84,6 +87,11 @@ def run_strat(
     max_bins = check_int("max_bins", max_bins, 2, allow_none=True)
     random_state = check_int("random_state", random_state, 0)
     n_trials = check_int("n_trials", n_trials, 0)
+    # per-feature overrides of min_samples_leaf (e.g. importances: 5 for categorical features)
+    min_samples_leaf_for = {str(f): check_int(f"min_samples_leaf for {f!r}", v, 1)
+                            for f, v in (min_samples_leaf_for or {}).items()}
+    if trial_fraction is not None and not (isinstance(trial_fraction, (int, float)) and 0 < trial_fraction < 1):
+        raise DataError(f"parameter trial_fraction must be a number in (0, 1) or None; got {trial_fraction!r}")
     features = [str(f) for f in features]
     if not features:
         raise DataError("no features to compute")
@@ -134,12 +142,13 @@ def run_strat(
     for f in features:
         other = [c for c in strat_cols if c != f]
         tasks.append(delayed(fit_spec, pure=True)(
-            dsample, target, f, kinds[f], other, encoder, min_samples_leaf, random_state,
+            dsample, target, f, kinds[f], other, encoder, min_samples_leaf_for.get(f, min_samples_leaf), random_state,
             max_bins if kinds[f] == "numeric" else None, nan_as_level))
     specs = list(cluster.compute(*tasks, progress=False))
 
-    plan = StratPlan(target=target, specs=specs, encoder=encoder, n_trials=n_trials,
+    plan = StratPlan(target=target, specs=specs, encoder=encoder, n_trials=n_trials, trial_fraction=trial_fraction,
                      random_state=random_state, weight_columns=columns)
     # pass 2: one scan, every feature
     (aggs,) = cluster.compute(map_reduce(ddf, strat_map, strat_combine, plan, name="daskpd-strat"), progress=progress)
-    return StratRun(plan=plan, aggs=aggs, sample_rows=len(sample), n_partitions=ddf.npartitions, kinds=kinds)
+    return StratRun(plan=plan, aggs=aggs, sample_rows=len(sample), n_partitions=ddf.npartitions, kinds=kinds,
+                    sample=sample)

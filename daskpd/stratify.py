@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .aggregate import StratSpec, _hash_key, map_reduce
+from .aggregate import StratSpec, map_reduce, row_hash
 from .io import FeatureEncoder, as_float
 
 __all__ = ["sample_map", "sample_combine", "sample_graph", "fit_tree", "bin_edges", "DEFAULT_SAMPLE_SIZE", "DEFAULT_MAX_BINS"]
@@ -30,7 +30,7 @@ _HASH = "__daskpd_hash__"
 
 
 def sample_map(df: pd.DataFrame, k: int, random_state: int) -> pd.DataFrame:
-    h = pd.util.hash_pandas_object(df, index=False, hash_key=_hash_key(random_state, 999)).to_numpy()
+    h = row_hash(df, random_state, salt=0)
     if len(df) > k:
         keep = np.argpartition(h, k - 1)[:k]
         keep.sort()

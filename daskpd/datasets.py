@@ -1,0 +1,191 @@
+"""Synthetic data with a known generator, at any size, written to parquet in chunks.
+
+Each generator produces a table chunk by chunk; chunk ``i`` depends only on
+``(random_state, i)``, so any size is produced with memory bounded by one chunk, and
+the same rows come out whatever the chunking of the *reader*.  ``truth(feature, x)``
+gives the true partial dependence (Definition 1 of seed 000: the integral of dy/dx from
+the feature's minimum), so tests and benchmarks can measure error.
+
+* :class:`Quadratic` -- seed 000's example: ``y = x1**2 + x2 + noise`` with x2 strongly
+  correlated with x1 (x2 = x1 + N(0, spread)), plus an irrelevant x3.
+* :class:`Bulldozer` -- a bulldozer-auction-like table: integer ``YearMade``, float
+  ``MachineHours``, string ``ProductGroup`` and ``ModelID`` (models are produced in
+  era windows, so ModelID is codependent with YearMade), additive SalePrice.
+* :class:`Linear` -- ``y = sum(beta_j x_j) + noise`` with p independent U(0, 1)
+  features (PD-variance and importance tests: known order, irrelevant features).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["Quadratic", "Bulldozer", "Linear", "write_parquet", "GENERATORS"]
+
+
+@dataclass
+class _Generator:
+    random_state: int = 0
+    chunk_rows: int = 500_000
+
+    target = "y"
+
+    def chunk(self, i: int, rows: int) -> pd.DataFrame:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _rng(self, i: int) -> np.random.Generator:
+        return np.random.default_rng([int(self.random_state), int(i)])
+
+    def frame(self, n: int) -> pd.DataFrame:
+        """The first ``n`` rows as one pandas DataFrame (for small n)."""
+        return pd.concat(list(self.chunks(n)), ignore_index=True)
+
+    def chunks(self, n: int):
+        n = int(n)
+        for i, start in enumerate(range(0, n, self.chunk_rows)):
+            yield self.chunk(i, min(self.chunk_rows, n - start))
+
+
+@dataclass
+class Quadratic(_Generator):
+    spread: float = 0.5  # sd of x2 around x1
+    noise: float = 0.1
+
+    target = "y"
+    features = ("x1", "x2", "x3")
+
+    def chunk(self, i, rows):
+        r = self._rng(i)
+        x1 = r.uniform(0, 3, rows)
+        x2 = x1 + r.normal(0, self.spread, rows)
+        x3 = r.uniform(0, 1, rows)
+        y = x1 ** 2 + x2 + r.normal(0, self.noise, rows)
+        return pd.DataFrame({"x1": x1, "x2": x2, "x3": x3, "y": y})
+
+    def truth(self, feature: str, x):
+        x = np.asarray(x, dtype=float)
+        if feature == "x1":
+            return x ** 2 - x.min() ** 2
+        if feature == "x2":
+            return x - x.min()
+        if feature == "x3":
+            return np.zeros_like(x)
+        raise KeyError(feature)
+
+
+@dataclass
+class Linear(_Generator):
+    betas: tuple = (10.0, 5.0, 2.0, 1.0, 0.0)
+    noise: float = 0.1
+
+    target = "y"
+
+    @property
+    def features(self):
+        return tuple(f"x{j + 1}" for j in range(len(self.betas)))
+
+    def chunk(self, i, rows):
+        r = self._rng(i)
+        X = r.uniform(0, 1, (rows, len(self.betas)))
+        y = X @ np.asarray(self.betas, float) + r.normal(0, self.noise, rows)
+        df = pd.DataFrame(X, columns=list(self.features))
+        df["y"] = y
+        return df
+
+    def truth(self, feature, x):
+        x = np.asarray(x, float)
+        return self.betas[self.features.index(feature)] * (x - x.min())
+
+
+@dataclass
+class Bulldozer(_Generator):
+    """SalePrice = 20000 + f(YearMade) - 1.5*MachineHours + model[ModelID] + group[ProductGroup] + noise."""
+
+    n_models: int = 200
+    noise: float = 2000.0
+    year_range: tuple = (1960, 2011)
+
+    target = "SalePrice"
+    features = ("YearMade", "MachineHours", "ProductGroup", "ModelID")
+    groups = ("TEX", "WL", "SSL", "BL", "TTT", "MG")
+    group_effect = (0.0, 8000.0, -5000.0, 3000.0, 12000.0, 6000.0)
+
+    def __post_init__(self):
+        r = np.random.default_rng([int(self.random_state), 1 << 30])
+        lo, hi = self.year_range
+        k = self.n_models
+        # integer codes with gaps, as strings ("M1003"), like real model ids
+        self.model_codes = np.sort(r.choice(np.arange(1000, 1000 + 10 * k), k, replace=False))
+        self.model_names = np.array([f"M{c}" for c in self.model_codes])
+        self.model_group = r.integers(0, len(self.groups), k)
+        self.model_effect = np.round(r.normal(0, 6000, k), 2)
+        start = r.integers(lo, hi - 5, k)
+        self.model_era = np.c_[start, np.minimum(hi, start + r.integers(6, 25, k))]
+
+    @staticmethod
+    def year_effect(year):
+        year = np.asarray(year, float)
+        return 600.0 * (year - 1960) + 15.0 * (year - 1960) ** 1.5
+
+    def chunk(self, i, rows):
+        r = self._rng(i)
+        m = r.integers(0, self.n_models, rows)
+        lo, hi = self.model_era[m, 0], self.model_era[m, 1]
+        year = lo + np.floor(r.uniform(0, 1, rows) * (hi - lo + 1)).astype(int)
+        age = 2012 - year
+        hours = np.round(age * r.uniform(100, 600, rows), 1)
+        g = self.model_group[m]
+        price = (20000 + self.year_effect(year) - 1.5 * hours + self.model_effect[m]
+                 + np.asarray(self.group_effect)[g] + r.normal(0, self.noise, rows))
+        return pd.DataFrame({
+            "YearMade": year.astype("int64"),
+            "MachineHours": hours,
+            "ProductGroup": pd.array(np.asarray(self.groups)[g], dtype="str"),
+            "ModelID": pd.array(self.model_names[m], dtype="str"),
+            "SalePrice": price,
+        })
+
+    def truth(self, feature, x):
+        if feature == "YearMade":
+            x = np.asarray(x, float)
+            return self.year_effect(x) - self.year_effect(x.min())
+        if feature == "MachineHours":
+            x = np.asarray(x, float)
+            return -1.5 * (x - x.min())
+        if feature == "ModelID":
+            # a model's total effect (its own + its product group's), mean-centred over models
+            eff = self.model_effect + np.asarray(self.group_effect)[self.model_group]
+            s = pd.Series(eff - eff.mean(), index=self.model_names)
+            return s.reindex(np.asarray(x)).to_numpy()
+        raise KeyError(feature)
+
+
+GENERATORS = {"quadratic": Quadratic, "bulldozer": Bulldozer, "linear": Linear}
+
+
+def write_parquet(gen: _Generator, n: int, path, *, rows_per_file: int | None = None, overwrite: bool = True) -> str:
+    """Write ``n`` rows of ``gen`` as a directory of parquet files, one chunk at a time.
+
+    Written into ``path + '.tmp'`` and renamed at the end, so a reader never sees a
+    half-written dataset.  Returns the directory.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = os.fspath(path)
+    if rows_per_file:
+        gen.chunk_rows = int(rows_per_file)
+    if os.path.exists(path):
+        if not overwrite:
+            return path
+        shutil.rmtree(path)
+    tmp = path + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    for i, chunk in enumerate(gen.chunks(n)):
+        pq.write_table(pa.Table.from_pandas(chunk, preserve_index=False), os.path.join(tmp, f"part-{i:05d}.parquet"))
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,252 @@
+"""stratpd end to end: inputs, ground truth, schedulers, bad input."""
+from __future__ import annotations
+
+import os
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+import daskpd
+from daskpd.datasets import Bulldozer, Quadratic, write_parquet
+from daskpd.io import DataError
+
+
+def rmse_vs_truth(res, gen):
+    f = res.to_frame()
+    f = f[f.supported]
+    truth = gen.truth(res.feature, f.x.to_numpy())
+    return float(np.sqrt(np.mean((f.pd.to_numpy() - truth) ** 2)))
+
+
+@pytest.fixture(scope="module")
+def quad_small():
+    return Quadratic(random_state=3).frame(20_000)
+
+
+# ------------------------------------------------------------------ ground truth
+
+
+def test_quadratic_codependent_rmse_tightens_with_n():
+    gen = Quadratic(random_state=11)
+    errs = {}
+    for n in (2_000, 20_000, 200_000):
+        df = gen.frame(n)
+        errs[n] = (rmse_vs_truth(daskpd.stratpd(df, "y", "x1"), gen), rmse_vs_truth(daskpd.stratpd(df, "y", "x2"), gen))
+    # x1: truth spans 0..9; x2: 0..~5.  Bounds from the estimator's measured behaviour with margin.
+    assert errs[200_000][0] < 0.12 and errs[200_000][1] < 0.12
+    assert errs[2_000][0] > errs[200_000][0] and errs[2_000][1] > errs[200_000][1]
+    assert errs[20_000][0] < 0.35
+
+
+def test_irrelevant_feature_is_flat(quad_small):
+    res = daskpd.stratpd(quad_small, "y", "x3")
+    f = res.to_frame()
+    assert np.nanmax(np.abs(f.pd[f.supported])) < 0.3  # x1's curve spans 9
+
+
+def test_integer_yearmade_like_feature_keeps_exact_values(tmp_path):
+    gen = Bulldozer(random_state=2, n_models=60)
+    path = write_parquet(gen, 120_000, tmp_path / "bd", rows_per_file=30_000)
+    res = daskpd.stratpd(path, "SalePrice", "YearMade")
+    assert not res.binned
+    years = np.unique(gen.frame(120_000).YearMade)
+    np.testing.assert_array_equal(res.x, years)
+    truth_range = gen.truth("YearMade", res.x).max()
+    assert rmse_vs_truth(res, gen) < 0.08 * truth_range
+    assert res.n_rows == 120_000
+
+
+def test_continuous_feature_is_binned_and_accurate():
+    gen = Quadratic(random_state=4)
+    df = gen.frame(100_000)
+    res = daskpd.stratpd(df, "y", "x1", max_bins=200)
+    assert res.binned and len(res.x) <= 200
+    assert rmse_vs_truth(res, gen) < 0.15
+    exact = daskpd.stratpd(df.iloc[:3000], "y", "x1", max_bins=None)
+    assert not exact.binned and len(exact.x) == 3000
+
+
+# ------------------------------------------------------------------ inputs
+
+
+def test_pandas_dask_and_parquet_inputs_agree(tmp_path, quad_small):
+    path = tmp_path / "q"
+    os.makedirs(path)
+    for i in range(4):
+        quad_small.iloc[i * 5000:(i + 1) * 5000].to_parquet(path / f"p{i}.parquet")
+    a = daskpd.stratpd(quad_small, "y", "x1")
+    b = daskpd.stratpd(dd.from_pandas(quad_small, npartitions=4, sort=False), "y", "x1")
+    c = daskpd.stratpd(str(path), "y", "x1")
+    d = daskpd.stratpd(str(path / "*.parquet"), "y", "x1")
+    for other in (b, c, d):
+        np.testing.assert_allclose(other.pd, a.pd, rtol=1e-9, atol=1e-9)
+        np.testing.assert_array_equal(other.slope_count, a.slope_count)
+    # same partitioning -> bit-identical
+    np.testing.assert_array_equal(c.pd, d.pd)
+
+
+def test_hive_partitioned_directory_and_column_pushdown(tmp_path):
+    gen = Bulldozer(random_state=5, n_models=30)
+    df = gen.frame(20_000)
+    df["extra_unused"] = np.arange(len(df))
+    df.to_parquet(tmp_path / "hive", partition_cols=["ProductGroup"])
+    res = daskpd.stratpd(str(tmp_path / "hive"), "SalePrice", "MachineHours", features=["YearMade", "ProductGroup"])
+    assert res.n_rows == 20_000
+    assert res.params["stratified_on"] == ["YearMade", "ProductGroup"]
+    # only the needed columns are read
+    from daskpd.io import load
+
+    ddf = load(str(tmp_path / "hive"), ["SalePrice", "MachineHours"])
+    assert list(ddf.columns) == ["SalePrice", "MachineHours"]
+
+
+def test_non_numeric_other_features_are_encoded():
+    gen = Bulldozer(random_state=6, n_models=40)
+    df = gen.frame(30_000)
+    df["when"] = pd.Timestamp("2012-01-01") + pd.to_timedelta(np.arange(len(df)) % 90, unit="D")
+    df["cat"] = pd.Categorical(df.ProductGroup)
+    df["flag"] = df.YearMade > 1990
+    res = daskpd.stratpd(df, "SalePrice", "MachineHours")
+    assert set(res.params["stratified_on"]) == {"YearMade", "ProductGroup", "ModelID", "when", "cat", "flag"}
+    assert res.supported.sum() > 100
+
+
+def test_missing_values_are_dropped_and_counted(quad_small):
+    df = quad_small.copy()
+    df.loc[:99, "x1"] = np.nan
+    df.loc[100:149, "y"] = np.nan
+    df.loc[150:159, "y"] = np.inf
+    df.loc[160:400, "x2"] = np.nan  # NaN in a stratifying feature: routed by the tree
+    res = daskpd.stratpd(df, "y", "x1")
+    assert res.n_missing_x == 100
+    assert res.n_bad_y == 60
+    assert res.n_rows == len(df)
+    assert res.n_used + res.n_ignored == len(df) - 160
+    assert res.count.sum() == len(df) - 160
+
+
+def test_bool_feature_two_positions():
+    rng = np.random.default_rng(0)
+    n = 5000
+    a = rng.normal(size=n)
+    flag = rng.random(n) < 0.5
+    df = pd.DataFrame({"flag": flag, "a": a, "y": 3.0 * flag + a})
+    res = daskpd.stratpd(df, "y", "flag", min_samples_leaf=30)
+    np.testing.assert_array_equal(res.x, [0.0, 1.0])
+    assert res.pd[1] == pytest.approx(3.0, abs=0.1)
+
+
+def test_sample_is_partition_invariant():
+    gen = Quadratic(random_state=8)
+    df = gen.frame(30_000)
+    a = daskpd.stratpd(dd.from_pandas(df, npartitions=1), "y", "x1", sample_size=5_000)
+    b = daskpd.stratpd(dd.from_pandas(df, npartitions=7, sort=False), "y", "x1", sample_size=5_000)
+    np.testing.assert_allclose(a.pd, b.pd, rtol=1e-9, atol=1e-9)
+    assert a.n_leaves == b.n_leaves
+
+
+def test_deterministic_given_random_state(quad_small):
+    a = daskpd.stratpd(quad_small, "y", "x1", sample_size=4_000, random_state=1)
+    b = daskpd.stratpd(quad_small, "y", "x1", sample_size=4_000, random_state=1)
+    c = daskpd.stratpd(quad_small, "y", "x1", sample_size=4_000, random_state=2)
+    np.testing.assert_array_equal(a.pd, b.pd)
+    assert not np.array_equal(a.pd, c.pd)
+
+
+def test_result_frame_parquet_and_plot(tmp_path, quad_small):
+    res = daskpd.stratpd(quad_small, "y", "x1")
+    f = res.to_frame()
+    assert {"x", "pd", "slope", "slope_count", "count", "supported"} <= set(f.columns)
+    p = res.to_parquet(tmp_path / "c.parquet")
+    back = pd.read_parquet(p)
+    pd.testing.assert_frame_equal(back, f)
+    import pyarrow.parquet as pq
+
+    assert b"daskpd" in pq.read_schema(p).metadata
+    ax = res.plot()
+    ax.figure.savefig(tmp_path / "c.png")
+    assert (tmp_path / "c.png").stat().st_size > 5000
+    assert "x1" in res.summary() and "StratPDResult" in repr(res)
+
+
+# ------------------------------------------------------------------ schedulers
+
+
+def test_real_cluster_gives_the_local_answer(tmp_path, dask_cluster):
+    """scheduler + 2 worker processes started with the `dask` CLI on 127.0.0.1."""
+    from distributed import Client, get_task_stream
+
+    gen = Quadratic(random_state=9)
+    path = write_parquet(gen, 40_000, tmp_path / "q", rows_per_file=10_000)
+    local = daskpd.stratpd(path, "y", "x1")  # no client: dask's threads
+    with Client(dask_cluster, timeout=30) as client:
+        assert len(client.scheduler_info()["workers"]) == 2
+        with get_task_stream(client) as ts:
+            remote = daskpd.stratpd(path, "y", "x1")
+    map_tasks = [t for t in ts.data if "daskpd-strat-map" in str(t["key"])]
+    assert len(map_tasks) == 4  # one per parquet file
+    assert all(t["worker"].startswith("tcp://127.0.0.1:") for t in map_tasks)
+    assert remote.n_rows == 40_000
+    np.testing.assert_array_equal(remote.pd, local.pd)
+    np.testing.assert_array_equal(remote.slope_count, local.slope_count)
+
+
+def test_local_cluster_equals_threads(tmp_path):
+    from distributed import Client, LocalCluster
+
+    gen = Quadratic(random_state=10)
+    path = write_parquet(gen, 30_000, tmp_path / "q", rows_per_file=10_000)
+    threads = daskpd.stratpd(path, "y", "x2")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc, Client(lc):
+        dist = daskpd.stratpd(path, "y", "x2")
+    np.testing.assert_array_equal(threads.pd, dist.pd)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(feature="nope"), "'nope' not found"),
+    (dict(target="nope"), "'nope' not found"),
+    (dict(feature="y"), "is the target"),
+    (dict(min_samples_leaf=0), "min_samples_leaf must be an integer >= 1"),
+    (dict(min_slopes_per_x=0), "min_slopes_per_x must be an integer >= 1"),
+    (dict(sample_size=1.5), "sample_size"),
+    (dict(max_bins=1), "max_bins"),
+])
+def test_bad_parameters(quad_small, kwargs, match):
+    args = dict(target="y", feature="x1") | kwargs
+    with pytest.raises(DataError, match=match):
+        daskpd.stratpd(quad_small, args.pop("target"), args.pop("feature"), **args)
+
+
+def test_bad_data():
+    df = pd.DataFrame({"x": [1.0, 2, 3, 4], "a": [1.0, 2, 3, 4], "y": ["a", "b", "c", "d"], "c": ["u", "v", "u", "v"]})
+    with pytest.raises(DataError, match="target 'y' must be numeric; it has dtype"):
+        daskpd.stratpd(df, "y", "x")
+    with pytest.raises(DataError, match="data has no rows"):
+        daskpd.stratpd(pd.DataFrame({"x": [], "y": []}, dtype=float), "y", "x")
+    with pytest.raises(DataError, match="feature 'x' has no non-missing values"):
+        daskpd.stratpd(pd.DataFrame({"x": [np.nan] * 5, "y": [1.0, 2, 3, 4, 5]}), "y", "x")
+    with pytest.raises(DataError, match="feature 'x' is constant"):
+        daskpd.stratpd(pd.DataFrame({"x": [2.0] * 5, "y": [1.0, 2, 3, 4, 5]}), "y", "x")
+    with pytest.raises(DataError, match=r"feature 'c' is categorical .*daskpd\.catstratpd"):
+        daskpd.stratpd(df.assign(y=1.0 * np.arange(4)), "y", "c")
+    with pytest.raises(DataError, match="datetime"):
+        daskpd.stratpd(pd.DataFrame({"t": pd.date_range("2020", periods=4), "y": [1.0, 2, 3, 4]}), "y", "t")
+
+
+def test_unreadable_paths(tmp_path):
+    with pytest.raises(DataError, match="does not exist"):
+        daskpd.stratpd(str(tmp_path / "missing.parquet"), "y", "x")
+    with pytest.raises(DataError, match="glob matches no file"):
+        daskpd.stratpd(str(tmp_path / "*.parquet"), "y", "x")
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"this is not parquet")
+    with pytest.raises(DataError, match="could not read data from .*bad.parquet"):
+        daskpd.stratpd(str(bad), "y", "x")
+    with pytest.raises(DataError, match="data must be a pandas DataFrame"):
+        daskpd.stratpd(42, "y", "x")
