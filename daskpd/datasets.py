@@ -53,13 +53,17 @@ class _Generator:
 class Quadratic(_Generator):
     spread: float = 0.5  # sd of x2 around x1
     noise: float = 0.1
+    decimals: int | None = None  # round x1 to this many decimals (2 -> 301 distinct values)
+    x1_max: float = 3.0
 
     target = "y"
     features = ("x1", "x2", "x3")
 
     def chunk(self, i, rows):
         r = self._rng(i)
-        x1 = r.uniform(0, 3, rows)
+        x1 = r.uniform(0, self.x1_max, rows)
+        if self.decimals is not None:
+            x1 = np.round(x1, self.decimals)
         x2 = x1 + r.normal(0, self.spread, rows)
         x3 = r.uniform(0, 1, rows)
         y = x1 ** 2 + x2 + r.normal(0, self.noise, rows)

@@ -11,6 +11,7 @@ applies are fitted on the sample).
 from __future__ import annotations
 
 import numbers
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -32,6 +33,7 @@ class StratRun:
     sample_rows: int
     n_partitions: int
     kinds: dict[str, str]
+    timings: dict[str, float]
     sample: pd.DataFrame | None = None  # the tree-fitting sample (hash-ordered bottom-k rows)
 
 
@@ -115,6 +117,7 @@ def run_strat(
                             "(e.g. days since an epoch, or the year)")
 
     # pass 1: the sample
+    t0 = time.perf_counter()
     (sample,) = cluster.compute(sample_graph(ddf, sample_size, random_state), progress=progress)
     if len(sample) == 0:
         raise DataError("data has no rows")
@@ -132,6 +135,7 @@ def run_strat(
             raise DataError(f"feature {f!r} is constant (a single distinct value in a sample of "
                             f"{len(sample):,} rows); its partial dependence is undefined")
 
+    t1 = time.perf_counter()
     encoder = FeatureEncoder.fit(sample, list(dict.fromkeys([*strat_cols, *features])))
 
     # fit every feature's tree in parallel (on the workers when there is a cluster)
@@ -145,10 +149,13 @@ def run_strat(
             dsample, target, f, kinds[f], other, encoder, min_samples_leaf_for.get(f, min_samples_leaf), random_state,
             max_bins if kinds[f] == "numeric" else None, nan_as_level))
     specs = list(cluster.compute(*tasks, progress=False))
+    t2 = time.perf_counter()
 
     plan = StratPlan(target=target, specs=specs, encoder=encoder, n_trials=n_trials, trial_fraction=trial_fraction,
                      random_state=random_state, weight_columns=columns)
     # pass 2: one scan, every feature
     (aggs,) = cluster.compute(map_reduce(ddf, strat_map, strat_combine, plan, name="daskpd-strat"), progress=progress)
+    t3 = time.perf_counter()
+    timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": t3 - t2}
     return StratRun(plan=plan, aggs=aggs, sample_rows=len(sample), n_partitions=ddf.npartitions, kinds=kinds,
-                    sample=sample)
+                    timings=timings, sample=sample)

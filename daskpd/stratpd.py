@@ -214,6 +214,8 @@ def finish_numeric(run, feature: str, *, min_slopes_per_x: int, n_segments: int 
         "stratified_on": spec.other,
         "random_state": run.plan.random_state,
         "n_trials": run.plan.n_trials,
+        "n_partitions": run.n_partitions,
+        "timings": {k: round(v, 4) for k, v in run.timings.items()},
     }
     return finalize_numeric(run.aggs[feature], feature=feature, target=run.plan.target,
                             binned=spec.edges is not None, min_slopes_per_x=min_slopes_per_x, params=params,
