@@ -13,7 +13,7 @@ import sys
 
 import dask
 
-__all__ = ["current_client", "connect", "compute"]
+__all__ = ["current_client", "connect", "compute", "share"]
 
 
 def current_client():
@@ -57,6 +57,21 @@ def connect(scheduler: str | None = None, *, n_workers: int | None = None,
         processes=True,
     )
     return Client(cluster), cluster
+
+
+def share(obj):
+    """Put a large driver-side object (a sample, fitted trees) where tasks can use it.
+
+    On a distributed cluster the object is scattered once to a worker and the tasks
+    depend on that Future (instead of the object being pickled into the graph); without
+    a cluster it becomes a single delayed object.
+    """
+    from dask import delayed
+
+    client = current_client()
+    if client is not None:
+        return client.scatter(obj, direct=False, hash=False)
+    return delayed(obj, pure=True, traverse=False)
 
 
 def _want_progress(progress) -> bool:

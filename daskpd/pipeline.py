@@ -11,6 +11,7 @@ applies are fitted on the sample).
 from __future__ import annotations
 
 import numbers
+import os
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -20,7 +21,7 @@ import pandas as pd
 
 from . import cluster
 from .aggregate import FeatureAgg, StratPlan, map_reduce, strat_combine, strat_map
-from .io import DataError, FeatureEncoder, as_float, column_kinds, load
+from .io import DataError, FeatureEncoder, as_float, check_columns, column_kinds, load
 from .stratify import fit_spec, sample_graph
 
 __all__ = ["StratRun", "run_strat", "check_int", "resolve_columns"]
@@ -49,17 +50,17 @@ def resolve_columns(data, target: str, features: Sequence[str] | None, storage_o
     """The lazily-opened dataset (all columns) and the feature list (default: all but target)."""
     ddf = load(data, None, storage_options=storage_options, filters=filters)
     cols = [str(c) for c in ddf.columns]
+    source = repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data"
     if not isinstance(target, str):
         raise DataError(f"target must be a column name (str); got {target!r}")
-    if target not in cols:
-        load(ddf, [target])  # raises the standard "not found" error
+    check_columns(cols, [target], source=source)
     if features is None:
         features = [c for c in cols if c != target]
     else:
         if isinstance(features, str):
             features = [features]
         features = [str(f) for f in features]
-        load(ddf, features)  # validates names
+        check_columns(cols, features, source=source)
     return ddf, list(dict.fromkeys(features))
 
 
@@ -102,6 +103,8 @@ def run_strat(
     ddf_all, strat_cols = resolve_columns(data, target, stratify_on, storage_options, filters)
     strat_cols = [c for c in strat_cols if c != target]
     columns = list(dict.fromkeys([target, *features, *strat_cols]))
+    check_columns(ddf_all.columns, features,
+                  source=repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data")
     ddf = load(ddf_all, columns)
     dkinds = column_kinds(ddf.dtypes)
     if dkinds[target] != "numeric":
@@ -141,7 +144,7 @@ def run_strat(
     # fit every feature's tree in parallel (on the workers when there is a cluster)
     from dask import delayed
 
-    dsample = delayed(sample, pure=True, traverse=False)
+    dsample = cluster.share(sample)
     tasks = []
     for f in features:
         other = [c for c in strat_cols if c != f]
@@ -154,7 +157,8 @@ def run_strat(
     plan = StratPlan(target=target, specs=specs, encoder=encoder, n_trials=n_trials, trial_fraction=trial_fraction,
                      random_state=random_state, weight_columns=columns)
     # pass 2: one scan, every feature
-    (aggs,) = cluster.compute(map_reduce(ddf, strat_map, strat_combine, plan, name="daskpd-strat"), progress=progress)
+    (aggs,) = cluster.compute(map_reduce(ddf, strat_map, strat_combine, cluster.share(plan), name="daskpd-strat"),
+                              progress=progress)
     t3 = time.perf_counter()
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": t3 - t2}
     return StratRun(plan=plan, aggs=aggs, sample_rows=len(sample), n_partitions=ddf.npartitions, kinds=kinds,

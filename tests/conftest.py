@@ -38,10 +38,12 @@ def start_cluster(n_workers: int = 2, nthreads: int = 1, tmpdir: str | None = No
     addr = f"tcp://127.0.0.1:{port}"
     env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False", PYTHONUNBUFFERED="1")
     logdir = Path(tmpdir or ".")
+    sched_file = logdir / "scheduler.json"
     procs = []
     sched_log = open(logdir / "scheduler.log", "w")
     procs.append(subprocess.Popen(
-        _dask_cmd("scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0", "--no-show"),
+        _dask_cmd("scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0",
+                  "--no-show", "--scheduler-file", str(sched_file)),
         stdout=sched_log, stderr=subprocess.STDOUT, env=env))
     for i in range(n_workers):
         log = open(logdir / f"worker{i}.log", "w")
@@ -52,17 +54,20 @@ def start_cluster(n_workers: int = 2, nthreads: int = 1, tmpdir: str | None = No
             stdout=log, stderr=subprocess.STDOUT, env=env))
     from distributed import Client
 
-    deadline = time.time() + 60
-    while True:
-        try:
-            with Client(addr, timeout=5) as c:
-                c.wait_for_workers(n_workers, timeout=max(1, deadline - time.time()))
-            break
-        except (OSError, TimeoutError):
-            if time.time() > deadline:
-                stop_cluster(procs)
-                raise RuntimeError(f"cluster at {addr} did not come up; see logs in {logdir}")
-            time.sleep(0.5)
+    # Wait for the scheduler to write its file (no connection retries: a failed Client can
+    # linger on distributed's loop and break the next one), then connect once.
+    deadline = time.time() + 90
+    while not sched_file.exists():
+        if time.time() > deadline or procs[0].poll() is not None:
+            stop_cluster(procs)
+            raise RuntimeError(f"scheduler at {addr} did not start; see {logdir / 'scheduler.log'}")
+        time.sleep(0.2)
+    try:
+        with Client(scheduler_file=str(sched_file), timeout=60) as c:
+            c.wait_for_workers(n_workers, timeout=max(5, deadline - time.time()))
+    except Exception:
+        stop_cluster(procs)
+        raise
     return addr, procs
 
 

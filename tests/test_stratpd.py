@@ -250,3 +250,20 @@ def test_unreadable_paths(tmp_path):
         daskpd.stratpd(str(bad), "y", "x")
     with pytest.raises(DataError, match="data must be a pandas DataFrame"):
         daskpd.stratpd(42, "y", "x")
+
+
+def test_fsspec_url_and_csv_inputs(tmp_path, quad_small):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for i in range(2):
+        with fs.open(f"/daskpd-test/q/part{i}.parquet", "wb") as fh:
+            quad_small.iloc[i * 10_000:(i + 1) * 10_000].to_parquet(fh)
+    url = daskpd.stratpd("memory://daskpd-test/q", "y", "x1")
+    quad_small.to_csv(tmp_path / "q.csv", index=False)
+    csv = daskpd.stratpd(str(tmp_path / "q.csv"), "y", "x1")
+    ref = daskpd.stratpd(quad_small, "y", "x1")
+    np.testing.assert_allclose(url.pd, ref.pd, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(csv.pd, ref.pd, rtol=1e-6, atol=1e-6)  # CSV round-trips floats as text
+    with pytest.raises(DataError, match="'nope' not found in .*q.csv"):
+        daskpd.stratpd(str(tmp_path / "q.csv"), "y", "nope")
