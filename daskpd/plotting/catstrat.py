@@ -1,0 +1,132 @@
+"""CatStratPD plots: readable from 2 to 10,000 categories.
+
+* ``kind="bar"``: horizontal bars sorted by effect, each labelled with its row count.
+  With more than ``top_k`` categories only the ``top_k`` with the most rows are drawn
+  (the title says so).
+* ``kind="strip"``: every category as a point, sorted by effect (x = rank), point area
+  growing with the row count, colour by disjoint group; rows per category as grey bars
+  on a twin axis; the ``label_k`` lowest and highest categories are named.
+* ``kind="auto"`` (default): bars up to ``top_k`` categories, the strip beyond.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _ax
+
+__all__ = ["plot_catstratpd"]
+
+
+def _label(v) -> str:
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return "NaN"
+    try:
+        import pandas as pd
+
+        if v is pd.NA:
+            return "NaN"
+    except ImportError:  # pragma: no cover
+        pass
+    return str(v)
+
+
+def plot_catstratpd(res, ax=None, *, kind: str = "auto", top_k: int = 40, label_k: int = 5,
+                    show_counts: bool = True, color="#1f4e8c", title: str | None = None):
+    """Draw ``res`` (a CatStratPDResult); returns the matplotlib Axes."""
+    if kind not in ("auto", "bar", "strip"):
+        raise ValueError(f"kind must be 'auto', 'bar' or 'strip'; got {kind!r}")
+    if not isinstance(top_k, (int, np.integer)) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer; got {top_k!r}")
+    ok = np.flatnonzero(np.isfinite(res.pd))
+    if kind == "auto":
+        kind = "bar" if len(ok) <= top_k else "strip"
+    fresh = ax is None
+    labels = np.array([_label(v) for v in res.categories], dtype=object)
+    count = np.asarray(res.count, dtype="float64")
+    if kind == "bar":
+        ax = _bar(res, ax, ok, labels, count, top_k, show_counts, color)
+    else:
+        ax = _strip(res, ax, ok, labels, count, label_k, show_counts)
+    ax.set_title(title if title is not None else
+                 f"CatStratPD: {res.target} vs {res.feature}" + (
+                     f" ({res.n_groups} disjoint groups)" if res.n_groups > 1 else ""))
+    if fresh:
+        ax.figure.tight_layout()
+    return ax
+
+
+def _bar(res, ax, ok, labels, count, top_k, show_counts, color):
+    shown = ok
+    note = ""
+    if len(ok) > top_k:
+        shown = ok[np.argsort(-count[ok], kind="stable")[:top_k]]
+        note = f" (top {top_k} of {len(ok)} by rows)"
+    shown = shown[np.argsort(res.pd[shown], kind="stable")]
+    height = max(2.5, 0.28 * len(shown) + 1.0)
+    ax = _ax(ax, figsize=(6.5, height))
+    y = np.arange(len(shown))
+    vals = res.pd[shown]
+    ax.barh(y, vals, color=color, alpha=0.85)
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels[shown], fontsize=8 if len(shown) > 20 else 9)
+    ax.axvline(0, color="#444", lw=0.8)
+    if show_counts:
+        span = (np.max(vals) - np.min(vals)) if len(vals) else 1.0
+        span = span or 1.0
+        for yi, v, c in zip(y, vals, count[shown]):
+            ax.text(v + (0.01 * span if v >= 0 else -0.01 * span), yi, f"n={int(c):,}" if c == int(c) else f"n={c:.3g}",
+                    va="center", ha="left" if v >= 0 else "right", fontsize=7, color="#555")
+        lo, hi = min(0.0, np.min(vals)), max(0.0, np.max(vals))
+        ax.set_xlim(lo - 0.15 * span, hi + 0.2 * span)
+    ax.set_xlabel(f"partial dependence of {res.target}" + (" (mean-centred)" if res.centered else ""))
+    ax.set_ylabel(res.feature + note)
+    return ax
+
+
+def _strip(res, ax, ok, labels, count, label_k, show_counts):
+    ax = _ax(ax, figsize=(9, 4.5))
+    order = ok[np.argsort(res.pd[ok], kind="stable")]
+    x = np.arange(len(order))
+    vals = res.pd[order]
+    c = count[order]
+    big = 60 if len(order) <= 300 else 25
+    size = 3 + big * np.sqrt(c / c.max()) if len(c) and c.max() > 0 else 8
+    groups = res.group[order]
+    if res.n_groups > 1:
+        cmap = _plt_cmap()
+        colors = cmap(groups % 10)  # integer input: the colormap's own colours
+    else:
+        colors = "#1f4e8c"
+    if show_counts and len(order):
+        tw = ax.twinx()
+        log = c.max() > 50 * max(1.0, np.median(c))
+        base = max(0.5, 0.5 * c.min()) if log else 0.0
+        # one filled step curve, not one bar per category (fast with 10,000 categories)
+        tw.fill_between(x, base, np.maximum(c, base), step="mid", color="#bbb", alpha=0.45, lw=0, zorder=0)
+        tw.set_ylabel("rows", color="#888")
+        tw.tick_params(axis="y", colors="#888")
+        if log:
+            tw.set_yscale("log")
+        ax.set_zorder(tw.get_zorder() + 1)
+        ax.patch.set_visible(False)
+    ax.scatter(x, vals, s=size, c=colors, alpha=0.8, linewidths=0)
+    # name the label_k lowest and highest categories, fanned out so that they do not overlap
+    k = min(label_k, len(order) // 2)
+    line = dict(arrowstyle="-", lw=0.4, color="#999")
+    for j in range(k):
+        lo, hi = j, len(order) - 1 - j
+        ax.annotate(labels[order[lo]], (x[lo], vals[lo]), xytext=(14, 6 + 10 * j), textcoords="offset points",
+                    fontsize=7, color="#333", ha="left", arrowprops=line)
+        ax.annotate(labels[order[hi]], (x[hi], vals[hi]), xytext=(-14, -6 - 10 * j), textcoords="offset points",
+                    fontsize=7, color="#333", ha="right", va="top", arrowprops=line)
+    ax.set_xticks([])
+    ax.set_xlim(-1, max(1, len(order)))
+    ax.set_xlabel(f"{len(order):,} categories of {res.feature}, sorted by effect (point size: rows)")
+    ax.set_ylabel(f"partial dependence of {res.target}" + (" (mean-centred)" if res.centered else ""))
+    return ax
+
+
+def _plt_cmap():
+    import matplotlib
+
+    return matplotlib.colormaps["tab10"]
