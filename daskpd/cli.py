@@ -1,0 +1,218 @@
+"""The ``daskpd`` command line.
+
+    daskpd run JOB.toml [--scheduler ADDRESS] [--output DIR] [--run-id ID] [TLS options]
+    daskpd validate JOB.toml [--check-data]
+    daskpd history OUTPUT/JOB_NAME [--last N] [--threshold X] [--fail-on-drift] [--json]
+
+Exit status: 0 success; 2 a bad job spec, bad input data or bad arguments (one line
+``daskpd: error: ...`` on stderr, no traceback, nothing written); 1 an unexpected
+failure (traceback, nothing written); 3 ``history --fail-on-drift`` found drift;
+128+N killed by signal N (SIGTERM: 143, SIGINT: 130) -- the run leaves nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+
+__all__ = ["main", "build_parser"]
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_DRIFT = 0, 1, 2, 3
+
+
+class UsageError(ValueError):
+    """A bad command-line argument (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own usage errors: exit 2, one line
+        self.print_usage(sys.stderr)
+        print(f"daskpd: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    p = _Parser(prog="daskpd", description="Partial dependence (StratPD, CatStratPD, importances, model-based PD) "
+                                           "as a job on a Dask cluster.  See docs/jobs.md.")
+    p.add_argument("--version", action="version", version=f"daskpd {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    r = sub.add_parser("run", help="run a job spec", description="Run a TOML job spec and write its results "
+                       "under OUTPUT/JOB_NAME/RUN_ID/ (atomically).")
+    r.add_argument("spec", metavar="JOB.toml", help="the job spec")
+    r.add_argument("--scheduler", metavar="ADDRESS",
+                   help="Dask scheduler address (tcp://host:8786, tls://host:8786) or scheduler file; "
+                        "default: $DASK_SCHEDULER_ADDRESS, else the spec's cluster.scheduler, else a LocalCluster "
+                        "sized to this machine ('local' forces one)")
+    r.add_argument("--output", metavar="DIR", help="output root (default: the spec's output.dir, else ./daskpd-runs)")
+    r.add_argument("--run-id", metavar="ID", help="run id (default: UTC timestamp YYYYMMDDTHHMMSSZ); an existing "
+                                                  "run with this id is replaced atomically")
+    r.add_argument("--n-workers", type=int, metavar="N", help="LocalCluster workers (default: sized to the machine)")
+    r.add_argument("--threads-per-worker", type=int, metavar="N", help="LocalCluster threads per worker")
+    r.add_argument("--tls-ca-file", metavar="PEM", help="CA certificate for a tls:// scheduler")
+    r.add_argument("--tls-cert", metavar="PEM", help="client certificate (may also hold the key)")
+    r.add_argument("--tls-key", metavar="PEM", help="client private key")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("-q", "--quiet", action="store_true", help="print only the run directory")
+
+    v = sub.add_parser("validate", help="check a job spec without running it")
+    v.add_argument("spec", metavar="JOB.toml")
+    v.add_argument("--check-data", action="store_true",
+                   help="also open the data source and check the columns (reads file metadata only), and load "
+                        "and check the model")
+
+    h = sub.add_parser("history", help="compare the runs of a job (drift per feature)",
+                       description="Compare consecutive runs of a job: importance change, curve distance and a "
+                                   "drift score per feature; writes OUTPUT/JOB_NAME/history/ (drift.parquet, "
+                                   "history.html, plots).  See docs/jobs.md for the definitions.")
+    h.add_argument("job_dir", metavar="OUTPUT/JOB_NAME")
+    h.add_argument("--last", type=int, default=10, metavar="N", help="runs shown in the plots (default 10)")
+    h.add_argument("--feature", action="append", metavar="NAME", help="only these features (repeatable)")
+    h.add_argument("--threshold", type=float, default=0.1, metavar="X",
+                   help="drift above X is flagged (default 0.1)")
+    h.add_argument("--fail-on-drift", action="store_true",
+                   help="exit with status 3 if a feature drifted between the last two runs")
+    h.add_argument("--json", action="store_true", help="print the drift table of the last two runs as JSON")
+    h.add_argument("--output", metavar="DIR", help="where to write (default: OUTPUT/JOB_NAME/history)")
+    h.add_argument("--no-write", action="store_true", help="print only; write nothing")
+    return p
+
+
+def _die(msg: str, code: int = EXIT_USAGE) -> int:
+    msg = " ".join(str(msg).split())  # one line
+    print(f"daskpd: error: {msg}", file=sys.stderr)
+    return code
+
+
+def _security(args):
+    tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
+    if not any(tls):
+        return None  # Client() uses Dask's config (distributed.comm.tls.*), e.g. via DASK_CONFIG
+    if not args.tls_ca_file or not args.tls_cert:
+        raise UsageError("--tls-ca-file and --tls-cert go together (plus --tls-key unless the certificate file "
+                         "holds the key)")
+    for flag, path in (("--tls-ca-file", args.tls_ca_file), ("--tls-cert", args.tls_cert),
+                       ("--tls-key", args.tls_key)):
+        if path and not os.path.isfile(path):
+            raise UsageError(f"{flag}: {path!r} does not exist")
+    if args.scheduler and not args.scheduler.startswith("tls://") and not os.path.isfile(args.scheduler):
+        raise UsageError(f"TLS options given but --scheduler {args.scheduler!r} is not a tls:// address")
+    from distributed.security import Security
+
+    return Security(tls_ca_file=args.tls_ca_file, tls_client_cert=args.tls_cert, tls_client_key=args.tls_key,
+                    require_encryption=True)
+
+
+def _cmd_run(args) -> int:
+    from .io import DataError
+    from .job.run import JobTerminated, run_job
+    from .job.spec import SpecError
+
+    try:
+        security = _security(args)
+        for flag in ("n_workers", "threads_per_worker"):
+            v = getattr(args, flag)
+            if v is not None and v < 1:
+                raise UsageError(f"--{flag.replace('_', '-')} must be >= 1")
+        if args.run_id is not None:
+            from .job.spec import check_name
+
+            try:
+                check_name(args.run_id, "--run-id")
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+        final = run_job(args.spec, scheduler=args.scheduler, output=args.output, run_id=args.run_id,
+                        progress=not args.no_progress and not args.quiet, security=security,
+                        n_workers=args.n_workers, threads_per_worker=args.threads_per_worker,
+                        out=False if args.quiet else None, log=False if args.quiet else None)
+    except JobTerminated as exc:
+        print(f"daskpd: {exc}; no run was written", file=sys.stderr)
+        return 128 + exc.signum
+    except (SpecError, DataError, UsageError, ConnectionError) as exc:
+        return _die(exc)
+    if args.quiet:
+        print(final)
+    return EXIT_OK
+
+
+def _cmd_validate(args) -> int:
+    from .io import DataError
+    from .job.spec import SpecError, load_spec
+
+    try:
+        spec = load_spec(args.spec)
+        if args.check_data:
+            from .job.run import open_source, plan_columns
+
+            if spec.source.synthetic:
+                from .io import load
+                from .job.run import _make_generator
+
+                ddf = load(_make_generator(spec).frame(16))
+            else:
+                ddf = open_source(spec, spec.source.path)
+            feats, cats, _ = plan_columns(spec, ddf)
+            if spec.model_based:
+                from .job.run import prepare_model
+
+                prepare_model(spec, ddf, feats, {})  # loads it (trust rules apply) and checks its columns
+        else:
+            feats, cats = spec.features, None
+    except (SpecError, DataError) as exc:
+        return _die(exc)
+    print(f"{args.spec}: ok: job {spec.name!r}, target {spec.target!r}, methods {', '.join(spec.methods)}")
+    if feats is not None:
+        print(f"  features: {', '.join(feats)}" + (f" (categorical: {', '.join(cats) or 'none'})" if cats is not None
+                                                   else ""))
+    return EXIT_OK
+
+
+def _cmd_history(args) -> int:
+    from .io import DataError
+    from .job.history import HistoryError, history
+
+    if args.last < 2:
+        return _die("--last must be >= 2")
+    if not args.threshold >= 0:
+        return _die("--threshold must be >= 0")
+    try:
+        h = history(args.job_dir, features=args.feature, last=args.last, threshold=args.threshold,
+                    output=None if args.no_write else (args.output or True))
+    except (HistoryError, DataError) as exc:
+        return _die(exc)
+    latest = h.latest_pair()
+    if args.json:
+        print(json.dumps(json.loads(latest.to_json(orient="records")), indent=2))
+    else:
+        print(h.format_latest())
+        if h.written:
+            print(f"\nwrote {h.written}")
+    if args.fail_on_drift and (latest["status"] == "drifted").any():
+        return EXIT_DRIFT
+    return EXIT_OK
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    cmd = {"run": _cmd_run, "validate": _cmd_validate, "history": _cmd_history}[args.command]
+    try:
+        return cmd(args)
+    except KeyboardInterrupt:
+        print("daskpd: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `daskpd history ... | head`
+        return EXIT_OK
+    except Exception:  # unexpected: a bug or an environment failure; show everything
+        traceback.print_exc()
+        print("daskpd: error: unexpected failure (traceback above); nothing was written", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

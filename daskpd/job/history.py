@@ -1,0 +1,426 @@
+"""``daskpd history OUTPUT/JOB_NAME``: how each feature moved between consecutive runs.
+
+Runs are the complete run directories of the job (those holding ``manifest.json``),
+ordered by run id (the default ids are UTC timestamps and sort in time order; so do
+ISO dates).  For every consecutive pair (previous, current) and every curve
+(method, feature) the drift table has:
+
+``importance_prev``, ``importance``
+    the feature's share of the total importance in each run (its importance divided
+    by the sum over the run's features).  Curves of StratPD/CatStratPD use the
+    ``importances`` table, model-based curves the ``pd_variance`` one; NaN if the job
+    computed no importance.
+``importance_change``
+    the change of the feature's *unnormalised* importance (``importance_raw``, in
+    units of the target), divided by the previous run's total (sum over features):
+    0.05 = the feature gained five percent of the previous total.  Unlike a change
+    of shares, this does not move every feature when one of them changes.
+``curve_rms``
+    root-mean-square difference of the two curves, in units of the target, after
+    centring each on the common support (partial dependence is defined up to an
+    additive constant: StratPD is 0 at its leftmost supported x, which moves when
+    the support does).  Numeric features: both curves are linearly interpolated on
+    101 evenly spaced points of the *overlap* of their supported x ranges.
+    Categorical features: the categories both runs estimated.
+``curve_distance``
+    ``curve_rms / scale`` with ``scale`` the larger of the two curves' ranges (max -
+    min on the common support), floored at 10% of the largest curve range of the
+    previous run (all features of the same method).  So 0.1 means "the curve moved
+    by a tenth of its own size", and the noise of a flat, irrelevant feature is
+    measured against the effects that matter rather than against its own noise.
+``support_overlap``
+    numeric: length of the overlap of the supported x ranges / length of their
+    union; categorical: Jaccard index of the sets of estimated categories.
+``drift``
+    ``max(curve_distance, |importance_change|, 1 - support_overlap)``: each term is a
+    fraction, and a feature has drifted if its shape, its share of the importance, or
+    its support moved.  Missing terms (NaN) are ignored.
+``status``
+    ``drifted`` when ``drift > threshold`` (default 0.1), else ``ok``; ``new`` /
+    ``gone`` when the curve exists in only one of the two runs; ``n/a`` when the
+    curves share fewer than two points.
+
+Outputs (``OUTPUT/JOB_NAME/history/`` by default, replaced atomically):
+``drift.parquet`` (every consecutive pair), ``history.html`` (self-contained: the
+drift table of the last two runs, the importance of each feature across runs, and a
+plot of each feature's curves across the last ``N`` runs) and ``plots/*.png``.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["HistoryError", "History", "history", "load_runs", "curve_distance", "drift_table",
+           "IMPORTANCE_FOR", "GRID_POINTS", "SCALE_FLOOR"]
+
+#: which importance table a curve's importance comes from
+IMPORTANCE_FOR = {"stratpd": "importances", "catstratpd": "importances", "partial_dependence": "pd_variance",
+                  "ice": "pd_variance", "ale": "pd_variance", "marginal": "pd_variance"}
+#: points of the common grid for numeric curves
+GRID_POINTS = 101
+#: curve distance scale floor, as a fraction of the largest curve range of the previous run
+SCALE_FLOOR = 0.1
+
+
+class HistoryError(ValueError):
+    """Not a job directory, or too few runs to compare."""
+
+
+@dataclass
+class Run:
+    run_id: str
+    path: Path
+    manifest: dict
+    curves: pd.DataFrame
+    importances: pd.DataFrame
+
+
+def load_runs(job_dir: str | os.PathLike) -> list[Run]:
+    from .run import list_runs
+
+    job_dir = Path(job_dir)
+    if not job_dir.is_dir():
+        raise HistoryError(f"{str(job_dir)!r} is not a directory (expected OUTPUT/JOB_NAME of a daskpd job)")
+    runs = []
+    for rid in list_runs(job_dir):
+        p = job_dir / rid
+        try:
+            manifest = json.loads((p / "manifest.json").read_text())
+            curves = pd.read_parquet(p / "curves.parquet")
+            imp = pd.read_parquet(p / "importances.parquet")
+        except (OSError, ValueError) as exc:
+            raise HistoryError(f"run {rid!r} in {str(job_dir)!r} is unreadable: {exc}") from exc
+        runs.append(Run(rid, p, manifest, curves, imp))
+    if not runs:
+        hint = ""
+        if any(c.is_dir() and any(c.glob("*/manifest.json")) for c in job_dir.iterdir()):
+            hint = " (this looks like an output root: pass OUTPUT/JOB_NAME)"
+        raise HistoryError(f"no runs in {str(job_dir)!r}: expected run directories holding manifest.json{hint}")
+    return runs
+
+
+def _numeric_points(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    d = df[df["supported"].astype(bool) & np.isfinite(df["pd"]) & np.isfinite(df["x"])]
+    d = d.sort_values("x", kind="stable")
+    return d["x"].to_numpy(dtype=float), d["pd"].to_numpy(dtype=float)
+
+
+def _categorical_points(df: pd.DataFrame) -> pd.Series:
+    d = df[df["supported"].astype(bool) & np.isfinite(df["pd"]) & df["category"].notna()]
+    return pd.Series(d["pd"].to_numpy(dtype=float), index=d["category"].astype(str).to_numpy()).groupby(level=0).mean()
+
+
+def _is_categorical(df: pd.DataFrame) -> bool:
+    return bool(df["category"].notna().any())
+
+
+def curve_range(df: pd.DataFrame) -> float:
+    if _is_categorical(df):
+        s = _categorical_points(df)
+        return float(s.max() - s.min()) if len(s) else np.nan
+    _, y = _numeric_points(df)
+    return float(y.max() - y.min()) if len(y) else np.nan
+
+
+def curve_distance(prev: pd.DataFrame, cur: pd.DataFrame, floor: float = 0.0) -> dict:
+    """``{curve_rms, curve_distance, support_overlap, n_common}`` of two curves of one feature."""
+    nan = {"curve_rms": np.nan, "curve_distance": np.nan, "support_overlap": np.nan, "n_common": 0}
+    if _is_categorical(prev) or _is_categorical(cur):
+        a, b = _categorical_points(prev), _categorical_points(cur)
+        union = a.index.union(b.index)
+        common = a.index.intersection(b.index)
+        overlap = len(common) / len(union) if len(union) else np.nan
+        if len(common) < 2:
+            return {**nan, "support_overlap": overlap, "n_common": len(common)}
+        ya, yb = a.loc[common].to_numpy(), b.loc[common].to_numpy()
+    else:
+        xa, pa = _numeric_points(prev)
+        xb, pb = _numeric_points(cur)
+        if len(xa) < 2 or len(xb) < 2:
+            return nan
+        lo, hi = max(xa[0], xb[0]), min(xa[-1], xb[-1])
+        span = max(xa[-1], xb[-1]) - min(xa[0], xb[0])
+        overlap = max(0.0, hi - lo) / span if span > 0 else 1.0
+        if not hi > lo:
+            return {**nan, "support_overlap": overlap}
+        grid = np.linspace(lo, hi, GRID_POINTS)
+        ya, yb = np.interp(grid, xa, pa), np.interp(grid, xb, pb)
+        common = grid
+    ya, yb = ya - ya.mean(), yb - yb.mean()
+    rms = float(np.sqrt(np.mean((yb - ya) ** 2)))
+    scale = max(float(ya.max() - ya.min()), float(yb.max() - yb.min()), float(floor))
+    dist = rms / scale if scale > 0 else (0.0 if rms == 0 else np.inf)
+    return {"curve_rms": rms, "curve_distance": dist, "support_overlap": float(overlap), "n_common": len(common)}
+
+
+def _raw(imp: pd.DataFrame, method: str) -> pd.Series:
+    """Unnormalised importance per feature (``importance_raw`` when the table has it)."""
+    t = imp[imp["method"] == method]
+    if not len(t):
+        return pd.Series(dtype=float)
+    col = "importance_raw" if "importance_raw" in t.columns and t["importance_raw"].notna().any() else "importance"
+    return pd.Series(t[col].to_numpy(dtype=float), index=t["feature"].astype(str).to_numpy())
+
+
+def _shares(imp: pd.DataFrame, method: str) -> pd.Series:
+    v = _raw(imp, method)
+    tot = np.nansum(np.abs(v.to_numpy()))
+    return v / tot if tot > 0 else v
+
+
+def _ranks(imp: pd.DataFrame, method: str) -> pd.Series:
+    t = imp[imp["method"] == method]
+    return pd.Series(t["rank"].to_numpy(), index=t["feature"].astype(str).to_numpy()) if len(t) else pd.Series(dtype=float)
+
+
+def compare(prev: Run, cur: Run, threshold: float = 0.1) -> pd.DataFrame:
+    """Drift rows of ``cur`` against ``prev``, one per (method, feature) curve in either."""
+    rows = []
+    keys_prev = set(map(tuple, prev.curves[["method", "feature"]].astype(str).drop_duplicates().to_numpy()))
+    keys_cur = set(map(tuple, cur.curves[["method", "feature"]].astype(str).drop_duplicates().to_numpy()))
+    floors = {}
+    for m in {k[0] for k in keys_prev}:
+        ranges = [curve_range(prev.curves[(prev.curves["method"] == m) & (prev.curves["feature"] == f)])
+                  for (mm, f) in keys_prev if mm == m]
+        ranges = [r for r in ranges if np.isfinite(r)]
+        floors[m] = SCALE_FLOOR * max(ranges) if ranges else 0.0
+    shares, raw, ranks, totals = {}, {}, {}, {}
+    for run, tag in ((prev, "prev"), (cur, "cur")):
+        for m in set(IMPORTANCE_FOR.values()):
+            shares[(tag, m)] = _shares(run.importances, m)
+            raw[(tag, m)] = _raw(run.importances, m)
+            ranks[(tag, m)] = _ranks(run.importances, m)
+            totals[(tag, m)] = float(np.nansum(np.abs(raw[(tag, m)].to_numpy())))
+    empty = pd.Series(dtype=float)
+    for method, feature in sorted(keys_prev | keys_cur, key=lambda k: (k[0], k[1])):
+        imp_m = IMPORTANCE_FOR.get(method)
+        ip = shares.get(("prev", imp_m), empty).get(feature, np.nan)
+        ic = shares.get(("cur", imp_m), empty).get(feature, np.nan)
+        rawp = raw.get(("prev", imp_m), empty).get(feature, np.nan)
+        rawc = raw.get(("cur", imp_m), empty).get(feature, np.nan)
+        tot = totals.get(("prev", imp_m), 0.0)
+        change = (rawc - rawp) / tot if tot > 0 else np.nan
+        rp = ranks.get(("prev", imp_m), empty).get(feature, np.nan)
+        rc = ranks.get(("cur", imp_m), empty).get(feature, np.nan)
+        row = {"run_id": cur.run_id, "prev_run_id": prev.run_id, "method": method, "feature": feature,
+               "importance_prev": float(ip), "importance": float(ic), "importance_change": float(change),
+               "rank_prev": float(rp), "rank": float(rc)}
+        if (method, feature) not in keys_prev or (method, feature) not in keys_cur:
+            row.update({"curve_rms": np.nan, "curve_distance": np.nan, "support_overlap": np.nan, "n_common": 0,
+                        "drift": np.nan, "status": "new" if (method, feature) not in keys_prev else "gone"})
+            rows.append(row)
+            continue
+        a = prev.curves[(prev.curves["method"] == method) & (prev.curves["feature"] == feature)]
+        b = cur.curves[(cur.curves["method"] == method) & (cur.curves["feature"] == feature)]
+        d = curve_distance(a, b, floors.get(method, 0.0))
+        row.update(d)
+        terms = [d["curve_distance"], abs(row["importance_change"]),
+                 1.0 - d["support_overlap"] if np.isfinite(d["support_overlap"]) else np.nan]
+        terms = [t for t in terms if np.isfinite(t)]
+        row["drift"] = float(max(terms)) if terms else np.nan
+        if d["n_common"] < 2 and not np.isfinite(d["curve_distance"]):
+            row["status"] = "drifted" if row["drift"] > threshold else "n/a"
+        else:
+            row["status"] = "drifted" if row["drift"] > threshold else "ok"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def drift_table(runs: list[Run], threshold: float = 0.1) -> pd.DataFrame:
+    frames = [compare(a, b, threshold) for a, b in zip(runs[:-1], runs[1:])]
+    if not frames:
+        return pd.DataFrame(columns=["run_id", "prev_run_id", "method", "feature", "importance_prev", "importance",
+                                     "importance_change", "rank_prev", "rank", "curve_rms", "curve_distance",
+                                     "support_overlap", "n_common", "drift", "status"])
+    return pd.concat(frames, ignore_index=True)
+
+
+@dataclass
+class History:
+    job_dir: Path
+    runs: list[Run]
+    table: pd.DataFrame
+    threshold: float
+    written: Path | None = None
+    features: list[str] | None = field(default=None)
+
+    def latest_pair(self) -> pd.DataFrame:
+        if not len(self.table):
+            return self.table
+        last = self.runs[-1].run_id
+        t = self.table[self.table["run_id"] == last]
+        return t.sort_values(["drift", "feature"], ascending=[False, True], na_position="last", kind="stable")
+
+    def format_latest(self) -> str:
+        t = self.latest_pair()
+        if len(self.runs) < 2:
+            return f"{self.job_dir.name}: 1 run ({self.runs[0].run_id}); nothing to compare yet"
+        head = (f"{self.job_dir.name}: {len(self.runs)} runs; {self.runs[-2].run_id} -> {self.runs[-1].run_id} "
+                f"(drift threshold {self.threshold:g})")
+        cols = ["method", "feature", "importance_prev", "importance", "importance_change", "curve_distance",
+                "support_overlap", "drift", "status"]
+        with pd.option_context("display.width", 200, "display.max_columns", 20):
+            body = t[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="-")
+        n = int((t["status"] == "drifted").sum())
+        tail = f"{n} curve(s) drifted" if n else "no drift above the threshold"
+        return f"{head}\n{body}\n{tail}"
+
+
+def _plot_feature(runs: list[Run], method: str, feature: str, path: Path) -> None:
+    from ..plotting import _plt
+
+    plt = _plt()
+    import matplotlib as mpl
+
+    cmap = mpl.colormaps["viridis"]
+    n = len(runs)
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    cat = False
+    for i, r in enumerate(runs):
+        d = r.curves[(r.curves["method"] == method) & (r.curves["feature"] == feature)]
+        if not len(d):
+            continue
+        color = cmap(i / max(1, n - 1))
+        lw = 2.4 if i == n - 1 else 1.2
+        if _is_categorical(d):
+            cat = True
+            s = _categorical_points(d)
+            s = s - s.mean() if len(s) else s
+            order = _cat_order(runs[-1], method, feature, s)
+            y = s.reindex(order).to_numpy()
+            ax.plot(np.arange(len(order)), y, "o", ms=3 if len(order) > 40 else 5, color=color, alpha=0.85,
+                    label=r.run_id)
+        else:
+            x, y = _numeric_points(d)
+            ax.plot(x, y, "-", color=color, lw=lw, label=r.run_id)
+    if cat:
+        order = _cat_order(runs[-1], method, feature, None)
+        if len(order) <= 40:
+            ax.set_xticks(np.arange(len(order)))
+            ax.set_xticklabels(order, rotation=90, fontsize=7)
+        else:
+            ax.set_xlabel(f"{feature} categories ({len(order)}), sorted by the latest run's effect")
+        ax.set_ylabel("partial dependence (mean-centred)")
+    else:
+        ax.set_xlabel(feature)
+        ax.set_ylabel("partial dependence")
+    ax.set_title(f"{method}: {feature} across {n} run(s)")
+    if n <= 12:
+        ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _cat_order(run: Run, method: str, feature: str, fallback) -> list[str]:
+    d = run.curves[(run.curves["method"] == method) & (run.curves["feature"] == feature)]
+    s = _categorical_points(d) if len(d) else fallback
+    if s is None or not len(s):
+        return []
+    return list(s.sort_values(kind="stable").index)
+
+
+def _plot_importance(runs: list[Run], method: str, path: Path, features=None) -> bool:
+    from ..plotting import _plt
+
+    rows = []
+    for r in runs:
+        for f, v in _shares(r.importances, method).items():
+            if features is None or f in features:
+                rows.append((r.run_id, f, v))
+    if not rows:
+        return False
+    df = pd.DataFrame(rows, columns=["run_id", "feature", "share"]).pivot(index="run_id", columns="feature",
+                                                                         values="share")
+    df = df.reindex([r.run_id for r in runs])
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for f in df.columns:
+        ax.plot(np.arange(len(df)), df[f].to_numpy(), "-o", ms=3, label=str(f))
+    ax.set_xticks(np.arange(len(df)))
+    ax.set_xticklabels(list(df.index), rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel("share of total importance")
+    ax.set_title(f"{method}: importance across runs")
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def _write(h: History, out_dir: Path, last: int) -> Path:
+    from .report import embed_png, esc, html_table, page
+    from .run import _commit, _rmtree, _safe, _write_parquet
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    _rmtree(tmp)
+    (tmp / "plots").mkdir(parents=True)
+    try:
+        _write_parquet(h.table, tmp / "drift.parquet")
+        shown = h.runs[-last:]
+        parts = [f"<h1>daskpd history: {esc(h.job_dir.name)}</h1>",
+                 f"<p class=\"meta\">{len(h.runs)} run(s): {esc(h.runs[0].run_id)} &hellip; "
+                 f"{esc(h.runs[-1].run_id)}; plots show the last {len(shown)}; drift threshold {h.threshold:g}</p>"]
+        latest = h.latest_pair()
+        parts.append("<h2>Drift, last two runs</h2>")
+        if len(latest):
+            cols = ["method", "feature", "importance_prev", "importance", "importance_change", "curve_rms",
+                    "curve_distance", "support_overlap", "drift", "status"]
+            parts.append(html_table(latest[cols].reset_index(drop=True)))
+        else:
+            parts.append("<p>Only one run: nothing to compare yet.</p>")
+        parts.append("<p class=\"meta\">drift = max(curve distance, |importance change|, 1 - support overlap); "
+                     "see docs/jobs.md.</p>")
+        parts.append("<h2>Importance across runs</h2>")
+        for m in ("importances", "pd_variance"):
+            fn = tmp / "plots" / f"importance-{m}.png"
+            if _plot_importance(shown, m, fn, h.features):
+                parts.append(embed_png(fn, f"{m} across runs"))
+        parts.append("<h2>Curves across runs</h2>")
+        keys = sorted({(str(m), str(f)) for r in shown for m, f in
+                       r.curves[["method", "feature"]].drop_duplicates().itertuples(index=False)})
+        for m, f in keys:
+            if h.features is not None and f not in h.features:
+                continue
+            fn = tmp / "plots" / f"{_safe(m)}-{_safe(f)}.png"
+            _plot_feature(shown, m, f, fn)
+            parts.append(f"<h3>{esc(m)}: {esc(f)}</h3>" + embed_png(fn, f"{m} {f} across runs"))
+        if len(h.table):
+            parts.append("<h2>All consecutive pairs</h2>")
+            parts.append(html_table(h.table.drop(columns=["n_common"]).reset_index(drop=True), max_rows=500))
+        (tmp / "history.html").write_text(page(f"daskpd history: {h.job_dir.name}", "\n".join(parts)),
+                                          encoding="utf-8")
+        _commit(tmp, out_dir)
+        tmp = None
+    finally:
+        if tmp is not None:
+            _rmtree(tmp)
+    return out_dir
+
+
+def history(job_dir: str | os.PathLike, *, features=None, last: int = 10, threshold: float = 0.1,
+            output=True) -> History:
+    """Compare the runs of a job.  ``output``: True (JOB_DIR/history), a directory, or None/False."""
+    job_dir = Path(job_dir)
+    runs = load_runs(job_dir)
+    if features:
+        known = {str(f) for r in runs for f in r.curves["feature"].unique()}
+        unknown = [f for f in features if f not in known]
+        if unknown:
+            raise HistoryError(f"feature{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} not in any "
+                               f"run of {job_dir.name!r}; features: {', '.join(sorted(known))}")
+    table = drift_table(runs, threshold)
+    if features and len(table):
+        table = table[table["feature"].isin(list(features))].reset_index(drop=True)
+    h = History(job_dir=job_dir, runs=runs, table=table, threshold=threshold,
+                features=list(features) if features else None)
+    if output:
+        out_dir = job_dir / "history" if output is True else Path(output)
+        h.written = _write(h, out_dir.resolve(), last)
+    return h

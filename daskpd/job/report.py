@@ -1,0 +1,207 @@
+"""``report.html``: one self-contained page per run, readable offline.
+
+Every image is a PNG embedded as a ``data:`` URI; there is no script, no stylesheet
+link and no web font, so the file can be mailed, archived or opened from a USB stick.
+All text that comes from the job (names, descriptions, feature names, categories,
+paths, the spec itself) is HTML-escaped.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["write_report", "render_report", "importance_figure", "embed_png", "page"]
+
+_CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0 auto;max-width:1100px;padding:1.2em;
+color:#222;background:#fff;line-height:1.4}
+h1{font-size:1.5em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+h3{margin-bottom:.3em}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}td,th{border:1px solid #ddd;padding:.25em .6em;
+text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
+img{max-width:100%;height:auto;border:1px solid #eee}
+.meta{color:#555}.summary{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85em;color:#333}
+pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:.85em}
+.curve{margin:1.2em 0 2em 0}.warn{color:#a40}nav a{margin-right:1em}
+"""
+
+
+def esc(value) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def embed_png(path: str | os.PathLike, alt: str) -> str:
+    data = Path(path).read_bytes()
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        raise ValueError(f"{path} is not a PNG file")
+    b64 = base64.b64encode(data).decode("ascii")
+    return f'<img src="data:image/png;base64,{b64}" alt="{esc(alt)}">'
+
+
+def page(title: str, body: str) -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<title>{esc(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, (float, np.floating)):
+        if not math.isfinite(v):
+            return "" if math.isnan(v) else str(v)
+        if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):
+            return f"{v:.4g}"
+        return f"{v:,.4f}".rstrip("0").rstrip(".") if abs(v) < 1000 else f"{v:,.1f}"
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return f"{int(v):,}"
+    return str(v)
+
+
+def html_table(df: pd.DataFrame, max_rows: int = 200) -> str:
+    rows = df.head(max_rows)
+    head = "".join(f"<th>{esc(c)}</th>" for c in rows.columns)
+    body = []
+    for _, r in rows.iterrows():
+        cells = []
+        for v in r.tolist():
+            num = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+            cells.append(f"<td class=\"n\">{esc(_fmt(v))}</td>" if num else f"<td>{esc(_fmt(v))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    more = f"<p class=\"meta\">({len(df) - max_rows:,} more rows not shown)</p>" if len(df) > max_rows else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
+
+
+def _kv_table(pairs) -> str:
+    return "<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in pairs) + "</table>"
+
+
+def importance_figure(table: pd.DataFrame, title: str = "importance"):
+    """Horizontal bars of ``importance`` (largest on top), with +-1 sd whiskers if known."""
+    from ..plotting import _plt
+
+    plt = _plt()
+    t = table.sort_values("importance", ascending=True, kind="stable")
+    n = len(t)
+    fig, ax = plt.subplots(figsize=(7, max(2.0, 0.35 * n + 1.0)))
+    std = None
+    for c in ("importance_std", "std", "importance_sd"):
+        if c in t.columns:
+            std = pd.to_numeric(t[c], errors="coerce").to_numpy(dtype=float)
+            if not np.isfinite(std).any():
+                std = None
+            break
+    vals = t["importance"].to_numpy(dtype=float)
+    ax.barh(np.arange(n), np.nan_to_num(vals), xerr=None if std is None else np.nan_to_num(std),
+            color="#1f4e8c", alpha=0.85, capsize=3)
+    ax.set_yticks(np.arange(n))
+    ax.set_yticklabels([str(f) for f in t["feature"]])
+    for i, v in enumerate(vals):
+        if np.isfinite(v):
+            ax.text(v, i, f" {v:.3g}", va="center", fontsize=8)
+    ax.set_xlabel("importance")
+    ax.set_title(title)
+    ax.margins(x=0.15)
+    fig.tight_layout()
+    return fig
+
+
+def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFrame, imp: pd.DataFrame) -> str:
+    run_dir = Path(run_dir)
+    job, run_id = manifest.get("job"), manifest.get("run_id")
+    parts = [f"<h1>daskpd: {esc(job)}</h1>",
+             f"<p class=\"meta\">run <b>{esc(run_id)}</b> &middot; target <b>{esc(manifest.get('target'))}</b>"
+             f" &middot; finished {esc(manifest.get('finished_at'))}</p>"]
+    if manifest.get("description"):
+        parts.append(f"<p>{esc(manifest['description'])}</p>")
+    parts.append('<nav><a href="#importance">Importance</a><a href="#curves">Curves</a>'
+                 '<a href="#rows">Rows</a><a href="#run">Run</a><a href="#spec">Spec</a></nav>')
+
+    # -------- overview
+    inp = manifest.get("input", {})
+    fp = inp.get("fingerprint", {})
+    rows = manifest.get("rows", {})
+    timings = manifest.get("timings_s", {})
+    cl = manifest.get("cluster", {})
+    overview = [
+        ("methods", ", ".join(manifest.get("spec", {}).get("methods", []))),
+        ("features", ", ".join(manifest.get("features", []))),
+        ("categorical", ", ".join(manifest.get("categorical", [])) or "none"),
+        ("input", inp.get("path")),
+        ("filters", json.dumps(inp.get("filters")) if inp.get("filters") else "none"),
+        ("input files", f"{fp.get('n_files', '?')} file(s), {_fmt(fp.get('bytes'))} bytes, "
+                        f"{fp.get('mode', '')} fingerprint {fp.get('sha256', '')}"),
+        ("rows read", _fmt(rows.get("rows_read"))),
+        ("duration", f"{timings.get('total', float('nan')):.1f} s"),
+        ("cluster", f"{cl.get('kind', '')} {cl.get('scheduler', '')}: {cl.get('n_workers', '?')} workers, "
+                    f"{cl.get('threads', '?')} threads"),
+    ]
+    parts.append("<h2 id=\"overview\">Overview</h2>" + _kv_table(overview))
+
+    plots = manifest.get("plots", [])
+    # -------- importance
+    parts.append("<h2 id=\"importance\">Importance</h2>")
+    imp_plots = [p for p in plots if p["kind"] == "importance"]
+    if not imp_plots:
+        parts.append("<p class=\"meta\">No importance method in this job.</p>")
+    for p in imp_plots:
+        parts.append(f"<h3>{esc(p['title'])}</h3>" + embed_png(run_dir / p["file"], p["title"]))
+        t = imp[imp["method"] == p["method"]]
+        parts.append(html_table(t.drop(columns=["method"]).reset_index(drop=True)))
+
+    # -------- curves
+    parts.append("<h2 id=\"curves\">Curves</h2>")
+    curve_plots = [p for p in plots if p["kind"] == "curve"]
+    by_key = {(s["method"], s["feature"]): s["summary"] for s in manifest.get("summaries", [])}
+    if not curve_plots:
+        parts.append("<p class=\"meta\">No curves in this job.</p>")
+    for p in curve_plots:
+        summ = by_key.get((p["method"], p["feature"]), "")
+        n_points = int(((curves["method"] == p["method"]) & (curves["feature"] == p["feature"])).sum())
+        parts.append(f"<div class=\"curve\"><h3 id=\"{esc(p['file'])}\">{esc(p['title'])}</h3>"
+                     f"<p class=\"summary\">{esc(summ)}</p>"
+                     f"{embed_png(run_dir / p['file'], p['title'])}"
+                     f"<p class=\"meta\">{n_points:,} rows in curves.parquet</p></div>")
+
+    # -------- rows
+    parts.append("<h2 id=\"rows\">Rows</h2>")
+    per = rows.get("per_curve", {})
+    if per:
+        df = pd.DataFrame([{"curve": k, **v} for k, v in per.items()])
+        df = df.rename(columns={"n_rows": "rows read", "n_used": "used", "n_ignored": "ignored (single-x leaves)",
+                                "n_missing_x": "missing x", "n_bad_y": "missing/inf y", "n_leaves": "leaves"})
+        parts.append(html_table(df))
+    else:
+        parts.append("<p class=\"meta\">No row counts recorded.</p>")
+
+    # -------- run
+    parts.append("<h2 id=\"run\">Run</h2>")
+    parts.append("<h3>Timings (s)</h3>" + _kv_table((k, f"{v:.2f}") for k, v in timings.items()))
+    parts.append("<h3>Versions</h3>" + _kv_table(manifest.get("versions", {}).items()))
+    extra = [(k, manifest[k]) for k in ("host", "started_at", "finished_at", "model_type") if manifest.get(k)]
+    parts.append(_kv_table(extra))
+
+    # -------- spec
+    parts.append("<h2 id=\"spec\">Job spec</h2>")
+    parts.append(f"<pre>{esc(manifest.get('spec_toml') or json.dumps(manifest.get('spec'), indent=2))}</pre>")
+    parts.append("<p class=\"meta\">Generated by daskpd "
+                 f"{esc(manifest.get('versions', {}).get('daskpd', ''))}.</p>")
+    return page(f"daskpd: {job} / {run_id}", "\n".join(parts))
+
+
+def write_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFrame, imp: pd.DataFrame) -> Path:
+    """Write ``run_dir/report.html`` (the directory is the run's temporary one)."""
+    run_dir = Path(run_dir)
+    text = render_report(run_dir, manifest, curves, imp)
+    path = run_dir / "report.html"
+    tmp = run_dir / f".report.html.tmp-{os.getpid()}"
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path

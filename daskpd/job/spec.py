@@ -1,0 +1,713 @@
+"""Job specs: a TOML file -> a validated, immutable :class:`JobSpec`.
+
+Validation is strict and complete: every problem is reported at once, each naming the
+dotted key (``stratpd.min_samples_leaf``) and what was expected.  Unknown keys are
+errors (with a "did you mean" suggestion), so a typo never silently falls back to a
+default.  Relative local paths (``source.path``, ``model.path``, ``output.dir``) are
+relative to the directory holding the spec file; URLs (``s3://...``) are left alone.
+Those paths and ``cluster.scheduler`` may use ``$VAR``, ``${VAR}`` and
+``${VAR:-default}`` (so one spec serves a laptop and a cluster mount); an unset
+variable without a default is an error.
+
+The format is documented, with a full example, in docs/jobs.md.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import difflib
+import glob as _glob
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = [
+    "SpecError",
+    "JobSpec",
+    "SourceSpec",
+    "ModelSpec",
+    "ClusterSpec",
+    "OutputSpec",
+    "load_spec",
+    "parse_spec",
+    "check_name",
+    "MODEL_FREE_METHODS",
+    "MODEL_METHODS",
+    "METHODS",
+    "METHOD_PARAMS",
+]
+
+#: job names and run ids: these characters only, and never ``..``
+NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+#: run ids that would collide with the bookkeeping entries of a job directory
+RESERVED_NAMES = {"latest", "LATEST", "history", ".cache"}
+
+MODEL_FREE_METHODS = ("stratpd", "catstratpd", "importances")
+MODEL_METHODS = ("partial_dependence", "ice", "ale", "marginal", "pd_variance")
+METHODS = MODEL_FREE_METHODS + MODEL_METHODS
+DEFAULT_METHODS = MODEL_FREE_METHODS
+
+SYNTHETIC = ("bulldozer", "quadratic", "linear")
+FILTER_OPS = ("=", "==", "!=", "<", "<=", ">", ">=", "in", "not in")
+MODEL_FORMATS = ("auto", "skops", "joblib", "pickle")
+SOURCE_FORMATS = ("auto", "parquet", "csv")
+
+
+class SpecError(ValueError):
+    """An invalid job spec.  ``errors`` holds one message per problem."""
+
+    def __init__(self, source: str, errors: list[str]):
+        self.source = source
+        self.errors = list(errors)
+        if len(self.errors) == 1:
+            msg = f"{source}: {self.errors[0]}"
+        else:
+            msg = f"{source}: {len(self.errors)} problems: " + "; ".join(self.errors)
+        super().__init__(msg)
+
+
+class _Bad(Exception):
+    """A value check failed; the message says what was expected."""
+
+
+# ------------------------------------------------------------------------ checkers
+def _describe(v) -> str:
+    if isinstance(v, bool):
+        return f"boolean {str(v).lower()}"
+    if isinstance(v, int):
+        return f"integer {v}"
+    if isinstance(v, float):
+        return f"float {v!r}"
+    if isinstance(v, str):
+        return f"string {v!r}"
+    if isinstance(v, list):
+        return "an array"
+    if isinstance(v, dict):
+        return "a table"
+    if isinstance(v, (_dt.date, _dt.time)):
+        return f"date/time {v.isoformat()}"
+    return type(v).__name__
+
+
+def _str(v):
+    if not isinstance(v, str) or not v.strip():
+        raise _Bad(f"expected a non-empty string, got {_describe(v)}")
+    return v
+
+
+def _opt_str(v):
+    if not isinstance(v, str):
+        raise _Bad(f"expected a string, got {_describe(v)}")
+    return v
+
+
+def _bool(v):
+    if not isinstance(v, bool):
+        raise _Bad(f"expected true or false, got {_describe(v)}")
+    return v
+
+
+def _int(minimum: int, maximum: int | None = None):
+    def check(v):
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum or (maximum is not None and v > maximum):
+            rng = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+            raise _Bad(f"expected an integer {rng}, got {_describe(v)}")
+        return v
+    check.__doc__ = f"int>={minimum}"
+    return check
+
+
+def _int_or_false(minimum: int):
+    base = _int(minimum)
+
+    def check(v):
+        if v is False:
+            return None
+        try:
+            return base(v)
+        except _Bad:
+            raise _Bad(f"expected an integer >= {minimum} or false, got {_describe(v)}") from None
+    return check
+
+
+def _number(minimum: float | None = None, maximum: float | None = None):
+    def check(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
+            raise _Bad(f"expected a number, got {_describe(v)}")
+        if (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
+            raise _Bad(f"expected a number in [{minimum}, {maximum}], got {_describe(v)}")
+        return float(v)
+    return check
+
+
+def _choice(options):
+    def check(v):
+        if v not in options:
+            raise _Bad(f"expected one of {', '.join(map(repr, options))}, got {_describe(v)}")
+        return v
+    return check
+
+
+def _str_list(v, allow_str: bool = False):
+    if allow_str and isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list) or not all(isinstance(s, str) and s for s in v):
+        raise _Bad(f"expected an array of non-empty strings, got {_describe(v)}")
+    dups = sorted({s for s in v if v.count(s) > 1})
+    if dups:
+        raise _Bad(f"expected distinct names; {', '.join(map(repr, dups))} repeated")
+    return tuple(v)
+
+
+def _int_list(minimum: int):
+    def check(v):
+        if not isinstance(v, list) or not v or any(isinstance(i, bool) or not isinstance(i, int) or i < minimum
+                                                   for i in v):
+            raise _Bad(f"expected a non-empty array of integers >= {minimum}, got {_describe(v)}")
+        return tuple(v)
+    return check
+
+
+def _table(v):
+    if not isinstance(v, dict):
+        raise _Bad(f"expected a table, got {_describe(v)}")
+    return dict(v)
+
+
+def _filters(v):
+    """pyarrow/dask DNF: [[col, op, value], ...] (AND) or [[[...], ...], ...] (OR of ANDs)."""
+    expected = ('expected an array of [column, operator, value] triples (all must hold), or an array of such '
+                'arrays (any group may hold), e.g. [["year", ">=", 2010], ["state", "in", ["CA", "NY"]]]')
+    if not isinstance(v, list) or not v:
+        raise _Bad(f"{expected}; got {_describe(v)}")
+
+    def triple(t, where):
+        if not (isinstance(t, list) and len(t) == 3 and isinstance(t[0], str) and isinstance(t[1], str)):
+            raise _Bad(f"{where}: {expected}")
+        col, op, val = t
+        op = op.strip().lower()
+        if op not in FILTER_OPS:
+            raise _Bad(f"{where}: operator {t[1]!r} is not one of {', '.join(map(repr, FILTER_OPS))}")
+        if op in ("in", "not in"):
+            if not isinstance(val, list):
+                raise _Bad(f"{where}: operator {op!r} needs an array of values, got {_describe(val)}")
+            val = tuple(val)
+        elif isinstance(val, (list, dict)):
+            raise _Bad(f"{where}: operator {op!r} needs a single value, got {_describe(val)}")
+        return (col, "==" if op == "=" else op, val)
+
+    if all(isinstance(t, list) and t and isinstance(t[0], list) for t in v):
+        return [[triple(t, f"group {i + 1} item {j + 1}") for j, t in enumerate(g)] for i, g in enumerate(v)]
+    return [[triple(t, f"item {j + 1}") for j, t in enumerate(v)]]
+
+
+def _pair(v):
+    if (not isinstance(v, list) or len(v) != 2 or any(isinstance(p, bool) or not isinstance(p, (int, float)) for p in v)
+            or not (0 <= v[0] < v[1] <= 1)):
+        raise _Bad(f"expected [low, high] with 0 <= low < high <= 1, got {_describe(v) if not isinstance(v, list) else v}")
+    return (float(v[0]), float(v[1]))
+
+
+def _class_label(v):
+    if isinstance(v, bool) or not isinstance(v, (str, int)):
+        raise _Bad(f"expected a class label (string or integer), got {_describe(v)}")
+    return v
+
+
+@dataclass(frozen=True)
+class _Key:
+    check: Callable
+    default: Any = None
+    required: bool = False
+
+
+def _validate_table(raw: dict, schema: dict[str, _Key], prefix: str, errors: list[str]) -> dict:
+    out = {}
+    for k in raw:
+        if k not in schema:
+            near = difflib.get_close_matches(k, list(schema), n=1)
+            hint = f" (did you mean '{prefix}{near[0]}'?)" if near else ""
+            allowed = ", ".join(sorted(schema))
+            errors.append(f"unknown key '{prefix}{k}'{hint}; allowed keys here: {allowed}")
+    for k, spec in schema.items():
+        if k in raw:
+            try:
+                out[k] = spec.check(raw[k])
+            except _Bad as exc:
+                errors.append(f"key '{prefix}{k}': {exc}")
+        elif spec.required:
+            errors.append(f"missing required key '{prefix}{k}'")
+        else:
+            out[k] = spec.default
+    return out
+
+
+# ---------------------------------------------------------------------- schemas
+_TOP = {
+    "name": _Key(_str, required=True),
+    "description": _Key(_opt_str, ""),
+    "target": _Key(_str, required=True),
+    "features": _Key(lambda v: _str_list(v, allow_str=True)),
+    "exclude": _Key(lambda v: _str_list(v, allow_str=True), ()),
+    "categorical": _Key(lambda v: _str_list(v, allow_str=True), ()),
+    "methods": _Key(lambda v: _str_list(v, allow_str=True)),
+    "sample_size": _Key(_int(2), 200_000),
+    "random_state": _Key(_int(0), 0),
+    "source": _Key(_table, required=True),
+    "output": _Key(_table, {}),
+    "cluster": _Key(_table, {}),
+    "model": _Key(_table),
+}
+
+_SOURCE = {
+    "path": _Key(_str),
+    "format": _Key(_choice(SOURCE_FORMATS), "auto"),
+    "columns": _Key(_str_list),
+    "filters": _Key(_filters),
+    "storage_options": _Key(_table, {}),
+    "fingerprint": _Key(_choice(("metadata", "content")), "metadata"),
+    "synthetic": _Key(_choice(SYNTHETIC)),
+    "rows": _Key(_int(1)),
+    "rows_per_file": _Key(_int(1), 50_000),
+    "random_state": _Key(_int(0), 0),
+    "params": _Key(_table, {}),
+}
+
+_OUTPUT = {
+    "dir": _Key(_str),
+    "plots": _Key(_bool, True),
+    "report": _Key(_bool, True),
+    "keep": _Key(_int(0), 0),
+}
+
+_CLUSTER = {
+    "scheduler": _Key(_str),
+    "n_workers": _Key(_int(1)),
+    "threads_per_worker": _Key(_int(1)),
+    "memory_limit": _Key(lambda v: v if isinstance(v, str) and v else _int(1)(v), "auto"),
+}
+
+_MODEL = {
+    "path": _Key(_str, required=True),
+    "format": _Key(_choice(MODEL_FORMATS), "auto"),
+    "trust_model": _Key(_bool, False),
+    "trusted_types": _Key(_str_list, ()),
+    "features": _Key(lambda v: _str_list(v, allow_str=True)),
+    "columns": _Key(_str_list),
+    "response": _Key(_choice(("auto", "predict", "predict_proba", "decision_function")), "auto"),
+    "target_class": _Key(_class_label),
+}
+
+#: per-method parameter tables: key -> checker and default.  The defaults are the
+#: library functions' own, repeated here so that the manifest records every value used.
+METHOD_PARAMS: dict[str, dict[str, _Key]] = {
+    "stratpd": {
+        "min_samples_leaf": _Key(_int(1), 15),
+        "min_slopes_per_x": _Key(_int(1), 5),
+        "max_bins": _Key(_int_or_false(2), 1000),
+    },
+    "catstratpd": {
+        "min_samples_leaf": _Key(_int(1), 5),
+        "nan_as_level": _Key(_bool, False),
+    },
+    "importances": {
+        "n_trials": _Key(_int(1), 1),
+        "bootstrap": _Key(_bool, True),
+        "subsample_size": _Key(_number(0.0, 1.0), 0.75),
+        "pvalues": _Key(_bool, False),
+        "pvalues_n_trials": _Key(_int(1), 80),
+        "pvalues_sample_size": _Key(_int(2), 20_000),
+    },
+    "partial_dependence": {
+        "grid_resolution": _Key(_int(2), 100),
+        "percentiles": _Key(lambda v: _pair(v), (0.05, 0.95)),
+        "method": _Key(_choice(("brute", "recursion", "auto")), "brute"),
+    },
+    "ice": {
+        "grid_resolution": _Key(_int(2), 100),
+        "percentiles": _Key(lambda v: _pair(v), (0.05, 0.95)),
+        "n_lines": _Key(_int(1), 100),
+        "centered": _Key(_bool, False),
+    },
+    "ale": {
+        "bins": _Key(_int(1), 20),
+    },
+    "marginal": {
+        "bins": _Key(_int(1), 20),
+        "binning": _Key(_choice(("quantile", "uniform")), "quantile"),
+    },
+    "pd_variance": {
+        "grid_resolution": _Key(_int(2), 100),
+        "percentiles": _Key(lambda v: _pair(v), (0.0, 1.0)),
+    },
+}
+
+
+# ---------------------------------------------------------------------- the spec
+@dataclass(frozen=True)
+class SourceSpec:
+    path: str | None  # absolute local path/glob, or a URL; None for a synthetic source
+    format: str
+    columns: tuple[str, ...] | None
+    filters: list | None  # DNF: list of AND-groups of (col, op, value)
+    storage_options: dict
+    fingerprint: str
+    synthetic: str | None
+    rows: int | None
+    rows_per_file: int
+    random_state: int
+    params: dict
+
+    @property
+    def is_url(self) -> bool:
+        return bool(self.path) and "://" in self.path
+
+    @property
+    def is_csv(self) -> bool:
+        if self.format != "auto":
+            return self.format == "csv"
+        p = (self.path or "").lower()
+        return p.endswith((".csv", ".csv.gz", ".csv.bz2"))
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    path: str
+    format: str
+    trust_model: bool
+    trusted_types: tuple[str, ...]
+    features: tuple[str, ...] | None  # features to explain (default: the job's features the model reads)
+    columns: tuple[str, ...] | None  # the model's input columns, when it does not record them
+    response: str
+    target_class: str | int | None
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    scheduler: str | None
+    n_workers: int | None
+    threads_per_worker: int | None
+    memory_limit: str | int
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    dir: str | None  # absolute, or None (then the CLI's --output or ./daskpd-runs)
+    plots: bool
+    report: bool
+    keep: int  # keep the newest N runs of this job (0: keep all)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    description: str
+    target: str
+    features: tuple[str, ...] | None  # None: every column but the target and `exclude`
+    exclude: tuple[str, ...]
+    categorical: tuple[str, ...]
+    methods: tuple[str, ...]
+    sample_size: int
+    random_state: int
+    source: SourceSpec
+    output: OutputSpec
+    cluster: ClusterSpec
+    model: ModelSpec | None
+    params: dict = field(default_factory=dict)  # method -> {param: value}
+    spec_path: str | None = None
+    spec_text: str | None = None
+
+    @property
+    def model_free(self) -> tuple[str, ...]:
+        return tuple(m for m in self.methods if m in MODEL_FREE_METHODS)
+
+    @property
+    def model_based(self) -> tuple[str, ...]:
+        return tuple(m for m in self.methods if m in MODEL_METHODS)
+
+    def to_dict(self) -> dict:
+        """JSON-able form (for the manifest); filters' tuples become lists."""
+        d = asdict(self)
+        d.pop("spec_text", None)
+        return _jsonable(d)
+
+
+def _jsonable(o):
+    if isinstance(o, dict):
+        return {str(k): _jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_jsonable(v) for v in o]
+    if isinstance(o, (_dt.date, _dt.time)):
+        return o.isoformat()
+    return o
+
+
+def check_name(value, what: str = "job name") -> str:
+    """A job name / run id: ``[A-Za-z0-9_.-]+``, no ``..``, not hidden, not reserved."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string")
+    if not NAME_RE.match(value):
+        raise ValueError(f"{what} {value!r} may contain only letters, digits, '_', '.' and '-'")
+    if ".." in value:
+        raise ValueError(f"{what} {value!r} must not contain '..'")
+    if value.startswith("."):
+        raise ValueError(f"{what} {value!r} must not start with '.'")
+    if value in RESERVED_NAMES:
+        raise ValueError(f"{what} {value!r} is reserved")
+    if len(value) > 128:
+        raise ValueError(f"{what} {value!r} is longer than 128 characters")
+    return value
+
+
+_ENV_RE = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
+
+
+def expand_env(value: str, key: str, errors: list[str], environ=None) -> str:
+    """Expand ``$VAR``, ``${VAR}`` and ``${VAR:-default}`` (an unset VAR without default is an error)."""
+    env = os.environ if environ is None else environ
+
+    def sub(m):
+        name = m["braced"] or m["bare"]
+        if name in env and (env[name] != "" or m["default"] is None):
+            return env[name]
+        if m["default"] is not None:
+            return m["default"]
+        errors.append(f"key '{key}': environment variable {name} is not set (in {value!r}; "
+                      f"use ${{{name}:-default}} for a default)")
+        return m.group(0)
+
+    return _ENV_RE.sub(sub, value)
+
+
+def _resolve_local(path: str, base: Path) -> str:
+    if "://" in path:
+        return path
+    p = Path(os.path.expanduser(path))
+    if not p.is_absolute():
+        p = base / p
+    return os.path.normpath(str(p))
+
+
+def _local_exists(path: str) -> bool:
+    if any(ch in path for ch in "*?["):
+        return bool(_glob.glob(path, recursive=True))
+    return os.path.exists(path)
+
+
+def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "job spec",
+               spec_text: str | None = None, spec_path: str | None = None, check_files: bool = True) -> JobSpec:
+    """Validate a parsed TOML document; raise :class:`SpecError` listing every problem."""
+    errors: list[str] = []
+    base = Path(base_dir).resolve()
+    if not isinstance(raw, dict):
+        raise SpecError(source, ["expected a TOML document (a table of keys)"])
+    method_tables = {m: raw[m] for m in METHOD_PARAMS if m in raw}
+    top_raw = {k: v for k, v in raw.items() if k not in METHOD_PARAMS}
+    schema = dict(_TOP)
+    top = _validate_table(top_raw, {**schema, **{m: _Key(_table) for m in METHOD_PARAMS}}, "", errors)
+
+    # name
+    if isinstance(top.get("name"), str):
+        try:
+            check_name(top["name"], "key 'name': job name")
+        except ValueError as exc:
+            errors.append(str(exc))
+
+    # methods
+    methods = top.get("methods")
+    if methods is None:
+        methods = DEFAULT_METHODS + (("partial_dependence",) if top.get("model") is not None else ())
+    else:
+        bad = [m for m in methods if m not in METHODS]
+        if bad:
+            errors.append(f"key 'methods': unknown method{'s' if len(bad) > 1 else ''} "
+                          f"{', '.join(map(repr, bad))}; expected some of {', '.join(METHODS)}")
+        if not methods:
+            errors.append(f"key 'methods': expected at least one of {', '.join(METHODS)}")
+    methods = tuple(m for m in methods if m in METHODS)
+
+    # method parameter tables
+    params = {}
+    for m, sch in METHOD_PARAMS.items():
+        t = method_tables.get(m)
+        if t is not None and not isinstance(t, dict):
+            errors.append(f"key '{m}': expected a table of {m} parameters, got {_describe(t)}")
+            t = None
+        params[m] = _validate_table(t or {}, sch, f"{m}.", errors)
+        if t is not None and m not in methods:
+            errors.append(f"table [{m}] is given but '{m}' is not in 'methods' ({', '.join(methods) or 'none'})")
+
+    imp = params["importances"]
+    if not imp.get("bootstrap", True) and not 0 < imp.get("subsample_size", 0.75) < 1:
+        errors.append(f"key 'importances.subsample_size': expected a fraction in (0, 1) when importances.bootstrap "
+                      f"= false, got {imp['subsample_size']:g}")
+
+    # source
+    src = None
+    if isinstance(top.get("source"), dict):
+        s = _validate_table(top["source"], _SOURCE, "source.", errors)
+        has_path, has_syn = s.get("path") is not None, s.get("synthetic") is not None
+        if has_path == has_syn:
+            errors.append("table [source]: expected exactly one of 'source.path' (parquet/CSV file, glob, "
+                          "directory or URL) and 'source.synthetic' (one of " + ", ".join(map(repr, SYNTHETIC)) + ")")
+        if has_syn:
+            if s.get("rows") is None:
+                errors.append("missing required key 'source.rows' (rows of the synthetic dataset)")
+            for k in ("columns", "filters"):
+                if s.get(k) is not None:
+                    errors.append(f"key 'source.{k}' applies to files only, not to a synthetic source")
+            if s.get("format") != "auto":
+                errors.append("key 'source.format' applies to files only, not to a synthetic source")
+        elif has_path:
+            for k in ("rows", "rows_per_file", "random_state", "params"):
+                if k in top["source"]:
+                    errors.append(f"key 'source.{k}' applies only to a synthetic source")
+        path = s.get("path")
+        if isinstance(path, str):
+            path = _resolve_local(expand_env(path, "source.path", errors), base)
+            if check_files and "://" not in path and not _local_exists(path):
+                errors.append(f"key 'source.path': {path!r} does not exist"
+                              + (" (the glob matches no file)" if any(c in path for c in "*?[") else ""))
+        src = SourceSpec(
+            path=path, format=s.get("format", "auto"), columns=s.get("columns"), filters=s.get("filters"),
+            storage_options=s.get("storage_options") or {}, fingerprint=s.get("fingerprint", "metadata"),
+            synthetic=s.get("synthetic"), rows=s.get("rows"), rows_per_file=s.get("rows_per_file", 50_000),
+            random_state=s.get("random_state", 0), params=s.get("params") or {},
+        )
+        if src.synthetic and src.params:
+            _check_synthetic_params(src.synthetic, src.params, errors)
+
+    # output
+    out = _validate_table(top.get("output") or {}, _OUTPUT, "output.", errors)
+    out_dir = out.get("dir")
+    if isinstance(out_dir, str):
+        out_dir = expand_env(out_dir, "output.dir", errors)
+    output = OutputSpec(dir=_resolve_local(out_dir, base) if isinstance(out_dir, str) else None,
+                        plots=out.get("plots", True), report=out.get("report", True), keep=out.get("keep", 0))
+    if output.report and not output.plots:
+        errors.append("key 'output.report': the report embeds the plots; set output.plots = true or "
+                      "output.report = false")
+
+    # cluster
+    c = _validate_table(top.get("cluster") or {}, _CLUSTER, "cluster.", errors)
+    if isinstance(c.get("scheduler"), str):
+        c["scheduler"] = expand_env(c["scheduler"], "cluster.scheduler", errors)
+    cluster = ClusterSpec(scheduler=c.get("scheduler"), n_workers=c.get("n_workers"),
+                          threads_per_worker=c.get("threads_per_worker"), memory_limit=c.get("memory_limit", "auto"))
+
+    # model
+    model = None
+    if isinstance(top.get("model"), dict):
+        mt = _validate_table(top["model"], _MODEL, "model.", errors)
+        mpath = mt.get("path")
+        if isinstance(mpath, str):
+            mpath = _resolve_local(expand_env(mpath, "model.path", errors), base)
+            if "://" in mpath:
+                errors.append(f"key 'model.path': expected a local file, got the URL {mpath!r}")
+            elif check_files and not os.path.isfile(mpath):
+                errors.append(f"key 'model.path': {mpath!r} does not exist")
+            fmt = mt.get("format", "auto")
+            if fmt == "auto":
+                fmt = _model_format(mpath)
+                if fmt is None:
+                    errors.append(f"key 'model.format': cannot tell the format of {os.path.basename(mpath)!r} "
+                                  "from its extension (.skops, .joblib, .pkl/.pickle); set model.format")
+            if fmt in ("joblib", "pickle") and not mt.get("trust_model", False):
+                errors.append(f"key 'model.trust_model': the model {os.path.basename(mpath)!r} is a {fmt} file, and "
+                              "loading one runs arbitrary code; set model.trust_model = true only if you trust "
+                              "its origin (or save the model with skops)")
+            model = ModelSpec(path=mpath, format=fmt or "auto", trust_model=mt.get("trust_model", False),
+                              trusted_types=mt.get("trusted_types", ()), features=mt.get("features"),
+                              columns=mt.get("columns"), response=mt.get("response", "auto"),
+                              target_class=mt.get("target_class"))
+    needs_model = [m for m in methods if m in MODEL_METHODS]
+    if needs_model and model is None and "model" not in top_raw:
+        errors.append(f"key 'methods': {', '.join(needs_model)} need{'s' if len(needs_model) == 1 else ''} a model; "
+                      "add a [model] table with the model's path")
+    if model is not None and not needs_model and "methods" in top_raw:
+        errors.append("table [model] is given but 'methods' lists no model-based method (one of "
+                      + ", ".join(MODEL_METHODS) + ")")
+
+    # features
+    target = top.get("target")
+    feats = top.get("features")
+    if isinstance(target, str):
+        for k in ("features", "exclude", "categorical"):
+            v = top.get(k)
+            if v and target in v:
+                errors.append(f"key '{k}': lists the target {target!r}")
+        if src is not None and src.columns is not None and target not in src.columns:
+            errors.append(f"key 'source.columns': does not list the target {target!r}")
+    if feats is not None:
+        if not feats:
+            errors.append("key 'features': expected at least one feature (omit the key for every column "
+                          "but the target)")
+        if top.get("exclude"):
+            errors.append("keys 'features' and 'exclude': give one or the other")
+        if src is not None and src.columns is not None:
+            miss = [f for f in feats if f not in src.columns]
+            if miss:
+                errors.append(f"key 'features': {', '.join(map(repr, miss))} not in 'source.columns'")
+    if errors:
+        raise SpecError(source, errors)
+    return JobSpec(
+        name=top["name"], description=top["description"], target=target, features=feats,
+        exclude=top["exclude"], categorical=top["categorical"], methods=methods,
+        sample_size=top["sample_size"], random_state=top["random_state"], source=src, output=output,
+        cluster=cluster, model=model, params={m: params[m] for m in methods if m in params},
+        spec_path=spec_path, spec_text=spec_text,
+    )
+
+
+def _model_format(path: str) -> str | None:
+    p = path.lower()
+    if p.endswith(".skops"):
+        return "skops"
+    if p.endswith((".joblib", ".jbl")):
+        return "joblib"
+    if p.endswith((".pkl", ".pickle")):
+        return "pickle"
+    return None
+
+
+def _check_synthetic_params(name: str, params: dict, errors: list[str]) -> None:
+    import dataclasses
+
+    from ..datasets import GENERATORS
+
+    gen = GENERATORS[name]
+    allowed = {f.name for f in dataclasses.fields(gen)} - {"random_state", "chunk_rows"}
+    for k, v in params.items():
+        if k not in allowed:
+            near = difflib.get_close_matches(k, sorted(allowed), n=1)
+            hint = f" (did you mean 'source.params.{near[0]}'?)" if near else ""
+            errors.append(f"unknown key 'source.params.{k}'{hint}; the {name} generator takes: "
+                          + ", ".join(sorted(allowed)))
+        elif isinstance(v, (dict, bool)) or (isinstance(v, list) and not all(isinstance(i, (int, float)) for i in v)):
+            errors.append(f"key 'source.params.{k}': expected a number or an array of numbers, got {_describe(v)}")
+
+
+def load_spec(path: str | os.PathLike, *, check_files: bool = True) -> JobSpec:
+    """Read and validate a TOML job spec file."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
+    path = Path(path)
+    label = str(path)
+    if not path.exists():
+        raise SpecError(label, ["the job spec file does not exist"])
+    if path.is_dir():
+        raise SpecError(label, ["is a directory; expected a TOML job spec file"])
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(label, [f"cannot read the job spec: {exc}"]) from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(label, [f"invalid TOML: {exc}"]) from None
+    return parse_spec(raw, base_dir=path.resolve().parent, source=label, spec_text=text,
+                      spec_path=str(path.resolve()), check_files=check_files)

@@ -1,0 +1,306 @@
+"""report.html (self-contained, escaped, rendered by a real browser) and `daskpd history`."""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from daskpd import cli
+from daskpd.datasets import Quadratic
+from daskpd.job import history as hist
+from daskpd.job.run import dump_json, run_job
+from test_job_run import REPO, make_lake
+
+EVIL = "x<1>&\"'"  # a column name that must be escaped everywhere
+
+
+class _Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.imgs, self.refs, self.text = [], [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.append(tag)
+        if tag == "img":
+            self.imgs.append(a)
+        for k in ("src", "href"):
+            if k in a and tag != "img":
+                self.refs.append(a[k])
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def parse(path: Path) -> _Collect:
+    p = _Collect()
+    p.feed(path.read_text(encoding="utf-8"))
+    p.close()
+    return p
+
+
+def check_embedded_pngs(imgs) -> list[np.ndarray]:
+    import matplotlib.image as mpimg
+
+    out = []
+    for a in imgs:
+        src = a["src"]
+        assert src.startswith("data:image/png;base64,"), src[:60]
+        data = base64.b64decode(src.split(",", 1)[1], validate=True)
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        img = mpimg.imread(io.BytesIO(data), format="png")
+        assert img.shape[0] > 100 and img.shape[1] > 100
+        assert np.std(img[..., :3]) > 0.02  # not a blank image
+        assert a.get("alt")
+        out.append(img)
+    return out
+
+
+@pytest.fixture(scope="module")
+def report_run(dask_cluster, tmp_path_factory):
+    d = tmp_path_factory.mktemp("report")
+    df = Quadratic(random_state=5).frame(6000).rename(columns={"x1": EVIL})
+    df["grp"] = np.where(df["x3"] > 0.5, "<hi>", "lo&w")
+    df.to_parquet(d / "data.parquet")
+    (d / "job.toml").write_text("""
+name = "report-test"
+description = "<script>alert('no')</script> & friends"
+target = "y"
+sample_size = 5000
+[source]
+path = "data.parquet"
+[stratpd]
+max_bins = 100
+""")
+    return run_job(d / "job.toml", scheduler=dask_cluster, output=d / "out", run_id="r1", progress=False, out=False,
+                   log=False)
+
+
+@pytest.mark.cluster
+def test_report_is_self_contained_and_escaped(report_run):
+    path = report_run / "report.html"
+    html = path.read_text(encoding="utf-8")
+    p = parse(path)
+    assert p.tags[:1] == ["html"] and "body" in p.tags
+    assert "script" not in p.tags and "link" not in p.tags and "iframe" not in p.tags
+    assert all(r.startswith("#") for r in p.refs), p.refs  # only in-page anchors: readable offline
+    manifest = json.loads((report_run / "manifest.json").read_text())
+    n_plots = len(manifest["plots"])
+    assert n_plots == 1 + 4  # the importance chart and every curve (x1.., x2, x3: StratPD; grp: CatStratPD)
+    assert len(p.imgs) == n_plots and len(list((report_run / "plots").glob("*.png"))) == n_plots
+    check_embedded_pngs(p.imgs)
+    # every text from the job is escaped
+    assert "<script>alert" not in html and "&lt;script&gt;alert(&#x27;no&#x27;)&lt;/script&gt;" in html
+    assert EVIL not in html and "x&lt;1&gt;&amp;&quot;&#x27;" in html
+    assert "<hi>" not in html
+    text = "".join(p.text)
+    assert f"StratPD: {EVIL}" in text and "CatStratPD: grp" in text  # ...and reads back as the original
+    for f in ("x2", "x3", "grp"):
+        assert f in text
+    assert "rows read" in text and "6,000" in text
+    # the plot of the evil feature got a safe file name
+    assert (report_run / "plots" / "stratpd-x_1.png").is_file()
+
+
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        exe = shutil.which(name)
+        if exe:
+            return exe
+    return None
+
+
+@pytest.mark.cluster
+def test_report_renders_in_headless_chromium(report_run, tmp_path):
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("no headless Chromium on this machine (apt-get install chromium): the screenshot check did "
+                    "not run")
+    shot = tmp_path / "shot.png"
+    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,2400",
+           "--hide-scrollbars", (report_run / "report.html").as_uri()]
+    subprocess.run(cmd, capture_output=True, timeout=120)
+    assert shot.is_file() and shot.stat().st_size > 10_000
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(shot)[..., :3]
+    nonwhite = (img < 0.95).any(axis=-1).mean()
+    assert nonwhite > 0.03, nonwhite  # text, tables and plots, not an empty page
+    colours = np.unique((img.reshape(-1, 3) * 255).astype(np.uint8), axis=0)
+    assert len(colours) > 50  # anti-aliased text and rendered plot images
+    # the plots were decoded and drawn: the StratPD curve colour (#1f4e8c) appears on the page
+    curve = np.array([0x1f, 0x4e, 0x8c]) / 255
+    assert (np.abs(img - curve).max(axis=-1) < 0.06).sum() > 200
+
+
+# ------------------------------------------------------------------ history on hand-made runs
+def fake_run(job_dir: Path, run_id: str, curves: dict, importances: dict | None = None):
+    """A run directory with the files history reads; curves: (method, feature) -> frame."""
+    d = job_dir / run_id
+    d.mkdir(parents=True)
+    frames = []
+    for (m, f), c in curves.items():
+        c = c.copy()
+        c.insert(0, "feature", f)
+        c.insert(0, "method", m)
+        for col, dt in (("x", "float64"), ("category", "string"), ("count", "float64")):
+            if col not in c:
+                c[col] = pd.Series([None] * len(c), dtype=dt)
+        c["supported"] = True
+        frames.append(c)
+    pd.concat(frames, ignore_index=True).astype({"category": "string"}).to_parquet(d / "curves.parquet")
+    imp = pd.DataFrame([{"method": "importances", "feature": f, "importance": v, "importance_raw": v, "rank": i + 1}
+                        for i, (f, v) in enumerate((importances or {}).items())],
+                       columns=["method", "feature", "importance", "importance_raw", "rank"])
+    imp.to_parquet(d / "importances.parquet")
+    (d / "manifest.json").write_text(dump_json({"job": job_dir.name, "run_id": run_id}))
+    return d
+
+
+def num(x, y):
+    return pd.DataFrame({"x": np.asarray(x, float), "pd": np.asarray(y, float)})
+
+
+def cat(cats, y):
+    return pd.DataFrame({"category": pd.array(cats, dtype="string"), "pd": np.asarray(y, float)})
+
+
+def test_curve_distance_definitions():
+    x = np.linspace(0, 1, 50)
+    a = num(x, x).assign(category=pd.array([None] * 50, dtype="string"), supported=True)
+    shifted = a.assign(pd=a.pd + 7.0)
+    assert hist.curve_distance(a, shifted)["curve_distance"] == pytest.approx(0, abs=1e-12)  # PD: up to a constant
+    scaled = a.assign(pd=1.5 * a.pd)
+    g = np.linspace(0, 1, hist.GRID_POINTS)
+    expected = np.sqrt(np.mean((0.5 * (g - 0.5)) ** 2)) / 1.5
+    d = hist.curve_distance(a, scaled)
+    assert d["curve_distance"] == pytest.approx(expected, rel=1e-9) and d["support_overlap"] == 1.0
+    assert d["curve_rms"] == pytest.approx(expected * 1.5, rel=1e-9)
+    moved = a.assign(x=a.x + 0.5)  # support [0.5, 1.5] vs [0, 1]
+    d = hist.curve_distance(a, moved)
+    assert d["support_overlap"] == pytest.approx(1 / 3) and d["n_common"] == hist.GRID_POINTS
+    disjoint = a.assign(x=a.x + 2)
+    d = hist.curve_distance(a, disjoint)
+    assert d["support_overlap"] == 0 and np.isnan(d["curve_distance"])
+    # the floor keeps a flat curve's noise small
+    flat = a.assign(pd=0.01 * np.sin(20 * a.x))
+    flat2 = a.assign(pd=-0.01 * np.sin(20 * a.x))
+    assert hist.curve_distance(flat, flat2)["curve_distance"] > 0.5
+    assert hist.curve_distance(flat, flat2, floor=1.0)["curve_distance"] < 0.02
+    # categorical: common categories, Jaccard overlap
+    c1 = cat(["a", "b", "c"], [0, 1, 2]).assign(x=np.nan, supported=True)
+    c2 = cat(["a", "b", "d"], [5, 6, 9]).assign(x=np.nan, supported=True)
+    d = hist.curve_distance(c1, c2)
+    assert d["support_overlap"] == pytest.approx(2 / 4) and d["curve_distance"] == pytest.approx(0)
+    assert d["n_common"] == 2
+
+
+def test_history_on_hand_made_runs(tmp_path, capsys):
+    job = tmp_path / "nightly"
+    x = np.linspace(0, 10, 40)
+    base = {("stratpd", "a"): num(x, 2 * x), ("stratpd", "b"): num(x, np.sin(x)),
+            ("catstratpd", "c"): cat(["u", "v", "w"], [0, 3, 1])}
+    imps = {"a": 10.0, "b": 2.0, "c": 1.0}
+    fake_run(job, "2026-01-01", base, imps)
+    fake_run(job, "2026-01-02", base, imps)  # identical: no drift
+    changed = dict(base)
+    changed[("stratpd", "b")] = num(x, 3 * np.sin(x))  # b's curve triples
+    del changed[("catstratpd", "c")]
+    changed[("stratpd", "new")] = num(x, x)
+    fake_run(job, "2026-01-03", changed, {"a": 10.0, "b": 6.0, "new": 1.0})
+    (job / "latest").symlink_to("2026-01-03")
+    (job / ".2026-01-04.tmp-1").mkdir()  # an unfinished run is not a run
+
+    h = hist.history(job, output=True)
+    assert [r.run_id for r in h.runs] == ["2026-01-01", "2026-01-02", "2026-01-03"]
+    t = h.table
+    first = t[t.run_id == "2026-01-02"].set_index("feature")
+    assert (first.drift == 0).all() and (first.status == "ok").all()
+    last = h.latest_pair().set_index("feature")
+    assert last.loc["b", "status"] == "drifted" and last.loc["a", "status"] == "ok"
+    assert last.loc["a", "drift"] == pytest.approx(0)
+    # importance_change: (raw_new - raw_prev) / previous total = (6 - 2) / 13
+    assert last.loc["b", "importance_change"] == pytest.approx(4 / 13)
+    assert last.loc["a", "importance_change"] == pytest.approx(0)
+    assert last.loc["b", "importance"] == pytest.approx(6 / 17) and last.loc["b", "importance_prev"] == pytest.approx(2 / 13)
+    assert last.loc["c", "status"] == "gone" and last.loc["new", "status"] == "new"
+    assert list(h.latest_pair().feature)[0] == "b"  # sorted by drift, largest first
+    # written: drift table, history.html with a plot per curve across runs, all embedded
+    out = job / "history"
+    assert set(os.listdir(out)) == {"drift.parquet", "history.html", "plots"}
+    assert len(pd.read_parquet(out / "drift.parquet")) == len(t)
+    p = parse(out / "history.html")
+    imgs = check_embedded_pngs(p.imgs)
+    assert len(imgs) == 1 + 4  # importance across runs + a, b, c, new
+    assert all(r.startswith("#") for r in p.refs)
+    # history is not itself a run, and `latest` is untouched
+    assert [r.run_id for r in hist.load_runs(job)] == ["2026-01-01", "2026-01-02", "2026-01-03"]
+
+    # the CLI
+    assert cli.main(["history", str(job), "--no-write"]) == 0
+    o = capsys.readouterr().out
+    assert "2026-01-02 -> 2026-01-03" in o and "1 curve(s) drifted" in o
+    assert cli.main(["history", str(job), "--fail-on-drift", "--no-write"]) == 3
+    capsys.readouterr()
+    assert cli.main(["history", str(job), "--json", "--no-write", "--feature", "a"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["feature"] for r in rows] == ["a"] and rows[0]["status"] == "ok"
+    assert cli.main(["history", str(job), "--feature", "zzz"]) == 2
+    assert "'zzz' not in any run" in capsys.readouterr().err
+    assert cli.main(["history", str(job), "--threshold", "0.99", "--fail-on-drift", "--no-write"]) == 0
+
+
+def test_history_errors(tmp_path, capsys):
+    assert cli.main(["history", str(tmp_path / "nope")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    (tmp_path / "job" / "r1").mkdir(parents=True)
+    assert cli.main(["history", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no runs in" in err and err.count("\n") == 1
+    fake_run(tmp_path / "job2", "only", {("stratpd", "a"): num([0, 1, 2], [0, 1, 2])})
+    assert cli.main(["history", str(tmp_path / "job2"), "--fail-on-drift"]) == 0
+    assert "nothing to compare yet" in capsys.readouterr().out
+    fake_run(tmp_path / "job3", "r", {("stratpd", "a"): num([0, 1], [0, 1])})
+    assert cli.main(["history", str(tmp_path / "job3" / "..")]) == 2
+    assert "this looks like an output root" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ nightly, end to end
+@pytest.mark.cluster
+def test_nightly_job_then_history_flags_the_changed_feature(dask_cluster, tmp_path, monkeypatch):
+    monkeypatch.setenv("DASKPD_LAKE", str(tmp_path / "lake"))
+    out = tmp_path / "out"
+    spec = REPO / "jobs" / "nightly.toml"
+
+    def night(run_id, **lake):
+        shutil.rmtree(tmp_path / "lake", ignore_errors=True)
+        make_lake(tmp_path / "lake", years=range(2000, 2006), rows_per_year=5000, **lake)
+        return run_job(spec, scheduler=dask_cluster, output=out, run_id=run_id, progress=False, out=False, log=False)
+
+    night("2026-11-01")
+    night("2026-11-02")  # the same data again: nothing moved
+    job = out / "auctions-nightly"
+    assert cli.main(["history", str(job), "--fail-on-drift", "--no-write"]) == 0
+    h = hist.history(job, output=False)
+    assert (h.table.drift == 0).all()
+    night("2026-11-03", hours_effect=-1.5)  # MachineHours now costs 3/hour instead of 1.5
+    assert cli.main(["history", str(job), "--fail-on-drift"]) == 3
+    h = hist.history(job, output=False)
+    last = h.latest_pair().set_index("feature")
+    assert last.loc["MachineHours", "status"] == "drifted"
+    assert last.loc["MachineHours", "importance_change"] > 0.1
+    assert last.loc["YearMade", "status"] == "ok"
+    assert last.loc["MachineHours", "curve_distance"] > 5 * last.loc["YearMade", "curve_distance"]
+    assert (job / "history" / "history.html").is_file()
+    assert os.readlink(job / "latest") == "2026-11-03"
