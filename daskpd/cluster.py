@@ -89,7 +89,8 @@ def compute(*objs, progress=None):
         if show:
             from distributed import progress as dprogress
 
-            dprogress(futures)
+            with contextlib.redirect_stdout(sys.stderr):  # keep stdout for results
+                dprogress(futures)
             print(file=sys.stderr)
         return tuple(client.gather(futures))
     ctx = contextlib.nullcontext()

@@ -1,0 +1,556 @@
+"""Feature importance and impact for every feature, from StratPD / CatStratPD curves.
+
+One request = TWO passes over the data, whatever the number of features ``p`` and of
+trials (the pipeline in :mod:`daskpd.pipeline`):
+
+1. a bottom-k sample (by keyed row hash, partition-invariant);
+2. the p stratifying trees are fitted on the sample, in parallel (on the workers when
+   a ``distributed.Client`` is active); then ONE scan applies all p trees and builds
+   all p per-(leaf, x) aggregate tables.  Bootstrap / subsample trials ride the same
+   scan as per-row weight columns (a keyed hash of the row: Poisson(1) for the
+   bootstrap, Bernoulli(subsample_size) for subsampling), so trials cost no re-read.
+
+Every measure is then computed on the driver from the p curves (small arrays).
+
+Definitions (per feature, on its curve; stratx's ``importances`` for the first two):
+
+* **impact**: mean |PD| over the curve's positions (the distinct x values, or bins, of
+  a numeric feature where the curve is supported; the categories of a categorical
+  feature that have an estimate).
+* **importance**: mean |PD| weighted by the number of rows at each position.
+* **pd_variance**: the PD-variance ("flatness") measure of Greenwell et al. (2018),
+  on the same curve: the standard deviation (ddof=1) of PD over the positions for a
+  numeric feature, (max PD - min PD) / 4 for a categorical one.
+
+A numeric StratPD curve is 0 at its leftmost supported x (an integral from there);
+a categorical curve has no natural zero, so it is mean-centred (plain mean over the
+categories with an estimate) before |PD| is taken, as in stratx.  ``pd_variance`` is
+invariant to either shift.  With ``normalize=True`` (default) each of the three
+columns is divided by its sum over the features (within each trial for trials); the
+unnormalised values, in units of the target, are kept as ``*_raw`` columns.
+"""
+from __future__ import annotations
+
+import numbers
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .aggregate import STATS_PER_SET, FeatureAgg, StratPlan, StratSpec, strat_map
+from .io import DataError, column_kinds
+from .pipeline import StratRun, check_int, resolve_columns, run_strat
+from .results import ResultMixin
+from .stratify import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, fit_tree
+
+__all__ = [
+    "importances",
+    "strat_curves_and_importances",
+    "ImportanceResult",
+    "curve_measures",
+    "MEASURES",
+    "PASSES_PER_REQUEST",
+]
+
+#: the three measures, in table-column order
+MEASURES = ("importance", "impact", "pd_variance")
+#: passes over the data made by one request (sample + the single aggregation scan)
+PASSES_PER_REQUEST = 2
+
+_SORT_KEYS = MEASURES
+
+
+# ---------------------------------------------------------------------------------
+# the measures of one curve
+
+
+def curve_measures(pd_values, counts, kind: str) -> tuple[float, float, float]:
+    """``(importance, impact, pd_variance)`` of one curve, in units of the target.
+
+    ``pd_values``: PD at each position (NaN where there is no estimate; such positions
+    are ignored); ``counts``: rows at each position (the importance weights); ``kind``:
+    ``"numeric"`` or ``"categorical"``.  A curve with no estimate gives NaNs; a
+    single-position curve has ``pd_variance`` NaN for a numeric feature (ddof=1).
+    """
+    if kind not in ("numeric", "categorical"):
+        raise ValueError(f"kind must be 'numeric' or 'categorical'; got {kind!r}")
+    pdv = np.asarray(pd_values, dtype="float64")
+    cnt = np.asarray(counts, dtype="float64")
+    if pdv.shape != cnt.shape:
+        raise ValueError(f"pd_values and counts differ in shape: {pdv.shape} vs {cnt.shape}")
+    m = np.isfinite(pdv)
+    if not m.any():
+        return np.nan, np.nan, np.nan
+    v, c = pdv[m], cnt[m]
+    if kind == "categorical":
+        v = v - v.mean()
+    a = np.abs(v)
+    impact = float(a.mean())
+    tot = c.sum()
+    importance = float((a * c).sum() / tot) if tot > 0 else impact
+    if kind == "numeric":
+        pd_var = float(np.std(v, ddof=1)) if len(v) > 1 else np.nan
+    else:
+        pd_var = float((v.max() - v.min()) / 4.0)
+    return importance, impact, pd_var
+
+
+def _normalize(values: np.ndarray) -> np.ndarray:
+    """Divide each column by its (NaN-ignoring) sum over the rows (features)."""
+    values = np.asarray(values, dtype="float64")
+    tot = np.nansum(values, axis=0, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(tot > 0, values / np.where(tot > 0, tot, 1.0), values)
+
+
+# ---------------------------------------------------------------------------------
+# curves from the aggregates
+
+
+def _position_counts(agg: FeatureAgg, kind: str, n_sets: int) -> tuple[np.ndarray, np.ndarray]:
+    """(position keys, counts per set) with counts shape (n_sets, positions).
+
+    Positions are the sorted distinct keys of the aggregate: the same ones (in the same
+    order) as the numeric finalize's ``x`` positions.  Set 0 is the plain row count,
+    set t >= 1 the weighted count of trial t.
+    """
+    g = agg.sums
+    if kind == "numeric":
+        keys, pos = np.unique(g.key.astype("float64"), return_inverse=True)
+    else:
+        codes, keys = pd.factorize(pd.Index(g.key, dtype=object), sort=True, use_na_sentinel=False)
+        pos = np.asarray(codes)
+        keys = np.asarray(keys, dtype=object)
+    out = np.vstack([np.bincount(pos, weights=g.values[:, STATS_PER_SET * s], minlength=len(keys))
+                     for s in range(n_sets)])
+    return keys, out
+
+
+def _finish_feature(run: StratRun, feature: str, kind: str, *, min_slopes_per_x: int, dtype=None):
+    """The curve (result object) of one feature from the run's aggregate."""
+    if kind == "numeric":
+        from .stratpd import finish_numeric
+
+        return finish_numeric(run, feature, min_slopes_per_x=min_slopes_per_x)
+    from .catstratpd import finish_categorical
+
+    return finish_categorical(run, feature, dtype=dtype)
+
+
+def _curve_arrays(res, kind: str, agg: FeatureAgg, n_sets: int):
+    """[(pd, counts) for set 0..n_sets-1] aligned on the curve's positions."""
+    keys, counts = _position_counts(agg, kind, n_sets)
+    if kind == "numeric":
+        if len(keys) != len(res.x):
+            raise RuntimeError(f"feature {res.feature!r}: {len(keys)} aggregate positions but a "
+                               f"{len(res.x)}-position curve")
+        order = np.arange(len(keys))
+    else:
+        cats = pd.Index(np.asarray(res.categories, dtype=object))
+        order = pd.Index(keys, dtype=object).get_indexer(cats)
+    out = [(np.asarray(res.pd, dtype="float64"), _take(counts[0], order))]
+    if not np.allclose(out[0][1], np.asarray(res.count, dtype="float64")):
+        raise RuntimeError(f"feature {res.feature!r}: curve positions do not line up with the aggregate's")
+    trials = getattr(res, "trials_pd", None)
+    for t in range(1, n_sets):
+        if trials is None:
+            raise RuntimeError(f"feature {res.feature!r}: trial columns were aggregated but the curve has no trials_pd")
+        out.append((np.asarray(trials[t - 1], dtype="float64"), _take(counts[t], order)))
+    return out
+
+
+def _take(counts: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """counts[order], 0 where a curve position has no aggregate key (order == -1)."""
+    order = np.asarray(order)
+    return np.where(order >= 0, counts[np.maximum(order, 0)], 0.0)
+
+
+# ---------------------------------------------------------------------------------
+# permutation null (on the in-memory tree sample: no data pass)
+
+
+def _null_measures(sub: pd.DataFrame, target: str, specs: list, encoder, kinds: dict, msl_for: dict,
+                   random_state: int, perm_seed, min_slopes_per_x: int, dtypes: dict) -> np.ndarray:
+    """(p, 3) raw measures on ``sub`` with y permuted by ``perm_seed`` (None: not permuted).
+
+    The trees are refitted on the permuted y (as stratx's p-values do); bin edges are
+    the main run's (they depend on x only).  Pure function of its inputs.
+    """
+    from .stratpd import finalize_numeric
+
+    df = sub
+    if perm_seed is not None:
+        df = sub.copy()
+        perm = np.random.default_rng([int(random_state), 7919, int(perm_seed)]).permutation(len(sub))
+        df[target] = sub[target].to_numpy()[perm]
+    new_specs = []
+    for s in specs:
+        tree = fit_tree(df, target, s.other, encoder, msl_for[s.feature], random_state)
+        new_specs.append(StratSpec(feature=s.feature, kind=s.kind, other=list(s.other), tree=tree, edges=s.edges,
+                                   nan_as_level=s.nan_as_level))
+    plan = StratPlan(target=target, specs=new_specs, encoder=encoder, n_trials=0, random_state=random_state)
+    aggs = strat_map(df, plan)
+    out = np.full((len(specs), 3), np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, s in enumerate(new_specs):
+            if kinds[s.feature] == "numeric":
+                res = finalize_numeric(aggs[s.feature], feature=s.feature, target=target, binned=s.edges is not None,
+                                       min_slopes_per_x=min_slopes_per_x, n_segments=0)
+            else:
+                from .catstratpd import finalize_categorical
+
+                res = finalize_categorical(aggs[s.feature], feature=s.feature, target=target,
+                                           dtype=dtypes.get(s.feature), with_trials=False)
+            (pdv, cnt), = _curve_arrays(res, kinds[s.feature], aggs[s.feature], 1)
+            out[i] = curve_measures(pdv, cnt, kinds[s.feature])
+    return out
+
+
+# ---------------------------------------------------------------------------------
+# the result
+
+
+@dataclass(repr=False)
+class ImportanceResult(ResultMixin):
+    """Importances of every feature plus the curves they were computed from.
+
+    ``table``     DataFrame indexed by feature, sorted by ``sort_by`` (descending):
+                  ``kind``, ``importance``, ``impact``, ``pd_variance`` (normalised to
+                  sum to 1 when ``normalize``), with ``*_std`` (trials), ``*_pvalue``
+                  (permutations), ``*_raw`` (units of the target), ``n_positions``
+                  (positions/categories with an estimate) and ``n_rows`` (rows at them).
+    ``curves``    {feature: StratPDResult | CatStratPDResult}
+    ``trials``    long DataFrame (trial, feature, the three measures) or None
+    ``null``      long DataFrame of the permutation draws (permutation, feature, raw
+                  measures) or None
+    ``n_passes``  passes over the data (2: sample + one scan)
+    """
+
+    table: pd.DataFrame
+    curves: dict
+    target: str
+    kinds: dict
+    n_rows: int
+    n_partitions: int
+    n_passes: int
+    sample_rows: int
+    n_trials: int
+    trials: pd.DataFrame | None = None
+    null: pd.DataFrame | None = None
+    params: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)  # seconds: sample_s, fit_s, scan_s (pipeline), finalize_s, pvalues_s
+
+    @property
+    def n_partition_reads(self) -> int:
+        """Partition reads: every partition once per pass."""
+        return self.n_passes * self.n_partitions
+
+    @property
+    def features(self) -> list[str]:
+        """Features, most important first."""
+        return list(self.table.index)
+
+    def __repr__(self) -> str:
+        top = ", ".join(f"{f}={v:.3g}" for f, v in self.table[self.params.get("sort_by", "importance")].head(5).items())
+        return (f"ImportanceResult(target={self.target!r}, features={len(self.table)}, rows={self.n_rows}, "
+                f"trials={self.n_trials}, passes={self.n_passes}; top: {top})")
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.table.reset_index()
+
+    def metadata(self) -> dict:
+        return {"method": "importances", "target": self.target, "kinds": self.kinds, "n_rows": self.n_rows,
+                "n_partitions": self.n_partitions, "n_passes": self.n_passes, "sample_rows": self.sample_rows,
+                "n_trials": self.n_trials, "params": self.params, "timings": self.timings}
+
+    def summary(self) -> str:
+        cols = [c for c in ("importance", "importance_std", "impact", "pd_variance", "importance_pvalue")
+                if c in self.table]
+        return (f"importances of {len(self.table)} features for {self.target!r} ({self.n_rows:,} rows, "
+                f"{self.n_passes} passes over {self.n_partitions} partitions, trials={self.n_trials}):\n"
+                + self.table[cols].to_string(float_format=lambda v: f"{v:.4g}"))
+
+    def plot(self, ax=None, **kwargs):
+        """Horizontal bars (error bars = trial standard deviation); see plot_importances."""
+        from .plotting.importance import plot_importances
+
+        return plot_importances(self, ax=ax, **kwargs)
+
+    def plot_curves(self, top_k: int = 6, **kwargs):
+        """Grid of the top-k features' curves; see plotting.importance.plot_curves."""
+        from .plotting.importance import plot_curves
+
+        return plot_curves(self, top_k=top_k, **kwargs)
+
+
+# ---------------------------------------------------------------------------------
+# the public functions
+
+
+def _check_bool(name, value):
+    if not isinstance(value, (bool, np.bool_)):
+        raise DataError(f"parameter {name} must be True or False; got {value!r}")
+    return bool(value)
+
+
+def _names(name, value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    try:
+        out = list(value)
+    except TypeError:
+        raise DataError(f"parameter {name} must be a column name or a list of column names; got {value!r}") from None
+    for v in out:
+        if not isinstance(v, str):
+            raise DataError(f"parameter {name} must hold column names (str); got {v!r}")
+    return out
+
+
+def strat_curves_and_importances(
+    data,
+    target: str,
+    *,
+    features: Sequence[str] | None = None,
+    categorical: Sequence[str] | None = None,
+    stratify_on: Sequence[str] | None = None,
+    n_trials: int = 1,
+    bootstrap: bool = True,
+    subsample_size: float = 0.75,
+    normalize: bool = True,
+    sort_by: str = "importance",
+    min_samples_leaf: int = 15,
+    cat_min_samples_leaf: int = 5,
+    min_slopes_per_x: int = 5,
+    nan_as_level: bool = False,
+    sample_size: int = DEFAULT_SAMPLE_SIZE,
+    max_bins: int | None = DEFAULT_MAX_BINS,
+    random_state: int = 0,
+    pvalues: bool = False,
+    pvalues_n_trials: int = 80,
+    pvalues_sample_size: int = 10_000,
+    progress=None,
+    storage_options: dict | None = None,
+    filters=None,
+) -> ImportanceResult:
+    """StratPD / CatStratPD curves of every feature and their importances, in one scan.
+
+    Parameters
+    ----------
+    data : pandas DataFrame, dask DataFrame, or parquet path / glob / directory / URL
+    target : str
+        Numeric response column.
+    features : list of str, optional
+        Features to score (default: every column but ``target``; datetime columns are
+        then skipped with a warning -- convert them to numbers to score them).
+    categorical : list of str, optional
+        Columns to treat as categorical (e.g. integer codes).  Besides these, columns
+        of dtype object, string, category and bool are categorical.
+    stratify_on : list of str, optional
+        Columns the stratifying trees may use (default: every column but ``target``);
+        each feature's tree excludes the feature itself.
+    n_trials : int, default 1
+        1: one estimate on all rows, no spread (as stratx).  T > 1: T bootstrap (or
+        subsample) trials riding the same scan; the table gets ``*_std`` columns, the
+        standard deviation (ddof=1) over trials.  The point estimates stay the all-rows
+        values.  Trials re-weight rows; the trees (fitted on the sample) are shared.
+    bootstrap : bool, default True
+        Trials are Poisson(1) bootstrap re-weightings; False: subsamples of fraction
+        ``subsample_size`` (0/1 weights).
+    normalize : bool, default True
+        Divide each measure by its sum over the features (per trial, too).
+    sort_by : {"importance", "impact", "pd_variance"}
+    min_samples_leaf, cat_min_samples_leaf : int, default 15 and 5
+        Stratifying-tree leaf size for numeric / categorical features (stratx's).
+    min_slopes_per_x : int, default 5
+        StratPD: positions averaging fewer leaf slopes are unsupported.
+    nan_as_level : bool, default False
+        Categorical features: a missing value is a level of its own (else such rows
+        are dropped from that feature's curve).
+    sample_size, max_bins, random_state, progress, storage_options, filters
+        As for :func:`daskpd.stratpd`.  ``random_state`` also seeds the trial weights
+        and the permutations: results are deterministic given it.
+    pvalues : bool, default False
+        Permutation p-values (y shuffled, trees refitted, ``pvalues_n_trials`` times),
+        ``(r + 1) / (N + 1)`` with r the draws whose raw measure reaches the observed
+        one (raw, i.e. unnormalised: under a shuffled y each feature's normalised share
+        is ~1/p whatever its effect, which would make the test meaningless).
+        Computed on the first ``pvalues_sample_size`` rows of the tree sample (itself
+        a uniform sample; the observed statistic is recomputed on the same rows, so the
+        test is exact at that size), on the workers -- no extra pass over the data.
+
+    Returns
+    -------
+    ImportanceResult
+    """
+    n_trials = check_int("n_trials", n_trials, 1)
+    bootstrap = _check_bool("bootstrap", bootstrap)
+    normalize = _check_bool("normalize", normalize)
+    pvalues = _check_bool("pvalues", pvalues)
+    nan_as_level = _check_bool("nan_as_level", nan_as_level)
+    min_samples_leaf = check_int("min_samples_leaf", min_samples_leaf, 1)
+    cat_min_samples_leaf = check_int("cat_min_samples_leaf", cat_min_samples_leaf, 1)
+    min_slopes_per_x = check_int("min_slopes_per_x", min_slopes_per_x, 1)
+    pvalues_n_trials = check_int("pvalues_n_trials", pvalues_n_trials, 1)
+    pvalues_sample_size = check_int("pvalues_sample_size", pvalues_sample_size, 2)
+    if sort_by not in _SORT_KEYS:
+        raise DataError(f"parameter sort_by must be one of {', '.join(_SORT_KEYS)}; got {sort_by!r}")
+    if bootstrap:
+        trial_fraction = None
+    else:
+        if (isinstance(subsample_size, bool) or not isinstance(subsample_size, numbers.Real)
+                or not 0 < subsample_size < 1):
+            raise DataError(f"parameter subsample_size must be a fraction in (0, 1); got {subsample_size!r}")
+        trial_fraction = float(subsample_size)
+
+    # columns and kinds
+    ddf_all, feats = resolve_columns(data, target, features, storage_options, filters)
+    dkinds = column_kinds(ddf_all.dtypes)
+    declared = _names("categorical", categorical)
+    missing = [c for c in declared if c not in dkinds]
+    if missing:
+        raise DataError(f"parameter categorical names column{'s' if len(missing) > 1 else ''} "
+                        f"{', '.join(map(repr, missing))} not found in the data; available: "
+                        f"{', '.join(map(str, dkinds))}")
+    if target in declared:
+        raise DataError(f"parameter categorical names the target {target!r}; the target must be numeric")
+    if features is None:
+        dates = [f for f in feats if dkinds[f] == "datetime" and f not in declared]
+        if dates:
+            warnings.warn(f"importances: skipping datetime column{'s' if len(dates) > 1 else ''} "
+                          f"{', '.join(map(repr, dates))} (convert to numbers, e.g. days since an epoch, to "
+                          "score them; they are still used by the stratifying trees)", UserWarning, stacklevel=2)
+            feats = [f for f in feats if f not in dates]
+    if not feats:
+        raise DataError("no features to score (features is empty, or the data has only the target)")
+    kinds = {}
+    for f in feats:
+        if f in declared or dkinds[f] == "categorical" or pd.api.types.is_bool_dtype(ddf_all.dtypes[f]):
+            kinds[f] = "categorical"
+        else:
+            kinds[f] = dkinds[f]
+    msl_for = {f: (cat_min_samples_leaf if kinds[f] == "categorical" else min_samples_leaf) for f in feats}
+    dtypes = {f: ddf_all.dtypes[f] for f in feats if kinds[f] == "categorical"}
+
+    # passes 1 and 2
+    run = run_strat(
+        ddf_all, target, feats, stratify_on=stratify_on, kinds=kinds, min_samples_leaf=min_samples_leaf,
+        min_samples_leaf_for=msl_for, sample_size=sample_size, max_bins=max_bins, random_state=random_state,
+        n_trials=n_trials if n_trials > 1 else 0, trial_fraction=trial_fraction, nan_as_level=nan_as_level,
+        progress=progress, storage_options=storage_options, filters=filters)
+    kinds = {f: run.kinds[f] for f in feats}
+    timings = dict(getattr(run, "timings", None) or {})
+    t0 = time.perf_counter()
+    n_sets = 1 + (n_trials if n_trials > 1 else 0)
+
+    # curves and measures (driver; small arrays)
+    curves = {}
+    raw = np.full((n_sets, len(feats), 3), np.nan)
+    n_pos = np.zeros(len(feats), dtype="int64")
+    n_used = np.zeros(len(feats))
+    for i, f in enumerate(feats):
+        res = _finish_feature(run, f, kinds[f], min_slopes_per_x=min_slopes_per_x, dtype=dtypes.get(f))
+        curves[f] = res
+        for s, (pdv, cnt) in enumerate(_curve_arrays(res, kinds[f], run.aggs[f], n_sets)):
+            raw[s, i] = curve_measures(pdv, cnt, kinds[f])
+            if s == 0:
+                ok = np.isfinite(pdv)
+                n_pos[i] = int(ok.sum())
+                n_used[i] = float(cnt[ok].sum())
+    vals = np.stack([_normalize(raw[s]) for s in range(n_sets)]) if normalize else raw.copy()
+
+    table = pd.DataFrame(index=pd.Index(feats, name="feature"))
+    table["kind"] = [kinds[f] for f in feats]
+    for j, m in enumerate(MEASURES):
+        table[m] = vals[0, :, j]
+    trials_df = None
+    if n_sets > 1:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN features
+            sd = np.nanstd(vals[1:], axis=0, ddof=1)
+        for j, m in enumerate(MEASURES):
+            table[f"{m}_std"] = sd[:, j]
+        trials_df = pd.DataFrame({
+            "trial": np.repeat(np.arange(1, n_sets), len(feats)),
+            "feature": np.tile(feats, n_sets - 1),
+            **{m: vals[1:, :, j].ravel() for j, m in enumerate(MEASURES)},
+        })
+    timings["finalize_s"] = time.perf_counter() - t0
+    null_df = None
+    if pvalues:
+        t0 = time.perf_counter()
+        pv, null_df = _permutation_pvalues(run, feats, kinds, msl_for, min_slopes_per_x, dtypes, random_state,
+                                           pvalues_n_trials, pvalues_sample_size, progress)
+        for j, m in enumerate(MEASURES):
+            table[f"{m}_pvalue"] = pv[:, j]
+        timings["pvalues_s"] = time.perf_counter() - t0
+    for j, m in enumerate(MEASURES):
+        table[f"{m}_raw"] = raw[0, :, j]
+    table["n_positions"] = n_pos
+    table["n_rows"] = n_used.astype("int64") if np.all(n_used == np.round(n_used)) else n_used
+    table = table.sort_values(sort_by, ascending=False, kind="stable", na_position="last")
+
+    n_rows = int(next(iter(run.aggs.values())).n_rows)
+    params = {"features": feats, "categorical": declared, "stratify_on": None if stratify_on is None else list(stratify_on),
+              "n_trials": n_trials, "bootstrap": bootstrap, "subsample_size": trial_fraction,
+              "normalize": normalize, "sort_by": sort_by, "min_samples_leaf": min_samples_leaf,
+              "cat_min_samples_leaf": cat_min_samples_leaf, "min_slopes_per_x": min_slopes_per_x,
+              "nan_as_level": nan_as_level,
+              "sample_size": sample_size, "max_bins": max_bins, "random_state": random_state,
+              "pvalues": pvalues, "pvalues_n_trials": pvalues_n_trials if pvalues else None,
+              "pvalues_sample_size": pvalues_sample_size if pvalues else None}
+    return ImportanceResult(table=table, curves=curves, target=target, kinds=kinds, n_rows=n_rows,
+                            n_partitions=run.n_partitions, n_passes=PASSES_PER_REQUEST, sample_rows=run.sample_rows,
+                            n_trials=n_trials, trials=trials_df, null=null_df, params=params, timings=timings)
+
+
+def _permutation_pvalues(run, feats, kinds, msl_for, min_slopes_per_x, dtypes, random_state, n_perm, k, progress):
+    from dask import delayed
+
+    from . import cluster
+
+    if run.sample is None:
+        raise RuntimeError("the pipeline did not keep its sample; permutation p-values need it")
+    sub = run.sample.iloc[:k]  # hash-ordered bottom-k rows: itself the bottom-k' sample
+    dsub = delayed(sub, pure=True, traverse=False)
+    dspecs = delayed(list(run.plan.specs), pure=True, traverse=False)
+    args = (run.plan.target, dspecs, run.plan.encoder, kinds, msl_for, random_state)
+    tasks = [delayed(_null_measures, pure=True)(dsub, *args, seed, min_slopes_per_x, dtypes)
+             for seed in [None, *range(n_perm)]]
+    # Raw measures (units of y), not normalised ones: under a shuffled y every feature's
+    # *share* is ~1/p, so a normalised statistic would test "larger than 1/p", not
+    # "y depends on this feature".
+    out = np.stack(cluster.compute(*tasks, progress=progress))  # (1 + n_perm, p, 3)
+    obs, null = out[0], out[1:]
+    with np.errstate(invalid="ignore"):
+        reach = (null >= obs[None] - 1e-12 * np.abs(obs[None])).sum(axis=0)
+    pv = (reach + 1.0) / (n_perm + 1.0)
+    pv[~np.isfinite(obs)] = np.nan
+    null_df = pd.DataFrame({
+        "permutation": np.repeat(np.arange(1, n_perm + 1), len(feats)),
+        "feature": np.tile(feats, n_perm),
+        **{m: null[:, :, j].ravel() for j, m in enumerate(MEASURES)},
+    })
+    return pv, null_df
+
+
+def importances(data, target: str, *, features=None, categorical=None, n_trials: int = 1, **kwargs) -> pd.DataFrame:
+    """Importance and impact of every feature, one scan of the data (a DataFrame).
+
+    Returns :attr:`ImportanceResult.table` of :func:`strat_curves_and_importances`
+    (same parameters): indexed by feature, sorted by importance (descending), with
+    columns ``kind``, ``importance``, ``impact``, ``pd_variance`` (each normalised to
+    sum to 1 by default), ``*_std`` when ``n_trials > 1``, ``*_pvalue`` when
+    ``pvalues=True``, ``*_raw`` (units of the target), ``n_positions``, ``n_rows``.
+
+    impact = mean |PD| over the curve's positions; importance = the same weighted by
+    the rows at each position; categorical curves are mean-centred first;
+    pd_variance = Greenwell et al.'s SD (ddof=1, numeric) or range / 4 (categorical).
+    """
+    return strat_curves_and_importances(data, target, features=features, categorical=categorical,
+                                        n_trials=n_trials, **kwargs).table
