@@ -26,6 +26,7 @@ _API = {
     "ale": "daskpd.model.ale",
     "marginal": "daskpd.model.marginal",
     "pd_variance": "daskpd.model.variance",
+    "compare": "daskpd.model.compare",
     "DataError": "daskpd.io",
 }
 

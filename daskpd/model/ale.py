@@ -1,0 +1,547 @@
+"""Accumulated local effects (Apley & Zhu 2020), distributed over partitions.
+
+Numeric feature (as the authors' R package ALEPlot, which PyALE follows):
+
+1. edges ``z_0 = min(x)``, ``z_k`` = type-1 (inverse-ECDF) quantile of ``x`` at ``k/K``,
+   ``k = 1..K``, duplicates removed (so discrete features keep their values);
+   computed exactly over all rows;
+2. a row with ``x`` in bin ``k`` = ``(z_{k-1}, z_k]`` (the first bin also holds
+   ``z_0``) gives the local effect ``f(z_k, x_C) - f(z_{k-1}, x_C)``;
+3. ``Delta_k`` = (weighted) mean local effect in bin ``k``; ``f(z_0) = 0``,
+   ``f(z_k) = sum_{j<=k} Delta_j``;
+4. centring: subtract ``sum_k w_k (f(z_{k-1}) + f(z_k)) / 2 / sum_k w_k`` (the mean of
+   the effect over the rows, each bin's effect taken at its midpoint), so the curve
+   has mean zero over the data.
+
+Categorical feature: the levels are first *ordered* (as ALEPlot / PyALE do) by a 1-D
+classical multidimensional scaling of the distance between levels, summed over the
+model's other input columns: the Kolmogorov-Smirnov distance between the level's
+distributions of a numeric column (its ECDFs compared at 100 quantiles of the column),
+and half the L1 distance between the level's frequency tables of a categorical column.
+An ordered pandas categorical keeps its own order; ``order=`` sets it explicitly.  Then
+with ordered levels ``L_0 .. L_{K-1}``: rows at level ``k < K-1`` give
+``f(L_{k+1}) - f(L_k)`` and rows at level ``k > 0`` give ``f(L_k) - f(L_{k-1})``, both
+to the boundary between the two levels; ``Delta_k`` is their (weighted) mean,
+``f(L_0) = 0``, accumulate, and centre by the level frequencies.
+
+Per partition the kernel returns, per bin (boundary), the weight, mean and sum of
+squared deviations of the local effects (merged exactly by Chan et al.'s formula), and
+the level weights; the driver accumulates and centres.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..io import DataError, as_float
+from ..results import ResultMixin
+from ._common import (
+    DEFAULT_BATCH_ROWS, Plan, check_features, check_int, data_columns, order_statistics, run_jobs, summarize,
+    type1_ranks, type7_ranks,
+)
+from .fpd import prepare_model_run
+
+__all__ = ["ale", "ALEResult", "ALEJob", "ale_specs", "finish_ale", "order_levels"]
+
+
+# ---------------------------------------------------------------------------------
+# result
+
+
+@dataclass(repr=False)
+class ALEResult(ResultMixin):
+    """ALE of ``feature``.
+
+    Numeric: ``x`` are the bin edges ``z_0..z_K`` and ``ale`` the centred effect there;
+    ``count``/``weight`` hold the rows/weight of the bin ending at each edge (0 at
+    ``z_0``); ``delta``/``delta_std`` the mean and standard deviation of the local
+    effects of that bin.  Categorical: ``x`` are the ordered levels, ``ale`` the
+    centred effect of each level, ``count``/``weight`` per level, ``delta``/``delta_std``
+    per boundary to the previous level (NaN at the first).
+    """
+
+    feature: str
+    kind: str
+    x: np.ndarray
+    ale: np.ndarray
+    count: np.ndarray
+    weight: np.ndarray
+    delta: np.ndarray
+    delta_std: np.ndarray
+    response: str = "predict"
+    target_class: object = None
+    n_rows: int = 0
+    n_used: int = 0
+    n_missing: int = 0
+    n_outside: int = 0
+    order_source: str | None = None
+    params: dict = field(default_factory=dict)
+
+    @property
+    def pd(self) -> np.ndarray:
+        return self.ale
+
+    def __repr__(self) -> str:
+        what = "edges" if self.kind == "numeric" else "levels"
+        return (f"ALEResult(feature={self.feature!r}, kind={self.kind!r}, {what}={len(self.x)}, rows={self.n_rows}, "
+                f"used={self.n_used})")
+
+    def to_frame(self) -> pd.DataFrame:
+        x = self.x if self.kind == "numeric" else np.asarray(self.x, dtype=object).astype(str)
+        return pd.DataFrame({self.feature: x, "ale": self.ale, "count": self.count.astype("int64"),
+                             "weight": self.weight, "delta": self.delta, "delta_std": self.delta_std})
+
+    def metadata(self) -> dict:
+        return {"method": "ale", "feature": self.feature, "kind": self.kind, "response": self.response,
+                "target_class": self.target_class, "n_rows": self.n_rows, "n_used": self.n_used,
+                "n_missing": self.n_missing, "n_outside": self.n_outside, "order_source": self.order_source,
+                "levels": [str(v) for v in self.x] if self.kind == "categorical" else None, "params": self.params}
+
+    def plot(self, ax=None, **kwargs):
+        from ..plotting.model import plot_ale
+
+        return plot_ale(self, ax=ax, **kwargs)
+
+
+# ---------------------------------------------------------------------------------
+# mergeable per-bin statistics
+
+
+@dataclass
+class BinStats:
+    """Per-bin weight, row count, mean and sum of squared deviations (weighted)."""
+
+    w: np.ndarray
+    n: np.ndarray
+    mean: np.ndarray
+    m2: np.ndarray
+
+    @classmethod
+    def of(cls, idx: np.ndarray, values: np.ndarray, w: np.ndarray | None, nbins: int) -> "BinStats":
+        ww = np.ones(len(idx)) if w is None else w
+        W = np.bincount(idx, weights=ww, minlength=nbins)
+        N = np.bincount(idx, minlength=nbins).astype("float64")
+        S = np.bincount(idx, weights=ww * values, minlength=nbins)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(W > 0, S / np.where(W > 0, W, 1), 0.0)
+        M2 = np.bincount(idx, weights=ww * (values - mean[idx]) ** 2, minlength=nbins)
+        return cls(W, N, mean, M2)
+
+    @staticmethod
+    def merge(a: "BinStats", b: "BinStats") -> "BinStats":
+        w = a.w + b.w
+        safe = np.where(w > 0, w, 1)
+        d = b.mean - a.mean
+        mean = np.where(w > 0, a.mean + d * b.w / safe, 0.0)
+        m2 = a.m2 + b.m2 + np.where(w > 0, d * d * a.w * b.w / safe, 0.0)
+        return BinStats(w, a.n + b.n, mean, m2)
+
+    @classmethod
+    def merge_all(cls, parts):
+        out = parts[0]
+        for p in parts[1:]:
+            out = cls.merge(out, p)
+        return out
+
+    def std(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.w > 0, np.sqrt(self.m2 / np.where(self.w > 0, self.w, 1)), np.nan)
+
+
+# ---------------------------------------------------------------------------------
+# the ALE kernel
+
+
+@dataclass
+class _ALESpec:
+    feature: str
+    kind: str
+    values: np.ndarray  # numeric: edges z_0..z_K; categorical: ordered levels
+
+
+@dataclass
+class _ALEFeaturePartial:
+    stats: BinStats  # per bin (numeric) or per boundary (categorical)
+    level_w: np.ndarray | None  # categorical: weight per ordered level
+    level_n: np.ndarray | None
+    n_rows: int
+    n_used: int
+    n_missing: int
+    n_outside: int
+
+    @classmethod
+    def merge(cls, parts):
+        lw = None if parts[0].level_w is None else np.sum([p.level_w for p in parts], axis=0)
+        ln = None if parts[0].level_n is None else np.sum([p.level_n for p in parts], axis=0)
+        return cls(BinStats.merge_all([p.stats for p in parts]), lw, ln, sum(p.n_rows for p in parts),
+                   sum(p.n_used for p in parts), sum(p.n_missing for p in parts), sum(p.n_outside for p in parts))
+
+
+@dataclass
+class _ALEPartial:
+    feats: dict
+
+    @classmethod
+    def combine(cls, parts):
+        return cls({f: _ALEFeaturePartial.merge([p.feats[f] for p in parts]) for f in parts[0].feats})
+
+
+def _level_codes(s: pd.Series, levels: np.ndarray) -> np.ndarray:
+    idx = pd.Index(pd.Series(levels, dtype=object))
+    vals = s.astype(object) if isinstance(s.dtype, pd.CategoricalDtype) else s
+    codes = idx.get_indexer(pd.Index(vals.to_numpy(dtype=object)))
+    codes[s.isna().to_numpy()] = -1
+    return codes
+
+
+@dataclass
+class ALEJob:
+    specs: list
+
+    def map(self, ctx):
+        pred = ctx.plan.predictor
+        w = ctx.weights
+        out = {}
+        for sp in self.specs:
+            s = ctx.df[sp.feature]
+            if sp.kind == "numeric":
+                z = sp.values
+                K = len(z) - 1
+                x = as_float(s)
+                fin = np.isfinite(x)
+                ok = fin & (x >= z[0]) & (x <= z[-1])
+                rows = np.flatnonzero(ok)
+                k = np.clip(np.searchsorted(z, x[rows], side="left") - 1, 0, K - 1)
+                sub = _rows(ctx, rows)
+                P = pred.predict_rowwise(sub, [[(sp.feature, z[k])], [(sp.feature, z[k + 1])]], ctx.plan.batch_rows)
+                delta = P[1] - P[0] if len(rows) else np.empty(0)
+                stats = BinStats.of(k, delta, None if w is None else w[rows], K)
+                out[sp.feature] = _ALEFeaturePartial(stats, None, None, ctx.n, len(rows), int((~fin).sum()),
+                                                     int((fin & ~ok).sum()))
+            else:
+                levels = sp.values
+                K = len(levels)
+                codes = _level_codes(s, levels)
+                miss = s.isna().to_numpy()
+                rows = np.flatnonzero(codes >= 0)
+                k = codes[rows]
+                up = np.asarray(levels, dtype=object)[np.minimum(k + 1, K - 1)]
+                down = np.asarray(levels, dtype=object)[np.maximum(k - 1, 0)]
+                sub = _rows(ctx, rows)
+                P = pred.predict_rowwise(sub, [[], [(sp.feature, up)], [(sp.feature, down)]], ctx.plan.batch_rows)
+                wr = None if w is None else w[rows]
+                plus = k < K - 1
+                minus = k > 0
+                idx = np.concatenate([k[plus], k[minus] - 1])
+                vals = np.concatenate([(P[1] - P[0])[plus], (P[0] - P[2])[minus]])
+                ww = None if wr is None else np.concatenate([wr[plus], wr[minus]])
+                stats = BinStats.of(idx, vals, ww, max(K - 1, 0))
+                lw = np.bincount(k, weights=np.ones(len(k)) if wr is None else wr, minlength=K)
+                ln = np.bincount(k, minlength=K).astype("float64")
+                out[sp.feature] = _ALEFeaturePartial(stats, lw, ln, ctx.n, len(rows), int(miss.sum()),
+                                                     int((~miss & (codes < 0)).sum()))
+        return _ALEPartial(out)
+
+
+def _rows(ctx, rows):
+    base = ctx.inputs()
+    return base.iloc[rows] if ctx.plan.predictor.as_frame else base[rows]
+
+
+# ---------------------------------------------------------------------------------
+# ordering categorical levels
+
+
+@dataclass
+class _OrderPartial:
+    ecdf: dict  # col -> (L, Q) counts of values <= q
+    tot: dict  # col -> (L,) non-missing counts
+    cross: dict  # col -> Series indexed by (code, level)
+
+    @classmethod
+    def combine(cls, parts):
+        ecdf = {c: np.sum([p.ecdf[c] for p in parts], axis=0) for c in parts[0].ecdf}
+        tot = {c: np.sum([p.tot[c] for p in parts], axis=0) for c in parts[0].tot}
+        cross = {c: pd.concat([p.cross[c] for p in parts]).groupby(level=[0, 1]).sum() for c in parts[0].cross}
+        return cls(ecdf, tot, cross)
+
+
+@dataclass
+class OrderJob:
+    feature: str
+    levels: np.ndarray
+    numeric: dict  # col -> quantile points q (sorted)
+    categorical: list
+
+    def map(self, ctx):
+        df = ctx.df
+        codes = _level_codes(df[self.feature], self.levels)
+        ok = codes >= 0
+        L = len(self.levels)
+        ecdf, tot, cross = {}, {}, {}
+        for c, q in self.numeric.items():
+            v = as_float(df[c])
+            m = ok & np.isfinite(v)
+            Q = len(q)
+            start = np.searchsorted(q, v[m], side="left")
+            H = np.bincount(codes[m] * (Q + 1) + start, minlength=L * (Q + 1)).reshape(L, Q + 1)
+            ecdf[c] = np.cumsum(H, axis=1)[:, :Q].astype("float64")
+            tot[c] = H.sum(axis=1).astype("float64")
+        for c in self.categorical:
+            s = df[c]
+            m = ok & s.notna().to_numpy()
+            key = pd.DataFrame({"code": codes[m], "level": s[m].astype(str).to_numpy()})
+            cross[c] = key.groupby(["code", "level"]).size().astype("float64")
+        return _OrderPartial(ecdf, tot, cross)
+
+
+def _cmdscale_1d(D: np.ndarray) -> np.ndarray:
+    n = len(D)
+    J = np.eye(n) - np.ones((n, n)) / n
+    B = -0.5 * J @ (D ** 2) @ J
+    vals, vecs = np.linalg.eigh(B)
+    i = int(np.argmax(vals))
+    coord = vecs[:, i] * np.sqrt(max(vals[i], 0.0))
+    j = int(np.argmax(np.abs(coord)))
+    if coord[j] < 0:  # a fixed orientation: the most extreme level comes last
+        coord = -coord
+    return coord
+
+
+def order_levels(part: _OrderPartial, levels: np.ndarray) -> np.ndarray:
+    """Levels ordered by 1-D classical MDS of the summed KS / frequency-table distances."""
+    L = len(levels)
+    D = np.zeros((L, L))
+    for c, cnt in part.ecdf.items():
+        t = part.tot[c]
+        F = np.where(t[:, None] > 0, cnt / np.where(t > 0, t, 1)[:, None], 0.0)
+        D += np.abs(F[:, None, :] - F[None, :, :]).max(axis=2)
+    for c, ser in part.cross.items():
+        if len(ser) == 0:
+            continue
+        tab = ser.unstack(fill_value=0.0).reindex(range(L), fill_value=0.0).to_numpy()
+        rs = tab.sum(axis=1, keepdims=True)
+        A = np.where(rs > 0, tab / np.where(rs > 0, rs, 1), 0.0)
+        D += np.abs(A[:, None, :] - A[None, :, :]).sum(axis=2) / 2
+    if not D.any():
+        return np.asarray(levels, dtype=object)
+    coord = _cmdscale_1d(D)
+    return np.asarray(levels, dtype=object)[np.argsort(coord, kind="stable")]
+
+
+# ---------------------------------------------------------------------------------
+# building the specs (edges, level orders)
+
+
+def check_order(order, features, kinds) -> dict:
+    if order is None:
+        return {}
+    if not isinstance(order, dict):
+        raise DataError(f"parameter order must be a dict {{feature: [levels in order]}}; got {type(order).__name__}")
+    for f, lv in order.items():
+        if f not in features:
+            raise DataError(f"parameter order names {f!r}, which is not among the requested features")
+        if kinds[f] != "categorical":
+            raise DataError(f"parameter order: feature {f!r} is numeric; an order applies to categorical features")
+        if isinstance(lv, str) or len(lv) == 0:
+            raise DataError(f"parameter order[{f!r}] must be a non-empty list of levels")
+        if len(set(map(str, lv))) != len(lv):
+            raise DataError(f"parameter order[{f!r}] has duplicate levels")
+    return dict(order)
+
+
+def ale_specs(run, features, *, bins: int, order: dict, progress=None, summaries=None, extra_ranks=None):
+    """Edges / ordered levels for ``features`` (summary, quantile and ordering passes).
+
+    ``extra_ranks`` (column -> ranks) are resolved in the same order-statistics passes and
+    returned (for callers that need more quantiles of the same columns).
+    """
+    kinds = run.kinds
+    pred = run.predictor
+    ddf = run.ddf
+    # columns needing a summary: the features, and the other inputs of unordered categorical features
+    need_order = []
+    for f in features:
+        if kinds[f] == "categorical" and f not in order:
+            dt = run.dtypes[f]
+            if not (isinstance(dt, pd.CategoricalDtype) and dt.ordered):
+                need_order.append(f)
+    others = {}
+    from ..io import kind_of
+
+    for f in need_order:
+        for c in pred.columns:
+            if c != f and c not in others:
+                others[c] = "categorical" if (c in kinds and kinds[c] == "categorical") else kind_of(run.dtypes[c])
+                if others[c] == "datetime":
+                    others[c] = "numeric"
+    want = {f: kinds[f] for f in features}
+    for c, k in others.items():
+        want.setdefault(c, k)
+    sums = dict(summaries or {})
+    missing = {c: k for c, k in want.items() if c not in sums}
+    if missing:
+        sums.update(summarize(ddf, missing, progress=progress))
+    ranks, probs = {}, np.linspace(0.0, 1.0, 100)
+    for f in features:
+        s = sums[f]
+        if s.n == 0:
+            raise DataError(f"feature {f!r} has no non-missing values")
+        if kinds[f] == "numeric":
+            ranks.setdefault(f, []).extend([0, *type1_ranks(s.n, bins)])
+    q_ranks = {}
+    for c, k in others.items():
+        if k == "numeric" and sums[c].n > 0:
+            lo, hi, t = type7_ranks(sums[c].n, probs)
+            q_ranks[c] = (lo, hi, t)
+            ranks.setdefault(c, []).extend([*lo, *hi])
+    for c, rk in (extra_ranks or {}).items():
+        ranks.setdefault(c, []).extend(rk)
+    stats = order_statistics(ddf, sums, ranks, progress=progress) if ranks else {}
+    specs, sources = [], {}
+    for f in features:
+        if kinds[f] == "numeric":
+            z = np.unique([stats[f][r] for r in [0, *type1_ranks(sums[f].n, bins)]])
+            if len(z) < 2:
+                raise DataError(f"feature {f!r} is constant; its ALE is undefined")
+            specs.append(_ALESpec(f, "numeric", z))
+        else:
+            observed = sums[f].uniques
+            if f in order:
+                lv = np.asarray(list(order[f]), dtype=object)
+                missing_lv = [v for v in observed if not any(_same(v, u) for u in lv)]
+                if missing_lv:
+                    raise DataError(f"parameter order[{f!r}] lacks observed level(s) {missing_lv[:10]}")
+                specs.append(_ALESpec(f, "categorical", _match_levels(lv, observed)))
+                sources[f] = "given"
+            elif f not in need_order:
+                cats = list(run.dtypes[f].categories)
+                obs = set(map(str, observed))
+                specs.append(_ALESpec(f, "categorical", np.asarray([c for c in cats if str(c) in obs], dtype=object)))
+                sources[f] = "ordered categorical dtype"
+            else:
+                specs.append(_ALESpec(f, "categorical", observed))
+                sources[f] = "mds"
+            if len(specs[-1].values) < 2:
+                raise DataError(f"feature {f!r} has a single level; its ALE is undefined")
+    jobs = []
+    for sp in specs:
+        if sources.get(sp.feature) == "mds":
+            num = {c: _type7_values(stats[c], q_ranks[c]) for c in others if others[c] == "numeric" and c != sp.feature
+                   and c in q_ranks}
+            cat = [c for c in others if others[c] == "categorical" and c != sp.feature]
+            jobs.append(OrderJob(sp.feature, sp.values, num, cat))
+    if jobs:
+        parts, _ = run_jobs(ddf, Plan(jobs), progress=progress, name="daskpd-ale-order")
+        by = {j.feature: p for j, p in zip(jobs, parts)}
+        for sp in specs:
+            if sp.feature in by:
+                sp.values = order_levels(by[sp.feature], sp.values)
+    return specs, sources, sums, stats
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b) or str(a) == str(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+def _match_levels(given, observed):
+    """The given order, expressed with the observed values (types as in the data)."""
+    out = []
+    for g in given:
+        hit = [u for u in observed if _same(u, g)]
+        if hit:
+            out.append(hit[0])
+    return np.asarray(out, dtype=object)
+
+
+def _type7_values(stats: dict, rk) -> np.ndarray:
+    lo, hi, t = rk
+    a = np.array([stats[int(r)] for r in lo])
+    b = np.array([stats[int(r)] for r in hi])
+    return a + t * (b - a)
+
+
+def finish_ale(sp: _ALESpec, part: _ALEFeaturePartial, pred, params, source=None) -> ALEResult:
+    st = part.stats
+    if part.n_used == 0:
+        raise DataError(f"feature {sp.feature!r}: no row has a usable value")
+    delta = np.where(st.w > 0, st.mean, 0.0)
+    fJ = np.concatenate([[0.0], np.cumsum(delta)])
+    if sp.kind == "numeric":
+        b = st.w
+        fJ = fJ - np.sum((fJ[:-1] + fJ[1:]) / 2 * b) / np.sum(b)
+        count = np.concatenate([[0.0], st.n])
+        weight = np.concatenate([[0.0], st.w])
+    else:
+        p = part.level_w / part.level_w.sum()
+        fJ = fJ - np.sum(fJ * p)
+        count, weight = part.level_n, part.level_w
+    dmean = np.concatenate([[np.nan], np.where(st.w > 0, st.mean, np.nan)])
+    dstd = np.concatenate([[np.nan], st.std()])
+    return ALEResult(feature=sp.feature, kind=sp.kind, x=sp.values, ale=fJ, count=count, weight=weight, delta=dmean,
+                     delta_std=dstd, response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
+                     n_used=part.n_used, n_missing=part.n_missing, n_outside=part.n_outside, order_source=source,
+                     params=params)
+
+
+def ale(
+    model,
+    data,
+    features,
+    *,
+    bins: int = 20,
+    order=None,
+    sample_weight=None,
+    response: str = "auto",
+    target_class=None,
+    columns=None,
+    categorical_features=None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    progress=None,
+    storage_options=None,
+    filters=None,
+):
+    """Accumulated local effects of one or more features (see the module docstring).
+
+    Parameters
+    ----------
+    model, data, response, target_class, columns, categorical_features, batch_rows,
+    progress, storage_options, filters
+        As :func:`daskpd.partial_dependence`.
+    features : str or list of str
+        All features are computed in one pass over the data.
+    bins : int, default 20
+        Number of quantile bins ``K`` for numeric features (fewer when the feature has
+        fewer distinct quantiles).
+    order : dict {feature: levels}, optional
+        The level order of categorical features (default: an ordered pandas
+        categorical's own order, else the MDS order described above).
+    sample_weight : str or array, optional
+        Weighted means of the local effects and weighted centring (the bin edges are
+        unweighted quantiles).
+
+    Returns
+    -------
+    ALEResult, or a dict ``{feature: ALEResult}`` when ``features`` is a list.
+    """
+    bins = check_int("bins", bins, 1)
+    batch_rows = check_int("batch_rows", batch_rows, 1)
+    avail = data_columns(data, storage_options, filters)
+    items, single = check_features(features, avail, allow_pairs=False)
+    feats = [it[0] for it in items]
+    run = prepare_model_run(model, data, feats, columns=columns, response=response, target_class=target_class,
+                            engine="predict", sample_weight=sample_weight, categorical_features=categorical_features,
+                            storage_options=storage_options, filters=filters)
+    order = check_order(order, feats, run.kinds)
+    specs, sources, _, _ = ale_specs(run, feats, bins=bins, order=order, progress=progress)
+    plan = Plan([ALEJob(specs)], predictor=run.predictor, weight=run.weight, batch_rows=batch_rows)
+    (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-ale")
+    params = {"bins": bins, "sample_weight": run.weight, "model": run.predictor.describe()}
+    out = {sp.feature: finish_ale(sp, part.feats[sp.feature], run.predictor, params, sources.get(sp.feature))
+           for sp in specs}
+    return out[feats[0]] if single else out

@@ -1,0 +1,259 @@
+"""The comparison figure's data: StratPD, Friedman PD, ALE and the marginal plot of one
+feature, on one set of axes (as the StratPD paper's figures do).
+
+The model-based curves (FPD by brute force over all rows, ALE, and the marginal means of
+the target and of the prediction) come from ONE pass over the data (after the summary
+and quantile passes that fix the grid and the bins); StratPD is model-free and runs its
+own pipeline (:func:`daskpd.stratpd`), unless a precomputed curve is passed.
+
+The curves live on different vertical scales (FPD and the marginal plot on the scale of
+the prediction / target, ALE centred to mean zero, StratPD anchored at 0 at its leftmost
+supported x), so :meth:`ComparisonResult.aligned` shifts each curve vertically:
+``align="left"`` makes every curve 0 at the leftmost x where all are defined
+(StratPD's convention), ``"mean"`` centres each to mean 0 over the common x range,
+``None`` leaves them as computed.  Only vertical shifts: the shapes, which are what the
+methods disagree on, are untouched.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..io import DataError, check_columns, kind_of
+from ..results import ResultMixin
+from ._common import (
+    DEFAULT_BATCH_ROWS, Plan, check_int, check_percentiles, data_columns, mquantile_ranks, pd_grid,
+    run_jobs, summarize,
+)
+from .ale import ALEJob, ale_specs, finish_ale
+from .fpd import PDJob, PDResult, _use_tree, prepare_model_run
+from .marginal import MarginalJob, finish_marginal, marginal_ranks, marginal_spec
+
+__all__ = ["compare", "ComparisonResult", "align_curves"]
+
+ALIGN = ("left", "mean", None)
+
+
+def _finite(x, y):
+    x = np.asarray(x, dtype="float64")
+    y = np.asarray(y, dtype="float64")
+    ok = np.isfinite(x) & np.isfinite(y)
+    o = np.argsort(x[ok], kind="stable")
+    return x[ok][o], y[ok][o]
+
+
+def align_curves(curves: dict, how="left") -> dict:
+    """Vertically shifted copies of ``curves`` ({name: (x, y)}); see the module docstring."""
+    if how not in ALIGN:
+        raise DataError(f"parameter align must be 'left', 'mean' or None; got {how!r}")
+    clean = {k: _finite(*v) for k, v in curves.items()}
+    clean = {k: v for k, v in clean.items() if len(v[0])}
+    if how is None or not clean:
+        return clean
+    lo = max(v[0][0] for v in clean.values())
+    hi = min(v[0][-1] for v in clean.values())
+    if lo > hi:  # no common range: align each at its own left end
+        return {k: (x, y - y[0]) for k, (x, y) in clean.items()}
+    out = {}
+    for k, (x, y) in clean.items():
+        if how == "left":
+            shift = np.interp(lo, x, y)
+        else:
+            xs = np.linspace(lo, hi, 201) if hi > lo else np.array([lo])
+            shift = float(np.mean(np.interp(xs, x, y)))
+        out[k] = (x, y - shift)
+    return out
+
+
+@dataclass(repr=False)
+class ComparisonResult(ResultMixin):
+    """Curves of one feature by several methods.
+
+    ``curves``   {name: (x, y)} as computed (names: "StratPD", "FPD", "ALE",
+                 "marginal (y)", "marginal (prediction)", plus any user curves)
+    ``results``  {name: the underlying result object}
+    """
+
+    feature: str
+    target: str | None
+    curves: dict
+    results: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"ComparisonResult(feature={self.feature!r}, curves={list(self.curves)})"
+
+    def aligned(self, how="left") -> dict:
+        return align_curves(self.curves, how)
+
+    def to_frame(self, align="left") -> pd.DataFrame:
+        al = self.aligned(align)
+        rows = []
+        for name, (x, y) in self.curves.items():
+            xa, ya = _finite(x, y)
+            yal = al[name][1] if name in al else np.full(len(xa), np.nan)
+            rows.append(pd.DataFrame({"method": name, self.feature: xa, "value": ya, "aligned": yal}))
+        return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
+            columns=["method", self.feature, "value", "aligned"])
+
+    def metadata(self) -> dict:
+        return {"method": "comparison", "feature": self.feature, "target": self.target,
+                "curves": list(self.curves), "params": self.params}
+
+    def plot(self, ax=None, align="left", **kwargs):
+        from ..plotting.model import plot_comparison
+
+        return plot_comparison(self, ax=ax, align=align, **kwargs)
+
+
+def _curve_of(obj, name):
+    if isinstance(obj, (tuple, list)) and len(obj) == 2:
+        return np.asarray(obj[0]), np.asarray(obj[1])
+    if hasattr(obj, "x") and hasattr(obj, "pd"):
+        return np.asarray(obj.x), np.asarray(obj.pd)
+    raise DataError(f"curve {name!r} must be a result with .x and .pd, or a pair (x, y); got {type(obj).__name__}")
+
+
+def compare(
+    model,
+    data,
+    feature: str,
+    *,
+    target: str | None = None,
+    stratpd=None,
+    curves: dict | None = None,
+    grid_resolution: int = 100,
+    percentiles=(0.0, 1.0),
+    bins: int = 20,
+    sample_weight=None,
+    response: str = "auto",
+    target_class=None,
+    columns=None,
+    stratpd_kwargs: dict | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    progress=None,
+    storage_options=None,
+    filters=None,
+) -> ComparisonResult:
+    """StratPD, FPD, ALE and marginal curves of numeric ``feature``, for one overlaid figure.
+
+    Parameters
+    ----------
+    model : fitted model or function
+        For FPD, ALE and the marginal mean prediction.
+    data : pandas DataFrame, dask DataFrame, or parquet path / glob / directory / URL
+    feature : str
+        A numeric model input column.
+    target : str, optional
+        Response column: the marginal plot of ``y`` and (by default) StratPD use it.
+    stratpd : None, bool, or a precomputed curve
+        None: run :func:`daskpd.stratpd` when ``target`` is given; True: run it (needs
+        ``target``); False: no StratPD curve; a result with ``.x``/``.pd`` or a pair
+        ``(x, y)``: use it.
+    curves : dict {name: result or (x, y)}, optional
+        More precomputed curves to overlay.
+    grid_resolution, percentiles
+        FPD grid (default: the full range).
+    bins : int, default 20
+        Quantile bins of ALE and of the marginal plot.
+    sample_weight, response, target_class, columns, batch_rows, progress, storage_options, filters
+        As :func:`daskpd.partial_dependence` (weights apply to FPD, ALE and marginal).
+    stratpd_kwargs : dict, optional
+        Extra arguments of :func:`daskpd.stratpd` (e.g. ``min_samples_leaf``).
+
+    Returns
+    -------
+    ComparisonResult
+    """
+    if not isinstance(feature, str):
+        raise DataError(f"parameter feature must be a column name (str); got {feature!r}")
+    grid_resolution = check_int("grid_resolution", grid_resolution, 2)
+    percentiles = check_percentiles(percentiles)
+    bins = check_int("bins", bins, 1)
+    batch_rows = check_int("batch_rows", batch_rows, 1)
+    avail = data_columns(data, storage_options, filters)
+    check_columns(avail, [feature], source="data")
+    if target is not None:
+        if not isinstance(target, str):
+            raise DataError(f"parameter target must be a column name (str); got {target!r}")
+        check_columns(avail, [target], source="data (target)")
+        if target == feature:
+            raise DataError(f"feature {feature!r} is the target")
+    if stratpd is True and target is None:
+        raise DataError("stratpd=True needs target= (StratPD is computed from the target column)")
+    if stratpd_kwargs is not None and not isinstance(stratpd_kwargs, dict):
+        raise DataError("parameter stratpd_kwargs must be a dict")
+    extra = dict(curves or {})
+    if not isinstance(curves, (dict, type(None))):
+        raise DataError("parameter curves must be a dict {name: (x, y) or result}")
+    extra_curves = {k: _curve_of(v, k) for k, v in extra.items()}
+    ext_sp = None
+    if stratpd not in (None, True, False):
+        ext_sp = _curve_of(stratpd, "stratpd")
+
+    run = prepare_model_run(model, data, [feature], columns=columns, response=response, target_class=target_class,
+                            engine="auto", sample_weight=sample_weight, extra_columns=[target] if target else [],
+                            storage_options=storage_options, filters=filters)
+    if run.kinds[feature] != "numeric":
+        raise DataError(f"feature {feature!r} is categorical; the comparison figure is for numeric features")
+    if target is not None and kind_of(run.dtypes[target]) != "numeric":
+        raise DataError(f"target {target!r} must be numeric; it has dtype {run.dtypes[target]}")
+    sums = summarize(run.ddf, {feature: "numeric"}, progress=progress)
+    s = sums[feature]
+    if s.n == 0:
+        raise DataError(f"feature {feature!r} has no non-missing values")
+    # every quantile the three methods need, resolved together
+    extra_ranks = {}
+    pd_plan = None
+    if s.uniques is not None and len(s.uniques) < grid_resolution:
+        grid = s.uniques
+    else:
+        grid = None
+        pd_plan = mquantile_ranks(s.n, percentiles)
+        extra_ranks[feature] = [*pd_plan[0], *pd_plan[1]]
+    extra_ranks.setdefault(feature, []).extend(marginal_ranks(s, bins, "quantile"))
+    specs, _, _, stats = ale_specs(run, [feature], bins=bins, order={}, progress=progress, summaries=sums,
+                                   extra_ranks=extra_ranks)
+    if grid is None:
+        grid = pd_grid(feature, stats[feature], pd_plan, grid_resolution)
+    mspec = marginal_spec(feature, "numeric", s, bins, "quantile", stats.get(feature, {}))
+    pred = run.predictor
+    jobs = [PDJob([((feature,), [grid])], run.kinds), ALEJob(specs), MarginalJob([mspec], target, True)]
+    plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows)
+    (pdp, alep, mp), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-compare")
+    if pdp.wsum <= 0:
+        raise DataError("data has no rows" if pdp.n_rows == 0 else "the sample weights sum to 0")
+    params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "bins": bins,
+              "sample_weight": run.weight, "model": pred.describe()}
+    fpd = PDResult(features=(feature,), grid_values=[grid], average=pdp.sums[0] / pdp.wsum, kinds=("numeric",),
+                   method="brute", engine="tree" if _use_tree(pred, (feature,), run.kinds) else "predict",
+                   response=pred.response, target_class=pred.target_class, n_rows=pdp.n_rows,
+                   weight_sum=pdp.wsum, params=params)
+    ale_res = finish_ale(specs[0], alep.feats[feature], pred, params)
+    marg = finish_marginal(mspec, mp.feats[feature], target=target, response=pred.response, binning="quantile",
+                           params=params)
+    results, out_curves = {}, {}
+    if ext_sp is not None:
+        out_curves["StratPD"] = ext_sp
+        results["StratPD"] = stratpd
+    elif stratpd is True or (stratpd is None and target is not None):
+        import daskpd
+
+        sp = daskpd.stratpd(data, target, feature, progress=progress, storage_options=storage_options,
+                            filters=filters, **(stratpd_kwargs or {}))
+        out_curves["StratPD"] = (np.asarray(sp.x), np.asarray(sp.pd))
+        results["StratPD"] = sp
+    out_curves["FPD"] = (fpd.grid_values[0], fpd.average)
+    results["FPD"] = fpd
+    out_curves["ALE"] = (ale_res.x, ale_res.ale)
+    results["ALE"] = ale_res
+    if target is not None:
+        out_curves["marginal (y)"] = (marg.x, marg.y_mean)
+    out_curves["marginal (prediction)"] = (marg.x, marg.pred_mean)
+    results["marginal"] = marg
+    for k, v in extra_curves.items():
+        out_curves[k] = v
+        results[k] = extra[k]
+    return ComparisonResult(feature=feature, target=target, curves=out_curves, results=results, params=params)

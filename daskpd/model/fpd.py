@@ -1,0 +1,427 @@
+"""Friedman partial dependence (1-way and 2-way), brute force or tree recursion.
+
+Brute force (Friedman 2001; scikit-learn ``method="brute"``)::
+
+    PD_S(v) = sum_i w_i f(v, x_C^(i)) / sum_i w_i
+
+for every grid value (or 2-way grid cell) ``v``.  Per partition the kernel returns,
+per grid cell, the weighted sum of predictions and the sum of weights; the combine adds
+them; the driver divides.  Every requested feature and pair is computed in the same
+pass.  Predictions are made on the partition's rows stacked once per grid cell, in
+batches of at most ``batch_rows`` rows (or, for scikit-learn tree models, by the tree
+engine of :mod:`daskpd.model._common`, which evaluates each tree once per threshold
+interval holding a grid value and gives the same numbers).
+
+Recursion (seed 003; scikit-learn ``method="recursion"``) is delegated to the
+estimator's own ``_compute_partial_dependence_recursion`` -- the function scikit-learn's
+``partial_dependence`` calls -- so the numbers are scikit-learn's.  It reads no rows
+(only the feature columns when the grid comes from the data) and averages over the
+*training* data through the node sample fractions; see docs/model.md for when that
+differs from brute force.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..io import DataError
+from ..results import ResultMixin
+from ._common import (
+    _TREE_CELLS, DEFAULT_BATCH_ROWS, Plan, Predictor, build_grids, check_choice, check_features, check_grid_arg,
+    check_int, check_percentiles, check_weight, data_columns, feature_kinds, open_data, resolve_predictor, run_jobs,
+)
+
+__all__ = ["partial_dependence", "PDResult", "PDJob", "ModelRun", "prepare_model_run", "cell_assignments",
+           "curves_matrix", "curve_sums"]
+
+
+# ---------------------------------------------------------------------------------
+# result
+
+
+@dataclass(repr=False)
+class PDResult(ResultMixin):
+    """Partial dependence of the model's response on one feature or a pair.
+
+    ``grid_values``  list (one or two arrays) of the grid values of ``features``
+    ``average``      PD, shape ``(len(g0),)`` or ``(len(g0), len(g1))``
+    ``kinds``        "numeric" | "categorical" per feature
+    """
+
+    features: tuple
+    grid_values: list
+    average: np.ndarray
+    kinds: tuple
+    method: str
+    engine: str | None = None
+    response: str = "predict"
+    target_class: object = None
+    n_rows: int = 0
+    weight_sum: float = 0.0
+    params: dict = field(default_factory=dict)
+
+    @property
+    def feature(self) -> str:
+        return self.features[0] if len(self.features) == 1 else self.features
+
+    @property
+    def x(self) -> np.ndarray:
+        return self.grid_values[0]
+
+    @property
+    def pd(self) -> np.ndarray:
+        return self.average
+
+    def __repr__(self) -> str:
+        shape = "x".join(str(len(g)) for g in self.grid_values)
+        return (f"PDResult(features={self.features}, grid={shape}, method={self.method!r}, engine={self.engine!r}, "
+                f"response={self.response!r}, rows={self.n_rows})")
+
+    def to_frame(self) -> pd.DataFrame:
+        if len(self.features) == 1:
+            return pd.DataFrame({self.features[0]: self.grid_values[0], "pd": self.average})
+        g0, g1 = self.grid_values
+        return pd.DataFrame({self.features[0]: np.repeat(g0, len(g1)), self.features[1]: np.tile(g1, len(g0)),
+                             "pd": self.average.reshape(-1)})
+
+    def metadata(self) -> dict:
+        return {"method": "partial_dependence", "pd_method": self.method, "engine": self.engine,
+                "features": list(self.features), "kinds": list(self.kinds), "response": self.response,
+                "target_class": self.target_class, "n_rows": self.n_rows, "weight_sum": self.weight_sum,
+                "params": self.params}
+
+    def plot(self, ax=None, **kwargs):
+        from ..plotting.model import plot_pd
+
+        return plot_pd(self, ax=ax, **kwargs)
+
+
+# ---------------------------------------------------------------------------------
+# shared setup
+
+
+@dataclass
+class ModelRun:
+    ddf: object
+    predictor: Predictor
+    kinds: dict
+    weight: str | None
+    dtypes: pd.Series
+
+
+def prepare_model_run(model, data, features: Sequence[str], *, columns=None, response="auto", target_class=None,
+                      engine="auto", sample_weight=None, categorical_features=None, extra_columns=(),
+                      storage_options=None, filters=None, need_model_columns=True) -> ModelRun:
+    """Validate the model and the columns, open only the needed columns."""
+    avail = data_columns(data, storage_options, filters)
+    data, wcol = check_weight(sample_weight, data, avail)
+    if wcol is not None and wcol not in avail:
+        avail = avail + [wcol]
+    if isinstance(data, pd.DataFrame):
+        dtypes = data.dtypes.copy()
+        dtypes.index = [str(c) for c in dtypes.index]
+    else:
+        dtypes = open_data(data, None, storage_options=storage_options, filters=filters).dtypes
+    model_avail = [c for c in avail if c != wcol]
+    pred = resolve_predictor(model, model_avail, dtypes, columns=columns, response=response,
+                             target_class=target_class, engine=engine)
+    if need_model_columns:
+        missing = [f for f in features if f not in pred.columns]
+        if missing:
+            raise DataError(f"feature{'s' if len(missing) > 1 else ''} {missing} not among the model's input columns "
+                            f"{pred.columns}")
+    kinds = feature_kinds(dtypes, list(features), categorical_features)
+    if wcol is not None and (wcol in dtypes.index) and not (pd.api.types.is_numeric_dtype(dtypes[wcol])
+                                                          or pd.api.types.is_bool_dtype(dtypes[wcol])):
+        raise DataError(f"sample_weight column {wcol!r} is not numeric (dtype {dtypes[wcol]})")
+    cols = list(dict.fromkeys([*pred.columns, *features, *([wcol] if wcol else []), *extra_columns]))
+    ddf = open_data(data, cols, storage_options=storage_options, filters=filters)
+    return ModelRun(ddf, pred, kinds, wcol, dtypes)
+
+
+# ---------------------------------------------------------------------------------
+# the kernels
+
+
+def cell_assignments(features: Sequence[str], grids: Sequence[np.ndarray]):
+    """Assignments (column, values per cell) for the cartesian grid, row-major."""
+    if len(features) == 1:
+        return [(features[0], np.asarray(grids[0]))], len(grids[0])
+    g0, g1 = (np.asarray(g) for g in grids)
+    return [(features[0], np.repeat(g0, len(g1))), (features[1], np.tile(g1, len(g0)))], len(g0) * len(g1)
+
+
+def _use_tree(pred: Predictor, features, kinds) -> bool:
+    return pred.tree is not None and all(kinds[f] == "numeric" for f in features)
+
+
+def curves_matrix(ctx, features, grids, kinds, r0: int, r1: int) -> np.ndarray:
+    """Responses of rows ``r0:r1`` at every grid cell: shape ``(cells, rows)`` (cells flattened)."""
+    pred = ctx.plan.predictor
+    if _use_tree(pred, features, kinds):
+        targets = [pred.columns.index(f) for f in features]
+        R = pred.tree.curves(ctx.X64()[r0:r1], targets, [np.asarray(g, dtype="float64") for g in grids], None,
+                             need_rows=True)
+        return R.reshape(-1, r1 - r0)
+    assignments, n_cells = cell_assignments(features, grids)
+    base = ctx.inputs()
+    base = base.iloc[r0:r1] if pred.as_frame else base[r0:r1]
+    return pred.predict_copies(base, assignments, n_cells, ctx.plan.batch_rows)
+
+
+def row_chunk(ctx, n_cells: int) -> int:
+    pred = ctx.plan.predictor
+    if pred.tree is not None:
+        per = max(1, _TREE_CELLS // max(1, n_cells * pred.tree.n_channels))
+    else:
+        per = max(1, ctx.plan.batch_rows // max(1, n_cells))
+    return per
+
+
+def curve_sums(ctx, features, grids, kinds) -> np.ndarray:
+    """Weighted sums over the partition's rows of the response at every grid cell (flat)."""
+    pred = ctx.plan.predictor
+    n = ctx.n
+    n_cells = int(np.prod([len(g) for g in grids]))
+    w = ctx.weights
+    if n == 0:
+        return np.zeros(n_cells)
+    if _use_tree(pred, features, kinds) and pred.tree.linear:
+        targets = [pred.columns.index(f) for f in features]
+        gs = [np.asarray(g, dtype="float64") for g in grids]
+        X = ctx.X64()
+        step = max(1, _TREE_CELLS // max(1, X.shape[1]))  # bounds the engine's working copy of X
+        out = np.zeros(n_cells)
+        for r0 in range(0, n, step):
+            r1 = min(n, r0 + step)
+            out += pred.tree.curves(X[r0:r1], targets, gs, None if w is None else w[r0:r1],
+                                    need_rows=False).reshape(-1)
+        return out
+    out = np.zeros(n_cells)
+    step = row_chunk(ctx, n_cells)
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        R = curves_matrix(ctx, features, grids, kinds, r0, r1)
+        out += R @ w[r0:r1] if w is not None else R.sum(axis=1)
+    return out
+
+
+@dataclass
+class _PDPartial:
+    sums: list
+    wsum: float
+    n_rows: int
+
+    @classmethod
+    def combine(cls, parts):
+        return cls([np.sum([p.sums[i] for p in parts], axis=0) for i in range(len(parts[0].sums))],
+                   float(sum(p.wsum for p in parts)), int(sum(p.n_rows for p in parts)))
+
+
+@dataclass
+class PDJob:
+    items: list  # list of (features tuple, grids list)
+    kinds: dict
+
+    def map(self, ctx):
+        sums = [curve_sums(ctx, feats, grids, self.kinds) for feats, grids in self.items]
+        return _PDPartial(sums, ctx.wsum(), ctx.n)
+
+
+# ---------------------------------------------------------------------------------
+# recursion
+
+
+def _recursion_supported(model) -> bool:
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.ensemble._gb import BaseGradientBoosting
+    from sklearn.ensemble._hist_gradient_boosting.gradient_boosting import BaseHistGradientBoosting
+    from sklearn.tree import DecisionTreeRegressor
+
+    return isinstance(model, (BaseGradientBoosting, BaseHistGradientBoosting, DecisionTreeRegressor,
+                              RandomForestRegressor))
+
+
+def _auto_recursion(model) -> bool:
+    """scikit-learn's rule for method='auto'."""
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.ensemble._gb import BaseGradientBoosting
+    from sklearn.ensemble._hist_gradient_boosting.gradient_boosting import BaseHistGradientBoosting
+    from sklearn.tree import DecisionTreeRegressor
+
+    if isinstance(model, BaseGradientBoosting):
+        return model.init is None
+    return isinstance(model, (BaseHistGradientBoosting, DecisionTreeRegressor, RandomForestRegressor))
+
+
+def _recursion(pred: Predictor, features, grids) -> np.ndarray:
+    from sklearn.utils.extmath import cartesian
+
+    model = pred.model
+    idx = np.asarray([pred.columns.index(f) for f in features], dtype=np.intp)
+    grid = cartesian([np.asarray(g, dtype="float64") for g in grids])
+    try:
+        avg = model._compute_partial_dependence_recursion(grid, idx)
+    except NotImplementedError as exc:
+        raise DataError(f"method='recursion' is not available for this model: {exc}") from None
+    avg = np.asarray(avg, dtype="float64")
+    if avg.ndim == 1:
+        avg = avg.reshape(1, -1)
+    if pred.kind == "classifier" and len(pred.classes) > 2:
+        row = pred.column
+    else:
+        row = 0
+    out = avg[row]
+    if pred.negate:
+        out = -out
+    return out.reshape([len(g) for g in grids])
+
+
+# ---------------------------------------------------------------------------------
+# the public function
+
+
+def _check_model_method(method, pred: Predictor, kinds, items, weight):
+    """Resolve method='auto' and check method='recursion' is applicable."""
+    feats = {f for it in items for f in it}
+    if method == "auto":
+        ok = (weight is None and pred.method != "call" and _auto_recursion(pred.model)
+              and (pred.kind == "regressor" or pred.method == "decision_function")
+              and all(kinds[f] == "numeric" for f in feats))
+        return "recursion" if ok else "brute"
+    if method == "recursion":
+        if pred.method == "call" or not _recursion_supported(pred.model):
+            raise DataError("method='recursion' needs one of scikit-learn's GradientBoostingClassifier/Regressor, "
+                            "HistGradientBoostingClassifier/Regressor, DecisionTreeRegressor or "
+                            f"RandomForestRegressor; got {type(pred.model).__name__}. Use method='brute'.")
+        if weight is not None:
+            raise DataError("method='recursion' averages over the training data and cannot use sample_weight; "
+                            "use method='brute'")
+        if pred.kind == "classifier" and pred.method != "decision_function":
+            raise DataError("with method='recursion' a classifier's response is its decision function; pass "
+                            "response='decision_function' (or use method='brute' for probabilities)")
+        cats = [f for f in feats if kinds[f] != "numeric"]
+        if cats:
+            raise DataError(f"method='recursion' supports numeric features only; {cats} are categorical")
+    return method
+
+
+def partial_dependence(
+    model,
+    data,
+    features,
+    *,
+    grid_resolution: int = 100,
+    percentiles=(0.05, 0.95),
+    grid=None,
+    method: str = "brute",
+    sample_weight=None,
+    response: str = "auto",
+    target_class=None,
+    columns=None,
+    categorical_features=None,
+    engine: str = "auto",
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    progress=None,
+    storage_options=None,
+    filters=None,
+):
+    """Friedman partial dependence of a fitted model, computed over all rows of ``data``.
+
+    Parameters
+    ----------
+    model : fitted model or function
+        An object with ``predict`` / ``predict_proba`` / ``decision_function`` (e.g. a
+        scikit-learn estimator or pipeline), or a function ``f(DataFrame) -> array``.
+    data : pandas DataFrame, dask DataFrame, or parquet path / glob / directory / URL
+        The rows to average over.  Only the model's input columns (and the weight
+        column) are read.
+    features : str, pair of str, or list of str and pairs
+        A feature (1-way PD), a tuple ``(a, b)`` (2-way PD), or a list of them; all are
+        computed in one pass over the data.
+    grid_resolution : int, default 100
+        Grid size for a numeric feature with at least this many distinct values; a
+        feature with fewer distinct values uses them all (scikit-learn's rule).
+    percentiles : (float, float), default (0.05, 0.95)
+        The grid spans these percentiles (``scipy.stats.mstats.mquantiles``, computed
+        exactly over all rows).
+    grid : dict {feature: values} or array, optional
+        Custom grid values (an array is accepted when a single feature is requested);
+        overrides ``grid_resolution`` and ``percentiles`` for that feature.
+    method : {"brute", "recursion", "auto"}, default "brute"
+        ``brute`` averages the predictions over ``data``; ``recursion`` delegates to
+        scikit-learn's tree recursion (averages over the training data; tree models
+        only; classifiers give the decision function); ``auto`` picks recursion where
+        scikit-learn's ``method="auto"`` would and the response allows it.
+    sample_weight : str or array, optional
+        Name of a weight column (or, for pandas data, one weight per row): weighted
+        average of the predictions (brute only).
+    response : {"auto", "predict", "predict_proba", "decision_function"}
+        ``auto``: ``predict_proba`` for classifiers, ``predict`` otherwise.
+    target_class : optional
+        Class whose probability/decision is explained (default: the positive class
+        ``classes_[1]`` of a binary classifier; required for multiclass).  For a model
+        without ``classes_`` returning a 2-D array: the column index.
+    columns : list of str, optional
+        The model's input columns in order; needed only when the model has no
+        ``feature_names_in_`` and ``data`` has other columns.
+    categorical_features : list of str, optional
+        Numeric columns to treat as categorical (grid = their distinct values).
+        Non-numeric columns are categorical anyway.
+    engine : {"auto", "tree", "predict"}, default "auto"
+        Brute-force engine: ``tree`` walks scikit-learn tree models interval by
+        interval (same numbers as ``predict``, much faster); ``auto`` uses it when the
+        model and features allow; ``predict`` always calls the model on stacked copies.
+    batch_rows : int, default 1,048,576
+        Maximum rows (rows x grid cells) per model call.
+    progress : bool or None
+        Show a progress bar (None: when stderr is a terminal).
+    storage_options, filters
+        Passed to ``dask.dataframe.read_parquet`` for path inputs.
+
+    Returns
+    -------
+    PDResult, or a dict ``{feature or pair: PDResult}`` when ``features`` is a list.
+    """
+    grid_resolution = check_int("grid_resolution", grid_resolution, 2)
+    percentiles = check_percentiles(percentiles)
+    check_choice("method", method, ("brute", "recursion", "auto"))
+    batch_rows = check_int("batch_rows", batch_rows, 1)
+    avail = data_columns(data, storage_options, filters)
+    items, single = check_features(features, avail, allow_pairs=True)
+    flat = list(dict.fromkeys(f for it in items for f in it))
+    grid = check_grid_arg(grid, flat)
+    run = prepare_model_run(model, data, flat, columns=columns, response=response, target_class=target_class,
+                            engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
+                            storage_options=storage_options, filters=filters)
+    pred = run.predictor
+    method = _check_model_method(method, pred, run.kinds, items, run.weight)
+    grids = build_grids(run.ddf[flat] if method == "recursion" else run.ddf, flat, run.kinds,
+                        grid_resolution=grid_resolution, percentiles=percentiles, grid=grid, progress=progress)
+    params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "custom_grid": sorted(grid),
+              "sample_weight": run.weight, "model": pred.describe()}
+    results = {}
+    if method == "recursion":
+        for it in items:
+            avg = _recursion(pred, it, [grids[f] for f in it])
+            results[it] = PDResult(features=it, grid_values=[grids[f] for f in it], average=avg,
+                                   kinds=tuple(run.kinds[f] for f in it), method="recursion", engine=None,
+                                   response=pred.response, target_class=pred.target_class, params=params)
+    else:
+        job_items = [(it, [grids[f] for f in it]) for it in items]
+        plan = Plan([PDJob(job_items, run.kinds)], predictor=pred, weight=run.weight, batch_rows=batch_rows)
+        (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd")
+        if part.wsum <= 0:
+            raise DataError("data has no rows" if part.n_rows == 0 else "the sample weights sum to 0")
+        for it, (s, (_, gs)) in zip(items, zip(part.sums, job_items)):
+            eng = "tree" if _use_tree(pred, it, run.kinds) else "predict"
+            results[it] = PDResult(features=it, grid_values=gs, average=(s / part.wsum).reshape([len(g) for g in gs]),
+                                   kinds=tuple(run.kinds[f] for f in it), method="brute", engine=eng,
+                                   response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
+                                   weight_sum=part.wsum, params=params)
+    if single:
+        return results[items[0]]
+    return {(it[0] if len(it) == 1 else it): r for it, r in results.items()}

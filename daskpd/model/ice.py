@@ -1,0 +1,379 @@
+"""Individual conditional expectation (ICE) curves (Goldstein et al. 2015).
+
+One curve per row: ``ICE_i(v) = f(v, x_C^(i))`` over the grid of ``feature``; their
+(weighted) mean is the partial dependence.  Centred ICE (c-ICE) subtracts each curve's
+value at the first grid point.
+
+Three outputs, from one pass over the data:
+
+* the PD (every row);
+* a *seeded sample* of ``n_lines`` curves for plotting: the rows with the smallest
+  keyed hash of their content (the same rows however the data is partitioned, a
+  uniform sample without replacement), or every curve when ``n_lines=None`` (driver
+  memory then grows with the rows: for small data only);
+* optionally the full table, written by the workers as one parquet file per partition
+  under ``path`` (columns ``partition``, ``row``, the ``id_columns``, the feature's own
+  value, and ``ice_000`` ... one per grid value), never collected on the driver.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..aggregate import row_hash
+from ..io import DataError, as_float, check_columns
+from ..results import ResultMixin
+from ._common import (
+    DEFAULT_BATCH_ROWS, Plan, build_grids, check_grid_arg, check_int, check_percentiles, data_columns, run_jobs,
+)
+from .fpd import _use_tree, curves_matrix, prepare_model_run, row_chunk
+
+__all__ = ["ice", "ICEResult", "ICEJob", "PART_COLUMN"]
+
+PART_COLUMN = "__daskpd_partition__"
+
+
+@dataclass(repr=False)
+class ICEResult(ResultMixin):
+    """ICE curves of ``feature``.
+
+    ``grid``         grid values (x axis)
+    ``pd``           partial dependence over ALL rows (weighted), centred when ``centered``
+    ``lines``        sampled curves, shape ``(n_lines, len(grid))`` (centred when ``centered``)
+    ``line_x``       each sampled row's own value of ``feature``
+    ``line_index``   each sampled row's index label in its partition
+    ``path``         where the full table was written (or None)
+    """
+
+    feature: str
+    kind: str
+    grid: np.ndarray
+    pd: np.ndarray
+    lines: np.ndarray
+    line_x: np.ndarray
+    line_index: np.ndarray
+    centered: bool
+    engine: str
+    response: str
+    target_class: object = None
+    n_rows: int = 0
+    weight_sum: float = 0.0
+    path: str | None = None
+    params: dict = field(default_factory=dict)
+
+    @property
+    def x(self) -> np.ndarray:
+        return self.grid
+
+    def __repr__(self) -> str:
+        return (f"ICEResult(feature={self.feature!r}, grid={len(self.grid)}, lines={len(self.lines)}, "
+                f"centered={self.centered}, rows={self.n_rows}, path={self.path!r})")
+
+    def to_frame(self) -> pd.DataFrame:
+        """The sampled curves, long format: line, index, grid value, ice."""
+        k, g = self.lines.shape
+        return pd.DataFrame({
+            "line": np.repeat(np.arange(k), g),
+            "index": np.repeat(np.asarray(self.line_index, dtype=object), g),
+            self.feature: np.tile(self.grid, k),
+            "ice": self.lines.reshape(-1),
+        })
+
+    def pd_frame(self) -> pd.DataFrame:
+        return pd.DataFrame({self.feature: self.grid, "pd": self.pd})
+
+    def metadata(self) -> dict:
+        return {"method": "ice", "feature": self.feature, "kind": self.kind, "centered": self.centered,
+                "engine": self.engine, "response": self.response, "target_class": self.target_class,
+                "n_rows": self.n_rows, "weight_sum": self.weight_sum, "path": self.path, "params": self.params}
+
+    def plot(self, ax=None, **kwargs):
+        from ..plotting.model import plot_ice
+
+        return plot_ice(self, ax=ax, **kwargs)
+
+
+@dataclass
+class _ICEPartial:
+    sums: np.ndarray
+    wsum: float
+    n_rows: int
+    lines: np.ndarray
+    hashes: np.ndarray | None
+    xs: np.ndarray
+    index: np.ndarray
+    n_written: int
+    keep: int | None
+
+    @classmethod
+    def combine(cls, parts):
+        lines = np.concatenate([p.lines for p in parts], axis=0)
+        xs = np.concatenate([p.xs for p in parts])
+        index = np.concatenate([p.index for p in parts])
+        hashes = None
+        keep = parts[0].keep
+        if keep is not None:
+            hashes = np.concatenate([p.hashes for p in parts])
+            if len(hashes) > keep:
+                sel = np.sort(np.argpartition(hashes, keep - 1)[:keep])
+                lines, xs, index, hashes = lines[sel], xs[sel], index[sel], hashes[sel]
+        return cls(np.sum([p.sums for p in parts], axis=0), float(sum(p.wsum for p in parts)),
+                   int(sum(p.n_rows for p in parts)), lines, hashes, xs, index,
+                   int(sum(p.n_written for p in parts)), keep)
+
+
+def _obj(a) -> np.ndarray:
+    out = np.empty(len(a), dtype=object)
+    out[:] = list(a)
+    return out
+
+
+@dataclass
+class ICEJob:
+    feature: str
+    grid: np.ndarray
+    kinds: dict
+    n_lines: int | None
+    random_state: int
+    path: str | None = None
+    id_columns: list = field(default_factory=list)
+    storage_options: dict | None = None
+
+    def map(self, ctx):
+        df = ctx.df
+        n, G = ctx.n, len(self.grid)
+        w = ctx.weights
+        pred = ctx.plan.predictor
+        sums = np.zeros(G)
+        keep = self.n_lines
+        xs_all = df[self.feature]
+        xs_all = as_float(xs_all) if self.kinds[self.feature] == "numeric" else _obj(xs_all.to_numpy(dtype=object))
+        index_all = _obj(df.index)
+        hashes_all = row_hash(df[pred.columns], self.random_state, salt=7) if keep is not None else None
+        best_lines = np.empty((0, G))
+        best_h = np.empty(0, dtype=np.uint64)
+        best_rows = np.empty(0, dtype=np.int64)
+        all_lines = []
+        writer = fh = None
+        n_written = 0
+        step = row_chunk(ctx, G)
+        try:
+            for r0 in range(0, n, step):
+                r1 = min(n, r0 + step)
+                R = curves_matrix(ctx, (self.feature,), [self.grid], self.kinds, r0, r1)  # (G, m)
+                sums += R @ w[r0:r1] if w is not None else R.sum(axis=1)
+                if keep is None:
+                    all_lines.append(R.T.copy())
+                else:
+                    h = hashes_all[r0:r1]
+                    cand = np.argpartition(h, keep - 1)[:keep] if len(h) > keep else np.arange(len(h))
+                    L = np.concatenate([best_lines, R.T[cand]], axis=0)
+                    H = np.concatenate([best_h, h[cand]])
+                    rows = np.concatenate([best_rows, cand + r0])
+                    if len(H) > keep:
+                        sel = np.argpartition(H, keep - 1)[:keep]
+                        L, H, rows = L[sel], H[sel], rows[sel]
+                    o = np.argsort(rows, kind="stable")
+                    best_lines, best_h, best_rows = L[o], H[o], rows[o]
+                if self.path is not None:
+                    writer, fh = self._write(ctx, R, r0, r1, writer, fh)
+                    n_written += r1 - r0
+        finally:
+            if writer is not None:
+                writer.close()
+            if fh is not None:
+                fh.close()
+        if keep is None:
+            lines = np.concatenate(all_lines, axis=0) if all_lines else np.empty((0, G))
+            rows = np.arange(n)
+            hashes = None
+        else:
+            lines, rows, hashes = best_lines, best_rows, best_h
+        return _ICEPartial(sums, ctx.wsum(), n, lines, hashes, xs_all[rows], index_all[rows], n_written, keep)
+
+    def _write(self, ctx, R, r0, r1, writer, fh):
+        import fsspec
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        df = ctx.df.iloc[r0:r1]
+        part = int(ctx.df[PART_COLUMN].iloc[0])
+        cols = {"partition": np.full(r1 - r0, part, dtype="int32"), "row": np.arange(r0, r1, dtype="int64")}
+        for c in self.id_columns:
+            cols[c] = df[c].to_numpy()
+        fx = df[self.feature]
+        cols[self.feature] = as_float(fx) if self.kinds[self.feature] == "numeric" else fx.astype(str).to_numpy()
+        for j in range(R.shape[0]):
+            cols[f"ice_{j:03d}"] = R[j]
+        table = pa.Table.from_pandas(pd.DataFrame(cols), preserve_index=False)
+        if writer is None:
+            fs, root = fsspec.core.url_to_fs(self.path, **(self.storage_options or {}))
+            meta = dict(table.schema.metadata or {})
+            meta[b"daskpd_ice"] = json.dumps({"feature": self.feature,
+                                               "grid": [_jsonable(v) for v in self.grid]}).encode()
+            schema = table.schema.with_metadata(meta)
+            fh = fs.open(f"{root.rstrip('/')}/part.{part:05d}.parquet", "wb")
+            writer = pq.ParquetWriter(fh, schema)
+            table = table.replace_schema_metadata(meta)
+        writer.write_table(table)
+        return writer, fh
+
+
+def _jsonable(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    return v if isinstance(v, (int, float, str, bool)) or v is None else str(v)
+
+
+def _prepare_path(path, storage_options, overwrite):
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(os.fspath(path), **(storage_options or {}))
+    if fs.exists(root):
+        existing = [p for p in fs.ls(root, detail=False)] if fs.isdir(root) else [root]
+        if existing and not overwrite:
+            raise DataError(f"parameter path: {path!r} already exists and is not empty; pass overwrite=True or "
+                            "choose a new directory")
+        for p in existing:
+            name = p.rstrip("/").rsplit("/", 1)[-1]
+            if name.startswith("part.") or name == "_daskpd_ice.json":
+                fs.rm(p)
+            elif overwrite:
+                raise DataError(f"parameter path: {path!r} holds other files ({name}); refusing to overwrite")
+    fs.makedirs(root, exist_ok=True)
+    return fs, root
+
+
+def ice(
+    model,
+    data,
+    feature: str,
+    *,
+    grid_resolution: int = 100,
+    percentiles=(0.05, 0.95),
+    grid=None,
+    n_lines: int | None = 100,
+    centered: bool = False,
+    random_state: int = 0,
+    path=None,
+    id_columns=None,
+    overwrite: bool = False,
+    sample_weight=None,
+    response: str = "auto",
+    target_class=None,
+    columns=None,
+    categorical_features=None,
+    engine: str = "auto",
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    progress=None,
+    storage_options=None,
+    filters=None,
+) -> ICEResult:
+    """ICE curves of ``feature`` for every row of ``data`` (see the module docstring).
+
+    Parameters
+    ----------
+    model, data, grid_resolution, percentiles, grid, response, target_class, columns,
+    categorical_features, engine, batch_rows, progress, storage_options, filters
+        As :func:`daskpd.partial_dependence` (one feature; ``grid`` may be an array).
+    n_lines : int or None, default 100
+        Curves returned for plotting: a uniform sample of rows chosen by a keyed hash of
+        their content (reproducible for a given ``random_state``, independent of the
+        partitioning).  None returns every curve, in data order (small data only).
+    centered : bool, default False
+        Centred ICE: subtract each curve's value at the first grid point (the PD is
+        centred the same way).
+    random_state : int, default 0
+        Seeds the line sample.
+    path : str, optional
+        Directory (local or fsspec URL) to write the full ICE table to, one parquet file
+        per partition, from the workers.  Uncentred values.
+    id_columns : list of str, optional
+        Data columns copied into the written table (e.g. a primary key).
+    overwrite : bool, default False
+        Allow ``path`` to exist (its ``part.*`` files are replaced).
+    sample_weight : str or array, optional
+        Weights for the PD (the lines are unweighted).
+
+    Returns
+    -------
+    ICEResult
+    """
+    if not isinstance(feature, str):
+        raise DataError(f"parameter feature must be a column name (str); got {feature!r}")
+    grid_resolution = check_int("grid_resolution", grid_resolution, 2)
+    percentiles = check_percentiles(percentiles)
+    n_lines = check_int("n_lines", n_lines, 1, allow_none=True)
+    random_state = check_int("random_state", random_state, 0)
+    batch_rows = check_int("batch_rows", batch_rows, 1)
+    if not isinstance(centered, (bool, np.bool_)):
+        raise DataError(f"parameter centered must be True or False; got {centered!r}")
+    if not isinstance(overwrite, (bool, np.bool_)):
+        raise DataError(f"parameter overwrite must be True or False; got {overwrite!r}")
+    avail = data_columns(data, storage_options, filters)
+    check_columns(avail, [feature], source="data")
+    if id_columns is None:
+        id_columns = []
+    if isinstance(id_columns, str) or not isinstance(id_columns, (list, tuple)):
+        raise DataError(f"parameter id_columns must be a list of column names; got {id_columns!r}")
+    id_columns = [str(c) for c in id_columns]
+    check_columns(avail, id_columns, source="data (id_columns)")
+    if id_columns and path is None:
+        raise DataError("parameter id_columns is only used with path= (the written ICE table)")
+    bad = [c for c in id_columns if c in ("partition", "row", feature) or c.startswith("ice_")]
+    if bad:
+        raise DataError(f"parameter id_columns: {bad} clash with the ICE table's own columns")
+    grid = check_grid_arg(grid, [feature])
+    run = prepare_model_run(model, data, [feature], columns=columns, response=response, target_class=target_class,
+                            engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
+                            extra_columns=id_columns, storage_options=storage_options, filters=filters)
+    grids = build_grids(run.ddf, [feature], run.kinds, grid_resolution=grid_resolution, percentiles=percentiles,
+                        grid=grid, progress=progress)
+    g = grids[feature]
+    ddf = run.ddf
+    if path is not None:
+        path = os.fspath(path)
+        _prepare_path(path, storage_options, overwrite)
+
+        def _tag(p, partition_info=None):
+            return p.assign(**{PART_COLUMN: np.int32(partition_info["number"] if partition_info else 0)})
+
+        meta = ddf._meta.assign(**{PART_COLUMN: np.int32(0)})
+        ddf = ddf.map_partitions(_tag, meta=meta)
+    job = ICEJob(feature, g, run.kinds, n_lines, random_state, path, id_columns, storage_options)
+    plan = Plan([job], predictor=run.predictor, weight=run.weight, batch_rows=batch_rows)
+    (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-ice")
+    if part.n_rows == 0:
+        raise DataError("data has no rows")
+    if part.wsum <= 0:
+        raise DataError("the sample weights sum to 0")
+    lines, xs, index = part.lines, part.xs, part.index
+    if n_lines is not None and len(lines):
+        o = np.argsort(part.hashes, kind="stable")
+        lines, xs, index = lines[o], xs[o], index[o]
+    pdv = part.sums / part.wsum
+    if centered:
+        lines = lines - lines[:, :1]
+        pdv = pdv - pdv[0]
+    pred = run.predictor
+    params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "n_lines": n_lines,
+              "random_state": random_state, "sample_weight": run.weight, "model": pred.describe(),
+              "custom_grid": bool(grid), "id_columns": id_columns}
+    res = ICEResult(feature=feature, kind=run.kinds[feature], grid=g, pd=pdv, lines=lines, line_x=xs,
+                    line_index=index, centered=bool(centered),
+                    engine="tree" if _use_tree(pred, (feature,), run.kinds) else "predict",
+                    response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
+                    weight_sum=part.wsum, path=path, params=params)
+    if path is not None:
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        with fs.open(f"{root.rstrip('/')}/_daskpd_ice.json", "w") as fh:
+            json.dump({**res.metadata(), "grid": [_jsonable(v) for v in g],
+                       "columns": [f"ice_{j:03d}" for j in range(len(g))], "rows_written": part.n_written},
+                      fh, default=str)
+    return res

@@ -1,0 +1,317 @@
+"""Marginal plots (M-plots, seed 004): the mean of ``y`` -- or of the model's
+prediction -- per bin of ``x``, with its spread.
+
+    M(x_bin) = E[y | x in bin]          (and/or E[f(X) | x in bin])
+
+Unlike PD (which averages over the *marginal* distribution of the other features), the
+M-plot averages over the *conditional* distribution of the rows in the bin, so it also
+carries the effect of every feature correlated with ``x``.  A numeric feature with at
+most ``bins`` distinct values gets one bin per value; otherwise ``bins`` quantile bins
+(type-1 quantile edges, each bin ``(z_{k-1}, z_k]``, computed exactly over all rows) or
+``bins`` equal-width bins over ``[min, max]`` (``binning="uniform"``, as seed 004).
+Categorical features get one bin per level.  Each bin is placed at the (weighted) mean
+``x`` of its rows.  Per partition: per bin, weight, mean and sum of squared deviations
+(merged exactly), so the spread is the weighted standard deviation within the bin.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..io import DataError, as_float, check_columns, kind_of
+from ..results import ResultMixin
+from ._common import (
+    Plan, check_choice, check_features, check_int, check_weight, data_columns, feature_kinds,
+    open_data, order_statistics, resolve_predictor, run_jobs, summarize, type1_ranks,
+)
+from .ale import BinStats, _level_codes
+
+__all__ = ["marginal", "MarginalResult", "MarginalJob", "marginal_specs", "finish_marginal"]
+
+
+@dataclass(repr=False)
+class MarginalResult(ResultMixin):
+    """Per bin of ``feature``: position ``x`` (mean x of the rows, or the level), edges
+    ``lo``/``hi`` (numeric), ``count``, ``weight``, and the mean / std of the target
+    (``y_mean``, ``y_std``) and of the prediction (``pred_mean``, ``pred_std``) when
+    requested (else None)."""
+
+    feature: str
+    kind: str
+    x: np.ndarray
+    lo: np.ndarray | None
+    hi: np.ndarray | None
+    count: np.ndarray
+    weight: np.ndarray
+    y_mean: np.ndarray | None
+    y_std: np.ndarray | None
+    pred_mean: np.ndarray | None
+    pred_std: np.ndarray | None
+    target: str | None = None
+    response: str | None = None
+    n_rows: int = 0
+    n_missing: int = 0
+    n_bad_y: int = 0
+    binning: str = "quantile"
+    params: dict = field(default_factory=dict)
+
+    @property
+    def pd(self) -> np.ndarray:
+        return self.y_mean if self.y_mean is not None else self.pred_mean
+
+    def __repr__(self) -> str:
+        return (f"MarginalResult(feature={self.feature!r}, bins={len(self.x)}, target={self.target!r}, "
+                f"prediction={self.pred_mean is not None}, rows={self.n_rows})")
+
+    def to_frame(self) -> pd.DataFrame:
+        x = self.x if self.kind == "numeric" else np.asarray(self.x, dtype=object).astype(str)
+        df = pd.DataFrame({self.feature: x, "count": self.count.astype("int64"), "weight": self.weight})
+        if self.lo is not None:
+            df["lo"], df["hi"] = self.lo, self.hi
+        if self.y_mean is not None:
+            df["y_mean"], df["y_std"] = self.y_mean, self.y_std
+        if self.pred_mean is not None:
+            df["pred_mean"], df["pred_std"] = self.pred_mean, self.pred_std
+        return df
+
+    def metadata(self) -> dict:
+        return {"method": "marginal", "feature": self.feature, "kind": self.kind, "target": self.target,
+                "response": self.response, "n_rows": self.n_rows, "n_missing": self.n_missing,
+                "n_bad_y": self.n_bad_y, "binning": self.binning, "params": self.params}
+
+    def plot(self, ax=None, **kwargs):
+        from ..plotting.model import plot_marginal
+
+        return plot_marginal(self, ax=ax, **kwargs)
+
+
+@dataclass
+class _MSpec:
+    feature: str
+    kind: str
+    mode: str  # "edges" | "values" | "levels"
+    values: np.ndarray
+
+
+@dataclass
+class _MFeat:
+    y: BinStats | None
+    p: BinStats | None
+    xw: np.ndarray  # sum of w * x per bin (numeric)
+    w: np.ndarray
+    n: np.ndarray
+    n_rows: int
+    n_missing: int
+    n_bad_y: int
+
+    @classmethod
+    def merge(cls, parts):
+        y = None if parts[0].y is None else BinStats.merge_all([p.y for p in parts])
+        pr = None if parts[0].p is None else BinStats.merge_all([p.p for p in parts])
+        return cls(y, pr, np.sum([p.xw for p in parts], axis=0), np.sum([p.w for p in parts], axis=0),
+                   np.sum([p.n for p in parts], axis=0), sum(p.n_rows for p in parts),
+                   sum(p.n_missing for p in parts), sum(p.n_bad_y for p in parts))
+
+
+@dataclass
+class _MPartial:
+    feats: dict
+
+    @classmethod
+    def combine(cls, parts):
+        return cls({f: _MFeat.merge([p.feats[f] for p in parts]) for f in parts[0].feats})
+
+
+def bin_index(sp: _MSpec, s: pd.Series):
+    """(bin per row or -1, x as float or None, missing mask)."""
+    if sp.mode == "levels":
+        codes = _level_codes(s, sp.values)
+        return codes, None, s.isna().to_numpy()
+    x = as_float(s)
+    fin = np.isfinite(x)
+    if sp.mode == "values":
+        pos = np.searchsorted(sp.values, x)
+        posc = np.minimum(pos, len(sp.values) - 1)
+        ok = fin & (sp.values[posc] == x)
+        return np.where(ok, posc, -1), x, ~fin
+    z = sp.values
+    k = np.clip(np.searchsorted(z, x, side="left") - 1, 0, len(z) - 2)
+    ok = fin & (x >= z[0]) & (x <= z[-1])
+    return np.where(ok, k, -1), x, ~fin
+
+
+@dataclass
+class MarginalJob:
+    specs: list
+    target: str | None
+    with_prediction: bool
+
+    def map(self, ctx):
+        w = ctx.weights
+        pred_all = None
+        if self.with_prediction:
+            pred_all = ctx.plan.predictor.predict(ctx.df)
+        y_all = as_float(ctx.df[self.target]) if self.target is not None else None
+        out = {}
+        for sp in self.specs:
+            K = len(sp.values) - 1 if sp.mode == "edges" else len(sp.values)
+            b, x, miss = bin_index(sp, ctx.df[sp.feature])
+            ok = b >= 0
+            n_bad_y = 0
+            if y_all is not None:
+                yok = np.isfinite(y_all)
+                n_bad_y = int((ok & ~yok).sum())
+                ok = ok & yok
+            rows = np.flatnonzero(ok)
+            k = b[rows]
+            wr = None if w is None else w[rows]
+            ww = np.ones(len(rows)) if wr is None else wr
+            ys = BinStats.of(k, y_all[rows], wr, K) if y_all is not None else None
+            ps = BinStats.of(k, pred_all[rows], wr, K) if pred_all is not None else None
+            xw = np.bincount(k, weights=ww * x[rows], minlength=K) if x is not None else np.zeros(K)
+            out[sp.feature] = _MFeat(ys, ps, xw, np.bincount(k, weights=ww, minlength=K),
+                                     np.bincount(k, minlength=K).astype("float64"), ctx.n, int(miss.sum()), n_bad_y)
+        return _MPartial(out)
+
+
+def marginal_ranks(summary, bins: int, binning: str):
+    """Ranks of the order statistics a numeric marginal spec needs (empty when none)."""
+    if summary.uniques is not None and len(summary.uniques) <= bins:
+        return []
+    if binning == "uniform":
+        return []
+    return [0, *type1_ranks(summary.n, bins)]
+
+
+def marginal_spec(f, kind, summary, bins, binning, stats) -> _MSpec:
+    if summary.n == 0:
+        raise DataError(f"feature {f!r} has no non-missing values")
+    if kind == "categorical":
+        return _MSpec(f, kind, "levels", summary.uniques)
+    if summary.uniques is not None and len(summary.uniques) <= bins:
+        return _MSpec(f, kind, "values", np.asarray(summary.uniques, dtype="float64"))
+    if binning == "uniform":
+        return _MSpec(f, kind, "edges", np.linspace(summary.vmin, summary.vmax, bins + 1))
+    z = np.unique([stats[r] for r in [0, *type1_ranks(summary.n, bins)]])
+    return _MSpec(f, kind, "edges", z)
+
+
+def finish_marginal(sp: _MSpec, part: _MFeat, *, target, response, binning, params) -> MarginalResult:
+    keep = part.w > 0
+    if sp.mode == "edges":
+        lo, hi = sp.values[:-1], sp.values[1:]
+        x = np.where(keep, part.xw / np.where(keep, part.w, 1), (lo + hi) / 2)
+    elif sp.mode == "values":
+        lo = hi = None
+        x = sp.values
+    else:
+        lo = hi = None
+        x = sp.values
+    def sel(a):
+        return None if a is None else a[keep]
+
+    y = part.y
+    p = part.p
+    return MarginalResult(
+        feature=sp.feature, kind=sp.kind, x=x[keep], lo=sel(lo), hi=sel(hi), count=part.n[keep], weight=part.w[keep],
+        y_mean=None if y is None else y.mean[keep], y_std=None if y is None else y.std()[keep],
+        pred_mean=None if p is None else p.mean[keep], pred_std=None if p is None else p.std()[keep],
+        target=target, response=response, n_rows=part.n_rows, n_missing=part.n_missing, n_bad_y=part.n_bad_y,
+        binning=binning if sp.mode == "edges" else ("distinct values" if sp.mode == "values" else "levels"),
+        params=params)
+
+
+def marginal(
+    data,
+    features,
+    *,
+    target: str | None = None,
+    model=None,
+    bins: int = 20,
+    binning: str = "quantile",
+    sample_weight=None,
+    response: str = "auto",
+    target_class=None,
+    columns=None,
+    categorical_features=None,
+    progress=None,
+    storage_options=None,
+    filters=None,
+):
+    """Marginal plot (M-plot) of ``target`` and/or of ``model``'s prediction per bin of each feature.
+
+    Parameters
+    ----------
+    data : pandas DataFrame, dask DataFrame, or parquet path / glob / directory / URL
+    features : str or list of str
+        One pass computes every feature.
+    target : str, optional
+        Numeric response column: its mean per bin (rows with a missing/inf target are
+        dropped and counted).
+    model : fitted model or function, optional
+        Its mean prediction per bin.  At least one of ``target`` and ``model`` is needed.
+    bins : int, default 20
+        Bins per numeric feature (a feature with at most ``bins`` distinct values gets
+        one bin per value).
+    binning : {"quantile", "uniform"}, default "quantile"
+        Equal-count (exact type-1 quantile) or equal-width bins.
+    sample_weight : str or array, optional
+        Weighted means and spreads.
+    response, target_class, columns, categorical_features, progress, storage_options, filters
+        As :func:`daskpd.partial_dependence`.
+
+    Returns
+    -------
+    MarginalResult, or a dict ``{feature: MarginalResult}`` when ``features`` is a list.
+    """
+    bins = check_int("bins", bins, 1)
+    check_choice("binning", binning, ("quantile", "uniform"))
+    if target is None and model is None:
+        raise DataError("marginal needs target= (a column) and/or model= (a fitted model)")
+    avail = data_columns(data, storage_options, filters)
+    items, single = check_features(features, avail, allow_pairs=False)
+    feats = [it[0] for it in items]
+    if target is not None:
+        if not isinstance(target, str):
+            raise DataError(f"parameter target must be a column name (str); got {target!r}")
+        check_columns(avail, [target], source="data (target)")
+        if target in feats:
+            raise DataError(f"feature {target!r} is the target")
+    data, wcol = check_weight(sample_weight, data, avail)
+    if wcol is not None and wcol not in avail:
+        avail = avail + [wcol]
+    if isinstance(data, pd.DataFrame):
+        dtypes = data.dtypes.copy()
+        dtypes.index = [str(c) for c in dtypes.index]
+    else:
+        dtypes = open_data(data, None, storage_options=storage_options, filters=filters).dtypes
+    if target is not None and kind_of(dtypes[target]) != "numeric":
+        raise DataError(f"target {target!r} must be numeric; it has dtype {dtypes[target]}")
+    pred = None
+    if model is not None:
+        pred = resolve_predictor(model, [c for c in avail if c not in (wcol, target)], dtypes, columns=columns,
+                                 response=response, target_class=target_class, engine="predict")
+    elif response != "auto" or target_class is not None or columns is not None:
+        raise DataError("parameters response, target_class and columns apply only with model=")
+    kinds = feature_kinds(dtypes, feats, categorical_features)
+    cols = list(dict.fromkeys([*feats, *([target] if target else []), *([wcol] if wcol else []),
+                               *(pred.columns if pred else [])]))
+    ddf = open_data(data, cols, storage_options=storage_options, filters=filters)
+    sums = summarize(ddf, kinds, progress=progress)
+    ranks = {f: marginal_ranks(sums[f], bins, binning) for f in feats if kinds[f] == "numeric" and sums[f].n > 0}
+    ranks = {f: r for f, r in ranks.items() if r}
+    stats = order_statistics(ddf, sums, ranks, progress=progress) if ranks else {}
+    specs = [marginal_spec(f, kinds[f], sums[f], bins, binning, stats.get(f, {})) for f in feats]
+    plan = Plan([MarginalJob(specs, target, pred is not None)], predictor=pred, weight=wcol)
+    (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-marginal")
+    params = {"bins": bins, "sample_weight": wcol, "model": pred.describe() if pred else None}
+    out = {}
+    for sp in specs:
+        fp = part.feats[sp.feature]
+        if fp.w.sum() <= 0:
+            raise DataError(f"feature {sp.feature!r}: no row has usable values")
+        out[sp.feature] = finish_marginal(sp, fp, target=target, response=pred.response if pred else None,
+                                          binning=binning, params=params)
+    return out[feats[0]] if single else out

@@ -1,0 +1,262 @@
+"""Plots of the model-based family: PD (1-way lines / bars, 2-way heatmap or contour),
+ICE, ALE, marginal plots, PD variance (summary bars and detailed panels) and the
+StratPD / FPD / ALE / marginal comparison.  matplotlib is imported only when drawing.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import _ax, _plt
+
+__all__ = ["plot_pd", "plot_ice", "plot_ale", "plot_marginal", "plot_pd_variance", "plot_comparison"]
+
+_BLUE = "#1f4e8c"
+
+
+def _ylabel(res, what="partial dependence"):
+    resp = getattr(res, "response", None)
+    tc = getattr(res, "target_class", None)
+    if resp == "predict_proba":
+        return f"{what} (P[class={tc}])"
+    if resp == "decision_function":
+        return f"{what} (decision function, class {tc})"
+    return what
+
+
+def _labels(values):
+    return [str(v) for v in values]
+
+
+def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", levels: int = 12, title=None):
+    """1-way PD: a line (numeric) or points with bars (categorical).  2-way PD:
+    ``kind="contour"`` (filled contours, numeric pairs, the default) or ``"heatmap"``."""
+    if kind not in ("auto", "line", "heatmap", "contour"):
+        raise ValueError(f"kind must be 'auto', 'line', 'heatmap' or 'contour'; got {kind!r}")
+    if len(res.features) == 1:
+        ax = _ax(ax)
+        x, y = res.grid_values[0], res.average
+        if res.kinds[0] == "categorical":
+            pos = np.arange(len(x))
+            ax.bar(pos, y - np.min(y), bottom=np.min(y), color=color, alpha=0.35, width=0.6)
+            ax.plot(pos, y, "o", color=color)
+            ax.set_xticks(pos)
+            ax.set_xticklabels(_labels(x), rotation=45 if len(x) > 6 else 0, ha="right" if len(x) > 6 else "center")
+        else:
+            ax.plot(x, y, "-", color=color, lw=2, marker="." if len(x) < 40 else None)
+        ax.set_xlabel(res.features[0])
+        ax.set_ylabel(_ylabel(res))
+        ax.set_title(title if title is not None else f"PD ({res.method}): {res.features[0]}")
+        return ax
+    ax = _ax(ax, figsize=(6, 5))
+    g0, g1 = res.grid_values
+    Z = np.asarray(res.average)
+    numeric = all(k == "numeric" for k in res.kinds)
+    if kind == "auto":
+        kind = "contour" if numeric and len(g0) > 2 and len(g1) > 2 else "heatmap"
+    if kind == "contour" and not numeric:
+        raise ValueError("a contour plot needs two numeric features; use kind='heatmap'")
+    if kind == "contour":
+        cs = ax.contourf(np.asarray(g0, dtype=float), np.asarray(g1, dtype=float), Z.T, levels=levels, cmap=cmap)
+        ax.contour(np.asarray(g0, dtype=float), np.asarray(g1, dtype=float), Z.T, levels=levels, colors="k",
+                   linewidths=0.4, alpha=0.5)
+    else:
+        cs = ax.imshow(Z.T, origin="lower", aspect="auto", cmap=cmap, interpolation="nearest")
+        for axis, g, setter in ((0, g0, ax.set_xticks), (1, g1, ax.set_yticks)):
+            step = max(1, len(g) // 10)
+            pos = np.arange(0, len(g), step)
+            setter(pos)
+            lab = [str(g[i]) if res.kinds[axis] == "categorical" else f"{float(g[i]):.3g}" for i in pos]
+            (ax.set_xticklabels if axis == 0 else ax.set_yticklabels)(lab)
+    ax.figure.colorbar(cs, ax=ax, label=_ylabel(res))
+    ax.set_xlabel(res.features[0])
+    ax.set_ylabel(res.features[1])
+    ax.set_title(title if title is not None else f"2-way PD: {res.features[0]} x {res.features[1]}")
+    return ax
+
+
+def plot_ice(res, ax=None, *, max_lines: int | None = None, line_color="#7a8fa6", alpha: float = 0.3,
+             color="#c0392b", show_pd: bool = True, title=None):
+    """The sampled ICE curves (thin) and the PD (thick)."""
+    ax = _ax(ax)
+    lines = res.lines if max_lines is None else res.lines[:max_lines]
+    cat = res.kind == "categorical"
+    x = np.arange(len(res.grid)) if cat else np.asarray(res.grid, dtype=float)
+    if len(lines):
+        from matplotlib.collections import LineCollection
+
+        segs = np.stack([np.broadcast_to(x, lines.shape), lines], axis=-1)
+        ax.add_collection(LineCollection(segs, colors=line_color, linewidths=0.7, alpha=alpha,
+                                         label=f"ICE ({len(lines)} rows)"))
+        ax.autoscale_view()
+    if show_pd:
+        ax.plot(x, res.pd, "-", color=color, lw=2.5, label="PD (all rows)")
+    if cat:
+        ax.set_xticks(x)
+        ax.set_xticklabels(_labels(res.grid))
+    ax.set_xlabel(res.feature)
+    ax.set_ylabel(_ylabel(res, "centred ICE" if res.centered else "ICE"))
+    ax.set_title(title if title is not None else f"{'c-' if res.centered else ''}ICE: {res.feature}")
+    ax.legend(loc="best", fontsize="small")
+    return ax
+
+
+def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None):
+    """ALE curve (numeric: at the bin edges; categorical: per ordered level) and the rows per bin."""
+    created = ax is None
+    ax = _ax(ax)
+    cat = res.kind == "categorical"
+    x = np.arange(len(res.x)) if cat else np.asarray(res.x, dtype=float)
+    ax.plot(x, res.ale, "-o" if cat or len(x) < 40 else "-", color=color, lw=2, ms=4, label="ALE")
+    if show_counts:
+        tw = ax.twinx()
+        if cat:
+            tw.bar(x, res.count, width=0.6, color="#ccc", alpha=0.4, zorder=0)
+        else:
+            lo, hi = x[:-1], x[1:]
+            tw.bar(lo, res.count[1:], width=hi - lo, align="edge", color="#ccc", alpha=0.35, zorder=0)
+        tw.set_ylabel("rows", color="#888")
+        tw.tick_params(axis="y", colors="#888")
+        ax.set_zorder(tw.get_zorder() + 1)
+        ax.patch.set_visible(False)
+    if cat:
+        ax.set_xticks(x)
+        ax.set_xticklabels(_labels(res.x))
+    ax.axhline(0, color="#999", lw=0.6)
+    ax.set_xlabel(res.feature)
+    ax.set_ylabel(_ylabel(res, "ALE (centred)"))
+    ax.set_title(title if title is not None else f"ALE: {res.feature}")
+    if created:
+        ax.figure.tight_layout()
+    return ax
+
+
+def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=None):
+    """Mean per bin with a +-1 std band: of the target and/or of the prediction."""
+    if show not in ("both", "y", "prediction"):
+        raise ValueError(f"show must be 'both', 'y' or 'prediction'; got {show!r}")
+    ax = _ax(ax)
+    cat = res.kind == "categorical"
+    x = np.arange(len(res.x)) if cat else np.asarray(res.x, dtype=float)
+    drew = False
+    for key, mean, std, color in (("y", res.y_mean, res.y_std, "#27ae60"),
+                                  ("prediction", res.pred_mean, res.pred_std, _BLUE)):
+        if mean is None or show not in ("both", key):
+            continue
+        label = f"mean {res.target}" if key == "y" else "mean prediction"
+        ax.plot(x, mean, "-o", color=color, lw=2, ms=3, label=label)
+        if band:
+            ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.15, lw=0)
+        drew = True
+    if not drew:
+        raise ValueError(f"nothing to plot: the result has no {show!r} curve")
+    if cat:
+        ax.set_xticks(x)
+        ax.set_xticklabels(_labels(res.x))
+    ax.set_xlabel(res.feature)
+    ax.set_ylabel("mean per bin (+-1 std)")
+    ax.set_title(title if title is not None else f"Marginal plot: {res.feature}")
+    ax.legend(loc="best", fontsize="small")
+    return ax
+
+
+def _grid_axes(n, n_cols, ax=None, size=(4.4, 3.6)):
+    plt = _plt()
+    n_cols = max(1, min(n_cols, n))
+    n_rows = math.ceil(n / n_cols)
+    if ax is not None:
+        axes = np.atleast_1d(np.asarray(ax, dtype=object)).ravel()
+        if len(axes) < n:
+            raise ValueError(f"need {n} axes, got {len(axes)}")
+        return axes[:n]
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(size[0] * n_cols, size[1] * n_rows), squeeze=False)
+    axes = axes.ravel()
+    for a in axes[n:]:
+        a.set_visible(False)
+    return axes[:n]
+
+
+def _tidy(axes):
+    try:
+        axes[0].figure.tight_layout()
+    except Exception:  # pragma: no cover - layout is cosmetic
+        pass
+    return axes
+
+
+def plot_pd_variance(res, ax=None, *, kind: str = "summary", top_k: int | None = None, n_cols: int = 3,
+                     color=_BLUE):
+    """``kind="summary"``: horizontal bars, largest first.  ``"detailed"``: importance -> the PD
+    of each feature titled with its importance; interaction -> per pair, the 2-way PD and
+    the two conditional-importance curves."""
+    if kind not in ("summary", "detailed"):
+        raise ValueError(f"kind must be 'summary' or 'detailed'; got {kind!r}")
+    ranked = res.ranking()
+    if top_k is not None:
+        ranked = ranked[:top_k]
+    name = "importance" if res.method == "importance" else "interaction"
+    if kind == "summary":
+        ax = _ax(ax, figsize=(6, max(2.5, 0.35 * len(ranked) + 1)))
+        labels = [f if isinstance(f, str) else f"{f[0]} x {f[1]}" for f, _ in ranked]
+        vals = [v for _, v in ranked]
+        y = np.arange(len(vals))
+        ax.barh(y, vals, color=color, alpha=0.8)
+        ax.set_yticks(y)
+        ax.set_yticklabels(labels)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"PD variance {name}")
+        ax.set_title(f"Feature {name} (PD variance)")
+        return ax
+    if res.method == "importance":
+        axes = _grid_axes(len(ranked), n_cols, ax)
+        for a, (f, v) in zip(axes, ranked):
+            plot_pd(res.pd[f], ax=a, title=f"imp({f}) = {v:.3g}")
+        return _tidy(axes)
+    axes = _grid_axes(3 * len(ranked), 3 if n_cols < 3 else 3 * max(1, n_cols // 3), ax)
+    idx = {f: i for i, f in enumerate(res.features)}
+    for k, (pair, v) in enumerate(ranked):
+        i = idx[pair]
+        p = res.pd[pair]
+        plot_pd(p, ax=axes[3 * k], title=f"inter({pair[0]},{pair[1]}) = {v:.3g}")
+        cond_j, cond_i = res.conditional_values[i]
+        a_j, a_i = res.conditional[i]
+        for a, (cv, grid, f_var, f_fix, val, kd) in zip(
+                axes[3 * k + 1:3 * k + 3],
+                ((cond_j, p.grid_values[0], pair[1], pair[0], a_j, p.kinds[0]),
+                 (cond_i, p.grid_values[1], pair[0], pair[1], a_i, p.kinds[1]))):
+            xs = np.arange(len(grid)) if kd == "categorical" else np.asarray(grid, dtype=float)
+            a.plot(xs, cv, "-o" if len(xs) < 40 else "-", color=color, ms=3)
+            if kd == "categorical":
+                a.set_xticks(xs)
+                a.set_xticklabels(_labels(grid))
+            a.set_xlabel(f_fix)
+            a.set_ylabel(f"importance of {f_var}")
+            a.set_title(f"inter({f_var}|{f_fix}) = {val:.3g}")
+    return _tidy(axes)
+
+
+_STYLE = {
+    "StratPD": dict(color="#1f4e8c", lw=2.5, ls="-"),
+    "FPD": dict(color="#c0392b", lw=2, ls="--"),
+    "ALE": dict(color="#8e44ad", lw=2, ls="-."),
+    "marginal (y)": dict(color="#27ae60", lw=1.5, ls=":", marker="o", ms=3),
+    "marginal (prediction)": dict(color="#16a085", lw=1.2, ls=":", marker="s", ms=2),
+}
+
+
+def plot_comparison(res, ax=None, *, align="left", title=None):
+    """All curves on one axes, vertically aligned (see :func:`daskpd.model.compare.align_curves`)."""
+    ax = _ax(ax, figsize=(7, 4.5))
+    al = res.aligned(align)
+    extra = ["#d35400", "#7f8c8d", "#2c3e50", "#f39c12"]
+    for i, (name, (x, y)) in enumerate(al.items()):
+        st = dict(_STYLE.get(name, dict(color=extra[i % len(extra)], lw=1.5, ls="-")))
+        ax.plot(x, y, label=name, **st)
+    ax.axhline(0, color="#bbb", lw=0.6)
+    ax.set_xlabel(res.feature)
+    what = {"left": "aligned at the common left end", "mean": "centred", None: "as computed"}[align]
+    ax.set_ylabel(f"effect on {res.target or 'prediction'} ({what})")
+    ax.set_title(title if title is not None else f"{res.feature}: StratPD vs FPD vs ALE vs marginal")
+    ax.legend(loc="best", fontsize="small")
+    return ax
