@@ -41,6 +41,7 @@ import pandas as pd
 from .. import cluster
 from ..aggregate import map_reduce
 from ..io import DataError, as_float, check_columns, kind_of, load
+from ..pipeline import check_int  # one definition, shared with the model-free API
 
 __all__ = [
     "Predictor", "TreeEnsemble", "resolve_predictor", "tree_ensemble_for",
@@ -62,14 +63,6 @@ MAX_LEVELS = 10_000
 
 # ---------------------------------------------------------------------------------
 # validation
-
-
-def check_int(name: str, value, minimum: int, allow_none: bool = False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise DataError(f"parameter {name} must be an integer >= {minimum}; got {value!r}")
-    return int(value)
 
 
 def check_choice(name: str, value, choices: Sequence[str]):
