@@ -16,6 +16,7 @@ the feature's minimum), so tests and benchmarks can measure error.
 """
 from __future__ import annotations
 
+import abc
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -27,14 +28,15 @@ __all__ = ["Quadratic", "Bulldozer", "Linear", "write_parquet", "GENERATORS"]
 
 
 @dataclass
-class _Generator:
+class _Generator(abc.ABC):
     random_state: int = 0
     chunk_rows: int = 500_000
 
     target = "y"
 
-    def chunk(self, i: int, rows: int) -> pd.DataFrame:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def chunk(self, i: int, rows: int) -> pd.DataFrame:
+        """Rows of chunk ``i`` (a function of ``random_state`` and ``i`` only)."""
 
     def _rng(self, i: int) -> np.random.Generator:
         return np.random.default_rng([int(self.random_state), int(i)])

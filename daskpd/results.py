@@ -5,6 +5,7 @@ write.  Plotting is delegated to :mod:`daskpd.plotting` (matplotlib imported laz
 """
 from __future__ import annotations
 
+import abc
 import json
 import os
 from dataclasses import dataclass, field
@@ -15,11 +16,12 @@ import pandas as pd
 __all__ = ["ResultMixin", "StratPDResult"]
 
 
-class ResultMixin:
+class ResultMixin(abc.ABC):
     """``to_parquet`` on top of ``to_frame``; written atomically (temp file, rename)."""
 
-    def to_frame(self) -> pd.DataFrame:  # pragma: no cover - every subclass defines it
-        raise NotImplementedError
+    @abc.abstractmethod
+    def to_frame(self) -> pd.DataFrame:
+        """A tidy pandas DataFrame of the result."""
 
     def metadata(self) -> dict:
         return {}

@@ -685,15 +685,7 @@ def curves_frame(curves: dict) -> pd.DataFrame:
                              "x": pd.Series(dtype="float64"), "category": pd.Series(dtype="string"),
                              "pd": pd.Series(dtype="float64"), "count": pd.Series(dtype="float64"),
                              "supported": pd.Series(dtype="bool")})
-    df = pd.concat(frames, ignore_index=True, sort=False)
-    extra = [c for c in df.columns if c not in CURVE_COLUMNS]
-    df = df[CURVE_COLUMNS + extra]
-    df["method"] = df["method"].astype("string")
-    df["feature"] = df["feature"].astype("string")
-    for c in extra:
-        if df[c].dtype == object:
-            df[c] = df[c].astype("string")
-    return df
+    return _tidy_concat(frames, CURVE_COLUMNS)
 
 
 def importances_frame(tables: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
@@ -713,9 +705,14 @@ def importances_frame(tables: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame({"method": pd.Series(dtype="string"), "feature": pd.Series(dtype="string"),
                              "importance": pd.Series(dtype="float64"), "rank": pd.Series(dtype="int64")})
+    return _tidy_concat(frames, IMPORTANCE_COLUMNS)
+
+
+def _tidy_concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    """Concatenate, put ``columns`` first, and give text columns the string dtype."""
     df = pd.concat(frames, ignore_index=True, sort=False)
-    extra = [c for c in df.columns if c not in IMPORTANCE_COLUMNS]
-    df = df[IMPORTANCE_COLUMNS + extra]
+    extra = [c for c in df.columns if c not in columns]
+    df = df[columns + extra]
     df["method"] = df["method"].astype("string")
     df["feature"] = df["feature"].astype("string")
     for c in extra:
