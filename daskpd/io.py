@@ -211,9 +211,8 @@ class FeatureEncoder:
         cats = {}
         for c in columns:
             if kinds[c] == "categorical":
-                vals = sample[c].dropna()
-                vals = vals.astype(str) if not isinstance(vals.dtype, pd.CategoricalDtype) else vals.astype(str)
-                cats[c] = pd.Index(np.sort(vals.unique()))
+                # levels as strings (transform compares as strings too), sorted
+                cats[c] = pd.Index(np.sort(sample[c].dropna().astype(str).unique()))
         return cls(columns, kinds, cats)
 
     def transform(self, df: pd.DataFrame, columns: Sequence[str] | None = None) -> np.ndarray:
