@@ -139,7 +139,7 @@ def datasets(draw):
 
 
 @pytest.mark.filterwarnings("ignore:StratPD for feature")
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(datasets())
 def test_dask_equals_reference(case):
     df, leaf_size, m, cuts, max_bins = case
