@@ -96,17 +96,21 @@ def fit_spec(sample, target, feature, kind, other, encoder, min_samples_leaf, ra
 
 
 def bin_edges(x: np.ndarray, max_bins: int) -> np.ndarray | None:
-    """Quantile bin edges from the sample, or None when x has <= max_bins distinct values.
+    """Bin edges from the sample, or None when x has <= max_bins distinct values.
 
-    Edges are distinct; the outer edges are -inf/+inf so that values beyond the sample's
-    range fall in the first/last bin.  Each bin is placed at the mean x of its rows.
+    Half of the edges are quantiles (resolution where the rows are), half are equally
+    spaced between the sample's min and max (resolution in the tails, so the curve
+    reaches the extremes instead of stopping at the mean x of a wide end bin).  Edges are
+    distinct; the outer edges are -inf/+inf so that values beyond the sample's range fall
+    in the first/last bin.  Each bin is placed at the mean x of its rows.
     """
     x = x[np.isfinite(x)]
     if len(x) == 0:
         return None
-    uniq = np.unique(x)
-    if len(uniq) <= max_bins:
+    if len(np.unique(x)) <= max_bins:
         return None
-    qs = np.quantile(x, np.linspace(0, 1, max_bins + 1)[1:-1], method="linear")
-    inner = np.unique(qs)
+    n_quantile = max_bins // 2
+    qs = np.quantile(x, np.linspace(0, 1, n_quantile + 1)[1:-1], method="linear")
+    us = np.linspace(x.min(), x.max(), max_bins - n_quantile + 1)[1:-1]
+    inner = np.unique(np.concatenate([qs, us]))
     return np.concatenate([[-np.inf], inner, [np.inf]])
