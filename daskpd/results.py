@@ -8,6 +8,7 @@ from __future__ import annotations
 import abc
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -102,7 +103,9 @@ class StratPDResult(ResultMixin):
             "supported": self.supported,
         })
         if self.trials_pd is not None and len(self.trials_pd) > 1:
-            df["pd_std"] = np.nanstd(self.trials_pd, axis=0, ddof=1)
+            with warnings.catch_warnings():  # positions supported in < 2 trials: NaN, quietly
+                warnings.simplefilter("ignore", RuntimeWarning)
+                df["pd_std"] = np.nanstd(self.trials_pd, axis=0, ddof=1)
         return df
 
     def metadata(self) -> dict:
