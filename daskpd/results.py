@@ -6,6 +6,7 @@ write.  Plotting is delegated to :mod:`daskpd.plotting` (matplotlib imported laz
 from __future__ import annotations
 
 import abc
+import datetime as _dt
 import json
 import os
 import warnings
@@ -34,7 +35,7 @@ class ResultMixin(abc.ABC):
         path = os.fspath(path)
         table = pa.Table.from_pandas(self.to_frame(), preserve_index=False)
         meta = dict(table.schema.metadata or {})
-        meta[b"daskpd"] = json.dumps(self.metadata(), default=_json_default).encode()
+        meta[b"daskpd"] = json.dumps(self.metadata(), default=json_default).encode()
         table = table.replace_schema_metadata(meta)
         tmp = f"{path}.tmp-{os.getpid()}"
         pq.write_table(table, tmp, **kwargs)
@@ -42,12 +43,15 @@ class ResultMixin(abc.ABC):
         return path
 
 
-def _json_default(o):
+def json_default(o):
+    """``json.dumps(default=...)`` for result metadata and manifests."""
     if isinstance(o, np.generic):
         return o.item()
     if isinstance(o, np.ndarray):
         return o.tolist()
-    return str(o)
+    if isinstance(o, (_dt.date, _dt.datetime, _dt.time)):
+        return o.isoformat()
+    return str(o)  # paths and anything else: their text
 
 
 @dataclass(repr=False)

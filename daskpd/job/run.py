@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import DataError, kind_of, load
+from ..results import json_default
 from .spec import JobSpec, SpecError, check_name, load_spec
 
 __all__ = ["run_job", "JobTerminated", "RunResult", "list_runs", "CURVE_COLUMNS", "IMPORTANCE_COLUMNS",
@@ -728,21 +729,9 @@ def _write_parquet(df: pd.DataFrame, path: Path, meta: dict | None = None) -> No
     table = pa.Table.from_pandas(df, preserve_index=False)
     if meta:
         m = dict(table.schema.metadata or {})
-        m[b"daskpd"] = json.dumps(meta, default=_json_default).encode()
+        m[b"daskpd"] = json.dumps(meta, default=json_default).encode()
         table = table.replace_schema_metadata(m)
     pq.write_table(table, path)
-
-
-def _json_default(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, (_dt.date, _dt.datetime, _dt.time)):
-        return o.isoformat()
-    if isinstance(o, Path):
-        return str(o)
-    return str(o)
 
 
 def _clean(o):
@@ -761,7 +750,7 @@ def _clean(o):
 
 
 def dump_json(obj) -> str:
-    return json.dumps(_clean(obj), indent=2, default=_json_default, allow_nan=False) + "\n"
+    return json.dumps(_clean(obj), indent=2, default=json_default, allow_nan=False) + "\n"
 
 
 def _sha256(path: Path) -> str:
