@@ -192,8 +192,6 @@ def stratpd(
     min_slopes_per_x = check_int("min_slopes_per_x", min_slopes_per_x, 1)
     if not isinstance(feature, str):
         raise DataError(f"feature must be a column name (str); got {feature!r}")
-    if feature == target:
-        raise DataError(f"feature {feature!r} is the target; partial dependence of a column on itself is meaningless")
     run = _run_numeric(data, target, [feature], features=features, min_samples_leaf=min_samples_leaf,
                        sample_size=sample_size, max_bins=max_bins, random_state=random_state, progress=progress,
                        storage_options=storage_options, filters=filters)
