@@ -19,6 +19,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from .histtree import HistTree
 from .io import FeatureEncoder, as_float
 
 __all__ = [
@@ -109,13 +110,15 @@ class StratSpec:
     feature: str
     kind: str  # "numeric" | "categorical"
     other: list[str]  # the tree's input columns, in order
-    tree: object | None  # fitted DecisionTreeRegressor, or None (a single stratum)
+    tree: object | None  # fitted HistTree or DecisionTreeRegressor, or None (a single stratum)
     edges: np.ndarray | None = None  # bin edges for a binned numeric feature
     nan_as_level: bool = False  # categorical: missing values form their own level
 
     def leaves(self, X: np.ndarray) -> np.ndarray:
         if self.tree is None or X.shape[1] == 0:
             return np.zeros(X.shape[0], dtype="int64")
+        if isinstance(self.tree, HistTree):  # its thresholds are on float64 values
+            return self.tree.apply(X)
         return self.tree.apply(X.astype("float32")).astype("int64")
 
     def keys(self, x: np.ndarray) -> np.ndarray:

@@ -45,7 +45,7 @@ from .aggregate import STATS_PER_SET, FeatureAgg
 from .io import DataError, load
 from .pipeline import check_int, run_strat
 from .results import ResultMixin
-from .stratify import DEFAULT_SAMPLE_SIZE
+from .stratify import tree_method_of, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
 
 __all__ = ["catstratpd", "CatStratPDResult", "finalize_categorical", "finish_categorical", "run_categorical",
            "solve_effects", "place_groups"]
@@ -500,7 +500,8 @@ def _check_bool(name, value):
 
 def run_categorical(data, target: str, feature: str, *, features=None, min_samples_leaf: int = 5,
                     sample_size: int = DEFAULT_SAMPLE_SIZE, random_state: int = 0, n_trials: int = 0,
-                    nan_as_level: bool = False, progress=None, storage_options=None, filters=None):
+                    nan_as_level: bool = False, tree_method: str = DEFAULT_TREE_METHOD, progress=None,
+                    storage_options=None, filters=None):
     """Validate and run the shared pipeline for one categorical feature; returns (run, dtype)."""
     if not isinstance(feature, str):
         raise DataError(f"feature must be a column name (str); got {feature!r}")
@@ -513,8 +514,8 @@ def run_categorical(data, target: str, feature: str, *, features=None, min_sampl
                         "(e.g. the year, or .dt.strftime), or use daskpd.stratpd on it as a number")
     run = run_strat(data, target, [feature], stratify_on=features, kinds={feature: "categorical"},
                     min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
-                    random_state=random_state, n_trials=n_trials, nan_as_level=nan_as_level, progress=progress,
-                    storage_options=storage_options, filters=filters)
+                    random_state=random_state, n_trials=n_trials, nan_as_level=nan_as_level,
+                    tree_method=tree_method, progress=progress, storage_options=storage_options, filters=filters)
     if dtype is not None and pd.api.types.is_float_dtype(dtype):
         keys = np.asarray(pd.unique(run.aggs[feature].sums.key), dtype="float64")
         bad = keys[np.isfinite(keys) & (keys != np.round(keys))]
@@ -530,6 +531,8 @@ def finish_categorical(run, feature: str, *, dtype=None, centered: bool = False,
     spec = next(s for s in run.plan.specs if s.feature == feature)
     params = {
         "min_samples_leaf": spec.tree.min_samples_leaf if spec.tree is not None else None,
+        "tree_method": tree_method_of(spec.tree),
+        "tree_leaves": spec.tree.get_n_leaves() if spec.tree is not None else 1,
         "sample_rows": run.sample_rows,
         "stratified_on": spec.other,
         "random_state": run.plan.random_state,
@@ -551,6 +554,7 @@ def catstratpd(
     nan_as_level: bool = False,
     n_trials: int = 0,
     sample_size: int = DEFAULT_SAMPLE_SIZE,
+    tree_method: str = DEFAULT_TREE_METHOD,
     random_state: int = 0,
     progress=None,
     storage_options: dict | None = None,
@@ -571,7 +575,7 @@ def catstratpd(
         Columns the stratifying tree may use (default: every column but target);
         ``feature`` itself is always excluded.
     min_samples_leaf : int, default 5
-        Of the stratifying DecisionTreeRegressor (fitted on the sample).
+        Leaf size of the stratifying tree (fitted on the sample).
     centered : bool, default False
         False: the smallest effect is 0 (every effect is "how much more than the
         lowest category").  True: the count-weighted mean effect is 0.
@@ -583,6 +587,11 @@ def catstratpd(
         ``pd_std`` column of ``to_frame()`` then give the effects' spread.
     sample_size : int, default 200,000
         Rows (bottom-k by seeded row hash) used to fit the tree; all rows if fewer.
+    tree_method : {"hist", "exact"}, default "hist"
+        How the stratifying tree is grown.  "hist": daskpd's histogram tree (columns
+        cut into at most 255 bins on the sample -- exact for columns with at most 255
+        distinct values -- and grown to full size; about 4x faster to fit).  "exact":
+        scikit-learn's ``DecisionTreeRegressor`` (exact thresholds, as stratx).
     random_state : int, default 0
         Seeds the sample, the tree and the bootstrap weights.
     progress : bool or None
@@ -599,6 +608,6 @@ def catstratpd(
     centered = _check_bool("centered", centered)
     run, dtype = run_categorical(data, target, feature, features=features, min_samples_leaf=min_samples_leaf,
                                  sample_size=sample_size, random_state=random_state, n_trials=n_trials,
-                                 nan_as_level=nan_as_level, progress=progress, storage_options=storage_options,
-                                 filters=filters)
+                                 nan_as_level=nan_as_level, tree_method=tree_method, progress=progress,
+                                 storage_options=storage_options, filters=filters)
     return finish_categorical(run, feature, dtype=dtype, centered=centered)

@@ -44,7 +44,7 @@ from .aggregate import STATS_PER_SET, FeatureAgg, StratPlan, StratSpec, strat_ma
 from .io import DataError, column_kinds
 from .pipeline import StratRun, check_int, resolve_columns, run_strat
 from .results import ResultMixin
-from .stratify import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, fit_tree
+from .stratify import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
 
 __all__ = [
     "importances",
@@ -173,7 +173,8 @@ def _take(counts: np.ndarray, order: np.ndarray) -> np.ndarray:
 
 
 def _null_measures(sub: pd.DataFrame, target: str, specs: list, encoder, kinds: dict, msl_for: dict,
-                   random_state: int, perm_seed, min_slopes_per_x: int, dtypes: dict) -> np.ndarray:
+                   random_state: int, perm_seed, min_slopes_per_x: int, dtypes: dict,
+                   tree_method: str = DEFAULT_TREE_METHOD) -> np.ndarray:
     """(p, 3) raw measures on ``sub`` with y permuted by ``perm_seed`` (None: not permuted).
 
     The trees are refitted on the permuted y (as stratx's p-values do); bin edges are
@@ -188,7 +189,7 @@ def _null_measures(sub: pd.DataFrame, target: str, specs: list, encoder, kinds: 
         df[target] = sub[target].to_numpy()[perm]
     new_specs = []
     for s in specs:
-        tree = fit_tree(df, target, s.other, encoder, msl_for[s.feature], random_state)
+        tree = fit_tree(df, target, s.other, encoder, msl_for[s.feature], random_state, tree_method=tree_method)
         new_specs.append(StratSpec(feature=s.feature, kind=s.kind, other=list(s.other), tree=tree, edges=s.edges,
                                    nan_as_level=s.nan_as_level))
     plan = StratPlan(target=target, specs=new_specs, encoder=encoder, n_trials=0, random_state=random_state)
@@ -330,6 +331,7 @@ def strat_curves_and_importances(
     nan_as_level: bool = False,
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     max_bins: int | None = DEFAULT_MAX_BINS,
+    tree_method: str = DEFAULT_TREE_METHOD,
     random_state: int = 0,
     pvalues: bool = False,
     pvalues_n_trials: int = 80,
@@ -372,7 +374,7 @@ def strat_curves_and_importances(
     nan_as_level : bool, default False
         Categorical features: a missing value is a level of its own (else such rows
         are dropped from that feature's curve).
-    sample_size, max_bins, random_state, progress, storage_options, filters
+    sample_size, max_bins, tree_method, random_state, progress, storage_options, filters
         As for :func:`daskpd.stratpd`.  ``random_state`` also seeds the trial weights
         and the permutations: results are deterministic given it.
     pvalues : bool, default False
@@ -442,7 +444,7 @@ def strat_curves_and_importances(
         ddf_all, target, feats, stratify_on=stratify_on, kinds=kinds, min_samples_leaf=min_samples_leaf,
         min_samples_leaf_for=msl_for, sample_size=sample_size, max_bins=max_bins, random_state=random_state,
         n_trials=n_trials if n_trials > 1 else 0, trial_fraction=trial_fraction, nan_as_level=nan_as_level,
-        progress=progress, storage_options=storage_options, filters=filters)
+        tree_method=tree_method, progress=progress, storage_options=storage_options, filters=filters)
     kinds = {f: run.kinds[f] for f in feats}
     timings = dict(getattr(run, "timings", None) or {})
     t0 = time.perf_counter()
@@ -485,7 +487,7 @@ def strat_curves_and_importances(
     if pvalues:
         t0 = time.perf_counter()
         pv, null_df = _permutation_pvalues(run, feats, kinds, msl_for, min_slopes_per_x, dtypes, random_state,
-                                           pvalues_n_trials, pvalues_sample_size, progress)
+                                           pvalues_n_trials, pvalues_sample_size, progress, tree_method)
         for j, m in enumerate(MEASURES):
             table[f"{m}_pvalue"] = pv[:, j]
         timings["pvalues_s"] = time.perf_counter() - t0
@@ -501,7 +503,8 @@ def strat_curves_and_importances(
               "normalize": normalize, "sort_by": sort_by, "min_samples_leaf": min_samples_leaf,
               "cat_min_samples_leaf": cat_min_samples_leaf, "min_slopes_per_x": min_slopes_per_x,
               "nan_as_level": nan_as_level,
-              "sample_size": sample_size, "max_bins": max_bins, "random_state": random_state,
+              "sample_size": sample_size, "max_bins": max_bins, "tree_method": tree_method,
+              "random_state": random_state,
               "pvalues": pvalues, "pvalues_n_trials": pvalues_n_trials if pvalues else None,
               "pvalues_sample_size": pvalues_sample_size if pvalues else None}
     return ImportanceResult(table=table, curves=curves, target=target, kinds=kinds, n_rows=n_rows,
@@ -509,7 +512,8 @@ def strat_curves_and_importances(
                             n_trials=n_trials, trials=trials_df, null=null_df, params=params, timings=timings)
 
 
-def _permutation_pvalues(run, feats, kinds, msl_for, min_slopes_per_x, dtypes, random_state, n_perm, k, progress):
+def _permutation_pvalues(run, feats, kinds, msl_for, min_slopes_per_x, dtypes, random_state, n_perm, k, progress,
+                         tree_method=DEFAULT_TREE_METHOD):
     from dask import delayed
 
     from . import cluster
@@ -520,7 +524,7 @@ def _permutation_pvalues(run, feats, kinds, msl_for, min_slopes_per_x, dtypes, r
     dsub = delayed(sub, pure=True, traverse=False)
     dspecs = delayed(list(run.plan.specs), pure=True, traverse=False)
     args = (run.plan.target, dspecs, run.plan.encoder, kinds, msl_for, random_state)
-    tasks = [delayed(_null_measures, pure=True)(dsub, *args, seed, min_slopes_per_x, dtypes)
+    tasks = [delayed(_null_measures, pure=True)(dsub, *args, seed, min_slopes_per_x, dtypes, tree_method)
              for seed in [None, *range(n_perm)]]
     # Raw measures (units of y), not normalised ones: under a shuffled y every feature's
     # *share* is ~1/p, so a normalised statistic would test "larger than 1/p", not

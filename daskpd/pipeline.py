@@ -22,7 +22,7 @@ import pandas as pd
 from . import cluster
 from .aggregate import FeatureAgg, StratPlan, map_reduce, strat_combine, strat_map
 from .io import DataError, FeatureEncoder, as_float, check_columns, column_kinds, load
-from .stratify import fit_spec, sample_graph
+from .stratify import DEFAULT_TREE_METHOD, TREE_METHODS, bin_sample, fit_spec, sample_graph
 
 __all__ = ["StratRun", "run_strat", "check_int", "resolve_columns"]
 
@@ -80,6 +80,7 @@ def run_strat(
     expect_kind: str | None = None,
     min_samples_leaf_for: dict[str, int] | None = None,
     trial_fraction: float | None = None,
+    tree_method: str = DEFAULT_TREE_METHOD,
     progress=None,
     storage_options=None,
     filters=None,
@@ -95,6 +96,9 @@ def run_strat(
                             for f, v in (min_samples_leaf_for or {}).items()}
     if trial_fraction is not None and not (isinstance(trial_fraction, (int, float)) and 0 < trial_fraction < 1):
         raise DataError(f"parameter trial_fraction must be a number in (0, 1) or None; got {trial_fraction!r}")
+    if tree_method not in TREE_METHODS:
+        raise DataError(f"parameter tree_method must be one of {', '.join(map(repr, TREE_METHODS))}; "
+                        f"got {tree_method!r}")
     features = [str(f) for f in features]
     if not features:
         raise DataError("no features to compute")
@@ -145,12 +149,14 @@ def run_strat(
     from dask import delayed
 
     dsample = cluster.share(sample)
+    # hist trees: the stratifying columns are binned once, for every feature's tree
+    binned = delayed(bin_sample, pure=True)(dsample, target, strat_cols, encoder) if tree_method == "hist" else None
     tasks = []
     for f in features:
         other = [c for c in strat_cols if c != f]
         tasks.append(delayed(fit_spec, pure=True)(
             dsample, target, f, kinds[f], other, encoder, min_samples_leaf_for.get(f, min_samples_leaf), random_state,
-            max_bins if kinds[f] == "numeric" else None, nan_as_level))
+            max_bins if kinds[f] == "numeric" else None, nan_as_level, tree_method, binned))
     specs = list(cluster.compute(*tasks, progress=False))
     t2 = time.perf_counter()
 

@@ -25,7 +25,7 @@ from .aggregate import STATS_PER_SET, FeatureAgg
 from .io import DataError
 from .pipeline import check_int, run_strat
 from .results import StratPDResult
-from .stratify import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE
+from .stratify import tree_method_of, DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
 
 __all__ = ["stratpd", "finalize_numeric", "slope_segments", "average_slopes", "integrate"]
 
@@ -147,6 +147,7 @@ def stratpd(
     min_slopes_per_x: int = 5,
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     max_bins: int | None = DEFAULT_MAX_BINS,
+    tree_method: str = DEFAULT_TREE_METHOD,
     random_state: int = 0,
     progress=None,
     storage_options: dict | None = None,
@@ -166,9 +167,9 @@ def stratpd(
         Columns the stratifying tree may use (default: every column but target);
         ``feature`` itself is always excluded.  Non-numeric ones are encoded for
         the tree (categories as codes learned from the sample, dates as numbers);
-        missing values are passed to scikit-learn's tree, which routes them.
+        missing values are kept and the tree routes them.
     min_samples_leaf : int, default 15
-        Of the stratifying DecisionTreeRegressor (fitted on the sample).
+        Leaf size of the stratifying tree (fitted on the sample).
     min_slopes_per_x : int, default 5
         Positions averaging fewer leaf slopes are unsupported.
     sample_size : int, default 200,000
@@ -178,6 +179,11 @@ def stratpd(
         this many quantile bins (edges from the sample) and each bin is placed at the
         mean x of its rows; ``None`` never bins.  Integer-like features with few values
         keep their exact values.
+    tree_method : {"hist", "exact"}, default "hist"
+        How the stratifying tree is grown.  "hist": daskpd's histogram tree (columns
+        cut into at most 255 bins on the sample -- exact for columns with at most 255
+        distinct values -- and grown to full size; about 4x faster to fit).  "exact":
+        scikit-learn's ``DecisionTreeRegressor`` (exact thresholds, as stratx).
     random_state : int, default 0
         Seeds the sample, the tree and the plotted segment sample.
     progress : bool or None
@@ -193,8 +199,8 @@ def stratpd(
     if not isinstance(feature, str):
         raise DataError(f"feature must be a column name (str); got {feature!r}")
     run = _run_numeric(data, target, [feature], features=features, min_samples_leaf=min_samples_leaf,
-                       sample_size=sample_size, max_bins=max_bins, random_state=random_state, progress=progress,
-                       storage_options=storage_options, filters=filters)
+                       sample_size=sample_size, max_bins=max_bins, tree_method=tree_method, random_state=random_state,
+                       progress=progress, storage_options=storage_options, filters=filters)
     return finish_numeric(run, feature, min_slopes_per_x=min_slopes_per_x)
 
 
@@ -206,6 +212,8 @@ def finish_numeric(run, feature: str, *, min_slopes_per_x: int, n_segments: int 
     spec = next(s for s in run.plan.specs if s.feature == feature)
     params = {
         "min_samples_leaf": spec.tree.min_samples_leaf if spec.tree is not None else None,
+        "tree_method": tree_method_of(spec.tree),
+        "tree_leaves": spec.tree.get_n_leaves() if spec.tree is not None else 1,
         "min_slopes_per_x": min_slopes_per_x,
         "sample_rows": run.sample_rows,
         "n_bins": None if spec.edges is None else len(spec.edges) - 1,

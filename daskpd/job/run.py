@@ -480,7 +480,7 @@ def _model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stat
         pvalues_sample_size=p_imp["pvalues_sample_size"], min_samples_leaf=p_num["min_samples_leaf"],
         cat_min_samples_leaf=p_cat["min_samples_leaf"], min_slopes_per_x=p_num["min_slopes_per_x"],
         max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
-        random_state=spec.random_state, progress=progress)
+        tree_method=spec.tree_method, random_state=spec.random_state, progress=progress)
     stats["kinds_used"] = dict(out.kinds)
     for f in curve_feats:
         r = out.curves[f]

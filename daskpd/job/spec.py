@@ -253,6 +253,7 @@ _TOP = {
     "categorical": _Key(lambda v: _str_list(v, allow_str=True), ()),
     "methods": _Key(lambda v: _str_list(v, allow_str=True)),
     "sample_size": _Key(_int(2), 200_000),
+    "tree_method": _Key(_choice(("hist", "exact")), "hist"),
     "random_state": _Key(_int(0), 0),
     "source": _Key(_table, required=True),
     "output": _Key(_table, {}),
@@ -417,6 +418,7 @@ class JobSpec:
     params: dict = field(default_factory=dict)  # method -> {param: value}
     spec_path: str | None = None
     spec_text: str | None = None
+    tree_method: str = "hist"  # the stratifying trees: "hist" (daskpd's) or "exact" (scikit-learn's)
 
     @property
     def model_free(self) -> tuple[str, ...]:
@@ -656,7 +658,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
         exclude=top["exclude"], categorical=top["categorical"], methods=methods,
         sample_size=top["sample_size"], random_state=top["random_state"], source=src, output=output,
         cluster=cluster, model=model, params={m: params[m] for m in methods if m in params},
-        spec_path=spec_path, spec_text=spec_text,
+        spec_path=spec_path, spec_text=spec_text, tree_method=top["tree_method"],
     )
 
 
