@@ -172,9 +172,9 @@ def bootstrap_weights(df: pd.DataFrame, columns: Sequence[str], n_trials: int, r
 
     cdf = poisson.cdf(np.arange(0, 25), 1.0)
     out = np.empty((len(df), n_trials), dtype="float64")
-    sub = df[list(columns)]
+    content = pd.util.hash_pandas_object(df[list(columns)], index=False).to_numpy()  # hashed once
     for t in range(n_trials):
-        h = row_hash(sub, random_state, salt=t + 1)
+        h = keyed_hash(content, random_state, salt=t + 1)  # == row_hash(df[columns], random_state, t + 1)
         u = (h >> np.uint64(11)).astype("float64") * (1.0 / 9007199254740992.0)
         out[:, t] = (u < fraction) if fraction is not None else np.searchsorted(cdf, u, side="right")
     return out
@@ -198,7 +198,11 @@ def row_hash(df: pd.DataFrame, random_state: int, salt: int = 0) -> np.ndarray:
     pandas' row hash ignores its ``hash_key`` for numeric columns, so the seed is mixed
     in here: ``mix64(hash(row) + mix64(seed, salt))``.
     """
-    h = pd.util.hash_pandas_object(df, index=False).to_numpy()
+    return keyed_hash(pd.util.hash_pandas_object(df, index=False).to_numpy(), random_state, salt)
+
+
+def keyed_hash(h: np.ndarray, random_state: int, salt: int) -> np.ndarray:
+    """``mix64(h + mix64(seed, salt))`` for content hashes ``h`` (uint64)."""
     seed = _mix64(np.array([(int(random_state) & 0xFFFFFFFF) << 20 | (int(salt) & 0xFFFFF)], dtype="uint64"))[0]
     with np.errstate(over="ignore"):
         return _mix64(h + seed)
