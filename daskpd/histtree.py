@@ -9,8 +9,8 @@ faster (0.30 s: its grower is Python per node) and its leaf ids are not public A
 So this module grows the same kind of tree LightGBM and scikit-learn's HGB grow, with
 the one thing StratPD needs -- ``apply`` -- in numba:
 
-* each input column is cut into at most 255 bins on the fitting sample (all distinct
-  values when there are at most 255 of them, so the tree is *exact* on such columns;
+* each input column is cut into at most 1023 bins on the fitting sample (all distinct
+  values when there are at most 1023 of them, so the tree is *exact* on such columns;
   otherwise quantile midpoints, as scikit-learn's ``_BinMapper``); a missing value
   has a bin of its own and each split learns which side missing values go to;
 * the tree is grown depth-first to full size, like ``DecisionTreeRegressor`` with
@@ -38,13 +38,14 @@ except ImportError as exc:  # pragma: no cover
 
 __all__ = ["HistTree", "ColumnBins", "MAX_TREE_BINS", "bin_columns"]
 
-#: bins per column (the 256th code, 255, is the missing-value bin)
-MAX_TREE_BINS = 255
-_MISSING = 255
+#: default bins per column (code max_bins is the missing-value bin)
+MAX_TREE_BINS = 1023
+#: the most bins a column may have (codes are uint16)
+MAX_TREE_BINS_LIMIT = 65535
 
 
 class ColumnBins:
-    """How one column is binned: ``bin = searchsorted(edges, x, side="left")``, NaN -> 255.
+    """How one column is binned: ``bin = searchsorted(edges, x, side="left")``, NaN -> the last code.
 
     ``values``: the column's distinct values when there are at most ``max_bins`` of
     them (bin k holds exactly values[k]; edges are the midpoints), else None (edges are
@@ -88,7 +89,8 @@ class ColumnBins:
 
 
 def bin_columns(X: np.ndarray, max_bins: int = MAX_TREE_BINS):
-    """``(B, bins)``: X (float, NaN = missing) as uint8 bin codes, and each column's :class:`ColumnBins`."""
+    """``(B, bins)``: X (float, NaN = missing) as uint16 bin codes (``max_bins`` = missing), and
+    each column's :class:`ColumnBins`."""
     X = np.ascontiguousarray(X, dtype="float64")
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D; got shape {X.shape}")
@@ -96,27 +98,27 @@ def bin_columns(X: np.ndarray, max_bins: int = MAX_TREE_BINS):
     offsets = np.zeros(X.shape[1] + 1, np.int64)
     offsets[1:] = np.cumsum([len(c.edges) for c in bins])
     flat = np.concatenate([c.edges for c in bins]) if bins else np.empty(0)
-    B = np.empty(X.shape, np.uint8)
-    _bin(X, flat, offsets, B)
+    B = np.empty(X.shape, np.uint16)
+    _bin(X, flat, offsets, B, max_bins)
     return B, bins
 
 
 @numba.njit(cache=True, nogil=True)
-def _bin(X, edges, offsets, out):
+def _bin(X, edges, offsets, out, miss):
     n, p = X.shape
     for j in range(p):
         e = edges[offsets[j]:offsets[j + 1]]
         for i in range(n):
             v = X[i, j]
             if np.isnan(v):
-                out[i, j] = _MISSING
+                out[i, j] = miss
             else:
                 out[i, j] = np.searchsorted(e, v, side="left")
 
 
 @numba.njit(cache=True, nogil=True)
-def _grow(B, y, msl):
-    """Grow the tree on binned B (n x p uint8).  Returns node arrays.
+def _grow(B, y, msl, miss):
+    """Grow the tree on binned B (n x p uint16, code ``miss`` = missing).  Returns node arrays.
 
     feature[k] = -1 for a leaf; split: bin <= cut[k] (non-missing) goes left,
     missing goes left iff miss_left[k]; nxt[k] is the node's next occupied bin after
@@ -131,10 +133,11 @@ def _grow(B, y, msl):
     left = np.full(max_nodes, -1, np.int64)
     right = np.full(max_nodes, -1, np.int64)
     count = np.zeros(max_nodes, np.int64)
-    idx = np.arange(n)
+    W = B.copy()  # rows are moved so that every node's rows are contiguous (sequential reads)
+    yw = y.copy()
     # histograms; invariant: all zero between nodes (each node clears what it touched)
-    hs = np.zeros((p, 256))
-    hc = np.zeros((p, 256), np.int64)
+    hs = np.zeros((p, miss + 1))
+    hc = np.zeros((p, miss + 1), np.int64)
     lo = np.empty(p, np.int64)
     hi = np.empty(p, np.int64)
     # depth-first stack of (node, start, end)
@@ -158,21 +161,20 @@ def _grow(B, y, msl):
         ymax = -np.inf
         total = 0.0
         for j in range(p):
-            lo[j] = 254
+            lo[j] = miss - 1
             hi[j] = 0
-        for k in range(start, end):
-            i = idx[k]
-            v = y[i]
+        for k in range(start, end):  # rows of the node are contiguous in W / yw
+            v = yw[k]
             total += v
             if v < ymin:
                 ymin = v
             if v > ymax:
                 ymax = v
             for j in range(p):
-                b = B[i, j]
+                b = W[k, j]
                 hs[j, b] += v
                 hc[j, b] += 1
-                if b != _MISSING:
+                if b != miss:
                     if b < lo[j]:
                         lo[j] = b
                     if b > hi[j]:
@@ -184,8 +186,8 @@ def _grow(B, y, msl):
         bmc = 0
         if ymin < ymax:  # y constant: a leaf
             for j in range(p):
-                ms = hs[j, _MISSING]
-                mc = hc[j, _MISSING]
+                ms = hs[j, miss]
+                mc = hc[j, miss]
                 ls = 0.0
                 lc = 0
                 last = hi[j] if mc > 0 else hi[j] - 1
@@ -195,6 +197,8 @@ def _grow(B, y, msl):
                         continue  # an empty bin: the same partition as the previous cut
                     ls += hs[j, b]
                     lc += c
+                    if lc > m - msl:
+                        break  # this and every further cut leave fewer than msl rows on the right
                     # missing values right
                     rc = m - lc
                     if lc >= msl and rc >= msl:
@@ -230,22 +234,26 @@ def _grow(B, y, msl):
             for b in range(lo[j], hi[j] + 1):
                 hs[j, b] = 0.0
                 hc[j, b] = 0
-            hs[j, _MISSING] = 0.0
-            hc[j, _MISSING] = 0
+            hs[j, miss] = 0.0
+            hc[j, miss] = 0
         if bj < 0:
             continue
-        # partition idx[start:end]: left block first (in-place, deterministic)
+        # partition rows start..end-1 of W / yw: left block first (in-place, deterministic)
         a = start
         z = end - 1
         while a <= z:
-            b = B[idx[a], bj]
-            go_left = bmiss if b == _MISSING else b <= bcut
+            b = W[a, bj]
+            go_left = bmiss if b == miss else b <= bcut
             if go_left:
                 a += 1
             else:
-                t = idx[a]
-                idx[a] = idx[z]
-                idx[z] = t
+                for j in range(p):
+                    t = W[a, j]
+                    W[a, j] = W[z, j]
+                    W[z, j] = t
+                tv = yw[a]
+                yw[a] = yw[z]
+                yw[z] = tv
                 z -= 1
         feature[node] = bj
         cut[node] = bcut
@@ -292,13 +300,13 @@ class HistTree:
     ----------
     min_samples_leaf : int
         Each leaf holds at least this many fitting rows.
-    max_bins : int, default 255
-        Bins per column (2..255); missing values get a bin of their own.
+    max_bins : int, default 1023
+        Bins per column (2..65535); missing values get a bin of their own (code max_bins).
     """
 
     def __init__(self, min_samples_leaf: int = 1, max_bins: int = MAX_TREE_BINS):
-        if not 2 <= int(max_bins) <= MAX_TREE_BINS:
-            raise ValueError(f"max_bins must be in [2, {MAX_TREE_BINS}]; got {max_bins!r}")
+        if not 2 <= int(max_bins) <= MAX_TREE_BINS_LIMIT:
+            raise ValueError(f"max_bins must be in [2, {MAX_TREE_BINS_LIMIT}]; got {max_bins!r}")
         self.min_samples_leaf = int(min_samples_leaf)
         self.max_bins = int(max_bins)
 
@@ -308,14 +316,14 @@ class HistTree:
 
     def fit_binned(self, B: np.ndarray, bins: list, y) -> "HistTree":
         """Fit on columns already binned by :func:`bin_columns` (shared by many trees)."""
-        B = np.ascontiguousarray(B, dtype=np.uint8)
+        B = np.ascontiguousarray(B, dtype=np.uint16)
         y = np.ascontiguousarray(y, dtype="float64")
         if B.ndim != 2 or len(B) != len(y) or B.shape[1] != len(bins):
             raise ValueError(f"B must be 2-D with len(y) rows and len(bins) columns; got {B.shape}, "
                              f"{y.shape}, {len(bins)}")
         if not np.isfinite(y).all():
             raise ValueError("y must be finite")
-        feature, cut, nxt, miss_left, left, right, count = _grow(B, y, self.min_samples_leaf)
+        feature, cut, nxt, miss_left, left, right, count = _grow(B, y, self.min_samples_leaf, self.max_bins)
         threshold = np.full(len(feature), np.nan)
         for k in np.flatnonzero(feature >= 0):
             threshold[k] = bins[feature[k]].threshold(cut[k], nxt[k])

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .aggregate import StratSpec, map_reduce, row_hash
+from . import histtree
 from .histtree import HistTree, bin_columns
 from .io import FeatureEncoder, as_float
 
@@ -78,9 +79,10 @@ class BinnedSample:
     """The tree sample's stratifying columns binned once, shared by every feature's tree."""
 
     columns: list[str]
-    B: np.ndarray  # rows with finite y x columns, uint8 bin codes
+    B: np.ndarray  # rows with finite y x columns, uint16 bin codes (max_bins: missing)
     bins: list  # each column's daskpd.histtree.ColumnBins
     y: np.ndarray
+    max_bins: int
 
     def subset(self, columns: Sequence[str]):
         pos = {c: i for i, c in enumerate(self.columns)}
@@ -101,8 +103,9 @@ def bin_sample(sample: pd.DataFrame, target: str, columns: Sequence[str], encode
     ok = np.isfinite(y)
     columns = list(columns)
     X = encoder.transform(sample.loc[ok], columns) if columns else np.empty((int(ok.sum()), 0))
-    B, bins = bin_columns(np.asarray(X, dtype="float64"))
-    return BinnedSample(columns=columns, B=B, bins=bins, y=y[ok])
+    max_bins = histtree.MAX_TREE_BINS
+    B, bins = bin_columns(np.asarray(X, dtype="float64"), max_bins)
+    return BinnedSample(columns=columns, B=B, bins=bins, y=y[ok], max_bins=max_bins)
 
 
 def fit_tree(sample: pd.DataFrame, target: str, other: Sequence[str], encoder: FeatureEncoder,
@@ -111,7 +114,7 @@ def fit_tree(sample: pd.DataFrame, target: str, other: Sequence[str], encoder: F
     """Fit the stratifying tree of y on ``other`` (None if no columns or no rows).
 
     ``tree_method="hist"`` (default): a :class:`daskpd.histtree.HistTree` -- columns cut
-    into at most 255 bins on the sample (exact for columns with <= 255 distinct values),
+    into at most 1023 bins on the sample (exact for columns with <= 1023 distinct values),
     grown to full size; ``binned`` (from :func:`bin_sample`) avoids re-binning per tree.
     ``"exact"``: scikit-learn's ``DecisionTreeRegressor`` (exact thresholds, as stratx;
     ~4x slower).  Both are grown until leaves hold ``min_samples_leaf`` rows.
@@ -125,7 +128,7 @@ def fit_tree(sample: pd.DataFrame, target: str, other: Sequence[str], encoder: F
         if len(binned.y) == 0:
             return None
         B, bins = binned.subset(other)
-        return HistTree(min_samples_leaf=min_samples_leaf).fit_binned(B, bins, binned.y)
+        return HistTree(min_samples_leaf=min_samples_leaf, max_bins=binned.max_bins).fit_binned(B, bins, binned.y)
     from sklearn.tree import DecisionTreeRegressor
 
     y = as_float(sample[target])

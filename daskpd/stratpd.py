@@ -181,7 +181,7 @@ def stratpd(
         keep their exact values.
     tree_method : {"hist", "exact"}, default "hist"
         How the stratifying tree is grown.  "hist": daskpd's histogram tree (columns
-        cut into at most 255 bins on the sample -- exact for columns with at most 255
+        cut into at most 1023 bins on the sample -- exact for columns with at most 1023
         distinct values -- and grown to full size; about 4x faster to fit).  "exact":
         scikit-learn's ``DecisionTreeRegressor`` (exact thresholds, as stratx).
     random_state : int, default 0

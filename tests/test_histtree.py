@@ -47,7 +47,7 @@ def walk_equal(h: HistTree, t, a=0, b=0):
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("nan_rate", [0.0, 0.1])
 def test_same_tree_as_sklearn_exact_when_columns_have_few_values(seed, nan_rate):
-    # With <= 255 distinct values per column every value has its own bin, so the best
+    # With <= 1023 distinct values per column every value has its own bin, so the best
     # histogram split is the best exact split: the same tree as DecisionTreeRegressor.
     X, y, msl, r = int_data(seed, nan_rate)
     h = HistTree(msl).fit(X, y)
@@ -81,7 +81,7 @@ def brute_best_root_split(X, y, msl):
 def test_root_split_is_the_best_split_on_quantile_bins(seed):
     r = np.random.default_rng(100 + seed)
     n = 4000
-    X = np.column_stack([r.normal(size=n), r.exponential(size=n), r.uniform(size=n)])  # > 255 distinct values
+    X = np.column_stack([r.normal(size=n), r.exponential(size=n), r.uniform(size=n)])  # > 1023 distinct values
     y = np.sin(3 * X[:, 0]) + X[:, 1] ** 2 * (seed % 2) + 2 * X[:, 2] + r.normal(0, 0.1, n)
     h = HistTree(20).fit(X, y)
     g, j, e = brute_best_root_split(X, y, 20)
@@ -156,14 +156,14 @@ def test_bins_are_exact_up_to_max_bins_and_quantiles_beyond():
     B2, _ = bin_columns(np.column_stack([x2, np.full(len(x2), np.nan)]))
     counts = np.bincount(B2[:, 0])
     assert counts.max() < 3 * len(x2) / MAX_TREE_BINS  # roughly equal-count bins
-    assert (B2[:, 1] == 255).all()  # the missing-value bin
+    assert (B2[:, 1] == MAX_TREE_BINS).all()  # the missing-value bin
 
 
 def test_bad_input_errors():
     with pytest.raises(ValueError, match="y must be finite"):
         HistTree(1).fit(np.zeros((3, 1)), [1.0, np.nan, 2.0])
     with pytest.raises(ValueError, match="max_bins"):
-        HistTree(1, max_bins=300)
+        HistTree(1, max_bins=70_000)
     t = HistTree(1).fit(np.arange(6.0).reshape(3, 2), [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="2 columns"):
         t.apply(np.zeros((4, 3)))
