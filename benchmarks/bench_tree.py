@@ -23,6 +23,11 @@ Part 2, what the tree changes in the answer: ``daskpd.importances`` on bench_imp
 numeric, numeric3 and mixed data at n = 1e5 (4 parquet files), ``--seeds`` data seeds,
 tree_method "hist" and "exact": wall time and the max absolute error of the normalised
 importances against the truth (bench_importances.truth_importances).
+
+Part 3, StratPD on a codependent continuous stratifier (``daskpd.datasets.Quadratic(
+decimals=2, x1_max=10)``: x2 = x1 + N(0, 0.5) has ~1e5 distinct values, so the histogram
+tree bins it): RMSE of the x1 curve against the truth x1^2 - min^2, at 1e5 and 1e6 rows,
+for tree_method "exact" and "hist" with 255, 511, 1023 (default) and 4095 bins per column.
 """
 from __future__ import annotations
 
@@ -114,6 +119,32 @@ def part2(seeds, workdir):
               f"({e[:, 0].mean() / h[:, 0].mean():.1f}x); max err hist {h[:, 1].mean():.4f}, exact {e[:, 1].mean():.4f}")
 
 
+def part3():
+    import daskpd
+    from daskpd import histtree
+    from daskpd.datasets import Quadratic
+
+    print("\npart 3: StratPD of x1 on Quadratic(decimals=2, x1_max=10): RMSE vs truth")
+    print(f"{'rows':>9} {'tree':>12} {'time s':>7} {'leaves':>7} {'RMSE':>7}")
+    default = histtree.MAX_TREE_BINS
+    for n in (100_000, 1_000_000):
+        df = Quadratic(random_state=0, decimals=2, x1_max=10.0).frame(n)
+        for tm, nb in (("exact", None), ("hist", 255), ("hist", 511), ("hist", 1023), ("hist", 4095)):
+            histtree.MAX_TREE_BINS = nb or default
+            try:
+                t = time.perf_counter()
+                r = daskpd.stratpd(df, "y", "x1", tree_method=tm, progress=False)
+                el = time.perf_counter() - t
+            finally:
+                histtree.MAX_TREE_BINS = default
+            f = r.to_frame()
+            x, p = f["x"].to_numpy(), f["pd"].to_numpy()
+            ok = np.isfinite(p)
+            rmse = float(np.sqrt(np.mean((p[ok] - (x[ok] ** 2 - x[ok].min() ** 2)) ** 2)))
+            label = tm if nb is None else f"hist {nb}"
+            print(f"{n:>9,} {label:>12} {el:7.2f} {r.params['tree_leaves']:7,} {rmse:7.4f}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1e5,2e5")
@@ -128,6 +159,7 @@ def main(argv=None):
     part1(sizes, workdir)
     if not a.skip_importances:
         part2(a.seeds, workdir)
+    part3()
 
 
 if __name__ == "__main__":
