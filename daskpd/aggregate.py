@@ -115,11 +115,14 @@ class StratSpec:
     edges: np.ndarray | None = None  # bin edges for a binned numeric feature
     nan_as_level: bool = False  # categorical: missing values form their own level
 
-    def leaves(self, X: np.ndarray) -> np.ndarray:
-        if self.tree is None or X.shape[1] == 0:
+    def leaves(self, X: np.ndarray, columns=None) -> np.ndarray:
+        """Leaf of every row of X (``columns``: positions of the tree's inputs in X; default all)."""
+        if self.tree is None or (X.shape[1] if columns is None else len(columns)) == 0:
             return np.zeros(X.shape[0], dtype="int64")
-        if isinstance(self.tree, HistTree):  # its thresholds are on float64 values
-            return self.tree.apply(X)
+        if isinstance(self.tree, HistTree):  # thresholds on float64 values; reads the columns in place
+            return self.tree.apply(X, columns)
+        if columns is not None:
+            X = X[:, columns]
         return self.tree.apply(X.astype("float32")).astype("int64")
 
     def keys(self, x: np.ndarray) -> np.ndarray:
@@ -234,19 +237,18 @@ def strat_map(df: pd.DataFrame, plan: StratPlan) -> dict[str, FeatureAgg]:
             else:
                 xall = xall.to_numpy(dtype=object) if xall.dtype != object else xall.to_numpy()
         ok = x_ok & y_ok
-        idx = [col_index[c] for c in spec.other]
-        Xo = X[ok][:, idx] if idx else np.empty((int(ok.sum()), 0))
-        leaf = spec.leaves(Xo)
-        yy = y[ok]
+        sel = slice(None) if ok.all() else ok  # a view, not a copy, when every row counts
+        leaf = spec.leaves(X[sel], [col_index[c] for c in spec.other])
+        yy = y[sel]
         if spec.kind == "numeric":
-            xx = xall[ok]
+            xx = xall[sel]
             key = spec.keys(xx)
         else:
-            xx = np.zeros(int(ok.sum()))
-            key = xall[ok]
+            xx = np.zeros(len(yy))
+            key = xall[sel]
         stats = [np.ones_like(yy), yy, xx]
         if W is not None:
-            w = W[ok]
+            w = W[sel]
             for t in range(plan.n_trials):
                 stats += [w[:, t], w[:, t] * yy, w[:, t] * xx]
         out[spec.feature] = FeatureAgg(

@@ -116,6 +116,20 @@ def _bin(X, edges, offsets, out, miss):
                 out[i, j] = np.searchsorted(e, v, side="left")
 
 
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_INDEX = np.array([
+    0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4,
+    62, 55, 59, 36, 53, 51, 43, 22, 45, 39, 33, 30, 24, 18, 12, 5,
+    63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21, 44, 32, 23, 11,
+    46, 26, 40, 15, 34, 20, 31, 10, 25, 14, 19, 9, 13, 8, 7, 6], dtype=np.int64)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _bit_index(low):
+    """Position of the single set bit of ``low`` (uint64), by de Bruijn multiplication."""
+    return _DEBRUIJN_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
+
+
 @numba.njit(cache=True, nogil=True)
 def _grow(B, y, msl, miss):
     """Grow the tree on binned B (n x p uint16, code ``miss`` = missing).  Returns node arrays.
@@ -135,11 +149,14 @@ def _grow(B, y, msl, miss):
     count = np.zeros(max_nodes, np.int64)
     W = B.copy()  # rows are moved so that every node's rows are contiguous (sequential reads)
     yw = y.copy()
-    # histograms; invariant: all zero between nodes (each node clears what it touched)
+    # histograms; invariant: all zero between nodes (each node clears what it touched).
+    # occ: a bitmap of each column's occupied bins, so that scans and clears jump from one
+    # occupied bin to the next instead of walking every bin of the column's range
     hs = np.zeros((p, miss + 1))
     hc = np.zeros((p, miss + 1), np.int64)
-    lo = np.empty(p, np.int64)
-    hi = np.empty(p, np.int64)
+    n_words = (miss >> 6) + 1
+    occ = np.zeros((p, n_words), np.uint64)
+    one = np.uint64(1)
     # depth-first stack of (node, start, end)
     stack = np.empty((max_nodes, 3), np.int64)
     stack[0, 0] = 0
@@ -156,13 +173,10 @@ def _grow(B, y, msl, miss):
         count[node] = m
         if m < 2 * msl:
             continue
-        # one pass over the node's rows: histograms, y range, occupied bins per column
+        # one pass over the node's rows: histograms, occupied bins, y range
         ymin = np.inf
         ymax = -np.inf
         total = 0.0
-        for j in range(p):
-            lo[j] = miss - 1
-            hi[j] = 0
         for k in range(start, end):  # rows of the node are contiguous in W / yw
             v = yw[k]
             total += v
@@ -174,11 +188,7 @@ def _grow(B, y, msl, miss):
                 b = W[k, j]
                 hs[j, b] += v
                 hc[j, b] += 1
-                if b != miss:
-                    if b < lo[j]:
-                        lo[j] = b
-                    if b > hi[j]:
-                        hi[j] = b
+                occ[j, b >> 6] |= one << np.uint64(b & 63)
         best = -np.inf
         bj = -1
         bcut = 0
@@ -190,52 +200,64 @@ def _grow(B, y, msl, miss):
                 mc = hc[j, miss]
                 ls = 0.0
                 lc = 0
-                last = hi[j] if mc > 0 else hi[j] - 1
-                for b in range(lo[j], last + 1):
-                    c = hc[j, b]
-                    if c == 0:
-                        continue  # an empty bin: the same partition as the previous cut
-                    ls += hs[j, b]
-                    lc += c
-                    if lc > m - msl:
-                        break  # this and every further cut leave fewer than msl rows on the right
-                    # missing values right
-                    rc = m - lc
-                    if lc >= msl and rc >= msl:
-                        rs = total - ls
-                        g = ls * ls / lc + rs * rs / rc
-                        if g > best:
-                            best = g
-                            bj = j
-                            bcut = b
-                            bmiss = False
-                            bmc = mc
-                    # missing values left
-                    if mc > 0 and b < hi[j]:
-                        lc2 = lc + mc
-                        rc2 = m - lc2
-                        if lc2 >= msl and rc2 >= msl:
-                            ls2 = ls + ms
-                            rs2 = total - ls2
-                            g = ls2 * ls2 / lc2 + rs2 * rs2 / rc2
+                done = False
+                for wi in range(n_words):
+                    w = occ[j, wi]
+                    while w != 0:
+                        low = w & (~w + one)  # the lowest set bit
+                        w ^= low
+                        b = (wi << 6) + _bit_index(low)
+                        if b >= miss:  # the missing-value bin: not a cut
+                            done = True
+                            break
+                        ls += hs[j, b]
+                        lc += hc[j, b]
+                        if lc > m - msl:  # this and every further cut leave < msl rows on the right
+                            done = True
+                            break
+                        # missing values right
+                        rc = m - lc
+                        if lc >= msl and rc >= msl:
+                            rs = total - ls
+                            g = ls * ls / lc + rs * rs / rc
                             if g > best:
                                 best = g
                                 bj = j
                                 bcut = b
-                                bmiss = True
+                                bmiss = False
                                 bmc = mc
+                        # missing values left
+                        if mc > 0:
+                            lc2 = lc + mc
+                            rc2 = m - lc2
+                            if lc2 >= msl and rc2 >= msl:
+                                ls2 = ls + ms
+                                rs2 = total - ls2
+                                g = ls2 * ls2 / lc2 + rs2 * rs2 / rc2
+                                if g > best:
+                                    best = g
+                                    bj = j
+                                    bcut = b
+                                    bmiss = True
+                                    bmc = mc
+                    if done:
+                        break
         bnext = -1  # the next occupied bin after the cut (-1: every non-missing row goes left)
         if bj >= 0:
-            for b in range(bcut + 1, hi[bj] + 1):
+            for b in range(bcut + 1, miss):
                 if hc[bj, b] > 0:
                     bnext = b
                     break
         for j in range(p):  # restore the all-zero invariant
-            for b in range(lo[j], hi[j] + 1):
-                hs[j, b] = 0.0
-                hc[j, b] = 0
-            hs[j, miss] = 0.0
-            hc[j, miss] = 0
+            for wi in range(n_words):
+                w = occ[j, wi]
+                while w != 0:
+                    low = w & (~w + one)
+                    w ^= low
+                    b = (wi << 6) + _bit_index(low)
+                    hs[j, b] = 0.0
+                    hc[j, b] = 0
+                occ[j, wi] = 0
         if bj < 0:
             continue
         # partition rows start..end-1 of W / yw: left block first (in-place, deterministic)
@@ -277,18 +299,24 @@ def _grow(B, y, msl, miss):
 
 
 @numba.njit(cache=True, nogil=True)
-def _apply(X, feature, threshold, miss_left, left, right):
+def _apply(X, nodes):
+    """Leaf id of every row.  nodes[k] = (threshold, column in X or -1 for a leaf,
+    2 * left child + missing-goes-left); the right child is left child + 1."""
     n = X.shape[0]
     out = np.empty(n, np.int64)
     for i in range(n):
         k = 0
-        while feature[k] >= 0:
-            v = X[i, feature[k]]
+        while True:
+            c = np.int64(nodes[k, 1])
+            if c < 0:
+                break
+            v = X[i, c]
+            code = np.int64(nodes[k, 2])
             if np.isnan(v):
-                go = miss_left[k]
+                go = (code & 1) == 1
             else:
-                go = v <= threshold[k]
-            k = left[k] if go else right[k]
+                go = v <= nodes[k, 0]
+            k = (code >> 1) if go else (code >> 1) + 1
         out[i] = k
     return out
 
@@ -350,10 +378,25 @@ class HistTree:
                 depth[self.children_left_[k]] = depth[self.children_right_[k]] = depth[k] + 1
         return int(depth.max())
 
-    def apply(self, X) -> np.ndarray:
-        """Leaf (node) id of every row of X (int64)."""
-        X = np.ascontiguousarray(X, dtype="float64")
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X must have {self.n_features_in_} columns; got shape {X.shape}")
-        return _apply(X, self.feature_, self.threshold_, self.missing_left_, self.children_left_,
-                      self.children_right_)
+    def apply(self, X, columns=None) -> np.ndarray:
+        """Leaf (node) id of every row of X (int64).
+
+        ``columns``: positions in X of the tree's input columns (default: X is exactly
+        the tree's columns), so that a wider table needs no column-subset copy.
+        """
+        X = np.asarray(X, dtype="float64")
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D; got shape {X.shape}")
+        if columns is None:
+            if X.shape[1] != self.n_features_in_:
+                raise ValueError(f"X must have {self.n_features_in_} columns; got shape {X.shape}")
+            columns = np.arange(self.n_features_in_)
+        columns = np.asarray(columns, dtype=np.int64)
+        if len(columns) != self.n_features_in_ or (len(columns) and not 0 <= columns.min() <= columns.max() < X.shape[1]):
+            raise ValueError(f"columns must give {self.n_features_in_} positions in X's {X.shape[1]} columns")
+        split = self.feature_ >= 0
+        nodes = np.empty((self.node_count, 3))
+        nodes[:, 0] = self.threshold_
+        nodes[:, 1] = np.where(split, columns[np.maximum(self.feature_, 0)], -1)
+        nodes[:, 2] = 2 * np.maximum(self.children_left_, 0) + self.missing_left_
+        return _apply(X, nodes)
