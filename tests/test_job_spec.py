@@ -48,6 +48,8 @@ def test_minimal_spec_defaults(tmp_path):
     assert spec.output.dir is None and spec.output.plots and spec.output.report and spec.output.keep == 0
     assert spec.model is None and spec.cluster.scheduler is None
     assert spec.spec_text.strip().startswith('name = "t"')
+    assert spec.tree_method == "hist"
+    assert load_spec(write(tmp_path, MINIMAL.replace('target = "y"', 'target = "y"\ntree_method = "exact"'))).tree_method == "exact"
 
 
 def test_full_spec(tmp_path):
@@ -179,6 +181,7 @@ def test_missing_source(tmp_path):
     ('features = ["a", "a"]', "features", "'a' repeated"),
     ("description = 3", "description", "expected a string, got integer 3"),
     ("source = 3", "source", "expected a table, got integer 3"),
+    ('tree_method = "fast"', "tree_method", "'fast'"),
 ])
 def test_wrong_types(tmp_path, line, key, expected):
     text = MINIMAL.replace('target = "y"', f'target = "y"\n{line}')
