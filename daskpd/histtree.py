@@ -44,6 +44,13 @@ MAX_TREE_BINS = 1023
 MAX_TREE_BINS_LIMIT = 65535
 
 
+def _midpoints(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a/2 + b/2 for a < b, or a where that rounds up to b (adjacent floats; scikit-learn's rule),
+    so that ``a <= mid < b`` always holds."""
+    mid = a / 2.0 + b / 2.0
+    return np.where(mid >= b, a, mid)
+
+
 class ColumnBins:
     """How one column is binned: ``bin = searchsorted(edges, x, side="left")``, NaN -> the last code.
 
@@ -70,7 +77,7 @@ class ColumnBins:
         np.not_equal(xs[1:], xs[:-1], out=first[1:])
         u = xs[first]
         if len(u) <= max_bins:
-            return cls((u[:-1] + u[1:]) / 2, u)
+            return cls(_midpoints(u[:-1], u[1:]), u)
         pos = np.linspace(0, 1, max_bins + 1)[1:-1] * (len(xs) - 1)
         return cls(np.unique((xs[np.floor(pos).astype(np.int64)] + xs[np.ceil(pos).astype(np.int64)]) / 2), None)
 
@@ -84,7 +91,7 @@ class ColumnBins:
         if nxt < 0:
             return np.inf
         if self.values is not None:
-            return self.values[cut] / 2.0 + self.values[nxt] / 2.0
+            return float(_midpoints(self.values[cut:cut + 1], self.values[nxt:nxt + 1])[0])
         return self.edges[cut] / 2.0 + self.edges[nxt - 1] / 2.0
 
 

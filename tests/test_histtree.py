@@ -159,6 +159,19 @@ def test_bins_are_exact_up_to_max_bins_and_quantiles_beyond():
     assert (B2[:, 1] == MAX_TREE_BINS).all()  # the missing-value bin
 
 
+def test_adjacent_float_values_stay_apart():
+    # the midpoint of two adjacent floats rounds onto one of them; the split must still separate them
+    a = 1.0
+    b = np.nextafter(a, 2.0)
+    X = np.repeat([a, b], 20)[:, None]
+    y = np.repeat([0.0, 1.0], 20)
+    t = HistTree(5).fit(X, y)
+    assert t.get_n_leaves() == 2
+    leaf = t.apply(X)
+    assert len(set(leaf[:20])) == 1 and len(set(leaf[20:])) == 1 and leaf[0] != leaf[-1]
+    assert a <= t.threshold_[0] < b  # (scikit-learn's tree, on float32, cannot tell a from b at all)
+
+
 def test_bad_input_errors():
     with pytest.raises(ValueError, match="y must be finite"):
         HistTree(1).fit(np.zeros((3, 1)), [1.0, np.nan, 2.0])
