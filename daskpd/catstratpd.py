@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .aggregate import STATS_PER_SET, FeatureAgg
+from .aggregate import N, SUM_Y, FeatureAgg
 from .io import DataError, load
 from .pipeline import check_int, run_strat
 from .results import ResultMixin
@@ -423,15 +423,13 @@ def finalize_categorical(agg: FeatureAgg, *, feature: str, target: str, params: 
                          with_trials: bool = True) -> CatStratPDResult:
     """Per-(leaf, category) sums -> CatStratPDResult.
 
-    ``stats_set=t`` computes from the column triple ``3t..3t+2`` (0: the plain counts
-    and sums; ``t >= 1``: bootstrap trial ``t``'s weights).  With ``stats_set=0`` and
-    trial columns present (and ``with_trials``), ``trials_pd`` holds one effect vector
-    per trial (NaN for categories a trial does not see), shifted the same way.
+    ``stats_set=t`` computes from statistics set ``t`` (0: the plain counts and sums;
+    ``t >= 1``: bootstrap trial ``t``'s weights).  With ``stats_set=0`` and trial
+    columns present (and ``with_trials``), ``trials_pd`` holds one effect vector per trial (NaN for categories a trial does not see), shifted the same way.
     ``dtype``: the feature's pandas dtype, to return labels of the same type.
     """
     g = agg.sums
-    vals = g.values
-    n_sets = vals.shape[1] // STATS_PER_SET if vals.ndim == 2 else 0
+    n_sets = agg.n_sets
     stats_set = check_int("stats_set", stats_set, 0)
     if stats_set >= max(n_sets, 1):
         raise DataError(f"parameter stats_set={stats_set} but the aggregate has {n_sets} statistic set(s)")
@@ -439,8 +437,7 @@ def finalize_categorical(agg: FeatureAgg, *, feature: str, target: str, params: 
     K = len(index)
 
     def one(t):
-        c0 = STATS_PER_SET * t
-        e = solve_effects(g.leaf, codes, vals[:, c0], vals[:, c0 + 1], K, solver=solver)
+        e = solve_effects(g.leaf, codes, agg.column(N, t), agg.column(SUM_Y, t), K, solver=solver)
         pd_ = place_groups(e.effect, e.group, e.count, e.sum_y)
         return _shift(pd_, e.count, centered), e
 

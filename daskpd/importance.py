@@ -40,7 +40,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .aggregate import STATS_PER_SET, FeatureAgg, StratPlan, StratSpec, strat_map
+from .aggregate import N, FeatureAgg, StratPlan, StratSpec, strat_map
 from .io import DataError, column_kinds
 from .pipeline import StratRun, check_int, resolve_columns, run_strat
 from .results import ResultMixin
@@ -124,7 +124,7 @@ def _position_counts(agg: FeatureAgg, kind: str, n_sets: int) -> tuple[np.ndarra
         codes, keys = pd.factorize(pd.Index(g.key, dtype=object), sort=True, use_na_sentinel=False)
         pos = np.asarray(codes)
         keys = np.asarray(keys, dtype=object)
-    out = np.vstack([np.bincount(pos, weights=g.values[:, STATS_PER_SET * s], minlength=len(keys))
+    out = np.vstack([np.bincount(pos, weights=agg.column(N, s), minlength=len(keys))
                      for s in range(n_sets)])
     return keys, out
 

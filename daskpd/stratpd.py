@@ -21,7 +21,7 @@ import warnings
 
 import numpy as np
 
-from .aggregate import STATS_PER_SET, FeatureAgg
+from .aggregate import N, SUM_X, SUM_Y, FeatureAgg
 from .io import DataError
 from .pipeline import check_int, run_strat
 from .results import StratPDResult
@@ -93,21 +93,22 @@ def finalize_numeric(agg: FeatureAgg, *, feature: str, target: str, binned: bool
                      params: dict | None = None, n_segments: int = 500, random_state: int = 0) -> StratPDResult:
     """Per-(leaf, x) sums -> StratPDResult (plus bootstrap curves when trials were run)."""
     g = agg.sums
-    vals = g.values
-    n_sets = vals.shape[1] // STATS_PER_SET
-    cnt_all = vals[:, 0]
+    n_sets = agg.n_sets
+    if binned and agg.stats_per_set < 3:
+        raise ValueError(f"feature {feature!r} is binned but its aggregate has no sums of x")
+    cnt_all = agg.column(N)
     keys = g.key.astype("float64")
     ux_keys, pos = np.unique(keys, return_inverse=True)
     count = np.bincount(pos, weights=cnt_all, minlength=len(ux_keys))
     if binned:
-        ux = np.bincount(pos, weights=vals[:, 2], minlength=len(ux_keys)) / count
+        ux = np.bincount(pos, weights=agg.column(SUM_X), minlength=len(ux_keys)) / count
     else:
         ux = ux_keys
 
-    def one(c0):
-        cnt, sy, sx = vals[:, c0], vals[:, c0 + 1], vals[:, c0 + 2]
+    def one(t):
+        cnt, sy = agg.column(N, t), agg.column(SUM_Y, t)
         m = cnt > 0
-        xbar = (sx[m] / cnt[m]) if binned else keys[m]
+        xbar = (agg.column(SUM_X, t)[m] / cnt[m]) if binned else keys[m]
         start, end, slope, ignored, n_leaves = slope_segments(g.leaf[m], pos[m], cnt[m], sy[m], xbar)
         mean, c = average_slopes(start, end, slope, len(ux))
         keep = c >= min_slopes_per_x
@@ -117,7 +118,7 @@ def finalize_numeric(agg: FeatureAgg, *, feature: str, target: str, binned: bool
     pd_, supported, slope, c, ignored, n_leaves, segs = one(0)
     trials = None
     if n_sets > 1:
-        trials = np.vstack([one(STATS_PER_SET * t)[0] for t in range(1, n_sets)])
+        trials = np.vstack([one(t)[0] for t in range(1, n_sets)])
     start, end, seg_slope = segs
     if len(seg_slope) > n_segments:
         pick = np.sort(np.random.default_rng(random_state).choice(len(seg_slope), n_segments, replace=False))

@@ -176,3 +176,47 @@ def test_in_memory_kernels_equal_dask_to_the_bit():
     remote = map_reduce(ddf, strat_map, strat_combine, plan, split_every=2).compute(scheduler="threads")["x"]
     np.testing.assert_array_equal(local.sums.values, remote.sums.values)
     np.testing.assert_array_equal(local.sums.key, remote.sums.key)
+
+
+def test_scan_sums_x_only_for_binned_features():
+    """Exact-valued x is its own key and a category has no x: only a binned feature's
+    table carries sum_x (in every trial's set too); the curves are unchanged by it."""
+    rng = np.random.default_rng(11)
+    n = 2000
+    df = pd.DataFrame({"x": rng.integers(0, 40, n).astype(float), "z": rng.normal(size=n),
+                       "c": rng.choice(list("abcd"), n), "a": rng.normal(size=n)})
+    df["y"] = df.x + 2 * df.z + (df.c == "b") + df.a + rng.normal(size=n)
+    enc = FeatureEncoder.fit(df, ["x", "z", "c", "a"])
+    specs = [StratSpec("x", "numeric", ["a"], None), StratSpec("z", "numeric", ["a"], None, bin_edges(df.z.to_numpy(), 20)),
+             StratSpec("c", "categorical", ["a"], None)]
+    for n_trials in (0, 3):
+        aggs = strat_map(df, StratPlan("y", specs, enc, n_trials=n_trials))
+        assert [aggs[f].stats_per_set for f in "xzc"] == [2, 3, 2]
+        for f in "xzc":
+            assert aggs[f].n_sets == 1 + n_trials
+            assert aggs[f].sums.values.shape[1] == aggs[f].stats_per_set * (1 + n_trials)
+    # the binned feature's sum_x is its rows' sum of x, per bin
+    z = aggs["z"]
+    np.testing.assert_allclose(np.bincount(z.sums.key.astype(int), weights=z.column(2)),
+                               df.groupby(specs[1].keys(df.z.to_numpy())).z.sum().to_numpy())
+    with pytest.raises(ValueError, match="no column 2"):
+        aggs["x"].column(2)
+    # the 2-column table gives the same curve as a hand-made 3-column one
+    two = finalize_numeric(aggs["x"], feature="x", target="y", binned=False, min_slopes_per_x=1)
+    three = fin(np.zeros(n, int), df.x, df.y)
+    np.testing.assert_array_equal(two.pd, three.pd)
+
+
+def test_merging_sorted_partials_equals_grouping_from_scratch():
+    rng = np.random.default_rng(3)
+    leaf = rng.integers(0, 50, 5000)
+    key = rng.choice(np.array(["u", "v", "w", None], dtype=object), 5000)
+    vals = rng.normal(size=(5000, 4))
+    cuts = [0, 700, 701, 3000, 5000]
+    parts = [group_sums(leaf[a:b], key[a:b], vals[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+    merged = combine_group_sums(parts)
+    whole = group_sums(np.concatenate([p.leaf for p in parts]), np.concatenate([p.key for p in parts]),
+                       np.concatenate([p.values for p in parts]))  # same rows, np.unique's path
+    np.testing.assert_array_equal(merged.leaf, whole.leaf)
+    pd.testing.assert_index_equal(pd.Index(merged.key), pd.Index(whole.key))  # a missing key sorts last in both
+    np.testing.assert_array_equal(merged.values, whole.values)
