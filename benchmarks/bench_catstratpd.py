@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """CatStratPD: daskpd vs stratx 0.5, side by side in one run.
 
-    /work/venv/bin/python benchmarks/bench_catstratpd.py [--sizes 1e4,1e5,1e6] [--levels 1000]
+    .venv/bin/python benchmarks/bench_catstratpd.py [--sizes 1e4,1e5,1e6] [--levels 1000]
         [--workdir DIR] [--stratx-python PATH] [--stratx-timeout 900] [--out results.json]
 
 For every size it writes one synthetic table (a directory of 4 parquet files) with a

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Feature importances: daskpd vs stratx 0.5, side by side in one run, then 1e7 rows.
 
-    /work/venv/bin/python benchmarks/bench_importances.py [--n-small 1e5] [--n-large 1e7]
+    .venv/bin/python benchmarks/bench_importances.py [--n-small 1e5] [--n-large 1e7]
         [--trials 5] [--workdir DIR] [--stratx-new PY] [--stratx-old PY]
         [--stratx-timeout 900] [--stratx-max-memory 8e9] [--skip-stratx] [--skip-large]
         [--out results.json]
@@ -421,7 +421,7 @@ def main(argv=None):
             results[key] = run_daskpd(path, "mixed", kw, 4 * timeout)
             log(key)
     results["machine"]["load_end"] = " ".join(f"{v:.1f}" for v in os.getloadavg())
-    cmdline = "/work/venv/bin/python benchmarks/bench_importances.py " + " ".join(
+    cmdline = ".venv/bin/python benchmarks/bench_importances.py " + " ".join(
         argv if argv is not None else sys.argv[1:])
     md = report(results, cmdline.strip())
     print(md)

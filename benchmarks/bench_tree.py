@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The stratifying tree: daskpd's histogram tree vs scikit-learn's exact tree.
 
-    /work/venv/bin/python benchmarks/bench_tree.py [--sizes 1e5,2e5] [--seeds 3] [--workdir DIR]
+    .venv/bin/python benchmarks/bench_tree.py [--sizes 1e5,2e5] [--seeds 3] [--workdir DIR]
 
 Part 1, fit time (best of 3, one thread, after a warm-up) of one stratifying tree of y
 on 9 columns (x2..x10 of bench_importances' ``numeric3`` data, 3-decimal features),
