@@ -10,7 +10,9 @@ files of 500,000 rows, written chunk by chunk; reused when already in ``--workdi
 Each (trials, split_every) setting runs in its own fresh process on dask's threads: the
 process RSS is sampled every 50 ms during ``daskpd.pipeline.run_strat`` (what
 ``importances`` runs before its small driver-side finalize), and the peak is reported
-per phase (sample pass, tree fits, scan), with the merged aggregates' bytes.
+per phase (sample pass, tree fits, scan), with the merged aggregates' bytes and, from a
+dask callback on the threaded scheduler's cache, the most bytes of task results held at
+once (``dask.sizeof``) and how many scan (map) outputs were among them at that moment.
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ FEATURES = ["x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "c1", "c2"]
 def child(data: str, n_trials: int, split_every: int) -> dict:
     import dask
     import psutil
+    from dask.callbacks import Callback
+    from dask.sizeof import sizeof
 
     import daskpd.aggregate as agg
     import daskpd.pipeline as pipeline
@@ -45,6 +49,20 @@ def child(data: str, n_trials: int, split_every: int) -> dict:
             samples.append((time.perf_counter(), proc.memory_info().rss))
             time.sleep(0.05)
 
+    @sizeof.register(agg.FeatureAgg)
+    def _sizeof_agg(a):
+        return a.sums.nbytes
+
+    held = {"bytes": 0, "maps": 0}
+
+    class Held(Callback):  # results in the scheduler's cache after each task
+        def _posttask(self, key, result, dsk, state, worker_id):
+            cache = state["cache"]
+            total = sum(sizeof(v) for v in cache.values())
+            if total > held["bytes"]:
+                held["bytes"] = total
+                held["maps"] = sum(str(k).startswith("daskpd-strat-map") for k in cache)
+
     kw = dict(kinds={"c2": "categorical"}, min_samples_leaf_for={"c1": 5, "c2": 5}, progress=False)
     with dask.config.set(scheduler="threads"):
         pipeline.run_strat(bench_importances().chunk(999, 2_000), "y", FEATURES, **kw)  # warm-up, off the clock
@@ -52,7 +70,8 @@ def child(data: str, n_trials: int, split_every: int) -> dict:
         th = threading.Thread(target=sampler, daemon=True)
         th.start()
         t0 = time.perf_counter()
-        run = pipeline.run_strat(data, "y", FEATURES, n_trials=n_trials, **kw)
+        with Held():
+            run = pipeline.run_strat(data, "y", FEATURES, n_trials=n_trials, **kw)
         t_end = time.perf_counter()
         stop.set()
         th.join()
@@ -63,7 +82,7 @@ def child(data: str, n_trials: int, split_every: int) -> dict:
     peaks = {k: max((m for ts, m in samples if a <= ts <= b), default=0) for k, (a, b) in bounds.items()}
     return {"n_trials": n_trials, "split_every": split_every, "seconds": t_end - t0, "timings": t,
             "rss_before": rss0, "peak": peaks, "agg_bytes": sum(a.sums.nbytes for a in run.aggs.values()),
-            "groups": {f: len(a.sums) for f, a in run.aggs.items()}, "n_partitions": run.n_partitions}
+            "groups": {f: len(a.sums) for f, a in run.aggs.items()}, "n_partitions": run.n_partitions, "held_bytes": held["bytes"], "held_maps": held["maps"]}
 
 
 def bench_importances():
@@ -92,8 +111,8 @@ def main(argv=None):
     gib = 2.0 ** 30
     print(f"data: {data} ({n:,} rows); load average at start {os.getloadavg()[0]:.1f}")
     print("| trials | split_every | seconds | sample / fit / scan s | peak RSS GiB: sample | fit | scan "
-          "| merged aggregates GiB | (leaf, position) groups |")
-    print("|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+          "| merged aggregates GiB | (leaf, position) groups | results held at most GiB (map outputs) |")
+    print("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for nt in (int(v) for v in a.trials.split(",")):
         for se in (int(v) for v in a.split_every.split(",")):
             out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps([data, nt, se])],
@@ -105,7 +124,8 @@ def main(argv=None):
             t, pk = r["timings"], r["peak"]
             print(f"| {nt} | {se} | {r['seconds']:.1f} | {t['sample_s']:.1f} / {t['fit_s']:.1f} / {t['scan_s']:.1f} "
                   f"| {pk['sample'] / gib:.2f} | {pk['fit'] / gib:.2f} | {pk['scan'] / gib:.2f} "
-                  f"| {r['agg_bytes'] / gib:.2f} | {sum(r['groups'].values()):,} |", flush=True)
+                  f"| {r['agg_bytes'] / gib:.2f} | {sum(r['groups'].values()):,} "
+                  f"| {r['held_bytes'] / gib:.2f} ({r['held_maps']}) |", flush=True)
     return 0
 
 
