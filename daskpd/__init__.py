@@ -46,6 +46,8 @@ def __getattr__(name):
         value = getattr(mod, name)
         globals()[name] = value
         return value
+    if not name.startswith("_") and importlib.util.find_spec(f"daskpd.{name}") is not None:
+        return importlib.import_module(f"daskpd.{name}")  # daskpd.importance, daskpd.plotting, ...
     raise AttributeError(f"module 'daskpd' has no attribute {name!r}")
 
 

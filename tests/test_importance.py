@@ -412,3 +412,24 @@ def test_plots(linear_result, tmp_path):
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+def test_documented_entry_points_after_a_bare_import():
+    """docs/importances.md calls ``daskpd.importance.strat_curves_and_importances`` after
+    ``import daskpd`` alone: submodules load on first attribute access (a fresh process,
+    since this one has imported them all already)."""
+    import subprocess
+    import sys
+
+    code = ("import daskpd, pandas as pd\n"
+            "assert 'daskpd.importance' not in __import__('sys').modules\n"
+            "df = pd.DataFrame({'x': [0., 1, 2, 3] * 30, 'z': [1., 0, 1, 0] * 30})\n"
+            "df['y'] = 2 * df.x + df.z\n"
+            "res = daskpd.importance.strat_curves_and_importances(df, 'y', min_samples_leaf=2)\n"
+            "print(list(res.table.index), callable(daskpd.importances), daskpd.plotting.__name__)\n"
+            "try:\n    daskpd.no_such_thing\nexcept AttributeError as e:\n    print('AttributeError', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "['x', 'z'] True daskpd.plotting"
+    assert lines[1] == "AttributeError module 'daskpd' has no attribute 'no_such_thing'"
