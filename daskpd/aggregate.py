@@ -5,10 +5,11 @@ per-(leaf, x-key) sums ``[n, sum_y]`` (plus ``[w, sum_wy]`` per bootstrap trial)
 row counters.  A binned numeric feature also sums x in every set (``[n, sum_y, sum_x]``:
 the finalize places each leaf's bin at its own mean x); for an exact-valued x the key is
 x itself and for a category x has no value, so those tables carry no x column (a third
-less memory and traffic in the scan, measured in docs/importances.md).  ``strat_combine(list)`` merges such partial aggregates.
-Both are plain functions on pandas/numpy objects; :func:`map_reduce` wires them into one
-dask graph (one task per partition, then a tree of combines), and the in-memory
-reference path calls the very same functions.
+less memory and traffic in the scan, measured in docs/importances.md).
+``strat_combine(list)`` merges such partial aggregates.  Both are plain functions on
+pandas/numpy objects; :func:`map_reduce` wires them into one dask graph (one task per
+partition, then a tree of combines), and the in-memory reference path calls the very
+same functions.
 
 Sums are of float64 in a fixed order (rows in partition order, partitions in a fixed
 tree), so a given partitioning gives bit-identical results on every scheduler; two

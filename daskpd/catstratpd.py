@@ -425,7 +425,8 @@ def finalize_categorical(agg: FeatureAgg, *, feature: str, target: str, params: 
 
     ``stats_set=t`` computes from statistics set ``t`` (0: the plain counts and sums;
     ``t >= 1``: bootstrap trial ``t``'s weights).  With ``stats_set=0`` and trial
-    columns present (and ``with_trials``), ``trials_pd`` holds one effect vector per trial (NaN for categories a trial does not see), shifted the same way.
+    columns present (and ``with_trials``), ``trials_pd`` holds one effect vector per
+    trial (NaN for categories a trial does not see), shifted the same way.
     ``dtype``: the feature's pandas dtype, to return labels of the same type.
     """
     g = agg.sums

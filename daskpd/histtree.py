@@ -315,8 +315,9 @@ def _apply(X, nodes):
     2 * left child + missing-goes-left); the right child is left child + 1.
 
     Rows descend in blocks of 8, one level at a time and without branching on the
-    comparison, so that the 8 independent descents overlap: 2.7x faster than one row at
-    a time (60 vs 160 ns a row on a 14-level tree, measured).
+    comparison, so that the 8 independent descents overlap: 2.3x faster than one row at
+    a time (1e6 rows x 9 columns through a tree grown on 2e5 of them with
+    min_samples_leaf=15: 0.23 s -> 0.10 s, measured).
     """
     n = X.shape[0]
     out = np.empty(n, np.int64)
