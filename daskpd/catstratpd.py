@@ -35,6 +35,7 @@ Merge (seed 000's "merge all leaves' delta vectors", done as one least-squares f
 """
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass, field
 
@@ -420,7 +421,7 @@ def _index_with_dtype(uniques, dtype):
 
 def finalize_categorical(agg: FeatureAgg, *, feature: str, target: str, params: dict | None = None,
                          stats_set: int = 0, centered: bool = False, dtype=None, solver: str = "auto",
-                         with_trials: bool = True) -> CatStratPDResult:
+                         with_trials: bool = True, warn: bool = True) -> CatStratPDResult:
     """Per-(leaf, category) sums -> CatStratPDResult.
 
     ``stats_set=t`` computes from statistics set ``t`` (0: the plain counts and sums;
@@ -428,6 +429,8 @@ def finalize_categorical(agg: FeatureAgg, *, feature: str, target: str, params: 
     columns present (and ``with_trials``), ``trials_pd`` holds one effect vector per
     trial (NaN for categories a trial does not see), shifted the same way.
     ``dtype``: the feature's pandas dtype, to return labels of the same type.
+    ``warn=False``: no warning when no leaf holds two categories (the caller emits it
+    where the user sees it; :func:`driver_side`).
     """
     g = agg.sums
     n_sets = agg.n_sets
@@ -455,13 +458,8 @@ def finalize_categorical(agg: FeatureAgg, *, feature: str, target: str, params: 
     with np.errstate(invalid="ignore", divide="ignore"):
         marginal = np.where(e.count > 0, e.sum_y / np.where(e.count > 0, e.count, 1), np.nan)
     n_used = float(e.count_used.sum())
-    if K and e.n_leaves_used == 0:
-        warnings.warn(
-            f"CatStratPD for feature {feature!r}: no leaf of the stratifying tree holds two or more categories, "
-            "so every category is its own group, placed at its marginal mean y: the other columns separate the "
-            "categories completely. Raise min_samples_leaf, stratify on fewer columns (features=...), or give "
-            "more rows.",
-            UserWarning, stacklevel=3)
+    if warn and K and e.n_leaves_used == 0:
+        warnings.warn(_no_shared_leaf_message(feature), UserWarning, stacklevel=3)
     p = dict(params or {})
     p["solver"] = e.solver
     return CatStratPDResult(
@@ -496,11 +494,47 @@ def _check_bool(name, value):
     return bool(value)
 
 
+def _no_shared_leaf_message(feature) -> str:
+    return (f"CatStratPD for feature {feature!r}: no leaf of the stratifying tree holds two or more categories, "
+            "so every category is its own group, placed at its marginal mean y: the other columns separate the "
+            "categories completely. Raise min_samples_leaf, stratify on fewer columns (features=...), or give "
+            "more rows.")
+
+
+def driver_side(res: CatStratPDResult) -> CatStratPDResult:
+    """The warning of a result finished on a worker, emitted where the user sees it."""
+    if len(res.categories) and res.n_leaves_used == 0:
+        warnings.warn(_no_shared_leaf_message(res.feature), UserWarning, stacklevel=3)
+    return res
+
+
+def check_category_keys(agg: FeatureAgg, feature: str, dtype) -> None:
+    """A float feature's categories must be integral (codes), else it is a numeric feature."""
+    if dtype is not None and pd.api.types.is_float_dtype(dtype):
+        keys = np.asarray(pd.unique(agg.sums.key), dtype="float64")
+        bad = keys[np.isfinite(keys) & (keys != np.round(keys))]
+        if len(bad):
+            raise DataError(
+                f"feature {feature!r} is a float column with non-integer values (e.g. {bad[0]!r}); CatStratPD "
+                "treats every distinct value as a category. Use daskpd.stratpd for a numeric feature, or cast "
+                "the column to int/str if its values really are category codes.")
+
+
+def _checked_finish(run, feature: str, *, dtype, centered: bool):
+    check_category_keys(run.aggs[feature], feature, dtype)
+    return finish_categorical(run, feature, dtype=dtype, centered=centered, warn=False)
+
+
 def run_categorical(data, target: str, feature: str, *, features=None, min_samples_leaf: int = 5,
                     sample_size: int = DEFAULT_SAMPLE_SIZE, random_state: int = 0, n_trials: int = 0,
                     nan_as_level: bool = False, tree_method: str = DEFAULT_TREE_METHOD, progress=None,
-                    storage_options=None, filters=None):
-    """Validate and run the shared pipeline for one categorical feature; returns (run, dtype)."""
+                    storage_options=None, filters=None, finish_centered: bool | None = None):
+    """Validate and run the shared pipeline for one categorical feature; returns (run, dtype).
+
+    ``finish_centered`` (True/False): the result is finished next to the merged
+    aggregate (``run.finished[feature]``, with that ``centered``), not returned as
+    ``run.aggs``.
+    """
     if not isinstance(feature, str):
         raise DataError(f"feature must be a column name (str); got {feature!r}")
     if feature == target:
@@ -510,22 +544,21 @@ def run_categorical(data, target: str, feature: str, *, features=None, min_sampl
     if dtype is not None and (pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype)):
         raise DataError(f"feature {feature!r} is a datetime ({dtype}); for CatStratPD convert it to labels first "
                         "(e.g. the year, or .dt.strftime), or use daskpd.stratpd on it as a number")
+    finish = None
+    if finish_centered is not None:
+        finish = functools.partial(_checked_finish, dtype=dtype, centered=finish_centered)
     run = run_strat(data, target, [feature], stratify_on=features, kinds={feature: "categorical"},
                     min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
                     random_state=random_state, n_trials=n_trials, nan_as_level=nan_as_level,
-                    tree_method=tree_method, progress=progress, storage_options=storage_options, filters=filters)
-    if dtype is not None and pd.api.types.is_float_dtype(dtype):
-        keys = np.asarray(pd.unique(run.aggs[feature].sums.key), dtype="float64")
-        bad = keys[np.isfinite(keys) & (keys != np.round(keys))]
-        if len(bad):
-            raise DataError(
-                f"feature {feature!r} is a float column with non-integer values (e.g. {bad[0]!r}); CatStratPD "
-                "treats every distinct value as a category. Use daskpd.stratpd for a numeric feature, or cast "
-                "the column to int/str if its values really are category codes.")
+                    tree_method=tree_method, progress=progress, storage_options=storage_options, filters=filters,
+                    finish=finish)
+    if finish is None:
+        check_category_keys(run.aggs[feature], feature, dtype)
     return run, dtype
 
 
-def finish_categorical(run, feature: str, *, dtype=None, centered: bool = False, solver: str = "auto"):
+def finish_categorical(run, feature: str, *, dtype=None, centered: bool = False, solver: str = "auto",
+                       warn: bool = True):
     spec = next(s for s in run.plan.specs if s.feature == feature)
     params = {
         "min_samples_leaf": spec.tree.min_samples_leaf if spec.tree is not None else None,
@@ -538,7 +571,7 @@ def finish_categorical(run, feature: str, *, dtype=None, centered: bool = False,
         "nan_as_level": spec.nan_as_level,
     }
     return finalize_categorical(run.aggs[feature], feature=feature, target=run.plan.target, params=params,
-                                centered=centered, dtype=dtype, solver=solver)
+                                centered=centered, dtype=dtype, solver=solver, warn=warn)
 
 
 def catstratpd(
@@ -607,5 +640,5 @@ def catstratpd(
     run, dtype = run_categorical(data, target, feature, features=features, min_samples_leaf=min_samples_leaf,
                                  sample_size=sample_size, random_state=random_state, n_trials=n_trials,
                                  nan_as_level=nan_as_level, tree_method=tree_method, progress=progress,
-                                 storage_options=storage_options, filters=filters)
-    return finish_categorical(run, feature, dtype=dtype, centered=centered)
+                                 storage_options=storage_options, filters=filters, finish_centered=centered)
+    return driver_side(run.finished[feature])

@@ -31,6 +31,7 @@ unnormalised values, in units of the target, are kept as ``*_raw`` columns.
 """
 from __future__ import annotations
 
+import functools
 import numbers
 import time
 import warnings
@@ -129,15 +130,20 @@ def _position_counts(agg: FeatureAgg, kind: str, n_sets: int) -> tuple[np.ndarra
     return keys, out
 
 
-def _finish_feature(run: StratRun, feature: str, kind: str, *, min_slopes_per_x: int, dtype=None):
-    """The curve (result object) of one feature from the run's aggregate."""
+def _finish_feature(run: StratRun, feature: str, *, min_slopes_per_x: int, dtypes: dict, n_sets: int):
+    """One feature's curve (result object) and its per-set (pd, counts) arrays, from the
+    run's aggregate; runs as a task next to the merged aggregate (``run_strat(finish=)``),
+    so only these small arrays reach the driver."""
+    kind = run.kinds[feature]
     if kind == "numeric":
         from .stratpd import finish_numeric
 
-        return finish_numeric(run, feature, min_slopes_per_x=min_slopes_per_x)
-    from .catstratpd import finish_categorical
+        res = finish_numeric(run, feature, min_slopes_per_x=min_slopes_per_x, warn=False)
+    else:
+        from .catstratpd import finish_categorical
 
-    return finish_categorical(run, feature, dtype=dtype)
+        res = finish_categorical(run, feature, dtype=dtypes.get(feature), warn=False)
+    return res, _curve_arrays(res, kind, run.aggs[feature], n_sets)
 
 
 def _curve_arrays(res, kind: str, agg: FeatureAgg, n_sets: int):
@@ -243,7 +249,9 @@ class ImportanceResult(ResultMixin):
     trials: pd.DataFrame | None = None
     null: pd.DataFrame | None = None
     params: dict = field(default_factory=dict)
-    timings: dict = field(default_factory=dict)  # seconds: sample_s, fit_s, scan_s (pipeline), finalize_s, pvalues_s
+    # seconds: sample_s, fit_s, scan_s (pipeline; the scan's graph also finishes the curves), finalize_s
+    # (the measures, on the driver), pvalues_s
+    timings: dict = field(default_factory=dict)
 
     @property
     def n_partition_reads(self) -> int:
@@ -440,25 +448,30 @@ def strat_curves_and_importances(
     dtypes = {f: ddf_all.dtypes[f] for f in feats if kinds[f] == "categorical"}
 
     # passes 1 and 2
+    n_sets = 1 + (n_trials if n_trials > 1 else 0)
     run = run_strat(
         ddf_all, target, feats, stratify_on=stratify_on, kinds=kinds, min_samples_leaf=min_samples_leaf,
         min_samples_leaf_for=msl_for, sample_size=sample_size, max_bins=max_bins, random_state=random_state,
         n_trials=n_trials if n_trials > 1 else 0, trial_fraction=trial_fraction, nan_as_level=nan_as_level,
-        tree_method=tree_method, progress=progress, storage_options=storage_options, filters=filters)
+        tree_method=tree_method, progress=progress, storage_options=storage_options, filters=filters,
+        finish=functools.partial(_finish_feature, min_slopes_per_x=min_slopes_per_x, dtypes=dtypes, n_sets=n_sets))
     kinds = {f: run.kinds[f] for f in feats}
     timings = dict(getattr(run, "timings", None) or {})
     t0 = time.perf_counter()
-    n_sets = 1 + (n_trials if n_trials > 1 else 0)
 
-    # curves and measures (driver; small arrays)
+    # measures (driver; the curves were finished next to the merged aggregates)
+    from .catstratpd import driver_side as categorical_driver_side
+    from .stratpd import driver_side as numeric_driver_side
+
     curves = {}
     raw = np.full((n_sets, len(feats), 3), np.nan)
     n_pos = np.zeros(len(feats), dtype="int64")
     n_used = np.zeros(len(feats))
     for i, f in enumerate(feats):
-        res = _finish_feature(run, f, kinds[f], min_slopes_per_x=min_slopes_per_x, dtype=dtypes.get(f))
-        curves[f] = res
-        for s, (pdv, cnt) in enumerate(_curve_arrays(res, kinds[f], run.aggs[f], n_sets)):
+        res, arrays = run.finished[f]
+        curves[f] = (numeric_driver_side(run, res, min_slopes_per_x=min_slopes_per_x) if kinds[f] == "numeric"
+                     else categorical_driver_side(res))
+        for s, (pdv, cnt) in enumerate(arrays):
             raw[s, i] = curve_measures(pdv, cnt, kinds[f])
             if s == 0:
                 ok = np.isfinite(pdv)
@@ -497,7 +510,7 @@ def strat_curves_and_importances(
     table["n_rows"] = n_used.astype("int64") if np.all(n_used == np.round(n_used)) else n_used
     table = table.sort_values(sort_by, ascending=False, kind="stable", na_position="last")
 
-    n_rows = int(next(iter(run.aggs.values())).n_rows)
+    n_rows = int(next(iter(curves.values())).n_rows)
     params = {"features": feats, "categorical": declared, "stratify_on": None if stratify_on is None else list(stratify_on),
               "n_trials": n_trials, "bootstrap": bootstrap, "subsample_size": trial_fraction,
               "normalize": normalize, "sort_by": sort_by, "min_samples_leaf": min_samples_leaf,

@@ -14,7 +14,7 @@ import numbers
 import os
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,12 +30,20 @@ __all__ = ["StratRun", "run_strat", "check_int", "resolve_columns"]
 @dataclass
 class StratRun:
     plan: StratPlan
-    aggs: dict[str, FeatureAgg]
+    aggs: dict[str, FeatureAgg] | None  # None when the run was finished on the workers
     sample_rows: int
     n_partitions: int
     kinds: dict[str, str]
     timings: dict[str, float]
     sample: pd.DataFrame | None = None  # the tree-fitting sample (hash-ordered bottom-k rows)
+    finished: dict | None = None  # {feature: finish(run, feature)} when run_strat was given ``finish``
+
+
+def _finish_on_worker(aggs: dict, feature: str, plan: StratPlan, meta: dict, finish: Callable):
+    """``finish`` of one feature, as a task next to the merged aggregate (see :func:`run_strat`)."""
+    view = StratRun(plan=plan, aggs={feature: aggs[feature]}, sample_rows=meta["sample_rows"],
+                    n_partitions=meta["n_partitions"], kinds=meta["kinds"], timings=dict(meta["timings"]))
+    return finish(view, feature)
 
 
 def check_int(name: str, value, minimum: int, allow_none: bool = False):
@@ -84,8 +92,18 @@ def run_strat(
     progress=None,
     storage_options=None,
     filters=None,
+    finish: Callable | None = None,
 ) -> StratRun:
-    """Run the pipeline for ``features`` (each stratified on ``stratify_on`` minus itself)."""
+    """Run the pipeline for ``features`` (each stratified on ``stratify_on`` minus itself).
+
+    ``finish(run, feature)``, if given, turns a feature's merged aggregate into its (small)
+    result inside the scan's graph: one task per feature, run where the last combine ran
+    (on a worker when a ``distributed.Client`` is active), so the per-(leaf, position)
+    tables never travel to the driver; ``run`` there is a view holding only that
+    feature's aggregate (no sample; timings of the sample and fit stages).  The results
+    are in ``StratRun.finished`` and ``StratRun.aggs`` is None.  Without ``finish`` the
+    merged aggregates come back in ``StratRun.aggs``.
+    """
     min_samples_leaf = check_int("min_samples_leaf", min_samples_leaf, 1)
     sample_size = check_int("sample_size", sample_size, 2)
     max_bins = check_int("max_bins", max_bins, 2, allow_none=True)
@@ -162,10 +180,19 @@ def run_strat(
 
     plan = StratPlan(target=target, specs=specs, encoder=encoder, n_trials=n_trials, trial_fraction=trial_fraction,
                      random_state=random_state, weight_columns=columns)
-    # pass 2: one scan, every feature
-    (aggs,) = cluster.compute(map_reduce(ddf, strat_map, strat_combine, cluster.share(plan), name="daskpd-strat"),
-                              progress=progress)
-    t3 = time.perf_counter()
-    timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": t3 - t2}
+    timings = {"sample_s": t1 - t0, "fit_s": t2 - t1}
+    # pass 2: one scan, every feature (and, with ``finish``, every feature's result)
+    shared_plan = cluster.share(plan)
+    merged = map_reduce(ddf, strat_map, strat_combine, shared_plan, name="daskpd-strat")
+    aggs = finished = None
+    if finish is None:
+        (aggs,) = cluster.compute(merged, progress=progress)
+    else:
+        meta = {"sample_rows": len(sample), "n_partitions": ddf.npartitions, "kinds": kinds, "timings": timings}
+        tasks = [delayed(_finish_on_worker, pure=True)(merged, f, shared_plan, meta, finish,
+                                                       dask_key_name=f"daskpd-finish-{i}-{merged.key}")
+                 for i, f in enumerate(features)]
+        finished = dict(zip(features, cluster.compute(*tasks, progress=progress)))
+    timings["scan_s"] = time.perf_counter() - t2
     return StratRun(plan=plan, aggs=aggs, sample_rows=len(sample), n_partitions=ddf.npartitions, kinds=kinds,
-                    timings=timings, sample=sample)
+                    timings=timings, sample=sample, finished=finished)

@@ -17,6 +17,7 @@ Finalize, from per-(leaf, x) sums (seed 000, Parr & Wilson):
 """
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -27,7 +28,8 @@ from .pipeline import check_int, run_strat
 from .results import StratPDResult
 from .stratify import tree_method_of, DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
 
-__all__ = ["stratpd", "finalize_numeric", "slope_segments", "average_slopes", "integrate"]
+__all__ = ["stratpd", "finalize_numeric", "finish_numeric", "empty_curve_message", "slope_segments", "average_slopes",
+           "integrate"]
 
 
 def slope_segments(leaf, pos, cnt, sum_y, xbar):
@@ -89,9 +91,23 @@ def integrate(ux, slope, slope_count, min_slopes_per_x):
     return pd_, supported
 
 
+def empty_curve_message(res: StratPDResult, min_slopes_per_x: int) -> str | None:
+    """The warning for a curve with no supported position (None when it has one)."""
+    if res.supported.any():
+        return None
+    return (f"StratPD for feature {res.feature!r}: no x position has at least min_slopes_per_x={min_slopes_per_x} "
+            f"slopes ({len(res.x)} positions, {res.n_leaves} leaves); the curve is empty. Lower min_slopes_per_x or "
+            "min_samples_leaf, or give more rows.")
+
+
 def finalize_numeric(agg: FeatureAgg, *, feature: str, target: str, binned: bool, min_slopes_per_x: int,
-                     params: dict | None = None, n_segments: int = 500, random_state: int = 0) -> StratPDResult:
-    """Per-(leaf, x) sums -> StratPDResult (plus bootstrap curves when trials were run)."""
+                     params: dict | None = None, n_segments: int = 500, random_state: int = 0,
+                     warn: bool = True) -> StratPDResult:
+    """Per-(leaf, x) sums -> StratPDResult (plus bootstrap curves when trials were run).
+
+    ``warn=False``: no warning for an empty curve (the caller emits
+    :func:`empty_curve_message` where the user sees it, e.g. on the driver).
+    """
     g = agg.sums
     n_sets = agg.n_sets
     if binned and agg.stats_per_set < 3:
@@ -124,18 +140,17 @@ def finalize_numeric(agg: FeatureAgg, *, feature: str, target: str, binned: bool
         pick = np.sort(np.random.default_rng(random_state).choice(len(seg_slope), n_segments, replace=False))
         start, end, seg_slope = start[pick], end[pick], seg_slope[pick]
     n_rows_valid = float(cnt_all.sum())
-    if not supported.any():
-        warnings.warn(
-            f"StratPD for feature {feature!r}: no x position has at least min_slopes_per_x={min_slopes_per_x} "
-            f"slopes ({len(ux)} positions, {n_leaves} leaves); the curve is empty. Lower min_slopes_per_x or "
-            "min_samples_leaf, or give more rows.", UserWarning, stacklevel=3)
-    return StratPDResult(
+    res = StratPDResult(
         feature=feature, target=target, x=ux, pd=pd_, slope=slope, slope_count=c, count=count,
         supported=supported, n_rows=int(agg.n_rows), n_used=int(n_rows_valid - ignored), n_ignored=int(ignored),
         n_missing_x=int(agg.n_missing_x), n_bad_y=int(agg.n_bad_y), n_leaves=int(n_leaves), binned=bool(binned),
         params=dict(params or {}),
         segments={"x0": ux[start], "x1": ux[end], "slope": seg_slope}, trials_pd=trials,
     )
+    message = empty_curve_message(res, min_slopes_per_x) if warn else None
+    if message:
+        warnings.warn(message, UserWarning, stacklevel=3)
+    return res
 
 
 def stratpd(
@@ -201,15 +216,26 @@ def stratpd(
         raise DataError(f"feature must be a column name (str); got {feature!r}")
     run = _run_numeric(data, target, [feature], features=features, min_samples_leaf=min_samples_leaf,
                        sample_size=sample_size, max_bins=max_bins, tree_method=tree_method, random_state=random_state,
-                       progress=progress, storage_options=storage_options, filters=filters)
-    return finish_numeric(run, feature, min_slopes_per_x=min_slopes_per_x)
+                       progress=progress, storage_options=storage_options, filters=filters,
+                       finish=functools.partial(finish_numeric, min_slopes_per_x=min_slopes_per_x, warn=False))
+    return driver_side(run, run.finished[feature], min_slopes_per_x=min_slopes_per_x)
 
 
 def _run_numeric(data, target, feats, *, features, **kw):
     return run_strat(data, target, feats, stratify_on=features, expect_kind="numeric", **kw)
 
 
-def finish_numeric(run, feature: str, *, min_slopes_per_x: int, n_segments: int = 500):
+def driver_side(run, res: StratPDResult, *, min_slopes_per_x: int) -> StratPDResult:
+    """What a curve finished on a worker still needs on the driver: the run's full
+    timings, and the empty-curve warning where the user sees it."""
+    res.params["timings"] = {k: round(v, 4) for k, v in run.timings.items()}
+    message = empty_curve_message(res, min_slopes_per_x)
+    if message:
+        warnings.warn(message, UserWarning, stacklevel=3)
+    return res
+
+
+def finish_numeric(run, feature: str, *, min_slopes_per_x: int, n_segments: int = 500, warn: bool = True):
     spec = next(s for s in run.plan.specs if s.feature == feature)
     params = {
         "min_samples_leaf": spec.tree.min_samples_leaf if spec.tree is not None else None,
@@ -226,4 +252,4 @@ def finish_numeric(run, feature: str, *, min_slopes_per_x: int, n_segments: int 
     }
     return finalize_numeric(run.aggs[feature], feature=feature, target=run.plan.target,
                             binned=spec.edges is not None, min_slopes_per_x=min_slopes_per_x, params=params,
-                            n_segments=n_segments, random_state=run.plan.random_state)
+                            n_segments=n_segments, random_state=run.plan.random_state, warn=warn)

@@ -257,6 +257,8 @@ def test_real_cluster_equals_in_memory(tmp_path, dask_cluster):
         remote_mix = strat_curves_and_importances(str(pq), "y", **kw)
     maps = [t for t in ts.data if str(t["key"]).startswith("('daskpd-strat-map") or "daskpd-strat-map" in str(t["key"])]
     assert len(maps) == 5 == remote_lin.n_partitions
+    finishes = [t for t in ts.data if "daskpd-finish" in str(t["key"])]  # curves finished on the workers
+    assert len(finishes) == len(remote_lin.curves) == 5
     for loc, rem in ((local_lin, remote_lin), (local_mix, remote_mix)):
         assert list(loc.table.index) == list(rem.table.index)
         pd.testing.assert_frame_equal(loc.table, rem.table, rtol=1e-9, atol=1e-12)
