@@ -2,7 +2,9 @@
 
 read (needed columns only) -> bottom-k sample (pass 1) -> fit one stratifying tree per
 feature, in parallel, on the workers -> ONE scan applying every tree and building every
-feature's per-(leaf, key) sums (pass 2) -> the caller's finalize on the driver.
+feature's per-(leaf, key) sums (pass 2) -> the caller's finish, one task per feature next
+to its merged sums (on a worker when a Client is active), so that only results reach the
+driver.
 
 Passes over the data: exactly two per request, whatever the number of features and
 bootstrap trials (sampling cannot be fused with the scan: the trees that the scan
