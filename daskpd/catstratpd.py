@@ -458,16 +458,18 @@ def finalize_categorical(agg: FeatureAgg, *, feature: str, target: str, params: 
     with np.errstate(invalid="ignore", divide="ignore"):
         marginal = np.where(e.count > 0, e.sum_y / np.where(e.count > 0, e.count, 1), np.nan)
     n_used = float(e.count_used.sum())
-    if warn and K and e.n_leaves_used == 0:
-        warnings.warn(_no_shared_leaf_message(feature), UserWarning, stacklevel=3)
     p = dict(params or {})
     p["solver"] = e.solver
-    return CatStratPDResult(
+    res = CatStratPDResult(
         feature=feature, target=target, categories=index, pd=pd_, count=count, count_used=count_used,
         n_leaves_cat=e.n_leaves_cat, group=e.group, marginal_mean=marginal, n_rows=int(agg.n_rows),
         n_used=int(round(n_used)), n_ignored=int(round(e.n_ignored)), n_missing_x=int(agg.n_missing_x),
         n_bad_y=int(agg.n_bad_y), n_leaves=e.n_leaves, n_leaves_used=e.n_leaves_used, n_groups=e.n_groups,
         centered=bool(centered), params=p, trials_pd=trials)
+    message = no_shared_leaf_message(res) if warn else None
+    if message:
+        warnings.warn(message, UserWarning, stacklevel=3)
+    return res
 
 
 # ---------------------------------------------------------------------------------
@@ -494,17 +496,21 @@ def _check_bool(name, value):
     return bool(value)
 
 
-def _no_shared_leaf_message(feature) -> str:
-    return (f"CatStratPD for feature {feature!r}: no leaf of the stratifying tree holds two or more categories, "
-            "so every category is its own group, placed at its marginal mean y: the other columns separate the "
-            "categories completely. Raise min_samples_leaf, stratify on fewer columns (features=...), or give "
-            "more rows.")
+def no_shared_leaf_message(res: CatStratPDResult) -> str | None:
+    """The warning when no leaf compares two categories (None when one does)."""
+    if not len(res.categories) or res.n_leaves_used > 0:
+        return None
+    return (f"CatStratPD for feature {res.feature!r}: no leaf of the stratifying tree holds two or more "
+            "categories, so every category is its own group, placed at its marginal mean y: the other columns "
+            "separate the categories completely. Raise min_samples_leaf, stratify on fewer columns "
+            "(features=...), or give more rows.")
 
 
 def driver_side(res: CatStratPDResult) -> CatStratPDResult:
     """The warning of a result finished on a worker, emitted where the user sees it."""
-    if len(res.categories) and res.n_leaves_used == 0:
-        warnings.warn(_no_shared_leaf_message(res.feature), UserWarning, stacklevel=3)
+    message = no_shared_leaf_message(res)
+    if message:
+        warnings.warn(message, UserWarning, stacklevel=3)
     return res
 
 
@@ -528,11 +534,11 @@ def _checked_finish(run, feature: str, *, dtype, centered: bool):
 def run_categorical(data, target: str, feature: str, *, features=None, min_samples_leaf: int = 5,
                     sample_size: int = DEFAULT_SAMPLE_SIZE, random_state: int = 0, n_trials: int = 0,
                     nan_as_level: bool = False, tree_method: str = DEFAULT_TREE_METHOD, progress=None,
-                    storage_options=None, filters=None, finish_centered: bool | None = None):
+                    storage_options=None, filters=None, finish: bool = False, centered: bool = False):
     """Validate and run the shared pipeline for one categorical feature; returns (run, dtype).
 
-    ``finish_centered`` (True/False): the result is finished next to the merged
-    aggregate (``run.finished[feature]``, with that ``centered``), not returned as
+    ``finish=True``: the result (with ``centered``) is finished next to the merged
+    aggregate and returned as ``run.finished[feature]``, instead of the aggregate as
     ``run.aggs``.
     """
     if not isinstance(feature, str):
@@ -544,15 +550,13 @@ def run_categorical(data, target: str, feature: str, *, features=None, min_sampl
     if dtype is not None and (pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype)):
         raise DataError(f"feature {feature!r} is a datetime ({dtype}); for CatStratPD convert it to labels first "
                         "(e.g. the year, or .dt.strftime), or use daskpd.stratpd on it as a number")
-    finish = None
-    if finish_centered is not None:
-        finish = functools.partial(_checked_finish, dtype=dtype, centered=finish_centered)
+    finisher = functools.partial(_checked_finish, dtype=dtype, centered=centered) if finish else None
     run = run_strat(data, target, [feature], stratify_on=features, kinds={feature: "categorical"},
                     min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
                     random_state=random_state, n_trials=n_trials, nan_as_level=nan_as_level,
                     tree_method=tree_method, progress=progress, storage_options=storage_options, filters=filters,
-                    finish=finish)
-    if finish is None:
+                    finish=finisher)
+    if not finish:
         check_category_keys(run.aggs[feature], feature, dtype)
     return run, dtype
 
@@ -640,5 +644,6 @@ def catstratpd(
     run, dtype = run_categorical(data, target, feature, features=features, min_samples_leaf=min_samples_leaf,
                                  sample_size=sample_size, random_state=random_state, n_trials=n_trials,
                                  nan_as_level=nan_as_level, tree_method=tree_method, progress=progress,
-                                 storage_options=storage_options, filters=filters, finish_centered=centered)
+                                 storage_options=storage_options, filters=filters, finish=True,
+                                 centered=centered)
     return driver_side(run.finished[feature])
