@@ -13,6 +13,9 @@ the feature's minimum), so tests and benchmarks can measure error.
   era windows, so ModelID is codependent with YearMade), additive SalePrice.
 * :class:`Linear` -- ``y = sum(beta_j x_j) + noise`` with p independent U(0, 1)
   features (PD-variance and importance tests: known order, irrelevant features).
+* :class:`Lake` -- the lake-scale benchmark table: ten features of very different
+  cardinality (101 to ~n distinct numeric values, a 50-level string and a 5,000-level
+  integer categorical), two codependent pairs, additive y.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-__all__ = ["Quadratic", "Bulldozer", "Linear", "write_parquet", "GENERATORS"]
+__all__ = ["Quadratic", "Bulldozer", "Linear", "Lake", "write_parquet", "GENERATORS"]
 
 
 @dataclass
@@ -169,7 +172,94 @@ class Bulldozer(_Generator):
         raise KeyError(feature)
 
 
-GENERATORS = {"quadratic": Quadratic, "bulldozer": Bulldozer, "linear": Linear}
+@dataclass
+class Lake(_Generator):
+    """Ten features of very different cardinality, additive y (the lake benchmark).
+
+    ======= =============================================== ===========================
+    column  values                                          effect on y
+    ======= =============================================== ===========================
+    x1      integers 0..100 (101 distinct)                  2 sqrt(x1)
+    x2      x1 / 10 + U(0, 2), rounded to 2 decimals        0.5 x2^2       (codependent)
+            (~1,200 distinct)
+    x3      integers 0..9,999                               x3 / 1,000
+    x4      integers 0..99,999                              3 sin(x4 / 20,000)
+    x5      U(0, 1) rounded to 6 decimals (~1e6 distinct)   4 x5
+    x6      integers 0..9,999,999 (~1e7 distinct)           0              (irrelevant)
+    x7      U(-1, 1), full float64 (~n distinct)            3 |x7|
+    x8      x7 + N(0, 0.5), full float64                    2 x8           (codependent)
+    s50     50 string levels "L00".."L49"                   N(0, 2) per level
+    k5000   5,000 integer codes 0..4,999 (declare it        N(0, 1) per level
+            categorical)
+    ======= =============================================== ===========================
+
+    ``y = sum of the effects + N(0, noise)``.  ``truth(feature, x)`` is the effect minus
+    its value at the smallest x (numeric), or minus the smallest effect (categorical),
+    which is what StratPD / CatStratPD estimate.
+    """
+
+    noise: float = 1.0
+
+    target = "y"
+    features = ("x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "s50", "k5000")
+    categorical = ("s50", "k5000")
+
+    def __post_init__(self):
+        r = np.random.default_rng([int(self.random_state), 1 << 31])
+        self.s50_levels = np.array([f"L{i:02d}" for i in range(50)])
+        self.s50_effect = r.normal(0.0, 2.0, 50)
+        self.k5000_effect = r.normal(0.0, 1.0, 5000)
+
+    _EFFECTS = {
+        "x1": lambda v: 2.0 * np.sqrt(v),
+        "x2": lambda v: 0.5 * v ** 2,
+        "x3": lambda v: v / 1000.0,
+        "x4": lambda v: 3.0 * np.sin(v / 20000.0),
+        "x5": lambda v: 4.0 * v,
+        "x6": lambda v: 0.0 * v,
+        "x7": lambda v: 3.0 * np.abs(v),
+        "x8": lambda v: 2.0 * v,
+    }
+
+    def chunk(self, i, rows):
+        r = self._rng(i)
+        x1 = r.integers(0, 101, rows)
+        x7 = r.uniform(-1.0, 1.0, rows)
+        cols = {
+            "x1": x1.astype("int64"),
+            "x2": np.round(x1 / 10.0 + r.uniform(0.0, 2.0, rows), 2),
+            "x3": r.integers(0, 10_000, rows).astype("int64"),
+            "x4": r.integers(0, 100_000, rows).astype("int64"),
+            "x5": np.round(r.uniform(0.0, 1.0, rows), 6),
+            "x6": r.integers(0, 10_000_000, rows).astype("int64"),
+            "x7": x7,
+            "x8": x7 + r.normal(0.0, 0.5, rows),
+        }
+        s = r.integers(0, 50, rows)
+        k = r.integers(0, 5000, rows)
+        y = sum(self._EFFECTS[f](np.asarray(v, dtype="float64")) for f, v in cols.items())
+        y = y + self.s50_effect[s] + self.k5000_effect[k] + r.normal(0.0, self.noise, rows)
+        df = pd.DataFrame(cols)
+        df["s50"] = pd.array(self.s50_levels[s], dtype="str")
+        df["k5000"] = k.astype("int64")
+        df["y"] = y
+        return df
+
+    def truth(self, feature, x):
+        if feature in self._EFFECTS:
+            x = np.asarray(x, dtype="float64")
+            f = self._EFFECTS[feature]
+            return f(x) - f(np.full(1, x.min()))[0]
+        if feature == "s50":
+            eff = pd.Series(self.s50_effect - self.s50_effect.min(), index=self.s50_levels)
+            return eff.reindex(np.asarray(x, dtype=object)).to_numpy()
+        if feature == "k5000":
+            eff = pd.Series(self.k5000_effect - self.k5000_effect.min(), index=np.arange(5000))
+            return eff.reindex(np.asarray(x, dtype="int64")).to_numpy()
+        raise KeyError(feature)
+
+
+GENERATORS = {"quadratic": Quadratic, "bulldozer": Bulldozer, "linear": Linear, "lake": Lake}
 
 
 def write_parquet(gen: _Generator, n: int, path, *, rows_per_file: int | None = None, overwrite: bool = True) -> str:

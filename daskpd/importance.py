@@ -31,7 +31,6 @@ unnormalised values, in units of the target, are kept as ``*_raw`` columns.
 """
 from __future__ import annotations
 
-import functools
 import numbers
 import time
 import warnings
@@ -41,11 +40,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .aggregate import N, FeatureAgg, StratPlan, StratSpec, strat_map
+from ._strat.pipeline import check_int, resolve_columns, run_strat
+from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
 from .io import DataError, column_kinds
-from .pipeline import StratRun, check_int, resolve_columns, run_strat
 from .results import ResultMixin
-from .stratify import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
 
 __all__ = [
     "importances",
@@ -108,112 +106,58 @@ def _normalize(values: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------
-# curves from the aggregates
+# curves -> per-set (pd, counts)
 
 
-def _position_counts(agg: FeatureAgg, kind: str, n_sets: int) -> tuple[np.ndarray, np.ndarray]:
-    """(position keys, counts per set) with counts shape (n_sets, positions).
-
-    Positions are the sorted distinct keys of the aggregate: the same ones (in the same
-    order) as the numeric finalize's ``x`` positions.  Set 0 is the plain row count,
-    set t >= 1 the weighted count of trial t.
-    """
-    g = agg.sums
-    if kind == "numeric":
-        keys, pos = np.unique(g.key.astype("float64"), return_inverse=True)
-    else:
-        codes, keys = pd.factorize(pd.Index(g.key, dtype=object), sort=True, use_na_sentinel=False)
-        pos = np.asarray(codes)
-        keys = np.asarray(keys, dtype=object)
-    out = np.vstack([np.bincount(pos, weights=agg.column(N, s), minlength=len(keys))
-                     for s in range(n_sets)])
-    return keys, out
-
-
-def _finish_feature(run: StratRun, feature: str, *, min_slopes_per_x: int, dtypes: dict, n_sets: int):
-    """One feature's curve (result object) and its per-set (pd, counts) arrays, from the
-    run's aggregate; runs as a task next to the merged aggregate (``run_strat(finish=)``),
-    so only these small arrays reach the driver."""
-    kind = run.kinds[feature]
-    if kind == "numeric":
-        from .stratpd import finish_numeric
-
-        res = finish_numeric(run, feature, min_slopes_per_x=min_slopes_per_x, warn=False)
-    else:
-        from .catstratpd import finish_categorical
-
-        res = finish_categorical(run, feature, dtype=dtypes.get(feature), warn=False)
-    return res, _curve_arrays(res, kind, run.aggs[feature], n_sets)
-
-
-def _curve_arrays(res, kind: str, agg: FeatureAgg, n_sets: int):
-    """[(pd, counts) for set 0..n_sets-1] aligned on the curve's positions."""
-    keys, counts = _position_counts(agg, kind, n_sets)
-    if kind == "numeric":
-        if len(keys) != len(res.x):
-            raise RuntimeError(f"feature {res.feature!r}: {len(keys)} aggregate positions but a "
-                               f"{len(res.x)}-position curve")
-        order = np.arange(len(keys))
-    else:
-        cats = pd.Index(np.asarray(res.categories, dtype=object))
-        order = pd.Index(keys, dtype=object).get_indexer(cats)
-    out = [(np.asarray(res.pd, dtype="float64"), _take(counts[0], order))]
-    if not np.allclose(out[0][1], np.asarray(res.count, dtype="float64")):
-        raise RuntimeError(f"feature {res.feature!r}: curve positions do not line up with the aggregate's")
-    trials = getattr(res, "trials_pd", None)
+def _curve_arrays(res, n_sets: int):
+    """[(pd, counts) for statistics set 0..n_sets-1] on the curve's positions (set 0:
+    all rows; set t: trial t's curve and weights)."""
+    counts = np.asarray(res.set_counts, dtype="float64")
+    out = [(np.asarray(res.pd, dtype="float64"), counts[0])]
     for t in range(1, n_sets):
-        if trials is None:
+        if res.trials_pd is None:
             raise RuntimeError(f"feature {res.feature!r}: trial columns were aggregated but the curve has no trials_pd")
-        out.append((np.asarray(trials[t - 1], dtype="float64"), _take(counts[t], order)))
+        out.append((np.asarray(res.trials_pd[t - 1], dtype="float64"), counts[t]))
     return out
-
-
-def _take(counts: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """counts[order], 0 where a curve position has no aggregate key (order == -1)."""
-    order = np.asarray(order)
-    return np.where(order >= 0, counts[np.maximum(order, 0)], 0.0)
 
 
 # ---------------------------------------------------------------------------------
 # permutation null (on the in-memory tree sample: no data pass)
 
 
-def _null_measures(sub: pd.DataFrame, target: str, specs: list, encoder, kinds: dict, msl_for: dict,
-                   random_state: int, perm_seed, min_slopes_per_x: int, dtypes: dict,
-                   tree_method: str = DEFAULT_TREE_METHOD) -> np.ndarray:
+def _null_measures(sub: pd.DataFrame, scan, msl_for: dict, perm_seed, tree_method: str = DEFAULT_TREE_METHOD
+                   ) -> np.ndarray:
     """(p, 3) raw measures on ``sub`` with y permuted by ``perm_seed`` (None: not permuted).
 
-    The trees are refitted on the permuted y (as stratx's p-values do); bin edges are
-    the main run's (they depend on x only).  Pure function of its inputs.
+    The trees are refitted on the permuted y (as the reference's p-values do); the keys
+    (bins, values, levels) are the main run's.  The scan's own kernels, in memory.
     """
-    from .stratpd import finalize_numeric
+    from dataclasses import replace
 
+    from ._engine.plan import run_local
+    from ._strat.scan import leaf_numbering
+
+    target = scan.target
     df = sub
     if perm_seed is not None:
         df = sub.copy()
-        perm = np.random.default_rng([int(random_state), 7919, int(perm_seed)]).permutation(len(sub))
+        perm = np.random.default_rng([int(scan.random_state), 7919, int(perm_seed)]).permutation(len(sub))
         df[target] = sub[target].to_numpy()[perm]
-    new_specs = []
-    for s in specs:
-        tree = fit_tree(df, target, s.other, encoder, msl_for[s.feature], random_state, tree_method=tree_method)
-        new_specs.append(StratSpec(feature=s.feature, kind=s.kind, other=list(s.other), tree=tree, edges=s.edges,
-                                   nan_as_level=s.nan_as_level))
-    plan = StratPlan(target=target, specs=new_specs, encoder=encoder, n_trials=0, random_state=random_state)
-    aggs = strat_map(df, plan)
-    out = np.full((len(specs), 3), np.nan)
+    feats = []
+    for i, fs in enumerate(scan.features):
+        tree = fit_tree(df, target, fs.other, scan.encoder, msl_for[fs.feature], scan.random_state,
+                        tree_method=tree_method)
+        index, n_leaves = leaf_numbering(tree, scan.random_state, i)
+        feats.append(replace(fs, tree=tree, leaf_index=index, n_leaves=n_leaves))
+    opts = {**scan.finish_options, "n_segments": 0}
+    job = replace(scan, features=feats, n_trials=0, n_buckets=1, expected_rows=len(df), finish_options=opts)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for i, s in enumerate(new_specs):
-            if kinds[s.feature] == "numeric":
-                res = finalize_numeric(aggs[s.feature], feature=s.feature, target=target, binned=s.edges is not None,
-                                       min_slopes_per_x=min_slopes_per_x, n_segments=0)
-            else:
-                from .catstratpd import finalize_categorical
-
-                res = finalize_categorical(aggs[s.feature], feature=s.feature, target=target,
-                                           dtype=dtypes.get(s.feature), with_trials=False)
-            (pdv, cnt), = _curve_arrays(res, kinds[s.feature], aggs[s.feature], 1)
-            out[i] = curve_measures(pdv, cnt, kinds[s.feature])
+        (results,) = run_local([df], [job])
+    out = np.full((len(feats), 3), np.nan)
+    for i, fs in enumerate(feats):
+        (pdv, cnt), = _curve_arrays(results[fs.feature], 1)
+        out[i] = curve_measures(pdv, cnt, fs.kind)
     return out
 
 
@@ -445,7 +389,6 @@ def strat_curves_and_importances(
         else:
             kinds[f] = dkinds[f]
     msl_for = {f: (cat_min_samples_leaf if kinds[f] == "categorical" else min_samples_leaf) for f in feats}
-    dtypes = {f: ddf_all.dtypes[f] for f in feats if kinds[f] == "categorical"}
 
     # passes 1 and 2
     n_sets = 1 + (n_trials if n_trials > 1 else 0)
@@ -454,7 +397,7 @@ def strat_curves_and_importances(
         min_samples_leaf_for=msl_for, sample_size=sample_size, max_bins=max_bins, random_state=random_state,
         n_trials=n_trials if n_trials > 1 else 0, trial_fraction=trial_fraction, nan_as_level=nan_as_level,
         tree_method=tree_method, progress=progress, storage_options=storage_options, filters=filters,
-        finish=functools.partial(_finish_feature, min_slopes_per_x=min_slopes_per_x, dtypes=dtypes, n_sets=n_sets))
+        finish_options={"min_slopes_per_x": min_slopes_per_x}, dtypes={f: ddf_all.dtypes[f] for f in feats})
     kinds = {f: run.kinds[f] for f in feats}
     timings = dict(getattr(run, "timings", None) or {})
     t0 = time.perf_counter()
@@ -468,10 +411,10 @@ def strat_curves_and_importances(
     n_pos = np.zeros(len(feats), dtype="int64")
     n_used = np.zeros(len(feats))
     for i, f in enumerate(feats):
-        res, arrays = run.finished[f]
+        res = run.results[f]
         curves[f] = (numeric_driver_side(run, res, min_slopes_per_x=min_slopes_per_x) if kinds[f] == "numeric"
                      else categorical_driver_side(res))
-        for s, (pdv, cnt) in enumerate(arrays):
+        for s, (pdv, cnt) in enumerate(_curve_arrays(res, n_sets)):
             raw[s, i] = curve_measures(pdv, cnt, kinds[f])
             if s == 0:
                 ok = np.isfinite(pdv)
@@ -499,8 +442,8 @@ def strat_curves_and_importances(
     null_df = None
     if pvalues:
         t0 = time.perf_counter()
-        pv, null_df = _permutation_pvalues(run, feats, kinds, msl_for, min_slopes_per_x, dtypes, random_state,
-                                           pvalues_n_trials, pvalues_sample_size, progress, tree_method)
+        pv, null_df = _permutation_pvalues(run, feats, msl_for, pvalues_n_trials, pvalues_sample_size, progress,
+                                           tree_method)
         for j, m in enumerate(MEASURES):
             table[f"{m}_pvalue"] = pv[:, j]
         timings["pvalues_s"] = time.perf_counter() - t0
@@ -525,24 +468,20 @@ def strat_curves_and_importances(
                             n_trials=n_trials, trials=trials_df, null=null_df, params=params, timings=timings)
 
 
-def _permutation_pvalues(run, feats, kinds, msl_for, min_slopes_per_x, dtypes, random_state, n_perm, k, progress,
-                         tree_method=DEFAULT_TREE_METHOD):
+def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=DEFAULT_TREE_METHOD):
     from dask import delayed
 
-    from . import cluster
+    from ._engine import scheduler
 
-    if run.sample is None:
-        raise RuntimeError("the pipeline did not keep its sample; permutation p-values need it")
     sub = run.sample.iloc[:k]  # hash-ordered bottom-k rows: itself the bottom-k' sample
-    dsub = delayed(sub, pure=True, traverse=False)
-    dspecs = delayed(list(run.plan.specs), pure=True, traverse=False)
-    args = (run.plan.target, dspecs, run.plan.encoder, kinds, msl_for, random_state)
-    tasks = [delayed(_null_measures, pure=True)(dsub, *args, seed, min_slopes_per_x, dtypes, tree_method)
+    dsub = scheduler.embed(sub)
+    dscan = scheduler.embed(run.scan)
+    tasks = [delayed(_null_measures, pure=True)(dsub, dscan, msl_for, seed, tree_method)
              for seed in [None, *range(n_perm)]]
     # Raw measures (units of y), not normalised ones: under a shuffled y every feature's
     # *share* is ~1/p, so a normalised statistic would test "larger than 1/p", not
     # "y depends on this feature".
-    out = np.stack(cluster.compute(*tasks, progress=progress))  # (1 + n_perm, p, 3)
+    out = np.stack(scheduler.compute(*tasks, progress=progress))  # (1 + n_perm, p, 3)
     obs, null = out[0], out[1:]
     with np.errstate(invalid="ignore"):
         reach = (null >= obs[None] - 1e-12 * np.abs(obs[None])).sum(axis=0)

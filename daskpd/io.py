@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import glob as _glob
 import os
-from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -156,75 +155,5 @@ def load(
     )
 
 
-# ---------------------------------------------------------------------------------
-# column kinds and the encoding used by the stratifying trees
-
-
-def kind_of(dtype) -> str:
-    """``numeric`` | ``datetime`` | ``categorical`` for a pandas dtype."""
-    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
-        if isinstance(dtype, pd.CategoricalDtype):
-            return "categorical"
-        return "numeric"
-    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
-        return "datetime"
-    return "categorical"
-
-
-def column_kinds(dtypes: pd.Series) -> dict[str, str]:
-    return {str(c): kind_of(t) for c, t in dtypes.items()}
-
-
-def as_float(values) -> np.ndarray:
-    """A numeric, boolean or datetime pandas Series/array as float64 (missing -> NaN)."""
-    s = pd.Series(values) if not isinstance(values, pd.Series) else values
-    dtype = s.dtype
-    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
-        out = s.to_numpy(dtype="int64", na_value=np.iinfo("int64").min).astype("float64")
-        out[s.isna().to_numpy()] = np.nan
-        return out
-    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
-        return s.to_numpy(dtype="float64", na_value=np.nan)
-    raise TypeError(f"not numeric: {dtype}")
-
-
-@dataclass
-class FeatureEncoder:
-    """Turns the stratifying features of a partition into a float matrix.
-
-    Numeric and datetime columns become float64 (datetimes as integer nanoseconds).
-    Categorical columns become their position in ``categories[col]`` -- the sorted
-    levels seen in the sample; a level unseen in the sample, and a missing value,
-    become NaN, which scikit-learn's trees route like any missing value (to the child
-    chosen during fitting, or to the larger child when the sample had no missing
-    values in that column).
-    """
-
-    columns: list[str]
-    kinds: dict[str, str]
-    categories: dict[str, pd.Index] = field(default_factory=dict)
-
-    @classmethod
-    def fit(cls, sample: pd.DataFrame, columns: Sequence[str]) -> "FeatureEncoder":
-        columns = [str(c) for c in columns]
-        kinds = column_kinds(sample[columns].dtypes)
-        cats = {}
-        for c in columns:
-            if kinds[c] == "categorical":
-                # levels as strings (transform compares as strings too), sorted
-                cats[c] = pd.Index(np.sort(sample[c].dropna().astype(str).unique()))
-        return cls(columns, kinds, cats)
-
-    def transform(self, df: pd.DataFrame, columns: Sequence[str] | None = None) -> np.ndarray:
-        columns = self.columns if columns is None else list(columns)
-        out = np.empty((len(df), len(columns)), dtype="float64")
-        for j, c in enumerate(columns):
-            if self.kinds[c] == "categorical":
-                s = df[c]
-                mask = s.isna().to_numpy()
-                codes = self.categories[c].get_indexer(s.astype(str)).astype("float64")
-                codes[(codes < 0) | mask] = np.nan
-                out[:, j] = codes
-            else:
-                out[:, j] = as_float(df[c])
-        return out
+# column kinds and the encodings live in daskpd._data.encode
+from ._data.encode import FeatureEncoder, as_float, column_kinds, kind_of  # noqa: E402

@@ -87,6 +87,7 @@ class StratPDResult(ResultMixin):
     params: dict = field(default_factory=dict)
     segments: dict = field(default_factory=dict)  # a sample of per-leaf slope segments
     trials_pd: np.ndarray | None = None  # (n_trials, len(x)) when bootstrap trials were run
+    set_counts: np.ndarray | None = None  # (1 + n_trials, len(x)): rows (trial weight) per position
 
     kind = "numeric"
 

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import daskpd
-from daskpd.aggregate import FeatureAgg, GroupSums
-from daskpd.catstratpd import _gram as _real_gram
-from daskpd.catstratpd import finalize_categorical, finish_categorical, run_categorical, solve_effects
+from daskpd._engine.hashing import bootstrap_weights
+from daskpd._strat import categorical_solve
+from daskpd.catstratpd import run_categorical, solve_effects
 from daskpd.io import DataError
 
 # ---------------------------------------------------------------------------------
@@ -25,21 +25,24 @@ from daskpd.io import DataError
 
 def leaves_of(run, df):
     """Leaf of every row of ``df`` under the run's fitted stratifying tree."""
-    spec = run.plan.specs[0]
-    X = run.plan.encoder.transform(df)
-    idx = [run.plan.encoder.columns.index(c) for c in spec.other]
-    return spec.leaves(X[:, idx]) if idx else np.zeros(len(df), dtype="int64")
+    fs = run.scan.features[0]
+    X = run.scan.encoder.transform(df)
+    return fs.leaves(X, [run.scan.encoder.columns.index(c) for c in fs.other])
 
 
-def leaf_table(df, target, feature, leaf, nan_as_level=False):
-    """(leaf, category) -> mean y and count, with plain pandas."""
-    d = pd.DataFrame({"leaf": leaf, "c": df[feature].astype(object).to_numpy(), "y": df[target].to_numpy(float)})
-    d = d[np.isfinite(d.y)]
+def leaf_table(df, target, feature, leaf, nan_as_level=False, weight=None):
+    """(leaf, category) -> mean y and count (or weighted: weight sums), with plain pandas."""
+    w = np.ones(len(df)) if weight is None else np.asarray(weight, float)
+    d = pd.DataFrame({"leaf": leaf, "c": df[feature].astype(object).to_numpy(), "y": df[target].to_numpy(float),
+                      "w": w})
+    d = d[np.isfinite(d.y) & (d.w > 0)]
     if not nan_as_level:
         d = d[d.c.notna()]
     d["c"] = d.c.where(d.c.notna(), "<<NA>>")  # a plain hashable stand-in for groupby
-    g = d.groupby(["leaf", "c"]).y.agg(["mean", "size", "sum"]).reset_index()
-    marg = d.groupby("c").y.agg(["sum", "size"])
+    d["wy"] = d.w * d.y
+    g = d.groupby(["leaf", "c"]).agg(size=("w", "sum"), sum=("wy", "sum")).reset_index()
+    g["mean"] = g["sum"] / g["size"]
+    marg = d.groupby("c").agg(sum=("wy", "sum"), size=("w", "sum"))
     return g, marg
 
 
@@ -142,8 +145,8 @@ def stratx_greedy(g, marg):
 def run_with_reference(data, df, target, feature, **kw):
     """daskpd's result and the plain reference on the very same tree."""
     centered = kw.pop("centered", False)
-    run, dtype = run_categorical(data, target, feature, **kw)
-    res = finish_categorical(run, feature, dtype=dtype, centered=centered)
+    run, dtype = run_categorical(data, target, feature, centered=centered, **kw)
+    res = run.results[feature]
     g, marg = leaf_table(df, target, feature, leaves_of(run, df), kw.get("nan_as_level", False))
     return res, reference_effects(g, marg, centered), g, marg
 
@@ -416,10 +419,10 @@ def test_bool_and_object_labels():
 # bootstrap trials, solvers, scale
 
 
-def test_trials_ride_the_scan_and_match_stats_set():
+def test_trials_ride_the_scan_and_match_the_weighted_reference():
     df, _ = strata_data(noise=0.0, seed=10)
     run, dtype = run_categorical(df, "y", "c", n_trials=3)
-    res = finish_categorical(run, "c", dtype=dtype)
+    res = run.results["c"]
     assert res.trials_pd.shape == (3, len(res))
     # noise-free: every trial gives the same effects, up to its own origin
     for tr in res.trials_pd:
@@ -427,12 +430,17 @@ def test_trials_ride_the_scan_and_match_stats_set():
         assert ok.mean() > 0.9
         d = tr[ok] - res.pd[ok]
         np.testing.assert_allclose(d, d[0], atol=1e-8)
-    one = finalize_categorical(run.aggs["c"], feature="c", target="y", stats_set=2, dtype=dtype)
-    np.testing.assert_allclose(one.pd, res.trials_pd[1], atol=1e-12, equal_nan=True)
-    assert one.trials_pd is None
     assert "pd_std" in res.to_frame()
-    with pytest.raises(DataError, match="stats_set=4"):
-        finalize_categorical(run.aggs["c"], feature="c", target="y", stats_set=4)
+    # with noise, trial 2 is the weighted least squares with its own bootstrap weights
+    df, _ = strata_data(noise=2.0, seed=10)
+    run, dtype = run_categorical(df, "y", "c", n_trials=3)
+    res = run.results["c"]
+    w = bootstrap_weights(df, run.scan.weight_columns, 3, 0)[:, 1]
+    g, marg = leaf_table(df, "y", "c", leaves_of(run, df), weight=w)
+    ref = reference_effects(g, marg)
+    got = pd.Series(res.trials_pd[1], index=res.categories.astype(object)).dropna()
+    np.testing.assert_allclose(got.to_numpy(), ref.reindex(got.index).to_numpy(), atol=1e-9)
+    np.testing.assert_allclose(res.set_counts[2], marg["size"].reindex(res.categories.astype(object)).fillna(0))
 
 
 def synthetic_sums(n_cats, n_leaves, seed=0, noise=0.0, window=30):
@@ -451,45 +459,43 @@ def synthetic_sums(n_cats, n_leaves, seed=0, noise=0.0, window=30):
     return leaf, cat, n, s, b
 
 
-def test_direct_and_cg_solvers_agree():
+def test_dense_sparse_direct_and_cg_solvers_agree(monkeypatch):
     leaf, cat, n, s, b = synthetic_sums(4000, 20_000, seed=1, noise=1.0)
-    d = solve_effects(leaf, cat, n, s, 4000, solver="direct")
+    d = solve_effects(leaf, cat, n, s, 4000)  # 4,000 categories: a dense system, Cholesky
     c = solve_effects(leaf, cat, n, s, 4000, solver="cg")
-    assert (d.solver, c.solver) == ("direct", "cg")
+    assert (d.solver, c.solver) == ("dense", "cg")
     np.testing.assert_allclose(c.effect, d.effect, atol=1e-7)
-    a = solve_effects(leaf, cat, n, s, 4000)  # auto: > DIRECT_MAX unknowns -> CG first
-    assert a.solver in ("cg", "cg+direct")
-    np.testing.assert_allclose(a.effect, d.effect, atol=1e-7)
     # the pairs need not come sorted by leaf
     perm = np.random.default_rng(0).permutation(len(leaf))
-    p = solve_effects(leaf[perm], cat[perm], n[perm], s[perm], 4000, solver="direct")
+    p = solve_effects(leaf[perm], cat[perm], n[perm], s[perm], 4000)
     np.testing.assert_allclose(p.effect, d.effect, atol=1e-9)
     np.testing.assert_array_equal(p.group, d.group)
+    # the sparse system (many categories): sparse LU, or CG first above DIRECT_MAX unknowns
+    monkeypatch.setattr(categorical_solve, "DENSE_MAX_KEYS", 100)
+    sd = solve_effects(leaf, cat, n, s, 4000, solver="direct")
+    sa = solve_effects(leaf, cat, n, s, 4000)
+    assert sd.solver == "direct" and sa.solver in ("cg", "cg+direct")
+    np.testing.assert_allclose(sd.effect, d.effect, atol=1e-8)
+    np.testing.assert_allclose(sa.effect, d.effect, atol=1e-7)
+    np.testing.assert_array_equal(sd.group, d.group)
 
 
-def test_matrix_free_path_for_huge_leaves(monkeypatch):
-    """Above EXPLICIT_BUDGET the Laplacian is never formed: CG runs on sparse products."""
-    import importlib
-
-    cs = importlib.import_module("daskpd.catstratpd")  # (daskpd.catstratpd is the function)
-
-    leaf, cat, n, s, b = synthetic_sums(600, 3000, seed=4)
-    ref = solve_effects(leaf, cat, n, s, 600, solver="direct")
-    monkeypatch.setattr(cs, "EXPLICIT_BUDGET", 0)
-    formed = []
-    monkeypatch.setattr(cs, "_gram", lambda *a: formed.append(1) or _real_gram(*a))
-    monkeypatch.setattr(cs, "DIRECT_MAX", 10)
-    free = solve_effects(leaf, cat, n, s, 600)
-    assert free.solver == "cg" and not formed
-    np.testing.assert_allclose(free.effect, ref.effect, atol=1e-8)
-    np.testing.assert_array_equal(free.group, ref.group)
-    monkeypatch.setattr(cs, "DIRECT_MAX", 3000)  # small system, no Laplacian yet: formed for the LU
-    small = solve_effects(leaf, cat, n, s, 600)
-    assert small.solver == "direct" and formed
-    np.testing.assert_allclose(small.effect, ref.effect, atol=1e-10)
+@pytest.mark.parametrize("factor", [0.0, 1e18])
+def test_gram_by_blas_or_scatter_equals_the_dense_definition(monkeypatch, factor):
+    """G = sum over leaves of n_l n_l' / N_l, whichever way a chunk computes it."""
+    leaf, cat, n, s, _ = synthetic_sums(300, 2000, seed=6, noise=1.0)
+    monkeypatch.setattr(categorical_solve, "BLAS_FACTOR", factor)  # 0: always scatter; huge: always BLAS
+    sums = categorical_solve.leaf_sums(leaf, cat, n, s, 300)
+    M = np.zeros((leaf.max() + 1, 300))
+    np.add.at(M, (leaf, cat), n)
+    multi = (M > 0).sum(axis=1) >= 2
+    M = M[multi]
+    G = (M / M.sum(axis=1, keepdims=True)).T @ M
+    np.testing.assert_allclose(sums.gram, G, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(sums.count_used, M.sum(axis=0), rtol=1e-12)
 
 
-def test_chain_graph_falls_back_to_the_direct_solver():
+def test_chain_graph_falls_back_to_the_direct_solver(monkeypatch):
     # leaves holding categories (i, i+1): a path graph, hopeless for CG, trivial for LU
     k = 6000
     leaf = np.repeat(np.arange(k - 1), 2)
@@ -499,26 +505,29 @@ def test_chain_graph_falls_back_to_the_direct_solver():
     s = n * (leaf * 0.5 + b[cat])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        e = solve_effects(leaf, cat, n, s, k)
-    assert e.solver == "cg+direct"
+        dense = solve_effects(leaf, cat, n, s, k)
+        monkeypatch.setattr(categorical_solve, "DENSE_MAX_KEYS", 1000)
+        sparse = solve_effects(leaf, cat, n, s, k)
+    assert (dense.solver, sparse.solver) == ("dense", "cg+direct")
     # a 6,000-long chain amplifies the rounding of the sums (leaf levels up to 1,500)
-    np.testing.assert_allclose(e.effect - e.effect[0], b - b[0], atol=1e-6)
+    for e in (dense, sparse):
+        np.testing.assert_allclose(e.effect - e.effect[0], b - b[0], atol=1e-6)
 
 
 def test_ten_thousand_categories_hundred_thousand_leaves_sparse_and_exact():
+    from daskpd._strat.categorical import result_from_sums
+
     leaf, cat, n, s, b = synthetic_sums(10_000, 100_000, seed=2)
-    agg = FeatureAgg(sums=GroupSums(leaf, np.array([f"k{v:05d}" for v in cat], dtype=object), np.c_[n, s, 0 * n]),
-                     n_rows=int(n.sum()))
+    labels = np.array([f"k{v:05d}" for v in range(10_000)], dtype=object)
     tracemalloc.start()
-    t0 = time.perf_counter()
-    res = finalize_categorical(agg, feature="k", target="y")
-    seconds = time.perf_counter() - t0
+    sums = categorical_solve.leaf_sums(leaf, cat, n, s, 10_000)
+    res = result_from_sums("k", "y", labels, [sums])
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
+    assert not sums.dense  # 10,000 categories: above DENSE_MAX_KEYS, a sparse G
     assert len(res) == 10_000 and res.n_groups == 1 and res.n_leaves == 100_000
     np.testing.assert_allclose(res.pd, b - b.min(), atol=1e-7)
     assert peak < 400e6, peak  # a dense categories x leaves matrix would be 8 GB
-    assert seconds < 30, seconds
 
 
 # ---------------------------------------------------------------------------------
@@ -571,8 +580,10 @@ def test_frame_parquet_summary_and_plots(tmp_path):
     ax.figure.savefig(tmp_path / "bar.png")
     # 1,000 categories: a strip sorted by effect, a few named, counts on a twin axis
     leaf, cat, n, s, _ = synthetic_sums(1000, 3000, seed=3, noise=1.0)
-    big = finalize_categorical(FeatureAgg(GroupSums(leaf, cat.astype(object), np.c_[n, s, 0 * n]), int(n.sum())),
-                               feature="k", target="y")
+    from daskpd._strat.categorical import result_from_sums
+
+    big = result_from_sums("k", "y", np.arange(1000).astype(object),
+                           [categorical_solve.leaf_sums(leaf, cat, n, s, 1000)])
     ax = big.plot()
     assert len(ax.texts) == 10 and len(ax.figure.axes) == 2
     ax.figure.savefig(tmp_path / "strip.png")

@@ -1,4 +1,4 @@
-"""daskpd.histtree.HistTree: the histogram stratifying tree, checked against
+"""daskpd._strat.histtree.HistTree: the histogram stratifying tree, checked against
 scikit-learn's exact DecisionTreeRegressor and against brute force."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from sklearn.tree import DecisionTreeRegressor
 
 import daskpd
-from daskpd.histtree import MAX_TREE_BINS, ColumnBins, HistTree, bin_columns
+from daskpd._strat.histtree import MAX_TREE_BINS, ColumnBins, HistTree, bin_columns
 from daskpd.io import DataError
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import daskpd
-from daskpd import cluster
+from daskpd._engine import scheduler
 from daskpd.datasets import Linear, Quadratic, write_parquet
 from daskpd.importance import MEASURES, ImportanceResult, curve_measures, importances, strat_curves_and_importances
 from daskpd.io import DataError
@@ -204,13 +204,13 @@ def test_one_scan_for_all_features_and_trials(monkeypatch):
     df, _, _ = mixed_frame(12_000, seed=4)
     nparts = 6
     calls = []
-    real_compute = cluster.compute
+    real_compute = scheduler.compute
 
     def counting_compute(*objs, **kw):
         calls.append(len(objs))
         return real_compute(*objs, **kw)
 
-    monkeypatch.setattr(cluster, "compute", counting_compute)
+    monkeypatch.setattr(scheduler, "compute", counting_compute)
     ddf, reader = counted_frame(df, nparts)
     with dask.config.set(scheduler="threads"), MapCounter() as mc:
         r = strat_curves_and_importances(ddf, "y", categorical=["code"], n_trials=5, random_state=1)
@@ -257,7 +257,7 @@ def test_real_cluster_equals_in_memory(tmp_path, dask_cluster):
         remote_mix = strat_curves_and_importances(str(pq), "y", **kw)
     maps = [t for t in ts.data if str(t["key"]).startswith("('daskpd-strat-map") or "daskpd-strat-map" in str(t["key"])]
     assert len(maps) == 5 == remote_lin.n_partitions
-    finishes = [t for t in ts.data if "daskpd-finish" in str(t["key"])]  # curves finished on the workers
+    finishes = [t for t in ts.data if "daskpd-strat-finish-" in str(t["key"])]  # curves finished on the workers
     assert len(finishes) == len(remote_lin.curves) == 5
     for loc, rem in ((local_lin, remote_lin), (local_mix, remote_mix)):
         assert list(loc.table.index) == list(rem.table.index)

@@ -190,7 +190,7 @@ def test_real_cluster_gives_the_local_answer(tmp_path, dask_cluster):
     assert len(map_tasks) == 4  # one per parquet file
     assert all(t["worker"].startswith("tcp://127.0.0.1:") for t in map_tasks)
     # the curve is finished on a worker, next to the merged aggregate: one task
-    finish_tasks = [t for t in ts.data if "daskpd-finish" in str(t["key"])]
+    finish_tasks = [t for t in ts.data if "daskpd-strat-finish-" in str(t["key"])]
     assert len(finish_tasks) == 1 and finish_tasks[0]["worker"].startswith("tcp://127.0.0.1:")
     assert remote.n_rows == 40_000
     np.testing.assert_array_equal(remote.pd, local.pd)
@@ -198,22 +198,19 @@ def test_real_cluster_gives_the_local_answer(tmp_path, dask_cluster):
     assert set(remote.params["timings"]) == {"sample_s", "fit_s", "scan_s"}  # completed on the driver
 
 
-def test_finished_on_workers_the_aggregates_stay_there_and_warnings_reach_the_user(dask_cluster):
-    """With ``finish``, the driver gets the results, not the per-(leaf, x) tables; the
-    warnings and errors of finishing on a worker process still reach the caller."""
-    import functools
-
+def test_finished_on_workers_equal_the_in_memory_kernels_and_warnings_reach_the_user(dask_cluster):
+    """The curves are finished on the workers (only results reach the driver), equal to
+    the very same kernels run in memory to the bit; the warnings and errors of
+    finishing on a worker process still reach the caller."""
     from distributed import Client, get_task_stream
 
-    from daskpd.pipeline import run_strat
-    from daskpd.stratpd import finish_numeric
+    from daskpd._engine.plan import run_local
+    from daskpd._strat.pipeline import run_strat
 
     df = Quadratic(random_state=4).frame(6_000)
-    finish = functools.partial(finish_numeric, min_slopes_per_x=5, warn=False)
     with Client(dask_cluster, timeout=30) as client:
         with get_task_stream(client) as ts:
-            run = run_strat(df, "y", ["x1", "x2"], finish=finish)
-        plain = run_strat(df, "y", ["x1", "x2"])  # without finish: the merged tables come back
+            run = run_strat(df, "y", ["x1", "x2"], finish_options={"min_slopes_per_x": 5})
         with pytest.warns(UserWarning, match="min_slopes_per_x=100000"):
             empty = daskpd.stratpd(df, "y", "x1", min_slopes_per_x=100_000)
         cats = pd.DataFrame({"x": np.repeat(np.arange(6), 10), "y": np.repeat(np.arange(6.0), 10)})
@@ -222,12 +219,11 @@ def test_finished_on_workers_the_aggregates_stay_there_and_warnings_reach_the_us
             daskpd.catstratpd(cats, "y", "c", min_samples_leaf=10)
         with pytest.raises(DataError, match="float column with non-integer values"):
             daskpd.catstratpd(cats.assign(f=cats.x + 0.5), "y", "f")
-    assert run.aggs is None and plain.finished is None
-    workers = {t["worker"] for t in ts.data if "daskpd-finish" in str(t["key"])}
+    workers = {t["worker"] for t in ts.data if "daskpd-strat-finish-" in str(t["key"])}
     assert workers and all(w.startswith("tcp://127.0.0.1:") for w in workers)
+    (local,) = run_local([df], [run.scan])  # pandas input: one partition
     for f in ("x1", "x2"):
-        got = run.finished[f]
-        want = finish(plain, f)
+        got, want = run.results[f], local[f]
         assert got.n_rows == want.n_rows == 6_000 and got.n_leaves == want.n_leaves > 10
         np.testing.assert_array_equal(got.pd, want.pd)
     assert not empty.supported.any()

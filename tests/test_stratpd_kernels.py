@@ -1,4 +1,4 @@
-"""Hand-checkable finalize cases, and the dask map/reduce against the plain reference."""
+"""Hand-checkable finalize cases, and the dask scan against the plain reference."""
 from __future__ import annotations
 
 import dask.dataframe as dd
@@ -9,23 +9,33 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.tree import DecisionTreeRegressor
 
-from daskpd.aggregate import (FeatureAgg, StratPlan, StratSpec, combine_group_sums, group_sums, map_reduce,
-                              strat_combine, strat_map)
-from daskpd.io import FeatureEncoder
-from daskpd.stratify import bin_edges
-from daskpd.stratpd import average_slopes, finalize_numeric
+from daskpd._data.encode import FeatureEncoder, KeyCoder
+from daskpd._engine.plan import PartitionContext, run_local, run_pass
+from daskpd._engine.sums import group_sums
+from daskpd._strat.numeric import bucket_sums, curve_from_sums, sweep
+from daskpd._strat.scan import FeatureScan, StratScan, leaf_numbering
+from daskpd._strat.trees import bin_edges
 from reference import reference_stratpd
 
 
-def agg_of(leaf, x, y):
-    leaf, x, y = (np.asarray(a) for a in (leaf, x, y))
-    x = x.astype(float)
-    y = y.astype(float)
-    return FeatureAgg(group_sums(leaf, x, np.column_stack([np.ones_like(y), y, x])), n_rows=len(y))
-
-
 def fin(leaf, x, y, m=1):
-    return finalize_numeric(agg_of(leaf, x, y), feature="x", target="y", binned=False, min_slopes_per_x=m)
+    """The numeric finish on given leaves (one bucket), with the scan's own kernels."""
+    leaf, x, y = (np.asarray(a) for a in (leaf, x, y))
+    x, y = x.astype(float), y.astype(float)
+    coder = KeyCoder("numeric", values=np.unique(x))
+    fs = FeatureScan("x", "numeric", [], None, coder, None, int(leaf.max()) + 1)
+    job = StratScan(target="y", features=[fs], encoder=FeatureEncoder([], {}),
+                    finish_options={"min_slopes_per_x": m})
+    table = group_sums(leaf, coder.encode(pd.Series(x)), np.column_stack([np.ones_like(y), y]))
+    res = curve_from_sums(fs, [bucket_sums(table, fs, 1, counters=(len(y), 0, 0))], job)
+    from daskpd._strat.numeric import empty_curve_message
+
+    msg = empty_curve_message(res, m)
+    if msg:
+        import warnings
+
+        warnings.warn(msg, UserWarning)
+    return res
 
 
 def test_one_region():
@@ -85,26 +95,12 @@ def test_empty_curve_warns():
 
 
 def test_sweep_residue_does_not_leak():
-    # a huge slope followed by an uncovered position, then small slopes
-    start = np.array([0, 2, 2])
-    end = np.array([1, 3, 3])
-    slope = np.array([1e17, 0.1, 0.3])
-    mean, c = average_slopes(start, end, slope, 4)
+    # a huge slope over [0, 1), nothing over [1, 2), then slopes 0.1 and 0.3 over [2, 3)
+    add = np.array([1e17, 0.0, 0.4, 0.0])
+    sub = np.array([0.0, 1e17, 0.0, 0.4])
+    mean, c = sweep(add, sub, np.array([1, 0, 2, 0]), np.array([0, 1, 0, 2]))
     np.testing.assert_array_equal(c, [1, 0, 2, 0])
     assert mean[2] == pytest.approx(0.2, rel=1e-15)
-
-
-def test_group_sums_is_associative_over_splits():
-    rng = np.random.default_rng(1)
-    leaf = rng.integers(0, 5, 200)
-    key = rng.integers(0, 7, 200).astype(float)
-    vals = rng.normal(size=(200, 3))
-    whole = group_sums(leaf, key, vals)
-    parts = [group_sums(leaf[a:b], key[a:b], vals[a:b]) for a, b in [(0, 13), (13, 90), (90, 200)]]
-    merged = combine_group_sums(parts)
-    np.testing.assert_array_equal(whole.leaf, merged.leaf)
-    np.testing.assert_array_equal(whole.key, merged.key)
-    np.testing.assert_allclose(whole.values, merged.values, rtol=1e-13, atol=1e-13)
 
 
 # --------------------------------------------------------------------------------
@@ -138,21 +134,31 @@ def datasets(draw):
     return df, leaf_size, m, cuts, max_bins
 
 
+def _scan(df, tree, max_bins, m, n_buckets=1, n_trials=0):
+    edges = bin_edges(df.x.to_numpy(), max_bins) if max_bins else None
+    coder = KeyCoder("numeric", edges=edges) if edges is not None else KeyCoder("numeric", values=np.unique(df.x))
+    index, n_leaves = leaf_numbering(tree, 0, 0)
+    fs = FeatureScan("x", "numeric", ["a", "b"], tree, coder, index, n_leaves)
+    return StratScan(target="y", features=[fs], encoder=FeatureEncoder.fit(df, ["a", "b", "x"]), n_trials=n_trials,
+                     weight_columns=["x", "a", "b", "y"], n_buckets=n_buckets, expected_rows=len(df),
+                     finish_options={"min_slopes_per_x": m})
+
+
 @pytest.mark.filterwarnings("ignore:StratPD for feature")
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(datasets())
-def test_dask_equals_reference(case):
+@given(datasets(), st.sampled_from([1, 2, 4, 16]))
+def test_dask_equals_reference(case, n_buckets):
     df, leaf_size, m, cuts, max_bins = case
     tree = DecisionTreeRegressor(min_samples_leaf=leaf_size, random_state=0).fit(df[["a", "b"]].to_numpy("float32"), df.y)
-    edges = bin_edges(df.x.to_numpy(), max_bins) if max_bins else None
-    spec = StratSpec("x", "numeric", ["a", "b"], tree, edges)
-    plan = StratPlan("y", [spec], FeatureEncoder.fit(df, ["a", "b", "x"]))
+    job = _scan(df, tree, max_bins, m, n_buckets)
     ddf = _random_partitions(df, cuts)
-    agg = map_reduce(ddf, strat_map, strat_combine, plan, split_every=2).compute(scheduler="threads")["x"]
-    res = finalize_numeric(agg, feature="x", target="y", binned=edges is not None, min_slopes_per_x=m, params={})
+    (out,) = run_pass(ddf, [job], fan_in=2)
+    res = out["x"]
 
     leaf = tree.apply(df[["a", "b"]].to_numpy("float32"))
-    ref = reference_stratpd(df.x, df.y, leaf, m, bins=None if edges is None else spec.keys(df.x.to_numpy()))
+    coder = job.features[0].coder
+    bins = None if not coder.binned else coder.encode(df.x).astype(float)
+    ref = reference_stratpd(df.x, df.y, leaf, m, bins=bins)
     np.testing.assert_allclose(res.x, ref["x"], rtol=1e-12)
     np.testing.assert_array_equal(res.slope_count, ref["slope_count"])
     np.testing.assert_array_equal(res.count, ref["count"])
@@ -161,21 +167,31 @@ def test_dask_equals_reference(case):
     assert res.n_leaves == ref["n_leaves"]
 
 
-def test_in_memory_kernels_equal_dask_to_the_bit():
+def test_in_memory_kernels_equal_dask_and_every_bucket_count_to_the_bit():
     rng = np.random.default_rng(5)
     n = 3000
-    df = pd.DataFrame({"x": rng.integers(0, 50, n).astype(float), "a": rng.normal(size=n)})
+    df = pd.DataFrame({"x": rng.integers(0, 50, n).astype(float), "a": rng.normal(size=n), "b": rng.normal(size=n)})
     df["y"] = df.x ** 1.5 + df.a + rng.normal(size=n)
-    tree = DecisionTreeRegressor(min_samples_leaf=20, random_state=0).fit(df[["a"]].to_numpy("float32"), df.y)
-    plan = StratPlan("y", [StratSpec("x", "numeric", ["a"], tree)], FeatureEncoder.fit(df, ["a", "x"]))
+    tree = DecisionTreeRegressor(min_samples_leaf=5, random_state=0).fit(df[["a", "b"]].to_numpy("float32"), df.y)
     chunks = [df.iloc[i:i + 700] for i in range(0, n, 700)]
-    local = strat_combine([strat_combine([strat_map(c, plan) for c in chunks[:2]]),
-                           strat_combine([strat_map(c, plan) for c in chunks[2:4]]),
-                           strat_map(chunks[4], plan)])["x"]
     ddf = dd.from_map(lambda i: df.iloc[i:i + 700], list(range(0, n, 700)), meta=df.iloc[:0])
-    remote = map_reduce(ddf, strat_map, strat_combine, plan, split_every=2).compute(scheduler="threads")["x"]
-    np.testing.assert_array_equal(local.sums.values, remote.sums.values)
-    np.testing.assert_array_equal(local.sums.key, remote.sums.key)
+    curves = []
+    for nb in (1, 2, 8, 64):
+        for max_bins in (None, 20):
+            job = _scan(df, tree, max_bins, 1, n_buckets=nb, n_trials=2)
+            (local,) = run_local(chunks, [job], fan_in=2)
+            (remote,) = run_pass(ddf, [job], fan_in=2)
+            for a, b in ((local["x"], remote["x"]),):
+                np.testing.assert_array_equal(a.pd, b.pd)
+                np.testing.assert_array_equal(a.trials_pd, b.trials_pd)
+            curves.append((max_bins, local["x"]))
+    for max_bins in (None, 20):
+        same = [c for mb, c in curves if mb == max_bins]
+        for c in same[1:]:  # the bucket count does not change a bit
+            np.testing.assert_array_equal(c.pd, same[0].pd)
+            np.testing.assert_array_equal(c.x, same[0].x)
+            np.testing.assert_array_equal(c.trials_pd, same[0].trials_pd)
+            np.testing.assert_array_equal(c.slope, same[0].slope)
 
 
 def test_scan_sums_x_only_for_binned_features():
@@ -187,36 +203,24 @@ def test_scan_sums_x_only_for_binned_features():
                        "c": rng.choice(list("abcd"), n), "a": rng.normal(size=n)})
     df["y"] = df.x + 2 * df.z + (df.c == "b") + df.a + rng.normal(size=n)
     enc = FeatureEncoder.fit(df, ["x", "z", "c", "a"])
-    specs = [StratSpec("x", "numeric", ["a"], None), StratSpec("z", "numeric", ["a"], None, bin_edges(df.z.to_numpy(), 20)),
-             StratSpec("c", "categorical", ["a"], None)]
+    zc = KeyCoder("numeric", edges=bin_edges(df.z.to_numpy(), 20))
+    feats = [FeatureScan("x", "numeric", ["a"], None, KeyCoder("numeric", values=np.unique(df.x)), None, 1),
+             FeatureScan("z", "numeric", ["a"], None, zc, None, 1),
+             FeatureScan("c", "categorical", ["a"], None, KeyCoder("categorical", values=np.array(list("abcd"),
+                                                                                                   dtype=object)),
+                         None, 1)]
     for n_trials in (0, 3):
-        aggs = strat_map(df, StratPlan("y", specs, enc, n_trials=n_trials))
-        assert [aggs[f].stats_per_set for f in "xzc"] == [2, 3, 2]
-        for f in "xzc":
-            assert aggs[f].n_sets == 1 + n_trials
-            assert aggs[f].sums.values.shape[1] == aggs[f].stats_per_set * (1 + n_trials)
+        job = StratScan(target="y", features=feats, encoder=enc, n_trials=n_trials, weight_columns=list(df.columns),
+                        expected_rows=n)
+        piece = job.combine([job.map(PartitionContext(df))])
+        assert [f.stats_per_set for f in feats] == [2, 3, 2]
+        for f in feats:
+            assert piece.tables[f.feature].values.shape[1] == f.stats_per_set * (1 + n_trials)
     # the binned feature's sum_x is its rows' sum of x, per bin
-    z = aggs["z"]
-    np.testing.assert_allclose(np.bincount(z.sums.key.astype(int), weights=z.column(2)),
-                               df.groupby(specs[1].keys(df.z.to_numpy())).z.sum().to_numpy())
-    with pytest.raises(ValueError, match="no column 2"):
-        aggs["x"].column(2)
-    # the 2-column table gives the same curve as a hand-made 3-column one
-    two = finalize_numeric(aggs["x"], feature="x", target="y", binned=False, min_slopes_per_x=1)
-    three = fin(np.zeros(n, int), df.x, df.y)
-    np.testing.assert_array_equal(two.pd, three.pd)
-
-
-def test_merging_sorted_partials_equals_grouping_from_scratch():
-    rng = np.random.default_rng(3)
-    leaf = rng.integers(0, 50, 5000)
-    key = rng.choice(np.array(["u", "v", "w", None], dtype=object), 5000)
-    vals = rng.normal(size=(5000, 4))
-    cuts = [0, 700, 701, 3000, 5000]
-    parts = [group_sums(leaf[a:b], key[a:b], vals[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
-    merged = combine_group_sums(parts)
-    whole = group_sums(np.concatenate([p.leaf for p in parts]), np.concatenate([p.key for p in parts]),
-                       np.concatenate([p.values for p in parts]))  # same rows, np.unique's path
-    np.testing.assert_array_equal(merged.leaf, whole.leaf)
-    pd.testing.assert_index_equal(pd.Index(merged.key), pd.Index(whole.key))  # a missing key sorts last in both
-    np.testing.assert_array_equal(merged.values, whole.values)
+    z = piece.tables["z"]
+    np.testing.assert_allclose(np.bincount(z.key, weights=z.values[:, 2]),
+                               df.groupby(zc.encode(df.z)).z.sum().to_numpy())
+    # the 2-column table gives the same curve as the hand-made one
+    (out,) = run_local([df], [StratScan(target="y", features=feats[:1], encoder=enc, expected_rows=n,
+                                        finish_options={"min_slopes_per_x": 1})])
+    np.testing.assert_array_equal(out["x"].pd, fin(np.zeros(n, int), df.x, df.y).pd)

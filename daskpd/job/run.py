@@ -1043,7 +1043,7 @@ def _dashboard(client) -> str | None:
 
 
 def _connect(spec: JobSpec, scheduler, security, n_workers, threads_per_worker):
-    from .. import cluster as _cluster
+    from .._engine import scheduler as _cluster
 
     where = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or spec.cluster.scheduler or None
     if where and where != "local":

@@ -24,8 +24,8 @@
   when fewer than ``grid_resolution``, else ``grid_resolution`` equally spaced points
   between the ``percentiles`` computed exactly as ``scipy.stats.mstats.mquantiles``).
 * **Job runner** (:func:`run_jobs`): several jobs (PD items, ICE, ALE, marginal) share
-  ONE :func:`daskpd.aggregate.map_reduce` pass; each job's partial knows how to combine
-  itself.
+  ONE pass of the engine (:mod:`daskpd._engine.plan`); each job's partial knows how to
+  combine itself.
 """
 from __future__ import annotations
 
@@ -38,15 +38,15 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import cluster
-from ..aggregate import map_reduce
+from .._engine import scheduler
+from .._engine.plan import Job, build_pass
+from .._strat.pipeline import check_int  # one definition, shared with the model-free API
 from ..io import DataError, as_float, check_columns, kind_of, load
-from ..pipeline import check_int  # one definition, shared with the model-free API
 
 __all__ = [
     "Predictor", "TreeEnsemble", "resolve_predictor", "tree_ensemble_for",
     "ColumnSummary", "summarize", "order_statistics", "mquantile_ranks", "type1_ranks",
-    "pd_grid", "run_jobs", "PartitionContext", "open_data",
+    "pd_grid", "run_jobs", "PartitionContext", "open_data", "ModelJob",
     "check_int", "check_choice", "check_percentiles", "check_features", "check_weight",
     "DEFAULT_BATCH_ROWS",
 ]
@@ -982,39 +982,36 @@ class Plan:
     single_thread: bool = False  # set by run_jobs when the data has several partitions
 
 
-def _one_openmp_thread():
-    """Limit OpenMP to one thread in the calling thread (partitions run in parallel already;
-    OpenMP's per-thread setting makes this safe under dask's thread pool)."""
-    try:
-        from threadpoolctl import threadpool_limits
+class ModelJob(Job):
+    """A model-family job on the engine: ``map`` gets the pass's shared
+    :class:`PartitionContext` (the partition's model inputs, decoded once for every
+    job); partials combine by their own ``combine``; ``finish`` is the job's, if any."""
 
-        return threadpool_limits(limits=1, user_api="openmp")
-    except Exception:  # pragma: no cover - threadpoolctl missing or unusable
-        import contextlib
+    def __init__(self, inner, plan: Plan):
+        self.inner = inner
+        self.plan = plan
+        self.single_thread = plan.predictor is not None and plan.single_thread
 
-        return contextlib.nullcontext()
+    def map(self, ctx):
+        mctx = ctx.cached(("model", id(self.plan)), lambda: PartitionContext(ctx.df, self.plan))
+        return self.inner.map(mctx)
 
+    def combine(self, parts, bucket=0):
+        return type(parts[0]).combine(list(parts))
 
-def plan_map(df: pd.DataFrame, plan: Plan) -> list:
-    ctx = PartitionContext(df, plan)
-    if plan.predictor is not None and plan.single_thread:
-        with _one_openmp_thread():
-            return [job.map(ctx) for job in plan.jobs]
-    return [job.map(ctx) for job in plan.jobs]
-
-
-def plan_combine(parts: Sequence[list]) -> list:
-    parts = list(parts)
-    return [type(parts[0][i]).combine([p[i] for p in parts]) for i in range(len(parts[0]))]
+    def finish(self, merged):
+        fin = getattr(self.inner, "finish", None)
+        return fin(merged) if fin is not None else merged
 
 
 def run_jobs(ddf, plan: Plan, *, progress=None, name="daskpd-model", extra=()):
-    """Run every job of ``plan`` in ONE pass; returns the list of combined partials
-    (followed by the results of ``extra`` dask objects, computed in the same call)."""
+    """Run every job of ``plan`` in ONE pass (:func:`daskpd._engine.plan.build_pass`);
+    returns the list of finished jobs (followed by the results of ``extra`` dask objects,
+    computed in the same submission)."""
     plan.single_thread = ddf.npartitions > 1
-    graph = map_reduce(ddf, plan_map, plan_combine, plan, name=name)
-    out = cluster.compute(graph, *extra, progress=progress)
-    return out[0], list(out[1:])
+    jobs = [ModelJob(j, plan) for j in plan.jobs]
+    out = scheduler.compute(*build_pass(ddf, jobs, name=name), *extra, progress=progress)
+    return list(out[:len(jobs)]), list(out[len(jobs):])
 
 
 # ---------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..aggregate import row_hash
+from .._engine.hashing import row_hash
 from ..io import DataError, as_float, check_columns
 from ..results import ResultMixin
 from ._common import (

@@ -1,0 +1,198 @@
+"""Seeded row hashes: partition-invariant samples, bootstrap weights and distinct values.
+
+Every row gets a pseudo-random 64-bit number that depends only on its content and the
+seed (:func:`row_hash`).  The tree sample is the ``k`` rows with the smallest numbers (a
+*bottom-k* sample: uniform, without replacement, the same however the data is
+partitioned), and bootstrap weights are drawn from the same hash keyed per trial, so
+they too depend on the row, not on where it sits.
+
+:class:`SampleJob` is the first pass of the model-free pipeline: the bottom-k sample,
+the row count, and the distinct values of the columns that need a complete vocabulary
+(categories, and numeric features that may keep their exact values), capped.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numba
+import numpy as np
+import pandas as pd
+
+from .plan import Job
+
+__all__ = ["row_hash", "keyed_hash", "bootstrap_weights", "SampleJob", "Sample", "distinct_capped"]
+
+_HASH = "__daskpd_hash__"
+
+#: P(K <= k) for K ~ Poisson(1), k = 0..24 (scipy.stats is not imported for this: ~0.5 s)
+_POISSON1_CDF = np.minimum(np.cumsum([np.exp(-1.0) / math.factorial(k) for k in range(25)]), 1.0)
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a bijective scramble of uint64 values."""
+    z = z.astype("uint64", copy=True)
+    with np.errstate(over="ignore"):
+        z ^= z >> np.uint64(30)
+        z *= np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(27)
+        z *= np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    return z
+
+
+def keyed_hash(h: np.ndarray, random_state: int, salt: int) -> np.ndarray:
+    """``mix64(h + mix64(seed, salt))`` for content hashes ``h`` (uint64)."""
+    seed = _mix64(np.array([(int(random_state) & 0xFFFFFFFF) << 20 | (int(salt) & 0xFFFFF)], dtype="uint64"))[0]
+    with np.errstate(over="ignore"):
+        return _mix64(h + seed)
+
+
+def row_hash(df: pd.DataFrame, random_state: int, salt: int = 0) -> np.ndarray:
+    """A pseudo-random uint64 per row that depends only on the row's content and the seed.
+
+    pandas' row hash ignores its ``hash_key`` for numeric columns, so the seed is mixed
+    in here: ``mix64(hash(row) + mix64(seed, salt))``.
+    """
+    return keyed_hash(pd.util.hash_pandas_object(df, index=False).to_numpy(), random_state, salt)
+
+
+def bootstrap_weights(df: pd.DataFrame, columns: Sequence[str], n_trials: int, random_state: int,
+                      fraction: float | None = None) -> np.ndarray:
+    """Poisson(1) bootstrap weights, shape (len(df), n_trials).
+
+    With ``fraction``, 0/1 subsampling weights instead: a row is in trial t's subsample
+    with probability ``fraction`` (same keyed hash, so also partition-invariant).
+    """
+    out = np.empty((len(df), n_trials), dtype="float64")
+    content = pd.util.hash_pandas_object(df[list(columns)], index=False).to_numpy()  # hashed once
+    for t in range(n_trials):
+        h = keyed_hash(content, random_state, salt=t + 1)  # == row_hash(df[columns], random_state, t + 1)
+        u = (h >> np.uint64(11)).astype("float64") * (1.0 / 9007199254740992.0)
+        out[:, t] = (u < fraction) if fraction is not None else np.searchsorted(_POISSON1_CDF, u, side="right")
+    return out
+
+
+# ---------------------------------------------------------------------------------
+# distinct values, capped
+
+
+@numba.njit(cache=True, nogil=True)
+def _distinct_bits(bits, cap):
+    """Distinct int64 values of ``bits`` in first-seen order; (values, overflowed)."""
+    size = 16
+    while size < 2 * cap:
+        size *= 2
+    mask = size - 1
+    table = np.empty(size, np.int64)
+    used = np.zeros(size, np.bool_)
+    out = np.empty(min(cap, bits.shape[0]) + 1, np.int64)
+    n = 0
+    for i in range(bits.shape[0]):
+        b = bits[i]
+        h = (b * np.int64(-7046029254386353131)) >> np.int64(17)
+        h = h & mask
+        while used[h] and table[h] != b:
+            h = (h + 1) & mask
+        if not used[h]:
+            if n == cap:
+                return out[:n], True
+            used[h] = True
+            table[h] = b
+            out[n] = b
+            n += 1
+    return out[:n], False
+
+
+def distinct_capped(s: pd.Series, cap: int):
+    """Sorted distinct non-missing values of ``s`` (numpy array), or None beyond ``cap``."""
+    if len(s) == 0:
+        return np.asarray(s.dropna().to_numpy())[:0]
+    dtype = s.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "iub":
+        vals, over = _distinct_bits(s.to_numpy().astype(np.int64, copy=False), cap)
+        return None if over else np.sort(vals.astype(dtype))
+    if isinstance(dtype, np.dtype) and dtype.kind == "f":
+        x = s.to_numpy()
+        x = x[~np.isnan(x)] + 0.0
+        vals, over = _distinct_bits(x.view(np.int64), cap)
+        return None if over else np.sort(vals.view(np.float64))
+    u = pd.unique(s.dropna())
+    if len(u) > cap:
+        return None
+    return sort_labels(np.asarray(u, dtype=object) if not isinstance(u, np.ndarray) else u)
+
+
+def sort_labels(values) -> np.ndarray:
+    """Labels sorted as pandas sorts them; mixed types by (type name, text) instead."""
+    arr = np.asarray(values)
+    try:
+        return np.asarray(pd.Index(arr).sort_values(), dtype=arr.dtype if arr.dtype != object else object)
+    except TypeError:
+        keyed = sorted(arr.tolist(), key=lambda v: (type(v).__name__, str(v)))
+        return np.asarray(keyed, dtype=object)
+
+
+def union_capped(parts, cap: int):
+    if any(p is None for p in parts):
+        return None
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return None if False else np.asarray([])
+    if all(p.dtype.kind in "iufb" for p in parts):
+        u = np.unique(np.concatenate(parts))
+    else:
+        u = sort_labels(pd.unique(np.concatenate([np.asarray(p, dtype=object) for p in parts])))
+    return None if len(u) > cap else u
+
+
+# ---------------------------------------------------------------------------------
+# the sample pass
+
+
+class Sample:
+    """Result of :class:`SampleJob`: ``frame`` (hash-ordered bottom-k rows), ``n_rows``,
+    ``distinct`` ({column: sorted distinct values, or None beyond the cap})."""
+
+    def __init__(self, frame: pd.DataFrame, n_rows: int, distinct: dict):
+        self.frame = frame
+        self.n_rows = n_rows
+        self.distinct = distinct
+
+
+class SampleJob(Job):
+    """Bottom-k rows by keyed row hash, the row count, and capped distinct values."""
+
+    def __init__(self, k: int, random_state: int, distinct: dict | None = None):
+        self.k = int(k)
+        self.random_state = int(random_state)
+        self.distinct = dict(distinct or {})  # column -> cap
+
+    def map(self, ctx):
+        df = ctx.df
+        h = row_hash(df, self.random_state, salt=0)
+        if len(df) > self.k:
+            keep = np.argpartition(h, self.k - 1)[:self.k]
+            keep.sort()
+            rows, h = df.iloc[keep], h[keep]
+        else:
+            rows = df
+        rows = rows.reset_index(drop=True)
+        rows[_HASH] = h
+        distinct = {c: distinct_capped(df[c], cap) for c, cap in self.distinct.items()}
+        return Sample(rows, len(df), distinct)
+
+    def combine(self, parts, bucket=0):
+        df = pd.concat([p.frame for p in parts], ignore_index=True)
+        if len(df) > self.k:
+            keep = np.argpartition(df[_HASH].to_numpy(), self.k - 1)[:self.k]
+            keep.sort()
+            df = df.iloc[keep].reset_index(drop=True)
+        distinct = {c: union_capped([p.distinct[c] for p in parts], cap) for c, cap in self.distinct.items()}
+        return Sample(df, sum(p.n_rows for p in parts), distinct)
+
+    def finish(self, merged):
+        # Order by hash (ties: identical rows, whose order is immaterial) so that the
+        # sample, and everything fitted on it, does not depend on the partitioning.
+        frame = merged.frame.sort_values(_HASH, kind="stable").drop(columns=_HASH).reset_index(drop=True)
+        return Sample(frame, merged.n_rows, merged.distinct)

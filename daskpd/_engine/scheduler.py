@@ -1,0 +1,134 @@
+"""Which scheduler runs a graph, how values reach the workers, and computing once.
+
+The library never creates a cluster behind the user's back: :func:`compute` runs on the
+current :class:`distributed.Client` when there is one (``Client(...)`` made by the user,
+or by :func:`connect`), and otherwise on dask's local threaded scheduler.
+
+Nothing a result depends on lives only in scattered data.  A value the driver already
+holds is *embedded* in the graph (:func:`embed`: pickled once into the graph, so the
+scheduler can hand it to a replacement worker), and an intermediate result that later
+graphs build on is kept as a future of the graph that produced it (:func:`materialize`),
+so dask recomputes it from its lineage when the worker holding it is lost.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from dataclasses import dataclass
+
+import dask
+
+__all__ = ["current_client", "connect", "compute", "materialize", "embed", "Handle"]
+
+#: graphs that embed a tree sample or fitted trees are a few MB: no warning below this
+_GRAPH_WARNING = "256MiB"
+
+
+def current_client():
+    """The active distributed Client, or None."""
+    try:
+        from distributed import get_client
+    except ImportError:  # pragma: no cover - distributed is a hard dependency
+        return None
+    try:
+        return get_client()
+    except ValueError:
+        return None
+
+
+def connect(scheduler: str | None = None, *, n_workers: int | None = None,
+            threads_per_worker: int | None = None, memory_limit="auto", security=None,
+            dashboard: bool = True, host: str = "127.0.0.1"):
+    """Return ``(client, cluster_or_None)``.
+
+    ``scheduler``: an address (``tcp://host:8786``, ``tls://...``), the path of a
+    scheduler file, ``"local"``/None (a LocalCluster sized to the machine, listening on
+    ``host`` -- loopback by default, dashboard included; the
+    ``DASK_SCHEDULER_ADDRESS`` environment variable wins when set).
+    """
+    from distributed import Client, LocalCluster
+
+    scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
+    if scheduler and scheduler != "local":
+        if os.path.isfile(scheduler):
+            return Client(scheduler_file=scheduler, security=security), None
+        return Client(scheduler, security=security), None
+    ncores = os.cpu_count() or 1
+    if n_workers is None:
+        n_workers = max(1, min(ncores, 4)) if ncores > 1 else 1
+    if threads_per_worker is None:
+        threads_per_worker = max(1, ncores // n_workers)
+    cluster = LocalCluster(
+        n_workers=n_workers,
+        threads_per_worker=threads_per_worker,
+        memory_limit=memory_limit,
+        host=host,
+        dashboard_address=f"{host}:0" if dashboard else None,
+        processes=True,
+    )
+    return Client(cluster), cluster
+
+
+def embed(obj):
+    """``obj`` as one node of the graph (pickled once; every task that uses it depends on
+    that node, and a lost copy is recreated from the graph)."""
+    from dask import delayed
+
+    return delayed(obj, pure=True, traverse=False)
+
+
+@dataclass
+class Handle:
+    """A computed value on the driver, and how later graphs refer to it."""
+
+    value: object
+    ref: object  # a Future (lineage kept by the scheduler) or an embedded Delayed
+
+
+def _want_progress(progress) -> bool:
+    if progress is None:
+        return bool(getattr(sys.stderr, "isatty", lambda: False)())
+    return bool(progress)
+
+
+def _submit(client, objs, show):
+    with dask.config.set({"distributed.admin.large-graph-warning-threshold": _GRAPH_WARNING}):
+        futures = client.compute(list(objs))
+    if show:
+        from distributed import progress as dprogress
+
+        with contextlib.redirect_stdout(sys.stderr):  # keep stdout for results
+            dprogress(futures)
+        print(file=sys.stderr)
+    return futures
+
+
+def compute(*objs, progress=None):
+    """Compute dask objects in ONE graph submission; return a tuple of results."""
+    client = current_client()
+    show = _want_progress(progress)
+    if client is not None:
+        return tuple(client.gather(_submit(client, objs, show)))
+    ctx = contextlib.nullcontext()
+    if show:
+        from dask.diagnostics import ProgressBar
+
+        ctx = ProgressBar(out=sys.stderr)
+    with ctx:
+        return dask.compute(*objs)
+
+
+def materialize(*objs, progress=None) -> list[Handle]:
+    """Compute ``objs`` in one submission and keep them for later graphs.
+
+    With a Client the results stay on the workers as futures of the graph that made them
+    (a lost copy is recomputed from that lineage) and a copy comes to the driver; on
+    dask's threads the values are embedded in later graphs.
+    """
+    client = current_client()
+    if client is None:
+        return [Handle(v, embed(v)) for v in compute(*objs, progress=progress)]
+    futures = _submit(client, objs, _want_progress(progress))
+    values = client.gather(futures)
+    return [Handle(v, f) for v, f in zip(values, futures)]

@@ -1,0 +1,272 @@
+"""CatStratPD's finish and result: category effects from the accumulated sums.
+
+The distributed part is the scan (:mod:`daskpd._strat.scan`); the least-squares sums
+and their solution are in :mod:`daskpd._strat.categorical_solve`.  Here the solved
+effects are placed and shifted:
+
+* groups of categories never seen together in a leaf are placed relative to each other
+  by their marginal mean y (as Parr & Wilson's CatStratPD does): each group is shifted
+  so that the count-weighted mean of its effects equals the mean y of its rows; a
+  category seen only in single-category leaves is a group of its own;
+* the whole vector is shifted so that the smallest effect is 0 (like StratPD, which
+  starts at 0) or, with ``centered=True``, so that the count-weighted mean effect is 0.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..io import DataError
+from ..results import ResultMixin
+from .categorical_solve import LeafSums, solve
+
+__all__ = ["CatStratPDResult", "effects_from_states", "result_from_sums", "place_groups", "category_index",
+           "category_values", "no_shared_leaf_message"]
+
+
+def place_groups(effect, group, count, sum_y):
+    """Shift each group so that its count-weighted mean effect is its rows' mean y."""
+    ok = group >= 0
+    out = np.full(len(effect), np.nan)
+    if not ok.any():
+        return out
+    g = group[ok]
+    G = int(g.max()) + 1
+    cnt = np.bincount(g, weights=count[ok], minlength=G)
+    num = np.bincount(g, weights=sum_y[ok] - count[ok] * effect[ok], minlength=G)
+    out[ok] = effect[ok] + (num / cnt)[g]
+    return out
+
+
+def _shift(pd_, count, centered):
+    ok = np.isfinite(pd_)
+    if not ok.any():
+        return pd_
+    if centered:
+        return pd_ - np.sum(pd_[ok] * count[ok]) / np.sum(count[ok])
+    return pd_ - np.min(pd_[ok])
+
+
+def _known_categories(dtype) -> bool:
+    return "__UNKNOWN_CATEGORIES__" not in set(map(str, dtype.categories))
+
+
+def _index_with_dtype(uniques, dtype):
+    if dtype is not None:
+        try:
+            return pd.Index(pd.array(list(uniques), dtype=dtype))
+        except (TypeError, ValueError):
+            pass
+    return pd.Index(uniques, dtype=object) if len(uniques) else pd.Index([], dtype=object)
+
+
+
+
+@dataclass(repr=False)
+class CatStratPDResult(ResultMixin):
+    """CatStratPD partial dependence of ``target`` on categorical ``feature``.
+
+    Arrays are indexed like ``categories`` (the labels as given: strings, ints, or a
+    pandas Categorical's values; sorted, or in the Categorical's category order; a
+    missing-value level, with ``nan_as_level=True``, comes last):
+
+    ``pd``             effect of the category on the target; min 0 (default) or
+                       count-weighted mean 0 (``centered=True``)
+    ``count``          rows of the category (x and y present), all leaves
+    ``count_used``     of those, rows in leaves holding >= 2 categories
+    ``n_leaves_cat``   leaves holding the category and at least one other
+    ``group``          disjoint group (0 = most rows): categories connected through
+                       shared leaves; groups are placed by their marginal mean y
+    ``marginal_mean``  mean y of the category's rows (no stratification)
+    """
+
+    feature: str
+    target: str
+    categories: pd.Index
+    pd: np.ndarray
+    count: np.ndarray
+    count_used: np.ndarray
+    n_leaves_cat: np.ndarray
+    group: np.ndarray
+    marginal_mean: np.ndarray
+    n_rows: int  # rows read
+    n_used: int  # rows in leaves with >= 2 categories
+    n_ignored: int  # rows in single-category leaves
+    n_missing_x: int  # rows dropped: category missing (unless nan_as_level)
+    n_bad_y: int  # rows dropped: y missing or +-inf
+    n_leaves: int
+    n_leaves_used: int
+    n_groups: int
+    centered: bool = False
+    params: dict = field(default_factory=dict)
+    trials_pd: np.ndarray | None = None  # (n_trials, n_categories) when bootstrap trials were run
+    set_counts: np.ndarray | None = None  # (1 + n_trials, n_categories): rows (trial weight) per category
+
+    kind = "categorical"
+
+    def __repr__(self) -> str:
+        return (f"CatStratPDResult(feature={self.feature!r}, target={self.target!r}, "
+                f"categories={len(self.categories)}, groups={self.n_groups}, leaves={self.n_leaves}, "
+                f"rows={self.n_rows}, ignored={self.n_ignored}, centered={self.centered})")
+
+    def __len__(self) -> int:
+        return len(self.categories)
+
+    def to_series(self) -> pd.Series:
+        """``pd`` indexed by category label."""
+        return pd.Series(self.pd, index=self.categories, name=f"pd_{self.feature}")
+
+    def to_frame(self) -> pd.DataFrame:
+        df = pd.DataFrame({
+            "feature": self.feature,
+            "category": self.categories.array,
+            "pd": self.pd,
+            "count": self.count,
+            "count_used": self.count_used,
+            "leaves": self.n_leaves_cat.astype("int64"),
+            "group": self.group.astype("int64"),
+            "marginal_mean": self.marginal_mean,
+        })
+        if self.trials_pd is not None and len(self.trials_pd) > 1:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                df["pd_std"] = np.nanstd(self.trials_pd, axis=0, ddof=1)
+        return df
+
+    def to_parquet(self, path, **kwargs) -> str:
+        try:
+            return super().to_parquet(path, **kwargs)
+        except (TypeError, ValueError) as exc:  # pyarrow cannot store mixed-type labels
+            if not self.categories.dtype == object:
+                raise
+            raise DataError(f"cannot write the category labels of {self.feature!r} to parquet ({exc}); "
+                            "they mix types -- cast the column to str before calling catstratpd") from exc
+
+    def metadata(self) -> dict:
+        return {
+            "method": "catstratpd", "feature": self.feature, "target": self.target, "n_rows": self.n_rows,
+            "n_used": self.n_used, "n_ignored": self.n_ignored, "n_missing_x": self.n_missing_x,
+            "n_bad_y": self.n_bad_y, "n_leaves": self.n_leaves, "n_leaves_used": self.n_leaves_used,
+            "n_groups": self.n_groups, "n_categories": len(self.categories), "centered": self.centered,
+            "params": self.params,
+        }
+
+    def summary(self) -> str:
+        ok = np.isfinite(self.pd)
+        lo, hi = (np.min(self.pd[ok]), np.max(self.pd[ok])) if ok.any() else (np.nan, np.nan)
+        big = int(np.sum(self.group == 0)) if self.n_groups else 0
+        return (f"{self.feature}: {len(self.categories):,} categories in {self.n_groups:,} disjoint group(s) "
+                f"(largest: {big:,} categories), pd range [{lo:.4g}, {hi:.4g}]"
+                f"{' (mean-centred)' if self.centered else ''}, {self.n_leaves:,} leaves "
+                f"({self.n_leaves_used:,} with >= 2 categories), rows used {self.n_used:,} of {self.n_rows:,} "
+                f"(ignored {self.n_ignored:,} in single-category leaves, dropped {self.n_missing_x:,} missing "
+                f"{self.feature}, {self.n_bad_y:,} missing/inf {self.target})")
+
+    def plot(self, ax=None, **kwargs):
+        """Sorted effects; bars with counts for few categories, a strip for many.
+
+        See :func:`daskpd.plotting.catstrat.plot_catstratpd` for the options
+        (``kind='auto'|'bar'|'strip'``, ``top_k``, ``label_k``, ...).
+        """
+        from ..plotting.catstrat import plot_catstratpd
+
+        return plot_catstratpd(self, ax=ax, **kwargs)
+
+
+
+def category_values(distinct: np.ndarray, dtype) -> np.ndarray:
+    """A categorical feature's levels in result order: a pandas Categorical's category
+    order (levels it does not list last), else sorted (as :func:`sort_labels`)."""
+    from .._engine.hashing import sort_labels
+
+    if isinstance(dtype, pd.CategoricalDtype) and _known_categories(dtype):
+        vals = np.asarray(distinct, dtype=object)
+        pos = dtype.categories.get_indexer(pd.Index(vals, dtype=object))
+        pos = np.where(pos < 0, len(dtype.categories), pos)
+        return vals[np.argsort(pos, kind="stable")]
+    return sort_labels(distinct)
+
+
+def category_index(values: np.ndarray, dtype) -> pd.Index:
+    """The result's labels (``values`` as :func:`category_values` orders them, a missing
+    level possibly last), with the feature's dtype."""
+    if isinstance(dtype, pd.CategoricalDtype):
+        if _known_categories(dtype):
+            return pd.CategoricalIndex(values, dtype=dtype)
+        return pd.CategoricalIndex(values)
+    return _index_with_dtype(values, dtype)
+
+
+def no_shared_leaf_message(res: CatStratPDResult) -> str | None:
+    """The warning when no leaf compares two categories (None when one does)."""
+    if not len(res.categories) or res.n_leaves_used > 0:
+        return None
+    return (f"CatStratPD for feature {res.feature!r}: no leaf of the stratifying tree holds two or more "
+            "categories, so every category is its own group, placed at its marginal mean y: the other columns "
+            "separate the categories completely. Raise min_samples_leaf, stratify on fewer columns "
+            "(features=...), or give more rows.")
+
+
+
+def effects_from_states(fs, states: list, job):
+    """The CatStratPDResult of one feature from its accumulated :class:`LeafSums`
+    (``states``: per statistics set, per group of leaves, in order)."""
+    from .trees import tree_method_of
+
+    opts = job.finish_options
+    G = job.category_groups()
+    K = fs.coder.n_keys
+    per_set = []
+    for s in range(job.n_sets):
+        sums = None
+        for st in states[s * G:(s + 1) * G]:
+            if st is not None:
+                sums = st if sums is None else sums.fold(st)
+        per_set.append(sums if sums is not None else LeafSums.empty(K))
+    params = {
+        "min_samples_leaf": fs.min_samples_leaf,
+        "tree_method": tree_method_of(fs.tree),
+        "tree_leaves": fs.n_leaves,
+        "stratified_on": list(fs.other),
+        "random_state": job.random_state,
+        "n_trials": job.n_trials,
+        "nan_as_level": bool(fs.coder.nan_level),
+        **opts.get("run_params", {}),
+    }
+    labels = fs.coder.labels()
+    return result_from_sums(fs.feature, job.target, labels, per_set, dtype=opts.get("dtypes", {}).get(fs.feature),
+                            centered=bool(opts.get("centered", False)), solver=opts.get("solver", "auto"),
+                            params=params)
+
+
+def result_from_sums(feature: str, target: str, labels, per_set: list, *, dtype=None, centered: bool = False,
+                     solver: str = "auto", params: dict | None = None) -> "CatStratPDResult":
+    """Solve, place and shift the effects of every statistics set (``per_set[0]``: all
+    rows; ``per_set[t]``: trial t) and build the result (categories with rows only)."""
+    out = []
+    for sums in per_set:
+        e = solve(sums, solver=solver)
+        out.append((_shift(place_groups(e.effect, e.group, e.count, e.sum_y), e.count, centered), e))
+    pd0, e = out[0]
+    counters = per_set[0].counters or (0, 0, 0)
+    keep = e.count > 0
+    labels = np.asarray(labels, dtype=object) if np.asarray(labels).dtype == object else np.asarray(labels)
+    index = category_index(labels[keep], dtype)
+    count, count_used = e.count[keep], e.count_used[keep]
+    if np.all(count == np.round(count)):
+        count, count_used = count.astype("int64"), count_used.astype("int64")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        marginal = e.sum_y[keep] / e.count[keep]
+    p = dict(params or {})
+    p["solver"] = e.solver
+    return CatStratPDResult(
+        feature=feature, target=target, categories=index, pd=pd0[keep], count=count, count_used=count_used,
+        n_leaves_cat=e.n_leaves_cat[keep], group=e.group[keep], marginal_mean=marginal, n_rows=int(counters[0]),
+        n_used=int(round(float(e.count_used.sum()))), n_ignored=int(round(e.n_ignored)),
+        n_missing_x=int(counters[1]), n_bad_y=int(counters[2]), n_leaves=e.n_leaves,
+        n_leaves_used=e.n_leaves_used, n_groups=e.n_groups, centered=bool(centered), params=p,
+        trials_pd=np.vstack([o[0][keep] for o in out[1:]]) if len(out) > 1 else None,
+        set_counts=np.vstack([o[1].count[keep] for o in out]))

@@ -1,0 +1,228 @@
+"""StratPD's finish: slopes within leaves, their average at every x, the integral.
+
+From a feature's merged per-(leaf, key) sums (Parr & Wilson 2021, algorithm StratPD):
+
+1. In each leaf, mean y per position (ybar = sum y / n); forward differences between the
+   leaf's adjacent positions are slope segments over [x_i, x_{i+1}).  A leaf holding a
+   single position carries no slope; its rows are counted as ignored.
+2. The mean slope at every position is a sweep: ``+slope`` where a segment starts,
+   ``-slope`` where it ends, cumulative sums of slopes and of segment counts -- never a
+   positions x segments matrix.  This is additive over leaves, so each bucket of leaves
+   turns its own segments into per-position sums (:func:`bucket_sums`) and the buckets'
+   sums are added (:func:`curve_from_sums`).
+3. :func:`integrate`: positions averaging fewer than ``min_slopes_per_x`` slopes are
+   unsupported; the curve starts at 0 at the leftmost supported position and runs to
+   the right end of the last supported interval; an unsupported interval inside that
+   range gets the slope interpolated linearly from its supported neighbours.
+
+Float sums over leaves are made per virtual bucket (a fixed group of consecutive
+leaves) and added in virtual-bucket order, so the curve does not depend on how many
+buckets the reduction used.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._engine.hashing import keyed_hash
+from .._engine.sums import Table, group_sums
+
+__all__ = ["bucket_sums", "curve_from_sums", "sweep", "integrate", "BucketSums", "empty_curve_message"]
+
+
+@dataclass
+class BucketSums:
+    """One bucket's contribution to a numeric curve (arrays over the feature's codes;
+    float sums as per-virtual-bucket tables, in virtual-bucket order)."""
+
+    count: np.ndarray  # (sets, P) rows (or trial weight) per position
+    starts: np.ndarray  # (sets, P) segments starting at each position
+    ends: np.ndarray  # (sets, P) segments ending at each position
+    ignored: np.ndarray  # (sets,) rows in single-position leaves
+    n_leaves: int  # leaves with rows
+    add: list  # per set: Table(leaf=virtual bucket, key=start code, values=sum of slopes)
+    sub: list  # per set: Table(..., key=end code, ...)
+    sum_x: list | None  # per set: Table(..., key=code, values=sum of x), binned features only
+    segments: tuple  # a bottom-k sample of set 0's segments: (hash, start code, end code, slope)
+    counters: tuple | None  # (rows read, missing x, bad y) in bucket 0
+
+    @property
+    def nbytes(self) -> int:
+        tabs = [*self.add, *self.sub, *(self.sum_x or [])]
+        return int(self.count.nbytes * 3 + sum(t.nbytes for t in tabs))
+
+
+def _segment_sample(leaf, start, end, slope, k: int, random_state: int):
+    if k <= 0 or len(slope) == 0:
+        return (np.zeros(0, np.uint64), start[:0], end[:0], slope[:0])
+    h = keyed_hash((leaf.astype(np.uint64) << np.uint64(32)) | start.astype(np.uint64), random_state, salt=0xF00D)
+    if len(h) > k:
+        keep = np.sort(np.argpartition(h, k - 1)[:k])
+        return h[keep], start[keep], end[keep], slope[keep]
+    return h, start, end, slope
+
+
+def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: int = 0,
+                n_segments: int = 500) -> BucketSums:
+    """A bucket's merged (leaf, code) sums of one numeric feature -> :class:`BucketSums`."""
+    from .scan import virtual_of
+
+    P = fs.coder.n_keys
+    k = fs.stats_per_set
+    leaf = table.leaf.astype(np.int64)
+    code = table.key
+    vals = table.values
+    vb = virtual_of(leaf, fs.n_leaves)
+    xvals = None if fs.binned else np.asarray(fs.coder.values, dtype="float64")
+    count = np.zeros((n_sets, P))
+    starts = np.zeros((n_sets, P))
+    ends = np.zeros((n_sets, P))
+    ignored = np.zeros(n_sets)
+    add, sub, sum_x = [], [], ([] if fs.binned else None)
+    n_leaves = 0
+    segments = _segment_sample(leaf[:0], code[:0], code[:0], vals[:0, 0], 0, random_state)
+    for s in range(n_sets):
+        n, sy = vals[:, k * s], vals[:, k * s + 1]
+        count[s] = np.bincount(code, weights=n, minlength=P)
+        if fs.binned:
+            sum_x.append(group_sums(vb, code, vals[:, k * s + 2]))
+        m = n > 0
+        lm, cm, vm, nm = leaf[m], code[m], vb[m], n[m]
+        ybar = sy[m] / nm
+        xbar = vals[m, k * s + 2] / nm if fs.binned else xvals[cm]
+        same = lm[1:] == lm[:-1]
+        i = np.flatnonzero(same)
+        slope = (ybar[i + 1] - ybar[i]) / (xbar[i + 1] - xbar[i])
+        start, end = cm[i], cm[i + 1]
+        add.append(group_sums(vm[i], start, slope))
+        sub.append(group_sums(vm[i], end, slope))
+        starts[s] = np.bincount(start, minlength=P)
+        ends[s] = np.bincount(end, minlength=P)
+        first = np.flatnonzero(np.r_[True, ~same]) if len(lm) else np.zeros(0, np.int64)
+        sizes = np.diff(np.r_[first, len(lm)])
+        ignored[s] = float(nm[np.repeat(sizes == 1, sizes)].sum())
+        if s == 0:
+            n_leaves = len(first)
+            segments = _segment_sample(lm[i], start, end, slope, n_segments, random_state)
+    return BucketSums(count, starts, ends, ignored, n_leaves, add, sub, sum_x, segments, counters)
+
+
+def _fold(tables: list, P: int) -> np.ndarray:
+    """Per-code sums of per-virtual-bucket tables given in virtual-bucket order: each
+    code's terms are added in that order (independent of how buckets were cut)."""
+    keys = [t.key for t in tables if len(t)]
+    if not keys:
+        return np.zeros(P)
+    return np.bincount(np.concatenate(keys), weights=np.concatenate([t.values[:, 0] for t in tables if len(t)]),
+                       minlength=P)
+
+
+def sweep(add: np.ndarray, sub: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+    """Mean slope and slope count at every position from per-position sums of segment
+    slopes starting (``add``) and ending (``sub``) there, and segment counts."""
+    n = len(add)
+    s = np.cumsum(add - sub)
+    c = np.cumsum(starts - ends)
+    # Where no segment covers a position the running sum must be exactly 0: remove the
+    # rounding residue accumulated so far, so that it does not leak to later positions.
+    zero = c == 0
+    if zero.any():
+        last_zero = np.maximum.accumulate(np.where(zero, np.arange(n), -1))
+        resid = np.where(last_zero >= 0, s[np.maximum(last_zero, 0)], 0.0)
+        s = s - resid
+        s[zero] = 0.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(c > 0, s / np.maximum(c, 1), np.nan)
+    return mean, c
+
+
+def integrate(ux, slope, slope_count, min_slopes_per_x):
+    """pd over positions; see the module docstring.  Returns (pd, supported)."""
+    n = len(ux)
+    pd_ = np.full(n, np.nan)
+    keep = slope_count >= min_slopes_per_x
+    keep[-1:] = False  # no interval starts at the last position
+    k = np.flatnonzero(keep)
+    supported = np.zeros(n, bool)
+    if len(k) == 0:
+        return pd_, supported
+    first, last = k[0], k[-1]
+    s = slope[first:last + 1].copy()
+    gap = ~keep[first:last + 1]
+    if gap.any():
+        s[gap] = np.interp(ux[first:last + 1][gap], ux[k], slope[k])
+    dx = np.diff(ux[first:last + 2])
+    pd_[first] = 0.0
+    pd_[first + 1:last + 2] = np.cumsum(s * dx)
+    supported[first:last + 2] = True
+    return pd_, supported
+
+
+def empty_curve_message(res, min_slopes_per_x: int) -> str | None:
+    """The warning for a curve with no supported position (None when it has one)."""
+    if res.supported.any():
+        return None
+    return (f"StratPD for feature {res.feature!r}: no x position has at least min_slopes_per_x={min_slopes_per_x} "
+            f"slopes ({len(res.x)} positions, {res.n_leaves} leaves); the curve is empty. Lower min_slopes_per_x or "
+            "min_samples_leaf, or give more rows.")
+
+
+def curve_from_sums(fs, sums: list, job):
+    """The StratPDResult of one feature from its buckets' :class:`BucketSums`."""
+    from ..results import StratPDResult
+    from .trees import tree_method_of
+
+    P = fs.coder.n_keys
+    n_sets = job.n_sets
+    opts = job.finish_options
+    msx = int(opts.get("min_slopes_per_x", 5))
+    count = np.sum([b.count for b in sums], axis=0)
+    starts = np.sum([b.starts for b in sums], axis=0)
+    ends = np.sum([b.ends for b in sums], axis=0)
+    ignored = np.sum([b.ignored for b in sums], axis=0)
+    n_leaves = int(sum(b.n_leaves for b in sums))
+    counters = next((b.counters for b in sums if b.counters is not None), (0, 0, 0))
+    pos = np.flatnonzero(count[0] > 0)
+    if fs.binned:
+        sx0 = _fold([b.sum_x[0] for b in sums], P)
+        ux = sx0[pos] / count[0][pos]
+    else:
+        ux = np.asarray(fs.coder.values, dtype="float64")[pos]
+    curves = []
+    for s in range(n_sets):
+        add = _fold([b.add[s] for b in sums], P)[pos]
+        sub = _fold([b.sub[s] for b in sums], P)[pos]
+        mean, c = sweep(add, sub, starts[s][pos], ends[s][pos])
+        pdv, supported = integrate(ux, mean, c, msx)
+        curves.append((pdv, supported, mean, c))
+    pd_, supported, mean, c = curves[0]
+    # the segment sample: bottom-k by hash over the buckets
+    seg = [np.concatenate([b.segments[j] for b in sums]) for j in range(4)]
+    k = int(opts.get("n_segments", 500))
+    if len(seg[0]) > k:
+        keep = np.sort(np.argpartition(seg[0], k - 1)[:k])
+        seg = [a[keep] for a in seg]
+    where = np.full(P, -1, dtype=np.int64)
+    where[pos] = np.arange(len(pos))
+    segments = {"x0": ux[where[seg[1]]], "x1": ux[where[seg[2]]], "slope": seg[3]}
+    n_valid = float(count[0].sum())
+    params = {
+        "min_samples_leaf": fs.min_samples_leaf,
+        "tree_method": tree_method_of(fs.tree),
+        "tree_leaves": fs.n_leaves,
+        "min_slopes_per_x": msx,
+        "n_bins": fs.coder.n_keys if fs.binned else None,
+        "stratified_on": list(fs.other),
+        "random_state": job.random_state,
+        "n_trials": job.n_trials,
+        **opts.get("run_params", {}),
+    }
+    return StratPDResult(
+        feature=fs.feature, target=job.target, x=ux, pd=pd_, slope=np.where(c >= msx, mean, np.nan), slope_count=c,
+        count=count[0][pos], supported=supported, n_rows=int(counters[0]), n_used=int(n_valid - ignored[0]),
+        n_ignored=int(ignored[0]), n_missing_x=int(counters[1]), n_bad_y=int(counters[2]), n_leaves=n_leaves,
+        binned=bool(fs.binned), params=params, segments=segments,
+        trials_pd=np.vstack([cv[0] for cv in curves[1:]]) if n_sets > 1 else None,
+        set_counts=count[:, pos],
+    )

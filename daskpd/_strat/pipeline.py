@@ -1,0 +1,259 @@
+"""The model-free pipeline shared by stratpd, catstratpd and importances.
+
+read (needed columns only) -> pass 1: the tree sample, the row count and every
+feature's distinct values (:class:`daskpd._engine.hashing.SampleJob`) -> one stratifying
+tree per feature, fitted in parallel next to the sample -> pass 2: ONE scan applying
+every tree, its reduction split into buckets of leaves, each curve finished next to its
+data (:class:`daskpd._strat.scan.StratScan`) -> only the curves reach the driver.
+
+Passes over the data: exactly two per request, whatever the number of features and
+bootstrap trials (the scan's trees are fitted on the sample, so the two cannot be
+fused).  The sample and the trees reach later stages as results of the graphs that made
+them (futures on a cluster), never as scattered data, so a lost worker's part is
+recomputed from lineage.
+"""
+from __future__ import annotations
+
+import numbers
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .._data.encode import FeatureEncoder, KeyCoder, as_float, column_kinds
+from .._engine import memory, scheduler
+from .._engine.hashing import Sample, SampleJob
+from .._engine.plan import build_pass
+from ..io import DataError, check_columns, load
+from .scan import FeatureScan, StratScan, leaf_numbering
+from .trees import DEFAULT_TREE_METHOD, TREE_METHODS, bin_edges, bin_sample, fit_tree
+
+__all__ = ["StratRun", "run_strat", "check_int", "resolve_columns", "NUMERIC_VALUES_CAP", "CATEGORY_LEVELS_CAP"]
+
+#: a numeric feature keeps its exact values only if it has at most this many in the data
+NUMERIC_VALUES_CAP = 1 << 16
+#: the most levels a categorical feature may have
+CATEGORY_LEVELS_CAP = 1 << 20
+
+
+@dataclass
+class StratRun:
+    results: dict  # {feature: StratPDResult | CatStratPDResult}, finished next to the data
+    scan: StratScan  # the scan job (trees, coders, bucket count)
+    sample: pd.DataFrame  # the tree-fitting sample (hash-ordered bottom-k rows)
+    n_rows: int
+    n_partitions: int
+    kinds: dict
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def sample_rows(self) -> int:
+        return len(self.sample)
+
+
+def check_int(name: str, value, minimum: int, allow_none: bool = False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise DataError(f"parameter {name} must be an integer >= {minimum}; got {value!r}")
+    return int(value)
+
+
+def resolve_columns(data, target: str, features: Sequence[str] | None, storage_options=None, filters=None):
+    """The lazily-opened dataset (all columns) and the feature list (default: all but target)."""
+    ddf = load(data, None, storage_options=storage_options, filters=filters)
+    cols = [str(c) for c in ddf.columns]
+    source = repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data"
+    if not isinstance(target, str):
+        raise DataError(f"target must be a column name (str); got {target!r}")
+    check_columns(cols, [target], source=source)
+    if features is None:
+        features = [c for c in cols if c != target]
+    else:
+        if isinstance(features, str):
+            features = [features]
+        features = [str(f) for f in features]
+        check_columns(cols, features, source=source)
+    return ddf, list(dict.fromkeys(features))
+
+
+def _fit(sample: Sample, target, other, encoder, min_samples_leaf, random_state, tree_method, binned):
+    return fit_tree(sample.frame, target, other, encoder, min_samples_leaf, random_state, tree_method=tree_method,
+                    binned=binned)
+
+
+def _bin(sample: Sample, target, columns, encoder):
+    return bin_sample(sample.frame, target, columns, encoder)
+
+
+def _check_sample(sample: pd.DataFrame, target, features, kinds, nan_as_level):
+    if len(sample) == 0:
+        raise DataError("data has no rows")
+    y = as_float(sample[target])
+    if not np.isfinite(y).any():
+        raise DataError(f"target {target!r} has no finite values (in a sample of {len(sample):,} rows)")
+    for f in features:
+        col = sample[f]
+        vals = as_float(col) if kinds[f] == "numeric" else col
+        valid = np.isfinite(vals) if kinds[f] == "numeric" else col.notna().to_numpy()
+        if not valid.any() and not (nan_as_level and kinds[f] == "categorical"):
+            raise DataError(f"feature {f!r} has no non-missing values (in a sample of {len(sample):,} rows)")
+        nuniq = pd.Series(np.asarray(vals)[valid]).nunique()
+        if nuniq < 2 and not (nan_as_level and kinds[f] == "categorical" and not valid.all()):
+            raise DataError(f"feature {f!r} is constant (a single distinct value in a sample of "
+                            f"{len(sample):,} rows); its partial dependence is undefined")
+
+
+def _coder(f, kind, sample: Sample, max_bins, nan_as_level, dtype) -> KeyCoder:
+    from .categorical import category_values
+
+    distinct = sample.distinct.get(f)
+    if kind == "numeric":
+        edges = bin_edges(as_float(sample.frame[f]), max_bins) if max_bins is not None else None
+        if edges is not None:
+            return KeyCoder("numeric", edges=edges)
+        if distinct is None:
+            raise DataError(f"feature {f!r} has at most max_bins={max_bins} distinct values in the tree sample "
+                            f"but more than {NUMERIC_VALUES_CAP:,} in the data; raise sample_size or lower max_bins "
+                            "so that it is binned")
+        vals = np.asarray(distinct, dtype="float64")
+        return KeyCoder("numeric", values=vals[np.isfinite(vals)])
+    if distinct is None:
+        raise DataError(f"categorical feature {f!r} has more than {CATEGORY_LEVELS_CAP:,} distinct levels")
+    vals = category_values(distinct, dtype)
+    if dtype is not None and pd.api.types.is_float_dtype(dtype):
+        keys = np.asarray(vals, dtype="float64")
+        bad = keys[np.isfinite(keys) & (keys != np.round(keys))]
+        if len(bad):
+            raise DataError(
+                f"feature {f!r} is a float column with non-integer values (e.g. {bad[0]!r}); CatStratPD treats every "
+                "distinct value as a category. Use daskpd.stratpd for a numeric feature, or cast the column to int/"
+                "str if its values really are category codes.")
+    return KeyCoder("categorical", values=vals, nan_level=bool(nan_as_level))
+
+
+def _merged_bytes(scans: list, n_rows: int, n_sets: int) -> float:
+    """The merged tables' size, about: occupied (leaf, key) cells x bytes per cell."""
+    total = 0.0
+    for fs in scans:
+        cells = float(fs.n_leaves) * fs.coder.n_keys
+        occupied = cells * -np.expm1(-n_rows / max(cells, 1.0))
+        total += occupied * (4 + 8 + 8 * fs.stats_per_set * n_sets)
+    return total
+
+
+def run_strat(
+    data,
+    target: str,
+    features: Sequence[str],
+    *,
+    stratify_on: Sequence[str] | None = None,
+    kinds: dict[str, str] | None = None,
+    min_samples_leaf: int = 15,
+    sample_size: int = 200_000,
+    max_bins: int | None = 1000,
+    random_state: int = 0,
+    n_trials: int = 0,
+    nan_as_level: bool = False,
+    expect_kind: str | None = None,
+    min_samples_leaf_for: dict[str, int] | None = None,
+    trial_fraction: float | None = None,
+    tree_method: str = DEFAULT_TREE_METHOD,
+    progress=None,
+    storage_options=None,
+    filters=None,
+    finish_options: dict | None = None,
+    dtypes: dict | None = None,
+) -> StratRun:
+    """Run the pipeline for ``features`` (each stratified on ``stratify_on`` minus itself).
+
+    Every feature's result (StratPDResult for a numeric feature, CatStratPDResult for a
+    categorical one) is finished next to its merged sums and returned in
+    ``StratRun.results``; ``finish_options`` are those of
+    :func:`daskpd._strat.numeric.curve_from_sums` / ``categorical.effects_from_states``
+    (``min_slopes_per_x``, ``centered``, ``n_segments``, ``solver``).
+    """
+    min_samples_leaf = check_int("min_samples_leaf", min_samples_leaf, 1)
+    sample_size = check_int("sample_size", sample_size, 2)
+    max_bins = check_int("max_bins", max_bins, 2, allow_none=True)
+    random_state = check_int("random_state", random_state, 0)
+    n_trials = check_int("n_trials", n_trials, 0)
+    min_samples_leaf_for = {str(f): check_int(f"min_samples_leaf for {f!r}", v, 1)
+                            for f, v in (min_samples_leaf_for or {}).items()}
+    if trial_fraction is not None and not (isinstance(trial_fraction, (int, float)) and 0 < trial_fraction < 1):
+        raise DataError(f"parameter trial_fraction must be a number in (0, 1) or None; got {trial_fraction!r}")
+    if tree_method not in TREE_METHODS:
+        raise DataError(f"parameter tree_method must be one of {', '.join(map(repr, TREE_METHODS))}; "
+                        f"got {tree_method!r}")
+    features = [str(f) for f in features]
+    if not features:
+        raise DataError("no features to compute")
+    if target in features:
+        raise DataError(f"feature {target!r} is the target; partial dependence of a column on itself is meaningless")
+    ddf_all, strat_cols = resolve_columns(data, target, stratify_on, storage_options, filters)
+    strat_cols = [c for c in strat_cols if c != target]
+    columns = list(dict.fromkeys([target, *features, *strat_cols]))
+    check_columns(ddf_all.columns, features,
+                  source=repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data")
+    ddf = load(ddf_all, columns)
+    dkinds = column_kinds(ddf.dtypes)
+    if dkinds[target] != "numeric":
+        raise DataError(f"target {target!r} must be numeric; it has dtype {ddf.dtypes[target]}")
+    kinds = {**{f: dkinds[f] for f in features}, **(kinds or {})}
+    for f in features:
+        if expect_kind == "numeric" and kinds[f] == "categorical":
+            raise DataError(
+                f"feature {f!r} is categorical (dtype {ddf.dtypes[f]}); StratPD needs a numeric feature. "
+                f"Use daskpd.catstratpd(data, {target!r}, {f!r}) for categorical features.")
+        if kinds[f] == "datetime":
+            raise DataError(f"feature {f!r} is a datetime ({ddf.dtypes[f]}); convert it to a number first "
+                            "(e.g. days since an epoch, or the year)")
+    dtypes = {f: ddf.dtypes[f] for f in features} if dtypes is None else dtypes
+
+    # pass 1: the sample, the row count, the features' distinct values
+    t0 = time.perf_counter()
+    caps = {f: CATEGORY_LEVELS_CAP if kinds[f] == "categorical" else NUMERIC_VALUES_CAP for f in features}
+    (sample_h,) = scheduler.materialize(*build_pass(ddf, [SampleJob(sample_size, random_state, caps)],
+                                                    name="daskpd-sample"), progress=progress)
+    sample: Sample = sample_h.value
+    _check_sample(sample.frame, target, features, kinds, nan_as_level)
+
+    # the trees, fitted in parallel next to the sample (on the workers when there is a cluster)
+    t1 = time.perf_counter()
+    from dask import delayed
+
+    encoder = FeatureEncoder.fit(sample.frame, list(dict.fromkeys([*strat_cols, *features])))
+    binned = (delayed(_bin, pure=True)(sample_h.ref, target, strat_cols, encoder)
+              if tree_method == "hist" else None)
+    others = {f: [c for c in strat_cols if c != f] for f in features}
+    msl = {f: min_samples_leaf_for.get(f, min_samples_leaf) for f in features}
+    tasks = [delayed(_fit, pure=True)(sample_h.ref, target, others[f], encoder, msl[f], random_state, tree_method,
+                                      binned) for f in features]
+    trees = scheduler.compute(*tasks, progress=False)
+    del sample_h  # the scan needs neither the sample nor its future
+    t2 = time.perf_counter()
+
+    scans = []
+    for i, f in enumerate(features):
+        leaf_index, n_leaves = leaf_numbering(trees[i], random_state, i)
+        coder = _coder(f, kinds[f], sample, max_bins, nan_as_level, dtypes.get(f))
+        scans.append(FeatureScan(f, kinds[f], others[f], trees[i], coder, leaf_index, n_leaves,
+                                 min_samples_leaf=msl[f] if trees[i] is not None else None))
+    n_sets = 1 + n_trials
+    n_buckets = memory.n_buckets(_merged_bytes(scans, sample.n_rows, n_sets))
+    opts = dict(finish_options or {})
+    opts["dtypes"] = {f: dtypes.get(f) for f in features}
+    opts["run_params"] = {"sample_rows": len(sample.frame), "n_partitions": ddf.npartitions,
+                          "n_buckets": n_buckets}
+    scan = StratScan(target=target, features=scans, encoder=encoder, n_trials=n_trials,
+                     trial_fraction=trial_fraction, random_state=random_state, weight_columns=columns,
+                     n_buckets=n_buckets, expected_rows=sample.n_rows // max(1, ddf.npartitions),
+                     finish_options=opts)
+    # pass 2: one scan, every feature, each finished next to its data
+    (results,) = scheduler.compute(*build_pass(ddf, [scan], name="daskpd-strat"), progress=progress)
+    timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}
+    return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
+                    n_partitions=ddf.npartitions, kinds=kinds, timings=timings)

@@ -1,0 +1,285 @@
+"""The StratPD / CatStratPD scan: one pass, every feature, a reduction split by leaf.
+
+:class:`StratScan` is the engine job of the model-free methods.  On each partition
+(``map``) it applies every feature's stratifying tree and turns the rows into keyed
+sums per (leaf, key) -- ``[n, sum y]``, plus ``sum x`` for a binned feature, and the
+same weighted per bootstrap trial -- and hands each *bucket* of leaves its own table.
+Leaves are numbered in a seeded random order (``leaf_index``) and bucket ``b`` of ``B``
+holds the leaves ``ceil(b L / B) <= leaf < ceil((b + 1) L / B)``, so buckets are
+balanced and a bucket's tables merge (``combine``) without the others.
+
+Each merged bucket is finished next to its data (``reduce``):
+
+* numeric features: a bucket's leaves become slope segments, summed per position
+  (:mod:`daskpd._strat.numeric`); the small per-position arrays of the buckets are then
+  folded into the curve;
+* categorical features: the leaves' contributions to the least-squares system are
+  accumulated bucket after bucket (:mod:`daskpd._strat.categorical_solve`), and the
+  system is solved at the end.
+
+Both are exact and independent of the bucket count: float sums over leaves are made per
+*virtual bucket* (``N_VIRTUAL`` fixed groups of consecutive leaves; a physical bucket is
+a run of them) and folded in virtual-bucket order, so the same partitioning gives the
+same bits whatever the memory limit, the scheduler or the number of buckets.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._data.encode import FeatureEncoder, KeyCoder, as_float
+from .._engine.hashing import bootstrap_weights
+from .._engine.memory import MAX_BUCKETS
+from .._engine.plan import Job
+from .._engine.sums import Table, reduce_tables
+
+__all__ = ["FeatureScan", "StratScan", "ScanPiece", "N_VIRTUAL", "leaf_numbering", "bucket_bounds"]
+
+#: fixed leaf groups over which float sums are made (>= every bucket count)
+N_VIRTUAL = MAX_BUCKETS
+#: a map groups its rows itself when the feature's (leaf, key) grid has at most this
+#: many cells per partition row (few cells: partitions shrink a lot); else it ships rows
+MAP_GROUP_CELLS_PER_ROW = 2
+
+
+def leaf_numbering(tree, random_state: int, salt: int) -> tuple[np.ndarray | None, int]:
+    """``(leaf_index, n_leaves)``: the tree's leaf node ids -> leaves 0..L-1 in a seeded
+    random order (so that buckets of consecutive leaves are balanced)."""
+    if tree is None:
+        return None, 1
+    if hasattr(tree, "feature_"):  # daskpd's HistTree
+        is_leaf = np.asarray(tree.feature_) < 0
+    else:  # scikit-learn
+        is_leaf = np.asarray(tree.tree_.children_left) < 0
+    nodes = np.flatnonzero(is_leaf)
+    perm = np.random.default_rng([int(random_state), 0x1EAF, int(salt)]).permutation(len(nodes))
+    index = np.full(len(is_leaf), -1, dtype=np.int64)
+    index[nodes] = perm
+    return index, len(nodes)
+
+
+def bucket_bounds(n_leaves: int, n_parts: int) -> np.ndarray:
+    """Leaf bounds of ``n_parts`` runs of consecutive leaves: ``ceil(b L / n_parts)``."""
+    b = np.arange(n_parts + 1, dtype=np.int64)
+    return -((-b * int(n_leaves)) // int(n_parts))
+
+
+def virtual_of(leaf: np.ndarray, n_leaves: int) -> np.ndarray:
+    """Virtual bucket of each leaf: ``leaf * N_VIRTUAL // n_leaves``."""
+    return (np.asarray(leaf, dtype=np.int64) * N_VIRTUAL) // int(n_leaves)
+
+
+@dataclass
+class FeatureScan:
+    """What the scan needs for one feature."""
+
+    feature: str
+    kind: str  # "numeric" | "categorical"
+    other: list  # the tree's input columns, in order
+    tree: object | None  # fitted HistTree or DecisionTreeRegressor, or None (one stratum)
+    coder: KeyCoder
+    leaf_index: np.ndarray | None
+    n_leaves: int
+    min_samples_leaf: int | None = None
+
+    @property
+    def binned(self) -> bool:
+        return self.coder.binned
+
+    @property
+    def stats_per_set(self) -> int:
+        """``[n, sum_y]``, plus ``sum_x`` when binned (a leaf's bin sits at its own mean x)."""
+        return 3 if self.binned else 2
+
+    def leaves(self, X: np.ndarray, columns) -> np.ndarray:
+        """Leaf (0..L-1) of every row of X (``columns``: the tree's inputs' positions in X)."""
+        if self.tree is None or len(columns) == 0:
+            return np.zeros(X.shape[0], dtype=np.int64)
+        if hasattr(self.tree, "feature_"):
+            node = self.tree.apply(X, columns)
+        else:
+            node = self.tree.apply(X[:, columns].astype("float32"))
+        return self.leaf_index[node]
+
+
+@dataclass
+class ScanPiece:
+    """One bucket's tables ({feature: Table}) and, in bucket 0, the row counters
+    ({feature: (rows, missing x, bad y)})."""
+
+    tables: dict
+    counters: dict | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tables.values())
+
+
+def _sum_counters(parts):
+    have = [p.counters for p in parts if p.counters is not None]
+    if not have:
+        return None
+    return {f: tuple(int(sum(c[f][k] for c in have)) for k in range(3)) for f in have[0]}
+
+
+def _split_rows(table: Table, bounds: np.ndarray) -> list[Table]:
+    """A raw table's rows by bucket (stable: rows keep their order within a bucket)."""
+    nb = len(bounds) - 1
+    if nb == 1:
+        return [table]
+    b = np.searchsorted(bounds, table.leaf, side="right") - 1
+    order = np.argsort(b, kind="stable")
+    cut = np.searchsorted(b[order], np.arange(nb + 1), side="left")
+    leaf, key, values = table.leaf[order], table.key[order], table.values[order]
+    return [Table(leaf[a:z], key[a:z], values[a:z], grouped=False) for a, z in zip(cut[:-1], cut[1:])]
+
+
+def _split_grouped(table: Table, bounds: np.ndarray) -> list[Table]:
+    cut = np.searchsorted(table.leaf, bounds, side="left")
+    return [Table(table.leaf[a:z], table.key[a:z], table.values[a:z]) for a, z in zip(cut[:-1], cut[1:])]
+
+
+@dataclass
+class StratScan(Job):
+    """The model-free scan (see the module docstring)."""
+
+    target: str
+    features: list  # of FeatureScan
+    encoder: FeatureEncoder
+    n_trials: int = 0  # bootstrap / subsample trials riding the scan
+    trial_fraction: float | None = None  # None: Poisson(1) bootstrap; f: Bernoulli(f) subsample
+    random_state: int = 0
+    weight_columns: list = field(default_factory=list)  # hashed for the trial weights
+    n_buckets: int = 1
+    expected_rows: int = 0  # rows per partition, for the map's grouping decision
+    # how the curves are finished (see daskpd._strat.numeric / categorical)
+    finish_options: dict = field(default_factory=dict)
+
+    @property
+    def n_sets(self) -> int:
+        return 1 + int(self.n_trials)
+
+    def _group_at_map(self, fs: FeatureScan) -> bool:
+        cells = fs.n_leaves * fs.coder.n_keys
+        return cells <= MAP_GROUP_CELLS_PER_ROW * max(1, self.expected_rows)
+
+    # -- map / combine -------------------------------------------------------------
+
+    def map(self, ctx):
+        df = ctx.df
+        y = as_float(df[self.target])
+        y_ok = np.isfinite(y)
+        X = ctx.cached(("strat-X", id(self.encoder)), lambda: self.encoder.transform(df))
+        col = {c: j for j, c in enumerate(self.encoder.columns)}
+        W = None
+        if self.n_trials:
+            W = bootstrap_weights(df, self.weight_columns, self.n_trials, self.random_state, self.trial_fraction)
+        pieces = [ScanPiece({}) for _ in range(self.n_buckets)]
+        pieces[0].counters = {}
+        for fs in self.features:
+            s = df[fs.feature]
+            x_ok = fs.coder.valid(s)
+            ok = x_ok & y_ok
+            every = bool(ok.all())
+            sel = slice(None) if every else ok
+            leaf = fs.leaves(X[sel], [col[c] for c in fs.other])
+            key = fs.coder.encode(s if every else s[ok])
+            yy = y[sel]
+            stats = [np.ones(len(yy)), yy]
+            xx = as_float(s)[sel] if fs.binned else None
+            if xx is not None:
+                stats.append(xx)
+            for t in range(self.n_trials):
+                w = W[sel, t]
+                stats += [w, w * yy] + ([w * xx] if xx is not None else [])
+            table = Table(leaf.astype(np.int32), key, np.column_stack(stats), grouped=False)
+            bounds = bucket_bounds(fs.n_leaves, self.n_buckets)
+            if self._group_at_map(fs):
+                parts = _split_grouped(reduce_tables([table], fs.coder.n_keys), bounds)
+            else:
+                parts = _split_rows(table, bounds)
+            for b, part in enumerate(parts):
+                pieces[b].tables[fs.feature] = part
+            pieces[0].counters[fs.feature] = (len(df), int((~x_ok).sum()), int((x_ok & ~y_ok).sum()))
+        return pieces if self.n_buckets > 1 else pieces[0]
+
+    def combine(self, parts, bucket=0):
+        tables = {fs.feature: reduce_tables([p.tables[fs.feature] for p in parts], fs.coder.n_keys)
+                  for fs in self.features}
+        return ScanPiece(tables, _sum_counters(parts))
+
+    # -- finishing -----------------------------------------------------------------
+
+    def pick(self, piece: ScanPiece, feature: str):
+        """One feature's merged table of a bucket, with the counters when it has them."""
+        return piece.tables[feature], (piece.counters or {}).get(feature)
+
+    def numeric_bucket(self, piece: ScanPiece, bucket: int) -> dict:
+        from .numeric import bucket_sums
+
+        out = {}
+        for fs in self.features:
+            if fs.kind == "numeric":
+                out[fs.feature] = bucket_sums(piece.tables[fs.feature], fs, self.n_sets,
+                                              counters=(piece.counters or {}).get(fs.feature),
+                                              random_state=self.random_state,
+                                              n_segments=self.finish_options.get("n_segments", 500))
+        return out
+
+    def pick_numeric(self, sums: dict, feature: str):
+        return sums[feature]
+
+    def numeric_final(self, index: int, *bucket_sums):
+        from .numeric import curve_from_sums
+
+        return curve_from_sums(self.features[index], list(bucket_sums), self)
+
+    def categorical_link(self, state, picked, index: int, stats_set: int, group: int):
+        from .categorical_solve import accumulate
+
+        table, counters = picked
+        return accumulate(state, table, counters, self.features[index], self, stats_set, group)
+
+    def categorical_final(self, index: int, *states):
+        from .categorical import effects_from_states
+
+        return effects_from_states(self.features[index], list(states), self)
+
+    def collect(self, *results) -> dict:
+        return {fs.feature: r for fs, r in zip(self.features, results)}
+
+    def category_groups(self) -> int:
+        """Leaf groups whose least-squares sums accumulate in parallel (a function of the
+        request only, never of the cluster, so the sums are the same everywhere)."""
+        return max(1, 4 // self.n_sets)
+
+    def reduce(self, merged, node):
+        B = self.n_buckets
+        results = {}
+        numeric = [i for i, fs in enumerate(self.features) if fs.kind == "numeric"]
+        if numeric:
+            sums = [node("numeric_bucket", merged[b], b, key=f"numeric-{b}") for b in range(B)]
+            for i in numeric:
+                f = self.features[i].feature
+                picks = [node("pick_numeric", sums[b], f, key=f"numeric-{b}-f{i}") for b in range(B)]
+                results[i] = node("numeric_final", i, *picks, key=f"finish-numeric-f{i}")
+        G = self.category_groups()
+        for i, fs in enumerate(self.features):
+            if fs.kind != "categorical":
+                continue
+            picks = [node("pick", merged[b], fs.feature, key=f"pick-{b}-f{i}") for b in range(B)]
+            bb = bucket_bounds(fs.n_leaves, B)
+            gb = bucket_bounds(fs.n_leaves, G)
+            states = []
+            for s in range(self.n_sets):
+                for g in range(G):
+                    state = None
+                    for b in range(B):
+                        if bb[b] < gb[g + 1] and gb[g] < bb[b + 1] or (b == 0 and g == 0):
+                            state = node("categorical_link", state, picks[b], i, s, g,
+                                         key=f"categorical-{s}-{g}-{b}-f{i}")
+                    states.append(state)
+            results[i] = node("categorical_final", i, *states, key=f"finish-categorical-f{i}")
+        return node("collect", *[results[i] for i in range(len(self.features))], key="collect")
