@@ -461,13 +461,15 @@ def synthetic_sums(n_cats, n_leaves, seed=0, noise=0.0, window=30):
 
 def test_dense_sparse_direct_and_cg_solvers_agree(monkeypatch):
     leaf, cat, n, s, b = synthetic_sums(4000, 20_000, seed=1, noise=1.0)
-    d = solve_effects(leaf, cat, n, s, 4000)  # 4,000 categories: a dense system, Cholesky
+    d = solve_effects(leaf, cat, n, s, 4000, solver="direct")  # 4,000 categories: a dense system, Cholesky
     c = solve_effects(leaf, cat, n, s, 4000, solver="cg")
-    assert (d.solver, c.solver) == ("dense", "cg")
+    a = solve_effects(leaf, cat, n, s, 4000)  # auto: > DENSE_DIRECT_MAX unknowns, CG first
+    assert (d.solver, c.solver, a.solver) == ("dense", "cg", "cg")
     np.testing.assert_allclose(c.effect, d.effect, atol=1e-7)
+    np.testing.assert_allclose(a.effect, d.effect, atol=1e-7)
     # the pairs need not come sorted by leaf
     perm = np.random.default_rng(0).permutation(len(leaf))
-    p = solve_effects(leaf[perm], cat[perm], n[perm], s[perm], 4000)
+    p = solve_effects(leaf[perm], cat[perm], n[perm], s[perm], 4000, solver="direct")
     np.testing.assert_allclose(p.effect, d.effect, atol=1e-9)
     np.testing.assert_array_equal(p.group, d.group)
     # the sparse system (many categories): sparse LU, or CG first above DIRECT_MAX unknowns
@@ -491,7 +493,8 @@ def test_gram_by_blas_or_scatter_equals_the_dense_definition(monkeypatch, factor
     multi = (M > 0).sum(axis=1) >= 2
     M = M[multi]
     G = (M / M.sum(axis=1, keepdims=True)).T @ M
-    np.testing.assert_allclose(sums.gram, G, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(sums.full_gram(), G, rtol=1e-12, atol=1e-9)
+    np.testing.assert_array_equal(np.tril(sums.gram, -1), 0)  # only the upper triangle is summed
     np.testing.assert_allclose(sums.count_used, M.sum(axis=0), rtol=1e-12)
 
 
@@ -508,7 +511,7 @@ def test_chain_graph_falls_back_to_the_direct_solver(monkeypatch):
         dense = solve_effects(leaf, cat, n, s, k)
         monkeypatch.setattr(categorical_solve, "DENSE_MAX_KEYS", 1000)
         sparse = solve_effects(leaf, cat, n, s, k)
-    assert (dense.solver, sparse.solver) == ("dense", "cg+direct")
+    assert (dense.solver, sparse.solver) == ("cg+dense", "cg+direct")
     # a 6,000-long chain amplifies the rounding of the sums (leaf levels up to 1,500)
     for e in (dense, sparse):
         np.testing.assert_allclose(e.effect - e.effect[0], b - b[0], atol=1e-6)

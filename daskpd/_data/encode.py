@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -105,6 +106,15 @@ class KeyCoder:
     edges: np.ndarray | None = None
     values: np.ndarray | None = None
     nan_level: bool = False
+    _lookup: object = field(default=None, init=False, repr=False, compare=False)
+
+    def _search(self):
+        if self._lookup is None:
+            if self.edges is not None:
+                self._lookup = SortedLookup(self.edges, side="right")
+            else:
+                self._lookup = SortedLookup(np.asarray(self.values, dtype="float64"), side="left")
+        return self._lookup
 
     @property
     def binned(self) -> bool:
@@ -132,22 +142,24 @@ class KeyCoder:
             return np.ones(len(s), dtype=bool)
         return s.notna().to_numpy()
 
+    def encode_float(self, x: np.ndarray) -> np.ndarray:
+        """Codes of finite float values of a numeric feature."""
+        if self.edges is not None:
+            return np.clip(self._search()(x) - 1, 0, len(self.edges) - 2)
+        codes = self._search()(x)
+        bad = (codes >= len(self.values)) | (self.values[np.minimum(codes, len(self.values) - 1)] != x)
+        if bad.any():
+            raise ValueError(f"value {x[bad][0]!r} is not among the feature's distinct values")
+        return codes
+
     def encode(self, s: pd.Series) -> np.ndarray:
         """Codes of the values of ``s`` (rows for which :meth:`valid` holds)."""
         if self.kind == "numeric":
-            x = as_float(s)
-            if self.edges is not None:
-                b = np.searchsorted(self.edges, x, side="right") - 1
-                return np.clip(b, 0, len(self.edges) - 2).astype(np.int64)
-            codes = np.searchsorted(self.values, x).astype(np.int64)
-            bad = (codes >= len(self.values)) | (self.values[np.minimum(codes, len(self.values) - 1)] != x)
-            if bad.any():
-                raise ValueError(f"value {x[bad][0]!r} is not among the feature's distinct values")
-            return codes
+            return self.encode_float(as_float(s))
         vals = np.asarray(self.values)
-        if vals.dtype.kind in "iufb" and isinstance(s.dtype, np.dtype) and s.dtype.kind in "iufb":
+        if vals.dtype.kind in "iuf" and isinstance(s.dtype, np.dtype) and s.dtype.kind in "iuf":
             x = s.to_numpy()
-            codes = np.searchsorted(vals, x).astype(np.int64)
+            codes = self._search()(np.where(np.isnan(x), 0.0, x) if x.dtype.kind == "f" else x)
             miss = np.isnan(x) if x.dtype.kind == "f" else np.zeros(len(x), bool)
             ok = ~miss
             bad = ok & ((codes >= len(vals)) | (vals[np.minimum(codes, len(vals) - 1)] != x))
@@ -160,3 +172,58 @@ class KeyCoder:
         if self.nan_level:
             codes = np.where(miss, len(vals), codes)
         return codes
+
+
+# ---------------------------------------------------------------------------------
+# fast sorted lookups
+
+
+@numba.njit(cache=True, nogil=True)
+def _lookup(x, sorted_values, grid, lo, scale, right):
+    """``np.searchsorted(sorted_values, x, side)`` for finite x, through a grid that
+    maps equal-width cells of [lo, hi] to the first index at or after the cell start."""
+    n = x.shape[0]
+    m = sorted_values.shape[0]
+    ng = grid.shape[0]
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        v = x[i]
+        g = int((v - lo) * scale)
+        if g < 0:
+            g = 0
+        elif g >= ng:
+            g = ng - 1
+        k = grid[g]
+        if right:
+            while k > 0 and sorted_values[k - 1] > v:
+                k -= 1
+            while k < m and sorted_values[k] <= v:
+                k += 1
+        else:
+            while k > 0 and sorted_values[k - 1] >= v:
+                k -= 1
+            while k < m and sorted_values[k] < v:
+                k += 1
+        out[i] = k
+    return out
+
+
+class SortedLookup:
+    """``np.searchsorted(values, x, side)`` in O(1) per element (a grid of 4 cells per
+    value), for the scan's keys: bins of a binned feature, positions of exact values."""
+
+    def __init__(self, values: np.ndarray, side: str = "left"):
+        v = np.asarray(values, dtype="float64")
+        self.values = v
+        self.right = side == "right"
+        fin = v[np.isfinite(v)]
+        self.lo = float(fin[0]) if len(fin) else 0.0
+        hi = float(fin[-1]) if len(fin) else 1.0
+        ng = max(1, 4 * len(v))
+        self.scale = ng / (hi - self.lo) if hi > self.lo else 0.0
+        starts = self.lo + np.arange(ng) / self.scale if self.scale else np.full(ng, self.lo)
+        self.grid = np.searchsorted(v, starts, side=side).astype(np.int64)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return _lookup(np.ascontiguousarray(x, dtype="float64"), self.values, self.grid, self.lo, self.scale,
+                       self.right)

@@ -42,8 +42,14 @@ CHUNK_LEAVES = 64
 #: a chunk's Gram is one BLAS product when its dense block costs at most this many times
 #: the scatter's multiply-adds (BLAS does ~10x more of them per second)
 BLAS_FACTOR = 8.0
+#: rows and columns of the tiles of G that the scatter updates one at a time
+TILE = 1024
 #: sparse systems with at most this many unknowns are solved directly (sparse LU)
 DIRECT_MAX = 3000
+#: dense systems with at most this many unknowns are solved by Cholesky at once
+DENSE_DIRECT_MAX = 1500
+#: dense systems above that try this many CG iterations (O(K^2) each) before Cholesky
+DENSE_CG_MAXITER = 300
 #: CG iteration cap before falling back to the direct solve
 CG_MAXITER = 3000
 #: sparse Gram entries kept uncompacted before they are merged
@@ -77,7 +83,7 @@ class LeafSums:
     count_used: np.ndarray
     n_leaves_cat: np.ndarray
     r: np.ndarray
-    gram: object  # dense (K, K) array, or a list of sparse Tables (row, col, value) in order
+    gram: object  # upper triangle: dense (K, K) array, or sparse Tables (row, col, value) in order
     n_ignored: float = 0.0
     n_leaves: int = 0
     n_leaves_used: int = 0
@@ -102,35 +108,49 @@ class LeafSums:
     # -- adding leaves ----------------------------------------------------------------
 
     def add(self, leaf, code, n, s, chunk):
-        """Add the leaves of one chunk (rows sorted by leaf; n > 0)."""
+        """Add leaves (rows sorted by leaf, then code; n > 0) cut into ``chunk`` runs.
+
+        The vectors are summed per group of chunks (``chunk >> 40``: a virtual bucket) and
+        G leaf by leaf within each chunk, so the result only depends on the chunks, not on
+        how calls cut them.
+        """
         K = self.K
+        group = chunk >> 40
+        cut = np.flatnonzero(np.r_[True, group[1:] != group[:-1], True])
         first = np.flatnonzero(np.r_[True, leaf[1:] != leaf[:-1]])
         sizes = np.diff(np.r_[first, len(leaf)])
-        self.count += np.bincount(code, weights=n, minlength=K)
-        self.sum_y += np.bincount(code, weights=s, minlength=K)
-        self.n_leaves += len(first)
-        multi_leaf = sizes >= 2
-        multi = np.repeat(multi_leaf, sizes)
-        self.n_ignored += float(n[~multi].sum())
-        if not multi.any():
+        multi = np.repeat(sizes >= 2, sizes)
+        lid_all = np.repeat(np.arange(len(first)), sizes)
+        N = np.bincount(lid_all, weights=n)
+        S = np.bincount(lid_all, weights=s)
+        for a, b in zip(cut[:-1], cut[1:]):
+            m = multi[a:b]
+            c, nn, ss = code[a:b], n[a:b], s[a:b]
+            self.count += np.bincount(c, weights=nn, minlength=K)
+            self.sum_y += np.bincount(c, weights=ss, minlength=K)
+            self.n_ignored += float(nn[~m].sum())
+            self.n_leaves += int(np.count_nonzero(np.r_[True, leaf[a + 1:b] != leaf[a:b - 1]]))
+            if m.any():
+                lid = lid_all[a:b][m]
+                cm, nm, sm = c[m], nn[m], ss[m]
+                self.n_leaves_used += int(np.count_nonzero(np.r_[True, lid[1:] != lid[:-1]]))
+                self.count_used += np.bincount(cm, weights=nm, minlength=K)
+                self.n_leaves_cat += np.bincount(cm, minlength=K)
+                self.r += np.bincount(cm, weights=sm - nm * (S / N)[lid], minlength=K)
+        # G: the rows of leaves holding >= 2 categories
+        rows = np.flatnonzero(multi)
+        if not len(rows):
             return
-        lid = np.repeat(np.arange(len(first)), sizes)[multi]
-        c, nn, ss = code[multi], n[multi], s[multi]
-        N = np.bincount(lid, weights=nn)
-        S = np.bincount(lid, weights=ss)
-        keep = N > 0
-        self.n_leaves_used += int(np.sum(multi_leaf))
-        self.count_used += np.bincount(c, weights=nn, minlength=K)
-        self.n_leaves_cat += np.bincount(c, minlength=K)
-        self.r += np.bincount(c, weights=ss - nn * (S / np.where(keep, N, 1.0))[lid], minlength=K)
+        c, nn, ch = code[rows], n[rows], chunk[rows]
+        lid = lid_all[rows]
         w = 1.0 / N[lid]
         starts = np.flatnonzero(np.r_[True, lid[1:] != lid[:-1]]).astype(np.int64)
         if self.dense:
-            _add_dense(self.gram, c, nn, w, starts)
+            _add_dense(self.gram, c, nn, w, starts, ch)
         else:
-            rows, cols, vals = _pairs(c, nn, w, starts)
-            self.gram.append(group_sums(rows, cols, vals))
-            self._pending += len(vals)
+            r_, c_, v_ = _pairs(c, nn, w, starts)
+            self.gram.append(group_sums(r_, c_, v_))
+            self._pending += len(v_)
             if self._pending > _COMPACT_AT:
                 self.compact()
 
@@ -150,7 +170,7 @@ class LeafSums:
         for a in ("count", "sum_y", "count_used", "n_leaves_cat", "r"):
             setattr(self, a, getattr(self, a) + getattr(other, a))
         if self.dense:
-            self.gram = self.gram + other.gram
+            self.gram += other.gram
         else:
             self.gram = self.gram + other.gram
             self.compact()
@@ -160,38 +180,67 @@ class LeafSums:
         self.counters = self.counters or other.counters
         return self
 
+    def full_gram(self) -> np.ndarray:
+        """The dense G (its upper triangle is what is summed)."""
+        g = self.gram
+        return np.triu(g) + np.triu(g, 1).T
+
     def gram_csr(self):
+        """The sparse G (symmetric), from its summed upper triangle."""
         import scipy.sparse as sp
 
-        if self.dense:
-            return sp.csr_matrix(self.gram)
         self.compact()
         if not self.gram:
             return sp.csr_matrix((self.K, self.K))
         t = self.gram[0]
-        return sp.csr_matrix((t.values[:, 0], (t.leaf.astype(np.int64), t.key)), shape=(self.K, self.K))
+        r, c, v = t.leaf.astype(np.int64), t.key, t.values[:, 0]
+        off = r != c
+        rr, cc, vv = np.r_[r, c[off]], np.r_[c, r[off]], np.r_[v, v[off]]
+        return sp.csr_matrix((vv, (rr, cc)), shape=(self.K, self.K))
 
 
 @numba.njit(cache=True, nogil=True)
-def _scatter(G, c, n, w, starts):
-    for q in range(starts.shape[0]):
-        a = starts[q]
-        b = starts[q + 1] if q + 1 < starts.shape[0] else c.shape[0]
-        wl = w[a]
-        for i in range(a, b):
-            ni = n[i] * wl
-            ci = c[i]
-            for j in range(a, b):
-                G[ci, c[j]] += ni * n[j]
+def _scatter(G, c, n, w, starts, tile):
+    """Upper triangle of G += n_l n_l' w_l for each leaf (codes ascending within a leaf),
+    tile pair by tile pair of G so that the updates stay in cache."""
+    n_leaf = starts.shape[0]
+    K = G.shape[0]
+    n_tiles = (K + tile - 1) // tile
+    ends = np.empty(n_leaf, np.int64)
+    for q in range(n_leaf):
+        ends[q] = starts[q + 1] if q + 1 < n_leaf else c.shape[0]
+    # cut[q, t]: first row of leaf q whose code is in tile t or later
+    cut = np.empty((n_leaf, n_tiles + 1), np.int64)
+    for q in range(n_leaf):
+        i = starts[q]
+        for t in range(n_tiles + 1):
+            while i < ends[q] and c[i] < t * tile:
+                i += 1
+            cut[q, t] = i
+    for ti in range(n_tiles):
+        for tj in range(ti, n_tiles):
+            for q in range(n_leaf):
+                a0, a1 = cut[q, ti], cut[q, ti + 1]
+                b0, b1 = cut[q, tj], cut[q, tj + 1]
+                if a0 == a1 or b0 == b1:
+                    continue
+                wl = w[starts[q]]
+                for i in range(a0, a1):
+                    ni = n[i] * wl
+                    ci = c[i]
+                    j0 = i if ti == tj else b0
+                    for j in range(j0, b1):
+                        G[ci, c[j]] += ni * n[j]
 
 
 @numba.njit(cache=True, nogil=True)
 def _pairs(c, n, w, starts):
+    """The upper-triangle terms n_i n_j w_l of every leaf, as (row, column, value)."""
     total = 0
     for q in range(starts.shape[0]):
         a = starts[q]
         b = starts[q + 1] if q + 1 < starts.shape[0] else c.shape[0]
-        total += (b - a) * (b - a)
+        total += (b - a) * (b - a + 1) // 2
     rows = np.empty(total, np.int64)
     cols = np.empty(total, np.int64)
     vals = np.empty(total)
@@ -202,7 +251,7 @@ def _pairs(c, n, w, starts):
         wl = w[a]
         for i in range(a, b):
             ni = n[i] * wl
-            for j in range(a, b):
+            for j in range(i, b):
                 rows[k] = c[i]
                 cols[k] = c[j]
                 vals[k] = ni * n[j]
@@ -210,20 +259,41 @@ def _pairs(c, n, w, starts):
     return rows, cols, vals
 
 
-def _add_dense(G, c, n, w, starts):
-    """G += sum over the chunk's leaves of n_l n_l' / N_l: one BLAS product when the
-    chunk's categories are few enough for a dense (leaves x categories) block, else a
-    scatter of the per-leaf outer products.  The choice depends on the chunk only."""
-    n_leaf = len(starts)
-    pairs = float(np.sum(np.diff(np.r_[starts, len(c)]).astype(np.float64) ** 2))
-    u, pos = np.unique(c, return_inverse=True)
-    if n_leaf * len(u) * len(u) <= BLAS_FACTOR * pairs:
-        lid = np.repeat(np.arange(n_leaf), np.diff(np.r_[starts, len(c)]))
-        A = np.zeros((n_leaf, len(u)))
-        A[lid, pos] = n * np.sqrt(w)
-        G[np.ix_(u, u)] += A.T @ A
-    else:
-        _scatter(G, c, n, w, starts)
+def _add_dense(G, c, n, w, starts, chunk):
+    """Upper triangle of G += n_l n_l' / N_l for every leaf (``starts``: first row of each
+    leaf; ``chunk``: each row's chunk).  A chunk whose categories are few enough for a
+    dense (leaves x categories) block is one BLAS product; runs of the other chunks are
+    one cache-tiled scatter.  The choice depends on the chunk only, and each entry's
+    terms are added chunk after chunk, leaf after leaf, whichever way."""
+    ends = np.r_[starts[1:], len(c)]
+    leaf_chunk = chunk[starts]
+    bounds = np.flatnonzero(np.r_[True, leaf_chunk[1:] != leaf_chunk[:-1], True])  # leaf ranges per chunk
+    blas = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        sizes = ends[a:b] - starts[a:b]
+        r0, r1 = starts[a], ends[b - 1]
+        pairs = float(np.sum(sizes.astype(np.float64) * (sizes + 1) / 2))
+        n_u = len(np.unique(c[r0:r1]))
+        blas.append((b - a) * n_u * n_u / 2 <= BLAS_FACTOR * pairs)
+    q = 0
+    while q < len(blas):
+        a = bounds[q]
+        if blas[q]:
+            b = bounds[q + 1]
+            r0, r1 = starts[a], ends[b - 1]
+            u, pos = np.unique(c[r0:r1], return_inverse=True)
+            A = np.zeros((b - a, len(u)))
+            A[np.repeat(np.arange(b - a), ends[a:b] - starts[a:b]), pos] = n[r0:r1] * np.sqrt(w[r0:r1])
+            G[np.ix_(u, u)] += np.triu(A.T @ A)
+            q += 1
+            continue
+        z = q
+        while z < len(blas) and not blas[z]:
+            z += 1
+        b = bounds[z]
+        r0, r1 = starts[a], ends[b - 1]
+        _scatter(G, c[r0:r1], n[r0:r1], w[r0:r1], starts[a:b] - r0, TILE)
+        q = z
 
 
 def accumulate(state, table: Table, counters, fs, job, stats_set: int, group: int):
@@ -245,12 +315,10 @@ def accumulate(state, table: Table, counters, fs, job, stats_set: int, group: in
         return state
     code, n, s = t.key[m], n[m], t.values[m, k * stats_set + 1]
     chunk = virtual_of(leaf, fs.n_leaves) * (1 << 40) + leaf // CHUNK_LEAVES
-    cut = np.flatnonzero(np.r_[True, chunk[1:] != chunk[:-1], True])
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1):
-        for a, b in zip(cut[:-1], cut[1:]):
-            state.add(leaf[a:b], code[a:b], n[a:b], s[a:b], chunk[a])
+        state.add(leaf, code, n, s, chunk)
     return state
 
 
@@ -273,12 +341,39 @@ def _number_groups(comp, present, count):
     return group
 
 
+@numba.njit(cache=True, nogil=True)
+def _components_dense(G):
+    """Connected components of the graph whose edges are the nonzero entries of the
+    upper triangle of G (union-find); a label per row."""
+    K = G.shape[0]
+    parent = np.arange(K)
+    for i in range(K):
+        for j in range(i + 1, K):
+            if G[i, j] != 0.0:
+                a, b = i, j
+                while parent[a] != a:
+                    parent[a] = parent[parent[a]]
+                    a = parent[a]
+                while parent[b] != b:
+                    parent[b] = parent[parent[b]]
+                    b = parent[b]
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    for i in range(K):
+        r = i
+        while parent[r] != r:
+            r = parent[r]
+        parent[i] = r
+    return parent
+
+
 def solve(sums: LeafSums, *, solver: str = "auto") -> Effects:
     """Effects from the summed normal equations (see the module docstring).
 
-    ``solver``: ``"auto"`` (dense Cholesky for a dense system; for a sparse one, sparse
-    LU up to ``DIRECT_MAX`` unknowns, else conjugate gradients with a direct fallback),
-    ``"direct"`` or ``"cg"``.
+    ``solver``: ``"auto"`` (a dense system: Cholesky up to ``DENSE_DIRECT_MAX`` unknowns,
+    else conjugate gradients with a Cholesky fallback; a sparse one: sparse LU up to
+    ``DIRECT_MAX`` unknowns, else conjugate gradients with an LU fallback), ``"direct"``
+    or ``"cg"``.
     """
     from scipy.sparse.csgraph import connected_components
 
@@ -288,15 +383,12 @@ def solve(sums: LeafSums, *, solver: str = "auto") -> Effects:
         raise DataError(f"parameter solver must be 'auto', 'direct' or 'cg'; got {solver!r}")
     K = sums.K
     present = sums.count > 0
-    G = sums.gram_csr() if not sums.dense else None
     if sums.dense:
-        import scipy.sparse as sp
-
-        off = sums.gram != 0
-        graph = sp.csr_matrix(off)
+        comp = _components_dense(sums.gram) if K else np.zeros(0, np.int64)
+        G = None
     else:
-        graph = G
-    _, comp = connected_components(graph, directed=False) if K else (0, np.zeros(0, np.int64))
+        G = sums.gram_csr()
+        comp = connected_components(G, directed=False)[1] if K else np.zeros(0, np.int64)
     group = _number_groups(comp, present, sums.count)
     n_groups = int(group.max()) + 1 if present.any() else 0
     effect = np.zeros(K)
@@ -318,33 +410,59 @@ def solve(sums: LeafSums, *, solver: str = "auto") -> Effects:
                    n_leaves_used=sums.n_leaves_used, n_groups=n_groups, solver=used)
 
 
-def _solve(sums: LeafSums, G, unknown, solver):
-    import scipy.sparse as sp
+@numba.njit(cache=True, nogil=True)
+def _grounded_dense(G, unknown, count_used):
+    """diag(count_used) - G on the unknowns, G given by its upper triangle (one pass)."""
+    nu = unknown.shape[0]
+    A = np.empty((nu, nu))
+    for a in range(nu):
+        i = unknown[a]
+        for b in range(a, nu):
+            j = unknown[b]
+            v = -G[i, j] if i <= j else -G[j, i]
+            A[a, b] = v
+            A[b, a] = v
+        A[a, a] += count_used[i]
+    return A
+
+
+def _cg(op, b, d, maxiter):
     import scipy.sparse.linalg as sla
+
+    nu = len(b)
+    pre = sla.LinearOperator((nu, nu), matvec=lambda v: np.ravel(v) / d, dtype="float64")
+    return sla.cg(op, b, rtol=1e-13, atol=0.0, maxiter=maxiter, M=pre)
+
+
+def _warn_cg(nu):
+    warnings.warn(f"CatStratPD: conjugate gradients did not converge in {CG_MAXITER} iterations "
+                  f"({nu} unknown category effects); the effects are approximate. "
+                  "Use solver='direct' or 'auto'.", RuntimeWarning, stacklevel=4)
+
+
+def _solve(sums: LeafSums, G, unknown, solver):
+    import scipy.linalg
+    import scipy.sparse as sp
 
     b = sums.r[unknown]
     nu = len(unknown)
     if sums.dense:
-        A = -sums.gram[np.ix_(unknown, unknown)]
-        A[np.diag_indices(nu)] += sums.count_used[unknown]
-        if solver != "cg":
-            import scipy.linalg
-
+        A = _grounded_dense(sums.gram, unknown, sums.count_used)
+        if solver == "direct" or (solver == "auto" and nu <= DENSE_DIRECT_MAX):
             return scipy.linalg.solve(A, b, assume_a="pos", overwrite_a=True, check_finite=False), "dense"
-        op = sla.aslinearoperator(A)
-    else:
-        A = (sp.diags(sums.count_used[unknown]) - G[unknown][:, unknown]).tocsc()
-        if solver == "direct" or (solver == "auto" and nu <= DIRECT_MAX):
-            return _direct(A, b), "direct"
-        op = A
-    d = np.asarray(A.diagonal() if hasattr(A, "diagonal") else np.diag(A))
-    pre = sla.LinearOperator((nu, nu), matvec=lambda v: np.ravel(v) / d, dtype="float64")
-    x, info = sla.cg(op, b, rtol=1e-13, atol=0.0, maxiter=CG_MAXITER, M=pre)
+        x, info = _cg(A, b, np.diag(A).copy(), CG_MAXITER if solver == "cg" else DENSE_CG_MAXITER)
+        if info == 0 or solver == "cg":
+            if info != 0:
+                _warn_cg(nu)
+            return x, "cg"
+        return scipy.linalg.solve(A, b, assume_a="pos", overwrite_a=True, check_finite=False), "cg+dense"
+    A = (sp.diags(sums.count_used[unknown]) - G[unknown][:, unknown]).tocsc()
+    if solver == "direct" or (solver == "auto" and nu <= DIRECT_MAX):
+        return _direct(A, b), "direct"
+    x, info = _cg(A, b, A.diagonal(), CG_MAXITER)
     if info == 0 or solver == "cg":
         if info != 0:
-            warnings.warn(f"CatStratPD: conjugate gradients did not converge in {CG_MAXITER} iterations "
-                          f"({nu} unknown category effects); the effects are approximate. "
-                          "Use solver='direct' or 'auto'.", RuntimeWarning, stacklevel=4)
+            _warn_cg(nu)
         return x, "cg"
     return _direct(A, b), "cg+direct"
 
@@ -374,8 +492,5 @@ def leaf_sums(leaf, cat, n, s, n_categories: int) -> LeafSums:
     m = t.values[:, 0] > 0
     state = LeafSums.empty(int(n_categories))
     lf, cd, nn, ss = t.leaf[m].astype(np.int64), t.key[m], t.values[m, 0], t.values[m, 1]
-    chunk = lf // CHUNK_LEAVES
-    cut = np.flatnonzero(np.r_[True, chunk[1:] != chunk[:-1], True])
-    for a, b in zip(cut[:-1], cut[1:]):
-        state.add(lf[a:b], cd[a:b], nn[a:b], ss[a:b], chunk[a])
+    state.add(lf, cd, nn, ss, lf // CHUNK_LEAVES)
     return state

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._engine.hashing import keyed_hash
-from .._engine.sums import Table, group_sums
+from .._engine.sums import Table, reduce_tables
 
 __all__ = ["bucket_sums", "curve_from_sums", "sweep", "integrate", "BucketSums", "empty_curve_message"]
 
@@ -51,6 +51,13 @@ class BucketSums:
     def nbytes(self) -> int:
         tabs = [*self.add, *self.sub, *(self.sum_x or [])]
         return int(self.count.nbytes * 3 + sum(t.nbytes for t in tabs))
+
+
+def _vsum(vb, code, values, n_codes: int) -> Table:
+    """Sums of ``values`` per (virtual bucket, code), in input order."""
+    t = Table(vb.astype(np.int32), np.asarray(code, dtype=np.int64), np.asarray(values, dtype="float64")[:, None],
+              grouped=False)
+    return reduce_tables([t], n_codes)
 
 
 def _segment_sample(leaf, start, end, slope, k: int, random_state: int):
@@ -86,7 +93,7 @@ def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: i
         n, sy = vals[:, k * s], vals[:, k * s + 1]
         count[s] = np.bincount(code, weights=n, minlength=P)
         if fs.binned:
-            sum_x.append(group_sums(vb, code, vals[:, k * s + 2]))
+            sum_x.append(_vsum(vb, code, vals[:, k * s + 2], P))
         m = n > 0
         lm, cm, vm, nm = leaf[m], code[m], vb[m], n[m]
         ybar = sy[m] / nm
@@ -95,8 +102,8 @@ def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: i
         i = np.flatnonzero(same)
         slope = (ybar[i + 1] - ybar[i]) / (xbar[i + 1] - xbar[i])
         start, end = cm[i], cm[i + 1]
-        add.append(group_sums(vm[i], start, slope))
-        sub.append(group_sums(vm[i], end, slope))
+        add.append(_vsum(vm[i], start, slope, P))
+        sub.append(_vsum(vm[i], end, slope, P))
         starts[s] = np.bincount(start, minlength=P)
         ends[s] = np.bincount(end, minlength=P)
         first = np.flatnonzero(np.r_[True, ~same]) if len(lm) else np.zeros(0, np.int64)

@@ -224,14 +224,17 @@ def run_strat(
     # the trees, fitted in parallel next to the sample (on the workers when there is a cluster)
     t1 = time.perf_counter()
     from dask import delayed
+    from dask.base import tokenize
 
     encoder = FeatureEncoder.fit(sample.frame, list(dict.fromkeys([*strat_cols, *features])))
-    binned = (delayed(_bin, pure=True)(sample_h.ref, target, strat_cols, encoder)
+    token = tokenize(sample_h.ref.key, target, strat_cols, tree_method, random_state, min_samples_leaf,
+                     min_samples_leaf_for)
+    binned = (delayed(_bin, pure=True)(sample_h.ref, target, strat_cols, encoder, dask_key_name=f"daskpd-bin-{token}")
               if tree_method == "hist" else None)
     others = {f: [c for c in strat_cols if c != f] for f in features}
     msl = {f: min_samples_leaf_for.get(f, min_samples_leaf) for f in features}
     tasks = [delayed(_fit, pure=True)(sample_h.ref, target, others[f], encoder, msl[f], random_state, tree_method,
-                                      binned) for f in features]
+                                      binned, dask_key_name=f"daskpd-fit-{token}-{i}") for i, f in enumerate(features)]
     trees = scheduler.compute(*tasks, progress=False)
     del sample_h  # the scan needs neither the sample nor its future
     t2 = time.perf_counter()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -124,15 +125,39 @@ def _sum_counters(parts):
     return {f: tuple(int(sum(c[f][k] for c in have)) for k in range(3)) for f in have[0]}
 
 
+@numba.njit(cache=True, nogil=True)
+def _bucket_rows(leaf, key, values, bucket_of_leaf, nb):
+    """Rows reordered by bucket (a stable counting sort) and the bucket offsets."""
+    n = leaf.shape[0]
+    m = values.shape[1]
+    start = np.zeros(nb + 1, np.int64)
+    for i in range(n):
+        start[bucket_of_leaf[leaf[i]] + 1] += 1
+    for b in range(nb):
+        start[b + 1] += start[b]
+    pos = start[:-1].copy()
+    out_l = np.empty_like(leaf)
+    out_k = np.empty_like(key)
+    out_v = np.empty_like(values)
+    for i in range(n):
+        b = bucket_of_leaf[leaf[i]]
+        p = pos[b]
+        pos[b] = p + 1
+        out_l[p] = leaf[i]
+        out_k[p] = key[i]
+        for j in range(m):
+            out_v[p, j] = values[i, j]
+    return out_l, out_k, out_v, start
+
+
 def _split_rows(table: Table, bounds: np.ndarray) -> list[Table]:
     """A raw table's rows by bucket (stable: rows keep their order within a bucket)."""
     nb = len(bounds) - 1
     if nb == 1:
         return [table]
-    b = np.searchsorted(bounds, table.leaf, side="right") - 1
-    order = np.argsort(b, kind="stable")
-    cut = np.searchsorted(b[order], np.arange(nb + 1), side="left")
-    leaf, key, values = table.leaf[order], table.key[order], table.values[order]
+    bucket_of_leaf = (np.searchsorted(bounds, np.arange(bounds[-1]), side="right") - 1).astype(np.int64)
+    leaf, key, values, cut = _bucket_rows(table.leaf, table.key, np.ascontiguousarray(table.values),
+                                          bucket_of_leaf, nb)
     return [Table(leaf[a:z], key[a:z], values[a:z], grouped=False) for a, z in zip(cut[:-1], cut[1:])]
 
 
@@ -180,15 +205,19 @@ class StratScan(Job):
         pieces[0].counters = {}
         for fs in self.features:
             s = df[fs.feature]
-            x_ok = fs.coder.valid(s)
+            x = as_float(s) if fs.kind == "numeric" else None
+            x_ok = np.isfinite(x) if x is not None else fs.coder.valid(s)
             ok = x_ok & y_ok
             every = bool(ok.all())
             sel = slice(None) if every else ok
             leaf = fs.leaves(X[sel], [col[c] for c in fs.other])
-            key = fs.coder.encode(s if every else s[ok])
+            if x is not None:
+                key = fs.coder.encode_float(x[sel])
+            else:
+                key = fs.coder.encode(s if every else s[ok])
             yy = y[sel]
             stats = [np.ones(len(yy)), yy]
-            xx = as_float(s)[sel] if fs.binned else None
+            xx = x[sel] if fs.binned else None
             if xx is not None:
                 stats.append(xx)
             for t in range(self.n_trials):
