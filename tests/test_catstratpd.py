@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import daskpd
 from daskpd._engine.hashing import bootstrap_weights
-from daskpd._strat import categorical_solve
+from daskpd._strat import categorical_gram, categorical_solve
 from daskpd.catstratpd import run_categorical, solve_effects
 from daskpd.io import DataError
 
@@ -459,35 +459,61 @@ def synthetic_sums(n_cats, n_leaves, seed=0, noise=0.0, window=30):
     return leaf, cat, n, s, b
 
 
-def test_dense_sparse_direct_and_cg_solvers_agree(monkeypatch):
+def test_direct_and_cg_solvers_agree():
     leaf, cat, n, s, b = synthetic_sums(4000, 20_000, seed=1, noise=1.0)
-    d = solve_effects(leaf, cat, n, s, 4000, solver="direct")  # 4,000 categories: a dense system, Cholesky
+    d = solve_effects(leaf, cat, n, s, 4000, solver="direct")
     c = solve_effects(leaf, cat, n, s, 4000, solver="cg")
-    a = solve_effects(leaf, cat, n, s, 4000)  # auto: > DENSE_DIRECT_MAX unknowns, CG first
-    assert (d.solver, c.solver, a.solver) == ("dense", "cg", "cg")
+    assert (d.solver, c.solver) == ("direct", "cg")
     np.testing.assert_allclose(c.effect, d.effect, atol=1e-7)
+    a = solve_effects(leaf, cat, n, s, 4000)  # auto: > DIRECT_MAX unknowns -> CG first
+    assert a.solver in ("cg", "cg+direct")
     np.testing.assert_allclose(a.effect, d.effect, atol=1e-7)
     # the pairs need not come sorted by leaf
     perm = np.random.default_rng(0).permutation(len(leaf))
     p = solve_effects(leaf[perm], cat[perm], n[perm], s[perm], 4000, solver="direct")
     np.testing.assert_allclose(p.effect, d.effect, atol=1e-9)
     np.testing.assert_array_equal(p.group, d.group)
-    # the sparse system (many categories): sparse LU, or CG first above DIRECT_MAX unknowns
-    monkeypatch.setattr(categorical_solve, "DENSE_MAX_KEYS", 100)
-    sd = solve_effects(leaf, cat, n, s, 4000, solver="direct")
-    sa = solve_effects(leaf, cat, n, s, 4000)
-    assert sd.solver == "direct" and sa.solver in ("cg", "cg+direct")
-    np.testing.assert_allclose(sd.effect, d.effect, atol=1e-8)
-    np.testing.assert_allclose(sa.effect, d.effect, atol=1e-7)
-    np.testing.assert_array_equal(sd.group, d.group)
+
+
+def test_summed_normal_equations_dense_or_sparse_equal_the_table_solve(monkeypatch):
+    """The large-table path (G summed leaf by leaf) solves the same system."""
+    leaf, cat, n, s, b = synthetic_sums(4000, 20_000, seed=1, noise=1.0)
+    d = solve_effects(leaf, cat, n, s, 4000, solver="direct")
+    dense = categorical_gram.solve_gram(categorical_gram.leaf_sums(leaf, cat, n, s, 4000))
+    monkeypatch.setattr(categorical_gram, "DENSE_MAX_KEYS", 100)
+    sparse = categorical_gram.solve_gram(categorical_gram.leaf_sums(leaf, cat, n, s, 4000), solver="direct")
+    assert (dense.solver, sparse.solver) == ("cg", "direct")
+    for e in (dense, sparse):
+        np.testing.assert_allclose(e.effect, d.effect, atol=1e-7)
+        np.testing.assert_array_equal(e.group, d.group)
+        np.testing.assert_array_equal(e.count_used, d.count_used)
+        assert (e.n_leaves, e.n_leaves_used, e.n_ignored) == (d.n_leaves, d.n_leaves_used, d.n_ignored)
+
+
+def test_matrix_free_path_for_huge_leaves(monkeypatch):
+    """Above EXPLICIT_BUDGET the Laplacian is never formed: CG runs on the table."""
+    leaf, cat, n, s, b = synthetic_sums(600, 3000, seed=4)
+    ref = solve_effects(leaf, cat, n, s, 600, solver="direct")
+    formed = []
+    real = categorical_solve.scatter_upper
+    monkeypatch.setattr(categorical_solve, "scatter_upper", lambda *a: formed.append(1) or real(*a))
+    monkeypatch.setattr(categorical_solve, "EXPLICIT_BUDGET", 0)
+    free = solve_effects(leaf, cat, n, s, 600)
+    assert free.solver == "cg" and not formed
+    np.testing.assert_allclose(free.effect, ref.effect, atol=1e-8)
+    np.testing.assert_array_equal(free.group, ref.group)
+    monkeypatch.setattr(categorical_solve, "EXPLICIT_BUDGET", 10**9)  # small system: formed for the LU
+    small = solve_effects(leaf, cat, n, s, 600)
+    assert small.solver == "direct" and formed
+    np.testing.assert_allclose(small.effect, ref.effect, atol=1e-10)
 
 
 @pytest.mark.parametrize("factor", [0.0, 1e18])
 def test_gram_by_blas_or_scatter_equals_the_dense_definition(monkeypatch, factor):
     """G = sum over leaves of n_l n_l' / N_l, whichever way a chunk computes it."""
     leaf, cat, n, s, _ = synthetic_sums(300, 2000, seed=6, noise=1.0)
-    monkeypatch.setattr(categorical_solve, "BLAS_FACTOR", factor)  # 0: always scatter; huge: always BLAS
-    sums = categorical_solve.leaf_sums(leaf, cat, n, s, 300)
+    monkeypatch.setattr(categorical_gram, "BLAS_FACTOR", factor)  # 0: always scatter; huge: always BLAS
+    sums = categorical_gram.leaf_sums(leaf, cat, n, s, 300)
     M = np.zeros((leaf.max() + 1, 300))
     np.add.at(M, (leaf, cat), n)
     multi = (M > 0).sum(axis=1) >= 2
@@ -508,28 +534,31 @@ def test_chain_graph_falls_back_to_the_direct_solver(monkeypatch):
     s = n * (leaf * 0.5 + b[cat])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        dense = solve_effects(leaf, cat, n, s, k)
-        monkeypatch.setattr(categorical_solve, "DENSE_MAX_KEYS", 1000)
-        sparse = solve_effects(leaf, cat, n, s, k)
-    assert (dense.solver, sparse.solver) == ("cg+dense", "cg+direct")
+        table = solve_effects(leaf, cat, n, s, k)
+        dense = categorical_gram.solve_gram(categorical_gram.leaf_sums(leaf, cat, n, s, k))
+        monkeypatch.setattr(categorical_gram, "DENSE_MAX_KEYS", 1000)
+        sparse = categorical_gram.solve_gram(categorical_gram.leaf_sums(leaf, cat, n, s, k))
+    assert (table.solver, dense.solver, sparse.solver) == ("cg+direct", "cg+dense", "cg+direct")
     # a 6,000-long chain amplifies the rounding of the sums (leaf levels up to 1,500)
-    for e in (dense, sparse):
+    for e in (table, dense, sparse):
         np.testing.assert_allclose(e.effect - e.effect[0], b - b[0], atol=1e-6)
 
 
 def test_ten_thousand_categories_hundred_thousand_leaves_sparse_and_exact():
-    from daskpd._strat.categorical import result_from_sums
+    from daskpd._strat.categorical import result_from_effects, result_from_sums
 
     leaf, cat, n, s, b = synthetic_sums(10_000, 100_000, seed=2)
     labels = np.array([f"k{v:05d}" for v in range(10_000)], dtype=object)
     tracemalloc.start()
-    sums = categorical_solve.leaf_sums(leaf, cat, n, s, 10_000)
+    sums = categorical_gram.leaf_sums(leaf, cat, n, s, 10_000)
     res = result_from_sums("k", "y", labels, [sums])
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert not sums.dense  # 10,000 categories: above DENSE_MAX_KEYS, a sparse G
-    assert len(res) == 10_000 and res.n_groups == 1 and res.n_leaves == 100_000
-    np.testing.assert_allclose(res.pd, b - b.min(), atol=1e-7)
+    table = result_from_effects("k", "y", labels, [solve_effects(leaf, cat, n, s, 10_000)])
+    for r in (res, table):
+        assert len(r) == 10_000 and r.n_groups == 1 and r.n_leaves == 100_000
+        np.testing.assert_allclose(r.pd, b - b.min(), atol=1e-7)
     assert peak < 400e6, peak  # a dense categories x leaves matrix would be 8 GB
 
 
@@ -552,6 +581,37 @@ def test_real_cluster_equals_the_in_memory_reference(tmp_path, client):
     got = as_series(res)
     np.testing.assert_allclose(got.to_numpy(), ref.reindex(got.index).to_numpy(), atol=1e-9)
     assert res.n_rows == 20_000 and pd.api.types.is_string_dtype(res.categories.dtype) and res.trials_pd.shape == (2, len(res))
+
+
+def test_table_and_summed_normal_equation_paths_agree_and_buckets_change_no_bit(monkeypatch):
+    """A categorical feature's system is solved from its gathered table (small tables) or
+    summed bucket after bucket (large ones): the two agree, and neither depends on the
+    number of buckets to the last bit."""
+    from daskpd._strat import pipeline
+
+    df, _ = continuous_data(30_000, seed=21)
+    df["c2"] = (df.c * 7) % 13
+    results = {}
+    for gather in (16_000_000, 0):
+        monkeypatch.setattr(pipeline, "CATEGORY_TABLE_GATHER", gather)
+        for buckets in (1, 4, 32):
+            with dask.config.set({"daskpd.buckets": buckets}):
+                r = daskpd.importance.strat_curves_and_importances(df, "y", categorical=["c", "c2"], n_trials=3,
+                                                                   cat_min_samples_leaf=3)
+            results[gather, buckets] = r
+    for gather in (16_000_000, 0):
+        base = results[gather, 1]
+        for buckets in (4, 32):
+            for f in ("c", "c2"):
+                np.testing.assert_array_equal(results[gather, buckets].curves[f].pd, base.curves[f].pd)
+                np.testing.assert_array_equal(results[gather, buckets].curves[f].trials_pd, base.curves[f].trials_pd)
+    for f in ("c", "c2"):
+        a, b = results[16_000_000, 1].curves[f], results[0, 1].curves[f]
+        np.testing.assert_allclose(a.pd, b.pd, atol=1e-8)
+        np.testing.assert_allclose(a.trials_pd, b.trials_pd, atol=1e-8)
+        np.testing.assert_array_equal(a.count, b.count)
+        np.testing.assert_array_equal(a.group, b.group)
+        assert (a.n_leaves, a.n_leaves_used, a.n_ignored) == (b.n_leaves, b.n_leaves_used, b.n_ignored)
 
 
 def test_deterministic_given_random_state():
@@ -586,7 +646,7 @@ def test_frame_parquet_summary_and_plots(tmp_path):
     from daskpd._strat.categorical import result_from_sums
 
     big = result_from_sums("k", "y", np.arange(1000).astype(object),
-                           [categorical_solve.leaf_sums(leaf, cat, n, s, 1000)])
+                           [categorical_gram.leaf_sums(leaf, cat, n, s, 1000)])
     ax = big.plot()
     assert len(ax.texts) == 10 and len(ax.figure.axes) == 2
     ax.figure.savefig(tmp_path / "strip.png")

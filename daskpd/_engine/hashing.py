@@ -16,6 +16,7 @@ import math
 from typing import Sequence
 
 import numba
+from dask.sizeof import sizeof
 import numpy as np
 import pandas as pd
 
@@ -196,3 +197,8 @@ class SampleJob(Job):
         # sample, and everything fitted on it, does not depend on the partitioning.
         frame = merged.frame.sort_values(_HASH, kind="stable").drop(columns=_HASH).reset_index(drop=True)
         return Sample(frame, merged.n_rows, merged.distinct)
+
+
+@sizeof.register(Sample)
+def _sizeof_sample(o):
+    return sizeof(o.frame) + sum(0 if v is None else sizeof(v) for v in o.distinct.values())

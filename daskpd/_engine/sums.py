@@ -8,9 +8,11 @@ code of a float, a category code) and ``values`` (float64, one column per statis
   key, then a segmented sum);
 * :func:`merge_tables` merges tables (a k-way merge of the sorted runs, summing equal
   keys);
-* :func:`reduce_tables` groups the rows of several tables, raw or grouped, into one:
-  into a dense (leaf, key) grid when the keys are codes whose grid is not much larger
-  than the rows (no sort at all), else by one of the above.
+* :func:`reduce_tables` groups several tables, or batches of :class:`Rows` (one
+  feature's raw rows: keys and the row's y, x and trial weights, expanded into the
+  statistics as they are summed), into one table: into a dense (leaf, key) grid when
+  the keys are codes whose grid is not much larger than the rows (no sort at all),
+  else by one of the above.
 
 Both add the rows of a group in their input order (rows in order, then tables in
 order), which is what makes a reduction bit-identical on every scheduler: the sum of a
@@ -23,10 +25,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numba
+from dask.sizeof import sizeof
 import numpy as np
 import pandas as pd
 
-__all__ = ["Table", "group_sums", "merge_tables", "reduce_tables", "float_keys", "keys_to_float"]
+__all__ = ["Table", "Rows", "group_sums", "merge_tables", "reduce_tables", "float_keys", "keys_to_float"]
 
 _DIGIT = 11  # radix sort digit width (2048 buckets)
 
@@ -59,6 +62,127 @@ class Table:
         """The rows with ``lo <= leaf < hi`` of a grouped table (views, no copy)."""
         a, b = np.searchsorted(self.leaf, [lo, hi], side="left")
         return Table(self.leaf[a:b], self.key[a:b], self.values[a:b])
+
+
+@dataclass
+class Rows:
+    """Raw rows of one feature's keyed sums, compact: ``(leaf, key)``, the row's ``y``,
+    ``x`` (None unless x is summed) and trial weights ``w`` (rows x trials, or None).
+
+    Summed, a row adds ``[1, y, x]`` to statistics set 0 and ``[w_t, w_t y, w_t x]`` to
+    set t (without the ``x`` column when ``x`` is None) -- the layout of the tables.
+    """
+
+    leaf: np.ndarray  # int32
+    key: np.ndarray  # int32 codes
+    y: np.ndarray
+    x: np.ndarray | None = None
+    w: np.ndarray | None = None
+    grouped = False
+
+    def __len__(self) -> int:
+        return len(self.leaf)
+
+    @property
+    def n_trials(self) -> int:
+        return 0 if self.w is None else self.w.shape[1]
+
+    @property
+    def n_stats(self) -> int:
+        return (2 if self.x is None else 3) * (1 + self.n_trials)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.leaf.nbytes + self.key.nbytes + self.y.nbytes + (0 if self.x is None else self.x.nbytes)
+                   + (0 if self.w is None else self.w.nbytes))
+
+    def _args(self):
+        x = self.x if self.x is not None else self.y[:0]
+        w = self.w if self.w is not None else np.zeros((len(self.y), 0))
+        return self.y, x, np.ascontiguousarray(w), self.x is not None
+
+    def split(self, bounds: np.ndarray) -> list["Rows"]:
+        """The rows by runs of leaves ``bounds[b] <= leaf < bounds[b + 1]`` (a stable
+        counting sort: rows keep their order within a run)."""
+        nb = len(bounds) - 1
+        if nb == 1:
+            return [self]
+        bucket_of_leaf = (np.searchsorted(bounds, np.arange(bounds[-1]), side="right") - 1).astype(np.int64)
+        y, x, w, has_x = self._args()
+        leaf, key, y, x, w, cut = _bucket_rows(self.leaf, self.key, y, x, w, has_x, bucket_of_leaf, nb)
+        return [Rows(leaf[a:z], key[a:z], y[a:z], x[a:z] if has_x else None, w[a:z] if self.w is not None else None)
+                for a, z in zip(cut[:-1], cut[1:])]
+
+
+@numba.njit(cache=True, nogil=True)
+def _bucket_rows(leaf, key, y, x, w, has_x, bucket_of_leaf, nb):
+    n = leaf.shape[0]
+    T = w.shape[1]
+    start = np.zeros(nb + 1, np.int64)
+    for i in range(n):
+        start[bucket_of_leaf[leaf[i]] + 1] += 1
+    for b in range(nb):
+        start[b + 1] += start[b]
+    pos = start[:-1].copy()
+    out_l = np.empty_like(leaf)
+    out_k = np.empty_like(key)
+    out_y = np.empty_like(y)
+    out_x = np.empty_like(x)
+    out_w = np.empty_like(w)
+    for i in range(n):
+        b = bucket_of_leaf[leaf[i]]
+        p = pos[b]
+        pos[b] = p + 1
+        out_l[p] = leaf[i]
+        out_k[p] = key[i]
+        out_y[p] = y[i]
+        if has_x:
+            out_x[p] = x[i]
+        for t in range(T):
+            out_w[p, t] = w[i, t]
+    return out_l, out_k, out_y, out_x, out_w, start
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _add_row(out, g, i, y, x, w, has_x):
+    k = 3 if has_x else 2
+    out[g, 0] += 1.0
+    out[g, 1] += y[i]
+    if has_x:
+        out[g, 2] += x[i]
+    for t in range(w.shape[1]):
+        wt = w[i, t]
+        o = k * (t + 1)
+        out[g, o] += wt
+        out[g, o + 1] += wt * y[i]
+        if has_x:
+            out[g, o + 2] += wt * x[i]
+
+
+@numba.njit(cache=True, nogil=True)
+def _accumulate_rows(acc, touched, leaves, keys, y, x, w, has_x, lo, n_keys):
+    for i in range(leaves.shape[0]):
+        c = (np.int64(leaves[i]) - lo) * n_keys + keys[i]
+        touched[c] = True
+        _add_row(acc, c, i, y, x, w, has_x)
+
+
+@numba.njit(cache=True, nogil=True)
+def _segment_rows(sorted_keys, order, y, x, w, has_x, m):
+    n = sorted_keys.shape[0]
+    n_groups = 0
+    for i in range(n):
+        if i == 0 or sorted_keys[i] != sorted_keys[i - 1]:
+            n_groups += 1
+    keys = np.empty(n_groups, np.int64)
+    out = np.zeros((n_groups, m))
+    g = -1
+    for i in range(n):
+        if i == 0 or sorted_keys[i] != sorted_keys[i - 1]:
+            g += 1
+            keys[g] = sorted_keys[i]
+        _add_row(out, g, order[i], y, x, w, has_x)
+    return keys, out
 
 
 def float_keys(x: np.ndarray) -> np.ndarray:
@@ -267,8 +391,9 @@ def _emit(acc, touched, lo, n_keys):
     return out_l, out_k, out_v
 
 
-def reduce_tables(tables: Sequence[Table], n_keys: int | None = None) -> Table:
-    """One grouped table from the rows of ``tables`` (raw or grouped), in input order.
+def reduce_tables(tables: Sequence, n_keys: int | None = None) -> Table:
+    """One grouped table from several tables (raw or grouped) or batches of
+    :class:`Rows`, their rows in input order.
 
     ``n_keys``: the keys are codes in ``[0, n_keys)``; the rows are then summed into a
     dense (leaf, key) grid when it has at most ``DENSE_CELLS_PER_ROW`` cells per row
@@ -278,10 +403,11 @@ def reduce_tables(tables: Sequence[Table], n_keys: int | None = None) -> Table:
     tables = [t for t in tables if t is not None]
     if not tables:
         raise ValueError("nothing to reduce")
-    m = tables[0].values.shape[1]
+    m = tables[0].n_stats if isinstance(tables[0], Rows) else tables[0].values.shape[1]
     live = [t for t in tables if len(t)]
     if not live:
         return Table.empty(m)
+    raw = isinstance(live[0], Rows)
     if len(live) == 1 and live[0].grouped:
         t = live[0]
         return Table(t.leaf.copy(), t.key.copy(), t.values.copy())
@@ -294,9 +420,28 @@ def reduce_tables(tables: Sequence[Table], n_keys: int | None = None) -> Table:
             acc = np.zeros((cells, m))
             touched = np.zeros(cells, np.bool_)
             for t in live:
-                _accumulate(acc, touched, t.leaf, t.key, np.ascontiguousarray(t.values), lo, int(n_keys))
+                if raw:
+                    _accumulate_rows(acc, touched, t.leaf, t.key, *t._args(), lo, int(n_keys))
+                else:
+                    _accumulate(acc, touched, t.leaf, t.key, np.ascontiguousarray(t.values), lo, int(n_keys))
             return Table(*_emit(acc, touched, lo, int(n_keys)))
+    if raw:
+        leaf = np.concatenate([t.leaf for t in live]).astype(np.int64)
+        packed, nbits, kbits, decode = _pack(leaf, np.concatenate([t.key for t in live]).astype(np.int64))
+        del leaf
+        sorted_keys, order = _radix_sort(packed, nbits)
+        y = np.concatenate([t.y for t in live])
+        x = np.concatenate([t.x for t in live]) if live[0].x is not None else y[:0]
+        w = (np.ascontiguousarray(np.concatenate([t.w for t in live], axis=0)) if live[0].w is not None
+             else np.zeros((len(y), 0)))
+        pk, sums = _segment_rows(sorted_keys, order, y, x, w, live[0].x is not None, m)
+        return Table(*_unpack(pk, kbits, decode), sums)
     if all(t.grouped for t in live):
         return merge_tables(live)
     return group_sums(np.concatenate([t.leaf for t in live]), np.concatenate([t.key for t in live]),
                       np.concatenate([t.values for t in live], axis=0))
+
+
+# dask's memory manager counts these by their arrays (spilling decisions need it)
+sizeof.register(Table)(lambda o: o.nbytes)
+sizeof.register(Rows)(lambda o: o.nbytes)

@@ -21,10 +21,11 @@ import pandas as pd
 
 from ..io import DataError
 from ..results import ResultMixin
-from .categorical_solve import LeafSums, solve
+from .categorical_gram import LeafSums, solve_gram
+from .categorical_solve import solve_table
 
-__all__ = ["CatStratPDResult", "effects_from_states", "result_from_sums", "place_groups", "category_index",
-           "category_values", "no_shared_leaf_message"]
+__all__ = ["CatStratPDResult", "effects_from_states", "effects_from_tables", "result_from_effects", "result_from_sums",
+           "place_groups", "category_index", "category_values", "no_shared_leaf_message"]
 
 
 def place_groups(effect, group, count, sum_y):
@@ -211,22 +212,10 @@ def no_shared_leaf_message(res: CatStratPDResult) -> str | None:
 
 
 
-def effects_from_states(fs, states: list, job):
-    """The CatStratPDResult of one feature from its accumulated :class:`LeafSums`
-    (``states``: per statistics set, per group of leaves, in order)."""
+def _params(fs, job) -> dict:
     from .trees import tree_method_of
 
-    opts = job.finish_options
-    G = job.category_groups()
-    K = fs.coder.n_keys
-    per_set = []
-    for s in range(job.n_sets):
-        sums = None
-        for st in states[s * G:(s + 1) * G]:
-            if st is not None:
-                sums = st if sums is None else sums.fold(st)
-        per_set.append(sums if sums is not None else LeafSums.empty(K))
-    params = {
+    return {
         "min_samples_leaf": fs.min_samples_leaf,
         "tree_method": tree_method_of(fs.tree),
         "tree_leaves": fs.n_leaves,
@@ -234,24 +223,63 @@ def effects_from_states(fs, states: list, job):
         "random_state": job.random_state,
         "n_trials": job.n_trials,
         "nan_as_level": bool(fs.coder.nan_level),
-        **opts.get("run_params", {}),
+        **job.finish_options.get("run_params", {}),
     }
-    labels = fs.coder.labels()
-    return result_from_sums(fs.feature, job.target, labels, per_set, dtype=opts.get("dtypes", {}).get(fs.feature),
-                            centered=bool(opts.get("centered", False)), solver=opts.get("solver", "auto"),
-                            params=params)
 
 
-def result_from_sums(feature: str, target: str, labels, per_set: list, *, dtype=None, centered: bool = False,
-                     solver: str = "auto", params: dict | None = None) -> "CatStratPDResult":
-    """Solve, place and shift the effects of every statistics set (``per_set[0]``: all
-    rows; ``per_set[t]``: trial t) and build the result (categories with rows only)."""
-    out = []
-    for sums in per_set:
-        e = solve(sums, solver=solver)
-        out.append((_shift(place_groups(e.effect, e.group, e.count, e.sum_y), e.count, centered), e))
+def effects_from_tables(fs, picks: list, job):
+    """The CatStratPDResult of one feature from its buckets' merged tables (gathered in
+    one task: the feature's table is small enough), each set solved matrix-free."""
+    opts = job.finish_options
+    tables = [t for t, _ in picks]
+    counters = next((c for _, c in picks if c is not None), None)
+    leaf = np.concatenate([t.leaf for t in tables])
+    code = np.concatenate([t.key for t in tables])
+    vals = np.concatenate([t.values for t in tables], axis=0)
+    k = fs.stats_per_set
+    effects = []
+    for st in range(job.n_sets):
+        n = vals[:, k * st]
+        m = n > 0
+        effects.append(solve_table(leaf[m], code[m], n[m], vals[m, k * st + 1], fs.coder.n_keys,
+                                   solver=opts.get("solver", "auto")))
+    return result_from_effects(fs.feature, job.target, fs.coder.labels(), effects, counters,
+                               dtype=opts.get("dtypes", {}).get(fs.feature), centered=bool(opts.get("centered", False)),
+                               params=_params(fs, job))
+
+
+def effects_from_states(fs, states: list, job):
+    """The CatStratPDResult of one feature from its accumulated :class:`LeafSums`
+    (``states``: per statistics set, per group of leaves, in order)."""
+    opts = job.finish_options
+    G = job.category_groups()
+    K = fs.coder.n_keys
+    effects, counters = [], None
+    for s in range(job.n_sets):
+        sums = None
+        for st in states[s * G:(s + 1) * G]:
+            if st is not None:
+                sums = st if sums is None else sums.fold(st)
+        sums = sums if sums is not None else LeafSums.empty(K)
+        counters = counters or sums.counters
+        effects.append(solve_gram(sums, solver=opts.get("solver", "auto")))
+    return result_from_effects(fs.feature, job.target, fs.coder.labels(), effects, counters,
+                               dtype=opts.get("dtypes", {}).get(fs.feature), centered=bool(opts.get("centered", False)),
+                               params=_params(fs, job))
+
+
+def result_from_sums(feature: str, target: str, labels, per_set: list, **kw) -> "CatStratPDResult":
+    """:func:`result_from_effects` of summed normal equations (one per statistics set)."""
+    return result_from_effects(feature, target, labels, [solve_gram(s) for s in per_set], per_set[0].counters, **kw)
+
+
+def result_from_effects(feature: str, target: str, labels, effects: list, counters=None, *, dtype=None,
+                        centered: bool = False, params: dict | None = None) -> "CatStratPDResult":
+    """Place and shift the effects of every statistics set (``effects[0]``: all rows;
+    ``effects[t]``: trial t) and build the result (categories with rows only)."""
+    out = [(_shift(place_groups(e.effect, e.group, e.count, e.sum_y), e.count, centered), e) for e in effects]
     pd0, e = out[0]
-    counters = per_set[0].counters or (0, 0, 0)
+    counters = counters or (0, 0, 0)
     keep = e.count > 0
     labels = np.asarray(labels, dtype=object) if np.asarray(labels).dtype == object else np.asarray(labels)
     index = category_index(labels[keep], dtype)

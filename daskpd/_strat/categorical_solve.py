@@ -1,4 +1,4 @@
-"""CatStratPD's merge: category effects by weighted least squares, summed leaf by leaf.
+"""CatStratPD's merge: category effects by weighted least squares over leaf deltas.
 
 Within leaf ``l`` the mean y of category ``c`` is ``ybar_lc = s_lc / n_lc``.  The effects
 ``b`` are the weighted least-squares fit of ``ybar_lc ~ a_l + b_c`` (weights ``n_lc``;
@@ -9,56 +9,48 @@ the categories only, ``Lap b = r``, with
     r_c = sum_l (s_lc - n_lc S_l / N_l),
 
 sums over the leaves holding two or more categories (``n_l``: the leaf's category counts,
-``N_l`` and ``S_l`` its rows and sum of y).  Every term is a sum over leaves, so the
-leaves' buckets add their contributions one after another (:func:`accumulate`) and no
-task ever holds a feature's (leaf, category) table; the state is O(K^2) at most (dense
-``G`` for up to ``DENSE_MAX_KEYS`` categories, sparse above), whatever the number of rows.
+``N_l`` and ``S_l`` its rows and sum of y).  On noise-free additive data every leaf's
+deltas agree and the fit is exact; with noise it is the count-weighted optimum (the
+reference implementation merges leaves one at a time, in leaf order, instead).
 
-Sums run over leaves in a fixed order, in fixed chunks (virtual buckets, then runs of
-``CHUNK_LEAVES`` leaves), so the system is the same bits however the reduction was cut.
+Categories connected through shared leaves form a *group*; each group's system is
+singular by one constant, so one category per group (its most frequent) is fixed at 0
+and the rest is solved.  Two ways to get there:
 
-:func:`solve` then finds the groups of categories connected through shared leaves,
-grounds one category per group (its most frequent) and solves the rest: dense
-Cholesky, or sparse LU / Jacobi-preconditioned conjugate gradients for large sparse
-systems.
+* :func:`solve_table` (this module), from a feature's whole (leaf, category) table
+  sorted by leaf: ``Lap`` is applied matrix-free, two passes over the table, inside
+  Jacobi-preconditioned conjugate gradients (a sparse LU of the explicit system for small
+  systems, or when CG does not converge).  O(table) memory and work per iteration.
+* :mod:`daskpd._strat.categorical_gram`, for tables too large to gather in one task:
+  ``G`` and ``r`` summed bucket after bucket of leaves, O(K^2) memory.
 """
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numba
 import numpy as np
 
-from .._engine.sums import Table, group_sums
+__all__ = ["Effects", "solve_table", "solve_effects", "number_groups", "ground", "cg_solve", "direct_solve",
+           "pairs_upper", "scatter_upper", "grounded_dense", "symmetric_csr", "DIRECT_MAX", "CG_MAXITER",
+           "EXPLICIT_BUDGET"]
 
-__all__ = ["LeafSums", "accumulate", "solve", "Effects", "solve_effects", "leaf_sums", "DENSE_MAX_KEYS",
-           "DIRECT_MAX", "CG_MAXITER"]
-
-#: up to this many categories, G is a dense K x K array (8 K^2 bytes); sparse above
-DENSE_MAX_KEYS = 8192
-#: leaves per chunk of the Gram sums (a chunk picks BLAS or a scatter by its own shape)
-CHUNK_LEAVES = 64
-#: a chunk's Gram is one BLAS product when its dense block costs at most this many times
-#: the scatter's multiply-adds (BLAS does ~10x more of them per second)
-BLAS_FACTOR = 8.0
-#: rows and columns of the tiles of G that the scatter updates one at a time
-TILE = 1024
 #: sparse systems with at most this many unknowns are solved directly (sparse LU)
 DIRECT_MAX = 3000
-#: dense systems with at most this many unknowns are solved by Cholesky at once
-DENSE_DIRECT_MAX = 1500
-#: dense systems above that try this many CG iterations (O(K^2) each) before Cholesky
-DENSE_CG_MAXITER = 300
 #: CG iteration cap before falling back to the direct solve
 CG_MAXITER = 3000
-#: sparse Gram entries kept uncompacted before they are merged
-_COMPACT_AT = 4_000_000
+#: the explicit G (for the direct solve) is formed only below this many leaf pair terms
+EXPLICIT_BUDGET = 40_000_000
+#: an explicit G with at most this many categories is a dense array (sparse above)
+DENSE_EXPLICIT_MAX = 4096
+#: rows and columns of the tiles of a dense G that the scatter updates one at a time
+TILE = 1024
 
 
 @dataclass
 class Effects:
-    """Output of :func:`solve` (arrays indexed by category code 0..K-1)."""
+    """A solved system (arrays indexed by category code 0..K-1)."""
 
     effect: np.ndarray  # WLS effect; 0 at each group's grounded category; NaN where count == 0
     group: np.ndarray  # group id (0 = most rows), -1 where count == 0
@@ -70,137 +62,96 @@ class Effects:
     n_leaves: int  # leaves with rows
     n_leaves_used: int  # leaves with >= 2 categories
     n_groups: int
-    solver: str  # "none" | "dense" | "direct" | "cg" | "cg+direct"
+    solver: str  # "none" | "direct" | "cg" | "cg+direct" | "dense" | "cg+dense"
 
 
-@dataclass
-class LeafSums:
-    """The least-squares sums of one feature (one statistics set), over some leaves."""
+# ---------------------------------------------------------------------------------
+# shared pieces
 
-    K: int
-    count: np.ndarray
-    sum_y: np.ndarray
-    count_used: np.ndarray
-    n_leaves_cat: np.ndarray
-    r: np.ndarray
-    gram: object  # upper triangle: dense (K, K) array, or sparse Tables (row, col, value) in order
-    n_ignored: float = 0.0
-    n_leaves: int = 0
-    n_leaves_used: int = 0
-    counters: tuple | None = None
-    _pending: int = field(default=0, repr=False)
 
-    @classmethod
-    def empty(cls, K: int) -> "LeafSums":
-        z = lambda: np.zeros(K)  # noqa: E731
-        gram = np.zeros((K, K)) if K <= DENSE_MAX_KEYS else []
-        return cls(K, z(), z(), z(), z(), z(), gram)
+def number_groups(comp, present, count):
+    """Renumber components: 0 = most rows, ties by smallest category code; -1 if absent."""
+    group = np.full(len(comp), -1, dtype="int64")
+    if not present.any():
+        return group
+    uc, inv = np.unique(comp[present], return_inverse=True)
+    rows = np.bincount(inv, weights=count[present])
+    first = np.full(len(uc), len(comp))
+    np.minimum.at(first, inv, np.flatnonzero(present))
+    rank = np.empty(len(uc), dtype="int64")
+    rank[np.lexsort((first, -rows))] = np.arange(len(uc))
+    group[present] = rank[inv]
+    return group
 
-    @property
-    def dense(self) -> bool:
-        return isinstance(self.gram, np.ndarray)
 
-    @property
-    def nbytes(self) -> int:
-        g = self.gram.nbytes if self.dense else sum(t.nbytes for t in self.gram)
-        return int(g + 5 * 8 * self.K)
+def ground(group, count_used) -> np.ndarray:
+    """The unknowns: categories in leaves with >= 2 categories, minus one per group (the
+    one with the most such rows, ties by code)."""
+    K = len(group)
+    active = count_used > 0
+    if not active.any():
+        return np.zeros(0, np.int64)
+    order = np.lexsort((-count_used, group))  # by group, then most rows first
+    order = order[active[order]]
+    first = np.r_[True, group[order][1:] != group[order][:-1]]
+    grounded = np.zeros(K, bool)
+    grounded[order[first]] = True
+    return np.flatnonzero(active & ~grounded)
 
-    # -- adding leaves ----------------------------------------------------------------
 
-    def add(self, leaf, code, n, s, chunk):
-        """Add leaves (rows sorted by leaf, then code; n > 0) cut into ``chunk`` runs.
+def cg_solve(op, b, d, maxiter):
+    """Jacobi-preconditioned conjugate gradients, relative tolerance 1e-13."""
+    import scipy.sparse.linalg as sla
 
-        The vectors are summed per group of chunks (``chunk >> 40``: a virtual bucket) and
-        G leaf by leaf within each chunk, so the result only depends on the chunks, not on
-        how calls cut them.
-        """
-        K = self.K
-        group = chunk >> 40
-        cut = np.flatnonzero(np.r_[True, group[1:] != group[:-1], True])
-        first = np.flatnonzero(np.r_[True, leaf[1:] != leaf[:-1]])
-        sizes = np.diff(np.r_[first, len(leaf)])
-        multi = np.repeat(sizes >= 2, sizes)
-        lid_all = np.repeat(np.arange(len(first)), sizes)
-        N = np.bincount(lid_all, weights=n)
-        S = np.bincount(lid_all, weights=s)
-        for a, b in zip(cut[:-1], cut[1:]):
-            m = multi[a:b]
-            c, nn, ss = code[a:b], n[a:b], s[a:b]
-            self.count += np.bincount(c, weights=nn, minlength=K)
-            self.sum_y += np.bincount(c, weights=ss, minlength=K)
-            self.n_ignored += float(nn[~m].sum())
-            self.n_leaves += int(np.count_nonzero(np.r_[True, leaf[a + 1:b] != leaf[a:b - 1]]))
-            if m.any():
-                lid = lid_all[a:b][m]
-                cm, nm, sm = c[m], nn[m], ss[m]
-                self.n_leaves_used += int(np.count_nonzero(np.r_[True, lid[1:] != lid[:-1]]))
-                self.count_used += np.bincount(cm, weights=nm, minlength=K)
-                self.n_leaves_cat += np.bincount(cm, minlength=K)
-                self.r += np.bincount(cm, weights=sm - nm * (S / N)[lid], minlength=K)
-        # G: the rows of leaves holding >= 2 categories
-        rows = np.flatnonzero(multi)
-        if not len(rows):
-            return
-        c, nn, ch = code[rows], n[rows], chunk[rows]
-        lid = lid_all[rows]
-        w = 1.0 / N[lid]
-        starts = np.flatnonzero(np.r_[True, lid[1:] != lid[:-1]]).astype(np.int64)
-        if self.dense:
-            _add_dense(self.gram, c, nn, w, starts, ch)
-        else:
-            r_, c_, v_ = _pairs(c, nn, w, starts)
-            self.gram.append(group_sums(r_, c_, v_))
-            self._pending += len(v_)
-            if self._pending > _COMPACT_AT:
-                self.compact()
+    nu = len(b)
+    pre = sla.LinearOperator((nu, nu), matvec=lambda v: np.ravel(v) / d, dtype="float64")
+    return sla.cg(op, b, rtol=1e-13, atol=0.0, maxiter=maxiter, M=pre)
 
-    def compact(self):
-        """Merge the sparse Gram pieces (in order) into one."""
-        if self.dense or len(self.gram) <= 1:
-            return
-        t = group_sums(np.concatenate([g.leaf for g in self.gram]), np.concatenate([g.key for g in self.gram]),
-                       np.concatenate([g.values for g in self.gram], axis=0))
-        self.gram = [t]
-        self._pending = 0
 
-    def fold(self, other: "LeafSums") -> "LeafSums":
-        """These sums followed by ``other``'s (a fixed order: the result is canonical)."""
-        if other is None:
-            return self
-        for a in ("count", "sum_y", "count_used", "n_leaves_cat", "r"):
-            setattr(self, a, getattr(self, a) + getattr(other, a))
-        if self.dense:
-            self.gram += other.gram
-        else:
-            self.gram = self.gram + other.gram
-            self.compact()
-        self.n_ignored += other.n_ignored
-        self.n_leaves += other.n_leaves
-        self.n_leaves_used += other.n_leaves_used
-        self.counters = self.counters or other.counters
-        return self
+def warn_cg(nu):
+    warnings.warn(f"CatStratPD: conjugate gradients did not converge in {CG_MAXITER} iterations "
+                  f"({nu} unknown category effects); the effects are approximate. "
+                  "Use solver='direct' or 'auto'.", RuntimeWarning, stacklevel=4)
 
-    def full_gram(self) -> np.ndarray:
-        """The dense G (its upper triangle is what is summed)."""
-        g = self.gram
-        return np.triu(g) + np.triu(g, 1).T
 
-    def gram_csr(self):
-        """The sparse G (symmetric), from its summed upper triangle."""
-        import scipy.sparse as sp
+def direct_solve(A, b):
+    """Sparse LU with one step of iterative refinement."""
+    import scipy.sparse.linalg as sla
 
-        self.compact()
-        if not self.gram:
-            return sp.csr_matrix((self.K, self.K))
-        t = self.gram[0]
-        r, c, v = t.leaf.astype(np.int64), t.key, t.values[:, 0]
-        off = r != c
-        rr, cc, vv = np.r_[r, c[off]], np.r_[c, r[off]], np.r_[v, v[off]]
-        return sp.csr_matrix((vv, (rr, cc)), shape=(self.K, self.K))
+    lu = sla.splu(A.tocsc(), permc_spec="MMD_AT_PLUS_A")
+    x = lu.solve(b)
+    return x + lu.solve(b - A @ x)
 
 
 @numba.njit(cache=True, nogil=True)
-def _scatter(G, c, n, w, starts, tile):
+def pairs_upper(c, n, w, starts):
+    """The upper-triangle terms n_i n_j w_l of every leaf (rows ``starts[q]`` on, codes
+    ascending within a leaf), as (row, column, value)."""
+    total = 0
+    for q in range(starts.shape[0]):
+        a = starts[q]
+        b = starts[q + 1] if q + 1 < starts.shape[0] else c.shape[0]
+        total += (b - a) * (b - a + 1) // 2
+    rows = np.empty(total, np.int64)
+    cols = np.empty(total, np.int64)
+    vals = np.empty(total)
+    k = 0
+    for q in range(starts.shape[0]):
+        a = starts[q]
+        b = starts[q + 1] if q + 1 < starts.shape[0] else c.shape[0]
+        wl = w[a]
+        for i in range(a, b):
+            ni = n[i] * wl
+            for j in range(i, b):
+                rows[k] = c[i]
+                cols[k] = c[j]
+                vals[k] = ni * n[j]
+                k += 1
+    return rows, cols, vals
+
+
+@numba.njit(cache=True, nogil=True)
+def scatter_upper(G, c, n, w, starts, tile):
     """Upper triangle of G += n_l n_l' w_l for each leaf (codes ascending within a leaf),
     tile pair by tile pair of G so that the updates stay in cache."""
     n_leaf = starts.shape[0]
@@ -234,184 +185,7 @@ def _scatter(G, c, n, w, starts, tile):
 
 
 @numba.njit(cache=True, nogil=True)
-def _pairs(c, n, w, starts):
-    """The upper-triangle terms n_i n_j w_l of every leaf, as (row, column, value)."""
-    total = 0
-    for q in range(starts.shape[0]):
-        a = starts[q]
-        b = starts[q + 1] if q + 1 < starts.shape[0] else c.shape[0]
-        total += (b - a) * (b - a + 1) // 2
-    rows = np.empty(total, np.int64)
-    cols = np.empty(total, np.int64)
-    vals = np.empty(total)
-    k = 0
-    for q in range(starts.shape[0]):
-        a = starts[q]
-        b = starts[q + 1] if q + 1 < starts.shape[0] else c.shape[0]
-        wl = w[a]
-        for i in range(a, b):
-            ni = n[i] * wl
-            for j in range(i, b):
-                rows[k] = c[i]
-                cols[k] = c[j]
-                vals[k] = ni * n[j]
-                k += 1
-    return rows, cols, vals
-
-
-def _add_dense(G, c, n, w, starts, chunk):
-    """Upper triangle of G += n_l n_l' / N_l for every leaf (``starts``: first row of each
-    leaf; ``chunk``: each row's chunk).  A chunk whose categories are few enough for a
-    dense (leaves x categories) block is one BLAS product; runs of the other chunks are
-    one cache-tiled scatter.  The choice depends on the chunk only, and each entry's
-    terms are added chunk after chunk, leaf after leaf, whichever way."""
-    ends = np.r_[starts[1:], len(c)]
-    leaf_chunk = chunk[starts]
-    bounds = np.flatnonzero(np.r_[True, leaf_chunk[1:] != leaf_chunk[:-1], True])  # leaf ranges per chunk
-    blas = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        sizes = ends[a:b] - starts[a:b]
-        r0, r1 = starts[a], ends[b - 1]
-        pairs = float(np.sum(sizes.astype(np.float64) * (sizes + 1) / 2))
-        n_u = len(np.unique(c[r0:r1]))
-        blas.append((b - a) * n_u * n_u / 2 <= BLAS_FACTOR * pairs)
-    q = 0
-    while q < len(blas):
-        a = bounds[q]
-        if blas[q]:
-            b = bounds[q + 1]
-            r0, r1 = starts[a], ends[b - 1]
-            u, pos = np.unique(c[r0:r1], return_inverse=True)
-            A = np.zeros((b - a, len(u)))
-            A[np.repeat(np.arange(b - a), ends[a:b] - starts[a:b]), pos] = n[r0:r1] * np.sqrt(w[r0:r1])
-            G[np.ix_(u, u)] += np.triu(A.T @ A)
-            q += 1
-            continue
-        z = q
-        while z < len(blas) and not blas[z]:
-            z += 1
-        b = bounds[z]
-        r0, r1 = starts[a], ends[b - 1]
-        _scatter(G, c[r0:r1], n[r0:r1], w[r0:r1], starts[a:b] - r0, TILE)
-        q = z
-
-
-def accumulate(state, table: Table, counters, fs, job, stats_set: int, group: int):
-    """Add a bucket's leaves of one group of leaves to ``state`` (None: a new state)."""
-    from .scan import bucket_bounds, virtual_of
-
-    K = fs.coder.n_keys
-    if state is None:
-        state = LeafSums.empty(K)
-    if counters is not None and state.counters is None:
-        state.counters = counters
-    gb = bucket_bounds(fs.n_leaves, job.category_groups())
-    t = table.leaf_range(int(gb[group]), int(gb[group + 1]))
-    k = fs.stats_per_set
-    n = t.values[:, k * stats_set]
-    m = n > 0
-    leaf = t.leaf[m].astype(np.int64)
-    if not len(leaf):
-        return state
-    code, n, s = t.key[m], n[m], t.values[m, k * stats_set + 1]
-    chunk = virtual_of(leaf, fs.n_leaves) * (1 << 40) + leaf // CHUNK_LEAVES
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1):
-        state.add(leaf, code, n, s, chunk)
-    return state
-
-
-# ---------------------------------------------------------------------------------
-# solving
-
-
-def _number_groups(comp, present, count):
-    """Renumber components: 0 = most rows, ties by smallest category code; -1 if absent."""
-    group = np.full(len(comp), -1, dtype="int64")
-    if not present.any():
-        return group
-    uc, inv = np.unique(comp[present], return_inverse=True)
-    rows = np.bincount(inv, weights=count[present])
-    first = np.full(len(uc), len(comp))
-    np.minimum.at(first, inv, np.flatnonzero(present))
-    rank = np.empty(len(uc), dtype="int64")
-    rank[np.lexsort((first, -rows))] = np.arange(len(uc))
-    group[present] = rank[inv]
-    return group
-
-
-@numba.njit(cache=True, nogil=True)
-def _components_dense(G):
-    """Connected components of the graph whose edges are the nonzero entries of the
-    upper triangle of G (union-find); a label per row."""
-    K = G.shape[0]
-    parent = np.arange(K)
-    for i in range(K):
-        for j in range(i + 1, K):
-            if G[i, j] != 0.0:
-                a, b = i, j
-                while parent[a] != a:
-                    parent[a] = parent[parent[a]]
-                    a = parent[a]
-                while parent[b] != b:
-                    parent[b] = parent[parent[b]]
-                    b = parent[b]
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
-    for i in range(K):
-        r = i
-        while parent[r] != r:
-            r = parent[r]
-        parent[i] = r
-    return parent
-
-
-def solve(sums: LeafSums, *, solver: str = "auto") -> Effects:
-    """Effects from the summed normal equations (see the module docstring).
-
-    ``solver``: ``"auto"`` (a dense system: Cholesky up to ``DENSE_DIRECT_MAX`` unknowns,
-    else conjugate gradients with a Cholesky fallback; a sparse one: sparse LU up to
-    ``DIRECT_MAX`` unknowns, else conjugate gradients with an LU fallback), ``"direct"``
-    or ``"cg"``.
-    """
-    from scipy.sparse.csgraph import connected_components
-
-    if solver not in ("auto", "direct", "cg"):
-        from ..io import DataError
-
-        raise DataError(f"parameter solver must be 'auto', 'direct' or 'cg'; got {solver!r}")
-    K = sums.K
-    present = sums.count > 0
-    if sums.dense:
-        comp = _components_dense(sums.gram) if K else np.zeros(0, np.int64)
-        G = None
-    else:
-        G = sums.gram_csr()
-        comp = connected_components(G, directed=False)[1] if K else np.zeros(0, np.int64)
-    group = _number_groups(comp, present, sums.count)
-    n_groups = int(group.max()) + 1 if present.any() else 0
-    effect = np.zeros(K)
-    used = "none"
-    active = sums.count_used > 0
-    if active.any():
-        order = np.lexsort((-sums.count_used, group))  # by group, then most rows first
-        order = order[active[order]]
-        first = np.r_[True, group[order][1:] != group[order][:-1]]
-        grounded = np.zeros(K, bool)
-        grounded[order[first]] = True
-        unknown = np.flatnonzero(active & ~grounded)
-        if len(unknown):
-            x, used = _solve(sums, G, unknown, solver)
-            effect[unknown] = x
-    effect[~present] = np.nan
-    return Effects(effect=effect, group=group, count=sums.count, sum_y=sums.sum_y, count_used=sums.count_used,
-                   n_leaves_cat=sums.n_leaves_cat, n_ignored=sums.n_ignored, n_leaves=sums.n_leaves,
-                   n_leaves_used=sums.n_leaves_used, n_groups=n_groups, solver=used)
-
-
-@numba.njit(cache=True, nogil=True)
-def _grounded_dense(G, unknown, count_used):
+def grounded_dense(G, unknown, count_used):
     """diag(count_used) - G on the unknowns, G given by its upper triangle (one pass)."""
     nu = unknown.shape[0]
     A = np.empty((nu, nu))
@@ -426,71 +200,150 @@ def _grounded_dense(G, unknown, count_used):
     return A
 
 
-def _cg(op, b, d, maxiter):
-    import scipy.sparse.linalg as sla
-
-    nu = len(b)
-    pre = sla.LinearOperator((nu, nu), matvec=lambda v: np.ravel(v) / d, dtype="float64")
-    return sla.cg(op, b, rtol=1e-13, atol=0.0, maxiter=maxiter, M=pre)
-
-
-def _warn_cg(nu):
-    warnings.warn(f"CatStratPD: conjugate gradients did not converge in {CG_MAXITER} iterations "
-                  f"({nu} unknown category effects); the effects are approximate. "
-                  "Use solver='direct' or 'auto'.", RuntimeWarning, stacklevel=4)
-
-
-def _solve(sums: LeafSums, G, unknown, solver):
-    import scipy.linalg
+def symmetric_csr(rows, cols, vals, K):
+    """The symmetric sparse matrix of upper-triangle (row, col, value) terms (duplicates
+    summed)."""
     import scipy.sparse as sp
 
-    b = sums.r[unknown]
-    nu = len(unknown)
-    if sums.dense:
-        A = _grounded_dense(sums.gram, unknown, sums.count_used)
-        if solver == "direct" or (solver == "auto" and nu <= DENSE_DIRECT_MAX):
-            return scipy.linalg.solve(A, b, assume_a="pos", overwrite_a=True, check_finite=False), "dense"
-        x, info = _cg(A, b, np.diag(A).copy(), CG_MAXITER if solver == "cg" else DENSE_CG_MAXITER)
-        if info == 0 or solver == "cg":
-            if info != 0:
-                _warn_cg(nu)
-            return x, "cg"
-        return scipy.linalg.solve(A, b, assume_a="pos", overwrite_a=True, check_finite=False), "cg+dense"
-    A = (sp.diags(sums.count_used[unknown]) - G[unknown][:, unknown]).tocsc()
-    if solver == "direct" or (solver == "auto" and nu <= DIRECT_MAX):
-        return _direct(A, b), "direct"
-    x, info = _cg(A, b, A.diagonal(), CG_MAXITER)
-    if info == 0 or solver == "cg":
-        if info != 0:
-            _warn_cg(nu)
-        return x, "cg"
-    return _direct(A, b), "cg+direct"
+    off = rows != cols
+    return sp.csr_matrix((np.r_[vals, vals[off]], (np.r_[rows, cols[off]], np.r_[cols, rows[off]])), shape=(K, K))
 
 
-def _direct(A, b):
+# ---------------------------------------------------------------------------------
+# the table path
+
+
+@numba.njit(cache=True, nogil=True)
+def _components(code, starts, K):
+    """Connected components of categories linked by sharing a leaf (union-find)."""
+    parent = np.arange(K)
+    for q in range(starts.shape[0]):
+        a = starts[q]
+        b = starts[q + 1] if q + 1 < starts.shape[0] else code.shape[0]
+        r0 = code[a]
+        while parent[r0] != r0:
+            r0 = parent[r0]
+        for i in range(a + 1, b):
+            r1 = code[i]
+            while parent[r1] != r1:
+                parent[r1] = parent[parent[r1]]
+                r1 = parent[r1]
+            if r1 != r0:
+                if r1 < r0:
+                    parent[r0] = r1
+                    r0 = r1
+                else:
+                    parent[r1] = r0
+    for i in range(K):
+        r = i
+        while parent[r] != r:
+            r = parent[r]
+        parent[i] = r
+    return parent
+
+
+@numba.njit(cache=True, nogil=True)
+def _gram_matvec(x, code, n, w, starts):
+    """G x, G = sum over leaves of w_l n_l n_l' (two passes over the leaves' rows)."""
+    out = np.zeros(x.shape[0])
+    for q in range(starts.shape[0]):
+        a = starts[q]
+        b = starts[q + 1] if q + 1 < starts.shape[0] else code.shape[0]
+        t = 0.0
+        for i in range(a, b):
+            t += n[i] * x[code[i]]
+        t *= w[a]
+        for i in range(a, b):
+            out[code[i]] += n[i] * t
+    return out
+
+
+def solve_table(leaf, code, n, s, K: int, *, solver: str = "auto") -> Effects:
+    """Effects from a (leaf, category) table sorted by leaf (rows with n > 0; codes
+    ascending within a leaf).  See the module docstring."""
+    import scipy.sparse as sp
     import scipy.sparse.linalg as sla
 
-    lu = sla.splu(A, permc_spec="MMD_AT_PLUS_A")
-    x = lu.solve(b)
-    return x + lu.solve(b - A @ x)  # one step of iterative refinement
+    if solver not in ("auto", "direct", "cg"):
+        from ..io import DataError
+
+        raise DataError(f"parameter solver must be 'auto', 'direct' or 'cg'; got {solver!r}")
+    leaf = np.asarray(leaf)
+    code = np.asarray(code, dtype=np.int64)
+    n = np.asarray(n, dtype="float64")
+    s = np.asarray(s, dtype="float64")
+    count = np.bincount(code, weights=n, minlength=K)
+    sum_y = np.bincount(code, weights=s, minlength=K)
+    first = np.flatnonzero(np.r_[True, leaf[1:] != leaf[:-1]]) if len(leaf) else np.zeros(0, np.int64)
+    sizes = np.diff(np.r_[first, len(leaf)])
+    multi = np.repeat(sizes >= 2, sizes)
+    n_ignored = float(n[~multi].sum())
+    c, nn, ss = code[multi], n[multi], s[multi]
+    lid = np.repeat(np.arange(len(first)), sizes)[multi]
+    new_leaf = np.r_[True, lid[1:] != lid[:-1]] if len(lid) else np.zeros(0, bool)
+    starts = np.flatnonzero(new_leaf).astype(np.int64)
+    lid = np.cumsum(new_leaf) - 1  # leaves holding >= 2 categories, numbered 0..
+    N = np.bincount(lid, weights=nn)
+    S = np.bincount(lid, weights=ss)
+    w = (1.0 / N)[lid] if len(lid) else nn
+    count_used = np.bincount(c, weights=nn, minlength=K)
+    n_leaves_cat = np.bincount(c, minlength=K)
+    r = np.bincount(c, weights=ss - nn * (S / np.where(N > 0, N, 1.0))[lid] if len(lid) else ss, minlength=K)
+    present = count > 0
+    group = number_groups(_components(c, starts, K) if K else np.zeros(0, np.int64), present, count)
+    effect = np.zeros(K)
+    used = "none"
+    unknown = ground(group, count_used)
+    if len(unknown):
+        nu = len(unknown)
+        b = r[unknown]
+        sizes_m = np.diff(np.r_[starts, len(c)]).astype(np.float64)
+        terms = float(np.sum(sizes_m * (sizes_m + 1) / 2))
+
+        def explicit(b):
+            if K <= DENSE_EXPLICIT_MAX:
+                import scipy.linalg
+
+                G = np.zeros((K, K))
+                scatter_upper(G, c, nn, w, starts, TILE)
+                A = grounded_dense(G, unknown, count_used)
+                return scipy.linalg.solve(A, b, assume_a="pos", overwrite_a=True, check_finite=False)
+            M = sp.csr_matrix((nn * np.sqrt(w), (lid, c)), shape=(len(starts), K))
+            G = (M.T @ M).tocsr()
+            return direct_solve((sp.diags(count_used[unknown]) - G[unknown][:, unknown]).tocsc(), b)
+
+        if solver == "direct" or (solver == "auto" and nu <= DIRECT_MAX and terms <= EXPLICIT_BUDGET):
+            x, used = explicit(b), "direct"
+        else:
+            full = np.zeros(K)
+
+            def matvec(v):
+                full[unknown] = np.ravel(v)
+                return (count_used * full - _gram_matvec(full, c, nn, w, starts))[unknown]
+
+            op = sla.LinearOperator((nu, nu), matvec=matvec, dtype="float64")
+            d = (count_used - np.bincount(c, weights=nn * nn * w, minlength=K))[unknown]
+            x, info = cg_solve(op, b, d, CG_MAXITER)
+            used = "cg"
+            if info != 0:
+                if solver == "cg":
+                    warn_cg(nu)
+                else:
+                    x, used = explicit(b), "cg+direct"
+        effect[unknown] = x
+    effect[~present] = np.nan
+    return Effects(effect=effect, group=group, count=count, sum_y=sum_y, count_used=count_used,
+                   n_leaves_cat=n_leaves_cat, n_ignored=n_ignored, n_leaves=len(first),
+                   n_leaves_used=len(starts), n_groups=int(group.max()) + 1 if present.any() else 0, solver=used)
 
 
 def solve_effects(leaf, cat, n, s, n_categories: int, *, solver: str = "auto") -> Effects:
-    """:func:`solve` from aligned per-(leaf, category) sums (any leaf ids, any order):
-    the in-memory path, with the same kernels as the scan's."""
-    return solve(leaf_sums(leaf, cat, n, s, n_categories), solver=solver)
+    """:func:`solve_table` from aligned per-(leaf, category) sums (any leaf ids, any
+    order, duplicates summed): the in-memory entry point."""
+    from .._engine.sums import group_sums
 
-
-def leaf_sums(leaf, cat, n, s, n_categories: int) -> LeafSums:
-    """:class:`LeafSums` of aligned per-(leaf, category) sums (any leaf ids, any order)."""
     leaf = np.asarray(leaf)
-    cat = np.asarray(cat, dtype="int64")
-    n = np.asarray(n, dtype="float64")
-    s = np.asarray(s, dtype="float64")
     _, lid = np.unique(leaf, return_inverse=True)
-    t = group_sums(lid.reshape(-1), cat, np.c_[n, s])
+    t = group_sums(lid.reshape(-1), np.asarray(cat, dtype=np.int64), np.c_[np.asarray(n, float), np.asarray(s, float)])
     m = t.values[:, 0] > 0
-    state = LeafSums.empty(int(n_categories))
-    lf, cd, nn, ss = t.leaf[m].astype(np.int64), t.key[m], t.values[m, 0], t.values[m, 1]
-    state.add(lf, cd, nn, ss, lf // CHUNK_LEAVES)
-    return state
+    return solve_table(t.leaf[m], t.key[m], t.values[m, 0], t.values[m, 1], int(n_categories), solver=solver)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from dask.sizeof import sizeof
 
 from .._engine.hashing import keyed_hash
 from .._engine.sums import Table, reduce_tables
@@ -233,3 +234,7 @@ def curve_from_sums(fs, sums: list, job):
         trials_pd=np.vstack([cv[0] for cv in curves[1:]]) if n_sets > 1 else None,
         set_counts=count[:, pos],
     )
+
+
+# dask's memory manager counts these by their arrays (spilling decisions need it)
+sizeof.register(BucketSums)(lambda o: o.nbytes)

@@ -37,6 +37,11 @@ __all__ = ["StratRun", "run_strat", "check_int", "resolve_columns", "NUMERIC_VAL
 NUMERIC_VALUES_CAP = 1 << 16
 #: the most levels a categorical feature may have
 CATEGORY_LEVELS_CAP = 1 << 20
+#: a categorical feature whose (leaf, category) table has at most about this many cells
+#: is solved in one task from its whole table; above, its least-squares sums are
+#: accumulated bucket after bucket in O(categories^2) memory (a function of the data
+#: only, so the result is the same on every scheduler)
+CATEGORY_TABLE_GATHER = 16_000_000
 
 
 @dataclass
@@ -135,14 +140,15 @@ def _coder(f, kind, sample: Sample, max_bins, nan_as_level, dtype) -> KeyCoder:
     return KeyCoder("categorical", values=vals, nan_level=bool(nan_as_level))
 
 
+def _occupied_cells(fs, n_rows: int) -> float:
+    """Expected occupied (leaf, key) cells of a feature's merged table."""
+    cells = float(fs.n_leaves) * fs.coder.n_keys
+    return cells * -np.expm1(-n_rows / max(cells, 1.0))
+
+
 def _merged_bytes(scans: list, n_rows: int, n_sets: int) -> float:
     """The merged tables' size, about: occupied (leaf, key) cells x bytes per cell."""
-    total = 0.0
-    for fs in scans:
-        cells = float(fs.n_leaves) * fs.coder.n_keys
-        occupied = cells * -np.expm1(-n_rows / max(cells, 1.0))
-        total += occupied * (4 + 8 + 8 * fs.stats_per_set * n_sets)
-    return total
+    return sum(_occupied_cells(fs, n_rows) * (4 + 8 + 8 * fs.stats_per_set * n_sets) for fs in scans)
 
 
 def run_strat(
@@ -243,8 +249,10 @@ def run_strat(
     for i, f in enumerate(features):
         leaf_index, n_leaves = leaf_numbering(trees[i], random_state, i)
         coder = _coder(f, kinds[f], sample, max_bins, nan_as_level, dtypes.get(f))
-        scans.append(FeatureScan(f, kinds[f], others[f], trees[i], coder, leaf_index, n_leaves,
-                                 min_samples_leaf=msl[f] if trees[i] is not None else None))
+        fs = FeatureScan(f, kinds[f], others[f], trees[i], coder, leaf_index, n_leaves,
+                         min_samples_leaf=msl[f] if trees[i] is not None else None)
+        fs.gather = _occupied_cells(fs, sample.n_rows) <= CATEGORY_TABLE_GATHER
+        scans.append(fs)
     n_sets = 1 + n_trials
     n_buckets = memory.n_buckets(_merged_bytes(scans, sample.n_rows, n_sets))
     opts = dict(finish_options or {})

@@ -26,15 +26,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
+from dask.sizeof import sizeof
 import pandas as pd
 
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
 from .._engine.hashing import bootstrap_weights
 from .._engine.memory import MAX_BUCKETS
 from .._engine.plan import Job
-from .._engine.sums import Table, reduce_tables
+from .._engine.sums import Rows, Table, reduce_tables
 
 __all__ = ["FeatureScan", "StratScan", "ScanPiece", "N_VIRTUAL", "leaf_numbering", "bucket_bounds"]
 
@@ -84,6 +84,7 @@ class FeatureScan:
     leaf_index: np.ndarray | None
     n_leaves: int
     min_samples_leaf: int | None = None
+    gather: bool = True  # categorical: solve the whole table in one task (else sum G leaf by leaf)
 
     @property
     def binned(self) -> bool:
@@ -123,42 +124,6 @@ def _sum_counters(parts):
     if not have:
         return None
     return {f: tuple(int(sum(c[f][k] for c in have)) for k in range(3)) for f in have[0]}
-
-
-@numba.njit(cache=True, nogil=True)
-def _bucket_rows(leaf, key, values, bucket_of_leaf, nb):
-    """Rows reordered by bucket (a stable counting sort) and the bucket offsets."""
-    n = leaf.shape[0]
-    m = values.shape[1]
-    start = np.zeros(nb + 1, np.int64)
-    for i in range(n):
-        start[bucket_of_leaf[leaf[i]] + 1] += 1
-    for b in range(nb):
-        start[b + 1] += start[b]
-    pos = start[:-1].copy()
-    out_l = np.empty_like(leaf)
-    out_k = np.empty_like(key)
-    out_v = np.empty_like(values)
-    for i in range(n):
-        b = bucket_of_leaf[leaf[i]]
-        p = pos[b]
-        pos[b] = p + 1
-        out_l[p] = leaf[i]
-        out_k[p] = key[i]
-        for j in range(m):
-            out_v[p, j] = values[i, j]
-    return out_l, out_k, out_v, start
-
-
-def _split_rows(table: Table, bounds: np.ndarray) -> list[Table]:
-    """A raw table's rows by bucket (stable: rows keep their order within a bucket)."""
-    nb = len(bounds) - 1
-    if nb == 1:
-        return [table]
-    bucket_of_leaf = (np.searchsorted(bounds, np.arange(bounds[-1]), side="right") - 1).astype(np.int64)
-    leaf, key, values, cut = _bucket_rows(table.leaf, table.key, np.ascontiguousarray(table.values),
-                                          bucket_of_leaf, nb)
-    return [Table(leaf[a:z], key[a:z], values[a:z], grouped=False) for a, z in zip(cut[:-1], cut[1:])]
 
 
 def _split_grouped(table: Table, bounds: np.ndarray) -> list[Table]:
@@ -215,20 +180,13 @@ class StratScan(Job):
                 key = fs.coder.encode_float(x[sel])
             else:
                 key = fs.coder.encode(s if every else s[ok])
-            yy = y[sel]
-            stats = [np.ones(len(yy)), yy]
-            xx = x[sel] if fs.binned else None
-            if xx is not None:
-                stats.append(xx)
-            for t in range(self.n_trials):
-                w = W[sel, t]
-                stats += [w, w * yy] + ([w * xx] if xx is not None else [])
-            table = Table(leaf.astype(np.int32), key, np.column_stack(stats), grouped=False)
+            rows = Rows(leaf.astype(np.int32), key.astype(np.int32), y[sel], x[sel] if fs.binned else None,
+                        W[sel] if W is not None else None)
             bounds = bucket_bounds(fs.n_leaves, self.n_buckets)
             if self._group_at_map(fs):
-                parts = _split_grouped(reduce_tables([table], fs.coder.n_keys), bounds)
+                parts = _split_grouped(reduce_tables([rows], fs.coder.n_keys), bounds)
             else:
-                parts = _split_rows(table, bounds)
+                parts = rows.split(bounds)
             for b, part in enumerate(parts):
                 pieces[b].tables[fs.feature] = part
             pieces[0].counters[fs.feature] = (len(df), int((~x_ok).sum()), int((x_ok & ~y_ok).sum()))
@@ -266,7 +224,7 @@ class StratScan(Job):
         return curve_from_sums(self.features[index], list(bucket_sums), self)
 
     def categorical_link(self, state, picked, index: int, stats_set: int, group: int):
-        from .categorical_solve import accumulate
+        from .categorical_gram import accumulate
 
         table, counters = picked
         return accumulate(state, table, counters, self.features[index], self, stats_set, group)
@@ -275,6 +233,11 @@ class StratScan(Job):
         from .categorical import effects_from_states
 
         return effects_from_states(self.features[index], list(states), self)
+
+    def categorical_gathered(self, index: int, *picks):
+        from .categorical import effects_from_tables
+
+        return effects_from_tables(self.features[index], list(picks), self)
 
     def collect(self, *results) -> dict:
         return {fs.feature: r for fs, r in zip(self.features, results)}
@@ -299,6 +262,9 @@ class StratScan(Job):
             if fs.kind != "categorical":
                 continue
             picks = [node("pick", merged[b], fs.feature, key=f"pick-{b}-f{i}") for b in range(B)]
+            if fs.gather:  # a small table: solved in one task, matrix-free
+                results[i] = node("categorical_gathered", i, *picks, key=f"finish-categorical-f{i}")
+                continue
             bb = bucket_bounds(fs.n_leaves, B)
             gb = bucket_bounds(fs.n_leaves, G)
             states = []
@@ -312,3 +278,7 @@ class StratScan(Job):
                     states.append(state)
             results[i] = node("categorical_final", i, *states, key=f"finish-categorical-f{i}")
         return node("collect", *[results[i] for i in range(len(self.features))], key="collect")
+
+
+# dask's memory manager counts these by their arrays (spilling decisions need it)
+sizeof.register(ScanPiece)(lambda o: o.nbytes)

@@ -1,0 +1,336 @@
+"""CatStratPD's least-squares sums for large tables: G and r accumulated leaf by leaf.
+
+For a categorical feature whose (leaf, category) table is too large to gather in one task
+(see :mod:`daskpd._strat.categorical_solve` for the notation), the normal equations
+``Lap b = r``, ``Lap = diag(count_used) - G``, ``G = sum_l n_l n_l' / N_l``, are summed
+bucket after bucket of leaves (:func:`accumulate`): the state is O(K^2) at most (the
+upper triangle of a dense ``G`` for up to ``DENSE_MAX_KEYS`` categories, sparse above),
+whatever the number of rows, and no task holds the feature's table.
+
+Sums run over leaves in a fixed order, in fixed chunks (virtual buckets, then runs of
+``CHUNK_LEAVES`` leaves), so the system is the same bits however the reduction was cut.
+A chunk's part of G is one BLAS product when its categories are few enough for a dense
+(leaves x categories) block, else a cache-tiled scatter of the leaves' outer products.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numba
+from dask.sizeof import sizeof
+import numpy as np
+
+from .._engine.sums import Table, group_sums
+from .categorical_solve import (CG_MAXITER, TILE, DIRECT_MAX, Effects, cg_solve, direct_solve, ground, number_groups,
+                                grounded_dense, pairs_upper, scatter_upper, symmetric_csr, warn_cg)
+
+__all__ = ["LeafSums", "accumulate", "solve_gram", "leaf_sums", "DENSE_MAX_KEYS", "CHUNK_LEAVES"]
+
+#: up to this many categories, G is a dense K x K array (8 K^2 bytes); sparse above
+DENSE_MAX_KEYS = 8192
+#: leaves per chunk of the Gram sums (a chunk picks BLAS or a scatter by its own shape)
+CHUNK_LEAVES = 64
+#: a chunk's Gram is one BLAS product when its dense block costs at most this many times
+#: the scatter's multiply-adds (BLAS does ~10x more of them per second)
+BLAS_FACTOR = 8.0
+#: dense systems with at most this many unknowns are solved by Cholesky at once
+DENSE_DIRECT_MAX = 1500
+#: dense systems above that try this many CG iterations (O(K^2) each) before Cholesky
+DENSE_CG_MAXITER = 300
+#: sparse Gram entries kept uncompacted before they are merged
+_COMPACT_AT = 4_000_000
+
+
+@dataclass
+class LeafSums:
+    """The least-squares sums of one feature (one statistics set), over some leaves."""
+
+    K: int
+    count: np.ndarray
+    sum_y: np.ndarray
+    count_used: np.ndarray
+    n_leaves_cat: np.ndarray
+    r: np.ndarray
+    gram: object  # upper triangle: dense (K, K) array, or sparse Tables (row, col, value) in order
+    n_ignored: float = 0.0
+    n_leaves: int = 0
+    n_leaves_used: int = 0
+    counters: tuple | None = None
+    _pending: int = field(default=0, repr=False)
+
+    @classmethod
+    def empty(cls, K: int) -> "LeafSums":
+        z = lambda: np.zeros(K)  # noqa: E731
+        gram = np.zeros((K, K)) if K <= DENSE_MAX_KEYS else []
+        return cls(K, z(), z(), z(), z(), z(), gram)
+
+    @property
+    def dense(self) -> bool:
+        return isinstance(self.gram, np.ndarray)
+
+    @property
+    def nbytes(self) -> int:
+        g = self.gram.nbytes if self.dense else sum(t.nbytes for t in self.gram)
+        return int(g + 5 * 8 * self.K)
+
+    # -- adding leaves ----------------------------------------------------------------
+
+    def add(self, leaf, code, n, s, chunk):
+        """Add leaves (rows sorted by leaf, then code; n > 0) cut into ``chunk`` runs.
+
+        The vectors are summed per group of chunks (``chunk >> 40``: a virtual bucket) and
+        G leaf by leaf within each chunk, so the result only depends on the chunks, not on
+        how calls cut them.
+        """
+        K = self.K
+        group = chunk >> 40
+        cut = np.flatnonzero(np.r_[True, group[1:] != group[:-1], True])
+        first = np.flatnonzero(np.r_[True, leaf[1:] != leaf[:-1]])
+        sizes = np.diff(np.r_[first, len(leaf)])
+        multi = np.repeat(sizes >= 2, sizes)
+        lid_all = np.repeat(np.arange(len(first)), sizes)
+        N = np.bincount(lid_all, weights=n)
+        S = np.bincount(lid_all, weights=s)
+        for a, b in zip(cut[:-1], cut[1:]):
+            m = multi[a:b]
+            c, nn, ss = code[a:b], n[a:b], s[a:b]
+            self.count += np.bincount(c, weights=nn, minlength=K)
+            self.sum_y += np.bincount(c, weights=ss, minlength=K)
+            self.n_ignored += float(nn[~m].sum())
+            self.n_leaves += int(np.count_nonzero(np.r_[True, leaf[a + 1:b] != leaf[a:b - 1]]))
+            if m.any():
+                lid = lid_all[a:b][m]
+                cm, nm, sm = c[m], nn[m], ss[m]
+                self.n_leaves_used += int(np.count_nonzero(np.r_[True, lid[1:] != lid[:-1]]))
+                self.count_used += np.bincount(cm, weights=nm, minlength=K)
+                self.n_leaves_cat += np.bincount(cm, minlength=K)
+                self.r += np.bincount(cm, weights=sm - nm * (S / N)[lid], minlength=K)
+        # G: the rows of leaves holding >= 2 categories
+        rows = np.flatnonzero(multi)
+        if not len(rows):
+            return
+        c, nn, ch = code[rows], n[rows], chunk[rows]
+        lid = lid_all[rows]
+        w = 1.0 / N[lid]
+        starts = np.flatnonzero(np.r_[True, lid[1:] != lid[:-1]]).astype(np.int64)
+        if self.dense:
+            _add_dense(self.gram, c, nn, w, starts, ch)
+        else:
+            r_, c_, v_ = pairs_upper(c, nn, w, starts)
+            self.gram.append(group_sums(r_, c_, v_))
+            self._pending += len(v_)
+            if self._pending > _COMPACT_AT:
+                self.compact()
+
+    def compact(self):
+        """Merge the sparse Gram pieces (in order) into one."""
+        if self.dense or len(self.gram) <= 1:
+            return
+        t = group_sums(np.concatenate([g.leaf for g in self.gram]), np.concatenate([g.key for g in self.gram]),
+                       np.concatenate([g.values for g in self.gram], axis=0))
+        self.gram = [t]
+        self._pending = 0
+
+    def fold(self, other: "LeafSums") -> "LeafSums":
+        """These sums followed by ``other``'s (a fixed order: the result is canonical)."""
+        if other is None:
+            return self
+        for a in ("count", "sum_y", "count_used", "n_leaves_cat", "r"):
+            setattr(self, a, getattr(self, a) + getattr(other, a))
+        if self.dense:
+            self.gram += other.gram
+        else:
+            self.gram = self.gram + other.gram
+            self.compact()
+        self.n_ignored += other.n_ignored
+        self.n_leaves += other.n_leaves
+        self.n_leaves_used += other.n_leaves_used
+        self.counters = self.counters or other.counters
+        return self
+
+    def full_gram(self) -> np.ndarray:
+        """The dense G (its upper triangle is what is summed)."""
+        g = self.gram
+        return np.triu(g) + np.triu(g, 1).T
+
+    def gram_csr(self):
+        """The sparse G (symmetric), from its summed upper triangle."""
+        import scipy.sparse as sp
+
+        self.compact()
+        if not self.gram:
+            return sp.csr_matrix((self.K, self.K))
+        t = self.gram[0]
+        return symmetric_csr(t.leaf.astype(np.int64), t.key, t.values[:, 0], self.K)
+
+
+def _add_dense(G, c, n, w, starts, chunk):
+    """Upper triangle of G += n_l n_l' / N_l for every leaf (``starts``: first row of each
+    leaf; ``chunk``: each row's chunk).  A chunk whose categories are few enough for a
+    dense (leaves x categories) block is one BLAS product; runs of the other chunks are
+    one cache-tiled scatter.  The choice depends on the chunk only, and each entry's
+    terms are added chunk after chunk, leaf after leaf, whichever way."""
+    ends = np.r_[starts[1:], len(c)]
+    leaf_chunk = chunk[starts]
+    bounds = np.flatnonzero(np.r_[True, leaf_chunk[1:] != leaf_chunk[:-1], True])  # leaf ranges per chunk
+    blas = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        sizes = ends[a:b] - starts[a:b]
+        r0, r1 = starts[a], ends[b - 1]
+        pairs = float(np.sum(sizes.astype(np.float64) * (sizes + 1) / 2))
+        n_u = len(np.unique(c[r0:r1]))
+        blas.append((b - a) * n_u * n_u / 2 <= BLAS_FACTOR * pairs)
+    q = 0
+    while q < len(blas):
+        a = bounds[q]
+        if blas[q]:
+            b = bounds[q + 1]
+            r0, r1 = starts[a], ends[b - 1]
+            u, pos = np.unique(c[r0:r1], return_inverse=True)
+            A = np.zeros((b - a, len(u)))
+            A[np.repeat(np.arange(b - a), ends[a:b] - starts[a:b]), pos] = n[r0:r1] * np.sqrt(w[r0:r1])
+            G[np.ix_(u, u)] += np.triu(A.T @ A)
+            q += 1
+            continue
+        z = q
+        while z < len(blas) and not blas[z]:
+            z += 1
+        b = bounds[z]
+        r0, r1 = starts[a], ends[b - 1]
+        scatter_upper(G, c[r0:r1], n[r0:r1], w[r0:r1], starts[a:b] - r0, TILE)
+        q = z
+
+
+def accumulate(state, table: Table, counters, fs, job, stats_set: int, group: int):
+    """Add a bucket's leaves of one group of leaves to ``state`` (None: a new state)."""
+    from .scan import bucket_bounds, virtual_of
+
+    K = fs.coder.n_keys
+    if state is None:
+        state = LeafSums.empty(K)
+    if counters is not None and state.counters is None:
+        state.counters = counters
+    gb = bucket_bounds(fs.n_leaves, job.category_groups())
+    t = table.leaf_range(int(gb[group]), int(gb[group + 1]))
+    k = fs.stats_per_set
+    n = t.values[:, k * stats_set]
+    m = n > 0
+    leaf = t.leaf[m].astype(np.int64)
+    if not len(leaf):
+        return state
+    code, n, s = t.key[m], n[m], t.values[m, k * stats_set + 1]
+    chunk = virtual_of(leaf, fs.n_leaves) * (1 << 40) + leaf // CHUNK_LEAVES
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        state.add(leaf, code, n, s, chunk)
+    return state
+
+
+# ---------------------------------------------------------------------------------
+# solving
+
+
+@numba.njit(cache=True, nogil=True)
+def _components_dense(G):
+    """Connected components of the graph whose edges are the nonzero entries of the
+    upper triangle of G (union-find); a label per row."""
+    K = G.shape[0]
+    parent = np.arange(K)
+    for i in range(K):
+        for j in range(i + 1, K):
+            if G[i, j] != 0.0:
+                a, b = i, j
+                while parent[a] != a:
+                    parent[a] = parent[parent[a]]
+                    a = parent[a]
+                while parent[b] != b:
+                    parent[b] = parent[parent[b]]
+                    b = parent[b]
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    for i in range(K):
+        r = i
+        while parent[r] != r:
+            r = parent[r]
+        parent[i] = r
+    return parent
+
+
+def solve_gram(sums: LeafSums, *, solver: str = "auto") -> Effects:
+    """Effects from summed normal equations: a dense system by Cholesky up to
+    ``DENSE_DIRECT_MAX`` unknowns, else conjugate gradients with a Cholesky fallback; a
+    sparse one by sparse LU up to ``DIRECT_MAX`` unknowns, else conjugate gradients with
+    an LU fallback (``solver``: "auto", "direct" or "cg")."""
+    from scipy.sparse.csgraph import connected_components
+
+    if solver not in ("auto", "direct", "cg"):
+        from ..io import DataError
+
+        raise DataError(f"parameter solver must be 'auto', 'direct' or 'cg'; got {solver!r}")
+    K = sums.K
+    present = sums.count > 0
+    if sums.dense:
+        comp = _components_dense(sums.gram) if K else np.zeros(0, np.int64)
+        G = None
+    else:
+        G = sums.gram_csr()
+        comp = connected_components(G, directed=False)[1] if K else np.zeros(0, np.int64)
+    group = number_groups(comp, present, sums.count)
+    effect = np.zeros(K)
+    used = "none"
+    unknown = ground(group, sums.count_used)
+    if len(unknown):
+        x, used = _solve(sums, G, unknown, solver)
+        effect[unknown] = x
+    effect[~present] = np.nan
+    return Effects(effect=effect, group=group, count=sums.count, sum_y=sums.sum_y, count_used=sums.count_used,
+                   n_leaves_cat=sums.n_leaves_cat, n_ignored=sums.n_ignored, n_leaves=sums.n_leaves,
+                   n_leaves_used=sums.n_leaves_used, n_groups=int(group.max()) + 1 if present.any() else 0,
+                   solver=used)
+
+
+def _solve(sums: LeafSums, G, unknown, solver):
+    import scipy.linalg
+    import scipy.sparse as sp
+
+    b = sums.r[unknown]
+    nu = len(unknown)
+    if sums.dense:
+        A = grounded_dense(sums.gram, unknown, sums.count_used)
+        if solver == "direct" or (solver == "auto" and nu <= DENSE_DIRECT_MAX):
+            return scipy.linalg.solve(A, b, assume_a="pos", overwrite_a=True, check_finite=False), "dense"
+        x, info = cg_solve(A, b, np.diag(A).copy(), CG_MAXITER if solver == "cg" else DENSE_CG_MAXITER)
+        if info == 0 or solver == "cg":
+            if info != 0:
+                warn_cg(nu)
+            return x, "cg"
+        return scipy.linalg.solve(A, b, assume_a="pos", overwrite_a=True, check_finite=False), "cg+dense"
+    A = (sp.diags(sums.count_used[unknown]) - G[unknown][:, unknown]).tocsc()
+    if solver == "direct" or (solver == "auto" and nu <= DIRECT_MAX):
+        return direct_solve(A, b), "direct"
+    x, info = cg_solve(A, b, A.diagonal(), CG_MAXITER)
+    if info == 0 or solver == "cg":
+        if info != 0:
+            warn_cg(nu)
+        return x, "cg"
+    return direct_solve(A, b), "cg+direct"
+
+
+def leaf_sums(leaf, cat, n, s, n_categories: int) -> LeafSums:
+    """:class:`LeafSums` of aligned per-(leaf, category) sums (any leaf ids, any order)."""
+    leaf = np.asarray(leaf)
+    cat = np.asarray(cat, dtype="int64")
+    n = np.asarray(n, dtype="float64")
+    s = np.asarray(s, dtype="float64")
+    _, lid = np.unique(leaf, return_inverse=True)
+    t = group_sums(lid.reshape(-1), cat, np.c_[n, s])
+    m = t.values[:, 0] > 0
+    state = LeafSums.empty(int(n_categories))
+    lf, cd, nn, ss = t.leaf[m].astype(np.int64), t.key[m], t.values[m, 0], t.values[m, 1]
+    state.add(lf, cd, nn, ss, lf // CHUNK_LEAVES)
+    return state
+
+
+# dask's memory manager counts these by their arrays (spilling decisions need it)
+sizeof.register(LeafSums)(lambda o: o.nbytes)
