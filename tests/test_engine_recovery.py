@@ -37,22 +37,20 @@ def fresh_cluster(tmp_path):
 
 
 def _kill_when(client, prefix: str, min_done: int, log: list):
-    """SIGKILL a worker once ``min_done`` tasks whose key starts with ``prefix`` are in
-    memory and more are still to run (the worker holding most of them)."""
+    """SIGKILL a worker once ``min_done`` tasks of the task prefix ``prefix`` have run and
+    more are still to run (the worker holding the most results)."""
 
     def states(dask_scheduler, prefix=prefix):
-        out = {"done": 0, "todo": 0, "holders": {}}
-        for ts in dask_scheduler.tasks.values():
-            key = ts.key[0] if isinstance(ts.key, tuple) else ts.key
-            if not str(key).startswith(prefix):
-                continue
-            if ts.state == "memory":
-                out["done"] += 1
-                for ws in ts.who_has:
-                    out["holders"][ws.address] = out["holders"].get(ws.address, 0) + 1
-            elif ts.state in ("waiting", "processing", "queued", "no-worker"):
-                out["todo"] += 1
-        return out
+        tp = dask_scheduler.task_prefixes.get(prefix)
+        if tp is None:
+            return {"done": 0, "todo": 0, "holders": {}}
+        st = tp.states
+        holders = {}
+        for ws in dask_scheduler.workers.values():
+            holders[ws.address] = len(ws.has_what)
+        return {"done": st.get("memory", 0) + st.get("released", 0) + st.get("forgotten", 0),
+                "todo": st.get("waiting", 0) + st.get("processing", 0) + st.get("queued", 0)
+                + st.get("no-worker", 0), "holders": holders}
 
     pids = client.run(os.getpid)
     deadline = time.time() + 120
@@ -63,7 +61,7 @@ def _kill_when(client, prefix: str, min_done: int, log: list):
             os.kill(pids[victim], signal.SIGKILL)
             log.append((victim, st["done"], st["todo"]))
             return
-        time.sleep(0.02)
+        time.sleep(0.01)
 
 
 def _run_with_kill(addr, lake, prefix, min_done, **kw):
@@ -108,7 +106,7 @@ def test_sigkill_during_the_tree_fits_gives_the_undisturbed_result(lake, fresh_c
     kw = dict(sample_size=200_000, tree_method="exact")  # slow fits: time to kill one
     with Client(addr, timeout=30):
         calm = daskpd.importance.strat_curves_and_importances(lake, "y", categorical=["k5000"], **kw)
-    got, log, _ = _run_with_kill(addr, lake, "daskpd-fit-", 1, **kw)
+    got, log, _ = _run_with_kill(addr, lake, "daskpd-fit", 1, **kw)
     assert log, "no worker was killed during the tree fits"
     _assert_same(got, calm)
     assert "can't be recovered" not in (logdir / "scheduler.log").read_text()
