@@ -80,9 +80,10 @@ def crds() -> dict:
     """{(group, kind): CRD document} from the dask-kubernetes operator's Helm chart."""
     where, texts = _crd_texts()
     assert texts, f"no CRDs in {where}: has dask-kubernetes moved them?"
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml: the CRDs are ~1 MB of YAML
     out = {}
     for text in texts:
-        for doc in yaml.safe_load_all(text):
+        for doc in yaml.load_all(text, Loader=loader):
             if doc and doc.get("kind") == "CustomResourceDefinition":
                 out[(doc["spec"]["group"], doc["spec"]["names"]["kind"])] = doc
     return out
