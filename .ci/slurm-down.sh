@@ -6,15 +6,18 @@
 set -euo pipefail
 BASE="${SLURM_UP_DIR:-/var/lib/daskpd-slurm}"
 
+running() {   # pid: alive and not a zombie (an init that does not reap leaves those)
+    kill -0 "$1" 2>/dev/null && [[ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]]
+}
 stop() {   # pidfile expected-command
     local pidfile=$1 name=$2 pid
     [[ -s "$pidfile" ]] || return 0
     pid="$(cat "$pidfile")"
-    kill -0 "$pid" 2>/dev/null || return 0
+    running "$pid" || return 0
     [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$name"* ]] || return 0
     echo "slurm-down: stopping $name ($pid)" >&2
     kill -TERM "$pid" 2>/dev/null || true
-    for (( i = 0; i < 40; i++ )); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.25; done
+    for (( i = 0; i < 40; i++ )); do running "$pid" || return 0; sleep 0.25; done
     kill -KILL "$pid" 2>/dev/null || true
 }
 

@@ -145,11 +145,14 @@ same_conf() {   # the existing file equals NEW_CONF apart from the timestamp lin
     [[ -f "$CONF" ]] && diff -q <(tail -n +2 "$CONF") <(tail -n +2 <<<"$NEW_CONF") >/dev/null
 }
 
+running() {   # pid: alive and not a zombie (an init that does not reap leaves those)
+    kill -0 "$1" 2>/dev/null && [[ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]]
+}
 pid_alive() {   # pidfile name: the pid in the file is alive and is that daemon (pids get reused)
     local pid
     [[ -s "$1" ]] || return 1
     pid="$(cat "$1")"
-    kill -0 "$pid" 2>/dev/null && [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$2"* ]]
+    running "$pid" && [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$2"* ]]
 }
 CTLD_PID="$BASE/run/slurmctld.pid" SLURMD_PID="$BASE/run/slurmd.pid"
 
@@ -159,7 +162,7 @@ stop_daemon() {   # pidfile name
     pid="$(cat "$pidfile")"
     log "stopping $name ($pid)"
     kill -TERM "$pid" 2>/dev/null || true
-    for (( i = 0; i < 40; i++ )); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.25; done
+    for (( i = 0; i < 40; i++ )); do running "$pid" || return 0; sleep 0.25; done
     kill -KILL "$pid" 2>/dev/null || true
 }
 
