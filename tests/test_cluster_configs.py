@@ -10,7 +10,8 @@ Two kinds of test:
   ``dask worker`` processes on 127.0.0.1 (free ports), a ``distributed.Client``
   connects and computes, TLS is enforced, and the processes are gone after the
   stop script.  ``run_slurm.py`` and ``daskpd.sbatch`` run end to end against
-  stand-ins for ``dask_jobqueue``/``srun``/``daskpd`` (no SLURM here).
+  stand-ins for ``dask_jobqueue``/``srun``/``daskpd``, so that they are exercised
+  where SLURM is absent; tests/test_slurm_real.py runs them on a real SLURM.
 
 Nothing here imports daskpd; helpers live in this file (tests/conftest.py
 belongs to the library's tests).
@@ -586,6 +587,18 @@ def test_jobqueue_yaml():
     assert re.fullmatch(r"\d+:\d\d:\d\d", slurm["walltime"])
     assert all(isinstance(d, str) and d.startswith("-") for d in slurm["job-extra-directives"])
     assert all(isinstance(s, str) for s in slurm["job-script-prologue"])
+
+
+def test_jobqueue_yaml_keys_match_installed_dask_jobqueue():
+    """The keys against the installed dask-jobqueue's own defaults (its jobqueue.yaml)."""
+    pytest.importorskip("dask_jobqueue", reason="dask-jobqueue is not installed (the `test` extra has it)")
+    import importlib.util
+
+    origin = Path(importlib.util.find_spec("dask_jobqueue").origin).parent / "jobqueue.yaml"
+    real = set(one_doc(origin)["jobqueue"]["slurm"])
+    ours = set(one_doc(SLURM / "jobqueue.yaml")["jobqueue"]["slurm"])
+    assert ours <= real, f"jobqueue.yaml keys dask-jobqueue does not know: {ours - real}"
+    assert real <= KNOWN_SLURM_KEYS, f"dask-jobqueue has new keys; update KNOWN_SLURM_KEYS: {real - KNOWN_SLURM_KEYS}"
 
 
 def test_run_slurm_imports_nothing_optional_at_module_level(tmp_path):

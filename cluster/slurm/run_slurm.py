@@ -20,14 +20,20 @@ The process must stay alive for the whole run (the scheduler lives in it), so
 start it under nohup/tmux/screen or cron on a login node.  For a run that
 lives entirely inside one allocation, use daskpd.sbatch instead.
 
+SIGTERM and SIGINT (Ctrl-C) close the cluster too, so the queued or running
+worker jobs are cancelled instead of waiting out their walltime.
+
 Exit status: 0 on success, 1 if the job raised (traceback on stderr), 2 on
-usage/config errors, 3 if the workers did not arrive in time.
+usage/config errors, 3 if the workers did not arrive in time, 130/143 after
+SIGINT/SIGTERM (the SLURM jobs cancelled).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -87,6 +93,18 @@ def load_jobqueue_config(path) -> dict:
     return flat
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived (a BaseException, like KeyboardInterrupt, so nothing swallows it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated(signum)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     import dask
@@ -106,6 +124,12 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
 
+    # Without this, SIGTERM (kill, timeout, a cron wrapper) would end the process
+    # without running the `finally` below: the worker jobs would stay queued, or
+    # run until their death-timeout.  run_job installs its own handler while it
+    # runs (raising daskpd's JobTerminated) and restores this one afterwards.
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
     with dask.config.set(config):
         cluster = SLURMCluster()
         try:
@@ -139,8 +163,20 @@ def main(argv=None) -> int:
         except KeyboardInterrupt:
             print("run_slurm.py: interrupted; cancelling the SLURM jobs", file=sys.stderr)
             return 130
+        except BaseException as exc:
+            # SIGTERM: ours outside run_job, daskpd's JobTerminated inside it
+            if isinstance(exc, Terminated) or type(exc).__name__ == "JobTerminated":
+                print(f"run_slurm.py: terminated ({exc}); cancelling the SLURM jobs", file=sys.stderr)
+                return 128 + exc.signum
+            raise
         finally:
-            cluster.close()
+            if in_main_thread:   # a second SIGTERM must not interrupt the cancelling
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            try:
+                cluster.close()
+            finally:
+                if in_main_thread:
+                    signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
