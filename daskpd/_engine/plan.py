@@ -62,8 +62,6 @@ class Job(abc.ABC):
     """
 
     n_buckets: int = 1
-    #: limit BLAS / OpenMP to one thread during map (the partitions already run in parallel)
-    single_thread: bool = False
 
     @abc.abstractmethod
     def map(self, ctx: PartitionContext):
@@ -88,20 +86,23 @@ class Job(abc.ABC):
 # the kernels' wrappers (module-level functions: what the tasks run)
 
 
-def _threads_limited(jobs):
-    if not any(getattr(j, "single_thread", False) for j in jobs):
-        return contextlib.nullcontext()
-    try:
-        from threadpoolctl import threadpool_limits
+def _one_thread():
+    """BLAS / OpenMP on one thread for the tasks: they already run in parallel, and a
+    fixed thread count keeps BLAS's sums in a fixed order (the same bits everywhere).
 
-        return threadpool_limits(limits=1)
-    except Exception:  # pragma: no cover - threadpoolctl missing or unusable
-        return contextlib.nullcontext()
+    threadpoolctl's limits are process-wide, so they cannot be set per task while other
+    tasks run: in a dask worker the limit is set once for the process; on dask's local
+    schedulers :func:`daskpd._engine.scheduler.compute` sets it around the whole compute.
+    """
+    from .scheduler import limit_worker_threads
+
+    limit_worker_threads()
+    return contextlib.nullcontext()
 
 
 def _map_partition(df, jobs, index):
     ctx = PartitionContext(df, index)
-    with _threads_limited(jobs):
+    with _one_thread():
         return tuple(job.map(ctx) for job in jobs)
 
 
@@ -111,11 +112,13 @@ def _pick(out, j, b, n_buckets):
 
 
 def _combine(jobs, j, b, *parts):
-    return jobs[j].combine(list(parts), b)
+    with _one_thread():
+        return jobs[j].combine(list(parts), b)
 
 
 def _call(jobs, j, method, *args):
-    return getattr(jobs[j], method)(*args)
+    with _one_thread():
+        return getattr(jobs[j], method)(*args)
 
 
 def job_task(jobs_ref, index: int, method: str, *args, name: str):
@@ -182,8 +185,11 @@ def run_pass(ddf, jobs: Sequence[Job], *, progress=None, name: str = "daskpd", f
 
 def run_local(partitions: Sequence[pd.DataFrame], jobs: Sequence[Job], *, fan_in: int | None = None) -> list:
     """The same kernels, in the same tree shape, without dask (in-memory partitions)."""
-    jobs = list(jobs)
-    fan_in = memory.split_every() if fan_in is None else int(fan_in)
+    with scheduler.one_blas_thread():
+        return _run_local(partitions, list(jobs), memory.split_every() if fan_in is None else int(fan_in))
+
+
+def _run_local(partitions, jobs, fan_in):
     outs = [_map_partition(df, jobs, i) for i, df in enumerate(partitions)]
     shape = tree_groups(len(outs), fan_in)
     results = []

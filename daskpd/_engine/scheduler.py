@@ -86,6 +86,40 @@ class Handle:
     ref: object  # a Future (lineage kept by the scheduler) or an embedded Delayed
 
 
+_LIMITED = False
+
+
+def one_blas_thread():
+    """A context limiting BLAS / OpenMP to one thread (process-wide)."""
+    try:
+        from threadpoolctl import threadpool_limits
+
+        return threadpool_limits(limits=1)
+    except Exception:  # pragma: no cover - threadpoolctl unusable
+        return contextlib.nullcontext()
+
+
+def limit_worker_threads():
+    """In a dask worker process, limit BLAS / OpenMP to one thread, once for good (the
+    worker's own threads are the parallelism; see :func:`one_blas_thread`)."""
+    global _LIMITED
+    if _LIMITED:
+        return
+    try:
+        from distributed import get_worker
+
+        get_worker()
+    except (ImportError, ValueError):
+        return  # not in a worker: the local compute holds the limit
+    _LIMITED = True
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1)
+    except Exception:  # pragma: no cover
+        pass
+
+
 def _want_progress(progress) -> bool:
     if progress is None:
         return bool(getattr(sys.stderr, "isatty", lambda: False)())
@@ -115,7 +149,7 @@ def compute(*objs, progress=None):
         from dask.diagnostics import ProgressBar
 
         ctx = ProgressBar(out=sys.stderr)
-    with ctx:
+    with ctx, one_blas_thread():
         return dask.compute(*objs)
 
 

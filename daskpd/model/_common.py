@@ -979,7 +979,6 @@ class Plan:
     predictor: Predictor | None = None
     weight: str | None = None
     batch_rows: int = DEFAULT_BATCH_ROWS
-    single_thread: bool = False  # set by run_jobs when the data has several partitions
 
 
 class ModelJob(Job):
@@ -990,7 +989,6 @@ class ModelJob(Job):
     def __init__(self, inner, plan: Plan):
         self.inner = inner
         self.plan = plan
-        self.single_thread = plan.predictor is not None and plan.single_thread
 
     def map(self, ctx):
         mctx = ctx.cached(("model", id(self.plan)), lambda: PartitionContext(ctx.df, self.plan))
@@ -1008,7 +1006,6 @@ def run_jobs(ddf, plan: Plan, *, progress=None, name="daskpd-model", extra=()):
     """Run every job of ``plan`` in ONE pass (:func:`daskpd._engine.plan.build_pass`);
     returns the list of finished jobs (followed by the results of ``extra`` dask objects,
     computed in the same submission)."""
-    plan.single_thread = ddf.npartitions > 1
     jobs = [ModelJob(j, plan) for j in plan.jobs]
     out = scheduler.compute(*build_pass(ddf, jobs, name=name), *extra, progress=progress)
     return list(out[:len(jobs)]), list(out[len(jobs):])
