@@ -614,6 +614,21 @@ def test_table_and_summed_normal_equation_paths_agree_and_buckets_change_no_bit(
         assert (a.n_leaves, a.n_leaves_used, a.n_ignored) == (b.n_leaves, b.n_leaves_used, b.n_ignored)
 
 
+def test_iterative_path_falls_back_to_the_explicit_system(monkeypatch):
+    """When CG does not converge over the buckets, G is summed from them and solved directly."""
+    from daskpd._strat import categorical_iterative, pipeline
+
+    df, _ = continuous_data(20_000, seed=22)
+    ref = daskpd.catstratpd(df, "y", "c", n_trials=2)
+    monkeypatch.setattr(pipeline, "CATEGORY_TABLE_GATHER", 0)
+    monkeypatch.setattr(categorical_iterative, "CG_MAXITER", 2)
+    with dask.config.set({"daskpd.buckets": 4}):
+        res = daskpd.catstratpd(df, "y", "c", n_trials=2)
+    assert res.params["solver"].startswith("cg+")
+    np.testing.assert_allclose(res.pd, ref.pd, atol=1e-8)
+    np.testing.assert_allclose(res.trials_pd, ref.trials_pd, atol=1e-8)
+
+
 def test_deterministic_given_random_state():
     df, _ = continuous_data(20_000, seed=12)
     a = daskpd.catstratpd(df, "y", "c", sample_size=2_000, random_state=1)

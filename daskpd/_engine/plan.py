@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import abc
 import contextlib
+from dataclasses import dataclass
 from typing import Sequence
 
 import pandas as pd
 
 from . import memory, scheduler
 
-__all__ = ["PartitionContext", "Job", "run_pass", "run_local", "build_pass", "tree_groups", "job_task"]
+__all__ = ["PartitionContext", "Job", "Kept", "run_pass", "run_local", "build_pass", "tree_groups", "job_task"]
 
 
 class PartitionContext:
@@ -47,6 +48,16 @@ class PartitionContext:
         if key not in self._cache:
             self._cache[key] = fn()
         return self._cache[key]
+
+
+@dataclass
+class Kept:
+    """What a job's ``reduce`` returns when part of its output must stay where it was
+    computed (on the workers) for a later stage: ``result`` comes to the driver, ``kept``
+    (any structure of task outputs) does not."""
+
+    result: object
+    kept: object
 
 
 class Job(abc.ABC):
@@ -145,7 +156,8 @@ def tree_groups(n: int, fan_in: int) -> list[list[tuple[int, int]]]:
 
 
 def build_pass(ddf, jobs: Sequence[Job], *, name: str = "daskpd", fan_in: int | None = None):
-    """The lazy graph of one pass: a list with one Delayed result per job."""
+    """The lazy graph of one pass: a list with one Delayed result per job (a
+    :class:`Kept` of Delayeds for jobs that keep part of their output on the workers)."""
     from dask import delayed
 
     jobs = list(jobs)
@@ -179,8 +191,16 @@ def build_pass(ddf, jobs: Sequence[Job], *, name: str = "daskpd", fan_in: int | 
 
 
 def run_pass(ddf, jobs: Sequence[Job], *, progress=None, name: str = "daskpd", fan_in: int | None = None) -> list:
-    """Run every job in ONE pass over ``ddf`` (one graph submission); their results."""
-    return list(scheduler.compute(*build_pass(ddf, jobs, name=name, fan_in=fan_in), progress=progress))
+    """Run every job in ONE pass over ``ddf`` (one graph submission); their results (a
+    :class:`Kept` of the result and of references -- futures, or embedded values -- to
+    the kept outputs, for jobs that keep some)."""
+    outs = build_pass(ddf, jobs, name=name, fan_in=fan_in)
+    kept = [o.kept if isinstance(o, Kept) else None for o in outs]
+    results = [o.result if isinstance(o, Kept) else o for o in outs]
+    if not any(k is not None for k in kept):
+        return list(scheduler.compute(*results, progress=progress))
+    values, refs = scheduler.compute_keeping(results, kept, progress=progress)
+    return [Kept(v, r) if k is not None else v for v, r, k in zip(values, refs, kept)]
 
 
 def run_local(partitions: Sequence[pd.DataFrame], jobs: Sequence[Job], *, fan_in: int | None = None) -> list:

@@ -153,6 +153,24 @@ def compute(*objs, progress=None):
         return dask.compute(*objs)
 
 
+def compute_keeping(gather: list, keep: list, *, progress=None):
+    """Compute ``gather`` and ``keep`` (structures of dask objects) in ONE submission;
+    return (the values of ``gather``, ``keep`` with every object replaced by a reference
+    for later graphs: a future on a cluster -- the value stays on its worker, recomputed
+    from lineage if lost -- or the embedded value on dask's threads)."""
+    import dask
+
+    flat, tree = dask.base.unpack_collections(*keep, traverse=True)
+    client = current_client()
+    if client is None:
+        values = compute(*gather, *flat, progress=progress)
+        refs = [embed(v) for v in values[len(gather):]]
+        return list(values[:len(gather)]), list(tree(refs))
+    futures = _submit(client, [*gather, *flat], _want_progress(progress))
+    values = client.gather(futures[:len(gather)])
+    return list(values), list(tree(futures[len(gather):]))
+
+
 def materialize(*objs, progress=None) -> list[Handle]:
     """Compute ``objs`` in one submission and keep them for later graphs.
 

@@ -24,7 +24,7 @@ from ..results import ResultMixin
 from .categorical_gram import LeafSums, solve_gram
 from .categorical_solve import solve_table
 
-__all__ = ["CatStratPDResult", "effects_from_states", "effects_from_tables", "result_from_effects", "result_from_sums",
+__all__ = ["CatStratPDResult", "effects_from_buckets", "effects_from_tables", "result_from_effects", "result_from_sums",
            "place_groups", "category_index", "category_values", "no_shared_leaf_message"]
 
 
@@ -248,21 +248,14 @@ def effects_from_tables(fs, picks: list, job):
                                params=_params(fs, job))
 
 
-def effects_from_states(fs, states: list, job):
-    """The CatStratPDResult of one feature from its accumulated :class:`LeafSums`
-    (``states``: per statistics set, per group of leaves, in order)."""
+def effects_from_buckets(fs, refs: list, summaries: list, job, progress=None):
+    """The CatStratPDResult of one feature whose buckets stayed on the workers
+    (``refs``), by conjugate gradients with products summed over the buckets."""
+    from .categorical_iterative import solve_buckets
+
     opts = job.finish_options
-    G = job.category_groups()
-    K = fs.coder.n_keys
-    effects, counters = [], None
-    for s in range(job.n_sets):
-        sums = None
-        for st in states[s * G:(s + 1) * G]:
-            if st is not None:
-                sums = st if sums is None else sums.fold(st)
-        sums = sums if sums is not None else LeafSums.empty(K)
-        counters = counters or sums.counters
-        effects.append(solve_gram(sums, solver=opts.get("solver", "auto")))
+    effects = solve_buckets(refs, summaries, fs.coder.n_keys, job.n_sets, progress=progress)
+    counters = next((s.counters for s in summaries if s.counters is not None), None)
     return result_from_effects(fs.feature, job.target, fs.coder.labels(), effects, counters,
                                dtype=opts.get("dtypes", {}).get(fs.feature), centered=bool(opts.get("centered", False)),
                                params=_params(fs, job))

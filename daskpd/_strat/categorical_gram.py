@@ -1,11 +1,12 @@
-"""CatStratPD's least-squares sums for large tables: G and r accumulated leaf by leaf.
+"""CatStratPD's normal equations summed explicitly, leaf by leaf: the direct solve.
 
-For a categorical feature whose (leaf, category) table is too large to gather in one task
-(see :mod:`daskpd._strat.categorical_solve` for the notation), the normal equations
-``Lap b = r``, ``Lap = diag(count_used) - G``, ``G = sum_l n_l n_l' / N_l``, are summed
-bucket after bucket of leaves (:func:`accumulate`): the state is O(K^2) at most (the
-upper triangle of a dense ``G`` for up to ``DENSE_MAX_KEYS`` categories, sparse above),
-whatever the number of rows, and no task holds the feature's table.
+(See :mod:`daskpd._strat.categorical_solve` for the notation.)  ``Lap b = r``,
+``Lap = diag(count_used) - G``, ``G = sum_l n_l n_l' / N_l``: :class:`LeafSums` holds
+these sums over some leaves, O(K^2) at most (the upper triangle of a dense ``G`` for up
+to ``DENSE_MAX_KEYS`` categories, sparse above), whatever the number of rows;
+:func:`gram_link` adds a bucket of leaves to it, so a chain of tasks can sum G over the
+buckets of a large table when conjugate gradients do not converge, and
+:func:`solve_gram` solves it.
 
 Sums run over leaves in a fixed order, in fixed chunks (virtual buckets, then runs of
 ``CHUNK_LEAVES`` leaves), so the system is the same bits however the reduction was cut.
@@ -20,7 +21,7 @@ import numba
 from dask.sizeof import sizeof
 import numpy as np
 
-from .._engine.sums import Table, group_sums
+from .._engine.sums import group_sums
 from .categorical_solve import (CG_MAXITER, TILE, DIRECT_MAX, Effects, cg_solve, direct_solve, ground, number_groups,
                                 grounded_dense, pairs_upper, scatter_upper, symmetric_csr, warn_cg)
 
@@ -268,26 +269,24 @@ def _syrk_chunk(G, c, v, sizes):
         G[np.ix_(u, u)] += blas.dsyrk(1.0, A, trans=1, lower=0)
 
 
-def accumulate(state, table: Table, counters, fs, job, stats_set: int, group: int):
-    """Add a bucket's leaves of one group of leaves to ``state`` (None: a new state)."""
-    from .scan import bucket_bounds, virtual_of
-
-    K = fs.coder.n_keys
-    if state is None:
-        state = LeafSums.empty(K)
-    if counters is not None and state.counters is None:
-        state.counters = counters
-    gb = bucket_bounds(fs.n_leaves, job.category_groups())
-    t = table.leaf_range(int(gb[group]), int(gb[group + 1]))
-    k = fs.stats_per_set
-    n = t.values[:, k * stats_set]
-    m = n > 0
-    leaf = t.leaf[m].astype(np.int64)
-    if not len(leaf):
+def gram_link(state, bucket, stats_set: int):
+    """Add a :class:`~daskpd._strat.categorical_iterative.CGBucket`'s leaves (one set) to
+    the explicit G of ``state`` (None: a new one); the vectors are the caller's."""
+    state = LeafSums.empty(bucket.K) if state is None else state
+    code, n, w, starts, vb, leaf = bucket.sets[stats_set]
+    if not len(code):
         return state
-    code, n, s = t.key[m], n[m], t.values[m, k * stats_set + 1]
-    chunk = virtual_of(leaf, fs.n_leaves) * (1 << 40) + leaf // CHUNK_LEAVES
-    state.add(leaf, code, n, s, chunk)  # (engine tasks run BLAS on one thread)
+    sizes = np.diff(np.r_[starts, len(code)])
+    chunk = np.repeat(vb * (1 << 40) + leaf // CHUNK_LEAVES, sizes)
+    c = code.astype(np.int64)
+    if state.dense:
+        _add_dense(state.gram, c, n, w, starts, chunk)
+    else:
+        r_, c_, v_ = pairs_upper(c, n, w, starts)
+        state.gram.append(group_sums(r_, c_, v_))
+        state._pending += len(v_)
+        if state._pending > _COMPACT_AT:
+            state.compact()
     return state
 
 

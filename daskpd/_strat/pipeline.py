@@ -26,7 +26,7 @@ import pandas as pd
 from .._data.encode import FeatureEncoder, KeyCoder, as_float, column_kinds
 from .._engine import memory, scheduler
 from .._engine.hashing import Sample, SampleJob
-from .._engine.plan import build_pass
+from .._engine.plan import Kept, build_pass, run_pass
 from ..io import DataError, check_columns, load
 from .scan import FeatureScan, StratScan, leaf_numbering
 from .trees import DEFAULT_TREE_METHOD, TREE_METHODS, bin_edges, bin_sample, fit_tree
@@ -38,9 +38,9 @@ NUMERIC_VALUES_CAP = 1 << 16
 #: the most levels a categorical feature may have
 CATEGORY_LEVELS_CAP = 1 << 20
 #: a categorical feature whose (leaf, category) table has at most about this many cells
-#: is solved in one task from its whole table; above, its least-squares sums are
-#: accumulated bucket after bucket in O(categories^2) memory (a function of the data
-#: only, so the result is the same on every scheduler)
+#: is solved in one task from its whole table; a larger one stays in its buckets on the
+#: workers, for conjugate-gradient rounds (a function of the data only, so the result is
+#: the same on every scheduler)
 CATEGORY_TABLE_GATHER = 16_000_000
 
 
@@ -264,7 +264,14 @@ def run_strat(
                      n_buckets=n_buckets, expected_rows=sample.n_rows // max(1, ddf.npartitions),
                      finish_options=opts)
     # pass 2: one scan, every feature, each finished next to its data
-    (results,) = scheduler.compute(*build_pass(ddf, [scan], name="daskpd-strat"), progress=progress)
+    (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress)
+    if isinstance(results, Kept):  # large categorical tables: CG rounds over their buckets
+        from .categorical import effects_from_buckets
+
+        kept, results = results.kept, dict(results.result)
+        for i, refs in kept.items():
+            f = scan.features[i].feature
+            results[f] = effects_from_buckets(scan.features[i], refs, results[f], scan, progress=progress)
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}
     return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings)

@@ -13,9 +13,10 @@ Each merged bucket is finished next to its data (``reduce``):
 * numeric features: a bucket's leaves become slope segments, summed per position
   (:mod:`daskpd._strat.numeric`); the small per-position arrays of the buckets are then
   folded into the curve;
-* categorical features: the leaves' contributions to the least-squares system are
-  accumulated bucket after bucket (:mod:`daskpd._strat.categorical_solve`), and the
-  system is solved at the end.
+* categorical features: a small (leaf, category) table is gathered and solved in one
+  task (:mod:`daskpd._strat.categorical_solve`); a large one stays in its buckets, on the
+  workers, for conjugate-gradient rounds whose products are summed over the buckets
+  (:mod:`daskpd._strat.categorical_iterative`, after the scan).
 
 Both are exact and independent of the bucket count: float sums over leaves are made per
 *virtual bucket* (``N_VIRTUAL`` fixed groups of consecutive leaves; a physical bucket is
@@ -33,7 +34,7 @@ import pandas as pd
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
 from .._engine.hashing import bootstrap_weights
 from .._engine.memory import MAX_BUCKETS
-from .._engine.plan import Job
+from .._engine.plan import Job, Kept
 from .._engine.sums import Rows, Table, reduce_tables
 
 __all__ = ["FeatureScan", "StratScan", "ScanPiece", "N_VIRTUAL", "leaf_numbering", "bucket_bounds"]
@@ -223,16 +224,16 @@ class StratScan(Job):
 
         return curve_from_sums(self.features[index], list(bucket_sums), self)
 
-    def categorical_link(self, state, picked, index: int, stats_set: int, group: int):
-        from .categorical_gram import accumulate
+    def cg_prepare(self, picked, index: int):
+        from .categorical_iterative import prepare
 
-        table, counters = picked
-        return accumulate(state, table, counters, self.features[index], self, stats_set, group)
+        return prepare(picked, self.features[index], self)
 
-    def categorical_final(self, index: int, *states):
-        from .categorical import effects_from_states
+    def item(self, pair, k: int):
+        return pair[k]
 
-        return effects_from_states(self.features[index], list(states), self)
+    def gather_list(self, *items):
+        return list(items)
 
     def categorical_gathered(self, index: int, *picks):
         from .categorical import effects_from_tables
@@ -242,14 +243,9 @@ class StratScan(Job):
     def collect(self, *results) -> dict:
         return {fs.feature: r for fs, r in zip(self.features, results)}
 
-    def category_groups(self) -> int:
-        """Leaf groups whose least-squares sums accumulate in parallel (a function of the
-        request only, never of the cluster, so the sums are the same everywhere)."""
-        return max(1, 4 // self.n_sets)
-
     def reduce(self, merged, node):
         B = self.n_buckets
-        results = {}
+        results, kept = {}, {}
         numeric = [i for i, fs in enumerate(self.features) if fs.kind == "numeric"]
         if numeric:
             sums = [node("numeric_bucket", merged[b], b, key=f"numeric-{b}") for b in range(B)]
@@ -257,7 +253,6 @@ class StratScan(Job):
                 f = self.features[i].feature
                 picks = [node("pick_numeric", sums[b], f, key=f"numeric-{b}-f{i}") for b in range(B)]
                 results[i] = node("numeric_final", i, *picks, key=f"finish-numeric-f{i}")
-        G = self.category_groups()
         for i, fs in enumerate(self.features):
             if fs.kind != "categorical":
                 continue
@@ -265,19 +260,13 @@ class StratScan(Job):
             if fs.gather:  # a small table: solved in one task, matrix-free
                 results[i] = node("categorical_gathered", i, *picks, key=f"finish-categorical-f{i}")
                 continue
-            bb = bucket_bounds(fs.n_leaves, B)
-            gb = bucket_bounds(fs.n_leaves, G)
-            states = []
-            for s in range(self.n_sets):
-                for g in range(G):
-                    state = None
-                    for b in range(B):
-                        if bb[b] < gb[g + 1] and gb[g] < bb[b + 1] or (b == 0 and g == 0):
-                            state = node("categorical_link", state, picks[b], i, s, g,
-                                         key=f"categorical-{s}-{g}-{b}-f{i}")
-                    states.append(state)
-            results[i] = node("categorical_final", i, *states, key=f"finish-categorical-f{i}")
-        return node("collect", *[results[i] for i in range(len(self.features))], key="collect")
+            # a large table: its buckets stay where they are; CG rounds follow (run_strat)
+            preps = [node("cg_prepare", picks[b], i, key=f"cg-prepare-{b}-f{i}") for b in range(B)]
+            kept[i] = [node("item", preps[b], 0, key=f"cg-bucket-{b}-f{i}") for b in range(B)]
+            results[i] = node("gather_list", *[node("item", preps[b], 1, key=f"cg-summary-{b}-f{i}")
+                                                for b in range(B)], key=f"cg-summaries-f{i}")
+        out = node("collect", *[results[i] for i in range(len(self.features))], key="collect")
+        return Kept(out, kept) if kept else out
 
 
 # dask's memory manager counts these by their arrays (spilling decisions need it)

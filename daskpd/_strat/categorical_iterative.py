@@ -1,0 +1,287 @@
+"""CatStratPD for large tables: conjugate gradients with products summed over buckets.
+
+When a categorical feature's (leaf, category) table is too large to gather in one task
+(:mod:`daskpd._strat.categorical_solve` for the notation), each bucket of leaves is
+turned, on the worker that merged it, into a :class:`CGBucket` (its leaves holding two or
+more categories) and a small :class:`BucketSummary` (its terms of ``count``,
+``count_used``, ``r``, ``diag(G)``..., and a spanning forest of its categories).  The
+buckets stay on the workers; the driver folds the summaries into the system's right-hand
+side, diagonal and groups, then runs Jacobi-preconditioned conjugate gradients in which
+every product ``G p = sum_l w_l n_l (n_l . p)`` is a round of one task per bucket
+(:func:`bucket_products`).  Each round moves O(categories) numbers; the tables never
+leave their workers, and no task holds more than one bucket.
+
+Float sums are made per virtual bucket (fixed groups of leaves) and folded in their
+order, so the result does not depend on how many buckets the reduction used.  If CG does
+not converge (a chain-like graph of categories), the system is summed explicitly from the
+same buckets (:mod:`daskpd._strat.categorical_gram`) and solved directly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from dask.sizeof import sizeof
+
+from .._engine.sums import Table, group_sums
+from .categorical_solve import CG_MAXITER, Effects, ground, number_groups
+
+__all__ = ["CGBucket", "BucketSummary", "prepare", "bucket_products", "solve_buckets"]
+
+
+@dataclass
+class CGBucket:
+    """One bucket's leaves holding >= 2 categories, per statistics set: rows sorted by
+    leaf (``code``, ``n``, ``w`` = 1 / the leaf's rows), ``starts`` (first row of each
+    leaf), ``vb`` (each leaf's virtual bucket) and ``leaf`` (each leaf's number)."""
+
+    K: int
+    sets: list  # [(code, n, w, starts, vb)] per set
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(sum(a.nbytes for a in st) for st in self.sets))
+
+
+@dataclass
+class BucketSummary:
+    """A bucket's additive terms, per set: ``vectors`` Table(leaf=virtual bucket,
+    key=category, values=[count, sum_y, count_used, n_leaves_cat, r, diag]), ``scalars``
+    Table(leaf=virtual bucket, key=0, values=[n_ignored, n_leaves, n_leaves_used]), and
+    ``forest``: each category's parent in a spanning forest of shared leaves."""
+
+    sets: list  # [(vectors, scalars, forest)] per set
+    counters: tuple | None
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(v.nbytes + s.nbytes + f.nbytes for v, s, f in self.sets))
+
+
+@numba.njit(cache=True, nogil=True)
+def _leaves(leaf, code, n, s, K):
+    """Per leaf: start, size, N, S; per row: r term, diag term, 1 / N (0 if single)."""
+    m = leaf.shape[0]
+    n_leaf = 0
+    for i in range(m):
+        if i == 0 or leaf[i] != leaf[i - 1]:
+            n_leaf += 1
+    starts = np.empty(n_leaf, np.int64)
+    q = -1
+    for i in range(m):
+        if i == 0 or leaf[i] != leaf[i - 1]:
+            q += 1
+            starts[q] = i
+    rterm = np.zeros(m)
+    dterm = np.zeros(m)
+    w = np.zeros(m)
+    multi = np.zeros(n_leaf, np.bool_)
+    parent = np.arange(K)
+    for q in range(n_leaf):
+        a = starts[q]
+        b = starts[q + 1] if q + 1 < n_leaf else m
+        if b - a < 2:
+            continue
+        multi[q] = True
+        N = 0.0
+        S = 0.0
+        for i in range(a, b):
+            N += n[i]
+            S += s[i]
+        r0 = code[a]
+        while parent[r0] != r0:
+            r0 = parent[r0]
+        for i in range(a, b):
+            rterm[i] = s[i] - n[i] * (S / N)
+            dterm[i] = n[i] * n[i] / N
+            w[i] = 1.0 / N
+            r1 = code[i]
+            while parent[r1] != r1:
+                parent[r1] = parent[parent[r1]]
+                r1 = parent[r1]
+            if r1 != r0:
+                if r1 < r0:
+                    parent[r0] = r1
+                    r0 = r1
+                else:
+                    parent[r1] = r0
+    return starts, multi, rterm, dterm, w, parent
+
+
+def prepare(picked, fs, job):
+    """A bucket's merged table of one feature -> (CGBucket, BucketSummary)."""
+    from .scan import virtual_of
+
+    table, counters = picked
+    K = fs.coder.n_keys
+    k = fs.stats_per_set
+    buckets, summaries = [], []
+    for st in range(job.n_sets):
+        n = table.values[:, k * st]
+        keep = n > 0
+        leaf = table.leaf[keep].astype(np.int64)
+        code, n, s = table.key[keep], n[keep], table.values[keep, k * st + 1]
+        starts, multi, rterm, dterm, w, forest = _leaves(leaf, code, n, s, K)
+        vb_row = virtual_of(leaf, fs.n_leaves)
+        sizes = np.diff(np.r_[starts, len(leaf)])
+        mrow = np.repeat(multi, sizes)
+        ones = np.ones(len(leaf))
+        vectors = group_sums(vb_row, code, np.column_stack([n, s, np.where(mrow, n, 0.0), np.where(mrow, ones, 0.0),
+                                                            rterm, dterm]))
+        vb_leaf = vb_row[starts] if len(starts) else vb_row[:0]
+        scalars = group_sums(vb_leaf, np.zeros(len(starts), np.int64),
+                             np.column_stack([np.add.reduceat(np.where(mrow, 0.0, n), starts) if len(starts) else ones[:0],
+                                              np.ones(len(starts)), multi.astype(float)]))
+        summaries.append((vectors, scalars, forest))
+        rows = np.flatnonzero(mrow)
+        cm, lf = code[rows], leaf[rows]
+        mstarts = np.flatnonzero(np.r_[True, lf[1:] != lf[:-1]]).astype(np.int64) if len(rows) else rows
+        buckets.append((cm.astype(np.int32), n[rows], w[rows], mstarts, vb_row[rows][mstarts] if len(rows) else rows,
+                        lf[mstarts] if len(rows) else rows))
+    return CGBucket(K, buckets), BucketSummary(summaries, counters)
+
+
+@numba.njit(cache=True, nogil=True)
+def _products(code, n, w, starts, p):
+    """Per leaf-run: each row's term of G p, w_l n_i (n_l . p) (summed per virtual bucket
+    by the caller)."""
+    m = code.shape[0]
+    out = np.zeros(m)
+    for q in range(starts.shape[0]):
+        a = starts[q]
+        b = starts[q + 1] if q + 1 < starts.shape[0] else m
+        t = 0.0
+        for i in range(a, b):
+            t += n[i] * p[code[i]]
+        t *= w[a]
+        for i in range(a, b):
+            out[i] = n[i] * t
+    return out
+
+
+def bucket_products(bucket: CGBucket, P: np.ndarray, active: np.ndarray) -> list:
+    """``G p`` terms of the bucket for each active set's vector (rows of ``P``), as
+    Tables(leaf=virtual bucket, key=category, values=[sum]) in virtual-bucket order."""
+    out = []
+    for st, (code, n, w, starts, vb, _) in enumerate(bucket.sets):
+        if not active[st] or not len(code):
+            out.append(None)
+            continue
+        terms = _products(code, n, w, starts, P[st])
+        vrow = np.repeat(vb, np.diff(np.r_[starts, len(code)]))
+        out.append(group_sums(vrow, code.astype(np.int64), terms[:, None]))
+    return out
+
+
+def _fold(tables, K, column):
+    """Per-category sums of per-virtual-bucket tables, terms in virtual-bucket order."""
+    live = [t for t in tables if t is not None and len(t)]
+    if not live:
+        return np.zeros(K)
+    return np.bincount(np.concatenate([t.key for t in live]),
+                       weights=np.concatenate([t.values[:, column] for t in live]), minlength=K)
+
+
+def _union(forests, K):
+    parent = np.arange(K)
+    for f in forests:
+        for c in np.flatnonzero(f != np.arange(K)):
+            a, b = c, f[c]
+            while parent[a] != a:
+                a = parent[a]
+            while parent[b] != b:
+                b = parent[b]
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    for c in range(K):
+        r = c
+        while parent[r] != r:
+            r = parent[r]
+        parent[c] = r
+    return parent
+
+
+def solve_buckets(refs: list, summaries: list, K: int, n_sets: int, *, progress=None) -> list:
+    """Effects per set, from the buckets' summaries and products computed where the
+    buckets are (``refs``: futures or embedded values, in bucket order).  A set whose CG
+    does not converge is solved directly from its explicit G, summed from the buckets."""
+    from dask import delayed
+
+    from .._engine import scheduler
+    from .categorical_gram import gram_link, solve_gram
+
+    setups = []
+    for st in range(n_sets):
+        vec = [s.sets[st][0] for s in summaries]
+        sca = [s.sets[st][1] for s in summaries]
+        count, sum_y, count_used, n_leaves_cat, r, diag = (_fold(vec, K, j) for j in range(6))
+        n_ignored = float(_fold(sca, 1, 0)[0])
+        n_leaves, n_leaves_used = int(round(_fold(sca, 1, 1)[0])), int(round(_fold(sca, 1, 2)[0]))
+        present = count > 0
+        group = number_groups(_union([s.sets[st][2] for s in summaries], K), present, count)
+        unknown = ground(group, count_used)
+        setups.append(dict(count=count, sum_y=sum_y, count_used=count_used, n_leaves_cat=n_leaves_cat, r=r,
+                           d=(count_used - diag), unknown=unknown, group=group, present=present,
+                           n_ignored=n_ignored, n_leaves=n_leaves, n_leaves_used=n_leaves_used))
+    # preconditioned CG, all sets in lock step, one round of bucket products per iteration
+    x = np.zeros((n_sets, K))
+    res = np.zeros((n_sets, K))
+    z = np.zeros((n_sets, K))
+    p = np.zeros((n_sets, K))
+    rz = np.zeros(n_sets)
+    tol = np.zeros(n_sets)
+    active = np.zeros(n_sets, bool)
+    for st, su in enumerate(setups):
+        u = su["unknown"]
+        if len(u):
+            res[st, u] = su["r"][u]
+            z[st, u] = res[st, u] / su["d"][u]
+            p[st] = z[st]
+            rz[st] = res[st] @ z[st]
+            tol[st] = 1e-13 * np.linalg.norm(res[st])
+            active[st] = tol[st] > 0
+    iters = 0
+    while active.any() and iters < CG_MAXITER:
+        iters += 1
+        tasks = [delayed(bucket_products, pure=True)(ref, p, active.copy()) for ref in refs]
+        parts = scheduler.compute(*tasks, progress=False)
+        for st in np.flatnonzero(active):
+            su = setups[st]
+            u = su["unknown"]
+            Gp = _fold([pt[st] for pt in parts], K, 0)
+            q = np.zeros(K)
+            q[u] = su["count_used"][u] * p[st, u] - Gp[u]
+            alpha = rz[st] / (p[st] @ q)
+            x[st] += alpha * p[st]
+            res[st] -= alpha * q
+            if np.linalg.norm(res[st]) <= tol[st]:
+                active[st] = False
+                continue
+            z[st, u] = res[st, u] / su["d"][u]
+            rz_new = res[st] @ z[st]
+            p[st] = z[st] + (rz_new / rz[st]) * p[st]
+            rz[st] = rz_new
+    out = []
+    for st, su in enumerate(setups):
+        effect = np.where(su["present"], x[st], np.nan)
+        solver = "cg" if len(su["unknown"]) else "none"
+        if active[st]:  # not converged: the explicit system, summed from the buckets
+            state = None
+            for ref in refs:
+                state = delayed(gram_link, pure=True)(state, ref, st)
+            (sums,) = scheduler.compute(state, progress=False)
+            for a in ("count", "sum_y", "count_used", "n_leaves_cat", "r", "n_ignored", "n_leaves", "n_leaves_used"):
+                setattr(sums, a, su[a])
+            e = solve_gram(sums, solver="direct")
+            effect, solver = e.effect, "cg+" + e.solver
+        out.append(Effects(effect=effect, group=su["group"], count=su["count"], sum_y=su["sum_y"],
+                           count_used=su["count_used"], n_leaves_cat=su["n_leaves_cat"], n_ignored=su["n_ignored"],
+                           n_leaves=su["n_leaves"], n_leaves_used=su["n_leaves_used"],
+                           n_groups=int(su["group"].max()) + 1 if su["present"].any() else 0, solver=solver))
+    return out
+
+
+# dask's memory manager counts these by their arrays (spilling decisions need it)
+sizeof.register(CGBucket)(lambda o: o.nbytes)
+sizeof.register(BucketSummary)(lambda o: o.nbytes)
