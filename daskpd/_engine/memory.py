@@ -63,13 +63,11 @@ def split_every() -> int:
     return v
 
 
-def n_buckets(merged_bytes: float, fan_in: int | None = None, budget: int | None = None) -> int:
-    """Buckets for a reduction whose merged tables are about ``merged_bytes``.
-
-    A combine task holds up to ``fan_in`` inputs, each about a merged bucket, plus its
-    output and working arrays: ``(fan_in + 2) * merged_bytes / buckets`` must fit the
-    task memory.  A power of two in [1, MAX_BUCKETS]; config ``daskpd.buckets``
-    overrides.
+def n_buckets(peak_bytes: float, budget: int | None = None) -> int:
+    """Buckets for a reduction whose largest combine task would hold ``peak_bytes``
+    (inputs and output) undivided: the smallest power of two that brings a bucket's
+    share (plus as much again of working arrays) within the task memory, in
+    [1, MAX_BUCKETS]; config ``daskpd.buckets`` overrides.
     """
     cfg = _config("buckets", "auto")
     if cfg not in (None, "auto"):
@@ -77,9 +75,8 @@ def n_buckets(merged_bytes: float, fan_in: int | None = None, budget: int | None
         if b < 1 or b > MAX_BUCKETS or b & (b - 1):
             raise ValueError(f"dask config daskpd.buckets must be a power of two in [1, {MAX_BUCKETS}]; got {cfg!r}")
         return b
-    fan_in = split_every() if fan_in is None else fan_in
     budget = task_memory() if budget is None else budget
-    need = (fan_in + 2) * float(merged_bytes) / max(1, budget)
+    need = 2.0 * float(peak_bytes) / max(1, budget)
     if need <= 1:
         return 1
     return min(MAX_BUCKETS, 1 << math.ceil(math.log2(need)))

@@ -28,7 +28,7 @@ from .._engine import memory, scheduler
 from .._engine.hashing import Sample, SampleJob
 from .._engine.plan import Kept, build_pass, run_pass
 from ..io import DataError, check_columns, load
-from .scan import FeatureScan, StratScan, leaf_numbering
+from .scan import MAP_GROUP_CELLS_PER_ROW, FeatureScan, StratScan, leaf_numbering
 from .trees import DEFAULT_TREE_METHOD, TREE_METHODS, bin_edges, bin_sample, fit_tree
 
 __all__ = ["StratRun", "run_strat", "check_int", "resolve_columns", "NUMERIC_VALUES_CAP", "CATEGORY_LEVELS_CAP"]
@@ -146,9 +146,40 @@ def _occupied_cells(fs, n_rows: int) -> float:
     return cells * -np.expm1(-n_rows / max(cells, 1.0))
 
 
-def _merged_bytes(scans: list, n_rows: int, n_sets: int) -> float:
-    """The merged tables' size, about: occupied (leaf, key) cells x bytes per cell."""
-    return sum(_occupied_cells(fs, n_rows) * (4 + 8 + 8 * fs.stats_per_set * n_sets) for fs in scans)
+def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int, n_sets: int) -> float:
+    """The most bytes a combine task of the scan holds (its inputs and its output), about,
+    summed over every feature, before the reduction is cut into buckets.
+
+    A node of the reduction tree covering k partitions holds the occupied (leaf, key)
+    cells of k partitions' rows (expected occupancy: C (1 - exp(-rows / C)) for C cells);
+    a combine holds ``fan_in`` such nodes of one level and one of the next.  Map outputs
+    are raw rows (a feature with few cells is grouped in the map already).
+    """
+    rows_per_part = n_rows / max(1, n_partitions)
+    peak = 0.0
+    k = 1
+    while True:
+        child = min(k, n_partitions)
+        parent = min(k * fan_in, n_partitions)
+        n_children = min(fan_in, -(-n_partitions // k))
+        total = 0.0
+        for fs in scans:
+            cells = float(fs.n_leaves) * fs.coder.n_keys
+            grouped = 4 + 8 + 8 * fs.stats_per_set * n_sets
+            raw = 4 + 4 + 8 * (fs.stats_per_set - 1) + 8 * (n_sets - 1)
+
+            def occ(r):
+                return cells * -np.expm1(-r / max(cells, 1.0))
+
+            if k == 1 and cells > MAP_GROUP_CELLS_PER_ROW * rows_per_part:
+                ins = n_children * rows_per_part * raw
+            else:
+                ins = n_children * occ(child * rows_per_part) * grouped
+            total += ins + occ(parent * rows_per_part) * grouped
+        peak = max(peak, total)
+        if parent >= n_partitions:
+            return peak
+        k *= fan_in
 
 
 def run_strat(
@@ -254,7 +285,8 @@ def run_strat(
         fs.gather = _occupied_cells(fs, sample.n_rows) <= CATEGORY_TABLE_GATHER
         scans.append(fs)
     n_sets = 1 + n_trials
-    n_buckets = memory.n_buckets(_merged_bytes(scans, sample.n_rows, n_sets))
+    fan_in = memory.split_every()
+    n_buckets = memory.n_buckets(combine_peak_bytes(scans, sample.n_rows, ddf.npartitions, fan_in, n_sets))
     opts = dict(finish_options or {})
     opts["dtypes"] = {f: dtypes.get(f) for f in features}
     opts["run_params"] = {"sample_rows": len(sample.frame), "n_partitions": ddf.npartitions,
