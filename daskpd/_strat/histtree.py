@@ -310,17 +310,18 @@ def _grow(B, y, msl, miss):
 
 
 @numba.njit(cache=True, nogil=True)
-def _apply(X, nodes):
-    """Leaf id of every row.  nodes[k] = (threshold, column in X or -1 for a leaf,
-    2 * left child + missing-goes-left); the right child is left child + 1.
+def _apply(X, thr, meta, leaf_map):
+    """``leaf_map[leaf node]`` of every row.  Node k: ``thr[k]``, ``meta[k]`` = (column in X,
+    or -1 for a leaf) << 32 | (2 * left child + missing-goes-left); the right child is
+    the left child + 1.
 
     Rows descend in blocks of 8, one level at a time and without branching on the
-    comparison, so that the 8 independent descents overlap: 2.3x faster than one row at
-    a time (1e6 rows x 9 columns through a tree grown on 2e5 of them with
-    min_samples_leaf=15: 0.23 s -> 0.10 s, measured).
+    comparison, so that the 8 independent descents overlap (2.3x faster than one row at
+    a time); nodes are two flat arrays (16 bytes a node), which keeps more of the tree
+    in cache than one (threshold, column, child) row of floats.
     """
     n = X.shape[0]
-    out = np.empty(n, np.int64)
+    out = np.empty(n, leaf_map.dtype)
     ks = np.zeros(8, np.int64)
     for i0 in range(0, n, 8):
         m = min(8, n - i0)
@@ -331,15 +332,16 @@ def _apply(X, nodes):
             active = 0
             for r in range(m):
                 k = ks[r]
-                c = np.int64(nodes[k, 1])
+                mt = meta[k]
+                c = mt >> 32
                 if c >= 0:
                     v = X[i0 + r, c]
-                    code = np.int64(nodes[k, 2])
-                    go = np.int64((v <= nodes[k, 0]) | (np.isnan(v) & ((code & 1) == 1)))
+                    code = mt & 0xFFFFFFFF
+                    go = np.int64((v <= thr[k]) | (np.isnan(v) & ((code & 1) == 1)))
                     ks[r] = (code >> 1) + 1 - go
                     active += 1
         for r in range(m):
-            out[i0 + r] = ks[r]
+            out[i0 + r] = leaf_map[ks[r]]
     return out
 
 
@@ -401,8 +403,8 @@ class HistTree:
                 depth[self.children_left_[k]] = depth[self.children_right_[k]] = depth[k] + 1
         return int(depth.max())
 
-    def apply(self, X, columns=None) -> np.ndarray:
-        """Leaf (node) id of every row of X (int64).
+    def apply(self, X, columns=None, leaf_map=None) -> np.ndarray:
+        """Leaf (node) id of every row of X (int64), or ``leaf_map[node]`` when given.
 
         ``columns``: positions in X of the tree's input columns (default: X is exactly
         the tree's columns), so that a wider table needs no column-subset copy.
@@ -418,8 +420,8 @@ class HistTree:
         if len(columns) != self.n_features_in_ or (len(columns) and not 0 <= columns.min() <= columns.max() < X.shape[1]):
             raise ValueError(f"columns must give {self.n_features_in_} positions in X's {X.shape[1]} columns")
         split = self.feature_ >= 0
-        nodes = np.empty((self.node_count, 3))
-        nodes[:, 0] = self.threshold_
-        nodes[:, 1] = np.where(split, columns[np.maximum(self.feature_, 0)], -1)
-        nodes[:, 2] = 2 * np.maximum(self.children_left_, 0) + self.missing_left_
-        return _apply(X, nodes)
+        col = np.where(split, columns[np.maximum(self.feature_, 0)], -1).astype(np.int64)
+        meta = (col << 32) | (2 * np.maximum(self.children_left_, 0) + self.missing_left_).astype(np.int64)
+        if leaf_map is None:
+            leaf_map = np.arange(self.node_count, dtype=np.int64)
+        return _apply(X, self.threshold_, meta, leaf_map)

@@ -101,10 +101,14 @@ class FeatureScan:
         if self.tree is None or len(columns) == 0:
             return np.zeros(X.shape[0], dtype=np.int64)
         if hasattr(self.tree, "feature_"):
-            node = self.tree.apply(X, columns)
-        else:
-            node = self.tree.apply(X[:, columns].astype("float32"))
-        return self.leaf_index[node]
+            return self.tree.apply(X, columns, leaf_map=self.leaf_map())
+        return self.leaf_map()[self.tree.apply(X[:, columns].astype("float32"))]
+
+    def leaf_map(self) -> np.ndarray:
+        """``leaf_index`` as int32 (the tables' leaf type)."""
+        if getattr(self, "_leaf_map", None) is None:
+            self._leaf_map = self.leaf_index.astype(np.int32)
+        return self._leaf_map
 
 
 @dataclass
@@ -181,7 +185,7 @@ class StratScan(Job):
                 key = fs.coder.encode_float(x[sel])
             else:
                 key = fs.coder.encode(s if every else s[ok])
-            rows = Rows(leaf.astype(np.int32), key.astype(np.int32), y[sel], x[sel] if fs.binned else None,
+            rows = Rows(leaf.astype(np.int32, copy=False), key.astype(np.int32), y[sel], x[sel] if fs.binned else None,
                         W[sel] if W is not None else None)
             bounds = bucket_bounds(fs.n_leaves, self.n_buckets)
             if self._group_at_map(fs):
