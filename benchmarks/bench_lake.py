@@ -109,8 +109,11 @@ class RSSSampler:
         self._t.join()
 
 
-def child(path: str, workers: int, memory_limit: str, n_trials: int, skip_floor: bool) -> dict:
+def child(path: str, workers: int, memory_limit: str, n_trials: int, skip_floor: bool,
+          mmap_threshold: str | None = None) -> dict:
     import warnings
+
+    import dask
 
     import daskpd
     from daskpd.datasets import Lake
@@ -118,6 +121,11 @@ def child(path: str, workers: int, memory_limit: str, n_trials: int, skip_floor:
     features = list(Lake.features)
     rec = {"workers": workers, "memory_limit": memory_limit if workers else None, "n_trials": n_trials}
     client = cluster = None
+    if mmap_threshold:  # glibc: allocations below this come from the heap, not fresh mmaps
+        from dask.utils import parse_bytes
+
+        dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": parse_bytes(mmap_threshold)})
+        rec["mmap_threshold"] = mmap_threshold
     if workers:
         from distributed import Client, LocalCluster
 
@@ -127,8 +135,6 @@ def child(path: str, workers: int, memory_limit: str, n_trials: int, skip_floor:
         pids = list(client.run(os.getpid).values())
         nannies = [w.process.process.pid for w in cluster.workers.values()]
     else:
-        import dask
-
         dask.config.set(scheduler="threads", num_workers=2)
         pids = []
     # warm up: libraries imported and numba kernels loaded in every process, as in a
@@ -177,6 +183,8 @@ def main(argv=None):
     ap.add_argument("--memory-limit", default="2.5GiB")
     ap.add_argument("--trials", type=int, default=1, help="n_trials of importances (1: no trials)")
     ap.add_argument("--skip-floor", action="store_true")
+    ap.add_argument("--mmap-threshold", default=None,
+                    help="MALLOC_MMAP_THRESHOLD_ for the worker processes (e.g. 64MiB; default: dask's environment)")
     ap.add_argument("--workdir", default=os.environ.get("DASKPD_BENCH_DIR", os.path.join(tempfile.gettempdir(),
                                                                                         "daskpd-bench")))
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -196,7 +204,7 @@ def main(argv=None):
     recs = []
     for w in configs:
         args = {"path": path, "workers": w, "memory_limit": a.memory_limit, "n_trials": a.trials,
-                "skip_floor": a.skip_floor}
+                "skip_floor": a.skip_floor, "mmap_threshold": a.mmap_threshold}
         out = subprocess.run([sys.executable, __file__, "--child", json.dumps(args)], capture_output=True, text=True)
         lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
         if out.returncode != 0 or not lines:

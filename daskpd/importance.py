@@ -148,7 +148,7 @@ def _null_measures(sub: pd.DataFrame, scan, msl_for: dict, perm_seed, tree_metho
         tree = fit_tree(df, target, fs.other, scan.encoder, msl_for[fs.feature], scan.random_state,
                         tree_method=tree_method)
         index, n_leaves = leaf_numbering(tree, scan.random_state, i)
-        feats.append(replace(fs, tree=tree, leaf_index=index, n_leaves=n_leaves, gather=True))  # a small sample
+        feats.append(replace(fs, tree=tree, leaf_index=index, n_leaves=n_leaves))
     opts = {**scan.finish_options, "n_segments": 0}
     job = replace(scan, features=feats, n_trials=0, n_buckets=1, expected_rows=len(df), finish_options=opts)
     with warnings.catch_warnings():

@@ -583,17 +583,17 @@ def test_real_cluster_equals_the_in_memory_reference(tmp_path, client):
     assert res.n_rows == 20_000 and pd.api.types.is_string_dtype(res.categories.dtype) and res.trials_pd.shape == (2, len(res))
 
 
-def test_table_and_summed_normal_equation_paths_agree_and_buckets_change_no_bit(monkeypatch):
-    """A categorical feature's system is solved from its gathered table (small tables) or
-    summed bucket after bucket (large ones): the two agree, and neither depends on the
-    number of buckets to the last bit."""
-    from daskpd._strat import pipeline
+def test_explicit_and_iterative_paths_agree_and_buckets_change_no_bit(monkeypatch):
+    """A categorical feature's system is summed explicitly over the buckets (few
+    categories) or solved by CG rounds over them (many): the two agree, and neither
+    depends on the number of buckets to the last bit."""
+    from daskpd._strat import categorical_buckets
 
     df, _ = continuous_data(30_000, seed=21)
     df["c2"] = (df.c * 7) % 13
     results = {}
-    for gather in (16_000_000, 0):
-        monkeypatch.setattr(pipeline, "CATEGORY_TABLE_GATHER", gather)
+    for gather in (16_000_000, 0):  # explicit system (few categories) or CG rounds
+        monkeypatch.setattr(categorical_buckets, "EXPLICIT_MAX_KEYS", gather)
         for buckets in (1, 4, 32):
             with dask.config.set({"daskpd.buckets": buckets}):
                 r = daskpd.importance.strat_curves_and_importances(df, "y", categorical=["c", "c2"], n_trials=3,
@@ -616,12 +616,12 @@ def test_table_and_summed_normal_equation_paths_agree_and_buckets_change_no_bit(
 
 def test_iterative_path_falls_back_to_the_explicit_system(monkeypatch):
     """When CG does not converge over the buckets, G is summed from them and solved directly."""
-    from daskpd._strat import categorical_iterative, pipeline
+    from daskpd._strat import categorical_buckets
 
     df, _ = continuous_data(20_000, seed=22)
     ref = daskpd.catstratpd(df, "y", "c", n_trials=2)
-    monkeypatch.setattr(pipeline, "CATEGORY_TABLE_GATHER", 0)
-    monkeypatch.setattr(categorical_iterative, "CG_MAXITER", 2)
+    monkeypatch.setattr(categorical_buckets, "EXPLICIT_MAX_KEYS", 0)
+    monkeypatch.setattr(categorical_buckets, "CG_MAXITER", 2)
     with dask.config.set({"daskpd.buckets": 4}):
         res = daskpd.catstratpd(df, "y", "c", n_trials=2)
     assert res.params["solver"].startswith("cg+")

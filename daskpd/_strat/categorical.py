@@ -21,10 +21,9 @@ import pandas as pd
 
 from ..io import DataError
 from ..results import ResultMixin
-from .categorical_gram import LeafSums, solve_gram
-from .categorical_solve import solve_table
+from .categorical_gram import solve_gram
 
-__all__ = ["CatStratPDResult", "effects_from_buckets", "effects_from_tables", "result_from_effects", "result_from_sums",
+__all__ = ["CatStratPDResult", "effects_explicit", "effects_iterative", "result_from_effects", "result_from_sums",
            "place_groups", "category_index", "category_values", "no_shared_leaf_message"]
 
 
@@ -227,38 +226,31 @@ def _params(fs, job) -> dict:
     }
 
 
-def effects_from_tables(fs, picks: list, job):
-    """The CatStratPDResult of one feature from its buckets' merged tables (gathered in
-    one task: the feature's table is small enough), each set solved matrix-free."""
+def _result(fs, job, effects, summaries):
     opts = job.finish_options
-    tables = [t for t, _ in picks]
-    counters = next((c for _, c in picks if c is not None), None)
-    leaf = np.concatenate([t.leaf for t in tables])
-    code = np.concatenate([t.key for t in tables])
-    vals = np.concatenate([t.values for t in tables], axis=0)
-    k = fs.stats_per_set
-    effects = []
-    for st in range(job.n_sets):
-        n = vals[:, k * st]
-        m = n > 0
-        effects.append(solve_table(leaf[m], code[m], n[m], vals[m, k * st + 1], fs.coder.n_keys,
-                                   solver=opts.get("solver", "auto")))
-    return result_from_effects(fs.feature, job.target, fs.coder.labels(), effects, counters,
-                               dtype=opts.get("dtypes", {}).get(fs.feature), centered=bool(opts.get("centered", False)),
-                               params=_params(fs, job))
-
-
-def effects_from_buckets(fs, refs: list, summaries: list, job, progress=None):
-    """The CatStratPDResult of one feature whose buckets stayed on the workers
-    (``refs``), by conjugate gradients with products summed over the buckets."""
-    from .categorical_iterative import solve_buckets
-
-    opts = job.finish_options
-    effects = solve_buckets(refs, summaries, fs.coder.n_keys, job.n_sets, progress=progress)
     counters = next((s.counters for s in summaries if s.counters is not None), None)
     return result_from_effects(fs.feature, job.target, fs.coder.labels(), effects, counters,
                                dtype=opts.get("dtypes", {}).get(fs.feature), centered=bool(opts.get("centered", False)),
                                params=_params(fs, job))
+
+
+def effects_explicit(fs, states: list, summaries: list, job):
+    """The CatStratPDResult of one feature from its explicit G per set (summed over the
+    buckets) and its buckets' summaries: direct solves."""
+    from .categorical_buckets import fold_summaries, solve_explicit
+
+    setups = fold_summaries(summaries, fs.coder.n_keys, job.n_sets)
+    effects = [solve_explicit(st, su, fs.coder.n_keys) for st, su in zip(states, setups)]
+    return _result(fs, job, effects, summaries)
+
+
+def effects_iterative(fs, refs: list, summaries: list, job, progress=None):
+    """The CatStratPDResult of one feature whose buckets stayed on the workers
+    (``refs``), by conjugate gradients with products summed over the buckets."""
+    from .categorical_buckets import fold_summaries, solve_buckets
+
+    setups = fold_summaries(summaries, fs.coder.n_keys, job.n_sets)
+    return _result(fs, job, solve_buckets(refs, setups, fs.coder.n_keys, progress=progress), summaries)
 
 
 def result_from_sums(feature: str, target: str, labels, per_set: list, **kw) -> "CatStratPDResult":

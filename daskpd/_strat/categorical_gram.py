@@ -270,7 +270,7 @@ def _syrk_chunk(G, c, v, sizes):
 
 
 def gram_link(state, bucket, stats_set: int):
-    """Add a :class:`~daskpd._strat.categorical_iterative.CGBucket`'s leaves (one set) to
+    """Add a :class:`~daskpd._strat.categorical_buckets.CGBucket`'s leaves (one set) to
     the explicit G of ``state`` (None: a new one); the vectors are the caller's."""
     state = LeafSums.empty(bucket.K) if state is None else state
     code, n, w, starts, vb, leaf = bucket.sets[stats_set]

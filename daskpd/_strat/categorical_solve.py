@@ -15,14 +15,13 @@ reference implementation merges leaves one at a time, in leaf order, instead).
 
 Categories connected through shared leaves form a *group*; each group's system is
 singular by one constant, so one category per group (its most frequent) is fixed at 0
-and the rest is solved.  Two ways to get there:
+and the rest is solved.
 
-* :func:`solve_table` (this module), from a feature's whole (leaf, category) table
-  sorted by leaf: ``Lap`` is applied matrix-free, two passes over the table, inside
-  Jacobi-preconditioned conjugate gradients (a sparse LU of the explicit system for small
-  systems, or when CG does not converge).  O(table) memory and work per iteration.
-* :mod:`daskpd._strat.categorical_gram`, for tables too large to gather in one task:
-  ``G`` and ``r`` summed bucket after bucket of leaves, O(K^2) memory.
+This module holds what the solvers share, and :func:`solve_table`, the in-memory solver
+of a whole (leaf, category) table sorted by leaf (``Lap`` applied matrix-free inside
+Jacobi-preconditioned conjugate gradients; a sparse LU of the explicit system for small
+systems, or when CG does not converge).  The scan never gathers a table: it solves from
+the buckets of leaves where they were merged (:mod:`daskpd._strat.categorical_buckets`).
 """
 from __future__ import annotations
 

@@ -37,11 +37,6 @@ __all__ = ["StratRun", "run_strat", "check_int", "resolve_columns", "NUMERIC_VAL
 NUMERIC_VALUES_CAP = 1 << 16
 #: the most levels a categorical feature may have
 CATEGORY_LEVELS_CAP = 1 << 20
-#: a categorical feature whose (leaf, category) table has at most about this many cells
-#: is solved in one task from its whole table; a larger one stays in its buckets on the
-#: workers, for conjugate-gradient rounds (a function of the data only, so the result is
-#: the same on every scheduler)
-CATEGORY_TABLE_GATHER = 16_000_000
 
 
 @dataclass
@@ -138,12 +133,6 @@ def _coder(f, kind, sample: Sample, max_bins, nan_as_level, dtype) -> KeyCoder:
                 "distinct value as a category. Use daskpd.stratpd for a numeric feature, or cast the column to int/"
                 "str if its values really are category codes.")
     return KeyCoder("categorical", values=vals, nan_level=bool(nan_as_level))
-
-
-def _occupied_cells(fs, n_rows: int) -> float:
-    """Expected occupied (leaf, key) cells of a feature's merged table."""
-    cells = float(fs.n_leaves) * fs.coder.n_keys
-    return cells * -np.expm1(-n_rows / max(cells, 1.0))
 
 
 def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int, n_sets: int) -> float:
@@ -280,10 +269,8 @@ def run_strat(
     for i, f in enumerate(features):
         leaf_index, n_leaves = leaf_numbering(trees[i], random_state, i)
         coder = _coder(f, kinds[f], sample, max_bins, nan_as_level, dtypes.get(f))
-        fs = FeatureScan(f, kinds[f], others[f], trees[i], coder, leaf_index, n_leaves,
-                         min_samples_leaf=msl[f] if trees[i] is not None else None)
-        fs.gather = _occupied_cells(fs, sample.n_rows) <= CATEGORY_TABLE_GATHER
-        scans.append(fs)
+        scans.append(FeatureScan(f, kinds[f], others[f], trees[i], coder, leaf_index, n_leaves,
+                                 min_samples_leaf=msl[f] if trees[i] is not None else None))
     n_sets = 1 + n_trials
     fan_in = memory.split_every()
     n_buckets = memory.n_buckets(combine_peak_bytes(scans, sample.n_rows, ddf.npartitions, fan_in, n_sets))
@@ -297,13 +284,13 @@ def run_strat(
                      finish_options=opts)
     # pass 2: one scan, every feature, each finished next to its data
     (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress)
-    if isinstance(results, Kept):  # large categorical tables: CG rounds over their buckets
-        from .categorical import effects_from_buckets
+    if isinstance(results, Kept):  # categorical features with many categories: CG rounds over their buckets
+        from .categorical import effects_iterative
 
         kept, results = results.kept, dict(results.result)
         for i, refs in kept.items():
             f = scan.features[i].feature
-            results[f] = effects_from_buckets(scan.features[i], refs, results[f], scan, progress=progress)
+            results[f] = effects_iterative(scan.features[i], refs, results[f], scan, progress=progress)
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}
     return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings)

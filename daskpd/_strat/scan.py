@@ -13,10 +13,10 @@ Each merged bucket is finished next to its data (``reduce``):
 * numeric features: a bucket's leaves become slope segments, summed per position
   (:mod:`daskpd._strat.numeric`); the small per-position arrays of the buckets are then
   folded into the curve;
-* categorical features: a small (leaf, category) table is gathered and solved in one
-  task (:mod:`daskpd._strat.categorical_solve`); a large one stays in its buckets, on the
-  workers, for conjugate-gradient rounds whose products are summed over the buckets
-  (:mod:`daskpd._strat.categorical_iterative`, after the scan).
+* categorical features: each bucket is turned into its least-squares terms; a chain of
+  tasks sums the explicit system over the buckets for a feature with few categories, or
+  the buckets stay on the workers for conjugate-gradient rounds after the scan
+  (:mod:`daskpd._strat.categorical_buckets`).
 
 Both are exact and independent of the bucket count: float sums over leaves are made per
 *virtual bucket* (``N_VIRTUAL`` fixed groups of consecutive leaves; a physical bucket is
@@ -36,6 +36,7 @@ from .._engine.hashing import bootstrap_weights
 from .._engine.memory import MAX_BUCKETS
 from .._engine.plan import Job, Kept
 from .._engine.sums import Rows, Table, reduce_tables
+from . import categorical_buckets
 
 __all__ = ["FeatureScan", "StratScan", "ScanPiece", "N_VIRTUAL", "leaf_numbering", "bucket_bounds"]
 
@@ -85,7 +86,6 @@ class FeatureScan:
     leaf_index: np.ndarray | None
     n_leaves: int
     min_samples_leaf: int | None = None
-    gather: bool = True  # categorical: solve the whole table in one task (else sum G leaf by leaf)
 
     @property
     def binned(self) -> bool:
@@ -229,7 +229,7 @@ class StratScan(Job):
         return curve_from_sums(self.features[index], list(bucket_sums), self)
 
     def cg_prepare(self, picked, index: int):
-        from .categorical_iterative import prepare
+        from .categorical_buckets import prepare
 
         return prepare(picked, self.features[index], self)
 
@@ -239,10 +239,15 @@ class StratScan(Job):
     def gather_list(self, *items):
         return list(items)
 
-    def categorical_gathered(self, index: int, *picks):
-        from .categorical import effects_from_tables
+    def gram_link(self, state, bucket, stats_set: int):
+        from .categorical_gram import gram_link
 
-        return effects_from_tables(self.features[index], list(picks), self)
+        return gram_link(state, bucket, stats_set)
+
+    def categorical_explicit(self, index: int, n_states: int, *args):
+        from .categorical import effects_explicit
+
+        return effects_explicit(self.features[index], list(args[:n_states]), list(args[n_states:]), self)
 
     def collect(self, *results) -> dict:
         return {fs.feature: r for fs, r in zip(self.features, results)}
@@ -261,14 +266,21 @@ class StratScan(Job):
             if fs.kind != "categorical":
                 continue
             picks = [node("pick", merged[b], fs.feature, key=f"pick-{b}-f{i}") for b in range(B)]
-            if fs.gather:  # a small table: solved in one task, matrix-free
-                results[i] = node("categorical_gathered", i, *picks, key=f"finish-categorical-f{i}")
-                continue
-            # a large table: its buckets stay where they are; CG rounds follow (run_strat)
-            preps = [node("cg_prepare", picks[b], i, key=f"cg-prepare-{b}-f{i}") for b in range(B)]
-            kept[i] = [node("item", preps[b], 0, key=f"cg-bucket-{b}-f{i}") for b in range(B)]
-            results[i] = node("gather_list", *[node("item", preps[b], 1, key=f"cg-summary-{b}-f{i}")
-                                                for b in range(B)], key=f"cg-summaries-f{i}")
+            preps = [node("cg_prepare", picks[b], i, key=f"cat-prepare-{b}-f{i}") for b in range(B)]
+            buckets = [node("item", preps[b], 0, key=f"cat-bucket-{b}-f{i}") for b in range(B)]
+            summaries = [node("item", preps[b], 1, key=f"cat-summary-{b}-f{i}") for b in range(B)]
+            if fs.coder.n_keys <= categorical_buckets.EXPLICIT_MAX_KEYS:  # G summed over the buckets, solved directly
+                states = []
+                for s in range(self.n_sets):
+                    state = None
+                    for b in range(B):
+                        state = node("gram_link", state, buckets[b], s, key=f"cat-gram-{s}-{b}-f{i}")
+                    states.append(state)
+                results[i] = node("categorical_explicit", i, len(states), *states, *summaries,
+                                  key=f"finish-categorical-f{i}")
+            else:  # the buckets stay where they are; CG rounds follow (run_strat)
+                kept[i] = buckets
+                results[i] = node("gather_list", *summaries, key=f"cat-summaries-f{i}")
         out = node("collect", *[results[i] for i in range(len(self.features))], key="collect")
         return Kept(out, kept) if kept else out
 

@@ -1,20 +1,23 @@
-"""CatStratPD for large tables: conjugate gradients with products summed over buckets.
+"""CatStratPD's least squares from the buckets of leaves, where they were merged.
 
-When a categorical feature's (leaf, category) table is too large to gather in one task
-(:mod:`daskpd._strat.categorical_solve` for the notation), each bucket of leaves is
-turned, on the worker that merged it, into a :class:`CGBucket` (its leaves holding two or
-more categories) and a small :class:`BucketSummary` (its terms of ``count``,
-``count_used``, ``r``, ``diag(G)``..., and a spanning forest of its categories).  The
-buckets stay on the workers; the driver folds the summaries into the system's right-hand
-side, diagonal and groups, then runs Jacobi-preconditioned conjugate gradients in which
-every product ``G p = sum_l w_l n_l (n_l . p)`` is a round of one task per bucket
-(:func:`bucket_products`).  Each round moves O(categories) numbers; the tables never
-leave their workers, and no task holds more than one bucket.
+(:mod:`daskpd._strat.categorical_solve` for the notation.)  Each bucket of a categorical
+feature's leaves is turned, on the worker that merged it, into a :class:`CGBucket` (its
+leaves holding two or more categories) and a small :class:`BucketSummary` (its terms of
+``count``, ``count_used``, ``r``, ``diag(G)``... and a spanning forest of its
+categories).  The summaries are folded into the system's right-hand side, diagonal and
+groups (:func:`fold_summaries`); then
+
+* up to ``EXPLICIT_MAX_KEYS`` categories, ``G`` is summed explicitly by a chain of tasks
+  over the buckets (:func:`daskpd._strat.categorical_gram.gram_link`, O(K^2) state) and
+  the system solved directly, inside the scan's graph;
+* above, the buckets stay on their workers and the driver runs Jacobi-preconditioned
+  conjugate gradients in which every product ``G p = sum_l w_l n_l (n_l . p)`` is a round
+  of one task per bucket (:func:`solve_buckets`): each round moves O(categories)
+  numbers, no task holds more than one bucket.  A system on which CG does not converge
+  is summed explicitly from the same buckets and solved directly.
 
 Float sums are made per virtual bucket (fixed groups of leaves) and folded in their
-order, so the result does not depend on how many buckets the reduction used.  If CG does
-not converge (a chain-like graph of categories), the system is summed explicitly from the
-same buckets (:mod:`daskpd._strat.categorical_gram`) and solved directly.
+order, so the result does not depend on how many buckets the reduction used.
 """
 from __future__ import annotations
 
@@ -27,7 +30,12 @@ from dask.sizeof import sizeof
 from .._engine.sums import Table, group_sums
 from .categorical_solve import CG_MAXITER, Effects, ground, number_groups
 
-__all__ = ["CGBucket", "BucketSummary", "prepare", "bucket_products", "solve_buckets"]
+__all__ = ["CGBucket", "BucketSummary", "prepare", "bucket_products", "fold_summaries", "solve_explicit",
+           "solve_buckets", "EXPLICIT_MAX_KEYS"]
+
+#: categorical features with at most this many categories are solved from their explicit
+#: normal equations (summed over the buckets); above, by conjugate gradients
+EXPLICIT_MAX_KEYS = 3000
 
 
 @dataclass
@@ -202,29 +210,52 @@ def _union(forests, K):
     return parent
 
 
-def solve_buckets(refs: list, summaries: list, K: int, n_sets: int, *, progress=None) -> list:
-    """Effects per set, from the buckets' summaries and products computed where the
-    buckets are (``refs``: futures or embedded values, in bucket order).  A set whose CG
-    does not converge is solved directly from its explicit G, summed from the buckets."""
-    from dask import delayed
-
-    from .._engine import scheduler
-    from .categorical_gram import gram_link, solve_gram
-
+def fold_summaries(summaries: list, K: int, n_sets: int) -> list:
+    """Per set: the folded vectors, scalars, groups and unknowns of the system."""
     setups = []
     for st in range(n_sets):
         vec = [s.sets[st][0] for s in summaries]
         sca = [s.sets[st][1] for s in summaries]
         count, sum_y, count_used, n_leaves_cat, r, diag = (_fold(vec, K, j) for j in range(6))
-        n_ignored = float(_fold(sca, 1, 0)[0])
-        n_leaves, n_leaves_used = int(round(_fold(sca, 1, 1)[0])), int(round(_fold(sca, 1, 2)[0]))
         present = count > 0
         group = number_groups(_union([s.sets[st][2] for s in summaries], K), present, count)
-        unknown = ground(group, count_used)
         setups.append(dict(count=count, sum_y=sum_y, count_used=count_used, n_leaves_cat=n_leaves_cat, r=r,
-                           d=(count_used - diag), unknown=unknown, group=group, present=present,
-                           n_ignored=n_ignored, n_leaves=n_leaves, n_leaves_used=n_leaves_used))
-    # preconditioned CG, all sets in lock step, one round of bucket products per iteration
+                           d=count_used - diag, unknown=ground(group, count_used), group=group, present=present,
+                           n_ignored=float(_fold(sca, 1, 0)[0]), n_leaves=int(round(_fold(sca, 1, 1)[0])),
+                           n_leaves_used=int(round(_fold(sca, 1, 2)[0]))))
+    return setups
+
+
+def _effects(su, effect, solver) -> Effects:
+    return Effects(effect=np.where(su["present"], effect, np.nan), group=su["group"], count=su["count"],
+                   sum_y=su["sum_y"], count_used=su["count_used"], n_leaves_cat=su["n_leaves_cat"],
+                   n_ignored=su["n_ignored"], n_leaves=su["n_leaves"], n_leaves_used=su["n_leaves_used"],
+                   n_groups=int(su["group"].max()) + 1 if su["present"].any() else 0, solver=solver)
+
+
+def solve_explicit(state, su: dict, K: int) -> Effects:
+    """Effects of one set from its explicit G (a LeafSums summed over the buckets by
+    :func:`~daskpd._strat.categorical_gram.gram_link`; None: no leaf) and its folded
+    vectors."""
+    from .categorical_gram import LeafSums, solve_gram
+
+    sums = state if state is not None else LeafSums.empty(K)
+    for a in ("count", "sum_y", "count_used", "n_leaves_cat", "r", "n_ignored", "n_leaves", "n_leaves_used"):
+        setattr(sums, a, su[a])
+    e = solve_gram(sums, solver="direct")
+    return _effects(su, e.effect, e.solver)
+
+
+def solve_buckets(refs: list, setups: list, K: int, *, progress=None) -> list:
+    """Effects per set by conjugate gradients whose products are computed where the
+    buckets are (``refs``: futures or embedded values, in bucket order); a set on which CG
+    does not converge is solved from its explicit G, summed from the same buckets."""
+    from dask import delayed
+
+    from .._engine import scheduler
+    from .categorical_gram import gram_link
+
+    n_sets = len(setups)
     x = np.zeros((n_sets, K))
     res = np.zeros((n_sets, K))
     z = np.zeros((n_sets, K))
@@ -264,21 +295,15 @@ def solve_buckets(refs: list, summaries: list, K: int, n_sets: int, *, progress=
             rz[st] = rz_new
     out = []
     for st, su in enumerate(setups):
-        effect = np.where(su["present"], x[st], np.nan)
-        solver = "cg" if len(su["unknown"]) else "none"
-        if active[st]:  # not converged: the explicit system, summed from the buckets
-            state = None
-            for ref in refs:
-                state = delayed(gram_link, pure=True)(state, ref, st)
-            (sums,) = scheduler.compute(state, progress=False)
-            for a in ("count", "sum_y", "count_used", "n_leaves_cat", "r", "n_ignored", "n_leaves", "n_leaves_used"):
-                setattr(sums, a, su[a])
-            e = solve_gram(sums, solver="direct")
-            effect, solver = e.effect, "cg+" + e.solver
-        out.append(Effects(effect=effect, group=su["group"], count=su["count"], sum_y=su["sum_y"],
-                           count_used=su["count_used"], n_leaves_cat=su["n_leaves_cat"], n_ignored=su["n_ignored"],
-                           n_leaves=su["n_leaves"], n_leaves_used=su["n_leaves_used"],
-                           n_groups=int(su["group"].max()) + 1 if su["present"].any() else 0, solver=solver))
+        if not active[st]:
+            out.append(_effects(su, x[st], "cg" if len(su["unknown"]) else "none"))
+            continue
+        state = None  # not converged: the explicit system, summed from the buckets
+        for ref in refs:
+            state = delayed(gram_link, pure=True)(state, ref, st)
+        (state,) = scheduler.compute(state, progress=False)
+        e = solve_explicit(state, su, K)
+        out.append(_effects(su, e.effect, "cg+" + e.solver))
     return out
 
 
