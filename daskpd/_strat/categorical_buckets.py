@@ -27,7 +27,7 @@ import numba
 import numpy as np
 from dask.sizeof import sizeof
 
-from .._engine.sums import Table, group_sums
+from .._engine.sums import Table, group_sums, reduce_tables
 from .categorical_solve import CG_MAXITER, Effects, ground, number_groups
 
 __all__ = ["CGBucket", "BucketSummary", "prepare", "bucket_products", "fold_summaries", "solve_explicit",
@@ -177,8 +177,8 @@ def bucket_products(bucket: CGBucket, P: np.ndarray, active: np.ndarray) -> list
             out.append(None)
             continue
         terms = _products(code, n, w, starts, P[st])
-        vrow = np.repeat(vb, np.diff(np.r_[starts, len(code)]))
-        out.append(group_sums(vrow, code.astype(np.int64), terms[:, None]))
+        vrow = np.repeat(vb, np.diff(np.r_[starts, len(code)])).astype(np.int32)
+        out.append(reduce_tables([Table(vrow, code.astype(np.int64), terms[:, None], grouped=False)], bucket.K))
     return out
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from dask.sizeof import sizeof
 
@@ -62,13 +63,71 @@ def _vsum(vb, code, values, n_codes: int) -> Table:
 
 
 def _segment_sample(leaf, start, end, slope, k: int, random_state: int):
+    """The ``k`` segments with the smallest keyed hashes of (leaf, start): a sample that
+    does not depend on how leaves are cut into buckets (the bottom k of the union of
+    the buckets' bottom k)."""
     if k <= 0 or len(slope) == 0:
         return (np.zeros(0, np.uint64), start[:0], end[:0], slope[:0])
     h = keyed_hash((leaf.astype(np.uint64) << np.uint64(32)) | start.astype(np.uint64), random_state, salt=0xF00D)
     if len(h) > k:
-        keep = np.sort(np.argpartition(h, k - 1)[:k])
+        # most hashes are far above the k-th smallest: select among a few candidates
+        cut = np.uint64(min(2 ** 64 - 1, int(2 ** 64 * 8 * k / len(h))))
+        cand = np.flatnonzero(h < cut)
+        if len(cand) < k:
+            cand = np.arange(len(h))
+        keep = np.sort(cand[np.argpartition(h[cand], k - 1)[:k]])
         return h[keep], start[keep], end[keep], slope[keep]
     return h, start, end, slope
+
+
+@numba.njit(cache=True, nogil=True)
+def _segments(leaf, code, vb, n, sy, sx, xvals, binned, P):
+    """One pass over a bucket's (leaf, code) sums (sorted; one statistics set): per code
+    the rows, segments starting and ending there; rows in single-position leaves; leaves
+    with rows; and every segment (virtual bucket, start, end, slope, leaf)."""
+    m = leaf.shape[0]
+    count = np.zeros(P)
+    starts = np.zeros(P)
+    ends = np.zeros(P)
+    seg_v = np.empty(m, np.int64)
+    seg_a = np.empty(m, np.int64)
+    seg_b = np.empty(m, np.int64)
+    seg_s = np.empty(m)
+    seg_l = np.empty(m, np.int64)
+    k = 0
+    ignored = 0.0
+    n_leaves = 0
+    prev = -1  # previous present row in the current leaf
+    run_rows = 0.0
+    run_len = 0
+    for i in range(m):
+        count[code[i]] += n[i]
+        if n[i] <= 0:
+            continue
+        if prev < 0 or leaf[i] != leaf[prev]:
+            if run_len == 1:
+                ignored += run_rows
+            n_leaves += 1
+            run_rows = 0.0
+            run_len = 0
+            prev = -1
+        if prev >= 0:
+            x0 = sx[prev] / n[prev] if binned else xvals[code[prev]]
+            x1 = sx[i] / n[i] if binned else xvals[code[i]]
+            seg_v[k] = vb[i]
+            seg_a[k] = code[prev]
+            seg_b[k] = code[i]
+            seg_s[k] = (sy[i] / n[i] - sy[prev] / n[prev]) / (x1 - x0)
+            seg_l[k] = leaf[i]
+            starts[code[prev]] += 1.0
+            ends[code[i]] += 1.0
+            k += 1
+        run_rows += n[i]
+        run_len += 1
+        prev = i
+    if run_len == 1:
+        ignored += run_rows
+    return count, starts, ends, ignored, n_leaves, seg_v[:k], seg_a[:k], seg_b[:k], seg_s[:k], seg_l[:k]
 
 
 def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: int = 0,
@@ -82,7 +141,7 @@ def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: i
     code = table.key
     vals = table.values
     vb = virtual_of(leaf, fs.n_leaves)
-    xvals = None if fs.binned else np.asarray(fs.coder.values, dtype="float64")
+    xvals = np.zeros(1) if fs.binned else np.asarray(fs.coder.values, dtype="float64")
     count = np.zeros((n_sets, P))
     starts = np.zeros((n_sets, P))
     ends = np.zeros((n_sets, P))
@@ -91,28 +150,17 @@ def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: i
     n_leaves = 0
     segments = _segment_sample(leaf[:0], code[:0], code[:0], vals[:0, 0], 0, random_state)
     for s in range(n_sets):
-        n, sy = vals[:, k * s], vals[:, k * s + 1]
-        count[s] = np.bincount(code, weights=n, minlength=P)
+        n, sy = np.ascontiguousarray(vals[:, k * s]), np.ascontiguousarray(vals[:, k * s + 1])
+        sx = np.ascontiguousarray(vals[:, k * s + 2]) if fs.binned else n[:0]
+        count[s], starts[s], ends[s], ignored[s], nl, sv, sa, sb, ss, sl = _segments(
+            leaf, code, vb, n, sy, sx, xvals, fs.binned, P)
         if fs.binned:
-            sum_x.append(_vsum(vb, code, vals[:, k * s + 2], P))
-        m = n > 0
-        lm, cm, vm, nm = leaf[m], code[m], vb[m], n[m]
-        ybar = sy[m] / nm
-        xbar = vals[m, k * s + 2] / nm if fs.binned else xvals[cm]
-        same = lm[1:] == lm[:-1]
-        i = np.flatnonzero(same)
-        slope = (ybar[i + 1] - ybar[i]) / (xbar[i + 1] - xbar[i])
-        start, end = cm[i], cm[i + 1]
-        add.append(_vsum(vm[i], start, slope, P))
-        sub.append(_vsum(vm[i], end, slope, P))
-        starts[s] = np.bincount(start, minlength=P)
-        ends[s] = np.bincount(end, minlength=P)
-        first = np.flatnonzero(np.r_[True, ~same]) if len(lm) else np.zeros(0, np.int64)
-        sizes = np.diff(np.r_[first, len(lm)])
-        ignored[s] = float(nm[np.repeat(sizes == 1, sizes)].sum())
+            sum_x.append(_vsum(vb, code, sx, P))
+        add.append(_vsum(sv, sa, ss, P))
+        sub.append(_vsum(sv, sb, ss, P))
         if s == 0:
-            n_leaves = len(first)
-            segments = _segment_sample(lm[i], start, end, slope, n_segments, random_state)
+            n_leaves = nl
+            segments = _segment_sample(sl, sa, sb, ss, n_segments, random_state)
     return BucketSums(count, starts, ends, ignored, n_leaves, add, sub, sum_x, segments, counters)
 
 
