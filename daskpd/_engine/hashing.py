@@ -80,10 +80,10 @@ def bootstrap_weights(df: pd.DataFrame, columns: Sequence[str], n_trials: int, r
 
 @numba.njit(cache=True, nogil=True)
 def _distinct_bits(bits, cap):
-    """Distinct int64 values of ``bits`` in first-seen order; (values, overflowed)."""
-    size = 16
-    while size < 2 * cap:
-        size *= 2
+    """Distinct int64 values of ``bits`` in first-seen order; (values, overflowed).  The
+    hash table starts small and doubles as values arrive (a table sized for ``cap`` up
+    front would cost more to allocate than the scan)."""
+    size = 1024
     mask = size - 1
     table = np.empty(size, np.int64)
     used = np.zeros(size, np.bool_)
@@ -91,17 +91,28 @@ def _distinct_bits(bits, cap):
     n = 0
     for i in range(bits.shape[0]):
         b = bits[i]
-        h = (b * np.int64(-7046029254386353131)) >> np.int64(17)
-        h = h & mask
+        h = ((b * np.int64(-7046029254386353131)) >> np.int64(17)) & mask
         while used[h] and table[h] != b:
             h = (h + 1) & mask
         if not used[h]:
             if n == cap:
                 return out[:n], True
-            used[h] = True
-            table[h] = b
             out[n] = b
             n += 1
+            if 2 * n > size:  # grow and re-insert
+                size *= 2
+                mask = size - 1
+                table = np.empty(size, np.int64)
+                used = np.zeros(size, np.bool_)
+                for j in range(n):
+                    g = ((out[j] * np.int64(-7046029254386353131)) >> np.int64(17)) & mask
+                    while used[g]:
+                        g = (g + 1) & mask
+                    used[g] = True
+                    table[g] = out[j]
+            else:
+                used[h] = True
+                table[h] = b
     return out[:n], False
 
 

@@ -100,8 +100,17 @@ def one_blas_thread():
 
 
 def limit_worker_threads():
-    """In a dask worker process, limit BLAS / OpenMP to one thread, once for good (the
-    worker's own threads are the parallelism; see :func:`one_blas_thread`)."""
+    """Once per dask worker process: BLAS / OpenMP on one thread (the worker's own
+    threads are the parallelism; see :func:`one_blas_thread`), and glibc's mmap threshold
+    raised to ``daskpd.worker-mmap-threshold`` (default 32 MiB).
+
+    Dask starts workers with ``MALLOC_TRIM_THRESHOLD_`` set, which freezes glibc's mmap
+    threshold at 128 KiB: every array above it is a fresh mapping whose pages fault in
+    one by one, and the scan's arrays are mostly above it.  Below the raised threshold
+    they come from the heap and are reused; freed memory at the top of the heap is still
+    trimmed.  Measured in docs/benchmarks.md (set the config key to 0 to leave the
+    worker's allocator alone).
+    """
     global _LIMITED
     if _LIMITED:
         return
@@ -118,6 +127,24 @@ def limit_worker_threads():
         threadpool_limits(limits=1)
     except Exception:  # pragma: no cover
         pass
+    set_mmap_threshold(dask.config.get("daskpd.worker-mmap-threshold", "32MiB"))
+
+
+def set_mmap_threshold(value) -> bool:
+    """``mallopt(M_MMAP_THRESHOLD, value)`` on glibc (False where unavailable or 0)."""
+    import ctypes
+    import ctypes.util
+
+    from dask.utils import parse_bytes
+
+    nbytes = int(parse_bytes(value) if isinstance(value, str) else (value or 0))
+    if nbytes <= 0 or sys.platform != "linux":
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(-3, ctypes.c_int(min(nbytes, 2**31 - 1))))  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        return False
 
 
 def _want_progress(progress) -> bool:

@@ -21,6 +21,7 @@ which other groups share the table.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -361,6 +362,26 @@ def merge_tables(tables: Sequence[Table]) -> Table:
 #: a dense grid is used when it has at most this many cells per input row
 DENSE_CELLS_PER_ROW = 4
 
+_SCRATCH = threading.local()
+
+
+def _zeros(n: int, m: int, kind: str):
+    """A zeroed (n, m) float64 grid (or (n,) bool marks), reusing this thread's buffer:
+    on a dask worker a fresh large array costs page faults (glibc maps and unmaps big
+    allocations), which take longer than the sums themselves."""
+    key = (m, kind)
+    cache = getattr(_SCRATCH, "buffers", None)
+    if cache is None:
+        cache = _SCRATCH.buffers = {}
+    buf = cache.get(key)
+    size = n * max(m, 1)
+    if buf is None or buf.size < size:
+        buf = np.zeros(max(size, 1), dtype=np.bool_ if kind == "marks" else np.float64)
+        cache[key] = buf
+    else:
+        buf[:size] = 0
+    return buf[:size].reshape((n, m)) if kind == "grid" else buf[:size]
+
 
 @numba.njit(cache=True, nogil=True)
 def _accumulate(acc, touched, leaves, keys, values, lo, n_keys):
@@ -417,8 +438,8 @@ def reduce_tables(tables: Sequence, n_keys: int | None = None) -> Table:
         hi = max(int(t.leaf.max()) for t in live)
         cells = (hi - lo + 1) * int(n_keys)
         if cells <= DENSE_CELLS_PER_ROW * rows:
-            acc = np.zeros((cells, m))
-            touched = np.zeros(cells, np.bool_)
+            acc = _zeros(cells, m, "grid")
+            touched = _zeros(cells, 1, "marks")
             for t in live:
                 if raw:
                     _accumulate_rows(acc, touched, t.leaf, t.key, *t._args(), lo, int(n_keys))
