@@ -5,9 +5,12 @@ the model-based methods) is :func:`run_pass` over a list of :class:`Job` objects
 
 * **map**: one task per partition runs every job's ``map`` on a shared
   :class:`PartitionContext` (the partition and what the jobs derive from it once);
-* **reduce**: a job with ``n_buckets`` > 1 returns one partial per bucket, and each
-  bucket is merged by its own tree of ``combine`` tasks (fan-in ``split_every``), so no
-  task holds more than one bucket's merged partial;
+* **reduce**: a job with ``n_buckets`` > 1 has its partials split into buckets, each
+  merged by its own tree of ``combine`` tasks (fan-in ``split_every``), so no task holds
+  more than one bucket's merged partial.  Splitting is gradual: the map cuts its partial
+  into at most ``SPLIT`` pieces and every combine cuts its output at most ``SPLIT`` ways
+  again, until the buckets are reached -- a node's output is picked apart by a few
+  tasks, never by all of them (a spilled output would be read back once per pick);
 * **finish**: the job's ``reduce`` turns the merged buckets into its result with
   tasks of its own (by default, one ``finish`` task), next to the merged data: only
   results reach the driver.
@@ -63,10 +66,11 @@ class Kept:
 class Job(abc.ABC):
     """One computation riding a pass: pure kernels on pandas/numpy objects.
 
-    ``map(ctx)`` returns the partial of one partition (a list of ``n_buckets`` partials
-    when ``n_buckets > 1``); ``combine(parts, bucket)`` merges partials of one bucket
-    (associative; inputs in partition order); ``finish(*merged)`` turns the merged
-    partial(s) into the job's result.  ``reduce`` may replace the single finish task by
+    ``map(ctx)`` returns the partial of one partition; ``combine(parts, bucket)`` merges
+    partials of one bucket (associative; inputs in partition order); with ``n_buckets``
+    > 1, ``split(partial, granularity, n, part)`` cuts the partial of bucket ``part`` of
+    ``granularity`` buckets into the ``n`` buckets it holds at ``granularity * n``;
+    ``finish(*merged)`` turns the merged partial(s) into the job's result.  ``reduce`` may replace the single finish task by
     tasks of its own (see :class:`daskpd._strat.scan.StratScan`); it only wires
     ``node(...)`` calls together, so the same code builds the dask graph and runs the
     in-memory path.
@@ -81,6 +85,10 @@ class Job(abc.ABC):
     @abc.abstractmethod
     def combine(self, parts: list, bucket: int = 0):
         """Merged partial of ``parts`` (same bucket)."""
+
+    def split(self, partial, granularity: int, n: int, part: int) -> list:
+        """``partial`` of bucket ``part`` (of ``granularity``) cut into its ``n`` buckets."""
+        raise NotImplementedError(f"{type(self).__name__} has n_buckets > 1 but cannot split its partials")
 
     def finish(self, *merged):
         """The result, from the merged partial of each bucket (default: the partial)."""
@@ -111,20 +119,65 @@ def _one_thread():
     return contextlib.nullcontext()
 
 
-def _map_partition(df, jobs, index):
+#: a node's output is cut at most this many ways (see the module docstring)
+SPLIT = 8
+
+
+def split_schedule(n_buckets: int, n_levels: int) -> list[int]:
+    """Granularity (buckets) of the map's pieces and of each level's outputs."""
+    g = [n_buckets if n_levels == 0 else min(n_buckets, SPLIT)]
+    for level in range(n_levels):
+        g.append(n_buckets if level == n_levels - 1 else min(n_buckets, g[-1] * SPLIT))
+    return g
+
+
+def _map_partition(df, jobs, index, grans):
     ctx = PartitionContext(df, index)
     with _one_thread():
-        return tuple(job.map(ctx) for job in jobs)
+        out = []
+        for job, g in zip(jobs, grans):
+            partial = job.map(ctx)
+            out.append(job.split(partial, 1, g, 0) if g > 1 else partial)
+        return tuple(out)
 
 
-def _pick(out, j, b, n_buckets):
+def _pick(out, j, b, n):
     part = out[j]
-    return part[b] if n_buckets > 1 else part
+    return part[b] if n > 1 else part
 
 
-def _combine(jobs, j, b, *parts):
+def _combine(jobs, j, b, granularity, n_split, *parts):
     with _one_thread():
-        return jobs[j].combine(list(parts), b)
+        merged = jobs[j].combine(list(parts), b)
+        return jobs[j].split(merged, granularity, n_split, b) if n_split > 1 else merged
+
+
+def _reduce(job, j: int, n_maps: int, shape, task) -> list:
+    """Wire one job's reduction: ``task(fn, *args, key)`` makes a task (or runs it);
+    map outputs are ``task("map", i)``.  Returns the merged partial of every bucket."""
+    nb = int(job.n_buckets)
+    grans = split_schedule(nb, len(shape))
+    # nodes[i][k]: piece k (a bucket at the current granularity) of node i
+    nodes = [[task(_pick, ("map", i), j, k, grans[0], key=f"pick-{j}-{k}-{i}") for k in range(grans[0])]
+             for i in range(n_maps)]
+    for depth, groups in enumerate(shape):
+        g, g_next = grans[depth], grans[depth + 1]
+        s = g_next // g
+        nxt = []
+        for q, (a, z) in enumerate(groups):
+            pieces = []
+            for k in range(g):
+                out = task(_combine, ("jobs",), j, k, g, s, *[nodes[c][k] for c in range(a, z)],
+                           key=f"combine-{j}-{depth}-{q}-{k}")
+                pieces += [task(_pick_one, out, t, key=f"split-{j}-{depth}-{q}-{k}-{t}")
+                           for t in range(s)] if s > 1 else [out]
+            nxt.append(pieces)
+        nodes = nxt
+    return nodes[0]
+
+
+def _pick_one(out, t):
+    return out[t]
 
 
 def _call(jobs, j, method, *args):
@@ -167,21 +220,20 @@ def build_pass(ddf, jobs: Sequence[Job], *, name: str = "daskpd", fan_in: int | 
     parts = ddf.to_delayed(optimize_graph=True)
     if not parts:
         raise ValueError("the data has no partitions")
-    maps = [delayed(_map_partition, pure=True)(p, jobs_ref, i, dask_key_name=f"{name}-map-{token}-{i}")
+    shape = tree_groups(len(parts), fan_in)
+    grans = [split_schedule(int(job.n_buckets), len(shape))[0] for job in jobs]
+    maps = [delayed(_map_partition, pure=True)(p, jobs_ref, i, grans, dask_key_name=f"{name}-map-{token}-{i}")
             for i, p in enumerate(parts)]
-    shape = tree_groups(len(maps), fan_in)
+
+    def task(fn, *args, key):
+        args = [maps[a[1]] if isinstance(a, tuple) and a and a[0] == "map" else
+                jobs_ref if isinstance(a, tuple) and a == ("jobs",) else a for a in args]
+        stage = key.split("-", 1)[0]
+        return delayed(fn, pure=True)(*args, dask_key_name=f"{name}-{stage}-{token}-{key.split('-', 1)[1]}")
+
     results = []
     for j, job in enumerate(jobs):
-        nb = int(job.n_buckets)
-        merged = []
-        for b in range(nb):
-            level = [delayed(_pick, pure=True)(m, j, b, nb, dask_key_name=f"{name}-pick-{token}-{j}-{b}-{i}")
-                     for i, m in enumerate(maps)]
-            for depth, groups in enumerate(shape):
-                level = [delayed(_combine, pure=True)(jobs_ref, j, b, *level[a:z],
-                                                      dask_key_name=f"{name}-combine-{token}-{j}-{b}-{depth}-{k}")
-                         for k, (a, z) in enumerate(groups)]
-            merged.append(level[0])
+        merged = _reduce(job, j, len(maps), shape, task)
 
         def node(method, *args, key, _j=j):
             return job_task(jobs_ref, _j, method, *args, name=f"{name}-{key}-{token}-{_j}")
@@ -210,17 +262,18 @@ def run_local(partitions: Sequence[pd.DataFrame], jobs: Sequence[Job], *, fan_in
 
 
 def _run_local(partitions, jobs, fan_in):
-    outs = [_map_partition(df, jobs, i) for i, df in enumerate(partitions)]
-    shape = tree_groups(len(outs), fan_in)
+    shape = tree_groups(len(partitions), fan_in)
+    grans = [split_schedule(int(job.n_buckets), len(shape))[0] for job in jobs]
+    outs = [_map_partition(df, jobs, i, grans) for i, df in enumerate(partitions)]
+
+    def task(fn, *args, key):
+        args = [outs[a[1]] if isinstance(a, tuple) and a and a[0] == "map" else
+                jobs if isinstance(a, tuple) and a == ("jobs",) else a for a in args]
+        return fn(*args)
+
     results = []
     for j, job in enumerate(jobs):
-        nb = int(job.n_buckets)
-        merged = []
-        for b in range(nb):
-            level = [_pick(o, j, b, nb) for o in outs]
-            for groups in shape:
-                level = [_combine(jobs, j, b, *level[a:z]) for a, z in groups]
-            merged.append(level[0])
+        merged = _reduce(job, j, len(outs), shape, task)
 
         def node(method, *args, key, _job=job):
             return getattr(_job, method)(*args)

@@ -108,20 +108,21 @@ class Rows:
         nb = len(bounds) - 1
         if nb == 1:
             return [self]
-        bucket_of_leaf = (np.searchsorted(bounds, np.arange(bounds[-1]), side="right") - 1).astype(np.int64)
+        lo = int(bounds[0])
+        bucket_of_leaf = (np.searchsorted(bounds, np.arange(lo, bounds[-1]), side="right") - 1).astype(np.int64)
         y, x, w, has_x = self._args()
-        leaf, key, y, x, w, cut = _bucket_rows(self.leaf, self.key, y, x, w, has_x, bucket_of_leaf, nb)
+        leaf, key, y, x, w, cut = _bucket_rows(self.leaf, self.key, y, x, w, has_x, bucket_of_leaf, nb, lo)
         return [Rows(leaf[a:z], key[a:z], y[a:z], x[a:z] if has_x else None, w[a:z] if self.w is not None else None)
                 for a, z in zip(cut[:-1], cut[1:])]
 
 
 @numba.njit(cache=True, nogil=True)
-def _bucket_rows(leaf, key, y, x, w, has_x, bucket_of_leaf, nb):
+def _bucket_rows(leaf, key, y, x, w, has_x, bucket_of_leaf, nb, lo):
     n = leaf.shape[0]
     T = w.shape[1]
     start = np.zeros(nb + 1, np.int64)
     for i in range(n):
-        start[bucket_of_leaf[leaf[i]] + 1] += 1
+        start[bucket_of_leaf[leaf[i] - lo] + 1] += 1
     for b in range(nb):
         start[b + 1] += start[b]
     pos = start[:-1].copy()
@@ -131,7 +132,7 @@ def _bucket_rows(leaf, key, y, x, w, has_x, bucket_of_leaf, nb):
     out_x = np.empty_like(x)
     out_w = np.empty_like(w)
     for i in range(n):
-        b = bucket_of_leaf[leaf[i]]
+        b = bucket_of_leaf[leaf[i] - lo]
         p = pos[b]
         pos[b] = p + 1
         out_l[p] = leaf[i]

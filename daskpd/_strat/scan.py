@@ -171,8 +171,7 @@ class StratScan(Job):
         W = None
         if self.n_trials:
             W = bootstrap_weights(df, self.weight_columns, self.n_trials, self.random_state, self.trial_fraction)
-        pieces = [ScanPiece({}) for _ in range(self.n_buckets)]
-        pieces[0].counters = {}
+        piece = ScanPiece({}, {})
         for fs in self.features:
             s = df[fs.feature]
             x = as_float(s) if fs.kind == "numeric" else None
@@ -187,15 +186,21 @@ class StratScan(Job):
                 key = fs.coder.encode(s if every else s[ok])
             rows = Rows(leaf.astype(np.int32, copy=False), key.astype(np.int32), y[sel], x[sel] if fs.binned else None,
                         W[sel] if W is not None else None)
-            bounds = bucket_bounds(fs.n_leaves, self.n_buckets)
-            if self._group_at_map(fs):
-                parts = _split_grouped(reduce_tables([rows], fs.coder.n_keys), bounds)
-            else:
-                parts = rows.split(bounds)
-            for b, part in enumerate(parts):
-                pieces[b].tables[fs.feature] = part
-            pieces[0].counters[fs.feature] = (len(df), int((~x_ok).sum()), int((x_ok & ~y_ok).sum()))
-        return pieces if self.n_buckets > 1 else pieces[0]
+            piece.tables[fs.feature] = reduce_tables([rows], fs.coder.n_keys) if self._group_at_map(fs) else rows
+            piece.counters[fs.feature] = (len(df), int((~x_ok).sum()), int((x_ok & ~y_ok).sum()))
+        return piece
+
+    def split(self, piece: ScanPiece, granularity: int, n: int, part: int) -> list:
+        """The piece of bucket ``part`` (of ``granularity``) cut by leaves into its ``n``
+        buckets at ``granularity * n`` (the counters stay with the first)."""
+        out = [ScanPiece({}, piece.counters if k == 0 else None) for k in range(n)]
+        for fs in self.features:
+            bounds = bucket_bounds(fs.n_leaves, granularity * n)[part * n:part * n + n + 1]
+            t = piece.tables[fs.feature]
+            parts = t.split(bounds) if isinstance(t, Rows) else _split_grouped(t, bounds)
+            for k, p in enumerate(parts):
+                out[k].tables[fs.feature] = p
+        return out
 
     def combine(self, parts, bucket=0):
         tables = {fs.feature: reduce_tables([p.tables[fs.feature] for p in parts], fs.coder.n_keys)
