@@ -23,8 +23,11 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from ._errors import DataError, InvalidParameterError  # their one home; re-exported here
+
 __all__ = [
     "DataError",
+    "InvalidParameterError",
     "load",
     "column_kinds",
     "check_columns",
@@ -33,10 +36,6 @@ __all__ = [
 
 #: rows per partition when a pandas DataFrame is handed in
 CHUNK_ROWS = 1_000_000
-
-
-class DataError(ValueError):
-    """Bad input data or parameter: the message names the column, file or parameter."""
 
 
 def _short_list(names: Iterable, limit: int = 20) -> str:
