@@ -40,7 +40,7 @@ from ._errors import InvalidParameterError
 
 __all__ = [
     "Constraint", "Interval", "StrOptions", "Boolean", "InstancesOf", "ColumnName", "ColumnNames",
-    "Percentiles", "Callables", "NoneConstraint", "NO_VALIDATION", "make_constraint", "validate_params",
+    "Percentiles", "Callables", "ArrayLike", "ArrayOrColumn", "IO_CONSTRAINTS", "POSITIVE_INT", "NON_NEGATIVE_INT", "NoneConstraint", "NO_VALIDATION", "make_constraint", "validate_params",
     "validate_parameter", "get_constraints", "InvalidParameterError",
 ]
 
@@ -206,6 +206,8 @@ class ColumnNames(Constraint):
             return self.allow_single and value != ""
         if hasattr(value, "tolist") and getattr(value, "ndim", 1) == 1:  # pandas Index, numpy array
             value = value.tolist()
+        if isinstance(value, (set, frozenset)):
+            value = sorted(value, key=str)
         if not isinstance(value, (list, tuple)):
             return False
         return (self.allow_empty or len(value) > 0) and all(isinstance(v, str) and v for v in value)
@@ -213,6 +215,8 @@ class ColumnNames(Constraint):
     def convert(self, value):
         if isinstance(value, str):
             return [value]
+        if isinstance(value, (set, frozenset)):
+            return sorted(value)
         return list(value.tolist() if hasattr(value, "tolist") else value)
 
     def __str__(self):
@@ -339,6 +343,17 @@ PROGRESS = ["boolean", None]
 POSITIVE_INT = Interval(Integral, 1, None, closed="left")
 #: an integer >= 0 (seeds, trial counts)
 NON_NEGATIVE_INT = Interval(Integral, 0, None, closed="left")
+
+
+class ArrayLike(Constraint):
+    """A 1-D sequence of values (list, tuple, numpy array, pandas Series), not a string."""
+
+    def is_satisfied_by(self, value) -> bool:
+        return (hasattr(value, "__len__") and hasattr(value, "__getitem__")
+                and not isinstance(value, (str, bytes, dict)))
+
+    def __str__(self):
+        return "an array of values"
 
 
 class ArrayOrColumn(Constraint):

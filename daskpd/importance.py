@@ -350,7 +350,7 @@ def strat_curves_and_importances(
     declared = categorical or []
     missing = [c for c in declared if c not in dkinds]
     if missing:
-        raise DataError(f"parameter categorical names column{'s' if len(missing) > 1 else ''} "
+        raise InvalidParameterError(f"parameter categorical names column{'s' if len(missing) > 1 else ''} "
                         f"{', '.join(map(repr, missing))} not found in the data; available: "
                         f"{', '.join(map(str, dkinds))}")
     if target in declared:

@@ -40,19 +40,17 @@ import pandas as pd
 
 from .._engine import scheduler
 from .._engine.plan import Job, build_pass
-from .._strat.pipeline import check_int  # one definition, shared with the model-free API
-from ..io import DataError, as_float, check_columns, kind_of, load
+from ..io import DataError, InvalidParameterError, as_float, check_columns, kind_of, load
+from .setup import DEFAULT_BATCH_ROWS
 
 __all__ = [
     "Predictor", "TreeEnsemble", "resolve_predictor", "tree_ensemble_for",
     "ColumnSummary", "summarize", "order_statistics", "mquantile_ranks", "type1_ranks",
     "pd_grid", "run_jobs", "PartitionContext", "open_data", "ModelJob",
-    "check_int", "check_choice", "check_percentiles", "check_features", "check_weight",
+    "check_features", "check_weight",
     "DEFAULT_BATCH_ROWS",
 ]
 
-#: stacked rows per model call (rows x grid copies), bounds the memory of a batch
-DEFAULT_BATCH_ROWS = 1 << 20
 #: response cells (rows x grid cells x channels) held at once by the tree engine
 _TREE_CELLS = 1 << 22
 #: distinct values kept per numeric column in the summary pass
@@ -63,26 +61,6 @@ MAX_LEVELS = 10_000
 
 # ---------------------------------------------------------------------------------
 # validation
-
-
-def check_choice(name: str, value, choices: Sequence[str]):
-    if not isinstance(value, str) or value not in choices:
-        raise DataError(f"parameter {name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
-    return value
-
-
-def check_percentiles(percentiles) -> tuple[float, float]:
-    """As scikit-learn: a pair (lo, hi) in [0, 1] with lo < hi."""
-    try:
-        lo, hi = percentiles
-        lo, hi = float(lo), float(hi)
-    except (TypeError, ValueError):
-        raise DataError(f"parameter percentiles must be a pair of numbers (lo, hi) in [0, 1]; got {percentiles!r}") from None
-    if not (0.0 <= lo <= 1.0 and 0.0 <= hi <= 1.0):
-        raise DataError(f"parameter percentiles values must be in [0, 1]; got {percentiles!r}")
-    if lo >= hi:
-        raise DataError(f"parameter percentiles: percentiles[0] must be strictly less than percentiles[1]; got {percentiles!r}")
-    return lo, hi
 
 
 def check_features(features, available: Sequence[str], *, allow_pairs: bool, name: str = "features"):
@@ -97,10 +75,10 @@ def check_features(features, available: Sequence[str], *, allow_pairs: bool, nam
             return (item,)
         if allow_pairs and isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(c, str) for c in item):
             if item[0] == item[1]:
-                raise DataError(f"parameter {name}: a 2-way pair needs two different columns; got {tuple(item)!r}")
+                raise InvalidParameterError(f"parameter {name}: a 2-way pair needs two different columns; got {tuple(item)!r}")
             return tuple(item)
         what = "a column name or a pair (tuple) of column names" if allow_pairs else "a column name (str)"
-        raise DataError(f"parameter {name}: each entry must be {what}; got {item!r}")
+        raise InvalidParameterError(f"parameter {name}: each entry must be {what}; got {item!r}")
 
     if isinstance(features, str):
         items, single = [one(features)], True
@@ -109,10 +87,10 @@ def check_features(features, available: Sequence[str], *, allow_pairs: bool, nam
     elif isinstance(features, (list, tuple)) and len(features) > 0:
         items, single = [one(f) for f in features], False
     else:
-        raise DataError(f"parameter {name} must be a column name or a non-empty list of them; got {features!r}")
+        raise InvalidParameterError(f"parameter {name} must be a column name or a non-empty list of them; got {features!r}")
     dup = [it for i, it in enumerate(items) if it in items[:i]]
     if dup:
-        raise DataError(f"parameter {name} lists {dup[0]!r} more than once")
+        raise InvalidParameterError(f"parameter {name} lists {dup[0]!r} more than once")
     check_columns(available, [c for it in items for c in it], source="data")
     return items, single
 
@@ -131,18 +109,18 @@ def check_weight(sample_weight, data, columns_available: Sequence[str]):
     if isinstance(data, pd.DataFrame):
         w = np.asarray(sample_weight)
         if w.ndim != 1 or len(w) != len(data):
-            raise DataError(f"parameter sample_weight: an array must have one weight per row ({len(data)}); "
+            raise InvalidParameterError(f"parameter sample_weight: an array must have one weight per row ({len(data)}); "
                             f"got shape {w.shape}")
         if w.dtype.kind not in "fiub":
-            raise DataError(f"parameter sample_weight: weights must be numbers; got dtype {w.dtype}")
+            raise InvalidParameterError(f"parameter sample_weight: weights must be numbers; got dtype {w.dtype}")
         w = w.astype("float64")
         if not np.isfinite(w).all() or (w < 0).any():
-            raise DataError("parameter sample_weight: weights must be finite and >= 0")
+            raise InvalidParameterError("parameter sample_weight: weights must be finite and >= 0")
         if w.sum() <= 0:
-            raise DataError("parameter sample_weight: the weights sum to 0")
+            raise InvalidParameterError("parameter sample_weight: the weights sum to 0")
         name = "__daskpd_weight__"
         return data.assign(**{name: w}), name
-    raise DataError("parameter sample_weight must be None or the name of a weight column (an array is accepted "
+    raise InvalidParameterError("parameter sample_weight must be None or the name of a weight column (an array is accepted "
                     f"only when data is a pandas DataFrame); got {type(sample_weight).__name__}")
 
 
@@ -375,8 +353,6 @@ def float_matrix(df: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
 def resolve_predictor(model, available: Sequence[str], dtypes: pd.Series | None = None, *, columns=None,
                       response="auto", target_class=None, engine: str = "auto") -> Predictor:
     """Validate ``model`` / ``columns`` / ``response`` / ``target_class`` up front."""
-    check_choice("response", response, ("auto", "predict", "predict_proba", "decision_function"))
-    check_choice("engine", engine, ("auto", "tree", "predict"))
     has = {m: callable(getattr(model, m, None)) for m in ("predict", "predict_proba", "decision_function")}
     is_function = callable(model) and not any(has.values())
     if not is_function and not any(has.values()):
@@ -394,17 +370,15 @@ def resolve_predictor(model, available: Sequence[str], dtypes: pd.Series | None 
             pass
 
     # the model's input columns
-    if columns is not None:
-        if isinstance(columns, str) or not isinstance(columns, (list, tuple, pd.Index)) or len(columns) == 0:
-            raise DataError(f"parameter columns must be a non-empty list of column names; got {columns!r}")
+    if columns is not None:  # a non-empty list of names (validated by the public function)
         columns = [str(c) for c in columns]
         if len(set(columns)) != len(columns):
-            raise DataError("parameter columns has duplicate names")
+            raise InvalidParameterError("parameter columns has duplicate names")
     names = getattr(model, "feature_names_in_", None)
     if names is not None:
         names = [str(c) for c in names]
         if columns is not None and columns != names:
-            raise DataError(f"parameter columns {columns} differs from the model's feature_names_in_ {names}; "
+            raise InvalidParameterError(f"parameter columns {columns} differs from the model's feature_names_in_ {names}; "
                             "omit columns= (the model's own names are used)")
         columns = names
     elif columns is None:
@@ -420,7 +394,7 @@ def resolve_predictor(model, available: Sequence[str], dtypes: pd.Series | None 
     else:
         n_in = getattr(model, "n_features_in_", None)
         if n_in is not None and n_in != len(columns):
-            raise DataError(f"parameter columns has {len(columns)} names but the model expects {n_in} features")
+            raise InvalidParameterError(f"parameter columns has {len(columns)} names but the model expects {n_in} features")
     check_columns(available, columns, source="data (the model's input columns)")
 
     as_frame = is_function or names is not None or not _is_sklearn_estimator(model)
@@ -440,7 +414,7 @@ def resolve_predictor(model, available: Sequence[str], dtypes: pd.Series | None 
     # the response method
     if is_function:
         if response != "auto":
-            raise DataError("parameter response applies to model objects; a function's own output is used")
+            raise InvalidParameterError("parameter response applies to model objects; a function's own output is used")
         method = "call"
     elif response == "auto":
         if classifier and has["predict_proba"]:
@@ -453,7 +427,7 @@ def resolve_predictor(model, available: Sequence[str], dtypes: pd.Series | None 
             method = "decision_function"
     else:
         if not has[response]:
-            raise DataError(f"parameter response={response!r}, but {type(model).__name__} has no {response} method")
+            raise InvalidParameterError(f"parameter response={response!r}, but {type(model).__name__} has no {response} method")
         method = response
         if method == "predict" and classifier:
             raise DataError("response='predict' of a classifier gives class labels, whose average is meaningless; "
@@ -470,7 +444,7 @@ def resolve_predictor(model, available: Sequence[str], dtypes: pd.Series | None 
                                 f"{list(map(_jsonable, classes))}")
         hits = np.flatnonzero(classes == target_class)
         if len(hits) != 1:
-            raise DataError(f"parameter target_class={target_class!r} is not one of the model's classes "
+            raise InvalidParameterError(f"parameter target_class={target_class!r} is not one of the model's classes "
                             f"{list(map(_jsonable, classes))}")
         idx = int(hits[0])
         if method == "predict_proba":
@@ -481,7 +455,7 @@ def resolve_predictor(model, available: Sequence[str], dtypes: pd.Series | None 
             column = idx
     elif target_class is not None:
         if isinstance(target_class, bool) or not isinstance(target_class, numbers.Integral) or target_class < 0:
-            raise DataError("parameter target_class: for a model without classes_ it is the (0-based) column of a "
+            raise InvalidParameterError("parameter target_class: for a model without classes_ it is the (0-based) column of a "
                             f"2-D output; got {target_class!r}")
         column = int(target_class)
     response_name = method if method != "call" else "function"
@@ -1275,18 +1249,18 @@ def custom_grid(feature: str, values, kind: str) -> np.ndarray:
     if kind == "categorical":
         arr = np.asarray(values, dtype=object)
         if arr.ndim != 1 or len(arr) == 0:
-            raise DataError(f"parameter grid[{feature!r}] must be a non-empty 1-D list of levels")
+            raise InvalidParameterError(f"parameter grid[{feature!r}] must be a non-empty 1-D list of levels")
         if pd.isna(pd.Series(arr)).any():
-            raise DataError(f"parameter grid[{feature!r}] contains missing values")
+            raise InvalidParameterError(f"parameter grid[{feature!r}] contains missing values")
         return arr
     try:
         arr = np.asarray(values, dtype="float64")
     except (TypeError, ValueError):
-        raise DataError(f"parameter grid[{feature!r}] must be numbers (feature {feature!r} is numeric)") from None
+        raise InvalidParameterError(f"parameter grid[{feature!r}] must be numbers (feature {feature!r} is numeric)") from None
     if arr.ndim != 1 or len(arr) == 0:
-        raise DataError(f"parameter grid[{feature!r}] must be a non-empty 1-D array; got shape {arr.shape}")
+        raise InvalidParameterError(f"parameter grid[{feature!r}] must be a non-empty 1-D array; got shape {arr.shape}")
     if not np.isfinite(arr).all():
-        raise DataError(f"parameter grid[{feature!r}] contains missing or infinite values")
+        raise InvalidParameterError(f"parameter grid[{feature!r}] contains missing or infinite values")
     return arr
 
 
@@ -1316,10 +1290,7 @@ def pd_grid(name: str, stats: dict[int, float], plan, grid_resolution: int) -> n
 def feature_kinds(dtypes: pd.Series, features: Sequence[str], categorical_features=None) -> dict[str, str]:
     """numeric | categorical per feature (datetimes are refused)."""
     cats = set()
-    if categorical_features is not None:
-        if isinstance(categorical_features, str) or not isinstance(categorical_features, (list, tuple, set)):
-            raise DataError("parameter categorical_features must be a list of column names; got "
-                            f"{categorical_features!r}")
+    if categorical_features is not None:  # a list of names (validated by the public function)
         cats = {str(c) for c in categorical_features}
         check_columns(list(dtypes.index), sorted(cats), source="data (categorical_features)")
     kinds = {}
@@ -1365,9 +1336,9 @@ def check_grid_arg(grid, features: Sequence[str]) -> dict:
     if isinstance(grid, dict):
         unknown = [k for k in grid if k not in features]
         if unknown:
-            raise DataError(f"parameter grid has entries for {unknown}, which are not among the requested features "
+            raise InvalidParameterError(f"parameter grid has entries for {unknown}, which are not among the requested features "
                             f"{list(features)}")
         return dict(grid)
     if len(features) == 1:
         return {features[0]: grid}
-    raise DataError("parameter grid must be a dict {feature: values} when several features are requested")
+    raise InvalidParameterError("parameter grid must be a dict {feature: values} when several features are requested")

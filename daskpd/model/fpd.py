@@ -27,12 +27,14 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .._validation import NO_VALIDATION, StrOptions, validate_params
 from ..io import DataError
 from ..results import ResultMixin
 from ._common import (
-    _TREE_CELLS, DEFAULT_BATCH_ROWS, Plan, Predictor, build_grids, check_choice, check_features, check_grid_arg,
-    check_int, check_percentiles, check_weight, data_columns, feature_kinds, open_data, resolve_predictor, run_jobs,
+    _TREE_CELLS, Plan, Predictor, build_grids, check_features, check_grid_arg, check_weight, data_columns,
+    feature_kinds, open_data, resolve_predictor, run_jobs,
 )
+from .setup import DEFAULT_BATCH_ROWS, GRID_CONSTRAINTS, MODEL_CONSTRAINTS
 
 __all__ = ["partial_dependence", "PDResult", "PDJob", "ModelRun", "prepare_model_run", "cell_assignments",
            "curves_matrix", "curve_sums"]
@@ -309,6 +311,12 @@ def _check_model_method(method, pred: Predictor, kinds, items, weight):
     return method
 
 
+@validate_params({
+    **MODEL_CONSTRAINTS,
+    **GRID_CONSTRAINTS,
+    "features": NO_VALIDATION,  # check_features: names, pairs and lists of them, against the data
+    "method": [StrOptions("brute", "recursion", "auto")],
+})
 def partial_dependence(
     model,
     data,
@@ -386,10 +394,6 @@ def partial_dependence(
     -------
     PDResult, or a dict ``{feature or pair: PDResult}`` when ``features`` is a list.
     """
-    grid_resolution = check_int("grid_resolution", grid_resolution, 2)
-    percentiles = check_percentiles(percentiles)
-    check_choice("method", method, ("brute", "recursion", "auto"))
-    batch_rows = check_int("batch_rows", batch_rows, 1)
     avail = data_columns(data, storage_options, filters)
     items, single = check_features(features, avail, allow_pairs=True)
     flat = list(dict.fromkeys(f for it in items for f in it))

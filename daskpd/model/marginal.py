@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..io import DataError, as_float, check_columns, kind_of
+from .._validation import NO_VALIDATION, POSITIVE_INT, StrOptions, validate_params
+from ..io import DataError, InvalidParameterError, as_float, check_columns, kind_of
 from ..results import ResultMixin
 from ._common import (
-    Plan, check_choice, check_features, check_int, check_weight, data_columns, feature_kinds,
-    open_data, order_statistics, resolve_predictor, run_jobs, summarize, type1_ranks,
+    Plan, check_features, check_weight, data_columns, feature_kinds, open_data, order_statistics, resolve_predictor,
+    run_jobs, summarize, type1_ranks,
 )
+from .setup import MODEL_CONSTRAINTS
 from .ale import BinStats, _level_codes
 
 __all__ = ["marginal", "MarginalResult", "MarginalJob", "marginal_specs", "finish_marginal"]
@@ -223,6 +225,14 @@ def finish_marginal(sp: _MSpec, part: _MFeat, *, target, response, binning, para
         params=params)
 
 
+@validate_params({
+    **MODEL_CONSTRAINTS,
+    "features": NO_VALIDATION,  # check_features, against the data
+    "target": ["column", None],
+    "model": NO_VALIDATION,  # None, or resolve_predictor
+    "bins": [POSITIVE_INT],
+    "binning": [StrOptions("quantile", "uniform")],
+})
 def marginal(
     data,
     features,
@@ -266,16 +276,12 @@ def marginal(
     -------
     MarginalResult, or a dict ``{feature: MarginalResult}`` when ``features`` is a list.
     """
-    bins = check_int("bins", bins, 1)
-    check_choice("binning", binning, ("quantile", "uniform"))
     if target is None and model is None:
-        raise DataError("marginal needs target= (a column) and/or model= (a fitted model)")
+        raise InvalidParameterError("marginal needs target= (a column) and/or model= (a fitted model)")
     avail = data_columns(data, storage_options, filters)
     items, single = check_features(features, avail, allow_pairs=False)
     feats = [it[0] for it in items]
     if target is not None:
-        if not isinstance(target, str):
-            raise DataError(f"parameter target must be a column name (str); got {target!r}")
         check_columns(avail, [target], source="data (target)")
         if target in feats:
             raise DataError(f"feature {target!r} is the target")
@@ -294,7 +300,7 @@ def marginal(
         pred = resolve_predictor(model, [c for c in avail if c not in (wcol, target)], dtypes, columns=columns,
                                  response=response, target_class=target_class, engine="predict")
     elif response != "auto" or target_class is not None or columns is not None:
-        raise DataError("parameters response, target_class and columns apply only with model=")
+        raise InvalidParameterError("parameters response, target_class and columns apply only with model=")
     kinds = feature_kinds(dtypes, feats, categorical_features)
     cols = list(dict.fromkeys([*feats, *([target] if target else []), *([wcol] if wcol else []),
                                *(pred.columns if pred else [])]))

@@ -31,12 +31,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..io import DataError
+from numbers import Integral
+
+from .._validation import NO_VALIDATION, Interval, StrOptions, validate_params
+from ..io import DataError, InvalidParameterError
 from ..results import ResultMixin
-from ._common import (
-    DEFAULT_BATCH_ROWS, Plan, build_grids, check_choice, check_int, check_percentiles, data_columns, run_jobs,
-    check_grid_arg,
-)
+from ._common import Plan, build_grids, check_grid_arg, data_columns, run_jobs
+from .setup import DEFAULT_BATCH_ROWS, GRID_CONSTRAINTS, MODEL_CONSTRAINTS
 from .fpd import PDJob, PDResult, _use_tree, prepare_model_run
 
 __all__ = ["pd_variance", "PDVarianceResult", "importance_of", "interaction_of"]
@@ -107,6 +108,13 @@ class PDVarianceResult(ResultMixin):
         return plot_pd_variance(self, ax=ax, kind=kind, **kwargs)
 
 
+@validate_params({
+    **MODEL_CONSTRAINTS,
+    **GRID_CONSTRAINTS,
+    "features": NO_VALIDATION,  # names or pairs, depending on method; checked below
+    "method": [StrOptions("importance", "interaction")],
+    "grid_resolution": [Interval(Integral, 2, None, closed="left"), None],
+})
 def pd_variance(
     model,
     data,
@@ -152,12 +160,8 @@ def pd_variance(
     -------
     PDVarianceResult
     """
-    check_choice("method", method, ("importance", "interaction"))
     if grid_resolution is None:
         grid_resolution = 100 if method == "importance" else 20
-    grid_resolution = check_int("grid_resolution", grid_resolution, 2)
-    percentiles = check_percentiles(percentiles)
-    batch_rows = check_int("batch_rows", batch_rows, 1)
     avail = data_columns(data, storage_options, filters)
     # the model's columns first (features default to them)
     probe = prepare_model_run(model, data, [], columns=columns, response=response, target_class=target_class,
@@ -169,10 +173,10 @@ def pd_variance(
         items = [(f,) for f in names] if method == "importance" else list(itertools.combinations(names, 2))
     else:
         if isinstance(features, (str, tuple)) or not isinstance(features, list) or not features:
-            raise DataError(f"parameter features must be a non-empty list; got {features!r}")
+            raise InvalidParameterError(f"parameter features must be a non-empty list; got {features!r}")
         if method == "importance":
             if not all(isinstance(f, str) for f in features):
-                raise DataError("parameter features: with method='importance' every entry must be a column name")
+                raise InvalidParameterError("parameter features: with method='importance' every entry must be a column name")
             items = [(f,) for f in features]
         elif all(isinstance(f, str) for f in features):
             items = list(itertools.combinations(list(dict.fromkeys(features)), 2))
@@ -181,13 +185,13 @@ def pd_variance(
             items = [tuple(f) for f in features]
             bad = [p for p in items if p[0] == p[1]]
             if bad:
-                raise DataError(f"parameter features: a pair needs two different columns; got {bad[0]}")
+                raise InvalidParameterError(f"parameter features: a pair needs two different columns; got {bad[0]}")
         else:
-            raise DataError("parameter features: with method='interaction' give pairs (a, b) or column names")
+            raise InvalidParameterError("parameter features: with method='interaction' give pairs (a, b) or column names")
     if not items:
         raise DataError("no features to compute (an interaction needs at least two features)")
     if len(set(items)) != len(items):
-        raise DataError("parameter features lists an entry more than once")
+        raise InvalidParameterError("parameter features lists an entry more than once")
     flat = list(dict.fromkeys(f for it in items for f in it))
     from ..io import check_columns
 
