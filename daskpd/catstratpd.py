@@ -12,30 +12,16 @@ import warnings
 
 import pandas as pd
 
+from ._data.source import open_dataset
 from ._strat.categorical import CatStratPDResult, no_shared_leaf_message
 from ._strat.categorical_solve import solve_effects
 from ._strat.pipeline import run_strat
 from ._strat.trees import DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
 from ._validation import NON_NEGATIVE_INT, validate_params
 from ._errors import DataError, InvalidParameterError
-from .io import load
 from .stratpd import STRAT_CONSTRAINTS
 
 __all__ = ["catstratpd", "CatStratPDResult", "run_categorical", "solve_effects", "driver_side"]
-
-
-def _feature_dtype(data, feature, storage_options=None, filters=None):
-    """The feature's dtype without reading data (None if the column is absent)."""
-    import dask.dataframe as dd
-
-    if isinstance(data, (pd.DataFrame, dd.DataFrame)):
-        cols = data.columns
-    else:
-        data = load(data, None, storage_options=storage_options, filters=filters)
-        cols = data.columns
-    if feature not in [str(c) for c in cols]:
-        return None
-    return data.dtypes[feature]
 
 
 #: CatStratPD's own parameters (no bins: categories are their own positions)
@@ -66,11 +52,12 @@ def run_categorical(data, target: str, feature: str, *, features=None, min_sampl
     if feature == target:
         raise InvalidParameterError(f"feature {feature!r} is the target; partial dependence of a column on "
                                     "itself is meaningless")
-    dtype = _feature_dtype(data, feature, storage_options, filters)
+    ds = open_dataset(data, storage_options=storage_options, filters=filters)  # the request's one opening
+    dtype = ds.dtypes.get(feature)  # None if absent (run_strat names the missing column)
     if dtype is not None and (pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype)):
         raise DataError(f"feature {feature!r} is a datetime ({dtype}); for CatStratPD convert it to labels first "
                         "(e.g. the year, or .dt.strftime), or use daskpd.stratpd on it as a number")
-    run = run_strat(data, target, [feature], stratify_on=features, kinds={feature: "categorical"},
+    run = run_strat(ds, target, [feature], stratify_on=features, kinds={feature: "categorical"},
                     min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
                     random_state=random_state, n_trials=n_trials, nan_as_level=nan_as_level,
                     tree_method=tree_method, progress=progress, storage_options=storage_options, filters=filters,

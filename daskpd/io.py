@@ -120,6 +120,10 @@ def load(
     """Return a dask DataFrame of ``data`` restricted to ``columns`` (all if None)."""
     import dask.dataframe as dd
 
+    from ._data.source import Dataset
+
+    if isinstance(data, Dataset):  # a request's opened input: never read again
+        data = data.frame
     if columns is not None:
         columns = list(dict.fromkeys(columns))  # ordered, unique
     if isinstance(data, pd.DataFrame):

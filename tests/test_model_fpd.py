@@ -366,7 +366,7 @@ def test_bad_models_and_methods(models, reg_data):
 
 @pytest.mark.parametrize("dist", ["uniform", "lognormal_spike"])
 def test_order_statistics_by_histogram_refinement_are_exact(dist):
-    from daskpd.model._common import order_statistics, summarize
+    from daskpd._engine.stats import order_statistics, summarize
 
     rng = np.random.default_rng(8)
     n = 30_000

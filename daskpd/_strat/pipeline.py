@@ -14,7 +14,6 @@ recomputed from lineage.
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -23,6 +22,8 @@ import numpy as np
 import pandas as pd
 
 from .._data.encode import FeatureEncoder, KeyCoder, as_float, column_kinds
+from .._data.kinds import datetime_message
+from .._data.source import source_label
 from .._engine import memory, scheduler
 from .._engine.hashing import Sample, SampleJob
 from .._engine.plan import Kept, build_pass, run_pass
@@ -57,7 +58,7 @@ def resolve_columns(data, target: str, features: Sequence[str] | None, storage_o
     """The lazily-opened dataset (all columns) and the feature list (default: all but target)."""
     ddf = load(data, None, storage_options=storage_options, filters=filters)
     cols = [str(c) for c in ddf.columns]
-    source = repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data"
+    source = source_label(data)
     if not isinstance(target, str):
         raise DataError(f"target must be a column name (str); got {target!r}")
     check_columns(cols, [target], source=source)
@@ -204,7 +205,7 @@ def run_strat(
     strat_cols = [c for c in strat_cols if c != target]
     columns = list(dict.fromkeys([target, *features, *strat_cols]))
     check_columns(ddf_all.columns, features,
-                  source=repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data")
+                  source=source_label(data))
     ddf = load(ddf_all, columns)
     dkinds = column_kinds(ddf.dtypes)
     if dkinds[target] != "numeric":
@@ -216,8 +217,7 @@ def run_strat(
                 f"feature {f!r} is categorical (dtype {ddf.dtypes[f]}); StratPD needs a numeric feature. "
                 f"Use daskpd.catstratpd(data, {target!r}, {f!r}) for categorical features.")
         if kinds[f] == "datetime":
-            raise DataError(f"feature {f!r} is a datetime ({ddf.dtypes[f]}); convert it to a number first "
-                            "(e.g. days since an epoch, or the year)")
+            raise DataError(datetime_message(f, ddf.dtypes[f]))
     dtypes = {f: ddf.dtypes[f] for f in features} if dtypes is None else dtypes
 
     # pass 1: the sample, the row count, the features' distinct values

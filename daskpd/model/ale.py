@@ -38,11 +38,10 @@ import pandas as pd
 from .._validation import NO_VALIDATION, POSITIVE_INT, validate_params
 from ..io import DataError, InvalidParameterError, as_float
 from ..results import ResultMixin
-from ._common import (
-    Plan, check_features, data_columns, order_statistics, run_jobs, summarize, type1_ranks, type7_ranks,
-)
-from .setup import DEFAULT_BATCH_ROWS, MODEL_CONSTRAINTS
-from .fpd import prepare_model_run
+from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
+from .passes import Plan, run_jobs
+from .predictor import DEFAULT_BATCH_ROWS
+from .setup import MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
 
 __all__ = ["ale", "ALEResult", "ALEJob", "ale_specs", "finish_ale", "order_levels"]
 
@@ -189,7 +188,7 @@ class _ALEPartial:
         return cls({f: _ALEFeaturePartial.merge([p.feats[f] for p in parts]) for f in parts[0].feats})
 
 
-def _level_codes(s: pd.Series, levels: np.ndarray) -> np.ndarray:
+def level_codes(s: pd.Series, levels: np.ndarray) -> np.ndarray:
     idx = pd.Index(pd.Series(levels, dtype=object))
     vals = s.astype(object) if isinstance(s.dtype, pd.CategoricalDtype) else s
     codes = idx.get_indexer(pd.Index(vals.to_numpy(dtype=object)))
@@ -224,7 +223,7 @@ class ALEJob:
             else:
                 levels = sp.values
                 K = len(levels)
-                codes = _level_codes(s, levels)
+                codes = level_codes(s, levels)
                 miss = s.isna().to_numpy()
                 rows = np.flatnonzero(codes >= 0)
                 k = codes[rows]
@@ -278,7 +277,7 @@ class OrderJob:
 
     def map(self, ctx):
         df = ctx.df
-        codes = _level_codes(df[self.feature], self.levels)
+        codes = level_codes(df[self.feature], self.levels)
         ok = codes >= 0
         L = len(self.levels)
         ecdf, tot, cross = {}, {}, {}
@@ -537,10 +536,10 @@ def ale(
     -------
     ALEResult, or a dict ``{feature: ALEResult}`` when ``features`` is a list.
     """
-    avail = data_columns(data, storage_options, filters)
-    items, single = check_features(features, avail, allow_pairs=False)
+    ds = open_model_data(data, storage_options, filters)  # the request's one opening
+    items, single = check_features(features, ds, allow_pairs=False)
     feats = [it[0] for it in items]
-    run = prepare_model_run(model, data, feats, columns=columns, response=response, target_class=target_class,
+    run = prepare_model_run(model, ds, feats, columns=columns, response=response, target_class=target_class,
                             engine="predict", sample_weight=sample_weight, categorical_features=categorical_features,
                             storage_options=storage_options, filters=filters)
     order = check_order(order, feats, run.kinds)

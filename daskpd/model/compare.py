@@ -24,12 +24,15 @@ import pandas as pd
 from numbers import Integral
 
 from .._validation import NO_VALIDATION, POSITIVE_INT, Interval, Percentiles, validate_params
-from ..io import DataError, InvalidParameterError, check_columns, kind_of
+from ..io import DataError, InvalidParameterError, kind_of
 from ..results import ResultMixin
-from ._common import Plan, data_columns, mquantile_ranks, pd_grid, run_jobs, summarize
-from .setup import DEFAULT_BATCH_ROWS, MODEL_CONSTRAINTS
+from .._engine.stats import mquantile_ranks, summarize
+from .grids import pd_grid
+from .passes import Plan, run_jobs
+from .predictor import DEFAULT_BATCH_ROWS
+from .setup import MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 from .ale import ALEJob, ale_specs, finish_ale
-from .fpd import PDJob, PDResult, _use_tree, prepare_model_run
+from .fpd import PDJob, PDResult, use_tree
 from .marginal import MarginalJob, finish_marginal, marginal_ranks, marginal_spec
 
 __all__ = ["compare", "ComparisonResult", "align_curves"]
@@ -180,10 +183,10 @@ def compare(
     -------
     ComparisonResult
     """
-    avail = data_columns(data, storage_options, filters)
-    check_columns(avail, [feature], source="data")
+    ds = open_model_data(data, storage_options, filters)  # the request's one opening
+    ds.check([feature])
     if target is not None:
-        check_columns(avail, [target], source="data (target)")
+        ds.check([target], "target")
         if target == feature:
             raise DataError(f"feature {feature!r} is the target")
     if stratpd is True and target is None:
@@ -194,7 +197,7 @@ def compare(
     if stratpd not in (None, True, False):
         ext_sp = _curve_of(stratpd, "stratpd")
 
-    run = prepare_model_run(model, data, [feature], columns=columns, response=response, target_class=target_class,
+    run = prepare_model_run(model, ds, [feature], columns=columns, response=response, target_class=target_class,
                             engine="auto", sample_weight=sample_weight, extra_columns=[target] if target else [],
                             storage_options=storage_options, filters=filters)
     if run.kinds[feature] != "numeric":
@@ -229,7 +232,7 @@ def compare(
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "bins": bins,
               "sample_weight": run.weight, "model": pred.describe()}
     fpd = PDResult(features=(feature,), grid_values=[grid], average=pdp.sums[0] / pdp.wsum, kinds=("numeric",),
-                   method="brute", engine="tree" if _use_tree(pred, (feature,), run.kinds) else "predict",
+                   method="brute", engine="tree" if use_tree(pred, (feature,), run.kinds) else "predict",
                    response=pred.response, target_class=pred.target_class, n_rows=pdp.n_rows,
                    weight_sum=pdp.wsum, params=params)
     ale_res = finish_ale(specs[0], alep.feats[feature], pred, params)
@@ -242,7 +245,8 @@ def compare(
     elif stratpd is True or (stratpd is None and target is not None):
         import daskpd
 
-        sp = daskpd.stratpd(data, target, feature, progress=progress, storage_options=storage_options,
+        sp = daskpd.stratpd(ds.frame, target, feature,  # the frame opened above: no second read
+                            progress=progress, storage_options=storage_options,
                             filters=filters, **(stratpd_kwargs or {}))
         out_curves["StratPD"] = (np.asarray(sp.x), np.asarray(sp.pd))
         results["StratPD"] = sp

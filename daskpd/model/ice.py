@@ -26,11 +26,13 @@ import pandas as pd
 
 from .._engine.hashing import row_hash
 from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, validate_params
-from ..io import DataError, InvalidParameterError, as_float, check_columns
+from ..io import DataError, InvalidParameterError, as_float
 from ..results import ResultMixin
-from ._common import Plan, build_grids, check_grid_arg, data_columns, run_jobs
-from .setup import DEFAULT_BATCH_ROWS, GRID_CONSTRAINTS, MODEL_CONSTRAINTS
-from .fpd import _use_tree, curves_matrix, prepare_model_run, row_chunk
+from .fpd import curves_matrix, row_chunk, use_tree
+from .grids import build_grids, check_grid_arg
+from .passes import Plan, run_jobs
+from .predictor import DEFAULT_BATCH_ROWS
+from .setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 
 __all__ = ["ice", "ICEResult", "ICEJob", "PART_COLUMN"]
 
@@ -314,17 +316,17 @@ def ice(
     -------
     ICEResult
     """
-    avail = data_columns(data, storage_options, filters)
-    check_columns(avail, [feature], source="data")
+    ds = open_model_data(data, storage_options, filters)  # the request's one opening
+    ds.check([feature])
     id_columns = id_columns or []
-    check_columns(avail, id_columns, source="data (id_columns)")
+    ds.check(id_columns, "id_columns")
     if id_columns and path is None:
         raise InvalidParameterError("ice: parameter id_columns is only used with path= (the written ICE table)")
     bad = [c for c in id_columns if c in ("partition", "row", feature) or c.startswith("ice_")]
     if bad:
         raise InvalidParameterError(f"ice: parameter id_columns: {bad} clash with the ICE table's own columns")
     grid = check_grid_arg(grid, [feature])
-    run = prepare_model_run(model, data, [feature], columns=columns, response=response, target_class=target_class,
+    run = prepare_model_run(model, ds, [feature], columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             extra_columns=id_columns, storage_options=storage_options, filters=filters)
     grids = build_grids(run.ddf, [feature], run.kinds, grid_resolution=grid_resolution, percentiles=percentiles,
@@ -361,7 +363,7 @@ def ice(
               "custom_grid": bool(grid), "id_columns": id_columns}
     res = ICEResult(feature=feature, kind=run.kinds[feature], grid=g, pd=pdv, lines=lines, line_x=xs,
                     line_index=index, centered=bool(centered),
-                    engine="tree" if _use_tree(pred, (feature,), run.kinds) else "predict",
+                    engine="tree" if use_tree(pred, (feature,), run.kinds) else "predict",
                     response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
                     weight_sum=part.wsum, path=path, params=params)
     if path is not None:

@@ -1,5 +1,5 @@
 """PD variance: feature importance and interaction from partial dependence
-(Greenwell, Boehmke & McCarthy 2018; seed 002).
+(Greenwell, Boehmke & McCarthy 2018).
 
 Importance of feature ``x_1`` with 1-way PD values ``f_1(x_11) .. f_1(x_1k)`` on its grid::
 
@@ -16,7 +16,7 @@ is their mean::
 
 (For numeric pairs this is exactly alibi's ``PartialDependenceVariance``; for a
 categorical conditioning feature alibi takes range/4 in the outer step too, we follow
-seed 002's text, which takes the standard deviation.)
+Greenwell et al.'s text, which takes the standard deviation.)
 
 All 1-way or 2-way PDs are computed in ONE pass (brute force, over all rows).  The
 default grid spans the full range (``percentiles=(0, 1)``), so that a linear model
@@ -36,9 +36,11 @@ from numbers import Integral
 from .._validation import NO_VALIDATION, Interval, StrOptions, validate_params
 from ..io import DataError, InvalidParameterError
 from ..results import ResultMixin
-from ._common import Plan, build_grids, check_grid_arg, data_columns, run_jobs
-from .setup import DEFAULT_BATCH_ROWS, GRID_CONSTRAINTS, MODEL_CONSTRAINTS
-from .fpd import PDJob, PDResult, _use_tree, prepare_model_run
+from .fpd import PDJob, PDResult, use_tree
+from .grids import build_grids, check_grid_arg
+from .passes import Plan, run_jobs
+from .predictor import DEFAULT_BATCH_ROWS
+from .setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 
 __all__ = ["pd_variance", "PDVarianceResult", "importance_of", "interaction_of"]
 
@@ -162,9 +164,9 @@ def pd_variance(
     """
     if grid_resolution is None:
         grid_resolution = 100 if method == "importance" else 20
-    avail = data_columns(data, storage_options, filters)
+    ds = open_model_data(data, storage_options, filters)  # the request's one opening
     # the model's columns first (features default to them)
-    probe = prepare_model_run(model, data, [], columns=columns, response=response, target_class=target_class,
+    probe = prepare_model_run(model, ds, [], columns=columns, response=response, target_class=target_class,
                               engine=engine, sample_weight=sample_weight, categorical_features=None,
                               storage_options=storage_options, filters=filters)
     model_cols = probe.predictor.columns
@@ -193,11 +195,9 @@ def pd_variance(
     if len(set(items)) != len(items):
         raise InvalidParameterError("parameter features lists an entry more than once")
     flat = list(dict.fromkeys(f for it in items for f in it))
-    from ..io import check_columns
-
-    check_columns(avail, flat, source="data")
+    ds.check(flat)
     grid = check_grid_arg(grid, flat)
-    run = prepare_model_run(model, data, flat, columns=columns, response=response, target_class=target_class,
+    run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             storage_options=storage_options, filters=filters)
     grids = build_grids(run.ddf, flat, run.kinds, grid_resolution=grid_resolution, percentiles=percentiles,
@@ -219,7 +219,7 @@ def pd_variance(
         pds[it if len(it) == 2 else it[0]] = PDResult(
             features=it, grid_values=gs, average=(s / part.wsum).reshape([len(g) for g in gs]),
             kinds=tuple(run.kinds[f] for f in it), method="brute",
-            engine="tree" if _use_tree(pred, it, run.kinds) else "predict", response=pred.response,
+            engine="tree" if use_tree(pred, it, run.kinds) else "predict", response=pred.response,
             target_class=pred.target_class, n_rows=part.n_rows, weight_sum=part.wsum, params=params)
     if method == "importance":
         feats = [it[0] for it in items]
