@@ -27,7 +27,8 @@ _API = {
     "marginal": "daskpd.model.marginal",
     "pd_variance": "daskpd.model.variance",
     "compare": "daskpd.model.compare",
-    "DataError": "daskpd.io",
+    "DataError": "daskpd._errors",
+    "InvalidParameterError": "daskpd._errors",
 }
 
 __all__ = sorted(_API)

@@ -10,36 +10,28 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
 import pandas as pd
 
+from ._data.source import open_dataset
 from ._strat.categorical import CatStratPDResult, no_shared_leaf_message
 from ._strat.categorical_solve import solve_effects
 from ._strat.pipeline import run_strat
 from ._strat.trees import DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
-from .io import DataError, load
+from ._validation import NON_NEGATIVE_INT, validate_params
+from ._errors import DataError, InvalidParameterError
+from .stratpd import STRAT_CONSTRAINTS
 
 __all__ = ["catstratpd", "CatStratPDResult", "run_categorical", "solve_effects", "driver_side"]
 
 
-def _feature_dtype(data, feature, storage_options=None, filters=None):
-    """The feature's dtype without reading data (None if the column is absent)."""
-    import dask.dataframe as dd
-
-    if isinstance(data, (pd.DataFrame, dd.DataFrame)):
-        cols = data.columns
-    else:
-        data = load(data, None, storage_options=storage_options, filters=filters)
-        cols = data.columns
-    if feature not in [str(c) for c in cols]:
-        return None
-    return data.dtypes[feature]
-
-
-def _check_bool(name, value):
-    if not isinstance(value, (bool, np.bool_)):
-        raise DataError(f"parameter {name} must be True or False; got {value!r}")
-    return bool(value)
+#: CatStratPD's own parameters (no bins: categories are their own positions)
+_CAT_CONSTRAINTS = {
+    **{k: v for k, v in STRAT_CONSTRAINTS.items() if k != "max_bins"},
+    "feature": ["column"],
+    "n_trials": [NON_NEGATIVE_INT],
+    "nan_as_level": ["boolean"],
+    "centered": ["boolean"],
+}
 
 
 def driver_side(res: CatStratPDResult) -> CatStratPDResult:
@@ -50,22 +42,22 @@ def driver_side(res: CatStratPDResult) -> CatStratPDResult:
     return res
 
 
+@validate_params(_CAT_CONSTRAINTS)
 def run_categorical(data, target: str, feature: str, *, features=None, min_samples_leaf: int = 5,
                     sample_size: int = DEFAULT_SAMPLE_SIZE, random_state: int = 0, n_trials: int = 0,
                     nan_as_level: bool = False, tree_method: str = DEFAULT_TREE_METHOD, progress=None,
                     storage_options=None, filters=None, centered: bool = False):
     """Validate and run the shared pipeline for one categorical feature; returns (run,
     dtype), the result (with ``centered``) in ``run.results[feature]``."""
-    if not isinstance(feature, str):
-        raise DataError(f"feature must be a column name (str); got {feature!r}")
     if feature == target:
-        raise DataError(f"feature {feature!r} is the target; partial dependence of a column on itself is meaningless")
-    nan_as_level = _check_bool("nan_as_level", nan_as_level)
-    dtype = _feature_dtype(data, feature, storage_options, filters)
+        raise InvalidParameterError(f"feature {feature!r} is the target; partial dependence of a column on "
+                                    "itself is meaningless")
+    ds = open_dataset(data, storage_options=storage_options, filters=filters)  # the request's one opening
+    dtype = ds.dtypes.get(feature)  # None if absent (run_strat names the missing column)
     if dtype is not None and (pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype)):
         raise DataError(f"feature {feature!r} is a datetime ({dtype}); for CatStratPD convert it to labels first "
                         "(e.g. the year, or .dt.strftime), or use daskpd.stratpd on it as a number")
-    run = run_strat(data, target, [feature], stratify_on=features, kinds={feature: "categorical"},
+    run = run_strat(ds, target, [feature], stratify_on=features, kinds={feature: "categorical"},
                     min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
                     random_state=random_state, n_trials=n_trials, nan_as_level=nan_as_level,
                     tree_method=tree_method, progress=progress, storage_options=storage_options, filters=filters,
@@ -73,6 +65,7 @@ def run_categorical(data, target: str, feature: str, *, features=None, min_sampl
     return run, dtype
 
 
+@validate_params(_CAT_CONSTRAINTS)
 def catstratpd(
     data,
     target: str,
@@ -120,7 +113,7 @@ def catstratpd(
     tree_method : {"hist", "exact"}, default "hist"
         How the stratifying tree is grown.  "hist": daskpd's histogram tree (columns
         cut into at most 1023 bins on the sample -- exact for columns with at most 1023
-        distinct values -- and grown to full size; about 4x faster to fit).  "exact":
+        distinct values -- and grown to full size; faster to fit, see docs/benchmarks.md).  "exact":
         scikit-learn's ``DecisionTreeRegressor`` (exact thresholds, as stratx).
     random_state : int, default 0
         Seeds the sample, the tree and the bootstrap weights.
@@ -135,9 +128,9 @@ def catstratpd(
         ``to_frame()`` has columns ``feature, category, pd, count, count_used, leaves,
         group, marginal_mean`` (and ``pd_std`` with trials).
     """
-    centered = _check_bool("centered", centered)
-    run, dtype = run_categorical(data, target, feature, features=features, min_samples_leaf=min_samples_leaf,
-                                 sample_size=sample_size, random_state=random_state, n_trials=n_trials,
-                                 nan_as_level=nan_as_level, tree_method=tree_method, progress=progress,
-                                 storage_options=storage_options, filters=filters, centered=centered)
+    # the parameters are validated (and normalised) already: the undecorated runner
+    run, dtype = run_categorical.__wrapped__(
+        data, target, feature, features=features, min_samples_leaf=min_samples_leaf, sample_size=sample_size,
+        random_state=random_state, n_trials=n_trials, nan_as_level=nan_as_level, tree_method=tree_method,
+        progress=progress, storage_options=storage_options, filters=filters, centered=centered)
     return driver_side(run.results[feature])

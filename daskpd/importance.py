@@ -31,19 +31,21 @@ unnormalised values, in units of the target, are kept as ``*_raw`` columns.
 """
 from __future__ import annotations
 
-import numbers
 import time
 import warnings
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from ._strat.pipeline import check_int, resolve_columns, run_strat
+from ._strat.pipeline import resolve_columns, run_strat
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
-from .io import DataError, column_kinds
+from ._validation import POSITIVE_INT, ColumnNames, Interval, StrOptions, validate_params
+from .io import DataError, InvalidParameterError, column_kinds
 from .results import ResultMixin
+from .stratpd import STRAT_CONSTRAINTS
 
 __all__ = [
     "importances",
@@ -59,7 +61,6 @@ MEASURES = ("importance", "impact", "pd_variance")
 #: passes over the data made by one request (sample + the single aggregation scan)
 PASSES_PER_REQUEST = 2
 
-_SORT_KEYS = MEASURES
 
 
 # ---------------------------------------------------------------------------------
@@ -244,27 +245,26 @@ class ImportanceResult(ResultMixin):
 # the public functions
 
 
-def _check_bool(name, value):
-    if not isinstance(value, (bool, np.bool_)):
-        raise DataError(f"parameter {name} must be True or False; got {value!r}")
-    return bool(value)
+#: the parameters of :func:`strat_curves_and_importances` (and of :func:`importances`)
+IMPORTANCE_CONSTRAINTS = {
+    **STRAT_CONSTRAINTS,
+    "categorical": [ColumnNames(allow_single=True), None],
+    "stratify_on": [ColumnNames(allow_single=True), None],
+    "n_trials": [POSITIVE_INT],
+    "bootstrap": ["boolean"],
+    "subsample_size": [Interval(Real, 0, 1, closed="neither")],
+    "normalize": ["boolean"],
+    "sort_by": [StrOptions(*MEASURES)],
+    "cat_min_samples_leaf": [POSITIVE_INT],
+    "min_slopes_per_x": [POSITIVE_INT],
+    "nan_as_level": ["boolean"],
+    "pvalues": ["boolean"],
+    "pvalues_n_trials": [POSITIVE_INT],
+    "pvalues_sample_size": [Interval(Integral, 2, None, closed="left")],
+}
 
 
-def _names(name, value) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    try:
-        out = list(value)
-    except TypeError:
-        raise DataError(f"parameter {name} must be a column name or a list of column names; got {value!r}") from None
-    for v in out:
-        if not isinstance(v, str):
-            raise DataError(f"parameter {name} must hold column names (str); got {v!r}")
-    return out
-
-
+@validate_params(IMPORTANCE_CONSTRAINTS)
 def strat_curves_and_importances(
     data,
     target: str,
@@ -342,37 +342,20 @@ def strat_curves_and_importances(
     -------
     ImportanceResult
     """
-    n_trials = check_int("n_trials", n_trials, 1)
-    bootstrap = _check_bool("bootstrap", bootstrap)
-    normalize = _check_bool("normalize", normalize)
-    pvalues = _check_bool("pvalues", pvalues)
-    nan_as_level = _check_bool("nan_as_level", nan_as_level)
-    min_samples_leaf = check_int("min_samples_leaf", min_samples_leaf, 1)
-    cat_min_samples_leaf = check_int("cat_min_samples_leaf", cat_min_samples_leaf, 1)
-    min_slopes_per_x = check_int("min_slopes_per_x", min_slopes_per_x, 1)
-    pvalues_n_trials = check_int("pvalues_n_trials", pvalues_n_trials, 1)
-    pvalues_sample_size = check_int("pvalues_sample_size", pvalues_sample_size, 2)
-    if sort_by not in _SORT_KEYS:
-        raise DataError(f"parameter sort_by must be one of {', '.join(_SORT_KEYS)}; got {sort_by!r}")
-    if bootstrap:
-        trial_fraction = None
-    else:
-        if (isinstance(subsample_size, bool) or not isinstance(subsample_size, numbers.Real)
-                or not 0 < subsample_size < 1):
-            raise DataError(f"parameter subsample_size must be a fraction in (0, 1); got {subsample_size!r}")
-        trial_fraction = float(subsample_size)
+    trial_fraction = None if bootstrap else subsample_size
 
     # columns and kinds
     ddf_all, feats = resolve_columns(data, target, features, storage_options, filters)
     dkinds = column_kinds(ddf_all.dtypes)
-    declared = _names("categorical", categorical)
+    declared = categorical or []
     missing = [c for c in declared if c not in dkinds]
     if missing:
-        raise DataError(f"parameter categorical names column{'s' if len(missing) > 1 else ''} "
+        raise InvalidParameterError(f"parameter categorical names column{'s' if len(missing) > 1 else ''} "
                         f"{', '.join(map(repr, missing))} not found in the data; available: "
                         f"{', '.join(map(str, dkinds))}")
     if target in declared:
-        raise DataError(f"parameter categorical names the target {target!r}; the target must be numeric")
+        raise InvalidParameterError(f"parameter categorical names the target {target!r}; the target must be "
+                                    "numeric")
     if features is None:
         dates = [f for f in feats if dkinds[f] == "datetime" and f not in declared]
         if dates:
@@ -495,7 +478,8 @@ def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=D
     return pv, null_df
 
 
-def importances(data, target: str, *, features=None, categorical=None, n_trials: int = 1, **kwargs) -> pd.DataFrame:
+@validate_params(IMPORTANCE_CONSTRAINTS, signature_of=strat_curves_and_importances)
+def importances(data, target, **kwargs) -> pd.DataFrame:
     """Importance and impact of every feature, one scan of the data (a DataFrame).
 
     Returns :attr:`ImportanceResult.table` of :func:`strat_curves_and_importances`
@@ -508,5 +492,4 @@ def importances(data, target: str, *, features=None, categorical=None, n_trials:
     the rows at each position; categorical curves are mean-centred first;
     pd_variance = Greenwell et al.'s SD (ddof=1, numeric) or range / 4 (categorical).
     """
-    return strat_curves_and_importances(data, target, features=features, categorical=categorical,
-                                        n_trials=n_trials, **kwargs).table
+    return strat_curves_and_importances.__wrapped__(data, target, **kwargs).table  # validated above

@@ -23,8 +23,11 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from ._errors import DataError, InvalidParameterError  # their one home; re-exported here
+
 __all__ = [
     "DataError",
+    "InvalidParameterError",
     "load",
     "column_kinds",
     "check_columns",
@@ -33,10 +36,6 @@ __all__ = [
 
 #: rows per partition when a pandas DataFrame is handed in
 CHUNK_ROWS = 1_000_000
-
-
-class DataError(ValueError):
-    """Bad input data or parameter: the message names the column, file or parameter."""
 
 
 def _short_list(names: Iterable, limit: int = 20) -> str:
@@ -121,6 +120,10 @@ def load(
     """Return a dask DataFrame of ``data`` restricted to ``columns`` (all if None)."""
     import dask.dataframe as dd
 
+    from ._data.source import Dataset
+
+    if isinstance(data, Dataset):  # a request's opened input: never read again
+        data = data.frame
     if columns is not None:
         columns = list(dict.fromkeys(columns))  # ordered, unique
     if isinstance(data, pd.DataFrame):

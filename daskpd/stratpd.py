@@ -7,15 +7,36 @@ The pipeline (sample, trees, one scan, curves finished next to the data) is
 from __future__ import annotations
 
 import warnings
+from numbers import Integral
 
 from ._strat.numeric import empty_curve_message
-from ._strat.pipeline import check_int, run_strat
-from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
-from .io import DataError
+from ._strat.pipeline import run_strat
+from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, TREE_METHODS
+from ._validation import (IO_CONSTRAINTS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, Interval,
+                          StrOptions, validate_params)
 from .results import StratPDResult
 
-__all__ = ["stratpd", "driver_side"]
+__all__ = ["stratpd", "driver_side", "STRAT_CONSTRAINTS"]
 
+#: the stratifying tree and its sample: constraints shared by stratpd, catstratpd and importances
+STRAT_CONSTRAINTS = {
+    "data": NO_VALIDATION,
+    "target": ["column"],
+    "features": [ColumnNames(allow_single=True), None],
+    "min_samples_leaf": [POSITIVE_INT],
+    "sample_size": [Interval(Integral, 2, None, closed="left")],
+    "max_bins": [Interval(Integral, 2, None, closed="left"), None],
+    "tree_method": [StrOptions(*TREE_METHODS)],
+    "random_state": [NON_NEGATIVE_INT],
+    **IO_CONSTRAINTS,
+}
+
+
+@validate_params({
+    **STRAT_CONSTRAINTS,
+    "feature": ["column"],
+    "min_slopes_per_x": [POSITIVE_INT],
+})
 
 def stratpd(
     data,
@@ -62,7 +83,7 @@ def stratpd(
     tree_method : {"hist", "exact"}, default "hist"
         How the stratifying tree is grown.  "hist": daskpd's histogram tree (columns
         cut into at most 1023 bins on the sample -- exact for columns with at most 1023
-        distinct values -- and grown to full size; about 4x faster to fit).  "exact":
+        distinct values -- and grown to full size; faster to fit, see docs/benchmarks.md).  "exact":
         scikit-learn's ``DecisionTreeRegressor`` (exact thresholds, as stratx).
     random_state : int, default 0
         Seeds the sample, the tree and the plotted segment sample.
@@ -75,9 +96,6 @@ def stratpd(
     -------
     StratPDResult
     """
-    min_slopes_per_x = check_int("min_slopes_per_x", min_slopes_per_x, 1)
-    if not isinstance(feature, str):
-        raise DataError(f"feature must be a column name (str); got {feature!r}")
     run = run_strat(data, target, [feature], stratify_on=features, expect_kind="numeric",
                     min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
                     tree_method=tree_method, random_state=random_state, progress=progress,

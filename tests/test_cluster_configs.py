@@ -873,13 +873,11 @@ def test_local_cluster_start_failure_cleans_up(tmp_path):
                          DASKPD_NTHREADS=1, DASKPD_MEMORY_LIMIT="1GiB", DASKPD_START_TIMEOUT=45,
                          DASKPD_TEST_MARKER=(marker := new_marker()))
         try:
-            started = time.monotonic()
             res = run([START, "1"], env=env, timeout=90)
-            elapsed = time.monotonic() - started
             assert res.returncode != 0
             assert res.stdout == ""                       # no address printed
+            # noticed as an exit, not waited out (the start-up timeout has its own message)
             assert "exited during start-up" in res.stderr, res.stderr
-            assert elapsed < 40, f"took {elapsed:.0f}s: the dead scheduler was not noticed"
             leftover = still_running(processes_with_marker(marker))
             assert not leftover, [p.cmdline() for p in leftover]
             assert not list(run_dir.glob("*.pid"))

@@ -463,11 +463,9 @@ def test_run_slurm_sigterm_cancels_the_worker_jobs(slurm, dask_jobqueue, tmp_pat
         while not (worker_out.exists() and "Registered to:" in worker_out.read_text()):
             assert time.monotonic() < deadline, "the worker did not register:\n" + log.read_text()[-3000:]
             time.sleep(0.5)
-        t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(60)
-        wait_no_jobs_named(name, timeout=30)
-        elapsed = time.monotonic() - t0
+        wait_no_jobs_named(name, timeout=30)  # the worker job is gone (cancelled), not left running
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -479,5 +477,4 @@ def test_run_slurm_sigterm_cancels_the_worker_jobs(slurm, dask_jobqueue, tmp_pat
     assert "cancelling the SLURM jobs" in text, text[-3000:]
     info = job_info(job_id)
     assert info is None or info["JobState"] == "CANCELLED", info
-    assert elapsed < 45, f"the worker job outlived run_slurm.py by {elapsed:.0f}s"
     assert not (tmp_path / "out" / "slurm-smoke").exists()

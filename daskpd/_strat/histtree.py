@@ -2,11 +2,10 @@
 
 StratPD needs, per feature x, a partition of the rows into leaves of a regression tree
 of y on every other feature; it never predicts with the tree.  scikit-learn's
-``DecisionTreeRegressor`` (exact splits: a sort per node and feature) costs ~0.5 s on
-1e5 rows x 9 columns, which made ten such fits ~85% of ``importances`` on 1e5 rows.
-``HistGradientBoostingRegressor(max_iter=1)`` grows a histogram tree, but not much
-faster (0.30 s: its grower is Python per node) and its leaf ids are not public API.
-So this module grows the same kind of tree LightGBM and scikit-learn's HGB grow, with
+``DecisionTreeRegressor`` (exact splits: a sort per node and feature) dominated
+``importances`` (one fit per feature); ``HistGradientBoostingRegressor(max_iter=1)``
+grows a histogram tree, but its grower is Python per node and its leaf ids are not
+public API.  So this module grows the same kind of tree LightGBM and scikit-learn's HGB grow, with
 the one thing StratPD needs -- ``apply`` -- in numba:
 
 * each input column is cut into at most 1023 bins on the fitting sample (all distinct
@@ -23,9 +22,9 @@ the one thing StratPD needs -- ``apply`` -- in numba:
   binning and puts every fitting row in the leaf it was fitted in.
 
 Cost: O(rows x columns x depth) byte reads for the histograms plus O(occupied bins)
-per node and column for the scans.  ``benchmarks/bench_tree.py``, 1e5 rows x 9 columns,
-one thread: 0.11 s (0.06 s to grow on already-binned columns) against 0.50 s for the
-exact tree, with 1.2% more within-leaf squared error.
+per node and column for the scans.  Measured against the exact tree (time and
+within-leaf squared error) by ``benchmarks/bench_tree.py``; the figures are in
+docs/benchmarks.md.
 """
 from __future__ import annotations
 
@@ -316,8 +315,8 @@ def _apply(X, thr, meta, leaf_map):
     the left child + 1.
 
     Rows descend in blocks of 8, one level at a time and without branching on the
-    comparison, so that the 8 independent descents overlap (2.3x faster than one row at
-    a time); nodes are two flat arrays (16 bytes a node), which keeps more of the tree
+    comparison, so that the 8 independent descents overlap (faster than one row at a
+    time); nodes are two flat arrays (16 bytes a node), which keeps more of the tree
     in cache than one (threshold, column, child) row of floats.
     """
     n = X.shape[0]

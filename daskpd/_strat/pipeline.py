@@ -14,8 +14,6 @@ recomputed from lineage.
 """
 from __future__ import annotations
 
-import numbers
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -24,14 +22,16 @@ import numpy as np
 import pandas as pd
 
 from .._data.encode import FeatureEncoder, KeyCoder, as_float, column_kinds
+from .._data.kinds import datetime_message
+from .._data.source import source_label
 from .._engine import memory, scheduler
 from .._engine.hashing import Sample, SampleJob
 from .._engine.plan import Kept, build_pass, run_pass
 from ..io import DataError, check_columns, load
 from .scan import MAP_GROUP_CELLS_PER_ROW, FeatureScan, StratScan, leaf_numbering
-from .trees import DEFAULT_TREE_METHOD, TREE_METHODS, bin_edges, bin_sample, fit_tree
+from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_tree
 
-__all__ = ["StratRun", "run_strat", "check_int", "resolve_columns", "NUMERIC_VALUES_CAP", "CATEGORY_LEVELS_CAP"]
+__all__ = ["StratRun", "run_strat", "resolve_columns", "NUMERIC_VALUES_CAP", "CATEGORY_LEVELS_CAP"]
 
 #: a numeric feature keeps its exact values only if it has at most this many in the data
 NUMERIC_VALUES_CAP = 1 << 16
@@ -54,19 +54,11 @@ class StratRun:
         return len(self.sample)
 
 
-def check_int(name: str, value, minimum: int, allow_none: bool = False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise DataError(f"parameter {name} must be an integer >= {minimum}; got {value!r}")
-    return int(value)
-
-
 def resolve_columns(data, target: str, features: Sequence[str] | None, storage_options=None, filters=None):
     """The lazily-opened dataset (all columns) and the feature list (default: all but target)."""
     ddf = load(data, None, storage_options=storage_options, filters=filters)
     cols = [str(c) for c in ddf.columns]
-    source = repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data"
+    source = source_label(data)
     if not isinstance(target, str):
         raise DataError(f"target must be a column name (str); got {target!r}")
     check_columns(cols, [target], source=source)
@@ -202,18 +194,8 @@ def run_strat(
     :func:`daskpd._strat.numeric.curve_from_sums` / ``categorical.effects_from_states``
     (``min_slopes_per_x``, ``centered``, ``n_segments``, ``solver``).
     """
-    min_samples_leaf = check_int("min_samples_leaf", min_samples_leaf, 1)
-    sample_size = check_int("sample_size", sample_size, 2)
-    max_bins = check_int("max_bins", max_bins, 2, allow_none=True)
-    random_state = check_int("random_state", random_state, 0)
-    n_trials = check_int("n_trials", n_trials, 0)
-    min_samples_leaf_for = {str(f): check_int(f"min_samples_leaf for {f!r}", v, 1)
-                            for f, v in (min_samples_leaf_for or {}).items()}
-    if trial_fraction is not None and not (isinstance(trial_fraction, (int, float)) and 0 < trial_fraction < 1):
-        raise DataError(f"parameter trial_fraction must be a number in (0, 1) or None; got {trial_fraction!r}")
-    if tree_method not in TREE_METHODS:
-        raise DataError(f"parameter tree_method must be one of {', '.join(map(repr, TREE_METHODS))}; "
-                        f"got {tree_method!r}")
+    # The parameters were validated by the public function (daskpd._validation).
+    min_samples_leaf_for = {str(f): int(v) for f, v in (min_samples_leaf_for or {}).items()}
     features = [str(f) for f in features]
     if not features:
         raise DataError("no features to compute")
@@ -223,7 +205,7 @@ def run_strat(
     strat_cols = [c for c in strat_cols if c != target]
     columns = list(dict.fromkeys([target, *features, *strat_cols]))
     check_columns(ddf_all.columns, features,
-                  source=repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data")
+                  source=source_label(data))
     ddf = load(ddf_all, columns)
     dkinds = column_kinds(ddf.dtypes)
     if dkinds[target] != "numeric":
@@ -235,8 +217,7 @@ def run_strat(
                 f"feature {f!r} is categorical (dtype {ddf.dtypes[f]}); StratPD needs a numeric feature. "
                 f"Use daskpd.catstratpd(data, {target!r}, {f!r}) for categorical features.")
         if kinds[f] == "datetime":
-            raise DataError(f"feature {f!r} is a datetime ({ddf.dtypes[f]}); convert it to a number first "
-                            "(e.g. days since an epoch, or the year)")
+            raise DataError(datetime_message(f, ddf.dtypes[f]))
     dtypes = {f: ddf.dtypes[f] for f in features} if dtypes is None else dtypes
 
     # pass 1: the sample, the row count, the features' distinct values

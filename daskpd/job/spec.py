@@ -20,7 +20,9 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+
+from .schema import METHOD_FUNCTIONS, BadValue as _Bad, Key as _Key, describe_value as _describe
+from .schema import method_params, model_params, top_params
 
 __all__ = [
     "SpecError",
@@ -46,6 +48,7 @@ RESERVED_NAMES = {"latest", "LATEST", "history", ".cache"}
 MODEL_FREE_METHODS = ("stratpd", "catstratpd", "importances")
 MODEL_METHODS = ("partial_dependence", "ice", "ale", "marginal", "pd_variance")
 METHODS = MODEL_FREE_METHODS + MODEL_METHODS
+assert set(METHODS) == set(METHOD_FUNCTIONS)
 DEFAULT_METHODS = MODEL_FREE_METHODS
 
 SYNTHETIC = ("bulldozer", "quadratic", "linear")
@@ -67,29 +70,7 @@ class SpecError(ValueError):
         super().__init__(msg)
 
 
-class _Bad(Exception):
-    """A value check failed; the message says what was expected."""
-
-
 # ------------------------------------------------------------------------ checkers
-def _describe(v) -> str:
-    if isinstance(v, bool):
-        return f"boolean {str(v).lower()}"
-    if isinstance(v, int):
-        return f"integer {v}"
-    if isinstance(v, float):
-        return f"float {v!r}"
-    if isinstance(v, str):
-        return f"string {v!r}"
-    if isinstance(v, list):
-        return "an array"
-    if isinstance(v, dict):
-        return "a table"
-    if isinstance(v, (_dt.date, _dt.time)):
-        return f"date/time {v.isoformat()}"
-    return type(v).__name__
-
-
 def _str(v):
     if not isinstance(v, str) or not v.strip():
         raise _Bad(f"expected a non-empty string, got {_describe(v)}")
@@ -115,29 +96,6 @@ def _int(minimum: int, maximum: int | None = None):
             raise _Bad(f"expected an integer {rng}, got {_describe(v)}")
         return v
     check.__doc__ = f"int>={minimum}"
-    return check
-
-
-def _int_or_false(minimum: int):
-    base = _int(minimum)
-
-    def check(v):
-        if v is False:
-            return None
-        try:
-            return base(v)
-        except _Bad:
-            raise _Bad(f"expected an integer >= {minimum} or false, got {_describe(v)}") from None
-    return check
-
-
-def _number(minimum: float | None = None, maximum: float | None = None):
-    def check(v):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
-            raise _Bad(f"expected a number, got {_describe(v)}")
-        if (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
-            raise _Bad(f"expected a number in [{minimum}, {maximum}], got {_describe(v)}")
-        return float(v)
     return check
 
 
@@ -202,24 +160,10 @@ def _filters(v):
     return [[triple(t, f"item {j + 1}") for j, t in enumerate(v)]]
 
 
-def _pair(v):
-    if (not isinstance(v, list) or len(v) != 2 or any(isinstance(p, bool) or not isinstance(p, (int, float)) for p in v)
-            or not (0 <= v[0] < v[1] <= 1)):
-        raise _Bad(f"expected [low, high] with 0 <= low < high <= 1, got {_describe(v) if not isinstance(v, list) else v}")
-    return (float(v[0]), float(v[1]))
-
-
 def _class_label(v):
     if isinstance(v, bool) or not isinstance(v, (str, int)):
         raise _Bad(f"expected a class label (string or integer), got {_describe(v)}")
     return v
-
-
-@dataclass(frozen=True)
-class _Key:
-    check: Callable
-    default: Any = None
-    required: bool = False
 
 
 def _validate_table(raw: dict, schema: dict[str, _Key], prefix: str, errors: list[str]) -> dict:
@@ -252,9 +196,7 @@ _TOP = {
     "exclude": _Key(lambda v: _str_list(v, allow_str=True), ()),
     "categorical": _Key(lambda v: _str_list(v, allow_str=True), ()),
     "methods": _Key(lambda v: _str_list(v, allow_str=True)),
-    "sample_size": _Key(_int(2), 200_000),
-    "tree_method": _Key(_choice(("hist", "exact")), "hist"),
-    "random_state": _Key(_int(0), 0),
+    # sample_size, tree_method, random_state: stratpd's (schema.top_params)
     "source": _Key(_table, required=True),
     "output": _Key(_table, {}),
     "cluster": _Key(_table, {}),
@@ -296,53 +238,14 @@ _MODEL = {
     "trusted_types": _Key(_str_list, ()),
     "features": _Key(lambda v: _str_list(v, allow_str=True)),
     "columns": _Key(_str_list),
-    "response": _Key(_choice(("auto", "predict", "predict_proba", "decision_function")), "auto"),
+    # response: partial_dependence's (schema.model_params)
     "target_class": _Key(_class_label),
 }
 
-#: per-method parameter tables: key -> checker and default.  The defaults are the
-#: library functions' own, repeated here so that the manifest records every value used.
-METHOD_PARAMS: dict[str, dict[str, _Key]] = {
-    "stratpd": {
-        "min_samples_leaf": _Key(_int(1), 15),
-        "min_slopes_per_x": _Key(_int(1), 5),
-        "max_bins": _Key(_int_or_false(2), 1000),
-    },
-    "catstratpd": {
-        "min_samples_leaf": _Key(_int(1), 5),
-        "nan_as_level": _Key(_bool, False),
-    },
-    "importances": {
-        "n_trials": _Key(_int(1), 1),
-        "bootstrap": _Key(_bool, True),
-        "subsample_size": _Key(_number(0.0, 1.0), 0.75),
-        "pvalues": _Key(_bool, False),
-        "pvalues_n_trials": _Key(_int(1), 80),
-        "pvalues_sample_size": _Key(_int(2), 20_000),
-    },
-    "partial_dependence": {
-        "grid_resolution": _Key(_int(2), 100),
-        "percentiles": _Key(lambda v: _pair(v), (0.05, 0.95)),
-        "method": _Key(_choice(("brute", "recursion", "auto")), "brute"),
-    },
-    "ice": {
-        "grid_resolution": _Key(_int(2), 100),
-        "percentiles": _Key(lambda v: _pair(v), (0.05, 0.95)),
-        "n_lines": _Key(_int(1), 100),
-        "centered": _Key(_bool, False),
-    },
-    "ale": {
-        "bins": _Key(_int(1), 20),
-    },
-    "marginal": {
-        "bins": _Key(_int(1), 20),
-        "binning": _Key(_choice(("quantile", "uniform")), "quantile"),
-    },
-    "pd_variance": {
-        "grid_resolution": _Key(_int(2), 100),
-        "percentiles": _Key(lambda v: _pair(v), (0.0, 1.0)),
-    },
-}
+def __getattr__(name):
+    if name == "METHOD_PARAMS":  # derived from the library on first use (daskpd.job.schema)
+        return method_params()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------------- the spec
@@ -504,10 +407,11 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
     base = Path(base_dir).resolve()
     if not isinstance(raw, dict):
         raise SpecError(source, ["expected a TOML document (a table of keys)"])
-    method_tables = {m: raw[m] for m in METHOD_PARAMS if m in raw}
-    top_raw = {k: v for k, v in raw.items() if k not in METHOD_PARAMS}
-    schema = dict(_TOP)
-    top = _validate_table(top_raw, {**schema, **{m: _Key(_table) for m in METHOD_PARAMS}}, "", errors)
+    method_schemas = method_params()
+    method_tables = {m: raw[m] for m in method_schemas if m in raw}
+    top_raw = {k: v for k, v in raw.items() if k not in method_schemas}
+    schema = {**_TOP, **top_params()}
+    top = _validate_table(top_raw, {**schema, **{m: _Key(_table) for m in method_schemas}}, "", errors)
 
     # name
     if isinstance(top.get("name"), str):
@@ -531,7 +435,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
 
     # method parameter tables
     params = {}
-    for m, sch in METHOD_PARAMS.items():
+    for m, sch in method_schemas.items():
         t = method_tables.get(m)
         if t is not None and not isinstance(t, dict):
             errors.append(f"key '{m}': expected a table of {m} parameters, got {_describe(t)}")
@@ -539,11 +443,6 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
         params[m] = _validate_table(t or {}, sch, f"{m}.", errors)
         if t is not None and m not in methods:
             errors.append(f"table [{m}] is given but '{m}' is not in 'methods' ({', '.join(methods) or 'none'})")
-
-    imp = params["importances"]
-    if not imp.get("bootstrap", True) and not 0 < imp.get("subsample_size", 0.75) < 1:
-        errors.append(f"key 'importances.subsample_size': expected a fraction in (0, 1) when importances.bootstrap "
-                      f"= false, got {imp['subsample_size']:g}")
 
     # source
     src = None
@@ -601,7 +500,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
     # model
     model = None
     if isinstance(top.get("model"), dict):
-        mt = _validate_table(top["model"], _MODEL, "model.", errors)
+        mt = _validate_table(top["model"], {**_MODEL, **model_params()}, "model.", errors)
         mpath = mt.get("path")
         if isinstance(mpath, str):
             mpath = _resolve_local(expand_env(mpath, "model.path", errors), base)

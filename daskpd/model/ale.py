@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..io import DataError, as_float
+from .._validation import NO_VALIDATION, POSITIVE_INT, validate_params
+from ..io import DataError, InvalidParameterError, as_float
 from ..results import ResultMixin
-from ._common import (
-    DEFAULT_BATCH_ROWS, Plan, check_features, check_int, data_columns, order_statistics, run_jobs, summarize,
-    type1_ranks, type7_ranks,
-)
-from .fpd import prepare_model_run
+from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
+from .passes import Plan, run_jobs
+from .predictor import DEFAULT_BATCH_ROWS
+from .setup import MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
 
 __all__ = ["ale", "ALEResult", "ALEJob", "ale_specs", "finish_ale", "order_levels"]
 
@@ -188,7 +188,7 @@ class _ALEPartial:
         return cls({f: _ALEFeaturePartial.merge([p.feats[f] for p in parts]) for f in parts[0].feats})
 
 
-def _level_codes(s: pd.Series, levels: np.ndarray) -> np.ndarray:
+def level_codes(s: pd.Series, levels: np.ndarray) -> np.ndarray:
     idx = pd.Index(pd.Series(levels, dtype=object))
     vals = s.astype(object) if isinstance(s.dtype, pd.CategoricalDtype) else s
     codes = idx.get_indexer(pd.Index(vals.to_numpy(dtype=object)))
@@ -223,7 +223,7 @@ class ALEJob:
             else:
                 levels = sp.values
                 K = len(levels)
-                codes = _level_codes(s, levels)
+                codes = level_codes(s, levels)
                 miss = s.isna().to_numpy()
                 rows = np.flatnonzero(codes >= 0)
                 k = codes[rows]
@@ -277,7 +277,7 @@ class OrderJob:
 
     def map(self, ctx):
         df = ctx.df
-        codes = _level_codes(df[self.feature], self.levels)
+        codes = level_codes(df[self.feature], self.levels)
         ok = codes >= 0
         L = len(self.levels)
         ecdf, tot, cross = {}, {}, {}
@@ -339,16 +339,16 @@ def check_order(order, features, kinds) -> dict:
     if order is None:
         return {}
     if not isinstance(order, dict):
-        raise DataError(f"parameter order must be a dict {{feature: [levels in order]}}; got {type(order).__name__}")
+        raise InvalidParameterError(f"parameter order must be a dict {{feature: [levels in order]}}; got {type(order).__name__}")
     for f, lv in order.items():
         if f not in features:
-            raise DataError(f"parameter order names {f!r}, which is not among the requested features")
+            raise InvalidParameterError(f"parameter order names {f!r}, which is not among the requested features")
         if kinds[f] != "categorical":
-            raise DataError(f"parameter order: feature {f!r} is numeric; an order applies to categorical features")
+            raise InvalidParameterError(f"parameter order: feature {f!r} is numeric; an order applies to categorical features")
         if isinstance(lv, str) or len(lv) == 0:
-            raise DataError(f"parameter order[{f!r}] must be a non-empty list of levels")
+            raise InvalidParameterError(f"parameter order[{f!r}] must be a non-empty list of levels")
         if len(set(map(str, lv))) != len(lv):
-            raise DataError(f"parameter order[{f!r}] has duplicate levels")
+            raise InvalidParameterError(f"parameter order[{f!r}] has duplicate levels")
     return dict(order)
 
 
@@ -413,7 +413,7 @@ def ale_specs(run, features, *, bins: int, order: dict, progress=None, summaries
                 lv = np.asarray(list(order[f]), dtype=object)
                 missing_lv = [v for v in observed if not any(_same(v, u) for u in lv)]
                 if missing_lv:
-                    raise DataError(f"parameter order[{f!r}] lacks observed level(s) {missing_lv[:10]}")
+                    raise InvalidParameterError(f"parameter order[{f!r}] lacks observed level(s) {missing_lv[:10]}")
                 specs.append(_ALESpec(f, "categorical", _match_levels(lv, observed)))
                 sources[f] = "given"
             elif f not in need_order:
@@ -489,6 +489,13 @@ def finish_ale(sp: _ALESpec, part: _ALEFeaturePartial, pred, params, source=None
                      params=params)
 
 
+@validate_params({
+    **MODEL_CONSTRAINTS,
+    "features": NO_VALIDATION,  # check_features, against the data
+    "bins": [POSITIVE_INT],
+    "order": [dict, None],
+    "batch_rows": [POSITIVE_INT],
+})
 def ale(
     model,
     data,
@@ -529,12 +536,10 @@ def ale(
     -------
     ALEResult, or a dict ``{feature: ALEResult}`` when ``features`` is a list.
     """
-    bins = check_int("bins", bins, 1)
-    batch_rows = check_int("batch_rows", batch_rows, 1)
-    avail = data_columns(data, storage_options, filters)
-    items, single = check_features(features, avail, allow_pairs=False)
+    ds = open_model_data(data, storage_options, filters)  # the request's one opening
+    items, single = check_features(features, ds, allow_pairs=False)
     feats = [it[0] for it in items]
-    run = prepare_model_run(model, data, feats, columns=columns, response=response, target_class=target_class,
+    run = prepare_model_run(model, ds, feats, columns=columns, response=response, target_class=target_class,
                             engine="predict", sample_weight=sample_weight, categorical_features=categorical_features,
                             storage_options=storage_options, filters=filters)
     order = check_order(order, feats, run.kinds)

@@ -21,14 +21,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..io import DataError, check_columns, kind_of
+from numbers import Integral
+
+from .._validation import NO_VALIDATION, POSITIVE_INT, Interval, Percentiles, validate_params
+from ..io import DataError, InvalidParameterError, kind_of
 from ..results import ResultMixin
-from ._common import (
-    DEFAULT_BATCH_ROWS, Plan, check_int, check_percentiles, data_columns, mquantile_ranks, pd_grid,
-    run_jobs, summarize,
-)
+from .._engine.stats import mquantile_ranks, summarize
+from .grids import pd_grid
+from .passes import Plan, run_jobs
+from .predictor import DEFAULT_BATCH_ROWS
+from .setup import MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 from .ale import ALEJob, ale_specs, finish_ale
-from .fpd import PDJob, PDResult, _use_tree, prepare_model_run
+from .fpd import PDJob, PDResult, use_tree
 from .marginal import MarginalJob, finish_marginal, marginal_ranks, marginal_spec
 
 __all__ = ["compare", "ComparisonResult", "align_curves"]
@@ -47,7 +51,7 @@ def _finite(x, y):
 def align_curves(curves: dict, how="left") -> dict:
     """Vertically shifted copies of ``curves`` ({name: (x, y)}); see the module docstring."""
     if how not in ALIGN:
-        raise DataError(f"parameter align must be 'left', 'mean' or None; got {how!r}")
+        raise InvalidParameterError(f"parameter align must be 'left', 'mean' or None; got {how!r}")
     clean = {k: _finite(*v) for k, v in curves.items()}
     clean = {k: v for k, v in clean.items() if len(v[0])}
     if how is None or not clean:
@@ -116,6 +120,18 @@ def _curve_of(obj, name):
     raise DataError(f"curve {name!r} must be a result with .x and .pd, or a pair (x, y); got {type(obj).__name__}")
 
 
+@validate_params({
+    **{k: v for k, v in MODEL_CONSTRAINTS.items() if k != "categorical_features"},
+    "feature": ["column"],
+    "target": ["column", None],
+    "stratpd": NO_VALIDATION,  # None, True/False, or a curve (checked by _curve_of)
+    "curves": [dict, None],
+    "grid_resolution": [Interval(Integral, 2, None, closed="left")],
+    "percentiles": [Percentiles()],
+    "bins": [POSITIVE_INT],
+    "stratpd_kwargs": [dict, None],
+    "batch_rows": [POSITIVE_INT],
+})
 def compare(
     model,
     data,
@@ -167,33 +183,21 @@ def compare(
     -------
     ComparisonResult
     """
-    if not isinstance(feature, str):
-        raise DataError(f"parameter feature must be a column name (str); got {feature!r}")
-    grid_resolution = check_int("grid_resolution", grid_resolution, 2)
-    percentiles = check_percentiles(percentiles)
-    bins = check_int("bins", bins, 1)
-    batch_rows = check_int("batch_rows", batch_rows, 1)
-    avail = data_columns(data, storage_options, filters)
-    check_columns(avail, [feature], source="data")
+    ds = open_model_data(data, storage_options, filters)  # the request's one opening
+    ds.check([feature])
     if target is not None:
-        if not isinstance(target, str):
-            raise DataError(f"parameter target must be a column name (str); got {target!r}")
-        check_columns(avail, [target], source="data (target)")
+        ds.check([target], "target")
         if target == feature:
             raise DataError(f"feature {feature!r} is the target")
     if stratpd is True and target is None:
-        raise DataError("stratpd=True needs target= (StratPD is computed from the target column)")
-    if stratpd_kwargs is not None and not isinstance(stratpd_kwargs, dict):
-        raise DataError("parameter stratpd_kwargs must be a dict")
+        raise InvalidParameterError("stratpd=True needs target= (StratPD is computed from the target column)")
     extra = dict(curves or {})
-    if not isinstance(curves, (dict, type(None))):
-        raise DataError("parameter curves must be a dict {name: (x, y) or result}")
     extra_curves = {k: _curve_of(v, k) for k, v in extra.items()}
     ext_sp = None
     if stratpd not in (None, True, False):
         ext_sp = _curve_of(stratpd, "stratpd")
 
-    run = prepare_model_run(model, data, [feature], columns=columns, response=response, target_class=target_class,
+    run = prepare_model_run(model, ds, [feature], columns=columns, response=response, target_class=target_class,
                             engine="auto", sample_weight=sample_weight, extra_columns=[target] if target else [],
                             storage_options=storage_options, filters=filters)
     if run.kinds[feature] != "numeric":
@@ -228,7 +232,7 @@ def compare(
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "bins": bins,
               "sample_weight": run.weight, "model": pred.describe()}
     fpd = PDResult(features=(feature,), grid_values=[grid], average=pdp.sums[0] / pdp.wsum, kinds=("numeric",),
-                   method="brute", engine="tree" if _use_tree(pred, (feature,), run.kinds) else "predict",
+                   method="brute", engine="tree" if use_tree(pred, (feature,), run.kinds) else "predict",
                    response=pred.response, target_class=pred.target_class, n_rows=pdp.n_rows,
                    weight_sum=pdp.wsum, params=params)
     ale_res = finish_ale(specs[0], alep.feats[feature], pred, params)
@@ -241,7 +245,8 @@ def compare(
     elif stratpd is True or (stratpd is None and target is not None):
         import daskpd
 
-        sp = daskpd.stratpd(data, target, feature, progress=progress, storage_options=storage_options,
+        sp = daskpd.stratpd(ds.frame, target, feature,  # the frame opened above: no second read
+                            progress=progress, storage_options=storage_options,
                             filters=filters, **(stratpd_kwargs or {}))
         out_curves["StratPD"] = (np.asarray(sp.x), np.asarray(sp.pd))
         results["StratPD"] = sp

@@ -9,10 +9,11 @@ per grid cell, the weighted sum of predictions and the sum of weights; the combi
 them; the driver divides.  Every requested feature and pair is computed in the same
 pass.  Predictions are made on the partition's rows stacked once per grid cell, in
 batches of at most ``batch_rows`` rows (or, for scikit-learn tree models, by the tree
-engine of :mod:`daskpd.model._common`, which evaluates each tree once per threshold
+engine of :mod:`daskpd.model.tree_engine`, which evaluates each tree once per threshold
 interval holding a grid value and gives the same numbers).
 
-Recursion (seed 003; scikit-learn ``method="recursion"``) is delegated to the
+Recursion (Friedman 2001; N. Hug, "Efficient Partial Dependence Plots with decision
+trees"; scikit-learn ``method="recursion"``) is delegated to the
 estimator's own ``_compute_partial_dependence_recursion`` -- the function scikit-learn's
 ``partial_dependence`` calls -- so the numbers are scikit-learn's.  It reads no rows
 (only the feature columns when the grid comes from the data) and averages over the
@@ -27,15 +28,17 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .._validation import NO_VALIDATION, StrOptions, validate_params
 from ..io import DataError
 from ..results import ResultMixin
-from ._common import (
-    _TREE_CELLS, DEFAULT_BATCH_ROWS, Plan, Predictor, build_grids, check_choice, check_features, check_grid_arg,
-    check_int, check_percentiles, check_weight, data_columns, feature_kinds, open_data, resolve_predictor, run_jobs,
-)
+from .grids import build_grids, check_grid_arg
+from .passes import Plan, run_jobs
+from .predictor import DEFAULT_BATCH_ROWS, Predictor
+from .setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
+from .tree_engine import TREE_CELLS
 
-__all__ = ["partial_dependence", "PDResult", "PDJob", "ModelRun", "prepare_model_run", "cell_assignments",
-           "curves_matrix", "curve_sums"]
+__all__ = ["partial_dependence", "PDResult", "PDJob", "cell_assignments", "curves_matrix", "curve_sums",
+           "use_tree"]
 
 
 # ---------------------------------------------------------------------------------
@@ -100,49 +103,6 @@ class PDResult(ResultMixin):
 
 
 # ---------------------------------------------------------------------------------
-# shared setup
-
-
-@dataclass
-class ModelRun:
-    ddf: object
-    predictor: Predictor
-    kinds: dict
-    weight: str | None
-    dtypes: pd.Series
-
-
-def prepare_model_run(model, data, features: Sequence[str], *, columns=None, response="auto", target_class=None,
-                      engine="auto", sample_weight=None, categorical_features=None, extra_columns=(),
-                      storage_options=None, filters=None, need_model_columns=True) -> ModelRun:
-    """Validate the model and the columns, open only the needed columns."""
-    avail = data_columns(data, storage_options, filters)
-    data, wcol = check_weight(sample_weight, data, avail)
-    if wcol is not None and wcol not in avail:
-        avail = avail + [wcol]
-    if isinstance(data, pd.DataFrame):
-        dtypes = data.dtypes.copy()
-        dtypes.index = [str(c) for c in dtypes.index]
-    else:
-        dtypes = open_data(data, None, storage_options=storage_options, filters=filters).dtypes
-    model_avail = [c for c in avail if c != wcol]
-    pred = resolve_predictor(model, model_avail, dtypes, columns=columns, response=response,
-                             target_class=target_class, engine=engine)
-    if need_model_columns:
-        missing = [f for f in features if f not in pred.columns]
-        if missing:
-            raise DataError(f"feature{'s' if len(missing) > 1 else ''} {missing} not among the model's input columns "
-                            f"{pred.columns}")
-    kinds = feature_kinds(dtypes, list(features), categorical_features)
-    if wcol is not None and (wcol in dtypes.index) and not (pd.api.types.is_numeric_dtype(dtypes[wcol])
-                                                          or pd.api.types.is_bool_dtype(dtypes[wcol])):
-        raise DataError(f"sample_weight column {wcol!r} is not numeric (dtype {dtypes[wcol]})")
-    cols = list(dict.fromkeys([*pred.columns, *features, *([wcol] if wcol else []), *extra_columns]))
-    ddf = open_data(data, cols, storage_options=storage_options, filters=filters)
-    return ModelRun(ddf, pred, kinds, wcol, dtypes)
-
-
-# ---------------------------------------------------------------------------------
 # the kernels
 
 
@@ -154,14 +114,14 @@ def cell_assignments(features: Sequence[str], grids: Sequence[np.ndarray]):
     return [(features[0], np.repeat(g0, len(g1))), (features[1], np.tile(g1, len(g0)))], len(g0) * len(g1)
 
 
-def _use_tree(pred: Predictor, features, kinds) -> bool:
+def use_tree(pred: Predictor, features, kinds) -> bool:
     return pred.tree is not None and all(kinds[f] == "numeric" for f in features)
 
 
 def curves_matrix(ctx, features, grids, kinds, r0: int, r1: int) -> np.ndarray:
     """Responses of rows ``r0:r1`` at every grid cell: shape ``(cells, rows)`` (cells flattened)."""
     pred = ctx.plan.predictor
-    if _use_tree(pred, features, kinds):
+    if use_tree(pred, features, kinds):
         targets = [pred.columns.index(f) for f in features]
         R = pred.tree.curves(ctx.X64()[r0:r1], targets, [np.asarray(g, dtype="float64") for g in grids], None,
                              need_rows=True)
@@ -175,7 +135,7 @@ def curves_matrix(ctx, features, grids, kinds, r0: int, r1: int) -> np.ndarray:
 def row_chunk(ctx, n_cells: int) -> int:
     pred = ctx.plan.predictor
     if pred.tree is not None:
-        per = max(1, _TREE_CELLS // max(1, n_cells * pred.tree.n_channels))
+        per = max(1, TREE_CELLS // max(1, n_cells * pred.tree.n_channels))
     else:
         per = max(1, ctx.plan.batch_rows // max(1, n_cells))
     return per
@@ -189,11 +149,11 @@ def curve_sums(ctx, features, grids, kinds) -> np.ndarray:
     w = ctx.weights
     if n == 0:
         return np.zeros(n_cells)
-    if _use_tree(pred, features, kinds) and pred.tree.linear:
+    if use_tree(pred, features, kinds) and pred.tree.linear:
         targets = [pred.columns.index(f) for f in features]
         gs = [np.asarray(g, dtype="float64") for g in grids]
         X = ctx.X64()
-        step = max(1, _TREE_CELLS // max(1, X.shape[1]))  # bounds the engine's working copy of X
+        step = max(1, TREE_CELLS // max(1, X.shape[1]))  # bounds the engine's working copy of X
         out = np.zeros(n_cells)
         for r0 in range(0, n, step):
             r1 = min(n, r0 + step)
@@ -309,6 +269,12 @@ def _check_model_method(method, pred: Predictor, kinds, items, weight):
     return method
 
 
+@validate_params({
+    **MODEL_CONSTRAINTS,
+    **GRID_CONSTRAINTS,
+    "features": NO_VALIDATION,  # check_features: names, pairs and lists of them, against the data
+    "method": [StrOptions("brute", "recursion", "auto")],
+})
 def partial_dependence(
     model,
     data,
@@ -386,15 +352,11 @@ def partial_dependence(
     -------
     PDResult, or a dict ``{feature or pair: PDResult}`` when ``features`` is a list.
     """
-    grid_resolution = check_int("grid_resolution", grid_resolution, 2)
-    percentiles = check_percentiles(percentiles)
-    check_choice("method", method, ("brute", "recursion", "auto"))
-    batch_rows = check_int("batch_rows", batch_rows, 1)
-    avail = data_columns(data, storage_options, filters)
-    items, single = check_features(features, avail, allow_pairs=True)
+    ds = open_model_data(data, storage_options, filters)  # the request's one opening
+    items, single = check_features(features, ds, allow_pairs=True)
     flat = list(dict.fromkeys(f for it in items for f in it))
     grid = check_grid_arg(grid, flat)
-    run = prepare_model_run(model, data, flat, columns=columns, response=response, target_class=target_class,
+    run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             storage_options=storage_options, filters=filters)
     pred = run.predictor
@@ -417,7 +379,7 @@ def partial_dependence(
         if part.wsum <= 0:
             raise DataError("data has no rows" if part.n_rows == 0 else "the sample weights sum to 0")
         for it, (s, (_, gs)) in zip(items, zip(part.sums, job_items)):
-            eng = "tree" if _use_tree(pred, it, run.kinds) else "predict"
+            eng = "tree" if use_tree(pred, it, run.kinds) else "predict"
             results[it] = PDResult(features=it, grid_values=gs, average=(s / part.wsum).reshape([len(g) for g in gs]),
                                    kinds=tuple(run.kinds[f] for f in it), method="brute", engine=eng,
                                    response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,

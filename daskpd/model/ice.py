@@ -25,12 +25,14 @@ import numpy as np
 import pandas as pd
 
 from .._engine.hashing import row_hash
-from ..io import DataError, as_float, check_columns
+from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, validate_params
+from ..io import DataError, InvalidParameterError, as_float
 from ..results import ResultMixin
-from ._common import (
-    DEFAULT_BATCH_ROWS, Plan, build_grids, check_grid_arg, check_int, check_percentiles, data_columns, run_jobs,
-)
-from .fpd import _use_tree, curves_matrix, prepare_model_run, row_chunk
+from .fpd import curves_matrix, row_chunk, use_tree
+from .grids import build_grids, check_grid_arg
+from .passes import Plan, run_jobs
+from .predictor import DEFAULT_BATCH_ROWS
+from .setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 
 __all__ = ["ice", "ICEResult", "ICEJob", "PART_COLUMN"]
 
@@ -236,18 +238,29 @@ def _prepare_path(path, storage_options, overwrite):
     if fs.exists(root):
         existing = [p for p in fs.ls(root, detail=False)] if fs.isdir(root) else [root]
         if existing and not overwrite:
-            raise DataError(f"parameter path: {path!r} already exists and is not empty; pass overwrite=True or "
+            raise InvalidParameterError(f"parameter path: {path!r} already exists and is not empty; pass overwrite=True or "
                             "choose a new directory")
         for p in existing:
             name = p.rstrip("/").rsplit("/", 1)[-1]
             if name.startswith("part.") or name == "_daskpd_ice.json":
                 fs.rm(p)
             elif overwrite:
-                raise DataError(f"parameter path: {path!r} holds other files ({name}); refusing to overwrite")
+                raise InvalidParameterError(f"parameter path: {path!r} holds other files ({name}); refusing to overwrite")
     fs.makedirs(root, exist_ok=True)
     return fs, root
 
 
+@validate_params({
+    **MODEL_CONSTRAINTS,
+    **GRID_CONSTRAINTS,
+    "feature": ["column"],
+    "n_lines": [POSITIVE_INT, None],
+    "centered": ["boolean"],
+    "random_state": [NON_NEGATIVE_INT],
+    "path": [str, os.PathLike, None],
+    "id_columns": [ColumnNames(), None],
+    "overwrite": ["boolean"],
+})
 def ice(
     model,
     data,
@@ -303,32 +316,17 @@ def ice(
     -------
     ICEResult
     """
-    if not isinstance(feature, str):
-        raise DataError(f"parameter feature must be a column name (str); got {feature!r}")
-    grid_resolution = check_int("grid_resolution", grid_resolution, 2)
-    percentiles = check_percentiles(percentiles)
-    n_lines = check_int("n_lines", n_lines, 1, allow_none=True)
-    random_state = check_int("random_state", random_state, 0)
-    batch_rows = check_int("batch_rows", batch_rows, 1)
-    if not isinstance(centered, (bool, np.bool_)):
-        raise DataError(f"parameter centered must be True or False; got {centered!r}")
-    if not isinstance(overwrite, (bool, np.bool_)):
-        raise DataError(f"parameter overwrite must be True or False; got {overwrite!r}")
-    avail = data_columns(data, storage_options, filters)
-    check_columns(avail, [feature], source="data")
-    if id_columns is None:
-        id_columns = []
-    if isinstance(id_columns, str) or not isinstance(id_columns, (list, tuple)):
-        raise DataError(f"parameter id_columns must be a list of column names; got {id_columns!r}")
-    id_columns = [str(c) for c in id_columns]
-    check_columns(avail, id_columns, source="data (id_columns)")
+    ds = open_model_data(data, storage_options, filters)  # the request's one opening
+    ds.check([feature])
+    id_columns = id_columns or []
+    ds.check(id_columns, "id_columns")
     if id_columns and path is None:
-        raise DataError("parameter id_columns is only used with path= (the written ICE table)")
+        raise InvalidParameterError("ice: parameter id_columns is only used with path= (the written ICE table)")
     bad = [c for c in id_columns if c in ("partition", "row", feature) or c.startswith("ice_")]
     if bad:
-        raise DataError(f"parameter id_columns: {bad} clash with the ICE table's own columns")
+        raise InvalidParameterError(f"ice: parameter id_columns: {bad} clash with the ICE table's own columns")
     grid = check_grid_arg(grid, [feature])
-    run = prepare_model_run(model, data, [feature], columns=columns, response=response, target_class=target_class,
+    run = prepare_model_run(model, ds, [feature], columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             extra_columns=id_columns, storage_options=storage_options, filters=filters)
     grids = build_grids(run.ddf, [feature], run.kinds, grid_resolution=grid_resolution, percentiles=percentiles,
@@ -365,7 +363,7 @@ def ice(
               "custom_grid": bool(grid), "id_columns": id_columns}
     res = ICEResult(feature=feature, kind=run.kinds[feature], grid=g, pd=pdv, lines=lines, line_x=xs,
                     line_index=index, centered=bool(centered),
-                    engine="tree" if _use_tree(pred, (feature,), run.kinds) else "predict",
+                    engine="tree" if use_tree(pred, (feature,), run.kinds) else "predict",
                     response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
                     weight_sum=part.wsum, path=path, params=params)
     if path is not None:

@@ -1,4 +1,4 @@
-"""Marginal plots (M-plots, seed 004): the mean of ``y`` -- or of the model's
+"""Marginal plots (M-plots; Apley & Zhu 2020, FesianXu 2022): the mean of ``y`` -- or of the model's
 prediction -- per bin of ``x``, with its spread.
 
     M(x_bin) = E[y | x in bin]          (and/or E[f(X) | x in bin])
@@ -8,7 +8,7 @@ M-plot averages over the *conditional* distribution of the rows in the bin, so i
 carries the effect of every feature correlated with ``x``.  A numeric feature with at
 most ``bins`` distinct values gets one bin per value; otherwise ``bins`` quantile bins
 (type-1 quantile edges, each bin ``(z_{k-1}, z_k]``, computed exactly over all rows) or
-``bins`` equal-width bins over ``[min, max]`` (``binning="uniform"``, as seed 004).
+``bins`` equal-width bins over ``[min, max]`` (``binning="uniform"``, as FesianXu 2022).
 Categorical features get one bin per level.  Each bin is placed at the (weighted) mean
 ``x`` of its rows.  Per partition: per bin, weight, mean and sum of squared deviations
 (merged exactly), so the spread is the weighted standard deviation within the bin.
@@ -20,13 +20,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..io import DataError, as_float, check_columns, kind_of
+from .._validation import NO_VALIDATION, POSITIVE_INT, StrOptions, validate_params
+from ..io import DataError, InvalidParameterError, as_float, kind_of
 from ..results import ResultMixin
-from ._common import (
-    Plan, check_choice, check_features, check_int, check_weight, data_columns, feature_kinds,
-    open_data, order_statistics, resolve_predictor, run_jobs, summarize, type1_ranks,
-)
-from .ale import BinStats, _level_codes
+from .._data.kinds import resolve_kinds
+from .._engine.stats import order_statistics, summarize, type1_ranks
+from .passes import Plan, run_jobs
+from .predictor import resolve_predictor
+from .setup import MODEL_CONSTRAINTS, check_features, check_weight, open_model_data
+from .ale import BinStats, level_codes
 
 __all__ = ["marginal", "MarginalResult", "MarginalJob", "marginal_specs", "finish_marginal"]
 
@@ -127,7 +129,7 @@ class _MPartial:
 def bin_index(sp: _MSpec, s: pd.Series):
     """(bin per row or -1, x as float or None, missing mask)."""
     if sp.mode == "levels":
-        codes = _level_codes(s, sp.values)
+        codes = level_codes(s, sp.values)
         return codes, None, s.isna().to_numpy()
     x = as_float(s)
     fin = np.isfinite(x)
@@ -223,6 +225,14 @@ def finish_marginal(sp: _MSpec, part: _MFeat, *, target, response, binning, para
         params=params)
 
 
+@validate_params({
+    **MODEL_CONSTRAINTS,
+    "features": NO_VALIDATION,  # check_features, against the data
+    "target": ["column", None],
+    "model": NO_VALIDATION,  # None, or resolve_predictor
+    "bins": [POSITIVE_INT],
+    "binning": [StrOptions("quantile", "uniform")],
+})
 def marginal(
     data,
     features,
@@ -266,39 +276,29 @@ def marginal(
     -------
     MarginalResult, or a dict ``{feature: MarginalResult}`` when ``features`` is a list.
     """
-    bins = check_int("bins", bins, 1)
-    check_choice("binning", binning, ("quantile", "uniform"))
     if target is None and model is None:
-        raise DataError("marginal needs target= (a column) and/or model= (a fitted model)")
-    avail = data_columns(data, storage_options, filters)
-    items, single = check_features(features, avail, allow_pairs=False)
+        raise InvalidParameterError("marginal needs target= (a column) and/or model= (a fitted model)")
+    ds = open_model_data(data, storage_options, filters)  # the request's one opening
+    items, single = check_features(features, ds, allow_pairs=False)
     feats = [it[0] for it in items]
     if target is not None:
-        if not isinstance(target, str):
-            raise DataError(f"parameter target must be a column name (str); got {target!r}")
-        check_columns(avail, [target], source="data (target)")
+        ds.check([target], "target")
         if target in feats:
-            raise DataError(f"feature {target!r} is the target")
-    data, wcol = check_weight(sample_weight, data, avail)
-    if wcol is not None and wcol not in avail:
-        avail = avail + [wcol]
-    if isinstance(data, pd.DataFrame):
-        dtypes = data.dtypes.copy()
-        dtypes.index = [str(c) for c in dtypes.index]
-    else:
-        dtypes = open_data(data, None, storage_options=storage_options, filters=filters).dtypes
+            raise InvalidParameterError(f"feature {target!r} is the target")
+    ds, wcol = check_weight(sample_weight, ds)
+    dtypes = ds.dtypes
     if target is not None and kind_of(dtypes[target]) != "numeric":
         raise DataError(f"target {target!r} must be numeric; it has dtype {dtypes[target]}")
     pred = None
     if model is not None:
-        pred = resolve_predictor(model, [c for c in avail if c not in (wcol, target)], dtypes, columns=columns,
+        pred = resolve_predictor(model, [c for c in ds.columns if c not in (wcol, target)], dtypes, columns=columns,
                                  response=response, target_class=target_class, engine="predict")
     elif response != "auto" or target_class is not None or columns is not None:
-        raise DataError("parameters response, target_class and columns apply only with model=")
-    kinds = feature_kinds(dtypes, feats, categorical_features)
+        raise InvalidParameterError("parameters response, target_class and columns apply only with model=")
+    kinds = resolve_kinds(dtypes, feats, categorical_features)
     cols = list(dict.fromkeys([*feats, *([target] if target else []), *([wcol] if wcol else []),
                                *(pred.columns if pred else [])]))
-    ddf = open_data(data, cols, storage_options=storage_options, filters=filters)
+    ddf = ds.project(cols)
     sums = summarize(ddf, kinds, progress=progress)
     ranks = {f: marginal_ranks(sums[f], bins, binning) for f in feats if kinds[f] == "numeric" and sums[f].n > 0}
     ranks = {f: r for f, r in ranks.items() if r}

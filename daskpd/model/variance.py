@@ -1,5 +1,5 @@
 """PD variance: feature importance and interaction from partial dependence
-(Greenwell, Boehmke & McCarthy 2018; seed 002).
+(Greenwell, Boehmke & McCarthy 2018).
 
 Importance of feature ``x_1`` with 1-way PD values ``f_1(x_11) .. f_1(x_1k)`` on its grid::
 
@@ -16,7 +16,7 @@ is their mean::
 
 (For numeric pairs this is exactly alibi's ``PartialDependenceVariance``; for a
 categorical conditioning feature alibi takes range/4 in the outer step too, we follow
-seed 002's text, which takes the standard deviation.)
+Greenwell et al.'s text, which takes the standard deviation.)
 
 All 1-way or 2-way PDs are computed in ONE pass (brute force, over all rows).  The
 default grid spans the full range (``percentiles=(0, 1)``), so that a linear model
@@ -31,13 +31,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..io import DataError
+from numbers import Integral
+
+from .._validation import NO_VALIDATION, Interval, StrOptions, validate_params
+from ..io import DataError, InvalidParameterError
 from ..results import ResultMixin
-from ._common import (
-    DEFAULT_BATCH_ROWS, Plan, build_grids, check_choice, check_int, check_percentiles, data_columns, run_jobs,
-    check_grid_arg,
-)
-from .fpd import PDJob, PDResult, _use_tree, prepare_model_run
+from .fpd import PDJob, PDResult, use_tree
+from .grids import build_grids, check_grid_arg
+from .passes import Plan, run_jobs
+from .predictor import DEFAULT_BATCH_ROWS
+from .setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 
 __all__ = ["pd_variance", "PDVarianceResult", "importance_of", "interaction_of"]
 
@@ -107,6 +110,13 @@ class PDVarianceResult(ResultMixin):
         return plot_pd_variance(self, ax=ax, kind=kind, **kwargs)
 
 
+@validate_params({
+    **MODEL_CONSTRAINTS,
+    **GRID_CONSTRAINTS,
+    "features": NO_VALIDATION,  # names or pairs, depending on method; checked below
+    "method": [StrOptions("importance", "interaction")],
+    "grid_resolution": [Interval(Integral, 2, None, closed="left"), None],
+})
 def pd_variance(
     model,
     data,
@@ -152,15 +162,11 @@ def pd_variance(
     -------
     PDVarianceResult
     """
-    check_choice("method", method, ("importance", "interaction"))
     if grid_resolution is None:
         grid_resolution = 100 if method == "importance" else 20
-    grid_resolution = check_int("grid_resolution", grid_resolution, 2)
-    percentiles = check_percentiles(percentiles)
-    batch_rows = check_int("batch_rows", batch_rows, 1)
-    avail = data_columns(data, storage_options, filters)
+    ds = open_model_data(data, storage_options, filters)  # the request's one opening
     # the model's columns first (features default to them)
-    probe = prepare_model_run(model, data, [], columns=columns, response=response, target_class=target_class,
+    probe = prepare_model_run(model, ds, [], columns=columns, response=response, target_class=target_class,
                               engine=engine, sample_weight=sample_weight, categorical_features=None,
                               storage_options=storage_options, filters=filters)
     model_cols = probe.predictor.columns
@@ -169,10 +175,10 @@ def pd_variance(
         items = [(f,) for f in names] if method == "importance" else list(itertools.combinations(names, 2))
     else:
         if isinstance(features, (str, tuple)) or not isinstance(features, list) or not features:
-            raise DataError(f"parameter features must be a non-empty list; got {features!r}")
+            raise InvalidParameterError(f"parameter features must be a non-empty list; got {features!r}")
         if method == "importance":
             if not all(isinstance(f, str) for f in features):
-                raise DataError("parameter features: with method='importance' every entry must be a column name")
+                raise InvalidParameterError("parameter features: with method='importance' every entry must be a column name")
             items = [(f,) for f in features]
         elif all(isinstance(f, str) for f in features):
             items = list(itertools.combinations(list(dict.fromkeys(features)), 2))
@@ -181,19 +187,17 @@ def pd_variance(
             items = [tuple(f) for f in features]
             bad = [p for p in items if p[0] == p[1]]
             if bad:
-                raise DataError(f"parameter features: a pair needs two different columns; got {bad[0]}")
+                raise InvalidParameterError(f"parameter features: a pair needs two different columns; got {bad[0]}")
         else:
-            raise DataError("parameter features: with method='interaction' give pairs (a, b) or column names")
+            raise InvalidParameterError("parameter features: with method='interaction' give pairs (a, b) or column names")
     if not items:
         raise DataError("no features to compute (an interaction needs at least two features)")
     if len(set(items)) != len(items):
-        raise DataError("parameter features lists an entry more than once")
+        raise InvalidParameterError("parameter features lists an entry more than once")
     flat = list(dict.fromkeys(f for it in items for f in it))
-    from ..io import check_columns
-
-    check_columns(avail, flat, source="data")
+    ds.check(flat)
     grid = check_grid_arg(grid, flat)
-    run = prepare_model_run(model, data, flat, columns=columns, response=response, target_class=target_class,
+    run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             storage_options=storage_options, filters=filters)
     grids = build_grids(run.ddf, flat, run.kinds, grid_resolution=grid_resolution, percentiles=percentiles,
@@ -215,7 +219,7 @@ def pd_variance(
         pds[it if len(it) == 2 else it[0]] = PDResult(
             features=it, grid_values=gs, average=(s / part.wsum).reshape([len(g) for g in gs]),
             kinds=tuple(run.kinds[f] for f in it), method="brute",
-            engine="tree" if _use_tree(pred, it, run.kinds) else "predict", response=pred.response,
+            engine="tree" if use_tree(pred, it, run.kinds) else "predict", response=pred.response,
             target_class=pred.target_class, n_rows=part.n_rows, weight_sum=part.wsum, params=params)
     if method == "importance":
         feats = [it[0] for it in items]

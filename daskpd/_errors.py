@@ -1,0 +1,29 @@
+"""The library's two error types; both are :class:`ValueError`\\ s.
+
+* :class:`DataError`: the *data* is unusable -- a missing column, a file that cannot be
+  read, a target that is not numeric, a constant feature.  The message names the column
+  or file.
+* :class:`InvalidParameterError`: a *parameter* value is not allowed -- wrong type, out
+  of range, an unknown option.  The message names the function, the parameter and what
+  was expected (raised by :func:`daskpd._validation.validate_params` and by the few
+  checks that need the data, e.g. a grid for a column that is not requested).
+
+``InvalidParameterError`` subclasses ``DataError`` so that code written when both were
+one class (``except DataError``) keeps catching parameter errors; catching
+``InvalidParameterError`` catches parameter errors only, and no data error is an
+``InvalidParameterError``.  It is also a :class:`TypeError`, as scikit-learn's is, since
+many parameter errors are wrong types.
+"""
+from __future__ import annotations
+
+__all__ = ["DataError", "InvalidParameterError"]
+
+
+class DataError(ValueError):
+    """Bad input data: the message names the column or file (parameter errors are the
+    subclass :class:`InvalidParameterError`)."""
+
+
+class InvalidParameterError(DataError, TypeError):
+    """A parameter value that is not allowed: the message names the parameter and what
+    was expected."""

@@ -1,0 +1,102 @@
+"""PD grids: a user's grid, or scikit-learn's ``_grid_from_X`` rule on the whole data set.
+
+Distinct values when fewer than ``grid_resolution``, else ``grid_resolution`` equally
+spaced points between the ``percentiles``, computed exactly (as
+``scipy.stats.mstats.mquantiles``) by :func:`daskpd._engine.stats.order_statistics`.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .._engine.stats import ColumnSummary, mquantile_ranks, order_statistics, summarize
+from .._errors import DataError, InvalidParameterError
+
+__all__ = ["build_grids", "custom_grid", "pd_grid_plan", "pd_grid", "check_grid_arg"]
+
+
+def custom_grid(feature: str, values, kind: str) -> np.ndarray:
+    """Validate a user grid for ``feature``."""
+    if kind == "categorical":
+        arr = np.asarray(values, dtype=object)
+        if arr.ndim != 1 or len(arr) == 0:
+            raise InvalidParameterError(f"parameter grid[{feature!r}] must be a non-empty 1-D list of levels")
+        if pd.isna(pd.Series(arr)).any():
+            raise InvalidParameterError(f"parameter grid[{feature!r}] contains missing values")
+        return arr
+    try:
+        arr = np.asarray(values, dtype="float64")
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"parameter grid[{feature!r}] must be numbers (feature {feature!r} is numeric)") from None
+    if arr.ndim != 1 or len(arr) == 0:
+        raise InvalidParameterError(f"parameter grid[{feature!r}] must be a non-empty 1-D array; got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise InvalidParameterError(f"parameter grid[{feature!r}] contains missing or infinite values")
+    return arr
+
+
+def pd_grid_plan(summary: ColumnSummary, kind: str, grid_resolution: int, percentiles):
+    """Either the grid (distinct values / levels) or the ranks needed for percentiles."""
+    if summary.n == 0:
+        raise DataError(f"feature {summary.name!r} has no non-missing values")
+    if kind == "categorical":
+        return summary.uniques, None
+    if summary.uniques is not None and len(summary.uniques) < grid_resolution:
+        return summary.uniques, None
+    lo, hi, gamma = mquantile_ranks(summary.n, percentiles)
+    return None, (lo, hi, gamma)
+
+
+def pd_grid(name: str, stats: dict[int, float], plan, grid_resolution: int) -> np.ndarray:
+    lo, hi, gamma = plan
+    xlo = np.array([stats[int(r)] for r in lo])
+    xhi = np.array([stats[int(r)] for r in hi])
+    emp = (1.0 - gamma) * xlo + gamma * xhi
+    if np.allclose(emp[0], emp[1]):
+        raise DataError(f"feature {name!r}: percentiles are too close to each other, unable to build the grid; "
+                        "choose percentiles that are further apart")
+    return np.linspace(emp[0], emp[1], num=grid_resolution, endpoint=True)
+
+
+def build_grids(ddf, features: Sequence[str], kinds: dict, *, grid_resolution: int, percentiles, grid=None,
+                progress=None) -> dict[str, np.ndarray]:
+    """Grids for ``features``: custom where given, else scikit-learn's rule on all rows."""
+    grid = dict(grid or {})
+    out = {}
+    need = [f for f in features if f not in grid]
+    for f in features:
+        if f in grid:
+            out[f] = custom_grid(f, grid[f], kinds[f])
+    if not need:
+        return out
+    sums = summarize(ddf, {f: kinds[f] for f in need}, progress=progress)
+    plans, ranks = {}, {}
+    for f in need:
+        g, rk = pd_grid_plan(sums[f], kinds[f], grid_resolution, percentiles)
+        if g is not None:
+            out[f] = g
+        else:
+            plans[f] = rk
+            ranks[f] = list(rk[0]) + list(rk[1])
+    if ranks:
+        stats = order_statistics(ddf, sums, ranks, progress=progress)
+        for f, rk in plans.items():
+            out[f] = pd_grid(f, stats[f], rk, grid_resolution)
+    return out
+
+
+def check_grid_arg(grid, features: Sequence[str]) -> dict:
+    """``grid``: None, a dict {feature: values}, or (one feature) an array of values."""
+    if grid is None:
+        return {}
+    if isinstance(grid, dict):
+        unknown = [k for k in grid if k not in features]
+        if unknown:
+            raise InvalidParameterError(f"parameter grid has entries for {unknown}, which are not among the requested features "
+                            f"{list(features)}")
+        return dict(grid)
+    if len(features) == 1:
+        return {features[0]: grid}
+    raise InvalidParameterError("parameter grid must be a dict {feature: values} when several features are requested")

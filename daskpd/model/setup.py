@@ -1,0 +1,154 @@
+"""Set up a model-based request: the parameters' constraints, then the checks that need
+the data's columns (features, weights), then the model and the columns to read
+(:func:`prepare_model_run`, on the request's one :class:`~daskpd._data.source.Dataset`).
+
+The constraints here are shared by :func:`daskpd.partial_dependence`,
+:func:`daskpd.ice`, :func:`daskpd.ale`, :func:`daskpd.marginal`,
+:func:`daskpd.pd_variance` and :func:`daskpd.model.compare.compare`; each function adds
+its own (see :mod:`daskpd._validation`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from numbers import Integral
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .._data.kinds import resolve_kinds
+from .._data.source import Dataset, open_dataset
+from .._errors import DataError, InvalidParameterError
+from .._validation import (IO_CONSTRAINTS, NO_VALIDATION, POSITIVE_INT, ArrayLike, ArrayOrColumn, ColumnNames,
+                           Interval, Percentiles, StrOptions)
+
+from .predictor import Predictor, resolve_predictor
+
+__all__ = ["MODEL_CONSTRAINTS", "GRID_CONSTRAINTS", "RESPONSES", "ENGINES", "ModelRun", "prepare_model_run",
+           "open_model_data", "check_features", "check_weight", "WEIGHT_COLUMN"]
+
+#: the column an array of weights becomes (pandas input)
+WEIGHT_COLUMN = "__daskpd_weight__"
+RESPONSES = ("auto", "predict", "predict_proba", "decision_function")
+ENGINES = ("auto", "tree", "predict")
+
+#: the model, its response and the rows' weights: every model-based function
+MODEL_CONSTRAINTS = {
+    "model": NO_VALIDATION,  # resolve_predictor: needs the model's own attributes
+    "data": NO_VALIDATION,  # daskpd.io.load
+    "sample_weight": [ArrayOrColumn(), None],
+    "response": [StrOptions(*RESPONSES)],
+    "target_class": NO_VALIDATION,  # one of the model's classes_ (or an output column)
+    "columns": [ColumnNames(allow_empty=False), None],
+    "categorical_features": [ColumnNames(), None],
+    **IO_CONSTRAINTS,
+}
+
+#: the grid of PD-like methods
+GRID_CONSTRAINTS = {
+    "grid_resolution": [Interval(Integral, 2, None, closed="left")],
+    "percentiles": [Percentiles()],
+    "grid": [dict, ArrayLike(), None],
+    "engine": [StrOptions(*ENGINES)],
+    "batch_rows": [POSITIVE_INT],
+}
+
+
+def open_model_data(data, storage_options=None, filters=None) -> Dataset:
+    """The request's one opening of ``data`` (pandas input: partitions to use every core)."""
+    return open_dataset(data, storage_options=storage_options, filters=filters, spread=True)
+
+
+def check_features(features, dataset: Dataset, *, allow_pairs: bool, name: str = "features"):
+    """Normalise ``features`` to (items, single).
+
+    ``items`` is a list of tuples of column names (1-tuples for 1-way, 2-tuples for
+    2-way).  ``single`` tells whether the caller passed one item (a str, or a pair when
+    pairs are allowed) rather than a list.
+    """
+    def one(item):
+        if isinstance(item, str):
+            return (item,)
+        if allow_pairs and isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(c, str) for c in item):
+            if item[0] == item[1]:
+                raise InvalidParameterError(f"parameter {name}: a 2-way pair needs two different columns; got {tuple(item)!r}")
+            return tuple(item)
+        what = "a column name or a pair (tuple) of column names" if allow_pairs else "a column name (str)"
+        raise InvalidParameterError(f"parameter {name}: each entry must be {what}; got {item!r}")
+
+    if isinstance(features, str):
+        items, single = [one(features)], True
+    elif allow_pairs and isinstance(features, tuple) and len(features) == 2 and all(isinstance(c, str) for c in features):
+        items, single = [one(features)], True
+    elif isinstance(features, (list, tuple)) and len(features) > 0:
+        items, single = [one(f) for f in features], False
+    else:
+        raise InvalidParameterError(f"parameter {name} must be a column name or a non-empty list of them; got {features!r}")
+    dup = [it for i, it in enumerate(items) if it in items[:i]]
+    if dup:
+        raise InvalidParameterError(f"parameter {name} lists {dup[0]!r} more than once")
+    dataset.check([c for it in items for c in it])
+    return items, single
+
+
+def check_weight(sample_weight, dataset: Dataset) -> tuple[Dataset, str | None]:
+    """Validate ``sample_weight``: None, a column name, or (pandas input) an array.
+
+    Returns ``(dataset, weight_column_or_None)``; an array becomes a column of a copy of
+    the pandas DataFrame.
+    """
+    if sample_weight is None:
+        return dataset, None
+    if isinstance(sample_weight, str):
+        dataset.check([sample_weight], "sample_weight")
+        return dataset, sample_weight
+    if dataset.is_pandas:
+        n = len(dataset.frame)
+        w = np.asarray(sample_weight)
+        if w.ndim != 1 or len(w) != n:
+            raise InvalidParameterError(f"parameter sample_weight: an array must have one weight per row ({n}); "
+                                        f"got shape {w.shape}")
+        if w.dtype.kind not in "fiub":
+            raise InvalidParameterError(f"parameter sample_weight: weights must be numbers; got dtype {w.dtype}")
+        w = w.astype("float64")
+        if not np.isfinite(w).all() or (w < 0).any():
+            raise InvalidParameterError("parameter sample_weight: weights must be finite and >= 0")
+        if w.sum() <= 0:
+            raise InvalidParameterError("parameter sample_weight: the weights sum to 0")
+        return dataset.with_column(WEIGHT_COLUMN, w), WEIGHT_COLUMN
+    raise InvalidParameterError("parameter sample_weight must be None or the name of a weight column (an array is "
+                                "accepted only when data is a pandas DataFrame); got "
+                                f"{type(sample_weight).__name__}")
+
+
+@dataclass
+class ModelRun:
+    ddf: object  # the projected dask DataFrame: the model's columns, the features, the weights
+    predictor: Predictor
+    kinds: dict
+    weight: str | None
+    dtypes: pd.Series
+    dataset: Dataset | None = None  # the request's opened input (all columns)
+
+
+def prepare_model_run(model, data, features: Sequence[str], *, columns=None, response="auto", target_class=None,
+                      engine="auto", sample_weight=None, categorical_features=None, extra_columns=(),
+                      storage_options=None, filters=None, need_model_columns=True) -> ModelRun:
+    """Validate the model and the columns against ``data`` (a :class:`Dataset`, or any
+    input, then opened here), and project the needed columns."""
+    ds = open_model_data(data, storage_options, filters)
+    ds, wcol = check_weight(sample_weight, ds)
+    dtypes = ds.dtypes
+    model_avail = [c for c in ds.columns if c != wcol]
+    pred = resolve_predictor(model, model_avail, dtypes, columns=columns, response=response,
+                             target_class=target_class, engine=engine)
+    if need_model_columns:
+        missing = [f for f in features if f not in pred.columns]
+        if missing:
+            raise DataError(f"feature{'s' if len(missing) > 1 else ''} {missing} not among the model's input columns "
+                            f"{pred.columns}")
+    kinds = resolve_kinds(dtypes, list(features), categorical_features)
+    if wcol is not None and not (pd.api.types.is_numeric_dtype(dtypes[wcol]) or pd.api.types.is_bool_dtype(dtypes[wcol])):
+        raise DataError(f"sample_weight column {wcol!r} is not numeric (dtype {dtypes[wcol]})")
+    cols = list(dict.fromkeys([*pred.columns, *features, *([wcol] if wcol else []), *extra_columns]))
+    return ModelRun(ds.project(cols), pred, kinds, wcol, dtypes, ds)

@@ -1,0 +1,72 @@
+"""One data opening per request: the parquet schema is read once, the columns projected
+from that one lazy frame (the real ``dask.dataframe.read_parquet``, counted by wrapping)."""
+from __future__ import annotations
+
+import functools
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import HistGradientBoostingRegressor
+
+import daskpd
+from daskpd._data.source import Dataset, open_dataset
+from daskpd.model.compare import compare
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(size=3000), "b": rng.normal(size=3000),
+                      "c": rng.integers(0, 4, 3000).astype(float)})
+    y = X.a ** 2 + X.b + 0.1 * X.c
+    path = tmp_path_factory.mktemp("lake") / "d.parquet"
+    X.assign(y=y).to_parquet(path)
+    model = HistGradientBoostingRegressor(max_iter=15, random_state=0).fit(X, y)
+    return str(path), model
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    calls = []
+    real = dd.read_parquet
+
+    @functools.wraps(real)
+    def counted(*args, **kwargs):
+        calls.append(args[0] if args else kwargs.get("path"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dd, "read_parquet", counted)
+    return calls
+
+
+REQUESTS = {
+    "partial_dependence": lambda p, m: daskpd.partial_dependence(m, p, ["a", ("a", "b")], grid_resolution=8),
+    "ice": lambda p, m: daskpd.ice(m, p, "a", grid_resolution=8, n_lines=5),
+    "ale": lambda p, m: daskpd.ale(m, p, ["a", "b"], bins=5),
+    "marginal": lambda p, m: daskpd.marginal(p, ["a", "c"], target="y", model=m, bins=5),
+    "pd_variance": lambda p, m: daskpd.pd_variance(m, p, ["a", "b"], grid_resolution=8),
+    "compare": lambda p, m: compare(m, p, "a", target="y", grid_resolution=8, bins=5),
+    "stratpd": lambda p, m: daskpd.stratpd(p, "y", "a"),
+    "catstratpd": lambda p, m: daskpd.catstratpd(p, "y", "c"),
+    "importances": lambda p, m: daskpd.importances(p, "y"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REQUESTS))
+def test_one_parquet_open_per_request(lake, reads, name):
+    path, model = lake
+    REQUESTS[name](path, model)
+    assert len(reads) == 1, (name, reads)
+
+
+def test_dataset_projects_without_reading_again(lake, reads):
+    path, _ = lake
+    ds = open_dataset(path)
+    assert isinstance(ds, Dataset) and ds.columns == ["a", "b", "c", "y"]
+    assert open_dataset(ds) is ds
+    part = ds.project(["y", "a"])
+    assert list(part.columns) == ["y", "a"] and len(reads) == 1
+    with pytest.raises(daskpd.DataError, match=r"'nope' not found in '.*d\.parquet'"):
+        ds.check(["nope"])
