@@ -28,6 +28,10 @@ DEFAULT_MAX_BINS = 1000
 
 #: how the stratifying trees are grown (see :func:`fit_tree`)
 TREE_METHODS = ("hist", "exact")
+#: bins per stratifying column of the histogram tree: "auto" (one per distinct value up to
+#: histtree.MAX_TREE_BINS_LIMIT = 65,535, at least histtree.MAX_TREE_BINS) or an int (the
+#: old fixed 1,023)
+TREE_BINS = "auto"
 DEFAULT_TREE_METHOD = "hist"
 
 
@@ -60,8 +64,13 @@ def bin_sample(sample: pd.DataFrame, target: str, columns: Sequence[str], encode
     ok = np.isfinite(y)
     columns = list(columns)
     X = encoder.transform(sample.loc[ok], columns) if columns else np.empty((int(ok.sum()), 0))
-    max_bins = histtree.MAX_TREE_BINS
-    B, bins = bin_columns(np.asarray(X, dtype="float64"), max_bins)
+    X = np.asarray(X, dtype="float64")
+    # one bin per distinct value whenever a column has at most 65,535 of them in the sample
+    # (the tree is then scikit-learn's exact tree, so curves agree with stratx leaf for leaf);
+    # issue 13: 1,023 bins on california's median_income (12,928 values) moved rows between
+    # leaves and the housing_median_age curve away from stratx's (correlation 0.92)
+    max_bins = histtree.auto_max_bins(X) if TREE_BINS == "auto" else int(TREE_BINS)
+    B, bins = bin_columns(X, max_bins)
     return BinnedSample(columns=columns, B=B, bins=bins, y=y[ok], max_bins=max_bins)
 
 
