@@ -7,8 +7,11 @@ Unlike PD (which averages over the *marginal* distribution of the other features
 M-plot averages over the *conditional* distribution of the rows in the bin, so it also
 carries the effect of every feature correlated with ``x``.  A numeric feature with at
 most ``bins`` distinct values gets one bin per value; otherwise ``bins`` quantile bins
-(type-1 quantile edges, each bin ``(z_{k-1}, z_k]``, computed exactly over all rows) or
-``bins`` equal-width bins over ``[min, max]`` (``binning="uniform"``, as seed 004).
+(type-1 quantile edges, each bin ``(z_{k-1}, z_k]``, computed exactly) or ``bins``
+equal-width bins over ``[min, max]`` (``binning="uniform"``, as seed 004).  The values,
+edges and levels are computed over the rows that are averaged: with ``target``, the rows
+whose target is finite (rows with a missing or infinite target are dropped and counted
+in ``n_bad_y``, and do not move the edges).
 Categorical features get one bin per level.  Each bin is placed at the (weighted) mean
 ``x`` of its rows.  Per partition: per bin, weight, mean and sum of squared deviations
 (merged exactly), so the spread is the weighted standard deviation within the bin.
@@ -162,7 +165,9 @@ class MarginalJob:
             n_bad_y = 0
             if y_all is not None:
                 yok = np.isfinite(y_all)
-                n_bad_y = int((ok & ~yok).sum())
+                # x present, y missing/inf (such a row may lie outside the bins, which come
+                # from the rows with a finite y)
+                n_bad_y = int((~miss & ~yok).sum())
                 ok = ok & yok
             rows = np.flatnonzero(ok)
             k = b[rows]
@@ -223,6 +228,12 @@ def finish_marginal(sp: _MSpec, part: _MFeat, *, target, response, binning, para
         params=params)
 
 
+def _rows_with_finite(df: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The rows of ``df`` whose ``column`` is finite (not NaN, not +-inf)."""
+    ok = np.isfinite(as_float(df[column]))
+    return df if ok.all() else df[ok]
+
+
 def marginal(
     data,
     features,
@@ -249,7 +260,7 @@ def marginal(
         One pass computes every feature.
     target : str, optional
         Numeric response column: its mean per bin (rows with a missing/inf target are
-        dropped and counted).
+        dropped and counted in ``n_bad_y``; the bins are computed without them).
     model : fitted model or function, optional
         Its mean prediction per bin.  At least one of ``target`` and ``model`` is needed.
     bins : int, default 20
@@ -299,10 +310,13 @@ def marginal(
     cols = list(dict.fromkeys([*feats, *([target] if target else []), *([wcol] if wcol else []),
                                *(pred.columns if pred else [])]))
     ddf = open_data(data, cols, storage_options=storage_options, filters=filters)
-    sums = summarize(ddf, kinds, progress=progress)
+    # Bins (distinct values, quantile or uniform edges, levels) come from the rows that are
+    # averaged: with a target, only rows whose target is finite (issue 13).
+    ddf_bins = ddf if target is None else ddf.map_partitions(_rows_with_finite, target, meta=ddf._meta)
+    sums = summarize(ddf_bins, kinds, progress=progress)
     ranks = {f: marginal_ranks(sums[f], bins, binning) for f in feats if kinds[f] == "numeric" and sums[f].n > 0}
     ranks = {f: r for f, r in ranks.items() if r}
-    stats = order_statistics(ddf, sums, ranks, progress=progress) if ranks else {}
+    stats = order_statistics(ddf_bins, sums, ranks, progress=progress) if ranks else {}
     specs = [marginal_spec(f, kinds[f], sums[f], bins, binning, stats.get(f, {})) for f in feats]
     plan = Plan([MarginalJob(specs, target, pred is not None)], predictor=pred, weight=wcol)
     (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-marginal")
