@@ -46,6 +46,9 @@ Parts:
   (lstat), y = f(x) + the other
   columns' real codependence (a linear function of the standardized other numeric columns)
   + heavy-tailed noise; f = a quadratic over the column's range.
+* ``census`` (not in the default ``--parts``): on 23 real curves (california, rent, bike
+  hour, boston), how many interior positions have 0 < slope_count < m (where the rule
+  matters) or slope_count = 0.
 * ``real``: agreement with stratx 0.5 on the real targets (median_house_value; rent price,
   1000 < price < 10000, latitude != 0), stratx run through benchmarks/stratx_runner.py
   (``--stratx-venv``), daskpd with tree_method="exact" (the same kind of tree).  Scored as
@@ -333,6 +336,44 @@ def part_real(venv, msx):
     return r
 
 
+# ----------------------------------------------------------------------------- census
+
+def part_census(msx):
+    """How often does the rule matter on real data?  Interior positions with
+    0 < slope_count < m (between the first and the last valid position) and interior
+    positions with slope_count = 0, for 23 real curves (daskpd, tree_method="exact")."""
+    cal = pd.read_csv(os.path.join(DATA, "california_housing.csv"))
+    rent = pd.read_csv(os.path.join(DATA, "rent.csv"))
+    rent = rent[(rent.price > 1_000) & (rent.price < 10_000) & (rent.latitude != 0)]
+    bike = pd.read_csv(os.path.join(DATA, "bike_hour.csv")).drop(
+        columns=["instant", "dteday", "casual", "registered"], errors="ignore")
+    boston = pd.read_csv(os.path.join(DATA, "boston.csv")).drop(columns=["rownames"], errors="ignore")
+    cases = [(cal, "median_house_value", c) for c in ["housing_median_age", "total_rooms", "total_bedrooms",
+                                                      "population", "households", "median_income", "latitude",
+                                                      "longitude"]]
+    cases += [(rent, "price", c) for c in ["bathrooms", "bedrooms", "latitude", "longitude"]]
+    cases += [(bike, "cnt", c) for c in ["temp", "atemp", "hum", "windspeed", "hr"]]
+    cases += [(boston, "medv", c) for c in ["crim", "lstat", "rm", "age", "dis", "tax"]]
+    rows = []
+    for df, t, f in cases:
+        c = daskpd_frame(df, t, f, tree_method="exact").slope_count.to_numpy()
+        for m in msx:
+            v = c >= m
+            k = np.flatnonzero(v)
+            inside = np.zeros(len(c), bool)
+            if len(k):
+                inside[k[0]:k[-1] + 1] = True
+            rows.append(dict(target=t, feature=f, m=m, positions=len(c), valid=int(v.sum()),
+                             interior_under_min=int(np.sum(inside & ~v & (c > 0))),
+                             interior_empty=int(np.sum(inside & (c == 0)))))
+    r = pd.DataFrame(rows)
+    print("\n== census: interior positions where the rule matters, real curves")
+    print(r.to_string(index=False))
+    print(r.groupby("m")[["interior_under_min", "interior_empty"]].agg(
+        lambda v: f"{int((v > 0).sum())} curves, {int(v.sum())} positions").to_string())
+    return r
+
+
 # ----------------------------------------------------------------------------- report
 
 def report(r, keys, title):
@@ -391,6 +432,8 @@ def main(argv=None):
         out["semi"] = part_semi(a.seeds, msx)
     if "real" in parts:
         out["real"] = part_real(a.stratx_venv, msx)
+    if "census" in parts:
+        out["census"] = part_census(msx)
     if a.csv:
         for k, v in out.items():
             v.to_csv(f"{a.csv}_{k}.csv", index=False)
