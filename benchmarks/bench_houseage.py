@@ -20,6 +20,12 @@ Part ``sub``: 15 random 90 % subsamples of the rows (pandas ``sample(frac=0.9,
 random_state=rep)``): mean and sd of the [2, 3) slope and of pd(52) for exact and hist-1023,
 i.e. how much the estimate moves when the leaves move.
 
+Part ``leaves``: the leaf segments covering x = 2 in the hist-1023 and exact trees (the five
+most negative).  Part ``cost``: HistTree grow time with 1023 vs 65535 bins (california;
+2e5 x 9 continuous columns) and scikit-learn's exact tree; stratpd's fit stage and x1 RMSE on
+``Quadratic(decimals=2, x1_max=10)`` at 1e5 and 1e6 rows, 1023 vs adaptive bins.  (Neither is in the default
+``--parts``.)
+
 Part ``synth``: :class:`CalLike`, a synthetic twin with a known truth (see its docstring):
 anchor-free RMSE of the whole curve against the truth and error of the first interval's
 slope, for exact / hist-1023 / hist-adaptive, over ``--seeds`` data seeds at each size.
@@ -134,6 +140,88 @@ def part_sub(reps=15):
           f"|diff| > 3000 in {int((d.abs() > 3000).sum())} of {reps}")
 
 
+def part_leaves():
+    """The leaf segments covering x = 2 (the [2, 3) slope) for hist-1023 and exact."""
+    import daskpd.stratify as st
+    from daskpd.aggregate import N, SUM_Y
+    from daskpd.pipeline import run_strat
+    from daskpd.stratpd import slope_segments
+
+    df = pd.read_csv(os.path.join(DATA, "california_housing.csv"))
+    for method in ("hist", "exact"):
+        old = getattr(st, "TREE_BINS", None)
+        if old is not None:
+            st.TREE_BINS = 1023
+        try:
+            run = run_strat(df, T, [F], expect_kind="numeric", tree_method=method)
+        finally:
+            if old is not None:
+                st.TREE_BINS = old
+        agg = run.aggs[F]
+        g = agg.sums
+        keys = g.key.astype(float)
+        ux, pos = np.unique(keys, return_inverse=True)
+        n, sy = agg.column(N), agg.column(SUM_Y)
+        start, end, slope, _, _ = slope_segments(g.leaf, pos, n, sy, keys)
+        i = np.flatnonzero(g.leaf[1:] == g.leaf[:-1])
+        seg = pd.DataFrame({"leaf": g.leaf[i], "x0": ux[start], "x1": ux[end], "slope": slope, "n0": n[i],
+                            "n1": n[i + 1], "y0": sy[i] / n[i], "y1": sy[i + 1] / n[i + 1]})
+        cov = seg[(seg.x0 <= 2) & (seg.x1 > 2)].sort_values("slope")
+        print(f"{method}: {len(cov)} segments cover x=2, mean slope {cov.slope.mean():.1f}")
+        print(cov.head(5).to_string(index=False))
+
+
+def part_cost():
+    """Fit time of the histogram tree with 1023 bins vs one bin per distinct value (<= 65535)."""
+    import time
+
+    from sklearn.tree import DecisionTreeRegressor
+
+    from daskpd.histtree import HistTree, bin_columns
+
+    def best(fn, k=3):
+        t = []
+        out = None
+        for _ in range(k):
+            a = time.perf_counter()
+            out = fn()
+            t.append(time.perf_counter() - a)
+        return min(t), out
+
+    rng = np.random.default_rng(0)
+    cal = pd.read_csv(os.path.join(DATA, "california_housing.csv"))
+    cal["ocean_proximity"] = pd.factorize(cal.ocean_proximity, sort=True)[0]
+    Xc = cal.drop(columns=[T, F]).to_numpy(float)
+    yc = cal[T].to_numpy(float)
+    n = 200_000
+    Xs = np.column_stack([rng.normal(size=n) for _ in range(8)] + [np.round(rng.uniform(0, 10, n), 3)])
+    ys = Xs[:, 0] ** 2 + Xs[:, 1] + rng.normal(size=n)
+    HistTree(15).fit(Xc[:1000], yc[:1000])  # compile
+    for name, X, y in [("california 20640 x 9", Xc, yc), ("continuous 2e5 x 9", Xs, ys)]:
+        for mb in (1023, 65535):
+            B, bins = bin_columns(X, mb)
+            tg, tree = best(lambda: HistTree(15, max_bins=mb).fit_binned(B, bins, y))
+            print(f"{name}: HistTree grow, {mb} bins: {tg:.3f} s, {tree.get_n_leaves()} leaves")
+        te, tr = best(lambda: DecisionTreeRegressor(min_samples_leaf=15, random_state=0).fit(X.astype("float32"), y), 1)
+        print(f"{name}: sklearn DecisionTreeRegressor: {te:.3f} s, {tr.get_n_leaves()} leaves")
+    # the whole fit stage of daskpd.stratpd (binning + grow), docs/stratpd.md's codependent case
+    from daskpd.datasets import Quadratic
+
+    for n in (100_000, 1_000_000):
+        g = Quadratic(random_state=0, decimals=2, x1_max=10.0)
+        df = g.frame(n)
+        for method in ("hist", "hist-adaptive"):
+            fits, rmse = [], None
+            for _ in range(3):
+                r = stratpd(df, "y", "x1", method)
+                fits.append(r.params["timings"]["fit_s"])
+                f = r.to_frame()
+                f = f[f.supported]
+                rmse = float(np.sqrt(np.mean((f.pd - g.truth("x1", f.x.to_numpy())) ** 2)))
+            print(f"Quadratic(decimals=2, x1_max=10) n={n:,}: {method:13s} fit_s best of 3 {min(fits):.3f}, "
+                  f"x1 RMSE vs truth {rmse:.4f}")
+
+
 # ------------------------------------------------------------------------------------ synthetic
 
 @dataclass
@@ -238,6 +326,12 @@ def main(argv=None):
     if "sub" in parts:
         print("\n== part sub: subsample variability")
         part_sub()
+    if "leaves" in parts:
+        print("\n== part leaves: the segments behind slope[2,3)")
+        part_leaves()
+    if "cost" in parts:
+        print("\n== part cost: histogram tree grow time")
+        part_cost()
     if "synth" in parts:
         print("\n== part synth: CalLike, known truth")
         part_synth([int(float(s)) for s in a.sizes.split(",")], a.seeds)
