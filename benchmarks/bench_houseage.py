@@ -10,8 +10,8 @@ repo), target median_house_value, feature housing_median_age, every other column
 stratifier (ocean_proximity a string: daskpd codes it by sorted level, as
 benchmarks/stratx_runner.py does for stratx).  daskpd with ``tree_method="exact"`` and
 ``"hist"`` at 1023 (default), 4095, 16383 and 65535 bins per stratifying column (set by
-overriding ``daskpd.histtree.MAX_TREE_BINS``; on this branch ``"hist-adaptive"`` is the
-proposed default: one bin per distinct value up to 65535), against stratx's curve
+overriding the module constants; on this branch ``"hist-adaptive"`` is the proposed
+default: one bin per distinct value up to 65535), against stratx's curve
 (``--stratx-json``: the runner's output, see below; default: look for
 /tmp/h13/stratx_cal_all_age.json).  Printed: correlation and max |difference| with stratx
 over the common positions, the mean slope over [2, 3) and its slope count.
@@ -59,12 +59,11 @@ T, F = "median_house_value", "housing_median_age"
 def stratpd(df, target, feature, method, **kw):
     """daskpd.stratpd with tree method ``exact``, ``hist`` (the fixed 1023 bins per column of
     main), ``hist-<bins>`` or ``hist-adaptive`` (one bin per distinct value, at most 65535:
-    the proposed default, ``daskpd.stratify.TREE_BINS = "auto"`` on branch h13-conformance).
-    Works on main too (there the bins are set through ``daskpd.histtree.MAX_TREE_BINS``)."""
+    the proposed default, ``TREE_BINS = "auto"`` in the trees module on branch h13-conformance).
+    Works without the proposal too (then the bins are set through ``MAX_TREE_BINS``)."""
     import daskpd
-    import daskpd.histtree as ht
-    import daskpd.stratify as st
 
+    ht, st = _tree_modules()
     if method == "exact":
         return daskpd.stratpd(df, target, feature, tree_method="exact", **kw)
     if method == "hist-adaptive":
@@ -84,6 +83,17 @@ def stratpd(df, target, feature, method, **kw):
         ht.MAX_TREE_BINS = old[0]
         if hasattr(st, "TREE_BINS"):
             st.TREE_BINS = old[1]
+
+
+def _tree_modules():
+    """(histtree module, trees module): daskpd._strat.* (engine of 0c071f2) or the older daskpd.*."""
+    try:
+        import daskpd._strat.histtree as ht
+        import daskpd._strat.trees as st
+    except ImportError:  # daskpd before the engine rewrite
+        import daskpd.histtree as ht
+        import daskpd.stratify as st
+    return ht, st
 
 
 def adaptive_bins(df, target, feature, features=None):
@@ -141,34 +151,33 @@ def part_sub(reps=15):
 
 
 def part_leaves():
-    """The leaf segments covering x = 2 (the [2, 3) slope) for hist-1023 and exact."""
-    import daskpd.stratify as st
-    from daskpd.aggregate import N, SUM_Y
-    from daskpd.pipeline import run_strat
-    from daskpd.stratpd import slope_segments
+    """The leaf segments covering x = 2 (the [2, 3) slope) for hist-1023 and exact.
 
+    The trees are fitted here directly (all rows: california is smaller than the default
+    sample; ocean_proximity coded by sorted level, as daskpd and stratx_runner.py do), the
+    per-(leaf, x) means and forward differences computed with pandas."""
+    from sklearn.tree import DecisionTreeRegressor
+
+    ht, _ = _tree_modules()
     df = pd.read_csv(os.path.join(DATA, "california_housing.csv"))
-    for method in ("hist", "exact"):
-        old = getattr(st, "TREE_BINS", None)
-        if old is not None:
-            st.TREE_BINS = 1023
-        try:
-            run = run_strat(df, T, [F], expect_kind="numeric", tree_method=method)
-        finally:
-            if old is not None:
-                st.TREE_BINS = old
-        agg = run.aggs[F]
-        g = agg.sums
-        keys = g.key.astype(float)
-        ux, pos = np.unique(keys, return_inverse=True)
-        n, sy = agg.column(N), agg.column(SUM_Y)
-        start, end, slope, _, _ = slope_segments(g.leaf, pos, n, sy, keys)
-        i = np.flatnonzero(g.leaf[1:] == g.leaf[:-1])
-        seg = pd.DataFrame({"leaf": g.leaf[i], "x0": ux[start], "x1": ux[end], "slope": slope, "n0": n[i],
-                            "n1": n[i + 1], "y0": sy[i] / n[i], "y1": sy[i + 1] / n[i + 1]})
+    df["ocean_proximity"] = pd.factorize(df.ocean_proximity, sort=True)[0]
+    X = df.drop(columns=[T, F]).to_numpy(float)
+    y = df[T].to_numpy(float)
+    leaves = {
+        "hist": ht.HistTree(15, max_bins=1023).fit(X, y).apply(X),
+        "exact": DecisionTreeRegressor(min_samples_leaf=15, random_state=0).fit(X.astype("float32"), y)
+        .apply(X.astype("float32")),
+    }
+    for method, leaf in leaves.items():
+        g = (pd.DataFrame({"leaf": leaf, "x": df[F], "y": y}).groupby(["leaf", "x"]).y.agg(["size", "mean"])
+             .reset_index())
+        nxt = g.groupby("leaf").shift(-1)
+        seg = pd.DataFrame({"leaf": g.leaf, "x0": g.x, "x1": nxt.x, "n0": g["size"], "n1": nxt["size"],
+                            "y0": g["mean"], "y1": nxt["mean"]}).dropna()
+        seg["slope"] = (seg.y1 - seg.y0) / (seg.x1 - seg.x0)
         cov = seg[(seg.x0 <= 2) & (seg.x1 > 2)].sort_values("slope")
         print(f"{method}: {len(cov)} segments cover x=2, mean slope {cov.slope.mean():.1f}")
-        print(cov.head(5).to_string(index=False))
+        print(cov[["leaf", "x0", "x1", "slope", "n0", "n1", "y0", "y1"]].head(5).to_string(index=False))
 
 
 def part_cost():
@@ -177,7 +186,8 @@ def part_cost():
 
     from sklearn.tree import DecisionTreeRegressor
 
-    from daskpd.histtree import HistTree, bin_columns
+    ht, _ = _tree_modules()
+    HistTree, bin_columns = ht.HistTree, ht.bin_columns
 
     def best(fn, k=3):
         t = []

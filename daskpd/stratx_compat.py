@@ -47,7 +47,7 @@ def stratx_integrate(x, slope, slope_count, min_slopes_per_x):
 
 def preorder_leaf_rank(children_left, children_right) -> np.ndarray:
     """Rank of every node in a depth-first, left-first preorder walk (scikit-learn's node
-    numbering), for trees numbered otherwise (e.g. :class:`daskpd.histtree.HistTree`:
+    numbering), for trees numbered otherwise (e.g. :class:`daskpd._strat.histtree.HistTree`:
     ``children_left_``/``children_right_``); map leaf ids through it before
     :func:`stratx_merge_categorical`."""
     left = np.asarray(children_left)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 import daskpd
-from daskpd.histtree import MAX_TREE_BINS, MAX_TREE_BINS_LIMIT, auto_max_bins
+from daskpd._strat.histtree import MAX_TREE_BINS, MAX_TREE_BINS_LIMIT, auto_max_bins
 
 
 def test_auto_max_bins():
