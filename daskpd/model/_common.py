@@ -47,7 +47,7 @@ __all__ = [
     "Predictor", "TreeEnsemble", "resolve_predictor", "tree_ensemble_for",
     "ColumnSummary", "summarize", "order_statistics", "mquantile_ranks", "type1_ranks",
     "pd_grid", "run_jobs", "PartitionContext", "open_data", "ModelJob",
-    "check_int", "check_choice", "check_percentiles", "check_features", "check_weight",
+    "check_int", "check_choice", "check_percentiles", "check_features", "check_weight", "model_available",
     "DEFAULT_BATCH_ROWS",
 ]
 
@@ -144,6 +144,17 @@ def check_weight(sample_weight, data, columns_available: Sequence[str]):
         return data.assign(**{name: w}), name
     raise DataError("parameter sample_weight must be None or the name of a weight column (an array is accepted "
                     f"only when data is a pandas DataFrame); got {type(sample_weight).__name__}")
+
+
+def model_available(model, columns, available: Sequence[str], reserved: Sequence) -> list:
+    """The columns the model may take as inputs: ``available`` without ``reserved`` (the
+    weight column, a marginal plot's target) -- unless the model names them among its
+    inputs (``columns=`` or ``feature_names_in_``): a weight column may also be a model
+    input, as with scikit-learn's ``sample_weight``.  A model that names no columns takes
+    every available one, so the reserved columns stay out of that default."""
+    declared = columns if columns is not None else getattr(model, "feature_names_in_", None)
+    declared = set() if declared is None or isinstance(declared, str) else {str(c) for c in declared}
+    return [c for c in available if c not in reserved or c in declared]
 
 
 def open_data(data, columns, *, storage_options=None, filters=None):

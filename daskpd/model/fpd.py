@@ -32,6 +32,7 @@ from ..results import ResultMixin
 from ._common import (
     _TREE_CELLS, DEFAULT_BATCH_ROWS, Plan, Predictor, build_grids, check_choice, check_features, check_grid_arg,
     check_int, check_percentiles, check_weight, data_columns, feature_kinds, open_data, resolve_predictor, run_jobs,
+    model_available,
 )
 
 __all__ = ["partial_dependence", "PDResult", "PDJob", "ModelRun", "prepare_model_run", "cell_assignments",
@@ -125,7 +126,7 @@ def prepare_model_run(model, data, features: Sequence[str], *, columns=None, res
         dtypes.index = [str(c) for c in dtypes.index]
     else:
         dtypes = open_data(data, None, storage_options=storage_options, filters=filters).dtypes
-    model_avail = [c for c in avail if c != wcol]
+    model_avail = model_available(model, columns, avail, [wcol])
     pred = resolve_predictor(model, model_avail, dtypes, columns=columns, response=response,
                              target_class=target_class, engine=engine)
     if need_model_columns:

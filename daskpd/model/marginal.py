@@ -26,7 +26,7 @@ import pandas as pd
 from ..io import DataError, as_float, check_columns, kind_of
 from ..results import ResultMixin
 from ._common import (
-    Plan, check_choice, check_features, check_int, check_weight, data_columns, feature_kinds,
+    Plan, check_choice, check_features, check_int, check_weight, data_columns, feature_kinds, model_available,
     open_data, order_statistics, resolve_predictor, run_jobs, summarize, type1_ranks,
 )
 from .ale import BinStats, _level_codes
@@ -302,8 +302,9 @@ def marginal(
         raise DataError(f"target {target!r} must be numeric; it has dtype {dtypes[target]}")
     pred = None
     if model is not None:
-        pred = resolve_predictor(model, [c for c in avail if c not in (wcol, target)], dtypes, columns=columns,
-                                 response=response, target_class=target_class, engine="predict")
+        # the weight may be a model input, the target never is
+        inputs = model_available(model, columns, [c for c in avail if c != target], [wcol])
+        pred = resolve_predictor(model, inputs, dtypes, columns=columns, response=response, target_class=target_class, engine="predict")
     elif response != "auto" or target_class is not None or columns is not None:
         raise DataError("parameters response, target_class and columns apply only with model=")
     kinds = feature_kinds(dtypes, feats, categorical_features)
