@@ -304,7 +304,8 @@ def marginal(
     if model is not None:
         # the weight may be a model input, the target never is
         inputs = model_available(model, columns, [c for c in avail if c != target], [wcol])
-        pred = resolve_predictor(model, inputs, dtypes, columns=columns, response=response, target_class=target_class, engine="predict")
+        pred = resolve_predictor(model, inputs, dtypes, columns=columns, response=response,
+                                 target_class=target_class, engine="predict")
     elif response != "auto" or target_class is not None or columns is not None:
         raise DataError("parameters response, target_class and columns apply only with model=")
     kinds = feature_kinds(dtypes, feats, categorical_features)
