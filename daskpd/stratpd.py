@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import warnings
 
-from ._strat.numeric import empty_curve_message
-from ._strat.pipeline import check_int, run_strat
+from ._strat.numeric import DEFAULT_FEW_SLOPES, empty_curve_message
+from ._strat.pipeline import check_few_slopes, check_int, run_strat
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
 from .io import DataError
 from .results import StratPDResult
@@ -25,6 +25,7 @@ def stratpd(
     features=None,
     min_samples_leaf: int = 15,
     min_slopes_per_x: int = 5,
+    few_slopes: str = DEFAULT_FEW_SLOPES,
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     max_bins: int | None = DEFAULT_MAX_BINS,
     tree_method: str = DEFAULT_TREE_METHOD,
@@ -51,7 +52,15 @@ def stratpd(
     min_samples_leaf : int, default 15
         Leaf size of the stratifying tree (fitted on the sample).
     min_slopes_per_x : int, default 5
-        Positions averaging fewer leaf slopes are unsupported.
+        The slope over [x_i, x_{i+1}) is the mean of the leaf slopes covering x_i when
+        there are at least this many.  An interval no leaf slope covers contributes
+        nothing (a flat step; its inner positions are unsupported).
+    few_slopes : {"interpolate", "flat"}, default "interpolate"
+        An interval with some leaf slopes but fewer than ``min_slopes_per_x``, between
+        two valid ones: "interpolate" takes the slope interpolated linearly in x from
+        the valid neighbours (nearer the truth on average in ``benchmarks/bench_gap_rule.py``;
+        see docs/stratpd.md); "flat" contributes nothing, as stratx 0.5.  Such intervals
+        at the ends of the curve are left out under either rule.
     sample_size : int, default 200,000
         Rows (bottom-k by seeded row hash) used to fit the tree; all rows if fewer.
     max_bins : int or None, default 1000
@@ -76,13 +85,14 @@ def stratpd(
     StratPDResult
     """
     min_slopes_per_x = check_int("min_slopes_per_x", min_slopes_per_x, 1)
+    few_slopes = check_few_slopes(few_slopes)
     if not isinstance(feature, str):
         raise DataError(f"feature must be a column name (str); got {feature!r}")
     run = run_strat(data, target, [feature], stratify_on=features, expect_kind="numeric",
                     min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
                     tree_method=tree_method, random_state=random_state, progress=progress,
                     storage_options=storage_options, filters=filters,
-                    finish_options={"min_slopes_per_x": min_slopes_per_x})
+                    finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes})
     return driver_side(run, run.results[feature], min_slopes_per_x=min_slopes_per_x)
 
 

@@ -62,6 +62,15 @@ def check_int(name: str, value, minimum: int, allow_none: bool = False):
     return int(value)
 
 
+def check_few_slopes(value) -> str:
+    """StratPD's rule for intervals with fewer than min_slopes_per_x slopes."""
+    from .numeric import FEW_SLOPES_RULES
+
+    if not isinstance(value, str) or value not in FEW_SLOPES_RULES:
+        raise DataError(f"parameter few_slopes must be one of {', '.join(map(repr, FEW_SLOPES_RULES))}; got {value!r}")
+    return value
+
+
 def resolve_columns(data, target: str, features: Sequence[str] | None, storage_options=None, filters=None):
     """The lazily-opened dataset (all columns) and the feature list (default: all but target)."""
     ddf = load(data, None, storage_options=storage_options, filters=filters)
