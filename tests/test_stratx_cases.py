@@ -30,13 +30,38 @@ smallest at 0 (stratx's origin is arbitrary, its tests normalise the same way) a
 
 Every case runs with ``tree_method="exact"`` and with the default ``"hist"``: on these
 single-column stratifiers both trees are scikit-learn's, leaf for leaf.
+
+Cases that differ from stratx on purpose (``DIFFERS``; docs/stratpd.md and
+docs/catstratpd.md say why) are not skipped or xfailed: each is checked for what daskpd
+guarantees instead, and ``tests/test_stratx_compat.py`` shows that stratx's own rule on
+the same leaves reproduces the reference output for every one of them.
+
+* ``CONSTANT_FEATURE`` (2 numeric cases, the feature has a single value): stratx returns
+  an empty curve with every row ignored; ``daskpd.stratpd`` refuses a constant feature
+  with a DataError naming it (issue 2: "constant x" is a bad input that must be reported;
+  issue 15 keeps that for a feature named explicitly).  The engine itself, given stratx's
+  leaf, returns exactly stratx's empty curve (checked below).
+* ``DISJOINT_PLACEMENT`` (6 categorical cases): groups of categories that share no leaf.
+  Their relative level is not identified by any leaf; stratx shifts each region by the
+  difference of its categories' mean marginal y but adds it to effects whose origin is the
+  region's first leaf's lowest category (stratx/partdep.py 617-629), so the placement
+  depends on that choice (dj_disjoint_regions: stratx 47/57/67, the marginal truth
+  40/50/60).  daskpd places each group so that its count-weighted mean effect matches its
+  rows' mean y.  Checked: within every group daskpd's effects equal stratx's up to one
+  constant, and the placement rule.
+* ``NOISY_MERGE`` (2 categorical cases with noisy leaves): stratx merges leaves greedily in
+  leaf order (the result depends on the order); daskpd fits the additive model
+  ybar_lc = a_l + b_c by count-weighted least squares.  Checked: daskpd equals a plain
+  weighted least-squares fit on the same leaves, and stays within 0.4 of stratx.
 """
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import daskpd
+from daskpd.io import DataError
 from stratx_unit_cases import all_cases
 
 nan = np.nan
@@ -86,18 +111,27 @@ TREE_METHODS = ("exact", "hist")
 NUMERIC = [n for n, c in CASES.items() if c["kind"] == "numeric"]
 CATEGORICAL = [n for n, c in CASES.items() if c["kind"] == "categorical"]
 
+CONSTANT_FEATURE = {"slopes_unsupported_ignored", "fd_one_uniq_x"}
+DISJOINT_PLACEMENT = {"cw_three_leaves_no_overlap", "cm_two_leaves_with_disconnected_2nd_leaf",
+                      "cm_3_leaves_disconnected_2nd_then_leaf_conn_to_disconnected",
+                      "cm_3_leaves_disconnected_2nd_then_leaf_conn_to_first", "dj_disjoint_regions",
+                      "dj_disjoint_regions_with_isolated_single_x"}
+NOISY_MERGE = {"cm_4state_temperature", "cm_temperature"}
+DIFFERS = CONSTANT_FEATURE | DISJOINT_PLACEMENT | NOISY_MERGE
+
 
 def test_every_case_has_a_reference_output():
     assert set(EXPECTED) == set(CASES)
+    assert DIFFERS <= set(CASES)
 
 
-@pytest.mark.parametrize("tree_method", TREE_METHODS)
-@pytest.mark.parametrize("name", NUMERIC)
-def test_numeric_case_matches_stratx(name, tree_method):
-    case, want = CASES[name], EXPECTED[name]
-    res = daskpd.stratpd(case["df"], case["target"], case["feature"], features=case["stratify_on"],
-                         min_samples_leaf=case["min_samples_leaf"], min_slopes_per_x=case["min_slopes_per_x"],
-                         tree_method=tree_method, max_bins=None)
+def _stratpd(case, tree_method):
+    return daskpd.stratpd(case["df"], case["target"], case["feature"], features=case["stratify_on"],
+                          min_samples_leaf=case["min_samples_leaf"], min_slopes_per_x=case["min_slopes_per_x"],
+                          tree_method=tree_method, max_bins=None)
+
+
+def _check_numeric(res, want):
     x = np.asarray(want["x"], dtype=float)
     np.testing.assert_array_equal(res.x, x)
     np.testing.assert_array_equal(res.slope_count, want["slope_count"])
@@ -109,11 +143,95 @@ def test_numeric_case_matches_stratx(name, tree_method):
 
 
 @pytest.mark.parametrize("tree_method", TREE_METHODS)
+@pytest.mark.parametrize("name", NUMERIC)
+def test_numeric_case_matches_stratx(name, tree_method):
+    case, want = CASES[name], EXPECTED[name]
+    if name in CONSTANT_FEATURE:
+        with pytest.raises(DataError, match=f"feature {case['feature']!r} is constant"):
+            _stratpd(case, tree_method)
+        _check_numeric(_finish_on_one_leaf(case), want)
+        return
+    _check_numeric(_stratpd(case, tree_method), want)
+
+
+def _finish_on_one_leaf(case):
+    """StratPD's finish (the scan's own kernels) on one leaf holding every row: what
+    stratx's single-leaf tree gives these 2-row tables."""
+    from daskpd._data.encode import FeatureEncoder, KeyCoder
+    from daskpd._engine.sums import group_sums
+    from daskpd._strat.numeric import bucket_sums, curve_from_sums
+    from daskpd._strat.scan import FeatureScan, StratScan
+
+    x = case["df"][case["feature"]].to_numpy(dtype="float64")
+    y = case["df"][case["target"]].to_numpy(dtype="float64")
+    coder = KeyCoder("numeric", values=np.unique(x))
+    fs = FeatureScan(case["feature"], "numeric", [], None, coder, None, 1)
+    job = StratScan(target=case["target"], features=[fs], encoder=FeatureEncoder([], {}),
+                    finish_options={"min_slopes_per_x": case["min_slopes_per_x"]})
+    table = group_sums(np.zeros(len(x), "int64"), coder.encode(pd.Series(x)), np.column_stack([np.ones_like(y), y]))
+    return curve_from_sums(fs, [bucket_sums(table, fs, 1, counters=(len(y), 0, 0))], job)
+
+
+def _catstratpd(case, tree_method):
+    return daskpd.catstratpd(case["df"], case["target"], case["feature"], features=case["stratify_on"],
+                             min_samples_leaf=case["min_samples_leaf"], tree_method=tree_method)
+
+
+@pytest.mark.parametrize("tree_method", TREE_METHODS)
 @pytest.mark.parametrize("name", CATEGORICAL)
 def test_categorical_case_matches_stratx(name, tree_method):
     case, want = CASES[name], EXPECTED[name]
-    res = daskpd.catstratpd(case["df"], case["target"], case["feature"], features=case["stratify_on"],
-                            min_samples_leaf=case["min_samples_leaf"], tree_method=tree_method)
+    res = _catstratpd(case, tree_method)
     np.testing.assert_array_equal(np.asarray(res.categories, dtype="int64"), want["categories"])
     np.testing.assert_array_equal(res.count, want["count"])
-    np.testing.assert_allclose(res.pd, want["effect"], rtol=1e-9, atol=1e-9)
+    if name in DISJOINT_PLACEMENT:
+        _check_disjoint_placement(case, res, want)
+    elif name in NOISY_MERGE:
+        _check_least_squares(case, res, want, tree_method)
+    else:
+        np.testing.assert_allclose(res.pd, want["effect"], rtol=1e-9, atol=1e-9)
+
+
+def _check_disjoint_placement(case, res, want):
+    frame = res.to_frame()
+    group = frame["group"].to_numpy()
+    assert len(np.unique(group)) > 1, "the case has disjoint groups"
+    diff = res.pd - np.asarray(want["effect"])
+    for g in np.unique(group):  # within a group: stratx's effects up to one constant
+        np.testing.assert_allclose(diff[group == g], diff[group == g][0], rtol=0, atol=1e-9)
+    # daskpd's placement: every group's count-weighted mean effect minus its rows' mean y is
+    # the same constant (one more group than stratx's arbitrary origin would give)
+    df = case["df"]
+    cats = np.asarray(res.categories, dtype="int64")
+    offsets = []
+    for g in np.unique(group):
+        in_g = np.isin(df[case["feature"]].to_numpy(), cats[group == g])
+        w = np.asarray(res.count, dtype=float)[group == g]
+        offsets.append(np.sum(w * res.pd[group == g]) / w.sum() - df[case["target"]].to_numpy()[in_g].mean())
+    np.testing.assert_allclose(offsets, offsets[0], rtol=0, atol=1e-9)
+
+
+def _check_least_squares(case, res, want, tree_method):
+    """daskpd = count-weighted least squares of ybar_lc = a_l + b_c on the same leaves,
+    solved plainly here; stratx's greedy merge differs by less than 0.4."""
+    from sklearn.tree import DecisionTreeRegressor
+
+    df = case["df"]
+    X = df[case["stratify_on"]].to_numpy(dtype="float32")
+    y = df[case["target"]].to_numpy(dtype="float64")
+    leaf = DecisionTreeRegressor(min_samples_leaf=case["min_samples_leaf"], random_state=0).fit(X, y).apply(X)
+    g = pd.DataFrame({"leaf": leaf, "cat": df[case["feature"]].to_numpy(), "y": y})
+    s = g.groupby(["leaf", "cat"]).y.agg(["size", "mean"]).reset_index()
+    leaves = {v: i for i, v in enumerate(sorted(s.leaf.unique()))}
+    cats = sorted(s.cat.unique())
+    col = {v: i for i, v in enumerate(cats)}
+    A = np.zeros((len(s), len(leaves) + len(cats)))
+    A[np.arange(len(s)), [leaves[v] for v in s.leaf]] = 1.0
+    A[np.arange(len(s)), [len(leaves) + col[v] for v in s.cat]] = 1.0
+    sw = np.sqrt(s["size"].to_numpy(dtype=float))
+    coef = np.linalg.lstsq(A * sw[:, None], s["mean"].to_numpy() * sw, rcond=None)[0]
+    b = coef[len(leaves):]
+    b = b - b.min()  # the system is singular by one constant; effects with the minimum at 0
+    np.testing.assert_array_equal(cats, res.categories)
+    np.testing.assert_allclose(res.pd - res.pd.min(), b, rtol=0, atol=1e-9)
+    assert np.abs(res.pd - np.asarray(want["effect"])).max() < 0.4

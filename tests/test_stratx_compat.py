@@ -17,7 +17,7 @@ from sklearn.tree import DecisionTreeRegressor
 
 import daskpd
 from daskpd._strat.histtree import HistTree
-from daskpd.stratx_compat import preorder_leaf_rank, stratx_integrate, stratx_merge_categorical
+from stratx_compat import preorder_leaf_rank, stratx_integrate, stratx_merge_categorical
 from test_stratx_cases import CASES, EXPECTED
 
 
