@@ -3,7 +3,11 @@
 fewer than ``min_slopes_per_x``?  Evidence for the rule.
 
     .venv/bin/python benchmarks/bench_gap_rule.py [--parts synth,semi,real] [--sizes 1e3,1e4,1e5]
-        [--seeds 5] [--msx 5,10,20] [--stratx-venv ~/.cache/daskpd-bench/stratx-new]
+        [--seeds 5] [--msx 5,10,20] [--stratx-venv ~/.cache/daskpd-bench/stratx-new] [--check-engine]
+
+(``--check-engine``: on the synthetic part, also run daskpd itself with each threshold and
+``few_slopes="flat"`` / ``"interpolate"`` and report the largest difference from the
+re-integration below -- 0 up to rounding when the engine implements the rules measured.)
 
 How the curves are made.  daskpd is run ONCE per dataset with ``min_slopes_per_x=1`` (and
 ``max_bins=None``: the grid is the distinct x values, as stratx's).  ``res.to_frame()`` then
@@ -206,7 +210,30 @@ def synth_frame(dist, shape, n, seed):
     return pd.DataFrame({"x1": x1, "x2": x2, "x3": x3, "y": y})
 
 
-def part_synth(sizes, seeds, msx):
+def engine_check(df, fr, m):
+    """max |difference| between daskpd's own curve with min_slopes_per_x=m (each
+    ``few_slopes`` rule) and this script's re-integration with the same rule, over the
+    positions daskpd supports (both are 0 at the first supported position); and whether
+    the supported positions are the rule's kept ones.  0.0 / True: the script measures
+    exactly what the engine does."""
+    import daskpd
+
+    x = fr.x.to_numpy(float)
+    s1, c = fr.slope.to_numpy(float), fr.slope_count.to_numpy()
+    out = {}
+    for rule, engine_rule in (("flat", "flat"), ("interp", "interpolate")):
+        res = daskpd.stratpd(df, "y", "x1", min_slopes_per_x=m, max_bins=None, few_slopes=engine_rule)
+        eff, defined = rule_slopes(x, s1, c, m, rule)
+        mine = integrate(x, eff)
+        sup = res.supported
+        same_support = bool(np.array_equal(sup, kept(defined)))
+        diff = float(np.max(np.abs(res.pd[sup] - (mine[sup] - mine[sup][0])), initial=0.0))
+        out[f"engine_{rule}_maxdiff"] = diff
+        out[f"engine_{rule}_support"] = same_support
+    return out
+
+
+def part_synth(sizes, seeds, msx, check_engine=False):
     rows = []
     for dist in DISTS:
         for shape in SHAPES:
@@ -216,9 +243,16 @@ def part_synth(sizes, seeds, msx):
                     fr = daskpd_frame(df, "y", "x1")
                     for m in msx:
                         row = score_truth(fr, SHAPES[shape], m)
+                        if check_engine:
+                            row.update(engine_check(df, fr, m))
                         rows.append(dict(dist=dist, shape=shape, n=n, seed=seed, m=m, **row))
     r = pd.DataFrame(rows)
     report(r, ["dist", "shape", "n", "m"], "synthetic: anchor-free RMSE vs the truth, mean over seeds")
+    if check_engine:
+        for rule in ("flat", "interp"):
+            print(f"engine check, rule {rule}: max |daskpd - re-integration| {r[f'engine_{rule}_maxdiff'].max():.3g} "
+                  f"; supported = kept positions in "
+                  f"{int(r[f'engine_{rule}_support'].sum())}/{len(r)} runs")
     return r
 
 
@@ -420,6 +454,8 @@ def main(argv=None):
     ap.add_argument("--msx", default="5,10,20", help="min_slopes_per_x thresholds to evaluate")
     ap.add_argument("--stratx-venv", default="~/.cache/daskpd-bench/stratx-new")
     ap.add_argument("--csv", default=None, help="write every row of every part to this CSV prefix")
+    ap.add_argument("--check-engine", action="store_true",
+                    help="synth: also run daskpd with each min_slopes_per_x and few_slopes rule and compare")
     a = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     pd.set_option("display.width", 250)
@@ -427,7 +463,7 @@ def main(argv=None):
     msx = [int(v) for v in a.msx.split(",")]
     out = {}
     if "synth" in parts:
-        out["synth"] = part_synth([int(float(s)) for s in a.sizes.split(",")], a.seeds, msx)
+        out["synth"] = part_synth([int(float(s)) for s in a.sizes.split(",")], a.seeds, msx, a.check_engine)
     if "semi" in parts:
         out["semi"] = part_semi(a.seeds, msx)
     if "real" in parts:

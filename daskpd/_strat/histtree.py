@@ -9,9 +9,10 @@ faster (0.30 s: its grower is Python per node) and its leaf ids are not public A
 So this module grows the same kind of tree LightGBM and scikit-learn's HGB grow, with
 the one thing StratPD needs -- ``apply`` -- in numba:
 
-* each input column is cut into at most 1023 bins on the fitting sample (all distinct
-  values when there are at most 1023 of them, so the tree is *exact* on such columns;
-  otherwise quantile midpoints, as scikit-learn's ``_BinMapper``); a missing value
+* each input column is cut into at most ``max_bins`` bins on the fitting sample (all
+  distinct values when there are at most ``max_bins`` of them, so the tree is *exact* on
+  such columns; otherwise quantile midpoints, as scikit-learn's ``_BinMapper``); the
+  stratifying trees use :func:`auto_max_bins` (one bin per value up to 65,535); a missing value
   has a bin of its own and each split learns which side missing values go to;
 * the tree is grown depth-first to full size, like ``DecisionTreeRegressor`` with
   only ``min_samples_leaf`` set: a node is split when it holds >= 2 * min_samples_leaf

@@ -1,7 +1,8 @@
 """The stratifying trees: fitted on the tree sample, one per feature.
 
-``tree_method="hist"`` (default): :class:`daskpd._strat.histtree.HistTree`, columns cut
-into at most 1023 bins on the sample (once per request, shared by every feature's tree);
+``tree_method="hist"`` (default): :class:`daskpd._strat.histtree.HistTree`, columns binned
+on the sample (once per request, shared by every feature's tree): one bin per distinct
+value up to 65,535 values (``TREE_BINS = "auto"``), so the tree is the exact one;
 ``"exact"``: scikit-learn's ``DecisionTreeRegressor``.  Both are grown until leaves hold
 ``min_samples_leaf`` rows.  :func:`bin_edges` cuts a continuous feature into bins.
 """
@@ -80,8 +81,8 @@ def fit_tree(sample: pd.DataFrame, target: str, other: Sequence[str], encoder: F
     """Fit the stratifying tree of y on ``other`` (None if no columns or no rows).
 
     ``tree_method="hist"`` (default): a :class:`daskpd._strat.histtree.HistTree` --
-    columns cut into at most 1023 bins on the sample (exact for columns with <= 1023
-    distinct values), grown to full size; ``binned`` (from :func:`bin_sample`) avoids
+    columns binned on the sample (one bin per distinct value up to 65,535, so exact on
+    such columns), grown to full size; ``binned`` (from :func:`bin_sample`) avoids
     re-binning per tree.  ``"exact"``: scikit-learn's ``DecisionTreeRegressor`` (exact
     thresholds, as the reference implementation).  Both are grown until leaves hold
     ``min_samples_leaf`` rows.
