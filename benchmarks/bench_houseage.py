@@ -59,7 +59,7 @@ T, F = "median_house_value", "housing_median_age"
 def stratpd(df, target, feature, method, **kw):
     """daskpd.stratpd with tree method ``exact``, ``hist`` (the fixed 1023 bins per column of
     main), ``hist-<bins>`` or ``hist-adaptive`` (one bin per distinct value, at most 65535:
-    the proposed default, ``TREE_BINS = "auto"`` in the trees module on branch h13-conformance).
+    the default since issue 13, ``TREE_BINS = "auto"`` in daskpd._strat.trees).
     Works without the proposal too (then the bins are set through ``MAX_TREE_BINS``)."""
     import daskpd
 

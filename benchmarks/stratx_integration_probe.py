@@ -8,7 +8,7 @@ grid, slope counts, slopes, the kept curve (pdpx, pdpy) and ``ignored``.
 
 Every case stratifies on one column ``s`` (one leaf per value of s, min_samples_leaf=1;
 y differs between strata so the tree splits them all), so the leaves are known.  Imports
-only stratx, numpy, pandas.  Used for /work/notes/h13_reference.md.
+only stratx, numpy, pandas.  Its findings are in docs/stratpd.md ("How stratx 0.5 integrates").
 """
 import os
 import warnings

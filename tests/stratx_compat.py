@@ -1,9 +1,11 @@
 """stratx 0.5's finishing steps, re-implemented on daskpd's per-(leaf, key) sums.
 
-Not wired into :func:`daskpd.stratpd` / :func:`daskpd.catstratpd` (issue 13: the engine
-is being rewritten); these are reference implementations the finalize can call, checked
+Test-side only (not part of the package): a reproduction of the reference, checked
 against the outputs of stratx 0.5 itself on its own unit cases
-(``tests/test_stratx_compat.py``, expected values from ``benchmarks/stratx_unit_cases.py``).
+(``tests/test_stratx_compat.py``, expected values from ``benchmarks/stratx_unit_cases.py``),
+so that the conformance tests can show that the reference's rule on daskpd's leaves
+gives the reference's answer wherever daskpd differs on purpose.  daskpd's own
+``few_slopes="flat"`` is :func:`stratx_integrate`'s rule.
 
 * :func:`stratx_integrate` -- ``partial_dependence``'s integration and the positions it
   keeps (stratx/partdep.py lines 146-182).

@@ -1,4 +1,4 @@
-"""daskpd.stratx_compat reproduces stratx 0.5 on its own unit cases, given the same leaves.
+"""tests/stratx_compat.py reproduces stratx 0.5 on its own unit cases, given the same leaves.
 
 The leaves are computed here the way stratx gets them (a scikit-learn tree on the single
 stratifying column; daskpd's histogram tree with its leaves renumbered in scikit-learn's
