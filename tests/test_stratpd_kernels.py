@@ -309,3 +309,22 @@ def test_scan_sums_x_only_for_binned_features():
     (out,) = run_local([df], [StratScan(target="y", features=feats[:1], encoder=enc, expected_rows=n,
                                         finish_options={"min_slopes_per_x": 1})])
     np.testing.assert_array_equal(out["x"].pd, fin(np.zeros(n, int), df.x, df.y).pd)
+
+
+def test_few_slopes_is_validated_and_recorded():
+    import daskpd
+    from daskpd.io import DataError
+
+    rng = np.random.default_rng(2)
+    df = pd.DataFrame({"x": rng.integers(0, 20, 400).astype(float), "a": rng.normal(size=400)})
+    df["y"] = df.x + df.a
+    for bad in ("linear", None, 1):
+        with pytest.raises(DataError, match="parameter few_slopes must be one of 'interpolate', 'flat'"):
+            daskpd.stratpd(df, "y", "x", few_slopes=bad)
+        with pytest.raises(DataError, match="parameter few_slopes"):
+            daskpd.importances(df, "y", few_slopes=bad)
+    assert daskpd.stratpd(df, "y", "x", few_slopes="flat").params["few_slopes"] == "flat"
+    from daskpd.importance import strat_curves_and_importances
+
+    imp = strat_curves_and_importances(df, "y", few_slopes="flat")
+    assert imp.params["few_slopes"] == "flat" and imp.curves["x"].params["few_slopes"] == "flat"
