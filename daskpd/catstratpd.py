@@ -111,9 +111,10 @@ def catstratpd(
     sample_size : int, default 200,000
         Rows (bottom-k by seeded row hash) used to fit the tree; all rows if fewer.
     tree_method : {"hist", "exact"}, default "hist"
-        How the stratifying tree is grown.  "hist": daskpd's histogram tree (columns
-        cut into at most 1023 bins on the sample -- exact for columns with at most 1023
-        distinct values -- and grown to full size; faster to fit, see docs/benchmarks.md).  "exact":
+        How the stratifying tree is grown.  "hist": daskpd's histogram tree (each
+        column binned on the sample with one bin per distinct value up to 65,535 values
+        -- then it is scikit-learn's exact tree, up to ties -- and 65,535 percentile bins
+        beyond; grown to full size; faster to fit, see docs/benchmarks.md).  "exact":
         scikit-learn's ``DecisionTreeRegressor`` (exact thresholds, as stratx).
     random_state : int, default 0
         Seeds the sample, the tree and the bootstrap weights.

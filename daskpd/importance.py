@@ -40,6 +40,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES
 from ._strat.pipeline import resolve_columns, run_strat
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
 from ._validation import POSITIVE_INT, ColumnNames, Interval, StrOptions, validate_params
@@ -257,6 +258,7 @@ IMPORTANCE_CONSTRAINTS = {
     "sort_by": [StrOptions(*MEASURES)],
     "cat_min_samples_leaf": [POSITIVE_INT],
     "min_slopes_per_x": [POSITIVE_INT],
+    "few_slopes": [StrOptions(*FEW_SLOPES_RULES)],
     "nan_as_level": ["boolean"],
     "pvalues": ["boolean"],
     "pvalues_n_trials": [POSITIVE_INT],
@@ -280,6 +282,7 @@ def strat_curves_and_importances(
     min_samples_leaf: int = 15,
     cat_min_samples_leaf: int = 5,
     min_slopes_per_x: int = 5,
+    few_slopes: str = DEFAULT_FEW_SLOPES,
     nan_as_level: bool = False,
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     max_bins: int | None = DEFAULT_MAX_BINS,
@@ -323,6 +326,10 @@ def strat_curves_and_importances(
         Stratifying-tree leaf size for numeric / categorical features (stratx's).
     min_slopes_per_x : int, default 5
         StratPD: positions averaging fewer leaf slopes are unsupported.
+    few_slopes : {"interpolate", "flat"}, default "interpolate"
+        StratPD: an interval with some but fewer than ``min_slopes_per_x`` slopes between
+        two valid ones takes the interpolated slope, or none ("flat", stratx 0.5); see
+        :func:`daskpd.stratpd`.
     nan_as_level : bool, default False
         Categorical features: a missing value is a level of its own (else such rows
         are dropped from that feature's curve).
@@ -380,7 +387,8 @@ def strat_curves_and_importances(
         min_samples_leaf_for=msl_for, sample_size=sample_size, max_bins=max_bins, random_state=random_state,
         n_trials=n_trials if n_trials > 1 else 0, trial_fraction=trial_fraction, nan_as_level=nan_as_level,
         tree_method=tree_method, progress=progress, storage_options=storage_options, filters=filters,
-        finish_options={"min_slopes_per_x": min_slopes_per_x}, dtypes={f: ddf_all.dtypes[f] for f in feats})
+        finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes},
+        dtypes={f: ddf_all.dtypes[f] for f in feats})
     kinds = {f: run.kinds[f] for f in feats}
     timings = dict(getattr(run, "timings", None) or {})
     t0 = time.perf_counter()
@@ -441,6 +449,7 @@ def strat_curves_and_importances(
               "n_trials": n_trials, "bootstrap": bootstrap, "subsample_size": trial_fraction,
               "normalize": normalize, "sort_by": sort_by, "min_samples_leaf": min_samples_leaf,
               "cat_min_samples_leaf": cat_min_samples_leaf, "min_slopes_per_x": min_slopes_per_x,
+              "few_slopes": few_slopes,
               "nan_as_level": nan_as_level,
               "sample_size": sample_size, "max_bins": max_bins, "tree_method": tree_method,
               "random_state": random_state,

@@ -66,7 +66,11 @@ class StratPDResult(ResultMixin):
     ``slope``        average slope over [x_i, x_{i+1}) (NaN when fewer than min_slopes_per_x)
     ``slope_count``  number of leaf slopes averaged over [x_i, x_{i+1})
     ``count``        rows at this x (all leaves)
-    ``supported``    pd is estimated here
+    ``supported``    pd is estimated here (the interval starting or ending at x has a slope)
+
+    ``params["support"]`` counts, inside the curve, the intervals no leaf slope covers
+    (flat steps), those with fewer than min_slopes_per_x slopes (and how many of them were
+    interpolated) and the positions left unsupported.
     """
 
     feature: str
@@ -123,7 +127,15 @@ class StratPDResult(ResultMixin):
     def summary(self) -> str:
         sup = self.supported
         lo, hi = (np.nanmin(self.pd[sup]), np.nanmax(self.pd[sup])) if sup.any() else (np.nan, np.nan)
-        return (f"{self.feature}: {int(sup.sum())}/{len(self.x)} x positions supported, pd range "
+        sc = self.params.get("support") or {}
+        inside = ""
+        if sc.get("empty_intervals") or sc.get("few_slope_intervals"):
+            inside = (f" ({sc.get('unsupported_inside', 0)} unsupported inside the curve; flat over "
+                      f"{sc.get('empty_intervals', 0)} intervals no leaf slope covers, "
+                      f"{sc.get('few_slope_intervals', 0)} with fewer than "
+                      f"{self.params.get('min_slopes_per_x')} slopes: "
+                      f"{sc.get('few_slopes_interpolated', 0)} interpolated)")
+        return (f"{self.feature}: {int(sup.sum())}/{len(self.x)} x positions supported{inside}, pd range "
                 f"[{lo:.4g}, {hi:.4g}], {self.n_leaves} leaves, rows used {self.n_used:,} of {self.n_rows:,} "
                 f"(ignored {self.n_ignored:,} in single-x leaves, dropped {self.n_missing_x:,} missing x, "
                 f"{self.n_bad_y:,} missing/inf y){' [binned]' if self.binned else ''}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 from numbers import Integral
 
-from ._strat.numeric import empty_curve_message
+from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, empty_curve_message
 from ._strat.pipeline import run_strat
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, TREE_METHODS
 from ._validation import (IO_CONSTRAINTS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, Interval,
@@ -36,6 +36,7 @@ STRAT_CONSTRAINTS = {
     **STRAT_CONSTRAINTS,
     "feature": ["column"],
     "min_slopes_per_x": [POSITIVE_INT],
+    "few_slopes": [StrOptions(*FEW_SLOPES_RULES)],
 })
 
 def stratpd(
@@ -46,6 +47,7 @@ def stratpd(
     features=None,
     min_samples_leaf: int = 15,
     min_slopes_per_x: int = 5,
+    few_slopes: str = DEFAULT_FEW_SLOPES,
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     max_bins: int | None = DEFAULT_MAX_BINS,
     tree_method: str = DEFAULT_TREE_METHOD,
@@ -72,7 +74,15 @@ def stratpd(
     min_samples_leaf : int, default 15
         Leaf size of the stratifying tree (fitted on the sample).
     min_slopes_per_x : int, default 5
-        Positions averaging fewer leaf slopes are unsupported.
+        The slope over [x_i, x_{i+1}) is the mean of the leaf slopes covering x_i when
+        there are at least this many.  An interval no leaf slope covers contributes
+        nothing (a flat step; its inner positions are unsupported).
+    few_slopes : {"interpolate", "flat"}, default "interpolate"
+        An interval with some leaf slopes but fewer than ``min_slopes_per_x``, between
+        two valid ones: "interpolate" takes the slope interpolated linearly in x from
+        the valid neighbours (nearer the truth on average in ``benchmarks/bench_gap_rule.py``;
+        see docs/stratpd.md); "flat" contributes nothing, as stratx 0.5.  Such intervals
+        at the ends of the curve are left out under either rule.
     sample_size : int, default 200,000
         Rows (bottom-k by seeded row hash) used to fit the tree; all rows if fewer.
     max_bins : int or None, default 1000
@@ -81,9 +91,10 @@ def stratpd(
         mean x of its rows; ``None`` never bins.  Integer-like features with few values
         keep their exact values.
     tree_method : {"hist", "exact"}, default "hist"
-        How the stratifying tree is grown.  "hist": daskpd's histogram tree (columns
-        cut into at most 1023 bins on the sample -- exact for columns with at most 1023
-        distinct values -- and grown to full size; faster to fit, see docs/benchmarks.md).  "exact":
+        How the stratifying tree is grown.  "hist": daskpd's histogram tree (each
+        column binned on the sample with one bin per distinct value up to 65,535 values
+        -- then it is scikit-learn's exact tree, up to ties -- and 65,535 percentile bins
+        beyond; grown to full size; faster to fit, see docs/benchmarks.md).  "exact":
         scikit-learn's ``DecisionTreeRegressor`` (exact thresholds, as stratx).
     random_state : int, default 0
         Seeds the sample, the tree and the plotted segment sample.
@@ -100,7 +111,7 @@ def stratpd(
                     min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
                     tree_method=tree_method, random_state=random_state, progress=progress,
                     storage_options=storage_options, filters=filters,
-                    finish_options={"min_slopes_per_x": min_slopes_per_x})
+                    finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes})
     return driver_side(run, run.results[feature], min_slopes_per_x=min_slopes_per_x)
 
 

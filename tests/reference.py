@@ -1,16 +1,23 @@
 """A deliberately plain, in-memory StratPD written for the tests.
 
 Loops and lists, no sweep, no difference arrays, no dask: the seed-000 pseudo-code
-as written, plus daskpd's documented integration rule (unsupported intervals inside
-the supported range take the slope linearly interpolated from their supported
-neighbours; the curve ends at the right end of the last supported interval).
+as written, plus daskpd's documented integration rule (issue 13):
+
+* an interval [x_i, x_{i+1}) whose position has at least min_slopes_per_x slopes uses
+  their mean;
+* an interval with no slope at all adds nothing (a flat step, as stratx 0.5);
+* an interval with a few slopes (fewer than min_slopes_per_x) between two valid ones
+  uses the slope interpolated linearly in x between the nearest valid interval on each
+  side ("interpolate") or adds nothing ("flat"); at the ends it adds nothing;
+* x_i is supported when the interval starting at it or the one ending at it has a slope;
+  pd is 0 at the first supported position and NaN at unsupported ones.
 """
 from __future__ import annotations
 
 import numpy as np
 
 
-def reference_stratpd(x, y, leaf, min_slopes_per_x, bins=None):
+def reference_stratpd(x, y, leaf, min_slopes_per_x, bins=None, few_slopes="interpolate"):
     """Return dict(x, pd, slope_count, count, ignored, n_leaves).
 
     ``bins``: per-row bin number (binned mode: a leaf's position is its bin, placed
@@ -50,22 +57,34 @@ def reference_stratpd(x, y, leaf, min_slopes_per_x, bins=None):
         cnt.append(len(s))
         avg.append(sum(s) / len(s) if s else float("nan"))
 
-    kept = [i for i in range(n - 1) if cnt[i] >= min_slopes_per_x]
+    valid = [i for i in range(n - 1) if cnt[i] >= min_slopes_per_x]
+    slope_used = [0.0] * n  # the last position starts no interval
+    has_slope = [False] * n
+    for i in range(n - 1):
+        if i in valid:
+            slope_used[i] = avg[i]
+            has_slope[i] = True
+        elif cnt[i] > 0 and few_slopes == "interpolate":
+            left = [k for k in valid if k < i]
+            right = [k for k in valid if k > i]
+            if left and right:
+                j, k = max(left), min(right)
+                slope_used[i] = avg[j] + (avg[k] - avg[j]) * (ux[i] - ux[j]) / (ux[k] - ux[j])
+                has_slope[i] = True
+    supported = [has_slope[i] or (i > 0 and has_slope[i - 1]) for i in range(n)]
     pd_ = [float("nan")] * n
-    if kept:
-        first, last = kept[0], kept[-1]
-        pd_[first] = 0.0
-        for i in range(first, last + 1):
-            if i in kept:
-                s = avg[i]
-            else:
-                j = max(k for k in kept if k < i)
-                k = min(k for k in kept if k > i)
-                s = avg[j] + (avg[k] - avg[j]) * (ux[i] - ux[j]) / (ux[k] - ux[j])
-            pd_[i + 1] = pd_[i] + s * (ux[i + 1] - ux[i])
+    if any(supported):
+        first = supported.index(True)
+        value = 0.0
+        for i in range(first, n):
+            if i > first:
+                value = value + slope_used[i - 1] * (ux[i] - ux[i - 1])
+            if supported[i]:
+                pd_[i] = value
     return {
         "x": np.array(ux),
         "pd": np.array(pd_),
+        "supported": np.array(supported),
         "slope_count": np.array(cnt),
         "count": np.array(count),
         "ignored": ignored,

@@ -18,14 +18,14 @@ from daskpd._strat.trees import bin_edges
 from reference import reference_stratpd
 
 
-def fin(leaf, x, y, m=1):
+def fin(leaf, x, y, m=1, few_slopes="interpolate"):
     """The numeric finish on given leaves (one bucket), with the scan's own kernels."""
     leaf, x, y = (np.asarray(a) for a in (leaf, x, y))
     x, y = x.astype(float), y.astype(float)
     coder = KeyCoder("numeric", values=np.unique(x))
     fs = FeatureScan("x", "numeric", [], None, coder, None, int(leaf.max()) + 1)
     job = StratScan(target="y", features=[fs], encoder=FeatureEncoder([], {}),
-                    finish_options={"min_slopes_per_x": m})
+                    finish_options={"min_slopes_per_x": m, "few_slopes": few_slopes})
     table = group_sums(leaf, coder.encode(pd.Series(x)), np.column_stack([np.ones_like(y), y]))
     res = curve_from_sums(fs, [bucket_sums(table, fs, 1, counters=(len(y), 0, 0))], job)
     from daskpd._strat.numeric import empty_curve_message
@@ -51,10 +51,21 @@ def test_two_disjoint_regions_and_negative_slope():
     # leaf 0 rises by 1 over [1, 2]; leaf 1 falls by 2 over [5, 6]; nothing covers [2, 5)
     r = fin([0, 0, 1, 1], [1, 2, 5, 6], [0, 1, 10, 8])
     np.testing.assert_array_equal(r.slope_count, [1, 0, 1, 0])
-    # [2, 5) is inside the supported range: slope interpolated between 1 (at x=1) and -2 (at x=5)
-    s_gap = 1 + (-2 - 1) * (2 - 1) / (5 - 1)
-    np.testing.assert_allclose(r.pd, [0, 1, 1 + 3 * s_gap, 1 + 3 * s_gap - 2])
+    # no leaf slope over [2, 5): a flat step (stratx 0.5); x=2 closes [1, 2), x=5 opens [5, 6)
+    np.testing.assert_allclose(r.pd, [0, 1, 1, -1])
+    np.testing.assert_array_equal(r.supported, [True, True, True, True])
     assert np.isnan(r.slope[1])
+    assert r.params["support"]["empty_intervals"] == 1
+
+
+def test_issue_example_no_invented_slope():
+    """Issue 13: x in {0,1,2} in one stratum and {10,11,12} in the other, y = x^2 + 100 z:
+    no slope over [2, 10) (stratx 0.5: pd 0, 1, 4, 4, 25, 48)."""
+    x = [0, 1, 2, 10, 11, 12]
+    r = fin([0, 0, 0, 1, 1, 1], x, [v * v + 100 * (v >= 10) for v in x])
+    np.testing.assert_array_equal(r.slope_count, [1, 1, 0, 1, 1, 0])
+    np.testing.assert_allclose(r.pd, [0, 1, 4, 4, 25, 48])
+    assert r.supported.all()
 
 
 def test_single_x_leaf_between_is_ignored_and_counted():
@@ -66,10 +77,44 @@ def test_single_x_leaf_between_is_ignored_and_counted():
     np.testing.assert_array_equal(r.x, [1, 2, 3, 4, 5])
     np.testing.assert_array_equal(r.slope_count, [1, 0, 0, 1, 0])
     np.testing.assert_array_equal(r.count, [1, 1, 4, 1, 1])
-    # slopes 1 over [1,2) and 2 over [4,5); [2,4) interpolated linearly in x
-    s2 = 1 + (2 - 1) * (2 - 1) / (4 - 1)
-    s3 = 1 + (2 - 1) * (3 - 1) / (4 - 1)
-    np.testing.assert_allclose(r.pd, np.cumsum([0, 1, s2, s3, 2]))
+    # slopes 1 over [1,2) and 2 over [4,5); nothing covers [2, 4): flat, and x=3 -- inside
+    # the run of positions without a slope -- is unsupported (stratx drops it)
+    np.testing.assert_array_equal(r.supported, [True, True, False, True, True])
+    np.testing.assert_allclose(r.pd, [0, 1, np.nan, 1, 3])
+    sc = r.params["support"]
+    assert sc["empty_intervals"] == 2 and sc["unsupported_inside"] == 1
+    assert "1 unsupported inside" in r.summary()
+
+
+def test_few_slopes_interpolated_or_flat():
+    """Strata covering x 0..4 twice and {0,1}, {3,4} once; y = x^2: counts [3, 2, 2, 3, 0].
+    With min_slopes_per_x=3 the few-slope intervals [1, 3) take the slope interpolated
+    in x between 1 (at x=0) and 7 (at x=3) -- 3 and 5, the truth here (even spacing) -- or
+    stay flat as stratx 0.5 (pd 0, 1, 1, 8)."""
+    leaf = [0] * 5 + [1] * 5 + [2, 2, 3, 3]
+    x = [0, 1, 2, 3, 4] * 2 + [0, 1, 3, 4]
+    y = [v * v for v in x]
+    r = fin(leaf, x, y, m=3)
+    np.testing.assert_array_equal(r.slope_count, [3, 2, 2, 3, 0])
+    np.testing.assert_allclose(r.pd, [0, 1, 4, 9, 16])
+    assert r.supported.all()
+    assert r.params["few_slopes"] == "interpolate"
+    assert r.params["support"]["few_slopes_interpolated"] == 2
+    f = fin(leaf, x, y, m=3, few_slopes="flat")
+    np.testing.assert_array_equal(f.supported, [True, True, False, True, True])
+    np.testing.assert_allclose(f.pd, [0, 1, np.nan, 1, 8])
+    assert f.params["support"]["few_slope_intervals"] == 2 and f.params["support"]["few_slopes_interpolated"] == 0
+
+
+def test_interpolation_uses_x_not_the_index():
+    """Uneven x (0, 1, 3, 4): valid slopes 1 at x=0 and 7 at x=3, a few-slope interval
+    at x=1 takes 1 + (7 - 1) * (1 - 0) / (3 - 0) = 3 (the truth for y = x^2 is 4: the
+    interpolation is exact for quadratics only on even spacing)."""
+    leaf = [0] * 4 + [1] * 4 + [2, 2, 3, 3]
+    x = [0, 1, 3, 4] * 2 + [0, 1, 3, 4]
+    r = fin(leaf, x, [v * v for v in x], m=3)
+    np.testing.assert_array_equal(r.slope_count, [3, 2, 3, 0])
+    np.testing.assert_allclose(r.pd, [0, 1, 1 + 3 * 2, 1 + 3 * 2 + 7])
 
 
 def test_gaps_in_x_use_dx():
@@ -131,26 +176,27 @@ def datasets(draw):
     m = draw(st.integers(1, 4))
     cuts = draw(st.lists(st.integers(1, 10_000), max_size=6))
     max_bins = draw(st.sampled_from([None, 6, 25]))
-    return df, leaf_size, m, cuts, max_bins
+    few_slopes = draw(st.sampled_from(["interpolate", "flat"]))
+    return df, leaf_size, m, cuts, max_bins, few_slopes
 
 
-def _scan(df, tree, max_bins, m, n_buckets=1, n_trials=0):
+def _scan(df, tree, max_bins, m, n_buckets=1, n_trials=0, few_slopes="interpolate"):
     edges = bin_edges(df.x.to_numpy(), max_bins) if max_bins else None
     coder = KeyCoder("numeric", edges=edges) if edges is not None else KeyCoder("numeric", values=np.unique(df.x))
     index, n_leaves = leaf_numbering(tree, 0, 0)
     fs = FeatureScan("x", "numeric", ["a", "b"], tree, coder, index, n_leaves)
     return StratScan(target="y", features=[fs], encoder=FeatureEncoder.fit(df, ["a", "b", "x"]), n_trials=n_trials,
                      weight_columns=["x", "a", "b", "y"], n_buckets=n_buckets, expected_rows=len(df),
-                     finish_options={"min_slopes_per_x": m})
+                     finish_options={"min_slopes_per_x": m, "few_slopes": few_slopes})
 
 
 @pytest.mark.filterwarnings("ignore:StratPD for feature")
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(datasets(), st.sampled_from([1, 2, 4, 16]))
 def test_dask_equals_reference(case, n_buckets):
-    df, leaf_size, m, cuts, max_bins = case
+    df, leaf_size, m, cuts, max_bins, few_slopes = case
     tree = DecisionTreeRegressor(min_samples_leaf=leaf_size, random_state=0).fit(df[["a", "b"]].to_numpy("float32"), df.y)
-    job = _scan(df, tree, max_bins, m, n_buckets)
+    job = _scan(df, tree, max_bins, m, n_buckets, few_slopes=few_slopes)
     ddf = _random_partitions(df, cuts)
     (out,) = run_pass(ddf, [job], fan_in=2)
     res = out["x"]
@@ -158,10 +204,11 @@ def test_dask_equals_reference(case, n_buckets):
     leaf = tree.apply(df[["a", "b"]].to_numpy("float32"))
     coder = job.features[0].coder
     bins = None if not coder.binned else coder.encode(df.x).astype(float)
-    ref = reference_stratpd(df.x, df.y, leaf, m, bins=bins)
+    ref = reference_stratpd(df.x, df.y, leaf, m, bins=bins, few_slopes=few_slopes)
     np.testing.assert_allclose(res.x, ref["x"], rtol=1e-12)
     np.testing.assert_array_equal(res.slope_count, ref["slope_count"])
     np.testing.assert_array_equal(res.count, ref["count"])
+    np.testing.assert_array_equal(res.supported, ref["supported"])
     np.testing.assert_allclose(res.pd, ref["pd"], rtol=1e-9, atol=1e-9 * (1 + np.nanmax(np.abs(ref["pd"]), initial=0)))
     assert res.n_ignored == ref["ignored"]
     assert res.n_leaves == ref["n_leaves"]
@@ -194,6 +241,44 @@ def test_in_memory_kernels_equal_dask_and_every_bucket_count_to_the_bit():
             np.testing.assert_array_equal(c.slope, same[0].slope)
 
 
+@pytest.mark.parametrize("few_slopes", ["interpolate", "flat"])
+def test_gaps_and_few_slopes_are_bit_identical_across_buckets_and_schedulers(few_slopes):
+    """Flat steps over uncovered intervals and interpolated / flat few-slope intervals:
+    the same bits with 1, 3 or 64 buckets, locally or on dask, trials included."""
+    rng = np.random.default_rng(13)
+    # dense 0..29, sparse 30..44, dense 45..59, nothing in 60..69, then 70..79 only in their own
+    # strata (b high): with min_slopes_per_x=20, [59, 70) has no slope and [70, 71) a few
+    x = np.r_[rng.integers(0, 30, 1200), rng.integers(30, 45, 25), rng.integers(45, 60, 1000),
+              rng.integers(70, 80, 300)].astype(float)
+    n = len(x)
+    a = rng.normal(size=n) + 0.05 * x
+    b = (x >= 70).astype(float) * 10 + rng.normal(size=n)
+    df = pd.DataFrame({"x": x, "a": a, "b": b, "y": np.sqrt(x) * 3 + a + b + rng.normal(size=n)})
+    tree = DecisionTreeRegressor(min_samples_leaf=8, random_state=0).fit(df[["a", "b"]].to_numpy("float32"), df.y)
+    df = df.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    chunks = [df.iloc[i:i + 600] for i in range(0, n, 600)]
+    ddf = dd.from_map(lambda i: df.iloc[i:i + 600], list(range(0, n, 600)), meta=df.iloc[:0])
+    first = None
+    for nb in (1, 3, 64):
+        job = _scan(df, tree, None, 20, n_buckets=nb, n_trials=2, few_slopes=few_slopes)
+        (local,) = run_local(chunks, [job], fan_in=2)
+        (remote,) = run_pass(ddf, [job], fan_in=2)
+        for c in (local["x"], remote["x"]):
+            first = first or c
+            np.testing.assert_array_equal(c.pd, first.pd)
+            np.testing.assert_array_equal(c.supported, first.supported)
+            np.testing.assert_array_equal(c.trials_pd, first.trials_pd)
+            assert c.params["support"] == first.params["support"]
+    sc = first.params["support"]
+    # the data has what the test is about
+    assert sc["empty_intervals"] > 0 and sc["few_slope_intervals"] > 0
+    assert sc["few_slopes_interpolated"] == (sc["few_slope_intervals"] if few_slopes == "interpolate" else 0)
+    leaf = tree.apply(df[["a", "b"]].to_numpy("float32"))
+    ref = reference_stratpd(df.x, df.y, leaf, 20, few_slopes=few_slopes)
+    np.testing.assert_array_equal(first.supported, ref["supported"])
+    np.testing.assert_allclose(first.pd, ref["pd"], rtol=1e-12, atol=1e-9)
+
+
 def test_scan_sums_x_only_for_binned_features():
     """Exact-valued x is its own key and a category has no x: only a binned feature's
     table carries sum_x (in every trial's set too); the curves are unchanged by it."""
@@ -224,3 +309,22 @@ def test_scan_sums_x_only_for_binned_features():
     (out,) = run_local([df], [StratScan(target="y", features=feats[:1], encoder=enc, expected_rows=n,
                                         finish_options={"min_slopes_per_x": 1})])
     np.testing.assert_array_equal(out["x"].pd, fin(np.zeros(n, int), df.x, df.y).pd)
+
+
+def test_few_slopes_is_validated_and_recorded():
+    import daskpd
+    from daskpd.io import DataError
+
+    rng = np.random.default_rng(2)
+    df = pd.DataFrame({"x": rng.integers(0, 20, 400).astype(float), "a": rng.normal(size=400)})
+    df["y"] = df.x + df.a
+    for bad in ("linear", None, 1):
+        with pytest.raises(DataError, match="parameter few_slopes must be one of 'interpolate', 'flat'"):
+            daskpd.stratpd(df, "y", "x", few_slopes=bad)
+        with pytest.raises(DataError, match="parameter few_slopes"):
+            daskpd.importances(df, "y", few_slopes=bad)
+    assert daskpd.stratpd(df, "y", "x", few_slopes="flat").params["few_slopes"] == "flat"
+    from daskpd.importance import strat_curves_and_importances
+
+    imp = strat_curves_and_importances(df, "y", few_slopes="flat")
+    assert imp.params["few_slopes"] == "flat" and imp.curves["x"].params["few_slopes"] == "flat"

@@ -8,9 +8,10 @@ grows a histogram tree, but its grower is Python per node and its leaf ids are n
 public API.  So this module grows the same kind of tree LightGBM and scikit-learn's HGB grow, with
 the one thing StratPD needs -- ``apply`` -- in numba:
 
-* each input column is cut into at most 1023 bins on the fitting sample (all distinct
-  values when there are at most 1023 of them, so the tree is *exact* on such columns;
-  otherwise quantile midpoints, as scikit-learn's ``_BinMapper``); a missing value
+* each input column is cut into at most ``max_bins`` bins on the fitting sample (all
+  distinct values when there are at most ``max_bins`` of them, so the tree is *exact* on
+  such columns; otherwise quantile midpoints, as scikit-learn's ``_BinMapper``); the
+  stratifying trees use :func:`auto_max_bins` (one bin per value up to 65,535); a missing value
   has a bin of its own and each split learns which side missing values go to;
 * the tree is grown depth-first to full size, like ``DecisionTreeRegressor`` with
   only ``min_samples_leaf`` set: a node is split when it holds >= 2 * min_samples_leaf
@@ -35,12 +36,28 @@ try:  # numba is a declared dependency; the import is guarded only to give a cle
 except ImportError as exc:  # pragma: no cover
     raise ImportError("daskpd.histtree needs numba (pip install numba)") from exc
 
-__all__ = ["HistTree", "ColumnBins", "MAX_TREE_BINS", "bin_columns"]
+__all__ = ["HistTree", "ColumnBins", "MAX_TREE_BINS", "MAX_TREE_BINS_LIMIT", "bin_columns", "auto_max_bins"]
 
 #: default bins per column (code max_bins is the missing-value bin)
 MAX_TREE_BINS = 1023
 #: the most bins a column may have (codes are uint16)
 MAX_TREE_BINS_LIMIT = 65535
+
+
+def auto_max_bins(X: np.ndarray) -> int:
+    """Bins per column so that every column with at most ``MAX_TREE_BINS_LIMIT`` distinct
+    values is binned exactly (one bin per value: the tree is then scikit-learn's exact
+    tree): the largest number of distinct finite values among X's columns, clipped to
+    [MAX_TREE_BINS, MAX_TREE_BINS_LIMIT].  Columns with more distinct values than that get
+    ``MAX_TREE_BINS_LIMIT`` percentile bins."""
+    X = np.asarray(X, dtype="float64")
+    most = 0
+    for j in range(X.shape[1] if X.ndim == 2 else 0):
+        col = X[:, j]
+        col = col[np.isfinite(col)]
+        if len(col) > most:  # a column cannot have more distinct values than rows
+            most = max(most, len(np.unique(col)))
+    return int(min(MAX_TREE_BINS_LIMIT, max(MAX_TREE_BINS, most)))
 
 
 def _midpoints(a: np.ndarray, b: np.ndarray) -> np.ndarray:

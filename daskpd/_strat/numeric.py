@@ -10,10 +10,14 @@ From a feature's merged per-(leaf, key) sums (Parr & Wilson 2021, algorithm Stra
    positions x segments matrix.  This is additive over leaves, so each bucket of leaves
    turns its own segments into per-position sums (:func:`bucket_sums`) and the buckets'
    sums are added (:func:`curve_from_sums`).
-3. :func:`integrate`: positions averaging fewer than ``min_slopes_per_x`` slopes are
-   unsupported; the curve starts at 0 at the leftmost supported position and runs to
-   the right end of the last supported interval; an unsupported interval inside that
-   range gets the slope interpolated linearly from its supported neighbours.
+3. :func:`integrate`: the slope over [x_i, x_{i+1}) is the mean where at least
+   ``min_slopes_per_x`` leaf slopes cover x_i.  An interval no leaf slope covers
+   contributes nothing (a flat step, as stratx 0.5).  An interval with a few slopes
+   (0 < count < ``min_slopes_per_x``) between two valid ones takes the slope
+   interpolated linearly in x from its valid neighbours (``few_slopes="interpolate"``,
+   the default) or contributes nothing (``"flat"``, stratx 0.5's rule).  x_i is
+   supported iff the interval starting or ending at it has a slope (stratx's reported
+   positions); pd is 0 at the first supported position and NaN where unsupported.
 
 Float sums over leaves are made per virtual bucket (a fixed group of consecutive
 leaves) and added in virtual-bucket order, so the curve does not depend on how many
@@ -30,7 +34,12 @@ from dask.sizeof import sizeof
 from .._engine.hashing import keyed_hash
 from .._engine.sums import Table, reduce_tables
 
-__all__ = ["bucket_sums", "curve_from_sums", "sweep", "integrate", "BucketSums", "empty_curve_message"]
+__all__ = ["bucket_sums", "curve_from_sums", "sweep", "integrate", "interval_slopes", "support_counts", "BucketSums",
+           "empty_curve_message", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES"]
+
+#: what an interval with 0 < slope_count < min_slopes_per_x contributes (see :func:`interval_slopes`)
+FEW_SLOPES_RULES = ("interpolate", "flat")
+DEFAULT_FEW_SLOPES = "interpolate"
 
 
 @dataclass
@@ -193,26 +202,74 @@ def sweep(add: np.ndarray, sub: np.ndarray, starts: np.ndarray, ends: np.ndarray
     return mean, c
 
 
-def integrate(ux, slope, slope_count, min_slopes_per_x):
+def interval_slopes(ux, slope, slope_count, min_slopes_per_x, few_slopes=DEFAULT_FEW_SLOPES):
+    """The slope used over every interval [x_i, x_{i+1}) and whether it has one.
+
+    Returns ``(used, defined)``: ``used`` is the mean slope where ``slope_count >=
+    min_slopes_per_x``; where no leaf slope covers x_i (count 0) it is 0 and the interval
+    is undefined (a flat step: nothing in the data says how y moves there); where a few
+    cover it (0 < count < min_slopes_per_x) and it lies between two valid intervals, it is
+    the valid neighbours' slope interpolated linearly in x (``"interpolate"``, defined) or 0
+    (``"flat"``, undefined, stratx 0.5).  Few-slope intervals before the first or after the
+    last valid one are undefined under either rule.  The last position starts no interval.
+    """
+    if few_slopes not in FEW_SLOPES_RULES:
+        raise ValueError(f"few_slopes must be one of {FEW_SLOPES_RULES}; got {few_slopes!r}")
+    ux = np.asarray(ux, dtype="float64")
+    c = np.asarray(slope_count)
+    valid = c >= min_slopes_per_x
+    valid[-1:] = False  # no interval starts at the last position
+    used = np.where(valid, slope, 0.0)
+    defined = valid.copy()
+    if few_slopes == "interpolate":
+        k = np.flatnonzero(valid)
+        if len(k) > 1:
+            few = (c > 0) & ~valid
+            few[:k[0]] = False
+            few[k[-1]:] = False
+            i = np.flatnonzero(few)
+            if len(i):
+                used[i] = np.interp(ux[i], ux[k], np.asarray(slope)[k])
+                defined[i] = True
+    return used, defined
+
+
+def integrate(ux, slope, slope_count, min_slopes_per_x, few_slopes=DEFAULT_FEW_SLOPES):
     """pd over positions; see the module docstring.  Returns (pd, supported)."""
     n = len(ux)
+    used, defined = interval_slopes(ux, slope, slope_count, min_slopes_per_x, few_slopes)
+    supported = defined.copy()
+    supported[1:] |= defined[:-1]  # x_i closes the interval on its left
     pd_ = np.full(n, np.nan)
-    keep = slope_count >= min_slopes_per_x
-    keep[-1:] = False  # no interval starts at the last position
-    k = np.flatnonzero(keep)
-    supported = np.zeros(n, bool)
-    if len(k) == 0:
+    if not supported.any():
         return pd_, supported
-    first, last = k[0], k[-1]
-    s = slope[first:last + 1].copy()
-    gap = ~keep[first:last + 1]
-    if gap.any():
-        s[gap] = np.interp(ux[first:last + 1][gap], ux[k], slope[k])
-    dx = np.diff(ux[first:last + 2])
+    first = int(np.argmax(supported))
+    # nothing is used before the first supported position, so pd is 0 there exactly
     pd_[first] = 0.0
-    pd_[first + 1:last + 2] = np.cumsum(s * dx)
-    supported[first:last + 2] = True
+    pd_[first + 1:] = np.cumsum(used[first:-1] * np.diff(ux[first:]))
+    pd_[~supported] = np.nan
     return pd_, supported
+
+
+def support_counts(ux, slope, slope_count, min_slopes_per_x, few_slopes=DEFAULT_FEW_SLOPES) -> dict:
+    """Within the curve (from its first to its last supported position): intervals no leaf
+    slope covers (flat steps), intervals with a few slopes interpolated or flat, and the
+    positions left unsupported inside."""
+    used, defined = interval_slopes(ux, slope, slope_count, min_slopes_per_x, few_slopes)
+    supported = defined.copy()
+    supported[1:] |= defined[:-1]
+    out = {"empty_intervals": 0, "few_slope_intervals": 0, "few_slopes_interpolated": 0, "unsupported_inside": 0}
+    k = np.flatnonzero(supported)
+    if len(k) < 2:
+        return out
+    inner = slice(k[0], k[-1])  # intervals starting inside the curve
+    c = np.asarray(slope_count)[inner]
+    valid = c >= min_slopes_per_x
+    out["empty_intervals"] = int((c == 0).sum())
+    out["few_slope_intervals"] = int(((c > 0) & ~valid).sum())
+    out["few_slopes_interpolated"] = int((defined[inner] & ~valid).sum())
+    out["unsupported_inside"] = int((~supported[k[0]:k[-1] + 1]).sum())
+    return out
 
 
 def empty_curve_message(res, min_slopes_per_x: int) -> str | None:
@@ -233,6 +290,7 @@ def curve_from_sums(fs, sums: list, job):
     n_sets = job.n_sets
     opts = job.finish_options
     msx = int(opts.get("min_slopes_per_x", 5))
+    few = opts.get("few_slopes", DEFAULT_FEW_SLOPES)
     count = np.sum([b.count for b in sums], axis=0)
     starts = np.sum([b.starts for b in sums], axis=0)
     ends = np.sum([b.ends for b in sums], axis=0)
@@ -250,7 +308,7 @@ def curve_from_sums(fs, sums: list, job):
         add = _fold([b.add[s] for b in sums], P)[pos]
         sub = _fold([b.sub[s] for b in sums], P)[pos]
         mean, c = sweep(add, sub, starts[s][pos], ends[s][pos])
-        pdv, supported = integrate(ux, mean, c, msx)
+        pdv, supported = integrate(ux, mean, c, msx, few)
         curves.append((pdv, supported, mean, c))
     pd_, supported, mean, c = curves[0]
     # the segment sample: bottom-k by hash over the buckets
@@ -268,6 +326,8 @@ def curve_from_sums(fs, sums: list, job):
         "tree_method": tree_method_of(fs.tree),
         "tree_leaves": fs.n_leaves,
         "min_slopes_per_x": msx,
+        "few_slopes": few,
+        "support": support_counts(ux, mean, c, msx, few),
         "n_bins": fs.coder.n_keys if fs.binned else None,
         "stratified_on": list(fs.other),
         "random_state": job.random_state,

@@ -1,7 +1,8 @@
 """The stratifying trees: fitted on the tree sample, one per feature.
 
-``tree_method="hist"`` (default): :class:`daskpd._strat.histtree.HistTree`, columns cut
-into at most 1023 bins on the sample (once per request, shared by every feature's tree);
+``tree_method="hist"`` (default): :class:`daskpd._strat.histtree.HistTree`, columns binned
+on the sample (once per request, shared by every feature's tree): one bin per distinct
+value up to 65,535 values (``TREE_BINS = "auto"``), so the tree is the exact one;
 ``"exact"``: scikit-learn's ``DecisionTreeRegressor``.  Both are grown until leaves hold
 ``min_samples_leaf`` rows.  :func:`bin_edges` cuts a continuous feature into bins.
 """
@@ -28,6 +29,10 @@ DEFAULT_MAX_BINS = 1000
 
 #: how the stratifying trees are grown (see :func:`fit_tree`)
 TREE_METHODS = ("hist", "exact")
+#: bins per stratifying column of the histogram tree: "auto" (one per distinct value up to
+#: histtree.MAX_TREE_BINS_LIMIT = 65,535, at least histtree.MAX_TREE_BINS) or an int (the
+#: old fixed 1,023)
+TREE_BINS = "auto"
 DEFAULT_TREE_METHOD = "hist"
 
 
@@ -60,8 +65,13 @@ def bin_sample(sample: pd.DataFrame, target: str, columns: Sequence[str], encode
     ok = np.isfinite(y)
     columns = list(columns)
     X = encoder.transform(sample.loc[ok], columns) if columns else np.empty((int(ok.sum()), 0))
-    max_bins = histtree.MAX_TREE_BINS
-    B, bins = bin_columns(np.asarray(X, dtype="float64"), max_bins)
+    X = np.asarray(X, dtype="float64")
+    # one bin per distinct value whenever a column has at most 65,535 of them in the sample
+    # (the tree is then scikit-learn's exact tree, so curves agree with stratx leaf for leaf);
+    # issue 13: 1,023 bins on california's median_income (12,928 values) moved rows between
+    # leaves and the housing_median_age curve away from stratx's (correlation 0.92)
+    max_bins = histtree.auto_max_bins(X) if TREE_BINS == "auto" else int(TREE_BINS)
+    B, bins = bin_columns(X, max_bins)
     return BinnedSample(columns=columns, B=B, bins=bins, y=y[ok], max_bins=max_bins)
 
 
@@ -71,8 +81,8 @@ def fit_tree(sample: pd.DataFrame, target: str, other: Sequence[str], encoder: F
     """Fit the stratifying tree of y on ``other`` (None if no columns or no rows).
 
     ``tree_method="hist"`` (default): a :class:`daskpd._strat.histtree.HistTree` --
-    columns cut into at most 1023 bins on the sample (exact for columns with <= 1023
-    distinct values), grown to full size; ``binned`` (from :func:`bin_sample`) avoids
+    columns binned on the sample (one bin per distinct value up to 65,535, so exact on
+    such columns), grown to full size; ``binned`` (from :func:`bin_sample`) avoids
     re-binning per tree.  ``"exact"``: scikit-learn's ``DecisionTreeRegressor`` (exact
     thresholds, as the reference implementation).  Both are grown until leaves hold
     ``min_samples_leaf`` rows.

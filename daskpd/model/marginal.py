@@ -7,8 +7,11 @@ Unlike PD (which averages over the *marginal* distribution of the other features
 M-plot averages over the *conditional* distribution of the rows in the bin, so it also
 carries the effect of every feature correlated with ``x``.  A numeric feature with at
 most ``bins`` distinct values gets one bin per value; otherwise ``bins`` quantile bins
-(type-1 quantile edges, each bin ``(z_{k-1}, z_k]``, computed exactly over all rows) or
-``bins`` equal-width bins over ``[min, max]`` (``binning="uniform"``, as FesianXu 2022).
+(type-1 quantile edges, each bin ``(z_{k-1}, z_k]``, computed exactly) or ``bins``
+equal-width bins over ``[min, max]`` (``binning="uniform"``, as FesianXu 2022).  The
+values, edges and levels are computed over the rows that are averaged: with ``target``,
+the rows whose target is finite (rows with a missing or infinite target are dropped and
+counted in ``n_bad_y``, and do not move the edges).
 Categorical features get one bin per level.  Each bin is placed at the (weighted) mean
 ``x`` of its rows.  Per partition: per bin, weight, mean and sum of squared deviations
 (merged exactly), so the spread is the weighted standard deviation within the bin.
@@ -27,7 +30,7 @@ from .._data.kinds import resolve_kinds
 from .._engine.stats import order_statistics, summarize, type1_ranks
 from .passes import Plan, run_jobs
 from .predictor import resolve_predictor
-from .setup import MODEL_CONSTRAINTS, check_features, check_weight, open_model_data
+from .setup import MODEL_CONSTRAINTS, check_features, check_weight, model_available, open_model_data
 from .ale import BinStats, level_codes
 
 __all__ = ["marginal", "MarginalResult", "MarginalJob", "marginal_specs", "finish_marginal"]
@@ -164,7 +167,9 @@ class MarginalJob:
             n_bad_y = 0
             if y_all is not None:
                 yok = np.isfinite(y_all)
-                n_bad_y = int((ok & ~yok).sum())
+                # x present, y missing/inf (such a row may lie outside the bins, which come
+                # from the rows with a finite y)
+                n_bad_y = int((~miss & ~yok).sum())
                 ok = ok & yok
             rows = np.flatnonzero(ok)
             k = b[rows]
@@ -225,6 +230,13 @@ def finish_marginal(sp: _MSpec, part: _MFeat, *, target, response, binning, para
         params=params)
 
 
+def _rows_with_finite(df: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The rows of ``df`` whose ``column`` is finite (not NaN, not +-inf)."""
+    ok = np.isfinite(as_float(df[column]))
+    return df if ok.all() else df[ok]
+
+
+
 @validate_params({
     **MODEL_CONSTRAINTS,
     "features": NO_VALIDATION,  # check_features, against the data
@@ -259,7 +271,7 @@ def marginal(
         One pass computes every feature.
     target : str, optional
         Numeric response column: its mean per bin (rows with a missing/inf target are
-        dropped and counted).
+        dropped and counted in ``n_bad_y``; the bins are computed without them).
     model : fitted model or function, optional
         Its mean prediction per bin.  At least one of ``target`` and ``model`` is needed.
     bins : int, default 20
@@ -291,18 +303,23 @@ def marginal(
         raise DataError(f"target {target!r} must be numeric; it has dtype {dtypes[target]}")
     pred = None
     if model is not None:
-        pred = resolve_predictor(model, [c for c in ds.columns if c not in (wcol, target)], dtypes, columns=columns,
-                                 response=response, target_class=target_class, engine="predict")
+        # the weight may be a model input, the target never is
+        inputs = model_available(model, columns, [c for c in ds.columns if c != target], [wcol])
+        pred = resolve_predictor(model, inputs, dtypes, columns=columns, response=response,
+                                 target_class=target_class, engine="predict")
     elif response != "auto" or target_class is not None or columns is not None:
         raise InvalidParameterError("parameters response, target_class and columns apply only with model=")
     kinds = resolve_kinds(dtypes, feats, categorical_features)
     cols = list(dict.fromkeys([*feats, *([target] if target else []), *([wcol] if wcol else []),
                                *(pred.columns if pred else [])]))
     ddf = ds.project(cols)
-    sums = summarize(ddf, kinds, progress=progress)
+    # Bins (distinct values, quantile or uniform edges, levels) come from the rows that are
+    # averaged: with a target, only rows whose target is finite (issue 13).
+    ddf_bins = ddf if target is None else ddf.map_partitions(_rows_with_finite, target, meta=ddf._meta)
+    sums = summarize(ddf_bins, kinds, progress=progress)
     ranks = {f: marginal_ranks(sums[f], bins, binning) for f in feats if kinds[f] == "numeric" and sums[f].n > 0}
     ranks = {f: r for f, r in ranks.items() if r}
-    stats = order_statistics(ddf, sums, ranks, progress=progress) if ranks else {}
+    stats = order_statistics(ddf_bins, sums, ranks, progress=progress) if ranks else {}
     specs = [marginal_spec(f, kinds[f], sums[f], bins, binning, stats.get(f, {})) for f in feats]
     plan = Plan([MarginalJob(specs, target, pred is not None)], predictor=pred, weight=wcol)
     (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-marginal")

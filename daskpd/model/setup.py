@@ -25,7 +25,7 @@ from .._validation import (IO_CONSTRAINTS, NO_VALIDATION, POSITIVE_INT, ArrayLik
 from .predictor import Predictor, resolve_predictor
 
 __all__ = ["MODEL_CONSTRAINTS", "GRID_CONSTRAINTS", "RESPONSES", "ENGINES", "ModelRun", "prepare_model_run",
-           "open_model_data", "check_features", "check_weight", "WEIGHT_COLUMN"]
+           "open_model_data", "check_features", "check_weight", "model_available", "WEIGHT_COLUMN"]
 
 #: the column an array of weights becomes (pandas input)
 WEIGHT_COLUMN = "__daskpd_weight__"
@@ -91,6 +91,17 @@ def check_features(features, dataset: Dataset, *, allow_pairs: bool, name: str =
     return items, single
 
 
+def model_available(model, columns, available: Sequence[str], reserved: Sequence) -> list:
+    """The columns the model may take as inputs: ``available`` without ``reserved`` (the
+    weight column, a marginal plot's target) -- unless the model names them among its
+    inputs (``columns=`` or ``feature_names_in_``): a weight column may also be a model
+    input, as with scikit-learn's ``sample_weight``.  A model that names no columns takes
+    every available one, so the reserved columns stay out of that default."""
+    declared = columns if columns is not None else getattr(model, "feature_names_in_", None)
+    declared = set() if declared is None or isinstance(declared, str) else {str(c) for c in declared}
+    return [c for c in available if c not in reserved or c in declared]
+
+
 def check_weight(sample_weight, dataset: Dataset) -> tuple[Dataset, str | None]:
     """Validate ``sample_weight``: None, a column name, or (pandas input) an array.
 
@@ -139,7 +150,7 @@ def prepare_model_run(model, data, features: Sequence[str], *, columns=None, res
     ds = open_model_data(data, storage_options, filters)
     ds, wcol = check_weight(sample_weight, ds)
     dtypes = ds.dtypes
-    model_avail = [c for c in ds.columns if c != wcol]
+    model_avail = model_available(model, columns, ds.columns, [wcol])
     pred = resolve_predictor(model, model_avail, dtypes, columns=columns, response=response,
                              target_class=target_class, engine=engine)
     if need_model_columns:

@@ -10,6 +10,9 @@ def plot_stratpd(res, ax=None, *, show_segments: bool = True, show_counts: bool 
                  segment_color="#9ab", title: str | None = None):
     """The curve; optionally a sample of per-leaf slope segments and the rows per x.
 
+    The curve is solid over the intervals that have a slope and a dashed flat step over
+    those that have none (no leaf slope covers them, or fewer than ``min_slopes_per_x``
+    under ``few_slopes="flat"``): the data say nothing about how y moves there.
     Segments are drawn from the curve's value at their left end with the leaf's slope,
     so their fan shows how much the leaves disagree.  Counts go on a twin axis as bars.
     """
@@ -24,7 +27,14 @@ def plot_stratpd(res, ax=None, *, show_segments: bool = True, show_counts: bool 
         segs = np.stack([np.c_[x0, base], np.c_[x1, base + s * (x1 - x0)]], axis=1)
         ax.add_collection(LineCollection(segs, colors=segment_color, linewidths=0.6, alpha=0.5,
                                          label="leaf slopes (sample)"))
-    ax.plot(x, y, "-", color=color, lw=2, marker="." if len(x) < 60 else None, label="StratPD")
+    solid, gaps = curve_pieces(res)
+    marker = "." if len(x) < 60 else None
+    for k, (a, b) in enumerate(solid):
+        ax.plot(res.x[a:b + 1][sup[a:b + 1]], res.pd[a:b + 1][sup[a:b + 1]], "-", color=color, lw=2, marker=marker,
+                label="StratPD" if k == 0 else None)
+    for k, (a, b) in enumerate(gaps):
+        ax.plot([res.x[a], res.x[b]], [res.pd[a], res.pd[b]], "--", color=color, lw=1.2, alpha=0.7,
+                label="no slope (flat step)" if k == 0 else None)
     if show_counts and len(res.x):
         tw = ax.twinx()
         width = np.median(np.diff(res.x)) * 0.8 if len(res.x) > 1 else 1.0
@@ -44,3 +54,28 @@ def plot_stratpd(res, ax=None, *, show_segments: bool = True, show_counts: bool 
     ax.set_ylabel(f"partial dependence of {res.target}")
     ax.set_title(title if title is not None else f"StratPD: {res.target} vs {res.feature}")
     return ax
+
+
+def curve_pieces(res):
+    """``(solid, gaps)``: runs ``(a, b)`` of position indices joined by intervals with a
+    slope, and the flat steps ``(a, b)`` from a supported position across intervals
+    without one to the next supported position."""
+    from .._strat.numeric import DEFAULT_FEW_SLOPES, interval_slopes
+
+    sup = np.asarray(res.supported & np.isfinite(res.pd))
+    idx = np.flatnonzero(sup)
+    if len(idx) == 0:
+        return [], []
+    m = int(res.params.get("min_slopes_per_x", 5))
+    _, defined = interval_slopes(res.x, res.slope, res.slope_count, m,
+                                 res.params.get("few_slopes", DEFAULT_FEW_SLOPES))
+    solid, gaps = [], []
+    start = idx[0]
+    for a, b in zip(idx[:-1], idx[1:]):
+        if b == a + 1 and defined[a]:
+            continue
+        solid.append((start, a))
+        gaps.append((a, b))
+        start = b
+    solid.append((start, idx[-1]))
+    return solid, gaps
