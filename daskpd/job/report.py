@@ -84,33 +84,18 @@ def _kv_table(pairs) -> str:
 
 
 def importance_figure(table: pd.DataFrame, title: str = "importance"):
-    """Horizontal bars of ``importance`` (largest on top), with +-1 sd whiskers if known."""
-    from ..plotting import _plt
+    """The importance chart of a run: the same drawing as ``ImportanceResult.plot()``
+    (:func:`daskpd.plotting.importance.plot_importances`: bars coloured by kind, +-1 sd
+    error bars from ``importance_std``, values printed), from the run's long table."""
+    from ..plotting.importance import plot_importances
 
-    plt = _plt()
-    t = table.sort_values("importance", ascending=True, kind="stable")
-    n = len(t)
-    fig, ax = plt.subplots(figsize=(7, max(2.0, 0.35 * n + 1.0)))
-    std = None
-    for c in ("importance_std", "std", "importance_sd"):
-        if c in t.columns:
-            std = pd.to_numeric(t[c], errors="coerce").to_numpy(dtype=float)
-            if not np.isfinite(std).any():
-                std = None
-            break
-    vals = t["importance"].to_numpy(dtype=float)
-    ax.barh(np.arange(n), np.nan_to_num(vals), xerr=None if std is None else np.nan_to_num(std),
-            color="#1f4e8c", alpha=0.85, capsize=3)
-    ax.set_yticks(np.arange(n))
-    ax.set_yticklabels([str(f) for f in t["feature"]])
-    for i, v in enumerate(vals):
-        if np.isfinite(v):
-            ax.text(v, i, f" {v:.3g}", va="center", fontsize=8)
-    ax.set_xlabel("importance")
-    ax.set_title(title)
-    ax.margins(x=0.15)
-    fig.tight_layout()
-    return fig
+    t = table.drop(columns=[c for c in ("method", "rank") if c in table.columns])
+    if "feature" in t.columns:
+        t = t.set_index("feature")
+    t.index = t.index.astype(str)
+    t["importance"] = pd.to_numeric(t["importance"], errors="coerce")
+    ax = plot_importances(t, title=title)
+    return ax.figure
 
 
 def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFrame, imp: pd.DataFrame) -> str:
