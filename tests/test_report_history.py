@@ -304,3 +304,84 @@ def test_nightly_job_then_history_flags_the_changed_feature(dask_cluster, tmp_pa
     assert last.loc["MachineHours", "curve_distance"] > 5 * last.loc["YearMade", "curve_distance"]
     assert (job / "history" / "history.html").is_file()
     assert os.readlink(job / "latest") == "2026-11-03"
+
+
+# ------------------------------------------------------------------ layout and the importance chart
+def _measure_in_chromium(html_path: Path, tmp_path: Path, width: int) -> dict:
+    """Open a copy of the page (plus a measuring script) at ``width`` px; return the widths."""
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("no headless Chromium on this machine (apt-get install chromium): the layout check did not run")
+    probe = tmp_path / "probe.html"
+    script = ("<script>var d=document.documentElement,t=[].slice.call(document.querySelectorAll('table'));"
+              "document.body.setAttribute('data-m',JSON.stringify({view:d.clientWidth,page:d.scrollWidth,"
+              "tables:t.map(function(e){var b=e.parentNode.getBoundingClientRect();"
+              "return [e.getBoundingClientRect().right,b.right,e.scrollWidth,e.parentNode.clientWidth]})}));"
+              "</script>")
+    probe.write_text(html_path.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
+    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
+           f"--window-size={width},1000", "--dump-dom", probe.as_uri()]
+    out = subprocess.run(cmd, capture_output=True, timeout=120, text=True).stdout
+    import re
+
+    m = re.search(r'data-m="([^"]*)"', out)
+    assert m, out[-2000:]
+    import html as _html
+
+    return json.loads(_html.unescape(m.group(1)))
+
+
+def test_history_tables_fit_a_1400px_window(tmp_path):
+    job = tmp_path / "auctions-nightly"
+    x = np.linspace(0, 10, 40)
+    feats = ["MachineHoursCurrentMeter", "YearMade", "auctioneerID", "fiModelDescriptor", "ProductSize",
+             "Enclosure_Type"]
+    ids = ["20260101T020000Z", "20260102T020000Z", "20260103T020000Z", "20260104T020000Z"]
+    for k, rid in enumerate(ids):
+        curves = {("stratpd", f): num(x, (1 + 0.1 * k * (i == 0)) * np.sin(x + i)) for i, f in enumerate(feats)}
+        curves[("catstratpd", "ProductGroup_Description")] = cat(["TEX", "WL", "BL", "TTT"], [0, 1, 2 + 0.1 * k, 3])
+        fake_run(job, rid, curves, {f: 1.0 + i + 0.3 * k for i, f in enumerate(feats)})
+    h = hist.history(job)
+    m = _measure_in_chromium(h.written / "history.html", tmp_path, 1400)
+    assert m["page"] <= m["view"], m  # the page does not scroll sideways
+    assert len(m["tables"]) == 2
+    for right, box_right, table_w, box_w in m["tables"]:
+        assert table_w <= box_w + 1 and right <= box_right + 1, m  # every table fits; none needs its scroll bar
+
+
+def test_report_importance_chart_is_the_plot_of_the_result():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.container import BarContainer
+
+    import daskpd
+    from daskpd.job.report import importance_figure
+    from daskpd.job.run import importances_frame
+
+    rng = np.random.default_rng(4)
+    n = 3000
+    df = pd.DataFrame({"a": rng.uniform(size=n), "b": rng.uniform(size=n), "g": rng.choice(list("pqrs"), n)})
+    df["y"] = 3 * df.a + df.b + df.g.map({"p": 0, "q": 1, "r": 2, "s": 0.5}) + rng.normal(0, 0.05, n)
+    from daskpd.importance import strat_curves_and_importances
+
+    res = strat_curves_and_importances(df, "y", n_trials=3, random_state=0)
+    lib = res.plot()
+    long = importances_frame([("importances", res.table)])
+    rep = importance_figure(long, title="x").axes[0]
+
+    def drawn(ax):
+        (bc,) = [c for c in ax.containers if isinstance(c, BarContainer)]
+        bars = [(round(p.get_y(), 6), p.get_width(), matplotlib.colors.to_hex(p.get_facecolor())) for p in bc]
+        err = sorted(tuple(map(tuple, s)) for s in bc.errorbar.lines[2][0].get_segments())
+        legend = [t.get_text() for t in ax.get_legend().get_texts()] if ax.get_legend() else []
+        return (bars, err, [t.get_text() for t in ax.get_yticklabels()], ax.get_xlabel(),
+                [t.get_text() for t in ax.texts], legend)
+
+    assert drawn(rep) == drawn(lib)
+    bars, err, labels, *_ = drawn(lib)
+    assert len(bars) == 3 and len(err) == 3 and "categorical" in drawn(lib)[-1]
+    import matplotlib.pyplot as plt
+
+    plt.close("all")

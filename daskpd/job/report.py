@@ -26,6 +26,8 @@ h1{font-size:1.5em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bo
 h3{margin-bottom:.3em}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}td,th{border:1px solid #ddd;padding:.25em .6em;
 text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.scroll{max-width:100%;overflow-x:auto}.scroll table{font-size:.8em}.scroll td,.scroll th{padding:.2em .4em}
+.scroll th{font-weight:600;overflow-wrap:normal}.scroll td{overflow-wrap:anywhere}
 img{max-width:100%;height:auto;border:1px solid #eee}
 .meta{color:#555}.summary{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85em;color:#333}
 pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:.85em}
@@ -67,7 +69,9 @@ def _fmt(v) -> str:
 
 def html_table(df: pd.DataFrame, max_rows: int = 200) -> str:
     rows = df.head(max_rows)
-    head = "".join(f"<th>{esc(c)}</th>" for c in rows.columns)
+    # headers may break at their underscores; the table sits in a box that scrolls
+    # sideways rather than widening the page when it still does not fit
+    head = "".join(f"<th>{esc(c).replace('_', '_<wbr>')}</th>" for c in rows.columns)
     body = []
     for _, r in rows.iterrows():
         cells = []
@@ -76,7 +80,8 @@ def html_table(df: pd.DataFrame, max_rows: int = 200) -> str:
             cells.append(f"<td class=\"n\">{esc(_fmt(v))}</td>" if num else f"<td>{esc(_fmt(v))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     more = f"<p class=\"meta\">({len(df) - max_rows:,} more rows not shown)</p>" if len(df) > max_rows else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
+    return (f"<div class=\"scroll\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            f"</div>{more}")
 
 
 def _kv_table(pairs) -> str:

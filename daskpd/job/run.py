@@ -791,7 +791,8 @@ def _plots(res: RunResult, imp: pd.DataFrame, plot_dir: Path, spec: JobSpec) -> 
         width = 7 if n_cat <= 30 else 9
         fig, ax = plt.subplots(figsize=(width, 4.2))
         try:
-            r.plot(ax=ax)
+            # model-based curves: the value axis names the job's target ("predicted price")
+            r.plot(ax=ax, **({} if method in ("stratpd", "catstratpd") else {"target": spec.target}))
         except Exception as exc:  # a plotting bug must not lose the computed results
             ax.clear()
             ax.text(0.5, 0.5, f"plot failed: {type(exc).__name__}: {exc}", ha="center", va="center",
