@@ -385,3 +385,55 @@ def test_report_importance_chart_is_the_plot_of_the_result():
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+# ------------------------------------------------------------------ drift confined to part of the range
+def machine_hours_curve(right_end: float, changed_share: float = 0.27, n_rows: int = 20_000, seed: int = 0):
+    """A StratPD-like MachineHours curve, 0 -> -50k over the rows' range; the last
+    ``changed_share`` of the rows (by x) bend so that the right end reaches ``right_end``."""
+    rng = np.random.default_rng(seed)
+    hours = np.sort(rng.gamma(1.5, 4000.0, n_rows))  # skewed, as real meter readings
+    x = np.quantile(hours, np.linspace(0, 1, 201))  # bins with equal rows
+    count = np.full(len(x), n_rows / len(x))
+    y = -50_000.0 * (x - x[0]) / (x[-1] - x[0])
+    k = int(round((1 - changed_share) * (len(x) - 1)))  # the change starts at the 73% row quantile
+    bend = np.zeros(len(x))
+    bend[k:] = (right_end - y[-1]) * (x[k:] - x[k]) / (x[-1] - x[k])
+    return pd.DataFrame({"x": x, "pd": y + bend, "count": count})
+
+
+def test_curve_max_flags_a_change_in_27_percent_of_the_rows(tmp_path):
+    base, moved = machine_hours_curve(-50_000), machine_hours_curve(-35_000)
+    a = base.assign(category=pd.array([None] * len(base), dtype="string"), supported=True)
+    b = moved.assign(category=pd.array([None] * len(moved), dtype="string"), supported=True)
+    d = hist.curve_distance(a, b)
+    assert d["curve_distance"] < 0.1  # the average alone misses it (the issue measured 0.070)
+    assert d["curve_max"] == pytest.approx(15_000 / 50_000, rel=0.1)  # the right end moved by 30% of the range
+    # noise of a few percent at single points is smoothed away, and a constant shift is no move
+    noisy = a.assign(pd=a.pd + 7.0 + np.random.default_rng(1).normal(0, 0.01 * 50_000, len(a)))
+    assert hist.curve_distance(a, noisy)["curve_max"] < 0.05
+    # end to end: three nightly runs, the third with the bend; only MachineHours drifts, at the default threshold
+    job = tmp_path / "nightly"
+    other = num(np.arange(1990, 2012), np.linspace(0, 20_000, 22))
+    for rid, curve in (("2026-01-01", base), ("2026-01-02", base), ("2026-01-03", moved)):
+        fake_run(job, rid, {("stratpd", "MachineHours"): curve, ("stratpd", "YearMade"): other},
+                 {"MachineHours": 0.4, "YearMade": 0.6})
+    h = hist.history(job, output=False)
+    last = h.latest_pair().set_index("feature")
+    assert last.loc["MachineHours", "status"] == "drifted" and last.loc["YearMade", "status"] == "ok"
+    assert last.loc["MachineHours", "drift"] == pytest.approx(last.loc["MachineHours", "curve_max"])
+    assert (h.table[h.table.run_id == "2026-01-02"].drift == 0).all()
+    assert cli.main(["history", str(job), "--fail-on-drift", "--no-write"]) == 3
+
+
+def test_curve_max_categorical_ignores_rare_categories():
+    cats = [f"c{i}" for i in range(50)]
+    counts = np.r_[np.full(49, 1000.0), 2.0]  # c49: 2 rows of 49,002
+    y = np.linspace(0, 10, 50)
+    a = cat(cats, y).assign(x=np.nan, supported=True, count=counts)
+    rare = a.assign(pd=np.r_[y[:49], 50.0])  # a rare category jumps: noise, not drift
+    assert hist.curve_distance(a, rare)["curve_max"] == pytest.approx(0, abs=1e-12)
+    common = a.assign(pd=np.r_[y[:40], y[40:] + 4.0])  # ten common categories move by 4
+    d = hist.curve_distance(a, common)
+    # scale: the larger range (14)
+    assert d["curve_max"] == pytest.approx(4.0 / 14.0, rel=1e-9) and d["curve_distance"] < d["curve_max"]
