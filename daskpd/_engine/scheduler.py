@@ -147,36 +147,32 @@ def set_mmap_threshold(value) -> bool:
         return False
 
 
-def _want_progress(progress) -> bool:
-    if progress is None:
-        return bool(getattr(sys.stderr, "isatty", lambda: False)())
-    return bool(progress)
+def _want_progress(progress) -> str | None:
+    """``"bar"`` (a terminal), ``"log"`` (lines: a log file or pipe) or None; see
+    :mod:`daskpd._engine.progress`."""
+    from .progress import progress_mode
+
+    return progress_mode(progress)
 
 
 def _submit(client, objs, show):
+    from .progress import show_futures
+
     with dask.config.set({"distributed.admin.large-graph-warning-threshold": _GRAPH_WARNING}):
         futures = client.compute(list(objs))
-    if show:
-        from distributed import progress as dprogress
-
-        with contextlib.redirect_stdout(sys.stderr):  # keep stdout for results
-            dprogress(futures)
-        print(file=sys.stderr)
+    show_futures(futures, show)
     return futures
 
 
 def compute(*objs, progress=None):
     """Compute dask objects in ONE graph submission; return a tuple of results."""
+    from .progress import local_progress
+
     client = current_client()
     show = _want_progress(progress)
     if client is not None:
         return tuple(client.gather(_submit(client, objs, show)))
-    ctx = contextlib.nullcontext()
-    if show:
-        from dask.diagnostics import ProgressBar
-
-        ctx = ProgressBar(out=sys.stderr)
-    with ctx, one_blas_thread():
+    with local_progress(show, objs), one_blas_thread():
         return dask.compute(*objs)
 
 

@@ -950,11 +950,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             _log(log, f"daskpd: cluster {stats['cluster']['scheduler']} ({stats['cluster']['kind']}, "
                       f"{stats['cluster']['n_workers']} workers, {stats['cluster']['threads']} threads)")
             if stats["cluster"]["dashboard"]:
-                import importlib.util
-
-                hint = ("" if cluster is None or importlib.util.find_spec("bokeh") is not None
-                        else " (pip install bokeh for the live dashboard)")
-                _log(log, f"daskpd: dashboard {stats['cluster']['dashboard']}{hint}")
+                _log(log, f"daskpd: dashboard {stats['cluster']['dashboard']}{_dashboard_hint(client, cluster)}")
             timings["connect"] = time.perf_counter() - t0
 
             # ---- compute (distributed's text progress bar writes to stdout: keep stdout for the summary)
@@ -1033,6 +1029,30 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                         with contextlib.suppress(OSError):
                             p.rmdir()  # only if empty: never remove anything but what this run made
             _close(client, cluster)
+
+
+def _dashboard_hint(client, cluster) -> str:
+    """Empty when the dashboard page can be drawn; else what to install, and where.
+
+    The page is drawn by the scheduler's process with bokeh (a dependency of daskpd,
+    so a LocalCluster has it); a scheduler started elsewhere needs it in its own
+    environment."""
+    import importlib.util
+
+    need = "bokeh>=3.1"
+    if cluster is not None:
+        ok = importlib.util.find_spec("bokeh") is not None
+        where = "this Python environment"
+    else:
+        try:
+            ok = bool(client.run_on_scheduler(lambda: __import__("importlib.util").util.find_spec("bokeh") is not None))
+        except Exception:
+            return ""  # cannot tell: say nothing rather than guess
+        where = "the scheduler's Python environment"
+    if ok:
+        return ""
+    return (f" (the page needs {need} in {where}: pip install '{need}' there"
+            + (", then restart the scheduler)" if cluster is None else ", then rerun)"))
 
 
 def _dashboard(client) -> str | None:
