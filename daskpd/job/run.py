@@ -381,6 +381,18 @@ def plan_columns(spec: JobSpec, ddf) -> tuple[list[str], list[str], dict[str, st
                             f"{', '.join(map(repr, missing_excl))} not found in the data; available columns: "
                             f"{', '.join(cols)}")
         feats = [c for c in cols if c != spec.target and c not in spec.exclude]
+        if not spec.source.synthetic and spec.source.path:
+            # hive partition keys (sale_year=2011/ directories) are where a file lies, not features
+            from .._data.hive import partition_keys
+
+            keys = [k for k in partition_keys(spec.source.path, spec.source.storage_options)
+                    if k in feats and k not in spec.categorical]
+            if keys:
+                warnings.warn(f"job {spec.name!r}: {len(keys)} hive partition key{'s' if len(keys) > 1 else ''} "
+                              f"({', '.join(map(repr, keys))}) left out of the default features; list "
+                              f"{'them' if len(keys) > 1 else 'it'} in 'features' to use "
+                              f"{'them' if len(keys) > 1 else 'it'}", UserWarning, stacklevel=2)
+                feats = [c for c in feats if c not in keys]
     if not feats:
         raise DataError(f"no features: the data has only the target column {spec.target!r}")
     undeclared = [c for c in spec.categorical if c not in feats]
@@ -480,9 +492,15 @@ def _model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stat
         pvalues_sample_size=p_imp["pvalues_sample_size"], min_samples_leaf=p_num["min_samples_leaf"],
         cat_min_samples_leaf=p_cat["min_samples_leaf"], min_slopes_per_x=p_num["min_slopes_per_x"],
         max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
-        tree_method=spec.tree_method, random_state=spec.random_state, progress=progress)
+        tree_method=spec.tree_method, random_state=spec.random_state, progress=progress,
+        skip_unusable=spec.features is None)  # the default feature set: constant columns are left out, counted
     stats["kinds_used"] = dict(out.kinds)
+    skipped = {**stats.get("skipped_features", {}), **out.params.get("skipped_features", {})}
+    if skipped:
+        stats["skipped_features"] = skipped
     for f in curve_feats:
+        if f not in out.curves:
+            continue
         r = out.curves[f]
         method = "catstratpd" if out.kinds.get(f) == "categorical" else "stratpd"
         if method in want:
