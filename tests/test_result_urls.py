@@ -45,3 +45,24 @@ def test_to_parquet_file_url_and_no_temp_file_on_failure(res, tmp_path):
     with pytest.raises(Exception):
         res.to_parquet(tmp_path / "y.parquet", compression="no-such-codec")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.parquet"]
+
+
+def test_fsspec_glob_syntax_in_full(tmp_path):
+    import fsspec
+
+    from daskpd.io import DataError, load
+
+    fs = fsspec.filesystem("memory")
+    for i in range(4):
+        df = pd.DataFrame({"x": np.arange(10.0) + i, "y": np.arange(10.0)})
+        df.to_parquet(tmp_path / f"p{i}.parquet")
+        with fs.open(f"/h15u-glob/p{i}.parquet", "wb") as fh:
+            df.to_parquet(fh)
+    for pattern, n in (("p?.parquet", 40), ("p[0-2].parquet", 30), ("p[!0].parquet", 30), ("p*.parquet", 40)):
+        assert len(load(str(tmp_path / pattern)).compute()) == n, pattern
+        assert len(load(f"memory://h15u-glob/{pattern}").compute()) == n, pattern
+    with pytest.raises(DataError, match="the glob matches no file"):
+        load(str(tmp_path / "q[0-2].parquet"))
+    with pytest.warns(UserWarning, match="the curve is empty"):  # 30 rows: too few for a curve, but all read
+        r = daskpd.stratpd(str(tmp_path / "p[0-2].parquet"), "y", "x", progress=False, min_samples_leaf=2)
+    assert r.n_rows == 30
