@@ -119,7 +119,9 @@ def catstratpd(
     random_state : int, default 0
         Seeds the sample, the tree and the bootstrap weights.
     progress : bool or None
-        Show a progress bar (None: when stderr is a terminal).
+        Progress on stderr: None/True (default): a bar on a terminal, one line per
+        stage (tasks done, elapsed time; no carriage returns) in a log or pipe;
+        "bar" / "log" force a form; False: nothing.
     storage_options, filters
         Passed to ``dask.dataframe.read_parquet`` for path inputs.
 

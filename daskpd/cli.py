@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tls-ca-file", metavar="PEM", help="CA certificate for a tls:// scheduler")
     r.add_argument("--tls-cert", metavar="PEM", help="client certificate (may also hold the key)")
     r.add_argument("--tls-key", metavar="PEM", help="client private key")
-    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--no-progress", action="store_true", help="no progress (default: a bar on a terminal, one line per stage in a log)")
     r.add_argument("-q", "--quiet", action="store_true", help="print only the run directory")
 
     v = sub.add_parser("validate", help="check a job spec without running it")

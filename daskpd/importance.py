@@ -246,6 +246,18 @@ class ImportanceResult(ResultMixin):
 # the public functions
 
 
+def skipped_note(left_out: dict, n_scored: int) -> str:
+    """"importances: 3 of 52 columns left out of the default features: 2 constant ('a', 'b'),
+    1 hive partition key ('sale_year'); name them in features= to score them"."""
+    why = {}
+    for f, w in left_out.items():
+        why.setdefault(w, []).append(f)
+    parts = [f"{len(fs)} {w if len(fs) == 1 else w.replace('key', 'keys')} ({', '.join(map(repr, fs[:10]))}"
+             f"{', ...' if len(fs) > 10 else ''})" for w, fs in why.items()]
+    return (f"importances: {len(left_out)} of {len(left_out) + n_scored} columns left out of the default "
+            f"features: {'; '.join(parts)}; name them in features= to score them")
+
+
 #: the parameters of :func:`strat_curves_and_importances` (and of :func:`importances`)
 IMPORTANCE_CONSTRAINTS = {
     **STRAT_CONSTRAINTS,
@@ -259,6 +271,7 @@ IMPORTANCE_CONSTRAINTS = {
     "cat_min_samples_leaf": [POSITIVE_INT],
     "min_slopes_per_x": [POSITIVE_INT],
     "few_slopes": [StrOptions(*FEW_SLOPES_RULES)],
+    "skip_unusable": ["boolean", None],
     "nan_as_level": ["boolean"],
     "pvalues": ["boolean"],
     "pvalues_n_trials": [POSITIVE_INT],
@@ -294,6 +307,7 @@ def strat_curves_and_importances(
     progress=None,
     storage_options: dict | None = None,
     filters=None,
+    skip_unusable: bool | None = None,
 ) -> ImportanceResult:
     """StratPD / CatStratPD curves of every feature and their importances, in one scan.
 
@@ -303,8 +317,12 @@ def strat_curves_and_importances(
     target : str
         Numeric response column.
     features : list of str, optional
-        Features to score (default: every column but ``target``; datetime columns are
-        then skipped with a warning -- convert them to numbers to score them).
+        Features to score.  Default: every column but ``target``, less the datetime
+        columns (convert them to numbers to score them), the hive partition keys of a
+        parquet lake (``sale_year=2011/`` directories) and the columns the tree sample
+        shows to be constant or empty; one warning counts and names what was left out
+        (``params["skipped_features"]`` keeps it).  A feature named here is always
+        scored, and a constant one raises a :class:`DataError` naming it.
     categorical : list of str, optional
         Columns to treat as categorical (e.g. integer codes).  Besides these, columns
         of dtype object, string, category and bool are categorical.
@@ -345,6 +363,10 @@ def strat_curves_and_importances(
         a uniform sample; the observed statistic is recomputed on the same rows, so the
         test is exact at that size), on the workers -- no extra pass over the data.
 
+    skip_unusable : bool, optional
+        Leave constant / empty features out instead of raising (default: when
+        ``features`` is None).  For callers whose own default set fills ``features``.
+
     Returns
     -------
     ImportanceResult
@@ -363,6 +385,7 @@ def strat_curves_and_importances(
     if target in declared:
         raise InvalidParameterError(f"parameter categorical names the target {target!r}; the target must be "
                                     "numeric")
+    left_out: dict[str, str] = {}
     if features is None:
         dates = [f for f in feats if dkinds[f] == "datetime" and f not in declared]
         if dates:
@@ -370,6 +393,13 @@ def strat_curves_and_importances(
                           f"{', '.join(map(repr, dates))} (convert to numbers, e.g. days since an epoch, to "
                           "score them; they are still used by the stratifying trees)", UserWarning, stacklevel=2)
             feats = [f for f in feats if f not in dates]
+        from ._data.hive import partition_keys
+
+        keys = [k for k in partition_keys(data, storage_options) if k in feats and k not in declared]
+        left_out.update({k: "hive partition key" for k in keys})
+        feats = [f for f in feats if f not in keys]
+    if skip_unusable is None:
+        skip_unusable = features is None
     if not feats:
         raise DataError("no features to score (features is empty, or the data has only the target)")
     kinds = {}
@@ -387,8 +417,13 @@ def strat_curves_and_importances(
         min_samples_leaf_for=msl_for, sample_size=sample_size, max_bins=max_bins, random_state=random_state,
         n_trials=n_trials if n_trials > 1 else 0, trial_fraction=trial_fraction, nan_as_level=nan_as_level,
         tree_method=tree_method, progress=progress, storage_options=storage_options, filters=filters,
-        finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes},
-        dtypes={f: ddf_all.dtypes[f] for f in feats})
+        finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes}, dtypes={f: ddf_all.dtypes[f] for f in feats},
+        skip_constant=feats if skip_unusable else ())
+    if run.skipped:
+        left_out.update(run.skipped)
+        feats = [f for f in feats if f not in run.skipped]
+    if left_out:
+        warnings.warn(skipped_note(left_out, len(feats)), UserWarning, stacklevel=2)
     kinds = {f: run.kinds[f] for f in feats}
     timings = dict(getattr(run, "timings", None) or {})
     t0 = time.perf_counter()
@@ -454,7 +489,8 @@ def strat_curves_and_importances(
               "sample_size": sample_size, "max_bins": max_bins, "tree_method": tree_method,
               "random_state": random_state,
               "pvalues": pvalues, "pvalues_n_trials": pvalues_n_trials if pvalues else None,
-              "pvalues_sample_size": pvalues_sample_size if pvalues else None}
+              "pvalues_sample_size": pvalues_sample_size if pvalues else None,
+              "skipped_features": dict(left_out)}
     return ImportanceResult(table=table, curves=curves, target=target, kinds=kinds, n_rows=n_rows,
                             n_partitions=run.n_partitions, n_passes=PASSES_PER_REQUEST, sample_rows=run.sample_rows,
                             n_trials=n_trials, trials=trials_df, null=null_df, params=params, timings=timings)

@@ -87,7 +87,8 @@ def _read_path(path, columns, storage_options, filters):
             return ddf
         # Read the schema first, so that a missing column is reported by name and not
         # as a pyarrow stack trace.
-        ddf = dd.read_parquet(path, storage_options=storage_options, filters=filters)
+        ddf = dd.read_parquet(_expand_glob(path, storage_options), storage_options=storage_options,
+                              filters=filters)
         if columns is not None:
             check_columns(ddf.columns, columns, source=path)
             ddf = ddf[list(columns)]
@@ -96,6 +97,22 @@ def _read_path(path, columns, storage_options, filters):
         raise
     except (OSError, ValueError, TypeError) as exc:  # pyarrow errors subclass these
         raise DataError(f"could not read data from {path!r}: {type(exc).__name__}: {exc}") from exc
+
+
+def _expand_glob(path: str, storage_options=None):
+    """``path``, or the sorted files its glob matches when it uses ``?`` or ``[...]``
+    (dask's parquet reader expands only ``*``); fsspec's glob syntax, local or a URL."""
+    if not any(ch in path for ch in "?["):
+        return path
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    files = sorted(fs.glob(root))
+    if not files:
+        raise DataError(f"data path {path!r}: the glob matches no file")
+    files = [f for f in files if not fs.isdir(f)] or files
+    proto = path.split("://", 1)[0] + "://" if _is_url(path) else ""
+    return [proto + f if proto and "://" not in f else f for f in files]
 
 
 def check_columns(available: Sequence, wanted: Iterable, source: str = "data") -> None:

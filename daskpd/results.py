@@ -6,6 +6,7 @@ write.  Plotting is delegated to :mod:`daskpd.plotting` (matplotlib imported laz
 from __future__ import annotations
 
 import abc
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -28,19 +29,56 @@ class ResultMixin(abc.ABC):
     def metadata(self) -> dict:
         return {}
 
-    def to_parquet(self, path, **kwargs) -> str:
+    def to_parquet(self, path, storage_options: dict | None = None, **kwargs) -> str:
+        """Write :meth:`to_frame` (with :meth:`metadata` in the schema) to ``path``: a
+        local path or an fsspec URL (``file://``, ``memory://``, ``s3://`` ...).  Written
+        to a temporary name next to it, then moved into place; nothing is left behind
+        on failure.  Returns ``path``."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         path = os.fspath(path)
         table = pa.Table.from_pandas(self.to_frame(), preserve_index=False)
         meta = dict(table.schema.metadata or {})
         meta[b"daskpd"] = json.dumps(self.metadata(), default=json_default).encode()
         table = table.replace_schema_metadata(meta)
+        return write_table_atomic(table, path, storage_options=storage_options, **kwargs)
+
+
+def write_table_atomic(table, path: str, storage_options: dict | None = None, **kwargs) -> str:
+    """``pyarrow.parquet.write_table`` to a temporary name beside ``path``, then a move
+    (``os.replace`` locally; the filesystem's ``mv`` for an fsspec URL).  The temporary
+    file is removed if anything fails."""
+    import pyarrow.parquet as pq
+
+    if "://" not in path:
         tmp = f"{path}.tmp-{os.getpid()}"
-        pq.write_table(table, tmp, **kwargs)
-        os.replace(tmp, path)
+        try:
+            pq.write_table(table, tmp, **kwargs)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise
         return path
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    if isinstance(fs, fsspec.implementations.local.LocalFileSystem):  # file://: a local, atomic rename
+        write_table_atomic(table, root, **kwargs)
+        return path
+    tmp = f"{root}.tmp-{os.getpid()}"
+    try:
+        with fs.open(tmp, "wb") as fh:
+            pq.write_table(table, fh, **kwargs)
+        if fs.exists(root):
+            fs.rm(root)
+        fs.mv(tmp, root)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            if fs.exists(tmp):
+                fs.rm(tmp)
+        raise
+    return path
 
 
 def json_default(o):

@@ -664,8 +664,7 @@ def test_frame_parquet_summary_and_plots(tmp_path):
                            [categorical_gram.leaf_sums(leaf, cat, n, s, 1000)])
     ax = big.plot()
     assert len(ax.texts) == 10 and len(ax.figure.axes) == 2
-    ax.figure.savefig(tmp_path / "strip.png")
-    assert (tmp_path / "strip.png").stat().st_size > 10_000
+    assert len(ax.collections[0].get_offsets()) == 1000  # every category a point (more: test_plotting.py)
     ax = big.plot(kind="bar", top_k=25)
     assert len(ax.get_yticklabels()) == 25 and "top 25 of 1000" in ax.get_ylabel()
     import matplotlib.pyplot as plt

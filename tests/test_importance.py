@@ -402,8 +402,8 @@ def test_plots(linear_result, tmp_path):
     fig = linear_result.plot_curves(top_k=4, ncols=2)
     visible = [a for a in fig.axes if a.get_visible() and a.get_title()]
     assert [a.get_title().split()[0] for a in visible] == ["x1", "x2", "x3", "x4"]
-    fig.savefig(tmp_path / "curves.png")
-    assert (tmp_path / "curves.png").stat().st_size > 10_000
+    for a, f in zip(visible, ["x1", "x2", "x3", "x4"]):
+        assert a.get_xlabel() == f and len(a.get_lines()) >= 1  # each panel is its feature's curve
     from daskpd.plotting.importance import plot_importances
 
     plot_importances(linear_result.table)  # a bare table works too

@@ -82,7 +82,9 @@ def test_readme_demo_command_on_local_cluster(tmp_path):
         assert any(line.split()[1:2] == [f + ":"] for line in p.stdout.splitlines()), (f, p.stdout)
     assert "StratImpact importance:" in p.stdout
     assert "LocalCluster" in p.stderr and "dashboard http" in p.stderr
-    assert "% Completed" in p.stderr and "% Completed" not in p.stdout  # the progress bar, kept off stdout
+    # stderr is a pipe, not a terminal: one plain line per stage (no bar frames, no escape codes), off stdout
+    assert "daskpd: progress stage" in p.stderr and "tasks done in" in p.stderr and "progress" not in p.stdout
+    assert "\r" not in p.stderr and "\x1b" not in p.stderr
     job_dir = out / "bulldozer-demo"
     runs = list_runs(job_dir)
     assert len(runs) == 1
@@ -313,12 +315,22 @@ def test_bad_data_exit_2_and_nothing_written(dask_cluster, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("daskpd: error: column 'nope' not found") and err.count("\n") == 1
     assert not out.exists()
-    # a constant feature: found by the library during the run; the run's directories are removed
-    spec = spec_file(tmp_path, 'name = "bad"\ntarget = "y"\nmethods = ["stratpd"]\n[source]\npath = "d.parquet"\n')
+    # a constant feature named explicitly: found by the library during the run; the run's directories are removed
+    spec = spec_file(tmp_path, 'name = "bad"\ntarget = "y"\nfeatures = ["x", "c"]\nmethods = ["stratpd"]\n'
+                               '[source]\npath = "d.parquet"\n')
     assert cli.main(["run", str(spec), "--output", str(out), "--scheduler", dask_cluster, "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("daskpd: error: ") and "'c' is constant" in err[-1], err
     assert not out.exists()
+    # in the default feature set it is left out, with a counted note, and recorded in the manifest
+    spec = spec_file(tmp_path, 'name = "ok"\ntarget = "y"\nmethods = ["stratpd"]\n[source]\npath = "d.parquet"\n')
+    assert cli.main(["run", str(spec), "--output", str(out), "--scheduler", dask_cluster, "--no-progress",
+                     "--run-id", "r1"]) == 0
+    err = capsys.readouterr().err
+    assert "1 of 2 columns left out of the default features: 1 constant ('c')" in err
+    m = json.loads((out / "ok" / "r1" / "manifest.json").read_text())
+    assert m["skipped_features"] == {"c": "constant"}
+    assert [p["feature"] for p in m["plots"] if p["kind"] == "curve"] == ["x"]
 
 
 def test_unreachable_scheduler_exit_2(tmp_path, capsys):

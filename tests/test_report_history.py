@@ -304,3 +304,136 @@ def test_nightly_job_then_history_flags_the_changed_feature(dask_cluster, tmp_pa
     assert last.loc["MachineHours", "curve_distance"] > 5 * last.loc["YearMade", "curve_distance"]
     assert (job / "history" / "history.html").is_file()
     assert os.readlink(job / "latest") == "2026-11-03"
+
+
+# ------------------------------------------------------------------ layout and the importance chart
+def _measure_in_chromium(html_path: Path, tmp_path: Path, width: int) -> dict:
+    """Open a copy of the page (plus a measuring script) at ``width`` px; return the widths."""
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("no headless Chromium on this machine (apt-get install chromium): the layout check did not run")
+    probe = tmp_path / "probe.html"
+    script = ("<script>var d=document.documentElement,t=[].slice.call(document.querySelectorAll('table'));"
+              "document.body.setAttribute('data-m',JSON.stringify({view:d.clientWidth,page:d.scrollWidth,"
+              "tables:t.map(function(e){var b=e.parentNode.getBoundingClientRect();"
+              "return [e.getBoundingClientRect().right,b.right,e.scrollWidth,e.parentNode.clientWidth]})}));"
+              "</script>")
+    probe.write_text(html_path.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
+    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
+           f"--window-size={width},1000", "--dump-dom", probe.as_uri()]
+    out = subprocess.run(cmd, capture_output=True, timeout=120, text=True).stdout
+    import re
+
+    m = re.search(r'data-m="([^"]*)"', out)
+    assert m, out[-2000:]
+    import html as _html
+
+    return json.loads(_html.unescape(m.group(1)))
+
+
+def test_history_tables_fit_a_1400px_window(tmp_path):
+    job = tmp_path / "auctions-nightly"
+    x = np.linspace(0, 10, 40)
+    feats = ["MachineHoursCurrentMeter", "YearMade", "auctioneerID", "fiModelDescriptor", "ProductSize",
+             "Enclosure_Type"]
+    ids = ["20260101T020000Z", "20260102T020000Z", "20260103T020000Z", "20260104T020000Z"]
+    for k, rid in enumerate(ids):
+        curves = {("stratpd", f): num(x, (1 + 0.1 * k * (i == 0)) * np.sin(x + i)) for i, f in enumerate(feats)}
+        curves[("catstratpd", "ProductGroup_Description")] = cat(["TEX", "WL", "BL", "TTT"], [0, 1, 2 + 0.1 * k, 3])
+        fake_run(job, rid, curves, {f: 1.0 + i + 0.3 * k for i, f in enumerate(feats)})
+    h = hist.history(job)
+    m = _measure_in_chromium(h.written / "history.html", tmp_path, 1400)
+    assert m["page"] <= m["view"], m  # the page does not scroll sideways
+    assert len(m["tables"]) == 2
+    for right, box_right, table_w, box_w in m["tables"]:
+        assert table_w <= box_w + 1 and right <= box_right + 1, m  # every table fits; none needs its scroll bar
+
+
+def test_report_importance_chart_is_the_plot_of_the_result():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.container import BarContainer
+
+    import daskpd
+    from daskpd.job.report import importance_figure
+    from daskpd.job.run import importances_frame
+
+    rng = np.random.default_rng(4)
+    n = 3000
+    df = pd.DataFrame({"a": rng.uniform(size=n), "b": rng.uniform(size=n), "g": rng.choice(list("pqrs"), n)})
+    df["y"] = 3 * df.a + df.b + df.g.map({"p": 0, "q": 1, "r": 2, "s": 0.5}) + rng.normal(0, 0.05, n)
+    from daskpd.importance import strat_curves_and_importances
+
+    res = strat_curves_and_importances(df, "y", n_trials=3, random_state=0)
+    lib = res.plot()
+    long = importances_frame([("importances", res.table)])
+    rep = importance_figure(long, title="x").axes[0]
+
+    def drawn(ax):
+        (bc,) = [c for c in ax.containers if isinstance(c, BarContainer)]
+        bars = [(round(p.get_y(), 6), p.get_width(), matplotlib.colors.to_hex(p.get_facecolor())) for p in bc]
+        err = sorted(tuple(map(tuple, s)) for s in bc.errorbar.lines[2][0].get_segments())
+        legend = [t.get_text() for t in ax.get_legend().get_texts()] if ax.get_legend() else []
+        return (bars, err, [t.get_text() for t in ax.get_yticklabels()], ax.get_xlabel(),
+                [t.get_text() for t in ax.texts], legend)
+
+    assert drawn(rep) == drawn(lib)
+    bars, err, labels, *_ = drawn(lib)
+    assert len(bars) == 3 and len(err) == 3 and "categorical" in drawn(lib)[-1]
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+# ------------------------------------------------------------------ drift confined to part of the range
+def machine_hours_curve(right_end: float, changed_share: float = 0.27, n_rows: int = 20_000, seed: int = 0):
+    """A StratPD-like MachineHours curve, 0 -> -50k over the rows' range; the last
+    ``changed_share`` of the rows (by x) bend so that the right end reaches ``right_end``."""
+    rng = np.random.default_rng(seed)
+    hours = np.sort(rng.gamma(1.5, 4000.0, n_rows))  # skewed, as real meter readings
+    x = np.quantile(hours, np.linspace(0, 1, 201))  # bins with equal rows
+    count = np.full(len(x), n_rows / len(x))
+    y = -50_000.0 * (x - x[0]) / (x[-1] - x[0])
+    k = int(round((1 - changed_share) * (len(x) - 1)))  # the change starts at the 73% row quantile
+    bend = np.zeros(len(x))
+    bend[k:] = (right_end - y[-1]) * (x[k:] - x[k]) / (x[-1] - x[k])
+    return pd.DataFrame({"x": x, "pd": y + bend, "count": count})
+
+
+def test_curve_max_flags_a_change_in_27_percent_of_the_rows(tmp_path):
+    base, moved = machine_hours_curve(-50_000), machine_hours_curve(-35_000)
+    a = base.assign(category=pd.array([None] * len(base), dtype="string"), supported=True)
+    b = moved.assign(category=pd.array([None] * len(moved), dtype="string"), supported=True)
+    d = hist.curve_distance(a, b)
+    assert d["curve_distance"] < 0.1  # the average alone misses it (the issue measured 0.070)
+    assert d["curve_max"] == pytest.approx(15_000 / 50_000, rel=0.1)  # the right end moved by 30% of the range
+    # noise of a few percent at single points is smoothed away, and a constant shift is no move
+    noisy = a.assign(pd=a.pd + 7.0 + np.random.default_rng(1).normal(0, 0.01 * 50_000, len(a)))
+    assert hist.curve_distance(a, noisy)["curve_max"] < 0.05
+    # end to end: three nightly runs, the third with the bend; only MachineHours drifts, at the default threshold
+    job = tmp_path / "nightly"
+    other = num(np.arange(1990, 2012), np.linspace(0, 20_000, 22))
+    for rid, curve in (("2026-01-01", base), ("2026-01-02", base), ("2026-01-03", moved)):
+        fake_run(job, rid, {("stratpd", "MachineHours"): curve, ("stratpd", "YearMade"): other},
+                 {"MachineHours": 0.4, "YearMade": 0.6})
+    h = hist.history(job, output=False)
+    last = h.latest_pair().set_index("feature")
+    assert last.loc["MachineHours", "status"] == "drifted" and last.loc["YearMade", "status"] == "ok"
+    assert last.loc["MachineHours", "drift"] == pytest.approx(last.loc["MachineHours", "curve_max"])
+    assert (h.table[h.table.run_id == "2026-01-02"].drift == 0).all()
+    assert cli.main(["history", str(job), "--fail-on-drift", "--no-write"]) == 3
+
+
+def test_curve_max_categorical_ignores_rare_categories():
+    cats = [f"c{i}" for i in range(50)]
+    counts = np.r_[np.full(49, 1000.0), 2.0]  # c49: 2 rows of 49,002
+    y = np.linspace(0, 10, 50)
+    a = cat(cats, y).assign(x=np.nan, supported=True, count=counts)
+    rare = a.assign(pd=np.r_[y[:49], 50.0])  # a rare category jumps: noise, not drift
+    assert hist.curve_distance(a, rare)["curve_max"] == pytest.approx(0, abs=1e-12)
+    common = a.assign(pd=np.r_[y[:40], y[40:] + 4.0])  # ten common categories move by 4
+    d = hist.curve_distance(a, common)
+    # scale: the larger range (14)
+    assert d["curve_max"] == pytest.approx(4.0 / 14.0, rel=1e-9) and d["curve_distance"] < d["curve_max"]

@@ -39,13 +39,14 @@ def current_client():
 
 def connect(scheduler: str | None = None, *, n_workers: int | None = None,
             threads_per_worker: int | None = None, memory_limit="auto", security=None,
-            dashboard: bool = True, host: str = "127.0.0.1"):
+            dashboard: bool = True, host: str = "127.0.0.1", processes: bool = True):
     """Return ``(client, cluster_or_None)``.
 
     ``scheduler``: an address (``tcp://host:8786``, ``tls://...``), the path of a
     scheduler file, ``"local"``/None (a LocalCluster sized to the machine, listening on
     ``host`` -- loopback by default, dashboard included; the
-    ``DASK_SCHEDULER_ADDRESS`` environment variable wins when set).
+    ``DASK_SCHEDULER_ADDRESS`` environment variable wins when set).  ``processes=False``:
+    the LocalCluster's workers are threads of this process (one worker, all threads).
     """
     from distributed import Client, LocalCluster
 
@@ -59,13 +60,16 @@ def connect(scheduler: str | None = None, *, n_workers: int | None = None,
         n_workers = max(1, min(ncores, 4)) if ncores > 1 else 1
     if threads_per_worker is None:
         threads_per_worker = max(1, ncores // n_workers)
+    if not processes:  # one in-process worker holding every thread
+        threads_per_worker, n_workers = max(1, n_workers * threads_per_worker), 1
     cluster = LocalCluster(
         n_workers=n_workers,
         threads_per_worker=threads_per_worker,
         memory_limit=memory_limit,
         host=host,
         dashboard_address=f"{host}:0" if dashboard else None,
-        processes=True,
+        processes=processes,
+        **({} if processes else {"protocol": "tcp://"}),  # in-process workers default to inproc://
     )
     return Client(cluster), cluster
 
@@ -147,36 +151,32 @@ def set_mmap_threshold(value) -> bool:
         return False
 
 
-def _want_progress(progress) -> bool:
-    if progress is None:
-        return bool(getattr(sys.stderr, "isatty", lambda: False)())
-    return bool(progress)
+def _want_progress(progress) -> str | None:
+    """``"bar"`` (a terminal), ``"log"`` (lines: a log file or pipe) or None; see
+    :mod:`daskpd._engine.progress`."""
+    from .progress import progress_mode
+
+    return progress_mode(progress)
 
 
 def _submit(client, objs, show):
+    from .progress import show_futures
+
     with dask.config.set({"distributed.admin.large-graph-warning-threshold": _GRAPH_WARNING}):
         futures = client.compute(list(objs))
-    if show:
-        from distributed import progress as dprogress
-
-        with contextlib.redirect_stdout(sys.stderr):  # keep stdout for results
-            dprogress(futures)
-        print(file=sys.stderr)
+    show_futures(futures, show)
     return futures
 
 
 def compute(*objs, progress=None):
     """Compute dask objects in ONE graph submission; return a tuple of results."""
+    from .progress import local_progress
+
     client = current_client()
     show = _want_progress(progress)
     if client is not None:
         return tuple(client.gather(_submit(client, objs, show)))
-    ctx = contextlib.nullcontext()
-    if show:
-        from dask.diagnostics import ProgressBar
-
-        ctx = ProgressBar(out=sys.stderr)
-    with ctx, one_blas_thread():
+    with local_progress(show, objs), one_blas_thread():
         return dask.compute(*objs)
 
 

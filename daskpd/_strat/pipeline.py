@@ -48,6 +48,7 @@ class StratRun:
     n_partitions: int
     kinds: dict
     timings: dict = field(default_factory=dict)
+    skipped: dict = field(default_factory=dict)  # {feature: why} left out by skip_constant
 
     @property
     def sample_rows(self) -> int:
@@ -81,7 +82,10 @@ def _bin(sample: Sample, target, columns, encoder):
     return bin_sample(sample.frame, target, columns, encoder)
 
 
-def _check_sample(sample: pd.DataFrame, target, features, kinds, nan_as_level):
+def _check_sample(sample: pd.DataFrame, target, features, kinds, nan_as_level, skip=()) -> dict:
+    """Raise on an unusable sample or feature; features in ``skip`` that are constant or
+    empty are returned as ``{feature: why}`` instead of raising."""
+    skipped = {}
     if len(sample) == 0:
         raise DataError("data has no rows")
     y = as_float(sample[target])
@@ -92,11 +96,18 @@ def _check_sample(sample: pd.DataFrame, target, features, kinds, nan_as_level):
         vals = as_float(col) if kinds[f] == "numeric" else col
         valid = np.isfinite(vals) if kinds[f] == "numeric" else col.notna().to_numpy()
         if not valid.any() and not (nan_as_level and kinds[f] == "categorical"):
+            if f in skip:
+                skipped[f] = "empty"
+                continue
             raise DataError(f"feature {f!r} has no non-missing values (in a sample of {len(sample):,} rows)")
         nuniq = pd.Series(np.asarray(vals)[valid]).nunique()
         if nuniq < 2 and not (nan_as_level and kinds[f] == "categorical" and not valid.all()):
+            if f in skip:
+                skipped[f] = "constant"
+                continue
             raise DataError(f"feature {f!r} is constant (a single distinct value in a sample of "
                             f"{len(sample):,} rows); its partial dependence is undefined")
+    return skipped
 
 
 def _coder(f, kind, sample: Sample, max_bins, nan_as_level, dtype) -> KeyCoder:
@@ -185,6 +196,7 @@ def run_strat(
     filters=None,
     finish_options: dict | None = None,
     dtypes: dict | None = None,
+    skip_constant: Sequence[str] = (),
 ) -> StratRun:
     """Run the pipeline for ``features`` (each stratified on ``stratify_on`` minus itself).
 
@@ -193,6 +205,8 @@ def run_strat(
     ``StratRun.results``; ``finish_options`` are those of
     :func:`daskpd._strat.numeric.curve_from_sums` / ``categorical.effects_from_states``
     (``min_slopes_per_x``, ``centered``, ``n_segments``, ``solver``).
+    Features in ``skip_constant`` (a default feature set) that the sample shows to be
+    constant or empty are left out (``StratRun.skipped``) instead of raising.
     """
     # The parameters were validated by the public function (daskpd._validation).
     min_samples_leaf_for = {str(f): int(v) for f, v in (min_samples_leaf_for or {}).items()}
@@ -226,7 +240,12 @@ def run_strat(
     (sample_h,) = scheduler.materialize(*build_pass(ddf, [SampleJob(sample_size, random_state, caps)],
                                                     name="daskpd-sample"), progress=progress)
     sample: Sample = sample_h.value
-    _check_sample(sample.frame, target, features, kinds, nan_as_level)
+    skipped = _check_sample(sample.frame, target, features, kinds, nan_as_level, set(skip_constant))
+    if skipped:
+        features = [f for f in features if f not in skipped]
+        if not features:
+            raise DataError(f"every feature is constant or empty (in a sample of {len(sample.frame):,} rows): "
+                            f"{', '.join(map(repr, skipped))}")
 
     # the trees, fitted in parallel next to the sample (on the workers when there is a cluster)
     t1 = time.perf_counter()
@@ -274,4 +293,4 @@ def run_strat(
             results[f] = effects_iterative(scan.features[i], refs, results[f], scan, progress=progress)
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}
     return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
-                    n_partitions=ddf.npartitions, kinds=kinds, timings=timings)
+                    n_partitions=ddf.npartitions, kinds=kinds, timings=timings, skipped=skipped)

@@ -28,13 +28,26 @@ ISO dates).  For every consecutive pair (previous, current) and every curve
     previous run (all features of the same method).  So 0.1 means "the curve moved
     by a tenth of its own size", and the noise of a flat, irrelevant feature is
     measured against the effects that matter rather than against its own noise.
+``curve_max``
+    the largest local move of the curve, a fraction of the same ``scale``: the two
+    curves' difference on the common points, less its row-weighted median (so the
+    rows whose part of the curve did not move stay at 0, whatever the constant PD is
+    defined up to),
+    smoothed over a window of 5 of the 101 grid points (numeric: 5% of the range, so
+    a single noisy point does not count as a move), then the largest absolute value.
+    A change confined to part of the range (the right end of a curve moving from
+    -50k to -35k over the last quarter of the rows) is diluted by ``curve_distance``'s
+    average (0.07) but not by this maximum (0.3).  Categorical: the common
+    categories holding at least 1% of the rows in both runs (all common categories
+    when the curves have no counts), unsmoothed.
 ``support_overlap``
     numeric: length of the overlap of the supported x ranges / length of their
     union; categorical: Jaccard index of the sets of estimated categories.
 ``drift``
-    ``max(curve_distance, |importance_change|, 1 - support_overlap)``: each term is a
-    fraction, and a feature has drifted if its shape, its share of the importance, or
-    its support moved.  Missing terms (NaN) are ignored.
+    ``max(curve_distance, curve_max, |importance_change|, 1 - support_overlap)``: each
+    term is a fraction, and a feature has drifted if its shape (as a whole or in part
+    of its range), its share of the importance, or its support moved.  Missing terms
+    (NaN) are ignored.
 ``status``
     ``drifted`` when ``drift > threshold`` (default 0.1), else ``ok``; ``new`` /
     ``gone`` when the curve exists in only one of the two runs; ``n/a`` when the
@@ -56,7 +69,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["HistoryError", "History", "history", "load_runs", "curve_distance", "drift_table",
-           "IMPORTANCE_FOR", "GRID_POINTS", "SCALE_FLOOR"]
+           "IMPORTANCE_FOR", "GRID_POINTS", "SCALE_FLOOR", "MAX_WINDOW"]
 
 #: which importance table a curve's importance comes from
 IMPORTANCE_FOR = {"stratpd": "importances", "catstratpd": "importances", "partial_dependence": "pd_variance",
@@ -65,6 +78,10 @@ IMPORTANCE_FOR = {"stratpd": "importances", "catstratpd": "importances", "partia
 GRID_POINTS = 101
 #: curve distance scale floor, as a fraction of the largest curve range of the previous run
 SCALE_FLOOR = 0.1
+#: grid points the local differences are averaged over before ``curve_max`` takes their maximum
+MAX_WINDOW = 5
+#: categorical ``curve_max``: only categories holding at least this share of the rows in both runs
+MAX_CATEGORY_SHARE = 0.01
 
 
 class HistoryError(ValueError):
@@ -115,6 +132,18 @@ def _categorical_points(df: pd.DataFrame) -> pd.Series:
     return pd.Series(d["pd"].to_numpy(dtype=float), index=d["category"].astype(str).to_numpy()).groupby(level=0).mean()
 
 
+def _big_categories(df: pd.DataFrame, share: float):
+    """Categories holding >= ``share`` of the curve's rows (None when the curve has no counts)."""
+    d = df[df["supported"].astype(bool) & df["category"].notna()]
+    if "count" not in d.columns:
+        return None
+    c = pd.to_numeric(d["count"], errors="coerce").to_numpy(dtype=float)
+    if not np.isfinite(c).any() or np.nansum(c) <= 0:
+        return None
+    keep = np.nan_to_num(c) >= share * np.nansum(c)
+    return pd.Index(d["category"].astype(str).to_numpy()[keep]).unique()
+
+
 def _is_categorical(df: pd.DataFrame) -> bool:
     return bool(df["category"].notna().any())
 
@@ -127,9 +156,41 @@ def curve_range(df: pd.DataFrame) -> float:
     return float(y.max() - y.min()) if len(y) else np.nan
 
 
+def _weighted_median(v: np.ndarray, w: np.ndarray) -> float:
+    ok = np.isfinite(v) & np.isfinite(w) & (w > 0)
+    if not ok.any():
+        return float(np.median(v)) if len(v) else 0.0
+    v, w = v[ok], w[ok]
+    o = np.argsort(v, kind="stable")
+    c = np.cumsum(w[o])
+    return float(v[o][np.searchsorted(c, 0.5 * c[-1])])
+
+
+def _local_max(d: np.ndarray, offset: float, window: int) -> float:
+    """max |moving average of (d - offset)| over ``window`` points (shrinking at the ends)."""
+    d = d - offset
+    if window > 1 and len(d) >= window:
+        c = np.r_[0.0, np.cumsum(d)]
+        h = window // 2
+        i = np.arange(len(d))
+        lo, hi = np.maximum(0, i - h), np.minimum(len(d), i + h + 1)
+        d = (c[hi] - c[lo]) / (hi - lo)
+    return float(np.max(np.abs(d))) if len(d) else np.nan
+
+
+def _counts(df: pd.DataFrame, key: str) -> pd.Series:
+    """Rows per x (numeric) or per category, from the curve's ``count`` column (1 when absent)."""
+    d = df[df["supported"].astype(bool) & np.isfinite(df["pd"])]
+    c = pd.to_numeric(d["count"], errors="coerce") if "count" in d.columns else pd.Series(1.0, index=d.index)
+    c = c.fillna(0.0).to_numpy(dtype=float) if np.isfinite(c.to_numpy(dtype=float)).any() else np.ones(len(d))
+    k = d[key].astype(str).to_numpy() if key == "category" else d[key].to_numpy(dtype=float)
+    return pd.Series(c, index=k).groupby(level=0).sum()
+
+
 def curve_distance(prev: pd.DataFrame, cur: pd.DataFrame, floor: float = 0.0) -> dict:
-    """``{curve_rms, curve_distance, support_overlap, n_common}`` of two curves of one feature."""
-    nan = {"curve_rms": np.nan, "curve_distance": np.nan, "support_overlap": np.nan, "n_common": 0}
+    """``{curve_rms, curve_distance, curve_max, support_overlap, n_common}`` of two curves of one feature."""
+    nan = {"curve_rms": np.nan, "curve_distance": np.nan, "curve_max": np.nan, "support_overlap": np.nan,
+           "n_common": 0}
     if _is_categorical(prev) or _is_categorical(cur):
         a, b = _categorical_points(prev), _categorical_points(cur)
         union = a.index.union(b.index)
@@ -138,6 +199,12 @@ def curve_distance(prev: pd.DataFrame, cur: pd.DataFrame, floor: float = 0.0) ->
         if len(common) < 2:
             return {**nan, "support_overlap": overlap, "n_common": len(common)}
         ya, yb = a.loc[common].to_numpy(), b.loc[common].to_numpy()
+        window = 1
+        bp, bc = _big_categories(prev, MAX_CATEGORY_SHARE), _big_categories(cur, MAX_CATEGORY_SHARE)
+        big = bp.intersection(bc) if bp is not None and bc is not None else (bp if bc is None else bc)
+        in_max = np.asarray(common.isin(big)) if big is not None else np.ones(len(common), bool)
+        # the parts that did not move stay at 0: offset = the row-weighted median difference
+        offset = _weighted_median(yb - ya, _counts(prev, "category").reindex(common).to_numpy())
     else:
         xa, pa = _numeric_points(prev)
         xb, pb = _numeric_points(cur)
@@ -151,11 +218,23 @@ def curve_distance(prev: pd.DataFrame, cur: pd.DataFrame, floor: float = 0.0) ->
         grid = np.linspace(lo, hi, GRID_POINTS)
         ya, yb = np.interp(grid, xa, pa), np.interp(grid, xb, pb)
         common = grid
+        window = MAX_WINDOW
+        in_max = np.ones(len(grid), bool)
+        # offset: the row-weighted median of the difference at the previous curve's positions
+        # (the x grid is even, the rows are not: a change in a quarter of the rows may span
+        # most of the x range)
+        inside = (xa >= lo) & (xa <= hi)
+        w = _counts(prev, "x").reindex(xa[inside]).to_numpy()
+        offset = _weighted_median(np.interp(xa[inside], xb, pb) - pa[inside], w)
+    shift = yb.mean() - ya.mean()
     ya, yb = ya - ya.mean(), yb - yb.mean()
     rms = float(np.sqrt(np.mean((yb - ya) ** 2)))
     scale = max(float(ya.max() - ya.min()), float(yb.max() - yb.min()), float(floor))
     dist = rms / scale if scale > 0 else (0.0 if rms == 0 else np.inf)
-    return {"curve_rms": rms, "curve_distance": dist, "support_overlap": float(overlap), "n_common": len(common)}
+    local = _local_max((yb - ya)[in_max], offset - shift, window) if in_max.sum() >= 2 else np.nan
+    dmax = local / scale if scale > 0 or not np.isfinite(local) else (0.0 if local == 0 else np.inf)
+    return {"curve_rms": rms, "curve_distance": dist, "curve_max": dmax, "support_overlap": float(overlap),
+            "n_common": len(common)}
 
 
 def _raw(imp: pd.DataFrame, method: str) -> pd.Series:
@@ -211,7 +290,8 @@ def compare(prev: Run, cur: Run, threshold: float = 0.1) -> pd.DataFrame:
                "importance_prev": float(ip), "importance": float(ic), "importance_change": float(change),
                "rank_prev": float(rp), "rank": float(rc)}
         if (method, feature) not in keys_prev or (method, feature) not in keys_cur:
-            row.update({"curve_rms": np.nan, "curve_distance": np.nan, "support_overlap": np.nan, "n_common": 0,
+            row.update({"curve_rms": np.nan, "curve_distance": np.nan, "curve_max": np.nan, "support_overlap": np.nan,
+                        "n_common": 0,
                         "drift": np.nan, "status": "new" if (method, feature) not in keys_prev else "gone"})
             rows.append(row)
             continue
@@ -219,7 +299,7 @@ def compare(prev: Run, cur: Run, threshold: float = 0.1) -> pd.DataFrame:
         b = cur.curves[(cur.curves["method"] == method) & (cur.curves["feature"] == feature)]
         d = curve_distance(a, b, floors.get(method, 0.0))
         row.update(d)
-        terms = [d["curve_distance"], abs(row["importance_change"]),
+        terms = [d["curve_distance"], d["curve_max"], abs(row["importance_change"]),
                  1.0 - d["support_overlap"] if np.isfinite(d["support_overlap"]) else np.nan]
         terms = [t for t in terms if np.isfinite(t)]
         row["drift"] = float(max(terms)) if terms else np.nan
@@ -236,7 +316,7 @@ def drift_table(runs: list[Run], threshold: float = 0.1) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=["run_id", "prev_run_id", "method", "feature", "importance_prev", "importance",
                                      "importance_change", "rank_prev", "rank", "curve_rms", "curve_distance",
-                                     "support_overlap", "n_common", "drift", "status"])
+                                     "curve_max", "support_overlap", "n_common", "drift", "status"])
     return pd.concat(frames, ignore_index=True)
 
 
@@ -263,7 +343,7 @@ class History:
         head = (f"{self.job_dir.name}: {len(self.runs)} runs; {self.runs[-2].run_id} -> {self.runs[-1].run_id} "
                 f"(drift threshold {self.threshold:g})")
         cols = ["method", "feature", "importance_prev", "importance", "importance_change", "curve_distance",
-                "support_overlap", "drift", "status"]
+                "curve_max", "support_overlap", "drift", "status"]
         with pd.option_context("display.width", 200, "display.max_columns", 20):
             body = t[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="-")
         n = int((t["status"] == "drifted").sum())
@@ -371,11 +451,12 @@ def _write(h: History, out_dir: Path, last: int) -> Path:
         parts.append("<h2>Drift, last two runs</h2>")
         if len(latest):
             cols = ["method", "feature", "importance_prev", "importance", "importance_change", "curve_rms",
-                    "curve_distance", "support_overlap", "drift", "status"]
+                    "curve_distance", "curve_max", "support_overlap", "drift", "status"]
             parts.append(html_table(latest[cols].reset_index(drop=True)))
         else:
             parts.append("<p>Only one run: nothing to compare yet.</p>")
-        parts.append("<p class=\"meta\">drift = max(curve distance, |importance change|, 1 - support overlap); "
+        parts.append("<p class=\"meta\">drift = max(curve distance, curve max, |importance change|, "
+                     "1 - support overlap); "
                      "see docs/jobs.md.</p>")
         parts.append("<h2>Importance across runs</h2>")
         for m in ("importances", "pd_variance"):

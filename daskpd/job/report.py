@@ -26,6 +26,8 @@ h1{font-size:1.5em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bo
 h3{margin-bottom:.3em}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}td,th{border:1px solid #ddd;padding:.25em .6em;
 text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.scroll{max-width:100%;overflow-x:auto}.scroll table{font-size:.8em}.scroll td,.scroll th{padding:.2em .4em}
+.scroll th{font-weight:600;overflow-wrap:normal}.scroll td{overflow-wrap:anywhere}
 img{max-width:100%;height:auto;border:1px solid #eee}
 .meta{color:#555}.summary{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85em;color:#333}
 pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:.85em}
@@ -67,7 +69,9 @@ def _fmt(v) -> str:
 
 def html_table(df: pd.DataFrame, max_rows: int = 200) -> str:
     rows = df.head(max_rows)
-    head = "".join(f"<th>{esc(c)}</th>" for c in rows.columns)
+    # headers may break at their underscores; the table sits in a box that scrolls
+    # sideways rather than widening the page when it still does not fit
+    head = "".join(f"<th>{esc(c).replace('_', '_<wbr>')}</th>" for c in rows.columns)
     body = []
     for _, r in rows.iterrows():
         cells = []
@@ -76,7 +80,8 @@ def html_table(df: pd.DataFrame, max_rows: int = 200) -> str:
             cells.append(f"<td class=\"n\">{esc(_fmt(v))}</td>" if num else f"<td>{esc(_fmt(v))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     more = f"<p class=\"meta\">({len(df) - max_rows:,} more rows not shown)</p>" if len(df) > max_rows else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
+    return (f"<div class=\"scroll\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            f"</div>{more}")
 
 
 def _kv_table(pairs) -> str:
@@ -84,33 +89,18 @@ def _kv_table(pairs) -> str:
 
 
 def importance_figure(table: pd.DataFrame, title: str = "importance"):
-    """Horizontal bars of ``importance`` (largest on top), with +-1 sd whiskers if known."""
-    from ..plotting import _plt
+    """The importance chart of a run: the same drawing as ``ImportanceResult.plot()``
+    (:func:`daskpd.plotting.importance.plot_importances`: bars coloured by kind, +-1 sd
+    error bars from ``importance_std``, values printed), from the run's long table."""
+    from ..plotting.importance import plot_importances
 
-    plt = _plt()
-    t = table.sort_values("importance", ascending=True, kind="stable")
-    n = len(t)
-    fig, ax = plt.subplots(figsize=(7, max(2.0, 0.35 * n + 1.0)))
-    std = None
-    for c in ("importance_std", "std", "importance_sd"):
-        if c in t.columns:
-            std = pd.to_numeric(t[c], errors="coerce").to_numpy(dtype=float)
-            if not np.isfinite(std).any():
-                std = None
-            break
-    vals = t["importance"].to_numpy(dtype=float)
-    ax.barh(np.arange(n), np.nan_to_num(vals), xerr=None if std is None else np.nan_to_num(std),
-            color="#1f4e8c", alpha=0.85, capsize=3)
-    ax.set_yticks(np.arange(n))
-    ax.set_yticklabels([str(f) for f in t["feature"]])
-    for i, v in enumerate(vals):
-        if np.isfinite(v):
-            ax.text(v, i, f" {v:.3g}", va="center", fontsize=8)
-    ax.set_xlabel("importance")
-    ax.set_title(title)
-    ax.margins(x=0.15)
-    fig.tight_layout()
-    return fig
+    t = table.drop(columns=[c for c in ("method", "rank") if c in table.columns])
+    if "feature" in t.columns:
+        t = t.set_index("feature")
+    t.index = t.index.astype(str)
+    t["importance"] = pd.to_numeric(t["importance"], errors="coerce")
+    ax = plot_importances(t, title=title)
+    return ax.figure
 
 
 def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFrame, imp: pd.DataFrame) -> str:

@@ -381,6 +381,18 @@ def plan_columns(spec: JobSpec, ddf) -> tuple[list[str], list[str], dict[str, st
                             f"{', '.join(map(repr, missing_excl))} not found in the data; available columns: "
                             f"{', '.join(cols)}")
         feats = [c for c in cols if c != spec.target and c not in spec.exclude]
+        if not spec.source.synthetic and spec.source.path:
+            # hive partition keys (sale_year=2011/ directories) are where a file lies, not features
+            from .._data.hive import partition_keys
+
+            keys = [k for k in partition_keys(spec.source.path, spec.source.storage_options)
+                    if k in feats and k not in spec.categorical]
+            if keys:
+                warnings.warn(f"job {spec.name!r}: {len(keys)} hive partition key{'s' if len(keys) > 1 else ''} "
+                              f"({', '.join(map(repr, keys))}) left out of the default features; list "
+                              f"{'them' if len(keys) > 1 else 'it'} in 'features' to use "
+                              f"{'them' if len(keys) > 1 else 'it'}", UserWarning, stacklevel=2)
+                feats = [c for c in feats if c not in keys]
     if not feats:
         raise DataError(f"no features: the data has only the target column {spec.target!r}")
     undeclared = [c for c in spec.categorical if c not in feats]
@@ -473,16 +485,24 @@ def _model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stat
         raise DataError(f"methods {', '.join(want)}: none of the features is {kinds} "
                         f"(features: {', '.join(feats)}; categorical: {', '.join(cats) or 'none'})")
     subsample = p_imp["subsample_size"] if 0 < p_imp["subsample_size"] < 1 else 0.75  # unused when bootstrapping
-    out = strat_curves_and_importances(
-        data, spec.target, features=curve_feats, stratify_on=list(feats), categorical=list(cats),
-        n_trials=p_imp["n_trials"], bootstrap=p_imp["bootstrap"], subsample_size=subsample,
-        pvalues=p_imp["pvalues"], pvalues_n_trials=p_imp["pvalues_n_trials"],
-        pvalues_sample_size=p_imp["pvalues_sample_size"], min_samples_leaf=p_num["min_samples_leaf"],
-        cat_min_samples_leaf=p_cat["min_samples_leaf"], min_slopes_per_x=p_num["min_slopes_per_x"],
-        max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
-        tree_method=spec.tree_method, random_state=spec.random_state, progress=progress)
+    with warnings.catch_warnings():  # the job logs the note itself (run_job's log stream), once
+        warnings.filterwarnings("ignore", message="importances: .* left out of the default features")
+        out = strat_curves_and_importances(
+            data, spec.target, features=curve_feats, stratify_on=list(feats), categorical=list(cats),
+            n_trials=p_imp["n_trials"], bootstrap=p_imp["bootstrap"], subsample_size=subsample,
+            pvalues=p_imp["pvalues"], pvalues_n_trials=p_imp["pvalues_n_trials"],
+            pvalues_sample_size=p_imp["pvalues_sample_size"], min_samples_leaf=p_num["min_samples_leaf"],
+            cat_min_samples_leaf=p_cat["min_samples_leaf"], min_slopes_per_x=p_num["min_slopes_per_x"],
+            max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
+            tree_method=spec.tree_method, random_state=spec.random_state, progress=progress,
+            skip_unusable=spec.features is None)  # the default feature set: constant columns are left out, counted
     stats["kinds_used"] = dict(out.kinds)
+    skipped = {**stats.get("skipped_features", {}), **out.params.get("skipped_features", {})}
+    if skipped:
+        stats["skipped_features"] = skipped
     for f in curve_feats:
+        if f not in out.curves:
+            continue
         r = out.curves[f]
         method = "catstratpd" if out.kinds.get(f) == "categorical" else "stratpd"
         if method in want:
@@ -791,7 +811,8 @@ def _plots(res: RunResult, imp: pd.DataFrame, plot_dir: Path, spec: JobSpec) -> 
         width = 7 if n_cat <= 30 else 9
         fig, ax = plt.subplots(figsize=(width, 4.2))
         try:
-            r.plot(ax=ax)
+            # model-based curves: the value axis names the job's target ("predicted price")
+            r.plot(ax=ax, **({} if method in ("stratpd", "catstratpd") else {"target": spec.target}))
         except Exception as exc:  # a plotting bug must not lose the computed results
             ax.clear()
             ax.text(0.5, 0.5, f"plot failed: {type(exc).__name__}: {exc}", ha="center", va="center",
@@ -936,11 +957,13 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
 
             # ---- the cluster
             t0 = time.perf_counter()
-            client, cluster, where = _connect(spec, scheduler, security, n_workers, threads_per_worker)
+            client, cluster, where = _connect(spec, scheduler, security, n_workers, threads_per_worker, log)
+            borrowed = where == CURRENT_CLIENT  # the caller's Client: used, never closed
             info = client.scheduler_info() if hasattr(client, "scheduler_info") else {}
             workers = info.get("workers", {}) if isinstance(info, dict) else {}
             stats["cluster"] = {"scheduler": client.scheduler.address if client.scheduler else where,
-                                "kind": "LocalCluster" if cluster is not None else "existing",
+                                "kind": ("LocalCluster" if cluster is not None else
+                                         "current Client" if borrowed else "existing"),
                                 "n_workers": len(workers),
                                 "threads": int(sum(w.get("nthreads", 0) for w in workers.values())),
                                 "dashboard": _dashboard(client)}
@@ -949,11 +972,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             _log(log, f"daskpd: cluster {stats['cluster']['scheduler']} ({stats['cluster']['kind']}, "
                       f"{stats['cluster']['n_workers']} workers, {stats['cluster']['threads']} threads)")
             if stats["cluster"]["dashboard"]:
-                import importlib.util
-
-                hint = ("" if cluster is None or importlib.util.find_spec("bokeh") is not None
-                        else " (pip install bokeh for the live dashboard)")
-                _log(log, f"daskpd: dashboard {stats['cluster']['dashboard']}{hint}")
+                _log(log, f"daskpd: dashboard {stats['cluster']['dashboard']}{_dashboard_hint(client, cluster)}")
             timings["connect"] = time.perf_counter() - t0
 
             # ---- compute (distributed's text progress bar writes to stdout: keep stdout for the summary)
@@ -961,6 +980,12 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 if spec.model_free:
                     t0 = time.perf_counter()
                     _model_free(spec, ddf, feats, cats, progress, res, stats)
+                    if stats.get("skipped_features"):
+                        from ..importance import skipped_note
+
+                        n = len(feats) - len(stats["skipped_features"])
+                        _log(log, "daskpd: note: " + skipped_note(stats["skipped_features"], n).replace(
+                            "features=", "the spec's 'features'"))
                     timings["model_free"] = time.perf_counter() - t0
                 if spec.model_based:
                     t0 = time.perf_counter()
@@ -1031,7 +1056,31 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     if p.name != ".cache":
                         with contextlib.suppress(OSError):
                             p.rmdir()  # only if empty: never remove anything but what this run made
-            _close(client, cluster)
+            _close(None if client is not None and where == CURRENT_CLIENT else client, cluster)
+
+
+def _dashboard_hint(client, cluster) -> str:
+    """Empty when the dashboard page can be drawn; else what to install, and where.
+
+    The page is drawn by the scheduler's process with bokeh (a dependency of daskpd,
+    so a LocalCluster has it); a scheduler started elsewhere needs it in its own
+    environment."""
+    import importlib.util
+
+    need = "bokeh>=3.1"
+    if cluster is not None:
+        ok = importlib.util.find_spec("bokeh") is not None
+        where = "this Python environment"
+    else:
+        try:
+            ok = bool(client.run_on_scheduler(lambda: __import__("importlib.util").util.find_spec("bokeh") is not None))
+        except Exception:
+            return ""  # cannot tell: say nothing rather than guess
+        where = "the scheduler's Python environment"
+    if ok:
+        return ""
+    return (f" (the page needs {need} in {where}: pip install '{need}' there"
+            + (", then restart the scheduler)" if cluster is None else ", then rerun)"))
 
 
 def _dashboard(client) -> str | None:
@@ -1042,9 +1091,71 @@ def _dashboard(client) -> str | None:
     return link or None
 
 
-def _connect(spec: JobSpec, scheduler, security, n_workers, threads_per_worker):
+#: ``where`` of a run on the caller's active Client
+CURRENT_CLIENT = "current Client"
+
+
+def _unguarded_script() -> str | None:
+    """The path of the script whose top-level code (no ``if __name__ == "__main__":``
+    guard) is running this call, else None.
+
+    Worker processes are started by *spawning* Python, which re-runs such a script in
+    every worker: each one would run the job again.  Found from the ``<module>`` frame
+    of ``__main__`` on the stack and the guards of its source (parsed with ``ast``)."""
+    import ast
+    import inspect
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path or not os.path.isfile(path):
+        return None  # interactive, python -c, a notebook: spawn does not re-run anything
+    frame = inspect.currentframe()
+    line = None
+    while frame is not None:
+        if frame.f_globals is vars(main) and frame.f_code.co_name == "<module>":
+            line = frame.f_lineno
+            break
+        frame = frame.f_back
+    del frame
+    if line is None:
+        return None
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+    def is_guard(test) -> bool:
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+            sides = [test.left, *test.comparators]
+            return (any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
+                    and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
+        return False
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and is_guard(node.test):
+            if node.body[0].lineno <= line <= (node.body[-1].end_lineno or node.body[-1].lineno):
+                return None
+    return path
+
+
+def _connect(spec: JobSpec, scheduler, security, n_workers, threads_per_worker, log=None):
+    """(client, LocalCluster we started or None, where).  The order: ``scheduler`` given
+    to run_job; the caller's active Client; ``DASK_SCHEDULER_ADDRESS``; the spec's
+    ``cluster.scheduler``; a LocalCluster (worker processes; threads in this process
+    when run_job is called from the top level of a script without a ``__main__``
+    guard, which worker processes would re-run)."""
+    import multiprocessing
+
     from .._engine import scheduler as _cluster
 
+    if multiprocessing.parent_process() is not None and getattr(sys.modules.get("__main__"), "__name__",
+                                                                    "") == "__mp_main__":
+        raise RuntimeError("run_job was called while a worker process was starting: it re-ran the script that "
+                           "started the cluster. Put the run_job call under `if __name__ == \"__main__\":`")
+    if not scheduler:
+        current = _cluster.current_client()
+        if current is not None:
+            return current, None, CURRENT_CLIENT
     where = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or spec.cluster.scheduler or None
     if where and where != "local":
         if where.startswith("tls://"):
@@ -1063,10 +1174,15 @@ def _connect(spec: JobSpec, scheduler, security, n_workers, threads_per_worker):
                                   "does it speak this protocol? a TLS-only scheduler needs tls:// and "
                                   "certificates)") from exc
         return client, cl, where
+    script = _unguarded_script()
+    if script is not None:
+        _log(log, f"daskpd: run_job runs at the top level of {os.path.basename(script)} (no "
+                  "`if __name__ == \"__main__\":` guard), where worker processes would re-run the script: the "
+                  "LocalCluster runs in threads of this process (put the call under the guard for worker processes)")
     client, cl = _cluster.connect(
         "local", n_workers=n_workers or spec.cluster.n_workers,
         threads_per_worker=threads_per_worker or spec.cluster.threads_per_worker,
-        memory_limit=spec.cluster.memory_limit, security=security)
+        memory_limit=spec.cluster.memory_limit, security=security, processes=script is None)
     return client, cl, "local"
 
 

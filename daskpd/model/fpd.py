@@ -344,7 +344,9 @@ def partial_dependence(
     batch_rows : int, default 1,048,576
         Maximum rows (rows x grid cells) per model call.
     progress : bool or None
-        Show a progress bar (None: when stderr is a terminal).
+        Progress on stderr: None/True (default): a bar on a terminal, one line per
+        stage (tasks done, elapsed time; no carriage returns) in a log or pipe;
+        "bar" / "log" force a form; False: nothing.
     storage_options, filters
         Passed to ``dask.dataframe.read_parquet`` for path inputs.
 

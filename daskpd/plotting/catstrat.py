@@ -4,15 +4,16 @@
   With more than ``top_k`` categories only the ``top_k`` with the most rows are drawn
   (the title says so).
 * ``kind="strip"``: every category as a point, sorted by effect (x = rank), point area
-  growing with the row count, colour by disjoint group; rows per category as grey bars
-  on a twin axis; the ``label_k`` lowest and highest categories are named.
+  growing with the row count, colour by disjoint group (with a legend of the groups);
+  rows per category as separate light bars in the bottom quarter (a twin axis, log
+  when skewed); the ``label_k`` lowest and highest categories are named.
 * ``kind="auto"`` (default): bars up to ``top_k`` categories, the strip beyond.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import _ax
+from . import _ax, count_bars
 
 __all__ = ["plot_catstratpd"]
 
@@ -98,18 +99,11 @@ def _strip(res, ax, ok, labels, count, label_k, show_counts):
     else:
         colors = "#1f4e8c"
     if show_counts and len(order):
-        tw = ax.twinx()
-        log = c.max() > 50 * max(1.0, np.median(c))
-        base = max(0.5, 0.5 * c.min()) if log else 0.0
-        # one filled step curve, not one bar per category (fast with 10,000 categories)
-        tw.fill_between(x, base, np.maximum(c, base), step="mid", color="#bbb", alpha=0.45, lw=0, zorder=0)
-        tw.set_ylabel("rows", color="#888")
-        tw.tick_params(axis="y", colors="#888")
-        if log:
-            tw.set_yscale("log")
-        ax.set_zorder(tw.get_zorder() + 1)
-        ax.patch.set_visible(False)
+        # rows per category: separate light bars in the bottom quarter, a log axis when skewed
+        count_bars(ax, x, c, label="rows", log=bool(c.max() > 50 * max(1.0, np.median(c))))
     ax.scatter(x, vals, s=size, c=colors, alpha=0.8, linewidths=0)
+    if res.n_groups > 1:
+        _group_legend(ax, groups, c)
     # name the label_k lowest and highest categories, fanned out so that they do not overlap
     k = min(label_k, len(order) // 2)
     line = dict(arrowstyle="-", lw=0.4, color="#999")
@@ -124,6 +118,26 @@ def _strip(res, ax, ok, labels, count, label_k, show_counts):
     ax.set_xlabel(f"{len(order):,} categories of {res.feature}, sorted by effect (point size: rows)")
     ax.set_ylabel(f"partial dependence of {res.target}" + (" (mean-centred)" if res.centered else ""))
     return ax
+
+
+def _group_legend(ax, groups, count, max_entries: int = 10):
+    """One legend entry per disjoint group (its colour, categories and rows); beyond
+    ``max_entries`` groups the colours repeat and the last entry says so."""
+    from matplotlib.lines import Line2D
+
+    cmap = _plt_cmap()
+    ids = np.unique(groups)
+    handles = []
+    for g in ids[:max_entries - 1] if len(ids) > max_entries else ids:
+        m = groups == g
+        handles.append(Line2D([], [], ls="", marker="o", ms=6, color=cmap(int(g) % 10),
+                              label=f"group {int(g)}: {int(m.sum()):,} cat., {int(count[m].sum()):,} rows"))
+    if len(ids) > max_entries:
+        rest = len(ids) - (max_entries - 1)
+        handles.append(Line2D([], [], ls="", marker="o", ms=6, color="#999",
+                              label=f"{rest} more groups (colours repeat)"))
+    ax.legend(handles=handles, title="disjoint groups (placed by mean y)", fontsize=7,
+              title_fontsize=7, loc="upper left", framealpha=0.85)
 
 
 def _plt_cmap():

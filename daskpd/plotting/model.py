@@ -8,30 +8,62 @@ import math
 
 import numpy as np
 
-from . import _ax, _plt
+from . import _ax, _plt, count_bars, fit_figure
 
 __all__ = ["plot_pd", "plot_ice", "plot_ale", "plot_marginal", "plot_pd_variance", "plot_comparison"]
 
 _BLUE = "#1f4e8c"
 
 
-def _ylabel(res, what="partial dependence"):
+def _target(res, target=None):
+    """The target's name: given, or the result's own (``target`` attribute or param), or None."""
+    if target is not None:
+        return str(target)
+    t = getattr(res, "target", None)
+    if t is None:
+        t = (getattr(res, "params", None) or {}).get("target")
+    return None if t is None else str(t)
+
+
+def _ylabel(res, what="partial dependence", target=None):
+    """``what`` of the model's response, naming the target when it is known: e.g.
+    "partial dependence of predicted price", "ALE of P[churn = yes]"."""
     resp = getattr(res, "response", None)
     tc = getattr(res, "target_class", None)
+    t = _target(res, target)
     if resp == "predict_proba":
-        return f"{what} (P[class={tc}])"
+        return f"{what} of P[{t} = {tc}]" if t else f"{what} of P[class = {tc}]"
     if resp == "decision_function":
-        return f"{what} (decision function, class {tc})"
-    return what
+        return f"{what} of the decision function" + (f" for {t} = {tc}" if t else f" (class {tc})")
+    return f"{what} of predicted {t}" if t else f"{what} of the prediction"
+
+
+def _baseline(y) -> float:
+    """Where categorical bars start: 0 when the bars' range reaches near 0, else the mean.
+
+    Bars from the minimum would give the lowest category no bar at all; bars from 0
+    are unreadable when every value is far from 0 (a price of 30,000 +- 500), so then
+    the bars show deviations from the mean of the categories (drawn as a line)."""
+    y = np.asarray(y, dtype=float)
+    y = y[np.isfinite(y)]
+    if not len(y):
+        return 0.0
+    lo, hi = float(y.min()), float(y.max())
+    if lo <= 0 <= hi or (hi - lo) >= 0.2 * max(abs(lo), abs(hi)):
+        return 0.0
+    return float(y.mean())
 
 
 def _labels(values):
     return [str(v) for v in values]
 
 
-def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", levels: int = 12, title=None):
-    """1-way PD: a line (numeric) or points with bars (categorical).  2-way PD:
-    ``kind="contour"`` (filled contours, numeric pairs, the default) or ``"heatmap"``."""
+def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", levels: int = 12, title=None,
+            target=None):
+    """1-way PD: a line (numeric) or points with bars (categorical; bars from 0, or from
+    the categories' mean when every value is far from 0).  2-way PD: ``kind="contour"``
+    (filled contours, numeric pairs, the default) or ``"heatmap"``.  ``target`` names the
+    target on the value axis."""
     if kind not in ("auto", "line", "heatmap", "contour"):
         raise ValueError(f"kind must be 'auto', 'line', 'heatmap' or 'contour'; got {kind!r}")
     if len(res.features) == 1:
@@ -39,14 +71,18 @@ def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", le
         x, y = res.grid_values[0], res.average
         if res.kinds[0] == "categorical":
             pos = np.arange(len(x))
-            ax.bar(pos, y - np.min(y), bottom=np.min(y), color=color, alpha=0.35, width=0.6)
+            base = _baseline(y)
+            ax.bar(pos, np.asarray(y, dtype=float) - base, bottom=base, color=color, alpha=0.35, width=0.6)
+            ax.axhline(base, color="#444", lw=0.8, label=None if base == 0 else f"mean of the categories ({base:.4g})")
             ax.plot(pos, y, "o", color=color)
             ax.set_xticks(pos)
-            ax.set_xticklabels(_labels(x), rotation=45 if len(x) > 6 else 0, ha="right" if len(x) > 6 else "center")
+            ax.set_xticklabels(_labels(x), rotation=90 if len(x) > 6 else 0, ha="center")
+            if base != 0:
+                ax.legend(loc="best", fontsize="small")
         else:
             ax.plot(x, y, "-", color=color, lw=2, marker="." if len(x) < 40 else None)
         ax.set_xlabel(res.features[0])
-        ax.set_ylabel(_ylabel(res))
+        ax.set_ylabel(_ylabel(res, target=target))
         ax.set_title(title if title is not None else f"PD ({res.method}): {res.features[0]}")
         return ax
     ax = _ax(ax, figsize=(6, 5))
@@ -69,7 +105,7 @@ def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", le
             setter(pos)
             lab = [str(g[i]) if res.kinds[axis] == "categorical" else f"{float(g[i]):.3g}" for i in pos]
             (ax.set_xticklabels if axis == 0 else ax.set_yticklabels)(lab)
-    ax.figure.colorbar(cs, ax=ax, label=_ylabel(res))
+    ax.figure.colorbar(cs, ax=ax, label=_ylabel(res, target=target))
     ax.set_xlabel(res.features[0])
     ax.set_ylabel(res.features[1])
     ax.set_title(title if title is not None else f"2-way PD: {res.features[0]} x {res.features[1]}")
@@ -77,7 +113,7 @@ def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", le
 
 
 def plot_ice(res, ax=None, *, max_lines: int | None = None, line_color="#7a8fa6", alpha: float = 0.3,
-             color="#c0392b", show_pd: bool = True, title=None):
+             color="#c0392b", show_pd: bool = True, title=None, target=None):
     """The sampled ICE curves (thin) and the PD (thick)."""
     ax = _ax(ax)
     lines = res.lines if max_lines is None else res.lines[:max_lines]
@@ -96,13 +132,13 @@ def plot_ice(res, ax=None, *, max_lines: int | None = None, line_color="#7a8fa6"
         ax.set_xticks(x)
         ax.set_xticklabels(_labels(res.grid))
     ax.set_xlabel(res.feature)
-    ax.set_ylabel(_ylabel(res, "centred ICE" if res.centered else "ICE"))
+    ax.set_ylabel(_ylabel(res, "centred ICE" if res.centered else "ICE", target=target))
     ax.set_title(title if title is not None else f"{'c-' if res.centered else ''}ICE: {res.feature}")
     ax.legend(loc="best", fontsize="small")
     return ax
 
 
-def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None):
+def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None, target=None):
     """ALE curve (numeric: at the bin edges; categorical: per ordered level) and the rows per bin."""
     created = ax is None
     ax = _ax(ax)
@@ -110,29 +146,23 @@ def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None)
     x = np.arange(len(res.x)) if cat else np.asarray(res.x, dtype=float)
     ax.plot(x, res.ale, "-o" if cat or len(x) < 40 else "-", color=color, lw=2, ms=4, label="ALE")
     if show_counts:
-        tw = ax.twinx()
         if cat:
-            tw.bar(x, res.count, width=0.6, color="#ccc", alpha=0.4, zorder=0)
+            count_bars(ax, x, res.count, label="rows")
         else:
-            lo, hi = x[:-1], x[1:]
-            tw.bar(lo, res.count[1:], width=hi - lo, align="edge", color="#ccc", alpha=0.35, zorder=0)
-        tw.set_ylabel("rows", color="#888")
-        tw.tick_params(axis="y", colors="#888")
-        ax.set_zorder(tw.get_zorder() + 1)
-        ax.patch.set_visible(False)
+            count_bars(ax, None, res.count[1:], edges=x, label="rows per bin")
     if cat:
         ax.set_xticks(x)
         ax.set_xticklabels(_labels(res.x))
     ax.axhline(0, color="#999", lw=0.6)
     ax.set_xlabel(res.feature)
-    ax.set_ylabel(_ylabel(res, "ALE (centred)"))
+    ax.set_ylabel(_ylabel(res, "ALE (centred)", target=target))
     ax.set_title(title if title is not None else f"ALE: {res.feature}")
     if created:
         ax.figure.tight_layout()
     return ax
 
 
-def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=None):
+def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=None, target=None):
     """Mean per bin with a +-1 std band: of the target and/or of the prediction."""
     if show not in ("both", "y", "prediction"):
         raise ValueError(f"show must be 'both', 'y' or 'prediction'; got {show!r}")
@@ -144,7 +174,7 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
                                   ("prediction", res.pred_mean, res.pred_std, _BLUE)):
         if mean is None or show not in ("both", key):
             continue
-        label = f"mean {res.target}" if key == "y" else "mean prediction"
+        label = f"mean {res.target}" if key == "y" else (f"mean predicted {res.target}" if res.target else "mean prediction")
         ax.plot(x, mean, "-o", color=color, lw=2, ms=3, label=label)
         if band:
             ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.15, lw=0)
@@ -155,7 +185,8 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
         ax.set_xticks(x)
         ax.set_xticklabels(_labels(res.x))
     ax.set_xlabel(res.feature)
-    ax.set_ylabel("mean per bin (+-1 std)")
+    t = _target(res, target)
+    ax.set_ylabel(f"{t + ' / prediction' if t else 'prediction'}: mean per bin (+-1 std)")
     ax.set_title(title if title is not None else f"Marginal plot: {res.feature}")
     ax.legend(loc="best", fontsize="small")
     return ax
@@ -178,15 +209,13 @@ def _grid_axes(n, n_cols, ax=None, size=(4.4, 3.6)):
 
 
 def _tidy(axes):
-    try:
-        axes[0].figure.tight_layout()
-    except Exception:  # pragma: no cover - layout is cosmetic
-        pass
+    """Lay the figure out and keep every panel's tick labels apart."""
+    fit_figure(axes[0].figure)
     return axes
 
 
 def plot_pd_variance(res, ax=None, *, kind: str = "summary", top_k: int | None = None, n_cols: int = 3,
-                     color=_BLUE):
+                     color=_BLUE, target=None):
     """``kind="summary"``: horizontal bars, largest first.  ``"detailed"``: importance -> the PD
     of each feature titled with its importance; interaction -> per pair, the 2-way PD and
     the two conditional-importance curves."""
@@ -205,20 +234,21 @@ def plot_pd_variance(res, ax=None, *, kind: str = "summary", top_k: int | None =
         ax.set_yticks(y)
         ax.set_yticklabels(labels)
         ax.invert_yaxis()
-        ax.set_xlabel(f"PD variance {name}")
+        t = _target(res, target)
+        ax.set_xlabel(f"PD variance {name}" + (f" (units of predicted {t})" if t and name == "importance" else ""))
         ax.set_title(f"Feature {name} (PD variance)")
         return ax
     if res.method == "importance":
         axes = _grid_axes(len(ranked), n_cols, ax)
         for a, (f, v) in zip(axes, ranked):
-            plot_pd(res.pd[f], ax=a, title=f"imp({f}) = {v:.3g}")
+            plot_pd(res.pd[f], ax=a, title=f"imp({f}) = {v:.3g}", target=target)
         return _tidy(axes)
     axes = _grid_axes(3 * len(ranked), 3 if n_cols < 3 else 3 * max(1, n_cols // 3), ax)
     idx = {f: i for i, f in enumerate(res.features)}
     for k, (pair, v) in enumerate(ranked):
         i = idx[pair]
         p = res.pd[pair]
-        plot_pd(p, ax=axes[3 * k], title=f"inter({pair[0]},{pair[1]}) = {v:.3g}")
+        plot_pd(p, ax=axes[3 * k], title=f"inter({pair[0]},{pair[1]}) = {v:.3g}", target=target)
         cond_j, cond_i = res.conditional_values[i]
         a_j, a_i = res.conditional[i]
         for a, (cv, grid, f_var, f_fix, val, kd) in zip(
@@ -236,22 +266,24 @@ def plot_pd_variance(res, ax=None, *, kind: str = "summary", top_k: int | None =
     return _tidy(axes)
 
 
+# distinct hues (blue, red, purple, green, orange), apart also for the common colour deficiencies
+# through the line styles and markers
 _STYLE = {
     "StratPD": dict(color="#1f4e8c", lw=2.5, ls="-"),
     "FPD": dict(color="#c0392b", lw=2, ls="--"),
     "ALE": dict(color="#8e44ad", lw=2, ls="-."),
-    "marginal (y)": dict(color="#27ae60", lw=1.5, ls=":", marker="o", ms=3),
-    "marginal (prediction)": dict(color="#16a085", lw=1.2, ls=":", marker="s", ms=2),
+    "marginal (y)": dict(color="#2ca02c", lw=1.5, ls=":", marker="o", ms=3),
+    "marginal (prediction)": dict(color="#ff7f0e", lw=1.2, ls=":", marker="s", ms=2),
 }
+_EXTRA = ["#8c564b", "#17becf", "#7f7f7f", "#bcbd22"]
 
 
 def plot_comparison(res, ax=None, *, align="left", title=None):
     """All curves on one axes, vertically aligned (see :func:`daskpd.model.compare.align_curves`)."""
     ax = _ax(ax, figsize=(7, 4.5))
     al = res.aligned(align)
-    extra = ["#d35400", "#7f8c8d", "#2c3e50", "#f39c12"]
     for i, (name, (x, y)) in enumerate(al.items()):
-        st = dict(_STYLE.get(name, dict(color=extra[i % len(extra)], lw=1.5, ls="-")))
+        st = dict(_STYLE.get(name, dict(color=_EXTRA[i % len(_EXTRA)], lw=1.5, ls="-")))
         ax.plot(x, y, label=name, **st)
     ax.axhline(0, color="#bbb", lw=0.6)
     ax.set_xlabel(res.feature)

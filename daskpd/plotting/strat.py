@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _ax
+from . import _ax, count_bars
 
 
 def plot_stratpd(res, ax=None, *, show_segments: bool = True, show_counts: bool = True, color="#1f4e8c",
@@ -14,7 +14,8 @@ def plot_stratpd(res, ax=None, *, show_segments: bool = True, show_counts: bool 
     those that have none (no leaf slope covers them, or fewer than ``min_slopes_per_x``
     under ``few_slopes="flat"``): the data say nothing about how y moves there.
     Segments are drawn from the curve's value at their left end with the leaf's slope,
-    so their fan shows how much the leaves disagree.  Counts go on a twin axis as bars.
+    so their fan shows how much the leaves disagree.  Counts go on a twin axis as
+    separate light bars in the bottom quarter of the axes.
     """
     ax = _ax(ax)
     sup = res.supported & np.isfinite(res.pd)
@@ -36,16 +37,8 @@ def plot_stratpd(res, ax=None, *, show_segments: bool = True, show_counts: bool 
         ax.plot([res.x[a], res.x[b]], [res.pd[a], res.pd[b]], "--", color=color, lw=1.2, alpha=0.7,
                 label="no slope (flat step)" if k == 0 else None)
     if show_counts and len(res.x):
-        tw = ax.twinx()
-        width = np.median(np.diff(res.x)) * 0.8 if len(res.x) > 1 else 1.0
-        if len(res.x) > 200:  # one step polygon: a thousand bar patches take seconds to draw
-            tw.fill_between(res.x, res.count, step="mid", color="#ccc", alpha=0.35, zorder=0, linewidth=0)
-        else:
-            tw.bar(res.x, res.count, width=width, color="#ccc", alpha=0.35, zorder=0)
-        tw.set_ylabel("rows", color="#888")
-        tw.tick_params(axis="y", colors="#888")
-        ax.set_zorder(tw.get_zorder() + 1)
-        ax.patch.set_visible(False)
+        # separate bars in the bottom quarter (a step outline beyond 400 positions)
+        count_bars(ax, res.x, res.count, label="rows per bin" if res.binned else "rows per x")
     if len(y):
         pad = 0.1 * (np.nanmax(y) - np.nanmin(y) or 1.0)
         ax.set_ylim(np.nanmin(y) - pad, np.nanmax(y) + pad)

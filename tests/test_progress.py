@@ -1,0 +1,145 @@
+"""Progress: a bar on a terminal; in a log (not a terminal) one plain line per stage with
+the tasks done and the elapsed time -- no carriage returns, no escape codes -- for the
+model-free and the model-based calls, on dask's threads and on a real cluster."""
+from __future__ import annotations
+
+import os
+import pty
+import re
+import sys
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.linear_model import LinearRegression
+
+import daskpd
+from daskpd._engine.progress import progress_mode
+
+LINE = re.compile(r"^daskpd: progress stage (\d+) \(([^)]*)\): (.*)$")
+DONE = re.compile(r"^([\d,]+)/([\d,]+) tasks done in [\d.]+ (s|min)$")
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.uniform(size=(4000, 3)), columns=["a", "b", "c"])
+    y = 2 * X.a + X.b ** 2 + rng.normal(0, 0.01, len(X))
+    return X, y, LinearRegression().fit(X, y)
+
+
+def parse_lines(err: str) -> list[tuple[int, str, str]]:
+    assert "\r" not in err and "\x1b" not in err, repr(err[:300])
+    out = []
+    for line in err.splitlines():
+        m = LINE.match(line)
+        if m:
+            out.append((int(m.group(1)), m.group(2), m.group(3)))
+    return out
+
+
+def assert_one_line_per_stage(lines):
+    assert lines
+    stages = [s for s, _, _ in lines]
+    assert stages == sorted(set(stages)), lines  # one line each, in order
+    for _, name, text in lines:
+        m = DONE.match(text)
+        assert m and m.group(1) == m.group(2) and int(m.group(2).replace(",", "")) > 0, text
+        assert name
+
+
+def test_progress_modes(monkeypatch):
+    assert progress_mode(False) is None
+    assert progress_mode("bar") == "bar" and progress_mode("log") == "log"
+    with pytest.raises(ValueError, match="progress must be"):
+        progress_mode("loud")
+    monkeypatch.setattr(sys, "stderr", open(os.devnull, "w"))
+    assert progress_mode(None) == "log" and progress_mode(True) == "log"
+
+
+def test_model_based_call_reports_in_a_log(capfd, data):
+    X, _, m = data
+    import dask.dataframe as dd
+
+    daskpd.partial_dependence(m, dd.from_pandas(X, npartitions=3), ["a", "b"], grid_resolution=8)
+    out, err = capfd.readouterr()
+    assert "progress" not in out  # stdout stays for results
+    assert_one_line_per_stage(parse_lines(err))
+    daskpd.partial_dependence(m, X, ["a"], grid_resolution=8, progress=False)
+    assert "progress" not in capfd.readouterr().err
+
+
+def test_model_free_call_reports_in_a_log(capfd, data):
+    X, y, _ = data
+    daskpd.stratpd(X.assign(y=y), "y", "a")
+    assert_one_line_per_stage(parse_lines(capfd.readouterr().err))
+
+
+def test_long_stages_report_while_they_run(capfd, data):
+    X, _, m = data
+    import dask.dataframe as dd
+
+    with dask.config.set({"daskpd.progress-interval": 0.0}):  # a line at every task
+        daskpd.partial_dependence(m, dd.from_pandas(X, npartitions=4), ["a"], grid_resolution=8)
+    lines = parse_lines(capfd.readouterr().err)
+    running = [t for _, _, t in lines if "done in" not in t]
+    assert running and all(re.match(r"^[\d,]+/[\d,]+ tasks \(\d+%\), [\d.]+ s$", t) for t in running), running
+
+
+@pytest.mark.cluster
+def test_model_based_call_on_a_cluster_reports_in_a_log(capfd, data, dask_cluster):
+    from distributed import Client
+
+    X, _, m = data
+    import dask.dataframe as dd
+
+    with Client(dask_cluster):
+        daskpd.partial_dependence(m, dd.from_pandas(X, npartitions=3), ["a"], grid_resolution=8)
+    assert_one_line_per_stage(parse_lines(capfd.readouterr().err))
+
+
+def test_a_terminal_gets_a_bar(monkeypatch, data):
+    X, _, m = data
+    master, slave = pty.openpty()
+    tty = os.fdopen(slave, "w", buffering=1)
+    monkeypatch.setattr(sys, "stderr", tty)
+    try:
+        assert progress_mode(None) == "bar"
+        import dask.dataframe as dd
+
+        with dask.config.set({"daskpd.progress-interval": 0.0}):
+            daskpd.partial_dependence(m, dd.from_pandas(X, npartitions=3), ["a"], grid_resolution=8)
+        tty.flush()
+        os.set_blocking(master, False)
+        chunks = []
+        while True:
+            try:
+                b = os.read(master, 65536)
+            except (BlockingIOError, OSError):
+                break
+            if not b:
+                break
+            chunks.append(b)
+        text = b"".join(chunks).decode(errors="replace")
+    finally:
+        tty.close()
+        os.close(master)
+    assert "Completed" in text  # the bar ("[####  ] | 40% Completed"), not log lines
+    assert "daskpd: progress stage" not in text
+
+
+@pytest.mark.cluster
+def test_cli_run_writes_plain_lines_into_a_log(tmp_path, capfd, dask_cluster):
+    from daskpd import cli
+    from daskpd.datasets import Quadratic
+
+    Quadratic(random_state=5).frame(3000).to_parquet(tmp_path / "data.parquet")
+    (tmp_path / "job.toml").write_text('name = "p"\ntarget = "y"\n[source]\npath = "data.parquet"\n')
+    assert cli.main(["run", str(tmp_path / "job.toml"), "--scheduler", dask_cluster, "--output",
+                     str(tmp_path / "out")]) == 0
+    out, err = capfd.readouterr()
+    assert "progress" not in out
+    lines = parse_lines(err)  # no carriage return, no escape code anywhere in the log
+    assert_one_line_per_stage(lines)
+    assert err.count("\n") < 40  # a line per stage, not a frame per redraw
