@@ -1,6 +1,6 @@
 """The ``daskpd`` command line.
 
-    daskpd run JOB.toml [--scheduler ADDRESS] [--output DIR] [--run-id ID] [TLS options]
+    daskpd run JOB.toml [--scheduler ADDRESS] [--scheduler-timeout S] [--output DIR] [--run-id ID] [TLS options]
     daskpd validate JOB.toml [--check-data]
     daskpd history OUTPUT/JOB_NAME [--last N] [--threshold X] [--fail-on-drift] [--json]
 
@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--output", metavar="DIR", help="output root (default: the spec's output.dir, else ./daskpd-runs)")
     r.add_argument("--run-id", metavar="ID", help="run id (default: UTC timestamp YYYYMMDDTHHMMSSZ); an existing "
                                                   "run with this id is replaced atomically")
+    r.add_argument("--scheduler-timeout", type=float, metavar="SECONDS",
+                   help="give up on a scheduler that does not connect or answer within this many seconds (default: "
+                        "the daskpd.scheduler-timeout Dask config, else distributed.comm.timeouts.connect, 30 s)")
     r.add_argument("--n-workers", type=int, metavar="N", help="LocalCluster workers (default: sized to the machine)")
     r.add_argument("--threads-per-worker", type=int, metavar="N", help="LocalCluster threads per worker")
     r.add_argument("--tls-ca-file", metavar="PEM", help="CA certificate for a tls:// scheduler")
@@ -63,8 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="check a job spec without running it")
     v.add_argument("spec", metavar="JOB.toml")
     v.add_argument("--check-data", action="store_true",
-                   help="also open the data source and check the columns (reads file metadata only), and load "
-                        "and check the model")
+                   help="also check the data as the run would: every parquet file's footer (damaged files), "
+                        "the schema across the files (type drift, missing columns), the columns, no rows after the "
+                        "filters, constant features (from the row-group statistics, else a scan that stops "
+                        "early); and load and check the model")
 
     h = sub.add_parser("history", help="compare the runs of a job (drift per feature)",
                        description="Compare consecutive runs of a job: importance change, curve distance and a "
@@ -126,10 +131,16 @@ def _cmd_run(args) -> int:
                 check_name(args.run_id, "--run-id")
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
-        final = run_job(args.spec, scheduler=args.scheduler, output=args.output, run_id=args.run_id,
-                        progress=not args.no_progress and not args.quiet, security=security,
-                        n_workers=args.n_workers, threads_per_worker=args.threads_per_worker,
-                        out=False if args.quiet else None, log=False if args.quiet else None)
+        if args.scheduler_timeout is not None and not args.scheduler_timeout > 0:
+            raise UsageError("--scheduler-timeout must be > 0")
+        import dask
+
+        limit = {} if args.scheduler_timeout is None else {"daskpd.scheduler-timeout": args.scheduler_timeout}
+        with dask.config.set(limit):
+            final = run_job(args.spec, scheduler=args.scheduler, output=args.output, run_id=args.run_id,
+                            progress=not args.no_progress and not args.quiet, security=security,
+                            n_workers=args.n_workers, threads_per_worker=args.threads_per_worker,
+                            out=False if args.quiet else None, log=False if args.quiet else None)
     except JobTerminated as exc:
         print(f"daskpd: {exc}; no run was written", file=sys.stderr)
         return 128 + exc.signum
@@ -157,6 +168,8 @@ def _cmd_validate(args) -> int:
             else:
                 ddf = open_source(spec, spec.source.path)
             feats, cats, _ = plan_columns(spec, ddf)
+            if not spec.source.synthetic and not spec.source.is_csv and spec.model_free:
+                _check_content(spec, feats, cats)
             if spec.model_based:
                 from .job.run import prepare_model
 
@@ -170,6 +183,23 @@ def _cmd_validate(args) -> int:
         print(f"  features: {', '.join(feats)}" + (f" (categorical: {', '.join(cats) or 'none'})" if cats is not None
                                                    else ""))
     return EXIT_OK
+
+
+def _check_content(spec, feats, cats) -> None:
+    """What the run's sample pass would refuse (no rows after the filters, a feature with
+    no value or a single one), from the parquet statistics or a scan that stops early."""
+    from ._data.lake import check_content, inspect_lake
+    from .job.run import _lake_columns
+
+    want = spec.model_free
+    if "importances" in want:
+        curve = list(feats)
+    else:
+        curve = [f for f in feats if (f in cats and "catstratpd" in want) or (f not in cats and "stratpd" in want)]
+    _, read = _lake_columns(spec, spec.source.path)
+    so = spec.source.storage_options or None
+    lake = inspect_lake(spec.source.path, read, so)
+    check_content(spec.source.path, lake, curve, spec.source.filters, so, label=spec.source.path)
 
 
 def _cmd_history(args) -> int:

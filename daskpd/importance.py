@@ -374,9 +374,11 @@ def strat_curves_and_importances(
     trial_fraction = None if bootstrap else subsample_size
 
     # columns and kinds
-    ddf_all, feats = resolve_columns(data, target, features, storage_options, filters)
-    dkinds = column_kinds(ddf_all.dtypes)
     declared = categorical or []
+    also = None if stratify_on is None else [*([stratify_on] if isinstance(stratify_on, str) else stratify_on),
+                                             *declared]  # the columns read (None: all)
+    ddf_all, feats = resolve_columns(data, target, features, storage_options, filters, also=also)
+    dkinds = column_kinds(ddf_all.dtypes)
     missing = [c for c in declared if c not in dkinds]
     if missing:
         raise InvalidParameterError(f"parameter categorical names column{'s' if len(missing) > 1 else ''} "

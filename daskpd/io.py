@@ -73,30 +73,89 @@ def _check_local_path(path: str) -> None:
             raise DataError(f"data path {path!r} is a directory with no parquet files")
 
 
-def _read_path(path, columns, storage_options, filters):
+def _read_parquet(paths, columns, storage_options, filters, label, agree=None):
+    """Read parquet after checking every file's footer and reconciling the schema of the
+    columns read (``agree``, else ``columns`` and the filter columns, else all columns);
+    see :mod:`daskpd._data.lake`."""
+    import dask.dataframe as dd
+
+    from ._data.lake import apply_widening, inspect_lake
+
+    check = None if agree is None else list(map(str, agree))
+    if columns is not None and check is None:
+        check = list(columns) + [c for group in _filter_groups(filters) for c, _, _ in group]
+    lake = inspect_lake(paths, check, storage_options)
+    try:
+        ddf = dd.read_parquet(paths, storage_options=storage_options, filters=filters)
+    except (OSError, ValueError, TypeError) as exc:  # pyarrow errors subclass these
+        raise DataError(f"could not read parquet data from {label}: {type(exc).__name__}: {exc}") from exc
+    ddf = _named(ddf, label)
+    if columns is None:
+        # a column missing from the first file (dask takes its schema) is named by the
+        # reconciliation above; this is a second guard
+        absent = [c for c in (lake.types if check is None else [c for c in check if c in lake.types])
+                  if c not in set(ddf.columns)]
+        if absent:
+            raise DataError(f"column{'s' if len(absent) > 1 else ''} {_short_list(map(repr, absent))} of "
+                            f"{label} {'is' if len(absent) == 1 else 'are'} missing from its first file")
+    else:
+        check_columns(ddf.columns, columns, source=label)
+        ddf = ddf[list(columns)]
+    return apply_widening(ddf, lake)
+
+
+def _filter_groups(filters):
+    if not filters:
+        return []
+    if isinstance(filters[0], (list, tuple)) and filters[0] and isinstance(filters[0][0], (list, tuple)):
+        return [list(g) for g in filters]
+    return [list(filters)]
+
+
+def _read_path(path, columns, storage_options, filters, agree=None):
     import dask.dataframe as dd
 
     path = os.fspath(path)
     _check_local_path(path)
-    try:
-        if _is_csv(path):
-            ddf = dd.read_csv(path, storage_options=storage_options, blocksize="64MB")
-            if columns is not None:
-                check_columns(ddf.columns, columns, source=path)
-                ddf = ddf[list(columns)]
-            return ddf
-        # Read the schema first, so that a missing column is reported by name and not
-        # as a pyarrow stack trace.
-        ddf = dd.read_parquet(_expand_glob(path, storage_options), storage_options=storage_options,
-                              filters=filters)
+    if _is_csv(path):
+        try:
+            ddf = _named(dd.read_csv(path, storage_options=storage_options, blocksize="64MB"), repr(path))
+        except DataError:
+            raise
+        except (OSError, ValueError, TypeError) as exc:
+            raise DataError(f"could not read data from {path!r}: {type(exc).__name__}: {exc}") from exc
         if columns is not None:
             check_columns(ddf.columns, columns, source=path)
             ddf = ddf[list(columns)]
         return ddf
-    except DataError:
-        raise
-    except (OSError, ValueError, TypeError) as exc:  # pyarrow errors subclass these
-        raise DataError(f"could not read data from {path!r}: {type(exc).__name__}: {exc}") from exc
+    return _read_parquet(_expand_glob(path, storage_options), columns, storage_options, filters, repr(path), agree)
+
+
+def column_names(columns, what: str = "data") -> list[str]:
+    """The rule for column names, whatever the input: a column is named by its text
+    (``str(name)``: the integer column 3 is ``'3'``, and ``'3'`` or ``3`` select it); two
+    columns with the same text are an error naming them."""
+    names = [str(c) for c in columns]
+    if len(set(names)) != len(names):
+        seen, dup = set(), []
+        for c, n in zip(columns, names):
+            if n in seen and n not in dup:
+                dup.append(n)
+            seen.add(n)
+        clash = [n for n in dup if sum(1 for c in columns if str(c) == n and not isinstance(c, str)) > 0]
+        why = (" (as text: a non-string name such as the integer 3 is the same column as '3')" if clash else "")
+        raise DataError(f"{what} has duplicate column names: {_short_list(map(repr, dup))}{why}; every column "
+                        "needs its own name (rename them)")
+    return names
+
+
+def _named(frame, what: str = "data"):
+    """``frame`` (pandas or dask) with its columns named by :func:`column_names`."""
+    cols = list(frame.columns)
+    names = column_names(cols, what)
+    if any(not isinstance(c, str) for c in cols):
+        frame = frame.rename(columns={c: n for c, n in zip(cols, names) if not isinstance(c, str)})
+    return frame
 
 
 def _expand_glob(path: str, storage_options=None):
@@ -133,8 +192,16 @@ def load(
     storage_options: dict | None = None,
     filters=None,
     chunk_rows: int = CHUNK_ROWS,
+    agree: Sequence[str] | None = None,
 ):
-    """Return a dask DataFrame of ``data`` restricted to ``columns`` (all if None)."""
+    """Return a dask DataFrame of ``data`` restricted to ``columns`` (all if None).
+
+    Parquet sources are checked first (:mod:`daskpd._data.lake`): every file's footer
+    is read (a damaged file is a :class:`DataError` naming it) and the columns in
+    ``agree`` (default: ``columns`` and the filter columns; every column when both are
+    None) must be in every file with types that go together; safe widenings are cast.
+    Column names are text: see :func:`column_names`.
+    """
     import dask.dataframe as dd
 
     from ._data.source import Dataset
@@ -142,33 +209,28 @@ def load(
     if isinstance(data, Dataset):  # a request's opened input: never read again
         data = data.frame
     if columns is not None:
-        columns = list(dict.fromkeys(columns))  # ordered, unique
+        columns = list(dict.fromkeys(map(str, columns)))  # ordered, unique, names as text
     if isinstance(data, pd.DataFrame):
+        data = _named(data)
         if columns is not None:
             check_columns(data.columns, columns)
             data = data[columns]
-        if len(data.columns) != len(set(map(str, data.columns))):
-            raise DataError("data has duplicate column names")
         nparts = max(1, int(np.ceil(len(data) / max(1, chunk_rows))))
         return dd.from_pandas(data, npartitions=nparts, sort=False)
     if isinstance(data, dd.DataFrame):
+        data = _named(data)
         if columns is not None:
             check_columns(data.columns, columns)
             data = data[columns]
         return data
     if isinstance(data, (str, os.PathLike)):
-        return _read_path(data, columns, storage_options, filters)
+        return _read_path(data, columns, storage_options, filters, agree)
     if isinstance(data, (list, tuple)) and data and all(isinstance(p, (str, os.PathLike)) for p in data):
-        for p in data:
-            _check_local_path(os.fspath(p))
-        try:
-            ddf = dd.read_parquet([os.fspath(p) for p in data], storage_options=storage_options, filters=filters)
-        except (OSError, ValueError, TypeError) as exc:
-            raise DataError(f"could not read parquet files {_short_list(data, 5)}: {exc}") from exc
-        if columns is not None:
-            check_columns(ddf.columns, columns, source="the parquet files")
-            ddf = ddf[list(columns)]
-        return ddf
+        paths = [os.fspath(p) for p in data]
+        for p in paths:
+            _check_local_path(p)
+        return _read_parquet(paths, columns, storage_options, filters, f"the parquet files {_short_list(paths, 5)}",
+                             agree)
     raise DataError(
         "data must be a pandas DataFrame, a dask DataFrame, or a path/glob/URL of parquet "
         f"(or .csv) files; got {type(data).__name__}"

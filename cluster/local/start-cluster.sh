@@ -12,6 +12,8 @@
 #   DASKPD_HOST            interface to bind and advertise      127.0.0.1
 #   DASKPD_SCHEDULER_PORT  scheduler port                       8786
 #   DASKPD_DASHBOARD_PORT  dashboard port, or "none"            8787
+#   DASKPD_HTTP_HOST       interface of every HTTP server       HOST; 127.0.0.1 with TLS
+#                          (dashboard, worker /health)
 #   DASKPD_N_WORKERS       worker processes (or the 1st arg)    2
 #   DASKPD_NTHREADS        threads per worker                   cores / N_WORKERS (>= 1)
 #   DASKPD_MEMORY_LIMIT    per worker: "4GiB", a fraction of    0.9 / N_WORKERS
@@ -106,10 +108,21 @@ else
 fi
 ADDR="$PROTOCOL://$HOST:$PORT"
 
-if [[ "$DASHBOARD_PORT" == "none" ]]; then
-    DASHBOARD=(--no-dashboard)
+# Every scheduler and worker runs an HTTP server (the dashboard, and /health,
+# /info, /json/... even with the dashboard off); left to dask, an off dashboard
+# and every worker's server bind all interfaces.  Pin them: to HOST for plain
+# TCP, and to loopback with TLS (the HTTP server would speak plain,
+# unauthenticated HTTP beside a TLS-only cluster; reach the dashboard through
+# an SSH tunnel, or set DASKPD_HTTP_HOST to accept the exposure).
+if [[ -n "$TLS_DIR" ]]; then
+    HTTP_HOST="${DASKPD_HTTP_HOST:-127.0.0.1}"
 else
-    DASHBOARD=(--dashboard-address "$HOST:$DASHBOARD_PORT")
+    HTTP_HOST="${DASKPD_HTTP_HOST:-$HOST}"
+fi
+if [[ "$DASHBOARD_PORT" == "none" ]]; then
+    DASHBOARD=(--no-dashboard --dashboard-address "$HTTP_HOST:0")
+else
+    DASHBOARD=(--dashboard-address "$HTTP_HOST:$DASHBOARD_PORT")
 fi
 
 if command -v setsid >/dev/null 2>&1; then DETACH=(setsid); else DETACH=(nohup); fi
@@ -138,7 +151,7 @@ start_bg scheduler "$DASK" scheduler --host "$HOST" --port "$PORT" "${DASHBOARD[
 
 for (( i = 0; i < N_WORKERS; i++ )); do
     start_bg "worker-$i" "$DASK" worker "$ADDR" --host "$HOST" --name "worker-$i" \
-        --nthreads "$NTHREADS" --memory-limit "$MEMORY_LIMIT" --no-dashboard \
+        --nthreads "$NTHREADS" --memory-limit "$MEMORY_LIMIT" --no-dashboard --dashboard-address "$HTTP_HOST:0" \
         --local-directory "$RUN_DIR/worker-$i" ${WORKER_TLS[@]+"${WORKER_TLS[@]}"}
 done
 

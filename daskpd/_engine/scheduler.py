@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import dask
 
-__all__ = ["current_client", "connect", "compute", "materialize", "embed", "Handle"]
+__all__ = ["current_client", "connect", "compute", "materialize", "embed", "Handle", "probe",
+           "scheduler_timeout", "SchedulerTimeout"]
 
 #: graphs that embed a tree sample or fitted trees are a few MB: no warning below this
 _GRAPH_WARNING = "256MiB"
@@ -39,7 +40,7 @@ def current_client():
 
 def connect(scheduler: str | None = None, *, n_workers: int | None = None,
             threads_per_worker: int | None = None, memory_limit="auto", security=None,
-            dashboard: bool = True, host: str = "127.0.0.1", processes: bool = True):
+            dashboard: bool = True, host: str = "127.0.0.1", processes: bool = True, timeout=None):
     """Return ``(client, cluster_or_None)``.
 
     ``scheduler``: an address (``tcp://host:8786``, ``tls://...``), the path of a
@@ -47,14 +48,23 @@ def connect(scheduler: str | None = None, *, n_workers: int | None = None,
     ``host`` -- loopback by default, dashboard included; the
     ``DASK_SCHEDULER_ADDRESS`` environment variable wins when set).  ``processes=False``:
     the LocalCluster's workers are threads of this process (one worker, all threads).
+
+    Connecting to an existing scheduler never waits longer than ``timeout`` (seconds or
+    a string like ``"30s"``; default the ``daskpd.scheduler-timeout`` config, else
+    ``distributed.comm.timeouts.connect``) for the connection and for the scheduler's
+    first answer: :func:`probe` asks for its identity first, so a scheduler that accepts
+    TCP but never answers (a stopped process) is a :class:`SchedulerTimeout`, not a hang.
     """
     from distributed import Client, LocalCluster
 
     scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
     if scheduler and scheduler != "local":
+        limit = scheduler_timeout(timeout)
+        address = scheduler
         if os.path.isfile(scheduler):
-            return Client(scheduler_file=scheduler, security=security), None
-        return Client(scheduler, security=security), None
+            address = _address_from_file(scheduler)
+        probe(address, security=security, timeout=limit)
+        return Client(address, security=security, timeout=limit), None
     ncores = os.cpu_count() or 1
     if n_workers is None:
         n_workers = max(1, min(ncores, 4)) if ncores > 1 else 1
@@ -72,6 +82,84 @@ def connect(scheduler: str | None = None, *, n_workers: int | None = None,
         **({} if processes else {"protocol": "tcp://"}),  # in-process workers default to inproc://
     )
     return Client(cluster), cluster
+
+
+class SchedulerTimeout(ConnectionError):
+    """The scheduler did not answer in time (a ConnectionError: the CLI's exit status 2)."""
+
+
+def scheduler_timeout(value=None) -> float:
+    """Seconds to wait for a scheduler: ``value``, else ``daskpd.scheduler-timeout``, else
+    ``distributed.comm.timeouts.connect``."""
+    from dask.utils import parse_timedelta
+
+    if value is None:
+        value = dask.config.get("daskpd.scheduler-timeout", None) or dask.config.get(
+            "distributed.comm.timeouts.connect", "30s")
+    t = parse_timedelta(value, default="seconds")
+    if not t or t <= 0:
+        raise ValueError(f"the scheduler timeout must be > 0; got {value!r}")
+    return float(t)
+
+
+def _address_from_file(path: str) -> str:
+    import json
+
+    try:
+        with open(path) as fh:
+            return json.load(fh)["address"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConnectionError(f"scheduler file {path!r} is not readable or holds no address: {exc}") from None
+
+
+def probe(address: str, *, security=None, timeout: float = 30.0) -> dict:
+    """Connect to ``address`` and ask for the scheduler's identity, all within
+    ``timeout`` seconds (run on a private event loop in a helper thread, so no caller's
+    loop and no half-open socket can make it wait longer).  Returns the identity;
+    raises :class:`SchedulerTimeout` or ``OSError``."""
+    import asyncio
+    import threading
+
+    out: dict = {}
+
+    async def ask():
+        from distributed.comm import connect
+
+        args = security.get_connection_args("client") if security is not None else {}
+        if security is None:
+            from distributed.security import Security
+
+            args = Security().get_connection_args("client")
+        comm = await asyncio.wait_for(connect(address, timeout=timeout, **args), timeout)
+        try:
+            await asyncio.wait_for(comm.write({"op": "identity", "reply": True}), timeout)
+            return await asyncio.wait_for(comm.read(), timeout)
+        finally:
+            comm.abort()
+
+    def main():
+        try:
+            out["value"] = asyncio.run(asyncio.wait_for(ask(), timeout))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            out["error"] = exc
+
+    th = threading.Thread(target=main, name="daskpd-scheduler-probe", daemon=True)
+    th.start()
+    th.join(timeout + 5)
+    err = out.get("error")
+    if th.is_alive() or isinstance(err, (asyncio.TimeoutError, TimeoutError)):
+        raise SchedulerTimeout(
+            f"cannot connect to the Dask scheduler at {address}: no answer within {timeout:g} s (something accepts "
+            "connections there but does not reply: a stopped or overloaded scheduler, or not a Dask scheduler); "
+            "the limit is --scheduler-timeout / the daskpd.scheduler-timeout config") from None
+    if err is not None:
+        if isinstance(err, OSError):
+            raise err
+        raise ConnectionError(f"{type(err).__name__}: {err}") from err
+    value = out.get("value")
+    if not isinstance(value, dict) or value.get("type") not in (None, "Scheduler"):
+        raise ConnectionError(f"{address} answered, but not as a Dask scheduler: {str(value)[:200]!r}")
+    return value
 
 
 def embed(obj):

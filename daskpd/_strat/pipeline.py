@@ -26,7 +26,7 @@ from .._data.kinds import datetime_message
 from .._data.source import source_label
 from .._engine import memory, scheduler
 from .._engine.hashing import Sample, SampleJob
-from .._engine.plan import Kept, build_pass, run_pass
+from .._engine.plan import Job, Kept, build_pass, run_pass
 from ..io import DataError, check_columns, load
 from .scan import MAP_GROUP_CELLS_PER_ROW, FeatureScan, StratScan, leaf_numbering
 from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_tree
@@ -55,13 +55,20 @@ class StratRun:
         return len(self.sample)
 
 
-def resolve_columns(data, target: str, features: Sequence[str] | None, storage_options=None, filters=None):
-    """The lazily-opened dataset (all columns) and the feature list (default: all but target)."""
-    ddf = load(data, None, storage_options=storage_options, filters=filters)
-    cols = [str(c) for c in ddf.columns]
-    source = source_label(data)
+def resolve_columns(data, target: str, features: Sequence[str] | None, storage_options=None, filters=None,
+                    also: Sequence[str] | None = ()):
+    """The lazily-opened dataset and the feature list (default: all but target).  The
+    dataset holds every column when ``features`` or ``also`` is None, else the target,
+    ``features`` and ``also``: for a parquet path, only the columns read must agree
+    across the files (an opened Dataset was checked when it was opened)."""
     if not isinstance(target, str):
         raise DataError(f"target must be a column name (str); got {target!r}")
+    want = None
+    if features is not None and also is not None:
+        want = [target, *([features] if isinstance(features, str) else map(str, features)), *map(str, also)]
+    ddf = load(data, want, storage_options=storage_options, filters=filters)
+    cols = [str(c) for c in ddf.columns]
+    source = source_label(data)
     check_columns(cols, [target], source=source)
     if features is None:
         features = [c for c in cols if c != target]
@@ -71,6 +78,41 @@ def resolve_columns(data, target: str, features: Sequence[str] | None, storage_o
         features = [str(f) for f in features]
         check_columns(cols, features, source=source)
     return ddf, list(dict.fromkeys(features))
+
+
+class TargetRange(Job):
+    """Rides the sample pass: the smallest and largest finite target value of all rows
+    (None when there is none), so a constant target is known exactly, not from a sample."""
+
+    def __init__(self, target: str):
+        self.target = target
+
+    def map(self, ctx):
+        y = as_float(ctx.df[self.target])
+        y = y[np.isfinite(y)]
+        return (float(y.min()), float(y.max())) if len(y) else None
+
+    def combine(self, parts, bucket=0):
+        parts = [p for p in parts if p is not None]
+        return (min(p[0] for p in parts), max(p[1] for p in parts)) if parts else None
+
+
+def _constant_target(results: dict, kinds: dict, target: str, value: float) -> None:
+    """Every row has the same target: every partial dependence is exactly flat zero (the
+    tree cannot split, so no position gathers ``min_slopes_per_x`` slopes and the curve
+    would otherwise come out empty, with advice that does not apply)."""
+    import warnings
+
+    for f, res in results.items():
+        if kinds.get(f) == "categorical" or not hasattr(res, "slope"):
+            continue
+        has = np.asarray(res.count) > 0
+        res.pd = np.where(has, 0.0, np.nan)
+        res.slope = np.where(has, 0.0, np.nan)
+        res.supported = has.copy()
+        res.params["constant_target"] = value
+    warnings.warn(f"target {target!r} is constant (every row holds {value:g}): every partial dependence is flat "
+                  "zero", UserWarning, stacklevel=4)
 
 
 def _fit(sample: Sample, target, other, encoder, min_samples_leaf, random_state, tree_method, binned):
@@ -215,7 +257,7 @@ def run_strat(
         raise DataError("no features to compute")
     if target in features:
         raise DataError(f"feature {target!r} is the target; partial dependence of a column on itself is meaningless")
-    ddf_all, strat_cols = resolve_columns(data, target, stratify_on, storage_options, filters)
+    ddf_all, strat_cols = resolve_columns(data, target, stratify_on, storage_options, filters, also=features)
     strat_cols = [c for c in strat_cols if c != target]
     columns = list(dict.fromkeys([target, *features, *strat_cols]))
     check_columns(ddf_all.columns, features,
@@ -237,8 +279,11 @@ def run_strat(
     # pass 1: the sample, the row count, the features' distinct values
     t0 = time.perf_counter()
     caps = {f: CATEGORY_LEVELS_CAP if kinds[f] == "categorical" else NUMERIC_VALUES_CAP for f in features}
-    (sample_h,) = scheduler.materialize(*build_pass(ddf, [SampleJob(sample_size, random_state, caps)],
-                                                    name="daskpd-sample"), progress=progress)
+    sample_h, range_h = scheduler.materialize(
+        *build_pass(ddf, [SampleJob(sample_size, random_state, caps), TargetRange(target)], name="daskpd-sample"),
+        progress=progress)
+    y_range = range_h.value
+    del range_h
     sample: Sample = sample_h.value
     skipped = _check_sample(sample.frame, target, features, kinds, nan_as_level, set(skip_constant))
     if skipped:
@@ -291,6 +336,8 @@ def run_strat(
         for i, refs in kept.items():
             f = scan.features[i].feature
             results[f] = effects_iterative(scan.features[i], refs, results[f], scan, progress=progress)
+    if y_range is not None and y_range[0] == y_range[1]:
+        _constant_target(results, kinds, target, y_range[0])
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}
     return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings, skipped=skipped)

@@ -276,8 +276,13 @@ def _ensure_synthetic(spec: JobSpec, out_root: Path, log) -> Path:
     from ..datasets import write_parquet
 
     path = _synthetic_path(spec, out_root)
+    if path.parent.is_dir():
+        clean_stale(path.parent)  # copies left by a generation killed with -9 (their PID is gone)
     if (path / "_SUCCESS").is_file():
         return path
+    # rows x (columns as 8-byte values), uncompressed: an upper bound of what is written
+    n_cols = len(_make_generator(spec).frame(2).columns)
+    check_free_space(path.parent, spec.source.rows * n_cols * 8, "the synthetic dataset")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
     _log(log, f"daskpd: writing the synthetic {spec.source.synthetic} dataset ({spec.source.rows:,} rows) to {path}")
@@ -298,6 +303,40 @@ def _ensure_synthetic(spec: JobSpec, out_root: Path, log) -> Path:
     finally:
         _rmtree(tmp)
     return path
+
+
+#: bytes a run's outputs take at most, per plotted curve (PNG in plots/ and again in report.html) and in all
+_BYTES_PER_PLOT = 2 * 256 * 1024
+_BYTES_BASE = 4 * 1024 * 1024
+
+
+def check_free_space(where: Path, need: int, what: str) -> None:
+    """Refuse up front (``DataError``, nothing written) when the file system of ``where``
+    has less than ``need`` bytes free plus the ``daskpd.output-reserve`` config (default
+    64 MiB, left for everything else on that disk)."""
+    import dask
+    from dask.utils import format_bytes, parse_bytes
+
+    probe = where
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return
+    reserve = dask.config.get("daskpd.output-reserve", "64MiB")
+    reserve = int(parse_bytes(reserve) if isinstance(reserve, str) else reserve)
+    if free < need + reserve:
+        raise DataError(f"not enough free space for {what} in {str(probe)!r}: {format_bytes(free)} free, it needs "
+                        f"about {format_bytes(need)} plus the {format_bytes(reserve)} daskpd.output-reserve; free "
+                        "some space or choose another --output (nothing was computed or written)")
+
+
+def _output_bytes(spec: JobSpec, n_features: int) -> int:
+    """An upper bound of a run's outputs: plots (and their copies in report.html) per curve."""
+    n_curves = n_features * max(1, len(spec.methods))
+    per_plot = _BYTES_PER_PLOT if (spec.output.plots or spec.output.report) else 0
+    return _BYTES_BASE + n_curves * (per_plot + 64 * 1024)
 
 
 def _apply_filters(ddf, filters):
@@ -340,16 +379,53 @@ def open_source(spec: JobSpec, data_path: str):
             load(ddf, fcols)  # names missing filter columns
             ddf = _apply_filters(ddf, filters)
         return ddf
+    # the footers of every file are read and the schema of the columns the run reads is
+    # reconciled across the files (daskpd._data.lake): damaged files, type drift and
+    # missing columns are named here, before anything is computed or written
+    lake, read = _lake_columns(spec, data_path)
     if filters:
         fcols = sorted({c for g in filters for c, _, _ in g})
-        head = load(data_path, None, storage_options=src.storage_options or None)
         hive = _hive_columns(data_path)
-        missing = [c for c in fcols if c not in set(map(str, head.columns)) | hive]
+        missing = [c for c in fcols if c not in set(lake.types) | hive]
         if missing:
             raise DataError(f"key 'source.filters': column{'s' if len(missing) > 1 else ''} "
                             f"{', '.join(map(repr, missing))} not found in {data_path}; available columns: "
-                            f"{', '.join(map(str, head.columns))}")
-    return load(data_path, None, storage_options=src.storage_options or None, filters=filters)
+                            f"{', '.join(map(str, lake.types))}")
+    # every column stays in the frame (dask reads only those used); the ones read must agree
+    return load(data_path, None, storage_options=src.storage_options or None, filters=filters, agree=read)
+
+
+def _lake_columns(spec: JobSpec, data_path: str):
+    """(the lake's footers, the columns the run reads or None for all).  Columns the run
+    does not read (``exclude``, or outside ``source.columns`` / ``features``) need not
+    agree across the files; a model-based run reads every column."""
+    from .._data.lake import inspect_lake
+
+    so = spec.source.storage_options or None
+    lake = inspect_lake(data_path, [], so)  # footers (damage) and the columns of the files
+    if spec.model_based:
+        return lake, None
+    if spec.source.columns is not None:
+        base = list(spec.source.columns)
+    elif spec.features is not None:
+        base = list(spec.features)
+    else:
+        base = [c for c in lake.types if c not in set(spec.exclude)]
+    fcols = [c for g in (spec.source.filters or []) for c, _, _ in g]
+    read = list(dict.fromkeys([spec.target, *base, *fcols]))
+    return lake, read
+
+
+def schema_stats(spec: JobSpec, data_path: str) -> dict:
+    """For the manifest: the number of parquet files and the columns widened to one type
+    across them (footers are cached: no second read)."""
+    if spec.source.is_csv:
+        return {}
+    from .._data.lake import inspect_lake
+
+    _, read = _lake_columns(spec, data_path)
+    lake = inspect_lake(data_path, read, spec.source.storage_options or None)
+    return {"parquet_files": len(lake.files), "rows_in_files": lake.num_rows, "widened": lake.widened}
 
 
 def _hive_columns(path: str) -> set[str]:
@@ -932,6 +1008,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             else:
                 data_path = spec.source.path
             ddf_all = open_source(spec, data_path)
+            stats["input_schema"] = schema_stats(spec, data_path)
             feats, cats, kinds = plan_columns(spec, ddf_all)
             needed = list(dict.fromkeys([spec.target, *feats]))
             ddf = ddf_all[needed]
@@ -944,6 +1021,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             for p in (out_root, job_dir):
                 if not p.exists():
                     created.append(p)
+            check_free_space(job_dir, _output_bytes(spec, len(feats)), "the run's outputs")
             job_dir.mkdir(parents=True, exist_ok=True)
             clean_stale(job_dir)
             tmp = job_dir / f".{run_id}.tmp-{os.getpid()}"
@@ -976,7 +1054,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             timings["connect"] = time.perf_counter() - t0
 
             # ---- compute (distributed's text progress bar writes to stdout: keep stdout for the summary)
-            with contextlib.redirect_stdout(sys.stderr) if progress else contextlib.nullcontext():
+            with contextlib.redirect_stdout(sys.stderr) if progress else contextlib.nullcontext(), \
+                    _damaged_pages_named(spec, data_path, needed):
                 if spec.model_free:
                     t0 = time.perf_counter()
                     _model_free(spec, ddf, feats, cats, progress, res, stats)
@@ -1056,7 +1135,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     if p.name != ".cache":
                         with contextlib.suppress(OSError):
                             p.rmdir()  # only if empty: never remove anything but what this run made
-            _close(None if client is not None and where == CURRENT_CLIENT else client, cluster)
+            _close(None if client is not None and where == CURRENT_CLIENT else client, cluster,
+                   quiet=isinstance(sys.exc_info()[1], JobTerminated))
 
 
 def _dashboard_hint(client, cluster) -> str:
@@ -1081,6 +1161,27 @@ def _dashboard_hint(client, cluster) -> str:
         return ""
     return (f" (the page needs {need} in {where}: pip install '{need}' there"
             + (", then restart the scheduler)" if cluster is None else ", then rerun)"))
+
+
+
+
+@contextlib.contextmanager
+def _damaged_pages_named(spec: JobSpec, data_path: str, columns):
+    """A read that fails mid-computation (a damaged data page behind an intact footer)
+    becomes a DataError naming the file (found by reading the files one by one, only on
+    this failure path)."""
+    try:
+        yield
+    except OSError as exc:
+        if spec.source.is_csv or type(exc).__module__.startswith("distributed"):
+            raise
+        from .._data.lake import inspect_lake, unreadable_file
+
+        so = spec.source.storage_options or None
+        err = unreadable_file(data_path, inspect_lake(data_path, [], so), None if spec.model_based else columns, so)
+        if err is None:
+            raise
+        raise err from None
 
 
 def _dashboard(client) -> str | None:
@@ -1169,6 +1270,8 @@ def _connect(spec: JobSpec, scheduler, security, n_workers, threads_per_worker, 
                     "(e.g. DASK_CONFIG=certs/dask-tls.yaml from cluster/tls/make-certs.sh)")
         try:
             client, cl = _cluster.connect(where, security=security)
+        except _cluster.SchedulerTimeout:
+            raise  # its message says it all
         except (OSError, TimeoutError) as exc:
             raise ConnectionError(f"cannot connect to the Dask scheduler at {where}: {exc} (is it running, and "
                                   "does it speak this protocol? a TLS-only scheduler needs tls:// and "
@@ -1186,8 +1289,30 @@ def _connect(spec: JobSpec, scheduler, security, n_workers, threads_per_worker, 
     return client, cl, "local"
 
 
-def _close(client, cluster) -> None:
-    """Close the client, then the LocalCluster we started (never an existing cluster)."""
+def _quiet_logs() -> None:
+    """Silence distributed's shutdown chatter in this process (run on our own
+    LocalCluster's workers too when a signal ends the run)."""
+    import logging
+
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+def _close(client, cluster, quiet: bool = False) -> None:
+    """Close the client, then the LocalCluster we started (never an existing cluster).
+
+    ``quiet`` (a signal ended the run): the workers of our own LocalCluster, still busy
+    with tasks, would log heartbeat failures (CommClosedError tracebacks) and the nannies
+    kill warnings while everything is torn down; the one line the user should see is
+    "terminated by signal ...", so their logs are silenced first.  The logging of an
+    existing cluster is never touched.
+    """
+    if quiet:
+        _quiet_logs()  # this process: the client, and our LocalCluster's scheduler and nannies
+        if cluster is not None and client is not None:
+            th = threading.Thread(target=lambda: client.run(_quiet_logs), daemon=True)
+            th.start()
+            th.join(5)  # a worker that cannot answer is not waited for
     for obj in (client, cluster):
         if obj is not None:
             with contextlib.suppress(Exception):

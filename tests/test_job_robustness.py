@@ -1,0 +1,161 @@
+"""Runs that end badly end cleanly: a constant target (flat zero curves), a disk too
+small (refused before computing), ``kill -9`` while the synthetic dataset is written
+(cleaned up by the next run), SIGTERM on daskpd's own LocalCluster (one line, no
+tracebacks).  Real processes, real files."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import daskpd
+from daskpd import cli
+
+DASKPD = Path(sys.executable).with_name("daskpd")
+
+
+def spec_file(tmp_path: Path, text: str, name: str = "job.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def constant_target_frame(n: int = 3000) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x1": rng.uniform(size=n), "x2": rng.uniform(size=n), "c": rng.integers(0, 4, n)})
+    df["y"] = 5.0
+    return df
+
+
+# ------------------------------------------------------------------ constant target
+def test_constant_target_gives_flat_zero_curves_and_says_why():
+    df = constant_target_frame()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        r = daskpd.stratpd(df, "y", "x1")
+    msgs = [str(x.message) for x in w]
+    assert any("target 'y' is constant (every row holds 5)" in m for m in msgs), msgs
+    assert not any("min_slopes_per_x" in m for m in msgs), msgs  # no misleading advice
+    assert r.supported.all() and np.all(r.pd == 0.0) and np.all(r.slope == 0.0)
+    c = daskpd.catstratpd(df, "y", "c")
+    assert np.all(c.pd == 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        imp = daskpd.importances(df, "y")
+    assert (imp["importance"] == 0).all()
+
+
+def test_constant_target_is_decided_on_all_rows_not_the_sample():
+    """One row in 20,000 differs: not constant (the sample of 2,000 rows may miss it)."""
+    df = constant_target_frame(20000)
+    df.loc[12345, "y"] = 6.0
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        daskpd.stratpd(df, "y", "x1", sample_size=2000)
+    assert not any("is constant" in str(x.message) for x in w)
+
+
+@pytest.mark.cluster
+def test_constant_target_in_a_job(dask_cluster, tmp_path):
+    constant_target_frame().to_parquet(tmp_path / "d.parquet", index=False)
+    spec = spec_file(tmp_path, 'name = "flat"\ntarget = "y"\nmethods = ["stratpd"]\n[output]\nplots = false\n'
+                               'report = false\n[source]\npath = "d.parquet"\n')
+    assert cli.main(["run", str(spec), "--output", str(tmp_path / "out"), "--scheduler", dask_cluster,
+                     "--no-progress", "--run-id", "r1", "-q"]) == 0
+    curves = pd.read_parquet(tmp_path / "out" / "flat" / "r1" / "curves.parquet")
+    assert len(curves) > 100 and (curves["pd"] == 0).all() and curves["supported"].all()
+
+
+# ------------------------------------------------------------------ free space
+def test_too_little_free_space_is_refused_before_computing(tmp_path, capsys):
+    """``daskpd.output-reserve`` larger than the disk: the run stops up front (exit 2),
+    before generating the synthetic data or starting a cluster, and writes nothing."""
+    spec = spec_file(tmp_path, 'name = "big"\ntarget = "y"\n[source]\nsynthetic = "quadratic"\nrows = 1000\n')
+    out = tmp_path / "out"
+    env = dict(os.environ, DASK_DASKPD__OUTPUT_RESERVE="1PiB")
+    p = subprocess.run([str(DASKPD), "run", str(spec), "--output", str(out)], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.startswith("daskpd: error: not enough free space for the synthetic dataset in ")
+    assert not out.exists()
+    # a parquet source: the run's outputs
+    pd.DataFrame({"x": np.arange(100.0), "y": np.arange(100.0)}).to_parquet(tmp_path / "d.parquet")
+    spec = spec_file(tmp_path, 'name = "big"\ntarget = "y"\n[source]\npath = "d.parquet"\n')
+    p = subprocess.run([str(DASKPD), "run", str(spec), "--output", str(out)], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 2 and "not enough free space for the run's outputs" in p.stderr, p.stderr
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------ kill -9 while generating
+@pytest.mark.cluster
+def test_kill_9_during_synthetic_generation_is_cleaned_by_the_next_run(dask_cluster, tmp_path):
+    out = tmp_path / "out"
+    cache = out / ".cache" / "synthetic"
+    spec = spec_file(tmp_path, 'name = "gen"\ntarget = "y"\nmethods = ["stratpd"]\nsample_size = 2000\n'
+                               '[output]\nplots = false\nreport = false\n'
+                               '[source]\nsynthetic = "quadratic"\nrows = 3000000\nrows_per_file = 20000\n')
+    proc = subprocess.Popen([str(DASKPD), "run", str(spec), "--output", str(out), "--scheduler", dask_cluster],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        partial = []
+        while time.monotonic() < deadline and proc.poll() is None:
+            tmps = list(cache.glob(".*.tmp-*")) if cache.is_dir() else []
+            partial = [f for t in tmps for f in t.rglob("*.parquet")]
+            if partial:
+                break
+            time.sleep(0.05)
+        assert partial, "the generation never started writing"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stale = list(cache.glob(".*.tmp-*"))
+    assert stale, "kill -9 should have left the hidden copy"
+    # the next run (a smaller dataset) removes it
+    spec2 = spec_file(tmp_path, spec.read_text().replace("rows = 3000000", "rows = 4000"), "job2.toml")
+    assert cli.main(["run", str(spec2), "--output", str(out), "--scheduler", dask_cluster, "--no-progress",
+                     "-q"]) == 0
+    assert not any(p.exists() for p in stale)
+    assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []
+
+
+# ------------------------------------------------------------------ SIGTERM on our own LocalCluster
+@pytest.mark.cluster
+def test_sigterm_on_the_local_cluster_prints_one_clean_line(tmp_path):
+    spec = spec_file(tmp_path, 'name = "term"\ntarget = "SalePrice"\n[source]\nsynthetic = "bulldozer"\n'
+                               'rows = 300000\nrows_per_file = 10000\n')
+    out = tmp_path / "out"
+    proc = subprocess.Popen([str(DASKPD), "run", str(spec), "--output", str(out), "--no-progress",
+                             "--n-workers", "2", "--threads-per-worker", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith("daskpd: cluster"):
+                break
+        time.sleep(1.0)
+        assert proc.poll() is None, "the job finished before it could be terminated"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = "".join(lines) + err
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err and "CommClosedError" not in err and "WARNING" not in err, err
+    assert err.strip().splitlines()[-1] == "daskpd: terminated by signal SIGTERM; no run was written"
+    assert all(ln.startswith("daskpd: ") for ln in err.strip().splitlines()), err
+    assert not (out / "term").exists()
