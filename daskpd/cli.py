@@ -168,24 +168,31 @@ def _cmd_validate(args) -> int:
             else:
                 ddf = open_source(spec, spec.source.path)
             feats, cats, _ = plan_columns(spec, ddf)
+            left_out = {}
             if not spec.source.synthetic and not spec.source.is_csv and spec.model_free:
-                _check_content(spec, feats, cats)
+                left_out = _check_content(spec, feats, cats)
             if spec.model_based:
                 from .job.run import prepare_model
 
                 prepare_model(spec, ddf, feats, {})  # loads it (trust rules apply) and checks its columns
         else:
-            feats, cats = spec.features, None
+            feats, cats, left_out = spec.features, None, {}
     except (SpecError, DataError) as exc:
         return _die(exc)
+    if left_out:
+        feats = [f for f in feats if f not in left_out]
     print(f"{args.spec}: ok: job {spec.name!r}, target {spec.target!r}, methods {', '.join(spec.methods)}")
     if feats is not None:
         print(f"  features: {', '.join(feats)}" + (f" (categorical: {', '.join(cats) or 'none'})" if cats is not None
                                                    else ""))
+    if left_out:
+        print("  note: the run leaves out of the default features: "
+              + ", ".join(f"{f!r} ({why})" for f, why in left_out.items())
+              + "; name them in 'features' to score them (then the run fails on them)")
     return EXIT_OK
 
 
-def _check_content(spec, feats, cats) -> None:
+def _check_content(spec, feats, cats) -> dict:
     """What the run's sample pass would refuse (no rows after the filters, a feature with
     no value or a single one), from the parquet statistics or a scan that stops early."""
     from ._data.lake import check_content, inspect_lake
@@ -199,7 +206,8 @@ def _check_content(spec, feats, cats) -> None:
     _, read = _lake_columns(spec, spec.source.path)
     so = spec.source.storage_options or None
     lake = inspect_lake(spec.source.path, read, so)
-    check_content(spec.source.path, lake, curve, spec.source.filters, so, label=spec.source.path)
+    return check_content(spec.source.path, lake, curve, spec.source.filters, so, label=spec.source.path,
+                         skip_unusable=spec.features is None)
 
 
 def _cmd_history(args) -> int:

@@ -143,11 +143,13 @@ def test_validate_check_data_ok_on_a_good_lake(tmp_path, capsys):
 
 @pytest.mark.cluster
 def test_validate_check_data_fails_where_the_run_fails(dask_cluster, tmp_path, capsys):
-    """A constant feature and a filter that leaves no row: validate says so, and so does the run."""
+    """A constant feature named in 'features' and a filter that leaves no row: validate
+    says so, and so does the run.  The same constant feature in the default feature set
+    is left out with a note by both (issue 15's rule)."""
     lake = make_lake(tmp_path / "lake")
     for i in range(3):
         frame(i).assign(day=7).to_parquet(lake / f"part-{i}.parquet", index=False)  # 'day' constant
-    const = spec(tmp_path, lake).rename(tmp_path / "const.toml")
+    const = spec(tmp_path, lake, 'features = ["x1", "c", "day"]').rename(tmp_path / "const.toml")
     empty = spec(tmp_path, lake, 'exclude = ["day"]', 'filters = [["x1", ">", 5.0]]').rename(tmp_path / "empty.toml")
     for job, vmsg, rmsg in [(const, "feature 'day' is constant", "'day' is constant"),
                             (empty, "has no rows left after source.filters", "no rows")]:
@@ -158,6 +160,14 @@ def test_validate_check_data_fails_where_the_run_fails(dask_cluster, tmp_path, c
         assert rc == 2 and rmsg in err and "Traceback" not in err, err
         assert not (tmp_path / "out" / "robust").exists()
 
+    default = spec(tmp_path, lake).rename(tmp_path / "default.toml")
+    rc = cli.main(["validate", str(default), "--check-data"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "leaves out of the default features: 'day' (constant)" in out, out
+    rc, err = run(["run", str(default), "--output", str(tmp_path / "out"), "--scheduler", dask_cluster,
+                   "--no-progress"], capsys)
+    assert rc == 0, err
+
 
 def test_validate_constant_feature_without_statistics_is_found_by_a_scan(tmp_path, capsys):
     lake = tmp_path / "lake"
@@ -165,7 +175,7 @@ def test_validate_constant_feature_without_statistics_is_found_by_a_scan(tmp_pat
     for i in range(2):
         t = pa.Table.from_pandas(frame(i).assign(day=3), preserve_index=False)
         pq.write_table(t, lake / f"p{i}.parquet", write_statistics=False)
-    rc, err = run(["validate", str(spec(tmp_path, lake)), "--check-data"], capsys)
+    rc, err = run(["validate", str(spec(tmp_path, lake, 'features = ["x1", "c", "day"]')), "--check-data"], capsys)
     assert_one_line_error(rc, err, "feature 'day' is constant")
     # and a healthy lake without statistics passes
     for i in range(2):

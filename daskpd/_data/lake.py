@@ -457,9 +457,11 @@ def _dataset(path, lake: LakeSchema, storage_options):
 
 
 def check_content(path, lake: LakeSchema, features: Sequence[str], filters=None, storage_options=None,
-                  label: str | None = None) -> None:
+                  label: str | None = None, skip_unusable: bool = False) -> dict:
     """What a run finds in its sample pass, found ahead: no rows (after ``filters``), a
-    feature with no values or a single value.  Row-group statistics answer first; where
+    feature with no values or a single value.  With ``skip_unusable`` (the run's default
+    feature set, which leaves such features out with a note) those features are returned
+    as ``{feature: why}`` instead of raised.  Row-group statistics answer first; where
     they cannot, the needed columns are scanned until each feature shows two distinct
     values (so a healthy lake is usually answered from metadata or its first batch)."""
     label = label or repr(path)
@@ -468,7 +470,7 @@ def check_content(path, lake: LakeSchema, features: Sequence[str], filters=None,
         raise _error(f"{label} has no rows")
     unknown = features if filters else [f for f in features if _stats_distinct(lake, f) is not True]
     if not filters and not unknown:
-        return
+        return {}
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -504,12 +506,17 @@ def check_content(path, lake: LakeSchema, features: Sequence[str], filters=None,
             break
     if rows == 0:
         raise _error(f"{label} has no rows" + (" left after source.filters" if filters else ""))
+    left_out = {}
     for c in unknown:
         if c in open_cols:
+            if skip_unusable:
+                left_out[c] = "empty" if c not in firsts else "constant"
+                continue
             if c not in firsts:
                 raise _error(f"feature {c!r} has no non-missing values (in the {rows:,} rows read)")
             raise _error(f"feature {c!r} is constant (every row holds {firsts[c]!r}); its partial dependence is "
                          "undefined -- list it in 'exclude'")
+    return left_out
 
 
 def unreadable_file(path, lake: LakeSchema, columns: Sequence[str] | None, storage_options=None):
