@@ -42,14 +42,14 @@ def start_cluster(n_workers: int = 2, nthreads: int = 1, tmpdir: str | None = No
     procs = []
     sched_log = open(logdir / "scheduler.log", "w")
     procs.append(subprocess.Popen(
-        _dask_cmd("scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0",
+        _dask_cmd("scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", "127.0.0.1:0",
                   "--no-show", "--scheduler-file", str(sched_file)),
         stdout=sched_log, stderr=subprocess.STDOUT, env=env))
     for i in range(n_workers):
         log = open(logdir / f"worker{i}.log", "w")
         procs.append(subprocess.Popen(
             _dask_cmd("worker", addr, "--host", "127.0.0.1", "--nthreads", str(nthreads), "--nworkers", "1",
-                      "--memory-limit", "2GiB", "--no-dashboard", "--name", f"w{i}",
+                      "--memory-limit", "2GiB", "--no-dashboard", "--dashboard-address", "127.0.0.1:0", "--name", f"w{i}",
                       "--local-directory", str(logdir / f"w{i}")),
             stdout=log, stderr=subprocess.STDOUT, env=env))
     from distributed import Client

@@ -587,6 +587,10 @@ def test_jobqueue_yaml():
     assert re.fullmatch(r"\d+:\d\d:\d\d", slurm["walltime"])
     assert all(isinstance(d, str) and d.startswith("-") for d in slurm["job-extra-directives"])
     assert all(isinstance(s, str) for s in slurm["job-script-prologue"])
+    # HTTP servers on loopback unless the site asks otherwise (issue 14)
+    assert slurm["scheduler-options"]["dashboard_address"].startswith("127.0.0.1:")
+    args = slurm["worker-extra-args"]
+    assert args[args.index("--dashboard-address") + 1] == "127.0.0.1:0"
 
 
 def test_jobqueue_yaml_keys_match_installed_dask_jobqueue():
