@@ -25,7 +25,7 @@ import pandas as pd
 
 from .._validation import NO_VALIDATION, POSITIVE_INT, StrOptions, validate_params
 from ..io import DataError, InvalidParameterError, as_float, kind_of
-from ..results import ResultMixin
+from ..results import CurveResult
 from .._data.kinds import resolve_kinds
 from .._engine.stats import order_statistics, summarize, type1_ranks
 from .passes import Plan, run_jobs
@@ -37,7 +37,7 @@ __all__ = ["marginal", "MarginalResult", "MarginalJob", "marginal_specs", "finis
 
 
 @dataclass(repr=False)
-class MarginalResult(ResultMixin):
+class MarginalResult(CurveResult):
     """Per bin of ``feature``: position ``x`` (mean x of the rows, or the level), edges
     ``lo``/``hi`` (numeric), ``count``, ``weight``, and the mean / std of the target
     (``y_mean``, ``y_std``) and of the prediction (``pred_mean``, ``pred_std``) when
@@ -70,16 +70,12 @@ class MarginalResult(ResultMixin):
         return (f"MarginalResult(feature={self.feature!r}, bins={len(self.x)}, target={self.target!r}, "
                 f"prediction={self.pred_mean is not None}, rows={self.n_rows})")
 
-    def to_frame(self) -> pd.DataFrame:
-        x = self.x if self.kind == "numeric" else np.asarray(self.x, dtype=object).astype(str)
-        df = pd.DataFrame({self.feature: x, "count": self.count.astype("int64"), "weight": self.weight})
-        if self.lo is not None:
-            df["lo"], df["hi"] = self.lo, self.hi
-        if self.y_mean is not None:
-            df["y_mean"], df["y_std"] = self.y_mean, self.y_std
-        if self.pred_mean is not None:
-            df["pred_mean"], df["pred_std"] = self.pred_mean, self.pred_std
-        return df
+    def curve(self) -> dict:
+        """``pd`` is the mean target (else the mean prediction); the bins' edges, weights,
+        means and spreads follow."""
+        extra = {"lo": self.lo, "hi": self.hi, "weight": self.weight, "y_mean": self.y_mean, "y_std": self.y_std,
+                 "pred_mean": self.pred_mean, "pred_std": self.pred_std}
+        return {"positions": self.x, "pd": self.pd, "count": self.count.astype("int64"), "extra": extra}
 
     def metadata(self) -> dict:
         return {"method": "marginal", "feature": self.feature, "kind": self.kind, "target": self.target,
