@@ -147,18 +147,17 @@ def _cmd_validate(args) -> int:
     try:
         spec = load_spec(args.spec)
         if args.check_data:
-            from .job.run import open_source, plan_columns
+            from .job.inputs import make_generator, open_source, plan_columns
 
             if spec.source.synthetic:
                 from .io import load
-                from .job.run import _make_generator
 
-                ddf = load(_make_generator(spec).frame(16))
+                ddf = load(make_generator(spec).frame(16))
             else:
                 ddf = open_source(spec, spec.source.path)
             feats, cats, _ = plan_columns(spec, ddf)
             if spec.model_based:
-                from .job.run import prepare_model
+                from .job.inputs import prepare_model
 
                 prepare_model(spec, ddf, feats, {})  # loads it (trust rules apply) and checks its columns
         else:

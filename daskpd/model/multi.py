@@ -56,10 +56,13 @@ def _defaults(method: str) -> dict:
 class MethodsRun:
     """What :func:`model_methods` returns: ``results[method]`` is ``{feature: result}``
     for the curve methods and one :class:`~daskpd.model.variance.PDVarianceResult` for
-    ``pd_variance``; ``passes`` names the passes made, in order."""
+    ``pd_variance``; ``phases`` names the phases that ran, in order ("summary", "order
+    statistics", "level order", "model").  Each is one pass over the data, except "order
+    statistics": none when the summaries' distinct values answer, one when the candidate
+    ranges fit in memory, a few more on a lake."""
 
     results: dict
-    passes: list = field(default_factory=list)
+    phases: list = field(default_factory=list)
 
 
 def _grid_key(method: str, p: dict):
@@ -90,7 +93,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
                             engine="auto", categorical_features=categorical_features,
                             extra_columns=[target] if with_target else [])
     pred, kinds = run.predictor, run.kinds
-    passes: list[str] = []
+    phases: list[str] = []
     items = [(f,) for f in feats]
 
     pd_method = "brute"
@@ -102,7 +105,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     if "ale" in params:
         want, _, _ = ale_summary_kinds(run, feats, {})
     sums = summarize(run.ddf, want, progress=progress)
-    passes.append("summary")
+    phases.append("summary")
 
     # 2. every quantile, resolved together
     grid_plans: dict = {}  # (grid_resolution, percentiles) -> {feature: grid or rank plan}
@@ -130,7 +133,10 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     else:
         ranks = {c: r for c, r in ranks.items() if r}
         stats = order_statistics(run.ddf, sums, ranks, progress=progress) if ranks else {}
-    passes.append("order statistics")
+    if ranks or ale_specs_ is not None:
+        phases.append("order statistics")
+    if sources and "mds" in sources.values():
+        phases.append("level order")  # ALE's ordering of unordered categorical levels
 
     grids = {}
     for key, plans in grid_plans.items():
@@ -191,7 +197,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     if jobs:
         plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows)
         parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-model-methods")
-        passes.append("model")
+        phases.append("model")
 
     # 4. each method's finisher
     results: dict = {}
@@ -205,7 +211,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         else:
             results[name] = out
     ordered = {m: results[m] for m in MODEL_METHODS if m in results}
-    return MethodsRun(ordered, passes)
+    return MethodsRun(ordered, phases)
 
 
 def _finish_marginals(mspecs, part, target, pred, mp, meta) -> dict:

@@ -25,3 +25,7 @@ def _ax(ax=None, figsize=(6, 4)):
     if ax is None:
         _, ax = plt.subplots(figsize=figsize)
     return ax
+
+
+#: pyplot, imported lazily (the public name for modules outside plotting/)
+pyplot = _plt

@@ -87,15 +87,20 @@ def atomic_path(path) -> Iterator[str]:
     path = os.fspath(path)
     head, name = os.path.split(path)
     tmp = os.path.join(head, f".{name}.tmp-{os.getpid()}")
+    _remove(tmp)  # a leftover of an earlier process with this pid
     try:
         yield tmp
         os.replace(tmp, path)
     finally:
-        if os.path.isdir(tmp) and not os.path.islink(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+        _remove(tmp)
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 # ------------------------------------------------------------------ parquet
