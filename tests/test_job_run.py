@@ -18,7 +18,7 @@ import pytest
 from daskpd import cli
 from daskpd.datasets import Bulldozer
 from daskpd.job import run as jobrun
-from daskpd.job import store
+from daskpd.job import execute, store
 from daskpd.job.run import list_runs, run_job
 
 REPO = Path(__file__).resolve().parents[1]
@@ -184,9 +184,9 @@ path = "auctions.csv"
 filters = [["YearMade", ">=", 1980], ["ProductGroup", "not in", ["TEX"]]]
 """)
     # the default run id is the UTC start time; a second run in the same second gets a suffix
-    stamp = jobrun.default_run_id()
+    stamp = store.default_run_id()
     assert len(stamp) == 16 and stamp[:8].isdigit() and stamp[8] == "T" and stamp[15] == "Z"
-    monkeypatch.setattr(jobrun, "default_run_id", lambda now=None: "20260101T000000Z")
+    monkeypatch.setattr(store, "default_run_id", lambda at=None: "20260101T000000Z")
     taken = tmp_path / "out" / "csv" / "20260101T000000Z"
     taken.mkdir(parents=True)
     (taken / "manifest.json").write_text("{}")
@@ -345,7 +345,7 @@ def test_unexpected_failure_exit_1_with_traceback_and_nothing_written(tmp_path, 
     def boom(*a, **k):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(jobrun, "_connect", boom)  # after the run's temporary directory exists
+    monkeypatch.setattr(execute, "connect", boom)  # after the run's temporary directory exists
     assert cli.main(["run", str(spec), "--output", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert "Traceback" in err and "RuntimeError: simulated bug" in err
