@@ -115,3 +115,17 @@ def test_unknown_method_is_refused(data):
     ddf, model = data
     with pytest.raises(ValueError, match="unknown model-based method"):
         model_methods(model, ddf, ["a"], {"stratpd": {}}, columns=["a", "b", "c", "d"])
+
+
+def test_missing_targets_give_the_marginal_plot_its_own_bins(data):
+    ddf, model = data
+    cols = ["a", "b", "c", "d"]
+    holes = ddf.assign(y=ddf.y.where(ddf.a > -0.5))  # a quarter of the targets missing, at low a
+    run = model_methods(model, holes, FEATURES, {"marginal": METHODS["marginal"], "ale": METHODS["ale"]},
+                        target="y", columns=cols)
+    assert run.phases == ["summary", "order statistics", "marginal bins", "model"]
+    mar = daskpd.marginal(holes, FEATURES, target="y", model=model, columns=cols, **METHODS["marginal"])
+    ale = daskpd.ale(model, holes, FEATURES, columns=cols, **METHODS["ale"])
+    for f in FEATURES:
+        _same(run.results["marginal"][f], mar[f])
+        _same(run.results["ale"][f], ale[f])

@@ -33,7 +33,7 @@ from .predictor import resolve_predictor
 from .setup import MODEL_CONSTRAINTS, check_features, check_weight, model_available, open_model_data
 from .ale import BinStats, level_codes
 
-__all__ = ["marginal", "MarginalResult", "MarginalJob", "marginal_specs", "finish_marginal"]
+__all__ = ["marginal", "MarginalResult", "MarginalJob", "marginal_specs", "finish_marginal", "rows_with_finite"]
 
 
 @dataclass(repr=False)
@@ -226,7 +226,7 @@ def finish_marginal(sp: _MSpec, part: _MFeat, *, target, response, binning, para
         params=params)
 
 
-def _rows_with_finite(df: pd.DataFrame, column: str) -> pd.DataFrame:
+def rows_with_finite(df: pd.DataFrame, column: str) -> pd.DataFrame:
     """The rows of ``df`` whose ``column`` is finite (not NaN, not +-inf)."""
     ok = np.isfinite(as_float(df[column]))
     return df if ok.all() else df[ok]
@@ -311,7 +311,7 @@ def marginal(
     ddf = ds.project(cols)
     # Bins (distinct values, quantile or uniform edges, levels) come from the rows that are
     # averaged: with a target, only rows whose target is finite (issue 13).
-    ddf_bins = ddf if target is None else ddf.map_partitions(_rows_with_finite, target, meta=ddf._meta)
+    ddf_bins = ddf if target is None else ddf.map_partitions(rows_with_finite, target, meta=ddf._meta)
     sums = summarize(ddf_bins, kinds, progress=progress)
     ranks = {f: marginal_ranks(sums[f], bins, binning) for f in feats if kinds[f] == "numeric" and sums[f].n > 0}
     ranks = {f: r for f, r in ranks.items() if r}

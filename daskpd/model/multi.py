@@ -8,7 +8,9 @@ their quantiles and scan the data (3 features x 5 methods: 21 passes).  Here:
 1. ONE summary pass over every feature (and the columns ALE's level ordering needs);
 2. ONE order-statistics resolution for every grid, bin edge and quantile the methods need
    (one pass on data whose candidate ranges fit in memory, more on a lake);
-3. (only for unordered categorical features with ALE) the level-ordering pass;
+3. (only for unordered categorical features with ALE) the level-ordering pass, and
+   (only when the marginal plot's target has missing values: its bins come from the rows
+   it averages) the marginal plot's own summary and quantiles;
 4. ONE pass of every method's job (:func:`daskpd.model.passes.run_jobs`);
 
 then each method's own finisher.  The results are the ones the public functions return
@@ -25,7 +27,7 @@ from .ale import ALEJob, ale, ale_specs, ale_summary_kinds, finish_ale
 from .fpd import PDJob, partial_dependence, pd_results, resolve_pd_method
 from .grids import pd_grid, pd_grid_plan
 from .ice import ICEJob, finish_ice, ice
-from .marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec
+from .marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
 from .passes import Plan, run_jobs
 from .predictor import DEFAULT_BATCH_ROWS
 from .setup import open_model_data, prepare_model_run
@@ -57,7 +59,8 @@ class MethodsRun:
     """What :func:`model_methods` returns: ``results[method]`` is ``{feature: result}``
     for the curve methods and one :class:`~daskpd.model.variance.PDVarianceResult` for
     ``pd_variance``; ``phases`` names the phases that ran, in order ("summary", "order
-    statistics", "level order", "model").  Each is one pass over the data, except "order
+    statistics", "level order", "marginal bins", "model").  "marginal bins" (a summary and
+    quantiles of the rows whose target is finite) runs only when some target is missing.  Each is one pass over the data, except "order
     statistics": none when the summaries' distinct values answer, one when the candidate
     ranges fit in memory, a few more on a lake."""
 
@@ -89,6 +92,8 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     feats = list(dict.fromkeys(features))
     ds = open_model_data(data)
     with_target = "marginal" in params and target is not None
+    if with_target and columns is None and getattr(model, "feature_names_in_", None) is None:
+        columns = [c for c in ds.columns if c != target]  # the target is never a model input
     run = prepare_model_run(model, ds, feats, columns=columns, response=response, target_class=target_class,
                             engine="auto", categorical_features=categorical_features,
                             extra_columns=[target] if with_target else [])
@@ -104,8 +109,14 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     want = {f: kinds[f] for f in feats}
     if "ale" in params:
         want, _, _ = ale_summary_kinds(run, feats, {})
+    if with_target:
+        want = {**want, target: "numeric"}  # are the marginal plot's bins those of all rows?
     sums = summarize(run.ddf, want, progress=progress)
     phases.append("summary")
+    # The marginal plot bins the rows it averages: with a target, those whose target is
+    # finite.  When every target is finite these are all rows (the shared summaries and
+    # quantiles serve); else its bins take a summary and quantiles of their own.
+    marginal_own = with_target and sums[target].n_missing > 0
 
     # 2. every quantile, resolved together
     grid_plans: dict = {}  # (grid_resolution, percentiles) -> {feature: grid or rank plan}
@@ -122,7 +133,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
                 if g is None:
                     ranks.setdefault(f, []).extend([*rk[0], *rk[1]])
     mp = params.get("marginal")
-    if mp is not None:
+    if mp is not None and not marginal_own:
         for f in feats:
             if kinds[f] == "numeric" and sums[f].n > 0:
                 ranks.setdefault(f, []).extend(marginal_ranks(sums[f], mp["bins"], mp["binning"]))
@@ -176,7 +187,17 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
             sp.feature: finish_ale(sp, part.feats[sp.feature], pred, meta, sources.get(sp.feature))
             for sp in ale_specs_}))
     if mp is not None:
-        mspecs = [marginal_spec(f, kinds[f], sums[f], mp["bins"], mp["binning"], stats.get(f, {})) for f in feats]
+        msums, mstats = sums, stats
+        if marginal_own:
+            mddf = run.ddf.map_partitions(rows_with_finite, target, meta=run.ddf._meta)
+            msums = summarize(mddf, {f: kinds[f] for f in feats}, progress=progress)
+            mranks = {f: marginal_ranks(msums[f], mp["bins"], mp["binning"]) for f in feats
+                      if kinds[f] == "numeric" and msums[f].n > 0}
+            mranks = {f: r for f, r in mranks.items() if r}
+            mstats = order_statistics(mddf, msums, mranks, progress=progress) if mranks else {}
+            phases.append("marginal bins")
+        mspecs = [marginal_spec(f, kinds[f], msums[f], mp["bins"], mp["binning"], mstats.get(f, {}))
+                  for f in feats]
         meta = {"bins": mp["bins"], "sample_weight": None, "model": pred.describe()}
         jobs.append(MarginalJob(mspecs, target if with_target else None, True))
         finish.append(("marginal", lambda part, meta=meta: _finish_marginals(mspecs, part, target, pred, mp, meta)))
