@@ -49,8 +49,10 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
     """Run a job; return the path of the finished run directory.
 
     ``scheduler``: an address (``tcp://...``, ``tls://...``) or scheduler file; else
-    ``DASK_SCHEDULER_ADDRESS``, else the spec's ``cluster.scheduler``, else a
-    LocalCluster sized to the machine.  ``output``: the output root (else the spec's
+    the caller's active Client (used, never closed); else ``DASK_SCHEDULER_ADDRESS``,
+    else the spec's ``cluster.scheduler``, else a LocalCluster sized to the machine
+    (its workers in threads of this process when called from the top level of a script
+    without an ``if __name__ == "__main__":`` guard).  ``output``: the output root (else the spec's
     ``output.dir``, else ./daskpd-runs).  ``run_id``: default a UTC timestamp;
     re-running an existing id replaces that run atomically.  ``security``: a
     :class:`distributed.Security` (else Dask's ``distributed.comm.tls.*`` config).
