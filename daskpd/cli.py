@@ -158,13 +158,12 @@ def _cmd_validate(args) -> int:
     try:
         spec = load_spec(args.spec)
         if args.check_data:
-            from .job.run import open_source, plan_columns
+            from .job.inputs import make_generator, open_source, plan_columns
 
             if spec.source.synthetic:
                 from .io import load
-                from .job.run import _make_generator
 
-                ddf = load(_make_generator(spec).frame(16))
+                ddf = load(make_generator(spec).frame(16))
             else:
                 ddf = open_source(spec, spec.source.path)
             feats, cats, _ = plan_columns(spec, ddf)
@@ -172,7 +171,7 @@ def _cmd_validate(args) -> int:
             if not spec.source.synthetic and not spec.source.is_csv and spec.model_free:
                 left_out = _check_content(spec, feats, cats)
             if spec.model_based:
-                from .job.run import prepare_model
+                from .job.inputs import prepare_model
 
                 prepare_model(spec, ddf, feats, {})  # loads it (trust rules apply) and checks its columns
         else:
@@ -196,14 +195,14 @@ def _check_content(spec, feats, cats) -> dict:
     """What the run's sample pass would refuse (no rows after the filters, a feature with
     no value or a single one), from the parquet statistics or a scan that stops early."""
     from ._data.lake import check_content, inspect_lake
-    from .job.run import _lake_columns
+    from .job.inputs import lake_columns
 
     want = spec.model_free
     if "importances" in want:
         curve = list(feats)
     else:
         curve = [f for f in feats if (f in cats and "catstratpd" in want) or (f not in cats and "stratpd" in want)]
-    _, read = _lake_columns(spec, spec.source.path)
+    _, read = lake_columns(spec, spec.source.path)
     so = spec.source.storage_options or None
     lake = inspect_lake(spec.source.path, read, so)
     return check_content(spec.source.path, lake, curve, spec.source.filters, so, label=spec.source.path,

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .results.base import atomic_path
+
 __all__ = ["Quadratic", "Bulldozer", "Linear", "Lake", "write_parquet", "GENERATORS"]
 
 
@@ -265,7 +267,7 @@ GENERATORS = {"quadratic": Quadratic, "bulldozer": Bulldozer, "linear": Linear, 
 def write_parquet(gen: _Generator, n: int, path, *, rows_per_file: int | None = None, overwrite: bool = True) -> str:
     """Write ``n`` rows of ``gen`` as a directory of parquet files, one chunk at a time.
 
-    Written into ``path + '.tmp'`` and renamed at the end, so a reader never sees a
+    Written into a hidden temporary directory and renamed at the end, so a reader never sees a
     half-written dataset.  Returns the directory.
     """
     import pyarrow as pa
@@ -278,10 +280,9 @@ def write_parquet(gen: _Generator, n: int, path, *, rows_per_file: int | None = 
         if not overwrite:
             return path
         shutil.rmtree(path)
-    tmp = path + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    for i, chunk in enumerate(gen.chunks(n)):
-        pq.write_table(pa.Table.from_pandas(chunk, preserve_index=False), os.path.join(tmp, f"part-{i:05d}.parquet"))
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        os.makedirs(tmp)
+        for i, chunk in enumerate(gen.chunks(n)):
+            pq.write_table(pa.Table.from_pandas(chunk, preserve_index=False),
+                           os.path.join(tmp, f"part-{i:05d}.parquet"))
     return path

@@ -45,7 +45,7 @@ from ._strat.pipeline import resolve_columns, run_strat
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
 from ._validation import POSITIVE_INT, ColumnNames, Interval, StrOptions, validate_params
 from .io import DataError, InvalidParameterError, column_kinds
-from .results import ResultMixin
+from .results import Result, table_frame
 from .stratpd import STRAT_CONSTRAINTS
 
 __all__ = [
@@ -168,7 +168,7 @@ def _null_measures(sub: pd.DataFrame, scan, msl_for: dict, perm_seed, tree_metho
 
 
 @dataclass(repr=False)
-class ImportanceResult(ResultMixin):
+class ImportanceResult(Result):
     """Importances of every feature plus the curves they were computed from.
 
     ``table``     DataFrame indexed by feature, sorted by ``sort_by`` (descending):
@@ -215,7 +215,11 @@ class ImportanceResult(ResultMixin):
                 f"trials={self.n_trials}, passes={self.n_passes}; top: {top})")
 
     def to_frame(self) -> pd.DataFrame:
-        return self.table.reset_index()
+        """:attr:`table` as an importance table: feature, kind, importance, rank (1 = most
+        important), then the other measures, in the table's order."""
+        t = self.table
+        return table_frame(t.index, t["kind"], t["importance"],
+                           {c: t[c].to_numpy() for c in t.columns if c not in ("kind", "importance")})
 
     def metadata(self) -> dict:
         return {"method": "importances", "target": self.target, "kinds": self.kinds, "n_rows": self.n_rows,

@@ -18,6 +18,7 @@ import pytest
 from daskpd import cli
 from daskpd.datasets import Bulldozer
 from daskpd.job import run as jobrun
+from daskpd.job import execute, store
 from daskpd.job.run import list_runs, run_job
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,11 +99,14 @@ def test_readme_demo_command_on_local_cluster(tmp_path):
     assert hidden(job_dir) == []
 
     curves = pd.read_parquet(run / "curves.parquet")
-    assert list(curves.columns[:7]) == ["method", "feature", "x", "category", "pd", "count", "supported"]
+    # the shared curve head (daskpd.results), a method column first
+    assert list(curves.columns[:9]) == ["method", "feature", "kind", "x", "category", "pd", "count", "supported",
+                                        "n_rows"]
     num = curves[curves.method == "stratpd"]
     cat = curves[curves.method == "catstratpd"]
     assert set(num.feature) == {"YearMade", "MachineHours"} and num.category.isna().all() and num.x.notna().all()
     assert set(cat.feature) == {"ProductGroup", "ModelID"} and cat.x.isna().all() and cat.category.notna().all()
+    assert (num.kind == "numeric").all() and (cat.kind == "categorical").all() and (curves.n_rows == 200_000).all()
     # the job computed the right thing: YearMade's curve against the generator's truth
     gen = Bulldozer(random_state=0)
     ym = num[(num.feature == "YearMade") & num.supported]
@@ -111,7 +115,7 @@ def test_readme_demo_command_on_local_cluster(tmp_path):
     assert rmse < 0.1 * (truth.max() - truth.min()), rmse
 
     imp = pd.read_parquet(run / "importances.parquet")
-    assert list(imp.columns[:4]) == ["method", "feature", "importance", "rank"]
+    assert list(imp.columns[:5]) == ["method", "feature", "kind", "importance", "rank"]
     assert imp.sort_values("rank").feature.iloc[0] == "YearMade"
 
     m = json.loads((run / "manifest.json").read_text())
@@ -182,9 +186,9 @@ path = "auctions.csv"
 filters = [["YearMade", ">=", 1980], ["ProductGroup", "not in", ["TEX"]]]
 """)
     # the default run id is the UTC start time; a second run in the same second gets a suffix
-    stamp = jobrun.default_run_id()
+    stamp = store.default_run_id()
     assert len(stamp) == 16 and stamp[:8].isdigit() and stamp[8] == "T" and stamp[15] == "Z"
-    monkeypatch.setattr(jobrun, "default_run_id", lambda now=None: "20260101T000000Z")
+    monkeypatch.setattr(store, "default_run_id", lambda at=None: "20260101T000000Z")
     taken = tmp_path / "out" / "csv" / "20260101T000000Z"
     taken.mkdir(parents=True)
     (taken / "manifest.json").write_text("{}")
@@ -243,8 +247,8 @@ def test_commit_swaps_existing_run(tmp_path, monkeypatch):
         tmp.mkdir()
         (tmp / "v").write_text("new")
         if not exchange:
-            monkeypatch.setattr(jobrun, "_exchange", lambda a, b: False)
-        jobrun._commit(tmp, final)
+            monkeypatch.setattr(store, "exchange", lambda a, b: False)
+        store.commit(tmp, final)
         assert (final / "v").read_text() == "new"
         assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
 
@@ -258,7 +262,7 @@ def test_latest_falls_back_to_a_text_file(tmp_path, monkeypatch):
         raise OSError("symlinks not supported here")
 
     monkeypatch.setattr(os, "symlink", no_symlinks)
-    assert jobrun._update_latest(tmp_path) == "20260102"
+    assert store.update_latest(tmp_path) == "20260102"
     assert (tmp_path / "LATEST").read_text() == "20260102\n"
     assert not (tmp_path / "latest").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["20260101", "20260102", "LATEST"]
@@ -353,7 +357,7 @@ def test_unexpected_failure_exit_1_with_traceback_and_nothing_written(tmp_path, 
     def boom(*a, **k):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(jobrun, "_connect", boom)  # after the run's temporary directory exists
+    monkeypatch.setattr(execute, "connect", boom)  # after the run's temporary directory exists
     assert cli.main(["run", str(spec), "--output", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert "Traceback" in err and "RuntimeError: simulated bug" in err
@@ -509,11 +513,67 @@ grid_resolution = 20
     truth = Bulldozer.year_effect(ym.x.to_numpy())
     assert np.corrcoef(ym.pd.to_numpy(), truth)[0, 1] > 0.97
     ice = pd.read_parquet(final / "ice.parquet")
-    assert list(ice.columns) == ["feature", "line", "x", "category", "ice"]
+    assert list(ice.columns) == ["feature", "line", "x", "category", "ice", "index"]
     assert ice.groupby("feature").line.nunique().to_dict() == {"MachineHours": 15, "ProductGroup": 15, "YearMade": 15}
     imp = pd.read_parquet(final / "importances.parquet")
     assert set(imp.method) == {"pd_variance"} and imp.sort_values("rank").feature.iloc[0] == "YearMade"
     assert len(list((final / "plots").glob("*.png"))) == 1 + 2 + 4 * 3  # pd_variance chart + 2 StratPD + 12
+    # one merged model plan; ProductGroup's ALE levels need their ordering pass
+    assert m["model_phases"] == ["summary", "order statistics", "level order", "model"]
+
+
+@pytest.mark.cluster
+def test_three_features_five_model_methods_take_three_passes(dask_cluster, tmp_path, monkeypatch):
+    """3 features x 5 model-based methods: one summary pass, one order-statistics pass, one
+    model pass (one by one they took 21).  Counted by wrapping the engine's real build_pass."""
+    import joblib
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    import daskpd._engine.plan as plan
+    import daskpd._strat.pipeline as pipeline
+    import daskpd.model.passes as mpasses
+
+    rng = np.random.default_rng(0)
+    n = 5_000  # > 1,024 distinct values: grids and bins need exact order statistics
+    df = pd.DataFrame({"a": rng.uniform(-1, 1, n), "b": rng.normal(size=n), "c": rng.uniform(0, 4, n)})
+    df["y"] = df.a ** 2 + df.b * df.c + rng.normal(scale=0.1, size=n)
+    df.to_parquet(tmp_path / "data.parquet", index=False)
+    joblib.dump(HistGradientBoostingRegressor(max_iter=10, random_state=0).fit(df[["a", "b", "c"]], df.y),
+                tmp_path / "model.joblib")
+    spec = spec_file(tmp_path, """
+name = "passes"
+target = "y"
+methods = ["partial_dependence", "ice", "ale", "marginal", "pd_variance"]
+[source]
+path = "data.parquet"
+[model]
+path = "model.joblib"
+trust_model = true
+[partial_dependence]
+grid_resolution = 10
+[ice]
+grid_resolution = 5
+n_lines = 4
+[pd_variance]
+grid_resolution = 8
+""")
+    real, names = plan.build_pass, []
+
+    def counting(ddf, jobs, *, name="daskpd", fan_in=None):
+        names.append(name)
+        return real(ddf, jobs, name=name, fan_in=fan_in)
+
+    for mod in (plan, mpasses, pipeline):
+        monkeypatch.setattr(mod, "build_pass", counting)
+    final = run_job(spec, scheduler=dask_cluster, output=tmp_path / "out", run_id="p1", **quiet())
+    assert names == ["daskpd-summary", "daskpd-quantiles", "daskpd-model-methods"], names
+    m = json.loads((final / "manifest.json").read_text())
+    assert m["model_phases"] == ["summary", "order statistics", "model"]
+    curves = pd.read_parquet(final / "curves.parquet")
+    assert curves.groupby("method").feature.nunique().to_dict() == {
+        "ale": 3, "ice": 3, "marginal": 3, "partial_dependence": 3}
+    imp = pd.read_parquet(final / "importances.parquet")
+    assert list(imp.method) == ["pd_variance"] * 3 and list(imp["rank"]) == [1, 2, 3]
 
 
 def test_load_model_trust_rules(model_dir):

@@ -80,8 +80,14 @@ def test_ice_line_sample_is_seeded_and_independent_of_partitioning(data, hgb):
     ind = sk_pd(hgb, X, ["a"], method="brute", grid_resolution=10, kind="individual")["individual"][0]
     np.testing.assert_allclose(a.lines, ind[a.line_index.astype(int)], atol=TOL)
     np.testing.assert_allclose(a.pd, ind.mean(axis=0), atol=TOL)  # the PD uses every row
-    f = a.to_frame()
-    assert len(f) == 25 * 10 and set(f.columns) == {"line", "index", "a", "ice"}
+    f = a.lines_frame()
+    assert len(f) == 25 * 10 and list(f.columns) == ["feature", "line", "x", "ice", "index"]
+    np.testing.assert_allclose(f.ice.to_numpy().reshape(25, 10), a.lines)
+    np.testing.assert_allclose(f.x.to_numpy()[:10], a.grid)
+    head = a.to_frame()  # the PD over all rows, in the shared curve head
+    assert list(head.columns) == ["feature", "kind", "x", "pd", "count", "supported", "n_rows"]
+    np.testing.assert_allclose(head.pd, a.pd)
+    assert (head.n_rows == a.n_rows).all() and head.supported.all()
 
 
 def test_ice_full_table_written_by_the_workers(tmp_path, data, hgb):
@@ -230,7 +236,12 @@ def test_ale_plots_and_bad_input(tmp_path, add_data):
         ax = r.plot()
         np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), r.ale)
         assert ax.get_xlabel() == name and ax.get_ylabel().startswith("ALE")
-    assert list(res["a"].to_frame().columns) == ["a", "ale", "count", "weight", "delta", "delta_std"]
+    fa = res["a"].to_frame()
+    assert list(fa.columns) == ["feature", "kind", "x", "pd", "count", "supported", "n_rows", "weight", "delta",
+                                "delta_std"]
+    np.testing.assert_array_equal(fa.pd, res["a"].ale)
+    fg = res["g"].to_frame()
+    assert "category" in fg and "x" not in fg and list(fg.category) == list(res["g"].x)
     with pytest.raises(DataError, match="bins must be"):
         daskpd.ale(additive, add_data, "a", bins=0)
     with pytest.raises(DataError, match="applies to categorical"):
@@ -349,4 +360,8 @@ def test_every_result_writes_parquet_with_its_metadata(tmp_path, add_data):
         assert len(back) == len(r.to_frame()), name
         meta = json.loads(pq.read_schema(out).metadata[b"daskpd"])
         assert meta["method"] in ("partial_dependence", "ice", "ale", "marginal", "pd_variance"), name
-    assert results["pd2"].to_frame().shape == (4 * 3, 3)
+    f2 = results["pd2"].to_frame()
+    assert f2.shape == (4 * 3, 10)
+    assert list(f2.columns) == ["feature", "kind", "x", "pd", "count", "supported", "n_rows", "feature_2", "kind_2",
+                                "category_2"]
+    np.testing.assert_array_equal(f2.pd, results["pd2"].average.reshape(-1))

@@ -368,7 +368,7 @@ def test_report_importance_chart_is_the_plot_of_the_result():
 
     res = strat_curves_and_importances(df, "y", n_trials=3, random_state=0)
     lib = res.plot()
-    long = importances_frame([("importances", res.table)])
+    long = importances_frame({"importances": res})  # the run's table, from the shared format
     rep = importance_figure(long, title="x").axes[0]
 
     def drawn(ax):

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..io import DataError
-from ..results import ResultMixin
+from ..results import CurveResult
 from .categorical_gram import solve_gram
 
 __all__ = ["CatStratPDResult", "effects_explicit", "effects_iterative", "result_from_effects", "result_from_sums",
@@ -66,7 +65,7 @@ def _index_with_dtype(uniques, dtype):
 
 
 @dataclass(repr=False)
-class CatStratPDResult(ResultMixin):
+class CatStratPDResult(CurveResult):
     """CatStratPD partial dependence of ``target`` on categorical ``feature``.
 
     Arrays are indexed like ``categories`` (the labels as given: strings, ints, or a
@@ -119,31 +118,15 @@ class CatStratPDResult(ResultMixin):
         """``pd`` indexed by category label."""
         return pd.Series(self.pd, index=self.categories, name=f"pd_{self.feature}")
 
-    def to_frame(self) -> pd.DataFrame:
-        df = pd.DataFrame({
-            "feature": self.feature,
-            "category": self.categories.array,
-            "pd": self.pd,
-            "count": self.count,
-            "count_used": self.count_used,
-            "leaves": self.n_leaves_cat.astype("int64"),
-            "group": self.group.astype("int64"),
-            "marginal_mean": self.marginal_mean,
-        })
+    def curve(self) -> dict:
+        extra = {"count_used": self.count_used, "leaves": self.n_leaves_cat.astype("int64"),
+                 "group": self.group.astype("int64"), "marginal_mean": self.marginal_mean}
         if self.trials_pd is not None and len(self.trials_pd) > 1:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                df["pd_std"] = np.nanstd(self.trials_pd, axis=0, ddof=1)
-        return df
-
-    def to_parquet(self, path, **kwargs) -> str:
-        try:
-            return super().to_parquet(path, **kwargs)
-        except (TypeError, ValueError) as exc:  # pyarrow cannot store mixed-type labels
-            if not self.categories.dtype == object:
-                raise
-            raise DataError(f"cannot write the category labels of {self.feature!r} to parquet ({exc}); "
-                            "they mix types -- cast the column to str before calling catstratpd") from exc
+                extra["pd_std"] = np.nanstd(self.trials_pd, axis=0, ddof=1)
+        return {"positions": self.categories, "pd": self.pd, "count": self.count, "supported": None,
+                "extra": extra}
 
     def metadata(self) -> dict:
         return {

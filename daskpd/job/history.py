@@ -98,7 +98,7 @@ class Run:
 
 
 def load_runs(job_dir: str | os.PathLike) -> list[Run]:
-    from .run import list_runs
+    from .store import list_runs
 
     job_dir = Path(job_dir)
     if not job_dir.is_dir():
@@ -352,7 +352,7 @@ class History:
 
 
 def _plot_feature(runs: list[Run], method: str, feature: str, path: Path) -> None:
-    from ..plotting import _plt
+    from ..plotting import pyplot as _plt
 
     plt = _plt()
     import matplotlib as mpl
@@ -406,7 +406,7 @@ def _cat_order(run: Run, method: str, feature: str, fallback) -> list[str]:
 
 
 def _plot_importance(runs: list[Run], method: str, path: Path, features=None) -> bool:
-    from ..plotting import _plt
+    from ..plotting import pyplot as _plt
 
     rows = []
     for r in runs:
@@ -435,14 +435,15 @@ def _plot_importance(runs: list[Run], method: str, path: Path, features=None) ->
 
 def _write(h: History, out_dir: Path, last: int) -> Path:
     from .report import embed_png, esc, html_table, page
-    from .run import _commit, _rmtree, _safe, _write_parquet
+    from ..results.base import write_parquet
+    from .store import commit, rmtree, safe_name
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
-    _rmtree(tmp)
+    rmtree(tmp)
     (tmp / "plots").mkdir(parents=True)
     try:
-        _write_parquet(h.table, tmp / "drift.parquet")
+        write_parquet(h.table, tmp / "drift.parquet")
         shown = h.runs[-last:]
         parts = [f"<h1>daskpd history: {esc(h.job_dir.name)}</h1>",
                  f"<p class=\"meta\">{len(h.runs)} run(s): {esc(h.runs[0].run_id)} &hellip; "
@@ -469,7 +470,7 @@ def _write(h: History, out_dir: Path, last: int) -> Path:
         for m, f in keys:
             if h.features is not None and f not in h.features:
                 continue
-            fn = tmp / "plots" / f"{_safe(m)}-{_safe(f)}.png"
+            fn = tmp / "plots" / f"{safe_name(m)}-{safe_name(f)}.png"
             _plot_feature(shown, m, f, fn)
             parts.append(f"<h3>{esc(m)}: {esc(f)}</h3>" + embed_png(fn, f"{m} {f} across runs"))
         if len(h.table):
@@ -477,11 +478,11 @@ def _write(h: History, out_dir: Path, last: int) -> Path:
             parts.append(html_table(h.table.drop(columns=["n_common"]).reset_index(drop=True), max_rows=500))
         (tmp / "history.html").write_text(page(f"daskpd history: {h.job_dir.name}", "\n".join(parts)),
                                           encoding="utf-8")
-        _commit(tmp, out_dir)
+        commit(tmp, out_dir)
         tmp = None
     finally:
         if tmp is not None:
-            _rmtree(tmp)
+            rmtree(tmp)
     return out_dir
 
 

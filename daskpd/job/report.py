@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..results.base import atomic_path
+
 __all__ = ["write_report", "render_report", "importance_figure", "embed_png", "page"]
 
 _CSS = """
@@ -191,7 +193,6 @@ def write_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFram
     run_dir = Path(run_dir)
     text = render_report(run_dir, manifest, curves, imp)
     path = run_dir / "report.html"
-    tmp = run_dir / f".report.html.tmp-{os.getpid()}"
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")
     return path

@@ -13,7 +13,6 @@ The format is documented, with a full example, in docs/jobs.md.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import difflib
 import glob as _glob
 import os
@@ -335,17 +334,9 @@ class JobSpec:
         """JSON-able form (for the manifest); filters' tuples become lists."""
         d = asdict(self)
         d.pop("spec_text", None)
-        return _jsonable(d)
+        from ..results.base import json_clean  # numpy/pandas: only when a run needs it
 
-
-def _jsonable(o):
-    if isinstance(o, dict):
-        return {str(k): _jsonable(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_jsonable(v) for v in o]
-    if isinstance(o, (_dt.date, _dt.time)):
-        return o.isoformat()
-    return o
+        return json_clean(d)
 
 
 def check_name(value, what: str = "job name") -> str:

@@ -37,13 +37,13 @@ import pandas as pd
 
 from .._validation import NO_VALIDATION, POSITIVE_INT, validate_params
 from ..io import DataError, InvalidParameterError, as_float
-from ..results import ResultMixin
+from ..results import CurveResult
 from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
 from .passes import Plan, run_jobs
 from .predictor import DEFAULT_BATCH_ROWS
 from .setup import MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
 
-__all__ = ["ale", "ALEResult", "ALEJob", "ale_specs", "finish_ale", "order_levels"]
+__all__ = ["ale", "ALEResult", "ALEJob", "ale_specs", "ale_summary_kinds", "finish_ale", "order_levels"]
 
 
 # ---------------------------------------------------------------------------------
@@ -51,7 +51,7 @@ __all__ = ["ale", "ALEResult", "ALEJob", "ale_specs", "finish_ale", "order_level
 
 
 @dataclass(repr=False)
-class ALEResult(ResultMixin):
+class ALEResult(CurveResult):
     """ALE of ``feature``.
 
     Numeric: ``x`` are the bin edges ``z_0..z_K`` and ``ale`` the centred effect there;
@@ -88,10 +88,10 @@ class ALEResult(ResultMixin):
         return (f"ALEResult(feature={self.feature!r}, kind={self.kind!r}, {what}={len(self.x)}, rows={self.n_rows}, "
                 f"used={self.n_used})")
 
-    def to_frame(self) -> pd.DataFrame:
-        x = self.x if self.kind == "numeric" else np.asarray(self.x, dtype=object).astype(str)
-        return pd.DataFrame({self.feature: x, "ale": self.ale, "count": self.count.astype("int64"),
-                             "weight": self.weight, "delta": self.delta, "delta_std": self.delta_std})
+    def curve(self) -> dict:
+        """``pd`` is the ALE; ``count``/``weight``/``delta``/``delta_std`` as above."""
+        return {"positions": self.x, "pd": self.ale, "count": self.count.astype("int64"),
+                "extra": {"weight": self.weight, "delta": self.delta, "delta_std": self.delta_std}}
 
     def metadata(self) -> dict:
         return {"method": "ale", "feature": self.feature, "kind": self.kind, "response": self.response,
@@ -352,15 +352,12 @@ def check_order(order, features, kinds) -> dict:
     return dict(order)
 
 
-def ale_specs(run, features, *, bins: int, order: dict, progress=None, summaries=None, extra_ranks=None):
-    """Edges / ordered levels for ``features`` (summary, quantile and ordering passes).
-
-    ``extra_ranks`` (column -> ranks) are resolved in the same order-statistics passes and
-    returned (for callers that need more quantiles of the same columns).
-    """
+def ale_summary_kinds(run, features, order: dict):
+    """``(want, others, need_order)``: the columns ALE summarises (column -> kind): the
+    features, and the other model inputs of the categorical features whose levels it
+    orders (``need_order``, by MDS over ``others``)."""
     kinds = run.kinds
     pred = run.predictor
-    ddf = run.ddf
     # columns needing a summary: the features, and the other inputs of unordered categorical features
     need_order = []
     for f in features:
@@ -380,6 +377,18 @@ def ale_specs(run, features, *, bins: int, order: dict, progress=None, summaries
     want = {f: kinds[f] for f in features}
     for c, k in others.items():
         want.setdefault(c, k)
+    return want, others, need_order
+
+
+def ale_specs(run, features, *, bins: int, order: dict, progress=None, summaries=None, extra_ranks=None):
+    """Edges / ordered levels for ``features`` (summary, quantile and ordering passes).
+
+    ``extra_ranks`` (column -> ranks) are resolved in the same order-statistics passes and
+    returned (for callers that need more quantiles of the same columns).
+    """
+    kinds = run.kinds
+    ddf = run.ddf
+    want, others, need_order = ale_summary_kinds(run, features, order)
     sums = dict(summaries or {})
     missing = {c: k for c, k in want.items() if c not in sums}
     if missing:

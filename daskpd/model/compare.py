@@ -25,7 +25,7 @@ from numbers import Integral
 
 from .._validation import NO_VALIDATION, POSITIVE_INT, Interval, Percentiles, validate_params
 from ..io import DataError, InvalidParameterError, kind_of
-from ..results import ResultMixin
+from ..results import Result
 from .._engine.stats import mquantile_ranks, summarize
 from .grids import pd_grid
 from .passes import Plan, run_jobs
@@ -72,7 +72,7 @@ def align_curves(curves: dict, how="left") -> dict:
 
 
 @dataclass(repr=False)
-class ComparisonResult(ResultMixin):
+class ComparisonResult(Result):
     """Curves of one feature by several methods.
 
     ``curves``   {name: (x, y)} as computed (names: "StratPD", "FPD", "ALE",

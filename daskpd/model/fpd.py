@@ -30,7 +30,7 @@ import pandas as pd
 
 from .._validation import NO_VALIDATION, StrOptions, validate_params
 from ..io import DataError
-from ..results import ResultMixin
+from ..results import CurveResult, curve_frame
 from .grids import build_grids, check_grid_arg
 from .passes import Plan, run_jobs
 from .predictor import DEFAULT_BATCH_ROWS, Predictor
@@ -38,7 +38,7 @@ from .setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, open_mod
 from .tree_engine import TREE_CELLS
 
 __all__ = ["partial_dependence", "PDResult", "PDJob", "cell_assignments", "curves_matrix", "curve_sums",
-           "use_tree"]
+           "use_tree", "pd_results", "resolve_pd_method", "recursion_average"]
 
 
 # ---------------------------------------------------------------------------------
@@ -46,7 +46,7 @@ __all__ = ["partial_dependence", "PDResult", "PDJob", "cell_assignments", "curve
 
 
 @dataclass(repr=False)
-class PDResult(ResultMixin):
+class PDResult(CurveResult):
     """Partial dependence of the model's response on one feature or a pair.
 
     ``grid_values``  list (one or two arrays) of the grid values of ``features``
@@ -83,12 +83,26 @@ class PDResult(ResultMixin):
         return (f"PDResult(features={self.features}, grid={shape}, method={self.method!r}, engine={self.engine!r}, "
                 f"response={self.response!r}, rows={self.n_rows})")
 
-    def to_frame(self) -> pd.DataFrame:
+    @property
+    def kind(self) -> str:
+        return self.kinds[0]
+
+    def curve(self) -> dict:
+        """1-way: the grid and the PD.  2-way: one row per cell (row-major), the first
+        feature in the head, the second in ``feature_2``, ``kind_2``, ``x_2`` | ``category_2``."""
         if len(self.features) == 1:
-            return pd.DataFrame({self.features[0]: self.grid_values[0], "pd": self.average})
+            return {"positions": self.grid_values[0], "pd": self.average, "extra": {}}
         g0, g1 = self.grid_values
-        return pd.DataFrame({self.features[0]: np.repeat(g0, len(g1)), self.features[1]: np.tile(g1, len(g0)),
-                             "pd": self.average.reshape(-1)})
+        second = np.tile(np.asarray(g1, dtype="float64" if self.kinds[1] == "numeric" else object), len(g0))
+        extra = {"feature_2": np.full(len(second), self.features[1], dtype=object),
+                 "kind_2": np.full(len(second), self.kinds[1], dtype=object),
+                 ("x_2" if self.kinds[1] == "numeric" else "category_2"): second}
+        return {"positions": np.repeat(g0, len(g1)), "pd": self.average.reshape(-1), "extra": extra}
+
+    def to_frame(self) -> pd.DataFrame:
+        c = self.curve()
+        return curve_frame(self.features[0], self.kinds[0], c["positions"], c["pd"], n_rows=self.n_rows,
+                           extra=c["extra"])
 
     def metadata(self) -> dict:
         return {"method": "partial_dependence", "pd_method": self.method, "engine": self.engine,
@@ -112,6 +126,29 @@ def cell_assignments(features: Sequence[str], grids: Sequence[np.ndarray]):
         return [(features[0], np.asarray(grids[0]))], len(grids[0])
     g0, g1 = (np.asarray(g) for g in grids)
     return [(features[0], np.repeat(g0, len(g1))), (features[1], np.tile(g1, len(g0)))], len(g0) * len(g1)
+
+
+def pd_results(items, grids: dict, kinds: dict, pred: Predictor, part, params: dict) -> dict:
+    """``{item: PDResult}`` from a finished :class:`PDJob` partial (brute), or by tree
+    recursion when ``part`` is None."""
+    results = {}
+    if part is None:
+        for it in items:
+            avg = recursion_average(pred, it, [grids[f] for f in it])
+            results[it] = PDResult(features=it, grid_values=[grids[f] for f in it], average=avg,
+                                   kinds=tuple(kinds[f] for f in it), method="recursion", engine=None,
+                                   response=pred.response, target_class=pred.target_class, params=params)
+        return results
+    if part.wsum <= 0:
+        raise DataError("data has no rows" if part.n_rows == 0 else "the sample weights sum to 0")
+    for it, s in zip(items, part.sums):
+        gs = [grids[f] for f in it]
+        eng = "tree" if use_tree(pred, it, kinds) else "predict"
+        results[it] = PDResult(features=it, grid_values=gs, average=(s / part.wsum).reshape([len(g) for g in gs]),
+                               kinds=tuple(kinds[f] for f in it), method="brute", engine=eng,
+                               response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
+                               weight_sum=part.wsum, params=params)
+    return results
 
 
 def use_tree(pred: Predictor, features, kinds) -> bool:
@@ -217,7 +254,7 @@ def _auto_recursion(model) -> bool:
     return isinstance(model, (BaseHistGradientBoosting, DecisionTreeRegressor, RandomForestRegressor))
 
 
-def _recursion(pred: Predictor, features, grids) -> np.ndarray:
+def recursion_average(pred: Predictor, features, grids) -> np.ndarray:
     from sklearn.utils.extmath import cartesian
 
     model = pred.model
@@ -244,7 +281,8 @@ def _recursion(pred: Predictor, features, grids) -> np.ndarray:
 # the public function
 
 
-def _check_model_method(method, pred: Predictor, kinds, items, weight):
+def resolve_pd_method(method, pred: Predictor, kinds, items, weight) -> str:
+    """``method`` (brute / recursion / auto) checked against the model, weights and kinds: brute or recursion."""
     """Resolve method='auto' and check method='recursion' is applicable."""
     feats = {f for it in items for f in it}
     if method == "auto":
@@ -362,30 +400,17 @@ def partial_dependence(
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             storage_options=storage_options, filters=filters)
     pred = run.predictor
-    method = _check_model_method(method, pred, run.kinds, items, run.weight)
+    method = resolve_pd_method(method, pred, run.kinds, items, run.weight)
     grids = build_grids(run.ddf[flat] if method == "recursion" else run.ddf, flat, run.kinds,
                         grid_resolution=grid_resolution, percentiles=percentiles, grid=grid, progress=progress)
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "custom_grid": sorted(grid),
               "sample_weight": run.weight, "model": pred.describe()}
-    results = {}
-    if method == "recursion":
-        for it in items:
-            avg = _recursion(pred, it, [grids[f] for f in it])
-            results[it] = PDResult(features=it, grid_values=[grids[f] for f in it], average=avg,
-                                   kinds=tuple(run.kinds[f] for f in it), method="recursion", engine=None,
-                                   response=pred.response, target_class=pred.target_class, params=params)
-    else:
+    part = None
+    if method == "brute":
         job_items = [(it, [grids[f] for f in it]) for it in items]
         plan = Plan([PDJob(job_items, run.kinds)], predictor=pred, weight=run.weight, batch_rows=batch_rows)
         (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd")
-        if part.wsum <= 0:
-            raise DataError("data has no rows" if part.n_rows == 0 else "the sample weights sum to 0")
-        for it, (s, (_, gs)) in zip(items, zip(part.sums, job_items)):
-            eng = "tree" if use_tree(pred, it, run.kinds) else "predict"
-            results[it] = PDResult(features=it, grid_values=gs, average=(s / part.wsum).reshape([len(g) for g in gs]),
-                                   kinds=tuple(run.kinds[f] for f in it), method="brute", engine=eng,
-                                   response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
-                                   weight_sum=part.wsum, params=params)
+    results = pd_results(items, grids, run.kinds, pred, part, params)
     if single:
         return results[items[0]]
     return {(it[0] if len(it) == 1 else it): r for it, r in results.items()}

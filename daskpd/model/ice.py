@@ -17,7 +17,6 @@ Three outputs, from one pass over the data:
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 
@@ -27,20 +26,20 @@ import pandas as pd
 from .._engine.hashing import row_hash
 from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, validate_params
 from ..io import DataError, InvalidParameterError, as_float
-from ..results import ResultMixin
+from ..results import CurveResult, dump_json, with_metadata
 from .fpd import curves_matrix, row_chunk, use_tree
 from .grids import build_grids, check_grid_arg
 from .passes import Plan, run_jobs
 from .predictor import DEFAULT_BATCH_ROWS
 from .setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 
-__all__ = ["ice", "ICEResult", "ICEJob", "PART_COLUMN"]
+__all__ = ["ice", "ICEResult", "ICEJob", "PART_COLUMN", "finish_ice"]
 
 PART_COLUMN = "__daskpd_partition__"
 
 
 @dataclass(repr=False)
-class ICEResult(ResultMixin):
+class ICEResult(CurveResult):
     """ICE curves of ``feature``.
 
     ``grid``         grid values (x axis)
@@ -75,18 +74,29 @@ class ICEResult(ResultMixin):
         return (f"ICEResult(feature={self.feature!r}, grid={len(self.grid)}, lines={len(self.lines)}, "
                 f"centered={self.centered}, rows={self.n_rows}, path={self.path!r})")
 
-    def to_frame(self) -> pd.DataFrame:
-        """The sampled curves, long format: line, index, grid value, ice."""
+    def curve(self) -> dict:
+        """The PD over all rows (centred when ``centered``); the lines: :meth:`lines_frame`."""
+        return {"positions": self.grid, "pd": self.pd, "extra": {}}
+
+    def lines_frame(self) -> pd.DataFrame:
+        """The sampled curves, long: ``feature``, ``line``, ``x`` | ``category``, ``ice``,
+        ``index`` (the row's index label in its partition)."""
         k, g = self.lines.shape
+        pos = np.tile(np.asarray(self.grid, dtype="float64" if self.kind == "numeric" else object), k)
         return pd.DataFrame({
+            "feature": np.full(k * g, self.feature, dtype=object),
             "line": np.repeat(np.arange(k), g),
+            ("x" if self.kind == "numeric" else "category"): pos,
+            "ice": self.lines.reshape(-1).astype("float64"),
             "index": np.repeat(np.asarray(self.line_index, dtype=object), g),
-            self.feature: np.tile(self.grid, k),
-            "ice": self.lines.reshape(-1),
         })
 
     def pd_frame(self) -> pd.DataFrame:
+        """Deprecated: the PD is :meth:`to_frame` (``x`` | ``category``, ``pd``)."""
         return pd.DataFrame({self.feature: self.grid, "pd": self.pd})
+
+    def summary(self) -> str:
+        return f"{super().summary()}, {len(self.lines)} ICE lines"
 
     def metadata(self) -> dict:
         return {"method": "ice", "feature": self.feature, "kind": self.kind, "centered": self.centered,
@@ -214,21 +224,11 @@ class ICEJob:
         table = pa.Table.from_pandas(pd.DataFrame(cols), preserve_index=False)
         if writer is None:
             fs, root = fsspec.core.url_to_fs(self.path, **(self.storage_options or {}))
-            meta = dict(table.schema.metadata or {})
-            meta[b"daskpd_ice"] = json.dumps({"feature": self.feature,
-                                               "grid": [_jsonable(v) for v in self.grid]}).encode()
-            schema = table.schema.with_metadata(meta)
+            table = with_metadata(table, {"feature": self.feature, "grid": self.grid}, key=b"daskpd_ice")
             fh = fs.open(f"{root.rstrip('/')}/part.{part:05d}.parquet", "wb")
-            writer = pq.ParquetWriter(fh, schema)
-            table = table.replace_schema_metadata(meta)
+            writer = pq.ParquetWriter(fh, table.schema)
         writer.write_table(table)
         return writer, fh
-
-
-def _jsonable(v):
-    if isinstance(v, np.generic):
-        return v.item()
-    return v if isinstance(v, (int, float, str, bool)) or v is None else str(v)
 
 
 def _prepare_path(path, storage_options, overwrite):
@@ -248,6 +248,28 @@ def _prepare_path(path, storage_options, overwrite):
                 raise InvalidParameterError(f"parameter path: {path!r} holds other files ({name}); refusing to overwrite")
     fs.makedirs(root, exist_ok=True)
     return fs, root
+
+
+def finish_ice(job: ICEJob, part: _ICEPartial, pred, *, centered: bool, params: dict, path=None) -> ICEResult:
+    """The ICE result of a finished :class:`ICEJob` partial: lines in row-hash order, the
+    PD over all rows, both centred at the first grid value when ``centered``."""
+    if part.n_rows == 0:
+        raise DataError("data has no rows")
+    if part.wsum <= 0:
+        raise DataError("the sample weights sum to 0")
+    lines, xs, index = part.lines, part.xs, part.index
+    if job.n_lines is not None and len(lines):
+        o = np.argsort(part.hashes, kind="stable")
+        lines, xs, index = lines[o], xs[o], index[o]
+    pdv = part.sums / part.wsum
+    if centered:
+        lines = lines - lines[:, :1]
+        pdv = pdv - pdv[0]
+    f = job.feature
+    return ICEResult(feature=f, kind=job.kinds[f], grid=job.grid, pd=pdv, lines=lines, line_x=xs, line_index=index,
+                     centered=bool(centered), engine="tree" if use_tree(pred, (f,), job.kinds) else "predict",
+                     response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
+                     weight_sum=part.wsum, path=path, params=params)
 
 
 @validate_params({
@@ -345,33 +367,15 @@ def ice(
     job = ICEJob(feature, g, run.kinds, n_lines, random_state, path, id_columns, storage_options)
     plan = Plan([job], predictor=run.predictor, weight=run.weight, batch_rows=batch_rows)
     (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-ice")
-    if part.n_rows == 0:
-        raise DataError("data has no rows")
-    if part.wsum <= 0:
-        raise DataError("the sample weights sum to 0")
-    lines, xs, index = part.lines, part.xs, part.index
-    if n_lines is not None and len(lines):
-        o = np.argsort(part.hashes, kind="stable")
-        lines, xs, index = lines[o], xs[o], index[o]
-    pdv = part.sums / part.wsum
-    if centered:
-        lines = lines - lines[:, :1]
-        pdv = pdv - pdv[0]
-    pred = run.predictor
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "n_lines": n_lines,
-              "random_state": random_state, "sample_weight": run.weight, "model": pred.describe(),
+              "random_state": random_state, "sample_weight": run.weight, "model": run.predictor.describe(),
               "custom_grid": bool(grid), "id_columns": id_columns}
-    res = ICEResult(feature=feature, kind=run.kinds[feature], grid=g, pd=pdv, lines=lines, line_x=xs,
-                    line_index=index, centered=bool(centered),
-                    engine="tree" if use_tree(pred, (feature,), run.kinds) else "predict",
-                    response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
-                    weight_sum=part.wsum, path=path, params=params)
+    res = finish_ice(job, part, run.predictor, centered=centered, params=params, path=path)
     if path is not None:
         import fsspec
 
         fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
         with fs.open(f"{root.rstrip('/')}/_daskpd_ice.json", "w") as fh:
-            json.dump({**res.metadata(), "grid": [_jsonable(v) for v in g],
-                       "columns": [f"ice_{j:03d}" for j in range(len(g))], "rows_written": part.n_written},
-                      fh, default=str)
+            fh.write(dump_json({**res.metadata(), "grid": g, "columns": [f"ice_{j:03d}" for j in range(len(g))],
+                                "rows_written": part.n_written}))
     return res

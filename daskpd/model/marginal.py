@@ -25,7 +25,7 @@ import pandas as pd
 
 from .._validation import NO_VALIDATION, POSITIVE_INT, StrOptions, validate_params
 from ..io import DataError, InvalidParameterError, as_float, kind_of
-from ..results import ResultMixin
+from ..results import CurveResult
 from .._data.kinds import resolve_kinds
 from .._engine.stats import order_statistics, summarize, type1_ranks
 from .passes import Plan, run_jobs
@@ -33,11 +33,11 @@ from .predictor import resolve_predictor
 from .setup import MODEL_CONSTRAINTS, check_features, check_weight, model_available, open_model_data
 from .ale import BinStats, level_codes
 
-__all__ = ["marginal", "MarginalResult", "MarginalJob", "marginal_specs", "finish_marginal"]
+__all__ = ["marginal", "MarginalResult", "MarginalJob", "marginal_specs", "finish_marginal", "rows_with_finite"]
 
 
 @dataclass(repr=False)
-class MarginalResult(ResultMixin):
+class MarginalResult(CurveResult):
     """Per bin of ``feature``: position ``x`` (mean x of the rows, or the level), edges
     ``lo``/``hi`` (numeric), ``count``, ``weight``, and the mean / std of the target
     (``y_mean``, ``y_std``) and of the prediction (``pred_mean``, ``pred_std``) when
@@ -70,16 +70,12 @@ class MarginalResult(ResultMixin):
         return (f"MarginalResult(feature={self.feature!r}, bins={len(self.x)}, target={self.target!r}, "
                 f"prediction={self.pred_mean is not None}, rows={self.n_rows})")
 
-    def to_frame(self) -> pd.DataFrame:
-        x = self.x if self.kind == "numeric" else np.asarray(self.x, dtype=object).astype(str)
-        df = pd.DataFrame({self.feature: x, "count": self.count.astype("int64"), "weight": self.weight})
-        if self.lo is not None:
-            df["lo"], df["hi"] = self.lo, self.hi
-        if self.y_mean is not None:
-            df["y_mean"], df["y_std"] = self.y_mean, self.y_std
-        if self.pred_mean is not None:
-            df["pred_mean"], df["pred_std"] = self.pred_mean, self.pred_std
-        return df
+    def curve(self) -> dict:
+        """``pd`` is the mean target (else the mean prediction); the bins' edges, weights,
+        means and spreads follow."""
+        extra = {"lo": self.lo, "hi": self.hi, "weight": self.weight, "y_mean": self.y_mean, "y_std": self.y_std,
+                 "pred_mean": self.pred_mean, "pred_std": self.pred_std}
+        return {"positions": self.x, "pd": self.pd, "count": self.count.astype("int64"), "extra": extra}
 
     def metadata(self) -> dict:
         return {"method": "marginal", "feature": self.feature, "kind": self.kind, "target": self.target,
@@ -230,7 +226,7 @@ def finish_marginal(sp: _MSpec, part: _MFeat, *, target, response, binning, para
         params=params)
 
 
-def _rows_with_finite(df: pd.DataFrame, column: str) -> pd.DataFrame:
+def rows_with_finite(df: pd.DataFrame, column: str) -> pd.DataFrame:
     """The rows of ``df`` whose ``column`` is finite (not NaN, not +-inf)."""
     ok = np.isfinite(as_float(df[column]))
     return df if ok.all() else df[ok]
@@ -315,7 +311,7 @@ def marginal(
     ddf = ds.project(cols)
     # Bins (distinct values, quantile or uniform edges, levels) come from the rows that are
     # averaged: with a target, only rows whose target is finite (issue 13).
-    ddf_bins = ddf if target is None else ddf.map_partitions(_rows_with_finite, target, meta=ddf._meta)
+    ddf_bins = ddf if target is None else ddf.map_partitions(rows_with_finite, target, meta=ddf._meta)
     sums = summarize(ddf_bins, kinds, progress=progress)
     ranks = {f: marginal_ranks(sums[f], bins, binning) for f in feats if kinds[f] == "numeric" and sums[f].n > 0}
     ranks = {f: r for f, r in ranks.items() if r}

@@ -20,6 +20,7 @@ import pandas as pd
 from .._data.encode import as_float, kind_of
 from .._errors import DataError, InvalidParameterError
 from ..io import check_columns
+from ..results.base import json_clean
 from .tree_engine import tree_ensemble_for
 
 __all__ = ["Predictor", "resolve_predictor", "is_classifier", "values_as", "float_matrix", "DEFAULT_BATCH_ROWS"]
@@ -67,7 +68,7 @@ class Predictor:
 
     def describe(self) -> dict:
         return {"model": type(self.model).__name__ if self.method != "call" else getattr(self.model, "__name__", "function"),
-                "response": self.response, "target_class": _jsonable(self.target_class), "columns": self.columns,
+                "response": self.response, "target_class": json_clean(self.target_class), "columns": self.columns,
                 "tree_engine": self.tree is not None}
 
     # -- inputs
@@ -187,12 +188,6 @@ class Predictor:
                         S[i * m:(i + 1) * m, self.columns.index(c)] = np.asarray(vals, dtype="float64")[r0:r1]
             out[:, r0:r1] = self.call(S).reshape(M, m)
         return out
-
-
-def _jsonable(v):
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
 
 
 def values_as(values: np.ndarray, dtype):
@@ -326,11 +321,11 @@ def resolve_predictor(model, available: Sequence[str], dtypes: pd.Series | None 
                 target_class = classes[1]
             else:
                 raise DataError(f"the model has {len(classes)} classes; pass target_class= one of "
-                                f"{list(map(_jsonable, classes))}")
+                                f"{list(map(json_clean, classes))}")
         hits = np.flatnonzero(classes == target_class)
         if len(hits) != 1:
             raise InvalidParameterError(f"parameter target_class={target_class!r} is not one of the model's classes "
-                            f"{list(map(_jsonable, classes))}")
+                            f"{list(map(json_clean, classes))}")
         idx = int(hits[0])
         if method == "predict_proba":
             column = idx

@@ -35,14 +35,14 @@ from numbers import Integral
 
 from .._validation import NO_VALIDATION, Interval, StrOptions, validate_params
 from ..io import DataError, InvalidParameterError
-from ..results import ResultMixin
-from .fpd import PDJob, PDResult, use_tree
+from ..results import Result, table_frame
+from .fpd import PDJob, pd_results
 from .grids import build_grids, check_grid_arg
 from .passes import Plan, run_jobs
 from .predictor import DEFAULT_BATCH_ROWS
 from .setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 
-__all__ = ["pd_variance", "PDVarianceResult", "importance_of", "interaction_of"]
+__all__ = ["pd_variance", "PDVarianceResult", "importance_of", "interaction_of", "finish_pd_variance"]
 
 
 def importance_of(values: np.ndarray, kind: str, axis: int = -1) -> np.ndarray:
@@ -63,7 +63,7 @@ def interaction_of(pd2: np.ndarray, kinds: tuple[str, str]):
 
 
 @dataclass(repr=False)
-class PDVarianceResult(ResultMixin):
+class PDVarianceResult(Result):
     """``method`` "importance": ``features`` (names) and ``values`` (importances);
     "interaction": ``features`` (pairs), ``values`` (interactions), ``conditional``
     (per pair: ``(i(x_j|x_i), i(x_i|x_j))``) and ``conditional_values`` (per pair: the
@@ -91,8 +91,12 @@ class PDVarianceResult(ResultMixin):
         return [(self.features[i], float(self.values[i])) for i in order]
 
     def to_frame(self) -> pd.DataFrame:
+        """"importance": the importance table head (feature, kind, importance, rank) and
+        ``n_rows``; "interaction": one row per pair."""
         if self.method == "importance":
-            return pd.DataFrame({"feature": list(self.features), "importance": self.values})
+            kinds = [self.pd[f].kinds[0] for f in self.features]
+            return table_frame(self.features, kinds, self.values,
+                               {"n_rows": np.full(len(self.features), self.n_rows, dtype="int64")})
         return pd.DataFrame({
             "feature_1": [p[0] for p in self.features], "feature_2": [p[1] for p in self.features],
             "interaction": self.values,
@@ -209,29 +213,27 @@ def pd_variance(
     pred = run.predictor
     plan = Plan([PDJob(job_items, run.kinds)], predictor=pred, weight=run.weight, batch_rows=batch_rows)
     (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pdvar")
-    if part.wsum <= 0:
-        raise DataError("data has no rows" if part.n_rows == 0 else "the sample weights sum to 0")
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "sample_weight": run.weight,
               "model": pred.describe(), "custom_grid": sorted(grid)}
-    pds = {}
-    for it, s in zip(items, part.sums):
-        gs = [grids[f] for f in it]
-        pds[it if len(it) == 2 else it[0]] = PDResult(
-            features=it, grid_values=gs, average=(s / part.wsum).reshape([len(g) for g in gs]),
-            kinds=tuple(run.kinds[f] for f in it), method="brute",
-            engine="tree" if use_tree(pred, it, run.kinds) else "predict", response=pred.response,
-            target_class=pred.target_class, n_rows=part.n_rows, weight_sum=part.wsum, params=params)
+    return finish_pd_variance(method, items, pd_results(items, grids, run.kinds, pred, part, params), run.kinds,
+                              pred, part.n_rows, params)
+
+
+def finish_pd_variance(method: str, items, results: dict, kinds: dict, pred, n_rows: int,
+                       params: dict) -> PDVarianceResult:
+    """The importances (or interactions) of ``items`` from their PD results ``{item: PDResult}``."""
+    pds = {(it if len(it) == 2 else it[0]): r for it, r in results.items()}
     if method == "importance":
         feats = [it[0] for it in items]
-        vals = np.array([float(importance_of(pds[f].average, run.kinds[f])) for f in feats])
+        vals = np.array([float(importance_of(pds[f].average, kinds[f])) for f in feats])
         return PDVarianceResult("importance", feats, vals, pds, response=pred.response,
-                                target_class=pred.target_class, n_rows=part.n_rows, params=params)
+                                target_class=pred.target_class, n_rows=n_rows, params=params)
     vals, cond, cond_vals = [], [], []
     for it in items:
-        v, ab, cv = interaction_of(pds[it].average, (run.kinds[it[0]], run.kinds[it[1]]))
+        v, ab, cv = interaction_of(pds[it].average, (kinds[it[0]], kinds[it[1]]))
         vals.append(v)
         cond.append(ab)
         cond_vals.append(cv)
     return PDVarianceResult("interaction", list(items), np.array(vals), pds, cond, cond_vals,
-                            response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
+                            response=pred.response, target_class=pred.target_class, n_rows=n_rows,
                             params=params)

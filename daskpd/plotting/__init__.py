@@ -28,6 +28,10 @@ def _ax(ax=None, figsize=(6, 4)):
     return ax
 
 
+#: pyplot, imported lazily (the public name for modules outside plotting/)
+pyplot = _plt
+
+
 def _label_boxes(axis, renderer):
     """Window extents of the visible, non-empty tick labels of ``axis``, in tick order."""
     out = []

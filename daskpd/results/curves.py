@@ -1,99 +1,21 @@
-"""Small result objects: arrays plus metadata, ``to_frame()``, ``to_parquet()``, ``plot()``.
-
-They hold O(distinct x) numbers, never rows, so they are cheap to keep, pickle and
-write.  Plotting is delegated to :mod:`daskpd.plotting` (matplotlib imported lazily).
+"""The model-free numeric curve: :class:`StratPDResult` (CatStratPD's is
+:class:`daskpd._strat.categorical.CatStratPDResult`; the model family's live next to
+their functions in :mod:`daskpd.model`).  All are :class:`~daskpd.results.base.CurveResult`.
 """
 from __future__ import annotations
 
-import abc
-import contextlib
-import datetime as _dt
-import json
-import os
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
-__all__ = ["ResultMixin", "StratPDResult"]
+from .base import CurveResult
 
-
-class ResultMixin(abc.ABC):
-    """``to_parquet`` on top of ``to_frame``; written atomically (temp file, rename)."""
-
-    @abc.abstractmethod
-    def to_frame(self) -> pd.DataFrame:
-        """A tidy pandas DataFrame of the result."""
-
-    def metadata(self) -> dict:
-        return {}
-
-    def to_parquet(self, path, storage_options: dict | None = None, **kwargs) -> str:
-        """Write :meth:`to_frame` (with :meth:`metadata` in the schema) to ``path``: a
-        local path or an fsspec URL (``file://``, ``memory://``, ``s3://`` ...).  Written
-        to a temporary name next to it, then moved into place; nothing is left behind
-        on failure.  Returns ``path``."""
-        import pyarrow as pa
-
-        path = os.fspath(path)
-        table = pa.Table.from_pandas(self.to_frame(), preserve_index=False)
-        meta = dict(table.schema.metadata or {})
-        meta[b"daskpd"] = json.dumps(self.metadata(), default=json_default).encode()
-        table = table.replace_schema_metadata(meta)
-        return write_table_atomic(table, path, storage_options=storage_options, **kwargs)
-
-
-def write_table_atomic(table, path: str, storage_options: dict | None = None, **kwargs) -> str:
-    """``pyarrow.parquet.write_table`` to a temporary name beside ``path``, then a move
-    (``os.replace`` locally; the filesystem's ``mv`` for an fsspec URL).  The temporary
-    file is removed if anything fails."""
-    import pyarrow.parquet as pq
-
-    if "://" not in path:
-        tmp = f"{path}.tmp-{os.getpid()}"
-        try:
-            pq.write_table(table, tmp, **kwargs)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
-            raise
-        return path
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
-    if isinstance(fs, fsspec.implementations.local.LocalFileSystem):  # file://: a local, atomic rename
-        write_table_atomic(table, root, **kwargs)
-        return path
-    tmp = f"{root}.tmp-{os.getpid()}"
-    try:
-        with fs.open(tmp, "wb") as fh:
-            pq.write_table(table, fh, **kwargs)
-        if fs.exists(root):
-            fs.rm(root)
-        fs.mv(tmp, root)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            if fs.exists(tmp):
-                fs.rm(tmp)
-        raise
-    return path
-
-
-def json_default(o):
-    """``json.dumps(default=...)`` for result metadata and manifests."""
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, (_dt.date, _dt.datetime, _dt.time)):
-        return o.isoformat()
-    return str(o)  # paths and anything else: their text
+__all__ = ["StratPDResult"]
 
 
 @dataclass(repr=False)
-class StratPDResult(ResultMixin):
+class StratPDResult(CurveResult):
     """StratPD partial dependence of ``target`` on numeric ``feature``.
 
     Arrays are indexed by the distinct x positions (distinct values, or bins placed at
@@ -139,21 +61,14 @@ class StratPDResult(ResultMixin):
                 f"supported={sup}, leaves={self.n_leaves}, rows={self.n_rows}, ignored={self.n_ignored}, "
                 f"binned={self.binned})")
 
-    def to_frame(self) -> pd.DataFrame:
-        df = pd.DataFrame({
-            "feature": self.feature,
-            "x": self.x,
-            "pd": self.pd,
-            "slope": self.slope,
-            "slope_count": self.slope_count.astype("int64"),
-            "count": self.count,
-            "supported": self.supported,
-        })
+    def curve(self) -> dict:
+        extra = {"slope": self.slope, "slope_count": self.slope_count.astype("int64")}
         if self.trials_pd is not None and len(self.trials_pd) > 1:
             with warnings.catch_warnings():  # positions supported in < 2 trials: NaN, quietly
                 warnings.simplefilter("ignore", RuntimeWarning)
-                df["pd_std"] = np.nanstd(self.trials_pd, axis=0, ddof=1)
-        return df
+                extra["pd_std"] = np.nanstd(self.trials_pd, axis=0, ddof=1)
+        return {"positions": self.x, "pd": self.pd, "count": self.count, "supported": self.supported,
+                "extra": extra}
 
     def metadata(self) -> dict:
         return {
@@ -179,6 +94,6 @@ class StratPDResult(ResultMixin):
                 f"{self.n_bad_y:,} missing/inf y){' [binned]' if self.binned else ''}")
 
     def plot(self, ax=None, **kwargs):
-        from .plotting.strat import plot_stratpd
+        from ..plotting.strat import plot_stratpd
 
         return plot_stratpd(self, ax=ax, **kwargs)

@@ -1,0 +1,259 @@
+"""Compute a job: every model-free method in ONE ``run_strat`` (StratPD, CatStratPD and
+the importances share the sample and the scan), every model-based method in ONE merged
+model plan (:func:`daskpd.model.multi.model_methods`), on the cluster the job names.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import warnings
+
+from ..io import DataError
+from .inputs import log_line
+from .spec import JobSpec
+
+__all__ = ["RunResult", "model_free", "model_based", "method_defaults", "connect", "close", "dashboard",
+           "dashboard_hint", "unguarded_script", "quiet_logs", "CURRENT_CLIENT"]
+
+
+class RunResult:
+    """What a run computed, before it is written: result objects in the shared format."""
+
+    def __init__(self):
+        self.curves: dict = {}  # (method, feature) -> a CurveResult
+        self.tables: dict = {}  # method -> a result whose to_frame() is an importance table
+        self.figures: dict = {}
+        self.phases: list = []  # the model plan's phases, by name
+
+
+def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats: dict) -> None:
+    from ..importance import strat_curves_and_importances
+
+    want = spec.model_free
+    numeric = [f for f in feats if f not in cats]
+    p_num = spec.params.get("stratpd") or method_defaults("stratpd")
+    p_cat = spec.params.get("catstratpd") or method_defaults("catstratpd")
+    p_imp = spec.params.get("importances") or method_defaults("importances")
+    # the features whose curves are wanted (importances need them all)
+    if "importances" in want:
+        curve_feats = list(feats)
+    else:
+        curve_feats = ([f for f in numeric] if "stratpd" in want else []) + \
+                      ([f for f in cats] if "catstratpd" in want else [])
+        curve_feats = [f for f in feats if f in curve_feats]
+    if not curve_feats:
+        kinds = "numeric" if "stratpd" in want else "categorical"
+        raise DataError(f"methods {', '.join(want)}: none of the features is {kinds} "
+                        f"(features: {', '.join(feats)}; categorical: {', '.join(cats) or 'none'})")
+    subsample = p_imp["subsample_size"] if 0 < p_imp["subsample_size"] < 1 else 0.75  # unused when bootstrapping
+    with warnings.catch_warnings():  # the job logs the note itself (run_job's log stream), once
+        warnings.filterwarnings("ignore", message="importances: .* left out of the default features")
+        out = strat_curves_and_importances(
+            data, spec.target, features=curve_feats, stratify_on=list(feats), categorical=list(cats),
+            n_trials=p_imp["n_trials"], bootstrap=p_imp["bootstrap"], subsample_size=subsample,
+            pvalues=p_imp["pvalues"], pvalues_n_trials=p_imp["pvalues_n_trials"],
+            pvalues_sample_size=p_imp["pvalues_sample_size"], min_samples_leaf=p_num["min_samples_leaf"],
+            cat_min_samples_leaf=p_cat["min_samples_leaf"], min_slopes_per_x=p_num["min_slopes_per_x"],
+            max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
+            tree_method=spec.tree_method, random_state=spec.random_state, progress=progress,
+            skip_unusable=spec.features is None)  # the default feature set: constant columns are left out, counted
+    stats["kinds_used"] = dict(out.kinds)
+    skipped = {**stats.get("skipped_features", {}), **out.params.get("skipped_features", {})}
+    if skipped:
+        stats["skipped_features"] = skipped
+    for f in curve_feats:
+        if f not in out.curves:
+            continue
+        r = out.curves[f]
+        method = "catstratpd" if r.kind == "categorical" else "stratpd"
+        if method in want:
+            res.curves[(method, f)] = r
+    if "importances" in want:
+        res.tables["importances"] = out
+
+
+def method_defaults(method: str) -> dict:
+    from .spec import METHOD_PARAMS
+
+    return {k: v.default for k, v in METHOD_PARAMS[method].items()}
+
+
+def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: RunResult) -> None:
+    """Every requested model-based method over the model's input columns, in one merged plan."""
+    from ..model.multi import model_methods
+
+    methods = {m: dict(spec.params.get(m) or method_defaults(m)) for m in spec.model_based}
+    out = model_methods(model, ddf, list(mfeats), methods, target=spec.target, response=spec.model.response,
+                        target_class=spec.model.target_class, columns=list(inputs),
+                        categorical_features=[c for c in cats if c in inputs] or None,
+                        random_state=spec.random_state, progress=progress)
+    for method in spec.model_based:  # the spec's order
+        r = out.results[method]
+        if method == "pd_variance":
+            res.tables[method] = r
+        else:
+            for f in mfeats:
+                res.curves[(method, f)] = r[f]
+    res.phases = list(out.phases)
+
+
+def dashboard(client) -> str | None:
+    try:
+        link = client.dashboard_link
+    except Exception:
+        return None
+    return link or None
+
+
+def dashboard_hint(client, cluster) -> str:
+    """Empty when the dashboard page can be drawn; else what to install, and where.
+
+    The page is drawn by the scheduler's process with bokeh (a dependency of daskpd,
+    so a LocalCluster has it); a scheduler started elsewhere needs it in its own
+    environment."""
+    import importlib.util
+
+    need = "bokeh>=3.1"
+    if cluster is not None:
+        ok = importlib.util.find_spec("bokeh") is not None
+        where = "this Python environment"
+    else:
+        try:
+            ok = bool(client.run_on_scheduler(lambda: __import__("importlib.util").util.find_spec("bokeh") is not None))
+        except Exception:
+            return ""  # cannot tell: say nothing rather than guess
+        where = "the scheduler's Python environment"
+    if ok:
+        return ""
+    return (f" (the page needs {need} in {where}: pip install '{need}' there"
+            + (", then restart the scheduler)" if cluster is None else ", then rerun)"))
+
+
+#: ``where`` of a run on the caller's active Client
+CURRENT_CLIENT = "current Client"
+
+
+def unguarded_script() -> str | None:
+    """The path of the script whose top-level code (no ``if __name__ == "__main__":``
+    guard) is running this call, else None.
+
+    Worker processes are started by *spawning* Python, which re-runs such a script in
+    every worker: each one would run the job again.  Found from the ``<module>`` frame
+    of ``__main__`` on the stack and the guards of its source (parsed with ``ast``)."""
+    import ast
+    import inspect
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path or not os.path.isfile(path):
+        return None  # interactive, python -c, a notebook: spawn does not re-run anything
+    frame = inspect.currentframe()
+    line = None
+    while frame is not None:
+        if frame.f_globals is vars(main) and frame.f_code.co_name == "<module>":
+            line = frame.f_lineno
+            break
+        frame = frame.f_back
+    del frame
+    if line is None:
+        return None
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+    def is_guard(test) -> bool:
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+            sides = [test.left, *test.comparators]
+            return (any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
+                    and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
+        return False
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and is_guard(node.test):
+            if node.body[0].lineno <= line <= (node.body[-1].end_lineno or node.body[-1].lineno):
+                return None
+    return path
+
+
+def connect(spec: JobSpec, scheduler, security, n_workers, threads_per_worker, log=None):
+    """(client, LocalCluster we started or None, where).  The order: ``scheduler`` given
+    to run_job; the caller's active Client; ``DASK_SCHEDULER_ADDRESS``; the spec's
+    ``cluster.scheduler``; a LocalCluster (worker processes; threads in this process
+    when run_job is called from the top level of a script without a ``__main__``
+    guard, which worker processes would re-run)."""
+    import multiprocessing
+
+    from .._engine import scheduler as _cluster
+
+    if multiprocessing.parent_process() is not None and getattr(sys.modules.get("__main__"), "__name__",
+                                                                    "") == "__mp_main__":
+        raise RuntimeError("run_job was called while a worker process was starting: it re-ran the script that "
+                           "started the cluster. Put the run_job call under `if __name__ == \"__main__\":`")
+    if not scheduler:
+        current = _cluster.current_client()
+        if current is not None:
+            return current, None, CURRENT_CLIENT
+    where = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or spec.cluster.scheduler or None
+    if where and where != "local":
+        if where.startswith("tls://"):
+            from distributed.security import Security
+
+            sec = security if security is not None else Security()
+            if sec.get_connection_args("client").get("ssl_context") is None:
+                raise ConnectionError(
+                    f"the scheduler {where} speaks TLS but no client certificate is configured: pass "
+                    "--tls-ca-file, --tls-cert and --tls-key, or set Dask's distributed.comm.tls.* config "
+                    "(e.g. DASK_CONFIG=certs/dask-tls.yaml from cluster/tls/make-certs.sh)")
+        try:
+            client, cl = _cluster.connect(where, security=security)
+        except _cluster.SchedulerTimeout:
+            raise  # its message says it all
+        except (OSError, TimeoutError) as exc:
+            raise ConnectionError(f"cannot connect to the Dask scheduler at {where}: {exc} (is it running, and "
+                                  "does it speak this protocol? a TLS-only scheduler needs tls:// and "
+                                  "certificates)") from exc
+        return client, cl, where
+    script = unguarded_script()
+    if script is not None:
+        log_line(log, f"daskpd: run_job runs at the top level of {os.path.basename(script)} (no "
+                      "`if __name__ == \"__main__\":` guard), where worker processes would re-run the script: the "
+                      "LocalCluster runs in threads of this process (put the call under the guard for worker "
+                      "processes)")
+    client, cl = _cluster.connect(
+        "local", n_workers=n_workers or spec.cluster.n_workers,
+        threads_per_worker=threads_per_worker or spec.cluster.threads_per_worker,
+        memory_limit=spec.cluster.memory_limit, security=security, processes=script is None)
+    return client, cl, "local"
+
+
+def quiet_logs() -> None:
+    """Silence distributed's shutdown chatter in this process (run on our own
+    LocalCluster's workers too when a signal ends the run)."""
+    import logging
+
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+def close(client, cluster, quiet: bool = False) -> None:
+    """Close the client, then the LocalCluster we started (never an existing cluster).
+
+    ``quiet`` (a signal ended the run): the workers of our own LocalCluster, still busy
+    with tasks, would log heartbeat failures (CommClosedError tracebacks) and the nannies
+    kill warnings while everything is torn down; the one line the user should see is
+    "terminated by signal ...", so their logs are silenced first.  The logging of an
+    existing cluster is never touched.
+    """
+    if quiet:
+        quiet_logs()  # this process: the client, and our LocalCluster's scheduler and nannies
+        if cluster is not None and client is not None:
+            th = threading.Thread(target=lambda: client.run(quiet_logs), daemon=True)
+            th.start()
+            th.join(5)  # a worker that cannot answer is not waited for
+    for obj in (client, cluster):
+        if obj is not None:
+            with contextlib.suppress(Exception):
+                obj.close(timeout=10)

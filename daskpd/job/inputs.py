@@ -1,0 +1,376 @@
+"""A job's inputs, checked before anything is written: the data (a path, CSV, or a
+synthetic dataset cached under the output root), its columns and kinds, the input
+fingerprint, and the model file.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from ..io import DataError, kind_of, load
+from .spec import JobSpec, SpecError
+from .store import check_free_space, clean_stale, rmtree
+
+__all__ = ["synthetic_path", "make_generator", "ensure_synthetic", "apply_filters", "open_source", "lake_columns",
+           "schema_stats", "damaged_pages_named", "hive_columns", "plan_columns", "fingerprint", "load_model",
+           "model_inputs", "prepare_model", "log_line"]
+
+
+def log_line(stream, msg: str) -> None:
+    """One progress line on ``stream`` (None: silent)."""
+    if stream is not None:
+        print(msg, file=stream, flush=True)
+
+
+def synthetic_path(spec: JobSpec, out_root: Path) -> Path:
+    src = spec.source
+    key = json.dumps([src.synthetic, src.rows, src.random_state, src.rows_per_file, sorted(src.params.items())],
+                     default=str)
+    h = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return out_root / ".cache" / "synthetic" / f"{src.synthetic}-{src.rows}-{h}"
+
+
+def make_generator(spec: JobSpec):
+    from ..datasets import GENERATORS
+
+    src = spec.source
+    params = {k: (tuple(v) if isinstance(v, list) else v) for k, v in src.params.items()}
+    try:
+        return GENERATORS[src.synthetic](random_state=src.random_state, **params)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(spec.spec_path or "job spec", [f"key 'source.params': {exc}"]) from None
+
+
+def ensure_synthetic(spec: JobSpec, out_root: Path, log) -> Path:
+    from ..datasets import write_parquet
+
+    path = synthetic_path(spec, out_root)
+    if path.parent.is_dir():
+        clean_stale(path.parent)  # copies left by a generation killed with -9 (their PID is gone)
+    if (path / "_SUCCESS").is_file():
+        return path
+    # rows x (columns as 8-byte values), uncompressed: an upper bound of what is written
+    n_cols = len(make_generator(spec).frame(2).columns)
+    check_free_space(path.parent, spec.source.rows * n_cols * 8, "the synthetic dataset")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    log_line(log, f"daskpd: writing the synthetic {spec.source.synthetic} dataset ({spec.source.rows:,} rows) to {path}")
+    try:
+        write_parquet(make_generator(spec), spec.source.rows, tmp / "data", rows_per_file=spec.source.rows_per_file)
+        for f in (tmp / "data").iterdir():
+            os.rename(f, tmp / f.name)
+        os.rmdir(tmp / "data")
+        (tmp / "_SUCCESS").write_text("")
+        try:
+            os.rename(tmp, path)
+        except OSError:  # another process made it first (or a broken leftover is in the way)
+            if (path / "_SUCCESS").is_file():
+                rmtree(tmp)
+            else:
+                rmtree(path)
+                os.rename(tmp, path)
+    finally:
+        rmtree(tmp)
+    return path
+
+
+def apply_filters(ddf, filters):
+    """Row-wise DNF filters on a dask DataFrame (CSV sources; parquet pushes them down)."""
+    import operator
+
+    ops = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+           ">=": operator.ge}
+    any_mask = None
+    for group in filters:
+        all_mask = None
+        for col, op, val in group:
+            s = ddf[col]
+            if op == "in":
+                m = s.isin(list(val))
+            elif op == "not in":
+                m = ~s.isin(list(val))
+            else:
+                m = ops[op](s, val)
+            all_mask = m if all_mask is None else (all_mask & m)
+        any_mask = all_mask if any_mask is None else (any_mask | all_mask)
+    return ddf[any_mask]
+
+
+def open_source(spec: JobSpec, data_path: str):
+    """A lazy dask DataFrame of the source (all columns, filters applied)."""
+    src = spec.source
+    filters = src.filters
+    if src.is_csv:
+        import dask.dataframe as dd
+
+        if "://" not in data_path and not any(c in data_path for c in "*?[") and not os.path.exists(data_path):
+            raise DataError(f"data path {data_path!r} does not exist")
+        try:
+            ddf = dd.read_csv(data_path, storage_options=src.storage_options or None, blocksize="64MB")
+        except (OSError, ValueError, TypeError) as exc:
+            raise DataError(f"could not read CSV data from {data_path!r}: {type(exc).__name__}: {exc}") from exc
+        if filters:
+            fcols = sorted({c for g in filters for c, _, _ in g})
+            load(ddf, fcols)  # names missing filter columns
+            ddf = apply_filters(ddf, filters)
+        return ddf
+    # the footers of every file are read and the schema of the columns the run reads is
+    # reconciled across the files (daskpd._data.lake): damaged files, type drift and
+    # missing columns are named here, before anything is computed or written
+    lake, read = lake_columns(spec, data_path)
+    if filters:
+        fcols = sorted({c for g in filters for c, _, _ in g})
+        hive = hive_columns(data_path)
+        missing = [c for c in fcols if c not in set(lake.types) | hive]
+        if missing:
+            raise DataError(f"key 'source.filters': column{'s' if len(missing) > 1 else ''} "
+                            f"{', '.join(map(repr, missing))} not found in {data_path}; available columns: "
+                            f"{', '.join(map(str, lake.types))}")
+    # every column stays in the frame (dask reads only those used); the ones read must agree
+    return load(data_path, None, storage_options=src.storage_options or None, filters=filters, agree=read)
+
+
+def lake_columns(spec: JobSpec, data_path: str):
+    """(the lake's footers, the columns the run reads or None for all).  Columns the run
+    does not read (``exclude``, or outside ``source.columns`` / ``features``) need not
+    agree across the files; a model-based run reads every column."""
+    from .._data.lake import inspect_lake
+
+    so = spec.source.storage_options or None
+    lake = inspect_lake(data_path, [], so)  # footers (damage) and the columns of the files
+    if spec.model_based:
+        return lake, None
+    if spec.source.columns is not None:
+        base = list(spec.source.columns)
+    elif spec.features is not None:
+        base = list(spec.features)
+    else:
+        base = [c for c in lake.types if c not in set(spec.exclude)]
+    fcols = [c for g in (spec.source.filters or []) for c, _, _ in g]
+    read = list(dict.fromkeys([spec.target, *base, *fcols]))
+    return lake, read
+
+
+def schema_stats(spec: JobSpec, data_path: str) -> dict:
+    """For the manifest: the number of parquet files and the columns widened to one type
+    across them (footers are cached: no second read)."""
+    if spec.source.is_csv:
+        return {}
+    from .._data.lake import inspect_lake
+
+    _, read = lake_columns(spec, data_path)
+    lake = inspect_lake(data_path, read, spec.source.storage_options or None)
+    return {"parquet_files": len(lake.files), "rows_in_files": lake.num_rows, "widened": lake.widened}
+
+
+@contextlib.contextmanager
+def damaged_pages_named(spec: JobSpec, data_path: str, columns):
+    """A read that fails mid-computation (a damaged data page behind an intact footer)
+    becomes a DataError naming the file (found by reading the files one by one, only on
+    this failure path)."""
+    try:
+        yield
+    except OSError as exc:
+        if spec.source.is_csv or type(exc).__module__.startswith("distributed"):
+            raise
+        from .._data.lake import inspect_lake, unreadable_file
+
+        so = spec.source.storage_options or None
+        err = unreadable_file(data_path, inspect_lake(data_path, [], so), None if spec.model_based else columns, so)
+        if err is None:
+            raise
+        raise err from None
+
+
+def hive_columns(path: str) -> set[str]:
+    if "://" in path or not os.path.isdir(path):
+        return set()
+    cols = set()
+    for _, dirs, _ in os.walk(path):
+        for d in dirs:
+            if "=" in d:
+                cols.add(d.split("=", 1)[0])
+    return cols
+
+
+def plan_columns(spec: JobSpec, ddf) -> tuple[list[str], list[str], dict[str, str]]:
+    """(features, categorical features, kinds) after defaults, declarations and checks."""
+    cols = [str(c) for c in ddf.columns]
+    if spec.source.columns is not None:
+        load(ddf, list(spec.source.columns))  # names the missing ones
+        cols = list(spec.source.columns)
+    if spec.target not in cols:
+        load(ddf, [spec.target])
+    if spec.features is not None:
+        feats = list(spec.features)
+        load(ddf, feats)
+    else:
+        missing_excl = [c for c in spec.exclude if c not in cols]
+        if missing_excl:
+            raise DataError(f"key 'exclude': column{'s' if len(missing_excl) > 1 else ''} "
+                            f"{', '.join(map(repr, missing_excl))} not found in the data; available columns: "
+                            f"{', '.join(cols)}")
+        feats = [c for c in cols if c != spec.target and c not in spec.exclude]
+        if not spec.source.synthetic and spec.source.path:
+            # hive partition keys (sale_year=2011/ directories) are where a file lies, not features
+            from .._data.hive import partition_keys
+
+            keys = [k for k in partition_keys(spec.source.path, spec.source.storage_options)
+                    if k in feats and k not in spec.categorical]
+            if keys:
+                warnings.warn(f"job {spec.name!r}: {len(keys)} hive partition key{'s' if len(keys) > 1 else ''} "
+                              f"({', '.join(map(repr, keys))}) left out of the default features; list "
+                              f"{'them' if len(keys) > 1 else 'it'} in 'features' to use "
+                              f"{'them' if len(keys) > 1 else 'it'}", UserWarning, stacklevel=2)
+                feats = [c for c in feats if c not in keys]
+    if not feats:
+        raise DataError(f"no features: the data has only the target column {spec.target!r}")
+    undeclared = [c for c in spec.categorical if c not in feats]
+    if undeclared:
+        raise DataError(f"key 'categorical': {', '.join(map(repr, undeclared))} "
+                        f"{'is' if len(undeclared) == 1 else 'are'} not among the features ({', '.join(feats)})")
+    dtypes = ddf.dtypes
+    kinds = {c: kind_of(dtypes[c]) for c in [spec.target, *feats]}
+    if kinds[spec.target] != "numeric":
+        raise DataError(f"target {spec.target!r} must be numeric; it has dtype {dtypes[spec.target]}")
+    for c in feats:
+        # declared ones, and booleans (two levels: a category effect, not a slope)
+        if c in spec.categorical or pd.api.types.is_bool_dtype(dtypes[c]):
+            kinds[c] = "categorical"
+    dt = [c for c in feats if kinds[c] == "datetime"]
+    if dt:
+        raise DataError(f"feature{'s' if len(dt) > 1 else ''} {', '.join(map(repr, dt))} "
+                        f"{'is a' if len(dt) == 1 else 'are'} datetime column{'s' if len(dt) > 1 else ''}; convert "
+                        "to a number first (e.g. the year) or list it in 'exclude'")
+    cats = [c for c in feats if kinds[c] == "categorical"]
+    return feats, cats, kinds
+
+
+# ------------------------------------------------------------------ fingerprint
+def fingerprint(path: str, storage_options: dict | None = None, mode: str = "metadata") -> dict:
+    """Fingerprint of the input files.
+
+    ``metadata`` (default, cheap on a lake): sha256 over each file's path (relative to
+    the source), size and modification time (or ETag/checksum when the filesystem
+    reports one).  ``content``: sha256 over each file's bytes instead of its
+    modification time (reads every byte once; for small inputs).  Hidden files
+    (``.name``) and ``_SUCCESS``-style markers are skipped; ``_metadata`` is kept.
+    """
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    if any(c in root for c in "*?["):
+        files = sorted(fs.glob(root))
+        base = root.split("*", 1)[0].rsplit("/", 1)[0]
+    elif fs.isdir(root):
+        files = sorted(fs.find(root))
+        base = root
+    else:
+        files, base = [root], root.rsplit("/", 1)[0]
+
+    def keep(f):
+        name = f.rstrip("/").rsplit("/", 1)[-1]
+        return not name.startswith(".") and (not name.startswith("_") or name in ("_metadata", "_common_metadata"))
+
+    files = [f for f in files if keep(f)]
+    h = hashlib.sha256()
+    total = 0
+    for f in files:
+        info = fs.info(f)
+        size = int(info.get("size") or 0)
+        total += size
+        rel = f[len(base):].lstrip("/") if f.startswith(base) else f
+        if mode == "content":
+            fh = hashlib.sha256()
+            with fs.open(f, "rb") as fp:
+                for block in iter(lambda: fp.read(1 << 20), b""):
+                    fh.update(block)
+            stamp = fh.hexdigest()
+        else:
+            stamp = str(info.get("ETag") or info.get("etag") or info.get("checksum") or info.get("md5Hash")
+                        or info.get("mtime") or info.get("LastModified") or info.get("last_modified")
+                        or info.get("updated") or "")
+        h.update(f"{rel}\t{size}\t{stamp}\n".encode())
+    return {"mode": mode, "sha256": h.hexdigest(), "n_files": len(files), "bytes": total}
+
+
+
+def load_model(spec: JobSpec):
+    """Load the model file: skops with a trust check; joblib/pickle only when trusted."""
+    ms = spec.model
+    label = f"model file {ms.path!r}"
+    if ms.format == "skops":
+        try:
+            import skops.io as sio
+        except ImportError:
+            raise DataError(f"{label}: loading a .skops model needs skops (pip install 'daskpd[models]')") from None
+        try:
+            untrusted = sio.get_untrusted_types(file=ms.path)
+        except Exception as exc:
+            raise DataError(f"{label} is not a readable skops file: {type(exc).__name__}: {exc}") from None
+        if not ms.trust_model:
+            bad = [t for t in untrusted if t not in ms.trusted_types]
+            if bad:
+                raise DataError(f"{label} holds types that skops does not trust by default: {', '.join(bad)}; "
+                                "review them and list them in model.trusted_types (or set model.trust_model = true)")
+        try:
+            return sio.load(ms.path, trusted=list(untrusted))
+        except Exception as exc:
+            raise DataError(f"{label} could not be loaded: {type(exc).__name__}: {exc}") from None
+    if not ms.trust_model:  # the spec validator already refuses this; never rely on one check
+        raise DataError(f"{label}: {ms.format} files run code when loaded; set model.trust_model = true")
+    try:
+        if ms.format == "joblib":
+            import joblib
+
+            return joblib.load(ms.path)
+        import pickle
+
+        with open(ms.path, "rb") as fh:
+            return pickle.load(fh)
+    except Exception as exc:
+        raise DataError(f"{label} could not be loaded: {type(exc).__name__}: {exc}") from None
+
+
+def model_inputs(spec: JobSpec, model, ddf, feats) -> tuple[list[str], list[str]]:
+    """(the model's input columns, the features to explain)."""
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None:
+        inputs = [str(c) for c in names]
+        if spec.model.columns is not None and list(spec.model.columns) != inputs:
+            raise DataError(f"key 'model.columns': {list(spec.model.columns)} differs from the columns the model "
+                            f"was fitted on ({', '.join(inputs)}); remove the key")
+    elif spec.model.columns is not None:
+        inputs = list(spec.model.columns)
+    else:
+        raise DataError(f"model file {spec.model.path!r}: the model does not record its input columns "
+                        "(no feature_names_in_: fitted on an array?); list them, in order, in model.columns")
+    load(ddf, inputs)  # names any the data lacks
+    mfeats = list(spec.model.features) if spec.model.features is not None else [f for f in feats if f in inputs]
+    not_inputs = [f for f in mfeats if f not in inputs]
+    if not_inputs:
+        raise DataError(f"key 'model.features': {', '.join(map(repr, not_inputs))} "
+                        f"{'is' if len(not_inputs) == 1 else 'are'} not inputs of the model ({', '.join(inputs)})")
+    if not mfeats:
+        raise DataError(f"no feature to explain with the model: none of the job's features ({', '.join(feats)}) "
+                        f"is a model input ({', '.join(inputs)}); set model.features")
+    return inputs, mfeats
+
+
+def prepare_model(spec: JobSpec, ddf, feats, stats: dict):
+    """Load and check the model before any computing: (model, inputs, features to explain)."""
+    model = load_model(spec)
+    stats["model_type"] = f"{type(model).__module__}.{type(model).__qualname__}"
+    if not any(hasattr(model, m) for m in ("predict", "predict_proba", "decision_function")):
+        raise DataError(f"model file {spec.model.path!r} holds a {type(model).__name__}, which has no predict method")
+    inputs, mfeats = model_inputs(spec, model, ddf, feats)
+    stats["model_inputs"] = inputs
+    stats["model_features"] = mfeats
+    return model, inputs, mfeats
+

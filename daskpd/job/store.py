@@ -1,0 +1,232 @@
+"""Run directories: where a job's runs live, and how a finished run appears atomically.
+
+Layout of a job directory::
+
+    OUTPUT/JOB_NAME/
+        RUN_ID/                 one complete run (never a partial one)
+        latest -> RUN_ID        symlink (a LATEST text file where symlinks are unavailable)
+        .RUN_ID.tmp-PID/        only while a run is in progress
+
+Atomicity: a run is written into ``.RUN_ID.tmp-PID`` and renamed to ``RUN_ID`` at the
+end by :func:`commit` (one ``rename``; on Linux an existing run of the same id is
+swapped out with ``renameat2(RENAME_EXCHANGE)``, so readers see either the old or the
+new run, never neither).  SIGTERM/SIGINT during a run raise :class:`JobTerminated`
+(:func:`signals_raise`) and are deferred while committing (:func:`signals_blocked`); a
+``kill -9`` leaves only a hidden ``.tmp-PID`` directory, which :func:`clean_stale`
+removes once that PID is gone.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import datetime as _dt
+import hashlib
+import os
+import re
+import shutil
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from ..results.base import atomic_path
+
+__all__ = ["JobTerminated", "now", "default_run_id", "pid_alive", "rmtree", "clean_stale", "list_runs", "commit",
+           "update_latest", "prune", "signals_raise", "signals_blocked", "safe_name", "sha256_file", "TMP_RE",
+           "check_free_space"]
+
+#: hidden directories of runs in progress (``tmp``) or being replaced (``old``)
+TMP_RE = re.compile(r"^\.(?P<run>.+)\.(?:tmp|old)-(?P<pid>\d+)$")
+
+
+class JobTerminated(BaseException):
+    """SIGTERM/SIGINT arrived during a run (a BaseException, so library code cannot swallow it)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(f"terminated by signal {signal.Signals(signum).name}")
+
+
+
+def now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+def default_run_id(at: _dt.datetime | None = None) -> str:
+    """UTC timestamp ``YYYYMMDDTHHMMSSZ`` (sorts in time order, like ISO dates)."""
+    return (at or now()).strftime("%Y%m%dT%H%M%SZ")
+
+
+def pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def rmtree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def clean_stale(job_dir: Path) -> list[str]:
+    """Remove ``.RUN.tmp-PID`` / ``.RUN.old-PID`` directories left by dead processes."""
+    removed = []
+    if not job_dir.is_dir():
+        return removed
+    for p in job_dir.iterdir():
+        m = TMP_RE.match(p.name)
+        if m and not pid_alive(int(m["pid"])):
+            rmtree(p)
+            removed.append(p.name)
+    return removed
+
+
+def check_free_space(where: Path, need: int, what: str) -> None:
+    """Refuse up front (``DataError``, nothing written) when the file system of ``where``
+    has less than ``need`` bytes free plus the ``daskpd.output-reserve`` config (default
+    64 MiB, left for everything else on that disk)."""
+    import dask
+    from dask.utils import format_bytes, parse_bytes
+
+    from .._errors import DataError
+
+    probe = where
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return
+    reserve = dask.config.get("daskpd.output-reserve", "64MiB")
+    reserve = int(parse_bytes(reserve) if isinstance(reserve, str) else reserve)
+    if free < need + reserve:
+        raise DataError(f"not enough free space for {what} in {str(probe)!r}: {format_bytes(free)} free, it needs "
+                        f"about {format_bytes(need)} plus the {format_bytes(reserve)} daskpd.output-reserve; free "
+                        "some space or choose another --output (nothing was computed or written)")
+
+
+def list_runs(job_dir: str | os.PathLike) -> list[str]:
+    """Complete runs of a job (directories holding manifest.json), oldest first by run id."""
+    job_dir = Path(job_dir)
+    if not job_dir.is_dir():
+        return []
+    runs = [p.name for p in job_dir.iterdir()
+            if not p.name.startswith(".") and not p.is_symlink() and p.is_dir() and (p / "manifest.json").is_file()]
+    return sorted(runs)
+
+
+
+_RENAME_EXCHANGE = 2
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd = -100
+    rc = fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE)
+    return rc == 0
+
+
+def commit(tmp: Path, final: Path) -> None:
+    """Move the finished ``tmp`` run to ``final``, replacing an existing run atomically."""
+    try:
+        os.rename(tmp, final)
+        return
+    except OSError:
+        if not final.exists():
+            raise
+    # a run with this id exists: swap it out
+    if exchange(tmp, final):
+        rmtree(tmp)  # now holds the old run
+        return
+    old = final.parent / f".{final.name}.old-{os.getpid()}"
+    os.rename(final, old)
+    os.rename(tmp, final)
+    rmtree(old)
+
+
+def update_latest(job_dir: Path) -> str | None:
+    """Point ``latest`` at the newest run (by run id), atomically.  Returns the run id."""
+    runs = list_runs(job_dir)
+    if not runs:
+        return None
+    newest = runs[-1]
+    try:
+        with atomic_path(job_dir / "latest") as tmp:
+            os.symlink(newest, tmp)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(job_dir / "LATEST")
+    except OSError:  # no symlinks here: a text file
+        with atomic_path(job_dir / "LATEST") as tmp:
+            Path(tmp).write_text(newest + "\n")
+    return newest
+
+
+def prune(job_dir: Path, keep: int) -> list[str]:
+    if keep <= 0:
+        return []
+    runs = list_runs(job_dir)
+    gone = runs[:-keep] if len(runs) > keep else []
+    for r in gone:
+        trash = job_dir / f".{r}.old-{os.getpid()}"
+        os.rename(job_dir / r, trash)
+        rmtree(trash)
+    return gone
+
+
+@contextlib.contextmanager
+def signals_raise():
+    """While running: SIGTERM/SIGINT raise :class:`JobTerminated` in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise JobTerminated(signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def signals_blocked():
+    """Defer SIGTERM/SIGINT while committing (delivered when the block ends)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    sigs = {signal.SIGTERM, signal.SIGINT}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def safe_name(name: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).strip("._") or "feature"
+    return s[:80]
+
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,246 @@
+"""Several model-based methods over the same features in one merged plan (as
+:func:`daskpd.model.compare.compare` does for one feature).
+
+The job runner asks for any of partial dependence, ICE, ALE, marginal plots and PD
+variance at once.  Called one by one they would each summarise the columns, resolve
+their quantiles and scan the data (3 features x 5 methods: 21 passes).  Here:
+
+1. ONE summary pass over every feature (and the columns ALE's level ordering needs);
+2. ONE order-statistics resolution for every grid, bin edge and quantile the methods need
+   (one pass on data whose candidate ranges fit in memory, more on a lake);
+3. (only for unordered categorical features with ALE) the level-ordering pass, and
+   (only when the marginal plot's target has missing values: its bins come from the rows
+   it averages) the marginal plot's own summary and quantiles;
+4. ONE pass of every method's job (:func:`daskpd.model.passes.run_jobs`);
+
+then each method's own finisher.  The results are the ones the public functions return
+(same grids, same sums, bit for bit).
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+from .._engine.stats import order_statistics, summarize
+from .._errors import DataError
+from .ale import ALEJob, ale, ale_specs, ale_summary_kinds, finish_ale
+from .fpd import PDJob, partial_dependence, pd_results, resolve_pd_method
+from .grids import pd_grid, pd_grid_plan
+from .ice import ICEJob, finish_ice, ice
+from .marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
+from .passes import Plan, run_jobs
+from .predictor import DEFAULT_BATCH_ROWS
+from .setup import open_model_data, prepare_model_run
+from .variance import finish_pd_variance, pd_variance
+
+__all__ = ["model_methods", "MODEL_METHODS", "PARAMETERS", "MethodsRun"]
+
+#: the methods :func:`model_methods` runs, in output order
+MODEL_METHODS = ("partial_dependence", "ice", "ale", "marginal", "pd_variance")
+#: each method's parameters a caller may set (the defaults are the public functions')
+PARAMETERS = {
+    "partial_dependence": ("grid_resolution", "percentiles", "method"),
+    "ice": ("grid_resolution", "percentiles", "n_lines", "centered"),
+    "ale": ("bins",),
+    "marginal": ("bins", "binning"),
+    "pd_variance": ("grid_resolution", "percentiles"),
+}
+
+
+def _defaults(method: str) -> dict:
+    fn = {"partial_dependence": partial_dependence, "ice": ice, "ale": ale, "marginal": marginal,
+          "pd_variance": pd_variance}[method]
+    sig = inspect.signature(fn)
+    return {k: sig.parameters[k].default for k in PARAMETERS[method]}
+
+
+@dataclass
+class MethodsRun:
+    """What :func:`model_methods` returns: ``results[method]`` is ``{feature: result}``
+    for the curve methods and one :class:`~daskpd.model.variance.PDVarianceResult` for
+    ``pd_variance``; ``phases`` names the phases that ran, in order ("summary", "order
+    statistics", "level order", "marginal bins", "model").  "marginal bins" (a summary and
+    quantiles of the rows whose target is finite) runs only when some target is missing.  Each is one pass over the data, except "order
+    statistics": none when the summaries' distinct values answer, one when the candidate
+    ranges fit in memory, a few more on a lake."""
+
+    results: dict
+    phases: list = field(default_factory=list)
+
+
+def _grid_key(method: str, p: dict):
+    gr = p["grid_resolution"]
+    if gr is None:  # pd_variance's default for importance
+        gr = 100
+    return gr, tuple(float(q) for q in p["percentiles"])
+
+
+def model_methods(model, data, features, methods: dict, *, target: str | None = None, response: str = "auto",
+                  target_class=None, columns=None, categorical_features=None, random_state: int = 0,
+                  batch_rows: int = DEFAULT_BATCH_ROWS, progress=None) -> MethodsRun:
+    """Run ``methods`` (``{method: {parameter: value}}``, parameters as the public
+    functions') for ``features`` in one merged plan (see the module docstring).
+
+    ``target`` is the marginal plot's response column (else it plots the prediction
+    only); ``random_state`` seeds ICE's line sample.  Parameters are taken as valid (the
+    job spec validated them against the public functions' constraints).
+    """
+    unknown = [m for m in methods if m not in MODEL_METHODS]
+    if unknown:
+        raise ValueError(f"unknown model-based method(s) {unknown}; expected some of {list(MODEL_METHODS)}")
+    params = {m: {**_defaults(m), **(methods[m] or {})} for m in MODEL_METHODS if m in methods}
+    feats = list(dict.fromkeys(features))
+    ds = open_model_data(data)
+    with_target = "marginal" in params and target is not None
+    if with_target and columns is None and getattr(model, "feature_names_in_", None) is None:
+        columns = [c for c in ds.columns if c != target]  # the target is never a model input
+    run = prepare_model_run(model, ds, feats, columns=columns, response=response, target_class=target_class,
+                            engine="auto", categorical_features=categorical_features,
+                            extra_columns=[target] if with_target else [])
+    pred, kinds = run.predictor, run.kinds
+    phases: list[str] = []
+    items = [(f,) for f in feats]
+
+    pd_method = "brute"
+    if "partial_dependence" in params:
+        pd_method = resolve_pd_method(params["partial_dependence"]["method"], pred, kinds, items, run.weight)
+
+    # 1. one summary pass (ALE may need the other model inputs too)
+    want = {f: kinds[f] for f in feats}
+    if "ale" in params:
+        want, _, _ = ale_summary_kinds(run, feats, {})
+    if with_target:
+        want = {**want, target: "numeric"}  # are the marginal plot's bins those of all rows?
+    sums = summarize(run.ddf, want, progress=progress)
+    phases.append("summary")
+    # The marginal plot bins the rows it averages: with a target, those whose target is
+    # finite.  When every target is finite these are all rows (the shared summaries and
+    # quantiles serve); else its bins take a summary and quantiles of their own.
+    marginal_own = with_target and sums[target].n_missing > 0
+
+    # 2. every quantile, resolved together
+    grid_plans: dict = {}  # (grid_resolution, percentiles) -> {feature: grid or rank plan}
+    ranks: dict[str, list] = {}
+    for m in ("partial_dependence", "ice", "pd_variance"):
+        if m in params:
+            key = _grid_key(m, params[m])
+            if key in grid_plans:
+                continue
+            grid_plans[key] = {}
+            for f in feats:
+                g, rk = pd_grid_plan(sums[f], kinds[f], key[0], key[1])
+                grid_plans[key][f] = g if g is not None else rk
+                if g is None:
+                    ranks.setdefault(f, []).extend([*rk[0], *rk[1]])
+    mp = params.get("marginal")
+    if mp is not None and not marginal_own:
+        for f in feats:
+            if kinds[f] == "numeric" and sums[f].n > 0:
+                ranks.setdefault(f, []).extend(marginal_ranks(sums[f], mp["bins"], mp["binning"]))
+    ale_specs_ = sources = None
+    if "ale" in params:
+        ale_specs_, sources, sums, stats = ale_specs(run, feats, bins=params["ale"]["bins"], order={},
+                                                     progress=progress, summaries=sums, extra_ranks=ranks)
+    else:
+        ranks = {c: r for c, r in ranks.items() if r}
+        stats = order_statistics(run.ddf, sums, ranks, progress=progress) if ranks else {}
+    if ranks or ale_specs_ is not None:
+        phases.append("order statistics")
+    if sources and "mds" in sources.values():
+        phases.append("level order")  # ALE's ordering of unordered categorical levels
+
+    grids = {}
+    for key, plans in grid_plans.items():
+        grids[key] = {f: (pd_grid(f, stats[f], pl, key[0]) if isinstance(pl, tuple) else pl)
+                      for f, pl in plans.items()}
+
+    # 3. the jobs, one pass
+    jobs, finish = [], []
+    if "partial_dependence" in params:
+        p = params["partial_dependence"]
+        g = grids[_grid_key("partial_dependence", p)]
+        meta = {"grid_resolution": p["grid_resolution"], "percentiles": list(p["percentiles"]), "custom_grid": [],
+                "sample_weight": None, "model": pred.describe()}
+        if pd_method == "brute":
+            job = PDJob([(it, [g[it[0]]]) for it in items], kinds)
+            jobs.append(job)
+            finish.append(("partial_dependence", lambda part, g=g, meta=meta: {
+                it[0]: r for it, r in pd_results(items, g, kinds, pred, part, meta).items()}))
+        else:
+            finish.append(("partial_dependence", lambda part, g=g, meta=meta: {
+                it[0]: r for it, r in pd_results(items, g, kinds, pred, None, meta).items()}))
+    if "ice" in params:
+        p = params["ice"]
+        g = grids[_grid_key("ice", p)]
+        meta = {"grid_resolution": p["grid_resolution"], "percentiles": list(p["percentiles"]),
+                "n_lines": p["n_lines"], "random_state": random_state, "sample_weight": None,
+                "model": pred.describe(), "custom_grid": False, "id_columns": []}
+        for f in feats:
+            job = ICEJob(f, g[f], kinds, p["n_lines"], random_state)
+            jobs.append(job)
+            finish.append((("ice", f), lambda part, job=job, meta=meta, p=p: finish_ice(
+                job, part, pred, centered=p["centered"], params=meta)))
+    if "ale" in params:
+        meta = {"bins": params["ale"]["bins"], "sample_weight": None, "model": pred.describe()}
+        jobs.append(ALEJob(ale_specs_))
+        finish.append(("ale", lambda part, meta=meta: {
+            sp.feature: finish_ale(sp, part.feats[sp.feature], pred, meta, sources.get(sp.feature))
+            for sp in ale_specs_}))
+    if mp is not None:
+        msums, mstats = sums, stats
+        if marginal_own:
+            mddf = run.ddf.map_partitions(rows_with_finite, target, meta=run.ddf._meta)
+            msums = summarize(mddf, {f: kinds[f] for f in feats}, progress=progress)
+            mranks = {f: marginal_ranks(msums[f], mp["bins"], mp["binning"]) for f in feats
+                      if kinds[f] == "numeric" and msums[f].n > 0}
+            mranks = {f: r for f, r in mranks.items() if r}
+            mstats = order_statistics(mddf, msums, mranks, progress=progress) if mranks else {}
+            phases.append("marginal bins")
+        mspecs = [marginal_spec(f, kinds[f], msums[f], mp["bins"], mp["binning"], mstats.get(f, {}))
+                  for f in feats]
+        meta = {"bins": mp["bins"], "sample_weight": None, "model": pred.describe()}
+        jobs.append(MarginalJob(mspecs, target if with_target else None, True))
+        finish.append(("marginal", lambda part, meta=meta: _finish_marginals(mspecs, part, target, pred, mp, meta)))
+    if "pd_variance" in params:
+        p = params["pd_variance"]
+        key = _grid_key("pd_variance", p)
+        g = grids[key]
+        for f in feats:
+            if len(g[f]) < 2:
+                raise DataError(f"feature {f!r} has a single grid value (a constant column); its PD variance is "
+                                "undefined")
+        meta = {"grid_resolution": key[0], "percentiles": list(p["percentiles"]), "sample_weight": None,
+                "model": pred.describe(), "custom_grid": []}
+        jobs.append(PDJob([(it, [g[it[0]]]) for it in items], kinds))
+        finish.append(("pd_variance", lambda part, g=g, meta=meta: finish_pd_variance(
+            "importance", items, pd_results(items, g, kinds, pred, part, meta), kinds, pred, part.n_rows, meta)))
+    parts = []
+    if jobs:
+        plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows)
+        parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-model-methods")
+        phases.append("model")
+
+    # 4. each method's finisher
+    results: dict = {}
+    it_parts = iter(parts)
+    for name, fin in finish:
+        brute_free = name == "partial_dependence" and pd_method != "brute"
+        part = None if brute_free else next(it_parts)
+        out = fin(part)
+        if isinstance(name, tuple):
+            results.setdefault(name[0], {})[name[1]] = out
+        else:
+            results[name] = out
+    ordered = {m: results[m] for m in MODEL_METHODS if m in results}
+    return MethodsRun(ordered, phases)
+
+
+def _finish_marginals(mspecs, part, target, pred, mp, meta) -> dict:
+    out = {}
+    for sp in mspecs:
+        fp = part.feats[sp.feature]
+        if fp.w.sum() <= 0:
+            raise DataError(f"feature {sp.feature!r}: no row has usable values")
+        out[sp.feature] = finish_marginal(sp, fp, target=target, response=pred.response, binning=mp["binning"],
+                                          params=meta)
+    return out

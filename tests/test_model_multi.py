@@ -1,0 +1,131 @@
+"""daskpd.model.multi: several model-based methods in one merged plan.
+
+The results must equal the public functions' bit for bit, and the passes over the data
+are counted by wrapping the engine's real ``build_pass`` (every pass builds one).
+"""
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import HistGradientBoostingRegressor
+
+import daskpd
+from daskpd.model.multi import MODEL_METHODS, model_methods
+
+FEATURES = ["a", "b", "c"]
+METHODS = {
+    "partial_dependence": {"grid_resolution": 7, "percentiles": (0.05, 0.95)},
+    "ice": {"grid_resolution": 5, "percentiles": (0.0, 1.0), "n_lines": 4, "centered": True},
+    "ale": {"bins": 6},
+    "marginal": {"bins": 5, "binning": "quantile"},
+    "pd_variance": {"grid_resolution": 6, "percentiles": (0.0, 1.0)},
+}
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(3)
+    n = 4_000  # > 1,024 distinct values per column: the grids need exact order statistics
+    X = pd.DataFrame({"a": rng.uniform(-1, 1, n), "b": rng.normal(size=n), "c": rng.uniform(0, 5, n),
+                      "d": rng.uniform(size=n)})
+    y = X.a ** 2 + X.b * X.c + rng.normal(scale=0.1, size=n)
+    model = HistGradientBoostingRegressor(max_iter=15, random_state=0).fit(X, y)
+    return dd.from_pandas(X.assign(y=y), npartitions=3), model
+
+
+@pytest.fixture
+def passes(monkeypatch):
+    """Names of the passes built (the real build_pass, wrapped where it is bound)."""
+    import daskpd._engine.plan as plan
+    import daskpd._strat.pipeline as pipeline
+    import daskpd.model.passes as mpasses
+
+    real = plan.build_pass
+    names = []
+
+    def counting(ddf, jobs, *, name="daskpd", fan_in=None):
+        names.append(name)
+        return real(ddf, jobs, name=name, fan_in=fan_in)
+
+    for mod in (plan, mpasses, pipeline):
+        monkeypatch.setattr(mod, "build_pass", counting)
+    return names
+
+
+def _same(a, b):
+    fa, fb = a.to_frame(), b.to_frame()
+    pd.testing.assert_frame_equal(fa, fb, check_exact=True)
+
+
+def test_equals_the_public_functions_bit_for_bit(data):
+    ddf, model = data
+    cols = ["a", "b", "c", "d"]
+    out = model_methods(model, ddf, FEATURES, METHODS, target="y", columns=cols, random_state=4).results
+    assert list(out) == list(MODEL_METHODS)
+    p = METHODS
+    pdp = daskpd.partial_dependence(model, ddf, FEATURES, columns=cols, **p["partial_dependence"])
+    ale = daskpd.ale(model, ddf, FEATURES, columns=cols, **p["ale"])
+    mar = daskpd.marginal(ddf, FEATURES, target="y", model=model, columns=cols, **p["marginal"])
+    var = daskpd.pd_variance(model, ddf, FEATURES, columns=cols, **p["pd_variance"])
+    for f in FEATURES:
+        _same(out["partial_dependence"][f], pdp[f])
+        _same(out["ale"][f], ale[f])
+        _same(out["marginal"][f], mar[f])
+        ice = daskpd.ice(model, ddf, f, columns=cols, random_state=4, **p["ice"])
+        _same(out["ice"][f], ice)
+        np.testing.assert_array_equal(out["ice"][f].lines, ice.lines)
+        np.testing.assert_array_equal(out["ice"][f].line_index, ice.line_index)
+    np.testing.assert_array_equal(out["pd_variance"].values, var.values)
+    pd.testing.assert_frame_equal(out["pd_variance"].to_frame(), var.to_frame(), check_exact=True)
+
+
+def test_three_features_five_methods_three_passes(data, passes):
+    ddf, model = data
+    run = model_methods(model, ddf, FEATURES, METHODS, target="y", columns=["a", "b", "c", "d"])
+    assert run.phases == ["summary", "order statistics", "model"]
+    assert passes == ["daskpd-summary", "daskpd-quantiles", "daskpd-model-methods"]
+    assert set(run.results) == set(MODEL_METHODS)
+
+
+def test_one_by_one_costs_many_more_passes(data, passes):
+    """The reference the merged plan is measured against (the job runner's old way)."""
+    ddf, model = data
+    cols = ["a", "b", "c", "d"]
+    p = METHODS
+    daskpd.partial_dependence(model, ddf, FEATURES, columns=cols, **p["partial_dependence"])
+    daskpd.ale(model, ddf, FEATURES, columns=cols, **p["ale"])
+    daskpd.marginal(ddf, FEATURES, target="y", model=model, columns=cols, **p["marginal"])
+    daskpd.pd_variance(model, ddf, FEATURES, columns=cols, **p["pd_variance"])
+    for f in FEATURES:
+        daskpd.ice(model, ddf, f, columns=cols, **p["ice"])
+    assert len(passes) == 21, passes  # 4 x 3 (summary, quantiles, pass) + 3 ICE x 3
+
+
+def test_recursion_needs_no_pass_of_its_own(data, passes):
+    ddf, model = data
+    run = model_methods(model, ddf, ["a"], {"partial_dependence": {"method": "recursion", "grid_resolution": 5}},
+                        columns=["a", "b", "c", "d"])
+    assert run.phases == ["summary", "order statistics"] and len(passes) == 2
+    ref = daskpd.partial_dependence(model, ddf, "a", columns=["a", "b", "c", "d"], method="recursion",
+                                    grid_resolution=5)
+    _same(run.results["partial_dependence"]["a"], ref)
+
+
+def test_unknown_method_is_refused(data):
+    ddf, model = data
+    with pytest.raises(ValueError, match="unknown model-based method"):
+        model_methods(model, ddf, ["a"], {"stratpd": {}}, columns=["a", "b", "c", "d"])
+
+
+def test_missing_targets_give_the_marginal_plot_its_own_bins(data):
+    ddf, model = data
+    cols = ["a", "b", "c", "d"]
+    holes = ddf.assign(y=ddf.y.where(ddf.a > -0.5))  # a quarter of the targets missing, at low a
+    run = model_methods(model, holes, FEATURES, {"marginal": METHODS["marginal"], "ale": METHODS["ale"]},
+                        target="y", columns=cols)
+    assert run.phases == ["summary", "order statistics", "marginal bins", "model"]
+    mar = daskpd.marginal(holes, FEATURES, target="y", model=model, columns=cols, **METHODS["marginal"])
+    ale = daskpd.ale(model, holes, FEATURES, columns=cols, **METHODS["ale"])
+    for f in FEATURES:
+        _same(run.results["marginal"][f], mar[f])
+        _same(run.results["ale"][f], ale[f])
