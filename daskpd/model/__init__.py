@@ -22,6 +22,7 @@ _API = {
     "ICEResult": "daskpd.model.ice",
     "ale": "daskpd.model.ale",
     "ALEResult": "daskpd.model.ale",
+    "ALE2DResult": "daskpd.model.ale2d",
     "marginal": "daskpd.model.marginal",
     "MarginalResult": "daskpd.model.marginal",
     "pd_variance": "daskpd.model.variance",

@@ -529,8 +529,11 @@ def ale(
     model, data, response, target_class, columns, categorical_features, batch_rows,
     progress, storage_options, filters
         As :func:`daskpd.partial_dependence`.
-    features : str or list of str
-        All features are computed in one pass over the data.
+    features : str, pair, or list of them
+        A column name gives the 1-D ALE; a pair (tuple) of two numeric columns gives
+        their second-order (2-D) ALE (:mod:`daskpd.model.ale2d`), as
+        :func:`daskpd.partial_dependence`'s 2-way rule.  All are computed in one pass
+        over the data.
     bins : int, default 20
         Number of quantile bins ``K`` for numeric features (fewer when the feature has
         fewer distinct quantiles).
@@ -543,19 +546,44 @@ def ale(
 
     Returns
     -------
-    ALEResult, or a dict ``{feature: ALEResult}`` when ``features`` is a list.
+    ALEResult (a pair: ALE2DResult), or a dict ``{feature or pair: result}`` when
+    ``features`` is a list.
     """
     ds = open_model_data(data, storage_options, filters)  # the request's one opening
-    items, single = check_features(features, ds, allow_pairs=False)
-    feats = [it[0] for it in items]
+    items, single = check_features(features, ds, allow_pairs=True)
+    singles = [it[0] for it in items if len(it) == 1]
+    pairs = [it for it in items if len(it) == 2]
+    feats = list(dict.fromkeys(c for it in items for c in it))
     run = prepare_model_run(model, ds, feats, columns=columns, response=response, target_class=target_class,
                             engine="predict", sample_weight=sample_weight, categorical_features=categorical_features,
                             storage_options=storage_options, filters=filters)
-    order = check_order(order, feats, run.kinds)
+    for it in pairs:
+        for f in it:
+            if run.kinds[f] != "numeric":
+                raise InvalidParameterError(f"parameter features: the 2-D ALE of {it!r} needs two numeric features; "
+                                            f"{f!r} is categorical")
+    order = check_order(order, singles, run.kinds)
     specs, sources, _, _ = ale_specs(run, feats, bins=bins, order=order, progress=progress)
-    plan = Plan([ALEJob(specs)], predictor=run.predictor, weight=run.weight, batch_rows=batch_rows)
-    (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-ale")
+    by = {sp.feature: sp for sp in specs}
+    jobs = []
+    if singles:
+        jobs.append(ALEJob([by[f] for f in singles]))
+    if pairs:
+        from .ale2d import ALE2DJob, ALE2DSpec
+
+        jobs.append(ALE2DJob([ALE2DSpec(it, by[it[0]].values, by[it[1]].values) for it in pairs]))
+    plan = Plan(jobs, predictor=run.predictor, weight=run.weight, batch_rows=batch_rows)
+    parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-ale")
     params = {"bins": bins, "sample_weight": run.weight, "model": run.predictor.describe()}
-    out = {sp.feature: finish_ale(sp, part.feats[sp.feature], run.predictor, params, sources.get(sp.feature))
-           for sp in specs}
-    return out[feats[0]] if single else out
+    done = {}
+    if singles:
+        part = parts[0]
+        done.update({f: finish_ale(by[f], part.feats[f], run.predictor, params, sources.get(f)) for f in singles})
+    if pairs:
+        from .ale2d import finish_ale2d
+
+        job2, part2 = jobs[-1], parts[-1]
+        done.update({sp.features: finish_ale2d(sp, part2.pairs[sp.features], run.predictor, params)
+                     for sp in job2.specs})
+    out = {(it[0] if len(it) == 1 else it): done[it[0] if len(it) == 1 else it] for it in items}
+    return next(iter(out.values())) if single else out

@@ -1,5 +1,5 @@
 """Plots of the model-based family: PD (1-way lines / bars, 2-way heatmap or contour),
-ICE, ALE, marginal plots, PD variance (summary bars and detailed panels) and the
+ICE, ALE (1-D curves, 2-D heatmap or contour), marginal plots, PD variance (summary bars and detailed panels) and the
 StratPD / FPD / ALE / marginal comparison.  matplotlib is imported only when drawing.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _ax, _plt, count_bars, fit_figure
 
-__all__ = ["plot_pd", "plot_ice", "plot_ale", "plot_marginal", "plot_pd_variance", "plot_comparison"]
+__all__ = ["plot_pd", "plot_ice", "plot_ale", "plot_ale2d", "plot_marginal", "plot_pd_variance", "plot_comparison"]
 
 _BLUE = "#1f4e8c"
 
@@ -139,7 +139,10 @@ def plot_ice(res, ax=None, *, max_lines: int | None = None, line_color="#7a8fa6"
 
 
 def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None, target=None):
-    """ALE curve (numeric: at the bin edges; categorical: per ordered level) and the rows per bin."""
+    """ALE curve (numeric: at the bin edges; categorical: per ordered level) and the rows
+    per bin.  A 2-D ALE result is drawn by :func:`plot_ale2d`."""
+    if getattr(res, "x2", None) is not None:
+        return plot_ale2d(res, ax=ax, title=title, target=target)
     created = ax is None
     ax = _ax(ax)
     cat = res.kind == "categorical"
@@ -162,6 +165,47 @@ def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None,
     return ax
 
 
+def plot_ale2d(res, ax=None, *, kind: str = "contour", cmap="RdBu_r", levels: int = 12, show_empty: bool = True,
+               show_rug: bool = True, title=None, target=None):
+    """2-D ALE of a numeric pair: ``kind="contour"`` (filled contours over the grid
+    points, the default) or ``"heatmap"`` (one patch per grid point, as PyALE); a
+    diverging colour map centred on 0.  ``show_empty`` marks the cells that held no rows
+    (their effect was imputed from the nearest cell) with an x at the cell centre;
+    ``show_rug`` ticks the bin edges on both axes."""
+    if kind not in ("heatmap", "contour"):
+        raise ValueError(f"kind must be 'heatmap' or 'contour'; got {kind!r}")
+    created = ax is None
+    ax = _ax(ax, figsize=(6.4, 5))
+    x0, x1 = np.asarray(res.x, dtype=float), np.asarray(res.x2, dtype=float)
+    Z = np.asarray(res.ale, dtype=float)
+    from matplotlib.colors import TwoSlopeNorm
+
+    lim = float(np.nanmax(np.abs(Z))) if np.isfinite(Z).any() and np.nanmax(np.abs(Z)) > 0 else 1.0
+    norm = TwoSlopeNorm(vcenter=0.0, vmin=-lim, vmax=lim)
+    if kind == "contour" and len(x0) > 1 and len(x1) > 1:
+        cs = ax.contourf(x0, x1, Z.T, levels=levels, cmap=cmap, norm=norm)
+        ax.contour(x0, x1, Z.T, levels=cs.levels, colors="k", linewidths=0.4, alpha=0.5)
+    else:
+        cs = ax.pcolormesh(x0, x1, Z.T, shading="nearest", cmap=cmap, norm=norm)
+    ax.figure.colorbar(cs, ax=ax, label=_ylabel(res, "2-D ALE (centred)", target))
+    if show_empty and np.asarray(res.imputed).any():
+        ii, jj = np.nonzero(np.asarray(res.imputed)[1:, 1:])
+        cx, cy = (x0[ii] + x0[ii + 1]) / 2, (x1[jj] + x1[jj + 1]) / 2
+        ax.plot(cx, cy, "x", color="#555", ms=4, mew=0.8, ls="none",
+                label=f"no rows ({len(ii)} cells, imputed)")
+        ax.legend(loc="upper right", fontsize="small", framealpha=0.8)
+    if show_rug:
+        ax.plot(x0, np.zeros_like(x0), "|", color="k", ms=6, transform=ax.get_xaxis_transform(), clip_on=False)
+        ax.plot(np.zeros_like(x1), x1, "_", color="k", ms=6, transform=ax.get_yaxis_transform(), clip_on=False)
+    ax.set_xlabel(res.features[0])
+    ax.set_ylabel(res.features[1])
+    ax.set_title(title if title is not None else f"2-D ALE: {res.features[0]} x {res.features[1]}")
+    if created:
+        ax.figure.tight_layout()
+    return ax
+
+
+def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=None):
 def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=None, target=None):
     """Mean per bin with a +-1 std band: of the target and/or of the prediction."""
     if show not in ("both", "y", "prediction"):
