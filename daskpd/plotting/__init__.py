@@ -3,7 +3,8 @@
 One module per family: :mod:`.strat` (StratPD), :mod:`.catstrat` (CatStratPD),
 :mod:`.importance` (importance bars and curve grids), :mod:`.model` (FPD, ICE, ALE,
 marginal, PD variance, comparison figure).  Result objects' ``plot()`` methods call
-these functions.
+these functions.  :class:`PartialDependenceDisplay` (:mod:`.display`) is scikit-learn's
+display, computed by daskpd (imported on first use).
 """
 
 
@@ -29,3 +30,11 @@ def _ax(ax=None, figsize=(6, 4)):
 
 #: pyplot, imported lazily (the public name for modules outside plotting/)
 pyplot = _plt
+
+
+def __getattr__(name):
+    if name == "PartialDependenceDisplay":
+        from .display import PartialDependenceDisplay
+
+        return PartialDependenceDisplay
+    raise AttributeError(f"module 'daskpd.plotting' has no attribute {name!r}")
