@@ -29,6 +29,7 @@ _API = {
     "compare": "daskpd.model.compare",
     "DataError": "daskpd._errors",
     "InvalidParameterError": "daskpd._errors",
+    "SklearnDifferenceWarning": "daskpd._errors",
 }
 
 __all__ = sorted(_API)

@@ -16,7 +16,7 @@ many parameter errors are wrong types.
 """
 from __future__ import annotations
 
-__all__ = ["DataError", "InvalidParameterError"]
+__all__ = ["DataError", "InvalidParameterError", "SklearnDifferenceWarning"]
 
 
 class DataError(ValueError):
@@ -27,3 +27,10 @@ class DataError(ValueError):
 class InvalidParameterError(DataError, TypeError):
     """A parameter value that is not allowed: the message names the parameter and what
     was expected."""
+
+
+class SklearnDifferenceWarning(UserWarning):
+    """A call that scikit-learn would read differently (e.g. ``features=["x1", "x2"]``:
+    two 1-way PDs here, one 2-way PD in ``sklearn.inspection.partial_dependence``).  The
+    message names the difference and how to get the other reading; silence them all with
+    ``warnings.simplefilter("ignore", daskpd.SklearnDifferenceWarning)``."""

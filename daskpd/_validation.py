@@ -63,6 +63,10 @@ class Constraint(ABC):
         """The value the function sees (plain Python types)."""
         return value
 
+    def hint(self, name: str, value) -> str | None:
+        """What to do instead, when ``value`` looks like a common mistake (or None)."""
+        return None
+
     def __repr__(self):
         return f"<{type(self).__name__}: {self}>"
 
@@ -193,6 +197,13 @@ class ColumnName(Constraint):
     def __str__(self):
         return "a column name (str)"
 
+    def hint(self, name, value):
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+            return None
+        return (f"daskpd reads {name} from data by name, so pass the name of a column of data; to use separate "
+                f"values (e.g. y in stratpd(X, y, 'x1')), add them to data first: "
+                f"data.assign({name}=values), then {name}={name!r}")
+
 
 class ColumnNames(Constraint):
     """A list (or tuple) of column names; with ``allow_single`` a lone name too (a list of one)."""
@@ -275,7 +286,24 @@ def validate_parameter(name: str, value, constraints, caller: str | None = None)
         if c.is_satisfied_by(value):
             return c.convert(value)
     where = f"{caller}: " if caller else ""
-    raise InvalidParameterError(f"{where}parameter {name} must be {_describe(constraints)}; got {value!r}")
+    hints = [h for h in (c.hint(name, value) for c in constraints) if h]
+    raise InvalidParameterError(f"{where}parameter {name} must be {_describe(constraints)}; got {_short(value)}"
+                                + (f". {hints[0]}" if hints else ""))
+
+
+def _short(value) -> str:
+    """A value for an error message: arrays and frames by their shape, never their contents."""
+    kind = type(value).__module__.split(".")[0]
+    if kind in ("pandas", "dask") and hasattr(value, "shape"):
+        label = getattr(value, "name", None)
+        shape = value.shape
+        n = "?" if not isinstance(shape[0], int) else f"{shape[0]:,}"
+        what = f"a {kind} {type(value).__name__} ({n} rows" + (f" x {shape[1]} columns" if len(shape) > 1 else "")
+        return what + (f", name {label!r})" if label is not None else ")")
+    if isinstance(value, np.ndarray) and value.size > 8:
+        return f"a numpy array of shape {value.shape} (dtype {value.dtype})"
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def validate_params(parameter_constraints: dict, *, signature_of=None):

@@ -106,8 +106,9 @@ def test_multiclass_target_class_and_decision_function(models, reg_data):
     skd = sk_pd(m, X, ["a"], method="brute", grid_resolution=10, response_method="decision_function")
     res = daskpd.partial_dependence(m, X, "a", grid_resolution=10, target_class=2, response="decision_function")
     np.testing.assert_allclose(res.average, skd["average"][2], atol=TOL)
-    with pytest.raises(DataError, match="has 3 classes; pass target_class"):
-        daskpd.partial_dependence(m, X, "a")
+    every = daskpd.partial_dependence(m, X, "a", grid_resolution=10)  # scikit-learn's reading: every class
+    assert every.outputs == list(m.classes_) and every.average.shape == (3, 10)
+    np.testing.assert_allclose(every["average"], sk["average"], rtol=0, atol=TOL)
 
 
 def test_binary_negative_class_is_one_minus_positive(models, reg_data):

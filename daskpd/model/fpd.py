@@ -22,13 +22,16 @@ differs from brute force.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+import warnings
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from .._validation import NO_VALIDATION, StrOptions, validate_params
+from .._errors import InvalidParameterError, SklearnDifferenceWarning
 from ..io import DataError
 from ..results import CurveResult, curve_frame
 from .grids import build_grids, check_grid_arg
@@ -38,7 +41,7 @@ from .setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, open_mod
 from .tree_engine import TREE_CELLS
 
 __all__ = ["partial_dependence", "PDResult", "PDJob", "cell_assignments", "curves_matrix", "curve_sums",
-           "use_tree", "pd_results", "resolve_pd_method", "recursion_average"]
+           "use_tree", "pd_results", "resolve_pd_method", "recursion_average", "PDResults", "OutputsJob"]
 
 
 # ---------------------------------------------------------------------------------
@@ -65,6 +68,59 @@ class PDResult(CurveResult):
     n_rows: int = 0
     weight_sum: float = 0.0
     params: dict = field(default_factory=dict)
+    outputs: list | None = None
+    individual: np.ndarray | None = None
+    pd_kind: str = "average"
+
+    # -- scikit-learn's Bunch: result["average"], result["grid_values"], result["individual"]
+
+    @property
+    def n_outputs(self) -> int:
+        return 1 if self.outputs is None else len(self.outputs)
+
+    def keys(self) -> list:
+        """scikit-learn's keys for this ``kind``: ``grid_values`` and ``average`` and/or ``individual``."""
+        return ["grid_values", *(["average"] if self.pd_kind in ("average", "both") else []),
+                *(["individual"] if self.pd_kind in ("individual", "both") else [])]
+
+    def __getitem__(self, key):
+        """scikit-learn's shapes: ``average`` ``(n_outputs, *grid)``, ``individual``
+        ``(n_outputs, n_rows, *grid)``.  (The attributes keep daskpd's shapes: ``.average``
+        is ``(*grid)`` for one output.)"""
+        if key not in self.keys():
+            raise KeyError(f"{key!r}: this partial dependence (kind={self.pd_kind!r}) has the keys {self.keys()}"
+                           + ("; the average is the attribute .average" if key == "average" else ""))
+        if key == "grid_values":
+            return list(self.grid_values)
+        arr = self.average if key == "average" else self.individual
+        return arr if self.outputs is not None else arr[np.newaxis]
+
+    def __contains__(self, key) -> bool:
+        return key in self.keys()
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def to_bunch(self):
+        """A ``sklearn.utils.Bunch`` with scikit-learn's keys and shapes (what
+        ``sklearn.inspection.partial_dependence`` returns, and what
+        ``PartialDependenceDisplay`` draws)."""
+        from sklearn.utils import Bunch
+
+        return Bunch(**{k: self[k] for k in self.keys()})
+
+    def output(self, target_class) -> "PDResult":
+        """The PD of one class, when the result holds every class (``outputs``)."""
+        if self.outputs is None:
+            if target_class is None or target_class == self.target_class:
+                return self
+            raise InvalidParameterError(f"parameter target_class: this result holds class {self.target_class!r} only")
+        hits = [i for i, c in enumerate(self.outputs) if c == target_class]
+        if not hits:
+            raise InvalidParameterError(f"parameter target_class={target_class!r} is not one of {self.outputs}")
+        k = hits[0]
+        return replace(self, average=self.average[k], target_class=self.outputs[k], outputs=None,
+                       individual=None if self.individual is None else self.individual[k])
 
     @property
     def feature(self) -> str:
@@ -89,15 +145,28 @@ class PDResult(CurveResult):
 
     def curve(self) -> dict:
         """1-way: the grid and the PD.  2-way: one row per cell (row-major), the first
-        feature in the head, the second in ``feature_2``, ``kind_2``, ``x_2`` | ``category_2``."""
+        feature in the head, the second in ``feature_2``, ``kind_2``, ``x_2`` | ``category_2``.
+        A result holding every class stacks them, with a ``target_class`` column."""
+        if self.outputs is None:
+            return self._curve(self.average)
+        cs = [self._curve(self.average[k]) for k in range(self.n_outputs)]
+        extra = {k: np.concatenate([c["extra"][k] for c in cs]) for k in cs[0]["extra"]}
+        labels = np.empty(sum(len(c["pd"]) for c in cs), dtype=object)
+        labels[:] = [lab for lab, c in zip(self.outputs, cs) for _ in range(len(c["pd"]))]
+        extra["target_class"] = labels
+        return {"positions": np.concatenate([np.asarray(c["positions"], dtype=object if self.kinds[0] != "numeric"
+                                                        else "float64") for c in cs]),
+                "pd": np.concatenate([c["pd"] for c in cs]), "extra": extra}
+
+    def _curve(self, average) -> dict:
         if len(self.features) == 1:
-            return {"positions": self.grid_values[0], "pd": self.average, "extra": {}}
+            return {"positions": self.grid_values[0], "pd": average, "extra": {}}
         g0, g1 = self.grid_values
         second = np.tile(np.asarray(g1, dtype="float64" if self.kinds[1] == "numeric" else object), len(g0))
         extra = {"feature_2": np.full(len(second), self.features[1], dtype=object),
                  "kind_2": np.full(len(second), self.kinds[1], dtype=object),
                  ("x_2" if self.kinds[1] == "numeric" else "category_2"): second}
-        return {"positions": np.repeat(g0, len(g1)), "pd": self.average.reshape(-1), "extra": extra}
+        return {"positions": np.repeat(g0, len(g1)), "pd": average.reshape(-1), "extra": extra}
 
     def to_frame(self) -> pd.DataFrame:
         c = self.curve()
@@ -108,10 +177,15 @@ class PDResult(CurveResult):
         return {"method": "partial_dependence", "pd_method": self.method, "engine": self.engine,
                 "features": list(self.features), "kinds": list(self.kinds), "response": self.response,
                 "target_class": self.target_class, "n_rows": self.n_rows, "weight_sum": self.weight_sum,
-                "params": self.params}
+                "kind": self.pd_kind, "outputs": self.outputs, "params": self.params}
 
     def plot(self, ax=None, **kwargs):
         from ..plotting.model import plot_pd
+
+        if self.outputs is not None:
+            raise InvalidParameterError(f"this partial dependence holds one curve per class {self.outputs}; plot "
+                                        "one with result.output(target_class).plot(), or draw every feature with "
+                                        "daskpd.plotting.PartialDependenceDisplay")
 
         return plot_pd(self, ax=ax, **kwargs)
 
@@ -178,15 +252,17 @@ def row_chunk(ctx, n_cells: int) -> int:
     return per
 
 
-def curve_sums(ctx, features, grids, kinds) -> np.ndarray:
-    """Weighted sums over the partition's rows of the response at every grid cell (flat)."""
+def curve_sums(ctx, features, grids, kinds, rows: list | None = None) -> np.ndarray:
+    """Weighted sums over the partition's rows of the response at every grid cell (flat).
+    With a list ``rows``, each row's curve is appended to it too (``(rows, cells)`` blocks,
+    in row order): scikit-learn's ``individual``."""
     pred = ctx.plan.predictor
     n = ctx.n
     n_cells = int(np.prod([len(g) for g in grids]))
     w = ctx.weights
     if n == 0:
         return np.zeros(n_cells)
-    if use_tree(pred, features, kinds) and pred.tree.linear:
+    if use_tree(pred, features, kinds) and pred.tree.linear and rows is None:
         targets = [pred.columns.index(f) for f in features]
         gs = [np.asarray(g, dtype="float64") for g in grids]
         X = ctx.X64()
@@ -203,6 +279,8 @@ def curve_sums(ctx, features, grids, kinds) -> np.ndarray:
         r1 = min(n, r0 + step)
         R = curves_matrix(ctx, features, grids, kinds, r0, r1)
         out += R @ w[r0:r1] if w is not None else R.sum(axis=1)
+        if rows is not None:
+            rows.append(R.T.copy())
     return out
 
 
@@ -211,21 +289,61 @@ class _PDPartial:
     sums: list
     wsum: float
     n_rows: int
+    rows: list | None = None  # per item, every row's curve (rows, cells), in data order
 
     @classmethod
     def combine(cls, parts):
+        rows = None
+        if parts[0].rows is not None:
+            rows = [np.concatenate([p.rows[i] for p in parts], axis=0) for i in range(len(parts[0].rows))]
         return cls([np.sum([p.sums[i] for p in parts], axis=0) for i in range(len(parts[0].sums))],
-                   float(sum(p.wsum for p in parts)), int(sum(p.n_rows for p in parts)))
+                   float(sum(p.wsum for p in parts)), int(sum(p.n_rows for p in parts)), rows)
 
 
 @dataclass
 class PDJob:
     items: list  # list of (features tuple, grids list)
     kinds: dict
+    individual: bool = False  # also keep every row's curve (scikit-learn's kind="individual")
 
     def map(self, ctx):
-        sums = [curve_sums(ctx, feats, grids, self.kinds) for feats, grids in self.items]
-        return _PDPartial(sums, ctx.wsum(), ctx.n)
+        if not self.individual:
+            return _PDPartial([curve_sums(ctx, feats, grids, self.kinds) for feats, grids in self.items],
+                              ctx.wsum(), ctx.n)
+        sums, rows = [], []
+        for feats, grids in self.items:
+            blocks = []
+            sums.append(curve_sums(ctx, feats, grids, self.kinds, blocks))
+            cells = int(np.prod([len(g) for g in grids]))
+            rows.append(np.concatenate(blocks, axis=0) if blocks else np.empty((0, cells)))
+        return _PDPartial(sums, ctx.wsum(), ctx.n, rows)
+
+
+@dataclass
+class _OutputsPartial:
+    parts: list
+
+    @classmethod
+    def combine(cls, parts):
+        return cls([type(ps[0]).combine(list(ps)) for ps in zip(*(p.parts for p in parts))])
+
+
+@dataclass
+class OutputsJob:
+    """One job per output (each class of a multi-class model), each with its own
+    predictor, in the same pass: the partition is read and decoded once."""
+
+    jobs: list
+    predictors: list
+
+    def map(self, ctx):
+        parts = []
+        for job, pred in zip(self.jobs, self.predictors):
+            sub = copy.copy(ctx)
+            sub.plan = Plan([], predictor=pred, weight=ctx.plan.weight, batch_rows=ctx.plan.batch_rows)
+            parts.append(job.map(sub))
+            ctx.__dict__.update({k: v for k, v in sub.__dict__.items() if k != "plan"})  # the decoded inputs
+        return _OutputsPartial(parts)
 
 
 # ---------------------------------------------------------------------------------
@@ -307,21 +425,98 @@ def resolve_pd_method(method, pred: Predictor, kinds, items, weight) -> str:
     return method
 
 
+class PDResults(dict):
+    """``{feature or pair: PDResult}``, what a list of features gives.  Asking it for a
+    scikit-learn key (``"average"``, ...) raises a KeyError that says which entry to take."""
+
+    def __missing__(self, key):
+        if key in ("average", "individual", "grid_values"):
+            raise KeyError(f"{key!r}: features was a list, so this is a dict {{feature or pair: PDResult}} with keys "
+                           f"{list(self)}; take one first, e.g. result[{next(iter(self))!r}][{key!r}] (or pass one "
+                           "feature, or one pair, for one result)")
+        raise KeyError(key)
+
+
+class _Default(str):
+    """A default that remembers it was not passed (``method``: daskpd's default differs
+    from scikit-learn's, and only then is there something to warn about)."""
+
+
+#: partial_dependence's default method: "brute" (scikit-learn's default is "auto")
+DEFAULT_METHOD = _Default("brute")
+KINDS = ("average", "individual", "both")
+
+
+def _warn_features(features, items, single) -> None:
+    """scikit-learn reads a list of names as ONE multi-way PD; daskpd as one PD each."""
+    if single or not isinstance(features, (list, tuple)) or len(features) < 2:
+        return
+    if not all(isinstance(f, str) for f in features):
+        return
+    names = list(features)
+    other = (f"pass {tuple(names)!r} (or [{tuple(names)!r}])" if len(names) == 2
+             else "pass the pairs you want, e.g. [" + repr(tuple(names[:2])) + "] (daskpd computes 1- and 2-way PDs)")
+    warnings.warn(
+        f"partial_dependence: features={names!r} gives {len(names)} 1-way partial dependences here, a dict "
+        f"{{feature: PDResult}}; scikit-learn's partial_dependence reads the same list as ONE {len(names)}-way "
+        f"partial dependence. For the {len(names)}-way reading {other}; to keep the 1-way reading without this "
+        f"warning pass {[(n,) for n in names]!r}.", SklearnDifferenceWarning, stacklevel=4)
+
+
+def _warn_method(method, pred: Predictor, weight, kind) -> None:
+    """daskpd's default method is brute; scikit-learn's "auto" would use tree recursion here."""
+    if not isinstance(method, _Default) or kind != "average" or weight is not None or pred.method == "call":
+        return
+    if not _auto_recursion(pred.model):
+        return
+    clf = pred.kind == "classifier"
+    warnings.warn(
+        f"partial_dependence: method defaults to 'brute' here (the average of {type(pred.model).__name__}'s "
+        f"predictions over the rows of data); scikit-learn's default method='auto' uses tree recursion for this "
+        f"model, which averages over the training data through the trees' node weights"
+        + (" and explains the decision function instead of predict_proba" if clf else "")
+        + ", so the numbers can differ. Pass method='brute' to keep daskpd's reading without this warning, or "
+        + ("method='recursion', response='decision_function'" if clf else "method='auto'")
+        + " for scikit-learn's.", SklearnDifferenceWarning, stacklevel=4)
+
+
+def _all_classes(model, response, target_class, pred_probe=None):
+    """The classes of a multi-class classifier when no ``target_class`` is given:
+    scikit-learn's reading, one PD per class (``n_outputs`` = the number of classes)."""
+    if target_class is not None or response == "predict":
+        return None
+    from .predictor import is_classifier
+
+    try:
+        if not is_classifier(model):
+            return None
+        classes = getattr(model, "classes_", None)
+    except Exception:  # noqa: BLE001 - an unfitted model: resolve_predictor says so
+        return None
+    if classes is None or np.ndim(classes) != 1 or len(classes) <= 2:
+        return None
+    return list(np.asarray(classes))
+
+
 @validate_params({
     **MODEL_CONSTRAINTS,
     **GRID_CONSTRAINTS,
     "features": NO_VALIDATION,  # check_features: names, pairs and lists of them, against the data
     "method": [StrOptions("brute", "recursion", "auto")],
+    "kind": [StrOptions(*KINDS)],
+    "response_method": [StrOptions("auto", "predict", "predict_proba", "decision_function"), None],
+    "custom_values": [dict, None],
 })
 def partial_dependence(
     model,
     data,
     features,
     *,
+    kind: str = "average",
     grid_resolution: int = 100,
     percentiles=(0.05, 0.95),
     grid=None,
-    method: str = "brute",
+    method: str = DEFAULT_METHOD,
     sample_weight=None,
     response: str = "auto",
     target_class=None,
@@ -332,6 +527,8 @@ def partial_dependence(
     progress=None,
     storage_options=None,
     filters=None,
+    response_method: str | None = None,
+    custom_values: dict | None = None,
 ):
     """Friedman partial dependence of a fitted model, computed over all rows of ``data``.
 
@@ -345,7 +542,13 @@ def partial_dependence(
         column) are read.
     features : str, pair of str, or list of str and pairs
         A feature (1-way PD), a tuple ``(a, b)`` (2-way PD), or a list of them; all are
-        computed in one pass over the data.
+        computed in one pass over the data.  **A list of names is one 1-way PD per name**
+        (scikit-learn reads ``["x1", "x2"]`` as one 2-way PD; daskpd warns, see
+        docs/model.md); ``("x1",)`` is an explicit 1-way entry.
+    kind : {"average", "individual", "both"}, default "average"
+        scikit-learn's ``kind``: ``individual`` keeps every row's curve (ICE, all rows,
+        in data order: the driver holds rows x grid cells numbers -- small data only; for
+        a sample of curves on big data use :func:`daskpd.ice`); it needs brute force.
     grid_resolution : int, default 100
         Grid size for a numeric feature with at least this many distinct values; a
         feature with fewer distinct values uses them all (scikit-learn's rule).
@@ -355,20 +558,26 @@ def partial_dependence(
     grid : dict {feature: values} or array, optional
         Custom grid values (an array is accepted when a single feature is requested);
         overrides ``grid_resolution`` and ``percentiles`` for that feature.
+        ``custom_values`` (scikit-learn's name) is an alias.
     method : {"brute", "recursion", "auto"}, default "brute"
         ``brute`` averages the predictions over ``data``; ``recursion`` delegates to
         scikit-learn's tree recursion (averages over the training data; tree models
         only; classifiers give the decision function); ``auto`` picks recursion where
-        scikit-learn's ``method="auto"`` would and the response allows it.
+        scikit-learn's ``method="auto"`` would and the response allows it.  The default
+        differs from scikit-learn's (``"auto"``): a
+        :class:`~daskpd.SklearnDifferenceWarning` says so when scikit-learn would have
+        used recursion.
     sample_weight : str or array, optional
         Name of a weight column (or, for pandas data, one weight per row): weighted
-        average of the predictions (brute only).
+        average of the predictions (brute only; the individual curves are unweighted).
     response : {"auto", "predict", "predict_proba", "decision_function"}
         ``auto``: ``predict_proba`` for classifiers, ``predict`` otherwise.
+        ``response_method`` (scikit-learn's name) is an alias.
     target_class : optional
         Class whose probability/decision is explained (default: the positive class
-        ``classes_[1]`` of a binary classifier; required for multiclass).  For a model
-        without ``classes_`` returning a 2-D array: the column index.
+        ``classes_[1]`` of a binary classifier; for a multi-class classifier, every class,
+        as in scikit-learn: ``average`` then has one row per class, see ``outputs``).
+        For a model without ``classes_`` returning a 2-D array: the column index.
     columns : list of str, optional
         The model's input columns in order; needed only when the model has no
         ``feature_names_in_`` and ``data`` has other columns.
@@ -387,30 +596,77 @@ def partial_dependence(
         "bar" / "log" force a form; False: nothing.
     storage_options, filters
         Passed to ``dask.dataframe.read_parquet`` for path inputs.
+    response_method, custom_values
+        scikit-learn's names for ``response`` and ``grid``.
 
     Returns
     -------
     PDResult, or a dict ``{feature or pair: PDResult}`` when ``features`` is a list.
+    A PDResult is also scikit-learn's Bunch: ``result["average"]`` (shape
+    ``(n_outputs, *grid)``), ``result["grid_values"]``, ``result["individual"]``
+    (``(n_outputs, n_rows, *grid)``), ``result.keys()``, ``result.to_bunch()``; its
+    attributes keep daskpd's shapes (``result.average`` is ``(*grid)`` for one output).
     """
+    if response_method is not None:
+        if response not in ("auto", response_method):
+            raise InvalidParameterError(f"partial_dependence: parameters response={response!r} and "
+                                        f"response_method={response_method!r} disagree; response_method is "
+                                        "scikit-learn's name for response, pass one")
+        response = response_method
+    if custom_values is not None:
+        if grid is not None:
+            raise InvalidParameterError("partial_dependence: pass either grid or custom_values (scikit-learn's "
+                                        "name for grid), not both")
+        grid = custom_values
+    if kind != "average" and method == "recursion":
+        raise InvalidParameterError(f"partial_dependence: kind={kind!r} needs every row's predictions; "
+                                    "method='recursion' gives only the average. Use method='brute' (or 'auto')")
     ds = open_model_data(data, storage_options, filters)  # the request's one opening
     items, single = check_features(features, ds, allow_pairs=True)
+    _warn_features(features, items, single)
     flat = list(dict.fromkeys(f for it in items for f in it))
     grid = check_grid_arg(grid, flat)
-    run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,
+    classes = _all_classes(model, response, target_class)
+    run = prepare_model_run(model, ds, flat, columns=columns, response=response,
+                            target_class=classes[0] if classes else target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             storage_options=storage_options, filters=filters)
     pred = run.predictor
-    method = resolve_pd_method(method, pred, run.kinds, items, run.weight)
+    _warn_method(method, pred, run.weight, kind)
+    method = "brute" if kind != "average" else resolve_pd_method(method, pred, run.kinds, items, run.weight)
+    preds = [pred]
+    if classes:
+        from .predictor import resolve_predictor
+
+        preds += [resolve_predictor(model, pred.columns, run.dtypes, columns=columns, response=response,
+                                    target_class=c, engine=engine) for c in classes[1:]]
     grids = build_grids(run.ddf[flat] if method == "recursion" else run.ddf, flat, run.kinds,
                         grid_resolution=grid_resolution, percentiles=percentiles, grid=grid, progress=progress)
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "custom_grid": sorted(grid),
-              "sample_weight": run.weight, "model": pred.describe()}
-    part = None
+              "sample_weight": run.weight, "model": pred.describe(), "kind": kind}
+    parts = [None] * len(preds)
     if method == "brute":
         job_items = [(it, [grids[f] for f in it]) for it in items]
-        plan = Plan([PDJob(job_items, run.kinds)], predictor=pred, weight=run.weight, batch_rows=batch_rows)
+        jobs = [PDJob(job_items, run.kinds, individual=kind != "average") for _ in preds]
+        job = jobs[0] if len(preds) == 1 else OutputsJob(jobs, preds)
+        plan = Plan([job], predictor=pred, weight=run.weight, batch_rows=batch_rows)
         (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd")
-    results = pd_results(items, grids, run.kinds, pred, part, params)
+        parts = [part] if len(preds) == 1 else part.parts
+    per_output = []
+    for p, part in zip(preds, parts):
+        res = pd_results(items, grids, run.kinds, p, part, params)
+        for i, it in enumerate(items):
+            res[it].pd_kind = kind
+            if part is not None and part.rows is not None:
+                res[it].individual = part.rows[i].reshape([part.n_rows, *[len(grids[f]) for f in it]])
+        per_output.append(res)
+    results = per_output[0]
+    if classes:
+        results = {it: replace(r, average=np.stack([o[it].average for o in per_output]), target_class=None,
+                               outputs=classes,
+                               individual=None if r.individual is None else
+                               np.stack([o[it].individual for o in per_output]))
+                   for it, r in results.items()}
     if single:
         return results[items[0]]
-    return {(it[0] if len(it) == 1 else it): r for it, r in results.items()}
+    return PDResults({(it[0] if len(it) == 1 else it): r for it, r in results.items()})

@@ -14,7 +14,7 @@ import pandas as pd
 from .._engine.stats import ColumnSummary, mquantile_ranks, order_statistics, summarize
 from .._errors import DataError, InvalidParameterError
 
-__all__ = ["build_grids", "custom_grid", "pd_grid_plan", "pd_grid", "check_grid_arg"]
+__all__ = ["build_grids", "grids_and_quantiles", "custom_grid", "pd_grid_plan", "pd_grid", "check_grid_arg"]
 
 
 def custom_grid(feature: str, values, kind: str) -> np.ndarray:
@@ -63,16 +63,29 @@ def pd_grid(name: str, stats: dict[int, float], plan, grid_resolution: int) -> n
 def build_grids(ddf, features: Sequence[str], kinds: dict, *, grid_resolution: int, percentiles, grid=None,
                 progress=None) -> dict[str, np.ndarray]:
     """Grids for ``features``: custom where given, else scikit-learn's rule on all rows."""
+    return grids_and_quantiles(ddf, features, kinds, grid_resolution=grid_resolution, percentiles=percentiles,
+                               grid=grid, progress=progress)[0]
+
+
+def grids_and_quantiles(ddf, features: Sequence[str], kinds: dict, *, grid_resolution: int, percentiles,
+                        grid=None, quantiles=None, progress=None):
+    """:func:`build_grids`, plus the ``mquantiles`` at ``probs`` of the numeric columns
+    of ``quantiles`` (``{column: probs}``, e.g. the deciles a plot marks), exact over all
+    rows, from the same summary and order-statistics passes.  Returns ``(grids, {column:
+    values})``."""
     grid = dict(grid or {})
-    out = {}
+    quantiles = {f: np.asarray(p, dtype="float64") for f, p in (quantiles or {}).items()
+                 if kinds.get(f) == "numeric"}
+    out, qout = {}, {}
     need = [f for f in features if f not in grid]
     for f in features:
         if f in grid:
             out[f] = custom_grid(f, grid[f], kinds[f])
-    if not need:
-        return out
-    sums = summarize(ddf, {f: kinds[f] for f in need}, progress=progress)
-    plans, ranks = {}, {}
+    summarised = list(dict.fromkeys([*need, *quantiles]))
+    if not summarised:
+        return out, qout
+    sums = summarize(ddf, {f: kinds[f] for f in summarised}, progress=progress)
+    plans, ranks, qplans = {}, {}, {}
     for f in need:
         g, rk = pd_grid_plan(sums[f], kinds[f], grid_resolution, percentiles)
         if g is not None:
@@ -80,11 +93,21 @@ def build_grids(ddf, features: Sequence[str], kinds: dict, *, grid_resolution: i
         else:
             plans[f] = rk
             ranks[f] = list(rk[0]) + list(rk[1])
+    for f, probs in quantiles.items():
+        if sums[f].n == 0:
+            continue
+        qplans[f] = mquantile_ranks(sums[f].n, probs)
+        ranks[f] = [*ranks.get(f, []), *qplans[f][0], *qplans[f][1]]
     if ranks:
-        stats = order_statistics(ddf, sums, ranks, progress=progress)
+        stats = order_statistics(ddf, sums, {f: sorted(set(int(r) for r in rs)) for f, rs in ranks.items()},
+                                 progress=progress)
         for f, rk in plans.items():
             out[f] = pd_grid(f, stats[f], rk, grid_resolution)
-    return out
+        for f, (lo, hi, gamma) in qplans.items():
+            xlo = np.array([stats[f][int(r)] for r in lo])
+            xhi = np.array([stats[f][int(r)] for r in hi])
+            qout[f] = (1.0 - gamma) * xlo + gamma * xhi
+    return out, qout
 
 
 def check_grid_arg(grid, features: Sequence[str]) -> dict:

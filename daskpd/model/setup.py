@@ -69,6 +69,8 @@ def check_features(features, dataset: Dataset, *, allow_pairs: bool, name: str =
     def one(item):
         if isinstance(item, str):
             return (item,)
+        if isinstance(item, tuple) and len(item) == 1 and isinstance(item[0], str):  # an explicit 1-way entry
+            return item
         if allow_pairs and isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(c, str) for c in item):
             if item[0] == item[1]:
                 raise InvalidParameterError(f"parameter {name}: a 2-way pair needs two different columns; got {tuple(item)!r}")

@@ -3,7 +3,8 @@
 One module per family: :mod:`.strat` (StratPD), :mod:`.catstrat` (CatStratPD),
 :mod:`.importance` (importance bars and curve grids), :mod:`.model` (FPD, ICE, ALE,
 marginal, PD variance, comparison figure).  Result objects' ``plot()`` methods call
-these functions.
+these functions.  :class:`PartialDependenceDisplay` (:mod:`.display`) is scikit-learn's
+display, computed by daskpd (imported on first use).
 """
 import numpy as np
 
@@ -165,3 +166,11 @@ def count_bars(ax, x, count, *, label: str = "rows", fraction: float = COUNT_FRA
     ax.set_zorder(tw.get_zorder() + 1)
     ax.patch.set_visible(False)
     return tw
+
+
+def __getattr__(name):
+    if name == "PartialDependenceDisplay":
+        from .display import PartialDependenceDisplay
+
+        return PartialDependenceDisplay
+    raise AttributeError(f"module 'daskpd.plotting' has no attribute {name!r}")
