@@ -341,7 +341,14 @@ def validate_params(parameter_constraints: dict, *, signature_of=None):
             for name, cons in compiled.items():
                 if cons is not None:
                     arguments[name] = validate_parameter(name, arguments[name], cons, caller)
-            return func(*bound.args, **bound.kwargs)
+            if "data" not in arguments:
+                return func(*bound.args, **bound.kwargs)
+            # every public function enters here: a damaged data page of a parquet path,
+            # found only while computing, is reported with the file's name (issue 14)
+            from ._data.lake import damaged_files_named
+
+            with damaged_files_named(arguments["data"], arguments.get("storage_options")):
+                return func(*bound.args, **bound.kwargs)
 
         wrapper.__daskpd_constraints__ = compiled
         if signature_of is not None:

@@ -280,3 +280,25 @@ def test_widened_columns_are_counted_in_the_manifest(dask_cluster, tmp_path, cap
     assert m["input_schema"]["widened"] == {"c": {"to": "int64", "from": {"int64": 2, "int32": 1}},
                                             "x1": {"to": "double", "from": {"double": 2, "float": 1}}}
     assert m["rows"]["rows_read"] == 3 * N
+
+
+@pytest.mark.parametrize("call", ["stratpd", "importances", "partial_dependence"])
+def test_damaged_data_page_named_by_every_public_function(tmp_path, call):
+    """The footer is intact, so the damage shows only while computing; the public
+    functions name the file too (not only the job runner)."""
+    import daskpd
+    from daskpd.io import DataError
+
+    lake = make_lake(tmp_path / "lake")
+    damage(lake / "part-2.parquet", "page")
+    with pytest.raises(DataError, match=r"damaged parquet file: .*part-2\.parquet cannot be read"):
+        if call == "stratpd":
+            daskpd.stratpd(str(lake), "y", "x1", progress=False)
+        elif call == "importances":
+            daskpd.importances(str(lake), "y", categorical=["c"], progress=False)
+        else:
+            from sklearn.linear_model import LinearRegression
+
+            df = frame(0)
+            model = LinearRegression().fit(df[["x1", "x2"]], df["y"])
+            daskpd.partial_dependence(model, str(lake), "x1", progress=False)

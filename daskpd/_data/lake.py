@@ -27,6 +27,7 @@ functions that open the same lake twice read them once.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -538,3 +539,26 @@ def unreadable_file(path, lake: LakeSchema, columns: Sequence[str] | None, stora
                           f"({type(exc).__name__}: {_printable(exc)}); its footer is intact, so a data page "
                           "is damaged -- remove or rewrite it")
     return None
+
+
+@contextlib.contextmanager
+def damaged_files_named(data, storage_options=None, columns=None):
+    """Around a computation on ``data``: when it is a parquet path (file, directory, glob
+    or URL) and the read fails mid-computation (a damaged data page behind an intact
+    footer: the footer checks passed), the error becomes a ``DataError`` naming the file,
+    found by reading the files one by one -- only on this failure path."""
+    try:
+        yield
+    except OSError as exc:
+        if not isinstance(data, (str, os.PathLike)) or type(exc).__module__.startswith("distributed"):
+            raise
+        path = os.fspath(data)
+        if path.lower().endswith((".csv", ".csv.gz", ".tsv")):
+            raise
+        try:
+            err = unreadable_file(path, inspect_lake(path, [], storage_options), columns, storage_options)
+        except Exception:  # the diagnosis must never hide the original error
+            raise exc from None
+        if err is None:
+            raise
+        raise err from None
