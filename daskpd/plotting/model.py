@@ -205,7 +205,6 @@ def plot_ale2d(res, ax=None, *, kind: str = "contour", cmap="RdBu_r", levels: in
     return ax
 
 
-def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=None):
 def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=None, target=None):
     """Mean per bin with a +-1 std band: of the target and/or of the prediction."""
     if show not in ("both", "y", "prediction"):
