@@ -27,6 +27,7 @@ _API = {
     "marginal": "daskpd.model.marginal",
     "pd_variance": "daskpd.model.variance",
     "compare": "daskpd.model.compare",
+    "read_csv": "daskpd.io",
     "DataError": "daskpd._errors",
     "InvalidParameterError": "daskpd._errors",
     "SklearnDifferenceWarning": "daskpd._errors",

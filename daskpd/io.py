@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import glob as _glob
 import os
+from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -29,6 +30,8 @@ __all__ = [
     "DataError",
     "InvalidParameterError",
     "load",
+    "read_csv",
+    "CsvSource",
     "column_kinds",
     "check_columns",
     "FeatureEncoder",
@@ -112,22 +115,54 @@ def _filter_groups(filters):
     return [list(filters)]
 
 
-def _read_path(path, columns, storage_options, filters, agree=None):
+@dataclass(frozen=True)
+class CsvSource:
+    """A CSV path (file, glob or URL) with the options of its reader: what
+    :func:`read_csv` returns, accepted as ``data`` by every function."""
+
+    path: str
+    options: dict = field(default_factory=dict)
+
+
+#: options of dask's CSV reader that daskpd sets itself
+_CSV_OWN = ("storage_options",)
+
+
+def read_csv(path, **options) -> CsvSource:
+    """``data`` for any daskpd function: the CSV file(s) at ``path`` read with
+    ``options`` passed to :func:`dask.dataframe.read_csv` (and so to pandas'
+    ``read_csv``): ``dtype=``, ``usecols=``, ``sep=``, ``na_values=``, ``parse_dates=``,
+    ``blocksize=`` (default 64 MB), ...  ``storage_options`` is the function's own
+    parameter.  E.g. ``daskpd.importances(daskpd.read_csv("bulldozer.csv",
+    dtype={"fiModelSeries": str}), "SalePrice")``."""
+    bad = [k for k in options if k in _CSV_OWN]
+    if bad:
+        raise DataError(f"read_csv: pass {bad[0]} to the daskpd function, not to read_csv")
+    return CsvSource(os.fspath(path), dict(options))
+
+
+def _read_csv(path, options, columns, storage_options):
     import dask.dataframe as dd
 
+    _check_local_path(path)
+    opts = {"blocksize": "64MB", **(options or {})}
+    try:
+        ddf = _named(dd.read_csv(path, storage_options=storage_options, **opts), repr(path))
+    except DataError:
+        raise
+    except (OSError, ValueError, TypeError) as exc:
+        raise DataError(f"could not read data from {path!r}: {type(exc).__name__}: {exc}") from exc
+    if columns is not None:
+        check_columns(ddf.columns, columns, source=path)
+        ddf = ddf[list(columns)]
+    return ddf
+
+
+def _read_path(path, columns, storage_options, filters, agree=None):
     path = os.fspath(path)
     _check_local_path(path)
     if _is_csv(path):
-        try:
-            ddf = _named(dd.read_csv(path, storage_options=storage_options, blocksize="64MB"), repr(path))
-        except DataError:
-            raise
-        except (OSError, ValueError, TypeError) as exc:
-            raise DataError(f"could not read data from {path!r}: {type(exc).__name__}: {exc}") from exc
-        if columns is not None:
-            check_columns(ddf.columns, columns, source=path)
-            ddf = ddf[list(columns)]
-        return ddf
+        return _read_csv(path, None, columns, storage_options)
     return _read_parquet(_expand_glob(path, storage_options), columns, storage_options, filters, repr(path), agree)
 
 
@@ -225,6 +260,8 @@ def load(
         return data
     if isinstance(data, (str, os.PathLike)):
         return _read_path(data, columns, storage_options, filters, agree)
+    if isinstance(data, CsvSource):
+        return _read_csv(data.path, data.options, columns, storage_options)
     if isinstance(data, (list, tuple)) and data and all(isinstance(p, (str, os.PathLike)) for p in data):
         paths = [os.fspath(p) for p in data]
         for p in paths:
@@ -232,8 +269,8 @@ def load(
         return _read_parquet(paths, columns, storage_options, filters, f"the parquet files {_short_list(paths, 5)}",
                              agree)
     raise DataError(
-        "data must be a pandas DataFrame, a dask DataFrame, or a path/glob/URL of parquet "
-        f"(or .csv) files; got {type(data).__name__}"
+        "data must be a pandas DataFrame, a dask DataFrame, a path/glob/URL of parquet "
+        f"(or .csv) files, or daskpd.read_csv(path, **options); got {type(data).__name__}"
     )
 
 

@@ -549,6 +549,16 @@ def damaged_files_named(data, storage_options=None, columns=None):
     found by reading the files one by one -- only on this failure path."""
     try:
         yield
+    except ValueError as exc:
+        # dask infers a CSV's dtypes from its first block; a later block that disagrees
+        # fails mid-computation with pandas' "Mismatched dtypes" (issue 15)
+        if "Mismatched dtypes" not in str(exc):
+            raise
+        where = repr(os.fspath(getattr(data, "path", data))) if isinstance(data, (str, os.PathLike)) or hasattr(
+            data, "path") else "the CSV data"
+        raise _error(f"the CSV file(s) {where} change type part-way (dask guessed each column's type from the "
+                     f"first block): {' '.join(str(exc).split())}  Pass the types with daskpd.read_csv(path, dtype={{...}}) as data "
+                     "(or source.read_options in a job spec).") from None
     except OSError as exc:
         if not isinstance(data, (str, os.PathLike)) or type(exc).__module__.startswith("distributed"):
             raise

@@ -112,7 +112,8 @@ def open_source(spec: JobSpec, data_path: str):
         if "://" not in data_path and not any(c in data_path for c in "*?[") and not os.path.exists(data_path):
             raise DataError(f"data path {data_path!r} does not exist")
         try:
-            ddf = dd.read_csv(data_path, storage_options=src.storage_options or None, blocksize="64MB")
+            opts = {"blocksize": "64MB", **(src.read_options or {})}
+            ddf = dd.read_csv(data_path, storage_options=src.storage_options or None, **opts)
         except (OSError, ValueError, TypeError) as exc:
             raise DataError(f"could not read CSV data from {data_path!r}: {type(exc).__name__}: {exc}") from exc
         if filters:

@@ -208,6 +208,7 @@ _SOURCE = {
     "columns": _Key(_str_list),
     "filters": _Key(_filters),
     "storage_options": _Key(_table, {}),
+    "read_options": _Key(_table, {}),
     "fingerprint": _Key(_choice(("metadata", "content")), "metadata"),
     "synthetic": _Key(_choice(SYNTHETIC)),
     "rows": _Key(_int(1)),
@@ -261,6 +262,7 @@ class SourceSpec:
     rows_per_file: int
     random_state: int
     params: dict
+    read_options: dict = field(default_factory=dict)  # dask.dataframe.read_csv options (CSV sources)
 
     @property
     def is_url(self) -> bool:
@@ -466,7 +468,11 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
             storage_options=s.get("storage_options") or {}, fingerprint=s.get("fingerprint", "metadata"),
             synthetic=s.get("synthetic"), rows=s.get("rows"), rows_per_file=s.get("rows_per_file", 50_000),
             random_state=s.get("random_state", 0), params=s.get("params") or {},
+            read_options=s.get("read_options") or {},
         )
+        if src.read_options and not src.is_csv:
+            errors.append("key 'source.read_options': applies to CSV sources only (source.path ending in .csv, "
+                          "or source.format = \"csv\")")
         if src.synthetic and src.params:
             _check_synthetic_params(src.synthetic, src.params, errors)
 
