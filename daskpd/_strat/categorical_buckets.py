@@ -28,7 +28,7 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine.sums import Table, group_sums, reduce_tables
-from .categorical_solve import CG_MAXITER, Effects, ground, number_groups
+from .categorical_solve import CG_MAXITER, Effects, ground, number_groups, uf_find, uf_flatten, uf_join
 
 __all__ = ["CGBucket", "BucketSummary", "prepare", "bucket_products", "fold_summaries", "solve_explicit",
            "solve_buckets", "EXPLICIT_MAX_KEYS"]
@@ -97,23 +97,12 @@ def _leaves(leaf, code, n, s, K):
         for i in range(a, b):
             N += n[i]
             S += s[i]
-        r0 = code[a]
-        while parent[r0] != r0:
-            r0 = parent[r0]
+        r0 = uf_find(parent, code[a])
         for i in range(a, b):
             rterm[i] = s[i] - n[i] * (S / N)
             dterm[i] = n[i] * n[i] / N
             w[i] = 1.0 / N
-            r1 = code[i]
-            while parent[r1] != r1:
-                parent[r1] = parent[parent[r1]]
-                r1 = parent[r1]
-            if r1 != r0:
-                if r1 < r0:
-                    parent[r0] = r1
-                    r0 = r1
-                else:
-                    parent[r1] = r0
+            r0 = uf_join(parent, r0, code[i])
     return starts, multi, rterm, dterm, w, parent
 
 
@@ -202,12 +191,7 @@ def _union(forests, K):
                 b = parent[b]
             if a != b:
                 parent[max(a, b)] = min(a, b)
-    for c in range(K):
-        r = c
-        while parent[r] != r:
-            r = parent[r]
-        parent[c] = r
-    return parent
+    return uf_flatten(parent)
 
 
 def fold_summaries(summaries: list, K: int, n_sets: int) -> list:

@@ -23,7 +23,8 @@ import numpy as np
 
 from .._engine.sums import group_sums
 from .categorical_solve import (CG_MAXITER, TILE, DIRECT_MAX, Effects, cg_solve, direct_solve, ground, number_groups,
-                                grounded_dense, pairs_upper, scatter_upper, symmetric_csr, warn_cg)
+                                grounded_dense, pairs_upper, scatter_upper, symmetric_csr, uf_find_halving,
+                                uf_flatten, warn_cg)
 
 __all__ = ["LeafSums", "accumulate", "solve_gram", "leaf_sums", "DENSE_MAX_KEYS", "CHUNK_LEAVES"]
 
@@ -303,21 +304,10 @@ def _components_dense(G):
     for j in range(K):
         for i in range(j):
             if G[i, j] != 0.0:
-                a, b = i, j
-                while parent[a] != a:
-                    parent[a] = parent[parent[a]]
-                    a = parent[a]
-                while parent[b] != b:
-                    parent[b] = parent[parent[b]]
-                    b = parent[b]
+                a, b = uf_find_halving(parent, i), uf_find_halving(parent, j)
                 if a != b:
                     parent[max(a, b)] = min(a, b)
-    for i in range(K):
-        r = i
-        while parent[r] != r:
-            r = parent[r]
-        parent[i] = r
-    return parent
+    return uf_flatten(parent)
 
 
 def solve_gram(sums: LeafSums, *, solver: str = "auto") -> Effects:

@@ -212,6 +212,50 @@ def symmetric_csr(rows, cols, vals, K):
 # the table path
 
 
+# union-find over category codes, shared by the leaf scan (categorical_buckets) and the
+# component labelling here and in categorical_gram: ``parent`` is an int64 array, a root
+# is its own parent, and a union always makes the smaller root the parent.
+
+
+@numba.njit(cache=True, nogil=True)
+def uf_find(parent, r):
+    """Root of ``r`` (the path is left as it is)."""
+    while parent[r] != r:
+        r = parent[r]
+    return r
+
+
+@numba.njit(cache=True, nogil=True)
+def uf_find_halving(parent, r):
+    """Root of ``r``, halving the path on the way."""
+    while parent[r] != r:
+        parent[r] = parent[parent[r]]
+        r = parent[r]
+    return r
+
+
+@numba.njit(cache=True, nogil=True)
+def uf_join(parent, r0, c):
+    """Join the tree of ``c`` (found with path halving) to the root ``r0``; the smaller
+    root becomes the parent.  Returns the root of the joined tree."""
+    r1 = uf_find_halving(parent, c)
+    if r1 != r0:
+        if r1 < r0:
+            parent[r0] = r1
+            r0 = r1
+        else:
+            parent[r1] = r0
+    return r0
+
+
+@numba.njit(cache=True, nogil=True)
+def uf_flatten(parent):
+    """Point every entry at its root, in place; returns ``parent`` (a label per entry)."""
+    for i in range(parent.shape[0]):
+        parent[i] = uf_find(parent, i)
+    return parent
+
+
 @numba.njit(cache=True, nogil=True)
 def _components(code, starts, K):
     """Connected components of categories linked by sharing a leaf (union-find)."""
@@ -219,26 +263,10 @@ def _components(code, starts, K):
     for q in range(starts.shape[0]):
         a = starts[q]
         b = starts[q + 1] if q + 1 < starts.shape[0] else code.shape[0]
-        r0 = code[a]
-        while parent[r0] != r0:
-            r0 = parent[r0]
+        r0 = uf_find(parent, code[a])
         for i in range(a + 1, b):
-            r1 = code[i]
-            while parent[r1] != r1:
-                parent[r1] = parent[parent[r1]]
-                r1 = parent[r1]
-            if r1 != r0:
-                if r1 < r0:
-                    parent[r0] = r1
-                    r0 = r1
-                else:
-                    parent[r1] = r0
-    for i in range(K):
-        r = i
-        while parent[r] != r:
-            r = parent[r]
-        parent[i] = r
-    return parent
+            r0 = uf_join(parent, r0, code[i])
+    return uf_flatten(parent)
 
 
 @numba.njit(cache=True, nogil=True)
