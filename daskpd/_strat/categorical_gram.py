@@ -98,10 +98,15 @@ class LeafSums:
         c, nn, ww, ch = code[rows], n[rows], w[rows], chunk[rows]
         lf = leaf[rows]
         starts = np.flatnonzero(np.r_[True, lf[1:] != lf[:-1]]).astype(np.int64)
+        self.add_gram(c, nn, ww, starts, ch)
+
+    def add_gram(self, code, n, w, starts, chunk):
+        """Add to G the leaves starting at ``starts`` (rows of leaves holding >= 2
+        categories; ``w``: 1 / the leaf's rows), dense in place or as a sparse piece."""
         if self.dense:
-            _add_dense(self.gram, c, nn, ww, starts, ch)
+            _add_dense(self.gram, code, n, w, starts, chunk)
         else:
-            r_, c_, v_ = pairs_upper(c, nn, ww, starts)
+            r_, c_, v_ = pairs_upper(code, n, w, starts)
             self.gram.append(group_sums(r_, c_, v_))
             self._pending += len(v_)
             if self._pending > _COMPACT_AT:
@@ -279,15 +284,7 @@ def gram_link(state, bucket, stats_set: int):
         return state
     sizes = np.diff(np.r_[starts, len(code)])
     chunk = np.repeat(vb * (1 << 40) + leaf // CHUNK_LEAVES, sizes)
-    c = code.astype(np.int64)
-    if state.dense:
-        _add_dense(state.gram, c, n, w, starts, chunk)
-    else:
-        r_, c_, v_ = pairs_upper(c, n, w, starts)
-        state.gram.append(group_sums(r_, c_, v_))
-        state._pending += len(v_)
-        if state._pending > _COMPACT_AT:
-            state.compact()
+    state.add_gram(code.astype(np.int64), n, w, starts, chunk)
     return state
 
 
