@@ -101,6 +101,17 @@ class Job(abc.ABC):
         return node("finish", *merged, key="finish")
 
 
+def merge_keyed(parts: list, attr: str, merge) -> dict:
+    """``{key: merge([part.<attr>[key] for part in parts])}`` over the keys of the first
+    part: the per-column (per-feature) dicts of partials merged key by key, in order."""
+    return {k: merge([getattr(p, attr)[k] for p in parts]) for k in getattr(parts[0], attr)}
+
+
+def sum_fields(parts: list, *names: str) -> dict:
+    """``{name: sum(part.<name> for part in parts)}``: a partial's counters summed."""
+    return {a: sum(getattr(p, a) for p in parts) for a in names}
+
+
 # ---------------------------------------------------------------------------------
 # the kernels' wrappers (module-level functions: what the tasks run)
 

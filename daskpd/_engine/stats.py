@@ -19,7 +19,7 @@ import pandas as pd
 
 from .._data.encode import as_float
 from .._errors import DataError
-from .plan import Job, run_pass
+from .plan import Job, merge_keyed, run_pass
 
 __all__ = ["ColumnSummary", "summarize", "summarize_column", "order_statistics", "mquantile_ranks", "type1_ranks",
            "type7_ranks", "sort_levels", "MAX_UNIQUE", "MAX_LEVELS"]
@@ -114,7 +114,7 @@ class _Summaries:
 
     @classmethod
     def combine(cls, parts):
-        return cls({c: ColumnSummary.combine([p.cols[c] for p in parts]) for c in parts[0].cols})
+        return cls(merge_keyed(parts, "cols", ColumnSummary.combine))
 
 
 class SummaryJob(Job):

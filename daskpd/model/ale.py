@@ -38,6 +38,7 @@ import pandas as pd
 from .._validation import NO_VALIDATION, POSITIVE_INT, validate_params
 from ..io import DataError, InvalidParameterError, as_float
 from ..results import CurveResult
+from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
 from .passes import Plan, run_jobs
 from .predictor import DEFAULT_BATCH_ROWS
@@ -161,6 +162,10 @@ class _ALESpec:
     values: np.ndarray  # numeric: edges z_0..z_K; categorical: ordered levels
 
 
+#: the row counters of an ALE partial (1-D and 2-D), summed across partitions
+ROW_COUNTS = ("n_rows", "n_used", "n_missing", "n_outside")
+
+
 @dataclass
 class _ALEFeaturePartial:
     stats: BinStats  # per bin (numeric) or per boundary (categorical)
@@ -175,8 +180,7 @@ class _ALEFeaturePartial:
     def merge(cls, parts):
         lw = None if parts[0].level_w is None else np.sum([p.level_w for p in parts], axis=0)
         ln = None if parts[0].level_n is None else np.sum([p.level_n for p in parts], axis=0)
-        return cls(BinStats.merge_all([p.stats for p in parts]), lw, ln, sum(p.n_rows for p in parts),
-                   sum(p.n_used for p in parts), sum(p.n_missing for p in parts), sum(p.n_outside for p in parts))
+        return cls(BinStats.merge_all([p.stats for p in parts]), lw, ln, **sum_fields(parts, *ROW_COUNTS))
 
 
 @dataclass
@@ -185,7 +189,7 @@ class _ALEPartial:
 
     @classmethod
     def combine(cls, parts):
-        return cls({f: _ALEFeaturePartial.merge([p.feats[f] for p in parts]) for f in parts[0].feats})
+        return cls(merge_keyed(parts, "feats", _ALEFeaturePartial.merge))
 
 
 def level_codes(s: pd.Series, levels: np.ndarray) -> np.ndarray:

@@ -37,7 +37,8 @@ import numpy as np
 
 from ..io import as_float
 from ..results import CurveResult, curve_frame
-from .ale import BinStats, _rows
+from .._engine.plan import merge_keyed, sum_fields
+from .ale import ROW_COUNTS, BinStats, _rows
 
 __all__ = ["ALE2DResult", "ALE2DJob", "ALE2DSpec", "finish_ale2d", "ale2d_surface"]
 
@@ -153,8 +154,7 @@ class _ALE2DPairPartial:
 
     @classmethod
     def merge(cls, parts):
-        return cls(BinStats.merge_all([p.stats for p in parts]), sum(p.n_rows for p in parts),
-                   sum(p.n_used for p in parts), sum(p.n_missing for p in parts), sum(p.n_outside for p in parts))
+        return cls(BinStats.merge_all([p.stats for p in parts]), **sum_fields(parts, *ROW_COUNTS))
 
 
 @dataclass
@@ -163,7 +163,7 @@ class _ALE2DPartial:
 
     @classmethod
     def combine(cls, parts):
-        return cls({k: _ALE2DPairPartial.merge([p.pairs[k] for p in parts]) for k in parts[0].pairs})
+        return cls(merge_keyed(parts, "pairs", _ALE2DPairPartial.merge))
 
 
 def _cells(x: np.ndarray, z: np.ndarray) -> np.ndarray:

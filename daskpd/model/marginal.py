@@ -27,6 +27,7 @@ from .._validation import NO_VALIDATION, POSITIVE_INT, StrOptions, validate_para
 from ..io import DataError, InvalidParameterError, as_float, kind_of
 from ..results import CurveResult
 from .._data.kinds import resolve_kinds
+from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks
 from .passes import Plan, run_jobs
 from .predictor import resolve_predictor
@@ -112,8 +113,7 @@ class _MFeat:
         y = None if parts[0].y is None else BinStats.merge_all([p.y for p in parts])
         pr = None if parts[0].p is None else BinStats.merge_all([p.p for p in parts])
         return cls(y, pr, np.sum([p.xw for p in parts], axis=0), np.sum([p.w for p in parts], axis=0),
-                   np.sum([p.n for p in parts], axis=0), sum(p.n_rows for p in parts),
-                   sum(p.n_missing for p in parts), sum(p.n_bad_y for p in parts))
+                   np.sum([p.n for p in parts], axis=0), **sum_fields(parts, "n_rows", "n_missing", "n_bad_y"))
 
 
 @dataclass
@@ -122,7 +122,7 @@ class _MPartial:
 
     @classmethod
     def combine(cls, parts):
-        return cls({f: _MFeat.merge([p.feats[f] for p in parts]) for f in parts[0].feats})
+        return cls(merge_keyed(parts, "feats", _MFeat.merge))
 
 
 def bin_index(sp: _MSpec, s: pd.Series):
