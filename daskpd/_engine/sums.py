@@ -170,6 +170,23 @@ def _accumulate_rows(acc, touched, leaves, keys, y, x, w, has_x, lo, n_keys):
 
 
 @numba.njit(cache=True, nogil=True)
+def run_starts(sorted_keys):
+    """Index of the first element of each run of equal values of ``sorted_keys``."""
+    n = sorted_keys.shape[0]
+    n_runs = 0
+    for i in range(n):
+        if i == 0 or sorted_keys[i] != sorted_keys[i - 1]:
+            n_runs += 1
+    starts = np.empty(n_runs, np.int64)
+    q = -1
+    for i in range(n):
+        if i == 0 or sorted_keys[i] != sorted_keys[i - 1]:
+            q += 1
+            starts[q] = i
+    return starts
+
+
+@numba.njit(cache=True, nogil=True)
 def _segment_rows(sorted_keys, order, y, x, w, has_x, m):
     n = sorted_keys.shape[0]
     n_groups = 0

@@ -27,7 +27,7 @@ import numba
 import numpy as np
 from dask.sizeof import sizeof
 
-from .._engine.sums import Table, group_sums, reduce_tables
+from .._engine.sums import Table, group_sums, reduce_tables, run_starts
 from .categorical_solve import CG_MAXITER, Effects, ground, number_groups, uf_find, uf_flatten, uf_join
 
 __all__ = ["CGBucket", "BucketSummary", "prepare", "bucket_products", "fold_summaries", "solve_explicit",
@@ -71,16 +71,8 @@ class BucketSummary:
 def _leaves(leaf, code, n, s, K):
     """Per leaf: start, size, N, S; per row: r term, diag term, 1 / N (0 if single)."""
     m = leaf.shape[0]
-    n_leaf = 0
-    for i in range(m):
-        if i == 0 or leaf[i] != leaf[i - 1]:
-            n_leaf += 1
-    starts = np.empty(n_leaf, np.int64)
-    q = -1
-    for i in range(m):
-        if i == 0 or leaf[i] != leaf[i - 1]:
-            q += 1
-            starts[q] = i
+    starts = run_starts(leaf)
+    n_leaf = starts.shape[0]
     rterm = np.zeros(m)
     dterm = np.zeros(m)
     w = np.zeros(m)
