@@ -152,6 +152,17 @@ _DEBRUIJN_INDEX = np.array([
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _split_gain(ls, lc, total, m, msl):
+    """Sum of squares explained by a cut with ``lc`` rows (sum ``ls``) on the left of
+    ``m`` (sum ``total``); -inf when a side has fewer than ``msl`` rows."""
+    rc = m - lc
+    if lc < msl or rc < msl:
+        return -np.inf
+    rs = total - ls
+    return ls * ls / lc + rs * rs / rc
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _bit_index(low):
     """Position of the single set bit of ``low`` (uint64), by de Bruijn multiplication."""
     return _DEBRUIJN_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
@@ -242,31 +253,22 @@ def _grow(B, y, msl, miss):
                         if lc > m - msl:  # this and every further cut leave < msl rows on the right
                             done = True
                             break
-                        # missing values right
-                        rc = m - lc
-                        if lc >= msl and rc >= msl:
-                            rs = total - ls
-                            g = ls * ls / lc + rs * rs / rc
+                        # missing values right, then left (a cut scores only with >= msl rows each side)
+                        g = _split_gain(ls, lc, total, m, msl)
+                        if g > best:
+                            best = g
+                            bj = j
+                            bcut = b
+                            bmiss = False
+                            bmc = mc
+                        if mc > 0:
+                            g = _split_gain(ls + ms, lc + mc, total, m, msl)
                             if g > best:
                                 best = g
                                 bj = j
                                 bcut = b
-                                bmiss = False
+                                bmiss = True
                                 bmc = mc
-                        # missing values left
-                        if mc > 0:
-                            lc2 = lc + mc
-                            rc2 = m - lc2
-                            if lc2 >= msl and rc2 >= msl:
-                                ls2 = ls + ms
-                                rs2 = total - ls2
-                                g = ls2 * ls2 / lc2 + rs2 * rs2 / rc2
-                                if g > best:
-                                    best = g
-                                    bj = j
-                                    bcut = b
-                                    bmiss = True
-                                    bmc = mc
                     if done:
                         break
         bnext = -1  # the next occupied bin after the cut (-1: every non-missing row goes left)
