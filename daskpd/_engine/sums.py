@@ -169,15 +169,21 @@ def _accumulate_rows(acc, touched, leaves, keys, y, x, w, has_x, lo, n_keys):
         _add_row(acc, c, i, y, x, w, has_x)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _n_runs(sorted_keys):
+    """Number of runs of equal values in ``sorted_keys``."""
+    n_runs = 0
+    for i in range(sorted_keys.shape[0]):
+        if i == 0 or sorted_keys[i] != sorted_keys[i - 1]:
+            n_runs += 1
+    return n_runs
+
+
 @numba.njit(cache=True, nogil=True)
 def run_starts(sorted_keys):
     """Index of the first element of each run of equal values of ``sorted_keys``."""
     n = sorted_keys.shape[0]
-    n_runs = 0
-    for i in range(n):
-        if i == 0 or sorted_keys[i] != sorted_keys[i - 1]:
-            n_runs += 1
-    starts = np.empty(n_runs, np.int64)
+    starts = np.empty(_n_runs(sorted_keys), np.int64)
     q = -1
     for i in range(n):
         if i == 0 or sorted_keys[i] != sorted_keys[i - 1]:
@@ -189,10 +195,7 @@ def run_starts(sorted_keys):
 @numba.njit(cache=True, nogil=True)
 def _segment_rows(sorted_keys, order, y, x, w, has_x, m):
     n = sorted_keys.shape[0]
-    n_groups = 0
-    for i in range(n):
-        if i == 0 or sorted_keys[i] != sorted_keys[i - 1]:
-            n_groups += 1
+    n_groups = _n_runs(sorted_keys)
     keys = np.empty(n_groups, np.int64)
     out = np.zeros((n_groups, m))
     g = -1
@@ -257,10 +260,7 @@ def _segment_sums(sorted_keys, order, values):
     """Distinct sorted keys and the sums of ``values[order]`` rows per key, in order."""
     n = sorted_keys.shape[0]
     m = values.shape[1]
-    n_groups = 0
-    for i in range(n):
-        if i == 0 or sorted_keys[i] != sorted_keys[i - 1]:
-            n_groups += 1
+    n_groups = _n_runs(sorted_keys)
     keys = np.empty(n_groups, np.int64)
     out = np.zeros((n_groups, m))
     g = -1
