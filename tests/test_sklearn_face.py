@@ -198,3 +198,21 @@ def test_target_given_as_values_names_the_parameter_and_the_fix(data):
     assert "\n" not in msg  # the values are not printed
     with pytest.raises(InvalidParameterError, match="marginal: parameter target .* numpy array of shape"):
         daskpd.marginal(X, "a", target=y.to_numpy())
+
+
+@pytest.mark.parametrize("make", ["forest", "linear"])
+def test_multi_output_regressor_gives_every_output_as_scikit_learn(make):
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.inspection import partial_dependence as sk_pd
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(500, 3)), columns=["a", "b", "c"])
+    Y = np.c_[X.a * 2 + X.b, X.b ** 2 - X.c]
+    m = (RandomForestRegressor(n_estimators=5, random_state=0) if make == "forest" else LinearRegression()).fit(X, Y)
+    ref = sk_pd(m, X, ["a"], kind="average", method="brute", grid_resolution=20)
+    r = daskpd.partial_dependence(m, X, "a", grid_resolution=20, method="brute", progress=False)
+    assert np.asarray(r["average"]).shape == ref["average"].shape == (2, 20)
+    np.testing.assert_allclose(r["average"], ref["average"], rtol=1e-10, atol=1e-10)
+    one = daskpd.partial_dependence(m, X, "a", grid_resolution=20, method="brute", target_class=1, progress=False)
+    np.testing.assert_allclose(one.average, ref["average"][1], rtol=1e-10, atol=1e-10)

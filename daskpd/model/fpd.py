@@ -480,16 +480,31 @@ def _warn_method(method, pred: Predictor, weight, kind) -> None:
         + " for scikit-learn's.", SklearnDifferenceWarning, stacklevel=4)
 
 
+def _regression_outputs(model, response):
+    """The output columns of a multi-output regressor (scikit-learn's ``n_outputs_``, or a
+    2-D ``coef_``), one PD each as scikit-learn gives; None for one output."""
+    if response not in ("auto", "predict"):
+        return None
+    n = getattr(model, "n_outputs_", None)
+    if n is None:
+        coef = getattr(model, "coef_", None)
+        n = coef.shape[0] if coef is not None and np.ndim(coef) == 2 else 1
+    return list(range(int(n))) if int(n) > 1 else None
+
+
 def _all_classes(model, response, target_class, pred_probe=None):
     """The classes of a multi-class classifier when no ``target_class`` is given:
     scikit-learn's reading, one PD per class (``n_outputs`` = the number of classes)."""
-    if target_class is not None or response == "predict":
+    if target_class is not None:
         return None
     from .predictor import is_classifier
 
+    if response == "predict" and is_classifier(model):
+        return None
+
     try:
         if not is_classifier(model):
-            return None
+            return _regression_outputs(model, response)
         classes = getattr(model, "classes_", None)
     except Exception:  # noqa: BLE001 - an unfitted model: resolve_predictor says so
         return None
@@ -577,7 +592,8 @@ def partial_dependence(
         Class whose probability/decision is explained (default: the positive class
         ``classes_[1]`` of a binary classifier; for a multi-class classifier, every class,
         as in scikit-learn: ``average`` then has one row per class, see ``outputs``).
-        For a model without ``classes_`` returning a 2-D array: the column index.
+        For a model without ``classes_`` returning a 2-D array: the column index (a
+        multi-output regressor without it gives every output, as scikit-learn).
     columns : list of str, optional
         The model's input columns in order; needed only when the model has no
         ``feature_names_in_`` and ``data`` has other columns.
