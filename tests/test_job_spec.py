@@ -43,7 +43,8 @@ def test_minimal_spec_defaults(tmp_path):
     assert spec.features is None and spec.categorical == () and spec.exclude == ()
     assert spec.methods == ("stratpd", "catstratpd", "importances")
     assert spec.source.path == str(tmp_path / "data.parquet")  # relative to the spec file
-    assert spec.params["stratpd"] == {"min_samples_leaf": 15, "min_slopes_per_x": 5, "max_bins": 1000}
+    assert spec.params["stratpd"] == {"min_samples_leaf": 15, "min_slopes_per_x": 5, "few_slopes": "interpolate",
+                                      "max_bins": 1000}
     assert spec.params["catstratpd"]["min_samples_leaf"] == 5
     assert spec.output.dir is None and spec.output.plots and spec.output.report and spec.output.keep == 0
     assert spec.model is None and spec.cluster.scheduler is None
@@ -392,3 +393,22 @@ def test_cli_usage_errors(tmp_path, capsys):
         cli.main(["run"])
     assert ei.value.code == 2
     assert not (tmp_path / "o").exists()
+
+
+
+def test_few_slopes_is_a_spec_key(tmp_path):
+    """[stratpd] few_slopes comes from stratpd's signature and constraints."""
+    from daskpd.job.spec import load_spec
+
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    for rule in ("interpolate", "flat"):
+        p = tmp_path / f"{rule}.toml"
+        p.write_text(f'name = "fs"\ntarget = "y"\nmethods = ["stratpd"]\n[source]\npath = "{lake}"\n'
+                     f'[stratpd]\nfew_slopes = "{rule}"\n')
+        assert load_spec(p, check_files=False).params["stratpd"]["few_slopes"] == rule
+    p = tmp_path / "bad.toml"
+    p.write_text(f'name = "fs"\ntarget = "y"\nmethods = ["stratpd"]\n[source]\npath = "{lake}"\n'
+                 '[stratpd]\nfew_slopes = "carry"\n')
+    with pytest.raises(Exception, match="few_slopes"):
+        load_spec(p, check_files=False)

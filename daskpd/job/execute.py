@@ -56,7 +56,7 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
             pvalues=p_imp["pvalues"], pvalues_n_trials=p_imp["pvalues_n_trials"],
             pvalues_sample_size=p_imp["pvalues_sample_size"], min_samples_leaf=p_num["min_samples_leaf"],
             cat_min_samples_leaf=p_cat["min_samples_leaf"], min_slopes_per_x=p_num["min_slopes_per_x"],
-            max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
+            few_slopes=p_num["few_slopes"], max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
             tree_method=spec.tree_method, random_state=spec.random_state, progress=progress,
             skip_unusable=spec.features is None)  # the default feature set: constant columns are left out, counted
     stats["kinds_used"] = dict(out.kinds)

@@ -59,7 +59,7 @@ def describe_value(v) -> str:
 
 #: method -> (module, function the job runner calls, the parameters a spec may set)
 METHOD_FUNCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "stratpd": ("daskpd.stratpd", "stratpd", ("min_samples_leaf", "min_slopes_per_x", "max_bins")),
+    "stratpd": ("daskpd.stratpd", "stratpd", ("min_samples_leaf", "min_slopes_per_x", "few_slopes", "max_bins")),
     "catstratpd": ("daskpd.catstratpd", "catstratpd", ("min_samples_leaf", "nan_as_level")),
     "importances": ("daskpd.importance", "strat_curves_and_importances",
                     ("n_trials", "bootstrap", "subsample_size", "pvalues", "pvalues_n_trials", "pvalues_sample_size")),
