@@ -218,7 +218,7 @@ class ALEJob:
                 ok = fin & (x >= z[0]) & (x <= z[-1])
                 rows = np.flatnonzero(ok)
                 k = np.clip(np.searchsorted(z, x[rows], side="left") - 1, 0, K - 1)
-                sub = _rows(ctx, rows)
+                sub = input_rows(ctx, rows)
                 P = pred.predict_rowwise(sub, [[(sp.feature, z[k])], [(sp.feature, z[k + 1])]], ctx.plan.batch_rows)
                 delta = P[1] - P[0] if len(rows) else np.empty(0)
                 stats = BinStats.of(k, delta, None if w is None else w[rows], K)
@@ -233,7 +233,7 @@ class ALEJob:
                 k = codes[rows]
                 up = np.asarray(levels, dtype=object)[np.minimum(k + 1, K - 1)]
                 down = np.asarray(levels, dtype=object)[np.maximum(k - 1, 0)]
-                sub = _rows(ctx, rows)
+                sub = input_rows(ctx, rows)
                 P = pred.predict_rowwise(sub, [[], [(sp.feature, up)], [(sp.feature, down)]], ctx.plan.batch_rows)
                 wr = None if w is None else w[rows]
                 plus = k < K - 1
@@ -249,7 +249,7 @@ class ALEJob:
         return _ALEPartial(out)
 
 
-def _rows(ctx, rows):
+def input_rows(ctx, rows):
     base = ctx.inputs()
     return base.iloc[rows] if ctx.plan.predictor.as_frame else base[rows]
 

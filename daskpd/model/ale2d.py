@@ -38,7 +38,7 @@ import numpy as np
 from ..io import as_float
 from ..results import CurveResult, curve_frame
 from .._engine.plan import merge_keyed, sum_fields
-from .ale import ROW_COUNTS, BinStats, _rows
+from .ale import ROW_COUNTS, BinStats, input_rows
 
 __all__ = ["ALE2DResult", "ALE2DJob", "ALE2DSpec", "finish_ale2d", "ale2d_surface"]
 
@@ -189,7 +189,7 @@ class ALE2DJob:
             ok = fin & (a >= z0[0]) & (a <= z0[-1]) & (b >= z1[0]) & (b <= z1[-1])
             rows = np.flatnonzero(ok)
             i, j = _cells(a[rows], z0), _cells(b[rows], z1)
-            sub = _rows(ctx, rows)
+            sub = input_rows(ctx, rows)
             lo0, hi0, lo1, hi1 = z0[i], z0[i + 1], z1[j], z1[j + 1]
             P = pred.predict_rowwise(sub, [[(f0, lo0), (f1, lo1)], [(f0, lo0), (f1, hi1)],
                                            [(f0, hi0), (f1, lo1)], [(f0, hi0), (f1, hi1)]], ctx.plan.batch_rows)
