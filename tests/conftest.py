@@ -101,6 +101,16 @@ def client(dask_cluster):
         yield c
 
 
+@pytest.fixture(scope="module")
+def one_openmp_thread():
+    """OpenMP (scikit-learn's histogram gradient boosting) on one thread for a module:
+    its threads spin badly on a busy 2-core machine; one thread is fast."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="openmp"):
+        yield
+
+
 @pytest.fixture(scope="session")
 def shared_data():
     """Path of ../shared/data, or skip (real datasets are never committed)."""

@@ -31,12 +31,7 @@ def blocks():
     return out
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_openmp_thread():
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="openmp"):
-        yield
+pytestmark = pytest.mark.usefixtures("one_openmp_thread")
 
 
 @pytest.fixture(scope="module")

@@ -23,13 +23,7 @@ from daskpd.io import DataError
 TOL = 1e-9
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_openmp_thread():
-    """scikit-learn's OpenMP spins badly on a busy 2-core machine; one thread is fast."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="openmp"):
-        yield
+pytestmark = pytest.mark.usefixtures("one_openmp_thread")
 
 
 def make_data(n=2_000, seed=0, nan=False):

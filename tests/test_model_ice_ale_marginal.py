@@ -19,12 +19,7 @@ from daskpd.model.compare import align_curves, compare
 TOL = 1e-9
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_openmp_thread():
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="openmp"):
-        yield
+pytestmark = pytest.mark.usefixtures("one_openmp_thread")
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,7 @@ from daskpd.io import DataError
 from daskpd.model.variance import importance_of, interaction_of
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_openmp_thread():
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="openmp"):
-        yield
+pytestmark = pytest.mark.usefixtures("one_openmp_thread")
 
 
 @pytest.fixture(scope="module")

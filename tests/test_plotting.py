@@ -29,12 +29,7 @@ def _close():
     plt.close("all")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_openmp_thread():
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="openmp"):
-        yield
+pytestmark = pytest.mark.usefixtures("one_openmp_thread")
 
 
 def bars(ax):
