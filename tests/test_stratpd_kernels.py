@@ -241,6 +241,38 @@ def test_in_memory_kernels_equal_dask_and_every_bucket_count_to_the_bit():
             np.testing.assert_array_equal(c.slope, same[0].slope)
 
 
+def test_one_task_level_adds_the_same_bits_as_a_tree_of_tasks():
+    """fan_in=8 (a task per arithmetic level) and fan_in=64 (one task adding every level
+    itself, as the scan does when its map outputs are small): 20 partitions, the same
+    bits, numeric and binned, with bootstrap trials, locally and on dask."""
+    rng = np.random.default_rng(8)
+    n = 4000
+    # few leaves and positions: every (leaf, x) cell gets rows from many partitions, so
+    # the order in which partials are added shows in the bits
+    df = pd.DataFrame({"x": rng.integers(0, 40, n) / 3.0, "a": rng.normal(size=n), "b": rng.normal(size=n)})
+    df["y"] = np.sqrt(df.x) + df.a * df.b + rng.normal(size=n) / 7.0
+    tree = DecisionTreeRegressor(min_samples_leaf=300, random_state=0).fit(df[["a", "b"]].to_numpy("float32"), df.y)
+    chunks = [df.iloc[i:i + 200] for i in range(0, n, 200)]
+    ddf = dd.from_map(lambda i: df.iloc[i:i + 200], list(range(0, n, 200)), meta=df.iloc[:0])
+    assert len(chunks) == 20
+    differs = False
+    for max_bins in (None, 20):
+        job = _scan(df, tree, max_bins, 1, n_buckets=4, n_trials=2)
+        (tree8,) = run_local(chunks, [job], fan_in=8)
+        (one_local,) = run_local(chunks, [job], fan_in=64, arity=8)
+        (one_dask,) = run_pass(ddf, [job], fan_in=64, arity=8)
+        (other,) = run_local(chunks, [job], fan_in=2)  # another arithmetic: may differ in the last bits
+        for c in (one_local["x"], one_dask["x"]):
+            np.testing.assert_array_equal(c.pd, tree8["x"].pd)
+            np.testing.assert_array_equal(c.x, tree8["x"].x)
+            np.testing.assert_array_equal(c.trials_pd, tree8["x"].trials_pd)
+        np.testing.assert_allclose(other["x"].pd, tree8["x"].pd, rtol=1e-9, atol=1e-9)
+        differs |= not np.array_equal(other["x"].pd, tree8["x"].pd)
+    assert differs, "the data should make the order of the sums show in the bits"
+    with pytest.raises(ValueError, match="power of arity"):
+        run_local(chunks, [job], fan_in=20, arity=8)
+
+
 @pytest.mark.parametrize("few_slopes", ["interpolate", "flat"])
 def test_gaps_and_few_slopes_are_bit_identical_across_buckets_and_schedulers(few_slopes):
     """Flat steps over uncovered intervals and interpolated / flat few-slope intervals:

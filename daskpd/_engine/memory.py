@@ -8,8 +8,14 @@ would exceed it is split into ``n_buckets`` independent reductions (:func:`n_buc
 so that no task holds more than about one budget; the rest of a worker's memory is
 managed by dask (results beyond its ``target`` fraction are spilled to disk).
 
-``daskpd.split-every`` is the fan-in of the reduction trees (default 8) and
-``daskpd.buckets`` forces a bucket count (``"auto"`` by default).
+``daskpd.split-every`` is the fan-in of the reduction trees and ``daskpd.buckets``
+forces a bucket count (both ``"auto"`` by default).  Float sums always add 8 partials
+at a time (:func:`arity`); the combine *tasks* do one such level each, except in a
+reduction whose map outputs all together take at most a quarter of the cluster's
+memory, 40 % (:func:`fan_in`): one task per bucket then adds all the levels, every map's
+piece going straight into its bucket's task, so the data crosses between processes
+once (a tree of tasks whose merges do not shrink the data -- rows fewer than the
+(leaf, position) cells -- moves it once per level).  The bits are the same either way.
 """
 from __future__ import annotations
 
@@ -21,16 +27,43 @@ from dask.utils import parse_bytes
 
 from .scheduler import current_client
 
-__all__ = ["task_memory", "split_every", "n_buckets", "MAX_BUCKETS"]
+__all__ = ["task_memory", "cluster_memory", "split_every", "arity", "fan_in", "n_buckets", "MAX_BUCKETS"]
 
 #: buckets are powers of two up to this many (the numeric reduction folds results over
 #: this many fixed leaf groups, which makes its sums independent of the bucket count)
 MAX_BUCKETS = 128
 _FRACTION = 0.25
+#: the default fan-in of a reduction tree
+FAN_IN = 8
+#: a reduction is merged in one task level when its map outputs take at most this
+#: fraction of the cluster's memory: they are all alive when the last map ends, and
+#: this keeps them under dask's spill target (60 %) with room for the tasks at work
+_ONE_LEVEL_FRACTION = 0.4
 
 
 def _config(key, default):
     return dask.config.get(f"daskpd.{key}", default)
+
+
+def _workers() -> list | None:
+    client = current_client()
+    if client is None:
+        return None
+    try:
+        return list(client.scheduler_info(n_workers=-1)["workers"].values())
+    except TypeError:  # older distributed: no n_workers argument
+        return list(client.scheduler_info()["workers"].values())
+
+
+def cluster_memory() -> int:
+    """The memory limits of the workers added up, or on dask's threads the machine's memory."""
+    workers = _workers()
+    limits = [w["memory_limit"] for w in workers or () if w.get("memory_limit")]
+    if limits:
+        return int(sum(limits))
+    import psutil
+
+    return int(psutil.virtual_memory().total)
 
 
 def task_memory() -> int:
@@ -38,13 +71,9 @@ def task_memory() -> int:
     cfg = _config("task-memory", "auto")
     if cfg not in (None, "auto"):
         return int(parse_bytes(cfg) if isinstance(cfg, str) else cfg)
-    client = current_client()
+    workers = _workers()
     per_thread = None
-    if client is not None:
-        try:
-            workers = client.scheduler_info(n_workers=-1)["workers"].values()
-        except TypeError:  # older distributed: no n_workers argument
-            workers = client.scheduler_info()["workers"].values()
+    if workers is not None:
         limits = [w["memory_limit"] / max(1, w["nthreads"]) for w in workers if w.get("memory_limit")]
         if limits:
             per_thread = min(limits)
@@ -55,12 +84,41 @@ def task_memory() -> int:
     return max(1 << 24, int(per_thread * _FRACTION))
 
 
-def split_every() -> int:
-    """Fan-in of the reduction trees (config ``daskpd.split-every``, default 8)."""
-    v = int(_config("split-every", 8))
+def split_every() -> int | None:
+    """Fan-in set by config ``daskpd.split-every`` (None: ``"auto"``, the default)."""
+    cfg = _config("split-every", "auto")
+    if cfg in (None, "auto"):
+        return None
+    v = int(cfg)
     if v < 2:
-        raise ValueError(f"dask config daskpd.split-every must be >= 2; got {v}")
+        raise ValueError(f"dask config daskpd.split-every must be >= 2 or 'auto'; got {cfg!r}")
     return v
+
+
+def arity() -> int:
+    """How many partials each float sum adds at a time: the fan-in of the *arithmetic*
+    tree, ``daskpd.split-every`` when set, else 8.  The bits of a result depend on it
+    (and on the partitioning), never on how its levels are grouped into tasks."""
+    v = split_every()
+    return FAN_IN if v is None else v
+
+
+def fan_in(n_partitions: int = 0, map_output_bytes: float | None = None) -> int:
+    """Fan-in of the combine *tasks* of a reduction over ``n_partitions`` maps whose
+    outputs take ``map_output_bytes`` in all: :func:`arity` (one arithmetic level per
+    task level); when ``daskpd.split-every`` is not set and the outputs take at most
+    40 % of the cluster's memory, the smallest power of it covering every partition
+    (one task level: each task adds its arithmetic levels itself, so the bits are the
+    same)."""
+    a = arity()
+    if split_every() is not None or map_output_bytes is None or n_partitions <= a:
+        return a
+    if map_output_bytes > _ONE_LEVEL_FRACTION * cluster_memory():
+        return a
+    f = a
+    while f < n_partitions:
+        f *= a
+    return f
 
 
 def n_buckets(peak_bytes: float, budget: int | None = None) -> int:

@@ -90,6 +90,14 @@ class Job(abc.ABC):
         """``partial`` of bucket ``part`` (of ``granularity``) cut into its ``n`` buckets."""
         raise NotImplementedError(f"{type(self).__name__} has n_buckets > 1 but cannot split its partials")
 
+    def finish_bucket(self, merged, bucket: int):
+        """What the last combine of bucket ``bucket`` hands on instead of its merged
+        partial (default: the partial itself).  A job whose ``reduce`` first turns every
+        bucket into something small does it here, inside the combine task that holds the
+        merged partial: the partial then never waits in memory for (or travels to) a
+        separate task that would be placed, or stolen, elsewhere."""
+        return merged
+
     def finish(self, *merged):
         """The result, from the merged partial of each bucket (default: the partial)."""
         return merged[0] if len(merged) == 1 else list(merged)
@@ -157,15 +165,29 @@ def _pick(out, j, b, n):
     return part[b] if n > 1 else part
 
 
-def _combine(jobs, j, b, granularity, n_split, *parts):
+def _merge(job, parts: list, b: int, arity: int):
+    """``parts`` merged ``arity`` at a time, level by level (the arithmetic tree): a task
+    covering several levels of it adds exactly what a tree of tasks would."""
+    while len(parts) > arity:
+        parts = [job.combine(parts[i:i + arity], b) for i in range(0, len(parts), arity)]
+    return job.combine(parts, b)
+
+
+def _combine(jobs, j, b, granularity, n_split, final, arity, *parts):
+    job = jobs[j]
     with _one_thread():
-        merged = jobs[j].combine(list(parts), b)
-        return jobs[j].split(merged, granularity, n_split, b) if n_split > 1 else merged
+        merged = _merge(job, list(parts), b, arity)
+        if n_split > 1:
+            pieces = job.split(merged, granularity, n_split, b)
+            del merged
+            return [job.finish_bucket(p, b * n_split + t) for t, p in enumerate(pieces)] if final else pieces
+        return job.finish_bucket(merged, b) if final else merged
 
 
-def _reduce(job, j: int, n_maps: int, shape, task) -> list:
+def _reduce(job, j: int, n_maps: int, shape, task, arity: int) -> list:
     """Wire one job's reduction: ``task(fn, *args, key)`` makes a task (or runs it);
-    map outputs are ``task("map", i)``.  Returns the merged partial of every bucket."""
+    map outputs are ``task("map", i)``.  Returns every bucket's ``job.finish_bucket`` of
+    its merged partial (made by the bucket's last combine)."""
     nb = int(job.n_buckets)
     grans = split_schedule(nb, len(shape))
     # nodes[i][k]: piece k (a bucket at the current granularity) of node i
@@ -178,7 +200,8 @@ def _reduce(job, j: int, n_maps: int, shape, task) -> list:
         for q, (a, z) in enumerate(groups):
             pieces = []
             for k in range(g):
-                out = task(_combine, ("jobs",), j, k, g, s, *[nodes[c][k] for c in range(a, z)],
+                out = task(_combine, ("jobs",), j, k, g, s, depth == len(shape) - 1, arity,
+                           *[nodes[c][k] for c in range(a, z)],
                            key=f"combine-{j}-{depth}-{q}-{k}")
                 pieces += [task(_pick_one, out, t, key=f"split-{j}-{depth}-{q}-{k}-{t}")
                            for t in range(s)] if s > 1 else [out]
@@ -219,13 +242,27 @@ def tree_groups(n: int, fan_in: int) -> list[list[tuple[int, int]]]:
 # the graph
 
 
-def build_pass(ddf, jobs: Sequence[Job], *, name: str = "daskpd", fan_in: int | None = None):
+def _shape_args(fan_in, arity):
+    """``(fan_in, arity)``: by default both :func:`memory.arity`; an explicit ``fan_in``
+    alone is also the arity.  ``fan_in`` must be a power of ``arity``."""
+    arity = int(arity) if arity is not None else int(fan_in) if fan_in is not None else memory.arity()
+    fan_in = int(fan_in) if fan_in is not None else arity
+    f = arity
+    while f < fan_in:
+        f *= arity
+    if f != fan_in or arity < 2:
+        raise ValueError(f"fan_in={fan_in} must be a power of arity={arity} (>= 2)")
+    return fan_in, arity
+
+
+def build_pass(ddf, jobs: Sequence[Job], *, name: str = "daskpd", fan_in: int | None = None,
+               arity: int | None = None):
     """The lazy graph of one pass: a list with one Delayed result per job (a
     :class:`Kept` of Delayeds for jobs that keep part of their output on the workers)."""
     from dask import delayed
 
     jobs = list(jobs)
-    fan_in = memory.split_every() if fan_in is None else int(fan_in)
+    fan_in, arity = _shape_args(fan_in, arity)
     jobs_ref = scheduler.embed(jobs)
     token = jobs_ref.key.rsplit("-", 1)[-1][:12]  # task names: <name>-<stage>-<token>-...
     parts = ddf.to_delayed(optimize_graph=True)
@@ -244,7 +281,7 @@ def build_pass(ddf, jobs: Sequence[Job], *, name: str = "daskpd", fan_in: int | 
 
     results = []
     for j, job in enumerate(jobs):
-        merged = _reduce(job, j, len(maps), shape, task)
+        merged = _reduce(job, j, len(maps), shape, task, arity)
 
         def node(method, *args, key, _j=j):
             return job_task(jobs_ref, _j, method, *args, name=f"{name}-{key}-{token}-{_j}")
@@ -253,11 +290,12 @@ def build_pass(ddf, jobs: Sequence[Job], *, name: str = "daskpd", fan_in: int | 
     return results
 
 
-def run_pass(ddf, jobs: Sequence[Job], *, progress=None, name: str = "daskpd", fan_in: int | None = None) -> list:
+def run_pass(ddf, jobs: Sequence[Job], *, progress=None, name: str = "daskpd", fan_in: int | None = None,
+             arity: int | None = None) -> list:
     """Run every job in ONE pass over ``ddf`` (one graph submission); their results (a
     :class:`Kept` of the result and of references -- futures, or embedded values -- to
     the kept outputs, for jobs that keep some)."""
-    outs = build_pass(ddf, jobs, name=name, fan_in=fan_in)
+    outs = build_pass(ddf, jobs, name=name, fan_in=fan_in, arity=arity)
     kept = [o.kept if isinstance(o, Kept) else None for o in outs]
     results = [o.result if isinstance(o, Kept) else o for o in outs]
     if not any(k is not None for k in kept):
@@ -266,13 +304,14 @@ def run_pass(ddf, jobs: Sequence[Job], *, progress=None, name: str = "daskpd", f
     return [Kept(v, r) if k is not None else v for v, r, k in zip(values, refs, kept)]
 
 
-def run_local(partitions: Sequence[pd.DataFrame], jobs: Sequence[Job], *, fan_in: int | None = None) -> list:
+def run_local(partitions: Sequence[pd.DataFrame], jobs: Sequence[Job], *, fan_in: int | None = None,
+              arity: int | None = None) -> list:
     """The same kernels, in the same tree shape, without dask (in-memory partitions)."""
     with scheduler.one_blas_thread():
-        return _run_local(partitions, list(jobs), memory.split_every() if fan_in is None else int(fan_in))
+        return _run_local(partitions, list(jobs), *_shape_args(fan_in, arity))
 
 
-def _run_local(partitions, jobs, fan_in):
+def _run_local(partitions, jobs, fan_in, arity):
     shape = tree_groups(len(partitions), fan_in)
     grans = [split_schedule(int(job.n_buckets), len(shape))[0] for job in jobs]
     outs = [_map_partition(df, jobs, i, grans) for i, df in enumerate(partitions)]
@@ -284,7 +323,7 @@ def _run_local(partitions, jobs, fan_in):
 
     results = []
     for j, job in enumerate(jobs):
-        merged = _reduce(job, j, len(outs), shape, task)
+        merged = _reduce(job, j, len(outs), shape, task, arity)
 
         def node(method, *args, key, _job=job):
             return getattr(_job, method)(*args)

@@ -74,11 +74,11 @@ class Rows:
     set t (without the ``x`` column when ``x`` is None) -- the layout of the tables.
     """
 
-    leaf: np.ndarray  # int32
-    key: np.ndarray  # int32 codes
+    leaf: np.ndarray  # uint16 or int32 (the narrowest that holds the leaves)
+    key: np.ndarray  # uint16 or int32 codes
     y: np.ndarray
     x: np.ndarray | None = None
-    w: np.ndarray | None = None
+    w: np.ndarray | None = None  # float64, or uint8 when the weights are small whole numbers
     grouped = False
 
     def __len__(self) -> int:

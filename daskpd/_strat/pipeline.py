@@ -28,7 +28,7 @@ from .._engine import memory, scheduler
 from .._engine.hashing import Sample, SampleJob
 from .._engine.plan import Job, Kept, build_pass, run_pass
 from ..io import DataError, check_columns, load
-from .scan import MAP_GROUP_CELLS_PER_ROW, FeatureScan, StratScan, leaf_numbering
+from .scan import MAP_GROUP_CELLS_PER_ROW, FeatureScan, StratScan, index_dtype, leaf_numbering
 from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_tree
 
 __all__ = ["StratRun", "run_strat", "resolve_columns", "NUMERIC_VALUES_CAP", "CATEGORY_LEVELS_CAP"]
@@ -180,36 +180,62 @@ def _coder(f, kind, sample: Sample, max_bins, nan_as_level, dtype) -> KeyCoder:
     return KeyCoder("categorical", values=vals, nan_level=bool(nan_as_level))
 
 
-def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int, n_sets: int) -> float:
-    """The most bytes a combine task of the scan holds (its inputs and its output), about,
-    summed over every feature, before the reduction is cut into buckets.
+def _raw_row_bytes(fs, n_sets: int) -> int:
+    """Bytes a map ships per row of a feature it does not group (see StratScan.map)."""
+    index = np.dtype(index_dtype(fs.n_leaves)).itemsize + np.dtype(index_dtype(fs.coder.n_keys)).itemsize
+    return index + 8 * (fs.stats_per_set - 1) + (n_sets - 1)  # y (and x), uint8 trial weights
+
+
+def _grouped_bytes(fs, n_sets: int) -> int:
+    return 4 + 8 + 8 * fs.stats_per_set * n_sets  # leaf, key, the sums of every set
+
+
+def _occupied(fs, rows: float) -> float:
+    """Expected occupied (leaf, key) cells among ``rows`` rows: C (1 - exp(-rows / C))."""
+    cells = max(float(fs.n_leaves) * fs.coder.n_keys, 1.0)
+    return cells * -np.expm1(-rows / cells)
+
+
+def _map_bytes(fs, rows_per_part: float, n_sets: int) -> float:
+    if float(fs.n_leaves) * fs.coder.n_keys > MAP_GROUP_CELLS_PER_ROW * rows_per_part:
+        return rows_per_part * _raw_row_bytes(fs, n_sets)
+    return _occupied(fs, rows_per_part) * _grouped_bytes(fs, n_sets)
+
+
+def map_output_bytes(scans: list, n_rows: int, n_partitions: int, n_sets: int) -> float:
+    """What the scan's maps ship, all partitions together, about."""
+    rows_per_part = n_rows / max(1, n_partitions)
+    return n_partitions * sum(_map_bytes(fs, rows_per_part, n_sets) for fs in scans)
+
+
+def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int, n_sets: int,
+                       arity: int | None = None) -> float:
+    """The most bytes a combine task of the scan holds (its inputs, the partials of the
+    arithmetic levels it adds itself and its output), about, summed over every feature,
+    before the reduction is cut into buckets.
 
     A node of the reduction tree covering k partitions holds the occupied (leaf, key)
-    cells of k partitions' rows (expected occupancy: C (1 - exp(-rows / C)) for C cells);
-    a combine holds ``fan_in`` such nodes of one level and one of the next.  Map outputs
-    are raw rows (a feature with few cells is grouped in the map already).
+    cells of k partitions' rows (:func:`_occupied`); a combine task holds up to
+    ``fan_in`` nodes of one task level, and its output; one that adds several
+    arithmetic levels (``fan_in`` a power of ``arity``) holds up to as much again of
+    intermediate partials.  Map outputs are raw rows (a feature with few cells is
+    grouped in the map already).
     """
     rows_per_part = n_rows / max(1, n_partitions)
+    arity = fan_in if arity is None else arity
     peak = 0.0
     k = 1
     while True:
-        child = min(k, n_partitions)
         parent = min(k * fan_in, n_partitions)
         n_children = min(fan_in, -(-n_partitions // k))
         total = 0.0
         for fs in scans:
-            cells = float(fs.n_leaves) * fs.coder.n_keys
-            grouped = 4 + 8 + 8 * fs.stats_per_set * n_sets
-            raw = 4 + 4 + 8 * (fs.stats_per_set - 1) + 8 * (n_sets - 1)
-
-            def occ(r):
-                return cells * -np.expm1(-r / max(cells, 1.0))
-
-            if k == 1 and cells > MAP_GROUP_CELLS_PER_ROW * rows_per_part:
-                ins = n_children * rows_per_part * raw
+            if k == 1:
+                ins = n_children * _map_bytes(fs, rows_per_part, n_sets)
             else:
-                ins = n_children * occ(child * rows_per_part) * grouped
-            total += ins + occ(parent * rows_per_part) * grouped
+                ins = n_children * _occupied(fs, k * rows_per_part) * _grouped_bytes(fs, n_sets)
+            out = _occupied(fs, parent * rows_per_part) * _grouped_bytes(fs, n_sets)
+            total += ins + out * (2 if fan_in > arity else 1)
         peak = max(peak, total)
         if parent >= n_partitions:
             return peak
@@ -317,18 +343,19 @@ def run_strat(
         scans.append(FeatureScan(f, kinds[f], others[f], trees[i], coder, leaf_index, n_leaves,
                                  min_samples_leaf=msl[f] if trees[i] is not None else None))
     n_sets = 1 + n_trials
-    fan_in = memory.split_every()
-    n_buckets = memory.n_buckets(combine_peak_bytes(scans, sample.n_rows, ddf.npartitions, fan_in, n_sets))
+    arity = memory.arity()
+    fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, sample.n_rows, ddf.npartitions, n_sets))
+    n_buckets = memory.n_buckets(combine_peak_bytes(scans, sample.n_rows, ddf.npartitions, fan_in, n_sets, arity))
     opts = dict(finish_options or {})
     opts["dtypes"] = {f: dtypes.get(f) for f in features}
     opts["run_params"] = {"sample_rows": len(sample.frame), "n_partitions": ddf.npartitions,
-                          "n_buckets": n_buckets}
+                          "n_buckets": n_buckets, "fan_in": fan_in}
     scan = StratScan(target=target, features=scans, encoder=encoder, n_trials=n_trials,
                      trial_fraction=trial_fraction, random_state=random_state, weight_columns=columns,
                      n_buckets=n_buckets, expected_rows=sample.n_rows // max(1, ddf.npartitions),
                      finish_options=opts)
     # pass 2: one scan, every feature, each finished next to its data
-    (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress)
+    (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)
     if isinstance(results, Kept):  # categorical features with many categories: CG rounds over their buckets
         from .categorical import effects_iterative
 

@@ -8,7 +8,8 @@ Leaves are numbered in a seeded random order (``leaf_index``) and bucket ``b`` o
 holds the leaves ``ceil(b L / B) <= leaf < ceil((b + 1) L / B)``, so buckets are
 balanced and a bucket's tables merge (``combine``) without the others.
 
-Each merged bucket is finished next to its data (``reduce``):
+Each merged bucket is finished next to its data, inside the combine task that merged it
+(``finish_bucket``), and ``reduce`` wires what follows:
 
 * numeric features: a bucket's leaves become slope segments, summed per position
   (:mod:`daskpd._strat.numeric`); the small per-position arrays of the buckets are then
@@ -45,6 +46,20 @@ N_VIRTUAL = MAX_BUCKETS
 #: a map groups its rows itself when the feature's (leaf, key) grid has at most this
 #: many cells per partition row (few cells: partitions shrink a lot); else it ships rows
 MAP_GROUP_CELLS_PER_ROW = 2
+
+
+def index_dtype(n: int):
+    """The narrowest unsigned type holding ``0 .. n - 1`` (uint16, else int32): leaves and
+    keys of the raw rows a map ships are most of what crosses between processes."""
+    return np.uint16 if n <= 1 << 16 else np.int32
+
+
+def compact_weights(W: np.ndarray) -> np.ndarray:
+    """Trial weights (whole numbers: Poisson counts or 0/1) as uint8 when they fit; every
+    sum converts them back to float64 exactly, so the bits do not change."""
+    if W.size and 0 <= W.min() and W.max() <= 255:
+        return W.astype(np.uint8)
+    return W
 
 
 def leaf_numbering(tree, random_state: int, salt: int) -> tuple[np.ndarray | None, int]:
@@ -170,7 +185,8 @@ class StratScan(Job):
         col = {c: j for j, c in enumerate(self.encoder.columns)}
         W = None
         if self.n_trials:
-            W = bootstrap_weights(df, self.weight_columns, self.n_trials, self.random_state, self.trial_fraction)
+            W = compact_weights(bootstrap_weights(df, self.weight_columns, self.n_trials, self.random_state,
+                                                  self.trial_fraction))
         piece = ScanPiece({}, {})
         for fs in self.features:
             s = df[fs.feature]
@@ -184,8 +200,8 @@ class StratScan(Job):
                 key = fs.coder.encode_float(x[sel])
             else:
                 key = fs.coder.encode(s if every else s[ok])
-            rows = Rows(leaf.astype(np.int32, copy=False), key.astype(np.int32), y[sel], x[sel] if fs.binned else None,
-                        W[sel] if W is not None else None)
+            rows = Rows(leaf.astype(index_dtype(fs.n_leaves), copy=False), key.astype(index_dtype(fs.coder.n_keys)),
+                        y[sel], x[sel] if fs.binned else None, W[sel] if W is not None else None)
             piece.tables[fs.feature] = reduce_tables([rows], fs.coder.n_keys) if self._group_at_map(fs) else rows
             piece.counters[fs.feature] = (len(df), int((~x_ok).sum()), int((x_ok & ~y_ok).sum()))
         return piece
@@ -209,37 +225,35 @@ class StratScan(Job):
 
     # -- finishing -----------------------------------------------------------------
 
-    def pick(self, piece: ScanPiece, feature: str):
-        """One feature's merged table of a bucket, with the counters when it has them."""
-        return piece.tables[feature], (piece.counters or {}).get(feature)
-
-    def numeric_bucket(self, piece: ScanPiece, bucket: int) -> dict:
+    def finish_bucket(self, piece: ScanPiece, bucket: int) -> dict:
+        """A merged bucket turned, inside its last combine, into what the finish needs:
+        ``{"numeric": {feature: BucketSums}, "categorical": {index: (bucket state,
+        summary)}}`` -- O(positions) arrays and the categorical least-squares terms."""
+        from .categorical_buckets import prepare
         from .numeric import bucket_sums
 
-        out = {}
-        for fs in self.features:
+        numeric, categorical = {}, {}
+        counters = piece.counters or {}
+        for i, fs in enumerate(self.features):
+            table = piece.tables[fs.feature]
             if fs.kind == "numeric":
-                out[fs.feature] = bucket_sums(piece.tables[fs.feature], fs, self.n_sets,
-                                              counters=(piece.counters or {}).get(fs.feature),
-                                              random_state=self.random_state,
-                                              n_segments=self.finish_options.get("n_segments", 500))
-        return out
+                numeric[fs.feature] = bucket_sums(table, fs, self.n_sets, counters=counters.get(fs.feature),
+                                                  random_state=self.random_state,
+                                                  n_segments=self.finish_options.get("n_segments", 500))
+            else:
+                categorical[i] = prepare((table, counters.get(fs.feature)), fs, self)
+        return {"numeric": numeric, "categorical": categorical}
 
-    def pick_numeric(self, sums: dict, feature: str):
-        return sums[feature]
+    def pick_numeric(self, finished: dict, feature: str):
+        return finished["numeric"][feature]
+
+    def pick_categorical(self, finished: dict, index: int, k: int):
+        return finished["categorical"][index][k]
 
     def numeric_final(self, index: int, *bucket_sums):
         from .numeric import curve_from_sums
 
         return curve_from_sums(self.features[index], list(bucket_sums), self)
-
-    def cg_prepare(self, picked, index: int):
-        from .categorical_buckets import prepare
-
-        return prepare(picked, self.features[index], self)
-
-    def item(self, pair, k: int):
-        return pair[k]
 
     def gather_list(self, *items):
         return list(items)
@@ -261,19 +275,16 @@ class StratScan(Job):
         B = self.n_buckets
         results, kept = {}, {}
         numeric = [i for i, fs in enumerate(self.features) if fs.kind == "numeric"]
-        if numeric:
-            sums = [node("numeric_bucket", merged[b], b, key=f"numeric-{b}") for b in range(B)]
-            for i in numeric:
-                f = self.features[i].feature
-                picks = [node("pick_numeric", sums[b], f, key=f"numeric-{b}-f{i}") for b in range(B)]
-                results[i] = node("numeric_final", i, *picks, key=f"finish-numeric-f{i}")
+        # merged[b]: bucket b as finish_bucket left it (made inside its last combine)
+        for i in numeric:
+            f = self.features[i].feature
+            picks = [node("pick_numeric", merged[b], f, key=f"numeric-{b}-f{i}") for b in range(B)]
+            results[i] = node("numeric_final", i, *picks, key=f"finish-numeric-f{i}")
         for i, fs in enumerate(self.features):
             if fs.kind != "categorical":
                 continue
-            picks = [node("pick", merged[b], fs.feature, key=f"pick-{b}-f{i}") for b in range(B)]
-            preps = [node("cg_prepare", picks[b], i, key=f"cat-prepare-{b}-f{i}") for b in range(B)]
-            buckets = [node("item", preps[b], 0, key=f"cat-bucket-{b}-f{i}") for b in range(B)]
-            summaries = [node("item", preps[b], 1, key=f"cat-summary-{b}-f{i}") for b in range(B)]
+            buckets = [node("pick_categorical", merged[b], i, 0, key=f"cat-bucket-{b}-f{i}") for b in range(B)]
+            summaries = [node("pick_categorical", merged[b], i, 1, key=f"cat-summary-{b}-f{i}") for b in range(B)]
             if fs.coder.n_keys <= categorical_buckets.EXPLICIT_MAX_KEYS:  # G summed over the buckets, solved directly
                 states = []
                 for s in range(self.n_sets):
