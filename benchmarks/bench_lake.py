@@ -166,6 +166,7 @@ def child(path: str, workers: int, memory_limit: str, n_trials: int, skip_floor:
     rec["worker_peak_GiB"] = [rss.peak.get(p, 0) / 2 ** 30 for p in pids]
     rec["timings"] = {k: round(v, 2) for k, v in res.timings.items()}
     rec["n_buckets"] = next(iter(res.curves.values())).params.get("n_buckets")
+    rec["fan_in"] = next(iter(res.curves.values())).params.get("fan_in")
     rec["importance"] = {f: round(float(v), 5) for f, v in res.table["importance"].items()}
     if client is not None:
         now = list(client.run(os.getpid).values())
@@ -213,8 +214,8 @@ def main(argv=None):
             rec = json.loads(lines[-1])
         recs.append(rec)
         print(json.dumps(rec), flush=True)
-    print("\n| scheduler | floor s | importances s | ratio | worker peak GiB | driver peak GiB | restarts | buckets |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| scheduler | floor s | importances s | ratio | worker peak GiB | driver peak GiB | restarts | buckets | task fan-in |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in recs:
         if "error" in r:
             print(f"| {r['workers']} workers | failed: {r['error'][-1] if r['error'] else '?'} |||||")
@@ -223,7 +224,7 @@ def main(argv=None):
         peaks = ", ".join(f"{v:.2f}" for v in r["worker_peak_GiB"]) or "-"
         print(f"| {name} | {r.get('floor_s', float('nan')):.1f} | {r['importances_s']:.1f} | "
               f"{r.get('ratio', float('nan')):.2f} | {peaks} | {r['driver_peak_GiB']:.2f} | "
-              f"{r.get('worker_restarts', '-')} | {r.get('n_buckets')} |")
+              f"{r.get('worker_restarts', '-')} | {r.get('n_buckets')} | {r.get('fan_in')} |")
     by = {r["workers"]: r for r in recs if "error" not in r}
     if 1 in by and 2 in by:
         print(f"\nspeed-up 2 workers vs 1: {by[1]['importances_s'] / by[2]['importances_s']:.2f}x")
