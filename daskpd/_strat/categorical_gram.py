@@ -26,7 +26,7 @@ from .categorical_solve import (CG_MAXITER, TILE, DIRECT_MAX, Effects, cg_solve,
                                 grounded_dense, pairs_upper, scatter_upper, symmetric_csr, uf_find_halving,
                                 uf_flatten, warn_cg)
 
-__all__ = ["LeafSums", "accumulate", "solve_gram", "leaf_sums", "DENSE_MAX_KEYS", "CHUNK_LEAVES"]
+__all__ = ["LeafSums", "accumulate", "solve_gram", "leaf_sums", "updatable", "DENSE_MAX_KEYS", "CHUNK_LEAVES"]
 
 #: up to this many categories, G is a dense K x K array (8 K^2 bytes); sparse above
 DENSE_MAX_KEYS = 8192
@@ -104,6 +104,7 @@ class LeafSums:
         """Add to G the leaves starting at ``starts`` (rows of leaves holding >= 2
         categories; ``w``: 1 / the leaf's rows), dense in place or as a sparse piece."""
         if self.dense:
+            self.gram = updatable(self.gram)
             _add_dense(self.gram, code, n, w, starts, chunk)
         else:
             r_, c_, v_ = pairs_upper(code, n, w, starts)
@@ -152,6 +153,20 @@ class LeafSums:
             return sp.csr_matrix((self.K, self.K))
         t = self.gram[0]
         return symmetric_csr(t.leaf.astype(np.int64), t.key, t.values[:, 0], self.K)
+
+
+def updatable(G: np.ndarray) -> np.ndarray:
+    """``G`` when BLAS can update it in place (float64, Fortran-ordered, aligned,
+    writeable), else a copy that it can.
+
+    A state that a dask worker spilled to disk, or received from another worker, comes
+    back as views into the spill file's or the message's bytes, at offsets that need not
+    be multiples of 8: an *unaligned* array, which f2py's ``overwrite_c`` cannot update
+    in place (it silently works on a copy)."""
+    f = G.flags
+    if G.dtype == np.float64 and f.f_contiguous and f.aligned and f.writeable:
+        return G
+    return np.array(G, dtype=np.float64, order="F", copy=True)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -270,7 +285,9 @@ def _syrk_chunk(G, c, v, sizes):
     A = np.zeros((len(sizes), len(u)), order="F")
     A[np.repeat(np.arange(len(sizes)), sizes), pos] = v
     if len(u) == G.shape[0]:  # every category: update G in place
-        blas.dsyrk(1.0, A, c=G, beta=1.0, trans=1, lower=0, overwrite_c=1)
+        out = blas.dsyrk(1.0, A, c=G, beta=1.0, trans=1, lower=0, overwrite_c=1)
+        if not np.shares_memory(out, G):  # f2py updated a copy (G not an aligned Fortran array)
+            G[...] = out
     else:
         G[np.ix_(u, u)] += blas.dsyrk(1.0, A, trans=1, lower=0)
 
