@@ -26,7 +26,7 @@ from .categorical_solve import (CG_MAXITER, TILE, DIRECT_MAX, Effects, cg_solve,
                                 grounded_dense, pairs_upper, scatter_upper, symmetric_csr, uf_find_halving,
                                 uf_flatten, warn_cg)
 
-__all__ = ["LeafSums", "accumulate", "solve_gram", "leaf_sums", "updatable", "DENSE_MAX_KEYS", "CHUNK_LEAVES"]
+__all__ = ["LeafSums", "gram_link", "solve_gram", "leaf_sums", "updatable", "DENSE_MAX_KEYS", "CHUNK_LEAVES"]
 
 #: up to this many categories, G is a dense K x K array (8 K^2 bytes); sparse above
 DENSE_MAX_KEYS = 8192
