@@ -9,8 +9,8 @@ so that no task holds more than about one budget; the rest of a worker's memory 
 managed by dask (results beyond its ``target`` fraction are spilled to disk).
 
 ``daskpd.split-every`` is the fan-in of the reduction trees and ``daskpd.buckets``
-forces a bucket count (both ``"auto"`` by default).  Float sums always add 8 partials
-at a time (:func:`arity`); the combine *tasks* do one such level each, except in a
+forces a bucket count (both ``"auto"`` by default).  Float sums add up to 32 partials
+at a time (:func:`arity`: few levels, since every level groups the data once more); the combine *tasks* do one such level each, except in a
 reduction whose map outputs all together take at most a quarter of the cluster's
 memory, 40 % (:func:`fan_in`): one task per bucket then adds all the levels, every map's
 piece going straight into its bucket's task, so the data crosses between processes
@@ -33,8 +33,10 @@ __all__ = ["task_memory", "cluster_memory", "split_every", "arity", "fan_in", "n
 #: this many fixed leaf groups, which makes its sums independent of the bucket count)
 MAX_BUCKETS = 128
 _FRACTION = 0.25
-#: the default fan-in of a reduction tree
-FAN_IN = 8
+#: the default fan-in of a reduction tree: every level groups its data once more, and a
+#: merge of rows fewer than the (leaf, position) cells hardly shrinks them, so levels are
+#: few (1e7 rows in 20 partitions: one; 1e9 in 2,000: three)
+FAN_IN = 32
 #: a reduction is merged in one task level when its map outputs take at most this
 #: fraction of the cluster's memory: they are all alive when the last map ends, and
 #: this keeps them under dask's spill target (60 %) with room for the tasks at work
@@ -97,7 +99,7 @@ def split_every() -> int | None:
 
 def arity() -> int:
     """How many partials each float sum adds at a time: the fan-in of the *arithmetic*
-    tree, ``daskpd.split-every`` when set, else 8.  The bits of a result depend on it
+    tree, ``daskpd.split-every`` when set, else 32.  The bits of a result depend on it
     (and on the partitioning), never on how its levels are grouped into tasks."""
     v = split_every()
     return FAN_IN if v is None else v

@@ -6,7 +6,8 @@ the model-based methods) is :func:`run_pass` over a list of :class:`Job` objects
 * **map**: one task per partition runs every job's ``map`` on a shared
   :class:`PartitionContext` (the partition and what the jobs derive from it once);
 * **reduce**: a job with ``n_buckets`` > 1 has its partials split into buckets, each
-  merged by its own tree of ``combine`` tasks (fan-in ``split_every``), so no task holds
+  merged by its own tree of ``combine`` tasks (see :mod:`daskpd._engine.memory` for the
+  arithmetic tree's fan-in and the tasks'), so no task holds
   more than one bucket's merged partial.  Splitting is gradual: the map cuts its partial
   into at most ``SPLIT`` pieces and every combine cuts its output at most ``SPLIT`` ways
   again, until the buckets are reached -- a node's output is picked apart by a few
