@@ -33,6 +33,10 @@ from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_tree
 
 __all__ = ["StratRun", "run_strat", "resolve_columns", "NUMERIC_VALUES_CAP", "CATEGORY_LEVELS_CAP"]
 
+#: the sample pass merges its partials 8 at a time: they are exact (bottom-k rows, capped
+#: distinct sets, min/max), so the tree's shape cannot change a bit, and every partial
+#: holds up to ``sample_size`` rows, so a wide merge would be one long task at the end
+SAMPLE_FAN_IN = 8
 #: a numeric feature keeps its exact values only if it has at most this many in the data
 NUMERIC_VALUES_CAP = 1 << 16
 #: the most levels a categorical feature may have
@@ -306,7 +310,8 @@ def run_strat(
     t0 = time.perf_counter()
     caps = {f: CATEGORY_LEVELS_CAP if kinds[f] == "categorical" else NUMERIC_VALUES_CAP for f in features}
     sample_h, range_h = scheduler.materialize(
-        *build_pass(ddf, [SampleJob(sample_size, random_state, caps), TargetRange(target)], name="daskpd-sample"),
+        *build_pass(ddf, [SampleJob(sample_size, random_state, caps), TargetRange(target)], name="daskpd-sample",
+                    fan_in=SAMPLE_FAN_IN),
         progress=progress)
     y_range = range_h.value
     del range_h
