@@ -273,6 +273,43 @@ def test_one_task_level_adds_the_same_bits_as_a_tree_of_tasks():
         run_local(chunks, [job], fan_in=20, arity=8)
 
 
+def test_raw_rows_kept_up_the_tree_give_the_same_bits_for_every_bucket_count_and_task_layout():
+    """Merges covering fewer partitions than ``group_from`` keep a feature's rows raw;
+    the choice depends on the partitions covered only, so 1, 4 or 64 buckets, a task per
+    arithmetic level or one task for all, in memory or on dask: the same bits."""
+    from dataclasses import replace
+
+    from daskpd._engine.plan import PartitionContext
+    from daskpd._engine.sums import Rows, Table
+
+    rng = np.random.default_rng(21)
+    n = 4000
+    df = pd.DataFrame({"x": rng.integers(0, 60, n).astype(float), "a": rng.normal(size=n), "b": rng.normal(size=n)})
+    df["y"] = np.log1p(df.x) + df.a - df.b + rng.normal(size=n)
+    tree = DecisionTreeRegressor(min_samples_leaf=20, random_state=0).fit(df[["a", "b"]].to_numpy("float32"), df.y)
+    chunks = [df.iloc[i:i + 200] for i in range(0, n, 200)]
+    ddf = dd.from_map(lambda i: df.iloc[i:i + 200], list(range(0, n, 200)), meta=df.iloc[:0])
+    first = None
+    for nb in (1, 4, 64):
+        job = replace(_scan(df, tree, None, 1, n_buckets=nb, n_trials=2), expected_rows=200, group_from={"x": 5})
+        maps = [job.map(PartitionContext(c)) for c in chunks[:5]]
+        assert isinstance(maps[0].tables["x"], Rows)  # the maps ship rows
+        assert isinstance(job.combine(maps[:4]).tables["x"], Rows)  # 4 partitions: still raw
+        assert isinstance(job.combine(maps).tables["x"], Table)  # 5: grouped
+        runs = [run_local(chunks, [job], fan_in=4, arity=4), run_local(chunks, [job], fan_in=64, arity=4),
+                run_pass(ddf, [job], fan_in=64, arity=4)]
+        for (res,) in runs:
+            c = res["x"]
+            first = first or c
+            np.testing.assert_array_equal(c.pd, first.pd)
+            np.testing.assert_array_equal(c.x, first.x)
+            np.testing.assert_array_equal(c.trials_pd, first.trials_pd)
+            np.testing.assert_array_equal(c.count, first.count)
+    grouped = replace(job, group_from={})  # grouping at every level: the same curve up to rounding
+    (res,) = run_local(chunks, [grouped], fan_in=4, arity=4)
+    np.testing.assert_allclose(res["x"].pd, first.pd, rtol=1e-9, atol=1e-9)
+
+
 @pytest.mark.parametrize("few_slopes", ["interpolate", "flat"])
 def test_gaps_and_few_slopes_are_bit_identical_across_buckets_and_schedulers(few_slopes):
     """Flat steps over uncovered intervals and interpolated / flat few-slope intervals:

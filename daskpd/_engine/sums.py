@@ -102,6 +102,17 @@ class Rows:
         w = self.w if self.w is not None else np.zeros((len(self.y), 0))
         return self.y, x, np.ascontiguousarray(w), self.x is not None
 
+    @classmethod
+    def concat(cls, parts: Sequence["Rows"]) -> "Rows":
+        """The rows of ``parts``, in order (one batch)."""
+        parts = list(parts)
+        if len(parts) == 1:
+            return parts[0]
+        has_x, has_w = parts[0].x is not None, parts[0].w is not None
+        return cls(np.concatenate([p.leaf for p in parts]), np.concatenate([p.key for p in parts]),
+                   np.concatenate([p.y for p in parts]), np.concatenate([p.x for p in parts]) if has_x else None,
+                   np.concatenate([p.w for p in parts], axis=0) if has_w else None)
+
     def split(self, bounds: np.ndarray) -> list["Rows"]:
         """The rows by runs of leaves ``bounds[b] <= leaf < bounds[b + 1]`` (a stable
         counting sort: rows keep their order within a run)."""

@@ -206,6 +206,25 @@ def _map_bytes(fs, rows_per_part: float, n_sets: int) -> float:
     return _occupied(fs, rows_per_part) * _grouped_bytes(fs, n_sets)
 
 
+#: a merge groups a feature's raw rows once grouping shrinks their bytes by this much
+GROUP_SHRINK = 0.8
+
+
+def group_from(fs, n_rows: int, n_partitions: int, n_sets: int) -> int:
+    """How many partitions a merge must cover before it groups a feature's raw rows
+    (:meth:`StratScan.combine`): the fewest whose expected (leaf, key) groups take at most
+    ``GROUP_SHRINK`` of the rows' bytes; ``n_partitions + 1`` when none do (the rows are
+    then grouped once, next to their bucket's finish); 0 for a feature the maps group."""
+    rows_per_part = n_rows / max(1, n_partitions)
+    if float(fs.n_leaves) * fs.coder.n_keys <= MAP_GROUP_CELLS_PER_ROW * rows_per_part:
+        return 0
+    raw, grouped = _raw_row_bytes(fs, n_sets), _grouped_bytes(fs, n_sets)
+    for c in range(1, n_partitions + 1):
+        if _occupied(fs, c * rows_per_part) * grouped <= GROUP_SHRINK * c * rows_per_part * raw:
+            return c
+    return n_partitions + 1
+
+
 def map_output_bytes(scans: list, n_rows: int, n_partitions: int, n_sets: int) -> float:
     """What the scan's maps ship, all partitions together, about."""
     rows_per_part = n_rows / max(1, n_partitions)
@@ -223,7 +242,7 @@ def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int,
     ``fan_in`` nodes of one task level, and its output; one that adds several
     arithmetic levels (``fan_in`` a power of ``arity``) holds up to as much again of
     intermediate partials.  Map outputs are raw rows (a feature with few cells is
-    grouped in the map already).
+    grouped in the map already), and stay raw up the tree until :func:`group_from`.
     """
     rows_per_part = n_rows / max(1, n_partitions)
     arity = fan_in if arity is None else arity
@@ -234,12 +253,15 @@ def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int,
         n_children = min(fan_in, -(-n_partitions // k))
         total = 0.0
         for fs in scans:
-            if k == 1:
-                ins = n_children * _map_bytes(fs, rows_per_part, n_sets)
-            else:
-                ins = n_children * _occupied(fs, k * rows_per_part) * _grouped_bytes(fs, n_sets)
-            out = _occupied(fs, parent * rows_per_part) * _grouped_bytes(fs, n_sets)
-            total += ins + out * (2 if fan_in > arity else 1)
+            g = group_from(fs, n_rows, n_partitions, n_sets)
+
+            def node_bytes(c):  # a merged node covering c partitions
+                if c < g:
+                    return c * rows_per_part * _raw_row_bytes(fs, n_sets)
+                return _occupied(fs, c * rows_per_part) * _grouped_bytes(fs, n_sets)
+
+            ins = n_children * (_map_bytes(fs, rows_per_part, n_sets) if k == 1 else node_bytes(k))
+            total += ins + node_bytes(parent) * (2 if fan_in > arity else 1)
         peak = max(peak, total)
         if parent >= n_partitions:
             return peak
@@ -358,6 +380,7 @@ def run_strat(
     scan = StratScan(target=target, features=scans, encoder=encoder, n_trials=n_trials,
                      trial_fraction=trial_fraction, random_state=random_state, weight_columns=columns,
                      n_buckets=n_buckets, expected_rows=sample.n_rows // max(1, ddf.npartitions),
+                     group_from={fs.feature: group_from(fs, sample.n_rows, ddf.npartitions, n_sets) for fs in scans},
                      finish_options=opts)
     # pass 2: one scan, every feature, each finished next to its data
     (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)

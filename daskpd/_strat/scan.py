@@ -128,11 +128,12 @@ class FeatureScan:
 
 @dataclass
 class ScanPiece:
-    """One bucket's tables ({feature: Table}) and, in bucket 0, the row counters
-    ({feature: (rows, missing x, bad y)})."""
+    """One bucket's tables ({feature: Table, or Rows not yet grouped}), in bucket 0 the
+    row counters ({feature: (rows, missing x, bad y)}), and how many partitions it covers."""
 
     tables: dict
     counters: dict | None = None
+    n_maps: int = 1
 
     @property
     def nbytes(self) -> int:
@@ -164,6 +165,7 @@ class StratScan(Job):
     weight_columns: list = field(default_factory=list)  # hashed for the trial weights
     n_buckets: int = 1
     expected_rows: int = 0  # rows per partition, for the map's grouping decision
+    group_from: dict = field(default_factory=dict)  # {feature: partitions a merge covers before it groups raw rows}
     # how the curves are finished (see daskpd._strat.numeric / categorical)
     finish_options: dict = field(default_factory=dict)
 
@@ -209,7 +211,7 @@ class StratScan(Job):
     def split(self, piece: ScanPiece, granularity: int, n: int, part: int) -> list:
         """The piece of bucket ``part`` (of ``granularity``) cut by leaves into its ``n``
         buckets at ``granularity * n`` (the counters stay with the first)."""
-        out = [ScanPiece({}, piece.counters if k == 0 else None) for k in range(n)]
+        out = [ScanPiece({}, piece.counters if k == 0 else None, piece.n_maps) for k in range(n)]
         for fs in self.features:
             bounds = bucket_bounds(fs.n_leaves, granularity * n)[part * n:part * n + n + 1]
             t = piece.tables[fs.feature]
@@ -219,9 +221,23 @@ class StratScan(Job):
         return out
 
     def combine(self, parts, bucket=0):
-        tables = {fs.feature: reduce_tables([p.tables[fs.feature] for p in parts], fs.coder.n_keys)
-                  for fs in self.features}
-        return ScanPiece(tables, _sum_counters(parts))
+        """The parts merged.  A feature's raw rows stay raw (concatenated, in order) while
+        the merge covers fewer partitions than ``group_from[feature]``: grouping rows
+        fewer than the (leaf, key) cells would not shrink them, only cost a sort now and
+        a merge later.  The choice depends on the partitions covered only, never on the
+        bucket count or the task layout, so the bits do not either."""
+        n_maps = sum(p.n_maps for p in parts)
+        tables = {}
+        for fs in self.features:
+            tabs = [p.tables[fs.feature] for p in parts]
+            raw = [isinstance(t, Rows) for t in tabs]
+            if all(raw) and n_maps < self.group_from.get(fs.feature, 0):
+                tables[fs.feature] = Rows.concat(tabs)
+                continue
+            if any(raw) and not all(raw):  # a raw part is grouped on its own first
+                tabs = [reduce_tables([t], fs.coder.n_keys) if r else t for t, r in zip(tabs, raw)]
+            tables[fs.feature] = reduce_tables(tabs, fs.coder.n_keys)
+        return ScanPiece(tables, _sum_counters(parts), n_maps)
 
     # -- finishing -----------------------------------------------------------------
 
@@ -236,6 +252,8 @@ class StratScan(Job):
         counters = piece.counters or {}
         for i, fs in enumerate(self.features):
             table = piece.tables[fs.feature]
+            if isinstance(table, Rows):
+                table = reduce_tables([table], fs.coder.n_keys)
             if fs.kind == "numeric":
                 numeric[fs.feature] = bucket_sums(table, fs, self.n_sets, counters=counters.get(fs.feature),
                                                   random_state=self.random_state,
