@@ -8,10 +8,11 @@ the model-based methods) is :func:`run_pass` over a list of :class:`Job` objects
 * **reduce**: a job with ``n_buckets`` > 1 has its partials split into buckets, each
   merged by its own tree of ``combine`` tasks (see :mod:`daskpd._engine.memory` for the
   arithmetic tree's fan-in and the tasks'), so no task holds
-  more than one bucket's merged partial.  Splitting is gradual: the map cuts its partial
-  into at most ``SPLIT`` pieces and every combine cuts its output at most ``SPLIT`` ways
-  again, until the buckets are reached -- a node's output is picked apart by a few
-  tasks, never by all of them (a spilled output would be read back once per pick);
+  more than one bucket's merged partial.  In a tree of combine tasks splitting is
+  gradual: the map cuts its partial into at most ``SPLIT`` pieces and every combine cuts
+  its output at most ``SPLIT`` ways again, until the buckets are reached -- a node's output is picked apart by a few
+  tasks, never by all of them (a spilled output would be read back once per pick); with
+  one level of combines the map cuts its partial into every bucket at once;
 * **finish**: the job's ``reduce`` turns the merged buckets into its result with
   tasks of its own (by default, one ``finish`` task), next to the merged data: only
   results reach the driver.
@@ -144,8 +145,10 @@ SPLIT = 8
 
 
 def split_schedule(n_buckets: int, n_levels: int) -> list[int]:
-    """Granularity (buckets) of the map's pieces and of each level's outputs."""
-    g = [n_buckets if n_levels == 0 else min(n_buckets, SPLIT)]
+    """Granularity (buckets) of the map's pieces and of each level's outputs.  With one
+    level of combines the maps cut their partials into every bucket at once (each
+    combine then takes one bucket of every map, not ``B / SPLIT`` of them)."""
+    g = [n_buckets if n_levels <= 1 else min(n_buckets, SPLIT)]
     for level in range(n_levels):
         g.append(n_buckets if level == n_levels - 1 else min(n_buckets, g[-1] * SPLIT))
     return g

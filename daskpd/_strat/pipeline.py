@@ -231,6 +231,24 @@ def map_output_bytes(scans: list, n_rows: int, n_partitions: int, n_sets: int) -
     return n_partitions * sum(_map_bytes(fs, rows_per_part, n_sets) for fs in scans)
 
 
+def _node_bytes(fs, covered: int, n_rows: int, n_partitions: int, n_sets: int, g: int) -> float:
+    """A merged node covering ``covered`` partitions (raw rows until ``g = group_from``)."""
+    rows_per_part = n_rows / max(1, n_partitions)
+    if covered < g:
+        return covered * rows_per_part * _raw_row_bytes(fs, n_sets)
+    return _occupied(fs, covered * rows_per_part) * _grouped_bytes(fs, n_sets)
+
+
+def first_level_bytes(scans: list, n_rows: int, n_partitions: int, n_sets: int, arity: int) -> float:
+    """What the first level of merges (``arity`` partitions each) would output, about."""
+    sizes = [min(arity, n_partitions - i) for i in range(0, n_partitions, arity)]
+    total = 0.0
+    for fs in scans:
+        g = group_from(fs, n_rows, n_partitions, n_sets)
+        total += sum(_node_bytes(fs, c, n_rows, n_partitions, n_sets, g) for c in sizes)
+    return total
+
+
 def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int, n_sets: int,
                        arity: int | None = None) -> float:
     """The most bytes a combine task of the scan holds (its inputs, the partials of the
@@ -254,14 +272,9 @@ def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int,
         total = 0.0
         for fs in scans:
             g = group_from(fs, n_rows, n_partitions, n_sets)
-
-            def node_bytes(c):  # a merged node covering c partitions
-                if c < g:
-                    return c * rows_per_part * _raw_row_bytes(fs, n_sets)
-                return _occupied(fs, c * rows_per_part) * _grouped_bytes(fs, n_sets)
-
-            ins = n_children * (_map_bytes(fs, rows_per_part, n_sets) if k == 1 else node_bytes(k))
-            total += ins + node_bytes(parent) * (2 if fan_in > arity else 1)
+            ins = n_children * (_map_bytes(fs, rows_per_part, n_sets) if k == 1 else
+                                _node_bytes(fs, k, n_rows, n_partitions, n_sets, g))
+            total += ins + _node_bytes(fs, parent, n_rows, n_partitions, n_sets, g) * (2 if fan_in > arity else 1)
         peak = max(peak, total)
         if parent >= n_partitions:
             return peak
@@ -371,7 +384,8 @@ def run_strat(
                                  min_samples_leaf=msl[f] if trees[i] is not None else None))
     n_sets = 1 + n_trials
     arity = memory.arity()
-    fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, sample.n_rows, ddf.npartitions, n_sets))
+    fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, sample.n_rows, ddf.npartitions, n_sets),
+                           first_level_bytes(scans, sample.n_rows, ddf.npartitions, n_sets, arity))
     n_buckets = memory.n_buckets(combine_peak_bytes(scans, sample.n_rows, ddf.npartitions, fan_in, n_sets, arity))
     opts = dict(finish_options or {})
     opts["dtypes"] = {f: dtypes.get(f) for f in features}
