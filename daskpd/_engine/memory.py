@@ -41,9 +41,6 @@ FAN_IN = 32
 #: fraction of the cluster's memory: they are all alive when the last map ends, and
 #: this keeps them under dask's spill target (60 %) with room for the tasks at work
 _ONE_LEVEL_FRACTION = 0.4
-#: a level of merges "shrinks" the data when its outputs take less than this fraction of
-#: its inputs
-_SHRINK = 0.8
 
 
 def _config(key, default):
@@ -108,25 +105,24 @@ def arity() -> int:
     return FAN_IN if v is None else v
 
 
-def fan_in(n_partitions: int = 0, map_output_bytes: float | None = None,
-           first_level_bytes: float | None = None) -> int:
+def fan_in(n_partitions: int = 0, map_output_bytes: float | None = None) -> int:
     """Fan-in of the combine *tasks* of a reduction over ``n_partitions`` maps whose
-    outputs take ``map_output_bytes`` in all, and whose first arithmetic level would
-    output ``first_level_bytes``: :func:`arity` (one arithmetic level per task level), or
-    the smallest power of it covering every partition -- one task level, each task adding
-    its arithmetic levels itself (the same bits) -- when ``daskpd.split-every`` is not set,
-    one bucket of every map fits a task (at up to ``MAX_BUCKETS`` buckets), and either the
-    outputs take at most 40 % of the cluster's memory or the first level would not shrink
-    them (rows fewer than the (leaf, key) cells): a tree of tasks would then only move the
-    data between processes once more per level."""
+    outputs take ``map_output_bytes`` in all: :func:`arity` (one arithmetic level per
+    task level), or the smallest power of it covering every partition -- one task level,
+    each task adding its arithmetic levels itself (the same bits) -- when
+    ``daskpd.split-every`` is not set and the outputs take at most 40 % of the cluster's
+    memory: they then wait for the last map in memory, and a tree of tasks would only move
+    them between processes once more per level.
+
+    Larger outputs go through a tree even when its first levels do not shrink them
+    (they are kept raw, see :meth:`daskpd._strat.scan.StratScan.combine`): measured at 1e8
+    rows on two 2.5 GiB workers, one task level spilled every map's output as one small
+    piece per bucket (25,600 of them) and read them back piece by piece, more than twice
+    as slow as a tree whose first level spills 8 large pieces per merge."""
     a = arity()
     if split_every() is not None or map_output_bytes is None or n_partitions <= a:
         return a
-    if 2.0 * map_output_bytes / MAX_BUCKETS > task_memory():
-        return a
-    small = map_output_bytes <= _ONE_LEVEL_FRACTION * cluster_memory()
-    no_shrink = first_level_bytes is not None and first_level_bytes >= _SHRINK * map_output_bytes
-    if not (small or no_shrink):
+    if map_output_bytes > _ONE_LEVEL_FRACTION * cluster_memory():
         return a
     f = a
     while f < n_partitions:

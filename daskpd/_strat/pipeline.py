@@ -239,16 +239,6 @@ def _node_bytes(fs, covered: int, n_rows: int, n_partitions: int, n_sets: int, g
     return _occupied(fs, covered * rows_per_part) * _grouped_bytes(fs, n_sets)
 
 
-def first_level_bytes(scans: list, n_rows: int, n_partitions: int, n_sets: int, arity: int) -> float:
-    """What the first level of merges (``arity`` partitions each) would output, about."""
-    sizes = [min(arity, n_partitions - i) for i in range(0, n_partitions, arity)]
-    total = 0.0
-    for fs in scans:
-        g = group_from(fs, n_rows, n_partitions, n_sets)
-        total += sum(_node_bytes(fs, c, n_rows, n_partitions, n_sets, g) for c in sizes)
-    return total
-
-
 def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int, n_sets: int,
                        arity: int | None = None) -> float:
     """The most bytes a combine task of the scan holds (its inputs, the partials of the
@@ -384,8 +374,7 @@ def run_strat(
                                  min_samples_leaf=msl[f] if trees[i] is not None else None))
     n_sets = 1 + n_trials
     arity = memory.arity()
-    fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, sample.n_rows, ddf.npartitions, n_sets),
-                           first_level_bytes(scans, sample.n_rows, ddf.npartitions, n_sets, arity))
+    fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, sample.n_rows, ddf.npartitions, n_sets))
     n_buckets = memory.n_buckets(combine_peak_bytes(scans, sample.n_rows, ddf.npartitions, fan_in, n_sets, arity))
     opts = dict(finish_options or {})
     opts["dtypes"] = {f: dtypes.get(f) for f in features}
