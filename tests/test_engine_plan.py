@@ -59,26 +59,6 @@ def test_split_schedule_reaches_the_buckets_by_multiples(n_buckets, n_levels):
         assert g[0] == n_buckets
 
 
-def test_split_schedule_cuts_the_maps_finer_when_asked():
-    assert split_schedule(64, 2, 16) == [16, 64, 64]  # a tree: the maps cut 16 ways, not SPLIT
-    assert split_schedule(64, 3, 4) == [SPLIT, 64, 64, 64]  # never coarser than SPLIT
-    assert split_schedule(8, 2, 32) == [8, 8, 8]  # never finer than the buckets
-    assert split_schedule(64, 1, 16) == [64, 64]  # one level: every bucket at once
-
-
-@pytest.mark.parametrize("min_split", [1, 16])
-def test_a_finer_first_cut_gives_the_same_result(min_split):
-    rng = np.random.default_rng(3)
-    df = pd.DataFrame({"k": rng.integers(0, 97, 3000), "y": rng.normal(size=3000)})
-    chunks = [df.iloc[i:i + 100] for i in range(0, 3000, 100)]
-    job = BucketSum(32)
-    job.min_split = min_split
-    (out,) = run_local(chunks, [job], fan_in=4)
-    want = df.groupby("k")["y"].sum()
-    assert sorted(out) == sorted(want.index)
-    np.testing.assert_allclose([out[k] for k in want.index], want.to_numpy(), rtol=1e-12)
-
-
 @pytest.mark.parametrize("n_parts", [1, 3, 17])
 @pytest.mark.parametrize("n_buckets", [1, 4, 32])
 def test_bucketed_pass_equals_a_groupby(n_parts, n_buckets):

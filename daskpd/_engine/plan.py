@@ -79,8 +79,6 @@ class Job(abc.ABC):
     """
 
     n_buckets: int = 1
-    #: the fewest pieces a map cuts its partial into in a tree of combines (a power of two)
-    min_split: int = 1
 
     @abc.abstractmethod
     def map(self, ctx: PartitionContext):
@@ -146,13 +144,11 @@ def _one_thread():
 SPLIT = 8
 
 
-def split_schedule(n_buckets: int, n_levels: int, min_first: int = 1) -> list[int]:
+def split_schedule(n_buckets: int, n_levels: int) -> list[int]:
     """Granularity (buckets) of the map's pieces and of each level's outputs.  With one
     level of combines the maps cut their partials into every bucket at once (each
-    combine then takes one bucket of every map, not ``B / SPLIT`` of them); in a tree,
-    ``SPLIT`` ways, or ``min_first`` (a power of two) when the first combines need their
-    inputs cut finer to stay within the task memory."""
-    g = [n_buckets if n_levels <= 1 else min(n_buckets, max(SPLIT, int(min_first)))]
+    combine then takes one bucket of every map, not ``B / SPLIT`` of them)."""
+    g = [n_buckets if n_levels <= 1 else min(n_buckets, SPLIT)]
     for level in range(n_levels):
         g.append(n_buckets if level == n_levels - 1 else min(n_buckets, g[-1] * SPLIT))
     return g
@@ -197,7 +193,7 @@ def _reduce(job, j: int, n_maps: int, shape, task, arity: int) -> list:
     map outputs are ``task("map", i)``.  Returns every bucket's ``job.finish_bucket`` of
     its merged partial (made by the bucket's last combine)."""
     nb = int(job.n_buckets)
-    grans = split_schedule(nb, len(shape), job.min_split)
+    grans = split_schedule(nb, len(shape))
     # nodes[i][k]: piece k (a bucket at the current granularity) of node i
     nodes = [[task(_pick, ("map", i), j, k, grans[0], key=f"pick-{j}-{k}-{i}") for k in range(grans[0])]
              for i in range(n_maps)]
@@ -277,7 +273,7 @@ def build_pass(ddf, jobs: Sequence[Job], *, name: str = "daskpd", fan_in: int | 
     if not parts:
         raise ValueError("the data has no partitions")
     shape = tree_groups(len(parts), fan_in)
-    grans = [split_schedule(int(job.n_buckets), len(shape), job.min_split)[0] for job in jobs]
+    grans = [split_schedule(int(job.n_buckets), len(shape))[0] for job in jobs]
     maps = [delayed(_map_partition, pure=True)(p, jobs_ref, i, grans, dask_key_name=f"{name}-map-{token}-{i}")
             for i, p in enumerate(parts)]
 
@@ -321,7 +317,7 @@ def run_local(partitions: Sequence[pd.DataFrame], jobs: Sequence[Job], *, fan_in
 
 def _run_local(partitions, jobs, fan_in, arity):
     shape = tree_groups(len(partitions), fan_in)
-    grans = [split_schedule(int(job.n_buckets), len(shape), job.min_split)[0] for job in jobs]
+    grans = [split_schedule(int(job.n_buckets), len(shape))[0] for job in jobs]
     outs = [_map_partition(df, jobs, i, grans) for i, df in enumerate(partitions)]
 
     def task(fn, *args, key):

@@ -14,7 +14,6 @@ recomputed from lineage.
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -375,22 +374,16 @@ def run_strat(
                                  min_samples_leaf=msl[f] if trees[i] is not None else None))
     n_sets = 1 + n_trials
     arity = memory.arity()
-    map_bytes = map_output_bytes(scans, sample.n_rows, ddf.npartitions, n_sets)
-    fan_in = memory.fan_in(ddf.npartitions, map_bytes)
+    fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, sample.n_rows, ddf.npartitions, n_sets))
     n_buckets = memory.n_buckets(combine_peak_bytes(scans, sample.n_rows, ddf.npartitions, fan_in, n_sets, arity))
-    # in a tree, a first-level combine takes `fan_in` map pieces and outputs as much again
-    # (raw rows): the maps cut their partials fine enough for that to fit the task memory
-    first = 2.0 * min(fan_in, ddf.npartitions) * map_bytes / max(1, ddf.npartitions)
-    min_split = min(n_buckets, 1 << max(0, math.ceil(math.log2(max(1.0, first / memory.task_memory())))))
     opts = dict(finish_options or {})
     opts["dtypes"] = {f: dtypes.get(f) for f in features}
     opts["run_params"] = {"sample_rows": len(sample.frame), "n_partitions": ddf.npartitions,
-                          "n_buckets": n_buckets, "fan_in": fan_in, "min_split": min_split}
+                          "n_buckets": n_buckets, "fan_in": fan_in}
     scan = StratScan(target=target, features=scans, encoder=encoder, n_trials=n_trials,
                      trial_fraction=trial_fraction, random_state=random_state, weight_columns=columns,
                      n_buckets=n_buckets, expected_rows=sample.n_rows // max(1, ddf.npartitions),
                      group_from={fs.feature: group_from(fs, sample.n_rows, ddf.npartitions, n_sets) for fs in scans},
-                     min_split=min_split,
                      finish_options=opts)
     # pass 2: one scan, every feature, each finished next to its data
     (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)

@@ -166,7 +166,6 @@ class StratScan(Job):
     n_buckets: int = 1
     expected_rows: int = 0  # rows per partition, for the map's grouping decision
     group_from: dict = field(default_factory=dict)  # {feature: partitions a merge covers before it groups raw rows}
-    min_split: int = 1  # the fewest pieces a map cuts its partial into (see daskpd._engine.plan.split_schedule)
     # how the curves are finished (see daskpd._strat.numeric / categorical)
     finish_options: dict = field(default_factory=dict)
 
