@@ -10,12 +10,13 @@ managed by dask (results beyond its ``target`` fraction are spilled to disk).
 
 ``daskpd.split-every`` is the fan-in of the reduction trees and ``daskpd.buckets``
 forces a bucket count (both ``"auto"`` by default).  Float sums add up to 32 partials
-at a time (:func:`arity`: few levels, since every level groups the data once more); the combine *tasks* do one such level each, except in a
-reduction whose map outputs all together take at most a quarter of the cluster's
-memory, 40 % (:func:`fan_in`): one task per bucket then adds all the levels, every map's
-piece going straight into its bucket's task, so the data crosses between processes
-once (a tree of tasks whose merges do not shrink the data -- rows fewer than the
-(leaf, position) cells -- moves it once per level).  The bits are the same either way.
+at once when there are no more, else 8 at a time (:func:`arity`).
+The combine *tasks* do one such level each, except in a reduction whose map outputs
+all together take at most 40 % of the cluster's memory (:func:`fan_in`): one task per
+bucket then adds all the levels, every map's piece going straight into its bucket's
+task, so the data crosses between processes once (a tree of tasks whose merges do not
+shrink the data -- rows fewer than the (leaf, position) cells -- moves it once per
+level).  The bits are the same either way.
 """
 from __future__ import annotations
 
@@ -33,10 +34,10 @@ __all__ = ["task_memory", "cluster_memory", "split_every", "arity", "fan_in", "n
 #: this many fixed leaf groups, which makes its sums independent of the bucket count)
 MAX_BUCKETS = 128
 _FRACTION = 0.25
-#: the default fan-in of a reduction tree: every level groups its data once more, and a
-#: merge of rows fewer than the (leaf, position) cells hardly shrinks them, so levels are
-#: few (1e7 rows in 20 partitions: one; 1e9 in 2,000: three)
-FAN_IN = 32
+#: the default fan-in of a reduction tree (see :func:`arity`)
+FAN_IN = 8
+#: up to this many partitions, float sums add them all at once (one level)
+ONE_LEVEL_MAX = 32
 #: a reduction is merged in one task level when its map outputs take at most this
 #: fraction of the cluster's memory: they are all alive when the last map ends, and
 #: this keeps them under dask's spill target (60 %) with room for the tasks at work
@@ -97,12 +98,19 @@ def split_every() -> int | None:
     return v
 
 
-def arity() -> int:
+def arity(n_partitions: int | None = None) -> int:
     """How many partials each float sum adds at a time: the fan-in of the *arithmetic*
-    tree, ``daskpd.split-every`` when set, else 32.  The bits of a result depend on it
-    (and on the partitioning), never on how its levels are grouped into tasks."""
+    tree.  ``daskpd.split-every`` when set; else all of them when there are at most 32
+    partitions (every level groups the data once more, so one level is the cheapest), and
+    8 above (a merge of a tree then holds 8 maps' pieces, which keeps its task small).  The
+    bits of a result depend on it and on the partitioning -- both properties of the data --
+    never on how its levels are grouped into tasks."""
     v = split_every()
-    return FAN_IN if v is None else v
+    if v is not None:
+        return v
+    if n_partitions is not None and n_partitions <= ONE_LEVEL_MAX:
+        return max(2, int(n_partitions))
+    return FAN_IN
 
 
 def fan_in(n_partitions: int = 0, map_output_bytes: float | None = None) -> int:
@@ -119,7 +127,7 @@ def fan_in(n_partitions: int = 0, map_output_bytes: float | None = None) -> int:
     rows on two 2.5 GiB workers, one task level spilled every map's output as one small
     piece per bucket (25,600 of them) and read them back piece by piece, more than twice
     as slow as a tree whose first level spills 8 large pieces per merge."""
-    a = arity()
+    a = arity(n_partitions)
     if split_every() is not None or map_output_bytes is None or n_partitions <= a:
         return a
     if map_output_bytes > _ONE_LEVEL_FRACTION * cluster_memory():

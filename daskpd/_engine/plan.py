@@ -246,10 +246,11 @@ def tree_groups(n: int, fan_in: int) -> list[list[tuple[int, int]]]:
 # the graph
 
 
-def _shape_args(fan_in, arity):
+def _shape_args(fan_in, arity, n_partitions: int):
     """``(fan_in, arity)``: by default both :func:`memory.arity`; an explicit ``fan_in``
     alone is also the arity.  ``fan_in`` must be a power of ``arity``."""
-    arity = int(arity) if arity is not None else int(fan_in) if fan_in is not None else memory.arity()
+    arity = (int(arity) if arity is not None else int(fan_in) if fan_in is not None
+             else memory.arity(n_partitions))
     fan_in = int(fan_in) if fan_in is not None else arity
     f = arity
     while f < fan_in:
@@ -266,12 +267,12 @@ def build_pass(ddf, jobs: Sequence[Job], *, name: str = "daskpd", fan_in: int | 
     from dask import delayed
 
     jobs = list(jobs)
-    fan_in, arity = _shape_args(fan_in, arity)
     jobs_ref = scheduler.embed(jobs)
     token = jobs_ref.key.rsplit("-", 1)[-1][:12]  # task names: <name>-<stage>-<token>-...
     parts = ddf.to_delayed(optimize_graph=True)
     if not parts:
         raise ValueError("the data has no partitions")
+    fan_in, arity = _shape_args(fan_in, arity, len(parts))
     shape = tree_groups(len(parts), fan_in)
     grans = [split_schedule(int(job.n_buckets), len(shape))[0] for job in jobs]
     maps = [delayed(_map_partition, pure=True)(p, jobs_ref, i, grans, dask_key_name=f"{name}-map-{token}-{i}")
@@ -312,7 +313,7 @@ def run_local(partitions: Sequence[pd.DataFrame], jobs: Sequence[Job], *, fan_in
               arity: int | None = None) -> list:
     """The same kernels, in the same tree shape, without dask (in-memory partitions)."""
     with scheduler.one_blas_thread():
-        return _run_local(partitions, list(jobs), *_shape_args(fan_in, arity))
+        return _run_local(partitions, list(jobs), *_shape_args(fan_in, arity, len(partitions)))
 
 
 def _run_local(partitions, jobs, fan_in, arity):

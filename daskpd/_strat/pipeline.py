@@ -373,7 +373,7 @@ def run_strat(
         scans.append(FeatureScan(f, kinds[f], others[f], trees[i], coder, leaf_index, n_leaves,
                                  min_samples_leaf=msl[f] if trees[i] is not None else None))
     n_sets = 1 + n_trials
-    arity = memory.arity()
+    arity = memory.arity(ddf.npartitions)
     fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, sample.n_rows, ddf.npartitions, n_sets))
     n_buckets = memory.n_buckets(combine_peak_bytes(scans, sample.n_rows, ddf.npartitions, fan_in, n_sets, arity))
     opts = dict(finish_options or {})
