@@ -43,9 +43,9 @@ def passes(monkeypatch):
     real = plan.build_pass
     names = []
 
-    def counting(ddf, jobs, *, name="daskpd", fan_in=None):
+    def counting(ddf, jobs, *, name="daskpd", **shape):
         names.append(name)
-        return real(ddf, jobs, name=name, fan_in=fan_in)
+        return real(ddf, jobs, name=name, **shape)
 
     for mod in (plan, mpasses, pipeline):
         monkeypatch.setattr(mod, "build_pass", counting)
