@@ -7,12 +7,12 @@ the model-based methods) is :func:`run_pass` over a list of :class:`Job` objects
   :class:`PartitionContext` (the partition and what the jobs derive from it once);
 * **reduce**: a job with ``n_buckets`` > 1 has its partials split into buckets, each
   merged by its own tree of ``combine`` tasks (see :mod:`daskpd._engine.memory` for the
-  arithmetic tree's fan-in and the tasks'), so no task holds
-  more than one bucket's merged partial.  In a tree of combine tasks splitting is
-  gradual: the map cuts its partial into at most ``SPLIT`` pieces and every combine cuts
-  its output at most ``SPLIT`` ways again, until the buckets are reached -- a node's output is picked apart by a few
-  tasks, never by all of them (a spilled output would be read back once per pick); with
-  one level of combines the map cuts its partial into every bucket at once;
+  arithmetic tree's fan-in and the tasks'), so no task holds more than one bucket's
+  merged partial.  In a tree of combine tasks splitting is gradual: the map cuts its
+  partial into at most ``SPLIT`` pieces and every combine cuts its output at most
+  ``SPLIT`` ways again, until the buckets are reached -- a node's output is picked apart
+  by a few tasks, never by all of them (a spilled output would be read back once per
+  pick); with one level of combines the map cuts its partial into every bucket at once;
 * **finish**: the job's ``reduce`` turns the merged buckets into its result with
   tasks of its own (by default, one ``finish`` task), next to the merged data: only
   results reach the driver.

@@ -28,7 +28,7 @@ from .._engine import memory, scheduler
 from .._engine.hashing import Sample, SampleJob
 from .._engine.plan import Job, Kept, build_pass, run_pass
 from ..io import DataError, check_columns, load
-from .scan import MAP_GROUP_CELLS_PER_ROW, FeatureScan, StratScan, index_dtype, leaf_numbering
+from .scan import FeatureScan, StratScan, groups_at_map, index_dtype, leaf_numbering
 from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_tree
 
 __all__ = ["StratRun", "run_strat", "resolve_columns", "NUMERIC_VALUES_CAP", "CATEGORY_LEVELS_CAP"]
@@ -201,9 +201,9 @@ def _occupied(fs, rows: float) -> float:
 
 
 def _map_bytes(fs, rows_per_part: float, n_sets: int) -> float:
-    if float(fs.n_leaves) * fs.coder.n_keys > MAP_GROUP_CELLS_PER_ROW * rows_per_part:
-        return rows_per_part * _raw_row_bytes(fs, n_sets)
-    return _occupied(fs, rows_per_part) * _grouped_bytes(fs, n_sets)
+    if groups_at_map(fs, rows_per_part):
+        return _occupied(fs, rows_per_part) * _grouped_bytes(fs, n_sets)
+    return rows_per_part * _raw_row_bytes(fs, n_sets)
 
 
 #: a merge groups a feature's raw rows once grouping shrinks their bytes by this much
@@ -216,7 +216,7 @@ def group_from(fs, n_rows: int, n_partitions: int, n_sets: int) -> int:
     ``GROUP_SHRINK`` of the rows' bytes; ``n_partitions + 1`` when none do (the rows are
     then grouped once, next to their bucket's finish); 0 for a feature the maps group."""
     rows_per_part = n_rows / max(1, n_partitions)
-    if float(fs.n_leaves) * fs.coder.n_keys <= MAP_GROUP_CELLS_PER_ROW * rows_per_part:
+    if groups_at_map(fs, rows_per_part):
         return 0
     raw, grouped = _raw_row_bytes(fs, n_sets), _grouped_bytes(fs, n_sets)
     for c in range(1, n_partitions + 1):
@@ -240,7 +240,7 @@ def _node_bytes(fs, covered: int, n_rows: int, n_partitions: int, n_sets: int, g
 
 
 def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int, n_sets: int,
-                       arity: int | None = None) -> float:
+                       arity: int | None = None, grouping: dict | None = None) -> float:
     """The most bytes a combine task of the scan holds (its inputs, the partials of the
     arithmetic levels it adds itself and its output), about, summed over every feature,
     before the reduction is cut into buckets.
@@ -250,10 +250,13 @@ def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int,
     ``fan_in`` nodes of one task level, and its output; one that adds several
     arithmetic levels (``fan_in`` a power of ``arity``) holds up to as much again of
     intermediate partials.  Map outputs are raw rows (a feature with few cells is
-    grouped in the map already), and stay raw up the tree until :func:`group_from`.
+    grouped in the map already), and stay raw up the tree until :func:`group_from`
+    (``grouping``: its value per feature, when already known).
     """
     rows_per_part = n_rows / max(1, n_partitions)
     arity = fan_in if arity is None else arity
+    if grouping is None:
+        grouping = {fs.feature: group_from(fs, n_rows, n_partitions, n_sets) for fs in scans}
     peak = 0.0
     k = 1
     while True:
@@ -261,7 +264,7 @@ def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int,
         n_children = min(fan_in, -(-n_partitions // k))
         total = 0.0
         for fs in scans:
-            g = group_from(fs, n_rows, n_partitions, n_sets)
+            g = grouping[fs.feature]
             ins = n_children * (_map_bytes(fs, rows_per_part, n_sets) if k == 1 else
                                 _node_bytes(fs, k, n_rows, n_partitions, n_sets, g))
             total += ins + _node_bytes(fs, parent, n_rows, n_partitions, n_sets, g) * (2 if fan_in > arity else 1)
@@ -375,7 +378,9 @@ def run_strat(
     n_sets = 1 + n_trials
     arity = memory.arity(ddf.npartitions)
     fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, sample.n_rows, ddf.npartitions, n_sets))
-    n_buckets = memory.n_buckets(combine_peak_bytes(scans, sample.n_rows, ddf.npartitions, fan_in, n_sets, arity))
+    grouping = {fs.feature: group_from(fs, sample.n_rows, ddf.npartitions, n_sets) for fs in scans}
+    n_buckets = memory.n_buckets(combine_peak_bytes(scans, sample.n_rows, ddf.npartitions, fan_in, n_sets, arity,
+                                                    grouping))
     opts = dict(finish_options or {})
     opts["dtypes"] = {f: dtypes.get(f) for f in features}
     opts["run_params"] = {"sample_rows": len(sample.frame), "n_partitions": ddf.npartitions,
@@ -383,7 +388,7 @@ def run_strat(
     scan = StratScan(target=target, features=scans, encoder=encoder, n_trials=n_trials,
                      trial_fraction=trial_fraction, random_state=random_state, weight_columns=columns,
                      n_buckets=n_buckets, expected_rows=sample.n_rows // max(1, ddf.npartitions),
-                     group_from={fs.feature: group_from(fs, sample.n_rows, ddf.npartitions, n_sets) for fs in scans},
+                     group_from=grouping,
                      finish_options=opts)
     # pass 2: one scan, every feature, each finished next to its data
     (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)

@@ -48,6 +48,12 @@ N_VIRTUAL = MAX_BUCKETS
 MAP_GROUP_CELLS_PER_ROW = 2
 
 
+def groups_at_map(fs, rows_per_partition: float) -> bool:
+    """Whether a map groups a feature's rows itself: its (leaf, key) grid has at most
+    ``MAP_GROUP_CELLS_PER_ROW`` cells per partition row."""
+    return float(fs.n_leaves) * fs.coder.n_keys <= MAP_GROUP_CELLS_PER_ROW * max(1.0, rows_per_partition)
+
+
 def index_dtype(n: int):
     """The narrowest unsigned type holding ``0 .. n - 1`` (uint16, else int32): leaves and
     keys of the raw rows a map ships are most of what crosses between processes."""
@@ -174,8 +180,7 @@ class StratScan(Job):
         return 1 + int(self.n_trials)
 
     def _group_at_map(self, fs: FeatureScan) -> bool:
-        cells = fs.n_leaves * fs.coder.n_keys
-        return cells <= MAP_GROUP_CELLS_PER_ROW * max(1, self.expected_rows)
+        return groups_at_map(fs, self.expected_rows)
 
     # -- map / combine -------------------------------------------------------------
 
