@@ -310,6 +310,39 @@ def test_raw_rows_kept_up_the_tree_give_the_same_bits_for_every_bucket_count_and
     np.testing.assert_allclose(res["x"].pd, first.pd, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("with_x", [False, True])
+@pytest.mark.parametrize("weights", [None, "uint8", "float64", "mixed"])
+def test_rows_cut_while_concatenated_equal_concatenated_then_cut(with_x, weights):
+    """``Rows.concat_split`` (what a combine that keeps rows raw does before cutting its
+    output) gives exactly the pieces of ``Rows.concat(...).split(...)``: the same rows,
+    in the same order, with the same dtypes -- also when the parts' weights differ in
+    dtype (it then concatenates first)."""
+    from daskpd._engine.sums import Rows
+
+    rng = np.random.default_rng(5)
+    lo, hi = 40, 140  # the parts hold the leaves of one bucket, 40 <= leaf < 140
+    bounds = np.array([40, 47, 90, 90, 140])  # an empty run in the middle
+    parts = []
+    for i, n in enumerate([0, 500, 37, 1200]):
+        w = None
+        if weights is not None:
+            dt = "float64" if weights == "float64" or (weights == "mixed" and i == 3) else "uint8"
+            w = rng.poisson(1.0, (n, 2)).astype(dt)
+        parts.append(Rows(rng.integers(lo, hi, n).astype(np.uint16), rng.integers(0, 900, n).astype(np.uint16),
+                          rng.normal(size=n), rng.normal(size=n) if with_x else None, w))
+    got = Rows.concat_split(parts, bounds)
+    want = Rows.concat(parts).split(bounds)
+    assert len(got) == len(want) == 4 and len(got[2]) == 0
+    for g, e in zip(got, want):
+        for field in ("leaf", "key", "y", "x", "w"):
+            a, b = getattr(g, field), getattr(e, field)
+            assert (a is None) == (b is None), field
+            if a is not None:
+                assert a.dtype == b.dtype, field
+                np.testing.assert_array_equal(a, b)
+    assert sum(len(g) for g in got) == 1737
+
+
 @pytest.mark.parametrize("few_slopes", ["interpolate", "flat"])
 def test_gaps_and_few_slopes_are_bit_identical_across_buckets_and_schedulers(few_slopes):
     """Flat steps over uncovered intervals and interpolated / flat few-slope intervals:

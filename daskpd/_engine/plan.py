@@ -92,6 +92,12 @@ class Job(abc.ABC):
         """``partial`` of bucket ``part`` (of ``granularity``) cut into its ``n`` buckets."""
         raise NotImplementedError(f"{type(self).__name__} has n_buckets > 1 but cannot split its partials")
 
+    def combine_split(self, parts: list, bucket: int, granularity: int, n: int) -> list:
+        """``split(combine(parts, bucket), granularity, n, bucket)``; a job may do it in
+        one go (:class:`daskpd._strat.scan.StratScan` cuts raw rows without first
+        concatenating them), as long as the pieces are the same."""
+        return self.split(self.combine(parts, bucket), granularity, n, bucket)
+
     def finish_bucket(self, merged, bucket: int):
         """What the last combine of bucket ``bucket`` hands on instead of its merged
         partial (default: the partial itself).  A job whose ``reduce`` first turns every
@@ -180,11 +186,15 @@ def _merge(job, parts: list, b: int, arity: int):
 def _combine(jobs, j, b, granularity, n_split, final, arity, *parts):
     job = jobs[j]
     with _one_thread():
-        merged = _merge(job, list(parts), b, arity)
         if n_split > 1:
-            pieces = job.split(merged, granularity, n_split, b)
-            del merged
+            if len(parts) <= arity:  # one arithmetic level: merged and cut in one go
+                pieces = job.combine_split(list(parts), b, granularity, n_split)
+            else:
+                merged = _merge(job, list(parts), b, arity)
+                pieces = job.split(merged, granularity, n_split, b)
+                del merged
             return [job.finish_bucket(p, b * n_split + t) for t, p in enumerate(pieces)] if final else pieces
+        merged = _merge(job, list(parts), b, arity)
         return job.finish_bucket(merged, b) if final else merged
 
 

@@ -127,6 +127,63 @@ class Rows:
                 for a, z in zip(cut[:-1], cut[1:])]
 
 
+    @classmethod
+    def concat_split(cls, parts: Sequence["Rows"], bounds: np.ndarray) -> list["Rows"]:
+        """``Rows.concat(parts).split(bounds)`` without the concatenated copy: every
+        part's rows go straight to their run, after the runs' rows of the parts before
+        it (the same rows in the same order, so the same bits downstream)."""
+        parts = list(parts)
+        nb = len(bounds) - 1
+        first = parts[0]
+        same = all(p.leaf.dtype == first.leaf.dtype and p.key.dtype == first.key.dtype
+                   and (p.x is None) == (first.x is None) and (p.w is None) == (first.w is None)
+                   and (p.w is None or (p.w.dtype == first.w.dtype and p.w.shape[1] == first.w.shape[1]))
+                   for p in parts)
+        if nb == 1 or len(parts) == 1 or not same:
+            return cls.concat(parts).split(bounds)
+        lo = int(bounds[0])
+        bucket_of_leaf = (np.searchsorted(bounds, np.arange(lo, bounds[-1]), side="right") - 1).astype(np.int64)
+        start = np.zeros(nb + 1, np.int64)
+        for p in parts:
+            start[1:] += _count_rows(p.leaf, bucket_of_leaf, nb, lo)
+        np.cumsum(start, out=start)
+        n, has_x, T = int(start[-1]), first.x is not None, first.n_trials
+        leaf, key, y = np.empty(n, first.leaf.dtype), np.empty(n, first.key.dtype), np.empty(n, first.y.dtype)
+        x = np.empty(n if has_x else 0, first.y.dtype)
+        w = np.empty((n, T), first.w.dtype if first.w is not None else np.float64)
+        pos = start[:-1].copy()
+        for p in parts:
+            py, px, pw, _ = p._args()
+            _scatter_rows(p.leaf, p.key, py, px, pw, has_x, bucket_of_leaf, lo, pos, leaf, key, y, x, w)
+        return [cls(leaf[a:z], key[a:z], y[a:z], x[a:z] if has_x else None, w[a:z] if first.w is not None else None)
+                for a, z in zip(start[:-1], start[1:])]
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_rows(leaf, bucket_of_leaf, nb, lo):
+    count = np.zeros(nb, np.int64)
+    for i in range(leaf.shape[0]):
+        count[bucket_of_leaf[leaf[i] - lo]] += 1
+    return count
+
+
+@numba.njit(cache=True, nogil=True)
+def _scatter_rows(leaf, key, y, x, w, has_x, bucket_of_leaf, lo, pos, out_l, out_k, out_y, out_x, out_w):
+    """The rows appended to their runs at ``pos`` (advanced in place)."""
+    T = w.shape[1]
+    for i in range(leaf.shape[0]):
+        b = bucket_of_leaf[leaf[i] - lo]
+        p = pos[b]
+        pos[b] = p + 1
+        out_l[p] = leaf[i]
+        out_k[p] = key[i]
+        out_y[p] = y[i]
+        if has_x:
+            out_x[p] = x[i]
+        for t in range(T):
+            out_w[p, t] = w[i, t]
+
+
 @numba.njit(cache=True, nogil=True)
 def _bucket_rows(leaf, key, y, x, w, has_x, bucket_of_leaf, nb, lo):
     n = leaf.shape[0]

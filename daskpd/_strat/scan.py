@@ -218,12 +218,26 @@ class StratScan(Job):
         buckets at ``granularity * n`` (the counters stay with the first)."""
         out = [ScanPiece({}, piece.counters if k == 0 else None, piece.n_maps) for k in range(n)]
         for fs in self.features:
-            bounds = bucket_bounds(fs.n_leaves, granularity * n)[part * n:part * n + n + 1]
             t = piece.tables[fs.feature]
-            parts = t.split(bounds) if isinstance(t, Rows) else _split_grouped(t, bounds)
-            for k, p in enumerate(parts):
+            bounds = self._bounds(fs, granularity, n, part)
+            for k, p in enumerate(t.split(bounds) if isinstance(t, Rows) else _split_grouped(t, bounds)):
                 out[k].tables[fs.feature] = p
         return out
+
+    @staticmethod
+    def _bounds(fs, granularity: int, n: int, part: int) -> np.ndarray:
+        return bucket_bounds(fs.n_leaves, granularity * n)[part * n:part * n + n + 1]
+
+    def _stays_raw(self, fs, tabs, n_maps: int) -> bool:
+        return all(isinstance(t, Rows) for t in tabs) and n_maps < self.group_from.get(fs.feature, 0)
+
+    def _merge_feature(self, fs, tabs, n_maps: int):
+        if self._stays_raw(fs, tabs, n_maps):
+            return Rows.concat(tabs)
+        raw = [isinstance(t, Rows) for t in tabs]
+        if any(raw) and not all(raw):  # a raw part is grouped on its own first
+            tabs = [reduce_tables([t], fs.coder.n_keys) if r else t for t, r in zip(tabs, raw)]
+        return reduce_tables(tabs, fs.coder.n_keys)
 
     def combine(self, parts, bucket=0):
         """The parts merged.  A feature's raw rows stay raw (concatenated, in order) while
@@ -232,17 +246,27 @@ class StratScan(Job):
         a merge later.  The choice depends on the partitions covered only, never on the
         bucket count or the task layout, so the bits do not either."""
         n_maps = sum(p.n_maps for p in parts)
-        tables = {}
+        tables = {fs.feature: self._merge_feature(fs, [p.tables[fs.feature] for p in parts], n_maps)
+                  for fs in self.features}
+        return ScanPiece(tables, _sum_counters(parts), n_maps)
+
+    def combine_split(self, parts, bucket, granularity, n):
+        """``split(combine(parts))`` in one go: raw rows that stay raw are cut straight
+        into the pieces (:meth:`Rows.concat_split`), without the concatenated copy that
+        the first task levels of a lake-sized scan would only cut up again."""
+        n_maps = sum(p.n_maps for p in parts)
+        out = [ScanPiece({}, _sum_counters(parts) if k == 0 else None, n_maps) for k in range(n)]
         for fs in self.features:
             tabs = [p.tables[fs.feature] for p in parts]
-            raw = [isinstance(t, Rows) for t in tabs]
-            if all(raw) and n_maps < self.group_from.get(fs.feature, 0):
-                tables[fs.feature] = Rows.concat(tabs)
-                continue
-            if any(raw) and not all(raw):  # a raw part is grouped on its own first
-                tabs = [reduce_tables([t], fs.coder.n_keys) if r else t for t, r in zip(tabs, raw)]
-            tables[fs.feature] = reduce_tables(tabs, fs.coder.n_keys)
-        return ScanPiece(tables, _sum_counters(parts), n_maps)
+            bounds = self._bounds(fs, granularity, n, bucket)
+            if self._stays_raw(fs, tabs, n_maps):
+                cut = Rows.concat_split(tabs, bounds)
+            else:
+                t = self._merge_feature(fs, tabs, n_maps)
+                cut = t.split(bounds) if isinstance(t, Rows) else _split_grouped(t, bounds)
+            for k, p in enumerate(cut):
+                out[k].tables[fs.feature] = p
+        return out
 
     # -- finishing -----------------------------------------------------------------
 
