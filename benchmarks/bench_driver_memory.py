@@ -1,8 +1,7 @@
 #!/usr/bin/env python
 """Driver memory on a real multi-process cluster: curves finished on the workers (what
 ``importances`` does) against the merged aggregates pulled to the driver and finished
-there (``run_strat`` without ``finish``, what it did before), for the issue's p = 10
-"mixed" table.
+there (what it did before), for the issue's p = 10 "mixed" table.
 
     .venv/bin/python benchmarks/bench_driver_memory.py [--n 1e7] [--trials 0,5] [--workdir DIR]
 
@@ -12,11 +11,18 @@ and the sum of the worker processes' RSS are sampled every 50 ms during the call
 the peaks are printed with the wall time.  Both modes compute the same curves (checked:
 equal importances).  The data is ``bench_importances.py``'s ``mixed`` table (reused
 when already in ``--workdir``).
+
+"On the workers" is ``daskpd._strat.pipeline.run_strat`` as ``importances`` runs it: each
+merged bucket of leaves is finished inside the combine task that merged it, and only
+the curves reach the driver.  "On the driver" is the same scan with its merged buckets
+(``daskpd._strat.scan.ScanPiece``: the per-(leaf, position) tables) handed back as they
+are (``finish_bucket`` the identity, ``reduce`` one list of them), then finished in the
+driver process by the scan's own ``finish_bucket`` and ``reduce``: the engine no longer
+has that mode, so the script builds it from the same kernels (same bits).
 """
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import subprocess
@@ -33,12 +39,30 @@ def child(data: str, n_trials: int, mode: str) -> dict:
     import psutil
     from distributed import Client, LocalCluster
 
-    from daskpd.importance import _finish_feature, curve_measures
-    from daskpd.pipeline import StratRun, run_strat
+    from daskpd._engine.plan import Kept
+    from daskpd._strat import pipeline
+    from daskpd._strat.scan import StratScan
+    from daskpd.importance import _curve_arrays, curve_measures
+
+    class PulledScan(StratScan):
+        """The scan with its merged buckets handed to the driver unfinished."""
+
+        def finish_bucket(self, piece, bucket):
+            return piece
+
+        def reduce(self, merged, node):
+            return node("gather_list", *merged, key="pulled")
+
+    def finish_on_driver(run):
+        scan = run.scan
+        finished = [StratScan.finish_bucket(scan, piece, b) for b, piece in enumerate(run.results)]
+        out = StratScan.reduce(scan, finished, lambda method, *args, key: getattr(scan, method)(*args))
+        if isinstance(out, Kept):
+            raise NotImplementedError("a categorical feature with more than EXPLICIT_MAX_KEYS categories")
+        return out
 
     kw = dict(kinds={"c2": "categorical"}, min_samples_leaf_for={"c1": 5, "c2": 5}, progress=False,
-              n_trials=n_trials)
-    finish = functools.partial(_finish_feature, min_slopes_per_x=5, dtypes={}, n_sets=1 + n_trials)
+              n_trials=n_trials, finish_options={"min_slopes_per_x": 5})
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=0,
                       dashboard_address=None) as cluster, Client(cluster):
         me = psutil.Process()
@@ -63,17 +87,19 @@ def child(data: str, n_trials: int, mode: str) -> dict:
         th.start()
         t0 = time.perf_counter()
         if mode == "finish":  # curves finished next to the merged aggregates, on a worker
-            run = run_strat(data, "y", FEATURES, finish=finish, **kw)
-            out = run.finished
+            run = pipeline.run_strat(data, "y", FEATURES, **kw)
+            out = run.results
         else:  # the merged aggregates pulled to the driver, curves finished there
-            run = run_strat(data, "y", FEATURES, **kw)
-            out = {f: finish(StratRun(plan=run.plan, aggs=run.aggs, sample_rows=run.sample_rows,
-                                      n_partitions=run.n_partitions, kinds=run.kinds, timings=run.timings), f)
-                   for f in FEATURES}
+            pipeline.StratScan = PulledScan
+            try:
+                run = pipeline.run_strat(data, "y", FEATURES, **kw)
+            finally:
+                pipeline.StratScan = StratScan
+            out = finish_on_driver(run)
         secs = time.perf_counter() - t0
         stop.set()
         th.join()
-    importance = {f: curve_measures(*arrays[0], run.kinds[f])[0] for f, (res, arrays) in out.items()}
+    importance = {f: curve_measures(*_curve_arrays(res, 1)[0], run.kinds[f])[0] for f, res in out.items()}
     return {"seconds": secs, "driver_before": rss0, "driver_peak": peaks["driver"],
             "workers_peak": peaks["workers"], "importance": importance}
 

@@ -93,7 +93,9 @@ def main(argv=None) -> int:
           f"{time.perf_counter() - t:.1f}s; feature {feat}, grid {args.grid}, engine {args.engine}", flush=True)
     client = cluster = None
     if args.cluster:
-        client, cluster = daskpd.cluster.connect("local", dashboard=False)
+        from daskpd._engine.scheduler import connect
+
+        client, cluster = connect("local", dashboard=False)
         print(f"# daskpd on {client}", flush=True)
     tmp = args.data_dir or tempfile.mkdtemp(prefix="daskpd-bench-model-")
     rows = []

@@ -7,9 +7,11 @@ Part 1, fit time (best of 3, one thread, after a warm-up) of one stratifying tre
 on 9 columns (x2..x10 of bench_importances' ``numeric3`` data, 3-decimal features),
 min_samples_leaf=15, grown to full size:
 
-* ``hist``: daskpd.histtree.HistTree (binning included; in the pipeline the columns are
-  binned once per request and shared by every feature's tree, so ``hist grow`` -- the
-  grow alone -- is the per-feature cost);
+* ``hist``: daskpd._strat.histtree.HistTree with its default 1,023 bins per column (binning
+  included; in the pipeline the columns are binned once per request and shared by every
+  feature's tree, so ``hist grow`` -- the grow alone -- is the per-feature cost);
+* ``hist auto``: the same with the pipeline's bins (``histtree.auto_max_bins``: one bin
+  per distinct value up to 65,535, the default since issue 13; binning included);
 * ``exact``: sklearn.tree.DecisionTreeRegressor (float32, as the pipeline fits it);
 * ``hgb1``: sklearn HistGradientBoostingRegressor(max_iter=1, learning_rate=1,
   max_leaf_nodes=None, min_samples_leaf=15, l2_regularization=0, early_stopping=False):
@@ -27,7 +29,9 @@ importances against the truth (bench_importances.truth_importances).
 Part 3, StratPD on a codependent continuous stratifier (``daskpd.datasets.Quadratic(
 decimals=2, x1_max=10)``: x2 = x1 + N(0, 0.5) has ~1e5 distinct values, so the histogram
 tree bins it): RMSE of the x1 curve against the truth x1^2 - min^2, at 1e5 and 1e6 rows,
-for tree_method "exact" and "hist" with 255, 511, 1023 (default) and 4095 bins per column.
+for tree_method "exact" and "hist" with 255, 511, 1023 and 4095 bins per column and with
+"auto" bins (the default: ``daskpd._strat.trees.TREE_BINS``, one bin per distinct value
+up to 65,535; 1,023 was the default before issue 13).
 """
 from __future__ import annotations
 
@@ -61,7 +65,7 @@ def part1(sizes, workdir):
     from sklearn.tree import DecisionTreeRegressor
     from threadpoolctl import threadpool_limits
 
-    from daskpd.histtree import HistTree, bin_columns
+    from daskpd._strat.histtree import HistTree, auto_max_bins, bin_columns
 
     def sse(y, leaf):
         return float(((y - pd.Series(y).groupby(leaf).transform("mean")) ** 2).sum())
@@ -77,14 +81,18 @@ def part1(sizes, workdir):
             t_h, h = best_of(lambda: HistTree(15).fit(X, y))
             B, bins = bin_columns(X)
             t_g, _ = best_of(lambda: HistTree(15).fit_binned(B, bins, y))
+            nb_auto = auto_max_bins(X)
+            t_a, a_tree = best_of(lambda: HistTree(15, max_bins=nb_auto).fit(X, y))
             X32 = X.astype("float32")
             t_e, d = best_of(lambda: DecisionTreeRegressor(min_samples_leaf=15, random_state=0).fit(X32, y))
             hgb = HistGradientBoostingRegressor(max_iter=1, learning_rate=1.0, max_leaf_nodes=None, min_samples_leaf=15,
                                                 l2_regularization=0.0, early_stopping=False)
             t_b, _ = best_of(lambda: hgb.fit(X, y))
-        s_h, s_e = sse(y, h.apply(X)), sse(y, d.apply(X32))
+        s_h, s_e, s_a = sse(y, h.apply(X)), sse(y, d.apply(X32)), sse(y, a_tree.apply(X))
         print(f"{n:>9,} {'hist':>10} {t_h:8.3f} {h.get_n_leaves():7,} {s_h:18,.0f}")
         print(f"{n:>9,} {'hist grow':>10} {t_g:8.3f} {'':>7} {'':>18}")
+        print(f"{n:>9,} {'hist auto':>10} {t_a:8.3f} {a_tree.get_n_leaves():7,} {s_a:18,.0f}"
+              f"   ({nb_auto:,} bins)")
         print(f"{n:>9,} {'exact':>10} {t_e:8.3f} {d.get_n_leaves():7,} {s_e:18,.0f}")
         print(f"{n:>9,} {'hgb1':>10} {t_b:8.3f} {hgb._predictors[0][0].get_n_leaf_nodes():7,} {'':>18}")
         print(f"{'':>9} exact / hist fit time: {t_e / t_h:.1f}x (grow only: {t_e / t_g:.1f}x); "
@@ -121,22 +129,23 @@ def part2(seeds, workdir):
 
 def part3():
     import daskpd
-    from daskpd import histtree
+    from daskpd._strat import trees
     from daskpd.datasets import Quadratic
 
     print("\npart 3: StratPD of x1 on Quadratic(decimals=2, x1_max=10): RMSE vs truth")
     print(f"{'rows':>9} {'tree':>12} {'time s':>7} {'leaves':>7} {'RMSE':>7}")
-    default = histtree.MAX_TREE_BINS
+    default = trees.TREE_BINS  # "auto": bins per stratifying column chosen from the sample
     for n in (100_000, 1_000_000):
         df = Quadratic(random_state=0, decimals=2, x1_max=10.0).frame(n)
-        for tm, nb in (("exact", None), ("hist", 255), ("hist", 511), ("hist", 1023), ("hist", 4095)):
-            histtree.MAX_TREE_BINS = nb or default
+        for tm, nb in (("exact", None), ("hist", 255), ("hist", 511), ("hist", 1023), ("hist", 4095),
+                       ("hist", "auto")):
+            trees.TREE_BINS = nb or default
             try:
                 t = time.perf_counter()
                 r = daskpd.stratpd(df, "y", "x1", tree_method=tm, progress=False)
                 el = time.perf_counter() - t
             finally:
-                histtree.MAX_TREE_BINS = default
+                trees.TREE_BINS = default
             f = r.to_frame()
             x, p = f["x"].to_numpy(), f["pd"].to_numpy()
             ok = np.isfinite(p)

@@ -22,7 +22,7 @@ warnings.simplefilter("ignore")
 
 
 def bins_over(x_edges, x_rows, bins):
-    from daskpd.model._common import type1_ranks
+    from daskpd._engine.stats import type1_ranks
 
     xs = np.sort(x_edges)
     z = np.unique(xs[[0, *type1_ranks(len(xs), bins)]])
