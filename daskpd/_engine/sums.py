@@ -116,47 +116,46 @@ class Rows:
     def split(self, bounds: np.ndarray) -> list["Rows"]:
         """The rows by runs of leaves ``bounds[b] <= leaf < bounds[b + 1]`` (a stable
         counting sort: rows keep their order within a run)."""
-        nb = len(bounds) - 1
-        if nb == 1:
-            return [self]
-        lo = int(bounds[0])
-        bucket_of_leaf = (np.searchsorted(bounds, np.arange(lo, bounds[-1]), side="right") - 1).astype(np.int64)
-        y, x, w, has_x = self._args()
-        leaf, key, y, x, w, cut = _bucket_rows(self.leaf, self.key, y, x, w, has_x, bucket_of_leaf, nb, lo)
-        return [Rows(leaf[a:z], key[a:z], y[a:z], x[a:z] if has_x else None, w[a:z] if self.w is not None else None)
-                for a, z in zip(cut[:-1], cut[1:])]
-
+        return [self] if len(bounds) == 2 else _cut_rows([self], bounds)
 
     @classmethod
     def concat_split(cls, parts: Sequence["Rows"], bounds: np.ndarray) -> list["Rows"]:
         """``Rows.concat(parts).split(bounds)`` without the concatenated copy: every
         part's rows go straight to their run, after the runs' rows of the parts before
-        it (the same rows in the same order, so the same bits downstream)."""
+        it (the same rows in the same order, so the same bits downstream).  Parts whose
+        dtypes differ are concatenated first (numpy's promotion, as ``concat`` does)."""
         parts = list(parts)
-        nb = len(bounds) - 1
         first = parts[0]
         same = all(p.leaf.dtype == first.leaf.dtype and p.key.dtype == first.key.dtype
                    and (p.x is None) == (first.x is None) and (p.w is None) == (first.w is None)
                    and (p.w is None or (p.w.dtype == first.w.dtype and p.w.shape[1] == first.w.shape[1]))
                    for p in parts)
-        if nb == 1 or len(parts) == 1 or not same:
+        if len(bounds) == 2 or not same:
             return cls.concat(parts).split(bounds)
-        lo = int(bounds[0])
-        bucket_of_leaf = (np.searchsorted(bounds, np.arange(lo, bounds[-1]), side="right") - 1).astype(np.int64)
-        start = np.zeros(nb + 1, np.int64)
-        for p in parts:
-            start[1:] += _count_rows(p.leaf, bucket_of_leaf, nb, lo)
-        np.cumsum(start, out=start)
-        n, has_x, T = int(start[-1]), first.x is not None, first.n_trials
-        leaf, key, y = np.empty(n, first.leaf.dtype), np.empty(n, first.key.dtype), np.empty(n, first.y.dtype)
-        x = np.empty(n if has_x else 0, first.y.dtype)
-        w = np.empty((n, T), first.w.dtype if first.w is not None else np.float64)
-        pos = start[:-1].copy()
-        for p in parts:
-            py, px, pw, _ = p._args()
-            _scatter_rows(p.leaf, p.key, py, px, pw, has_x, bucket_of_leaf, lo, pos, leaf, key, y, x, w)
-        return [cls(leaf[a:z], key[a:z], y[a:z], x[a:z] if has_x else None, w[a:z] if first.w is not None else None)
-                for a, z in zip(start[:-1], start[1:])]
+        return _cut_rows(parts, bounds)
+
+
+def _cut_rows(parts: list, bounds: np.ndarray) -> list:
+    """The rows of ``parts`` (same dtypes), in order, cut into the runs of leaves of
+    ``bounds``: a stable counting sort, each part scattered after the parts before it."""
+    nb = len(bounds) - 1
+    first = parts[0]
+    lo = int(bounds[0])
+    bucket_of_leaf = (np.searchsorted(bounds, np.arange(lo, bounds[-1]), side="right") - 1).astype(np.int64)
+    start = np.zeros(nb + 1, np.int64)
+    for p in parts:
+        start[1:] += _count_rows(p.leaf, bucket_of_leaf, nb, lo)
+    np.cumsum(start, out=start)
+    n, has_x, T = int(start[-1]), first.x is not None, first.n_trials
+    leaf, key, y = np.empty(n, first.leaf.dtype), np.empty(n, first.key.dtype), np.empty(n, first.y.dtype)
+    x = np.empty(n if has_x else 0, first.y.dtype)
+    w = np.empty((n, T), first.w.dtype if first.w is not None else np.float64)
+    pos = start[:-1].copy()
+    for p in parts:
+        py, px, pw, _ = p._args()
+        _scatter_rows(p.leaf, p.key, py, px, pw, has_x, bucket_of_leaf, lo, pos, leaf, key, y, x, w)
+    return [Rows(leaf[a:z], key[a:z], y[a:z], x[a:z] if has_x else None, w[a:z] if first.w is not None else None)
+            for a, z in zip(start[:-1], start[1:])]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -182,35 +181,6 @@ def _scatter_rows(leaf, key, y, x, w, has_x, bucket_of_leaf, lo, pos, out_l, out
             out_x[p] = x[i]
         for t in range(T):
             out_w[p, t] = w[i, t]
-
-
-@numba.njit(cache=True, nogil=True)
-def _bucket_rows(leaf, key, y, x, w, has_x, bucket_of_leaf, nb, lo):
-    n = leaf.shape[0]
-    T = w.shape[1]
-    start = np.zeros(nb + 1, np.int64)
-    for i in range(n):
-        start[bucket_of_leaf[leaf[i] - lo] + 1] += 1
-    for b in range(nb):
-        start[b + 1] += start[b]
-    pos = start[:-1].copy()
-    out_l = np.empty_like(leaf)
-    out_k = np.empty_like(key)
-    out_y = np.empty_like(y)
-    out_x = np.empty_like(x)
-    out_w = np.empty_like(w)
-    for i in range(n):
-        b = bucket_of_leaf[leaf[i] - lo]
-        p = pos[b]
-        pos[b] = p + 1
-        out_l[p] = leaf[i]
-        out_k[p] = key[i]
-        out_y[p] = y[i]
-        if has_x:
-            out_x[p] = x[i]
-        for t in range(T):
-            out_w[p, t] = w[i, t]
-    return out_l, out_k, out_y, out_x, out_w, start
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
