@@ -175,26 +175,23 @@ def _pick(out, j, b, n):
     return part[b] if n > 1 else part
 
 
-def _merge(job, parts: list, b: int, arity: int):
-    """``parts`` merged ``arity`` at a time, level by level (the arithmetic tree): a task
-    covering several levels of it adds exactly what a tree of tasks would."""
+def _lower_levels(job, parts: list, b: int, arity: int) -> list:
+    """``parts`` merged ``arity`` at a time, level by level (the arithmetic tree), until
+    at most ``arity`` are left for the last merge: a task covering several levels of it
+    adds exactly what a tree of tasks would."""
     while len(parts) > arity:
         parts = [job.combine(parts[i:i + arity], b) for i in range(0, len(parts), arity)]
-    return job.combine(parts, b)
+    return parts
 
 
 def _combine(jobs, j, b, granularity, n_split, final, arity, *parts):
     job = jobs[j]
     with _one_thread():
-        if n_split > 1:
-            if len(parts) <= arity:  # one arithmetic level: merged and cut in one go
-                pieces = job.combine_split(list(parts), b, granularity, n_split)
-            else:
-                merged = _merge(job, list(parts), b, arity)
-                pieces = job.split(merged, granularity, n_split, b)
-                del merged
+        parts = _lower_levels(job, list(parts), b, arity)
+        if n_split > 1:  # the last merge and the cut in one go (Job.combine_split)
+            pieces = job.combine_split(parts, b, granularity, n_split)
             return [job.finish_bucket(p, b * n_split + t) for t, p in enumerate(pieces)] if final else pieces
-        merged = _merge(job, list(parts), b, arity)
+        merged = job.combine(parts, b)
         return job.finish_bucket(merged, b) if final else merged
 
 
