@@ -158,6 +158,11 @@ def _split_grouped(table: Table, bounds: np.ndarray) -> list[Table]:
     return [Table(table.leaf[a:z], table.key[a:z], table.values[a:z]) for a, z in zip(cut[:-1], cut[1:])]
 
 
+def _cut(table, bounds: np.ndarray) -> list:
+    """A feature's raw rows or grouped table cut into the runs of leaves of ``bounds``."""
+    return table.split(bounds) if isinstance(table, Rows) else _split_grouped(table, bounds)
+
+
 @dataclass
 class StratScan(Job):
     """The model-free scan (see the module docstring)."""
@@ -218,9 +223,7 @@ class StratScan(Job):
         buckets at ``granularity * n`` (the counters stay with the first)."""
         out = [ScanPiece({}, piece.counters if k == 0 else None, piece.n_maps) for k in range(n)]
         for fs in self.features:
-            t = piece.tables[fs.feature]
-            bounds = self._bounds(fs, granularity, n, part)
-            for k, p in enumerate(t.split(bounds) if isinstance(t, Rows) else _split_grouped(t, bounds)):
+            for k, p in enumerate(_cut(piece.tables[fs.feature], self._bounds(fs, granularity, n, part))):
                 out[k].tables[fs.feature] = p
         return out
 
@@ -259,12 +262,9 @@ class StratScan(Job):
         for fs in self.features:
             tabs = [p.tables[fs.feature] for p in parts]
             bounds = self._bounds(fs, granularity, n, bucket)
-            if self._stays_raw(fs, tabs, n_maps):
-                cut = Rows.concat_split(tabs, bounds)
-            else:
-                t = self._merge_feature(fs, tabs, n_maps)
-                cut = t.split(bounds) if isinstance(t, Rows) else _split_grouped(t, bounds)
-            for k, p in enumerate(cut):
+            raw = self._stays_raw(fs, tabs, n_maps)
+            pieces = Rows.concat_split(tabs, bounds) if raw else _cut(self._merge_feature(fs, tabs, n_maps), bounds)
+            for k, p in enumerate(pieces):
                 out[k].tables[fs.feature] = p
         return out
 
