@@ -157,5 +157,5 @@ def test_sigterm_on_the_local_cluster_prints_one_clean_line(tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "Traceback" not in err and "CommClosedError" not in err and "WARNING" not in err, err
     assert err.strip().splitlines()[-1] == "daskpd: terminated by signal SIGTERM; no run was written"
-    assert all(ln.startswith("daskpd: ") for ln in err.strip().splitlines()), err
+    assert all(ln.startswith("daskpd: ") for ln in err.strip().splitlines()), repr(err)
     assert not (out / "term").exists()
