@@ -80,9 +80,7 @@ def main(argv=None):
         cols = np.asarray([col[c] for c in features if c != f], np.int64)
         msl = 5 if f in ("s50", "k5000") else 15
         tree = HistTree(min_samples_leaf=msl, max_bins=auto_max_bins(Xs[:, cols])).fit(Xs[:, cols], y)
-        split = tree.feature_ >= 0
-        c = np.where(split, cols[np.maximum(tree.feature_, 0)], -1).astype(np.int64)
-        meta = (c << 32) | (2 * np.maximum(tree.children_left_, 0) + tree.missing_left_).astype(np.int64)
+        meta = tree.node_meta(cols)
         leaf_map = np.arange(tree.node_count, dtype=np.int32)
         args_ = (X, tree.threshold_, meta, leaf_map)
         if not np.array_equal(lockstep_apply(*args_), _apply(*args_)):

@@ -455,9 +455,12 @@ class HistTree:
         columns = np.asarray(columns, dtype=np.int64)
         if len(columns) != self.n_features_in_ or (len(columns) and not 0 <= columns.min() <= columns.max() < X.shape[1]):
             raise ValueError(f"columns must give {self.n_features_in_} positions in X's {X.shape[1]} columns")
-        split = self.feature_ >= 0
-        col = np.where(split, columns[np.maximum(self.feature_, 0)], -1).astype(np.int64)
-        meta = (col << 32) | (2 * np.maximum(self.children_left_, 0) + self.missing_left_).astype(np.int64)
         if leaf_map is None:
             leaf_map = np.arange(self.node_count, dtype=np.int64)
-        return _apply(X, self.threshold_, meta, leaf_map)
+        return _apply(X, self.threshold_, self.node_meta(columns), leaf_map)
+
+    def node_meta(self, columns: np.ndarray) -> np.ndarray:
+        """The nodes as :func:`_apply` reads them: (column in X, or -1 for a leaf) << 32 |
+        (2 * left child + missing-goes-left), for the tree's inputs at ``columns`` of X."""
+        col = np.where(self.feature_ >= 0, columns[np.maximum(self.feature_, 0)], -1).astype(np.int64)
+        return (col << 32) | (2 * np.maximum(self.children_left_, 0) + self.missing_left_).astype(np.int64)
