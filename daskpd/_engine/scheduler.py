@@ -13,8 +13,12 @@ so dask recomputes it from its lineage when the worker holding it is lost.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import sys
+import threading
+import time
 from dataclasses import dataclass
 
 import dask
@@ -193,14 +197,15 @@ def one_blas_thread():
 
 def limit_worker_threads():
     """Once per dask worker process: BLAS / OpenMP on one thread (the worker's own
-    threads are the parallelism; see :func:`one_blas_thread`), and glibc's mmap threshold
-    raised to ``daskpd.worker-mmap-threshold`` (default 32 MiB).
+    threads are the parallelism; see :func:`one_blas_thread`), glibc's mmap threshold
+    raised to ``daskpd.worker-mmap-threshold`` (default 32 MiB), and the heap trimmer
+    started (:func:`start_heap_trimmer`).
 
     Dask starts workers with ``MALLOC_TRIM_THRESHOLD_`` set, which freezes glibc's mmap
     threshold at 128 KiB: every array above it is a fresh mapping whose pages fault in
     one by one, and the scan's arrays are mostly above it.  Below the raised threshold
     they come from the heap and are reused; freed memory at the top of the heap is still
-    trimmed.  Measured in docs/benchmarks.md (set the config key to 0 to leave the
+    trimmed by free(), the rest by the heap trimmer.  Measured in docs/benchmarks.md (set the config key to 0 to leave the
     worker's allocator alone).
     """
     global _LIMITED
@@ -220,6 +225,7 @@ def limit_worker_threads():
     except Exception:  # pragma: no cover
         pass
     set_mmap_threshold(dask.config.get("daskpd.worker-mmap-threshold", "32MiB"))
+    start_heap_trimmer(dask.config.get("daskpd.worker-heap-trim", "auto"))
 
 
 def set_mmap_threshold(value) -> bool:
@@ -237,6 +243,91 @@ def set_mmap_threshold(value) -> bool:
         return bool(libc.mallopt(-3, ctypes.c_int(min(nbytes, 2**31 - 1))))  # M_MMAP_THRESHOLD
     except (OSError, AttributeError):
         return False
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+#: how often the heap trimmer looks at the free heap (seconds)
+HEAP_TRIM_INTERVAL = 0.2
+_TRIMMER = None
+
+
+def heap_trim_threshold(value, memory_limit: int | None) -> int:
+    """Free heap bytes above which :func:`start_heap_trimmer` gives memory back: ``"auto"``
+    is 1/16 of the worker's memory limit (at least 32 MiB; 256 MiB without a limit), 0 or
+    False turns trimming off."""
+    from dask.utils import parse_bytes
+
+    if value in (None, False, 0, "0", "off", "none", "None"):
+        return 0
+    if value == "auto":
+        return max(32 << 20, int(memory_limit) // 16) if memory_limit else 256 << 20
+    return int(parse_bytes(value) if isinstance(value, str) else value)
+
+
+def start_heap_trimmer(value) -> bool:
+    """Once per worker process: a daemon thread that calls glibc's ``malloc_trim(0)``
+    whenever the heap holds more free bytes than :func:`heap_trim_threshold`
+    (``daskpd.worker-heap-trim``), checked every ``HEAP_TRIM_INTERVAL`` seconds.
+
+    Arrays below the mmap threshold (see :func:`limit_worker_threads`) come from glibc's
+    heaps, and memory freed in the middle of a heap stays in the process: after the
+    scan's maps and merges a 2.5 GiB worker kept ~1.3 GiB of free heap in its RSS.
+    Dask counts that as unmanaged memory, so it spilled the task outputs it could have
+    kept, and paused the worker at 80 % of its limit while most of that memory was free
+    (docs/benchmarks.md, stop 21).  The trim runs off the event loop (ctypes releases
+    the GIL) and only when the free heap is large, so that memory a task reuses at once
+    is not handed back and faulted in again; and only when the process holds that much
+    more resident memory than it has in use than it did after the last trim (freed
+    memory stays in the heap's free count once trimmed, so that count alone would trim
+    the same empty pages again and again).
+    """
+    global _TRIMMER
+    if _TRIMMER is not None or sys.platform != "linux":
+        return False
+    try:
+        from distributed import get_worker
+
+        limit = get_worker().memory_manager.memory_limit
+    except Exception:
+        limit = None
+    threshold = heap_trim_threshold(value, limit)
+    if threshold <= 0:
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallinfo2, trim = libc.mallinfo2, libc.malloc_trim
+    except (OSError, AttributeError):
+        return False
+    mallinfo2.restype = _MallInfo2
+    trim.argtypes = [ctypes.c_size_t]
+
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def slack() -> int:  # resident bytes that the heap does not have in use
+        with open("/proc/self/statm") as f:
+            rss = int(f.read().split()[1]) * page
+        info = mallinfo2()
+        return rss - info.uordblks - info.hblkhd
+
+    def loop():
+        base = None  # the slack right after the last trim: what trimming cannot give back
+        while True:
+            time.sleep(HEAP_TRIM_INTERVAL)
+            if mallinfo2().fordblks <= threshold:
+                continue
+            if base is not None and slack() <= base + threshold:
+                continue  # the free heap was given back already and has not been touched since
+            trim(0)
+            base = slack()
+
+    _TRIMMER = threading.Thread(target=loop, name="daskpd-heap-trim", daemon=True)
+    _TRIMMER.start()
+    return True
 
 
 def _want_progress(progress) -> str | None:

@@ -1,0 +1,59 @@
+"""The workers' allocator: freed heap memory goes back to the OS (real worker processes)."""
+from __future__ import annotations
+
+import pytest
+
+from daskpd._engine.scheduler import heap_trim_threshold
+
+pytestmark = pytest.mark.cluster
+
+MiB = 1 << 20
+
+
+def test_freed_heap_goes_back_to_the_os_on_real_workers(client):
+    def _fragment_and_wait():  # nested: pickled by value (the workers cannot import this module)
+        """In a worker task: 400 arrays of 1 MiB from glibc's heap, all freed but the last
+        (which pins the top of the heap, so free() alone cannot give the rest back)."""
+        import ctypes
+        import threading
+        import time
+
+        import numpy as np
+        import psutil
+
+        from daskpd._engine.scheduler import _MallInfo2, limit_worker_threads
+
+        limit_worker_threads()  # what every daskpd task does first: the mmap threshold, the trimmer
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _MallInfo2
+        proc = psutil.Process()
+        trimmer = any(t.name == "daskpd-heap-trim" for t in threading.enumerate())
+        time.sleep(0.5)
+        rss0 = proc.memory_info().rss
+        arrays = [np.ones(MiB // 8) for _ in range(400)]
+        rss_full = proc.memory_info().rss
+        keep = arrays[-1]
+        del arrays
+        free_heap = libc.mallinfo2().fordblks  # freed, still the heap's (trimming does not change this)
+        time.sleep(1.5)
+        rss_later = proc.memory_info().rss
+        del keep
+        return {"trimmer": trimmer, "grew": rss_full - rss0, "free_heap": free_heap, "kept": rss_later - rss0}
+
+    for addr in client.scheduler_info()["workers"]:
+        out = client.submit(_fragment_and_wait, workers=[addr], allow_other_workers=False, pure=False).result()
+        assert out["trimmer"], f"no daskpd-heap-trim thread on {addr}"
+        # the precondition: the arrays were resident and, freed, stayed in the heap
+        assert out["grew"] > 350 * MiB, out
+        assert out["free_heap"] > 350 * MiB, out
+        # the trimmer gave them back (2 GiB workers: trimmed above 128 MiB of free heap)
+        assert out["kept"] < 150 * MiB, out
+
+
+def test_heap_trim_threshold():
+    assert heap_trim_threshold("auto", 2 << 30) == 128 * MiB
+    assert heap_trim_threshold("auto", 256 * MiB) == 32 * MiB  # at least 32 MiB
+    assert heap_trim_threshold("auto", None) == 256 * MiB  # no memory limit
+    assert heap_trim_threshold("64MiB", 2 << 30) == 64 * MiB
+    assert heap_trim_threshold(0, 2 << 30) == 0
+    assert heap_trim_threshold(False, 2 << 30) == 0
