@@ -430,3 +430,50 @@ def test_few_slopes_is_validated_and_recorded():
 
     imp = strat_curves_and_importances(df, "y", few_slopes="flat")
     assert imp.params["few_slopes"] == "flat" and imp.curves["x"].params["few_slopes"] == "flat"
+
+
+def _assert_same_bits(a, b, where="result"):
+    """Two finished buckets equal to the bit, recursively (dicts, lists, dataclasses, arrays)."""
+    import dataclasses
+
+    assert type(a) is type(b), where
+    if dataclasses.is_dataclass(a):
+        for f in dataclasses.fields(a):
+            _assert_same_bits(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
+    elif isinstance(a, dict):
+        assert list(a) == list(b), where
+        for k in a:
+            _assert_same_bits(a[k], b[k], f"{where}[{k!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (u, v) in enumerate(zip(a, b)):
+            _assert_same_bits(u, v, f"{where}[{i}]")
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and a.shape == b.shape, where
+        assert a.tobytes() == b.tobytes(), where
+    else:
+        assert a == b, where
+
+
+@pytest.mark.parametrize("max_bins", [None, 20])
+def test_last_merge_hands_raw_rows_to_the_finish_without_concatenating_them(max_bins):
+    """``StratScan.combine_finish`` (the last merge of a bucket) gives the finish the
+    parts' raw rows as a list instead of their concatenation: exactly what
+    ``finish_bucket(combine(...))`` gives, to the bit, with bootstrap trials."""
+    from dataclasses import replace
+
+    from daskpd._engine.sums import Rows
+
+    rng = np.random.default_rng(31)
+    n = 3000
+    df = pd.DataFrame({"x": rng.integers(0, 45, n) / 2.0, "a": rng.normal(size=n), "b": rng.normal(size=n)})
+    df["y"] = np.sin(df.x) + df.a * df.b + rng.normal(size=n) / 5.0
+    tree = DecisionTreeRegressor(min_samples_leaf=40, random_state=0).fit(df[["a", "b"]].to_numpy("float32"), df.y)
+    chunks = [df.iloc[i:i + 300] for i in range(0, n, 300)]
+    job = replace(_scan(df, tree, max_bins, 1, n_buckets=1, n_trials=2), expected_rows=300, group_from={"x": 50})
+    maps = [job.map(PartitionContext(c)) for c in chunks]
+    merged = job.combine(maps, 0)
+    assert isinstance(merged.tables["x"], Rows)  # 10 partitions < group_from: the rows stay raw to the finish
+    _assert_same_bits(job.combine_finish(maps, 0), job.finish_bucket(merged, 0))
+    grouped = replace(job, group_from={"x": 5})  # grouped by the last merge itself: the same path as before
+    _assert_same_bits(grouped.combine_finish(maps, 0), grouped.finish_bucket(grouped.combine(maps, 0), 0))

@@ -106,6 +106,12 @@ class Job(abc.ABC):
         separate task that would be placed, or stolen, elsewhere."""
         return merged
 
+    def combine_finish(self, parts: list, bucket: int):
+        """``finish_bucket(combine(parts, bucket), bucket)``: the last merge of a bucket;
+        a job may skip what the finish would undo (:class:`daskpd._strat.scan.StratScan`
+        hands raw rows to its finish without concatenating them first)."""
+        return self.finish_bucket(self.combine(parts, bucket), bucket)
+
     def finish(self, *merged):
         """The result, from the merged partial of each bucket (default: the partial)."""
         return merged[0] if len(merged) == 1 else list(merged)
@@ -191,8 +197,7 @@ def _combine(jobs, j, b, granularity, n_split, final, arity, *parts):
         if n_split > 1:  # the last merge and the cut in one go (Job.combine_split)
             pieces = job.combine_split(parts, b, granularity, n_split)
             return [job.finish_bucket(p, b * n_split + t) for t, p in enumerate(pieces)] if final else pieces
-        merged = job.combine(parts, b)
-        return job.finish_bucket(merged, b) if final else merged
+        return job.combine_finish(parts, b) if final else job.combine(parts, b)
 
 
 def _reduce(job, j: int, n_maps: int, shape, task, arity: int) -> list:

@@ -234,9 +234,9 @@ class StratScan(Job):
     def _stays_raw(self, fs, tabs, n_maps: int) -> bool:
         return all(isinstance(t, Rows) for t in tabs) and n_maps < self.group_from.get(fs.feature, 0)
 
-    def _merge_feature(self, fs, tabs, n_maps: int):
+    def _merge_feature(self, fs, tabs, n_maps: int, concat: bool = True):
         if self._stays_raw(fs, tabs, n_maps):
-            return Rows.concat(tabs)
+            return Rows.concat(tabs) if concat else list(tabs)
         raw = [isinstance(t, Rows) for t in tabs]
         if any(raw) and not all(raw):  # a raw part is grouped on its own first
             tabs = [reduce_tables([t], fs.coder.n_keys) if r else t for t, r in zip(tabs, raw)]
@@ -252,6 +252,16 @@ class StratScan(Job):
         tables = {fs.feature: self._merge_feature(fs, [p.tables[fs.feature] for p in parts], n_maps)
                   for fs in self.features}
         return ScanPiece(tables, _sum_counters(parts), n_maps)
+
+    def combine_finish(self, parts, bucket):
+        """The last merge of a bucket and its finish: raw rows that stay raw up to here
+        go to the finish as the list of the parts' rows, which it groups in the same
+        order as their concatenation (the same bits, without that copy: at 1e7 rows on
+        one task level the concatenations were 0.95 s of the scan's CPU)."""
+        n_maps = sum(p.n_maps for p in parts)
+        tables = {fs.feature: self._merge_feature(fs, [p.tables[fs.feature] for p in parts], n_maps, concat=False)
+                  for fs in self.features}
+        return self.finish_bucket(ScanPiece(tables, _sum_counters(parts), n_maps), bucket)
 
     def combine_split(self, parts, bucket, granularity, n):
         """``split(combine(parts))`` in one go: raw rows that stay raw are cut straight
@@ -281,8 +291,8 @@ class StratScan(Job):
         counters = piece.counters or {}
         for i, fs in enumerate(self.features):
             table = piece.tables[fs.feature]
-            if isinstance(table, Rows):
-                table = reduce_tables([table], fs.coder.n_keys)
+            if isinstance(table, (Rows, list)):  # raw rows (a list: the parts of combine_finish, in order)
+                table = reduce_tables(table if isinstance(table, list) else [table], fs.coder.n_keys)
             if fs.kind == "numeric":
                 numeric[fs.feature] = bucket_sums(table, fs, self.n_sets, counters=counters.get(fs.feature),
                                                   random_state=self.random_state,
