@@ -723,3 +723,28 @@ def test_warns_when_no_leaf_holds_two_categories():
         res = daskpd.catstratpd(df, "y", "c", min_samples_leaf=10)
     assert res.n_groups == 6 and res.n_used == 0
     np.testing.assert_allclose(res.pd, np.arange(6.0))  # marginal means
+
+
+@pytest.mark.parametrize("n_rows, K", [(5000, 40), (300, 5000), (0, 7)])
+def test_prepare_vectors_summed_in_a_grid_equal_group_sums_to_the_bit(n_rows, K):
+    """The per (virtual bucket, category) terms of a bucket, summed straight into a dense
+    grid, are group_sums of the six columns: same rows, same order, same bits (and the
+    sorting path when the grid would be large)."""
+    from daskpd._engine.sums import group_sums
+    from daskpd._strat.categorical_buckets import _vectors
+
+    rng = np.random.default_rng(4)
+    vb = np.sort(rng.integers(3, 11, n_rows))
+    code = rng.integers(0, K, n_rows)
+    n, s = rng.integers(1, 9, n_rows).astype(float), rng.normal(size=n_rows) * 1e3
+    mrow = rng.random(n_rows) < 0.7
+    rterm, dterm = rng.normal(size=n_rows), rng.random(n_rows) * 1e-3
+    got = _vectors(vb, code, n, s, mrow, rterm, dterm, K)
+    want = group_sums(vb, code, np.column_stack([n, s, np.where(mrow, n, 0.0), np.where(mrow, 1.0, 0.0),
+                                                 rterm, dterm])) if n_rows else None
+    if want is None:
+        assert len(got) == 0 and got.values.shape == (0, 6)
+        return
+    for field in ("leaf", "key", "values"):
+        a, b = getattr(got, field), getattr(want, field)
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), field

@@ -468,6 +468,17 @@ def _emit(acc, touched, lo, n_keys):
     return out_l, out_k, out_v
 
 
+def dense_grid(cells: int, m: int):
+    """``(acc, touched)``: a zeroed (cells, m) float64 grid and its (cells,) marks, for a
+    kernel that sums rows into cells ``(leaf - lo) * n_keys + key``; see :func:`grid_table`."""
+    return _zeros(cells, m, "grid"), _zeros(cells, 1, "marks")
+
+
+def grid_table(acc, touched, lo: int, n_keys: int) -> Table:
+    """The touched cells of a dense grid as a grouped table (sorted by leaf, then key)."""
+    return Table(*_emit(acc, touched, int(lo), int(n_keys)))
+
+
 def reduce_tables(tables: Sequence, n_keys: int | None = None) -> Table:
     """One grouped table from several tables (raw or grouped) or batches of
     :class:`Rows`, their rows in input order.
@@ -494,14 +505,13 @@ def reduce_tables(tables: Sequence, n_keys: int | None = None) -> Table:
         hi = max(int(t.leaf.max()) for t in live)
         cells = (hi - lo + 1) * int(n_keys)
         if cells <= DENSE_CELLS_PER_ROW * rows:
-            acc = _zeros(cells, m, "grid")
-            touched = _zeros(cells, 1, "marks")
+            acc, touched = dense_grid(cells, m)
             for t in live:
                 if raw:
                     _accumulate_rows(acc, touched, t.leaf, t.key, *t._args(), lo, int(n_keys))
                 else:
                     _accumulate(acc, touched, t.leaf, t.key, np.ascontiguousarray(t.values), lo, int(n_keys))
-            return Table(*_emit(acc, touched, lo, int(n_keys)))
+            return grid_table(acc, touched, lo, n_keys)
     if raw:
         leaf = np.concatenate([t.leaf for t in live]).astype(np.int64)
         packed, nbits, kbits, decode = _pack(leaf, np.concatenate([t.key for t in live]).astype(np.int64))
