@@ -159,3 +159,17 @@ def test_sigterm_on_the_local_cluster_prints_one_clean_line(tmp_path):
     assert err.strip().splitlines()[-1] == "daskpd: terminated by signal SIGTERM; no run was written"
     assert all(ln.startswith("daskpd: ") for ln in err.strip().splitlines()), repr(err)
     assert not (out / "term").exists()
+
+
+def test_quiet_worker_points_a_worker_processes_output_at_devnull():
+    """What a terminated run does on its own LocalCluster's worker processes: nothing
+    they write afterwards reaches the terminal they share with the run; in the run's own
+    process (a LocalCluster of threads) the streams are left alone."""
+    code = ("import os, sys\nfrom daskpd.job.execute import quiet_worker\nprint('before', flush=True)\n"
+            "quiet_worker({pid})\nprint('after')\nsys.stderr.write('\\n')\nos.write(2, b'raw\\n')\n")
+    other = subprocess.run([sys.executable, "-c", code.format(pid=-1)], capture_output=True, text=True, timeout=120)
+    assert other.returncode == 0, other.stderr
+    assert (other.stdout, other.stderr) == ("before\n", "")
+    own = subprocess.run([sys.executable, "-c", code.format(pid="os.getpid()")], capture_output=True, text=True,
+                         timeout=120)
+    assert (own.stdout, own.stderr) == ("before\nafter\n", "\nraw\n")

@@ -238,6 +238,28 @@ def quiet_logs() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
+def quiet_worker(driver_pid: int) -> None:
+    """On a worker of our own LocalCluster, when a signal ends the run: its logs
+    silenced and, in a worker process of its own, its stdout / stderr -- the user's
+    terminal or log, which the worker processes share with this one -- pointed at
+    /dev/null, so that nothing a worker writes while it is torn down lands among the
+    lines of the run.  (Two fresh-clone CI runs saw a bare line break there, between
+    the "cluster" line and the "terminated" line; this process writes nothing but
+    ``daskpd:`` lines, so a worker process is the likely writer.)  A worker in this
+    very process (a LocalCluster of threads) keeps the streams: they are the run's."""
+    quiet_logs()
+    if os.getpid() == driver_pid:
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for stream, fd in ((sys.stdout, 1), (sys.stderr, 2)):
+            with contextlib.suppress(Exception):
+                stream.flush()
+            os.dup2(null, fd)
+    finally:
+        os.close(null)
+
+
 def close(client, cluster, quiet: bool = False) -> None:
     """Close the client, then the LocalCluster we started (never an existing cluster).
 
@@ -250,7 +272,8 @@ def close(client, cluster, quiet: bool = False) -> None:
     if quiet:
         quiet_logs()  # this process: the client, and our LocalCluster's scheduler and nannies
         if cluster is not None and client is not None:
-            th = threading.Thread(target=lambda: client.run(quiet_logs), daemon=True)
+            pid = os.getpid()
+            th = threading.Thread(target=lambda: client.run(quiet_worker, pid), daemon=True)
             th.start()
             th.join(5)  # a worker that cannot answer is not waited for
     for obj in (client, cluster):
