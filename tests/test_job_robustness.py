@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -139,25 +140,33 @@ def test_sigterm_on_the_local_cluster_prints_one_clean_line(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen([str(DASKPD), "run", str(spec), "--output", str(out), "--no-progress",
                              "--n-workers", "2", "--threads-per-worker", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines = []
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    timed = []  # (seconds since the start, line): a stray line shows when it came, before or after the signal
+    t0 = time.perf_counter()
+    reader = threading.Thread(target=lambda: timed.extend((time.perf_counter() - t0, ln) for ln in proc.stderr),
+                              daemon=True)
+    reader.start()
+    t_sig = None
     try:
-        for line in proc.stderr:
-            lines.append(line)
-            if line.startswith("daskpd: cluster"):
-                break
+        deadline = time.time() + 300
+        while not any(ln.startswith("daskpd: cluster") for _, ln in list(timed)):
+            assert time.time() < deadline and proc.poll() is None, "the job did not start its cluster"
+            time.sleep(0.05)
         time.sleep(1.0)
         assert proc.poll() is None, "the job finished before it could be terminated"
+        t_sig = time.perf_counter() - t0
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
+        proc.wait(timeout=120)
+        reader.join(30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    err = "".join(lines) + err
+    err = "".join(ln for _, ln in timed)
+    when = [(round(t - t_sig, 2) if t_sig is not None else None, ln) for t, ln in timed]  # seconds after the signal
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "Traceback" not in err and "CommClosedError" not in err and "WARNING" not in err, err
     assert err.strip().splitlines()[-1] == "daskpd: terminated by signal SIGTERM; no run was written"
-    assert all(ln.startswith("daskpd: ") for ln in err.strip().splitlines()), repr(err)
+    assert all(ln.startswith("daskpd: ") for ln in err.strip().splitlines()), when
     assert not (out / "term").exists()
 
 
