@@ -205,8 +205,8 @@ def limit_worker_threads():
     threshold at 128 KiB: every array above it is a fresh mapping whose pages fault in
     one by one, and the scan's arrays are mostly above it.  Below the raised threshold
     they come from the heap and are reused; freed memory at the top of the heap is still
-    trimmed by free(), the rest by the heap trimmer.  Measured in docs/benchmarks.md (set the config key to 0 to leave the
-    worker's allocator alone).
+    trimmed by free(), the rest by the heap trimmer.  Measured in docs/benchmarks.md
+    (set the config key to 0 to leave the worker's allocator alone).
     """
     global _LIMITED
     if _LIMITED:
