@@ -228,20 +228,24 @@ def limit_worker_threads():
     start_heap_trimmer(dask.config.get("daskpd.worker-heap-trim", "auto"))
 
 
+def _libc():
+    """The C library (ctypes), or None where it cannot be loaded."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+
+
 def set_mmap_threshold(value) -> bool:
     """``mallopt(M_MMAP_THRESHOLD, value)`` on glibc (False where unavailable or 0)."""
-    import ctypes
-    import ctypes.util
-
     from dask.utils import parse_bytes
 
     nbytes = int(parse_bytes(value) if isinstance(value, str) else (value or 0))
     if nbytes <= 0 or sys.platform != "linux":
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(-3, ctypes.c_int(min(nbytes, 2**31 - 1))))  # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):
+        return bool(_libc().mallopt(-3, ctypes.c_int(min(nbytes, 2**31 - 1))))  # M_MMAP_THRESHOLD
+    except AttributeError:  # no C library, or not glibc's
         return False
 
 
@@ -298,10 +302,10 @@ def start_heap_trimmer(value) -> bool:
     threshold = heap_trim_threshold(value, limit)
     if threshold <= 0:
         return False
+    libc = _libc()
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallinfo2, trim = libc.mallinfo2, libc.malloc_trim
-    except (OSError, AttributeError):
+    except AttributeError:  # no C library, or not glibc >= 2.33
         return False
     mallinfo2.restype = _MallInfo2
     trim.argtypes = [ctypes.c_size_t]
