@@ -59,7 +59,8 @@ __all__ = [
 
 #: the three measures, in table-column order
 MEASURES = ("importance", "impact", "pd_variance")
-#: passes over the data made by one request (sample + the single aggregation scan)
+#: passes over the data made by one request (sample + the single aggregation scan; one more in the
+#: rare case that the sample is drawn again, see daskpd._engine.hashing.SampleJob)
 PASSES_PER_REQUEST = 2
 
 
@@ -180,7 +181,8 @@ class ImportanceResult(Result):
     ``trials``    long DataFrame (trial, feature, the three measures) or None
     ``null``      long DataFrame of the permutation draws (permutation, feature, raw
                   measures) or None
-    ``n_passes``  passes over the data (2: sample + one scan)
+    ``n_passes``  passes over the data (2: sample + one scan; 3 when the sample was drawn
+                  again, see :class:`daskpd._engine.hashing.SampleJob`)
     """
 
     table: pd.DataFrame
@@ -498,7 +500,7 @@ def strat_curves_and_importances(
               "pvalues_sample_size": pvalues_sample_size if pvalues else None,
               "skipped_features": dict(left_out)}
     return ImportanceResult(table=table, curves=curves, target=target, kinds=kinds, n_rows=n_rows,
-                            n_partitions=run.n_partitions, n_passes=PASSES_PER_REQUEST, sample_rows=run.sample_rows,
+                            n_partitions=run.n_partitions, n_passes=run.n_passes, sample_rows=run.sample_rows,
                             n_trials=n_trials, trials=trials_df, null=null_df, params=params, timings=timings)
 
 

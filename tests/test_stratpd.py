@@ -148,6 +148,68 @@ def test_sample_is_partition_invariant():
     assert a.n_leaves == b.n_leaves
 
 
+def _sample_parts(sizes, seed=3):
+    rng = np.random.default_rng(seed)
+    n = sum(sizes)
+    df = pd.DataFrame({"a": rng.normal(size=n), "k": rng.integers(0, 40, n), "y": rng.normal(size=n)})
+    df.loc[::7, "a"] = np.nan
+    cuts = np.cumsum([0, *sizes])
+    return df, [df.iloc[a:z] for a, z in zip(cuts[:-1], cuts[1:])]
+
+
+def test_bounded_sample_pass_ships_its_share_and_keeps_the_bottom_k():
+    """With the partition count known, a partition ships only the rows under its hash
+    bound (about 4 k / P of them, not k), and the finished sample is the very bottom-k
+    of the unbounded pass: the same rows in the same order, the same row count and
+    distinct values."""
+    from daskpd._engine.hashing import SampleJob
+    from daskpd._engine.plan import PartitionContext, run_local
+
+    df, parts = _sample_parts([5_000] * 12)
+    caps = {"a": 1 << 16, "k": 1 << 20}
+    bounded = SampleJob(5_000, 7, caps, n_partitions=len(parts))
+    plain = SampleJob(5_000, 7, caps, margin=None)
+    shipped = [len(bounded.map(PartitionContext(p)).frame) for p in parts]
+    assert max(shipped) < 2 * 4 * 5_000 / 12 and min(shipped) > 0  # ~1,667 each, not 5,000
+    assert all(len(plain.map(PartitionContext(p)).frame) == 5_000 for p in parts)
+    (got,), (want,) = run_local(parts, [bounded], fan_in=8), run_local(parts, [plain], fan_in=8)
+    assert got.exact and want.exact
+    pd.testing.assert_frame_equal(got.frame, want.frame)
+    assert got.n_rows == want.n_rows == len(df)
+    for c in caps:
+        np.testing.assert_array_equal(got.distinct[c], want.distinct[c])
+
+
+def test_bounded_sample_pass_is_redrawn_when_a_partition_is_far_above_the_mean(monkeypatch):
+    """A partition over SAMPLE_MARGIN times the mean size may leave out rows of the
+    bottom k: the finish says so (``exact`` False), the pipeline draws the sample again
+    without bounds (a third pass, counted), and the answer is bit for bit the one of the
+    unbounded sample pass; with equal partitions it is too, in two passes."""
+    from daskpd._engine import hashing
+    from daskpd._engine.hashing import SampleJob
+    from daskpd._engine.plan import run_local
+
+    df, parts = _sample_parts([40_000] + [2_000] * 10)
+    (s,) = run_local(parts, [SampleJob(5_000, 7, {}, n_partitions=len(parts))], fan_in=8)
+    assert not s.exact
+    lopsided = dd.from_map(lambda i: parts[i], list(range(len(parts))), meta=df.iloc[:0])
+    even = dd.from_pandas(df, npartitions=11, sort=False)
+    runs, m = {}, hashing.SAMPLE_MARGIN
+    for margin in (m, None):
+        monkeypatch.setattr(hashing, "SAMPLE_MARGIN", margin)
+        for name, data in (("lopsided", lopsided), ("even", even)):
+            runs[name, margin] = daskpd.importance.strat_curves_and_importances(
+                data, "y", features=["a", "k"], categorical=["k"],
+                sample_size=5_000, random_state=7)
+    assert runs["lopsided", m].n_passes == 3 and runs["even", m].n_passes == 2
+    assert runs["lopsided", None].n_passes == runs["even", None].n_passes == 2
+    for name in ("lopsided", "even"):
+        a, b = runs[name, m], runs[name, None]
+        pd.testing.assert_frame_equal(a.table, b.table)
+        np.testing.assert_array_equal(a.curves["a"].pd, b.curves["a"].pd)
+        np.testing.assert_array_equal(a.curves["k"].pd, b.curves["k"].pd)
+
+
 def test_deterministic_given_random_state(quad_small):
     a = daskpd.stratpd(quad_small, "y", "x1", sample_size=4_000, random_state=1)
     b = daskpd.stratpd(quad_small, "y", "x1", sample_size=4_000, random_state=1)

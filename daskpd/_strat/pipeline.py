@@ -6,9 +6,11 @@ tree per feature, fitted in parallel next to the sample -> pass 2: ONE scan appl
 every tree, its reduction split into buckets of leaves, each curve finished next to its
 data (:class:`daskpd._strat.scan.StratScan`) -> only the curves reach the driver.
 
-Passes over the data: exactly two per request, whatever the number of features and
-bootstrap trials (the scan's trees are fitted on the sample, so the two cannot be
-fused).  The sample and the trees reach later stages as results of the graphs that made
+Passes over the data: two per request, whatever the number of features and bootstrap
+trials (the scan's trees are fitted on the sample, so the two cannot be fused); three
+when a partition holds over ``SAMPLE_MARGIN`` times the mean partition's rows and the
+sample pass, whose partitions ship only about their share of the sample, must be run
+again without that bound (:class:`daskpd._engine.hashing.SampleJob`).  The sample and the trees reach later stages as results of the graphs that made
 them (futures on a cluster), never as scattered data, so a lost worker's part is
 recomputed from lineage.
 """
@@ -24,7 +26,7 @@ import pandas as pd
 from .._data.encode import FeatureEncoder, KeyCoder, as_float, column_kinds
 from .._data.kinds import datetime_message
 from .._data.source import source_label
-from .._engine import memory, scheduler
+from .._engine import hashing, memory, scheduler
 from .._engine.hashing import Sample, SampleJob
 from .._engine.plan import Job, Kept, build_pass, run_pass
 from ..io import DataError, check_columns, load
@@ -53,6 +55,7 @@ class StratRun:
     kinds: dict
     timings: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)  # {feature: why} left out by skip_constant
+    n_passes: int = 2  # over the data: the sample, the scan (3: the sample drawn again, see SampleJob)
 
     @property
     def sample_rows(self) -> int:
@@ -338,12 +341,21 @@ def run_strat(
     t0 = time.perf_counter()
     caps = {f: CATEGORY_LEVELS_CAP if kinds[f] == "categorical" else NUMERIC_VALUES_CAP for f in features}
     sample_h, range_h = scheduler.materialize(
-        *build_pass(ddf, [SampleJob(sample_size, random_state, caps), TargetRange(target)], name="daskpd-sample",
-                    fan_in=SAMPLE_FAN_IN),
+        *build_pass(ddf, [SampleJob(sample_size, random_state, caps, n_partitions=ddf.npartitions,
+                                    margin=hashing.SAMPLE_MARGIN),
+                          TargetRange(target)], name="daskpd-sample", fan_in=SAMPLE_FAN_IN),
         progress=progress)
     y_range = range_h.value
     del range_h
     sample: Sample = sample_h.value
+    sample_passes = 1
+    if not sample.exact:  # a partition far above the mean size left out rows of the bottom k: draw it again
+        del sample
+        (sample_h,) = scheduler.materialize(
+            *build_pass(ddf, [SampleJob(sample_size, random_state, caps, margin=None)], name="daskpd-sample",
+                        fan_in=SAMPLE_FAN_IN),
+            progress=progress)
+        sample, sample_passes = sample_h.value, 2
     skipped = _check_sample(sample.frame, target, features, kinds, nan_as_level, set(skip_constant))
     if skipped:
         features = [f for f in features if f not in skipped]
@@ -403,4 +415,5 @@ def run_strat(
         _constant_target(results, kinds, target, y_range[0])
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}
     return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
-                    n_partitions=ddf.npartitions, kinds=kinds, timings=timings, skipped=skipped)
+                    n_partitions=ddf.npartitions, kinds=kinds, timings=timings, skipped=skipped,
+                    n_passes=sample_passes + 1)
