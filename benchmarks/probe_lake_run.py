@@ -17,6 +17,12 @@ Writes (or reuses) the lake of ``bench_lake.py`` in ``--workdir``, starts a
   inputs from the other worker (transfer) and reading/writing spilled data (disk),
   summed over the tasks; and the bytes each prefix sent between the workers.
 
+* with ``--profile``: the CPU seconds of every process (the driver, which also runs the
+  scheduler, and each worker) over the run, and where the workers' task threads spent
+  them -- dask's statistical profiler (``Client.profile``, a sample every 10 ms),
+  functions by cumulative and by own time (compiled kernels count in the Python
+  function that calls them), with the merges' task levels apart in the phases.
+
 ``--heap-trim 0`` turns daskpd's heap trimmer off (``DASK_DASKPD__WORKER_HEAP_TRIM=0``
 for the workers) to see the run without it.  The figures of docs/benchmarks.md, stop 21,
 come from this script (stops 19-20 used an unpublished version of its phases half).
@@ -70,6 +76,8 @@ def main(argv=None):
     ap.add_argument("--memory-limit", default="2.5GiB")
     ap.add_argument("--heap-trim", default="auto", help="daskpd.worker-heap-trim for the workers (0: off)")
     ap.add_argument("--every", type=float, default=0.5, help="seconds between memory samples")
+    ap.add_argument("--profile", action="store_true", help="CPU seconds per process and the workers' profile")
+    ap.add_argument("--top", type=int, default=25, help="functions listed with --profile")
     a = ap.parse_args(argv)
     os.environ["DASK_DASKPD__WORKER_HEAP_TRIM"] = str(a.heap_trim)  # inherited by the worker processes
 
@@ -101,6 +109,7 @@ def main(argv=None):
                     pass
                 stop.wait(a.every)
 
+        cpu0 = _cpu_seconds(client) if a.profile else None
         t0 = time.time()
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
@@ -108,7 +117,12 @@ def main(argv=None):
             run = daskpd.importance.strat_curves_and_importances(path, TARGET, categorical=["k5000"], progress=False)
         stop.set()
         poller.join()
-        wall = time.time() - t0
+        t1 = time.time()
+        wall = t1 - t0
+        if a.profile:
+            cpu1 = _cpu_seconds(client)
+            time.sleep(1.5)  # the profiler's last cycle reaches the scheduler
+            profile = client.profile(start=t0, stop=t1)
         after = client.run(_worker_memory)
         trimmed = client.run(_trim)
         sent = collections.Counter()
@@ -127,7 +141,7 @@ def main(argv=None):
     print("\n## phases (s from the start; compute / transfer / disk summed over the tasks)")
     ph = collections.defaultdict(lambda: [float("inf"), 0.0, 0.0, 0.0, 0.0, 0])
     for task in ts.data:
-        p = ph[key_split(task["key"])]
+        p = ph[_phase(task["key"], key_split)]
         for s in task["startstops"]:
             p[0], p[1] = min(p[0], s["start"]), max(p[1], s["stop"])
             slot = {"compute": 2, "transfer": 3}.get(s["action"], 4)
@@ -138,6 +152,56 @@ def main(argv=None):
         print(f"{k:34s} {p[0] - t0:7.1f} {p[1] - t0:7.1f} {p[2]:8.1f} {p[3]:8.1f} {p[4]:6.1f} {p[5]:6d} "
               f"{sent.get(k, 0) / 1e9:8.2f}")
     print(f"sent between the workers: {sum(sent.values()) / 1e9:.2f} GB")
+    if a.profile:
+        print(f"\n## CPU seconds over the run ({wall:.1f} s wall, 2 cores: {2 * wall:.1f} core-seconds)")
+        for name in cpu1:
+            print(f"{name:34s} {cpu1[name] - cpu0.get(name, 0.0):8.1f}")
+        _print_profile(profile, a.top)
+
+
+def _phase(key, key_split) -> str:
+    """A task's prefix; a merge's with its task level (``-level0``: the first level)."""
+    prefix = key_split(key)
+    if prefix.endswith("-combine"):  # <prefix>-<token>-<job>-<level>-<group>-<bucket>
+        return f"{prefix}-level{str(key).rsplit('-', 3)[1]}"
+    return prefix
+
+
+def _process_cpu(dask_worker=None):
+    import psutil
+
+    t = psutil.Process().cpu_times()
+    return t.user + t.system
+
+
+def _cpu_seconds(client) -> dict:
+    out = {"driver (and the scheduler)": _process_cpu()}
+    out.update({f"worker {w.rsplit(':', 1)[-1]}": v for w, v in sorted(client.run(_process_cpu).items())})
+    return out
+
+
+def _print_profile(profile: dict, top: int) -> None:
+    """Functions of the workers' task threads by cumulative and by own sampled time."""
+    own, cumulative = collections.Counter(), collections.Counter()
+
+    def walk(node, above):
+        d = node.get("description", {})
+        name = f"{os.path.basename(d.get('filename', '?'))}:{d.get('name', '?')}" if isinstance(d, dict) else str(d)
+        kids = node.get("children", {}).values()
+        own[name] += node["count"] - sum(k["count"] for k in kids)
+        if name not in above:  # recursion counted once
+            cumulative[name] += node["count"]
+        for k in kids:
+            walk(k, above | {name})
+
+    total = max(1, profile.get("count", 0))
+    for child in profile.get("children", {}).values():
+        walk(child, frozenset())
+    print(f"\n## the workers' task threads: {total / 100:.1f} s sampled (10 ms a sample)")
+    for title, counts in (("cumulative", cumulative), ("own", own)):
+        print(f"### by {title} time")
+        for name, c in counts.most_common(top):
+            print(f"{100 * c / total:5.1f} %  {c / 100:7.1f} s  {name}")
 
 
 if __name__ == "__main__":
