@@ -1,7 +1,8 @@
 """Feature importance and impact for every feature, from StratPD / CatStratPD curves.
 
 One request = TWO passes over the data, whatever the number of features ``p`` and of
-trials (the pipeline in :mod:`daskpd.pipeline`):
+trials (the pipeline in :mod:`daskpd._strat.pipeline`; a third only when one partition
+is far larger than the others and the sample must be drawn again, see ``n_passes``):
 
 1. a bottom-k sample (by keyed row hash, partition-invariant);
 2. the p stratifying trees are fitted on the sample, in parallel (on the workers when
