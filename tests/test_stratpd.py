@@ -144,7 +144,8 @@ def test_content_hash_is_pandas_row_hash():
     gives exactly ``pd.util.hash_pandas_object(df, index=False)``: every dtype pandas
     hashes its own way (ints of every width, unsigned, booleans, float64 / float32 with
     NaNs of any payload and -0.0, text with missing values, categoricals, nullable
-    integers, datetimes), alone and together, and the empty cases -- so the samples,
+    integers, datetimes, object columns of text and of mixed types), alone and together,
+    and the empty cases -- so the samples,
     trees and bootstrap weights are those of the pandas hash they always were."""
     from daskpd._engine.hashing import content_hash
 
@@ -157,7 +158,9 @@ def test_content_hash_is_pandas_row_hash():
                        "b": rng.random(n) < .5, "s": rng.choice(["a", "b", None], n),
                        "c": pd.Categorical(rng.choice(["x", "y"], n)),
                        "I": pd.array(rng.integers(0, 3, n), dtype="Int64"),
-                       "d": pd.to_datetime(rng.integers(0, 10**15, n))})
+                       "d": pd.to_datetime(rng.integers(0, 10**15, n)),
+                       "o": pd.Series(rng.choice(["p", "q", None], n), dtype=object),
+                       "m": pd.Series(rng.choice([1, "q", 2.5, None], n), dtype=object)})
     df.loc[::7, "f64"] = np.nan
     df.loc[::11, "f64"] = -0.0
     df.loc[::13, "f32"] = np.nan

@@ -111,12 +111,14 @@ def content_hash(df: pd.DataFrame) -> np.ndarray:
     out = np.full(n, 0x345678, dtype=np.uint64)
     mult = 1000003
     for i in range(k):
-        vals = df.iloc[:, i]._values
-        kind = vals.dtype.kind if isinstance(vals, np.ndarray) else "?"
-        if kind in ("b", "i", "u", "f") and vals.dtype.itemsize <= 8 and not (kind == "f" and vals.dtype.itemsize < 4):
-            bits = np.ascontiguousarray(vals).view(f"u{vals.dtype.itemsize}")
-            _combine_bits(out, bits, _U64(mult), 8 * vals.dtype.itemsize if kind == "f" else 0)
+        col = df.iloc[:, i]
+        dt = col.dtype
+        if isinstance(dt, np.dtype) and dt.kind in ("b", "i", "u", "f") and dt.itemsize <= 8 and \
+                not (dt.kind == "f" and dt.itemsize < 4):
+            bits = np.ascontiguousarray(col.to_numpy()).view(f"u{dt.itemsize}")
+            _combine_bits(out, bits, _U64(mult), 8 * dt.itemsize if dt.kind == "f" else 0)
         else:
+            vals = col.to_numpy() if isinstance(dt, np.dtype) else col.array  # what pandas' row hash hashes
             _combine_hashed(out, np.ascontiguousarray(pd.util.hash_array(vals), dtype=np.uint64), _U64(mult))
         mult = (mult + 82520 + 2 * (k - i)) & 0xFFFFFFFFFFFFFFFF
     out += _U64(97531)
