@@ -9,10 +9,10 @@ data (:class:`daskpd._strat.scan.StratScan`) -> only the curves reach the driver
 Passes over the data: two per request, whatever the number of features and bootstrap
 trials (the scan's trees are fitted on the sample, so the two cannot be fused); three
 when a partition holds over ``SAMPLE_MARGIN`` times the mean partition's rows and the
-sample pass, whose partitions ship only about their share of the sample, must be run
-again without that bound (:class:`daskpd._engine.hashing.SampleJob`).  The sample and the trees reach later stages as results of the graphs that made
-them (futures on a cluster), never as scattered data, so a lost worker's part is
-recomputed from lineage.
+sample's rows, which the partitions ship only about their share of, must be drawn again
+without that bound (:class:`daskpd._engine.hashing.SampleJob`).  The sample and the
+trees reach later stages as results of the graphs that made them (futures on a
+cluster), never as scattered data, so a lost worker's part is recomputed from lineage.
 """
 from __future__ import annotations
 
@@ -349,13 +349,14 @@ def run_strat(
     del range_h
     sample: Sample = sample_h.value
     sample_passes = 1
-    if not sample.exact:  # a partition far above the mean size left out rows of the bottom k: draw it again
-        del sample
+    if not sample.exact:
+        # a partition far above the mean size left out rows of the bottom k: draw the rows
+        # again without bounds (the row count and the distinct values are exact already)
         (sample_h,) = scheduler.materialize(
-            *build_pass(ddf, [SampleJob(sample_size, random_state, caps, margin=None)], name="daskpd-sample",
+            *build_pass(ddf, [SampleJob(sample_size, random_state, margin=None)], name="daskpd-sample",
                         fan_in=SAMPLE_FAN_IN),
             progress=progress)
-        sample, sample_passes = sample_h.value, 2
+        sample, sample_passes = Sample(sample_h.value.frame, sample.n_rows, sample.distinct), 2
     skipped = _check_sample(sample.frame, target, features, kinds, nan_as_level, set(skip_constant))
     if skipped:
         features = [f for f in features if f not in skipped]
