@@ -61,6 +61,25 @@ def test_same_tree_as_sklearn_exact_when_columns_have_few_values(seed, nan_rate)
     assert partition(h.apply(Xn)) == partition(d.apply(Xn.astype("float32")))
 
 
+@pytest.mark.parametrize("nan_rate", [0.0, 0.1])
+def test_same_tree_as_sklearn_exact_with_65535_bins(nan_rate):
+    # The stratifying trees' bins ("auto": up to 65,535 a column, the missing code last):
+    # the occupied-bin bitmaps then span 1,024 words, found through a bitmap of their
+    # non-zero words; columns of ~17,000 spread-out values make every node's scan, clear
+    # and next-occupied-bin search cross words of both levels.
+    r = np.random.default_rng(7)
+    n = 20_000
+    X = r.integers(0, 60_000, size=(n, 3)).astype(float)  # exact in float32, ~17,000 distinct a column
+    y = np.sin(X[:, 0] / 4000.0) + X[:, 1] / 30_000.0 + 0.3 * r.normal(size=n)
+    if nan_rate:
+        X[r.random(X.shape) < nan_rate] = np.nan
+    h = HistTree(4, max_bins=65_535).fit(X, y)
+    d = DecisionTreeRegressor(min_samples_leaf=4, random_state=0).fit(X.astype("float32"), y)
+    # the same leaves (splits can differ where two give the same rows: tied gains)
+    assert h.get_n_leaves() == d.get_n_leaves() > 1000
+    assert partition(h.apply(X)) == partition(d.apply(X.astype("float32")))
+
+
 def brute_best_root_split(X, y, msl):
     """(gain proxy, feature, threshold) of the best split of all rows at bin edges."""
     best = (-np.inf, None, None)

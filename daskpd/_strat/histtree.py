@@ -169,6 +169,29 @@ def _bit_index(low):
 
 
 @numba.njit(cache=True, nogil=True)
+def _next_occupied(occ, top, b0, miss):
+    """The first bin ``b0 <= b < miss`` set in the bitmap ``occ`` (whose non-zero words
+    ``top`` marks), or -1."""
+    if b0 >= miss:
+        return -1
+    one = np.uint64(1)
+    wi = b0 >> 6
+    w = occ[wi] & ~((one << np.uint64(b0 & 63)) - one)  # the bits of b0's word from b0 on
+    if w == 0:
+        ti = wi >> 6
+        tw = top[ti] & ~((one << np.uint64(wi & 63)) - one) & ~(one << np.uint64(wi & 63))
+        while tw == 0:
+            ti += 1
+            if ti >= top.shape[0]:
+                return -1
+            tw = top[ti]
+        wi = (ti << 6) + _bit_index(tw & (~tw + one))
+        w = occ[wi]
+    b = (wi << 6) + _bit_index(w & (~w + one))
+    return b if b < miss else -1
+
+
+@numba.njit(cache=True, nogil=True)
 def _grow(B, y, msl, miss):
     """Grow the tree on binned B (n x p uint16, code ``miss`` = missing).  Returns node arrays.
 
@@ -194,6 +217,10 @@ def _grow(B, y, msl, miss):
     hc = np.zeros((p, miss + 1), np.int64)
     n_words = (miss >> 6) + 1
     occ = np.zeros((p, n_words), np.uint64)
+    # occw: a bitmap of occ's non-zero words, so that a small node of a column of many bins
+    # (65,535: 1,024 words) visits its few occupied words, not all of them
+    n_top = (n_words >> 6) + 1
+    occw = np.zeros((p, n_top), np.uint64)
     one = np.uint64(1)
     # depth-first stack of (node, start, end)
     stack = np.empty((max_nodes, 3), np.int64)
@@ -226,7 +253,9 @@ def _grow(B, y, msl, miss):
                 b = W[k, j]
                 hs[j, b] += v
                 hc[j, b] += 1
-                occ[j, b >> 6] |= one << np.uint64(b & 63)
+                wi = b >> 6
+                occ[j, wi] |= one << np.uint64(b & 63)
+                occw[j, wi >> 6] |= one << np.uint64(wi & 63)
         best = -np.inf
         bj = -1
         bcut = 0
@@ -239,54 +268,64 @@ def _grow(B, y, msl, miss):
                 ls = 0.0
                 lc = 0
                 done = False
-                for wi in range(n_words):
-                    w = occ[j, wi]
-                    while w != 0:
-                        low = w & (~w + one)  # the lowest set bit
-                        w ^= low
-                        b = (wi << 6) + _bit_index(low)
-                        if b >= miss:  # the missing-value bin: not a cut
-                            done = True
-                            break
-                        ls += hs[j, b]
-                        lc += hc[j, b]
-                        if lc > m - msl:  # this and every further cut leave < msl rows on the right
-                            done = True
-                            break
-                        # missing values right, then left (a cut scores only with >= msl rows each side)
-                        g = _split_gain(ls, lc, total, m, msl)
-                        if g > best:
-                            best = g
-                            bj = j
-                            bcut = b
-                            bmiss = False
-                            bmc = mc
-                        if mc > 0:
-                            g = _split_gain(ls + ms, lc + mc, total, m, msl)
+                for ti in range(n_top):
+                    tw = occw[j, ti]
+                    while tw != 0:
+                        tlow = tw & (~tw + one)
+                        tw ^= tlow
+                        wi = (ti << 6) + _bit_index(tlow)
+                        w = occ[j, wi]
+                        while w != 0:
+                            low = w & (~w + one)  # the lowest set bit
+                            w ^= low
+                            b = (wi << 6) + _bit_index(low)
+                            if b >= miss:  # the missing-value bin: not a cut
+                                done = True
+                                break
+                            ls += hs[j, b]
+                            lc += hc[j, b]
+                            if lc > m - msl:  # this and every further cut leave < msl rows on the right
+                                done = True
+                                break
+                            # missing values right, then left (a cut scores only with >= msl rows each side)
+                            g = _split_gain(ls, lc, total, m, msl)
                             if g > best:
                                 best = g
                                 bj = j
                                 bcut = b
-                                bmiss = True
+                                bmiss = False
                                 bmc = mc
+                            if mc > 0:
+                                g = _split_gain(ls + ms, lc + mc, total, m, msl)
+                                if g > best:
+                                    best = g
+                                    bj = j
+                                    bcut = b
+                                    bmiss = True
+                                    bmc = mc
+                        if done:
+                            break
                     if done:
                         break
         bnext = -1  # the next occupied bin after the cut (-1: every non-missing row goes left)
         if bj >= 0:
-            for b in range(bcut + 1, miss):
-                if hc[bj, b] > 0:
-                    bnext = b
-                    break
+            bnext = _next_occupied(occ[bj], occw[bj], bcut + 1, miss)
         for j in range(p):  # restore the all-zero invariant
-            for wi in range(n_words):
-                w = occ[j, wi]
-                while w != 0:
-                    low = w & (~w + one)
-                    w ^= low
-                    b = (wi << 6) + _bit_index(low)
-                    hs[j, b] = 0.0
-                    hc[j, b] = 0
-                occ[j, wi] = 0
+            for ti in range(n_top):
+                tw = occw[j, ti]
+                while tw != 0:
+                    tlow = tw & (~tw + one)
+                    tw ^= tlow
+                    wi = (ti << 6) + _bit_index(tlow)
+                    w = occ[j, wi]
+                    while w != 0:
+                        low = w & (~w + one)
+                        w ^= low
+                        b = (wi << 6) + _bit_index(low)
+                        hs[j, b] = 0.0
+                        hc[j, b] = 0
+                    occ[j, wi] = 0
+                occw[j, ti] = 0
         if bj < 0:
             continue
         # partition rows start..end-1 of W / yw: left block first (in-place, deterministic)
