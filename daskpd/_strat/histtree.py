@@ -201,26 +201,24 @@ def _bit_index(low):
 
 
 @numba.njit(cache=True, nogil=True)
-def _next_occupied(occ, top, b0, miss):
-    """The first bin ``b0 <= b < miss`` set in the bitmap ``occ`` (whose non-zero words
-    ``top`` marks), or -1."""
-    if b0 >= miss:
-        return -1
+def _list_bins(occ, occw, out):
+    """Write the bins set in the bitmap ``occ`` (whose non-zero words ``occw`` marks) to
+    ``out`` in ascending order; returns how many there are."""
     one = np.uint64(1)
-    wi = b0 >> 6
-    w = occ[wi] & ~((one << np.uint64(b0 & 63)) - one)  # the bits of b0's word from b0 on
-    if w == 0:
-        ti = wi >> 6
-        tw = top[ti] & ~((one << np.uint64(wi & 63)) - one) & ~(one << np.uint64(wi & 63))
-        while tw == 0:
-            ti += 1
-            if ti >= top.shape[0]:
-                return -1
-            tw = top[ti]
-        wi = (ti << 6) + _bit_index(tw & (~tw + one))
-        w = occ[wi]
-    b = (wi << 6) + _bit_index(w & (~w + one))
-    return b if b < miss else -1
+    k = 0
+    for ti in range(occw.shape[0]):
+        tw = occw[ti]
+        while tw != 0:
+            tlow = tw & (~tw + one)
+            tw ^= tlow
+            wi = (ti << 6) + _bit_index(tlow)
+            w = occ[wi]
+            while w != 0:
+                low = w & (~w + one)
+                w ^= low
+                out[k] = (wi << 6) + _bit_index(low)
+                k += 1
+    return k
 
 
 @numba.njit(cache=True, nogil=True)
@@ -253,6 +251,9 @@ def _grow(B, y, msl, miss):
     # (65,535: 1,024 words) visits its few occupied words, not all of them
     n_top = (n_words >> 6) + 1
     occw = np.zeros((p, n_top), np.uint64)
+    # each column's occupied bins of the node, ascending (listed once for the scan and the clear)
+    listed = np.empty((p, min(n, miss + 1)), np.int64)
+    n_listed = np.zeros(p, np.int64)
     one = np.uint64(1)
     # depth-first stack of (node, start, end)
     stack = np.empty((max_nodes, 3), np.int64)
@@ -293,70 +294,51 @@ def _grow(B, y, msl, miss):
         bcut = 0
         bmiss = False
         bmc = 0
+        bk = 0  # the cut's place in its column's list of occupied bins
+        for j in range(p):
+            n_listed[j] = _list_bins(occ[j], occw[j], listed[j])
         if ymin < ymax:  # y constant: a leaf
             for j in range(p):
                 ms = hs[j, miss]
                 mc = hc[j, miss]
                 ls = 0.0
                 lc = 0
-                done = False
-                for ti in range(n_top):
-                    tw = occw[j, ti]
-                    while tw != 0:
-                        tlow = tw & (~tw + one)
-                        tw ^= tlow
-                        wi = (ti << 6) + _bit_index(tlow)
-                        w = occ[j, wi]
-                        while w != 0:
-                            low = w & (~w + one)  # the lowest set bit
-                            w ^= low
-                            b = (wi << 6) + _bit_index(low)
-                            if b >= miss:  # the missing-value bin: not a cut
-                                done = True
-                                break
-                            ls += hs[j, b]
-                            lc += hc[j, b]
-                            if lc > m - msl:  # this and every further cut leave < msl rows on the right
-                                done = True
-                                break
-                            # missing values right, then left (a cut scores only with >= msl rows each side)
-                            g = _split_gain(ls, lc, total, m, msl)
-                            if g > best:
-                                best = g
-                                bj = j
-                                bcut = b
-                                bmiss = False
-                                bmc = mc
-                            if mc > 0:
-                                g = _split_gain(ls + ms, lc + mc, total, m, msl)
-                                if g > best:
-                                    best = g
-                                    bj = j
-                                    bcut = b
-                                    bmiss = True
-                                    bmc = mc
-                        if done:
-                            break
-                    if done:
+                for k in range(n_listed[j]):
+                    b = listed[j, k]
+                    if b >= miss:  # the missing-value bin: not a cut
                         break
+                    ls += hs[j, b]
+                    lc += hc[j, b]
+                    if lc > m - msl:  # this and every further cut leave < msl rows on the right
+                        break
+                    # missing values right, then left (a cut scores only with >= msl rows each side)
+                    g = _split_gain(ls, lc, total, m, msl)
+                    if g > best:
+                        best = g
+                        bj = j
+                        bcut = b
+                        bk = k
+                        bmiss = False
+                        bmc = mc
+                    if mc > 0:
+                        g = _split_gain(ls + ms, lc + mc, total, m, msl)
+                        if g > best:
+                            best = g
+                            bj = j
+                            bcut = b
+                            bk = k
+                            bmiss = True
+                            bmc = mc
         bnext = -1  # the next occupied bin after the cut (-1: every non-missing row goes left)
-        if bj >= 0:
-            bnext = _next_occupied(occ[bj], occw[bj], bcut + 1, miss)
+        if bj >= 0 and bk + 1 < n_listed[bj] and listed[bj, bk + 1] < miss:
+            bnext = listed[bj, bk + 1]
         for j in range(p):  # restore the all-zero invariant
+            for k in range(n_listed[j]):
+                b = listed[j, k]
+                hs[j, b] = 0.0
+                hc[j, b] = 0
+                occ[j, b >> 6] = 0
             for ti in range(n_top):
-                tw = occw[j, ti]
-                while tw != 0:
-                    tlow = tw & (~tw + one)
-                    tw ^= tlow
-                    wi = (ti << 6) + _bit_index(tlow)
-                    w = occ[j, wi]
-                    while w != 0:
-                        low = w & (~w + one)
-                        w ^= low
-                        b = (wi << 6) + _bit_index(low)
-                        hs[j, b] = 0.0
-                        hc[j, b] = 0
-                    occ[j, wi] = 0
                 occw[j, ti] = 0
         if bj < 0:
             continue
