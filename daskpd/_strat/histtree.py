@@ -58,6 +58,11 @@ def auto_max_bins(X: np.ndarray) -> int:
         col = col[np.isfinite(col)]
         if len(col) > most:  # a column cannot have more distinct values than rows
             most = max(most, len(np.unique(col)))
+    return _auto_bins(most)
+
+
+def _auto_bins(most: int) -> int:
+    """:func:`auto_max_bins` from the most distinct finite values of any column."""
     return int(min(MAX_TREE_BINS_LIMIT, max(MAX_TREE_BINS, most)))
 
 
@@ -133,8 +138,7 @@ def bin_columns_auto(X: np.ndarray):
     column sorted once for both."""
     X = _as_2d(X)
     cols = [_sort_column(X[:, j]) for j in range(X.shape[1])]
-    most = max((_n_distinct(xs[lo:hi]) for xs, _, lo, hi, _ in cols), default=0)
-    max_bins = int(min(MAX_TREE_BINS_LIMIT, max(MAX_TREE_BINS, most)))
+    max_bins = _auto_bins(max((_n_distinct(xs[lo:hi]) for xs, _, lo, hi, _ in cols), default=0))
     B, bins = _bin_sorted(X, cols, max_bins)
     return B, bins, max_bins
 
