@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from daskpd._engine.scheduler import heap_trim_threshold
+from daskpd._engine.scheduler import heap_trim_threshold, set_arrow_pool
 
 pytestmark = pytest.mark.cluster
 
@@ -57,3 +57,37 @@ def test_heap_trim_threshold():
     assert heap_trim_threshold("64MiB", 2 << 30) == 64 * MiB
     assert heap_trim_threshold(0, 2 << 30) == 0
     assert heap_trim_threshold(False, 2 << 30) == 0
+
+
+def test_workers_take_pyarrows_buffers_from_the_system_allocator(client):
+    def _pools():  # nested: pickled by value
+        import pyarrow as pa
+
+        from daskpd._engine.scheduler import limit_worker_threads
+
+        before = pa.default_memory_pool().backend_name
+        limit_worker_threads()  # what every daskpd task does first
+        import pandas as pd
+
+        table = pa.Table.from_pandas(pd.DataFrame({"a": range(1000)}))  # a buffer of the new default pool
+        return before, pa.default_memory_pool().backend_name, table.nbytes > 0
+
+    for addr in client.scheduler_info()["workers"]:
+        before, after, ok = client.submit(_pools, workers=[addr], allow_other_workers=False, pure=False).result()
+        assert after == "system" and ok, (addr, before, after)
+
+
+def test_set_arrow_pool_values():
+    import pyarrow as pa
+
+    previous = pa.default_memory_pool()
+    try:
+        assert set_arrow_pool("keep") is False
+        assert pa.default_memory_pool().backend_name == previous.backend_name
+        assert set_arrow_pool(0) is False
+        assert set_arrow_pool("system") is True
+        assert pa.default_memory_pool().backend_name == "system"
+        with pytest.raises(ValueError, match="daskpd.worker-arrow-pool must be one of 'system'"):
+            set_arrow_pool("tcmalloc")
+    finally:
+        pa.set_memory_pool(previous)

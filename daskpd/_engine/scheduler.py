@@ -198,8 +198,9 @@ def one_blas_thread():
 def limit_worker_threads():
     """Once per dask worker process: BLAS / OpenMP on one thread (the worker's own
     threads are the parallelism; see :func:`one_blas_thread`), glibc's mmap threshold
-    raised to ``daskpd.worker-mmap-threshold`` (default 32 MiB), and the heap trimmer
-    started (:func:`start_heap_trimmer`).
+    raised to ``daskpd.worker-mmap-threshold`` (default 32 MiB), pyarrow's buffers
+    taken from that same allocator (``daskpd.worker-arrow-pool``, :func:`set_arrow_pool`)
+    and the heap trimmer started (:func:`start_heap_trimmer`).
 
     Dask starts workers with ``MALLOC_TRIM_THRESHOLD_`` set, which freezes glibc's mmap
     threshold at 128 KiB: every array above it is a fresh mapping whose pages fault in
@@ -225,7 +226,39 @@ def limit_worker_threads():
     except Exception:  # pragma: no cover
         pass
     set_mmap_threshold(dask.config.get("daskpd.worker-mmap-threshold", "32MiB"))
+    set_arrow_pool(dask.config.get("daskpd.worker-arrow-pool", "system"))
     start_heap_trimmer(dask.config.get("daskpd.worker-heap-trim", "auto"))
+
+
+#: ``daskpd.worker-arrow-pool`` values: pyarrow's memory pools by backend name
+ARROW_POOLS = ("system", "mimalloc", "jemalloc")
+
+
+def set_arrow_pool(value) -> bool:
+    """Make pyarrow's default memory pool (where parquet reads put their buffers) the one
+    named by ``value`` (:data:`ARROW_POOLS`); ``"keep"`` (or 0 / None) leaves it alone.
+
+    The workers use ``"system"``: glibc's malloc, whose heap below the raised mmap
+    threshold is reused from one partition to the next and trimmed by the heap trimmer.
+    pyarrow's default, mimalloc, hands freed segments back to the OS within milliseconds,
+    so every read faulted its ~50 MB of buffers in again: at 1e7 rows of the lake
+    benchmark the workers took 0.81-0.98 M page faults each (2.7-4.0 s of system time)
+    against 0.57-0.68 M (2.2-2.6 s) with the system pool, and the call 15.0-16.2 s against
+    13.5-14.1 s (docs/benchmarks.md, stop 23).
+    """
+    if value in (None, False, 0, "0", "keep"):
+        return False
+    if value not in ARROW_POOLS:
+        raise ValueError(f"daskpd.worker-arrow-pool must be one of {', '.join(map(repr, ARROW_POOLS))} or "
+                         f"'keep'; got {value!r}")
+    import pyarrow as pa
+
+    try:
+        pool = getattr(pa, f"{value}_memory_pool")()
+    except (NotImplementedError, pa.ArrowNotImplementedError):  # a backend this pyarrow was built without
+        return False
+    pa.set_memory_pool(pool)
+    return True
 
 
 def _libc():
