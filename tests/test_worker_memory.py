@@ -91,3 +91,21 @@ def test_set_arrow_pool_values():
             set_arrow_pool("tcmalloc")
     finally:
         pa.set_memory_pool(previous)
+
+
+def test_set_arrow_pool_names_an_allocator_this_pyarrow_lacks(monkeypatch):
+    """An allocator pyarrow was built without is an error naming the setting, not a
+    silent fall-back to another pool (simulated: pyarrow raises NotImplementedError then)."""
+    import pyarrow as pa
+
+    def lacking():
+        raise NotImplementedError("built without jemalloc")
+
+    previous = pa.default_memory_pool()
+    monkeypatch.setattr(pa, "jemalloc_memory_pool", lacking)
+    try:
+        with pytest.raises(ValueError, match="worker-arrow-pool is 'jemalloc', but this pyarrow .* was built without"):
+            set_arrow_pool("jemalloc")
+        assert pa.default_memory_pool().backend_name == previous.backend_name  # left as it was
+    finally:
+        pa.set_memory_pool(previous)

@@ -255,8 +255,9 @@ def set_arrow_pool(value) -> bool:
 
     try:
         pool = getattr(pa, f"{value}_memory_pool")()
-    except (NotImplementedError, pa.ArrowNotImplementedError):  # a backend this pyarrow was built without
-        return False
+    except (NotImplementedError, pa.ArrowNotImplementedError) as exc:
+        raise ValueError(f"daskpd.worker-arrow-pool is {value!r}, but this pyarrow ({pa.__version__}) was built "
+                         f"without that allocator ({exc}); use 'system' or 'keep'") from exc
     pa.set_memory_pool(pool)
     return True
 
