@@ -70,3 +70,17 @@ def test_dataset_projects_without_reading_again(lake, reads):
     assert list(part.columns) == ["y", "a"] and len(reads) == 1
     with pytest.raises(daskpd.DataError, match=r"'nope' not found in '.*d\.parquet'"):
         ds.check(["nope"])
+
+
+def test_the_read_options_survive_repeated_reads(lake):
+    """dask adds its own entries (one of them a closure that cannot be tokenized) to the
+    ``arrow_to_pandas`` dict it is given: daskpd's options are passed as a copy, so the
+    second read of a path in a process works and reads the same frame."""
+    from daskpd.io import ARROW_TO_PANDAS, load
+
+    path, _ = lake
+    first = load(path, ["y", "a", "c"]).compute()
+    second = load(path, ["y", "a", "c"]).compute()
+    pd.testing.assert_frame_equal(first, second)
+    pd.testing.assert_frame_equal(first.reset_index(drop=True), pd.read_parquet(path, columns=["y", "a", "c"]))
+    assert dict(ARROW_TO_PANDAS) == {"split_blocks": True}
