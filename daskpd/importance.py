@@ -55,15 +55,10 @@ __all__ = [
     "ImportanceResult",
     "curve_measures",
     "MEASURES",
-    "PASSES_PER_REQUEST",
 ]
 
 #: the three measures, in table-column order
 MEASURES = ("importance", "impact", "pd_variance")
-#: passes over the data made by one request (sample + the single aggregation scan; one more in the
-#: rare case that the sample is drawn again, see daskpd._engine.hashing.SampleJob)
-PASSES_PER_REQUEST = 2
-
 
 
 # ---------------------------------------------------------------------------------
