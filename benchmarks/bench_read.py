@@ -44,18 +44,16 @@ def main(argv=None):
     args = ap.parse_args(argv)
     path = write_lake(int(float(args.rows)), args.workdir)
 
-    import ctypes
-
     import dask.dataframe as dd
     import pyarrow as pa
 
-    from daskpd._engine.scheduler import set_arrow_pool, set_mmap_threshold
+    from daskpd._engine.scheduler import _libc, set_arrow_pool, set_mmap_threshold
     from daskpd.datasets import Lake
 
-    try:
-        ctypes.CDLL("libc.so.6").mallopt(-1, 65536)  # M_TRIM_THRESHOLD, as dask's MALLOC_TRIM_THRESHOLD_
-    except (OSError, AttributeError):
-        pass
+    libc = _libc()
+    if libc is None or not hasattr(libc, "mallopt"):
+        sys.exit("bench_read.py sets up glibc's allocator as in a worker; this C library has no mallopt")
+    libc.mallopt(-1, 65536)  # M_TRIM_THRESHOLD, as dask's MALLOC_TRIM_THRESHOLD_ sets it in a worker
     set_mmap_threshold("32MiB")
     set_arrow_pool("system")
     pa.set_cpu_count(1)

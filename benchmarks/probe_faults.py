@@ -99,7 +99,8 @@ def one_run(path: str, settings: dict, perf_event: str | None = None) -> dict:
                                                            sample_size=5_000)
             perf = report = None
             if perf_event:
-                data = tempfile.mktemp(suffix=".perf")
+                fd, data = tempfile.mkstemp(suffix=".perf")
+                os.close(fd)
                 pids = ",".join(str(p) for p in sorted(client.run(os.getpid).values()))
                 perf = subprocess.Popen(["perf", "record", "-e", perf_event, "-g", "-o", data, "-p", pids],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
