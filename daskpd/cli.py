@@ -114,7 +114,7 @@ def _security(args):
 
 
 def _cmd_run(args) -> int:
-    from .io import DataError
+    from ._errors import DataError
     from .job.run import JobTerminated, run_job
     from .job.spec import SpecError
 
@@ -152,7 +152,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_validate(args) -> int:
-    from .io import DataError
+    from ._errors import DataError
     from .job.spec import SpecError, load_spec
 
     try:
@@ -210,7 +210,7 @@ def _check_content(spec, feats, cats) -> dict:
 
 
 def _cmd_history(args) -> int:
-    from .io import DataError
+    from ._errors import DataError
     from .job.history import HistoryError, history
 
     if args.last < 2:

@@ -45,7 +45,8 @@ from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES
 from ._strat.pipeline import resolve_columns, run_strat
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
 from ._validation import POSITIVE_INT, ColumnNames, Interval, StrOptions, validate_params
-from .io import DataError, InvalidParameterError, column_kinds
+from ._errors import DataError, InvalidParameterError
+from ._data.encode import column_kinds
 from .results import Result, table_frame
 from .stratpd import STRAT_CONSTRAINTS
 

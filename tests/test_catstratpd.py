@@ -17,7 +17,7 @@ import daskpd
 from daskpd._engine.hashing import bootstrap_weights
 from daskpd._strat import categorical_gram, categorical_solve
 from daskpd.catstratpd import run_categorical, solve_effects
-from daskpd.io import DataError
+from daskpd import DataError
 
 # ---------------------------------------------------------------------------------
 # plain in-memory references (pandas groupby, python loops, dense numpy lstsq)

@@ -287,7 +287,7 @@ def test_damaged_data_page_named_by_every_public_function(tmp_path, call):
     """The footer is intact, so the damage shows only while computing; the public
     functions name the file too (not only the job runner)."""
     import daskpd
-    from daskpd.io import DataError
+    from daskpd import DataError
 
     lake = make_lake(tmp_path / "lake")
     damage(lake / "part-2.parquet", "page")

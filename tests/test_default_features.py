@@ -13,7 +13,7 @@ import pytest
 import daskpd
 from daskpd._data.hive import partition_keys
 from daskpd.importance import strat_curves_and_importances
-from daskpd.io import DataError
+from daskpd import DataError
 
 def frame(n=3000, seed=0):
     rng = np.random.default_rng(seed)

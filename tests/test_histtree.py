@@ -9,7 +9,7 @@ from sklearn.tree import DecisionTreeRegressor
 
 import daskpd
 from daskpd._strat.histtree import MAX_TREE_BINS, ColumnBins, HistTree, bin_columns
-from daskpd.io import DataError
+from daskpd import DataError
 
 
 def partition(leaf):

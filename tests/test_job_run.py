@@ -577,7 +577,7 @@ grid_resolution = 8
 
 
 def test_load_model_trust_rules(model_dir):
-    from daskpd.io import DataError
+    from daskpd import DataError
     from daskpd.job.spec import load_spec
 
     def spec_for(model_lines):

@@ -18,7 +18,7 @@ from sklearn.preprocessing import OneHotEncoder
 from sklearn.tree import DecisionTreeRegressor
 
 import daskpd
-from daskpd.io import DataError
+from daskpd import DataError
 
 TOL = 1e-9
 

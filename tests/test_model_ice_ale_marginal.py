@@ -13,7 +13,7 @@ from sklearn.inspection import partial_dependence as sk_pd
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 import daskpd
-from daskpd.io import DataError
+from daskpd import DataError
 from daskpd.model.compare import align_curves, compare
 
 TOL = 1e-9

@@ -9,7 +9,7 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.linear_model import LinearRegression
 
 import daskpd
-from daskpd.io import DataError
+from daskpd import DataError
 from daskpd.model.variance import importance_of, interaction_of
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import daskpd
 from daskpd.datasets import Bulldozer, Quadratic, write_parquet
-from daskpd.io import DataError
+from daskpd import DataError
 
 
 def rmse_vs_truth(res, gen):

@@ -415,7 +415,7 @@ def test_scan_sums_x_only_for_binned_features():
 
 def test_few_slopes_is_validated_and_recorded():
     import daskpd
-    from daskpd.io import DataError
+    from daskpd import DataError
 
     rng = np.random.default_rng(2)
     df = pd.DataFrame({"x": rng.integers(0, 20, 400).astype(float), "a": rng.normal(size=400)})

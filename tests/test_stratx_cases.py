@@ -61,7 +61,7 @@ import pandas as pd
 import pytest
 
 import daskpd
-from daskpd.io import DataError
+from daskpd import DataError
 from stratx_unit_cases import all_cases
 
 nan = np.nan

@@ -29,7 +29,7 @@ def test_error_types():
     assert issubclass(InvalidParameterError, TypeError)
     # code written when both were one class keeps catching parameter errors
     assert issubclass(InvalidParameterError, DataError)
-    from daskpd.io import DataError as io_DataError
+    from daskpd import DataError as io_DataError
 
     assert io_DataError is DataError
 

@@ -16,7 +16,7 @@ from sklearn.inspection import partial_dependence as sk_pd
 from sklearn.linear_model import LinearRegression
 
 import daskpd
-from daskpd.io import DataError
+from daskpd import DataError
 
 
 pytestmark = pytest.mark.usefixtures("one_openmp_thread")

@@ -332,7 +332,7 @@ def solve_gram(sums: LeafSums, *, solver: str = "auto") -> Effects:
     from scipy.sparse.csgraph import connected_components
 
     if solver not in ("auto", "direct", "cg"):
-        from ..io import DataError
+        from .._errors import DataError
 
         raise DataError(f"parameter solver must be 'auto', 'direct' or 'cg'; got {solver!r}")
     K = sums.K

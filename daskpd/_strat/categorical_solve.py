@@ -292,7 +292,7 @@ def solve_table(leaf, code, n, s, K: int, *, solver: str = "auto") -> Effects:
     import scipy.sparse.linalg as sla
 
     if solver not in ("auto", "direct", "cg"):
-        from ..io import DataError
+        from .._errors import DataError
 
         raise DataError(f"parameter solver must be 'auto', 'direct' or 'cg'; got {solver!r}")
     leaf = np.asarray(leaf)

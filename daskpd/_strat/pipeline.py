@@ -29,7 +29,8 @@ from .._data.source import source_label
 from .._engine import hashing, memory, scheduler
 from .._engine.hashing import Sample, SampleJob
 from .._engine.plan import Job, Kept, build_pass, run_pass
-from ..io import DataError, check_columns, load
+from .._errors import DataError
+from ..io import check_columns, load
 from .scan import FeatureScan, StratScan, groups_at_map, index_dtype, leaf_numbering
 from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_tree
 

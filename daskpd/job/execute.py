@@ -10,7 +10,7 @@ import sys
 import threading
 import warnings
 
-from ..io import DataError
+from .._errors import DataError
 from .inputs import log_line
 from .spec import JobSpec
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import DataError, kind_of, load
+from .._errors import DataError
+from .._data.encode import kind_of
+from ..io import load
 from .spec import JobSpec, SpecError
 from .store import check_free_space, clean_stale, rmtree
 

@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..io import DataError, load
+from .._errors import DataError
+from ..io import load
 from ..results.base import dump_json
 from . import execute, inputs, outputs, store
 from .execute import RunResult

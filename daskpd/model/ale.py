@@ -36,7 +36,8 @@ import numpy as np
 import pandas as pd
 
 from .._validation import NO_VALIDATION, POSITIVE_INT, validate_params
-from ..io import DataError, InvalidParameterError, as_float
+from .._errors import DataError, InvalidParameterError
+from .._data.encode import as_float
 from ..results import CurveResult
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
@@ -370,7 +371,7 @@ def ale_summary_kinds(run, features, order: dict):
             if not (isinstance(dt, pd.CategoricalDtype) and dt.ordered):
                 need_order.append(f)
     others = {}
-    from ..io import kind_of
+    from .._data.encode import kind_of
 
     for f in need_order:
         for c in pred.columns:

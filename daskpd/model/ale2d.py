@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..io import as_float
+from .._data.encode import as_float
 from ..results import CurveResult, curve_frame
 from .._engine.plan import merge_keyed, sum_fields
 from .ale import ROW_COUNTS, BinStats, input_rows
@@ -244,7 +244,7 @@ def ale2d_surface(delta: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def finish_ale2d(sp: ALE2DSpec, part: _ALE2DPairPartial, pred, params) -> ALE2DResult:
-    from ..io import DataError
+    from .._errors import DataError
 
     if part.n_used == 0:
         raise DataError(f"features {sp.features!r}: no row has usable values of both")

@@ -24,7 +24,8 @@ import pandas as pd
 from numbers import Integral
 
 from .._validation import NO_VALIDATION, POSITIVE_INT, Interval, Percentiles, validate_params
-from ..io import DataError, InvalidParameterError, kind_of
+from .._errors import DataError, InvalidParameterError
+from .._data.encode import kind_of
 from ..results import Result
 from .._engine.stats import mquantile_ranks, summarize
 from .grids import pd_grid

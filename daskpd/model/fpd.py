@@ -32,7 +32,7 @@ import pandas as pd
 
 from .._validation import NO_VALIDATION, StrOptions, validate_params
 from .._errors import InvalidParameterError, SklearnDifferenceWarning
-from ..io import DataError
+from .._errors import DataError
 from ..results import CurveResult, curve_frame
 from .grids import build_grids, check_grid_arg
 from .passes import Plan, run_jobs

@@ -25,7 +25,8 @@ import pandas as pd
 
 from .._engine.hashing import row_hash
 from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, validate_params
-from ..io import DataError, InvalidParameterError, as_float
+from .._errors import DataError, InvalidParameterError
+from .._data.encode import as_float
 from ..results import CurveResult, dump_json, with_metadata
 from .fpd import curves_matrix, row_chunk, use_tree
 from .grids import build_grids, check_grid_arg

@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from .._validation import NO_VALIDATION, POSITIVE_INT, StrOptions, validate_params
-from ..io import DataError, InvalidParameterError, as_float, kind_of
+from .._errors import DataError, InvalidParameterError
+from .._data.encode import as_float, kind_of
 from ..results import CurveResult
 from .._data.kinds import resolve_kinds
 from .._engine.plan import merge_keyed, sum_fields

@@ -34,7 +34,7 @@ import pandas as pd
 from numbers import Integral
 
 from .._validation import NO_VALIDATION, Interval, StrOptions, validate_params
-from ..io import DataError, InvalidParameterError
+from .._errors import DataError, InvalidParameterError
 from ..results import Result, table_frame
 from .fpd import PDJob, pd_results
 from .grids import build_grids, check_grid_arg
