@@ -12,7 +12,7 @@ import warnings
 
 import pandas as pd
 
-from ._data.source import open_dataset
+from ._data.request import open_request
 from ._strat.categorical import CatStratPDResult, no_shared_leaf_message
 from ._strat.categorical_solve import solve_effects
 from ._strat.pipeline import run_strat
@@ -49,19 +49,12 @@ def run_categorical(data, target: str, feature: str, *, features=None, min_sampl
                     storage_options=None, filters=None, centered: bool = False):
     """Validate and run the shared pipeline for one categorical feature; returns (run,
     dtype), the result (with ``centered``) in ``run.results[feature]``."""
-    if feature == target:
-        raise InvalidParameterError(f"feature {feature!r} is the target; partial dependence of a column on "
-                                    "itself is meaningless")
-    ds = open_dataset(data, storage_options=storage_options, filters=filters)  # the request's one opening
-    dtype = ds.dtypes.get(feature)  # None if absent (run_strat names the missing column)
-    if dtype is not None and (pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype)):
-        raise DataError(f"feature {feature!r} is a datetime ({dtype}); for CatStratPD convert it to labels first "
-                        "(e.g. the year, or .dt.strftime), or use daskpd.stratpd on it as a number")
-    run = run_strat(ds, target, [feature], stratify_on=features, kinds={feature: "categorical"},
-                    min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
+    request = open_request(data, target, [feature], stratify_on=features, as_kind="categorical",
+                           storage_options=storage_options, filters=filters)
+    run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
                     random_state=random_state, n_trials=n_trials, nan_as_level=nan_as_level,
-                    tree_method=tree_method, progress=progress, storage_options=storage_options, filters=filters,
-                    finish_options={"centered": centered}, dtypes={feature: dtype})
+                    tree_method=tree_method, progress=progress, finish_options={"centered": centered})
+    dtype = request.dtypes[feature]
     return run, dtype
 
 

@@ -158,22 +158,18 @@ def _cmd_validate(args) -> int:
     try:
         spec = load_spec(args.spec)
         if args.check_data:
-            from .job.inputs import make_generator, open_source, plan_columns
+            from .job.inputs import categorical_features, job_data, make_generator, open_job_request
 
-            if spec.source.synthetic:
-                from .io import load
-
-                ddf = load(make_generator(spec).frame(16))
-            else:
-                ddf = open_source(spec, spec.source.path)
-            feats, cats, _ = plan_columns(spec, ddf)
-            left_out = {}
+            data = make_generator(spec).frame(16) if spec.source.synthetic else job_data(spec, spec.source.path)
+            request = open_job_request(spec, data)
+            feats, cats = request.features, categorical_features(request)
+            left_out = dict(request.left_out)
             if not spec.source.synthetic and not spec.source.is_csv and spec.model_free:
-                left_out = _check_content(spec, feats, cats)
+                left_out.update(_check_content(spec, request, cats))
             if spec.model_based:
                 from .job.inputs import prepare_model
 
-                prepare_model(spec, ddf, feats, {})  # loads it (trust rules apply) and checks its columns
+                prepare_model(spec, request, {})  # loads it (trust rules apply) and checks its columns
         else:
             feats, cats, left_out = spec.features, None, {}
     except (SpecError, DataError) as exc:
@@ -191,20 +187,20 @@ def _cmd_validate(args) -> int:
     return EXIT_OK
 
 
-def _check_content(spec, feats, cats) -> dict:
+def _check_content(spec, request, cats) -> dict:
     """What the run's sample pass would refuse (no rows after the filters, a feature with
     no value or a single one), from the parquet statistics or a scan that stops early."""
-    from ._data.lake import check_content, inspect_lake
-    from .job.inputs import lake_columns
+    from ._data.lake import check_content, reconcile
 
+    feats = request.features
     want = spec.model_free
     if "importances" in want:
         curve = list(feats)
     else:
         curve = [f for f in feats if (f in cats and "catstratpd" in want) or (f not in cats and "stratpd" in want)]
-    _, read = lake_columns(spec, spec.source.path)
     so = spec.source.storage_options or None
-    lake = inspect_lake(spec.source.path, read, so)
+    files = request.dataset.lake
+    lake = reconcile(files.files, request.read_columns(), files.display.get)
     return check_content(spec.source.path, lake, curve, spec.source.filters, so, label=spec.source.path,
                          skip_unusable=spec.features is None)
 

@@ -42,11 +42,11 @@ import numpy as np
 import pandas as pd
 
 from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES
-from ._strat.pipeline import resolve_columns, run_strat
+from ._strat.pipeline import run_strat
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
 from ._validation import POSITIVE_INT, ColumnNames, Interval, StrOptions, validate_params
 from ._errors import DataError, InvalidParameterError
-from ._data.encode import column_kinds
+from ._data.request import left_out_note, open_request
 from .results import Result, table_frame
 from .stratpd import STRAT_CONSTRAINTS
 
@@ -249,18 +249,6 @@ class ImportanceResult(Result):
 # the public functions
 
 
-def skipped_note(left_out: dict, n_scored: int) -> str:
-    """"importances: 3 of 52 columns left out of the default features: 2 constant ('a', 'b'),
-    1 hive partition key ('sale_year'); name them in features= to score them"."""
-    why = {}
-    for f, w in left_out.items():
-        why.setdefault(w, []).append(f)
-    parts = [f"{len(fs)} {w if len(fs) == 1 else w.replace('key', 'keys')} ({', '.join(map(repr, fs[:10]))}"
-             f"{', ...' if len(fs) > 10 else ''})" for w, fs in why.items()]
-    return (f"importances: {len(left_out)} of {len(left_out) + n_scored} columns left out of the default "
-            f"features: {'; '.join(parts)}; name them in features= to score them")
-
-
 #: the parameters of :func:`strat_curves_and_importances` (and of :func:`importances`)
 IMPORTANCE_CONSTRAINTS = {
     **STRAT_CONSTRAINTS,
@@ -376,59 +364,33 @@ def strat_curves_and_importances(
     """
     trial_fraction = None if bootstrap else subsample_size
 
-    # columns and kinds
-    declared = categorical or []
-    also = None if stratify_on is None else [*([stratify_on] if isinstance(stratify_on, str) else stratify_on),
-                                             *declared]  # the columns read (None: all)
-    ddf_all, feats = resolve_columns(data, target, features, storage_options, filters, also=also)
-    dkinds = column_kinds(ddf_all.dtypes)
-    missing = [c for c in declared if c not in dkinds]
-    if missing:
-        raise InvalidParameterError(f"parameter categorical names column{'s' if len(missing) > 1 else ''} "
-                        f"{', '.join(map(repr, missing))} not found in the data; available: "
-                        f"{', '.join(map(str, dkinds))}")
-    if target in declared:
-        raise InvalidParameterError(f"parameter categorical names the target {target!r}; the target must be "
-                                    "numeric")
-    left_out: dict[str, str] = {}
-    if features is None:
-        dates = [f for f in feats if dkinds[f] == "datetime" and f not in declared]
-        if dates:
-            warnings.warn(f"importances: skipping datetime column{'s' if len(dates) > 1 else ''} "
-                          f"{', '.join(map(repr, dates))} (convert to numbers, e.g. days since an epoch, to "
-                          "score them; they are still used by the stratifying trees)", UserWarning, stacklevel=2)
-            feats = [f for f in feats if f not in dates]
-        from ._data.hive import partition_keys
-
-        keys = [k for k in partition_keys(data, storage_options) if k in feats and k not in declared]
-        left_out.update({k: "hive partition key" for k in keys})
-        feats = [f for f in feats if f not in keys]
+    # columns and kinds: the request's one resolution
+    request = open_request(data, target, features, categorical=categorical, stratify_on=stratify_on,
+                           storage_options=storage_options, filters=filters)
+    declared = list(request.categorical)
+    feats, kinds = list(request.features), dict(request.kinds)
+    left_out: dict[str, str] = dict(request.left_out)
     if skip_unusable is None:
         skip_unusable = features is None
     if not feats:
         raise DataError("no features to score (features is empty, or the data has only the target)")
-    kinds = {}
-    for f in feats:
-        if f in declared or dkinds[f] == "categorical" or pd.api.types.is_bool_dtype(ddf_all.dtypes[f]):
-            kinds[f] = "categorical"
-        else:
-            kinds[f] = dkinds[f]
     msl_for = {f: (cat_min_samples_leaf if kinds[f] == "categorical" else min_samples_leaf) for f in feats}
 
     # passes 1 and 2
     n_sets = 1 + (n_trials if n_trials > 1 else 0)
     run = run_strat(
-        ddf_all, target, feats, stratify_on=stratify_on, kinds=kinds, min_samples_leaf=min_samples_leaf,
+        request, min_samples_leaf=min_samples_leaf,
         min_samples_leaf_for=msl_for, sample_size=sample_size, max_bins=max_bins, random_state=random_state,
         n_trials=n_trials if n_trials > 1 else 0, trial_fraction=trial_fraction, nan_as_level=nan_as_level,
-        tree_method=tree_method, progress=progress, storage_options=storage_options, filters=filters,
-        finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes}, dtypes={f: ddf_all.dtypes[f] for f in feats},
+        tree_method=tree_method, progress=progress,
+        finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes},
         skip_constant=feats if skip_unusable else ())
     if run.skipped:
         left_out.update(run.skipped)
         feats = [f for f in feats if f not in run.skipped]
     if left_out:
-        warnings.warn(skipped_note(left_out, len(feats)), UserWarning, stacklevel=2)
+        warnings.warn(left_out_note("importances", left_out, len(feats), "name them in features= to score them"),
+                      UserWarning, stacklevel=2)
     kinds = {f: run.kinds[f] for f in feats}
     timings = dict(getattr(run, "timings", None) or {})
     t0 = time.perf_counter()

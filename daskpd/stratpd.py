@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 from numbers import Integral
 
+from ._data.request import open_request
 from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, empty_curve_message
 from ._strat.pipeline import run_strat
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, TREE_METHODS
@@ -109,10 +110,10 @@ def stratpd(
     -------
     StratPDResult
     """
-    run = run_strat(data, target, [feature], stratify_on=features, expect_kind="numeric",
-                    min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
+    request = open_request(data, target, [feature], stratify_on=features, as_kind="numeric",
+                           storage_options=storage_options, filters=filters)
+    run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
                     tree_method=tree_method, random_state=random_state, progress=progress,
-                    storage_options=storage_options, filters=filters,
                     finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes})
     return driver_side(run, run.results[feature], min_slopes_per_x=min_slopes_per_x)
 

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import daskpd
-from daskpd.io import DataError, load
+from daskpd import DataError
+from daskpd._data.read import load
 from daskpd._data.lake import inspect_lake
 
 N = 3000
@@ -93,8 +94,13 @@ def test_number_and_boolean_do_not_mix(tmp_path):
 # ------------------------------------------------------------------ missing columns
 def test_column_missing_from_the_first_file_is_named_not_dropped(tmp_path):
     lake = lake3(tmp_path / "lake", drop=("x2", None, None))
-    for call in (lambda: daskpd.importances(str(lake), "y"),
+    # by default, a column added in later files is left out, with a note naming it
+    with pytest.warns(UserWarning, match=r"1 missing from some files \('x2'\)"):
+        t = daskpd.importances(str(lake), "y")
+    assert "x2" not in t.index and "x1" in t.index
+    for call in (lambda: daskpd.importances(str(lake), "y", features=["x1", "x2"]),
                  lambda: daskpd.stratpd(str(lake), "y", "x2"),
+                 lambda: daskpd.stratpd(str(lake), "y", "x1", features=["x2", "c"]),
                  lambda: load(str(lake))):
         with pytest.raises(DataError) as e:
             call()
@@ -105,6 +111,9 @@ def test_column_missing_from_the_first_file_is_named_not_dropped(tmp_path):
 def test_column_missing_from_a_later_file_is_named(tmp_path):
     lake = lake3(tmp_path / "lake", drop=(None, None, "x2"))
     with pytest.raises(DataError, match=r"column 'x2' is missing from 1 of the 3 parquet files: .*part-2\.parquet"):
+        daskpd.stratpd(str(lake), "y", "x2")
+    # the default stratifying columns leave it out, and say so
+    with pytest.warns(UserWarning, match=r"left out of the stratifying columns: 1 missing from some files \('x2'\)"):
         daskpd.stratpd(str(lake), "y", "x1")
     # not read: no error
     r = daskpd.stratpd(str(lake), "y", "x1", features=["c"])

@@ -76,7 +76,7 @@ def test_the_read_options_survive_repeated_reads(lake):
     """dask adds its own entries (one of them a closure that cannot be tokenized) to the
     ``arrow_to_pandas`` dict it is given: daskpd's options are passed as a copy, so the
     second read of a path in a process works and reads the same frame."""
-    from daskpd.io import ARROW_TO_PANDAS, load
+    from daskpd._data.read import ARROW_TO_PANDAS, load
 
     path, _ = lake
     first = load(path, ["y", "a", "c"]).compute()

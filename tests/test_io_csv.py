@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 
 import daskpd
-from daskpd.io import CsvSource, DataError, load
+from daskpd import DataError
+from daskpd._data.read import CsvSource, load
 
 
 def _csv(tmp_path, n=4000):
@@ -54,9 +55,9 @@ def test_job_spec_read_options(tmp_path):
                     '[source.read_options]\nblocksize = "20KB"\ndtype = {code = "str"}\n')
     s = load_spec(spec)
     assert s.source.read_options == {"blocksize": "20KB", "dtype": {"code": "str"}}
-    from daskpd.job.inputs import open_source
+    from daskpd.job.inputs import job_data, open_job_request
 
-    ddf = open_source(s, str(p))
+    ddf = open_job_request(s, job_data(s, str(p))).dataset.frame
     assert ddf.npartitions > 1
     assert ddf["code"].compute().eq("Z").sum() == 50
     bad = tmp_path / "bad.toml"

@@ -159,9 +159,10 @@ def test_lake_job_on_real_cluster_reads_only_needed_columns(dask_cluster, tmp_pa
     from daskpd.job.spec import load_spec
 
     spec = load_spec(REPO / "jobs" / "lake.toml")
-    ddf = jobrun.open_source(spec, spec.source.path)
-    feats, cats, _ = jobrun.plan_columns(spec, ddf)
-    reads, stack = [], [ddf[["SalePrice", *feats]].optimize(fuse=False).expr]
+    request = jobrun.open_job_request(spec, spec.source.path)
+    feats = request.features
+    ddf = request.dataset.frame
+    reads, stack = [], [request.project(["SalePrice", *feats]).optimize(fuse=False).expr]
     while stack:  # every expression, including those fused into FusedIO
         e = stack.pop()
         if isinstance(e, ReadParquet):

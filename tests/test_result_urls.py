@@ -50,7 +50,8 @@ def test_to_parquet_file_url_and_no_temp_file_on_failure(res, tmp_path):
 def test_fsspec_glob_syntax_in_full(tmp_path):
     import fsspec
 
-    from daskpd.io import DataError, load
+    from daskpd import DataError
+    from daskpd._data.read import load
 
     fs = fsspec.filesystem("memory")
     for i in range(4):

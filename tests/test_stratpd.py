@@ -97,7 +97,7 @@ def test_hive_partitioned_directory_and_column_pushdown(tmp_path):
     assert res.n_rows == 20_000
     assert res.params["stratified_on"] == ["YearMade", "ProductGroup"]
     # only the needed columns are read
-    from daskpd.io import load
+    from daskpd._data.read import load
 
     ddf = load(str(tmp_path / "hive"), ["SalePrice", "MachineHours"])
     assert list(ddf.columns) == ["SalePrice", "MachineHours"]
@@ -308,12 +308,13 @@ def test_finished_on_workers_equal_the_in_memory_kernels_and_warnings_reach_the_
     from distributed import Client, get_task_stream
 
     from daskpd._engine.plan import run_local
+    from daskpd._data.request import open_request
     from daskpd._strat.pipeline import run_strat
 
     df = Quadratic(random_state=4).frame(6_000)
     with Client(dask_cluster, timeout=30) as client:
         with get_task_stream(client) as ts:
-            run = run_strat(df, "y", ["x1", "x2"], finish_options={"min_slopes_per_x": 5})
+            run = run_strat(open_request(df, "y", ["x1", "x2"]), finish_options={"min_slopes_per_x": 5})
         with pytest.warns(UserWarning, match="min_slopes_per_x=100000"):
             empty = daskpd.stratpd(df, "y", "x1", min_slopes_per_x=100_000)
         cats = pd.DataFrame({"x": np.repeat(np.arange(6), 10), "y": np.repeat(np.arange(6.0), 10)})

@@ -19,22 +19,9 @@ import numba
 import numpy as np
 import pandas as pd
 
-__all__ = ["FeatureEncoder", "KeyCoder", "as_float", "kind_of", "column_kinds"]
+from .kinds import is_numeric_like, kind_of
 
-
-def kind_of(dtype) -> str:
-    """``numeric`` | ``datetime`` | ``categorical`` for a pandas dtype."""
-    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
-        if isinstance(dtype, pd.CategoricalDtype):
-            return "categorical"
-        return "numeric"
-    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
-        return "datetime"
-    return "categorical"
-
-
-def column_kinds(dtypes: pd.Series) -> dict[str, str]:
-    return {str(c): kind_of(t) for c, t in dtypes.items()}
+__all__ = ["FeatureEncoder", "KeyCoder", "as_float"]
 
 
 def as_float(values) -> np.ndarray:
@@ -72,7 +59,8 @@ class FeatureEncoder:
     @classmethod
     def fit(cls, sample: pd.DataFrame, columns: Sequence[str]) -> "FeatureEncoder":
         columns = [str(c) for c in columns]
-        kinds = column_kinds(sample[columns].dtypes)
+        # booleans read as 0/1 for the trees (a level unseen in the sample stays a number)
+        kinds = {c: "numeric" if is_numeric_like(t) else kind_of(t) for c, t in sample[columns].dtypes.items()}
         cats = {}
         for c in columns:
             if kinds[c] == "categorical":

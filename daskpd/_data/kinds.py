@@ -1,40 +1,76 @@
-"""Feature kinds: ``numeric`` or ``categorical`` per requested feature, from the dtypes.
+"""Column kinds: the one rule, used by every function and by the job runner.
 
-The dtype decides (:func:`daskpd._data.encode.kind_of`: ints, floats and bools are
-numeric; object, string and category are categorical); a caller may declare numeric
-columns categorical (e.g. integer codes).  A datetime feature is refused with one
-message, :func:`datetime_message`: a curve over time needs a number (or, for
-CatStratPD, labels) chosen by the user.
+A column's kind comes from its dtype (:func:`kind_of`):
+
+* ``numeric``: integers, unsigned integers, floats, decimals read as floats;
+* ``categorical``: strings, object, pandas ``category``, and **booleans**;
+* ``datetime``: datetimes (with or without a time zone) and timedeltas;
+* ``unsupported``: nested and binary types (struct, list, map, bytes, ...) -- never a
+  feature.
+
+Booleans are categorical because a two-level column has an effect, not a slope: its
+curve is the difference between the levels, and every measure taken from it
+(importance, impact, PD variance) must not depend on which level the column calls 1.
+As a numeric 0/1 curve, a flag that is true in 1% of the rows would score its
+count-weighted importance 99 times lower than the same flag stored negated.  A
+function that asks for a number by name (:func:`daskpd.stratpd` on a boolean) still
+reads it as 0/1.
+
+A caller may declare any column categorical (integer codes, say).  A datetime feature is
+refused with :func:`datetime_message`: a curve over time needs a number (days since an
+epoch, the year) or labels the user chooses.
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 import pandas as pd
+import pyarrow as pa
 
-from .._errors import DataError
-from ..io import check_columns
-from .encode import kind_of
 
-__all__ = ["resolve_kinds", "datetime_message"]
+__all__ = ["KINDS", "kind_of", "column_kinds", "is_numeric_like", "datetime_message",
+           "unsupported_message"]
+
+KINDS = ("numeric", "categorical")
+
+
+def _nested(t) -> bool:
+    """A nested or binary arrow type (None: not known)."""
+    if t is None:
+        return False
+    return (pa.types.is_nested(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            or pa.types.is_fixed_size_binary(t))
+
+
+def kind_of(dtype, arrow_type=None) -> str:
+    """``numeric`` | ``categorical`` | ``datetime`` | ``unsupported`` for a pandas dtype
+    (the rule in the module docstring); ``arrow_type``, the type the files store when
+    known, tells a nested column (read as object) from a column of strings."""
+    if _nested(arrow_type if arrow_type is not None else getattr(dtype, "pyarrow_dtype", None)):
+        return "unsupported"
+    if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(dtype):
+        return "categorical"
+    if pd.api.types.is_numeric_dtype(dtype):
+        return "numeric"
+    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
+        return "datetime"
+    return "categorical"
+
+
+def is_numeric_like(dtype) -> bool:
+    """Numbers and booleans: the columns that read as float64 (bools as 0/1)."""
+    return kind_of(dtype) == "numeric" or pd.api.types.is_bool_dtype(dtype)
+
+
+def column_kinds(dtypes: pd.Series) -> dict[str, str]:
+    return {str(c): kind_of(t) for c, t in dtypes.items()}
 
 
 def datetime_message(feature: str, dtype) -> str:
-    return (f"feature {feature!r} is a datetime ({dtype}); convert it to a number first "
-            "(e.g. days since an epoch, or the year)")
+    """The one wording for a datetime feature."""
+    return (f"feature {feature!r} is a datetime ({dtype}); convert it first: to a number (days since an epoch, the "
+            "year) for a curve, or to labels (the year, .dt.strftime) for categories; or leave it out of the features")
 
 
-def resolve_kinds(dtypes: pd.Series, features: Sequence[str], categorical=None) -> dict[str, str]:
-    """``{feature: "numeric" | "categorical"}``; ``categorical`` lists columns to treat as
-    categorical whatever their dtype (each must exist); datetimes are refused."""
-    cats = set()
-    if categorical is not None:
-        cats = {str(c) for c in categorical}
-        check_columns(list(dtypes.index), sorted(cats), source="data (categorical_features)")
-    kinds = {}
-    for f in features:
-        k = kind_of(dtypes[f])
-        if k == "datetime":
-            raise DataError(datetime_message(f, dtypes[f]))
-        kinds[f] = "categorical" if f in cats else k
-    return kinds
+def unsupported_message(column: str, dtype, role: str = "feature") -> str:
+    """The one wording for a nested or binary column asked for as a feature (or ``role``)."""
+    return (f"{role} {column!r} has type {dtype}, which is not a number, a category or a date (a nested or binary "
+            f"column cannot be a {role}); extract a scalar column from it, or leave it out")

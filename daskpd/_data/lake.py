@@ -4,7 +4,7 @@ One pass over the files' footers (metadata only: a few KB a file, read in parall
 before the data is opened:
 
 * **damaged files** -- empty (0 bytes), truncated, not parquet, corrupt footer -- are a
-  :class:`~daskpd.io.DataError` naming the file and what is wrong with it;
+  :class:`~daskpd.DataError` naming the file and what is wrong with it;
 * **the schema is reconciled across the files**: a column missing from some files, or
   stored with types that do not go together (an integer in some files and a string in
   others, a number and a boolean, two time zones, ...), is a ``DataError`` naming the
@@ -38,6 +38,8 @@ from typing import Sequence
 
 import pyarrow as pa
 
+from .._errors import DataError
+
 __all__ = ["FileFooter", "LakeSchema", "list_parquet_files", "read_footers", "reconcile", "inspect_lake",
            "damage_of"]
 
@@ -48,11 +50,6 @@ _CACHE: "OrderedDict[tuple, FileFooter]" = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 100_000  # footers (a few KB each)
 
-
-def _error(msg: str):
-    from ..io import DataError
-
-    return DataError(msg)
 
 
 def _short(names: Sequence[str], limit: int = 5) -> str:
@@ -84,6 +81,9 @@ class LakeSchema:
     types: dict[str, pa.DataType]  # column -> reconciled type (columns of the files, first-seen order)
     widened: dict[str, dict] = field(default_factory=dict)  # column -> {"to": type, "from": {type: n_files}}
     display: dict[str, str] = field(default_factory=dict)  # file path -> how error messages name it
+    #: columns outside those checked that do not agree across the files: column -> why
+    #: (only with ``survey=True``; such a column fails when it is read)
+    conflicts: dict[str, str] = field(default_factory=dict)
 
     @property
     def num_rows(self) -> int:
@@ -200,7 +200,7 @@ def read_footers(fs, files: list[tuple[str, int, str]], display=None) -> list[Fi
         first = "; ".join(f"{display(p)} {what}" for p, what in bad[:3])
         more = f" (and {len(bad) - 3} more damaged files)" if len(bad) > 3 else ""
         n = len(bad)
-        raise _error(f"damaged parquet file{'s' if n > 1 else ''}: {first}{more}; "
+        raise DataError(f"damaged parquet file{'s' if n > 1 else ''}: {first}{more}; "
                      f"{'remove or rewrite it' if n == 1 else 'remove or rewrite them'} (no data was computed)")
     return out  # type: ignore[return-value]
 
@@ -268,9 +268,38 @@ def index_columns(schema: pa.Schema) -> set[str]:
     return out
 
 
-def reconcile(footers: list[FileFooter], columns: Sequence[str] | None = None, display=None) -> LakeSchema:
+def _agree(c: str, by_type: dict, footers: list[FileFooter], display):
+    """``(type, widening or None)`` of column ``c`` held as ``by_type`` ({type: [paths]});
+    a DataError when a file lacks it or its types do not go together."""
+    n = len(footers)
+    have = sum(len(v) for v in by_type.values())
+    if have < n:
+        present = {p for v in by_type.values() for p in v}
+        missing = [f.path for f in footers if f.path not in present]
+        raise DataError(
+            f"column {c!r} is missing from {len(missing)} of the {n} parquet files: "
+            f"{_short([display(p) for p in missing])} (it is in {_short([display(p) for p in sorted(present)], 3)}); "
+            "every file of a dataset must hold the columns that are read -- rewrite those files, or leave the "
+            "column out (exclude it, or list the columns to read)")
+    if len(by_type) == 1:
+        return next(iter(by_type)), None
+    to = _widen(list(by_type))
+    if to is None:
+        parts = "; ".join(f"{t} in {_short([display(p) for p in ps], 3)}"
+                          for t, ps in sorted(by_type.items(), key=lambda kv: -len(kv[1])))
+        raise DataError(
+            f"column {c!r} has incompatible types across the parquet files: {parts}. Its values would not "
+            "compare equal from one file to another (e.g. the integer 3 and the string '3' would be two "
+            "categories); rewrite the files with one type for the column")
+    return to, {"to": str(to), "from": {str(t): len(ps) for t, ps in by_type.items()}}
+
+
+def reconcile(footers: list[FileFooter], columns: Sequence[str] | None = None, display=None,
+              survey: bool = False) -> LakeSchema:
     """Check that ``columns`` (default: every column of any file) are in every file with
-    types that go together; return the reconciled schema (``DataError`` otherwise)."""
+    types that go together; return the reconciled schema (``DataError`` otherwise).
+    ``survey``: every other column is reconciled too, without raising: its widened type
+    goes to ``types`` and what is wrong with it to ``conflicts``."""
     display = display or (lambda p: p)
     order: dict[str, None] = {}
     per_col: dict[str, dict[pa.DataType, list[str]]] = {}
@@ -282,46 +311,36 @@ def reconcile(footers: list[FileFooter], columns: Sequence[str] | None = None, d
             order.setdefault(fld.name, None)
             per_col.setdefault(fld.name, {}).setdefault(fld.type, []).append(f.path)
     check = list(order) if columns is None else [c for c in dict.fromkeys(map(str, columns)) if c in order]
+    check_set = set(check)
     types: dict[str, pa.DataType] = {}
     widened: dict[str, dict] = {}
+    conflicts: dict[str, str] = {}
     n = len(footers)
     for c in order:
-        by_type = per_col[c]
-        have = sum(len(v) for v in by_type.values())
-        if c not in check:
+        if c not in check_set and not survey:
             continue
-        if have < n:
-            present = {p for v in by_type.values() for p in v}
-            missing = [f.path for f in footers if f.path not in present]
-            raise _error(
-                f"column {c!r} is missing from {len(missing)} of the {n} parquet files: "
-                f"{_short([display(p) for p in missing])} (it is in {_short([display(p) for p in sorted(present)], 3)}); "
-                "every file of a dataset must hold the columns that are read -- rewrite those files, or leave the "
-                "column out (exclude it, or list the columns to read)")
-        if len(by_type) == 1:
-            types[c] = next(iter(by_type))
+        try:
+            types[c], widening = _agree(c, per_col[c], footers, display)
+        except DataError as exc:
+            if c in check_set:
+                raise
+            conflicts[c] = str(exc)
             continue
-        to = _widen(list(by_type))
-        if to is None:
-            parts = "; ".join(f"{t} in {_short([display(p) for p in ps], 3)}"
-                              for t, ps in sorted(by_type.items(), key=lambda kv: -len(kv[1])))
-            raise _error(
-                f"column {c!r} has incompatible types across the parquet files: {parts}. Its values would not "
-                "compare equal from one file to another (e.g. the integer 3 and the string '3' would be two "
-                "categories); rewrite the files with one type for the column")
-        types[c] = to
-        widened[c] = {"to": str(to), "from": {str(t): len(ps) for t, ps in by_type.items()}}
+        if widening is not None and c in check_set:
+            widened[c] = widening
     for c in order:
         types.setdefault(c, next(iter(per_col[c])))
     if widened:
         log.info("parquet columns widened to one type across the files: %s",
                  "; ".join(f"{c}: {w['from']} -> {w['to']}" for c, w in widened.items()))
-    return LakeSchema(files=list(footers), types=types, widened=widened)
+    return LakeSchema(files=list(footers), types=types, widened=widened, conflicts=conflicts)
 
 
-def inspect_lake(path, columns: Sequence[str] | None = None, storage_options: dict | None = None) -> LakeSchema:
+def inspect_lake(path, columns: Sequence[str] | None = None, storage_options: dict | None = None,
+                 survey: bool = False) -> LakeSchema:
     """List a parquet source's files (``path``: a file, directory, glob or URL, or a list
-    of them), read their footers and reconcile ``columns`` (all when None)."""
+    of them), read their footers and reconcile ``columns`` (all when None; see
+    :func:`reconcile` for ``survey``)."""
     paths = [os.fspath(p) for p in path] if isinstance(path, (list, tuple)) else [os.fspath(path)]
     fs = None
     files: list = []
@@ -329,7 +348,7 @@ def inspect_lake(path, columns: Sequence[str] | None = None, storage_options: di
     for p in paths:
         fs, fl = list_parquet_files(p, storage_options)
         if not fl:
-            raise _error(f"data path {p!r} holds no parquet files")
+            raise DataError(f"data path {p!r} holds no parquet files")
         files += fl
         shows.append(_displayer(p, fs, fl))
 
@@ -345,8 +364,8 @@ def inspect_lake(path, columns: Sequence[str] | None = None, storage_options: di
         names = list(f.schema.names)
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})
-            raise _error(f"parquet file {display(f.path)} has duplicate column names: {', '.join(map(repr, dup))}")
-    lake = reconcile(footers, columns, display)
+            raise DataError(f"parquet file {display(f.path)} has duplicate column names: {', '.join(map(repr, dup))}")
+    lake = reconcile(footers, columns, display, survey)
     lake.display = {f.path: display(f.path) for f in footers}
     return lake
 
@@ -468,7 +487,7 @@ def check_content(path, lake: LakeSchema, features: Sequence[str], filters=None,
     label = label or repr(path)
     features = [str(f) for f in features]
     if not filters and lake.num_rows == 0:
-        raise _error(f"{label} has no rows")
+        raise DataError(f"{label} has no rows")
     unknown = features if filters else [f for f in features if _stats_distinct(lake, f) is not True]
     if not filters and not unknown:
         return {}
@@ -506,7 +525,7 @@ def check_content(path, lake: LakeSchema, features: Sequence[str], filters=None,
         if not open_cols and rows:
             break
     if rows == 0:
-        raise _error(f"{label} has no rows" + (" left after source.filters" if filters else ""))
+        raise DataError(f"{label} has no rows" + (" left after source.filters" if filters else ""))
     left_out = {}
     for c in unknown:
         if c in open_cols:
@@ -514,8 +533,8 @@ def check_content(path, lake: LakeSchema, features: Sequence[str], filters=None,
                 left_out[c] = "empty" if c not in firsts else "constant"
                 continue
             if c not in firsts:
-                raise _error(f"feature {c!r} has no non-missing values (in the {rows:,} rows read)")
-            raise _error(f"feature {c!r} is constant (every row holds {firsts[c]!r}); its partial dependence is "
+                raise DataError(f"feature {c!r} has no non-missing values (in the {rows:,} rows read)")
+            raise DataError(f"feature {c!r} is constant (every row holds {firsts[c]!r}); its partial dependence is "
                          "undefined -- list it in 'exclude'")
     return left_out
 
@@ -535,7 +554,7 @@ def unreadable_file(path, lake: LakeSchema, columns: Sequence[str] | None, stora
             with fs.open(f.path, "rb") as fh:
                 pq.ParquetFile(fh).read(columns=cols)
         except (OSError, pa.ArrowException, ValueError, EOFError) as exc:
-            return _error(f"damaged parquet file: {lake.display.get(f.path, f.path)} cannot be read "
+            return DataError(f"damaged parquet file: {lake.display.get(f.path, f.path)} cannot be read "
                           f"({type(exc).__name__}: {_printable(exc)}); its footer is intact, so a data page "
                           "is damaged -- remove or rewrite it")
     return None
@@ -556,7 +575,7 @@ def damaged_files_named(data, storage_options=None, columns=None):
             raise
         where = repr(os.fspath(getattr(data, "path", data))) if isinstance(data, (str, os.PathLike)) or hasattr(
             data, "path") else "the CSV data"
-        raise _error(f"the CSV file(s) {where} change type part-way (dask guessed each column's type from the "
+        raise DataError(f"the CSV file(s) {where} change type part-way (dask guessed each column's type from the "
                      f"first block): {' '.join(str(exc).split())}  Pass the types with daskpd.read_csv(path, dtype={{...}}) as data "
                      "(or source.read_options in a job spec).") from None
     except OSError as exc:

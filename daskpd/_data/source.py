@@ -1,22 +1,28 @@
-"""Any input -> one :class:`Dataset`: the schema read once, the needed columns projected once.
+"""Any input -> one :class:`Dataset`: opened once, its schema known, columns projected.
 
-A request opens its input once (:func:`open_dataset`): a parquet path, glob, directory
-or URL is opened with ONE ``dask.dataframe.read_parquet`` call (:func:`daskpd.io.load`),
-which reads the schema; everything the request needs to know before computing (column
-names, dtypes) comes from that, and the columns it reads are selected from the same
-lazy frame (:meth:`Dataset.project`; dask pushes the selection into the parquet reader).
-A pandas DataFrame is not copied: only the projected columns become a dask DataFrame.
+A request opens its input once (:func:`open_dataset`): a parquet source is listed, every
+file's footer is read (:mod:`daskpd._data.lake`) and ONE lazy
+``dask.dataframe.read_parquet`` frame is made of it.  Everything the request needs to
+know before computing (column names, dtypes, kinds, the hive keys) comes from that, and
+the columns it reads are selected from the same frame (:meth:`Dataset.project`; dask
+pushes the selection into the parquet reader, and only the columns read must agree
+across the files).  A pandas DataFrame is not copied: only the projected columns become
+a dask DataFrame.
 """
 from __future__ import annotations
 
 import os
 from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
-from ..io import CHUNK_ROWS, check_columns, load
+from .hive import partition_keys
+from .kinds import kind_of
+from .lake import pandas_dtype
+from .read import CHUNK_ROWS, check_columns, open_frame, project
 
-__all__ = ["Dataset", "open_dataset", "spread_chunk_rows", "source_label"]
+__all__ = ["Dataset", "open_dataset", "spread_chunk_rows"]
 
 
 def spread_chunk_rows(n_rows: int) -> int:
@@ -26,18 +32,29 @@ def spread_chunk_rows(n_rows: int) -> int:
 
 
 class Dataset:
-    """One opened input: its columns and dtypes, and :meth:`project` to the needed columns.
+    """One opened input: its columns, dtypes and kinds, and :meth:`project`.
 
     ``frame`` is the pandas DataFrame (in-memory input) or the lazy dask DataFrame of all
-    columns (any other input).  ``label`` names the input in error messages.
+    columns (any other input); ``lake`` the parquet files' footers, or None; ``label``
+    names the input in error messages; ``hive_keys`` are the ``key=value`` directory
+    names of a parquet lake.
     """
 
-    def __init__(self, frame, label: str = "data", *, spread: bool = False):
+    def __init__(self, frame, label: str = "data", *, lake=None, hive_keys: Sequence[str] = (),
+                 spread: bool = False):
         self.frame = frame
+        self.lake = lake
         self.label = label
+        self.hive_keys = [k for k in hive_keys if k in set(map(str, frame.columns))]
         self.spread = spread  # pandas input: partitions sized to use every core
         dtypes = frame.dtypes.copy()
         dtypes.index = [str(c) for c in dtypes.index]
+        if lake is not None:
+            # the type every file's values widen to (dask's meta is the first file's), and
+            # the columns the first file lacks (they cannot be read: lake.conflicts says why)
+            known = {c: pandas_dtype(t, fallback=dtypes.get(c, np.dtype(object))) if c not in lake.conflicts
+                     else dtypes.get(c, np.dtype(object)) for c, t in lake.types.items()}
+            dtypes = pd.Series({**known, **{c: t for c, t in dtypes.items() if c not in known}}, dtype=object)
         self.dtypes: pd.Series = dtypes
         self.columns: list[str] = list(dtypes.index)
 
@@ -45,8 +62,24 @@ class Dataset:
     def is_pandas(self) -> bool:
         return isinstance(self.frame, pd.DataFrame)
 
+    def kind(self, column: str) -> str:
+        """The column's kind (:func:`daskpd._data.kinds.kind_of`), from its stored type
+        when the files say more than the dtype (a nested parquet column reads as object)."""
+        return kind_of(self.dtypes[column], None if self.lake is None else self.lake.types.get(column))
+
+    def type_name(self, column: str) -> str:
+        """The column's type as messages name it: the files' type when known."""
+        if self.lake is not None and column in self.lake.types:
+            return str(self.lake.types[column])
+        return str(self.dtypes[column])
+
+    def conflict(self, column: str) -> str | None:
+        """Why ``column`` cannot be read (missing from some files, types that do not go
+        together), or None."""
+        return None if self.lake is None else self.lake.conflicts.get(column)
+
     def check(self, columns: Sequence[str], what: str = "") -> None:
-        """:class:`~daskpd.io.DataError` naming every column of ``columns`` the input lacks."""
+        """:class:`~daskpd.DataError` naming every column of ``columns`` the input lacks."""
         check_columns(self.columns, columns, source=self.label + (f" ({what})" if what else ""))
 
     def with_column(self, name: str, values) -> "Dataset":
@@ -54,27 +87,15 @@ class Dataset:
         return Dataset(self.frame.assign(**{name: values}), self.label, spread=self.spread)
 
     def project(self, columns: Sequence[str] | None):
-        """The dask DataFrame of ``columns`` (all if None), without reading the input again."""
-        if self.is_pandas:
-            chunk = spread_chunk_rows(len(self.frame)) if self.spread else CHUNK_ROWS
-            return load(self.frame, columns, chunk_rows=chunk)
-        return load(self.frame, columns)
-
-
-def source_label(data) -> str:
-    """How error messages name an input: its path, or "data"."""
-    if isinstance(data, Dataset):
-        return data.label
-    return repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data"
+        """The dask DataFrame of ``columns`` (all if None), without opening the input again."""
+        chunk = spread_chunk_rows(len(self.frame)) if self.is_pandas and self.spread else CHUNK_ROWS
+        return project(self.frame, self.lake, columns, label=self.label, chunk_rows=chunk)
 
 
 def open_dataset(data, *, storage_options=None, filters=None, spread: bool = False) -> Dataset:
     """Open ``data`` once (see the module docstring); a :class:`Dataset` is returned as is."""
     if isinstance(data, Dataset):
         return data
-    if isinstance(data, pd.DataFrame):
-        if len(data.columns) != len(set(map(str, data.columns))):
-            load(data, None)  # raises the duplicate-columns DataError
-        return Dataset(data, "data", spread=spread)
-    return Dataset(load(data, None, storage_options=storage_options, filters=filters), source_label(data),
-                   spread=spread)
+    frame, lake, label = open_frame(data, storage_options=storage_options, filters=filters)
+    keys = partition_keys(data, storage_options) if lake is not None else []
+    return Dataset(frame, label, lake=lake, hive_keys=keys, spread=spread)

@@ -23,18 +23,16 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .._data.encode import FeatureEncoder, KeyCoder, as_float, column_kinds
-from .._data.kinds import datetime_message
-from .._data.source import source_label
+from .._data.encode import FeatureEncoder, KeyCoder, as_float
+from .._data.request import Request
 from .._engine import hashing, memory, scheduler
 from .._engine.hashing import Sample, SampleJob
 from .._engine.plan import Job, Kept, build_pass, run_pass
 from .._errors import DataError
-from ..io import check_columns, load
 from .scan import FeatureScan, StratScan, groups_at_map, index_dtype, leaf_numbering
 from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_tree
 
-__all__ = ["StratRun", "run_strat", "resolve_columns", "NUMERIC_VALUES_CAP", "CATEGORY_LEVELS_CAP"]
+__all__ = ["StratRun", "run_strat", "NUMERIC_VALUES_CAP", "CATEGORY_LEVELS_CAP"]
 
 #: the sample pass merges its partials 8 at a time: they are exact (bottom-k rows, capped
 #: distinct sets, min/max), so the tree's shape cannot change a bit, and every partial
@@ -61,31 +59,6 @@ class StratRun:
     @property
     def sample_rows(self) -> int:
         return len(self.sample)
-
-
-def resolve_columns(data, target: str, features: Sequence[str] | None, storage_options=None, filters=None,
-                    also: Sequence[str] | None = ()):
-    """The lazily-opened dataset and the feature list (default: all but target).  The
-    dataset holds every column when ``features`` or ``also`` is None, else the target,
-    ``features`` and ``also``: for a parquet path, only the columns read must agree
-    across the files (an opened Dataset was checked when it was opened)."""
-    if not isinstance(target, str):
-        raise DataError(f"target must be a column name (str); got {target!r}")
-    want = None
-    if features is not None and also is not None:
-        want = [target, *([features] if isinstance(features, str) else map(str, features)), *map(str, also)]
-    ddf = load(data, want, storage_options=storage_options, filters=filters)
-    cols = [str(c) for c in ddf.columns]
-    source = source_label(data)
-    check_columns(cols, [target], source=source)
-    if features is None:
-        features = [c for c in cols if c != target]
-    else:
-        if isinstance(features, str):
-            features = [features]
-        features = [str(f) for f in features]
-        check_columns(cols, features, source=source)
-    return ddf, list(dict.fromkeys(features))
 
 
 class TargetRange(Job):
@@ -279,30 +252,23 @@ def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int,
 
 
 def run_strat(
-    data,
-    target: str,
-    features: Sequence[str],
+    request: Request,
     *,
-    stratify_on: Sequence[str] | None = None,
-    kinds: dict[str, str] | None = None,
     min_samples_leaf: int = 15,
     sample_size: int = 200_000,
     max_bins: int | None = 1000,
     random_state: int = 0,
     n_trials: int = 0,
     nan_as_level: bool = False,
-    expect_kind: str | None = None,
     min_samples_leaf_for: dict[str, int] | None = None,
     trial_fraction: float | None = None,
     tree_method: str = DEFAULT_TREE_METHOD,
     progress=None,
-    storage_options=None,
-    filters=None,
     finish_options: dict | None = None,
-    dtypes: dict | None = None,
     skip_constant: Sequence[str] = (),
 ) -> StratRun:
-    """Run the pipeline for ``features`` (each stratified on ``stratify_on`` minus itself).
+    """Run the pipeline for the request's features (each stratified on the request's
+    stratifying columns minus itself; :func:`daskpd._data.request.open_request`).
 
     Every feature's result (StratPDResult for a numeric feature, CatStratPDResult for a
     categorical one) is finished next to its merged sums and returned in
@@ -314,29 +280,13 @@ def run_strat(
     """
     # The parameters were validated by the public function (daskpd._validation).
     min_samples_leaf_for = {str(f): int(v) for f, v in (min_samples_leaf_for or {}).items()}
-    features = [str(f) for f in features]
+    target, features, kinds = request.target, list(request.features), dict(request.kinds)
     if not features:
         raise DataError("no features to compute")
-    if target in features:
-        raise DataError(f"feature {target!r} is the target; partial dependence of a column on itself is meaningless")
-    ddf_all, strat_cols = resolve_columns(data, target, stratify_on, storage_options, filters, also=features)
-    strat_cols = [c for c in strat_cols if c != target]
-    columns = list(dict.fromkeys([target, *features, *strat_cols]))
-    check_columns(ddf_all.columns, features,
-                  source=source_label(data))
-    ddf = load(ddf_all, columns)
-    dkinds = column_kinds(ddf.dtypes)
-    if dkinds[target] != "numeric":
-        raise DataError(f"target {target!r} must be numeric; it has dtype {ddf.dtypes[target]}")
-    kinds = {**{f: dkinds[f] for f in features}, **(kinds or {})}
-    for f in features:
-        if expect_kind == "numeric" and kinds[f] == "categorical":
-            raise DataError(
-                f"feature {f!r} is categorical (dtype {ddf.dtypes[f]}); StratPD needs a numeric feature. "
-                f"Use daskpd.catstratpd(data, {target!r}, {f!r}) for categorical features.")
-        if kinds[f] == "datetime":
-            raise DataError(datetime_message(f, ddf.dtypes[f]))
-    dtypes = {f: ddf.dtypes[f] for f in features} if dtypes is None else dtypes
+    strat_cols = list(request.stratify_on)
+    columns = request.read_columns()
+    ddf = request.project(columns)
+    dtypes = {f: ddf.dtypes[f] for f in features}
 
     # pass 1: the sample, the row count, the features' distinct values
     t0 = time.perf_counter()

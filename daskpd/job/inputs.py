@@ -8,20 +8,18 @@ import contextlib
 import hashlib
 import json
 import os
-import warnings
 from pathlib import Path
 
-import pandas as pd
 
+from .._data.read import read_csv
+from .._data.request import Request, open_request
 from .._errors import DataError
-from .._data.encode import kind_of
-from ..io import load
 from .spec import JobSpec, SpecError
 from .store import check_free_space, clean_stale, rmtree
 
-__all__ = ["synthetic_path", "make_generator", "ensure_synthetic", "apply_filters", "open_source", "lake_columns",
-           "schema_stats", "damaged_pages_named", "hive_columns", "plan_columns", "fingerprint", "load_model",
-           "model_inputs", "prepare_model", "log_line"]
+__all__ = ["synthetic_path", "make_generator", "ensure_synthetic", "job_data", "open_job_request",
+           "categorical_features", "schema_stats", "damaged_pages_named", "fingerprint", "load_model", "model_inputs",
+           "prepare_model", "log_line"]
 
 
 def log_line(stream, msg: str) -> None:
@@ -82,94 +80,52 @@ def ensure_synthetic(spec: JobSpec, out_root: Path, log) -> Path:
     return path
 
 
-def apply_filters(ddf, filters):
-    """Row-wise DNF filters on a dask DataFrame (CSV sources; parquet pushes them down)."""
-    import operator
-
-    ops = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
-           ">=": operator.ge}
-    any_mask = None
-    for group in filters:
-        all_mask = None
-        for col, op, val in group:
-            s = ddf[col]
-            if op == "in":
-                m = s.isin(list(val))
-            elif op == "not in":
-                m = ~s.isin(list(val))
-            else:
-                m = ops[op](s, val)
-            all_mask = m if all_mask is None else (all_mask & m)
-        any_mask = all_mask if any_mask is None else (any_mask | all_mask)
-    return ddf[any_mask]
-
-
-def open_source(spec: JobSpec, data_path: str):
-    """A lazy dask DataFrame of the source (all columns, filters applied)."""
-    src = spec.source
-    filters = src.filters
-    if src.is_csv:
-        import dask.dataframe as dd
-
-        if "://" not in data_path and not any(c in data_path for c in "*?[") and not os.path.exists(data_path):
-            raise DataError(f"data path {data_path!r} does not exist")
-        try:
-            opts = {"blocksize": "64MB", **(src.read_options or {})}
-            ddf = dd.read_csv(data_path, storage_options=src.storage_options or None, **opts)
-        except (OSError, ValueError, TypeError) as exc:
-            raise DataError(f"could not read CSV data from {data_path!r}: {type(exc).__name__}: {exc}") from exc
-        if filters:
-            fcols = sorted({c for g in filters for c, _, _ in g})
-            load(ddf, fcols)  # names missing filter columns
-            ddf = apply_filters(ddf, filters)
-        return ddf
-    # the footers of every file are read and the schema of the columns the run reads is
-    # reconciled across the files (daskpd._data.lake): damaged files, type drift and
-    # missing columns are named here, before anything is computed or written
-    lake, read = lake_columns(spec, data_path)
-    if filters:
-        fcols = sorted({c for g in filters for c, _, _ in g})
-        hive = hive_columns(data_path)
-        missing = [c for c in fcols if c not in set(lake.types) | hive]
-        if missing:
-            raise DataError(f"key 'source.filters': column{'s' if len(missing) > 1 else ''} "
-                            f"{', '.join(map(repr, missing))} not found in {data_path}; available columns: "
-                            f"{', '.join(map(str, lake.types))}")
-    # every column stays in the frame (dask reads only those used); the ones read must agree
-    return load(data_path, None, storage_options=src.storage_options or None, filters=filters, agree=read)
-
-
-def lake_columns(spec: JobSpec, data_path: str):
-    """(the lake's footers, the columns the run reads or None for all).  Columns the run
-    does not read (``exclude``, or outside ``source.columns`` / ``features``) need not
-    agree across the files; a model-based run reads every column."""
-    from .._data.lake import inspect_lake
-
-    so = spec.source.storage_options or None
-    lake = inspect_lake(data_path, [], so)  # footers (damage) and the columns of the files
-    if spec.model_based:
-        return lake, None
-    if spec.source.columns is not None:
-        base = list(spec.source.columns)
-    elif spec.features is not None:
-        base = list(spec.features)
-    else:
-        base = [c for c in lake.types if c not in set(spec.exclude)]
-    fcols = [c for g in (spec.source.filters or []) for c, _, _ in g]
-    read = list(dict.fromkeys([spec.target, *base, *fcols]))
-    return lake, read
-
-
-def schema_stats(spec: JobSpec, data_path: str) -> dict:
-    """For the manifest: the number of parquet files and the columns widened to one type
-    across them (footers are cached: no second read)."""
+def job_data(spec: JobSpec, data_path: str):
+    """The job's ``data`` as the library takes it: CSV with its reader options, or the path."""
     if spec.source.is_csv:
-        return {}
-    from .._data.lake import inspect_lake
+        return read_csv(data_path, **(spec.source.read_options or {}))
+    return data_path
 
-    _, read = lake_columns(spec, data_path)
-    lake = inspect_lake(data_path, read, spec.source.storage_options or None)
-    return {"parquet_files": len(lake.files), "rows_in_files": lake.num_rows, "widened": lake.widened}
+
+def open_job_request(spec: JobSpec, data) -> Request:
+    """The job's request, resolved once (:func:`daskpd._data.request.open_request`): the
+    input opened (every parquet footer read; damaged files, and type drift in the columns
+    read, named before anything is computed or written), the features (``features``, or
+    every column but the target, ``exclude`` and those left out with a reason), their
+    kinds (``categorical`` declared).  ``data``: the source path, or a frame (a synthetic
+    source's first rows)."""
+    request = open_request(data, spec.target, None if spec.features is None else list(spec.features),
+                           categorical=list(spec.categorical) or None, exclude=spec.exclude,
+                           columns=None if spec.source.columns is None else list(spec.source.columns),
+                           model_free=False, storage_options=spec.source.storage_options or None,
+                           filters=spec.source.filters or None,
+                           names={k: f"key {k!r}" for k in ("categorical", "exclude")} | {"columns": "key 'source.columns'"})
+    if not request.features:
+        raise DataError(f"no features: the data has only the target column {spec.target!r}"
+                        + (f" and columns left out of the default features ({', '.join(request.left_out)})"
+                           if request.left_out else ""))
+    undeclared = [c for c in spec.categorical if c not in request.features]
+    if undeclared:
+        raise DataError(f"key 'categorical': {', '.join(map(repr, undeclared))} "
+                        f"{'is' if len(undeclared) == 1 else 'are'} not among the features "
+                        f"({', '.join(request.features)})")
+    return request
+
+
+def categorical_features(request: Request) -> list[str]:
+    return [f for f in request.features if request.kinds[f] == "categorical"]
+
+
+def schema_stats(request: Request) -> dict:
+    """For the manifest: the number of parquet files and the columns read that were
+    widened to one type across them (footers are cached: no second read)."""
+    lake = request.dataset.lake
+    if lake is None:
+        return {}
+    from .._data.lake import reconcile
+
+    read = reconcile(lake.files, request.read_columns(), lake.display.get)
+    return {"parquet_files": len(lake.files), "rows_in_files": lake.num_rows, "widened": read.widened}
 
 
 @contextlib.contextmanager
@@ -189,70 +145,6 @@ def damaged_pages_named(spec: JobSpec, data_path: str, columns):
         if err is None:
             raise
         raise err from None
-
-
-def hive_columns(path: str) -> set[str]:
-    if "://" in path or not os.path.isdir(path):
-        return set()
-    cols = set()
-    for _, dirs, _ in os.walk(path):
-        for d in dirs:
-            if "=" in d:
-                cols.add(d.split("=", 1)[0])
-    return cols
-
-
-def plan_columns(spec: JobSpec, ddf) -> tuple[list[str], list[str], dict[str, str]]:
-    """(features, categorical features, kinds) after defaults, declarations and checks."""
-    cols = [str(c) for c in ddf.columns]
-    if spec.source.columns is not None:
-        load(ddf, list(spec.source.columns))  # names the missing ones
-        cols = list(spec.source.columns)
-    if spec.target not in cols:
-        load(ddf, [spec.target])
-    if spec.features is not None:
-        feats = list(spec.features)
-        load(ddf, feats)
-    else:
-        missing_excl = [c for c in spec.exclude if c not in cols]
-        if missing_excl:
-            raise DataError(f"key 'exclude': column{'s' if len(missing_excl) > 1 else ''} "
-                            f"{', '.join(map(repr, missing_excl))} not found in the data; available columns: "
-                            f"{', '.join(cols)}")
-        feats = [c for c in cols if c != spec.target and c not in spec.exclude]
-        if not spec.source.synthetic and spec.source.path:
-            # hive partition keys (sale_year=2011/ directories) are where a file lies, not features
-            from .._data.hive import partition_keys
-
-            keys = [k for k in partition_keys(spec.source.path, spec.source.storage_options)
-                    if k in feats and k not in spec.categorical]
-            if keys:
-                warnings.warn(f"job {spec.name!r}: {len(keys)} hive partition key{'s' if len(keys) > 1 else ''} "
-                              f"({', '.join(map(repr, keys))}) left out of the default features; list "
-                              f"{'them' if len(keys) > 1 else 'it'} in 'features' to use "
-                              f"{'them' if len(keys) > 1 else 'it'}", UserWarning, stacklevel=2)
-                feats = [c for c in feats if c not in keys]
-    if not feats:
-        raise DataError(f"no features: the data has only the target column {spec.target!r}")
-    undeclared = [c for c in spec.categorical if c not in feats]
-    if undeclared:
-        raise DataError(f"key 'categorical': {', '.join(map(repr, undeclared))} "
-                        f"{'is' if len(undeclared) == 1 else 'are'} not among the features ({', '.join(feats)})")
-    dtypes = ddf.dtypes
-    kinds = {c: kind_of(dtypes[c]) for c in [spec.target, *feats]}
-    if kinds[spec.target] != "numeric":
-        raise DataError(f"target {spec.target!r} must be numeric; it has dtype {dtypes[spec.target]}")
-    for c in feats:
-        # declared ones, and booleans (two levels: a category effect, not a slope)
-        if c in spec.categorical or pd.api.types.is_bool_dtype(dtypes[c]):
-            kinds[c] = "categorical"
-    dt = [c for c in feats if kinds[c] == "datetime"]
-    if dt:
-        raise DataError(f"feature{'s' if len(dt) > 1 else ''} {', '.join(map(repr, dt))} "
-                        f"{'is a' if len(dt) == 1 else 'are'} datetime column{'s' if len(dt) > 1 else ''}; convert "
-                        "to a number first (e.g. the year) or list it in 'exclude'")
-    cats = [c for c in feats if kinds[c] == "categorical"]
-    return feats, cats, kinds
 
 
 # ------------------------------------------------------------------ fingerprint
@@ -341,7 +233,7 @@ def load_model(spec: JobSpec):
         raise DataError(f"{label} could not be loaded: {type(exc).__name__}: {exc}") from None
 
 
-def model_inputs(spec: JobSpec, model, ddf, feats) -> tuple[list[str], list[str]]:
+def model_inputs(spec: JobSpec, model, request: Request, feats) -> tuple[list[str], list[str]]:
     """(the model's input columns, the features to explain)."""
     names = getattr(model, "feature_names_in_", None)
     if names is not None:
@@ -354,7 +246,7 @@ def model_inputs(spec: JobSpec, model, ddf, feats) -> tuple[list[str], list[str]
     else:
         raise DataError(f"model file {spec.model.path!r}: the model does not record its input columns "
                         "(no feature_names_in_: fitted on an array?); list them, in order, in model.columns")
-    load(ddf, inputs)  # names any the data lacks
+    request.dataset.check(inputs, "the model's input columns")
     mfeats = list(spec.model.features) if spec.model.features is not None else [f for f in feats if f in inputs]
     not_inputs = [f for f in mfeats if f not in inputs]
     if not_inputs:
@@ -366,13 +258,13 @@ def model_inputs(spec: JobSpec, model, ddf, feats) -> tuple[list[str], list[str]
     return inputs, mfeats
 
 
-def prepare_model(spec: JobSpec, ddf, feats, stats: dict):
+def prepare_model(spec: JobSpec, request: Request, stats: dict):
     """Load and check the model before any computing: (model, inputs, features to explain)."""
     model = load_model(spec)
     stats["model_type"] = f"{type(model).__module__}.{type(model).__qualname__}"
     if not any(hasattr(model, m) for m in ("predict", "predict_proba", "decision_function")):
         raise DataError(f"model file {spec.model.path!r} holds a {type(model).__name__}, which has no predict method")
-    inputs, mfeats = model_inputs(spec, model, ddf, feats)
+    inputs, mfeats = model_inputs(spec, model, request, request.features)
     stats["model_inputs"] = inputs
     stats["model_features"] = mfeats
     return model, inputs, mfeats

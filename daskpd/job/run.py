@@ -27,17 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import DataError
-from ..io import load
+from .._data.request import left_out_note
 from ..results.base import dump_json
 from . import execute, inputs, outputs, store
 from .execute import RunResult
-from .inputs import fingerprint, load_model, log_line, open_source, plan_columns, prepare_model
+from .inputs import fingerprint, load_model, log_line, open_job_request, prepare_model
 from .outputs import CURVE_COLUMNS, IMPORTANCE_COLUMNS, curves_frame, importances_frame
 from .spec import JobSpec, check_name, load_spec
 from .store import JobTerminated, clean_stale, default_run_id, list_runs
 
 __all__ = ["run_job", "JobTerminated", "RunResult", "list_runs", "CURVE_COLUMNS", "IMPORTANCE_COLUMNS",
-           "DEFAULT_OUTPUT", "open_source", "plan_columns", "prepare_model", "load_model", "fingerprint",
+           "DEFAULT_OUTPUT", "open_job_request", "prepare_model", "load_model", "fingerprint",
            "clean_stale", "default_run_id", "dump_json", "curves_frame", "importances_frame"]
 
 #: default output root when neither --output nor output.dir is given (relative to the cwd)
@@ -99,20 +99,22 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             t0 = time.perf_counter()
             if spec.source.synthetic:
                 gen = inputs.make_generator(spec)
-                inputs.plan_columns(spec, load(gen.frame(16)))  # names and kinds, before writing the dataset
+                inputs.open_job_request(spec, gen.frame(16))  # names and kinds, before writing the dataset
                 for p in (out_root, out_root / ".cache"):
                     if not p.exists():
                         created.append(p)
                 data_path = str(inputs.ensure_synthetic(spec, out_root, log))
             else:
                 data_path = spec.source.path
-            ddf_all = inputs.open_source(spec, data_path)
-            stats["input_schema"] = inputs.schema_stats(spec, data_path)
-            feats, cats, kinds = inputs.plan_columns(spec, ddf_all)
+            request = inputs.open_job_request(spec, inputs.job_data(spec, data_path))
+            stats["input_schema"] = inputs.schema_stats(request)
+            feats, cats = list(request.features), inputs.categorical_features(request)
+            kinds = {spec.target: "numeric", **request.kinds}
+            if request.left_out:
+                stats["skipped_features"] = dict(request.left_out)
             needed = list(dict.fromkeys([spec.target, *feats]))
-            ddf = ddf_all[needed]
             if spec.model_based:
-                model, model_inputs, model_feats = inputs.prepare_model(spec, ddf_all, feats, stats)
+                model, model_inputs, model_feats = inputs.prepare_model(spec, request, stats)
             timings["open"] = time.perf_counter() - t0
 
             # ---- the run's temporary directory: from here on a kill leaves only this,
@@ -158,17 +160,16 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     inputs.damaged_pages_named(spec, data_path, needed):
                 if spec.model_free:
                     t0 = time.perf_counter()
-                    execute.model_free(spec, ddf, feats, cats, progress, res, stats)
-                    if stats.get("skipped_features"):
-                        from ..importance import skipped_note
-
-                        n = len(feats) - len(stats["skipped_features"])
-                        log_line(log, "daskpd: note: " + skipped_note(stats["skipped_features"], n).replace(
-                            "features=", "the spec's 'features'"))
+                    execute.model_free(spec, request.dataset, feats, cats, progress, res, stats)
                     timings["model_free"] = time.perf_counter() - t0
+                if stats.get("skipped_features"):
+                    skipped = stats["skipped_features"]
+                    log_line(log, "daskpd: note: " + left_out_note(f"job {spec.name!r}", skipped,
+                                                                   len(feats) - len(set(skipped) & set(feats)),
+                                                                   "list them in 'features' to use them"))
                 if spec.model_based:
                     t0 = time.perf_counter()
-                    execute.model_based(spec, ddf_all, model, model_inputs, model_feats, cats, progress, res)
+                    execute.model_based(spec, request.dataset, model, model_inputs, model_feats, cats, progress, res)
                     stats["model_phases"] = res.phases
                     timings["model_based"] = time.perf_counter() - t0
 

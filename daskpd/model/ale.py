@@ -38,6 +38,7 @@ import pandas as pd
 from .._validation import NO_VALIDATION, POSITIVE_INT, validate_params
 from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
+from .._data.kinds import is_numeric_like, kind_of
 from ..results import CurveResult
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
@@ -371,14 +372,12 @@ def ale_summary_kinds(run, features, order: dict):
             if not (isinstance(dt, pd.CategoricalDtype) and dt.ordered):
                 need_order.append(f)
     others = {}
-    from .._data.encode import kind_of
-
     for f in need_order:
         for c in pred.columns:
             if c != f and c not in others:
-                others[c] = "categorical" if (c in kinds and kinds[c] == "categorical") else kind_of(run.dtypes[c])
-                if others[c] == "datetime":
-                    others[c] = "numeric"
+                # a distance between rows: numbers (bools as 0/1, dates as ns) or levels
+                numeric = is_numeric_like(run.dtypes[c]) or kind_of(run.dtypes[c]) == "datetime"
+                others[c] = "categorical" if (c in kinds and kinds[c] == "categorical") or not numeric else "numeric"
     want = {f: kinds[f] for f in features}
     for c, k in others.items():
         want.setdefault(c, k)

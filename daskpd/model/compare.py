@@ -25,7 +25,7 @@ from numbers import Integral
 
 from .._validation import NO_VALIDATION, POSITIVE_INT, Interval, Percentiles, validate_params
 from .._errors import DataError, InvalidParameterError
-from .._data.encode import kind_of
+from .._data.request import open_request
 from ..results import Result
 from .._engine.stats import mquantile_ranks, summarize
 from .grids import pd_grid
@@ -203,8 +203,8 @@ def compare(
                             storage_options=storage_options, filters=filters)
     if run.kinds[feature] != "numeric":
         raise DataError(f"feature {feature!r} is categorical; the comparison figure is for numeric features")
-    if target is not None and kind_of(run.dtypes[target]) != "numeric":
-        raise DataError(f"target {target!r} must be numeric; it has dtype {run.dtypes[target]}")
+    if target is not None:
+        open_request(ds, target, [], model_free=False)  # the target: a numeric column
     sums = summarize(run.ddf, {feature: "numeric"}, progress=progress)
     s = sums[feature]
     if s.n == 0:

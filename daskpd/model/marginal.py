@@ -25,9 +25,9 @@ import pandas as pd
 
 from .._validation import NO_VALIDATION, POSITIVE_INT, StrOptions, validate_params
 from .._errors import DataError, InvalidParameterError
-from .._data.encode import as_float, kind_of
+from .._data.encode import as_float
 from ..results import CurveResult
-from .._data.kinds import resolve_kinds
+from .._data.request import open_request
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks
 from .passes import Plan, run_jobs
@@ -296,8 +296,6 @@ def marginal(
             raise InvalidParameterError(f"feature {target!r} is the target")
     ds, wcol = check_weight(sample_weight, ds)
     dtypes = ds.dtypes
-    if target is not None and kind_of(dtypes[target]) != "numeric":
-        raise DataError(f"target {target!r} must be numeric; it has dtype {dtypes[target]}")
     pred = None
     if model is not None:
         # the weight may be a model input, the target never is
@@ -306,7 +304,7 @@ def marginal(
                                  target_class=target_class, engine="predict")
     elif response != "auto" or target_class is not None or columns is not None:
         raise InvalidParameterError("parameters response, target_class and columns apply only with model=")
-    kinds = resolve_kinds(dtypes, feats, categorical_features)
+    kinds = open_request(ds, target, feats, categorical=categorical_features, model_free=False).kinds
     cols = list(dict.fromkeys([*feats, *([target] if target else []), *([wcol] if wcol else []),
                                *(pred.columns if pred else [])]))
     ddf = ds.project(cols)

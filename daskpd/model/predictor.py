@@ -17,9 +17,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .._data.encode import as_float, kind_of
+from .._data.encode import as_float
+from .._data.kinds import is_numeric_like, kind_of
 from .._errors import DataError, InvalidParameterError
-from ..io import check_columns
+from .._data.read import check_columns
 from ..results.base import json_clean
 from .tree_engine import tree_ensemble_for
 
@@ -279,7 +280,8 @@ def resolve_predictor(model, available: Sequence[str], dtypes: pd.Series | None 
 
     as_frame = is_function or names is not None or not _is_sklearn_estimator(model)
     if not as_frame and dtypes is not None:
-        bad = [c for c in columns if c in dtypes.index and kind_of(dtypes[c]) == "categorical"]
+        bad = [c for c in columns if c in dtypes.index and kind_of(dtypes[c]) == "categorical"
+               and not is_numeric_like(dtypes[c])]  # booleans are 0/1 to a model
         if bad:
             raise DataError(f"column{'s' if len(bad) > 1 else ''} {bad} are not numeric, but the model was fitted "
                             "on a numeric array (no feature_names_in_); fit it on a DataFrame or encode them")
@@ -342,7 +344,7 @@ def resolve_predictor(model, available: Sequence[str], dtypes: pd.Series | None 
 
     tree = None
     if engine != "predict" and not is_function:
-        numeric_ok = dtypes is None or all(kind_of(dtypes[c]) == "numeric" for c in columns if c in dtypes.index)
+        numeric_ok = dtypes is None or all(is_numeric_like(dtypes[c]) for c in columns if c in dtypes.index)
         tree = tree_ensemble_for(model, method, column, negate, classifier) if numeric_ok else None
         if engine == "tree" and tree is None:
             raise DataError(f"engine='tree' needs a scikit-learn tree model (decision tree, random forest, extra "

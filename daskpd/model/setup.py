@@ -16,7 +16,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .._data.kinds import resolve_kinds
+from .._data.request import open_request
+from .._data.kinds import is_numeric_like
 from .._data.source import Dataset, open_dataset
 from .._errors import DataError, InvalidParameterError
 from .._validation import (IO_CONSTRAINTS, NO_VALIDATION, POSITIVE_INT, ArrayLike, ArrayOrColumn, ColumnNames,
@@ -160,8 +161,8 @@ def prepare_model_run(model, data, features: Sequence[str], *, columns=None, res
         if missing:
             raise DataError(f"feature{'s' if len(missing) > 1 else ''} {missing} not among the model's input columns "
                             f"{pred.columns}")
-    kinds = resolve_kinds(dtypes, list(features), categorical_features)
-    if wcol is not None and not (pd.api.types.is_numeric_dtype(dtypes[wcol]) or pd.api.types.is_bool_dtype(dtypes[wcol])):
+    kinds = open_request(ds, None, list(features), categorical=categorical_features, model_free=False).kinds
+    if wcol is not None and not is_numeric_like(dtypes[wcol]):
         raise DataError(f"sample_weight column {wcol!r} is not numeric (dtype {dtypes[wcol]})")
     cols = list(dict.fromkeys([*pred.columns, *features, *([wcol] if wcol else []), *extra_columns]))
     return ModelRun(ds.project(cols), pred, kinds, wcol, dtypes, ds)

@@ -1,0 +1,222 @@
+"""One request's input, resolved once: :func:`open_request`.
+
+Every public function and the job runner go through it.  It opens the input once
+(:func:`daskpd._data.source.open_dataset`), then decides, with one set of rules and one
+wording for each error:
+
+* the **target**: a column, numeric (or boolean, read as 0/1);
+* the **features**: the ones named (each must exist; a datetime, nested or binary
+  feature is an error naming it), or by default every column but the target and those
+  excluded, less the columns no curve can be drawn over, each left out with its reason
+  (:attr:`Request.left_out`): datetimes, nested and binary columns, the hive partition
+  keys of a parquet lake (where a file lies, not a property of its rows), and columns
+  missing from some of the lake's files (a column added later);
+* their **kinds**, by the one rule of :mod:`daskpd._data.kinds` (declared categorical
+  columns are categorical whatever their dtype);
+* the **stratifying columns** of a model-free request: the ones named, or every column
+  but the target and those excluded, less nested, binary and partly missing columns.
+
+A column whose types differ across a lake's files is an error when it is read, named
+with the files that hold each type; columns that are not read are never inspected beyond
+their type.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .._errors import DataError, InvalidParameterError
+from .kinds import datetime_message, is_numeric_like, kind_of, unsupported_message
+from .read import short_list
+from .source import Dataset, open_dataset
+
+__all__ = ["Request", "open_request", "left_out_note"]
+
+
+@dataclass
+class Request:
+    """A resolved request: see the module docstring."""
+
+    dataset: Dataset
+    target: str | None
+    features: list[str]
+    kinds: dict[str, str]  # feature -> "numeric" | "categorical"
+    categorical: list[str]  # the columns declared categorical
+    stratify_on: list[str] | None  # model-free requests: the stratifying columns
+    left_out: dict[str, str] = field(default_factory=dict)  # default features left out: column -> why
+    defaulted: bool = False  # the features are the default set
+
+    @property
+    def label(self) -> str:
+        return self.dataset.label
+
+    @property
+    def dtypes(self):
+        return self.dataset.dtypes
+
+    def read_columns(self, *extra: str) -> list[str]:
+        """The columns a model-free run reads: target, features, stratifying columns, ``extra``."""
+        cols = [self.target, *self.features, *(self.stratify_on or ()), *extra]
+        return list(dict.fromkeys(c for c in cols if c is not None))
+
+    def project(self, columns: Sequence[str] | None = None):
+        """The dask DataFrame of ``columns`` (default: :meth:`read_columns`)."""
+        return self.dataset.project(self.read_columns() if columns is None else columns)
+
+
+def _names(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
+
+
+def _missing(dataset: Dataset, names: Sequence[str], what: str) -> None:
+    missing = [c for c in names if c not in set(dataset.columns)]
+    if missing:
+        raise DataError(f"{what} names column{'s' if len(missing) > 1 else ''} {short_list(map(repr, missing))} "
+                        f"not found in {dataset.label}; available columns: {short_list(dataset.columns)}")
+
+
+def _readable(dataset: Dataset, names: Sequence[str]) -> None:
+    """A DataError for the first of ``names`` that cannot be read from every file."""
+    for c in names:
+        conflict = dataset.conflict(c)
+        if conflict is not None:
+            raise DataError(conflict)
+
+
+def _usable(dataset: Dataset, column: str) -> str | None:
+    """Why ``column`` cannot stratify or be a default feature, or None."""
+    if dataset.kind(column) == "unsupported":
+        return "nested or binary"
+    conflict = dataset.conflict(column)
+    if conflict is not None:
+        if " is missing from " in conflict:
+            return "missing from some files"
+        raise DataError(conflict)  # types that differ across the files: never read past that
+    return None
+
+
+def open_request(data, target: str | None = None, features=None, *, categorical=None, stratify_on=None,
+                 exclude: Sequence[str] = (), columns: Sequence[str] | None = None, as_kind: str | None = None,
+                 model_free: bool = True, storage_options=None, filters=None, spread: bool = False,
+                 names: dict | None = None) -> Request:
+    """Open ``data`` and resolve the request (see the module docstring).
+
+    ``features``: a column name or a list of them, or None for the default set;
+    ``categorical``: columns declared categorical; ``stratify_on``: the stratifying
+    columns (None: the default set; only when ``model_free``); ``exclude``: columns
+    left out of the default sets; ``columns``: the only columns the request may use;
+    ``as_kind``: the kind a method needs ("numeric": StratPD, which reads a boolean as
+    0/1; "categorical": CatStratPD, which takes any value as a level); ``spread``: a
+    pandas frame is cut into enough partitions for every core; ``names``: how messages
+    name the parameters (default ``parameter categorical``, ...; a job names its keys).
+    """
+    names = {k: f"parameter {k}" for k in ("categorical", "exclude", "columns", "stratify_on")} | dict(names or {})
+    if target is not None and not isinstance(target, str):
+        raise DataError(f"target must be a column name (str); got {target!r}")
+    ds = open_dataset(data, storage_options=storage_options, filters=filters, spread=spread)
+    available = list(ds.columns)
+    if columns is not None:
+        columns = _names(columns)
+        _missing(ds, columns, names["columns"])
+        available = [c for c in available if c in set(columns)]
+    if target is not None:
+        ds.check([target])
+        _readable(ds, [target])
+        if not is_numeric_like(ds.dtypes[target]):
+            raise DataError(f"target {target!r} must be numeric; it has dtype {ds.dtypes[target]}")
+    declared = _names(categorical)
+    _missing(ds, declared, names["categorical"])
+    if target is not None and target in declared:
+        raise InvalidParameterError(f"{names['categorical']} names the target {target!r}; the target must be numeric")
+    exclude = _names(exclude)
+    _missing(ds, exclude, names["exclude"])
+
+    left_out: dict[str, str] = {}
+    defaulted = features is None
+    if defaulted:
+        feats = []
+        for c in available:
+            if c == target or c in exclude:
+                continue
+            why = _usable(ds, c)
+            if why is None and c not in declared:
+                if ds.kind(c) == "datetime":
+                    why = "datetime"
+                elif c in ds.hive_keys:
+                    why = "hive partition key"
+            if why is None:
+                feats.append(c)
+            else:
+                left_out[c] = why
+    else:
+        feats = list(dict.fromkeys(_names(features)))
+        ds.check(feats)
+        _readable(ds, feats)
+        if target is not None and target in feats:
+            raise InvalidParameterError(f"feature {target!r} is the target; partial dependence of a column on "
+                                        "itself is meaningless")
+
+    kinds = {}
+    for f in feats:
+        kind = "categorical" if f in declared else ds.kind(f)
+        if kind == "datetime":
+            raise DataError(datetime_message(f, ds.dtypes[f]))
+        if kind == "unsupported":
+            raise DataError(unsupported_message(f, ds.type_name(f)))
+        if as_kind == "numeric":
+            if f in declared or not is_numeric_like(ds.dtypes[f]):
+                raise DataError(f"feature {f!r} is categorical (dtype {ds.dtypes[f]}); StratPD needs a numeric "
+                                f"feature. Use daskpd.catstratpd(data, target={target!r}, feature={f!r}) for "
+                                "categorical features.")
+            kind = "numeric"  # StratPD asked for by name: a boolean is 0/1
+        elif as_kind == "categorical":
+            kind = "categorical"
+        kinds[f] = kind
+
+    strat = None
+    if model_free:
+        if stratify_on is None:
+            strat, unusable = [], {}
+            for c in available:
+                if c == target or c in exclude:
+                    continue
+                why = _usable(ds, c)
+                if why is None:
+                    strat.append(c)
+                elif c not in left_out:  # the default features' note names it already
+                    unusable[c] = why
+            if unusable:
+                warnings.warn(left_out_note("daskpd", unusable, len(strat), "name the stratifying columns to use "
+                                            "them").replace("default features", "stratifying columns"),
+                              UserWarning, stacklevel=3)
+        else:
+            strat = list(dict.fromkeys(_names(stratify_on)))
+            _missing(ds, strat, names["stratify_on"])
+            _readable(ds, strat)
+            for c in strat:
+                if ds.kind(c) == "unsupported":
+                    raise DataError(unsupported_message(c, ds.type_name(c), role="stratifying column"))
+            strat = [c for c in strat if c != target]
+    return Request(dataset=ds, target=target, features=feats, kinds=kinds, categorical=declared, stratify_on=strat,
+                   left_out=left_out, defaulted=defaulted)
+
+
+def left_out_note(who: str, left_out: dict, n_used: int, hint: str = "name them in features= to use them") -> str:
+    """"importances: 3 of 52 columns left out of the default features: 2 constant ('a',
+    'b'); 1 hive partition key ('sale_year'); name them in features= to use them"."""
+    why: dict[str, list] = {}
+    for f, w in left_out.items():
+        why.setdefault(w, []).append(f)
+    parts = [f"{len(fs)} {w if len(fs) == 1 else _plural(w)} ({', '.join(map(repr, fs[:10]))}"
+             f"{', ...' if len(fs) > 10 else ''})" for w, fs in why.items()]
+    return (f"{who}: {len(left_out)} of {len(left_out) + n_used} columns left out of the default features: "
+            f"{'; '.join(parts)}; {hint}")
+
+
+def _plural(why: str) -> str:
+    return why.replace("key", "keys") if why.endswith("key") else why

@@ -1,0 +1,77 @@
+"""Lakes as writers leave them: thousands of small files, nested columns beside the
+numbers, columns added in later files."""
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import daskpd
+from daskpd import DataError
+from daskpd._data.read import load
+
+
+def _frame(n, seed):
+    rng = np.random.default_rng(seed)
+    x1, x2 = rng.uniform(0, 10, n), rng.integers(0, 5, n)
+    return pd.DataFrame({"x1": x1, "x2": x2, "y": 2.0 * x1 + x2 + rng.normal(scale=0.1, size=n)})
+
+
+def test_thousands_of_small_files_read_like_one(tmp_path):
+    """dask hands one ``arrow_to_pandas`` dict to every partition of a read; each
+    partition's types mapper used to wrap the last one (RecursionError past ~1,000
+    files in a process).  1,500 files of 40 rows: read in one process, same rows."""
+    df = _frame(60_000, 0)
+    root = tmp_path / "lake"
+    root.mkdir()
+    for i in range(1_500):
+        pq.write_table(pa.Table.from_pandas(df.iloc[i * 40:(i + 1) * 40], preserve_index=False),
+                       root / f"part-{i:05d}.parquet")
+    got = load(str(root), ["x1", "x2", "y"]).compute(scheduler="sync")
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), df)
+    imp = daskpd.importances(str(root), "y")
+    ref = daskpd.importances(df, "y")
+    pd.testing.assert_frame_equal(imp, ref)
+
+
+@pytest.fixture
+def nested_lake(tmp_path):
+    df = _frame(3_000, 1)
+    n = len(df)
+    t = pa.Table.from_pandas(df, preserve_index=False)
+    t = t.append_column("event", pa.array([{"a": i, "b": str(i)} for i in range(n)]))
+    t = t.append_column("tags", pa.array([[i, i + 1] for i in range(n)]))
+    t = t.append_column("blob", pa.array([b"\x00\x01"] * n))
+    t = t.append_column("props", pa.array([[("k", i)] for i in range(n)], type=pa.map_(pa.string(), pa.int64())))
+    root = tmp_path / "nested"
+    root.mkdir()
+    pq.write_table(t.slice(0, n // 2), root / "a.parquet")
+    pq.write_table(t.slice(n // 2), root / "b.parquet")
+    return root, df
+
+
+def test_nested_and_binary_columns_never_break_a_run(nested_lake):
+    root, df = nested_lake
+    plain = daskpd.stratpd(df, "y", "x1")
+    with pytest.warns(UserWarning, match=r"left out of the stratifying columns: 4 nested or binary"):
+        r = daskpd.stratpd(str(root), "y", "x1")
+    np.testing.assert_array_equal(r.pd, plain.pd)
+    with pytest.warns(UserWarning, match=r"importances: 4 of 6 columns left out of the default features: 4 nested "
+                                         r"or binary \('event', 'tags', 'blob', 'props'\)"):
+        t = daskpd.importances(str(root), "y")
+    pd.testing.assert_frame_equal(t, daskpd.importances(df, "y"))
+    t2 = daskpd.importances(str(root), "y", features=["x1", "x2"], stratify_on=["x1", "x2"])
+    pd.testing.assert_frame_equal(t2, t)
+
+
+@pytest.mark.parametrize("column, kind", [("event", "struct"), ("tags", "list"), ("blob", "binary"),
+                                          ("props", "map")])
+def test_a_nested_column_asked_for_is_named(nested_lake, column, kind):
+    root, _ = nested_lake
+    for call in (lambda: daskpd.stratpd(str(root), "y", column),
+                 lambda: daskpd.catstratpd(str(root), "y", column),
+                 lambda: daskpd.importances(str(root), "y", features=["x1", column])):
+        with pytest.raises(DataError, match=rf"feature '{column}' has type {kind}.*cannot be a feature"):
+            call()
+    with pytest.raises(DataError, match=rf"stratifying column '{column}' has type {kind}"):
+        daskpd.stratpd(str(root), "y", "x1", features=["x2", column])
