@@ -231,9 +231,25 @@ def float_matrix(df: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
     return X
 
 
+def fitted_estimator(model):
+    """The estimator that predicts: a dask-ml wrapper (``ParallelPostFit``,
+    ``Incremental``) gives its fitted scikit-learn estimator, so that a tree model
+    trained through dask-ml gets the exact tree engine and every model its own
+    response methods.  dask-ml's ``predict`` on a pandas partition is the inner
+    estimator's ``predict``; daskpd maps it over the partitions itself."""
+    if type(model).__module__.startswith("dask_ml.wrappers"):
+        inner = getattr(model, "estimator_", None)  # Incremental: the partial-fitted clone
+        if inner is None:
+            inner = getattr(model, "estimator", None)  # ParallelPostFit: fitted in place
+        if inner is not None:
+            return inner
+    return model
+
+
 def resolve_predictor(model, available: Sequence[str], dtypes: pd.Series | None = None, *, columns=None,
                       response="auto", target_class=None, engine: str = "auto") -> Predictor:
     """Validate ``model`` / ``columns`` / ``response`` / ``target_class`` up front."""
+    model = fitted_estimator(model)
     has = {m: callable(getattr(model, m, None)) for m in ("predict", "predict_proba", "decision_function")}
     is_function = callable(model) and not any(has.values())
     if not is_function and not any(has.values()):
