@@ -71,14 +71,20 @@ def test_recursion_and_aliases_equal_sklearn_defaults(models, data):
     X, _, _ = data
     m = models["reg"]
     sk = sk_pd(m, X, ["a"], custom_values={"a": [-1.0, 0.0, 1.0]})  # sklearn's default: auto -> recursion
-    ours = daskpd.partial_dependence(m, X, "a", custom_values={"a": [-1.0, 0.0, 1.0]}, method="auto",
-                                     response_method="auto")
+    with pytest.warns(FutureWarning, match=r"custom_values is deprecated .* removed in daskpd 0\.3\.0; pass grid="):
+        with pytest.warns(FutureWarning, match=r"response_method is deprecated .* pass response="):
+            ours = daskpd.partial_dependence(m, X, "a", custom_values={"a": [-1.0, 0.0, 1.0]}, method="auto",
+                                             response_method="auto")
     assert ours.method == "recursion"
     _assert_same_bunch(ours, sk)
+    _assert_same_bunch(daskpd.partial_dependence(m, X, "a", grid={"a": [-1.0, 0.0, 1.0]}, method="auto"), sk)
     sk = sk_pd(models["clf3"], X, ["a"], method="brute", response_method="decision_function", grid_resolution=5)
-    ours = daskpd.partial_dependence(models["clf3"], X, "a", method="brute", response_method="decision_function",
-                                     grid_resolution=5)
+    with pytest.warns(FutureWarning, match="response_method is deprecated"):
+        ours = daskpd.partial_dependence(models["clf3"], X, "a", method="brute", response_method="decision_function",
+                                         grid_resolution=5)
     _assert_same_bunch(ours, sk)
+    _assert_same_bunch(daskpd.partial_dependence(models["clf3"], X, "a", method="brute", response="decision_function",
+                                                 grid_resolution=5), sk)
     with pytest.raises(InvalidParameterError, match="disagree"):
         daskpd.partial_dependence(m, X, "a", response="predict", response_method="predict_proba")
     with pytest.raises(InvalidParameterError, match="either grid or custom_values"):

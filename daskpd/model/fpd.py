@@ -44,6 +44,11 @@ __all__ = ["partial_dependence", "PDResult", "PDJob", "cell_assignments", "curve
            "use_tree", "pd_results", "resolve_pd_method", "recursion_average", "PDResults", "OutputsJob"]
 
 
+#: the warning of a deprecated parameter name (one name per parameter across the package)
+ALIAS_MESSAGE = ("partial_dependence: parameter {old} is deprecated and will be removed in daskpd 0.3.0; "
+                 "pass {new}= (the name every model-based function uses)")
+
+
 # ---------------------------------------------------------------------------------
 # result
 
@@ -573,7 +578,6 @@ def partial_dependence(
     grid : dict {feature: values} or array, optional
         Custom grid values (an array is accepted when a single feature is requested);
         overrides ``grid_resolution`` and ``percentiles`` for that feature.
-        ``custom_values`` (scikit-learn's name) is an alias.
     method : {"brute", "recursion", "auto"}, default "brute"
         ``brute`` averages the predictions over ``data``; ``recursion`` delegates to
         scikit-learn's tree recursion (averages over the training data; tree models
@@ -587,7 +591,6 @@ def partial_dependence(
         average of the predictions (brute only; the individual curves are unweighted).
     response : {"auto", "predict", "predict_proba", "decision_function"}
         ``auto``: ``predict_proba`` for classifiers, ``predict`` otherwise.
-        ``response_method`` (scikit-learn's name) is an alias.
     target_class : optional
         Class whose probability/decision is explained (default: the positive class
         ``classes_[1]`` of a binary classifier; for a multi-class classifier, every class,
@@ -613,7 +616,8 @@ def partial_dependence(
     storage_options, filters
         Passed to ``dask.dataframe.read_parquet`` for path inputs.
     response_method, custom_values
-        scikit-learn's names for ``response`` and ``grid``.
+        Deprecated names of ``response`` and ``grid`` (scikit-learn's); they warn
+        (``FutureWarning``) and are removed in daskpd 0.3.0.
 
     Returns
     -------
@@ -627,12 +631,14 @@ def partial_dependence(
         if response not in ("auto", response_method):
             raise InvalidParameterError(f"partial_dependence: parameters response={response!r} and "
                                         f"response_method={response_method!r} disagree; response_method is "
-                                        "scikit-learn's name for response, pass one")
+                                        "the deprecated name of response, pass response only")
+        warnings.warn(ALIAS_MESSAGE.format(old="response_method", new="response"), FutureWarning, stacklevel=3)
         response = response_method
     if custom_values is not None:
         if grid is not None:
-            raise InvalidParameterError("partial_dependence: pass either grid or custom_values (scikit-learn's "
-                                        "name for grid), not both")
+            raise InvalidParameterError("partial_dependence: pass either grid or custom_values (the deprecated name "
+                                        "of grid), not both")
+        warnings.warn(ALIAS_MESSAGE.format(old="custom_values", new="grid"), FutureWarning, stacklevel=3)
         grid = custom_values
     if kind != "average" and method == "recursion":
         raise InvalidParameterError(f"partial_dependence: kind={kind!r} needs every row's predictions; "
