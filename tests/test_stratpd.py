@@ -270,8 +270,17 @@ def test_result_frame_parquet_and_plot(tmp_path, quad_small):
 
     assert b"daskpd" in pq.read_schema(p).metadata
     ax = res.plot()
+    # what is drawn: the curve through the result's supported points, its axis labels
+    xs, ys = ax.lines[0].get_data()
+    ok = res.supported & np.isfinite(res.pd)
+    np.testing.assert_allclose(np.asarray(ys, dtype=float), res.pd[ok])
+    np.testing.assert_allclose(np.asarray(xs, dtype=float), res.x[ok])
+    assert ax.get_xlabel() == "x1"
     ax.figure.savefig(tmp_path / "c.png")
-    assert (tmp_path / "c.png").stat().st_size > 5000
+    import matplotlib.image
+
+    img = matplotlib.image.imread(tmp_path / "c.png")
+    assert img.shape[0] > 100 and img.shape[1] > 100 and img[..., :3].std() > 0.05  # a picture, not a blank
     assert "x1" in res.summary() and "StratPDResult" in repr(res)
 
 
