@@ -1,58 +1,71 @@
 """daskpd: partial dependence on Dask, for tables too large for one machine.
 
 Model-free: :func:`stratpd` (numeric features), :func:`catstratpd` (categorical
-features), :func:`importances` (every feature, one scan).  Model-based:
-:func:`partial_dependence` (Friedman PD, brute or tree recursion), :func:`ice`,
-:func:`pd_variance`, :func:`marginal`, :func:`ale`.
+features), :func:`importances` and :func:`strat_curves_and_importances` (every feature,
+one scan).  Model-based: :func:`partial_dependence` (Friedman PD, brute or tree
+recursion), :func:`ice`, :func:`pd_variance`, :func:`marginal`, :func:`ale`,
+:func:`compare`.  Input: :func:`read_csv` (CSV with reader options); any function also
+takes a pandas or dask DataFrame or a parquet path, glob, directory or URL.
 
-Every function takes a pandas DataFrame, a dask DataFrame, or a parquet path/glob/URL,
-runs on the current ``distributed.Client`` if there is one (else dask's threads), and
-returns a small result object (``to_frame()``, ``to_parquet()``, ``plot()``).
-Submodules are imported on first use, so ``import daskpd`` is cheap.
+Every function runs on the current ``distributed.Client`` if there is one (else dask's
+threads) and returns a small result object (``to_frame()``, ``to_parquet()``,
+``plot()``).  The implementation modules are private; the names below are the API.
+They are imported on first use, so ``import daskpd`` is cheap.
 """
 from __future__ import annotations
 
 import importlib
-import importlib.util
 
 __version__ = "0.1.0"
 
+#: public name -> the private module that defines it
 _API = {
-    "stratpd": "daskpd.stratpd",
-    "catstratpd": "daskpd.catstratpd",
-    "importances": "daskpd.importance",
+    # model-free
+    "stratpd": "daskpd._stratpd",
+    "catstratpd": "daskpd._catstratpd",
+    "importances": "daskpd._importance",
+    "strat_curves_and_importances": "daskpd._importance",
+    # model-based
     "partial_dependence": "daskpd.model.fpd",
     "ice": "daskpd.model.ice",
     "ale": "daskpd.model.ale",
     "marginal": "daskpd.model.marginal",
     "pd_variance": "daskpd.model.variance",
     "compare": "daskpd.model.compare",
-    "read_csv": "daskpd.io",
+    # input
+    "read_csv": "daskpd._data.read",
+    # result classes
+    "StratPDResult": "daskpd.results.curves",
+    "CatStratPDResult": "daskpd._strat.categorical",
+    "ImportanceResult": "daskpd._importance",
+    "PDResult": "daskpd.model.fpd",
+    "ICEResult": "daskpd.model.ice",
+    "ALEResult": "daskpd.model.ale",
+    "ALE2DResult": "daskpd.model.ale2d",
+    "MarginalResult": "daskpd.model.marginal",
+    "PDVarianceResult": "daskpd.model.variance",
+    "ComparisonResult": "daskpd.model.compare",
+    # errors and warnings
     "DataError": "daskpd._errors",
     "InvalidParameterError": "daskpd._errors",
     "SklearnDifferenceWarning": "daskpd._errors",
 }
 
-__all__ = sorted(_API)
+#: public subpackages and modules, imported on first use
+_SUBMODULES = ("datasets", "io", "job", "model", "plotting", "results", "cli", "bench", "importance")
 
-# A submodule named like its function (daskpd.stratpd.stratpd) would shadow the
-# function as soon as anything imports the submodule; bind those functions eagerly.
-for _name in ("stratpd", "catstratpd"):
-    if importlib.util.find_spec(f"daskpd.{_name}") is not None:
-        globals()[_name] = getattr(importlib.import_module(f"daskpd.{_name}"), _name)
-del _name
+__all__ = sorted(_API)
 
 
 def __getattr__(name):
     if name in _API:
-        mod = importlib.import_module(_API[name])
-        value = getattr(mod, name)
+        value = getattr(importlib.import_module(_API[name]), name)
         globals()[name] = value
         return value
-    if not name.startswith("_") and importlib.util.find_spec(f"daskpd.{name}") is not None:
-        return importlib.import_module(f"daskpd.{name}")  # daskpd.importance, daskpd.plotting, ...
+    if name in _SUBMODULES:
+        return importlib.import_module(f"daskpd.{name}")
     raise AttributeError(f"module 'daskpd' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(list(globals()) + __all__)
+    return sorted([*globals(), *__all__, *_SUBMODULES])

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import daskpd
 from daskpd._engine.hashing import bootstrap_weights
 from daskpd._strat import categorical_gram, categorical_solve
-from daskpd.catstratpd import run_categorical, solve_effects
+from daskpd._catstratpd import run_categorical, solve_effects
 from daskpd import DataError
 
 # ---------------------------------------------------------------------------------
@@ -596,7 +596,7 @@ def test_explicit_and_iterative_paths_agree_and_buckets_change_no_bit(monkeypatc
         monkeypatch.setattr(categorical_buckets, "EXPLICIT_MAX_KEYS", gather)
         for buckets in (1, 4, 32):
             with dask.config.set({"daskpd.buckets": buckets}):
-                r = daskpd.importance.strat_curves_and_importances(df, "y", categorical=["c", "c2"], n_trials=3,
+                r = daskpd.strat_curves_and_importances(df, "y", categorical=["c", "c2"], n_trials=3,
                                                                    cat_min_samples_leaf=3)
             results[gather, buckets] = r
     for gather in (16_000_000, 0):

@@ -12,7 +12,7 @@ import pytest
 
 import daskpd
 from daskpd._data.hive import partition_keys
-from daskpd.importance import strat_curves_and_importances
+from daskpd._importance import strat_curves_and_importances
 from daskpd import DataError
 
 def frame(n=3000, seed=0):

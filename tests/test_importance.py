@@ -13,7 +13,7 @@ import pytest
 import daskpd
 from daskpd._engine import scheduler
 from daskpd.datasets import Linear, Quadratic, write_parquet
-from daskpd.importance import MEASURES, ImportanceResult, curve_measures, importances, strat_curves_and_importances
+from daskpd._importance import MEASURES, ImportanceResult, curve_measures, importances, strat_curves_and_importances
 from daskpd import DataError
 
 BETAS = (10.0, 5.0, 1.0, 0.5, 0.0)  # y strongly on x1, weakly on x3 (and x4), not at all on x5
@@ -417,17 +417,17 @@ def test_plots(linear_result, tmp_path):
 
 
 def test_documented_entry_points_after_a_bare_import():
-    """docs/importances.md calls ``daskpd.importance.strat_curves_and_importances`` after
+    """docs/importances.md calls ``daskpd.strat_curves_and_importances`` after
     ``import daskpd`` alone: submodules load on first attribute access (a fresh process,
     since this one has imported them all already)."""
     import subprocess
     import sys
 
     code = ("import daskpd, pandas as pd\n"
-            "assert 'daskpd.importance' not in __import__('sys').modules\n"
+            "assert 'daskpd._importance' not in __import__('sys').modules\n"
             "df = pd.DataFrame({'x': [0., 1, 2, 3] * 30, 'z': [1., 0, 1, 0] * 30})\n"
             "df['y'] = 2 * df.x + df.z\n"
-            "res = daskpd.importance.strat_curves_and_importances(df, 'y', min_samples_leaf=2)\n"
+            "res = daskpd.strat_curves_and_importances(df, 'y', min_samples_leaf=2)\n"
             "print(list(res.table.index), callable(daskpd.importances), daskpd.plotting.__name__)\n"
             "try:\n    daskpd.no_such_thing\nexcept AttributeError as e:\n    print('AttributeError', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -435,3 +435,13 @@ def test_documented_entry_points_after_a_bare_import():
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "['x', 'z'] True daskpd.plotting"
     assert lines[1] == "AttributeError module 'daskpd' has no attribute 'no_such_thing'"
+
+
+def test_the_former_module_name_warns_and_forwards():
+    import daskpd.importance as old
+    from daskpd._importance import strat_curves_and_importances
+
+    with pytest.warns(FutureWarning, match=r"daskpd.importance.strat_curves_and_importances is deprecated .* "
+                                           r"0\.3\.0; use daskpd.strat_curves_and_importances"):
+        assert old.strat_curves_and_importances is strat_curves_and_importances
+    assert daskpd.strat_curves_and_importances is strat_curves_and_importances

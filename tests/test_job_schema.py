@@ -66,7 +66,7 @@ def test_spec_defaults_and_checks_are_the_library_functions(level, module, name,
 
 
 def test_the_drifted_default_is_the_librarys():
-    from daskpd.importance import strat_curves_and_importances
+    from daskpd._importance import strat_curves_and_importances
 
     lib = inspect.signature(strat_curves_and_importances).parameters["pvalues_sample_size"].default
     assert method_params()["importances"]["pvalues_sample_size"].default == lib == 10_000

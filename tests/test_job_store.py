@@ -63,7 +63,7 @@ def res():
     n = 3_000
     df = pd.DataFrame({"a": rng.integers(0, 30, n) / 3, "c": rng.choice([1, 2, 3], n), "b": rng.uniform(size=n)})
     df["y"] = df.a + df.c + df.b
-    from daskpd.importance import strat_curves_and_importances
+    from daskpd._importance import strat_curves_and_importances
 
     imp = strat_curves_and_importances(df, "y", categorical=["c"])
     r = RunResult()

@@ -364,7 +364,7 @@ def test_report_importance_chart_is_the_plot_of_the_result():
     n = 3000
     df = pd.DataFrame({"a": rng.uniform(size=n), "b": rng.uniform(size=n), "g": rng.choice(list("pqrs"), n)})
     df["y"] = 3 * df.a + df.b + df.g.map({"p": 0, "q": 1, "r": 2, "s": 0.5}) + rng.normal(0, 0.05, n)
-    from daskpd.importance import strat_curves_and_importances
+    from daskpd._importance import strat_curves_and_importances
 
     res = strat_curves_and_importances(df, "y", n_trials=3, random_state=0)
     lib = res.plot()

@@ -426,7 +426,7 @@ def test_few_slopes_is_validated_and_recorded():
         with pytest.raises(DataError, match="parameter few_slopes"):
             daskpd.importances(df, "y", few_slopes=bad)
     assert daskpd.stratpd(df, "y", "x", few_slopes="flat").params["few_slopes"] == "flat"
-    from daskpd.importance import strat_curves_and_importances
+    from daskpd._importance import strat_curves_and_importances
 
     imp = strat_curves_and_importances(df, "y", few_slopes="flat")
     assert imp.params["few_slopes"] == "flat" and imp.curves["x"].params["few_slopes"] == "flat"

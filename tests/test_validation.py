@@ -37,7 +37,7 @@ def test_error_types():
 @pytest.mark.parametrize("name", PUBLIC + ["strat_curves_and_importances"])
 def test_every_public_function_declares_every_parameter(name):
     func = _public(name) if name != "strat_curves_and_importances" else \
-        __import__("daskpd.importance", fromlist=["x"]).strat_curves_and_importances
+        __import__("daskpd._importance", fromlist=["x"]).strat_curves_and_importances
     constraints = get_constraints(func)
     params = [p for p in inspect.signature(func).parameters.values() if p.kind is not p.VAR_KEYWORD]
     assert set(constraints) == {p.name for p in params}

@@ -29,7 +29,7 @@ class RunResult:
 
 
 def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats: dict) -> None:
-    from ..importance import strat_curves_and_importances
+    from .._importance import strat_curves_and_importances
 
     want = spec.model_free
     numeric = [f for f in feats if f not in cats]

@@ -59,9 +59,9 @@ def describe_value(v) -> str:
 
 #: method -> (module, function the job runner calls, the parameters a spec may set)
 METHOD_FUNCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "stratpd": ("daskpd.stratpd", "stratpd", ("min_samples_leaf", "min_slopes_per_x", "few_slopes", "max_bins")),
-    "catstratpd": ("daskpd.catstratpd", "catstratpd", ("min_samples_leaf", "nan_as_level")),
-    "importances": ("daskpd.importance", "strat_curves_and_importances",
+    "stratpd": ("daskpd._stratpd", "stratpd", ("min_samples_leaf", "min_slopes_per_x", "few_slopes", "max_bins")),
+    "catstratpd": ("daskpd._catstratpd", "catstratpd", ("min_samples_leaf", "nan_as_level")),
+    "importances": ("daskpd._importance", "strat_curves_and_importances",
                     ("n_trials", "bootstrap", "subsample_size", "pvalues", "pvalues_n_trials", "pvalues_sample_size")),
     "partial_dependence": ("daskpd.model.fpd", "partial_dependence", ("grid_resolution", "percentiles", "method")),
     "ice": ("daskpd.model.ice", "ice", ("grid_resolution", "percentiles", "n_lines", "centered")),
@@ -71,7 +71,7 @@ METHOD_FUNCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 
 #: top-level keys shared by every model-free method: taken from stratpd
-TOP_LEVEL = ("daskpd.stratpd", "stratpd", ("sample_size", "tree_method", "random_state"))
+TOP_LEVEL = ("daskpd._stratpd", "stratpd", ("sample_size", "tree_method", "random_state"))
 #: keys of the [model] table that are a model-based function's parameters
 MODEL_LEVEL = ("daskpd.model.fpd", "partial_dependence", ("response",))
 

@@ -19,7 +19,7 @@ from ._strat.pipeline import run_strat
 from ._strat.trees import DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
 from ._validation import NON_NEGATIVE_INT, validate_params
 from ._errors import DataError, InvalidParameterError
-from .stratpd import STRAT_CONSTRAINTS
+from ._stratpd import STRAT_CONSTRAINTS
 
 __all__ = ["catstratpd", "CatStratPDResult", "run_categorical", "solve_effects", "driver_side"]
 

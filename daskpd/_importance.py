@@ -1,0 +1,507 @@
+"""Feature importance and impact for every feature, from StratPD / CatStratPD curves.
+
+One request = TWO passes over the data, whatever the number of features ``p`` and of
+trials (the pipeline in :mod:`daskpd._strat.pipeline`; a third only when one partition
+is far larger than the others and the sample must be drawn again, see ``n_passes``):
+
+1. a bottom-k sample (by keyed row hash, partition-invariant);
+2. the p stratifying trees are fitted on the sample, in parallel (on the workers when
+   a ``distributed.Client`` is active); then ONE scan applies all p trees and builds
+   all p per-(leaf, x) aggregate tables.  Bootstrap / subsample trials ride the same
+   scan as per-row weight columns (a keyed hash of the row: Poisson(1) for the
+   bootstrap, Bernoulli(subsample_size) for subsampling), so trials cost no re-read.
+
+Every measure is then computed on the driver from the p curves (small arrays).
+
+Definitions (per feature, on its curve; stratx's ``importances`` for the first two):
+
+* **impact**: mean |PD| over the curve's positions (the distinct x values, or bins, of
+  a numeric feature where the curve is supported; the categories of a categorical
+  feature that have an estimate).
+* **importance**: mean |PD| weighted by the number of rows at each position.
+* **pd_variance**: the PD-variance ("flatness") measure of Greenwell et al. (2018),
+  on the same curve: the standard deviation (ddof=1) of PD over the positions for a
+  numeric feature, (max PD - min PD) / 4 for a categorical one.
+
+A numeric StratPD curve is 0 at its leftmost supported x (an integral from there);
+a categorical curve has no natural zero, so it is mean-centred (plain mean over the
+categories with an estimate) before |PD| is taken, as in stratx.  ``pd_variance`` is
+invariant to either shift.  With ``normalize=True`` (default) each of the three
+columns is divided by its sum over the features (within each trial for trials); the
+unnormalised values, in units of the target, are kept as ``*_raw`` columns.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES
+from ._strat.pipeline import run_strat
+from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
+from ._validation import POSITIVE_INT, ColumnNames, Interval, StrOptions, validate_params
+from ._errors import DataError, InvalidParameterError
+from ._data.request import left_out_note, open_request
+from .results import Result, table_frame
+from ._stratpd import STRAT_CONSTRAINTS
+
+__all__ = [
+    "importances",
+    "strat_curves_and_importances",
+    "ImportanceResult",
+    "curve_measures",
+    "MEASURES",
+]
+
+#: the three measures, in table-column order
+MEASURES = ("importance", "impact", "pd_variance")
+
+
+# ---------------------------------------------------------------------------------
+# the measures of one curve
+
+
+def curve_measures(pd_values, counts, kind: str) -> tuple[float, float, float]:
+    """``(importance, impact, pd_variance)`` of one curve, in units of the target.
+
+    ``pd_values``: PD at each position (NaN where there is no estimate; such positions
+    are ignored); ``counts``: rows at each position (the importance weights); ``kind``:
+    ``"numeric"`` or ``"categorical"``.  A curve with no estimate gives NaNs; a
+    single-position curve has ``pd_variance`` NaN for a numeric feature (ddof=1).
+    """
+    if kind not in ("numeric", "categorical"):
+        raise ValueError(f"kind must be 'numeric' or 'categorical'; got {kind!r}")
+    pdv = np.asarray(pd_values, dtype="float64")
+    cnt = np.asarray(counts, dtype="float64")
+    if pdv.shape != cnt.shape:
+        raise ValueError(f"pd_values and counts differ in shape: {pdv.shape} vs {cnt.shape}")
+    m = np.isfinite(pdv)
+    if not m.any():
+        return np.nan, np.nan, np.nan
+    v, c = pdv[m], cnt[m]
+    if kind == "categorical":
+        v = v - v.mean()
+    a = np.abs(v)
+    impact = float(a.mean())
+    tot = c.sum()
+    importance = float((a * c).sum() / tot) if tot > 0 else impact
+    if kind == "numeric":
+        pd_var = float(np.std(v, ddof=1)) if len(v) > 1 else np.nan
+    else:
+        pd_var = float((v.max() - v.min()) / 4.0)
+    return importance, impact, pd_var
+
+
+def _normalize(values: np.ndarray) -> np.ndarray:
+    """Divide each column by its (NaN-ignoring) sum over the rows (features)."""
+    values = np.asarray(values, dtype="float64")
+    tot = np.nansum(values, axis=0, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(tot > 0, values / np.where(tot > 0, tot, 1.0), values)
+
+
+# ---------------------------------------------------------------------------------
+# curves -> per-set (pd, counts)
+
+
+def _curve_arrays(res, n_sets: int):
+    """[(pd, counts) for statistics set 0..n_sets-1] on the curve's positions (set 0:
+    all rows; set t: trial t's curve and weights)."""
+    counts = np.asarray(res.set_counts, dtype="float64")
+    out = [(np.asarray(res.pd, dtype="float64"), counts[0])]
+    for t in range(1, n_sets):
+        if res.trials_pd is None:
+            raise RuntimeError(f"feature {res.feature!r}: trial columns were aggregated but the curve has no trials_pd")
+        out.append((np.asarray(res.trials_pd[t - 1], dtype="float64"), counts[t]))
+    return out
+
+
+# ---------------------------------------------------------------------------------
+# permutation null (on the in-memory tree sample: no data pass)
+
+
+def _null_measures(sub: pd.DataFrame, scan, msl_for: dict, perm_seed, tree_method: str = DEFAULT_TREE_METHOD
+                   ) -> np.ndarray:
+    """(p, 3) raw measures on ``sub`` with y permuted by ``perm_seed`` (None: not permuted).
+
+    The trees are refitted on the permuted y (as the reference's p-values do); the keys
+    (bins, values, levels) are the main run's.  The scan's own kernels, in memory.
+    """
+    from dataclasses import replace
+
+    from ._engine.plan import run_local
+    from ._strat.scan import leaf_numbering
+
+    target = scan.target
+    df = sub
+    if perm_seed is not None:
+        df = sub.copy()
+        perm = np.random.default_rng([int(scan.random_state), 7919, int(perm_seed)]).permutation(len(sub))
+        df[target] = sub[target].to_numpy()[perm]
+    feats = []
+    for i, fs in enumerate(scan.features):
+        tree = fit_tree(df, target, fs.other, scan.encoder, msl_for[fs.feature], scan.random_state,
+                        tree_method=tree_method)
+        index, n_leaves = leaf_numbering(tree, scan.random_state, i)
+        feats.append(replace(fs, tree=tree, leaf_index=index, n_leaves=n_leaves))
+    opts = {**scan.finish_options, "n_segments": 0}
+    job = replace(scan, features=feats, n_trials=0, n_buckets=1, expected_rows=len(df), finish_options=opts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (results,) = run_local([df], [job])
+    out = np.full((len(feats), 3), np.nan)
+    for i, fs in enumerate(feats):
+        (pdv, cnt), = _curve_arrays(results[fs.feature], 1)
+        out[i] = curve_measures(pdv, cnt, fs.kind)
+    return out
+
+
+# ---------------------------------------------------------------------------------
+# the result
+
+
+@dataclass(repr=False)
+class ImportanceResult(Result):
+    """Importances of every feature plus the curves they were computed from.
+
+    ``table``     DataFrame indexed by feature, sorted by ``sort_by`` (descending):
+                  ``kind``, ``importance``, ``impact``, ``pd_variance`` (normalised to
+                  sum to 1 when ``normalize``), with ``*_std`` (trials), ``*_pvalue``
+                  (permutations), ``*_raw`` (units of the target), ``n_positions``
+                  (positions/categories with an estimate) and ``n_rows`` (rows at them).
+    ``curves``    {feature: StratPDResult | CatStratPDResult}
+    ``trials``    long DataFrame (trial, feature, the three measures) or None
+    ``null``      long DataFrame of the permutation draws (permutation, feature, raw
+                  measures) or None
+    ``n_passes``  passes over the data (2: sample + one scan; 3 when the sample was drawn
+                  again, see :class:`daskpd._engine.hashing.SampleJob`)
+    """
+
+    table: pd.DataFrame
+    curves: dict
+    target: str
+    kinds: dict
+    n_rows: int
+    n_partitions: int
+    n_passes: int
+    sample_rows: int
+    n_trials: int
+    trials: pd.DataFrame | None = None
+    null: pd.DataFrame | None = None
+    params: dict = field(default_factory=dict)
+    # seconds: sample_s, fit_s, scan_s (pipeline; the scan's graph also finishes the curves), finalize_s
+    # (the measures, on the driver), pvalues_s
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def n_partition_reads(self) -> int:
+        """Partition reads: every partition once per pass."""
+        return self.n_passes * self.n_partitions
+
+    @property
+    def features(self) -> list[str]:
+        """Features, most important first."""
+        return list(self.table.index)
+
+    def __repr__(self) -> str:
+        top = ", ".join(f"{f}={v:.3g}" for f, v in self.table[self.params.get("sort_by", "importance")].head(5).items())
+        return (f"ImportanceResult(target={self.target!r}, features={len(self.table)}, rows={self.n_rows}, "
+                f"trials={self.n_trials}, passes={self.n_passes}; top: {top})")
+
+    def to_frame(self) -> pd.DataFrame:
+        """:attr:`table` as an importance table: feature, kind, importance, rank (1 = most
+        important), then the other measures, in the table's order."""
+        t = self.table
+        return table_frame(t.index, t["kind"], t["importance"],
+                           {c: t[c].to_numpy() for c in t.columns if c not in ("kind", "importance")})
+
+    def metadata(self) -> dict:
+        return {"method": "importances", "target": self.target, "kinds": self.kinds, "n_rows": self.n_rows,
+                "n_partitions": self.n_partitions, "n_passes": self.n_passes, "sample_rows": self.sample_rows,
+                "n_trials": self.n_trials, "params": self.params, "timings": self.timings}
+
+    def summary(self) -> str:
+        cols = [c for c in ("importance", "importance_std", "impact", "pd_variance", "importance_pvalue")
+                if c in self.table]
+        return (f"importances of {len(self.table)} features for {self.target!r} ({self.n_rows:,} rows, "
+                f"{self.n_passes} passes over {self.n_partitions} partitions, trials={self.n_trials}):\n"
+                + self.table[cols].to_string(float_format=lambda v: f"{v:.4g}"))
+
+    def plot(self, ax=None, **kwargs):
+        """Horizontal bars (error bars = trial standard deviation); see plot_importances."""
+        from .plotting.importance import plot_importances
+
+        return plot_importances(self, ax=ax, **kwargs)
+
+    def plot_curves(self, top_k: int = 6, **kwargs):
+        """Grid of the top-k features' curves; see plotting.importance.plot_curves."""
+        from .plotting.importance import plot_curves
+
+        return plot_curves(self, top_k=top_k, **kwargs)
+
+
+# ---------------------------------------------------------------------------------
+# the public functions
+
+
+#: the parameters of :func:`strat_curves_and_importances` (and of :func:`importances`)
+IMPORTANCE_CONSTRAINTS = {
+    **STRAT_CONSTRAINTS,
+    "categorical": [ColumnNames(allow_single=True), None],
+    "stratify_on": [ColumnNames(allow_single=True), None],
+    "n_trials": [POSITIVE_INT],
+    "bootstrap": ["boolean"],
+    "subsample_size": [Interval(Real, 0, 1, closed="neither")],
+    "normalize": ["boolean"],
+    "sort_by": [StrOptions(*MEASURES)],
+    "cat_min_samples_leaf": [POSITIVE_INT],
+    "min_slopes_per_x": [POSITIVE_INT],
+    "few_slopes": [StrOptions(*FEW_SLOPES_RULES)],
+    "skip_unusable": ["boolean", None],
+    "nan_as_level": ["boolean"],
+    "pvalues": ["boolean"],
+    "pvalues_n_trials": [POSITIVE_INT],
+    "pvalues_sample_size": [Interval(Integral, 2, None, closed="left")],
+}
+
+
+@validate_params(IMPORTANCE_CONSTRAINTS)
+def strat_curves_and_importances(
+    data,
+    target: str,
+    *,
+    features: Sequence[str] | None = None,
+    categorical: Sequence[str] | None = None,
+    stratify_on: Sequence[str] | None = None,
+    n_trials: int = 1,
+    bootstrap: bool = True,
+    subsample_size: float = 0.75,
+    normalize: bool = True,
+    sort_by: str = "importance",
+    min_samples_leaf: int = 15,
+    cat_min_samples_leaf: int = 5,
+    min_slopes_per_x: int = 5,
+    few_slopes: str = DEFAULT_FEW_SLOPES,
+    nan_as_level: bool = False,
+    sample_size: int = DEFAULT_SAMPLE_SIZE,
+    max_bins: int | None = DEFAULT_MAX_BINS,
+    tree_method: str = DEFAULT_TREE_METHOD,
+    random_state: int = 0,
+    pvalues: bool = False,
+    pvalues_n_trials: int = 80,
+    pvalues_sample_size: int = 10_000,
+    progress=None,
+    storage_options: dict | None = None,
+    filters=None,
+    skip_unusable: bool | None = None,
+) -> ImportanceResult:
+    """StratPD / CatStratPD curves of every feature and their importances, in one scan.
+
+    Parameters
+    ----------
+    data : pandas DataFrame, dask DataFrame, or parquet path / glob / directory / URL
+    target : str
+        Numeric response column.
+    features : list of str, optional
+        Features to score.  Default: every column but ``target``, less the datetime
+        columns (convert them to numbers to score them), the hive partition keys of a
+        parquet lake (``sale_year=2011/`` directories) and the columns the tree sample
+        shows to be constant or empty; one warning counts and names what was left out
+        (``params["skipped_features"]`` keeps it).  A feature named here is always
+        scored, and a constant one raises a :class:`DataError` naming it.
+    categorical : list of str, optional
+        Columns to treat as categorical (e.g. integer codes).  Besides these, columns
+        of dtype object, string, category and bool are categorical.
+    stratify_on : list of str, optional
+        Columns the stratifying trees may use (default: every column but ``target``);
+        each feature's tree excludes the feature itself.
+    n_trials : int, default 1
+        1: one estimate on all rows, no spread (as stratx).  T > 1: T bootstrap (or
+        subsample) trials riding the same scan; the table gets ``*_std`` columns, the
+        standard deviation (ddof=1) over trials.  The point estimates stay the all-rows
+        values.  Trials re-weight rows; the trees (fitted on the sample) are shared.
+    bootstrap : bool, default True
+        Trials are Poisson(1) bootstrap re-weightings; False: subsamples of fraction
+        ``subsample_size`` (0/1 weights).
+    normalize : bool, default True
+        Divide each measure by its sum over the features (per trial, too).
+    sort_by : {"importance", "impact", "pd_variance"}
+    min_samples_leaf, cat_min_samples_leaf : int, default 15 and 5
+        Stratifying-tree leaf size for numeric / categorical features (stratx's).
+    min_slopes_per_x : int, default 5
+        StratPD: positions averaging fewer leaf slopes are unsupported.
+    few_slopes : {"interpolate", "flat"}, default "interpolate"
+        StratPD: an interval with some but fewer than ``min_slopes_per_x`` slopes between
+        two valid ones takes the interpolated slope, or none ("flat", stratx 0.5); see
+        :func:`daskpd.stratpd`.
+    nan_as_level : bool, default False
+        Categorical features: a missing value is a level of its own (else such rows
+        are dropped from that feature's curve).
+    sample_size, max_bins, tree_method, random_state, progress, storage_options, filters
+        As for :func:`daskpd.stratpd`.  ``random_state`` also seeds the trial weights
+        and the permutations: results are deterministic given it.
+    pvalues : bool, default False
+        Permutation p-values (y shuffled, trees refitted, ``pvalues_n_trials`` times),
+        ``(r + 1) / (N + 1)`` with r the draws whose raw measure reaches the observed
+        one (raw, i.e. unnormalised: under a shuffled y each feature's normalised share
+        is ~1/p whatever its effect, which would make the test meaningless).
+        Computed on the first ``pvalues_sample_size`` rows of the tree sample (itself
+        a uniform sample; the observed statistic is recomputed on the same rows, so the
+        test is exact at that size), on the workers -- no extra pass over the data.
+
+    skip_unusable : bool, optional
+        Leave constant / empty features out instead of raising (default: when
+        ``features`` is None).  For callers whose own default set fills ``features``.
+
+    Returns
+    -------
+    ImportanceResult
+    """
+    trial_fraction = None if bootstrap else subsample_size
+
+    # columns and kinds: the request's one resolution
+    request = open_request(data, target, features, categorical=categorical, stratify_on=stratify_on,
+                           storage_options=storage_options, filters=filters)
+    declared = list(request.categorical)
+    feats, kinds = list(request.features), dict(request.kinds)
+    left_out: dict[str, str] = dict(request.left_out)
+    if skip_unusable is None:
+        skip_unusable = features is None
+    if not feats:
+        raise DataError("no features to score (features is empty, or the data has only the target)")
+    msl_for = {f: (cat_min_samples_leaf if kinds[f] == "categorical" else min_samples_leaf) for f in feats}
+
+    # passes 1 and 2
+    n_sets = 1 + (n_trials if n_trials > 1 else 0)
+    run = run_strat(
+        request, min_samples_leaf=min_samples_leaf,
+        min_samples_leaf_for=msl_for, sample_size=sample_size, max_bins=max_bins, random_state=random_state,
+        n_trials=n_trials if n_trials > 1 else 0, trial_fraction=trial_fraction, nan_as_level=nan_as_level,
+        tree_method=tree_method, progress=progress,
+        finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes},
+        skip_constant=feats if skip_unusable else ())
+    if run.skipped:
+        left_out.update(run.skipped)
+        feats = [f for f in feats if f not in run.skipped]
+    if left_out:
+        warnings.warn(left_out_note("importances", left_out, len(feats), "name them in features= to score them"),
+                      UserWarning, stacklevel=2)
+    kinds = {f: run.kinds[f] for f in feats}
+    timings = dict(getattr(run, "timings", None) or {})
+    t0 = time.perf_counter()
+
+    # measures (driver; the curves were finished next to the merged aggregates)
+    from ._catstratpd import driver_side as categorical_driver_side
+    from ._stratpd import driver_side as numeric_driver_side
+
+    curves = {}
+    raw = np.full((n_sets, len(feats), 3), np.nan)
+    n_pos = np.zeros(len(feats), dtype="int64")
+    n_used = np.zeros(len(feats))
+    for i, f in enumerate(feats):
+        res = run.results[f]
+        curves[f] = (numeric_driver_side(run, res, min_slopes_per_x=min_slopes_per_x) if kinds[f] == "numeric"
+                     else categorical_driver_side(res))
+        for s, (pdv, cnt) in enumerate(_curve_arrays(res, n_sets)):
+            raw[s, i] = curve_measures(pdv, cnt, kinds[f])
+            if s == 0:
+                ok = np.isfinite(pdv)
+                n_pos[i] = int(ok.sum())
+                n_used[i] = float(cnt[ok].sum())
+    vals = np.stack([_normalize(raw[s]) for s in range(n_sets)]) if normalize else raw.copy()
+
+    table = pd.DataFrame(index=pd.Index(feats, name="feature"))
+    table["kind"] = [kinds[f] for f in feats]
+    for j, m in enumerate(MEASURES):
+        table[m] = vals[0, :, j]
+    trials_df = None
+    if n_sets > 1:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN features
+            sd = np.nanstd(vals[1:], axis=0, ddof=1)
+        for j, m in enumerate(MEASURES):
+            table[f"{m}_std"] = sd[:, j]
+        trials_df = pd.DataFrame({
+            "trial": np.repeat(np.arange(1, n_sets), len(feats)),
+            "feature": np.tile(feats, n_sets - 1),
+            **{m: vals[1:, :, j].ravel() for j, m in enumerate(MEASURES)},
+        })
+    timings["finalize_s"] = time.perf_counter() - t0
+    null_df = None
+    if pvalues:
+        t0 = time.perf_counter()
+        pv, null_df = _permutation_pvalues(run, feats, msl_for, pvalues_n_trials, pvalues_sample_size, progress,
+                                           tree_method)
+        for j, m in enumerate(MEASURES):
+            table[f"{m}_pvalue"] = pv[:, j]
+        timings["pvalues_s"] = time.perf_counter() - t0
+    for j, m in enumerate(MEASURES):
+        table[f"{m}_raw"] = raw[0, :, j]
+    table["n_positions"] = n_pos
+    table["n_rows"] = n_used.astype("int64") if np.all(n_used == np.round(n_used)) else n_used
+    table = table.sort_values(sort_by, ascending=False, kind="stable", na_position="last")
+
+    n_rows = int(next(iter(curves.values())).n_rows)
+    params = {"features": feats, "categorical": declared, "stratify_on": None if stratify_on is None else list(stratify_on),
+              "n_trials": n_trials, "bootstrap": bootstrap, "subsample_size": trial_fraction,
+              "normalize": normalize, "sort_by": sort_by, "min_samples_leaf": min_samples_leaf,
+              "cat_min_samples_leaf": cat_min_samples_leaf, "min_slopes_per_x": min_slopes_per_x,
+              "few_slopes": few_slopes,
+              "nan_as_level": nan_as_level,
+              "sample_size": sample_size, "max_bins": max_bins, "tree_method": tree_method,
+              "random_state": random_state,
+              "pvalues": pvalues, "pvalues_n_trials": pvalues_n_trials if pvalues else None,
+              "pvalues_sample_size": pvalues_sample_size if pvalues else None,
+              "skipped_features": dict(left_out)}
+    return ImportanceResult(table=table, curves=curves, target=target, kinds=kinds, n_rows=n_rows,
+                            n_partitions=run.n_partitions, n_passes=run.n_passes, sample_rows=run.sample_rows,
+                            n_trials=n_trials, trials=trials_df, null=null_df, params=params, timings=timings)
+
+
+def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=DEFAULT_TREE_METHOD):
+    from dask import delayed
+
+    from ._engine import scheduler
+
+    sub = run.sample.iloc[:k]  # hash-ordered bottom-k rows: itself the bottom-k' sample
+    dsub = scheduler.embed(sub)
+    dscan = scheduler.embed(run.scan)
+    tasks = [delayed(_null_measures, pure=True)(dsub, dscan, msl_for, seed, tree_method)
+             for seed in [None, *range(n_perm)]]
+    # Raw measures (units of y), not normalised ones: under a shuffled y every feature's
+    # *share* is ~1/p, so a normalised statistic would test "larger than 1/p", not
+    # "y depends on this feature".
+    out = np.stack(scheduler.compute(*tasks, progress=progress))  # (1 + n_perm, p, 3)
+    obs, null = out[0], out[1:]
+    with np.errstate(invalid="ignore"):
+        reach = (null >= obs[None] - 1e-12 * np.abs(obs[None])).sum(axis=0)
+    pv = (reach + 1.0) / (n_perm + 1.0)
+    pv[~np.isfinite(obs)] = np.nan
+    null_df = pd.DataFrame({
+        "permutation": np.repeat(np.arange(1, n_perm + 1), len(feats)),
+        "feature": np.tile(feats, n_perm),
+        **{m: null[:, :, j].ravel() for j, m in enumerate(MEASURES)},
+    })
+    return pv, null_df
+
+
+@validate_params(IMPORTANCE_CONSTRAINTS, signature_of=strat_curves_and_importances)
+def importances(data, target, **kwargs) -> pd.DataFrame:
+    """Importance and impact of every feature, one scan of the data (a DataFrame).
+
+    Returns :attr:`ImportanceResult.table` of :func:`strat_curves_and_importances`
+    (same parameters): indexed by feature, sorted by importance (descending), with
+    columns ``kind``, ``importance``, ``impact``, ``pd_variance`` (each normalised to
+    sum to 1 by default), ``*_std`` when ``n_trials > 1``, ``*_pvalue`` when
+    ``pvalues=True``, ``*_raw`` (units of the target), ``n_positions``, ``n_rows``.
+
+    impact = mean |PD| over the curve's positions; importance = the same weighted by
+    the rows at each position; categorical curves are mean-centred first;
+    pd_variance = Greenwell et al.'s SD (ddof=1, numeric) or range / 4 (categorical).
+    """
+    return strat_curves_and_importances.__wrapped__(data, target, **kwargs).table  # validated above
