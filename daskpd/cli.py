@@ -4,7 +4,8 @@
     daskpd validate JOB.toml [--check-data]
     daskpd history OUTPUT/JOB_NAME [--last N] [--threshold X] [--fail-on-drift] [--json]
 
-Exit status: 0 success; 2 a bad job spec, bad input data or bad arguments (one line
+Exit status: 0 success; 2 a bad job spec, bad input data, bad arguments or an output
+that cannot be written -- read-only, permission denied, disk full (one line
 ``daskpd: error: ...`` on stderr, no traceback, nothing written); 1 an unexpected
 failure (traceback, nothing written); 3 ``history --fail-on-drift`` found drift;
 128+N killed by signal N (SIGTERM: 143, SIGINT: 130) -- the run leaves nothing.
@@ -117,6 +118,7 @@ def _cmd_run(args) -> int:
     from ._errors import DataError
     from .job.run import JobTerminated, run_job
     from .job.spec import SpecError
+    from .results.base import OutputError
 
     try:
         security = _security(args)
@@ -144,7 +146,7 @@ def _cmd_run(args) -> int:
     except JobTerminated as exc:
         print(f"daskpd: {exc}; no run was written", file=sys.stderr)
         return 128 + exc.signum
-    except (SpecError, DataError, UsageError, ConnectionError) as exc:
+    except (SpecError, DataError, UsageError, ConnectionError, OutputError) as exc:
         return _die(exc)
     if args.quiet:
         print(final)
@@ -218,6 +220,14 @@ def _cmd_history(args) -> int:
                     output=None if args.no_write else (args.output or True))
     except (HistoryError, DataError) as exc:
         return _die(exc)
+    except OSError as exc:  # its outputs cannot be written (read-only, permission denied, disk full)
+        from .results.base import output_error
+
+        fault = output_error(exc, exc.filename or args.output or os.path.join(args.job_dir, "history"),
+                             instead="--output (or --no-write)", suffix="(nothing was written)")
+        if fault is None:
+            raise
+        return _die(fault)
     latest = h.latest_pair()
     if args.json:
         print(json.dumps(json.loads(latest.to_json(orient="records")), indent=2))

@@ -61,7 +61,10 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
     stdout/stderr; pass ``False`` to silence).
 
     Raises :class:`SpecError` / :class:`daskpd.io.DataError` for bad specs or inputs
-    (before anything is written), :class:`JobTerminated` on SIGTERM/SIGINT.
+    (before anything is written), :class:`JobTerminated` on SIGTERM/SIGINT, and
+    :class:`~daskpd.results.base.OutputError` (an ``OSError``) when the output cannot be
+    written (read-only, permission denied, disk full): then no run was written, and the
+    earlier runs and ``latest`` are as they were.
     """
     t_start = time.perf_counter()
     started = store.now()
@@ -90,6 +93,10 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
 
     created: list[Path] = []  # directories this run created, removed again on failure if empty
     tmp: Path | None = None
+    # while writing outputs: (the directory an output fault names, the run's temporary
+    # directory, what the message adds); None while reading and computing
+    writing: tuple | None = None
+    step: str | None = None  # the file being written, for the OS errors that name none
     client = cluster = None
     res = RunResult()
     stats: dict[str, Any] = {}
@@ -103,7 +110,9 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 for p in (out_root, out_root / ".cache"):
                     if not p.exists():
                         created.append(p)
+                writing = (out_root, None, "(nothing was computed or written)")
                 data_path = str(inputs.ensure_synthetic(spec, out_root, log))
+                writing = None
             else:
                 data_path = spec.source.path
             request = inputs.open_job_request(spec, inputs.job_data(spec, data_path))
@@ -123,11 +132,13 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 if not p.exists():
                     created.append(p)
             store.check_free_space(job_dir, outputs.output_bytes(spec, len(feats)), "the run's outputs")
+            writing = (job_dir, None, "(nothing was computed or written)")
             job_dir.mkdir(parents=True, exist_ok=True)
             store.clean_stale(job_dir)
             tmp = job_dir / f".{run_id}.tmp-{os.getpid()}"
             store.rmtree(tmp)
             tmp.mkdir()
+            writing = None
 
             t0 = time.perf_counter()
             fp = inputs.fingerprint(data_path, spec.source.storage_options,
@@ -174,8 +185,10 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     timings["model_based"] = time.perf_counter() - t0
 
             # ---- write into the temporary directory
+            writing = (job_dir, tmp, "(no run was written)")
             t0 = time.perf_counter()
             curves, imp = outputs.write_tables(tmp, res, {"job": spec.name, "run_id": run_id})
+            step = "the plots"
             plots = outputs.write_plots(res, imp, tmp / "plots", spec) if spec.output.plots else []
             timings["write"] = time.perf_counter() - t0
             finished = store.now()
@@ -208,23 +221,49 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             if spec.output.report:
                 from .report import write_report
 
+                step = "report.html"
                 write_report(tmp, manifest, curves, imp)
             files = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
             manifest["files"] = {f: {"bytes": (tmp / f).stat().st_size, "sha256": store.sha256_file(tmp / f)}
                                  for f in files}
+            step = "manifest.json"
             (tmp / "manifest.json").write_text(dump_json(manifest))
+            step = None
             # ---- commit
             final = job_dir / run_id
             with store.signals_blocked():
-                store.commit(tmp, final)
-                tmp = None
+                replaced = store.commit(tmp, final)
+                committed, tmp = tmp, None
+                try:
+                    store.update_latest(job_dir)
+                except OSError as exc:
+                    if store.output_fault(exc, job_dir) is not None:
+                        writing = (job_dir, None, f"(run {run_id} was written but 'latest' was not updated)")
+                        if not replaced:  # take the new run out again: the runs and 'latest' stay as they were
+                            with contextlib.suppress(OSError):
+                                os.rename(final, committed)
+                                tmp = committed  # removed below
+                                writing = (job_dir, None, "(no run was written)")
+                    raise
+                writing = None
                 created.clear()
-                pruned = store.prune(job_dir, spec.output.keep)
-                store.update_latest(job_dir)
+                try:
+                    pruned = store.prune(job_dir, spec.output.keep)
+                except OSError as exc:  # the run is complete and 'latest' points at it: say so, go on
+                    fault = store.output_fault(exc, job_dir, suffix="")
+                    if fault is None:
+                        raise
+                    pruned = []
+                    log_line(log, f"daskpd: note: old runs not removed (output.keep = {spec.output.keep}): {fault}")
             # ---- tell the user
             if out is not None:
                 outputs.print_summary(out, spec, res, imp, manifest, final, pruned)
             return final
+        except OSError as exc:
+            fault = None if writing is None else store.output_fault(exc, *writing, what=step)
+            if fault is None:
+                raise
+            raise fault from exc
         finally:
             with store.signals_blocked():  # a second signal must not interrupt the clean-up
                 if tmp is not None:

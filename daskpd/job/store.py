@@ -13,13 +13,16 @@ swapped out with ``renameat2(RENAME_EXCHANGE)``, so readers see either the old o
 new run, never neither).  SIGTERM/SIGINT during a run raise :class:`JobTerminated`
 (:func:`signals_raise`) and are deferred while committing (:func:`signals_blocked`); a
 ``kill -9`` leaves only a hidden ``.tmp-PID`` directory, which :func:`clean_stale`
-removes once that PID is gone.
+removes once that PID is gone.  An output that cannot be written (read-only, permission
+denied, disk full) raises :class:`OutputError` (:func:`output_fault`); the run's
+temporary directory is removed and the earlier runs and ``latest`` stay as they were.
 """
 from __future__ import annotations
 
 import contextlib
 import ctypes
 import datetime as _dt
+import errno
 import hashlib
 import os
 import re
@@ -29,11 +32,11 @@ import sys
 import threading
 from pathlib import Path
 
-from ..results.base import atomic_path
+from ..results.base import OUTPUT_FAULTS, OutputError, atomic_path
 
 __all__ = ["JobTerminated", "now", "default_run_id", "pid_alive", "rmtree", "clean_stale", "list_runs", "commit",
            "update_latest", "prune", "signals_raise", "signals_blocked", "safe_name", "sha256_file", "TMP_RE",
-           "check_free_space"]
+           "check_free_space", "OutputError", "output_fault"]
 
 #: hidden directories of runs in progress (``tmp``) or being replaced (``old``)
 TMP_RE = re.compile(r"^\.(?P<run>.+)\.(?:tmp|old)-(?P<pid>\d+)$")
@@ -139,22 +142,24 @@ def exchange(a: Path, b: Path) -> bool:
     return rc == 0
 
 
-def commit(tmp: Path, final: Path) -> None:
-    """Move the finished ``tmp`` run to ``final``, replacing an existing run atomically."""
+def commit(tmp: Path, final: Path) -> bool:
+    """Move the finished ``tmp`` run to ``final``, replacing an existing run atomically.
+    Returns whether a run of that id was replaced."""
     try:
         os.rename(tmp, final)
-        return
+        return False
     except OSError:
         if not final.exists():
             raise
     # a run with this id exists: swap it out
     if exchange(tmp, final):
         rmtree(tmp)  # now holds the old run
-        return
+        return True
     old = final.parent / f".{final.name}.old-{os.getpid()}"
     os.rename(final, old)
     os.rename(tmp, final)
     rmtree(old)
+    return True
 
 
 def update_latest(job_dir: Path) -> str | None:
@@ -168,10 +173,34 @@ def update_latest(job_dir: Path) -> str | None:
             os.symlink(newest, tmp)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(job_dir / "LATEST")
-    except OSError:  # no symlinks here: a text file
+    except OSError as exc:  # no symlinks here (EPERM, ENOTSUP ...): a text file
+        if exc.errno in OUTPUT_FAULTS - {errno.EPERM}:  # nothing can be written here: leave both as they are
+            raise
         with atomic_path(job_dir / "LATEST") as tmp:
             Path(tmp).write_text(newest + "\n")
     return newest
+
+
+def output_fault(exc: BaseException, job_dir: Path, tmp: Path | None = None,
+                 suffix: str = "(no run was written)", what: str | None = None) -> OutputError | None:
+    """``exc`` as an :class:`OutputError` when it is an output fault
+    (:data:`~daskpd.results.base.OUTPUT_FAULTS`: read-only, permission denied, disk full,
+    file too large), naming ``job_dir`` (or the directory outside it that failed) and the
+    file of the run's temporary directory ``tmp`` being written (``what`` when the error
+    names no file); else None."""
+    if not isinstance(exc, OSError) or exc.errno not in OUTPUT_FAULTS:
+        return None
+    where, detail = Path(job_dir), f"writing {what}" if what else ""
+    if exc.filename is not None:
+        fn = Path(os.fsdecode(exc.filename))
+        if tmp is not None and fn.is_relative_to(tmp):
+            rel = fn.relative_to(tmp)
+            m = re.fullmatch(r"\.(.+)\.tmp-\d+", rel.name)  # atomic_path's temporary name of a file
+            rel = (rel.with_name(m[1]) if m else rel).as_posix()
+            detail = "" if rel == "." else f"writing {rel}"
+        elif not fn.is_relative_to(where):
+            where = fn  # e.g. the output root that could not be made
+    return OutputError(exc.errno, where, detail=detail, instead="--output", suffix=suffix)
 
 
 def prune(job_dir: Path, keep: int) -> list[str]:

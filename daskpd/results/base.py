@@ -21,6 +21,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import datetime as _dt
+import errno as _errno
 import json
 import os
 import shutil
@@ -31,7 +32,7 @@ import pandas as pd
 
 __all__ = ["Result", "CurveResult", "CURVE_HEAD", "TABLE_HEAD", "curve_frame", "table_frame", "json_default",
            "json_clean", "dump_json", "atomic_path", "write_parquet", "write_table_atomic", "with_metadata",
-           "METADATA_KEY"]
+           "METADATA_KEY", "OutputError", "OUTPUT_FAULTS", "output_error"]
 
 #: the leading columns of every curve frame (``x`` or ``category``, never both)
 CURVE_HEAD = ("feature", "kind", "x", "category", "pd", "count", "supported", "n_rows")
@@ -77,6 +78,53 @@ def dump_json(obj, indent: int | None = 2) -> str:
 
 
 # ------------------------------------------------------------------ atomic files
+#: the errnos of an output that cannot be written (as opposed to a bug or a missing directory)
+OUTPUT_FAULTS = frozenset({_errno.EROFS, _errno.EACCES, _errno.EPERM, _errno.ENOSPC, _errno.EFBIG, _errno.EDQUOT})
+
+_HINTS = {_errno.EROFS: "choose a writable {instead}",
+          _errno.EACCES: "choose a {instead} you may write to, or fix its permissions",
+          _errno.EPERM: "choose a {instead} you may write to, or fix its permissions",
+          _errno.ENOSPC: "free some space or choose another {instead}",
+          _errno.EDQUOT: "free some space (quota) or choose another {instead}",
+          _errno.EFBIG: "raise the file-size limit (ulimit -f) or choose another {instead}"}
+
+
+class OutputError(OSError):
+    """An output could not be written: a read-only file system (``EROFS``), permission
+    denied (``EACCES``/``EPERM``), a full disk or quota (``ENOSPC``/``EDQUOT``) or a file
+    larger than allowed (``EFBIG``).  ``str()`` is one line naming the path, the reason
+    and what to do; ``errno`` and ``filename`` are those of the OS error."""
+
+    def __init__(self, err: int, path, detail: str = "", instead: str = "location", suffix: str = ""):
+        path = os.fspath(path)
+        super().__init__(err, os.strerror(err), path)
+        reason = os.strerror(err)
+        reason = reason[:1].lower() + reason[1:]
+        hint = _HINTS.get(err, "choose another {instead}").format(instead=instead)
+        self.message = (f"cannot write to {path}: {reason} ({_errno.errorcode.get(err, err)})"
+                        f"{' ' + detail if detail else ''}; {hint}{' ' + suffix if suffix else ''}")
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):  # picklable although __init__ differs from OSError's
+        return (_rebuild_output_error, (self.errno, self.filename, self.message))
+
+
+def _rebuild_output_error(err, path, message):
+    e = OutputError(err, path)
+    e.message = message
+    return e
+
+
+def output_error(exc: BaseException, path, **kwargs) -> OutputError | None:
+    """``exc`` as an :class:`OutputError` naming ``path`` when it is an output fault
+    (:data:`OUTPUT_FAULTS`), else None (raise the original)."""
+    if isinstance(exc, OSError) and exc.errno in OUTPUT_FAULTS:
+        return OutputError(exc.errno, path, **kwargs)
+    return None
+
+
 @contextlib.contextmanager
 def atomic_path(path) -> Iterator[str]:
     """Yield a temporary path next to ``path``; on success rename it onto ``path``.
@@ -129,13 +177,23 @@ def write_table_atomic(table, path, storage_options: dict | None = None, **kwarg
     """``pyarrow.parquet.write_table`` to a temporary name beside ``path``, then a move:
     one rename for a local path or ``file://`` URL (:func:`atomic_path`), the
     filesystem's ``mv`` for any other fsspec URL (``memory://``, ``s3://`` ...).  The
-    temporary file is removed if anything fails.  Returns ``path``."""
+    temporary file is removed if anything fails; a local path that cannot be written (a
+    read-only or full disk, permission denied) raises :class:`OutputError` naming it, and
+    an existing file there is left as it was.  Returns ``path``."""
     import pyarrow.parquet as pq
 
     path = os.fspath(path)
     if "://" not in path:
-        with atomic_path(path) as tmp:
-            pq.write_table(table, tmp, **kwargs)
+        try:
+            with atomic_path(path) as tmp:
+                pq.write_table(table, tmp, **kwargs)
+        except OutputError:
+            raise
+        except OSError as exc:  # pyarrow's OSErrors carry the errno but no file name
+            err = output_error(exc, path)
+            if err is None:
+                raise
+            raise err from exc
         return path
     import fsspec
 
@@ -213,7 +271,8 @@ class Result(abc.ABC):
         """Write :meth:`to_frame` to ``path`` with :meth:`metadata` in the schema (key
         ``daskpd``): a local path or an fsspec URL (``file://``, ``memory://``, ``s3://``
         ...), written to a temporary name next to it, then moved into place; nothing is
-        left behind on failure.  Returns the path."""
+        left behind on failure.  A local path that cannot be written raises
+        :class:`OutputError` (an ``OSError``) naming it.  Returns the path."""
         frame = self.to_frame()
         try:
             return write_parquet(frame, path, self.metadata(), storage_options=storage_options, **kwargs)
