@@ -20,7 +20,7 @@ of the normalised importances against the truth (bench_importances.truth_importa
 
 Part 3, StratPD on a codependent continuous stratifier (``daskpd.datasets.Quadratic(
 decimals=2, x1_max=10)``: x2 = x1 + N(0, 0.5) has ~n distinct values, more than the
-histogram tree's 65,535 bins at 1e6 rows): RMSE of the x1 curve against the truth
+histogram tree's 65,535 bins at 1e5 rows and above): RMSE of the x1 curve against the truth
 x1^2 - min^2, for both tree methods.
 
 Data is written under ``--workdir`` (a temporary directory by default).
