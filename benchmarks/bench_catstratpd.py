@@ -91,11 +91,11 @@ def child_daskpd(path: str, out: str) -> None:
     import scipy.sparse.linalg  # noqa: F401
     import sklearn.tree  # noqa: F401
 
-    from daskpd.catstratpd import catstratpd
+    import daskpd
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     t0 = time.perf_counter()
-    res = catstratpd(path, "y", "x")
+    res = daskpd.catstratpd(path, "y", "x")
     seconds = time.perf_counter() - t0
     json.dump({"ok": True, "seconds": seconds,
                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,

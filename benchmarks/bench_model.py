@@ -1,7 +1,7 @@
 """Benchmark: daskpd.partial_dependence vs scikit-learn's brute-force partial_dependence.
 
 One feature, 100 grid points, a HistGradientBoostingRegressor (100 trees, fitted once
-on 100,000 rows of the same distribution, without feature names, as in the issue).
+on 100,000 rows of the same distribution, without feature names).
 For each size, both run on the same rows and report their wall time, the ratio and the
 largest absolute difference between the two curves (and between the two grids).  For
 sizes above ``--sklearn-max`` (default 1e6) scikit-learn is skipped: it keeps every
@@ -12,7 +12,8 @@ data from a chunked parquet directory written without ever holding the table.
 
 Options: ``--grid 100``, ``--feature 1``, ``--cluster`` (a LocalCluster, one worker per
 core; default: dask's threads), ``--data-dir`` (where the parquet goes; default a temp
-dir), ``--engine`` (auto | predict: force daskpd to call predict on stacked copies).
+dir), ``--engine`` (auto | predict: force daskpd to call predict on stacked copies),
+``--fit-rows`` (rows the model is fitted on, default 1e5).
 """
 from __future__ import annotations
 
@@ -42,10 +43,10 @@ def target(X: np.ndarray, seed: int) -> np.ndarray:
             + rng.normal(0, 0.1, len(X)))
 
 
-def fit_model():
+def fit_model(rows: int = 100_000):
     from sklearn.ensemble import HistGradientBoostingRegressor
 
-    X = make_rows(100_000, seed=1)
+    X = make_rows(rows, seed=1)
     return HistGradientBoostingRegressor(max_iter=100, early_stopping=False, random_state=0).fit(X, target(X, 1))
 
 
@@ -75,6 +76,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cluster", action="store_true", help="run daskpd on a LocalCluster (one worker per core)")
     ap.add_argument("--data-dir", default=None, help="where the parquet data is written (default: a temp dir)")
     ap.add_argument("--engine", default="auto", choices=["auto", "predict"])
+    ap.add_argument("--fit-rows", type=float, default=1e5, help="rows the model is fitted on")
     args = ap.parse_args(argv)
 
     import sklearn
@@ -88,14 +90,16 @@ def main(argv=None) -> int:
     print(f"# python {platform.python_version()}, scikit-learn {sklearn.__version__}, daskpd {daskpd.__version__}, "
           f"cores {os.cpu_count()}, load average at start {load:.1f}", flush=True)
     t = time.perf_counter()
-    model = fit_model()
+    model = fit_model(int(args.fit_rows))
     print(f"# model: HistGradientBoostingRegressor, {model.n_iter_} trees, fitted in "
           f"{time.perf_counter() - t:.1f}s; feature {feat}, grid {args.grid}, engine {args.engine}", flush=True)
     client = cluster = None
     if args.cluster:
-        from daskpd._engine.scheduler import connect
+        from distributed import Client, LocalCluster
 
-        client, cluster = connect("local", dashboard=False)
+        cluster = LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1, host="127.0.0.1",
+                               dashboard_address=None)
+        client = Client(cluster)
         print(f"# daskpd on {client}", flush=True)
     tmp = args.data_dir or tempfile.mkdtemp(prefix="daskpd-bench-model-")
     rows = []

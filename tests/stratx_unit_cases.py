@@ -1,7 +1,7 @@
 """stratx 0.5's own unit cases, as pandas inputs (shared by the daskpd conformance tests and
 the script that runs the reference on them).
 
-Imports only numpy and pandas: ``benchmarks/stratx_unit_cases.py`` loads this module inside
+Imports only numpy and pandas: ``tests/make_stratx_expected.py`` loads this module inside
 the stratx venvs (which have no daskpd) to produce the expected outputs hard-coded in
 ``tests/test_stratx_cases.py``.
 

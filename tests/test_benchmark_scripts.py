@@ -1,63 +1,145 @@
-"""The benchmark scripts import only what the package has: every ``import daskpd...`` and
-``from daskpd... import name`` in benchmarks/*.py (also inside functions) resolves.  A
-restructuring of the package once left five scripts importing modules that were gone;
-a benchmark that cannot start is a figure nobody can reproduce.  Imports guarded by an
-``except ImportError`` fallback are left out (the fallback is the point)."""
+"""The benchmark scripts run, use only daskpd's public API, and are documented.
+
+Every script in benchmarks/ is run here at a tiny size, in a subprocess, exactly as a
+user runs it (``python benchmarks/NAME.py ...``, data written into a temporary
+directory), and must exit 0 and print its table.  A benchmark that cannot start is a
+figure nobody can reproduce.  The reference side (stratx, in its own virtualenv) is
+skipped with the scripts' own switches; its runner, ``stratx_runner.py``, needs stratx
+and is only checked for syntax.
+
+Public API: ``import daskpd`` and its public modules (``daskpd.datasets``,
+``daskpd.importance``, ``daskpd.io``, ...); never a module or attribute whose name starts
+with an underscore (``daskpd._strat``, ``daskpd._engine``, ...), so that the benchmarks
+measure what users call and survive refactors of the internals.
+"""
 from __future__ import annotations
 
 import ast
 import importlib
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "benchmarks"
 SCRIPTS = sorted(BENCH.glob("*.py"))
+BENCH_DOC = REPO / "docs" / "benchmarks.md"
+
+#: script -> (arguments for a tiny run, given a temporary directory; what its output must contain)
+TINY = {
+    "bench_stratpd.py": (lambda d: ["--sizes", "2e3", "--stratx-max", "0", "--workdir", d],
+                         r"\| 2000 \| 1001 \| [0-9.]+ \| [0-9,]+ \| 0\.[0-9]{3} \|"),
+    "bench_catstratpd.py": (lambda d: ["--sizes", "2e3", "--levels", "20", "--skip-stratx", "--workdir", d],
+                            r"\| 2,000 \| 20 \| [0-9.]+ \| n/a \|"),
+    "bench_importances.py": (lambda d: ["--n-small", "2e3", "--n-large", "4e3", "--trials", "2", "--skip-stratx",
+                                        "--workdir", d],
+                             r"\| mixed \| daskpd, defaults, bootstrap trials \| 4,000 \| 2 \| [0-9.]+ \|"),
+    "bench_scan_memory.py": (lambda d: ["--n", "4e3", "--trials", "1,2", "--split-every", "auto,2", "--workdir", d],
+                             r"\| 2 \| 2 \| [0-9.]+ \| [0-9.]+ / [0-9.]+ / [0-9.]+ \|"),
+    "bench_tree.py": (lambda d: ["--sizes", "3e3", "--seeds", "1", "--n-importances", "4e3", "--stratpd-sizes", "3e3",
+                                 "--workdir", d],
+                      r"exact / hist fit time: [0-9.]+x[\s\S]*numeric3: time hist[\s\S]*3,000 +exact"),
+    "bench_model.py": (lambda d: ["--sizes", "2e3,3e3", "--sklearn-max", "2e3", "--grid", "10", "--fit-rows", "2e3",
+                                 "--data-dir", d],
+                       r"\| 2,000 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \| [0-9.e+-]+ \| [0-9.e+-]+ \|\n\| 3,000 \| skipped"),
+    "bench_lake.py": (lambda d: ["--rows", "2e4", "--workers", "1", "--threads", "--memory-limit", "1GiB",
+                                 "--workdir", d],
+                      r"\| 1 x 1 thread, 1GiB \| [0-9.]+ \| [0-9.]+ \|[\s\S]*importances equal \(5 decimals\) threads vs 1 worker processes: True"),
+}
+#: scripts that need stratx (its own virtualenv); compiled, not run
+NEEDS_STRATX = {"stratx_runner.py"}
 
 
-def _guarded(tree: ast.AST) -> set[int]:
-    """ids of the nodes of a ``try`` whose handlers catch ImportError (body and handlers:
-    a script may fall back to the modules of an older daskpd, to compare versions)."""
-    out = set()
+def test_every_benchmark_is_run_or_needs_stratx():
+    names = {p.name for p in SCRIPTS}
+    assert names == set(TINY) | NEEDS_STRATX, "add a tiny run to TINY for every new benchmark script"
+
+
+@pytest.mark.parametrize("name", sorted(NEEDS_STRATX))
+def test_stratx_runner_compiles(name):
+    compile((BENCH / name).read_text(), name, "exec")
+
+
+def _names_used(tree: ast.AST):
+    """(line, dotted name) of every daskpd import and every ``daskpd.x.y`` attribute chain."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Try) and any(
-                h.type is None or "ImportError" in ast.unparse(h.type) or "ModuleNotFoundError" in ast.unparse(h.type)
-                for h in node.handlers):
-            for inner in [*node.body, *node.handlers]:  # the guarded imports and their fallbacks
-                out.update(id(n) for n in ast.walk(inner))
-    return out
-
-
-def _daskpd_imports(path: Path) -> list[tuple[int, str, str | None]]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    guarded = _guarded(tree)
-    found = []
-    for node in ast.walk(tree):
-        if id(node) in guarded:
-            continue
         if isinstance(node, ast.Import):
-            found += [(node.lineno, a.name, None) for a in node.names if a.name.split(".")[0] == "daskpd"]
+            yield from ((node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "daskpd")
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "daskpd":
-            found += [(node.lineno, node.module, a.name) for a in node.names]
-    return found
-
-
-def test_there_are_benchmark_scripts():
-    assert len(SCRIPTS) >= 5 and any(_daskpd_imports(p) for p in SCRIPTS)
+            yield node.lineno, node.module
+            yield from ((node.lineno, f"{node.module}.{a.name}") for a in node.names)
+        elif isinstance(node, ast.Attribute):
+            parts, n = [], node
+            while isinstance(n, ast.Attribute):
+                parts.append(n.attr)
+                n = n.value
+            if isinstance(n, ast.Name) and n.id == "daskpd":
+                yield node.lineno, ".".join(["daskpd", *reversed(parts)])
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
-def test_benchmark_imports_resolve(script):
+def test_benchmark_uses_only_the_public_api(script):
+    tree = ast.parse(script.read_text(), filename=str(script))
+    private = [f"{script.name}:{line}: {name}" for line, name in _names_used(tree)
+               if any(part.startswith("_") and not part.endswith("__") for part in name.split("."))]
+    assert not private, "benchmarks must use daskpd's public API:\n" + "\n".join(private)
     missing = []
-    for line, module, name in _daskpd_imports(script):
-        try:
-            mod = importlib.import_module(module)
-        except ImportError as exc:
-            missing.append(f"{script.name}:{line}: import {module} ({exc})")
-            continue
-        if name is not None and name != "*" and not hasattr(mod, name):
+    for line, name in _names_used(tree):
+        parts = name.split(".")
+        k = 0  # the longest importable module, then the attributes after it
+        for i in range(1, len(parts) + 1):
             try:
-                importlib.import_module(f"{module}.{name}")
+                importlib.import_module(".".join(parts[:i]))
             except ImportError:
-                missing.append(f"{script.name}:{line}: from {module} import {name} (no such name)")
-    assert not missing, "\n".join(missing)
+                break
+            k = i
+        if k == 0:
+            missing.append(f"{script.name}:{line}: {name}")
+            continue
+        obj = importlib.import_module(".".join(parts[:k]))
+        for attr in parts[k:]:
+            if not hasattr(obj, attr):
+                missing.append(f"{script.name}:{line}: {name}")
+                break
+            obj = getattr(obj, attr)
+    assert not missing, "names the package does not have:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_benchmark_is_documented(script):
+    text = BENCH_DOC.read_text(encoding="utf-8")
+    assert f"benchmarks/{script.name}" in text, f"docs/benchmarks.md does not mention benchmarks/{script.name}"
+
+
+def test_installed_package_has_no_benchmark_harness():
+    """Installed code never reaches into the source tree's benchmarks/ folder: no module
+    ``daskpd.bench``, and no string in daskpd's code (docstrings aside) naming it."""
+    assert not (REPO / "daskpd" / "bench.py").exists() and not (REPO / "daskpd" / "bench").exists()
+    offenders = []
+    for path in (REPO / "daskpd").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+        offenders += [f"{path.relative_to(REPO)}:{n.lineno}" for n in ast.walk(tree)
+                      if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+                      and "benchmarks" in n.value]
+    assert not offenders, offenders
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.cluster) if n == "bench_lake.py" else n
+                                  for n in sorted(TINY)])
+def test_benchmark_runs_at_tiny_size(name, tmp_path):
+    args, expected = TINY[name]
+    work = tmp_path / "work"
+    work.mkdir()
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    proc = subprocess.run([sys.executable, str(BENCH / name), *args(str(work))], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=600)
+    assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    assert re.search(expected, proc.stdout), f"{name} printed no result table:\n{proc.stdout[-3000:]}"
+    # nothing written outside the temporary directory (in particular not into the repository)
+    assert not (REPO / "benchmarks" / "work").exists()

@@ -6,7 +6,7 @@ the same stratification as stratx).  ``EXPECTED`` below are the outputs of the R
 (stratx 0.5), not of daskpd, produced with
 
     bash benchmarks/setup_stratx.sh old
-    ~/.cache/daskpd-bench/stratx-old/bin/python benchmarks/stratx_unit_cases.py
+    ~/.cache/daskpd-bench/stratx-old/bin/python tests/make_stratx_expected.py
 
 (stratx 0.5, numpy 1.23.5, python 3.11.7, 2026-11-23; the numeric cases are identical in
 stratx-new, numpy 2.4.6).

@@ -3,7 +3,7 @@ distinct value) up to 65,535 distinct values, so that its leaves are scikit-lear
 tree's -- and StratPD curves agree with stratx's -- on tables like california housing
 (median_income: 12,928 distinct values).
 
-``CalLike`` (also in benchmarks/bench_houseage.py) is a synthetic twin of california with a
+``CalLike`` is a synthetic twin of california with a
 known truth for ``age``.  With the old fixed 1,023 bins it reproduces the HouseAge
 disagreement (the histogram tree's curve far from the exact tree's, which is stratx's),
 although neither tree is systematically nearer the truth (docs/stratpd.md).
@@ -47,7 +47,7 @@ def test_hist_tree_equals_exact_tree_on_a_column_with_5000_values():
 
 
 class CalLike:
-    """Synthetic california for StratPD of ``age`` (copy of benchmarks/bench_houseage.py's):
+    """Synthetic california for StratPD of ``age``:
     integer age 1..52 with few rows at the low end, income lognormal at 4 decimals (about
     as many distinct values as rows), rooms / population codependent with age, lon / lat /
     region; y = f(age) + 40,000 income + ... + 30,000 t_3 noise, f(age) = 800 age +

@@ -1,10 +1,11 @@
 #!/usr/bin/env python
 """Run stratx 0.5 on its own unit cases (tests/stratx_unit_cases.py) and print the outputs
-as the Python literal ``EXPECTED`` that tests/test_stratx_cases.py hard-codes.
+as the Python literal ``EXPECTED`` that tests/test_stratx_cases.py hard-codes.  Not a test
+(pytest does not collect it): a generator of the tests' expected values.
 
 Run it with a reference venv's python (benchmarks/setup_stratx.sh), never the project's:
 
-    ~/.cache/daskpd-bench/stratx-old/bin/python benchmarks/stratx_unit_cases.py > /tmp/expected.py
+    ~/.cache/daskpd-bench/stratx-old/bin/python tests/make_stratx_expected.py > /tmp/expected.py
 
 stratx-old is needed for the categorical cases (stratx 0.5 uses ``np.float``); in
 stratx-new the numeric cases run and the categorical ones are reported as errors.
@@ -33,7 +34,7 @@ import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("stratx_unit_cases",
-                                              os.path.join(HERE, "..", "tests", "stratx_unit_cases.py"))
+                                              os.path.join(HERE, "stratx_unit_cases.py"))
 cases_mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(cases_mod)
 
@@ -100,7 +101,7 @@ def run_categorical(case):
 def main():
     import stratx
 
-    print(f"# produced by: {os.path.basename(sys.executable)} benchmarks/stratx_unit_cases.py")
+    print(f"# produced by: {os.path.basename(sys.executable)} tests/make_stratx_expected.py")
     print(f"# stratx {getattr(stratx, '__version__', '0.5')}, numpy {np.__version__}, python {sys.version.split()[0]}")
     print("EXPECTED = {")
     for case in cases_mod.all_cases():

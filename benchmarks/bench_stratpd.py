@@ -1,11 +1,15 @@
-"""Benchmark harness: wall time and peak memory, each measurement in its own process.
+#!/usr/bin/env python
+"""StratPD: daskpd.stratpd vs stratx 0.5 on y = x1^2 + x2 + noise, wall time and peak memory.
 
-Every measurement runs in a fresh subprocess (``python -m daskpd.bench measure ...``)
-and reports its own peak resident set size (``ru_maxrss``) and wall time as JSON, so
-one run cannot inherit another's memory.  The reference (stratx) runs through
-``benchmarks/stratx_runner.py`` in its own virtualenv, side by side in the same run.
+    .venv/bin/python benchmarks/bench_stratpd.py --sizes 1e4,1e5,1e6,1e7 --stratx-max 1e6
 
-    python -m daskpd.bench stratpd --sizes 1e4,1e5,1e6,1e7          # see docs/benchmarks.md
+Data: ``daskpd.datasets.Quadratic(decimals=2, x1_max=10)`` written as parquet files of
+250,000 rows into ``--workdir`` (a temporary directory by default; reused when there).
+Every measurement runs in a fresh subprocess and reports its own peak resident set size
+(``ru_maxrss``) and wall time as JSON, so one run cannot inherit another's memory.  The
+reference (stratx) runs through ``stratx_runner.py`` (next to this script) in its own
+virtualenv (``setup_stratx.sh``), side by side in the same run; without that virtualenv
+its columns say so.  See docs/benchmarks.md.
 """
 from __future__ import annotations
 
@@ -15,12 +19,11 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["measure_in_subprocess", "run_stratx", "stratx_python", "main"]
-
-REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
 STRATX_ROOT = Path(os.environ.get("STRATX_VENV_ROOT", Path.home() / ".cache" / "daskpd-bench"))
 
 
@@ -30,7 +33,7 @@ def _peak_rss_bytes() -> int:
 
 def measure_in_subprocess(kind: str, timeout: float = 3600, **kwargs) -> dict:
     """Run ``_measure(kind, **kwargs)`` in a new interpreter; return its JSON report."""
-    cmd = [sys.executable, "-m", "daskpd.bench", "measure", kind, json.dumps(kwargs)]
+    cmd = [sys.executable, str(Path(__file__).resolve()), "measure", kind, json.dumps(kwargs)]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -70,12 +73,12 @@ def stratx_python(which: str = "stratx-new") -> Path | None:
 
 def run_stratx(method: str, data: str, target: str, *, which: str = "stratx-new", timeout: float = 1800,
                **opts) -> dict:
-    """Run stratx in its own venv through benchmarks/stratx_runner.py; JSON report."""
+    """Run stratx in its own venv through stratx_runner.py (next to this script); JSON report."""
     py = stratx_python(which)
     if py is None:
         return {"ok": False, "error": f"no {which} venv under {STRATX_ROOT} (run benchmarks/setup_stratx.sh)"}
     out_json = Path(data).with_suffix(f".stratx-{method}-{os.getpid()}.json")
-    cmd = [str(py), str(REPO / "benchmarks" / "stratx_runner.py"), "--method", method, "--data", str(data),
+    cmd = [str(py), str(HERE / "stratx_runner.py"), "--method", method, "--data", str(data),
            "--target", target, "--out", str(out_json)]
     for k, v in opts.items():
         cmd += [f"--{k.replace('_', '-')}", str(v)]
@@ -102,7 +105,7 @@ def _fmt_mb(rep, key="peak_rss_bytes"):
 def bench_stratpd(sizes, workdir: Path, decimals: int, stratx_max: float, params: dict) -> list[dict]:
     import numpy as np
 
-    from .datasets import Quadratic, write_parquet
+    from daskpd.datasets import Quadratic, write_parquet
 
     rows = []
     for n in sizes:
@@ -139,33 +142,29 @@ def _row_line(row: dict) -> str:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m daskpd.bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("stratpd", help="daskpd.stratpd vs stratx 0.5 on y = x1^2 + x2 + noise")
-    s.add_argument("--sizes", default="1e4,1e5,1e6,1e7")
-    s.add_argument("--decimals", type=int, default=2, help="x1 ~ U(0,10) rounded: 2 -> 1,001 distinct values")
-    s.add_argument("--stratx-max", type=float, default=1e6, help="largest n to run stratx on")
-    s.add_argument("--workdir", default=os.environ.get("DASKPD_BENCH_DIR", "/tmp/daskpd-bench"))
-    s.add_argument("--max-bins", type=int, default=None)
-    m = sub.add_parser("measure", help=argparse.SUPPRESS)
-    m.add_argument("kind")
-    m.add_argument("args")
-    a = ap.parse_args(argv)
-    if a.cmd == "measure":
-        print(json.dumps(_measure(a.kind, json.loads(a.args))))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["measure"]:  # one measurement, in the subprocess started by measure_in_subprocess
+        print(json.dumps(_measure(argv[1], json.loads(argv[2]))))
         return 0
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1e4,1e5,1e6,1e7")
+    ap.add_argument("--decimals", type=int, default=2, help="x1 ~ U(0,10) rounded: 2 -> 1,001 distinct values")
+    ap.add_argument("--stratx-max", type=float, default=1e6, help="largest n to run stratx on (0: never)")
+    ap.add_argument("--workdir", default=os.environ.get("DASKPD_BENCH_DIR",
+                                                      os.path.join(tempfile.gettempdir(), "daskpd-bench")))
+    ap.add_argument("--max-bins", type=int, default=None)
+    a = ap.parse_args(argv)
     workdir = Path(a.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     sizes = [float(x) for x in a.sizes.split(",")]
     params = {} if a.max_bins is None else {"max_bins": a.max_bins}
     print(f"# daskpd.stratpd vs stratx.partial_dependence; {os.cpu_count()} cores; command: "
-          f"python -m daskpd.bench {' '.join(argv if argv is not None else sys.argv[1:])}")
+          f"benchmarks/bench_stratpd.py {' '.join(argv)}")
     print("| n | distinct x | daskpd s | daskpd peak MiB | daskpd RMSE vs truth | stratx s | stratx peak MiB | "
           "speed-up | data gen s |")
     print("|---|---|---|---|---|---|---|---|---|")
-    bench_stratpd(sizes, workdir, a.decimals, a.stratx_max, params)
-    return 0
+    rows = bench_stratpd(sizes, workdir, a.decimals, a.stratx_max, params)
+    return 0 if all(r["daskpd_rmse"] for r in rows) else 1
 
 
 if __name__ == "__main__":
