@@ -81,8 +81,8 @@ def stratpd(
     few_slopes : {"interpolate", "flat"}, default "interpolate"
         An interval with some leaf slopes but fewer than ``min_slopes_per_x``, between
         two valid ones: "interpolate" takes the slope interpolated linearly in x from
-        the valid neighbours (nearer the truth on average in ``benchmarks/bench_gap_rule.py``;
-        see docs/stratpd.md); "flat" contributes nothing, as stratx 0.5.  Such intervals
+        the valid neighbours (nearer the truth on average on synthetic data with a known
+        curve; see docs/stratpd.md); "flat" contributes nothing, as stratx 0.5.  Such intervals
         at the ends of the curve are left out under either rule.
     sample_size : int, default 200,000
         Rows (bottom-k by seeded row hash) used to fit the tree; all rows if fewer.

@@ -344,7 +344,7 @@ def validate_params(parameter_constraints: dict, *, signature_of=None):
             if "data" not in arguments:
                 return func(*bound.args, **bound.kwargs)
             # every public function enters here: a damaged data page of a parquet path,
-            # found only while computing, is reported with the file's name (issue 14)
+            # found only while computing, is reported with the file's name
             from ._data.lake import damaged_files_named
 
             with damaged_files_named(arguments["data"], arguments.get("storage_options")):

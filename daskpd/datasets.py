@@ -3,10 +3,10 @@
 Each generator produces a table chunk by chunk; chunk ``i`` depends only on
 ``(random_state, i)``, so any size is produced with memory bounded by one chunk, and
 the same rows come out whatever the chunking of the *reader*.  ``truth(feature, x)``
-gives the true partial dependence (Definition 1 of seed 000: the integral of dy/dx from
+gives the true partial dependence (Parr & Wilson (2021), Definition 1: the integral of dy/dx from
 the feature's minimum), so tests and benchmarks can measure error.
 
-* :class:`Quadratic` -- seed 000's example: ``y = x1**2 + x2 + noise`` with x2 strongly
+* :class:`Quadratic` -- Parr & Wilson's example: ``y = x1**2 + x2 + noise`` with x2 strongly
   correlated with x1 (x2 = x1 + N(0, spread)), plus an irrelevant x3.
 * :class:`Bulldozer` -- a bulldozer-auction-like table: integer ``YearMade``, float
   ``MachineHours``, string ``ProductGroup`` and ``ModelID`` (models are produced in

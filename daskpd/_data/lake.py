@@ -570,7 +570,7 @@ def damaged_files_named(data, storage_options=None, columns=None):
         yield
     except ValueError as exc:
         # dask infers a CSV's dtypes from its first block; a later block that disagrees
-        # fails mid-computation with pandas' "Mismatched dtypes" (issue 15)
+        # fails mid-computation with pandas' "Mismatched dtypes"
         if "Mismatched dtypes" not in str(exc):
             raise
         where = repr(os.fspath(getattr(data, "path", data))) if isinstance(data, (str, os.PathLike)) or hasattr(

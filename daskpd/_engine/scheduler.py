@@ -206,8 +206,7 @@ def limit_worker_threads():
     threshold at 128 KiB: every array above it is a fresh mapping whose pages fault in
     one by one, and the scan's arrays are mostly above it.  Below the raised threshold
     they come from the heap and are reused; freed memory at the top of the heap is still
-    trimmed by free(), the rest by the heap trimmer.  Measured in docs/benchmarks.md
-    (set the config key to 0 to leave the worker's allocator alone).
+    trimmed by free(), the rest by the heap trimmer (set the config key to 0 to leave the worker's allocator alone).
     """
     global _LIMITED
     if _LIMITED:
@@ -244,7 +243,7 @@ def set_arrow_pool(value) -> bool:
     so every read faulted its ~50 MB of buffers in again: at 1e7 rows of the lake
     benchmark the workers took 0.81-0.98 M page faults each (2.7-4.0 s of system time)
     against 0.57-0.68 M (2.2-2.6 s) with the system pool, and the call 15.0-16.2 s against
-    13.5-14.1 s (docs/benchmarks.md, stop 23).
+    13.5-14.1 s.
     """
     if value in (None, False, 0, "0", "keep"):
         return False
@@ -316,8 +315,8 @@ def start_heap_trimmer(value) -> bool:
     heaps, and memory freed in the middle of a heap stays in the process: after the
     scan's maps and merges a 2.5 GiB worker kept ~1.3 GiB of free heap in its RSS.
     Dask counts that as unmanaged memory, so it spilled the task outputs it could have
-    kept, and paused the worker at 80 % of its limit while most of that memory was free
-    (docs/benchmarks.md, stop 21).  The trim runs off the event loop (ctypes releases
+    kept, and paused the worker at 80 % of its limit while most of that memory was free.
+    The trim runs off the event loop (ctypes releases
     the GIL) and only when the free heap is large, so that memory a task reuses at once
     is not handed back and faulted in again; and only when the process holds that much
     more resident memory than it has in use than it did after the last trim (freed

@@ -23,9 +23,8 @@ the one thing StratPD needs -- ``apply`` -- in numba:
   binning and puts every fitting row in the leaf it was fitted in.
 
 Cost: O(rows x columns x depth) byte reads for the histograms plus O(occupied bins)
-per node and column for the scans.  Measured against the exact tree (time and
-within-leaf squared error) by ``benchmarks/bench_tree.py``; the figures are in
-docs/benchmarks.md.
+per node and column for the scans.  Its time against the exact tree is measured by
+``benchmarks/bench_tree.py`` (figures in docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -398,7 +397,7 @@ def _apply(X, thr, meta, leaf_map):
     the comparison, so that their independent descents overlap; a lane whose row reaches
     its leaf takes the next row at once (rows' depths differ; blocks of rows kept in
     lockstep until their deepest row was done took 0.272 s against 0.220 s for the lake
-    benchmark's ten trees on 500,000 rows: ``benchmarks/bench_apply.py``).  Nodes are two
+    benchmark's ten trees on 500,000 rows).  Nodes are two
     flat arrays (16 bytes a node), which keeps more of the tree in cache than one
     (threshold, column, child) row of floats.
     """

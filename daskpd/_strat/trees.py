@@ -68,7 +68,7 @@ def bin_sample(sample: pd.DataFrame, target: str, columns: Sequence[str], encode
     X = np.asarray(X, dtype="float64")
     # one bin per distinct value whenever a column has at most 65,535 of them in the sample
     # (the tree is then scikit-learn's exact tree, so curves agree with stratx leaf for leaf);
-    # issue 13: 1,023 bins on california's median_income (12,928 values) moved rows between
+    # 1,023 bins on california's median_income (12,928 values) moved rows between
     # leaves and the housing_median_age curve away from stratx's (correlation 0.92)
     if TREE_BINS == "auto":
         B, bins, max_bins = histtree.bin_columns_auto(X)

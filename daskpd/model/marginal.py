@@ -309,7 +309,7 @@ def marginal(
                                *(pred.columns if pred else [])]))
     ddf = ds.project(cols)
     # Bins (distinct values, quantile or uniform edges, levels) come from the rows that are
-    # averaged: with a target, only rows whose target is finite (issue 13).
+    # averaged: with a target, only rows whose target is finite.
     ddf_bins = ddf if target is None else ddf.map_partitions(rows_with_finite, target, meta=ddf._meta)
     sums = summarize(ddf_bins, kinds, progress=progress)
     ranks = {f: marginal_ranks(sums[f], bins, binning) for f in feats if kinds[f] == "numeric" and sums[f].n > 0}
