@@ -33,6 +33,9 @@ from dask.sizeof import sizeof
 
 from .._engine.hashing import keyed_hash
 from .._engine.sums import Table, reduce_tables
+from ..results import StratPDResult
+from .trees import tree_method_of
+from .virtual import virtual_of
 
 __all__ = ["bucket_sums", "curve_from_sums", "sweep", "integrate", "interval_slopes", "support_counts", "BucketSums",
            "empty_curve_message", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES"]
@@ -142,8 +145,6 @@ def _segments(leaf, code, vb, n, sy, sx, xvals, binned, P):
 def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: int = 0,
                 n_segments: int = 500) -> BucketSums:
     """A bucket's merged (leaf, code) sums of one numeric feature -> :class:`BucketSums`."""
-    from .scan import virtual_of
-
     P = fs.coder.n_keys
     k = fs.stats_per_set
     leaf = table.leaf.astype(np.int64)
@@ -283,9 +284,6 @@ def empty_curve_message(res, min_slopes_per_x: int) -> str | None:
 
 def curve_from_sums(fs, sums: list, job):
     """The StratPDResult of one feature from its buckets' :class:`BucketSums`."""
-    from ..results import StratPDResult
-    from .trees import tree_method_of
-
     P = fs.coder.n_keys
     n_sets = job.n_sets
     opts = job.finish_options
