@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _ax, count_bars
+from ._base import count_bars, get_axes
 
 
 def plot_stratpd(res, ax=None, *, show_segments: bool = True, show_counts: bool = True, color="#1f4e8c",
@@ -17,7 +17,7 @@ def plot_stratpd(res, ax=None, *, show_segments: bool = True, show_counts: bool 
     so their fan shows how much the leaves disagree.  Counts go on a twin axis as
     separate light bars in the bottom quarter of the axes.
     """
-    ax = _ax(ax)
+    ax = get_axes(ax)
     sup = res.supported & np.isfinite(res.pd)
     x, y = res.x[sup], res.pd[sup]
     if show_segments and res.segments and len(res.segments.get("slope", [])):
