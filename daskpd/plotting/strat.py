@@ -53,15 +53,11 @@ def curve_pieces(res):
     """``(solid, gaps)``: runs ``(a, b)`` of position indices joined by intervals with a
     slope, and the flat steps ``(a, b)`` from a supported position across intervals
     without one to the next supported position."""
-    from .._strat.numeric import DEFAULT_FEW_SLOPES, interval_slopes
-
     sup = np.asarray(res.supported & np.isfinite(res.pd))
     idx = np.flatnonzero(sup)
     if len(idx) == 0:
         return [], []
-    m = int(res.params.get("min_slopes_per_x", 5))
-    _, defined = interval_slopes(res.x, res.slope, res.slope_count, m,
-                                 res.params.get("few_slopes", DEFAULT_FEW_SLOPES))
+    _, defined = res.intervals()
     solid, gaps = [], []
     start = idx[0]
     for a, b in zip(idx[:-1], idx[1:]):
