@@ -36,8 +36,9 @@ from .._data.encode import FeatureEncoder, KeyCoder, as_float
 from .._engine.hashing import bootstrap_weights
 from .._engine.plan import Job, Kept
 from .._engine.sums import Rows, Table, reduce_tables
+from . import categorical_buckets
 from .categorical import effects_explicit
-from .categorical_buckets import EXPLICIT_MAX_KEYS, prepare
+from .categorical_buckets import prepare
 from .categorical_gram import gram_link
 from .numeric import bucket_sums, curve_from_sums
 from .virtual import N_VIRTUAL, bucket_bounds
@@ -323,7 +324,7 @@ class StratScan(Job):
                 continue
             buckets = [node("pick_categorical", merged[b], i, 0, key=f"cat-bucket-{b}-f{i}") for b in range(B)]
             summaries = [node("pick_categorical", merged[b], i, 1, key=f"cat-summary-{b}-f{i}") for b in range(B)]
-            if fs.coder.n_keys <= EXPLICIT_MAX_KEYS:  # G summed over the buckets, solved directly
+            if fs.coder.n_keys <= categorical_buckets.EXPLICIT_MAX_KEYS:  # G summed over the buckets, solved directly
                 states = []
                 for s in range(self.n_sets):
                     state = None
