@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._engine.hashing import sort_labels
 from ..results import CurveResult
+from .categorical_buckets import fold_summaries, solve_buckets, solve_explicit
 from .categorical_gram import solve_gram
+from .trees import tree_method_of
 
 __all__ = ["CatStratPDResult", "effects_explicit", "effects_iterative", "result_from_effects", "result_from_sums",
            "place_groups", "category_index", "category_values", "no_shared_leaf_message"]
@@ -163,8 +166,6 @@ class CatStratPDResult(CurveResult):
 def category_values(distinct: np.ndarray, dtype) -> np.ndarray:
     """A categorical feature's levels in result order: a pandas Categorical's category
     order (levels it does not list last), else sorted (as :func:`sort_labels`)."""
-    from .._engine.hashing import sort_labels
-
     if isinstance(dtype, pd.CategoricalDtype) and _known_categories(dtype):
         vals = np.asarray(distinct, dtype=object)
         pos = dtype.categories.get_indexer(pd.Index(vals, dtype=object))
@@ -195,8 +196,6 @@ def no_shared_leaf_message(res: CatStratPDResult) -> str | None:
 
 
 def _params(fs, job) -> dict:
-    from .trees import tree_method_of
-
     return {
         "min_samples_leaf": fs.min_samples_leaf,
         "tree_method": tree_method_of(fs.tree),
@@ -220,8 +219,6 @@ def _result(fs, job, effects, summaries):
 def effects_explicit(fs, states: list, summaries: list, job):
     """The CatStratPDResult of one feature from its explicit G per set (summed over the
     buckets) and its buckets' summaries: direct solves."""
-    from .categorical_buckets import fold_summaries, solve_explicit
-
     setups = fold_summaries(summaries, fs.coder.n_keys, job.n_sets)
     effects = [solve_explicit(st, su, fs.coder.n_keys) for st, su in zip(states, setups)]
     return _result(fs, job, effects, summaries)
@@ -230,8 +227,6 @@ def effects_explicit(fs, states: list, summaries: list, job):
 def effects_iterative(fs, refs: list, summaries: list, job, progress=None):
     """The CatStratPDResult of one feature whose buckets stayed on the workers
     (``refs``), by conjugate gradients with products summed over the buckets."""
-    from .categorical_buckets import fold_summaries, solve_buckets
-
     setups = fold_summaries(summaries, fs.coder.n_keys, job.n_sets)
     return _result(fs, job, solve_buckets(refs, setups, fs.coder.n_keys, progress=progress), summaries)
 

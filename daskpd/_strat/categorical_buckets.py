@@ -27,8 +27,11 @@ import numba
 import numpy as np
 from dask.sizeof import sizeof
 
+from .._engine import scheduler
 from .._engine.sums import DENSE_CELLS_PER_ROW, Table, dense_grid, grid_table, group_sums, reduce_tables, run_starts
+from .categorical_gram import LeafSums, gram_link, solve_gram
 from .categorical_solve import CG_MAXITER, Effects, ground, number_groups, uf_find, uf_flatten, uf_join
+from .virtual import virtual_of
 
 __all__ = ["CGBucket", "BucketSummary", "prepare", "bucket_products", "fold_summaries", "solve_explicit",
            "solve_buckets", "EXPLICIT_MAX_KEYS"]
@@ -130,8 +133,6 @@ def _vectors(vb, code, n, s, mrow, rterm, dterm, K) -> Table:
 
 def prepare(picked, fs, job):
     """A bucket's merged table of one feature -> (CGBucket, BucketSummary)."""
-    from .scan import virtual_of
-
     table, counters = picked
     K = fs.coder.n_keys
     k = fs.stats_per_set
@@ -241,8 +242,6 @@ def solve_explicit(state, su: dict, K: int) -> Effects:
     """Effects of one set from its explicit G (a LeafSums summed over the buckets by
     :func:`~daskpd._strat.categorical_gram.gram_link`; None: no leaf) and its folded
     vectors."""
-    from .categorical_gram import LeafSums, solve_gram
-
     sums = state if state is not None else LeafSums.empty(K)
     for a in ("count", "sum_y", "count_used", "n_leaves_cat", "r", "n_ignored", "n_leaves", "n_leaves_used"):
         setattr(sums, a, su[a])
@@ -255,9 +254,6 @@ def solve_buckets(refs: list, setups: list, K: int, *, progress=None) -> list:
     buckets are (``refs``: futures or embedded values, in bucket order); a set on which CG
     does not converge is solved from its explicit G, summed from the same buckets."""
     from dask import delayed
-
-    from .._engine import scheduler
-    from .categorical_gram import gram_link
 
     n_sets = len(setups)
     x = np.zeros((n_sets, K))

@@ -22,6 +22,7 @@ from dask.sizeof import sizeof
 import numpy as np
 
 from .._engine.sums import group_sums
+from .._errors import DataError
 from .categorical_solve import (CG_MAXITER, TILE, DIRECT_MAX, Effects, cg_solve, direct_solve, ground, number_groups,
                                 grounded_dense, pairs_upper, scatter_upper, symmetric_csr, uf_find_halving,
                                 uf_flatten, warn_cg)
@@ -332,8 +333,6 @@ def solve_gram(sums: LeafSums, *, solver: str = "auto") -> Effects:
     from scipy.sparse.csgraph import connected_components
 
     if solver not in ("auto", "direct", "cg"):
-        from .._errors import DataError
-
         raise DataError(f"parameter solver must be 'auto', 'direct' or 'cg'; got {solver!r}")
     K = sums.K
     present = sums.count > 0

@@ -31,6 +31,9 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from .._engine.sums import group_sums
+from .._errors import DataError
+
 __all__ = ["Effects", "solve_table", "solve_effects", "number_groups", "ground", "cg_solve", "direct_solve",
            "pairs_upper", "scatter_upper", "grounded_dense", "symmetric_csr", "DIRECT_MAX", "CG_MAXITER",
            "EXPLICIT_BUDGET"]
@@ -292,8 +295,6 @@ def solve_table(leaf, code, n, s, K: int, *, solver: str = "auto") -> Effects:
     import scipy.sparse.linalg as sla
 
     if solver not in ("auto", "direct", "cg"):
-        from .._errors import DataError
-
         raise DataError(f"parameter solver must be 'auto', 'direct' or 'cg'; got {solver!r}")
     leaf = np.asarray(leaf)
     code = np.asarray(code, dtype=np.int64)
@@ -367,8 +368,6 @@ def solve_table(leaf, code, n, s, K: int, *, solver: str = "auto") -> Effects:
 def solve_effects(leaf, cat, n, s, n_categories: int, *, solver: str = "auto") -> Effects:
     """:func:`solve_table` from aligned per-(leaf, category) sums (any leaf ids, any
     order, duplicates summed): the in-memory entry point."""
-    from .._engine.sums import group_sums
-
     leaf = np.asarray(leaf)
     _, lid = np.unique(leaf, return_inverse=True)
     t = group_sums(lid.reshape(-1), np.asarray(cat, dtype=np.int64), np.c_[np.asarray(n, float), np.asarray(s, float)])

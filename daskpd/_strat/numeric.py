@@ -18,6 +18,8 @@ From a feature's merged per-(leaf, key) sums (Parr & Wilson 2021, algorithm Stra
    the default) or contributes nothing (``"flat"``, stratx 0.5's rule).  x_i is
    supported iff the interval starting or ending at it has a slope (stratx's reported
    positions); pd is 0 at the first supported position and NaN where unsupported.
+   The rule per interval (:func:`~daskpd.results.curves.interval_slopes`) lives with
+   the result, whose plot reads it back (:meth:`StratPDResult.intervals`).
 
 Float sums over leaves are made per virtual bucket (a fixed group of consecutive
 leaves) and added in virtual-bucket order, so the curve does not depend on how many
@@ -33,14 +35,12 @@ from dask.sizeof import sizeof
 
 from .._engine.hashing import keyed_hash
 from .._engine.sums import Table, reduce_tables
+from ..results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, StratPDResult, interval_slopes
+from .trees import tree_method_of
+from .virtual import virtual_of
 
 __all__ = ["bucket_sums", "curve_from_sums", "sweep", "integrate", "interval_slopes", "support_counts", "BucketSums",
            "empty_curve_message", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES"]
-
-#: what an interval with 0 < slope_count < min_slopes_per_x contributes (see :func:`interval_slopes`)
-FEW_SLOPES_RULES = ("interpolate", "flat")
-DEFAULT_FEW_SLOPES = "interpolate"
-
 
 @dataclass
 class BucketSums:
@@ -142,8 +142,6 @@ def _segments(leaf, code, vb, n, sy, sx, xvals, binned, P):
 def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: int = 0,
                 n_segments: int = 500) -> BucketSums:
     """A bucket's merged (leaf, code) sums of one numeric feature -> :class:`BucketSums`."""
-    from .scan import virtual_of
-
     P = fs.coder.n_keys
     k = fs.stats_per_set
     leaf = table.leaf.astype(np.int64)
@@ -202,38 +200,6 @@ def sweep(add: np.ndarray, sub: np.ndarray, starts: np.ndarray, ends: np.ndarray
     return mean, c
 
 
-def interval_slopes(ux, slope, slope_count, min_slopes_per_x, few_slopes=DEFAULT_FEW_SLOPES):
-    """The slope used over every interval [x_i, x_{i+1}) and whether it has one.
-
-    Returns ``(used, defined)``: ``used`` is the mean slope where ``slope_count >=
-    min_slopes_per_x``; where no leaf slope covers x_i (count 0) it is 0 and the interval
-    is undefined (a flat step: nothing in the data says how y moves there); where a few
-    cover it (0 < count < min_slopes_per_x) and it lies between two valid intervals, it is
-    the valid neighbours' slope interpolated linearly in x (``"interpolate"``, defined) or 0
-    (``"flat"``, undefined, stratx 0.5).  Few-slope intervals before the first or after the
-    last valid one are undefined under either rule.  The last position starts no interval.
-    """
-    if few_slopes not in FEW_SLOPES_RULES:
-        raise ValueError(f"few_slopes must be one of {FEW_SLOPES_RULES}; got {few_slopes!r}")
-    ux = np.asarray(ux, dtype="float64")
-    c = np.asarray(slope_count)
-    valid = c >= min_slopes_per_x
-    valid[-1:] = False  # no interval starts at the last position
-    used = np.where(valid, slope, 0.0)
-    defined = valid.copy()
-    if few_slopes == "interpolate":
-        k = np.flatnonzero(valid)
-        if len(k) > 1:
-            few = (c > 0) & ~valid
-            few[:k[0]] = False
-            few[k[-1]:] = False
-            i = np.flatnonzero(few)
-            if len(i):
-                used[i] = np.interp(ux[i], ux[k], np.asarray(slope)[k])
-                defined[i] = True
-    return used, defined
-
-
 def integrate(ux, slope, slope_count, min_slopes_per_x, few_slopes=DEFAULT_FEW_SLOPES):
     """pd over positions; see the module docstring.  Returns (pd, supported)."""
     n = len(ux)
@@ -283,9 +249,6 @@ def empty_curve_message(res, min_slopes_per_x: int) -> str | None:
 
 def curve_from_sums(fs, sums: list, job):
     """The StratPDResult of one feature from its buckets' :class:`BucketSums`."""
-    from ..results import StratPDResult
-    from .trees import tree_method_of
-
     P = fs.coder.n_keys
     n_sets = job.n_sets
     opts = job.finish_options

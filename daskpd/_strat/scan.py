@@ -34,15 +34,17 @@ import pandas as pd
 
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
 from .._engine.hashing import bootstrap_weights
-from .._engine.memory import MAX_BUCKETS
 from .._engine.plan import Job, Kept
 from .._engine.sums import Rows, Table, reduce_tables
 from . import categorical_buckets
+from .categorical import effects_explicit
+from .categorical_buckets import prepare
+from .categorical_gram import gram_link
+from .numeric import bucket_sums, curve_from_sums
+from .virtual import N_VIRTUAL, bucket_bounds
 
 __all__ = ["FeatureScan", "StratScan", "ScanPiece", "N_VIRTUAL", "leaf_numbering", "bucket_bounds"]
 
-#: fixed leaf groups over which float sums are made (>= every bucket count)
-N_VIRTUAL = MAX_BUCKETS
 #: a map groups its rows itself when the feature's (leaf, key) grid has at most this
 #: many cells per partition row (few cells: partitions shrink a lot); else it ships rows
 MAP_GROUP_CELLS_PER_ROW = 2
@@ -82,17 +84,6 @@ def leaf_numbering(tree, random_state: int, salt: int) -> tuple[np.ndarray | Non
     index = np.full(len(is_leaf), -1, dtype=np.int64)
     index[nodes] = perm
     return index, len(nodes)
-
-
-def bucket_bounds(n_leaves: int, n_parts: int) -> np.ndarray:
-    """Leaf bounds of ``n_parts`` runs of consecutive leaves: ``ceil(b L / n_parts)``."""
-    b = np.arange(n_parts + 1, dtype=np.int64)
-    return -((-b * int(n_leaves)) // int(n_parts))
-
-
-def virtual_of(leaf: np.ndarray, n_leaves: int) -> np.ndarray:
-    """Virtual bucket of each leaf: ``leaf * N_VIRTUAL // n_leaves``."""
-    return (np.asarray(leaf, dtype=np.int64) * N_VIRTUAL) // int(n_leaves)
 
 
 @dataclass
@@ -284,9 +275,6 @@ class StratScan(Job):
         """A merged bucket turned, inside its last combine, into what the finish needs:
         ``{"numeric": {feature: BucketSums}, "categorical": {index: (bucket state,
         summary)}}`` -- O(positions) arrays and the categorical least-squares terms."""
-        from .categorical_buckets import prepare
-        from .numeric import bucket_sums
-
         numeric, categorical = {}, {}
         counters = piece.counters or {}
         for i, fs in enumerate(self.features):
@@ -307,22 +295,16 @@ class StratScan(Job):
     def pick_categorical(self, finished: dict, index: int, k: int):
         return finished["categorical"][index][k]
 
-    def numeric_final(self, index: int, *bucket_sums):
-        from .numeric import curve_from_sums
-
-        return curve_from_sums(self.features[index], list(bucket_sums), self)
+    def numeric_final(self, index: int, *sums):
+        return curve_from_sums(self.features[index], list(sums), self)
 
     def gather_list(self, *items):
         return list(items)
 
     def gram_link(self, state, bucket, stats_set: int):
-        from .categorical_gram import gram_link
-
         return gram_link(state, bucket, stats_set)
 
     def categorical_explicit(self, index: int, n_states: int, *args):
-        from .categorical import effects_explicit
-
         return effects_explicit(self.features[index], list(args[:n_states]), list(args[n_states:]), self)
 
     def collect(self, *results) -> dict:

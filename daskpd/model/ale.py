@@ -42,6 +42,8 @@ from .._data.kinds import is_numeric_like, kind_of
 from ..results import CurveResult
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
+from .ale2d import ALE2DJob, ALE2DSpec, finish_ale2d
+from .common import ROW_COUNTS, BinStats, input_rows, level_codes
 from .passes import Plan, run_jobs
 from .predictor import DEFAULT_BATCH_ROWS
 from .setup import MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
@@ -109,51 +111,6 @@ class ALEResult(CurveResult):
 
 
 # ---------------------------------------------------------------------------------
-# mergeable per-bin statistics
-
-
-@dataclass
-class BinStats:
-    """Per-bin weight, row count, mean and sum of squared deviations (weighted)."""
-
-    w: np.ndarray
-    n: np.ndarray
-    mean: np.ndarray
-    m2: np.ndarray
-
-    @classmethod
-    def of(cls, idx: np.ndarray, values: np.ndarray, w: np.ndarray | None, nbins: int) -> "BinStats":
-        ww = np.ones(len(idx)) if w is None else w
-        W = np.bincount(idx, weights=ww, minlength=nbins)
-        N = np.bincount(idx, minlength=nbins).astype("float64")
-        S = np.bincount(idx, weights=ww * values, minlength=nbins)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = np.where(W > 0, S / np.where(W > 0, W, 1), 0.0)
-        M2 = np.bincount(idx, weights=ww * (values - mean[idx]) ** 2, minlength=nbins)
-        return cls(W, N, mean, M2)
-
-    @staticmethod
-    def merge(a: "BinStats", b: "BinStats") -> "BinStats":
-        w = a.w + b.w
-        safe = np.where(w > 0, w, 1)
-        d = b.mean - a.mean
-        mean = np.where(w > 0, a.mean + d * b.w / safe, 0.0)
-        m2 = a.m2 + b.m2 + np.where(w > 0, d * d * a.w * b.w / safe, 0.0)
-        return BinStats(w, a.n + b.n, mean, m2)
-
-    @classmethod
-    def merge_all(cls, parts):
-        out = parts[0]
-        for p in parts[1:]:
-            out = cls.merge(out, p)
-        return out
-
-    def std(self) -> np.ndarray:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(self.w > 0, np.sqrt(self.m2 / np.where(self.w > 0, self.w, 1)), np.nan)
-
-
-# ---------------------------------------------------------------------------------
 # the ALE kernel
 
 
@@ -162,10 +119,6 @@ class _ALESpec:
     feature: str
     kind: str
     values: np.ndarray  # numeric: edges z_0..z_K; categorical: ordered levels
-
-
-#: the row counters of an ALE partial (1-D and 2-D), summed across partitions
-ROW_COUNTS = ("n_rows", "n_used", "n_missing", "n_outside")
 
 
 @dataclass
@@ -192,14 +145,6 @@ class _ALEPartial:
     @classmethod
     def combine(cls, parts):
         return cls(merge_keyed(parts, "feats", _ALEFeaturePartial.merge))
-
-
-def level_codes(s: pd.Series, levels: np.ndarray) -> np.ndarray:
-    idx = pd.Index(pd.Series(levels, dtype=object))
-    vals = s.astype(object) if isinstance(s.dtype, pd.CategoricalDtype) else s
-    codes = idx.get_indexer(pd.Index(vals.to_numpy(dtype=object)))
-    codes[s.isna().to_numpy()] = -1
-    return codes
 
 
 @dataclass
@@ -249,11 +194,6 @@ class ALEJob:
                 out[sp.feature] = _ALEFeaturePartial(stats, lw, ln, ctx.n, len(rows), int(miss.sum()),
                                                      int((~miss & (codes < 0)).sum()))
         return _ALEPartial(out)
-
-
-def input_rows(ctx, rows):
-    base = ctx.inputs()
-    return base.iloc[rows] if ctx.plan.predictor.as_frame else base[rows]
 
 
 # ---------------------------------------------------------------------------------
@@ -573,8 +513,6 @@ def ale(
     if singles:
         jobs.append(ALEJob([by[f] for f in singles]))
     if pairs:
-        from .ale2d import ALE2DJob, ALE2DSpec
-
         jobs.append(ALE2DJob([ALE2DSpec(it, by[it[0]].values, by[it[1]].values) for it in pairs]))
     plan = Plan(jobs, predictor=run.predictor, weight=run.weight, batch_rows=batch_rows)
     parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-ale")
@@ -584,8 +522,6 @@ def ale(
         part = parts[0]
         done.update({f: finish_ale(by[f], part.feats[f], run.predictor, params, sources.get(f)) for f in singles})
     if pairs:
-        from .ale2d import finish_ale2d
-
         job2, part2 = jobs[-1], parts[-1]
         done.update({sp.features: finish_ale2d(sp, part2.pairs[sp.features], run.predictor, params)
                      for sp in job2.specs})

@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._data.encode import as_float
+from .._errors import DataError
 from ..results import CurveResult, curve_frame
 from .._engine.plan import merge_keyed, sum_fields
-from .ale import ROW_COUNTS, BinStats, input_rows
+from .common import ROW_COUNTS, BinStats, input_rows
 
 __all__ = ["ALE2DResult", "ALE2DJob", "ALE2DSpec", "finish_ale2d", "ale2d_surface"]
 
@@ -244,8 +245,6 @@ def ale2d_surface(delta: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def finish_ale2d(sp: ALE2DSpec, part: _ALE2DPairPartial, pred, params) -> ALE2DResult:
-    from .._errors import DataError
-
     if part.n_used == 0:
         raise DataError(f"features {sp.features!r}: no row has usable values of both")
     K0, K1 = len(sp.z0) - 1, len(sp.z1) - 1

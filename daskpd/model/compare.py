@@ -27,6 +27,7 @@ from .._validation import NO_VALIDATION, POSITIVE_INT, Interval, Percentiles, va
 from .._errors import DataError, InvalidParameterError
 from .._data.request import open_request
 from ..results import Result
+from .._stratpd import stratpd as run_stratpd
 from .._engine.stats import mquantile_ranks, summarize
 from .grids import pd_grid
 from .passes import Plan, run_jobs
@@ -244,11 +245,9 @@ def compare(
         out_curves["StratPD"] = ext_sp
         results["StratPD"] = stratpd
     elif stratpd is True or (stratpd is None and target is not None):
-        import daskpd
-
-        sp = daskpd.stratpd(ds.frame, target, feature,  # the frame opened above: no second read
-                            progress=progress, storage_options=storage_options,
-                            filters=filters, **(stratpd_kwargs or {}))
+        sp = run_stratpd(ds.frame, target, feature,  # the frame opened above: no second read
+                         progress=progress, storage_options=storage_options,
+                         filters=filters, **(stratpd_kwargs or {}))
         out_curves["StratPD"] = (np.asarray(sp.x), np.asarray(sp.pd))
         results["StratPD"] = sp
     out_curves["FPD"] = (fpd.grid_values[0], fpd.average)

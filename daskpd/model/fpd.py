@@ -34,9 +34,10 @@ from .._validation import NO_VALIDATION, StrOptions, validate_params
 from .._errors import InvalidParameterError, SklearnDifferenceWarning
 from .._errors import DataError
 from ..results import CurveResult, curve_frame
+from .common import DEFAULT_METHOD, all_classes, auto_recursion, warn_method
 from .grids import build_grids, check_grid_arg
 from .passes import Plan, run_jobs
-from .predictor import DEFAULT_BATCH_ROWS, Predictor
+from .predictor import DEFAULT_BATCH_ROWS, Predictor, resolve_predictor
 from .setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
 from .tree_engine import TREE_CELLS
 
@@ -365,18 +366,6 @@ def _recursion_supported(model) -> bool:
                               RandomForestRegressor))
 
 
-def _auto_recursion(model) -> bool:
-    """scikit-learn's rule for method='auto'."""
-    from sklearn.ensemble import RandomForestRegressor
-    from sklearn.ensemble._gb import BaseGradientBoosting
-    from sklearn.ensemble._hist_gradient_boosting.gradient_boosting import BaseHistGradientBoosting
-    from sklearn.tree import DecisionTreeRegressor
-
-    if isinstance(model, BaseGradientBoosting):
-        return model.init is None
-    return isinstance(model, (BaseHistGradientBoosting, DecisionTreeRegressor, RandomForestRegressor))
-
-
 def recursion_average(pred: Predictor, features, grids) -> np.ndarray:
     from sklearn.utils.extmath import cartesian
 
@@ -409,7 +398,7 @@ def resolve_pd_method(method, pred: Predictor, kinds, items, weight) -> str:
     """Resolve method='auto' and check method='recursion' is applicable."""
     feats = {f for it in items for f in it}
     if method == "auto":
-        ok = (weight is None and pred.method != "call" and _auto_recursion(pred.model)
+        ok = (weight is None and pred.method != "call" and auto_recursion(pred.model)
               and (pred.kind == "regressor" or pred.method == "decision_function")
               and all(kinds[f] == "numeric" for f in feats))
         return "recursion" if ok else "brute"
@@ -442,13 +431,6 @@ class PDResults(dict):
         raise KeyError(key)
 
 
-class _Default(str):
-    """A default that remembers it was not passed (``method``: daskpd's default differs
-    from scikit-learn's, and only then is there something to warn about)."""
-
-
-#: partial_dependence's default method: "brute" (scikit-learn's default is "auto")
-DEFAULT_METHOD = _Default("brute")
 KINDS = ("average", "individual", "both")
 
 
@@ -466,56 +448,6 @@ def _warn_features(features, items, single) -> None:
         f"{{feature: PDResult}}; scikit-learn's partial_dependence reads the same list as ONE {len(names)}-way "
         f"partial dependence. For the {len(names)}-way reading {other}; to keep the 1-way reading without this "
         f"warning pass {[(n,) for n in names]!r}.", SklearnDifferenceWarning, stacklevel=4)
-
-
-def _warn_method(method, pred: Predictor, weight, kind) -> None:
-    """daskpd's default method is brute; scikit-learn's "auto" would use tree recursion here."""
-    if not isinstance(method, _Default) or kind != "average" or weight is not None or pred.method == "call":
-        return
-    if not _auto_recursion(pred.model):
-        return
-    clf = pred.kind == "classifier"
-    warnings.warn(
-        f"partial_dependence: method defaults to 'brute' here (the average of {type(pred.model).__name__}'s "
-        f"predictions over the rows of data); scikit-learn's default method='auto' uses tree recursion for this "
-        f"model, which averages over the training data through the trees' node weights"
-        + (" and explains the decision function instead of predict_proba" if clf else "")
-        + ", so the numbers can differ. Pass method='brute' to keep daskpd's reading without this warning, or "
-        + ("method='recursion', response='decision_function'" if clf else "method='auto'")
-        + " for scikit-learn's.", SklearnDifferenceWarning, stacklevel=4)
-
-
-def _regression_outputs(model, response):
-    """The output columns of a multi-output regressor (scikit-learn's ``n_outputs_``, or a
-    2-D ``coef_``), one PD each as scikit-learn gives; None for one output."""
-    if response not in ("auto", "predict"):
-        return None
-    n = getattr(model, "n_outputs_", None)
-    if n is None:
-        coef = getattr(model, "coef_", None)
-        n = coef.shape[0] if coef is not None and np.ndim(coef) == 2 else 1
-    return list(range(int(n))) if int(n) > 1 else None
-
-
-def _all_classes(model, response, target_class, pred_probe=None):
-    """The classes of a multi-class classifier when no ``target_class`` is given:
-    scikit-learn's reading, one PD per class (``n_outputs`` = the number of classes)."""
-    if target_class is not None:
-        return None
-    from .predictor import is_classifier
-
-    if response == "predict" and is_classifier(model):
-        return None
-
-    try:
-        if not is_classifier(model):
-            return _regression_outputs(model, response)
-        classes = getattr(model, "classes_", None)
-    except Exception:  # noqa: BLE001 - an unfitted model: resolve_predictor says so
-        return None
-    if classes is None or np.ndim(classes) != 1 or len(classes) <= 2:
-        return None
-    return list(np.asarray(classes))
 
 
 @validate_params({
@@ -648,18 +580,16 @@ def partial_dependence(
     _warn_features(features, items, single)
     flat = list(dict.fromkeys(f for it in items for f in it))
     grid = check_grid_arg(grid, flat)
-    classes = _all_classes(model, response, target_class)
+    classes = all_classes(model, response, target_class)
     run = prepare_model_run(model, ds, flat, columns=columns, response=response,
                             target_class=classes[0] if classes else target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             storage_options=storage_options, filters=filters)
     pred = run.predictor
-    _warn_method(method, pred, run.weight, kind)
+    warn_method(method, pred, run.weight, kind)
     method = "brute" if kind != "average" else resolve_pd_method(method, pred, run.kinds, items, run.weight)
     preds = [pred]
     if classes:
-        from .predictor import resolve_predictor
-
         preds += [resolve_predictor(model, pred.columns, run.dtypes, columns=columns, response=response,
                                     target_class=c, engine=engine) for c in classes[1:]]
     grids = build_grids(run.ddf[flat] if method == "recursion" else run.ddf, flat, run.kinds,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _ax, count_bars
+from ._base import count_bars, get_axes
 
 __all__ = ["plot_catstratpd"]
 
@@ -64,7 +64,7 @@ def _bar(res, ax, ok, labels, count, top_k, show_counts, color):
         note = f" (top {top_k} of {len(ok)} by rows)"
     shown = shown[np.argsort(res.pd[shown], kind="stable")]
     height = max(2.5, 0.28 * len(shown) + 1.0)
-    ax = _ax(ax, figsize=(6.5, height))
+    ax = get_axes(ax, figsize=(6.5, height))
     y = np.arange(len(shown))
     vals = res.pd[shown]
     ax.barh(y, vals, color=color, alpha=0.85)
@@ -85,7 +85,7 @@ def _bar(res, ax, ok, labels, count, top_k, show_counts, color):
 
 
 def _strip(res, ax, ok, labels, count, label_k, show_counts):
-    ax = _ax(ax, figsize=(9, 4.5))
+    ax = get_axes(ax, figsize=(9, 4.5))
     order = ok[np.argsort(res.pd[ok], kind="stable")]
     x = np.arange(len(order))
     vals = res.pd[order]

@@ -31,6 +31,13 @@ from sklearn.inspection import PartialDependenceDisplay as _SkDisplay
 from sklearn.utils import Bunch
 
 from .._errors import InvalidParameterError
+from ..model.common import DEFAULT_METHOD, all_classes, warn_method
+from ..model.fpd import PDJob, pd_results, resolve_pd_method
+from ..model.grids import check_grid_arg, grids_and_quantiles
+from ..model.ice import ICEJob, finish_ice
+from ..model.passes import Plan, run_jobs
+from ..model.predictor import DEFAULT_BATCH_ROWS
+from ..model.setup import open_model_data, prepare_model_run
 
 __all__ = ["PartialDependenceDisplay"]
 
@@ -76,13 +83,6 @@ class PartialDependenceDisplay(_SkDisplay):
         in :func:`daskpd.partial_dependence`).  ``feature_names`` names the columns of
         ``X`` for integer entries of ``features`` (a DataFrame's own names by default).
         Returns the display, drawn."""
-        from ..model.fpd import (DEFAULT_METHOD, PDJob, _warn_method, pd_results, resolve_pd_method)
-        from ..model.grids import check_grid_arg, grids_and_quantiles
-        from ..model.ice import ICEJob, finish_ice
-        from ..model.passes import Plan, run_jobs
-        from ..model.predictor import DEFAULT_BATCH_ROWS
-        from ..model.setup import open_model_data, prepare_model_run
-
         caller = "PartialDependenceDisplay.from_estimator"
         ds = open_model_data(X, storage_options, filters)
         names = list(feature_names) if feature_names is not None else list(ds.columns)
@@ -99,9 +99,7 @@ class PartialDependenceDisplay(_SkDisplay):
         ds.check(flat)
         grid = check_grid_arg(custom_values, flat)
         response = "auto" if response_method is None else response_method
-        from ..model.fpd import _all_classes
-
-        classes = _all_classes(estimator, response, target)
+        classes = all_classes(estimator, response, target)
         if classes:
             raise InvalidParameterError(f"{caller}: parameter target is required for a multi-class model: one of "
                                         f"{classes} (the class whose panels are drawn)")
@@ -118,7 +116,7 @@ class PartialDependenceDisplay(_SkDisplay):
             raise InvalidParameterError(f"{caller}: ICE lines cannot be drawn for categorical features {cats}; give "
                                         "them kind='average'")
         if avg:
-            _warn_method(method, pred, run.weight, "average")
+            warn_method(method, pred, run.weight, "average")
             method = resolve_pd_method(method, pred, run.kinds, avg, run.weight)
         n_lines = subsample
         if ice_feats and isinstance(subsample, numbers.Real) and not isinstance(subsample, numbers.Integral):

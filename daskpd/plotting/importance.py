@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from . import _ax, _plt
+from ._base import get_axes, pyplot
 
 __all__ = ["plot_importances", "plot_curves"]
 
@@ -47,7 +47,7 @@ def plot_importances(result, ax=None, *, column: str = "importance", top_k: int 
         raise ValueError(f"error column {error!r} is not in the importances table")
     n = len(t)
     own_figure = ax is None
-    ax = _ax(ax, figsize=(6.5, max(2.0, 0.35 * n + 1.0)))
+    ax = get_axes(ax, figsize=(6.5, max(2.0, 0.35 * n + 1.0)))
     vals = t[column].to_numpy(dtype="float64")
     pos = np.arange(n)[::-1]  # most important at the top
     kinds = t["kind"].tolist() if "kind" in t.columns else ["numeric"] * n
@@ -99,7 +99,7 @@ def plot_curves(result, top_k: int = 6, *, ncols: int = 3, column: str = "import
     n = max(1, len(feats))
     ncols = min(ncols, n)
     nrows = math.ceil(n / ncols)
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(nrows, ncols, figsize=figsize or (4.2 * ncols, 3.2 * nrows), squeeze=False)
     flat = axes.ravel()
     for ax, f in zip(flat, feats):

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from . import _ax, _plt, count_bars, fit_figure
+from ._base import count_bars, fit_figure, get_axes, pyplot
 
 __all__ = ["plot_pd", "plot_ice", "plot_ale", "plot_ale2d", "plot_marginal", "plot_pd_variance", "plot_comparison"]
 
@@ -67,7 +67,7 @@ def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", le
     if kind not in ("auto", "line", "heatmap", "contour"):
         raise ValueError(f"kind must be 'auto', 'line', 'heatmap' or 'contour'; got {kind!r}")
     if len(res.features) == 1:
-        ax = _ax(ax)
+        ax = get_axes(ax)
         x, y = res.grid_values[0], res.average
         if res.kinds[0] == "categorical":
             pos = np.arange(len(x))
@@ -85,7 +85,7 @@ def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", le
         ax.set_ylabel(_ylabel(res, target=target))
         ax.set_title(title if title is not None else f"PD ({res.method}): {res.features[0]}")
         return ax
-    ax = _ax(ax, figsize=(6, 5))
+    ax = get_axes(ax, figsize=(6, 5))
     g0, g1 = res.grid_values
     Z = np.asarray(res.average)
     numeric = all(k == "numeric" for k in res.kinds)
@@ -115,7 +115,7 @@ def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", le
 def plot_ice(res, ax=None, *, max_lines: int | None = None, line_color="#7a8fa6", alpha: float = 0.3,
              color="#c0392b", show_pd: bool = True, title=None, target=None):
     """The sampled ICE curves (thin) and the PD (thick)."""
-    ax = _ax(ax)
+    ax = get_axes(ax)
     lines = res.lines if max_lines is None else res.lines[:max_lines]
     cat = res.kind == "categorical"
     x = np.arange(len(res.grid)) if cat else np.asarray(res.grid, dtype=float)
@@ -144,7 +144,7 @@ def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None,
     if getattr(res, "x2", None) is not None:
         return plot_ale2d(res, ax=ax, title=title, target=target)
     created = ax is None
-    ax = _ax(ax)
+    ax = get_axes(ax)
     cat = res.kind == "categorical"
     x = np.arange(len(res.x)) if cat else np.asarray(res.x, dtype=float)
     ax.plot(x, res.ale, "-o" if cat or len(x) < 40 else "-", color=color, lw=2, ms=4, label="ALE")
@@ -175,7 +175,7 @@ def plot_ale2d(res, ax=None, *, kind: str = "contour", cmap="RdBu_r", levels: in
     if kind not in ("heatmap", "contour"):
         raise ValueError(f"kind must be 'heatmap' or 'contour'; got {kind!r}")
     created = ax is None
-    ax = _ax(ax, figsize=(6.4, 5))
+    ax = get_axes(ax, figsize=(6.4, 5))
     x0, x1 = np.asarray(res.x, dtype=float), np.asarray(res.x2, dtype=float)
     Z = np.asarray(res.ale, dtype=float)
     from matplotlib.colors import TwoSlopeNorm
@@ -209,7 +209,7 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
     """Mean per bin with a +-1 std band: of the target and/or of the prediction."""
     if show not in ("both", "y", "prediction"):
         raise ValueError(f"show must be 'both', 'y' or 'prediction'; got {show!r}")
-    ax = _ax(ax)
+    ax = get_axes(ax)
     cat = res.kind == "categorical"
     x = np.arange(len(res.x)) if cat else np.asarray(res.x, dtype=float)
     drew = False
@@ -236,7 +236,7 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
 
 
 def _grid_axes(n, n_cols, ax=None, size=(4.4, 3.6)):
-    plt = _plt()
+    plt = pyplot()
     n_cols = max(1, min(n_cols, n))
     n_rows = math.ceil(n / n_cols)
     if ax is not None:
@@ -269,7 +269,7 @@ def plot_pd_variance(res, ax=None, *, kind: str = "summary", top_k: int | None =
         ranked = ranked[:top_k]
     name = "importance" if res.method == "importance" else "interaction"
     if kind == "summary":
-        ax = _ax(ax, figsize=(6, max(2.5, 0.35 * len(ranked) + 1)))
+        ax = get_axes(ax, figsize=(6, max(2.5, 0.35 * len(ranked) + 1)))
         labels = [f if isinstance(f, str) else f"{f[0]} x {f[1]}" for f, _ in ranked]
         vals = [v for _, v in ranked]
         y = np.arange(len(vals))
@@ -323,7 +323,7 @@ _EXTRA = ["#8c564b", "#17becf", "#7f7f7f", "#bcbd22"]
 
 def plot_comparison(res, ax=None, *, align="left", title=None):
     """All curves on one axes, vertically aligned (see :func:`daskpd.model.compare.align_curves`)."""
-    ax = _ax(ax, figsize=(7, 4.5))
+    ax = get_axes(ax, figsize=(7, 4.5))
     al = res.aligned(align)
     for i, (name, (x, y)) in enumerate(al.items()):
         st = dict(_STYLE.get(name, dict(color=_EXTRA[i % len(_EXTRA)], lw=1.5, ls="-")))

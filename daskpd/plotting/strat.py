@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _ax, count_bars
+from ._base import count_bars, get_axes
 
 
 def plot_stratpd(res, ax=None, *, show_segments: bool = True, show_counts: bool = True, color="#1f4e8c",
@@ -17,7 +17,7 @@ def plot_stratpd(res, ax=None, *, show_segments: bool = True, show_counts: bool 
     so their fan shows how much the leaves disagree.  Counts go on a twin axis as
     separate light bars in the bottom quarter of the axes.
     """
-    ax = _ax(ax)
+    ax = get_axes(ax)
     sup = res.supported & np.isfinite(res.pd)
     x, y = res.x[sup], res.pd[sup]
     if show_segments and res.segments and len(res.segments.get("slope", [])):
@@ -53,15 +53,11 @@ def curve_pieces(res):
     """``(solid, gaps)``: runs ``(a, b)`` of position indices joined by intervals with a
     slope, and the flat steps ``(a, b)`` from a supported position across intervals
     without one to the next supported position."""
-    from .._strat.numeric import DEFAULT_FEW_SLOPES, interval_slopes
-
     sup = np.asarray(res.supported & np.isfinite(res.pd))
     idx = np.flatnonzero(sup)
     if len(idx) == 0:
         return [], []
-    m = int(res.params.get("min_slopes_per_x", 5))
-    _, defined = interval_slopes(res.x, res.slope, res.slope_count, m,
-                                 res.params.get("few_slopes", DEFAULT_FEW_SLOPES))
+    _, defined = res.intervals()
     solid, gaps = [], []
     start = idx[0]
     for a, b in zip(idx[:-1], idx[1:]):

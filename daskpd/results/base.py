@@ -30,6 +30,8 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
+from .._errors import DataError
+
 __all__ = ["Result", "CurveResult", "CURVE_HEAD", "TABLE_HEAD", "curve_frame", "table_frame", "json_default",
            "json_clean", "dump_json", "atomic_path", "write_parquet", "write_table_atomic", "with_metadata",
            "METADATA_KEY", "OutputError", "OUTPUT_FAULTS", "output_error"]
@@ -279,8 +281,6 @@ class Result(abc.ABC):
         except (TypeError, ValueError) as exc:  # pyarrow cannot store mixed-type labels
             if "category" not in frame or frame["category"].dtype != object:
                 raise
-            from .._errors import DataError
-
             raise DataError(f"cannot write the category labels of {getattr(self, 'feature', '?')!r} to parquet "
                             f"({exc}); they mix types -- cast the column to str first") from exc
 

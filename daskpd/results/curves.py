@@ -1,6 +1,11 @@
 """The model-free numeric curve: :class:`StratPDResult` (CatStratPD's is
 :class:`daskpd._strat.categorical.CatStratPDResult`; the model family's live next to
 their functions in :mod:`daskpd.model`).  All are :class:`~daskpd.results.base.CurveResult`.
+
+:func:`interval_slopes` is StratPD's rule for the slope of every interval between two
+positions; it lives here, with the result, because both the finish that integrates the
+curve (:mod:`daskpd._strat.numeric`) and the plot that draws its flat steps
+(:meth:`StratPDResult.intervals`) read a curve by it.
 """
 from __future__ import annotations
 
@@ -11,7 +16,43 @@ import numpy as np
 
 from .base import CurveResult
 
-__all__ = ["StratPDResult"]
+__all__ = ["StratPDResult", "interval_slopes", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES"]
+
+#: what an interval with 0 < slope_count < min_slopes_per_x contributes (see :func:`interval_slopes`)
+FEW_SLOPES_RULES = ("interpolate", "flat")
+DEFAULT_FEW_SLOPES = "interpolate"
+
+
+def interval_slopes(ux, slope, slope_count, min_slopes_per_x, few_slopes=DEFAULT_FEW_SLOPES):
+    """The slope used over every interval [x_i, x_{i+1}) and whether it has one.
+
+    Returns ``(used, defined)``: ``used`` is the mean slope where ``slope_count >=
+    min_slopes_per_x``; where no leaf slope covers x_i (count 0) it is 0 and the interval
+    is undefined (a flat step: nothing in the data says how y moves there); where a few
+    cover it (0 < count < min_slopes_per_x) and it lies between two valid intervals, it is
+    the valid neighbours' slope interpolated linearly in x (``"interpolate"``, defined) or 0
+    (``"flat"``, undefined, stratx 0.5).  Few-slope intervals before the first or after the
+    last valid one are undefined under either rule.  The last position starts no interval.
+    """
+    if few_slopes not in FEW_SLOPES_RULES:
+        raise ValueError(f"few_slopes must be one of {FEW_SLOPES_RULES}; got {few_slopes!r}")
+    ux = np.asarray(ux, dtype="float64")
+    c = np.asarray(slope_count)
+    valid = c >= min_slopes_per_x
+    valid[-1:] = False  # no interval starts at the last position
+    used = np.where(valid, slope, 0.0)
+    defined = valid.copy()
+    if few_slopes == "interpolate":
+        k = np.flatnonzero(valid)
+        if len(k) > 1:
+            few = (c > 0) & ~valid
+            few[:k[0]] = False
+            few[k[-1]:] = False
+            i = np.flatnonzero(few)
+            if len(i):
+                used[i] = np.interp(ux[i], ux[k], np.asarray(slope)[k])
+                defined[i] = True
+    return used, defined
 
 
 @dataclass(repr=False)
@@ -92,6 +133,13 @@ class StratPDResult(CurveResult):
                 f"[{lo:.4g}, {hi:.4g}], {self.n_leaves} leaves, rows used {self.n_used:,} of {self.n_rows:,} "
                 f"(ignored {self.n_ignored:,} in single-x leaves, dropped {self.n_missing_x:,} missing x, "
                 f"{self.n_bad_y:,} missing/inf y){' [binned]' if self.binned else ''}")
+
+    def intervals(self):
+        """``(used, defined)`` per interval [x_i, x_{i+1}): the slope the curve was
+        integrated with, and whether the interval has one (False: a flat step); see
+        :func:`interval_slopes`, with this curve's ``min_slopes_per_x`` and ``few_slopes``."""
+        return interval_slopes(self.x, self.slope, self.slope_count, int(self.params.get("min_slopes_per_x", 5)),
+                               self.params.get("few_slopes", DEFAULT_FEW_SLOPES))
 
     def plot(self, ax=None, **kwargs):
         from ..plotting.strat import plot_stratpd
