@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Run stratx 0.5 on its own unit cases (tests/stratx_unit_cases.py) and print the outputs
-as the Python literal ``EXPECTED`` that tests/test_stratx_cases.py hard-codes.  Not a test
+as the Python literal ``EXPECTED`` that tests/_strat/test_stratx_cases.py hard-codes.  Not a test
 (pytest does not collect it): a generator of the tests' expected values.
 
 Run it with a reference venv's python (benchmarks/setup_stratx.sh), never the project's:

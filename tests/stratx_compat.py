@@ -2,7 +2,7 @@
 
 Test-side only (not part of the package): a reproduction of the reference, checked
 against the outputs of stratx 0.5 itself on its own unit cases
-(``tests/test_stratx_compat.py``, expected values from ``tests/make_stratx_expected.py``),
+(``tests/_strat/test_stratx_compat.py``, expected values from ``tests/make_stratx_expected.py``),
 so that the conformance tests can show that the reference's rule on daskpd's leaves
 gives the reference's answer wherever daskpd differs on purpose.  daskpd's own
 ``few_slopes="flat"`` is :func:`stratx_integrate`'s rule.

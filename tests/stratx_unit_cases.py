@@ -3,7 +3,7 @@ the script that runs the reference on them).
 
 Imports only numpy and pandas: ``tests/make_stratx_expected.py`` loads this module inside
 the stratx venvs (which have no daskpd) to produce the expected outputs hard-coded in
-``tests/test_stratx_cases.py``.
+``tests/_strat/test_stratx_cases.py``.
 
 Source: the ``testing/`` folder of https://github.com/parrt/stratx (HEAD 97741af):
 ``test_strat.py``, ``test_slopes.py``, ``test_finite_diff.py`` (numeric) and

@@ -21,7 +21,7 @@ from daskpd.job import run as jobrun
 from daskpd.job import execute, store
 from daskpd.job.run import list_runs, run_job
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DASKPD = Path(sys.executable).with_name("daskpd")
 FEATURES = ["YearMade", "MachineHours", "ProductGroup", "ModelID"]
 

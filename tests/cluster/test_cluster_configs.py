@@ -11,7 +11,7 @@ Two kinds of test:
   connects and computes, TLS is enforced, and the processes are gone after the
   stop script.  ``run_slurm.py`` and ``daskpd.sbatch`` run end to end against
   stand-ins for ``dask_jobqueue``/``srun``/``daskpd``, so that they are exercised
-  where SLURM is absent; tests/test_slurm_real.py runs them on a real SLURM.
+  where SLURM is absent; tests/cluster/test_slurm_real.py runs them on a real SLURM.
 
 Nothing here imports daskpd; helpers live in this file (tests/conftest.py
 belongs to the library's tests).
@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "cluster"
 LOCAL = CLUSTER / "local"
 TLS = CLUSTER / "tls"

@@ -32,7 +32,7 @@ import pytest
 import yaml
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "cluster" / "kubernetes"
 # cronjob.yaml uses spec.timeZone (GA in Kubernetes 1.27), and says so
 K8S_MIN = "1.27"

@@ -13,7 +13,7 @@ from daskpd._validation import get_constraints
 from daskpd.job.schema import METHOD_FUNCTIONS, MODEL_LEVEL, TOP_LEVEL, library_function, method_params
 from daskpd.job.spec import METHODS, load_spec
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _toml_form(value):

@@ -3,7 +3,7 @@
 The leaves are computed here the way stratx gets them (a scikit-learn tree on the single
 stratifying column; daskpd's histogram tree with its leaves renumbered in scikit-learn's
 preorder gives the same), the per-(leaf, key) sums with pandas; the expected outputs are
-stratx's (tests/test_stratx_cases.py::EXPECTED, from tests/make_stratx_expected.py).
+stratx's (tests/_strat/test_stratx_cases.py::EXPECTED, from tests/make_stratx_expected.py).
 The two numeric cases whose feature is constant (``slopes_unsupported_ignored``,
 ``fd_one_uniq_x``: stratx returns an empty curve, daskpd.stratpd refuses a constant
 feature) are not among the numeric cases here: there is nothing to integrate.

@@ -39,7 +39,7 @@ import yaml
 
 pytestmark = pytest.mark.slurm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SLURM_DIR = ROOT / "cluster" / "slurm"
 SBATCH_SCRIPT = SLURM_DIR / "daskpd.sbatch"
 RUN_SLURM = SLURM_DIR / "run_slurm.py"

@@ -33,7 +33,7 @@ single-column stratifiers both trees are scikit-learn's, leaf for leaf.
 
 Cases that differ from stratx on purpose (``DIFFERS``; docs/stratpd.md and
 docs/catstratpd.md say why) are not skipped or xfailed: each is checked for what daskpd
-guarantees instead, and ``tests/test_stratx_compat.py`` shows that stratx's own rule on
+guarantees instead, and ``tests/_strat/test_stratx_compat.py`` shows that stratx's own rule on
 the same leaves reproduces the reference output for every one of them.
 
 * ``CONSTANT_FEATURE`` (2 numeric cases, the feature has a single value): stratx returns

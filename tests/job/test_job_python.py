@@ -15,7 +15,7 @@ import pytest
 from daskpd.datasets import Quadratic
 from daskpd.job.run import run_job
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def small_job(d: Path) -> Path:

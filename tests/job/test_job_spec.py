@@ -11,7 +11,7 @@ import pytest
 from daskpd import cli
 from daskpd.job.spec import METHOD_PARAMS, SpecError, check_name, expand_env, load_spec, parse_spec
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DASKPD = Path(sys.executable).with_name("daskpd")
 
 MINIMAL = """

@@ -16,7 +16,7 @@ import pytest
 
 psutil = pytest.importorskip("psutil")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LOOPBACK = {"127.0.0.1", "::1"}
 
 
