@@ -14,8 +14,8 @@ for each worker count, in a fresh process:
   processes, loopback only, no dashboard);
 * the **floor**: one read of the same columns plus, per feature, one keyed sum/count
   aggregation of y per partition (``df.groupby(feature)[y].agg(["sum", "count"])``); the
-  read is ``dask.dataframe.read_parquet`` with daskpd's own ``arrow_to_pandas`` options
-  (``daskpd.io.ARROW_TO_PANDAS``), so that both sides read alike;
+  read is ``dask.dataframe.read_parquet`` with daskpd's own conversion (a block per
+  column: ``arrow_to_pandas={"split_blocks": True}``), so that both sides read alike;
 * ``daskpd.importances(lake, "y", categorical=["k5000"])`` with the defaults;
 * samples the RSS of the driver and of every worker process (psutil, every 0.1 s), and
   reports the peaks, worker restarts and the scan's bucket count.
@@ -71,9 +71,8 @@ def floor(path: str, features, target) -> dict:
     import pandas as pd
 
     t0 = time.perf_counter()
-    from daskpd.io import ARROW_TO_PANDAS
 
-    ddf = dd.read_parquet(path, columns=[*features, target], arrow_to_pandas=dict(ARROW_TO_PANDAS))
+    ddf = dd.read_parquet(path, columns=[*features, target], arrow_to_pandas={"split_blocks": True})
     meta = pd.DataFrame({"groups": pd.Series([], dtype="int64"), "rows": pd.Series([], dtype="int64")})
     out = ddf.map_partitions(_floor_kernel, features, target, meta=meta).sum()
     (res,) = dask.compute(out)  # on the Client when there is one

@@ -13,6 +13,7 @@ import warnings
 import pandas as pd
 
 from ._data.request import open_request
+from ._engine.memory import partition_bytes
 from ._strat.categorical import CatStratPDResult, no_shared_leaf_message
 from ._strat.categorical_solve import solve_effects
 from ._strat.pipeline import run_strat
@@ -21,7 +22,7 @@ from ._validation import NON_NEGATIVE_INT, validate_params
 from ._errors import DataError, InvalidParameterError
 from ._stratpd import STRAT_CONSTRAINTS
 
-__all__ = ["catstratpd", "CatStratPDResult", "run_categorical", "solve_effects", "driver_side"]
+__all__ = ["catstratpd"]
 
 
 #: CatStratPD's own parameters (no bins: categories are their own positions)
@@ -50,7 +51,7 @@ def run_categorical(data, target: str, feature: str, *, features=None, min_sampl
     """Validate and run the shared pipeline for one categorical feature; returns (run,
     dtype), the result (with ``centered``) in ``run.results[feature]``."""
     request = open_request(data, target, [feature], stratify_on=features, as_kind="categorical",
-                           storage_options=storage_options, filters=filters)
+                           storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
                     random_state=random_state, n_trials=n_trials, nan_as_level=nan_as_level,
                     tree_method=tree_method, progress=progress, finish_options={"centered": centered})

@@ -47,16 +47,11 @@ from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_ME
 from ._validation import POSITIVE_INT, ColumnNames, Interval, StrOptions, validate_params
 from ._errors import DataError, InvalidParameterError
 from ._data.request import left_out_note, open_request
+from ._engine.memory import partition_bytes
 from .results import Result, table_frame
 from ._stratpd import STRAT_CONSTRAINTS
 
-__all__ = [
-    "importances",
-    "strat_curves_and_importances",
-    "ImportanceResult",
-    "curve_measures",
-    "MEASURES",
-]
+__all__ = ["importances", "strat_curves_and_importances", "ImportanceResult"]
 
 #: the three measures, in table-column order
 MEASURES = ("importance", "impact", "pd_variance")
@@ -366,7 +361,7 @@ def strat_curves_and_importances(
 
     # columns and kinds: the request's one resolution
     request = open_request(data, target, features, categorical=categorical, stratify_on=stratify_on,
-                           storage_options=storage_options, filters=filters)
+                           storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     declared = list(request.categorical)
     feats, kinds = list(request.features), dict(request.kinds)
     left_out: dict[str, str] = dict(request.left_out)

@@ -10,6 +10,7 @@ import warnings
 from numbers import Integral
 
 from ._data.request import open_request
+from ._engine.memory import partition_bytes
 from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, empty_curve_message
 from ._strat.pipeline import run_strat
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, TREE_METHODS
@@ -17,7 +18,7 @@ from ._validation import (IO_CONSTRAINTS, NO_VALIDATION, NON_NEGATIVE_INT, POSIT
                           StrOptions, validate_params)
 from .results import StratPDResult
 
-__all__ = ["stratpd", "driver_side", "STRAT_CONSTRAINTS"]
+__all__ = ["stratpd"]
 
 #: the stratifying tree and its sample: constraints shared by stratpd, catstratpd and importances
 STRAT_CONSTRAINTS = {
@@ -111,7 +112,7 @@ def stratpd(
     StratPDResult
     """
     request = open_request(data, target, [feature], stratify_on=features, as_kind="numeric",
-                           storage_options=storage_options, filters=filters)
+                           storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
                     tree_method=tree_method, random_state=random_state, progress=progress,
                     finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes})

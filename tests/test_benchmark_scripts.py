@@ -49,6 +49,9 @@ TINY = {
     "bench_lake.py": (lambda d: ["--rows", "2e4", "--workers", "1", "--threads", "--memory-limit", "1GiB",
                                  "--workdir", d],
                       r"\| 1 x 1 thread, 1GiB \| [0-9.]+ \| [0-9.]+ \|[\s\S]*importances equal \(5 decimals\) threads vs 1 worker processes: True"),
+    "bench_small_files.py": (lambda d: ["--rows", "2e4", "--files", "200,4", "--workers", "1", "--memory-limit", "1GiB",
+                                       "--workdir", d],
+                             r"\| 200 \| 100 \| [0-9.]+ \| [0-9.]+x \| 0\.0e\+00 \|\n\| 4 \| 5,000 \| [0-9.]+ \| 1\.00x \|"),
 }
 #: scripts that need stratx (its own virtualenv); compiled, not run
 NEEDS_STRATX = {"stratx_runner.py"}

@@ -19,7 +19,7 @@ PUBLIC = ["stratpd", "catstratpd", "importances", "partial_dependence", "ice", "
 
 def _public(name):
     if name == "compare":
-        from daskpd.model.compare import compare
+        from daskpd.model._compare import compare
         return compare
     return getattr(daskpd, name)
 

@@ -72,6 +72,12 @@ class FileFooter:
     def num_rows(self) -> int:
         return int(self.metadata.num_rows)
 
+    @property
+    def data_bytes(self) -> int:
+        """Uncompressed bytes of the file's row groups, as its footer counts them."""
+        md = self.metadata
+        return int(sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups)))
+
 
 @dataclass
 class LakeSchema:

@@ -98,10 +98,26 @@ class PartitionOptions(dict):
         return ("daskpd-arrow-to-pandas", sorted(self.options().items()))
 
 
-def _open_parquet(paths, storage_options, filters, label):
+def grouping(lake, partition_bytes: int | None) -> dict:
+    """``read_parquet`` options that gather small files into partitions of about
+    ``partition_bytes`` (uncompressed, as the footers count them): dask's
+    ``aggregate_files`` with adaptive row-group splitting.  ``{}`` (one partition per
+    file, dask's default) when the files are at least half that size on average, or
+    when there is one file."""
+    files = lake.files
+    if not partition_bytes or len(files) < 2:
+        return {}
+    mean = sum(f.data_bytes for f in files) / len(files)
+    if mean * 2 > partition_bytes:
+        return {}
+    return {"aggregate_files": True, "split_row_groups": "adaptive", "blocksize": int(partition_bytes)}
+
+
+def _open_parquet(paths, storage_options, filters, label, partition_bytes=None):
     """(the lazy frame of every column, the lake's footers).  Every file's footer is read
     first (a damaged file is named); the filter columns must agree across the files now,
-    the other columns when a projection reads them (:func:`project`)."""
+    the other columns when a projection reads them (:func:`project`).  Small files are
+    gathered into partitions (:func:`grouping`)."""
     import dask.dataframe as dd
 
     from .lake import inspect_lake
@@ -109,7 +125,7 @@ def _open_parquet(paths, storage_options, filters, label):
     lake = inspect_lake(paths, filter_columns(filters), storage_options, survey=True)
     try:
         ddf = dd.read_parquet(paths, storage_options=storage_options, filters=filters,
-                              arrow_to_pandas=PartitionOptions(ARROW_TO_PANDAS))
+                              arrow_to_pandas=PartitionOptions(ARROW_TO_PANDAS), **grouping(lake, partition_bytes))
     except (OSError, ValueError, TypeError) as exc:  # pyarrow errors subclass these
         raise DataError(f"could not read parquet data from {label}: {type(exc).__name__}: {exc}") from exc
     return named(ddf, label), lake
@@ -253,13 +269,15 @@ def check_columns(available: Sequence, wanted: Iterable, source: str = "data") -
         )
 
 
-def open_frame(data, *, storage_options: dict | None = None, filters=None):
+def open_frame(data, *, storage_options: dict | None = None, filters=None, partition_bytes: int | None = None):
     """``(frame, lake, label)``: ``data`` opened once, every column lazily.
 
     ``frame`` is the pandas DataFrame itself (not copied) or a lazy dask DataFrame;
     ``lake`` the parquet files' footers (:class:`daskpd._data.lake.LakeSchema`) or None;
     ``label`` how messages name the input.  Column names are text
     (:func:`column_names`).  Filters apply to every source but an in-memory frame.
+    ``partition_bytes``: small parquet files are gathered into partitions of about this
+    size (:func:`grouping`; None: a partition per file).
     """
     import dask.dataframe as dd
 
@@ -272,7 +290,8 @@ def open_frame(data, *, storage_options: dict | None = None, filters=None):
         _check_local_path(path)
         if _is_csv(path):
             return _open_csv(path, None, storage_options, filters), None, repr(path)
-        ddf, lake = _open_parquet(_expand_glob(path, storage_options), storage_options, filters, repr(path))
+        ddf, lake = _open_parquet(_expand_glob(path, storage_options), storage_options, filters, repr(path),
+                                  partition_bytes)
         return ddf, lake, repr(path)
     if isinstance(data, CsvSource):
         return _open_csv(data.path, data.options, storage_options, filters), None, repr(data.path)
@@ -281,7 +300,7 @@ def open_frame(data, *, storage_options: dict | None = None, filters=None):
         for p in paths:
             _check_local_path(p)
         label = f"the parquet files {short_list(paths, 5)}"
-        ddf, lake = _open_parquet(paths, storage_options, filters, label)
+        ddf, lake = _open_parquet(paths, storage_options, filters, label, partition_bytes)
         return ddf, lake, label
     raise DataError(
         "data must be a pandas DataFrame, a dask DataFrame, a path/glob/URL of parquet "
@@ -320,8 +339,9 @@ def project(frame, lake, columns: Sequence[str] | None, *, label: str = "data", 
 
 
 def load(data, columns: Sequence[str] | None = None, *, storage_options: dict | None = None, filters=None,
-         chunk_rows: int = CHUNK_ROWS):
+         chunk_rows: int = CHUNK_ROWS, partition_bytes: int | None = None):
     """:func:`open_frame` then :func:`project`: a dask DataFrame of ``columns`` of
     ``data`` (all when None)."""
-    frame, lake, label = open_frame(data, storage_options=storage_options, filters=filters)
+    frame, lake, label = open_frame(data, storage_options=storage_options, filters=filters,
+                                    partition_bytes=partition_bytes)
     return project(frame, lake, columns, label=label, chunk_rows=chunk_rows)

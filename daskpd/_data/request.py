@@ -103,7 +103,7 @@ def _usable(dataset: Dataset, column: str) -> str | None:
 def open_request(data, target: str | None = None, features=None, *, categorical=None, stratify_on=None,
                  exclude: Sequence[str] = (), columns: Sequence[str] | None = None, as_kind: str | None = None,
                  model_free: bool = True, storage_options=None, filters=None, spread: bool = False,
-                 names: dict | None = None) -> Request:
+                 partition_bytes: int | None = None, names: dict | None = None) -> Request:
     """Open ``data`` and resolve the request (see the module docstring).
 
     ``features``: a column name or a list of them, or None for the default set;
@@ -112,13 +112,15 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
     left out of the default sets; ``columns``: the only columns the request may use;
     ``as_kind``: the kind a method needs ("numeric": StratPD, which reads a boolean as
     0/1; "categorical": CatStratPD, which takes any value as a level); ``spread``: a
-    pandas frame is cut into enough partitions for every core; ``names``: how messages
+    pandas frame is cut into enough partitions for every core; ``partition_bytes``: small
+    parquet files are gathered into partitions of about this size; ``names``: how messages
     name the parameters (default ``parameter categorical``, ...; a job names its keys).
     """
     names = {k: f"parameter {k}" for k in ("categorical", "exclude", "columns", "stratify_on")} | dict(names or {})
     if target is not None and not isinstance(target, str):
         raise DataError(f"target must be a column name (str); got {target!r}")
-    ds = open_dataset(data, storage_options=storage_options, filters=filters, spread=spread)
+    ds = open_dataset(data, storage_options=storage_options, filters=filters, spread=spread,
+                      partition_bytes=partition_bytes)
     available = list(ds.columns)
     if columns is not None:
         columns = _names(columns)

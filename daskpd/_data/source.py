@@ -92,10 +92,14 @@ class Dataset:
         return project(self.frame, self.lake, columns, label=self.label, chunk_rows=chunk)
 
 
-def open_dataset(data, *, storage_options=None, filters=None, spread: bool = False) -> Dataset:
-    """Open ``data`` once (see the module docstring); a :class:`Dataset` is returned as is."""
+def open_dataset(data, *, storage_options=None, filters=None, spread: bool = False,
+                 partition_bytes: int | None = None) -> Dataset:
+    """Open ``data`` once (see the module docstring); a :class:`Dataset` is returned as is.
+    ``partition_bytes``: small parquet files are gathered into partitions of about this
+    size (:func:`daskpd._data.read.grouping`)."""
     if isinstance(data, Dataset):
         return data
-    frame, lake, label = open_frame(data, storage_options=storage_options, filters=filters)
+    frame, lake, label = open_frame(data, storage_options=storage_options, filters=filters,
+                                    partition_bytes=partition_bytes)
     keys = partition_keys(data, storage_options) if lake is not None else []
     return Dataset(frame, label, lake=lake, hive_keys=keys, spread=spread)

@@ -28,7 +28,8 @@ from dask.utils import parse_bytes
 
 from .scheduler import current_client
 
-__all__ = ["task_memory", "cluster_memory", "split_every", "arity", "fan_in", "n_buckets", "MAX_BUCKETS"]
+__all__ = ["task_memory", "partition_bytes", "cluster_memory", "split_every", "arity", "fan_in", "n_buckets",
+           "MAX_BUCKETS"]
 
 #: buckets are powers of two up to this many (the numeric reduction folds results over
 #: this many fixed leaf groups, which makes its sums independent of the bucket count)
@@ -85,6 +86,22 @@ def task_memory() -> int:
 
         per_thread = psutil.virtual_memory().total / (os.cpu_count() or 1)
     return max(1 << 24, int(per_thread * _FRACTION))
+
+
+#: a partition of small files takes at most this share of the task memory, within these bounds
+_PARTITION_FRACTION = 0.25
+_PARTITION_MIN, _PARTITION_MAX = 16 << 20, 128 << 20
+
+
+def partition_bytes() -> int:
+    """The bytes (uncompressed, as the files' footers count them) a partition read from
+    many small files gathers (dask config ``daskpd.partition-bytes``; ``"auto"``: a
+    quarter of :func:`task_memory`, between 16 and 128 MiB).  Files at least half that
+    size are each their own partition, as dask reads them."""
+    cfg = _config("partition-bytes", "auto")
+    if cfg not in (None, "auto"):
+        return int(parse_bytes(cfg) if isinstance(cfg, str) else cfg)
+    return int(min(_PARTITION_MAX, max(_PARTITION_MIN, task_memory() * _PARTITION_FRACTION)))
 
 
 def split_every() -> int | None:

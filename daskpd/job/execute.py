@@ -1,6 +1,6 @@
 """Compute a job: every model-free method in ONE ``run_strat`` (StratPD, CatStratPD and
 the importances share the sample and the scan), every model-based method in ONE merged
-model plan (:func:`daskpd.model.multi.model_methods`), on the cluster the job names.
+model plan (:func:`daskpd.model._multi.model_methods`), on the cluster the job names.
 """
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def method_defaults(method: str) -> dict:
 
 def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: RunResult) -> None:
     """Every requested model-based method over the model's input columns, in one merged plan."""
-    from ..model.multi import model_methods
+    from ..model._multi import model_methods
 
     methods = {m: dict(spec.params.get(m) or method_defaults(m)) for m in spec.model_based}
     out = model_methods(model, ddf, list(mfeats), methods, target=spec.target, response=spec.model.response,

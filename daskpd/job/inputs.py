@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .._data.read import read_csv
 from .._data.request import Request, open_request
+from .._engine.memory import partition_bytes
 from .._errors import DataError
 from .spec import JobSpec, SpecError
 from .store import check_free_space, clean_stale, rmtree
@@ -98,7 +99,7 @@ def open_job_request(spec: JobSpec, data) -> Request:
                            categorical=list(spec.categorical) or None, exclude=spec.exclude,
                            columns=None if spec.source.columns is None else list(spec.source.columns),
                            model_free=False, storage_options=spec.source.storage_options or None,
-                           filters=spec.source.filters or None,
+                           filters=spec.source.filters or None, partition_bytes=partition_bytes(),
                            names={k: f"key {k!r}" for k in ("categorical", "exclude")} | {"columns": "key 'source.columns'"})
     if not request.features:
         raise DataError(f"no features: the data has only the target column {spec.target!r}"

@@ -63,17 +63,17 @@ METHOD_FUNCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "catstratpd": ("daskpd._catstratpd", "catstratpd", ("min_samples_leaf", "nan_as_level")),
     "importances": ("daskpd._importance", "strat_curves_and_importances",
                     ("n_trials", "bootstrap", "subsample_size", "pvalues", "pvalues_n_trials", "pvalues_sample_size")),
-    "partial_dependence": ("daskpd.model.fpd", "partial_dependence", ("grid_resolution", "percentiles", "method")),
-    "ice": ("daskpd.model.ice", "ice", ("grid_resolution", "percentiles", "n_lines", "centered")),
-    "ale": ("daskpd.model.ale", "ale", ("bins",)),
-    "marginal": ("daskpd.model.marginal", "marginal", ("bins", "binning")),
-    "pd_variance": ("daskpd.model.variance", "pd_variance", ("grid_resolution", "percentiles")),
+    "partial_dependence": ("daskpd.model._fpd", "partial_dependence", ("grid_resolution", "percentiles", "method")),
+    "ice": ("daskpd.model._ice", "ice", ("grid_resolution", "percentiles", "n_lines", "centered")),
+    "ale": ("daskpd.model._ale", "ale", ("bins",)),
+    "marginal": ("daskpd.model._marginal", "marginal", ("bins", "binning")),
+    "pd_variance": ("daskpd.model._variance", "pd_variance", ("grid_resolution", "percentiles")),
 }
 
 #: top-level keys shared by every model-free method: taken from stratpd
 TOP_LEVEL = ("daskpd._stratpd", "stratpd", ("sample_size", "tree_method", "random_state"))
 #: keys of the [model] table that are a model-based function's parameters
-MODEL_LEVEL = ("daskpd.model.fpd", "partial_dependence", ("response",))
+MODEL_LEVEL = ("daskpd.model._fpd", "partial_dependence", ("response",))
 
 
 def library_function(module: str, name: str):

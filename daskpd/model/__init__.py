@@ -6,29 +6,27 @@ partition map/reduce (plus, for data-driven grids and bins, one summary pass and
 cheap passes over the feature columns for exact quantiles), and returns a small result
 object with ``to_frame()``, ``to_parquet()`` and ``plot()``.
 
-Public entry points (also importable from :mod:`daskpd`):
-:func:`daskpd.partial_dependence`, :func:`daskpd.ice`, :func:`daskpd.ale`,
-:func:`daskpd.marginal`, :func:`daskpd.pd_variance`, and
-:func:`daskpd.model.compare.compare` (the StratPD / FPD / ALE / marginal overlay).
+The public functions and result classes (also importable from :mod:`daskpd`) are
+listed below; the implementation modules (``daskpd.model._fpd``, ...) are private.
 """
 from __future__ import annotations
 
 import importlib
 
 _API = {
-    "partial_dependence": "daskpd.model.fpd",
-    "PDResult": "daskpd.model.fpd",
-    "ice": "daskpd.model.ice",
-    "ICEResult": "daskpd.model.ice",
-    "ale": "daskpd.model.ale",
-    "ALEResult": "daskpd.model.ale",
-    "ALE2DResult": "daskpd.model.ale2d",
-    "marginal": "daskpd.model.marginal",
-    "MarginalResult": "daskpd.model.marginal",
-    "pd_variance": "daskpd.model.variance",
-    "PDVarianceResult": "daskpd.model.variance",
-    "compare": "daskpd.model.compare",
-    "ComparisonResult": "daskpd.model.compare",
+    "partial_dependence": "daskpd.model._fpd",
+    "PDResult": "daskpd.model._fpd",
+    "ice": "daskpd.model._ice",
+    "ICEResult": "daskpd.model._ice",
+    "ale": "daskpd.model._ale",
+    "ALEResult": "daskpd.model._ale",
+    "ALE2DResult": "daskpd.model._ale2d",
+    "marginal": "daskpd.model._marginal",
+    "MarginalResult": "daskpd.model._marginal",
+    "pd_variance": "daskpd.model._variance",
+    "PDVarianceResult": "daskpd.model._variance",
+    "compare": "daskpd.model._compare",
+    "ComparisonResult": "daskpd.model._compare",
 }
 
 __all__ = sorted(_API)

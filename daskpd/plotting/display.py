@@ -31,13 +31,13 @@ from sklearn.inspection import PartialDependenceDisplay as _SkDisplay
 from sklearn.utils import Bunch
 
 from .._errors import InvalidParameterError
-from ..model.common import DEFAULT_METHOD, all_classes, warn_method
-from ..model.fpd import PDJob, pd_results, resolve_pd_method
-from ..model.grids import check_grid_arg, grids_and_quantiles
-from ..model.ice import ICEJob, finish_ice
-from ..model.passes import Plan, run_jobs
-from ..model.predictor import DEFAULT_BATCH_ROWS
-from ..model.setup import open_model_data, prepare_model_run
+from ..model._common import DEFAULT_METHOD, all_classes, warn_method
+from ..model._fpd import PDJob, pd_results, resolve_pd_method
+from ..model._grids import check_grid_arg, grids_and_quantiles
+from ..model._ice import ICEJob, finish_ice
+from ..model._passes import Plan, run_jobs
+from ..model._predictor import DEFAULT_BATCH_ROWS
+from ..model._setup import open_model_data, prepare_model_run
 
 __all__ = ["PartialDependenceDisplay"]
 

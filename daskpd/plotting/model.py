@@ -322,7 +322,7 @@ _EXTRA = ["#8c564b", "#17becf", "#7f7f7f", "#bcbd22"]
 
 
 def plot_comparison(res, ax=None, *, align="left", title=None):
-    """All curves on one axes, vertically aligned (see :func:`daskpd.model.compare.align_curves`)."""
+    """All curves on one axes, vertically aligned (see :func:`daskpd.model._compare.align_curves`)."""
     ax = get_axes(ax, figsize=(7, 4.5))
     al = res.aligned(align)
     for i, (name, (x, y)) in enumerate(al.items()):

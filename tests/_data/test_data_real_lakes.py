@@ -75,3 +75,71 @@ def test_a_nested_column_asked_for_is_named(nested_lake, column, kind):
             call()
     with pytest.raises(DataError, match=rf"stratifying column '{column}' has type {kind}"):
         daskpd.stratpd(str(root), "y", "x1", features=["x2", column])
+
+
+@pytest.fixture
+def spark_lake(tmp_path):
+    """A lake as Spark leaves it: hive directories of many small part files, ``.crc``
+    checksums beside them, an empty part file per directory, ``_SUCCESS`` and
+    ``_committed_*`` / ``_started_*`` markers."""
+    rng = np.random.default_rng(3)
+    n = 6_000
+    df = pd.DataFrame({"x1": rng.uniform(0, 10, n), "x2": rng.integers(0, 5, n).astype("int64")})
+    df["month"] = np.repeat([1, 2, 3], n // 3)
+    df["y"] = 2.0 * df.x1 + df.x2 + 0.5 * df.month + rng.normal(scale=0.1, size=n)
+    root = tmp_path / "spark"
+    for m in (1, 2, 3):
+        d = root / f"month={m}"
+        d.mkdir(parents=True)
+        part = df[df.month == m].drop(columns="month")
+        for i in range(20):
+            name = f"part-{i:05d}-7d1c.c000.snappy.parquet"
+            pq.write_table(pa.Table.from_pandas(part.iloc[i * 100:(i + 1) * 100], preserve_index=False), d / name)
+            (d / f".{name}.crc").write_bytes(b"crc\x00")
+        pq.write_table(pa.Table.from_pandas(part.iloc[:0], preserve_index=False), d / "part-99999-7d1c.parquet")
+    (root / "_SUCCESS").write_bytes(b"")
+    (root / "_committed_5521").write_text("{}")
+    (root / "_started_5521").write_bytes(b"")
+    df["month"] = pd.Categorical(df.month)
+    return root, df
+
+
+def test_a_spark_lake_reads_like_its_rows_and_small_files_are_gathered(spark_lake):
+    from daskpd._data.source import open_dataset
+
+    root, df = spark_lake
+    one_per_file = open_dataset(str(root))
+    gathered = open_dataset(str(root), partition_bytes=1 << 20)
+    assert one_per_file.frame.npartitions == 63 and gathered.frame.npartitions < 10
+    cols = ["x1", "x2", "y", "month"]
+    for ds in (one_per_file, gathered):
+        got = ds.project(cols).compute().sort_values(["month", "x1"]).reset_index(drop=True)
+        want = df[cols].sort_values(["month", "x1"]).reset_index(drop=True)
+        np.testing.assert_array_equal(got[["x1", "x2", "y"]].to_numpy(), want[["x1", "x2", "y"]].to_numpy())
+        np.testing.assert_array_equal(got.month.astype(int), want.month.astype(int))
+    # the hive key is left out of the default features (noted), and still stratifies
+    with pytest.warns(UserWarning, match=r"1 hive partition key \('month'\)"):
+        t = daskpd.importances(str(root), "y")
+    assert list(t.index) == ["x1", "x2"]
+    ref = daskpd.importances(df, "y", features=["x1", "x2"])
+    pd.testing.assert_frame_equal(t, ref)
+
+
+def test_small_files_are_gathered_by_the_functions(tmp_path):
+    """2,000 files of 30 rows: the functions read them in a few partitions (the task
+    memory decides how many), with the same answer as the frame in memory."""
+    df = _frame(60_000, 5)
+    root = tmp_path / "small"
+    root.mkdir()
+    for i in range(2_000):
+        pq.write_table(pa.Table.from_pandas(df.iloc[i * 30:(i + 1) * 30], preserve_index=False),
+                       root / f"part-{i:05d}.parquet")
+    from daskpd._data.read import grouping
+    from daskpd._data.lake import inspect_lake
+    from daskpd._engine.memory import partition_bytes
+
+    assert grouping(inspect_lake(str(root)), partition_bytes())["aggregate_files"] is True
+    r = daskpd.stratpd(str(root), "y", "x1")
+    assert r.params["n_partitions"] < 20
+    ref = daskpd.stratpd(df, "y", "x1")
+    np.testing.assert_allclose(r.pd, ref.pd, rtol=1e-12, atol=1e-12)

@@ -12,7 +12,7 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 
 import daskpd
 from daskpd._data.source import Dataset, open_dataset
-from daskpd.model.compare import compare
+from daskpd.model._compare import compare
 
 
 @pytest.fixture(scope="module")

@@ -532,7 +532,7 @@ def test_three_features_five_model_methods_take_three_passes(dask_cluster, tmp_p
 
     import daskpd._engine.plan as plan
     import daskpd._strat.pipeline as pipeline
-    import daskpd.model.passes as mpasses
+    import daskpd.model._passes as mpasses
 
     rng = np.random.default_rng(0)
     n = 5_000  # > 1,024 distinct values: grids and bins need exact order statistics

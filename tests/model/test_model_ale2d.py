@@ -210,7 +210,7 @@ def test_in_memory_equals_dask_bit_for_bit(inter):
 
 
 def test_list_mixes_1d_and_2d_in_one_pass(inter, monkeypatch):
-    import daskpd.model.ale as ale_mod
+    import daskpd.model._ale as ale_mod
 
     X, _, gbr = inter
     calls = []
@@ -254,7 +254,7 @@ def test_frame_metadata_and_parquet(tmp_path, inter):
 
 
 def test_supported_marks_corners_of_cells_with_rows():
-    from daskpd.model.ale2d import ALE2DResult
+    from daskpd.model._ale2d import ALE2DResult
 
     count = np.zeros((3, 3))
     count[2, 2] = 5  # only the cell (x_1, x_2] x (x2_1, x2_2]

@@ -14,7 +14,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 
 import daskpd
 from daskpd import DataError
-from daskpd.model.compare import align_curves, compare
+from daskpd.model._compare import align_curves, compare
 
 TOL = 1e-9
 

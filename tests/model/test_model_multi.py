@@ -1,4 +1,4 @@
-"""daskpd.model.multi: several model-based methods in one merged plan.
+"""daskpd.model._multi: several model-based methods in one merged plan.
 
 The results must equal the public functions' bit for bit, and the passes over the data
 are counted by wrapping the engine's real ``build_pass`` (every pass builds one).
@@ -10,7 +10,7 @@ import pytest
 from sklearn.ensemble import HistGradientBoostingRegressor
 
 import daskpd
-from daskpd.model.multi import MODEL_METHODS, model_methods
+from daskpd.model._multi import MODEL_METHODS, model_methods
 
 FEATURES = ["a", "b", "c"]
 METHODS = {
@@ -38,7 +38,7 @@ def passes(monkeypatch):
     """Names of the passes built (the real build_pass, wrapped where it is bound)."""
     import daskpd._engine.plan as plan
     import daskpd._strat.pipeline as pipeline
-    import daskpd.model.passes as mpasses
+    import daskpd.model._passes as mpasses
 
     real = plan.build_pass
     names = []

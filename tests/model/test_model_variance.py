@@ -10,7 +10,7 @@ from sklearn.linear_model import LinearRegression
 
 import daskpd
 from daskpd import DataError
-from daskpd.model.variance import importance_of, interaction_of
+from daskpd.model._variance import importance_of, interaction_of
 
 
 pytestmark = pytest.mark.usefixtures("one_openmp_thread")

@@ -29,15 +29,15 @@ from .._data.request import open_request
 from ..results import Result
 from .._stratpd import stratpd as run_stratpd
 from .._engine.stats import mquantile_ranks, summarize
-from .grids import pd_grid
-from .passes import Plan, run_jobs
-from .predictor import DEFAULT_BATCH_ROWS
-from .setup import MODEL_CONSTRAINTS, open_model_data, prepare_model_run
-from .ale import ALEJob, ale_specs, finish_ale
-from .fpd import PDJob, PDResult, use_tree
-from .marginal import MarginalJob, finish_marginal, marginal_ranks, marginal_spec
+from ._grids import pd_grid
+from ._passes import Plan, run_jobs
+from ._predictor import DEFAULT_BATCH_ROWS
+from ._setup import MODEL_CONSTRAINTS, open_model_data, prepare_model_run
+from ._ale import ALEJob, ale_specs, finish_ale
+from ._fpd import PDJob, PDResult, use_tree
+from ._marginal import MarginalJob, finish_marginal, marginal_ranks, marginal_spec
 
-__all__ = ["compare", "ComparisonResult", "align_curves"]
+__all__ = ["compare", "ComparisonResult"]
 
 ALIGN = ("left", "mean", None)
 

@@ -9,7 +9,7 @@ per grid cell, the weighted sum of predictions and the sum of weights; the combi
 them; the driver divides.  Every requested feature and pair is computed in the same
 pass.  Predictions are made on the partition's rows stacked once per grid cell, in
 batches of at most ``batch_rows`` rows (or, for scikit-learn tree models, by the tree
-engine of :mod:`daskpd.model.tree_engine`, which evaluates each tree once per threshold
+engine of :mod:`daskpd.model._tree_engine`, which evaluates each tree once per threshold
 interval holding a grid value and gives the same numbers).
 
 Recursion (Friedman 2001; N. Hug, "Efficient Partial Dependence Plots with decision
@@ -34,15 +34,14 @@ from .._validation import NO_VALIDATION, StrOptions, validate_params
 from .._errors import InvalidParameterError, SklearnDifferenceWarning
 from .._errors import DataError
 from ..results import CurveResult, curve_frame
-from .common import DEFAULT_METHOD, all_classes, auto_recursion, warn_method
-from .grids import build_grids, check_grid_arg
-from .passes import Plan, run_jobs
-from .predictor import DEFAULT_BATCH_ROWS, Predictor, resolve_predictor
-from .setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
-from .tree_engine import TREE_CELLS
+from ._common import DEFAULT_METHOD, all_classes, auto_recursion, warn_method
+from ._grids import build_grids, check_grid_arg
+from ._passes import Plan, run_jobs
+from ._predictor import DEFAULT_BATCH_ROWS, Predictor, resolve_predictor
+from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
+from ._tree_engine import TREE_CELLS
 
-__all__ = ["partial_dependence", "PDResult", "PDJob", "cell_assignments", "curves_matrix", "curve_sums",
-           "use_tree", "pd_results", "resolve_pd_method", "recursion_average", "PDResults", "OutputsJob"]
+__all__ = ["partial_dependence", "PDResult"]
 
 
 #: the warning of a deprecated parameter name (one name per parameter across the package)

@@ -22,7 +22,7 @@ from .._data.kinds import is_numeric_like, kind_of
 from .._errors import DataError, InvalidParameterError
 from .._data.read import check_columns
 from ..results.base import json_clean
-from .tree_engine import tree_ensemble_for
+from ._tree_engine import tree_ensemble_for
 
 __all__ = ["Predictor", "resolve_predictor", "is_classifier", "values_as", "float_matrix", "DEFAULT_BATCH_ROWS"]
 

@@ -16,7 +16,7 @@ from .._data.encode import as_float
 from .._engine import scheduler
 from .._engine.plan import Job, build_pass
 from .._errors import DataError
-from .predictor import DEFAULT_BATCH_ROWS, Predictor, float_matrix
+from ._predictor import DEFAULT_BATCH_ROWS, Predictor, float_matrix
 
 __all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs"]
 

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .._errors import SklearnDifferenceWarning
-from .predictor import Predictor, is_classifier
+from ._predictor import Predictor, is_classifier
 
 __all__ = ["DEFAULT_METHOD", "DefaultMethod", "auto_recursion", "warn_method", "regression_outputs", "all_classes",
            "BinStats", "ROW_COUNTS", "input_rows", "level_codes"]

@@ -39,9 +39,9 @@ from .._data.encode import as_float
 from .._errors import DataError
 from ..results import CurveResult, curve_frame
 from .._engine.plan import merge_keyed, sum_fields
-from .common import ROW_COUNTS, BinStats, input_rows
+from ._common import ROW_COUNTS, BinStats, input_rows
 
-__all__ = ["ALE2DResult", "ALE2DJob", "ALE2DSpec", "finish_ale2d", "ale2d_surface"]
+__all__ = ["ALE2DResult"]
 
 
 @dataclass(repr=False)

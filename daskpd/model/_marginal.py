@@ -30,12 +30,12 @@ from ..results import CurveResult
 from .._data.request import open_request
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks
-from .common import BinStats, level_codes
-from .passes import Plan, run_jobs
-from .predictor import resolve_predictor
-from .setup import MODEL_CONSTRAINTS, check_features, check_weight, model_available, open_model_data
+from ._common import BinStats, level_codes
+from ._passes import Plan, run_jobs
+from ._predictor import resolve_predictor
+from ._setup import MODEL_CONSTRAINTS, check_features, check_weight, model_available, open_model_data
 
-__all__ = ["marginal", "MarginalResult", "MarginalJob", "marginal_specs", "finish_marginal", "rows_with_finite"]
+__all__ = ["marginal", "MarginalResult"]
 
 
 @dataclass(repr=False)

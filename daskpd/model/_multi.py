@@ -1,5 +1,5 @@
 """Several model-based methods over the same features in one merged plan (as
-:func:`daskpd.model.compare.compare` does for one feature).
+:func:`daskpd.model._compare.compare` does for one feature).
 
 The job runner asks for any of partial dependence, ICE, ALE, marginal plots and PD
 variance at once.  Called one by one they would each summarise the columns, resolve
@@ -11,7 +11,7 @@ their quantiles and scan the data (3 features x 5 methods: 21 passes).  Here:
 3. (only for unordered categorical features with ALE) the level-ordering pass, and
    (only when the marginal plot's target has missing values: its bins come from the rows
    it averages) the marginal plot's own summary and quantiles;
-4. ONE pass of every method's job (:func:`daskpd.model.passes.run_jobs`);
+4. ONE pass of every method's job (:func:`daskpd.model._passes.run_jobs`);
 
 then each method's own finisher.  The results are the ones the public functions return
 (same grids, same sums, bit for bit).
@@ -23,17 +23,17 @@ from dataclasses import dataclass, field
 
 from .._engine.stats import order_statistics, summarize
 from .._errors import DataError
-from .ale import ALEJob, ale, ale_specs, ale_summary_kinds, finish_ale
-from .fpd import PDJob, partial_dependence, pd_results, resolve_pd_method
-from .grids import pd_grid, pd_grid_plan
-from .ice import ICEJob, finish_ice, ice
-from .marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
-from .passes import Plan, run_jobs
-from .predictor import DEFAULT_BATCH_ROWS
-from .setup import open_model_data, prepare_model_run
-from .variance import finish_pd_variance, pd_variance
+from ._ale import ALEJob, ale, ale_specs, ale_summary_kinds, finish_ale
+from ._fpd import PDJob, partial_dependence, pd_results, resolve_pd_method
+from ._grids import pd_grid, pd_grid_plan
+from ._ice import ICEJob, finish_ice, ice
+from ._marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
+from ._passes import Plan, run_jobs
+from ._predictor import DEFAULT_BATCH_ROWS
+from ._setup import open_model_data, prepare_model_run
+from ._variance import finish_pd_variance, pd_variance
 
-__all__ = ["model_methods", "MODEL_METHODS", "PARAMETERS", "MethodsRun"]
+__all__ = ["model_methods"]
 
 #: the methods :func:`model_methods` runs, in output order
 MODEL_METHODS = ("partial_dependence", "ice", "ale", "marginal", "pd_variance")
@@ -57,7 +57,7 @@ def _defaults(method: str) -> dict:
 @dataclass
 class MethodsRun:
     """What :func:`model_methods` returns: ``results[method]`` is ``{feature: result}``
-    for the curve methods and one :class:`~daskpd.model.variance.PDVarianceResult` for
+    for the curve methods and one :class:`~daskpd.model._variance.PDVarianceResult` for
     ``pd_variance``; ``phases`` names the phases that ran, in order ("summary", "order
     statistics", "level order", "marginal bins", "model").  "marginal bins" (a summary and
     quantiles of the rows whose target is finite) runs only when some target is missing.  Each is one pass over the data, except "order

@@ -42,13 +42,13 @@ from .._data.kinds import is_numeric_like, kind_of
 from ..results import CurveResult
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
-from .ale2d import ALE2DJob, ALE2DSpec, finish_ale2d
-from .common import ROW_COUNTS, BinStats, input_rows, level_codes
-from .passes import Plan, run_jobs
-from .predictor import DEFAULT_BATCH_ROWS
-from .setup import MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
+from ._ale2d import ALE2DJob, ALE2DSpec, finish_ale2d
+from ._common import ROW_COUNTS, BinStats, input_rows, level_codes
+from ._passes import Plan, run_jobs
+from ._predictor import DEFAULT_BATCH_ROWS
+from ._setup import MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
 
-__all__ = ["ale", "ALEResult", "ALEJob", "ale_specs", "ale_summary_kinds", "finish_ale", "order_levels"]
+__all__ = ["ale", "ALEResult"]
 
 
 # ---------------------------------------------------------------------------------
@@ -475,7 +475,7 @@ def ale(
         As :func:`daskpd.partial_dependence`.
     features : str, pair, or list of them
         A column name gives the 1-D ALE; a pair (tuple) of two numeric columns gives
-        their second-order (2-D) ALE (:mod:`daskpd.model.ale2d`), as
+        their second-order (2-D) ALE (:mod:`daskpd.model._ale2d`), as
         :func:`daskpd.partial_dependence`'s 2-way rule.  All are computed in one pass
         over the data.
     bins : int, default 20

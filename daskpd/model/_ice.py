@@ -28,13 +28,13 @@ from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, validate_
 from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from ..results import CurveResult, dump_json, with_metadata
-from .fpd import curves_matrix, row_chunk, use_tree
-from .grids import build_grids, check_grid_arg
-from .passes import Plan, run_jobs
-from .predictor import DEFAULT_BATCH_ROWS
-from .setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
+from ._fpd import curves_matrix, row_chunk, use_tree
+from ._grids import build_grids, check_grid_arg
+from ._passes import Plan, run_jobs
+from ._predictor import DEFAULT_BATCH_ROWS
+from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 
-__all__ = ["ice", "ICEResult", "ICEJob", "PART_COLUMN", "finish_ice"]
+__all__ = ["ice", "ICEResult"]
 
 PART_COLUMN = "__daskpd_partition__"
 

@@ -36,13 +36,13 @@ from numbers import Integral
 from .._validation import NO_VALIDATION, Interval, StrOptions, validate_params
 from .._errors import DataError, InvalidParameterError
 from ..results import Result, table_frame
-from .fpd import PDJob, pd_results
-from .grids import build_grids, check_grid_arg
-from .passes import Plan, run_jobs
-from .predictor import DEFAULT_BATCH_ROWS
-from .setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
+from ._fpd import PDJob, pd_results
+from ._grids import build_grids, check_grid_arg
+from ._passes import Plan, run_jobs
+from ._predictor import DEFAULT_BATCH_ROWS
+from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 
-__all__ = ["pd_variance", "PDVarianceResult", "importance_of", "interaction_of", "finish_pd_variance"]
+__all__ = ["pd_variance", "PDVarianceResult"]
 
 
 def importance_of(values: np.ndarray, kind: str, axis: int = -1) -> np.ndarray:

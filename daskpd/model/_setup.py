@@ -4,7 +4,7 @@ the data's columns (features, weights), then the model and the columns to read
 
 The constraints here are shared by :func:`daskpd.partial_dependence`,
 :func:`daskpd.ice`, :func:`daskpd.ale`, :func:`daskpd.marginal`,
-:func:`daskpd.pd_variance` and :func:`daskpd.model.compare.compare`; each function adds
+:func:`daskpd.pd_variance` and :func:`daskpd.model._compare.compare`; each function adds
 its own (see :mod:`daskpd._validation`).
 """
 from __future__ import annotations
@@ -19,11 +19,12 @@ import pandas as pd
 from .._data.request import open_request
 from .._data.kinds import is_numeric_like
 from .._data.source import Dataset, open_dataset
+from .._engine.memory import partition_bytes
 from .._errors import DataError, InvalidParameterError
 from .._validation import (IO_CONSTRAINTS, NO_VALIDATION, POSITIVE_INT, ArrayLike, ArrayOrColumn, ColumnNames,
                            Interval, Percentiles, StrOptions)
 
-from .predictor import Predictor, resolve_predictor
+from ._predictor import Predictor, resolve_predictor
 
 __all__ = ["MODEL_CONSTRAINTS", "GRID_CONSTRAINTS", "RESPONSES", "ENGINES", "ModelRun", "prepare_model_run",
            "open_model_data", "check_features", "check_weight", "model_available", "WEIGHT_COLUMN"]
@@ -57,7 +58,8 @@ GRID_CONSTRAINTS = {
 
 def open_model_data(data, storage_options=None, filters=None) -> Dataset:
     """The request's one opening of ``data`` (pandas input: partitions to use every core)."""
-    return open_dataset(data, storage_options=storage_options, filters=filters, spread=True)
+    return open_dataset(data, storage_options=storage_options, filters=filters, spread=True,
+                        partition_bytes=partition_bytes())
 
 
 def check_features(features, dataset: Dataset, *, allow_pairs: bool, name: str = "features"):
