@@ -42,7 +42,11 @@ import numpy as np
 import pandas as pd
 
 from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES
+from ._catstratpd import driver_side as categorical_driver_side
+from ._engine import scheduler
+from ._engine.plan import run_local
 from ._strat.pipeline import run_strat
+from ._strat.scan import leaf_numbering
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
 from ._validation import POSITIVE_INT, ColumnNames, Interval, StrOptions, validate_params
 from ._errors import DataError, InvalidParameterError
@@ -50,6 +54,7 @@ from ._data.request import left_out_note, open_request
 from ._engine.memory import partition_bytes
 from .results import Result, table_frame
 from ._stratpd import STRAT_CONSTRAINTS
+from ._stratpd import driver_side as numeric_driver_side
 
 __all__ = ["importances", "strat_curves_and_importances", "ImportanceResult"]
 
@@ -129,8 +134,6 @@ def _null_measures(sub: pd.DataFrame, scan, msl_for: dict, perm_seed, tree_metho
     """
     from dataclasses import replace
 
-    from ._engine.plan import run_local
-    from ._strat.scan import leaf_numbering
 
     target = scan.target
     df = sub
@@ -391,9 +394,6 @@ def strat_curves_and_importances(
     t0 = time.perf_counter()
 
     # measures (driver; the curves were finished next to the merged aggregates)
-    from ._catstratpd import driver_side as categorical_driver_side
-    from ._stratpd import driver_side as numeric_driver_side
-
     curves = {}
     raw = np.full((n_sets, len(feats), 3), np.nan)
     n_pos = np.zeros(len(feats), dtype="int64")
@@ -460,8 +460,6 @@ def strat_curves_and_importances(
 
 def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=DEFAULT_TREE_METHOD):
     from dask import delayed
-
-    from ._engine import scheduler
 
     sub = run.sample.iloc[:k]  # hash-ordered bottom-k rows: itself the bottom-k' sample
     dsub = scheduler.embed(sub)

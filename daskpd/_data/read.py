@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .._errors import DataError
+from .lake import apply_widening, inspect_lake, reconcile
 
 __all__ = ["CHUNK_ROWS", "CsvSource", "read_csv", "load", "check_columns", "column_names",
            "named", "short_list", "apply_filters", "filter_groups", "filter_columns", "open_frame",
@@ -119,8 +120,6 @@ def _open_parquet(paths, storage_options, filters, label, partition_bytes=None):
     the other columns when a projection reads them (:func:`project`).  Small files are
     gathered into partitions (:func:`grouping`)."""
     import dask.dataframe as dd
-
-    from .lake import inspect_lake
 
     lake = inspect_lake(paths, filter_columns(filters), storage_options, survey=True)
     try:
@@ -321,8 +320,6 @@ def project(frame, lake, columns: Sequence[str] | None, *, label: str = "data", 
     if columns is not None:
         columns = list(dict.fromkeys(map(str, columns)))  # ordered, unique, names as text
     if lake is not None:
-        from .lake import apply_widening, reconcile
-
         if columns is None:  # every column of every file, and the hive keys
             columns = list(dict.fromkeys([*lake.types, *map(str, frame.columns)]))
         agreed = reconcile(lake.files, columns, lake.display.get)

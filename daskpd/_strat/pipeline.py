@@ -29,6 +29,7 @@ from .._engine import hashing, memory, scheduler
 from .._engine.hashing import Sample, SampleJob
 from .._engine.plan import Job, Kept, build_pass, run_pass
 from .._errors import DataError
+from .categorical import category_values, effects_iterative
 from .scan import FeatureScan, StratScan, groups_at_map, index_dtype, leaf_numbering
 from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_tree
 
@@ -134,8 +135,6 @@ def _check_sample(sample: pd.DataFrame, target, features, kinds, nan_as_level, s
 
 
 def _coder(f, kind, sample: Sample, max_bins, nan_as_level, dtype) -> KeyCoder:
-    from .categorical import category_values
-
     distinct = sample.distinct.get(f)
     if kind == "numeric":
         edges = bin_edges(as_float(sample.frame[f]), max_bins) if max_bins is not None else None
@@ -357,8 +356,6 @@ def run_strat(
     # pass 2: one scan, every feature, each finished next to its data
     (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)
     if isinstance(results, Kept):  # categorical features with many categories: CG rounds over their buckets
-        from .categorical import effects_iterative
-
         kept, results = results.kept, dict(results.result)
         for i, refs in kept.items():
             f = scan.features[i].feature
