@@ -103,13 +103,13 @@ def grouping(lake, partition_bytes: int | None) -> dict:
     """``read_parquet`` options that gather small files into partitions of about
     ``partition_bytes`` (uncompressed, as the footers count them): dask's
     ``aggregate_files`` with adaptive row-group splitting.  ``{}`` (one partition per
-    file, dask's default) when the files are at least half that size on average, or
+    file, dask's default) when the files hold at least a quarter of that on average, or
     when there is one file."""
     files = lake.files
     if not partition_bytes or len(files) < 2:
         return {}
     mean = sum(f.data_bytes for f in files) / len(files)
-    if mean * 2 > partition_bytes:
+    if mean * 4 > partition_bytes:
         return {}
     return {"aggregate_files": True, "split_row_groups": "adaptive", "blocksize": int(partition_bytes)}
 

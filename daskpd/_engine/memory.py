@@ -89,15 +89,15 @@ def task_memory() -> int:
 
 
 #: a partition of small files takes at most this share of the task memory, within these bounds
-_PARTITION_FRACTION = 0.25
-_PARTITION_MIN, _PARTITION_MAX = 16 << 20, 128 << 20
+_PARTITION_FRACTION = 0.125
+_PARTITION_MIN, _PARTITION_MAX = 16 << 20, 64 << 20
 
 
 def partition_bytes() -> int:
     """The bytes (uncompressed, as the files' footers count them) a partition read from
-    many small files gathers (dask config ``daskpd.partition-bytes``; ``"auto"``: a
-    quarter of :func:`task_memory`, between 16 and 128 MiB).  Files at least half that
-    size are each their own partition, as dask reads them."""
+    many small files gathers (dask config ``daskpd.partition-bytes``; ``"auto"``: an
+    eighth of :func:`task_memory`, between 16 and 64 MiB).  Files of at least a quarter
+    of that size on average are each their own partition, as dask reads them."""
     cfg = _config("partition-bytes", "auto")
     if cfg not in (None, "auto"):
         return int(parse_bytes(cfg) if isinstance(cfg, str) else cfg)
