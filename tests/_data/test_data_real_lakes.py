@@ -143,3 +143,48 @@ def test_small_files_are_gathered_by_the_functions(tmp_path):
     assert r.params["n_partitions"] < 20
     ref = daskpd.stratpd(df, "y", "x1")
     np.testing.assert_allclose(r.pd, ref.pd, rtol=1e-12, atol=1e-12)
+
+
+def test_the_types_writers_use_read_as_their_plain_equivalents(tmp_path):
+    """Types Spark, Hive, DuckDB or pandas write: unsigned and narrow integers, half
+    floats, large_string, string_view, dictionary-encoded strings, decimals, a timestamp
+    with a time zone (a datetime: left out of the default features, refused when named)
+    and an all-null column (left out as empty).  Each gives the answer its plain
+    equivalent gives."""
+    import decimal
+
+    rng = np.random.default_rng(11)
+    n = 4_000
+    x1 = np.round(rng.uniform(0, 10, n), 2)
+    k = rng.integers(0, 4, n)
+    y = 2.0 * x1 + k + rng.normal(scale=0.1, size=n)
+    labels = np.array([f"s{v}" for v in k], dtype=object)
+    typed = pa.table({
+        "x1": pa.array([decimal.Decimal(f"{v:.2f}") for v in x1], type=pa.decimal128(10, 2)),
+        "k_u64": pa.array(k.astype("uint64")), "k_i8": pa.array(k.astype("int8")),
+        "s_large": pa.array(labels, type=pa.large_string()),
+        "s_dict": pa.array(labels).dictionary_encode(),
+        "when": pa.array(pd.date_range("2024-03-30", periods=n, freq="h", tz="Europe/Paris")),
+        "nothing": pa.nulls(n),
+        "y": pa.array(y),
+    })
+    if hasattr(pa, "string_view"):
+        typed = typed.append_column("s_view", pa.array(labels, type=pa.string_view()))
+    root = tmp_path / "typed"
+    root.mkdir()
+    pq.write_table(typed.slice(0, n // 2), root / "a.parquet")
+    pq.write_table(typed.slice(n // 2), root / "b.parquet")
+    plain = pd.DataFrame({"x1": x1, "k": k.astype("int64"), "s": labels, "y": y})
+    for col, same in [("k_u64", "k"), ("k_i8", "k"), ("s_large", "s"), ("s_dict", "s"),
+                      *([("s_view", "s")] if hasattr(pa, "string_view") else [])]:
+        got = daskpd.importances(str(root), "y", features=["x1", col], stratify_on=["x1", col])
+        want = daskpd.importances(plain, "y", features=["x1", same], stratify_on=["x1", same])
+        pd.testing.assert_frame_equal(got.rename(index={col: same}), want, obj=col)
+    with pytest.warns(UserWarning, match=r"1 datetime \('when'\)"):
+        t = daskpd.importances(str(root), "y")
+    assert "when" not in t.index and "nothing" not in t.index and "x1" in t.index
+    assert t.loc["x1", "kind"] == "numeric" and t.loc["s_dict", "kind"] == "categorical"
+    with pytest.raises(DataError, match=r"feature 'when' is a datetime \(datetime64\[.*Europe/Paris\]\)"):
+        daskpd.stratpd(str(root), "y", "when")
+    with pytest.raises(DataError, match="feature 'nothing' has no non-missing values"):
+        daskpd.importances(str(root), "y", features=["x1", "nothing"])
