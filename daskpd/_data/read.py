@@ -99,14 +99,23 @@ class PartitionOptions(dict):
         return ("daskpd-arrow-to-pandas", sorted(self.options().items()))
 
 
+#: fewer files than this are a partition each, whatever their size (the tasks' overhead
+#: matters only for many files)
+GATHER_MIN_FILES = 64
+
+
 def grouping(lake, partition_bytes: int | None) -> dict:
     """``read_parquet`` options that gather small files into partitions of about
     ``partition_bytes`` (uncompressed, as the footers count them): dask's
     ``aggregate_files`` with adaptive row-group splitting.  ``{}`` (one partition per
-    file, dask's default) when the files hold at least a quarter of that on average, or
-    when there is one file."""
+    file, dask's default) for fewer than :data:`GATHER_MIN_FILES` files, files that hold
+    at least a quarter of ``partition_bytes`` on average, or files whose schemas differ
+    (dask would join their tables before daskpd widens their types)."""
     files = lake.files
-    if not partition_bytes or len(files) < 2:
+    if not partition_bytes or len(files) < GATHER_MIN_FILES:
+        return {}
+    first = files[0].schema.remove_metadata()
+    if any(not f.schema.remove_metadata().equals(first) for f in files[1:]):
         return {}
     mean = sum(f.data_bytes for f in files) / len(files)
     if mean * 4 > partition_bytes:
