@@ -11,30 +11,13 @@ listed below; the implementation modules (``daskpd.model._fpd``, ...) are privat
 """
 from __future__ import annotations
 
-import importlib
+from ._ale import ALEResult, ale
+from ._ale2d import ALE2DResult
+from ._compare import ComparisonResult, compare
+from ._fpd import PDResult, partial_dependence
+from ._ice import ICEResult, ice
+from ._marginal import MarginalResult, marginal
+from ._variance import PDVarianceResult, pd_variance
 
-_API = {
-    "partial_dependence": "daskpd.model._fpd",
-    "PDResult": "daskpd.model._fpd",
-    "ice": "daskpd.model._ice",
-    "ICEResult": "daskpd.model._ice",
-    "ale": "daskpd.model._ale",
-    "ALEResult": "daskpd.model._ale",
-    "ALE2DResult": "daskpd.model._ale2d",
-    "marginal": "daskpd.model._marginal",
-    "MarginalResult": "daskpd.model._marginal",
-    "pd_variance": "daskpd.model._variance",
-    "PDVarianceResult": "daskpd.model._variance",
-    "compare": "daskpd.model._compare",
-    "ComparisonResult": "daskpd.model._compare",
-}
-
-__all__ = sorted(_API)
-
-
-def __getattr__(name):
-    if name in _API:
-        value = getattr(importlib.import_module(_API[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'daskpd.model' has no attribute {name!r}")
+__all__ = ["ALE2DResult", "ALEResult", "ComparisonResult", "ICEResult", "MarginalResult", "PDResult",
+           "PDVarianceResult", "ale", "compare", "ice", "marginal", "partial_dependence", "pd_variance"]
