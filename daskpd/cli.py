@@ -192,7 +192,7 @@ def _cmd_validate(args) -> int:
 def _check_content(spec, request, cats) -> dict:
     """What the run's sample pass would refuse (no rows after the filters, a feature with
     no value or a single one), from the parquet statistics or a scan that stops early."""
-    from ._data.lake import check_content, reconcile
+    from ._data.lake import check_content
 
     feats = request.features
     want = spec.model_free
@@ -201,9 +201,7 @@ def _check_content(spec, request, cats) -> dict:
     else:
         curve = [f for f in feats if (f in cats and "catstratpd" in want) or (f not in cats and "stratpd" in want)]
     so = spec.source.storage_options or None
-    files = request.dataset.lake
-    lake = reconcile(files.files, request.read_columns(), files.display.get)
-    return check_content(spec.source.path, lake, curve, spec.source.filters, so, label=spec.source.path,
+    return check_content(spec.source.path, request.read_schema(), curve, spec.source.filters, so, label=spec.source.path,
                          skip_unusable=spec.features is None)
 
 

@@ -26,10 +26,7 @@ import pandas as pd
 import pyarrow as pa
 
 
-__all__ = ["KINDS", "kind_of", "column_kinds", "is_numeric_like", "datetime_message",
-           "unsupported_message"]
-
-KINDS = ("numeric", "categorical")
+__all__ = ["kind_of", "is_numeric_like", "datetime_message", "unsupported_message"]
 
 
 def _nested(t) -> bool:
@@ -58,10 +55,6 @@ def kind_of(dtype, arrow_type=None) -> str:
 def is_numeric_like(dtype) -> bool:
     """Numbers and booleans: the columns that read as float64 (bools as 0/1)."""
     return kind_of(dtype) == "numeric" or pd.api.types.is_bool_dtype(dtype)
-
-
-def column_kinds(dtypes: pd.Series) -> dict[str, str]:
-    return {str(c): kind_of(t) for c, t in dtypes.items()}
 
 
 def datetime_message(feature: str, dtype) -> str:

@@ -90,6 +90,8 @@ class LakeSchema:
     #: columns outside those checked that do not agree across the files: column -> why
     #: (only with ``survey=True``; such a column fails when it is read)
     conflicts: dict[str, str] = field(default_factory=dict)
+    #: of those, the columns some files lack (a column added by later appends)
+    partial: set[str] = field(default_factory=set)
 
     @property
     def num_rows(self) -> int:
@@ -321,6 +323,7 @@ def reconcile(footers: list[FileFooter], columns: Sequence[str] | None = None, d
     types: dict[str, pa.DataType] = {}
     widened: dict[str, dict] = {}
     conflicts: dict[str, str] = {}
+    partial: set[str] = set()
     n = len(footers)
     for c in order:
         if c not in check_set and not survey:
@@ -331,6 +334,8 @@ def reconcile(footers: list[FileFooter], columns: Sequence[str] | None = None, d
             if c in check_set:
                 raise
             conflicts[c] = str(exc)
+            if sum(len(v) for v in per_col[c].values()) < n:
+                partial.add(c)
             continue
         if widening is not None and c in check_set:
             widened[c] = widening
@@ -339,7 +344,7 @@ def reconcile(footers: list[FileFooter], columns: Sequence[str] | None = None, d
     if widened:
         log.info("parquet columns widened to one type across the files: %s",
                  "; ".join(f"{c}: {w['from']} -> {w['to']}" for c, w in widened.items()))
-    return LakeSchema(files=list(footers), types=types, widened=widened, conflicts=conflicts)
+    return LakeSchema(files=list(footers), types=types, widened=widened, conflicts=conflicts, partial=partial)
 
 
 def inspect_lake(path, columns: Sequence[str] | None = None, storage_options: dict | None = None,

@@ -45,11 +45,6 @@ class Request:
     categorical: list[str]  # the columns declared categorical
     stratify_on: list[str] | None  # model-free requests: the stratifying columns
     left_out: dict[str, str] = field(default_factory=dict)  # default features left out: column -> why
-    defaulted: bool = False  # the features are the default set
-
-    @property
-    def label(self) -> str:
-        return self.dataset.label
 
     @property
     def dtypes(self):
@@ -59,6 +54,10 @@ class Request:
         """The columns a model-free run reads: target, features, stratifying columns, ``extra``."""
         cols = [self.target, *self.features, *(self.stratify_on or ()), *extra]
         return list(dict.fromkeys(c for c in cols if c is not None))
+
+    def read_schema(self):
+        """The lake's schema over the columns read (:meth:`Dataset.read_schema`), or None."""
+        return self.dataset.read_schema(self.read_columns())
 
     def project(self, columns: Sequence[str] | None = None):
         """The dask DataFrame of ``columns`` (default: :meth:`read_columns`)."""
@@ -92,11 +91,9 @@ def _usable(dataset: Dataset, column: str) -> str | None:
     """Why ``column`` cannot stratify or be a default feature, or None."""
     if dataset.kind(column) == "unsupported":
         return "nested or binary"
-    conflict = dataset.conflict(column)
-    if conflict is not None:
-        if " is missing from " in conflict:
-            return "missing from some files"
-        raise DataError(conflict)  # types that differ across the files: never read past that
+    if dataset.partial(column):
+        return "missing from some files"
+    _readable(dataset, [column])  # types that differ across the files: never read past that
     return None
 
 
@@ -139,8 +136,7 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
     _missing(ds, exclude, names["exclude"])
 
     left_out: dict[str, str] = {}
-    defaulted = features is None
-    if defaulted:
+    if features is None:
         feats = []
         for c in available:
             if c == target or c in exclude:
@@ -205,7 +201,7 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
                     raise DataError(unsupported_message(c, ds.type_name(c), role="stratifying column"))
             strat = [c for c in strat if c != target]
     return Request(dataset=ds, target=target, features=feats, kinds=kinds, categorical=declared, stratify_on=strat,
-                   left_out=left_out, defaulted=defaulted)
+                   left_out=left_out)
 
 
 def left_out_note(who: str, left_out: dict, n_used: int, hint: str = "name them in features= to use them") -> str:

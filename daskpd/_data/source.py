@@ -19,7 +19,7 @@ import pandas as pd
 
 from .hive import partition_keys
 from .kinds import kind_of
-from .lake import pandas_dtype
+from .lake import pandas_dtype, reconcile
 from .read import CHUNK_ROWS, check_columns, open_frame, project
 
 __all__ = ["Dataset", "open_dataset", "spread_chunk_rows"]
@@ -77,6 +77,17 @@ class Dataset:
         """Why ``column`` cannot be read (missing from some files, types that do not go
         together), or None."""
         return None if self.lake is None else self.lake.conflicts.get(column)
+
+    def partial(self, column: str) -> bool:
+        """Whether some of the lake's files lack ``column``."""
+        return self.lake is not None and column in self.lake.partial
+
+    def read_schema(self, columns: Sequence[str]):
+        """The lake's schema reconciled over ``columns`` (the widenings a projection
+        casts; a DataError as :meth:`project` raises it), or None for other inputs."""
+        if self.lake is None:
+            return None
+        return reconcile(self.lake.files, columns, self.lake.display.get)
 
     def check(self, columns: Sequence[str], what: str = "") -> None:
         """:class:`~daskpd.DataError` naming every column of ``columns`` the input lacks."""

@@ -120,13 +120,10 @@ def categorical_features(request: Request) -> list[str]:
 def schema_stats(request: Request) -> dict:
     """For the manifest: the number of parquet files and the columns read that were
     widened to one type across them (footers are cached: no second read)."""
-    lake = request.dataset.lake
-    if lake is None:
+    read = request.read_schema()
+    if read is None:
         return {}
-    from .._data.lake import reconcile
-
-    read = reconcile(lake.files, request.read_columns(), lake.display.get)
-    return {"parquet_files": len(lake.files), "rows_in_files": lake.num_rows, "widened": read.widened}
+    return {"parquet_files": len(read.files), "rows_in_files": read.num_rows, "widened": read.widened}
 
 
 @contextlib.contextmanager
