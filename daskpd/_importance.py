@@ -53,7 +53,8 @@ from ._errors import DataError, InvalidParameterError
 from ._data.request import left_out_note, open_request
 from ._engine.memory import partition_bytes
 from .results import Result, table_frame
-from ._stratpd import STRAT_CONSTRAINTS
+from ._positional import deprecate_positional_args
+from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
 from ._stratpd import driver_side as numeric_driver_side
 
 __all__ = ["importances", "strat_curves_and_importances", "ImportanceResult"]
@@ -251,7 +252,7 @@ class ImportanceResult(Result):
 IMPORTANCE_CONSTRAINTS = {
     **STRAT_CONSTRAINTS,
     "categorical": [ColumnNames(allow_single=True), None],
-    "stratify_on": [ColumnNames(allow_single=True), None],
+    "numeric": [ColumnNames(allow_single=True), None],
     "n_trials": [POSITIVE_INT],
     "bootstrap": ["boolean"],
     "subsample_size": [Interval(Real, 0, 1, closed="neither")],
@@ -268,13 +269,15 @@ IMPORTANCE_CONSTRAINTS = {
 }
 
 
+@deprecate_positional_args(("target",))
 @validate_params(IMPORTANCE_CONSTRAINTS)
 def strat_curves_and_importances(
     data,
-    target: str,
     *,
+    target: str,
     features: Sequence[str] | None = None,
     categorical: Sequence[str] | None = None,
+    numeric: Sequence[str] | None = None,
     stratify_on: Sequence[str] | None = None,
     n_trials: int = 1,
     bootstrap: bool = True,
@@ -306,7 +309,9 @@ def strat_curves_and_importances(
     target : str
         Numeric response column.
     features : list of str, optional
-        Features to score.  Default: every column but ``target``, less the datetime
+        The columns of the analysis (stratx's ``X``): each is scored, and each is
+        stratified on the others in it (unless ``stratify_on`` says otherwise), as in
+        :func:`daskpd.stratpd` and a job.  Default: every column but ``target``, less the datetime
         columns (convert them to numbers to score them), the hive partition keys of a
         parquet lake (``sale_year=2011/`` directories) and the columns the tree sample
         shows to be constant or empty; one warning counts and names what was left out
@@ -315,9 +320,16 @@ def strat_curves_and_importances(
     categorical : list of str, optional
         Columns to treat as categorical (e.g. integer codes).  Besides these, columns
         of dtype object, string, category and bool are categorical.
+    numeric : list of str, optional
+        Columns to read as numbers though their dtype says categories: a hive key of a
+        parquet lake (``month=7/`` directories; read as categories and left out of the
+        default features otherwise), codes stored as strings.
     stratify_on : list of str, optional
-        Columns the stratifying trees may use (default: every column but ``target``);
-        each feature's tree excludes the feature itself.
+        The stratifying columns, when they should differ from ``features`` (default:
+        ``features`` when given, else every column but ``target``); each feature's tree
+        excludes the feature itself.  Up to daskpd 0.1, ``features`` chose only the
+        columns scored while the trees stratified on every column; that answer is
+        ``stratify_on=`` every column but the target (docs/importances.md, "Changes").
     n_trials : int, default 1
         1: one estimate on all rows, no spread (as stratx).  T > 1: T bootstrap (or
         subsample) trials riding the same scan; the table gets ``*_std`` columns, the
@@ -363,7 +375,8 @@ def strat_curves_and_importances(
     trial_fraction = None if bootstrap else subsample_size
 
     # columns and kinds: the request's one resolution
-    request = open_request(data, target, features, categorical=categorical, stratify_on=stratify_on,
+    stratify_on = stratifying_columns(features, stratify_on)
+    request = open_request(data, target, features, categorical=categorical, numeric=numeric, stratify_on=stratify_on,
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     declared = list(request.categorical)
     feats, kinds = list(request.features), dict(request.kinds)
@@ -442,7 +455,7 @@ def strat_curves_and_importances(
     table = table.sort_values(sort_by, ascending=False, kind="stable", na_position="last")
 
     n_rows = int(next(iter(curves.values())).n_rows)
-    params = {"features": feats, "categorical": declared, "stratify_on": None if stratify_on is None else list(stratify_on),
+    params = {"features": feats, "categorical": declared, "numeric": list(request.numeric), "stratify_on": None if stratify_on is None else list(stratify_on),
               "n_trials": n_trials, "bootstrap": bootstrap, "subsample_size": trial_fraction,
               "normalize": normalize, "sort_by": sort_by, "min_samples_leaf": min_samples_leaf,
               "cat_min_samples_leaf": cat_min_samples_leaf, "min_slopes_per_x": min_slopes_per_x,
@@ -483,8 +496,9 @@ def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=D
     return pv, null_df
 
 
+@deprecate_positional_args(("target",))
 @validate_params(IMPORTANCE_CONSTRAINTS, signature_of=strat_curves_and_importances)
-def importances(data, target, **kwargs) -> pd.DataFrame:
+def importances(data, *, target, **kwargs) -> pd.DataFrame:
     """Importance and impact of every feature, one scan of the data (a DataFrame).
 
     Returns :attr:`ImportanceResult.table` of :func:`strat_curves_and_importances`
@@ -497,4 +511,8 @@ def importances(data, target, **kwargs) -> pd.DataFrame:
     the rows at each position; categorical curves are mean-centred first;
     pd_variance = Greenwell et al.'s SD (ddof=1, numeric) or range / 4 (categorical).
     """
-    return strat_curves_and_importances.__wrapped__(data, target, **kwargs).table  # validated above
+    return strat_curves_and_importances.__wrapped__(data, target=target, **kwargs).table  # validated above
+
+
+# the table is what importances returns (stratx's return type); the signature is borrowed
+importances.__signature__ = importances.__signature__.replace(return_annotation="pd.DataFrame")

@@ -72,7 +72,7 @@ def test_model_based_call_reports_in_a_log(capfd, data):
 
 def test_model_free_call_reports_in_a_log(capfd, data):
     X, y, _ = data
-    daskpd.stratpd(X.assign(y=y), "y", "a")
+    daskpd.stratpd(X.assign(y=y), target="y", feature="a")
     assert_one_line_per_stage(parse_lines(capfd.readouterr().err))
 
 

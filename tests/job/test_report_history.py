@@ -366,7 +366,7 @@ def test_report_importance_chart_is_the_plot_of_the_result():
     df["y"] = 3 * df.a + df.b + df.g.map({"p": 0, "q": 1, "r": 2, "s": 0.5}) + rng.normal(0, 0.05, n)
     from daskpd._importance import strat_curves_and_importances
 
-    res = strat_curves_and_importances(df, "y", n_trials=3, random_state=0)
+    res = strat_curves_and_importances(df, target="y", n_trials=3, random_state=0)
     lib = res.plot()
     long = importances_frame({"importances": res})  # the run's table, from the shared format
     rep = importance_figure(long, title="x").axes[0]

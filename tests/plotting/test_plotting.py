@@ -206,7 +206,7 @@ def _assert_separate_low_bars(tw, n):
 
 def test_binned_stratpd_counts_are_separate_bars_in_the_bottom_quarter():
     q = Quadratic(random_state=1).frame(20_000)
-    r = daskpd.stratpd(q, "y", "x1", max_bins=40)
+    r = daskpd.stratpd(q, target="y", feature="x1", max_bins=40)
     assert r.binned
     ax = r.plot()
     tw = _count_axes(ax)
@@ -234,7 +234,7 @@ def four_groups():
     z = (c // 50).astype(float)
     y = np.sin(c / 7.0) + 3 * z + rng.normal(0, 0.1, n)
     df = pd.DataFrame({"c": c.astype(str), "z": z, "y": y})
-    return daskpd.catstratpd(df, "y", "c", random_state=0)
+    return daskpd.catstratpd(df, target="y", feature="c", random_state=0)
 
 
 def test_catstratpd_strip_with_200_categories_has_a_group_legend_and_low_counts(four_groups):
@@ -272,7 +272,7 @@ def test_catstratpd_strip_with_many_groups_says_colours_repeat():
     c = rng.integers(0, 120, n)
     z = (c // 10).astype(float)  # 12 groups
     df = pd.DataFrame({"c": c.astype(str), "z": z, "y": 2 * z + rng.normal(0, 0.1, n) + (c % 10) * 0.1})
-    r = daskpd.catstratpd(df, "y", "c", random_state=0)
+    r = daskpd.catstratpd(df, target="y", feature="c", random_state=0)
     assert r.n_groups == 12
     leg = r.plot(kind="strip").get_legend()
     texts = [t.get_text() for t in leg.get_texts()]
