@@ -249,9 +249,41 @@ class TreeEnsemble:
         Returns the (weighted) sums over rows, shape ``cells``, when the model is linear
         and ``need_rows`` is false; else the response matrix, shape ``cells + (n,)``.
         """
+        grids = [np.asarray(g, dtype="float64") for g in grids]
+        for j, g in enumerate(grids):
+            nan = np.isnan(g)
+            if nan.any():  # a grid point "missing" (scikit-learn's grid keeps one NaN): the trees route it
+                return self._curves_missing(X64, targets, grids, j, nan, weights, need_rows)
         if len(targets) == 1:
             return self._curves_1d(X64, targets[0], grids[0], weights, need_rows)
         return self._curves_combos(X64, targets, grids, weights, need_rows)
+
+    def _curves_missing(self, X64, targets, grids, j, nan, weights, need_rows):
+        """:meth:`curves` where grid ``j`` holds NaN: the finite points swept as usual,
+        the NaN ones with the column set to NaN, every tree sending it where it learned."""
+        rows = need_rows or not self.linear
+        n = X64.shape[0]
+        out = np.empty((*[len(g) for g in grids], *((n,) if rows else ())))
+        view = np.moveaxis(out, j, 0)
+        if (~nan).any():
+            fin = self.curves(X64, targets, [*grids[:j], grids[j][~nan], *grids[j + 1:]], weights, need_rows)
+            view[~nan] = np.moveaxis(np.asarray(fin), j, 0)
+        Xn = np.array(X64, dtype="float64", order="C", copy=True)
+        Xn[:, targets[j]] = np.nan
+        rest = [k for k in range(len(targets)) if k != j]
+        if rest:
+            at = self.curves(Xn, [targets[k] for k in rest], [grids[k] for k in rest], weights, need_rows)
+        else:
+            Xw = np.ascontiguousarray(Xn, dtype=np.float32) if self.float32 else Xn
+            raw = np.zeros((self.n_channels, n))
+            for i, t in enumerate(self.trees):
+                raw[t.channel] += self.tree_predict(i, Xw)
+            raw += self.init[:, None]
+            resp = raw[0] if self.transform is None else np.asarray(self.transform(raw.T), dtype="float64")
+            at = resp if rows else (resp @ np.asarray(weights, dtype="float64") if weights is not None
+                                    else resp.sum())
+        view[nan] = np.asarray(at)[None]
+        return out
 
     def _curves_1d(self, X64, f, grid, weights, need_rows):
         n = X64.shape[0]
