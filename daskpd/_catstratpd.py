@@ -21,7 +21,7 @@ from ._strat.trees import DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
 from ._validation import NON_NEGATIVE_INT, validate_params
 from ._errors import DataError, InvalidParameterError
 from ._positional import deprecate_positional_args
-from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
+from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns, thin_message
 
 __all__ = ["catstratpd"]
 
@@ -38,7 +38,7 @@ _CAT_CONSTRAINTS = {
 
 def driver_side(res: CatStratPDResult) -> CatStratPDResult:
     """The warning of a result finished on a worker, emitted where the user sees it."""
-    message = no_shared_leaf_message(res)
+    message = no_shared_leaf_message(res) or thin_message(res, "CatStratPD", "a single category")
     if message:
         warnings.warn(message, UserWarning, stacklevel=3)
     return res

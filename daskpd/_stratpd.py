@@ -139,7 +139,22 @@ def driver_side(run, res: StratPDResult, *, min_slopes_per_x: int) -> StratPDRes
     """What a curve finished on a worker still needs on the driver: the run's timings,
     and the empty-curve warning where the user sees it."""
     res.params["timings"] = {k: round(v, 4) for k, v in run.timings.items()}
-    message = empty_curve_message(res, min_slopes_per_x)
+    message = empty_curve_message(res, min_slopes_per_x) or thin_message(res, "StratPD", "a single x value")
     if message:
         warnings.warn(message, UserWarning, stacklevel=3)
     return res
+
+
+#: a warning when more than this share of the rows fell in leaves that cannot contribute
+THIN_SHARE = 0.5
+
+
+def thin_message(res, method: str, what: str) -> str | None:
+    """The warning when more than half of the rows with an x fell in leaves holding
+    ``what`` (no slope, or no second category to compare with), or None."""
+    used, ignored = float(res.n_used), float(res.n_ignored)
+    if used + ignored <= 0 or ignored <= THIN_SHARE * (used + ignored):
+        return None
+    return (f"{method} for feature {res.feature!r}: {ignored / (used + ignored):.0%} of the rows "
+            f"({int(ignored):,} of {int(used + ignored):,}) fell in leaves holding {what} and could not contribute; "
+            "raise min_samples_leaf (larger leaves) or stratify on fewer columns (stratify_on=)")

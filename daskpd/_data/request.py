@@ -32,7 +32,7 @@ import pandas as pd
 
 from .._errors import DataError, InvalidParameterError
 from .kinds import datetime_message, is_numeric_like, kind_of, unsupported_message
-from .read import short_list
+from .read import filter_columns, short_list
 from .source import Dataset, open_dataset
 
 __all__ = ["Request", "open_request", "left_out_note"]
@@ -50,6 +50,7 @@ class Request:
     stratify_on: list[str] | None  # model-free requests: the stratifying columns
     left_out: dict[str, str] = field(default_factory=dict)  # default features left out: column -> why
     numeric: list[str] = field(default_factory=list)  # columns declared numeric: read as float64
+    filters: list | None = None  # the filters the input was read with (for messages)
 
     @property
     def dtypes(self):
@@ -163,8 +164,13 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
              | dict(names or {}))
     if target is not None and not isinstance(target, str):
         raise DataError(f"target must be a column name (str); got {target!r}")
-    ds = open_dataset(data, storage_options=storage_options, filters=filters, spread=spread,
-                      partition_bytes=partition_bytes)
+    try:
+        ds = open_dataset(data, storage_options=storage_options, filters=filters, spread=spread,
+                          partition_bytes=partition_bytes)
+    except DataError:
+        if filters:
+            _check_filter_columns(data, filters, storage_options, partition_bytes)
+        raise
     available = list(ds.columns)
     if columns is not None:
         columns = _names(columns)
@@ -268,7 +274,21 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
                     raise DataError(unsupported_message(c, ds.type_name(c), role="stratifying column"))
             strat = [c for c in strat if c != target]
     return Request(dataset=ds, target=target, features=feats, kinds=kinds, categorical=declared, stratify_on=strat,
-                   left_out=left_out, numeric=numeric)
+                   left_out=left_out, numeric=numeric, filters=filters or None)
+
+
+def _check_filter_columns(data, filters, storage_options, partition_bytes) -> None:
+    """On a failed read with filters: a one-line DataError when a filter names a column
+    the input lacks (the reader's own error lists the whole schema)."""
+    try:
+        names = filter_columns(filters)
+        ds = open_dataset(data, storage_options=storage_options, partition_bytes=partition_bytes)
+    except Exception:  # the input itself is unreadable: the reader's error says why
+        return
+    missing = [c for c in names if c not in set(ds.columns)]
+    if missing:
+        raise DataError(f"filters name column {missing[0]!r}, which {ds.label} does not have; available columns: "
+                        f"{short_list(ds.columns, limit=8)}") from None
 
 
 def _numeric_categories(ds: Dataset, column: str) -> bool:

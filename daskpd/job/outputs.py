@@ -199,7 +199,7 @@ def print_summary(out, spec: JobSpec, res: RunResult, imp: pd.DataFrame, manifes
           f"fingerprint {manifest['input']['fingerprint']['sha256'][:12]}")
     p()
     for (method, feature), r in res.curves.items():
-        p(f"{method:<11} {r.summary()}")
+        p(f"{method:<11} " + r.summary().replace("\n", "\n" + " " * 12))
     for method in imp["method"].unique() if len(imp) else []:
         t = imp[imp["method"] == method]
         p()
