@@ -45,6 +45,7 @@ from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES
 from ._catstratpd import driver_side as categorical_driver_side
 from ._engine import scheduler
 from ._engine.plan import run_local
+from ._engine.progress import stage
 from ._strat.pipeline import run_strat
 from ._strat.scan import leaf_numbering
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
@@ -395,7 +396,7 @@ def strat_curves_and_importances(
         n_trials=n_trials if n_trials > 1 else 0, trial_fraction=trial_fraction, nan_as_level=nan_as_level,
         tree_method=tree_method, progress=progress,
         finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes},
-        skip_constant=feats if skip_unusable else ())
+        skip_constant=feats if skip_unusable else (), later_stages=("p-values",) if pvalues else ())
     if run.skipped:
         left_out.update(run.skipped)
         feats = [f for f in feats if f not in run.skipped]
@@ -482,7 +483,8 @@ def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=D
     # Raw measures (units of y), not normalised ones: under a shuffled y every feature's
     # *share* is ~1/p, so a normalised statistic would test "larger than 1/p", not
     # "y depends on this feature".
-    out = np.stack(scheduler.compute(*tasks, progress=progress))  # (1 + n_perm, p, 3)
+    with stage("p-values"):
+        out = np.stack(scheduler.compute(*tasks, progress=progress))  # (1 + n_perm, p, 3)
     obs, null = out[0], out[1:]
     with np.errstate(invalid="ignore"):
         reach = (null >= obs[None] - 1e-12 * np.abs(obs[None])).sum(axis=0)

@@ -28,6 +28,7 @@ from .._data.request import Request
 from .._engine import hashing, memory, scheduler
 from .._engine.hashing import Sample, SampleJob
 from .._engine.plan import Job, Kept, build_pass, run_pass
+from .._engine.progress import plan_stages, stage
 from .._errors import DataError
 from .categorical import category_values, effects_iterative
 from .scan import FeatureScan, StratScan, groups_at_map, index_dtype, leaf_numbering
@@ -387,6 +388,7 @@ def run_strat(
     finish_options: dict | None = None,
     skip_constant: Sequence[str] = (),
     warn_sample: bool = True,
+    later_stages: Sequence[str] = (),
 ) -> StratRun:
     """Run the pipeline for the request's features (each stratified on the request's
     stratifying columns minus itself; :func:`daskpd._data.request.open_request`).
@@ -399,7 +401,8 @@ def run_strat(
     Features in ``skip_constant`` (a default feature set) that the sample shows to be
     constant or empty are left out (``StratRun.skipped``) instead of raising.
     ``warn_sample``: a warning for each likely identifier, leak or date stored as
-    strings among the columns read (:func:`sample_warnings`).
+    strings among the columns read (:func:`sample_warnings`).  ``later_stages``: the
+    stages the caller runs after this (their names, for the progress's "stage n of m").
     """
     # The parameters were validated by the public function (daskpd._validation).
     min_samples_leaf_for = {str(f): int(v) for f, v in (min_samples_leaf_for or {}).items()}
@@ -414,11 +417,13 @@ def run_strat(
     # pass 1: the sample, the row count, the features' distinct values
     t0 = time.perf_counter()
     caps = {f: CATEGORY_LEVELS_CAP if kinds[f] == "categorical" else NUMERIC_VALUES_CAP for f in features}
-    sample_h, range_h = scheduler.materialize(
-        *build_pass(ddf, [SampleJob(sample_size, random_state, caps, n_partitions=ddf.npartitions,
-                                    margin=hashing.SAMPLE_MARGIN),
-                          TargetRange(target)], name="daskpd-sample", fan_in=SAMPLE_FAN_IN),
-        progress=progress)
+    plan_stages("sample", "fit trees", "scan and finish", *later_stages)
+    with stage("sample"):
+        sample_h, range_h = scheduler.materialize(
+            *build_pass(ddf, [SampleJob(sample_size, random_state, caps, n_partitions=ddf.npartitions,
+                                        margin=hashing.SAMPLE_MARGIN),
+                              TargetRange(target)], name="daskpd-sample", fan_in=SAMPLE_FAN_IN),
+            progress=progress)
     y_range = range_h.value
     del range_h
     sample: Sample = sample_h.value
@@ -426,10 +431,11 @@ def run_strat(
     if not sample.exact:
         # a partition far above the mean size left out rows of the bottom k: draw the rows
         # again without bounds (the row count and the distinct values are exact already)
-        (sample_h,) = scheduler.materialize(
-            *build_pass(ddf, [SampleJob(sample_size, random_state, margin=None)], name="daskpd-sample",
-                        fan_in=SAMPLE_FAN_IN),
-            progress=progress)
+        with stage("sample again"):
+            (sample_h,) = scheduler.materialize(
+                *build_pass(ddf, [SampleJob(sample_size, random_state, margin=None)], name="daskpd-sample",
+                            fan_in=SAMPLE_FAN_IN),
+                progress=progress)
         sample, sample_passes = Sample(sample_h.value.frame, sample.n_rows, sample.distinct), 2
     skipped = _check_sample(sample.frame, target, features, kinds, nan_as_level, set(skip_constant),
                             filters=request.filters)
@@ -458,7 +464,8 @@ def run_strat(
     msl = {f: min_samples_leaf_for.get(f, min_samples_leaf) for f in features}
     tasks = [delayed(_fit, pure=True)(sample_h.ref, target, others[f], encoder, msl[f], random_state, tree_method,
                                       binned, dask_key_name=f"daskpd-fit-{token}-{i}") for i, f in enumerate(features)]
-    trees = scheduler.compute(*tasks, progress=False)
+    with stage("fit trees"):
+        trees = scheduler.compute(*tasks, progress=progress)
     del sample_h  # the scan needs neither the sample nor its future
     t2 = time.perf_counter()
 
@@ -484,12 +491,14 @@ def run_strat(
                      group_from=grouping,
                      finish_options=opts)
     # pass 2: one scan, every feature, each finished next to its data
-    (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)
+    with stage("scan and finish"):
+        (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)
     if isinstance(results, Kept):  # categorical features with many categories: CG rounds over their buckets
         kept, results = results.kept, dict(results.result)
         for i, refs in kept.items():
             f = scan.features[i].feature
-            results[f] = effects_iterative(scan.features[i], refs, results[f], scan, progress=progress)
+            with stage(f"solve {f}"):
+                results[f] = effects_iterative(scan.features[i], refs, results[f], scan, progress=progress)
     if y_range is not None and y_range[0] == y_range[1]:
         _constant_target(results, kinds, target, y_range[0])
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}
