@@ -63,6 +63,21 @@ __all__ = ["importances", "strat_curves_and_importances", "ImportanceResult"]
 #: the three measures, in table-column order
 MEASURES = ("importance", "impact", "pd_variance")
 
+#: a few words per measure, for summaries
+MEASURE_SHORT = {"importance": "mean |PD| weighted by rows", "impact": "mean |PD| over values",
+                 "pd_variance": "spread of the curve"}
+
+#: one sentence per measure, for the HTML report
+MEASURE_SENTENCES = {
+    "importance": "importance: how far the feature moves the target for the typical row -- the mean |PD| "
+                  "weighted by the rows at each value (stratx's importance); tables are sorted by it by default, "
+                  "because it ranks the features by their effect on the data as they are.",
+    "impact": "impact: the same mean |PD| with every value (or category) counted once, whatever its rows -- "
+              "high for a feature that matters a lot over values few rows have.",
+    "pd_variance": "pd_variance: how much the curve varies (Greenwell et al.'s flatness: the standard deviation "
+                   "of PD over the values, the range / 4 over categories), whatever its zero.",
+}
+
 
 # ---------------------------------------------------------------------------------
 # the measures of one curve
@@ -169,6 +184,18 @@ def _null_measures(sub: pd.DataFrame, scan, msl_for: dict, perm_seed, tree_metho
 class ImportanceResult(Result):
     """Importances of every feature plus the curves they were computed from.
 
+    The three measures, each from the feature's StratPD / CatStratPD curve:
+
+    * **importance**: how far the feature moves the target for the typical row -- the
+      mean |PD| weighted by the rows at each value (stratx's importance).  The table is
+      sorted by it (``sort_by``) because it ranks the features by their effect on the
+      data as they are distributed, which is what a reader of the top rows wants.
+    * **impact**: the same mean |PD| with every value (or category) counted once,
+      whatever its rows: high for a feature that matters a lot over values few rows have.
+    * **pd_variance**: how much the curve varies (Greenwell et al.'s flatness: the
+      standard deviation of PD over the values, range / 4 over categories), whatever
+      its zero.
+
     ``table``     DataFrame indexed by feature, sorted by ``sort_by`` (descending):
                   ``kind``, ``importance``, ``impact``, ``pd_variance`` (normalised to
                   sum to 1 when ``normalize``), with ``*_std`` (trials), ``*_pvalue``
@@ -228,8 +255,11 @@ class ImportanceResult(Result):
     def summary(self) -> str:
         cols = [c for c in ("importance", "importance_std", "impact", "pd_variance", "importance_pvalue")
                 if c in self.table]
+        sort_by = self.params.get("sort_by", "importance")
         return (f"importances of {len(self.table)} features for {self.target!r} ({self.n_rows:,} rows, "
-                f"{self.n_passes} passes over {self.n_partitions} partitions, trials={self.n_trials}):\n"
+                f"{self.n_passes} passes over {self.n_partitions} partitions, trials={self.n_trials})\n"
+                f"sorted by {sort_by} ({MEASURE_SHORT[sort_by]}); "
+                + "; ".join(f"{m}: {MEASURE_SHORT[m]}" for m in MEASURES if m != sort_by) + "\n"
                 + self.table[cols].to_string(float_format=lambda v: f"{v:.4g}"))
 
     def plot(self, ax=None, **kwargs):
@@ -503,15 +533,25 @@ def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=D
 def importances(data, *, target, **kwargs) -> pd.DataFrame:
     """Importance and impact of every feature, one scan of the data (a DataFrame).
 
-    Returns :attr:`ImportanceResult.table` of :func:`strat_curves_and_importances`
-    (same parameters): indexed by feature, sorted by importance (descending), with
+    Returns a DataFrame, :attr:`ImportanceResult.table` of
+    :func:`strat_curves_and_importances` (same parameters; that function returns the
+    :class:`ImportanceResult`, with the curves): indexed by feature, sorted by
+    importance (descending), with
     columns ``kind``, ``importance``, ``impact``, ``pd_variance`` (each normalised to
     sum to 1 by default), ``*_std`` when ``n_trials > 1``, ``*_pvalue`` when
     ``pvalues=True``, ``*_raw`` (units of the target), ``n_positions``, ``n_rows``.
 
-    impact = mean |PD| over the curve's positions; importance = the same weighted by
-    the rows at each position; categorical curves are mean-centred first;
-    pd_variance = Greenwell et al.'s SD (ddof=1, numeric) or range / 4 (categorical).
+    * importance: how far the feature moves the target for the typical row -- the mean
+      |PD| weighted by the rows at each position (stratx's).  The table is sorted by it:
+      it ranks the features by their effect on the data as they are distributed.
+    * impact: the same mean |PD| with every position (value, bin or category) counted
+      once, whatever its rows.
+    * pd_variance: how much the curve varies (Greenwell et al.'s flatness: the SD,
+      ddof=1, of PD over the positions; range / 4 over categories).
+
+    Categorical curves are mean-centred before |PD| is taken.  ``features`` are the
+    columns of the analysis: each is scored and stratified on the others
+    (``stratify_on`` to stratify on other columns).
     """
     return strat_curves_and_importances.__wrapped__(data, target=target, **kwargs).table  # validated above
 

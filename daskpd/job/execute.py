@@ -278,7 +278,19 @@ def close(client, cluster, quiet: bool = False) -> None:
             th = threading.Thread(target=lambda: client.run(quiet_worker, pid), daemon=True)
             th.start()
             th.join(5)  # a worker that cannot answer is not waited for
-    for obj in (client, cluster):
-        if obj is not None:
-            with contextlib.suppress(Exception):
-                obj.close(timeout=10)
+    import logging
+
+    # our own LocalCluster: a worker process slow to exit (its threads winding down) is
+    # killed by its nanny after a few seconds, which the nanny logs as a warning at the
+    # end of every run; nothing is lost then, so that one logger is quiet while we close
+    nanny = logging.getLogger("distributed.nanny")
+    level = nanny.level
+    if cluster is not None:
+        nanny.setLevel(logging.ERROR)
+    try:
+        for obj in (client, cluster):
+            if obj is not None:
+                with contextlib.suppress(Exception):
+                    obj.close(timeout=10)
+    finally:
+        nanny.setLevel(level)
