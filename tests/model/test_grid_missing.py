@@ -52,3 +52,15 @@ def test_missing_values_reaching_the_percentile_are_an_error_not_a_nan_grid(data
     with pytest.raises(DataError, match=r"feature 'a': its missing values, .*lower percentiles\[1\]"):
         daskpd.partial_dependence(model, pd.DataFrame(X, columns=["a", "b"]), "a", grid_resolution=10,
                                   progress=False)
+
+
+def test_pd_variance_table_is_ranked():
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.uniform(size=(300, 3)), columns=["small", "large", "mid"])
+    y = 0.1 * X.small + 3 * X.large + X.mid
+    res = daskpd.pd_variance(LinearRegression().fit(X, y), X, grid_resolution=5, progress=False)
+    t = res.to_frame()
+    assert list(t["feature"]) == ["large", "mid", "small"] and list(t["rank"]) == [1, 2, 3]
+    assert t["importance"].is_monotonic_decreasing
