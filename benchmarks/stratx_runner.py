@@ -281,7 +281,7 @@ def run(a):
                 res["seconds"] = time.perf_counter() - t0
             else:
                 t0 = t_call = time.perf_counter()
-                out = importances(X, target=y, catcolnames=set(a.catcolumns),
+                out = importances(X, y, catcolnames=set(a.catcolumns),
                                   n_trials=a.n_trials,
                                   min_slopes_per_x=a.min_slopes_per_x,
                                   min_samples_leaf=a.min_samples_leaf,

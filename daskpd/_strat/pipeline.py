@@ -138,7 +138,7 @@ def _check_sample(sample: pd.DataFrame, target, features, kinds, nan_as_level, s
 
 
 #: the rows of the (hash-ordered, so uniform) tree sample the warnings look at
-WARN_ROWS = 20_000
+WARN_ROWS = 10_000
 #: a column holding this share of distinct values per (non-missing) row looks like an identifier
 ID_SHARE = 0.99
 #: |Spearman| (numeric) or the R^2 of the category means (categorical) at which a column
@@ -237,10 +237,18 @@ def sample_warnings(sample: pd.DataFrame, target: str, features, strat_cols, kin
             continue
         kind = kinds.get(c) or ("categorical" if text or pd.api.types.is_bool_dtype(dtype) else "numeric")
         if kind == "numeric" and not text:
-            if y_rank is None:
-                y_rank = y.rank()
-            x = pd.Series(as_float(col) if not isinstance(dtype, pd.CategoricalDtype) else col.cat.codes.astype(float))
-            score = abs(float(x[both].rank().corr(y[both].rank())))
+            from scipy.stats import rankdata
+
+            x = as_float(col) if not isinstance(dtype, pd.CategoricalDtype) else col.cat.codes.to_numpy(float)
+            if both.all():
+                if y_rank is None:
+                    y_rank = rankdata(y.to_numpy())
+                ry = y_rank
+            else:
+                ry = rankdata(y.to_numpy()[both])
+            rx = rankdata(x[both])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                score = abs(float(np.corrcoef(rx, ry)[0, 1]))
             what = f"|Spearman| {score:.3f}"
         else:
             if nuniq > both.sum() / 10:

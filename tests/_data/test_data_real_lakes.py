@@ -121,7 +121,7 @@ def test_a_spark_lake_reads_like_its_rows_and_small_files_are_gathered(spark_lak
     with pytest.warns(UserWarning, match=r"1 hive partition key \('month'\)"):
         t = daskpd.importances(str(root), target="y")
     assert list(t.index) == ["x1", "x2"]
-    ref = daskpd.importances(df, target="y", features=["x1", "x2"])
+    ref = daskpd.importances(df, target="y", features=["x1", "x2"], stratify_on=["x1", "x2", "month"])
     pd.testing.assert_frame_equal(t, ref)
 
 

@@ -327,8 +327,12 @@ def test_public_function_options(linear_df, linear_result, tmp_path):
     raw = importances(linear_df, target="y", normalize=False, features=["x3", "x1"], sort_by="pd_variance")
     assert list(raw.index) == ["x1", "x3"]
     np.testing.assert_array_equal(raw.importance, raw.importance_raw)
-    # x2.. are still used by the trees (stratify_on defaults to all columns)
-    assert raw.loc["x1", "importance"] == pytest.approx(linear_result.table.loc["x1", "importance_raw"], rel=1e-12)
+    # features are the analysis columns: x1 stratified on x3 only; the previous meaning
+    # (every column stratifies) is stratify_on= every column but the target
+    old = importances(linear_df, target="y", normalize=False, features=["x3", "x1"], sort_by="pd_variance",
+                      stratify_on=[c for c in linear_df.columns if c != "y"])
+    assert old.loc["x1", "importance"] == pytest.approx(linear_result.table.loc["x1", "importance_raw"], rel=1e-12)
+    assert raw.loc["x1", "importance"] != old.loc["x1", "importance"]
     assert isinstance(linear_result, ImportanceResult) and "x1=" in repr(linear_result)
     assert "2 passes" in linear_result.summary()
     f = linear_result.to_frame()

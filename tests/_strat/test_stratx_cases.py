@@ -148,10 +148,10 @@ def test_numeric_case_matches_stratx(name, tree_method):
     case, want = CASES[name], EXPECTED[name]
     if name in CONSTANT_FEATURE:
         with pytest.raises(DataError, match=f"feature {case['feature']!r} is constant"):
-            _stratpd(case, target=tree_method)
+            _stratpd(case, tree_method)
         _check_numeric(_finish_on_one_leaf(case), want)
         return
-    _check_numeric(_stratpd(case, target=tree_method), want)
+    _check_numeric(_stratpd(case, tree_method), want)
 
 
 def _finish_on_one_leaf(case):
