@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import traceback
+import warnings
 
 __all__ = ["main", "build_parser"]
 
@@ -260,12 +261,18 @@ def _cmd_history(args) -> int:
     return EXIT_OK
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"daskpd: warning: {message}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     cmd = {"run": _cmd_run, "validate": _cmd_validate, "history": _cmd_history}[args.command]
     try:
-        return cmd(args)
+        with warnings.catch_warnings():  # a warning is one "daskpd: warning: ..." line, as errors are
+            warnings.showwarning = _show_warning
+            return cmd(args)
     except KeyboardInterrupt:
         print("daskpd: interrupted", file=sys.stderr)
         return 130

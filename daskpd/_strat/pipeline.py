@@ -142,8 +142,9 @@ WARN_ROWS = 10_000
 #: a column holding this share of distinct values per (non-missing) row looks like an identifier
 ID_SHARE = 0.99
 #: |Spearman| (numeric) or the R^2 of the category means (categorical) at which a column
-#: predicts the target almost perfectly
-LEAK_SCORE = 0.98
+#: predicts the target almost perfectly (a strong honest feature with little noise
+#: reaches 0.98: y = 10 x1 + x2 + noise does)
+LEAK_SCORE = 0.995
 
 
 def _is_text(dtype) -> bool:
@@ -191,7 +192,7 @@ def sample_warnings(sample: pd.DataFrame, target: str, features, strat_cols, kin
       at least ``ID_SHARE`` of its rows (a curve over it means nothing, and the trees
       can split rows apart on it);
     * a likely **leak**: a column that predicts the target almost perfectly (|Spearman|
-      >= ``LEAK_SCORE`` for a number; the share of the target's variance its category
+      >= ``LEAK_SCORE`` = 0.995 for a number; the share of the target's variance its category
       means explain for categories, with at most a tenth as many levels as rows) -- as
       a feature it takes the importance, as a stratifying column it leaves nothing to
       stratify;
