@@ -275,7 +275,11 @@ def close(client, cluster, quiet: bool = False) -> None:
         quiet_logs()  # this process: the client, and our LocalCluster's scheduler and nannies
         if cluster is not None and client is not None:
             pid = os.getpid()
-            th = threading.Thread(target=lambda: client.run(quiet_worker, pid), daemon=True)
+            def quiet_workers():
+                with contextlib.suppress(Exception):  # a worker already gone: nothing to quiet
+                    client.run(quiet_worker, pid)
+
+            th = threading.Thread(target=quiet_workers, daemon=True)
             th.start()
             th.join(5)  # a worker that cannot answer is not waited for
     import logging
