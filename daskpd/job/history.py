@@ -476,14 +476,24 @@ def _run_label(run_id: str) -> str:
     """A run id on two lines when it is a timestamp (``20260101T020000Z``), so it fits horizontally."""
     if "T" in run_id and run_id.split("T", 1)[0].isdigit():
         d, t = run_id.split("T", 1)
-        return f"{d}\n{t}"
+        return f"{d}\nT{t}"
     return run_id
 
 
 def _plot_feature(runs: list[Run], method: str, feature: str, path: Path, subtitle: str = "") -> None:
-    from ..plotting import label_categories, new_figure, pyplot
+    from ..plotting import pyplot
 
-    plt = pyplot()
+    fig = feature_figure(runs, method, feature, subtitle)
+    fig.savefig(path, dpi=100)
+    pyplot().close(fig)
+
+
+def feature_figure(runs: list[Run], method: str, feature: str, subtitle: str = ""):
+    """One curve across ``runs`` (oldest first): the newest in a strong colour on top, the
+    previous one in blue, older ones grey and fading; categories in the newest run's
+    order, at most 30 named; labels >= 8 pt, horizontal where they fit."""
+    from ..plotting import label_categories, new_figure
+
     n = len(runs)
     styles = run_styles(n)
     fig, ax = new_figure(figsize=(8, 4.4))
@@ -521,8 +531,7 @@ def _plot_feature(runs: list[Run], method: str, feature: str, path: Path, subtit
     if n <= 12:
         handles, labels = ax.get_legend_handles_labels()
         ax.legend(handles[::-1], labels[::-1], fontsize=FONT, loc="best", title="newest first", title_fontsize=FONT)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
 
 
 def _cat_order(run: Run, method: str, feature: str, fallback) -> list[str]:
@@ -538,7 +547,21 @@ MAX_IMPORTANCE_LINES = 10
 
 
 def _plot_importance(runs: list[Run], method: str, path: Path, features=None) -> bool:
-    from ..plotting import label_categories, new_figure, pyplot
+    from ..plotting import pyplot
+
+    fig = importance_figure(runs, method, features)
+    if fig is None:
+        return False
+    fig.savefig(path, dpi=100)
+    pyplot().close(fig)
+    return True
+
+
+def importance_figure(runs: list[Run], method: str, features=None):
+    """Each feature's share of the importance across ``runs`` (the 10 largest in the newest
+    run), run ids horizontal (timestamps on two lines) and thinned to what fits; None
+    when no run has the ``method`` table."""
+    from ..plotting import label_categories, new_figure
 
     rows = []
     for r in runs:
@@ -546,13 +569,12 @@ def _plot_importance(runs: list[Run], method: str, path: Path, features=None) ->
             if features is None or f in features:
                 rows.append((r.run_id, f, v))
     if not rows:
-        return False
+        return None
     df = pd.DataFrame(rows, columns=["run_id", "feature", "share"]).pivot(index="run_id", columns="feature",
                                                                          values="share")
     df = df.reindex([r.run_id for r in runs])
     latest = df.iloc[-1].fillna(-np.inf).sort_values(ascending=False, kind="stable")
     cols = list(latest.index[:MAX_IMPORTANCE_LINES])
-    plt = pyplot()
     fig, ax = new_figure(figsize=(8, 4.4))
     x = np.arange(len(df))
     import matplotlib as mpl
@@ -575,9 +597,7 @@ def _plot_importance(runs: list[Run], method: str, path: Path, features=None) ->
     ax.set_title(f"{method}: importance across runs{more}", fontsize=10)
     ax.legend(fontsize=FONT, loc="center left", bbox_to_anchor=(1.01, 0.5), title="newest run's order",
               title_fontsize=FONT)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    return fig
 
 
 def _write(h: History, out_dir: Path, last: int) -> Path:
