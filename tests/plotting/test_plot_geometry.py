@@ -29,14 +29,9 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.patches import Rectangle, StepPatch  # noqa: E402
 
-from daskpd._strat.categorical import CatStratPDResult  # noqa: E402
-from daskpd.model._ale import ALEResult  # noqa: E402
-from daskpd.model._fpd import PDResult  # noqa: E402
-from daskpd.model._ice import ICEResult  # noqa: E402
-from daskpd.model._marginal import MarginalResult  # noqa: E402
+from daskpd import ALEResult, CatStratPDResult, ICEResult, MarginalResult, PDResult, StratPDResult  # noqa: E402
 from daskpd.plotting import MAX_LABELS  # noqa: E402
 from daskpd.plotting.importance import plot_curves, plot_importances  # noqa: E402
-from daskpd.results.curves import StratPDResult  # noqa: E402
 
 SIZES = (1, 30, 1000)
 
@@ -252,3 +247,15 @@ def test_grid_of_curves_nothing_collides():
         for box in texts[a]:
             assert not overlap(box, b.get_window_extent(r)), f"{a.get_title()!r} text over panel {b.get_title()!r}"
             assert not any(overlap(box, o) for o in texts[b])
+
+
+def test_sklearn_display_names_at_most_the_cap():
+    from sklearn.utils import Bunch
+
+    from daskpd.plotting import PartialDependenceDisplay
+
+    n = 300
+    b = Bunch(grid_values=[names(n)], average=np.sin(np.arange(n))[None, :])
+    disp = PartialDependenceDisplay(pd_results=[b], features=[(0,)], feature_names=["ModelID"], target_idx=0,
+                                    deciles={0: None}, is_categorical=[(True,)]).plot()
+    check_axes(disp.axes_.ravel()[0], categorical="x")
