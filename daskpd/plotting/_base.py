@@ -86,7 +86,9 @@ def fit_ticklabels(ax, which: str = "both") -> None:
         loc = axis.get_major_locator()
         if isinstance(loc, FixedLocator):
             pos = list(axis.get_majorticklocs())
-            texts = [t.get_text() for t in axis.get_majorticklabels()]
+            labs = axis.get_majorticklabels()
+            texts = [t.get_text() for t in labs]
+            size = labs[0].get_fontsize() if labs else None
             if name == "x":
                 for t in axis.get_majorticklabels():
                     t.set_rotation(90)
@@ -98,7 +100,7 @@ def fit_ticklabels(ax, which: str = "both") -> None:
                 keep = list(range(0, len(pos), k))
                 axis.set_ticks([pos[i] for i in keep])
                 axis.set_ticklabels([texts[i] for i in keep], rotation=90 if name == "x" else 0,
-                                    ha="center" if name == "x" else "right")
+                                    ha="center" if name == "x" else "right", fontsize=size)
                 fig.canvas.draw()
                 if not _overlap(_label_boxes(axis, renderer)):
                     break

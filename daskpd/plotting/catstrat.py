@@ -61,7 +61,7 @@ def _bar(res, ax, ok, labels, count, top_k, show_counts, color):
     note = ""
     if len(ok) > top_k:
         shown = ok[np.argsort(-count[ok], kind="stable")[:top_k]]
-        note = f" (the {top_k} with the most rows; \u2026 and {len(ok) - top_k:,} more)"
+        note = f" (top {top_k} of {len(ok)} by rows; \u2026 and {len(ok) - top_k:,} more)"
     shown = shown[np.argsort(res.pd[shown], kind="stable")]
     height = max(2.5, 0.28 * len(shown) + 1.0)
     ax = get_axes(ax, figsize=(6.5, height))
