@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["pyplot", "get_axes", "new_figure", "fit_ticklabels", "fit_figure", "count_bars", "label_categories",
-           "pick_labels", "short_label", "COUNT_FRACTION", "MAX_LABELS", "MAX_BARS", "SEPARATE_BARS", "FONT"]
+           "pick_labels", "short_label", "refit_strips", "COUNT_FRACTION", "MAX_LABELS", "MAX_BARS",
+           "SEPARATE_BARS", "FONT"]
 
 #: at most this many named categories on an axis (the rest are counted in the axis label)
 MAX_LABELS = 30
@@ -125,6 +126,7 @@ def fit_figure(fig) -> None:
         if engine is None:
             fig.tight_layout()
         fig.canvas.draw()
+        refit_strips(fig)
         for a in fig.axes:
             if a.get_visible():
                 fit_ticklabels(a)
@@ -235,7 +237,8 @@ def count_bars(ax, x, count, *, label: str = "rows", fraction: float = COUNT_FRA
     ``x`` are consecutive ranks (categories sorted by effect): steps hold whole groups of
     k categories.  ``log``: a log count axis (from half the smallest count).  The count
     label sits right of its own tick labels (placed by matplotlib at draw time), from the
-    bottom of the axes up.  Returns the twin Axes.
+    bottom of the axes up.  :func:`fit_figure` re-bins a step area whose axes the layout
+    narrowed below 4 pixels a step.  Returns the twin Axes.
     """
     count = np.nan_to_num(np.asarray(count, dtype="float64"))
     tw = ax.twinx()
@@ -245,32 +248,12 @@ def count_bars(ax, x, count, *, label: str = "rows", fraction: float = COUNT_FRA
     else:
         centre = np.asarray(x, dtype="float64")
     n = len(centre)
-    if n > SEPARATE_BARS:
-        steps = max_bars or _strip_steps(ax)
-        if ranks:
-            k = int(np.ceil(n / steps))
-            sedges = np.arange(0, n + k, k, dtype="float64") - 0.5
-            sedges[-1] = min(sedges[-1], n - 0.5)
-            h, _ = np.histogram(np.arange(n), bins=sedges, weights=count)
-            if k > 1:
-                label = f"rows per {k} categories"
-        else:
-            if edges is None:
-                mid = (centre[:-1] + centre[1:]) / 2
-                edges = np.r_[centre[0] - (mid[0] - centre[0]), mid, centre[-1] + (centre[-1] - mid[-1])]
-            if n > steps:
-                sedges = np.linspace(edges[0], edges[-1], steps + 1)
-                h, _ = np.histogram(centre, bins=sedges, weights=count)
-                label = f"rows per 1/{steps} of the range"
-            else:
-                sedges, h = edges, count
-    else:
-        sedges, h = None, count
-    top = float(h.max()) if len(h) and h.max() > 0 else 1.0
-    pos = h[h > 0]
-    base = max(0.5, 0.5 * float(pos.min())) if log and len(pos) else 0.0
+    sedges, h, text = _strip_data(centre, count, edges, ranks, max_bars or _strip_steps(ax), label)
+    base = _strip_base(h, log)
     if sedges is not None:
         tw.stairs(np.maximum(h, base), sedges, baseline=base, fill=True, color=color, alpha=0.7, lw=0, zorder=0)
+        tw._daskpd_strip = dict(centre=centre, count=count, edges=edges, ranks=ranks, label=label, log=log,
+                                fraction=fraction, fixed=max_bars is not None)
     elif n:
         if n > 1:
             gap = np.diff(centre) if edges is None else np.diff(edges)
@@ -279,6 +262,41 @@ def count_bars(ax, x, count, *, label: str = "rows", fraction: float = COUNT_FRA
             width = 0.7 * (np.diff(edges) if edges is not None else np.ones(1))
         tw.bar(centre, np.maximum(h, base) - base, bottom=base, width=width, color=color, alpha=0.55, zorder=0,
                linewidth=0)
+    _strip_axis(tw, h, base, log, fraction, text)
+    ax.set_zorder(tw.get_zorder() + 1)
+    ax.patch.set_visible(False)
+    return tw
+
+
+def _strip_data(centre, count, edges, ranks, steps, label):
+    """``(step_edges, heights, label)`` of a count strip; ``step_edges`` None: separate bars."""
+    n = len(centre)
+    if n <= SEPARATE_BARS:
+        return None, count, label
+    if ranks:
+        k = int(np.ceil(n / steps))
+        sedges = np.arange(0, n + k, k, dtype="float64") - 0.5
+        sedges[-1] = min(sedges[-1], n - 0.5)
+        h, _ = np.histogram(np.arange(n), bins=sedges, weights=count)
+        return sedges, h, (f"rows per {k} categories" if k > 1 else label)
+    if edges is None:
+        mid = (centre[:-1] + centre[1:]) / 2
+        edges = np.r_[centre[0] - (mid[0] - centre[0]), mid, centre[-1] + (centre[-1] - mid[-1])]
+    if n > steps:
+        sedges = np.linspace(edges[0], edges[-1], steps + 1)
+        h, _ = np.histogram(centre, bins=sedges, weights=count)
+        return sedges, h, f"rows per 1/{steps} of the range"
+    return edges, count, label
+
+
+def _strip_base(h, log: bool) -> float:
+    pos = h[h > 0]
+    return max(0.5, 0.5 * float(pos.min())) if log and len(pos) else 0.0
+
+
+def _strip_axis(tw, h, base, log, fraction, label) -> None:
+    """The count axis: the strip in the bottom ``fraction``, two ticks, the label."""
+    top = float(h.max()) if len(h) and h.max() > 0 else 1.0
     if log and base > 0 and top > base:
         tw.set_yscale("log")
         tw.set_ylim(base, base * (top / base) ** (1 / fraction))
@@ -297,6 +315,29 @@ def count_bars(ax, x, count, *, label: str = "rows", fraction: float = COUNT_FRA
     tw.yaxis.label.set_y(0.0)
     tw.yaxis.label.set_horizontalalignment("left")
     tw.tick_params(axis="y", colors="#666", labelsize=FONT)
-    ax.set_zorder(tw.get_zorder() + 1)
-    ax.patch.set_visible(False)
-    return tw
+
+
+def refit_strips(fig) -> bool:
+    """Re-bin the step-area count strips of ``fig`` whose axes the layout narrowed below 4
+    pixels a step (to one step per 5 pixels); call after a draw.  Did any change?"""
+    from matplotlib.patches import StepPatch
+
+    changed = False
+    for tw in fig.axes:
+        info = getattr(tw, "_daskpd_strip", None)
+        steps = [p for p in tw.patches if isinstance(p, StepPatch)]
+        if not info or info["fixed"] or len(steps) != 1:
+            continue
+        width = tw.bbox.width
+        if len(steps[0].get_data().values) <= max(20, width / 4):
+            continue
+        n_steps = int(np.clip(width // 5, 20, MAX_BARS))
+        sedges, h, text = _strip_data(info["centre"], info["count"], info["edges"], info["ranks"], n_steps,
+                                      info["label"])
+        if sedges is None:
+            continue
+        base = _strip_base(h, info["log"])
+        steps[0].set_data(np.maximum(h, base), sedges, baseline=base)
+        _strip_axis(tw, h, base, info["log"], info["fraction"], text)
+        changed = True
+    return changed
