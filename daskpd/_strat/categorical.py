@@ -184,7 +184,7 @@ class CatStratPDResult(CurveResult):
                 f"({self.n_leaves_used:,} with >= 2 categories), rows used {self.n_used:,} of {self.n_rows:,} "
                 f"(ignored {self.n_ignored:,} in single-category leaves, dropped {self.n_missing_x:,} missing "
                 f"{self.feature}, {self.n_bad_y:,} missing/inf {self.target})"
-                f"{band_note(self.band(), self.params.get('band', DEFAULT_BAND), self.n_trials)}")
+                f"{band_note(self)}")
 
     def plot(self, ax=None, **kwargs):
         """Sorted effects; bars with counts for few categories, a strip for many.

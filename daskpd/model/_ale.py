@@ -103,7 +103,7 @@ class ALEResult(CurveResult):
         return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)))
 
     def summary(self) -> str:
-        return super().summary() + band_note(self.band(), self.params.get("band", DEFAULT_BAND), self.n_trials)
+        return super().summary() + band_note(self)
 
     def __repr__(self) -> str:
         what = "edges" if self.kind == "numeric" else "levels"

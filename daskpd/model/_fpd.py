@@ -196,7 +196,7 @@ class PDResult(CurveResult):
                            extra=c["extra"])
 
     def summary(self) -> str:
-        return super().summary() + band_note(self.band(), self.params.get("band", DEFAULT_BAND), self.n_trials)
+        return super().summary() + band_note(self)
 
     def metadata(self) -> dict:
         return {"method": "partial_dependence", "pd_method": self.method, "engine": self.engine,

@@ -54,15 +54,17 @@ def trial_band(trials, band=DEFAULT_BAND, anchor: int | None = None) -> dict:
     return {"std": std, "lo": lo, "hi": hi, "n": n}
 
 
-def flat_within_band(lo, hi) -> bool | None:
-    """Whether one horizontal line passes inside the band at every position that has
-    one (``max(lo) <= min(hi)``): the band is wider than the curve's rise and fall, and
-    the curve is not distinguishable from flat.  None when no position has a band."""
+def flat_within_band(pd_values, lo, hi) -> bool | None:
+    """Whether the band is wider than the curve's range: the widest interval of the band
+    is at least ``max(pd) - min(pd)`` over the positions that have one.  Then the band
+    could hold a flat line as well as the curve, and the curve is not distinguishable
+    from flat.  None when no position has a band."""
+    y = np.asarray(pd_values, dtype="float64")
     lo, hi = np.asarray(lo, dtype="float64"), np.asarray(hi, dtype="float64")
-    ok = np.isfinite(lo) & np.isfinite(hi)
+    ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(y)
     if not ok.any():
         return None
-    return bool(np.max(lo[ok]) <= np.min(hi[ok]))
+    return bool(np.max(hi[ok] - lo[ok]) >= np.max(y[ok]) - np.min(y[ok]))
 
 
 def band_columns(b: dict | None) -> dict:
@@ -72,15 +74,17 @@ def band_columns(b: dict | None) -> dict:
     return {"pd_std": b["std"], "pd_lo": b["lo"], "pd_hi": b["hi"]}
 
 
-def band_note(b: dict | None, band, n_trials: int) -> str:
-    """The summary's words about a band: its level and trials, and the flat flag."""
+def band_note(res) -> str:
+    """The summary's words about a curve's band (``res.band()``): its level and trials,
+    and the flat flag; empty without a band."""
+    b = res.band()
     if b is None:
         return ""
+    band, n_trials, pd_values = res.params.get("band", DEFAULT_BAND), res.n_trials, res.pd
     level = f"{100 * (band[1] - band[0]):.0f}%"
-    flat = flat_within_band(b["lo"], b["hi"])
     note = f"; {level} band over {n_trials} trials"
-    if flat:
-        note += f": NOT distinguishable from flat (a horizontal line fits inside the {level} band everywhere)"
+    if flat_within_band(pd_values, b["lo"], b["hi"]):
+        note += f": NOT distinguishable from flat (the {level} band is wider than the curve's range)"
     return note
 
 
@@ -218,7 +222,7 @@ class StratPDResult(CurveResult):
                 f"[{lo:.4g}, {hi:.4g}], {self.n_leaves} leaves, rows used {self.n_used:,} of {self.n_rows:,} "
                 f"(ignored {self.n_ignored:,} in single-x leaves, dropped {self.n_missing_x:,} missing x, "
                 f"{self.n_bad_y:,} missing/inf y){' [binned]' if self.binned else ''}"
-                f"{band_note(self.band(), self.params.get('band', DEFAULT_BAND), self.n_trials)}")
+                f"{band_note(self)}")
 
     @property
     def n_trials(self) -> int:
