@@ -45,7 +45,7 @@ from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
 from ._ale2d import ALE2DJob, ALE2DSpec, finish_ale2d
 from ._common import ROW_COUNTS, BinStats, input_rows, level_codes
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params
+from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
 
@@ -160,22 +160,6 @@ class _ALEFeaturePartial:
         return cls(BinStats.merge_all([p.stats for p in parts]), lw, ln, **sum_fields(parts, *ROW_COUNTS), trials=tr)
 
 
-def _trial_sums(ctx, idx, vals, rows_of, nbins, levels=None, nlevels=0):
-    """(T, 2 [+1], nbins): per trial, the trial weights and weighted local effects per
-    bin (``rows_of``: the partition row of every local effect); categorical: also the
-    trial weight of each level (``levels``: the level of each used row)."""
-    W = ctx.set_weights()[:, 1:]
-    T = W.shape[1]
-    width = max(nbins, nlevels)
-    out = np.zeros((T, 2 if levels is None else 3, width))
-    for t in range(T):
-        wt = W[rows_of, t]
-        out[t, 0, :nbins] = np.bincount(idx, weights=wt, minlength=nbins)[:nbins]
-        out[t, 1, :nbins] = np.bincount(idx, weights=wt * vals, minlength=nbins)[:nbins]
-        if levels is not None:
-            out[t, 2, :nlevels] = np.bincount(levels[0], weights=W[levels[1], t], minlength=nlevels)[:nlevels]
-    return out
-
 
 @dataclass
 class _ALEPartial:
@@ -208,7 +192,7 @@ class ALEJob:
                 P = pred.predict_rowwise(sub, [[(sp.feature, z[k])], [(sp.feature, z[k + 1])]], ctx.plan.batch_rows)
                 delta = P[1] - P[0] if len(rows) else np.empty(0)
                 stats = BinStats.of(k, delta, None if w is None else w[rows], K)
-                tr = _trial_sums(ctx, k, delta, rows, K) if ctx.n_sets > 1 else None
+                tr = trial_bin_sums(ctx, k, delta, rows, K) if ctx.n_sets > 1 else None
                 out[sp.feature] = _ALEFeaturePartial(stats, None, None, ctx.n, len(rows), int((~fin).sum()),
                                                      int((fin & ~ok).sum()), tr)
             else:
@@ -233,7 +217,7 @@ class ALEJob:
                 ln = np.bincount(k, minlength=K).astype("float64")
                 tr = None
                 if ctx.n_sets > 1:
-                    tr = _trial_sums(ctx, idx, vals, np.concatenate([rows[plus], rows[minus]]), max(K - 1, 0),
+                    tr = trial_bin_sums(ctx, idx, vals, np.concatenate([rows[plus], rows[minus]]), max(K - 1, 0),
                                      (k, rows), K)
                 out[sp.feature] = _ALEFeaturePartial(stats, lw, ln, ctx.n, len(rows), int(miss.sum()),
                                                      int((~miss & (codes < 0)).sum()), tr)

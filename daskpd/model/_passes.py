@@ -21,7 +21,8 @@ from .._errors import DataError
 from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, Interval, Percentiles
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, float_matrix
 
-__all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs", "Trials", "set_sums", "TRIAL_CONSTRAINTS", "trial_params"]
+__all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs", "Trials", "set_sums", "TRIAL_CONSTRAINTS", "trial_params",
+           "trial_bin_sums"]
 
 
 class ModelContext:
@@ -126,6 +127,23 @@ def trial_params(trials: "Trials | None", band) -> dict:
         return {}
     return {"n_trials": trials.n, "bootstrap": trials.fraction is None, "subsample_size": trials.fraction,
             "band": [float(band[0]), float(band[1])], "random_state": trials.random_state}
+
+
+def trial_bin_sums(ctx, idx, vals, rows_of, nbins, levels=None, nlevels=0):
+    """(T, 2 [+1], nbins): per trial, the trial weights and weighted local effects per
+    bin (``rows_of``: the partition row of every local effect); categorical: also the
+    trial weight of each level (``levels``: the level of each used row)."""
+    W = ctx.set_weights()[:, 1:]
+    T = W.shape[1]
+    width = max(nbins, nlevels)
+    out = np.zeros((T, 2 if levels is None else 3, width))
+    for t in range(T):
+        wt = W[rows_of, t]
+        out[t, 0, :nbins] = np.bincount(idx, weights=wt, minlength=nbins)[:nbins]
+        out[t, 1, :nbins] = np.bincount(idx, weights=wt * vals, minlength=nbins)[:nbins]
+        if levels is not None:
+            out[t, 2, :nlevels] = np.bincount(levels[0], weights=W[levels[1], t], minlength=nlevels)[:nlevels]
+    return out
 
 
 def set_sums(R: np.ndarray, W: np.ndarray) -> np.ndarray:

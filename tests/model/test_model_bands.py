@@ -182,3 +182,13 @@ def test_model_plots_draw_the_band(df):
         assert any(isinstance(h, PolyCollection) and "90% band (5 trials)" in h.get_label() for h in ax.collections)
         assert sum(line.get_label() == "trials" for line in ax.lines) == 1 and len(ax.lines) >= 6
     plt.close("all")
+
+
+def test_marginal_trials_are_weighted_means(df):
+    d = df.assign(y=model(df))
+    r = daskpd.marginal(d, "x1", target="y", bins=5, n_trials=4, random_state=9, progress=False)
+    W = bootstrap_weights(d, ["x1", "y"], 4, 9)  # no model: the columns read (feature, target) are hashed
+    for t in range(4):
+        ref = daskpd.marginal(d, "x1", target="y", bins=5, sample_weight=W[:, t], progress=False)
+        np.testing.assert_allclose(r.trials_pd[t], ref.y_mean, rtol=1e-12)
+    assert "pd_hi" in r.to_frame() and r.band()["std"].shape == (5,)
