@@ -99,11 +99,13 @@ def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fi
         res = daskpd.strat_curves_and_importances(path, "y", categorical=["k5000"], n_trials=t, progress=False)
         rec[f"strat_{t}_s"] = time.perf_counter() - t0
         rec[f"strat_{t}_buckets"] = next(iter(res.curves.values())).params.get("n_buckets")
+        print(f"# importances, n_trials={t}: {rec[f'strat_{t}_s']:.1f} s", file=sys.stderr, flush=True)
     for t in (1, trials):
         t0 = time.perf_counter()
         daskpd.partial_dependence(model, path, PD_FEATURES, grid_resolution=grid, n_trials=t, progress=False,
                                   columns=cols)
         rec[f"pd_{t}_s"] = time.perf_counter() - t0
+        print(f"# partial_dependence, n_trials={t}: {rec[f'pd_{t}_s']:.1f} s", file=sys.stderr, flush=True)
     if client is not None:
         client.close()
         cluster.close()
@@ -219,10 +221,10 @@ def main(argv=None):
     path = write_lake(rows, a.workdir)
     args = {"path": path, "workers": a.workers, "memory_limit": a.memory_limit, "trials": a.trials, "grid": a.grid,
             "fit_rows": int(a.fit_rows)}
-    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(args)], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(args)], stdout=subprocess.PIPE, text=True)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if out.returncode != 0 or not lines:
-        print("failed:", "\n".join((out.stderr or out.stdout).strip().splitlines()[-8:]))
+        print("failed (its errors are above):", "\n".join(out.stdout.strip().splitlines()[-8:]))
         return 1
     r = json.loads(lines[-1])
     print(json.dumps(r), flush=True)
