@@ -208,7 +208,8 @@ def main(argv=None):
     print(f"# {os.cpu_count()} cores, command: {' '.join([sys.argv[0], *(argv or sys.argv[1:])])}", flush=True)
     if a.coverage:
         recs = coverage(a.seeds, int(a.n), [int(t) for t in a.coverage_trials.split(",")])
-        print(f"\n| curve | design | trials | coverage of the 90% band | positions ({a.seeds} seeds x {int(a.n):,} rows) |")
+        print(f"\n| curve | design | trials | coverage of the 90% band | positions ({a.seeds} seeds x "
+              f"{int(a.n):,} rows) |")
         print("|---|---|---|---|---|")
         for r in recs:
             print(f"| {r['curve']} | {r['design']} | {r['trials']} | {r['coverage']:.3f} | {r['positions']} |")

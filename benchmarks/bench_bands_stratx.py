@@ -114,7 +114,8 @@ def main(argv=None):
         print(f"| StratPD x1 | {who} | {T} | {np.nanmean(sd[1:]):.4f} | {sd[1]:.3f}, {sd[5]:.3f}, {sd[10]:.3f} | "
               f"{secs:.1f} |")
     if len(rows) == 2:
-        print(f"\nspread ratio daskpd / stratx (mean sd): {np.nanmean(rows[0][1][1:]) / np.nanmean(rows[1][1][1:]):.2f}")
+        ratio = np.nanmean(rows[0][1][1:]) / np.nanmean(rows[1][1][1:])
+        print(f"\nspread ratio daskpd / stratx (mean sd): {ratio:.2f}")
     return 0
 
 

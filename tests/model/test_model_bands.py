@@ -192,3 +192,13 @@ def test_marginal_trials_are_weighted_means(df):
         ref = daskpd.marginal(d, "x1", target="y", bins=5, sample_weight=W[:, t], progress=False)
         np.testing.assert_allclose(r.trials_pd[t], ref.y_mean, rtol=1e-12)
     assert "pd_hi" in r.to_frame() and r.band()["std"].shape == (5,)
+
+
+def test_ice_centred_pd_trials(df):
+    """ICE's centred PD: every trial is the weighted PD centred at the first grid value,
+    the same numbers as partial_dependence's trials, centred."""
+    r = daskpd.ice(model, df, "x1", grid=GRID["x1"], centered=True, n_lines=5, n_trials=4, random_state=6,
+                   progress=False)
+    p = daskpd.partial_dependence(model, df, "x1", grid=GRID, n_trials=4, random_state=6, progress=False)
+    np.testing.assert_allclose(r.trials_pd, p.trials_pd - p.trials_pd[:, :1], rtol=1e-12, atol=1e-12)
+    assert np.all(r.band()["std"][0] == 0) and "pd_lo" in r.to_frame()
