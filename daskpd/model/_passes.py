@@ -130,9 +130,11 @@ def trial_params(trials: "Trials | None", band) -> dict:
 
 
 def trial_bin_sums(ctx, idx, vals, rows_of, nbins, levels=None, nlevels=0):
-    """(T, 2 [+1], nbins): per trial, the trial weights and weighted local effects per
-    bin (``rows_of``: the partition row of every local effect); categorical: also the
-    trial weight of each level (``levels``: the level of each used row)."""
+    """(T, 2 [+1], nbins): per trial, the sums of the trial weights and of the weighted
+    ``vals`` per bin ``idx`` (``rows_of``: the partition row of every value: an ALE's
+    local effects, a marginal plot's targets); with ``levels`` = (level, row) of every
+    used row, also the trial weight of each of ``nlevels`` levels (a categorical ALE's
+    centring)."""
     W = ctx.set_weights()[:, 1:]
     T = W.shape[1]
     width = max(nbins, nlevels)
