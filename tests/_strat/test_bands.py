@@ -47,7 +47,7 @@ def curves(df):
 def test_coverage_of_the_band_on_known_truth():
     """Over 15 seeds x 2,000 rows with 60 trials, the 90 % band holds the true curve at
     80-97 % of the positions for StratPD and for CatStratPD (60 trials: the percentile
-    interval of T trials covers about (T - 1.9 - 0.1 T)/(T + 1), 0.87 at T=60; the docs'
+    interval of T trials covers about 0.9 (T - 1)/(T + 1), 0.87 at T=60; the docs'
     figure, 40 seeds, is benchmarks/bench_bands.py --coverage).  Both curves ride one
     scan (strat_curves_and_importances: the same finish and result as stratpd/catstratpd)."""
     hits = {"x1": [0, 0], "c": [0, 0]}
