@@ -18,10 +18,10 @@ from ._strat.categorical import CatStratPDResult, no_shared_leaf_message
 from ._strat.categorical_solve import solve_effects
 from ._strat.pipeline import run_strat
 from ._strat.trees import DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
-from ._validation import NON_NEGATIVE_INT, validate_params
+from ._validation import validate_params
 from ._errors import DataError, InvalidParameterError
 from ._positional import deprecate_positional_args
-from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns, thin_message
+from ._stratpd import STRAT_CONSTRAINTS, TRIAL_CONSTRAINTS, stratifying_columns, thin_message, trial_args
 
 __all__ = ["catstratpd"]
 
@@ -30,9 +30,9 @@ __all__ = ["catstratpd"]
 _CAT_CONSTRAINTS = {
     **{k: v for k, v in STRAT_CONSTRAINTS.items() if k != "max_bins"},
     "feature": ["column"],
-    "n_trials": [NON_NEGATIVE_INT],
     "nan_as_level": ["boolean"],
     "centered": ["boolean"],
+    **TRIAL_CONSTRAINTS,
 }
 
 
@@ -46,17 +46,19 @@ def driver_side(res: CatStratPDResult) -> CatStratPDResult:
 
 @validate_params(_CAT_CONSTRAINTS)
 def run_categorical(data, *, target: str, feature: str, features=None, stratify_on=None, min_samples_leaf: int = 5,
-                    sample_size: int = DEFAULT_SAMPLE_SIZE, random_state: int = 0, n_trials: int = 0,
+                    sample_size: int = DEFAULT_SAMPLE_SIZE, random_state: int = 0,
                     nan_as_level: bool = False, tree_method: str = DEFAULT_TREE_METHOD, progress=None,
-                    storage_options=None, filters=None, centered: bool = False):
+                    storage_options=None, filters=None, centered: bool = False, n_trials: int = 1,
+                    bootstrap: bool = True, subsample_size: float = 0.75, band=(0.05, 0.95)):
     """Validate and run the shared pipeline for one categorical feature; returns (run,
     dtype), the result (with ``centered``) in ``run.results[feature]``."""
     request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
                            as_kind="categorical",
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
+    trials, fraction, trial_opts = trial_args(n_trials, bootstrap, subsample_size, band)
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
-                    random_state=random_state, n_trials=n_trials, nan_as_level=nan_as_level,
-                    tree_method=tree_method, progress=progress, finish_options={"centered": centered})
+                    random_state=random_state, n_trials=trials, trial_fraction=fraction, nan_as_level=nan_as_level,
+                    tree_method=tree_method, progress=progress, finish_options={"centered": centered, **trial_opts})
     dtype = request.dtypes[feature]
     return run, dtype
 
@@ -73,13 +75,16 @@ def catstratpd(
     min_samples_leaf: int = 5,
     centered: bool = False,
     nan_as_level: bool = False,
-    n_trials: int = 0,
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     tree_method: str = DEFAULT_TREE_METHOD,
     random_state: int = 0,
     progress=None,
     storage_options: dict | None = None,
     filters=None,
+    n_trials: int = 1,
+    bootstrap: bool = True,
+    subsample_size: float = 0.75,
+    band=(0.05, 0.95),
 ) -> CatStratPDResult:
     """Model-free partial dependence of ``target`` on categorical ``feature`` (CatStratPD).
 
@@ -107,9 +112,6 @@ def catstratpd(
     nan_as_level : bool, default False
         False: rows with a missing category are dropped (counted in ``n_missing_x``).
         True: missing is a level of its own (label NaN, listed last).
-    n_trials : int, default 0
-        Poisson bootstrap trials riding the same scan; ``trials_pd`` and the
-        ``pd_std`` column of ``to_frame()`` then give the effects' spread.
     sample_size : int, default 200,000
         Rows (bottom-k by seeded row hash) used to fit the tree; all rows if fewer.
     tree_method : {"hist", "exact"}, default "hist"
@@ -126,17 +128,31 @@ def catstratpd(
         "bar" / "log" force a form; False: nothing.
     storage_options, filters
         Passed to ``dask.dataframe.read_parquet`` for path inputs.
+    n_trials : int, default 1
+        1: the effects alone (stratx's default).  T > 1: T bootstrap (or subsample)
+        trials ride the same scan (row weights from a seeded row hash); the result
+        carries ``trials_pd`` (T effect vectors, NaN where a trial drew no row of the
+        category), ``trials_supported`` and a band (:meth:`band`).  The band is the
+        sampling variability of the rows given the stratifying tree, which is fitted
+        once and shared by every trial (see docs/catstratpd.md).
+    bootstrap : bool, default True
+        Poisson(1) bootstrap weights; False: subsamples of fraction ``subsample_size``.
+    subsample_size : float, default 0.75
+        The subsample fraction when ``bootstrap=False``.
+    band : (float, float), default (0.05, 0.95)
+        The percentiles of the trials the band spans (a 90 % interval).
 
     Returns
     -------
     CatStratPDResult
         ``to_frame()`` has columns ``feature, category, pd, count, count_used, leaves,
-        group, marginal_mean`` (and ``pd_std`` with trials).
+        group, marginal_mean`` (and ``pd_std, pd_lo, pd_hi`` with trials).
     """
     # the parameters are validated (and normalised) already: the undecorated runner
     run, dtype = run_categorical.__wrapped__(
         data, target=target, feature=feature, features=features, stratify_on=stratify_on,
         min_samples_leaf=min_samples_leaf, sample_size=sample_size,
-        random_state=random_state, n_trials=n_trials, nan_as_level=nan_as_level, tree_method=tree_method,
-        progress=progress, storage_options=storage_options, filters=filters, centered=centered)
+        random_state=random_state, nan_as_level=nan_as_level, tree_method=tree_method,
+        progress=progress, storage_options=storage_options, filters=filters, centered=centered,
+        n_trials=n_trials, bootstrap=bootstrap, subsample_size=subsample_size, band=band)
     return driver_side(run.results[feature])

@@ -7,7 +7,7 @@ The pipeline (sample, trees, one scan, curves finished next to the data) is
 from __future__ import annotations
 
 import warnings
-from numbers import Integral
+from numbers import Integral, Real
 
 from ._data.request import open_request
 from ._engine.memory import partition_bytes
@@ -16,7 +16,7 @@ from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, empty_curve_me
 from ._strat.pipeline import run_strat
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, TREE_METHODS
 from ._validation import (IO_CONSTRAINTS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, Interval,
-                          StrOptions, validate_params)
+                          Percentiles, StrOptions, validate_params)
 from .results import StratPDResult
 
 __all__ = ["stratpd"]
@@ -35,6 +35,25 @@ STRAT_CONSTRAINTS = {
     **IO_CONSTRAINTS,
 }
 
+# -- bootstrap trials and their band (stratpd and catstratpd) ---------------------
+#: the trials' parameters, shared by stratpd and catstratpd
+TRIAL_CONSTRAINTS = {
+    "n_trials": [POSITIVE_INT],
+    "bootstrap": ["boolean"],
+    "subsample_size": [Interval(Real, 0, 1, closed="neither")],
+    "band": [Percentiles()],
+}
+
+
+def trial_args(n_trials: int, bootstrap: bool, subsample_size: float, band) -> tuple[int, float | None, dict]:
+    """``(n_trials, trial_fraction, finish options)`` for :func:`run_strat`: no trial set
+    at all for ``n_trials=1`` (the curve is then today's, bit for bit)."""
+    if n_trials <= 1:
+        return 0, None, {}
+    return int(n_trials), (None if bootstrap else float(subsample_size)), {
+        "band": [float(band[0]), float(band[1])], "bootstrap": bool(bootstrap),
+        "subsample_size": None if bootstrap else float(subsample_size)}
+
 
 @deprecate_positional_args(("target", "feature"))
 @validate_params({
@@ -42,6 +61,7 @@ STRAT_CONSTRAINTS = {
     "feature": ["column"],
     "min_slopes_per_x": [POSITIVE_INT],
     "few_slopes": [StrOptions(*FEW_SLOPES_RULES)],
+    **TRIAL_CONSTRAINTS,
 })
 def stratpd(
     data,
@@ -60,6 +80,10 @@ def stratpd(
     progress=None,
     storage_options: dict | None = None,
     filters=None,
+    n_trials: int = 1,
+    bootstrap: bool = True,
+    subsample_size: float = 0.75,
+    band=(0.05, 0.95),
 ) -> StratPDResult:
     """Model-free partial dependence of ``target`` on numeric ``feature`` (StratPD).
 
@@ -114,17 +138,35 @@ def stratpd(
         "bar" / "log" force a form; False: nothing.
     storage_options, filters
         Passed to ``dask.dataframe.read_parquet`` for path inputs.
+    n_trials : int, default 1
+        1: the curve alone (as stratx's default).  T > 1: T bootstrap (or subsample)
+        trials ride the same scan (row weights from a seeded row hash: reproducible,
+        independent of partitioning, no second read); the result then carries
+        ``trials_pd`` (T curves), ``trials_supported`` and a band (:meth:`band`;
+        ``to_frame()`` adds ``pd_std, pd_lo, pd_hi``).  ``pd`` stays the all-rows
+        curve.  The band is the sampling variability of the rows *given the
+        stratifying tree*: the tree is fitted once, on the sample, and shared by every
+        trial (see docs/stratpd.md).
+    bootstrap : bool, default True
+        Trials are Poisson(1) bootstrap re-weightings of the rows; False: subsamples of
+        fraction ``subsample_size`` (0/1 weights), as stratx's ``bootstrap=False``.
+    subsample_size : float, default 0.75
+        The subsample fraction when ``bootstrap=False``.
+    band : (float, float), default (0.05, 0.95)
+        The percentiles of the trials the band spans (a 90 % interval).
 
     Returns
     -------
     StratPDResult
     """
+    trials, fraction, trial_opts = trial_args(n_trials, bootstrap, subsample_size, band)
     request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
                            as_kind="numeric",
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
                     tree_method=tree_method, random_state=random_state, progress=progress,
-                    finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes})
+                    finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes, **trial_opts},
+                    n_trials=trials, trial_fraction=fraction)
     return driver_side(run, run.results[feature], min_slopes_per_x=min_slopes_per_x)
 
 

@@ -13,7 +13,6 @@ effects are placed and shifted:
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +20,7 @@ import pandas as pd
 
 from .._engine.hashing import sort_labels
 from ..results import CurveResult
+from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
 from .categorical_buckets import fold_summaries, solve_buckets, solve_explicit
 from .categorical_gram import solve_gram
 from .trees import tree_method_of
@@ -109,6 +109,43 @@ class CatStratPDResult(CurveResult):
 
     kind = "categorical"
 
+    # -- trials and their band (n_trials > 1)
+
+    @property
+    def n_trials(self) -> int:
+        """Trials run (1: the effects alone, no band)."""
+        return 1 if self.trials_pd is None else len(self.trials_pd)
+
+    @property
+    def trials_supported(self) -> np.ndarray | None:
+        """``(n_trials, n_categories)``: where each trial has an effect (a trial that drew
+        no row of a category has none)."""
+        return None if self.trials_pd is None else np.isfinite(self.trials_pd)
+
+    def _anchor(self) -> int | None:
+        """The category every trial is aligned on: the lowest one (its effect is 0 by
+        definition); None for centred effects (each trial is centred by its own rows)."""
+        ok = np.isfinite(self.pd)
+        if self.centered or not ok.any():
+            return None
+        return int(np.flatnonzero(ok)[np.argmin(self.pd[ok])])
+
+    def trial_curves(self) -> np.ndarray | None:
+        """The trials' effects, shifted to 0 at the lowest category of ``pd`` (as ``pd``
+        is) unless centred; None without trials."""
+        if self.trials_pd is None:
+            return None
+        a = self._anchor()
+        T = np.asarray(self.trials_pd, dtype="float64")
+        return T - T[:, [a]] if a is not None else T
+
+    def band(self) -> dict | None:
+        """``{"std", "lo", "hi", "n"}`` over the trials per category (see
+        :func:`daskpd.results.curves.trial_band`), None with fewer than 2 trials."""
+        if self.trials_pd is None or len(self.trials_pd) < 2:
+            return None
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), anchor=self._anchor())
+
     def __repr__(self) -> str:
         return (f"CatStratPDResult(feature={self.feature!r}, target={self.target!r}, "
                 f"categories={len(self.categories)}, groups={self.n_groups}, leaves={self.n_leaves}, "
@@ -123,11 +160,8 @@ class CatStratPDResult(CurveResult):
 
     def curve(self) -> dict:
         extra = {"count_used": self.count_used, "leaves": self.n_leaves_cat.astype("int64"),
-                 "group": self.group.astype("int64"), "marginal_mean": self.marginal_mean}
-        if self.trials_pd is not None and len(self.trials_pd) > 1:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                extra["pd_std"] = np.nanstd(self.trials_pd, axis=0, ddof=1)
+                 "group": self.group.astype("int64"), "marginal_mean": self.marginal_mean,
+                 **band_columns(self.band())}
         return {"positions": self.categories, "pd": self.pd, "count": self.count, "supported": None,
                 "extra": extra}
 
@@ -151,7 +185,8 @@ class CatStratPDResult(CurveResult):
                 f"{self.n_leaves_used:,} with >= 2 categories\n"
                 f"  rows used {self.n_used:,} of {self.n_rows:,}; ignored {self.n_ignored:,} in single-category "
                 f"leaves\n"
-                f"  dropped {self.n_missing_x:,} missing {self.feature}, {self.n_bad_y:,} missing/inf {self.target}")
+                f"  dropped {self.n_missing_x:,} missing {self.feature}, {self.n_bad_y:,} missing/inf {self.target}"
+                f"{band_note(self)}")
 
     def plot(self, ax=None, **kwargs):
         """Sorted effects; bars with counts for few categories, a strip for many.
@@ -207,6 +242,9 @@ def _params(fs, job) -> dict:
         "n_trials": job.n_trials,
         "nan_as_level": bool(fs.coder.nan_level),
         **job.finish_options.get("run_params", {}),
+        # the band's settings (absent without trials)
+        **({k: job.finish_options[k] for k in ("band", "bootstrap", "subsample_size") if k in job.finish_options}
+           if job.n_sets > 1 else {}),
     }
 
 

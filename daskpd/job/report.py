@@ -105,6 +105,17 @@ def importance_figure(table: pd.DataFrame, title: str = "importance"):
     return ax.figure
 
 
+def band_meta(curve: pd.DataFrame) -> str:
+    """The report's words about a curve's bootstrap band, when it has one: the widest
+    interval, next to the curve's range (the plot shades the band)."""
+    if "pd_lo" not in curve.columns or not curve["pd_lo"].notna().any():
+        return ""
+    width = float((curve["pd_hi"] - curve["pd_lo"]).max())
+    rng = float(curve["pd"].max() - curve["pd"].min())
+    return (f"; shaded: the bootstrap band (pd_lo, pd_hi, pd_std columns), widest {_fmt(width)} against a range of "
+            f"{_fmt(rng)}")
+
+
 def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFrame, imp: pd.DataFrame) -> str:
     run_dir = Path(run_dir)
     job, run_id = manifest.get("job"), manifest.get("run_id")
@@ -161,11 +172,12 @@ def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFra
         parts.append("<p class=\"meta\">No curves in this job.</p>")
     for p in curve_plots:
         summ = by_key.get((p["method"], p["feature"]), "")
-        n_points = int(((curves["method"] == p["method"]) & (curves["feature"] == p["feature"])).sum())
+        mine = (curves["method"] == p["method"]) & (curves["feature"] == p["feature"])
+        n_points = int(mine.sum())
         parts.append(f"<div class=\"curve\"><h3 id=\"{esc(p['file'])}\">{esc(p['title'])}</h3>"
                      f"<p class=\"summary\">{esc(summ).replace(chr(10), '<br>')}</p>"
                      f"{embed_png(run_dir / p['file'], p['title'])}"
-                     f"<p class=\"meta\">{n_points:,} rows in curves.parquet</p></div>")
+                     f"<p class=\"meta\">{n_points:,} rows in curves.parquet{band_meta(curves[mine])}</p></div>")
 
     # -------- rows
     parts.append("<h2 id=\"rows\">Rows</h2>")

@@ -40,11 +40,12 @@ from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from .._data.kinds import is_numeric_like, kind_of
 from ..results import CurveResult
+from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
 from ._ale2d import ALE2DJob, ALE2DSpec, finish_ale2d
 from ._common import ROW_COUNTS, BinStats, input_rows, level_codes
-from ._passes import Plan, run_jobs
+from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
 
@@ -83,10 +84,26 @@ class ALEResult(CurveResult):
     n_outside: int = 0
     order_source: str | None = None
     params: dict = field(default_factory=dict)
+    trials_pd: np.ndarray | None = None  # (n_trials, len(x)): the centred ALE of every bootstrap trial
 
     @property
     def pd(self) -> np.ndarray:
         return self.ale
+
+    @property
+    def n_trials(self) -> int:
+        return 1 if self.trials_pd is None else len(self.trials_pd)
+
+    def band(self) -> dict | None:
+        """``{"std", "lo", "hi", "n"}`` over the trials at every edge (level), None
+        without trials (see :func:`daskpd.results.curves.trial_band`).  The bins and the
+        model are fixed; each trial re-weights the rows' local effects and the centring."""
+        if self.trials_pd is None:
+            return None
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)))
+
+    def summary(self) -> str:
+        return super().summary() + band_note(self)
 
     def __repr__(self) -> str:
         what = "edges" if self.kind == "numeric" else "levels"
@@ -96,7 +113,8 @@ class ALEResult(CurveResult):
     def curve(self) -> dict:
         """``pd`` is the ALE; ``count``/``weight``/``delta``/``delta_std`` as above."""
         return {"positions": self.x, "pd": self.ale, "count": self.count.astype("int64"),
-                "extra": {"weight": self.weight, "delta": self.delta, "delta_std": self.delta_std}}
+                "extra": {"weight": self.weight, "delta": self.delta, "delta_std": self.delta_std,
+                          **band_columns(self.band())}}
 
     def metadata(self) -> dict:
         return {"method": "ale", "feature": self.feature, "kind": self.kind, "response": self.response,
@@ -130,12 +148,17 @@ class _ALEFeaturePartial:
     n_used: int
     n_missing: int
     n_outside: int
+    # with trials: (T, 2 or 3, bins) the trial-weighted sums per bin (weight, weight x effect;
+    # categorical: and the trial weight of each level)
+    trials: np.ndarray | None = None
 
     @classmethod
     def merge(cls, parts):
         lw = None if parts[0].level_w is None else np.sum([p.level_w for p in parts], axis=0)
         ln = None if parts[0].level_n is None else np.sum([p.level_n for p in parts], axis=0)
-        return cls(BinStats.merge_all([p.stats for p in parts]), lw, ln, **sum_fields(parts, *ROW_COUNTS))
+        tr = None if parts[0].trials is None else np.sum([p.trials for p in parts], axis=0)
+        return cls(BinStats.merge_all([p.stats for p in parts]), lw, ln, **sum_fields(parts, *ROW_COUNTS), trials=tr)
+
 
 
 @dataclass
@@ -169,8 +192,9 @@ class ALEJob:
                 P = pred.predict_rowwise(sub, [[(sp.feature, z[k])], [(sp.feature, z[k + 1])]], ctx.plan.batch_rows)
                 delta = P[1] - P[0] if len(rows) else np.empty(0)
                 stats = BinStats.of(k, delta, None if w is None else w[rows], K)
+                tr = trial_bin_sums(ctx, k, delta, rows, K) if ctx.n_sets > 1 else None
                 out[sp.feature] = _ALEFeaturePartial(stats, None, None, ctx.n, len(rows), int((~fin).sum()),
-                                                     int((fin & ~ok).sum()))
+                                                     int((fin & ~ok).sum()), tr)
             else:
                 levels = sp.values
                 K = len(levels)
@@ -191,8 +215,12 @@ class ALEJob:
                 stats = BinStats.of(idx, vals, ww, max(K - 1, 0))
                 lw = np.bincount(k, weights=np.ones(len(k)) if wr is None else wr, minlength=K)
                 ln = np.bincount(k, minlength=K).astype("float64")
+                tr = None
+                if ctx.n_sets > 1:
+                    tr = trial_bin_sums(ctx, idx, vals, np.concatenate([rows[plus], rows[minus]]), max(K - 1, 0),
+                                     (k, rows), K)
                 out[sp.feature] = _ALEFeaturePartial(stats, lw, ln, ctx.n, len(rows), int(miss.sum()),
-                                                     int((~miss & (codes < 0)).sum()))
+                                                     int((~miss & (codes < 0)).sum()), tr)
         return _ALEPartial(out)
 
 
@@ -439,7 +467,25 @@ def finish_ale(sp: _ALESpec, part: _ALEFeaturePartial, pred, params, source=None
     return ALEResult(feature=sp.feature, kind=sp.kind, x=sp.values, ale=fJ, count=count, weight=weight, delta=dmean,
                      delta_std=dstd, response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
                      n_used=part.n_used, n_missing=part.n_missing, n_outside=part.n_outside, order_source=source,
-                     params=params)
+                     params=params, trials_pd=None if part.trials is None else _trial_curves(sp, part))
+
+
+def _trial_curves(sp: _ALESpec, part: _ALEFeaturePartial) -> np.ndarray:
+    """The centred ALE of every trial: the finish above with the trial's weights (the
+    bins, and for a categorical feature the level order, are the all-rows ones)."""
+    nb = part.stats.w.shape[0]
+    out = []
+    for tr in part.trials:
+        W, S = tr[0, :nb], tr[1, :nb]
+        delta = np.where(W > 0, S / np.where(W > 0, W, 1), 0.0)
+        fJ = np.concatenate([[0.0], np.cumsum(delta)])
+        if sp.kind == "numeric":
+            fJ = fJ - np.sum((fJ[:-1] + fJ[1:]) / 2 * W) / np.sum(W) if W.sum() > 0 else np.full(len(fJ), np.nan)
+        else:
+            lw = tr[2, :len(fJ)]
+            fJ = fJ - np.sum(fJ * lw / lw.sum()) if lw.sum() > 0 else np.full(len(fJ), np.nan)
+        out.append(fJ)
+    return np.vstack(out)
 
 
 @validate_params({
@@ -448,6 +494,7 @@ def finish_ale(sp: _ALESpec, part: _ALEFeaturePartial, pred, params, source=None
     "bins": [POSITIVE_INT],
     "order": [dict, None],
     "batch_rows": [POSITIVE_INT],
+    **TRIAL_CONSTRAINTS,
 })
 def ale(
     model,
@@ -465,6 +512,11 @@ def ale(
     progress=None,
     storage_options=None,
     filters=None,
+    n_trials: int = 1,
+    bootstrap: bool = True,
+    subsample_size: float = 0.75,
+    band=(0.05, 0.95),
+    random_state: int = 0,
 ):
     """Accumulated local effects of one or more features (see the module docstring).
 
@@ -487,6 +539,12 @@ def ale(
     sample_weight : str or array, optional
         Weighted means of the local effects and weighted centring (the bin edges are
         unweighted quantiles).
+    n_trials, bootstrap, subsample_size, band, random_state
+        T > 1 bootstrap trials in the same pass (as :func:`daskpd.partial_dependence`):
+        each trial re-weights the rows' local effects and the centring with weights from
+        a seeded row hash; the bins, the level order and the model are fixed.  1-D
+        results carry ``trials_pd`` and ``band()`` (``pd_std, pd_lo, pd_hi`` in
+        ``to_frame()``).  2-D ALE has no band.
 
     Returns
     -------
@@ -514,9 +572,11 @@ def ale(
         jobs.append(ALEJob([by[f] for f in singles]))
     if pairs:
         jobs.append(ALE2DJob([ALE2DSpec(it, by[it[0]].values, by[it[1]].values) for it in pairs]))
-    plan = Plan(jobs, predictor=run.predictor, weight=run.weight, batch_rows=batch_rows)
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
+    plan = Plan(jobs, predictor=run.predictor, weight=run.weight, batch_rows=batch_rows, trials=trials)
     parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-ale")
-    params = {"bins": bins, "sample_weight": run.weight, "model": run.predictor.describe()}
+    params = {"bins": bins, "sample_weight": run.weight, "model": run.predictor.describe(),
+              **trial_params(trials, band)}
     done = {}
     if singles:
         part = parts[0]

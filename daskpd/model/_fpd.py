@@ -34,9 +34,10 @@ from .._validation import NO_VALIDATION, StrOptions, validate_params
 from .._errors import InvalidParameterError, SklearnDifferenceWarning
 from .._errors import DataError
 from ..results import CurveResult, curve_frame
+from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
 from ._common import DEFAULT_METHOD, all_classes, auto_recursion, warn_method
 from ._grids import build_grids, check_grid_arg
-from ._passes import Plan, run_jobs
+from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, resolve_predictor
 from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
 from ._tree_engine import TREE_CELLS
@@ -76,6 +77,20 @@ class PDResult(CurveResult):
     outputs: list | None = None
     individual: np.ndarray | None = None
     pd_kind: str = "average"
+    trials_pd: np.ndarray | None = None  # (n_trials, *grid), (n_outputs, n_trials, *grid) with outputs
+
+    # -- bootstrap trials and their band (n_trials > 1; the model is fixed)
+
+    @property
+    def n_trials(self) -> int:
+        return 1 if self.trials_pd is None else self.trials_pd.shape[0 if self.outputs is None else 1]
+
+    def band(self) -> dict | None:
+        """``{"std", "lo", "hi", "n"}`` over the trials at every grid cell (one output;
+        see :func:`daskpd.results.curves.trial_band`), None without trials."""
+        if self.trials_pd is None or self.outputs is not None:
+            return None
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)))
 
     # -- scikit-learn's Bunch: result["average"], result["grid_values"], result["individual"]
 
@@ -125,7 +140,8 @@ class PDResult(CurveResult):
             raise InvalidParameterError(f"parameter target_class={target_class!r} is not one of {self.outputs}")
         k = hits[0]
         return replace(self, average=self.average[k], target_class=self.outputs[k], outputs=None,
-                       individual=None if self.individual is None else self.individual[k])
+                       individual=None if self.individual is None else self.individual[k],
+                       trials_pd=None if self.trials_pd is None else self.trials_pd[k])
 
     @property
     def feature(self) -> str:
@@ -153,8 +169,8 @@ class PDResult(CurveResult):
         feature in the head, the second in ``feature_2``, ``kind_2``, ``x_2`` | ``category_2``.
         A result holding every class stacks them, with a ``target_class`` column."""
         if self.outputs is None:
-            return self._curve(self.average)
-        cs = [self._curve(self.average[k]) for k in range(self.n_outputs)]
+            return self._curve(self.average, self.band())
+        cs = [self._curve(self.average[k], self.output(self.outputs[k]).band()) for k in range(self.n_outputs)]
         extra = {k: np.concatenate([c["extra"][k] for c in cs]) for k in cs[0]["extra"]}
         labels = np.empty(sum(len(c["pd"]) for c in cs), dtype=object)
         labels[:] = [lab for lab, c in zip(self.outputs, cs) for _ in range(len(c["pd"]))]
@@ -163,20 +179,24 @@ class PDResult(CurveResult):
                                                         else "float64") for c in cs]),
                 "pd": np.concatenate([c["pd"] for c in cs]), "extra": extra}
 
-    def _curve(self, average) -> dict:
+    def _curve(self, average, band=None) -> dict:
+        cols = {k: np.asarray(v).reshape(-1) for k, v in band_columns(band).items()}
         if len(self.features) == 1:
-            return {"positions": self.grid_values[0], "pd": average, "extra": {}}
+            return {"positions": self.grid_values[0], "pd": average, "extra": cols}
         g0, g1 = self.grid_values
         second = np.tile(np.asarray(g1, dtype="float64" if self.kinds[1] == "numeric" else object), len(g0))
         extra = {"feature_2": np.full(len(second), self.features[1], dtype=object),
                  "kind_2": np.full(len(second), self.kinds[1], dtype=object),
-                 ("x_2" if self.kinds[1] == "numeric" else "category_2"): second}
+                 ("x_2" if self.kinds[1] == "numeric" else "category_2"): second, **cols}
         return {"positions": np.repeat(g0, len(g1)), "pd": average.reshape(-1), "extra": extra}
 
     def to_frame(self) -> pd.DataFrame:
         c = self.curve()
         return curve_frame(self.features[0], self.kinds[0], c["positions"], c["pd"], n_rows=self.n_rows,
                            extra=c["extra"])
+
+    def summary(self) -> str:
+        return super().summary() + band_note(self)
 
     def metadata(self) -> dict:
         return {"method": "partial_dependence", "pd_method": self.method, "engine": self.engine,
@@ -223,10 +243,16 @@ def pd_results(items, grids: dict, kinds: dict, pred: Predictor, part, params: d
     for it, s in zip(items, part.sums):
         gs = [grids[f] for f in it]
         eng = "tree" if use_tree(pred, it, kinds) else "predict"
-        results[it] = PDResult(features=it, grid_values=gs, average=(s / part.wsum).reshape([len(g) for g in gs]),
+        shape = [len(g) for g in gs]
+        trials = None
+        if part.set_wsum is not None:  # bootstrap trials: one row of sums per weight set
+            with np.errstate(invalid="ignore", divide="ignore"):
+                trials = (s[1:] / part.set_wsum[1:, None]).reshape([len(s) - 1, *shape])
+            s = s[0]
+        results[it] = PDResult(features=it, grid_values=gs, average=(s / part.wsum).reshape(shape),
                                kinds=tuple(kinds[f] for f in it), method="brute", engine=eng,
                                response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
-                               weight_sum=part.wsum, params=params)
+                               weight_sum=part.wsum, params=params, trials_pd=trials)
     return results
 
 
@@ -265,6 +291,17 @@ def curve_sums(ctx, features, grids, kinds, rows: list | None = None) -> np.ndar
     n = ctx.n
     n_cells = int(np.prod([len(g) for g in grids]))
     w = ctx.weights
+    if ctx.n_sets > 1:  # bootstrap trials: the rows' curves summed with every weight set
+        out = np.zeros((ctx.n_sets, n_cells))
+        W = ctx.set_weights()
+        step = row_chunk(ctx, n_cells)
+        for r0 in range(0, n, step):
+            r1 = min(n, r0 + step)
+            R = curves_matrix(ctx, features, grids, kinds, r0, r1)
+            out += set_sums(R, W[r0:r1])
+            if rows is not None:
+                rows.append(R.T.copy())
+        return out
     if n == 0:
         return np.zeros(n_cells)
     if use_tree(pred, features, kinds) and pred.tree.linear and rows is None:
@@ -295,14 +332,16 @@ class _PDPartial:
     wsum: float
     n_rows: int
     rows: list | None = None  # per item, every row's curve (rows, cells), in data order
+    set_wsum: np.ndarray | None = None  # with trials: the weight of every set (sums are then (sets, cells))
 
     @classmethod
     def combine(cls, parts):
         rows = None
         if parts[0].rows is not None:
             rows = [np.concatenate([p.rows[i] for p in parts], axis=0) for i in range(len(parts[0].rows))]
+        set_wsum = None if parts[0].set_wsum is None else np.sum([p.set_wsum for p in parts], axis=0)
         return cls([np.sum([p.sums[i] for p in parts], axis=0) for i in range(len(parts[0].sums))],
-                   float(sum(p.wsum for p in parts)), int(sum(p.n_rows for p in parts)), rows)
+                   float(sum(p.wsum for p in parts)), int(sum(p.n_rows for p in parts)), rows, set_wsum)
 
 
 @dataclass
@@ -312,16 +351,17 @@ class PDJob:
     individual: bool = False  # also keep every row's curve (scikit-learn's kind="individual")
 
     def map(self, ctx):
+        set_wsum = ctx.set_weights().sum(axis=0) if ctx.n_sets > 1 else None
         if not self.individual:
             return _PDPartial([curve_sums(ctx, feats, grids, self.kinds) for feats, grids in self.items],
-                              ctx.wsum(), ctx.n)
+                              ctx.wsum(), ctx.n, None, set_wsum)
         sums, rows = [], []
         for feats, grids in self.items:
             blocks = []
             sums.append(curve_sums(ctx, feats, grids, self.kinds, blocks))
             cells = int(np.prod([len(g) for g in grids]))
             rows.append(np.concatenate(blocks, axis=0) if blocks else np.empty((0, cells)))
-        return _PDPartial(sums, ctx.wsum(), ctx.n, rows)
+        return _PDPartial(sums, ctx.wsum(), ctx.n, rows, set_wsum)
 
 
 @dataclass
@@ -345,7 +385,8 @@ class OutputsJob:
         parts = []
         for job, pred in zip(self.jobs, self.predictors):
             sub = copy.copy(ctx)
-            sub.plan = Plan([], predictor=pred, weight=ctx.plan.weight, batch_rows=ctx.plan.batch_rows)
+            sub.plan = Plan([], predictor=pred, weight=ctx.plan.weight, batch_rows=ctx.plan.batch_rows,
+                            trials=ctx.plan.trials)
             parts.append(job.map(sub))
             ctx.__dict__.update({k: v for k, v in sub.__dict__.items() if k != "plan"})  # the decoded inputs
         return _OutputsPartial(parts)
@@ -457,6 +498,7 @@ def _warn_features(features, items, single) -> None:
     "kind": [StrOptions(*KINDS)],
     "response_method": [StrOptions("auto", "predict", "predict_proba", "decision_function"), None],
     "custom_values": [dict, None],
+    **TRIAL_CONSTRAINTS,
 })
 def partial_dependence(
     model,
@@ -480,6 +522,11 @@ def partial_dependence(
     filters=None,
     response_method: str | None = None,
     custom_values: dict | None = None,
+    n_trials: int = 1,
+    bootstrap: bool = True,
+    subsample_size: float = 0.75,
+    band=(0.05, 0.95),
+    random_state: int = 0,
 ):
     """Friedman partial dependence of a fitted model, computed over all rows of ``data``.
 
@@ -549,6 +596,19 @@ def partial_dependence(
     response_method, custom_values
         Deprecated names of ``response`` and ``grid`` (scikit-learn's); they warn
         (``FutureWarning``) and are removed in daskpd 0.3.0.
+    n_trials : int, default 1
+        T > 1: T bootstrap trials in the same pass (every row's predictions summed with
+        T+1 weight sets; weights from a seeded row hash, so reproducible and
+        independent of partitioning); the result carries ``trials_pd`` and a band
+        (``band()``, ``to_frame()``'s ``pd_std, pd_lo, pd_hi``).  The model is fixed:
+        the band is the variability of the average over the rows (as H2O's
+        ``plot_stddev``), not of the model.  Brute force only.
+    bootstrap, subsample_size : default True, 0.75
+        Poisson(1) bootstrap weights, or (False) 0/1 subsamples of that fraction.
+    band : (float, float), default (0.05, 0.95)
+        The percentiles of the trials the band spans.
+    random_state : int, default 0
+        Seeds the trial weights.
 
     Returns
     -------
@@ -571,6 +631,10 @@ def partial_dependence(
                                         "of grid), not both")
         warnings.warn(ALIAS_MESSAGE.format(old="custom_values", new="grid"), FutureWarning, stacklevel=3)
         grid = custom_values
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
+    if trials is not None and method == "recursion":
+        raise InvalidParameterError("partial_dependence: n_trials > 1 re-weights the rows of data; "
+                                    "method='recursion' reads no rows. Use method='brute'")
     if kind != "average" and method == "recursion":
         raise InvalidParameterError(f"partial_dependence: kind={kind!r} needs every row's predictions; "
                                     "method='recursion' gives only the average. Use method='brute' (or 'auto')")
@@ -587,6 +651,8 @@ def partial_dependence(
     pred = run.predictor
     warn_method(method, pred, run.weight, kind)
     method = "brute" if kind != "average" else resolve_pd_method(method, pred, run.kinds, items, run.weight)
+    if trials is not None:
+        method = "brute"  # "auto" resolves to brute: trials re-weight the rows
     preds = [pred]
     if classes:
         preds += [resolve_predictor(model, pred.columns, run.dtypes, columns=columns, response=response,
@@ -594,13 +660,13 @@ def partial_dependence(
     grids = build_grids(run.ddf[flat] if method == "recursion" else run.ddf, flat, run.kinds,
                         grid_resolution=grid_resolution, percentiles=percentiles, grid=grid, progress=progress)
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "custom_grid": sorted(grid),
-              "sample_weight": run.weight, "model": pred.describe(), "kind": kind}
+              "sample_weight": run.weight, "model": pred.describe(), "kind": kind, **trial_params(trials, band)}
     parts = [None] * len(preds)
     if method == "brute":
         job_items = [(it, [grids[f] for f in it]) for it in items]
         jobs = [PDJob(job_items, run.kinds, individual=kind != "average") for _ in preds]
         job = jobs[0] if len(preds) == 1 else OutputsJob(jobs, preds)
-        plan = Plan([job], predictor=pred, weight=run.weight, batch_rows=batch_rows)
+        plan = Plan([job], predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
         (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd")
         parts = [part] if len(preds) == 1 else part.parts
     per_output = []
@@ -616,7 +682,9 @@ def partial_dependence(
         results = {it: replace(r, average=np.stack([o[it].average for o in per_output]), target_class=None,
                                outputs=classes,
                                individual=None if r.individual is None else
-                               np.stack([o[it].individual for o in per_output]))
+                               np.stack([o[it].individual for o in per_output]),
+                               trials_pd=None if r.trials_pd is None else
+                               np.stack([o[it].trials_pd for o in per_output]))
                    for it, r in results.items()}
     if single:
         return results[items[0]]

@@ -28,9 +28,10 @@ from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, validate_
 from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from ..results import CurveResult, dump_json, with_metadata
+from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
 from ._fpd import curves_matrix, row_chunk, use_tree
 from ._grids import build_grids, check_grid_arg
-from ._passes import Plan, run_jobs
+from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 
@@ -66,10 +67,22 @@ class ICEResult(CurveResult):
     weight_sum: float = 0.0
     path: str | None = None
     params: dict = field(default_factory=dict)
+    trials_pd: np.ndarray | None = None  # (n_trials, grid): the PD (centred when ``centered``) per trial
 
     @property
     def x(self) -> np.ndarray:
         return self.grid
+
+    @property
+    def n_trials(self) -> int:
+        return 1 if self.trials_pd is None else len(self.trials_pd)
+
+    def band(self) -> dict | None:
+        """``{"std", "lo", "hi", "n"}`` of the PD over the trials (centred like ``pd``),
+        None without trials (see :func:`daskpd.results.curves.trial_band`)."""
+        if self.trials_pd is None:
+            return None
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)))
 
     def __repr__(self) -> str:
         return (f"ICEResult(feature={self.feature!r}, grid={len(self.grid)}, lines={len(self.lines)}, "
@@ -77,7 +90,7 @@ class ICEResult(CurveResult):
 
     def curve(self) -> dict:
         """The PD over all rows (centred when ``centered``); the lines: :meth:`lines_frame`."""
-        return {"positions": self.grid, "pd": self.pd, "extra": {}}
+        return {"positions": self.grid, "pd": self.pd, "extra": band_columns(self.band())}
 
     def lines_frame(self) -> pd.DataFrame:
         """The sampled curves, long: ``feature``, ``line``, ``x`` | ``category``, ``ice``,
@@ -97,7 +110,7 @@ class ICEResult(CurveResult):
         return pd.DataFrame({self.feature: self.grid, "pd": self.pd})
 
     def summary(self) -> str:
-        return f"{super().summary()}, {len(self.lines)} ICE lines"
+        return f"{super().summary()}, {len(self.lines)} ICE lines{band_note(self)}"
 
     def metadata(self) -> dict:
         return {"method": "ice", "feature": self.feature, "kind": self.kind, "centered": self.centered,
@@ -121,6 +134,8 @@ class _ICEPartial:
     index: np.ndarray
     n_written: int
     keep: int | None
+    trial_sums: np.ndarray | None = None  # with trials: (T, grid) trial-weighted sums of the rows' curves
+    trial_wsum: np.ndarray | None = None  # (T,)
 
     @classmethod
     def combine(cls, parts):
@@ -134,9 +149,11 @@ class _ICEPartial:
             if len(hashes) > keep:
                 sel = np.sort(np.argpartition(hashes, keep - 1)[:keep])
                 lines, xs, index, hashes = lines[sel], xs[sel], index[sel], hashes[sel]
+        ts = None if parts[0].trial_sums is None else np.sum([p.trial_sums for p in parts], axis=0)
+        tw = None if parts[0].trial_wsum is None else np.sum([p.trial_wsum for p in parts], axis=0)
         return cls(np.sum([p.sums for p in parts], axis=0), float(sum(p.wsum for p in parts)),
                    int(sum(p.n_rows for p in parts)), lines, hashes, xs, index,
-                   int(sum(p.n_written for p in parts)), keep)
+                   int(sum(p.n_written for p in parts)), keep, ts, tw)
 
 
 def _obj(a) -> np.ndarray:
@@ -174,11 +191,15 @@ class ICEJob:
         writer = fh = None
         n_written = 0
         step = row_chunk(ctx, G)
+        W = ctx.set_weights()[:, 1:] if ctx.n_sets > 1 else None  # bootstrap trials: their weight columns
+        tsums = None if W is None else np.zeros((W.shape[1], G))
         try:
             for r0 in range(0, n, step):
                 r1 = min(n, r0 + step)
                 R = curves_matrix(ctx, (self.feature,), [self.grid], self.kinds, r0, r1)  # (G, m)
                 sums += R @ w[r0:r1] if w is not None else R.sum(axis=1)
+                if W is not None:
+                    tsums += set_sums(R, W[r0:r1])
                 if keep is None:
                     all_lines.append(R.T.copy())
                 else:
@@ -206,7 +227,8 @@ class ICEJob:
             hashes = None
         else:
             lines, rows, hashes = best_lines, best_rows, best_h
-        return _ICEPartial(sums, ctx.wsum(), n, lines, hashes, xs_all[rows], index_all[rows], n_written, keep)
+        return _ICEPartial(sums, ctx.wsum(), n, lines, hashes, xs_all[rows], index_all[rows], n_written, keep,
+                           tsums, None if W is None else W.sum(axis=0))
 
     def _write(self, ctx, R, r0, r1, writer, fh):
         import fsspec
@@ -263,14 +285,20 @@ def finish_ice(job: ICEJob, part: _ICEPartial, pred, *, centered: bool, params: 
         o = np.argsort(part.hashes, kind="stable")
         lines, xs, index = lines[o], xs[o], index[o]
     pdv = part.sums / part.wsum
+    trials = None
+    if part.trial_sums is not None:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            trials = part.trial_sums / part.trial_wsum[:, None]
     if centered:
         lines = lines - lines[:, :1]
         pdv = pdv - pdv[0]
+        if trials is not None:
+            trials = trials - trials[:, :1]
     f = job.feature
     return ICEResult(feature=f, kind=job.kinds[f], grid=job.grid, pd=pdv, lines=lines, line_x=xs, line_index=index,
                      centered=bool(centered), engine="tree" if use_tree(pred, (f,), job.kinds) else "predict",
                      response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
-                     weight_sum=part.wsum, path=path, params=params)
+                     weight_sum=part.wsum, path=path, params=params, trials_pd=trials)
 
 
 @validate_params({
@@ -283,6 +311,7 @@ def finish_ice(job: ICEJob, part: _ICEPartial, pred, *, centered: bool, params: 
     "path": [str, os.PathLike, None],
     "id_columns": [ColumnNames(), None],
     "overwrite": ["boolean"],
+    **TRIAL_CONSTRAINTS,
 })
 def ice(
     model,
@@ -308,6 +337,10 @@ def ice(
     progress=None,
     storage_options=None,
     filters=None,
+    n_trials: int = 1,
+    bootstrap: bool = True,
+    subsample_size: float = 0.75,
+    band=(0.05, 0.95),
 ) -> ICEResult:
     """ICE curves of ``feature`` for every row of ``data`` (see the module docstring).
 
@@ -334,6 +367,10 @@ def ice(
         Allow ``path`` to exist (its ``part.*`` files are replaced).
     sample_weight : str or array, optional
         Weights for the PD (the lines are unweighted).
+    n_trials, bootstrap, subsample_size, band
+        T > 1: bootstrap trials of the PD (centred when ``centered``) in the same pass, as
+        :func:`daskpd.partial_dependence`, seeded by ``random_state``: ``trials_pd``,
+        ``band()``, ``pd_std, pd_lo, pd_hi`` in ``to_frame()``.  The lines are not resampled.
 
     Returns
     -------
@@ -366,11 +403,12 @@ def ice(
         meta = ddf._meta.assign(**{PART_COLUMN: np.int32(0)})
         ddf = ddf.map_partitions(_tag, meta=meta)
     job = ICEJob(feature, g, run.kinds, n_lines, random_state, path, id_columns, storage_options)
-    plan = Plan([job], predictor=run.predictor, weight=run.weight, batch_rows=batch_rows)
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
+    plan = Plan([job], predictor=run.predictor, weight=run.weight, batch_rows=batch_rows, trials=trials)
     (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-ice")
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "n_lines": n_lines,
               "random_state": random_state, "sample_weight": run.weight, "model": run.predictor.describe(),
-              "custom_grid": bool(grid), "id_columns": id_columns}
+              "custom_grid": bool(grid), "id_columns": id_columns, **trial_params(trials, band)}
     res = finish_ice(job, part, run.predictor, centered=centered, params=params, path=path)
     if path is not None:
         import fsspec

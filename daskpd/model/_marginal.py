@@ -27,11 +27,12 @@ from .._validation import NO_VALIDATION, POSITIVE_INT, StrOptions, validate_para
 from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from ..results import CurveResult
+from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
 from .._data.request import open_request
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks
 from ._common import BinStats, level_codes
-from ._passes import Plan, run_jobs
+from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params
 from ._predictor import resolve_predictor
 from ._setup import MODEL_CONSTRAINTS, check_features, check_weight, model_available, open_model_data
 
@@ -63,10 +64,25 @@ class MarginalResult(CurveResult):
     n_bad_y: int = 0
     binning: str = "quantile"
     params: dict = field(default_factory=dict)
+    trials_pd: np.ndarray | None = None  # (n_trials, bins): the bins' means (of pd's quantity) per bootstrap trial
 
     @property
     def pd(self) -> np.ndarray:
         return self.y_mean if self.y_mean is not None else self.pred_mean
+
+    @property
+    def n_trials(self) -> int:
+        return 1 if self.trials_pd is None else len(self.trials_pd)
+
+    def band(self) -> dict | None:
+        """``{"std", "lo", "hi", "n"}`` of the bins' means over the trials (the bins
+        fixed), None without trials (see :func:`daskpd.results.curves.trial_band`)."""
+        if self.trials_pd is None:
+            return None
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)))
+
+    def summary(self) -> str:
+        return super().summary() + band_note(self)
 
     def __repr__(self) -> str:
         return (f"MarginalResult(feature={self.feature!r}, bins={len(self.x)}, target={self.target!r}, "
@@ -76,7 +92,7 @@ class MarginalResult(CurveResult):
         """``pd`` is the mean target (else the mean prediction); the bins' edges, weights,
         means and spreads follow."""
         extra = {"lo": self.lo, "hi": self.hi, "weight": self.weight, "y_mean": self.y_mean, "y_std": self.y_std,
-                 "pred_mean": self.pred_mean, "pred_std": self.pred_std}
+                 "pred_mean": self.pred_mean, "pred_std": self.pred_std, **band_columns(self.band())}
         return {"positions": self.x, "pd": self.pd, "count": self.count.astype("int64"), "extra": extra}
 
     def metadata(self) -> dict:
@@ -108,13 +124,16 @@ class _MFeat:
     n_rows: int
     n_missing: int
     n_bad_y: int
+    trials: np.ndarray | None = None  # (T, 2, bins): trial weights and weighted values of pd's quantity
 
     @classmethod
     def merge(cls, parts):
         y = None if parts[0].y is None else BinStats.merge_all([p.y for p in parts])
         pr = None if parts[0].p is None else BinStats.merge_all([p.p for p in parts])
+        tr = None if parts[0].trials is None else np.sum([p.trials for p in parts], axis=0)
         return cls(y, pr, np.sum([p.xw for p in parts], axis=0), np.sum([p.w for p in parts], axis=0),
-                   np.sum([p.n for p in parts], axis=0), **sum_fields(parts, "n_rows", "n_missing", "n_bad_y"))
+                   np.sum([p.n for p in parts], axis=0), **sum_fields(parts, "n_rows", "n_missing", "n_bad_y"),
+                   trials=tr)
 
 
 @dataclass
@@ -175,8 +194,13 @@ class MarginalJob:
             ys = BinStats.of(k, y_all[rows], wr, K) if y_all is not None else None
             ps = BinStats.of(k, pred_all[rows], wr, K) if pred_all is not None else None
             xw = np.bincount(k, weights=ww * x[rows], minlength=K) if x is not None else np.zeros(K)
+            tr = None
+            if ctx.n_sets > 1:  # bootstrap trials: the trial-weighted sums of pd's quantity per bin
+                v = y_all[rows] if y_all is not None else pred_all[rows]
+                tr = trial_bin_sums(ctx, k, v, rows, K)
             out[sp.feature] = _MFeat(ys, ps, xw, np.bincount(k, weights=ww, minlength=K),
-                                     np.bincount(k, minlength=K).astype("float64"), ctx.n, int(miss.sum()), n_bad_y)
+                                     np.bincount(k, minlength=K).astype("float64"), ctx.n, int(miss.sum()), n_bad_y,
+                                     tr)
         return _MPartial(out)
 
 
@@ -218,13 +242,18 @@ def finish_marginal(sp: _MSpec, part: _MFeat, *, target, response, binning, para
 
     y = part.y
     p = part.p
+    trials = None
+    if part.trials is not None:
+        W, S = part.trials[:, 0, :], part.trials[:, 1, :]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            trials = np.where(W > 0, S / np.where(W > 0, W, 1), np.nan)[:, keep]
     return MarginalResult(
         feature=sp.feature, kind=sp.kind, x=x[keep], lo=sel(lo), hi=sel(hi), count=part.n[keep], weight=part.w[keep],
         y_mean=None if y is None else y.mean[keep], y_std=None if y is None else y.std()[keep],
         pred_mean=None if p is None else p.mean[keep], pred_std=None if p is None else p.std()[keep],
         target=target, response=response, n_rows=part.n_rows, n_missing=part.n_missing, n_bad_y=part.n_bad_y,
         binning=binning if sp.mode == "edges" else ("distinct values" if sp.mode == "values" else "levels"),
-        params=params)
+        params=params, trials_pd=trials)
 
 
 def rows_with_finite(df: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -241,6 +270,7 @@ def rows_with_finite(df: pd.DataFrame, column: str) -> pd.DataFrame:
     "model": NO_VALIDATION,  # None, or resolve_predictor
     "bins": [POSITIVE_INT],
     "binning": [StrOptions("quantile", "uniform")],
+    **TRIAL_CONSTRAINTS,
 })
 def marginal(
     data,
@@ -258,6 +288,11 @@ def marginal(
     progress=None,
     storage_options=None,
     filters=None,
+    n_trials: int = 1,
+    bootstrap: bool = True,
+    subsample_size: float = 0.75,
+    band=(0.05, 0.95),
+    random_state: int = 0,
 ):
     """Marginal plot (M-plot) of ``target`` and/or of ``model``'s prediction per bin of each feature.
 
@@ -280,6 +315,10 @@ def marginal(
         Weighted means and spreads.
     response, target_class, columns, categorical_features, progress, storage_options, filters
         As :func:`daskpd.partial_dependence`.
+    n_trials, bootstrap, subsample_size, band, random_state
+        T > 1: bootstrap trials in the same pass (as :func:`daskpd.partial_dependence`):
+        each bin's mean of the target (else of the prediction) re-weighted per trial, the
+        bins fixed; ``trials_pd``, ``band()`` and ``pd_std, pd_lo, pd_hi`` in ``to_frame()``.
 
     Returns
     -------
@@ -316,9 +355,11 @@ def marginal(
     ranks = {f: r for f, r in ranks.items() if r}
     stats = order_statistics(ddf_bins, sums, ranks, progress=progress) if ranks else {}
     specs = [marginal_spec(f, kinds[f], sums[f], bins, binning, stats.get(f, {})) for f in feats]
-    plan = Plan([MarginalJob(specs, target, pred is not None)], predictor=pred, weight=wcol)
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
+    plan = Plan([MarginalJob(specs, target, pred is not None)], predictor=pred, weight=wcol, trials=trials)
     (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-marginal")
-    params = {"bins": bins, "sample_weight": wcol, "model": pred.describe() if pred else None}
+    params = {"bins": bins, "sample_weight": wcol, "model": pred.describe() if pred else None,
+              **trial_params(trials, band)}
     out = {}
     for sp in specs:
         fp = part.feats[sp.feature]

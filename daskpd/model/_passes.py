@@ -8,17 +8,21 @@ combine itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 import pandas as pd
 
 from .._data.encode import as_float
 from .._engine import scheduler
+from .._engine.hashing import bootstrap_weights
 from .._engine.plan import Job, build_pass
 from .._errors import DataError
+from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, Interval, Percentiles
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, float_matrix
 
-__all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs"]
+__all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs", "Trials", "set_sums", "TRIAL_CONSTRAINTS", "trial_params",
+           "trial_bin_sums"]
 
 
 class ModelContext:
@@ -62,6 +66,93 @@ class ModelContext:
             self._X64 = float_matrix(self.df, self.plan.predictor.columns)
         return self._X64
 
+    # -- bootstrap trials (Plan.trials): one weight column per statistics set
+
+    @property
+    def n_sets(self) -> int:
+        return 1 + (self.plan.trials.n if self.plan.trials is not None else 0)
+
+    def set_weights(self) -> np.ndarray:
+        """``(rows, n_sets)`` float64: column 0 the rows' weights (1 without
+        ``sample_weight``), column t the same times trial t's bootstrap (or subsample)
+        weight, drawn from the seeded row hash of the model's input columns as the
+        StratPD scan draws them (so every method of one request, on any partitioning,
+        draws the same trials)."""
+        if getattr(self, "_W", None) is None:
+            w = self.weights
+            pred = self.plan.predictor
+            cols = list(pred.columns) if pred is not None else list(self.df.columns)
+            base = np.ones(self.n) if w is None else np.asarray(w, dtype="float64")
+            tr = self.plan.trials
+            if tr is None or tr.n == 0:
+                self._W = base[:, None]
+            else:
+                B = bootstrap_weights(self.df, cols, tr.n, tr.random_state, tr.fraction)
+                self._W = np.column_stack([base, B * base[:, None]])
+        return self._W
+
+
+#: the trials' parameters of every model-based function that has them
+TRIAL_CONSTRAINTS = {
+    "n_trials": [POSITIVE_INT],
+    "bootstrap": ["boolean"],
+    "subsample_size": [Interval(Real, 0, 1, closed="neither")],
+    "band": [Percentiles()],
+    "random_state": [NON_NEGATIVE_INT],
+}
+
+
+@dataclass(frozen=True)
+class Trials:
+    """Bootstrap trials riding a model pass: ``n`` weight sets besides the rows' own,
+    Poisson(1) (``fraction`` None) or 0/1 subsamples of that fraction, keyed by
+    ``random_state``.  The model is fixed: the trials measure the variability of an
+    average over the rows, not of the model."""
+
+    n: int
+    random_state: int = 0
+    fraction: float | None = None
+
+    @classmethod
+    def of(cls, n_trials: int, bootstrap: bool, subsample_size: float, random_state: int) -> "Trials | None":
+        """None for ``n_trials=1`` (no trial sets: today's pass, bit for bit)."""
+        if n_trials <= 1:
+            return None
+        return cls(int(n_trials), int(random_state), None if bootstrap else float(subsample_size))
+
+
+def trial_params(trials: "Trials | None", band) -> dict:
+    """What a result's ``params`` record of its trials (nothing without trials)."""
+    if trials is None:
+        return {}
+    return {"n_trials": trials.n, "bootstrap": trials.fraction is None, "subsample_size": trials.fraction,
+            "band": [float(band[0]), float(band[1])], "random_state": trials.random_state}
+
+
+def trial_bin_sums(ctx, idx, vals, rows_of, nbins, levels=None, nlevels=0):
+    """(T, 2 [+1], nbins): per trial, the sums of the trial weights and of the weighted
+    ``vals`` per bin ``idx`` (``rows_of``: the partition row of every value: an ALE's
+    local effects, a marginal plot's targets); with ``levels`` = (level, row) of every
+    used row, also the trial weight of each of ``nlevels`` levels (a categorical ALE's
+    centring)."""
+    W = ctx.set_weights()[:, 1:]
+    T = W.shape[1]
+    width = max(nbins, nlevels)
+    out = np.zeros((T, 2 if levels is None else 3, width))
+    for t in range(T):
+        wt = W[rows_of, t]
+        out[t, 0, :nbins] = np.bincount(idx, weights=wt, minlength=nbins)[:nbins]
+        out[t, 1, :nbins] = np.bincount(idx, weights=wt * vals, minlength=nbins)[:nbins]
+        if levels is not None:
+            out[t, 2, :nlevels] = np.bincount(levels[0], weights=W[levels[1], t], minlength=nlevels)[:nlevels]
+    return out
+
+
+def set_sums(R: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """``R`` (cells, rows) summed over rows with every weight set ``W`` (rows, sets):
+    ``(sets, cells)``."""
+    return (R @ W).T
+
 
 @dataclass
 class Plan:
@@ -69,6 +160,7 @@ class Plan:
     predictor: Predictor | None = None
     weight: str | None = None
     batch_rows: int = DEFAULT_BATCH_ROWS
+    trials: "Trials | None" = None  # bootstrap trials riding the pass (None: none)
 
 
 class ModelJob(Job):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import FONT, MAX_LABELS, count_bars, get_axes, short_label
+from .bands import draw_band_bars
 
 __all__ = ["plot_catstratpd"]
 
@@ -35,8 +36,11 @@ def _label(v) -> str:
 
 
 def plot_catstratpd(res, ax=None, *, kind: str = "auto", top_k: int = MAX_LABELS, label_k: int = 5,
-                    show_counts: bool = True, color="#1f4e8c", title: str | None = None):
-    """Draw ``res`` (a CatStratPDResult); returns the matplotlib Axes."""
+                    show_counts: bool = True, color="#1f4e8c", title: str | None = None, show_band: bool = True,
+                    show_trials: bool = False):
+    """Draw ``res`` (a CatStratPDResult); returns the matplotlib Axes.  With trials
+    (``n_trials > 1``) each category's band is an interval (``show_band``), and
+    ``show_trials`` adds every trial's effect as a dot."""
     if kind not in ("auto", "bar", "strip"):
         raise ValueError(f"kind must be 'auto', 'bar' or 'strip'; got {kind!r}")
     if not isinstance(top_k, (int, np.integer)) or top_k < 1:
@@ -47,16 +51,16 @@ def plot_catstratpd(res, ax=None, *, kind: str = "auto", top_k: int = MAX_LABELS
     labels = np.array([_label(v) for v in res.categories], dtype=object)
     count = np.asarray(res.count, dtype="float64")
     if kind == "bar":
-        ax = _bar(res, ax, ok, labels, count, top_k, show_counts, color)
+        ax = _bar(res, ax, ok, labels, count, top_k, show_counts, color, show_band, show_trials)
     else:
-        ax = _strip(res, ax, ok, labels, count, label_k, show_counts)
+        ax = _strip(res, ax, ok, labels, count, label_k, show_counts, show_band, show_trials)
     ax.set_title(title if title is not None else
                  f"CatStratPD: {res.target} vs {res.feature}" + (
                      f" ({res.n_groups} disjoint groups)" if res.n_groups > 1 else ""))
     return ax
 
 
-def _bar(res, ax, ok, labels, count, top_k, show_counts, color):
+def _bar(res, ax, ok, labels, count, top_k, show_counts, color, show_band=True, show_trials=False):
     shown = ok
     note = ""
     if len(ok) > top_k:
@@ -79,12 +83,14 @@ def _bar(res, ax, ok, labels, count, top_k, show_counts, color):
                     va="center", ha="left" if v >= 0 else "right", fontsize=FONT, color="#555")
         lo, hi = min(0.0, np.min(vals)), max(0.0, np.max(vals))
         ax.set_xlim(lo - 0.15 * span, hi + 0.2 * span)
+    if show_band or show_trials:
+        draw_band_bars(ax, res, y, shown, color="#c0392b", horizontal=True, show_trials=show_trials)
     ax.set_xlabel(f"partial dependence of {res.target}" + (" (mean-centred)" if res.centered else ""))
     ax.set_ylabel(res.feature + note)
     return ax
 
 
-def _strip(res, ax, ok, labels, count, label_k, show_counts):
+def _strip(res, ax, ok, labels, count, label_k, show_counts, show_band=True, show_trials=False):
     ax = get_axes(ax, figsize=(9, 4.5))
     order = ok[np.argsort(res.pd[ok], kind="stable")]
     x = np.arange(len(order))
@@ -102,6 +108,8 @@ def _strip(res, ax, ok, labels, count, label_k, show_counts):
         # rows per category: separate light bars in the bottom quarter, a log axis when skewed
         count_bars(ax, x, c, label="rows", log=bool(c.max() > 50 * max(1.0, np.median(c))), ranks=True)
     ax.scatter(x, vals, s=size, c=colors, alpha=0.8, linewidths=0)
+    if show_band or show_trials:
+        draw_band_bars(ax, res, x, order, color="#c0392b", show_trials=show_trials)
     if res.n_groups > 1:
         _group_legend(ax, groups, c)
     # name the label_k lowest and highest categories, fanned out so that they do not overlap

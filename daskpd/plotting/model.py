@@ -10,6 +10,7 @@ import numpy as np
 
 from ._base import (MAX_LABELS, SEPARATE_BARS, count_bars, fit_figure, get_axes, label_categories, new_figure,
                     short_label, unnamed_note)
+from .bands import draw_band, draw_band_bars
 
 __all__ = ["plot_pd", "plot_ice", "plot_ale", "plot_ale2d", "plot_marginal", "plot_pd_variance", "plot_comparison"]
 
@@ -65,9 +66,11 @@ def _labels(values):
 
 
 def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", levels: int = 12, title=None,
-            target=None):
+            target=None, show_band: bool = True, show_trials: bool = False):
     """1-way PD: a line (numeric) or points with bars (categorical; bars from 0, or from
-    the categories' mean when every value is far from 0).  2-way PD: ``kind="contour"``
+    the categories' mean when every value is far from 0); with trials (``n_trials > 1``)
+    its band, shaded or as intervals (``show_band``), and every trial with
+    ``show_trials``.  2-way PD: ``kind="contour"``
     (filled contours, numeric pairs, the default) or ``"heatmap"``.  ``target`` names the
     target on the value axis."""
     if kind not in ("auto", "line", "heatmap", "contour"):
@@ -85,11 +88,14 @@ def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", le
             ax.plot(pos, y, "o", color=color, ms=2.5 if many else 6)
             hidden = label_categories(ax, pos, _labels(x), priority=np.abs(np.asarray(y, dtype=float) - base))
             ax.set_xlim(-0.6, len(x) - 0.4)
+            if show_band or show_trials:
+                draw_band_bars(ax, res, pos, color=color, show_trials=show_trials)
             if base != 0:
                 ax.legend(loc="best", fontsize="small")
             ax.set_xlabel(res.features[0] + unnamed_note(hidden, "effects"))
         else:
             ax.plot(x, y, "-", color=color, lw=2, marker="." if len(x) < 40 else None)
+            draw_band(ax, res, x, color=color, show_band=show_band, show_trials=show_trials)
             ax.set_xlabel(res.features[0])
         ax.set_ylabel(_ylabel(res, target=target))
         ax.set_title(title if title is not None else f"PD ({res.method}): {res.features[0]}")
@@ -146,9 +152,11 @@ def plot_ice(res, ax=None, *, max_lines: int | None = None, line_color="#7a8fa6"
     return ax
 
 
-def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None, target=None):
+def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None, target=None,
+             show_band: bool = True, show_trials: bool = False):
     """ALE curve (numeric: at the bin edges; categorical: per ordered level) and the rows
-    per bin.  A 2-D ALE result is drawn by :func:`plot_ale2d`."""
+    per bin; with trials (``n_trials > 1``) its band (``show_band``) and every trial
+    (``show_trials``).  A 2-D ALE result is drawn by :func:`plot_ale2d`."""
     if getattr(res, "x2", None) is not None:
         return plot_ale2d(res, ax=ax, title=title, target=target)
     cat = res.kind == "categorical"
@@ -156,6 +164,10 @@ def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None,
     x = np.arange(len(res.x)) if cat else np.asarray(res.x, dtype=float)
     ax.plot(x, res.ale, "-o" if len(x) < 40 else "-", color=color, lw=2 if len(x) <= SEPARATE_BARS else 1.2, ms=4,
             label="ALE")
+    if cat and (show_band or show_trials):
+        draw_band_bars(ax, res, x, color=color, show_trials=show_trials)
+    elif not cat:
+        draw_band(ax, res, x, color=color, show_band=show_band, show_trials=show_trials)
     if show_counts:
         if cat:
             count_bars(ax, x, res.count, label="rows", ranks=True)

@@ -4,10 +4,12 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import count_bars, get_axes
+from .bands import draw_band
 
 
 def plot_stratpd(res, ax=None, *, show_segments: bool = True, show_counts: bool = True, color="#1f4e8c",
-                 segment_color="#9ab", title: str | None = None):
+                 segment_color="#9ab", title: str | None = None, show_band: bool = True,
+                 show_trials: bool = False):
     """The curve; optionally a sample of per-leaf slope segments and the rows per x.
 
     The curve is solid over the intervals that have a slope and a dashed flat step over
@@ -15,7 +17,9 @@ def plot_stratpd(res, ax=None, *, show_segments: bool = True, show_counts: bool 
     under ``few_slopes="flat"``): the data say nothing about how y moves there.
     Segments are drawn from the curve's value at their left end with the leaf's slope,
     so their fan shows how much the leaves disagree.  Counts go on a twin axis as
-    separate light bars in the bottom quarter of the axes.
+    separate light bars in the bottom quarter of the axes.  A result with trials
+    (``n_trials > 1``) gets its band shaded (``show_band``) and, with ``show_trials``,
+    every trial's curve (stratx's ``show_all_pdp``).
     """
     ax = get_axes(ax)
     sup = res.supported & np.isfinite(res.pd)
@@ -36,6 +40,9 @@ def plot_stratpd(res, ax=None, *, show_segments: bool = True, show_counts: bool 
     for k, (a, b) in enumerate(gaps):
         ax.plot([res.x[a], res.x[b]], [res.pd[a], res.pd[b]], "--", color=color, lw=1.2, alpha=0.7,
                 label="no slope (flat step)" if k == 0 else None)
+    drawn = draw_band(ax, res, res.x, color=color, show_band=show_band, show_trials=show_trials, where=sup)
+    if drawn is not None and len(drawn[0]):
+        y = np.concatenate([y, drawn[0], drawn[1]])  # the limits below cover the band
     if show_counts and len(res.x):
         # separate bars in the bottom quarter (a step outline beyond 400 positions)
         count_bars(ax, res.x, res.count, label="rows per bin" if res.binned else "rows per x")

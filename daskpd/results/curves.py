@@ -16,11 +16,76 @@ import numpy as np
 
 from .base import CurveResult
 
-__all__ = ["StratPDResult", "interval_slopes", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES"]
+__all__ = ["StratPDResult", "interval_slopes", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES", "DEFAULT_BAND", "trial_band",
+           "flat_within_band", "band_columns", "band_note"]
 
 #: what an interval with 0 < slope_count < min_slopes_per_x contributes (see :func:`interval_slopes`)
 FEW_SLOPES_RULES = ("interpolate", "flat")
 DEFAULT_FEW_SLOPES = "interpolate"
+
+
+#: the default percentile interval of a curve's trials (a 90 % band)
+DEFAULT_BAND = (0.05, 0.95)
+
+
+def trial_band(trials, band=DEFAULT_BAND, anchor: int | None = None) -> dict:
+    """The summary band of a curve's trial curves (``trials``: ``(T, positions...)``).
+
+    ``anchor``: the position the curve is 0 at (StratPD's first supported position,
+    CatStratPD's lowest category); every trial is shifted to 0 there first, and a trial
+    with no value there is left out.  Returns ``{"std", "lo", "hi", "n"}`` per position:
+    the standard deviation over trials (ddof=1), the ``band`` percentiles (numpy's
+    linear interpolation) and the number of trials with a value; NaN where fewer than
+    two trials have one.
+    """
+    T = np.asarray(trials, dtype="float64")
+    if anchor is not None and T.size:
+        flat = T.reshape(len(T), -1)
+        flat = flat - flat[:, [int(anchor)]]  # a trial without the anchor becomes all NaN
+        T = flat.reshape(T.shape)
+    n = np.isfinite(T).sum(axis=0) if T.size else np.zeros(T.shape[1:], dtype=int)
+    with warnings.catch_warnings():  # positions with < 2 trials: NaN, quietly
+        warnings.simplefilter("ignore", RuntimeWarning)
+        std = np.nanstd(T, axis=0, ddof=1) if len(T) > 1 else np.full(T.shape[1:], np.nan)
+        lo, hi = (np.nanquantile(T, q, axis=0) if len(T) else np.full(T.shape[1:], np.nan) for q in band)
+    few = n < 2
+    for a in (std, lo, hi):
+        a[few] = np.nan
+    return {"std": std, "lo": lo, "hi": hi, "n": n}
+
+
+def flat_within_band(pd_values, lo, hi) -> bool | None:
+    """Whether the band is wider than the curve's range: the widest interval of the band
+    is at least ``max(pd) - min(pd)`` over the positions that have one.  Then the band
+    could hold a flat line as well as the curve, and the curve is not distinguishable
+    from flat.  None when no position has a band."""
+    y = np.asarray(pd_values, dtype="float64")
+    lo, hi = np.asarray(lo, dtype="float64"), np.asarray(hi, dtype="float64")
+    ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(y)
+    if not ok.any():
+        return None
+    return bool(np.max(hi[ok] - lo[ok]) >= np.max(y[ok]) - np.min(y[ok]))
+
+
+def band_columns(b: dict | None) -> dict:
+    """The frame columns of a band: ``pd_std``, ``pd_lo``, ``pd_hi`` (empty without one)."""
+    if b is None:
+        return {}
+    return {"pd_std": b["std"], "pd_lo": b["lo"], "pd_hi": b["hi"]}
+
+
+def band_note(res) -> str:
+    """The summary's words about a curve's band (``res.band()``): its level and trials,
+    and the flat flag; empty without a band."""
+    b = res.band()
+    if b is None:
+        return ""
+    band, n_trials, pd_values = res.params.get("band", DEFAULT_BAND), res.n_trials, res.pd
+    level = f"{100 * (band[1] - band[0]):.0f}%"
+    note = f"\n  {level} band over {n_trials} trials"
+    if flat_within_band(pd_values, b["lo"], b["hi"]):
+        note += f": NOT distinguishable from flat (the {level} band is wider than the curve's range)"
+    return note
 
 
 def interval_slopes(ux, slope, slope_count, min_slopes_per_x, few_slopes=DEFAULT_FEW_SLOPES):
@@ -96,6 +161,33 @@ class StratPDResult(CurveResult):
 
     kind = "numeric"
 
+    # -- trials and their band (n_trials > 1)
+
+    @property
+    def trials_supported(self) -> np.ndarray | None:
+        """``(n_trials, len(x))``: where each trial's curve is estimated."""
+        return None if self.trials_pd is None else np.isfinite(self.trials_pd)
+
+    def _anchor(self) -> int | None:
+        sup = np.flatnonzero(self.supported & np.isfinite(self.pd))
+        return int(sup[0]) if len(sup) else None
+
+    def trial_curves(self) -> np.ndarray | None:
+        """The trial curves shifted to 0 at this curve's first supported position (as
+        ``pd`` is; NaN for a trial not supported there); None without trials."""
+        if self.trials_pd is None:
+            return None
+        a = self._anchor()
+        T = np.asarray(self.trials_pd, dtype="float64")
+        return T - T[:, [a]] if a is not None else T
+
+    def band(self) -> dict | None:
+        """``{"std", "lo", "hi", "n"}`` over the trials at every position (see
+        :func:`trial_band`; ``params["band"]`` the percentiles), None with fewer than 2 trials."""
+        if self.trials_pd is None or len(self.trials_pd) < 2:
+            return None
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), anchor=self._anchor())
+
     def __repr__(self) -> str:
         sup = int(self.supported.sum())
         return (f"StratPDResult(feature={self.feature!r}, target={self.target!r}, positions={len(self.x)}, "
@@ -103,11 +195,8 @@ class StratPDResult(CurveResult):
                 f"binned={self.binned})")
 
     def curve(self) -> dict:
-        extra = {"slope": self.slope, "slope_count": self.slope_count.astype("int64")}
-        if self.trials_pd is not None and len(self.trials_pd) > 1:
-            with warnings.catch_warnings():  # positions supported in < 2 trials: NaN, quietly
-                warnings.simplefilter("ignore", RuntimeWarning)
-                extra["pd_std"] = np.nanstd(self.trials_pd, axis=0, ddof=1)
+        extra = {"slope": self.slope, "slope_count": self.slope_count.astype("int64"),
+                 **band_columns(self.band())}
         return {"positions": self.x, "pd": self.pd, "count": self.count, "supported": self.supported,
                 "extra": extra}
 
@@ -134,7 +223,12 @@ class StratPDResult(CurveResult):
         lines.append(f"  {self.n_leaves} leaves; rows used {self.n_used:,} of {self.n_rows:,}; ignored "
                      f"{self.n_ignored:,} in single-x leaves")
         lines.append(f"  dropped {self.n_missing_x:,} missing x, {self.n_bad_y:,} missing/inf y")
-        return "\n".join(lines)
+        return "\n".join(lines) + band_note(self)
+
+    @property
+    def n_trials(self) -> int:
+        """Trials run (1: the curve alone, no band)."""
+        return 1 if self.trials_pd is None else len(self.trials_pd)
 
     def intervals(self):
         """``(used, defined)`` per interval [x_i, x_{i+1}): the slope the curve was

@@ -1,0 +1,244 @@
+#!/usr/bin/env python
+"""The cost of bootstrap bands, and how often they cover the truth.
+
+    .venv/bin/python benchmarks/bench_bands.py --rows 1e7 [--trials 20] [--workers 2]
+        [--memory-limit 2.5GiB] [--grid 20] [--workdir DIR]
+    .venv/bin/python benchmarks/bench_bands.py --coverage [--seeds 40] [--n 2000] [--coverage-trials 20,100]
+
+**Cost.** Writes ``--rows`` rows of :class:`daskpd.datasets.Lake` as parquet files of
+500,000 rows into ``--workdir`` (default: ``daskpd-bench`` under the system's temporary
+directory, or ``$DASKPD_BENCH_DIR``; reused when already there), then in a fresh
+process with a ``LocalCluster(n_workers=W, threads_per_worker=1, memory_limit=...)`` on
+127.0.0.1 (every process warmed up first: imports and numba kernels loaded) times, in
+this order:
+
+* StratPD/CatStratPD curves and importances of every feature
+  (``daskpd.strat_curves_and_importances(lake, "y", categorical=["k5000"],
+  n_trials=T)``), T = 1 then ``--trials``;
+* a 3-feature Friedman PD (x1, x3, x5; ``grid_resolution=--grid``) of a
+  ``HistGradientBoostingRegressor`` (50 trees) fitted on 100,000 rows of the lake's
+  numeric columns, ``n_trials`` = 1 then ``--trials``;
+
+and prints the wall times and the ratio trials / one (the goal: at most 1.5x).
+
+**Coverage** (``--coverage``, in memory, dask's threads): over ``--seeds`` data sets of
+``--n`` rows with a known generator, how often the 90 % band holds the true curve:
+StratPD (numeric feature x1) and CatStratPD (4 levels) of
+``y = 0.5 x1^2 + 4 x2 + effect[c] + N(0, 1)``, with x2 discrete (the stratifying tree
+can separate it exactly) and with x2 continuous (the tree approximates it: the band is
+of the rows given the tree, and does not hold the bias of the stratification); and the
+Friedman PD of the fixed model ``f = x1^2 + 3 x1 x2 + sin(4 x2)`` against its exact PD
+on the population.  Each for every T in ``--coverage-trials``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROWS_PER_FILE = 500_000
+PD_FEATURES = ["x1", "x3", "x5"]
+
+
+def write_lake(rows: int, workdir: str) -> str:
+    from daskpd.datasets import Lake, write_parquet
+
+    path = os.path.join(workdir, f"lake-{rows}")
+    if not os.path.isdir(path):
+        t0 = time.perf_counter()
+        write_parquet(Lake(random_state=0), rows, path, rows_per_file=ROWS_PER_FILE, overwrite=False)
+        print(f"# wrote {rows:,} rows to {path} in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    return path
+
+
+def numeric_columns():
+    from daskpd.datasets import Lake
+
+    return [f for f in Lake.features if f not in Lake.categorical]
+
+
+def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fit_rows: int) -> dict:
+    import glob
+    import warnings
+
+    import pandas as pd
+    from distributed import Client, LocalCluster
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    import daskpd
+    from daskpd.datasets import Lake
+
+    warnings.simplefilter("ignore")
+    cols = numeric_columns()
+    fit = Lake(random_state=1).frame(fit_rows)
+    model = HistGradientBoostingRegressor(max_iter=50, random_state=0).fit(fit[cols], fit["y"])
+    client = cluster = None
+    if workers:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit=memory_limit, processes=True,
+                               host="127.0.0.1", dashboard_address=None)
+        client = Client(cluster)
+    else:  # --workers 0: dask's threads
+        import dask
+
+        dask.config.set(scheduler="threads", num_workers=2)
+    rec = {"workers": workers, "memory_limit": memory_limit, "trials": trials, "grid": grid}
+    # warm up every process (imports, numba kernels), on two files
+    first = sorted(glob.glob(os.path.join(path, "*.parquet")))[:2]
+    small = pd.concat([pd.read_parquet(f) for f in first]).head(20_000)
+    for t in (1, 2):
+        daskpd.strat_curves_and_importances(small, "y", categorical=["k5000"], n_trials=t, progress=False,
+                                            sample_size=5_000)
+        daskpd.partial_dependence(model, small[cols], PD_FEATURES, grid_resolution=5, n_trials=t, progress=False)
+    for t in (1, trials):
+        t0 = time.perf_counter()
+        res = daskpd.strat_curves_and_importances(path, "y", categorical=["k5000"], n_trials=t, progress=False)
+        rec[f"strat_{t}_s"] = time.perf_counter() - t0
+        rec[f"strat_{t}_buckets"] = next(iter(res.curves.values())).params.get("n_buckets")
+        print(f"# importances, n_trials={t}: {rec[f'strat_{t}_s']:.1f} s", file=sys.stderr, flush=True)
+    for t in (1, trials):
+        t0 = time.perf_counter()
+        daskpd.partial_dependence(model, path, PD_FEATURES, grid_resolution=grid, n_trials=t, progress=False,
+                                  columns=cols)
+        rec[f"pd_{t}_s"] = time.perf_counter() - t0
+        print(f"# partial_dependence, n_trials={t}: {rec[f'pd_{t}_s']:.1f} s", file=sys.stderr, flush=True)
+    if client is not None:
+        client.close()
+        cluster.close()
+    return rec
+
+
+# ---------------------------------------------------------------------------------
+# coverage
+
+
+EFFECTS = (0.0, 1.0, 3.0, 2.5)
+
+
+def _strat_data(seed: int, n: int, discrete: bool):
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    x1 = rng.integers(0, 11, n).astype(float)
+    x2 = rng.integers(0, 5, n) / 4 if discrete else rng.uniform(0, 1, n)
+    c = rng.integers(0, 4, n)
+    y = 0.5 * x1 ** 2 + 4 * x2 + np.asarray(EFFECTS)[c] + rng.normal(0, 1, n)
+    return pd.DataFrame({"x1": x1, "x2": x2, "c": c.astype(str), "y": y})
+
+
+def _pd_model(d):
+    import numpy as np
+
+    x1, x2 = d["x1"].to_numpy(float), d["x2"].to_numpy(float)
+    return x1 ** 2 + 3 * x1 * x2 + np.sin(4 * x2)
+
+
+def coverage(seeds: int, n: int, trials_list) -> list:
+    import warnings
+
+    import numpy as np
+    import pandas as pd
+
+    import daskpd
+
+    warnings.simplefilter("ignore")
+    eff = np.asarray(EFFECTS)
+    out = []
+    for T in trials_list:
+        for design in ("x2 discrete", "x2 continuous"):
+            hits = {"StratPD x1": [0, 0], "CatStratPD c": [0, 0]}
+            t0 = time.perf_counter()
+            for seed in range(seeds):
+                res = daskpd.strat_curves_and_importances(_strat_data(seed, n, design == "x2 discrete"), "y",
+                                                          categorical=["c"], n_trials=T, random_state=seed,
+                                                          progress=False)
+                for name, f in (("StratPD x1", "x1"), ("CatStratPD c", "c")):
+                    r = res.curves[f]
+                    b = r.band()
+                    if f == "x1":
+                        a = int(np.flatnonzero(r.supported)[0])
+                        truth = 0.5 * r.x ** 2 - 0.5 * r.x[a] ** 2
+                    else:
+                        truth = eff[np.asarray(r.categories).astype(int)]
+                        truth = truth - truth[int(np.argmin(r.pd))]
+                    ok = np.isfinite(b["lo"]) & (b["hi"] > b["lo"])
+                    hits[name][0] += int(((truth[ok] >= b["lo"][ok]) & (truth[ok] <= b["hi"][ok])).sum())
+                    hits[name][1] += int(ok.sum())
+            for name, (h, m) in hits.items():
+                out.append({"curve": name, "design": design, "trials": T, "coverage": h / m, "positions": m,
+                            "seconds": time.perf_counter() - t0})
+        h = m = 0
+        t0 = time.perf_counter()
+        for seed in range(seeds):
+            rng = np.random.default_rng(seed)
+            d = pd.DataFrame({"x1": rng.uniform(0, 1, n), "x2": rng.uniform(0, 1, n)})
+            r = daskpd.partial_dependence(_pd_model, d, "x1", grid={"x1": np.linspace(0, 1, 11)}, n_trials=T,
+                                          random_state=seed, progress=False)
+            v = r.grid_values[0]
+            truth = v ** 2 + 1.5 * v + (1 - np.cos(4.0)) / 4
+            b = r.band()
+            h += int(((truth >= b["lo"]) & (truth <= b["hi"])).sum())
+            m += len(v)
+        out.append({"curve": "Friedman PD x1", "design": "fixed model", "trials": T, "coverage": h / m,
+                    "positions": m, "seconds": time.perf_counter() - t0})
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=float, default=1e7)
+    ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--workers", type=int, default=2, help="worker processes of the LocalCluster (0: dask's threads)")
+    ap.add_argument("--memory-limit", default="2.5GiB")
+    ap.add_argument("--grid", type=int, default=20, help="grid_resolution of the 3-feature PD")
+    ap.add_argument("--fit-rows", type=float, default=1e5)
+    ap.add_argument("--workdir", default=os.environ.get("DASKPD_BENCH_DIR", os.path.join(tempfile.gettempdir(),
+                                                                                        "daskpd-bench")))
+    ap.add_argument("--coverage", action="store_true", help="measure the bands' coverage instead of their cost")
+    ap.add_argument("--seeds", type=int, default=40)
+    ap.add_argument("--n", type=float, default=2000)
+    ap.add_argument("--coverage-trials", default="20,100")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    print(f"# {os.cpu_count()} cores, command: {' '.join([sys.argv[0], *(argv or sys.argv[1:])])}", flush=True)
+    if a.coverage:
+        recs = coverage(a.seeds, int(a.n), [int(t) for t in a.coverage_trials.split(",")])
+        print(f"\n| curve | design | trials | coverage of the 90% band | positions ({a.seeds} seeds x "
+              f"{int(a.n):,} rows) |")
+        print("|---|---|---|---|---|")
+        for r in recs:
+            print(f"| {r['curve']} | {r['design']} | {r['trials']} | {r['coverage']:.3f} | {r['positions']} |")
+        return 0
+    if a.child:
+        print(json.dumps(child(**json.loads(a.child))), flush=True)
+        return 0
+    os.makedirs(a.workdir, exist_ok=True)
+    rows = int(a.rows)
+    path = write_lake(rows, a.workdir)
+    args = {"path": path, "workers": a.workers, "memory_limit": a.memory_limit, "trials": a.trials, "grid": a.grid,
+            "fit_rows": int(a.fit_rows)}
+    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(args)], stdout=subprocess.PIPE, text=True)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    if out.returncode != 0 or not lines:
+        print("failed (its errors are above):", "\n".join(out.stdout.strip().splitlines()[-8:]))
+        return 1
+    r = json.loads(lines[-1])
+    print(json.dumps(r), flush=True)
+    T = a.trials
+    where = f"{a.workers} workers x {a.memory_limit}" if a.workers else "dask's threads (2)"
+    print(f"\n| {rows:,} rows, {where} | n_trials=1 s | n_trials={T} s | ratio |")
+    print("|---|---|---|---|")
+    print(f"| importances of every feature (StratPD/CatStratPD) | {r['strat_1_s']:.1f} | {r[f'strat_{T}_s']:.1f} | "
+          f"{r[f'strat_{T}_s'] / r['strat_1_s']:.2f}x |")
+    print(f"| Friedman PD, 3 features, grid {a.grid} | {r['pd_1_s']:.1f} | {r[f'pd_{T}_s']:.1f} | "
+          f"{r[f'pd_{T}_s'] / r['pd_1_s']:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

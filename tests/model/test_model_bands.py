@@ -1,0 +1,204 @@
+"""Bootstrap bands of the model-based curves (the model fixed, the rows re-weighted in
+the same pass): PD's band covers the model's exact PD on the population at about its
+nominal level; every trial equals the weighted average with that trial's weights
+(PD and ALE); trials are reproducible and independent of the partitioning and the
+scheduler; n_trials=1 is today's pass."""
+from __future__ import annotations
+
+import warnings
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+import daskpd
+from daskpd import InvalidParameterError
+from daskpd._engine.hashing import bootstrap_weights
+
+pytestmark = pytest.mark.usefixtures("one_openmp_thread")
+
+
+def model(d: pd.DataFrame) -> np.ndarray:
+    """f(x1, x2) = x1^2 + 3 x1 x2 + sin(4 x2): its PD in x1 over x2 ~ U(0, 1) is
+    v^2 + 1.5 v + (1 - cos 4) / 4, exactly."""
+    x1, x2 = d["x1"].to_numpy(float), d["x2"].to_numpy(float)
+    return x1 ** 2 + 3 * x1 * x2 + np.sin(4 * x2)
+
+
+def truth(v):
+    return v ** 2 + 1.5 * v + (1 - np.cos(4.0)) / 4
+
+
+def make(seed: int, n: int = 2_000) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"x1": rng.uniform(0, 1, n), "x2": rng.uniform(0, 1, n)})
+
+
+GRID = {"x1": np.linspace(0.0, 1.0, 6)}
+
+
+@pytest.fixture(scope="module")
+def df():
+    return make(0, 1_000)
+
+
+def test_pd_band_covers_the_population_pd():
+    """25 seeds x 2,000 rows, 60 trials: the 90 % band holds the exact population PD at
+    80-97 % of the grid (the percentile interval of 60 trials covers about 0.87; the
+    docs' figure: benchmarks/bench_bands.py --coverage)."""
+    hits = n = 0
+    for seed in range(25):
+        r = daskpd.partial_dependence(model, make(seed), "x1", grid=GRID, n_trials=60, random_state=seed,
+                                      progress=False)
+        b = r.band()
+        t = truth(r.grid_values[0])
+        hits += int(((t >= b["lo"]) & (t <= b["hi"])).sum())
+        n += len(t)
+    assert 0.80 <= hits / n <= 0.97, hits / n
+
+
+def test_pd_trials_are_weighted_averages(df):
+    """Trial t is the PD weighted by trial t's bootstrap weights (the row hash of the
+    model's columns), and the band's columns are the trials' std and percentiles."""
+    r = daskpd.partial_dependence(model, df, "x1", grid=GRID, n_trials=5, random_state=7, progress=False)
+    W = bootstrap_weights(df, ["x1", "x2"], 5, 7)
+    for t in range(5):
+        ref = daskpd.partial_dependence(model, df, "x1", grid=GRID, sample_weight=W[:, t], progress=False)
+        np.testing.assert_allclose(r.trials_pd[t], ref.average, rtol=1e-12)
+    f = r.to_frame()
+    np.testing.assert_allclose(f["pd_std"], np.std(r.trials_pd, axis=0, ddof=1))
+    np.testing.assert_allclose(f["pd_lo"], np.quantile(r.trials_pd, 0.05, axis=0))
+    assert r.params["n_trials"] == 5 and "90% band over 5 trials" in r.summary()
+    # 2-way: one band per cell
+    r2 = daskpd.partial_dependence(model, df, ("x1", "x2"), grid={"x1": GRID["x1"], "x2": np.array([0.2, 0.8])},
+                                   n_trials=5, random_state=7, progress=False)
+    assert r2.trials_pd.shape == (5, 6, 2) and len(r2.to_frame()["pd_std"]) == 12
+
+
+def test_pd_tree_engine_trials(df):
+    """The tree engine's per-row curves summed with every weight set: each trial is the
+    weighted PD of the same engine."""
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    m = GradientBoostingRegressor(n_estimators=10, max_depth=3, random_state=0).fit(df, model(df))
+    r = daskpd.partial_dependence(m, df, "x1", grid=GRID, n_trials=3, random_state=1, method="brute", progress=False)
+    assert r.engine == "tree"
+    W = bootstrap_weights(df, ["x1", "x2"], 3, 1)
+    for t in range(3):
+        ref = daskpd.partial_dependence(m, df, "x1", grid=GRID, sample_weight=W[:, t], method="brute", progress=False)
+        np.testing.assert_allclose(r.trials_pd[t], ref.average, rtol=1e-12)
+
+
+def test_pd_n_trials_1_is_today(df):
+    one = daskpd.partial_dependence(model, df, "x1", grid=GRID, progress=False)
+    also = daskpd.partial_dependence(model, df, "x1", grid=GRID, n_trials=1, random_state=3, progress=False)
+    many = daskpd.partial_dependence(model, df, "x1", grid=GRID, n_trials=4, progress=False)
+    np.testing.assert_array_equal(one.average, also.average)
+    assert one.trials_pd is None and "pd_std" not in one.to_frame() and "band" not in one.params
+    np.testing.assert_allclose(many.average, one.average, rtol=1e-12)  # the same average, summed per weight set
+
+
+def test_ale_trials_are_weighted_ales(df):
+    """ALE trial t is the ALE with trial t's weights (same bins: unweighted quantiles)."""
+    r = daskpd.ale(model, df, "x1", bins=8, n_trials=4, random_state=2, progress=False)
+    W = bootstrap_weights(df, ["x1", "x2"], 4, 2)
+    for t in range(4):
+        ref = daskpd.ale(model, df, "x1", bins=8, sample_weight=W[:, t], progress=False)
+        np.testing.assert_allclose(r.trials_pd[t], ref.ale, rtol=1e-10, atol=1e-12)
+    one = daskpd.ale(model, df, "x1", bins=8, progress=False)
+    np.testing.assert_array_equal(r.ale, one.ale)  # the all-rows curve is today's
+    assert one.trials_pd is None and "pd_lo" in r.to_frame() and "pd_lo" not in one.to_frame()
+
+
+def test_ale_categorical_trials(df):
+    d = df.assign(c=np.where(df.x2 > 0.5, "hi", np.where(df.x2 > 0.2, "mid", "lo")))
+
+    def f(x):
+        return model(x) + np.where(x["c"].astype(str).to_numpy() == "hi", 2.0, 0.0)
+
+    r = daskpd.ale(f, d, "c", n_trials=4, random_state=2, progress=False)
+    W = bootstrap_weights(d, ["x1", "x2", "c"], 4, 2)
+    for t in range(4):
+        ref = daskpd.ale(f, d, "c", sample_weight=W[:, t], progress=False)
+        np.testing.assert_allclose(r.trials_pd[t], ref.ale, rtol=1e-10, atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def gbm(df):
+    """A scikit-learn model (the workers can unpickle it)."""
+    from sklearn.linear_model import LinearRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import PolynomialFeatures
+
+    return make_pipeline(PolynomialFeatures(2), LinearRegression()).fit(df, model(df))
+
+
+@pytest.fixture(scope="module")
+def pd_on_threads(df, gbm):
+    ddf = dd.from_pandas(df, npartitions=3)
+    kw = dict(grid=GRID, n_trials=5, random_state=4, progress=False, method="brute")
+    return {"mem": daskpd.partial_dependence(gbm, df, "x1", **kw),
+            "threads3": daskpd.partial_dependence(gbm, ddf, "x1", **kw),
+            "ale_mem": daskpd.ale(gbm, df, "x1", bins=8, n_trials=5, random_state=4, progress=False)}
+
+
+def test_trials_independent_of_partitioning_and_scheduler(df, gbm, pd_on_threads, client):
+    ddf = dd.from_pandas(df, npartitions=3)
+    kw = dict(grid=GRID, n_trials=5, random_state=4, progress=False, method="brute")
+    on_cluster = daskpd.partial_dependence(gbm, ddf, "x1", **kw)
+    ale_cluster = daskpd.ale(gbm, ddf, "x1", bins=8, n_trials=5, random_state=4, progress=False)
+    assert np.ptp(on_cluster.band()["std"]) > 0
+    np.testing.assert_array_equal(on_cluster.trials_pd, pd_on_threads["threads3"].trials_pd)
+    np.testing.assert_allclose(on_cluster.trials_pd, pd_on_threads["mem"].trials_pd, rtol=1e-12)
+    np.testing.assert_allclose(ale_cluster.trials_pd, pd_on_threads["ale_mem"].trials_pd, rtol=1e-10, atol=1e-12)
+
+
+def test_bad_trial_parameters(df):
+    with pytest.raises(InvalidParameterError, match="n_trials"):
+        daskpd.partial_dependence(model, df, "x1", n_trials=0)
+    with pytest.raises(InvalidParameterError, match="band"):
+        daskpd.ale(model, df, "x1", band=(0.5, 0.5))
+    with pytest.raises(InvalidParameterError, match="recursion"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from sklearn.tree import DecisionTreeRegressor
+
+            m = DecisionTreeRegressor(max_depth=3).fit(df, df.x1)
+            daskpd.partial_dependence(m, df, "x1", method="recursion", n_trials=3)
+
+
+def test_model_plots_draw_the_band(df):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PolyCollection
+
+    r = daskpd.partial_dependence(model, df, "x1", grid=GRID, n_trials=5, progress=False)
+    a = daskpd.ale(model, df, "x1", bins=8, n_trials=5, progress=False)
+    for res in (r, a):
+        ax = res.plot(show_trials=True)
+        assert any(isinstance(h, PolyCollection) and "90% band (5 trials)" in h.get_label() for h in ax.collections)
+        assert sum(line.get_label() == "trials" for line in ax.lines) == 1 and len(ax.lines) >= 6
+    plt.close("all")
+
+
+def test_marginal_trials_are_weighted_means(df):
+    d = df.assign(y=model(df))
+    r = daskpd.marginal(d, "x1", target="y", bins=5, n_trials=4, random_state=9, progress=False)
+    W = bootstrap_weights(d, ["x1", "y"], 4, 9)  # no model: the columns read (feature, target) are hashed
+    for t in range(4):
+        ref = daskpd.marginal(d, "x1", target="y", bins=5, sample_weight=W[:, t], progress=False)
+        np.testing.assert_allclose(r.trials_pd[t], ref.y_mean, rtol=1e-12)
+    assert "pd_hi" in r.to_frame() and r.band()["std"].shape == (5,)
+
+
+def test_ice_centred_pd_trials(df):
+    """ICE's centred PD: every trial is the weighted PD centred at the first grid value,
+    the same numbers as partial_dependence's trials, centred."""
+    r = daskpd.ice(model, df, "x1", grid=GRID["x1"], centered=True, n_lines=5, n_trials=4, random_state=6,
+                   progress=False)
+    p = daskpd.partial_dependence(model, df, "x1", grid=GRID, n_trials=4, random_state=6, progress=False)
+    np.testing.assert_allclose(r.trials_pd, p.trials_pd - p.trials_pd[:, :1], rtol=1e-12, atol=1e-12)
+    assert np.all(r.band()["std"][0] == 0) and "pd_lo" in r.to_frame()
