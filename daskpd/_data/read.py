@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .._errors import DataError
+from .gather import read_gathered, usable
 from .lake import apply_widening, inspect_lake, reconcile
 
 __all__ = ["CHUNK_ROWS", "CsvSource", "read_csv", "load", "check_columns", "column_names",
@@ -127,13 +128,24 @@ def _open_parquet(paths, storage_options, filters, label, partition_bytes=None):
     """(the lazy frame of every column, the lake's footers).  Every file's footer is read
     first (a damaged file is named); the filter columns must agree across the files now,
     the other columns when a projection reads them (:func:`project`).  Small files are
-    gathered into partitions (:func:`grouping`)."""
+    gathered into partitions (:func:`grouping`) planned from those footers
+    (:mod:`daskpd._data.gather`); other lakes are read by ``dask.dataframe.read_parquet``."""
     import dask.dataframe as dd
 
     lake = inspect_lake(paths, filter_columns(filters), storage_options, survey=True)
+    gather = grouping(lake, partition_bytes)
     try:
-        ddf = dd.read_parquet(paths, storage_options=storage_options, filters=filters,
-                              arrow_to_pandas=PartitionOptions(ARROW_TO_PANDAS), **grouping(lake, partition_bytes))
+        ddf = None
+        if gather:
+            import fsspec
+
+            first = paths if isinstance(paths, str) else paths[0]
+            fs, _ = fsspec.core.url_to_fs(first, **(storage_options or {}))
+            if usable(lake, paths, fs):
+                ddf = read_gathered(lake, paths, fs, filters, gather["blocksize"], ARROW_TO_PANDAS)
+        if ddf is None:
+            ddf = dd.read_parquet(paths, storage_options=storage_options, filters=filters,
+                                  arrow_to_pandas=PartitionOptions(ARROW_TO_PANDAS), **gather)
     except (OSError, ValueError, TypeError) as exc:  # pyarrow errors subclass these
         raise DataError(f"could not read parquet data from {label}: {type(exc).__name__}: {exc}") from exc
     return named(ddf, label), lake
