@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .lake import LakeSchema, index_columns
+from .lake import LakeSchema
 
 __all__ = ["PARQUET_EXTENSIONS", "Group", "GroupReader", "usable", "plan", "filter_expression", "read_gathered"]
 
@@ -42,6 +42,15 @@ class Group:
 
     pieces: tuple
 
+    def __dask_tokenize__(self):
+        return ("daskpd-parquet-group", _digest(repr(self.pieces)))
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
 
 def usable(lake: LakeSchema, paths, fs) -> bool:
     """Whether the files read the same way here as by ``dask.dataframe.read_parquet``:
@@ -49,7 +58,7 @@ def usable(lake: LakeSchema, paths, fs) -> bool:
     summary file (dask would read the lake through it)."""
     if any(not f.path.endswith(PARQUET_EXTENSIONS) for f in lake.files):
         return False
-    if index_columns(lake.files[0].schema):
+    if lake.files[0].layout[2]:
         return False
     roots = [paths] if isinstance(paths, str) else list(paths)
     for p in roots:
@@ -87,10 +96,9 @@ def plan(files, blocksize: int, keep=None) -> list[Group]:
     for f in files:
         if keep is not None and f.path not in keep:
             continue
-        md = f.metadata
-        rgs = [i for i in range(md.num_row_groups) if md.row_group(i).num_rows > 0]
-        for i in rgs:
-            size = md.row_group(i).total_byte_size
+        for i, (rows, size) in enumerate(f.row_groups):
+            if not rows:
+                continue
             if current and total + size > blocksize:
                 groups.append(current)
                 current, total = [], 0
@@ -207,43 +215,86 @@ class GroupReader:
         return clear_known_categories(meta, cols=cats) if cats else meta
 
     def __call__(self, group: Group, columns: Sequence[str] | None = None) -> pd.DataFrame:
-        import pyarrow.dataset as pds
-
         columns = list(self.schema.names) if columns is None else list(columns)
         fs = _arrow_fs(self.fs)
+        table = self._scan(group, columns, fs) if self.filters else self._read(group, columns, fs)
+        return self.to_pandas(table, columns)
+
+    def _partitioning(self):
+        import pyarrow.dataset as pds
+
+        return pds.HivePartitioning(pa.schema([self.schema.field(k) for k in self.keys])) if self.keys else None
+
+    def _read(self, group: Group, columns: list, fs) -> pa.Table:
+        """No filters: each file's row groups read with :mod:`pyarrow.parquet` (the
+        cheapest read of a small file), the hive keys added from its path."""
+        import pyarrow.dataset as pds
+        import pyarrow.parquet as pq
+
+        part = self._partitioning()
+        stored = [c for c in columns if c not in self.keys]
+        tables = []
+        for path, rgs, size in group.pieces:
+            with fs.open_input_file(path) as fh:
+                pf = pq.ParquetFile(fh)
+                if len(rgs) == pf.num_row_groups:
+                    t = pf.read(columns=stored, use_threads=False)
+                else:
+                    t = pf.read_row_groups(list(rgs), columns=stored, use_threads=False)
+            if part is not None:
+                values = pds.get_partition_keys(part.parse(path))
+                for k in self.keys:
+                    if k in columns:
+                        typ = self.schema.field(k).type
+                        t = t.append_column(pa.field(k, typ), pa.repeat(pa.scalar(values.get(k), typ), t.num_rows))
+            tables.append(t)
+        if len(tables) == 1:
+            return tables[0]
+        try:
+            return pa.concat_tables(tables)
+        except pa.ArrowInvalid:  # the same columns and types, written nullable by some files only
+            return pa.concat_tables(tables, promote_options="permissive")
+
+    def _scan(self, group: Group, columns: list, fs) -> pa.Table:
+        """Filters: the files as one :mod:`pyarrow.dataset` scan with the filter pushed
+        down (row groups skipped by their statistics, then rows)."""
+        import pyarrow.dataset as pds
+
         fmt = pds.ParquetFileFormat()
-        part = pds.HivePartitioning(pa.schema([self.schema.field(k) for k in self.keys])) if self.keys else None
+        part = self._partitioning()
         frags = [fmt.make_fragment(path, filesystem=fs, row_groups=list(rgs), file_size=size,
                                    partition_expression=part.parse(path) if part is not None else None)
                  for path, rgs, size in group.pieces]
         dset = pds.FileSystemDataset(frags, self.schema, fmt, fs)
-        expr = filter_expression(self.filters) if self.filters else None
-        table = dset.to_table(columns=columns, filter=expr, use_threads=False)
-        return self.to_pandas(table, columns)
+        return dset.to_table(columns=columns, filter=filter_expression(self.filters), use_threads=False)
 
 
 def read_gathered(lake: LakeSchema, paths, fs, filters, blocksize: int, arrow_to_pandas: dict):
     """The lazy frame of every column of ``lake`` (see the module docstring), or None
-    when a filter names a column the files lack (dask's reader names it); a
+    when a filter names a column the files lack or some hive keys are also stored in
+    the files (dask's reader says what is wrong); a
     ``ValueError`` for filters dask would refuse."""
     import dask
     import dask.dataframe as dd
     import pyarrow.dataset as pds
 
     files = ordered(lake)
-    afs = _arrow_fs(fs)
-    names = [f.path for f in files]
-    found = pds.dataset(names, filesystem=afs, format="parquet", partitioning="hive")
     schema = lake.files[0].schema.remove_metadata()
     keys: dict = {}
-    part_schema = found.partitioning.schema if found.partitioning is not None else pa.schema([])
-    dictionaries = found.partitioning.dictionaries if found.partitioning is not None else None
-    for i, fld in enumerate(part_schema):
-        if fld.name in schema.names:
-            continue
-        schema = schema.append(fld)
-        vals = dictionaries[i] if dictionaries else None
-        keys[fld.name] = pd.Index(vals.to_pandas()) if vals is not None and len(vals) else None
+    found = None
+    if any("=" in f.path for f in files):  # hive keys: found as dask's reader finds them
+        found = pds.dataset([f.path for f in files], filesystem=_arrow_fs(fs), format="parquet",
+                            partitioning="hive")
+        part_schema = found.partitioning.schema if found.partitioning is not None else pa.schema([])
+        dictionaries = found.partitioning.dictionaries if found.partitioning is not None else None
+        if 0 < len(set(part_schema.names) & set(schema.names)) < len(part_schema):
+            return None  # some hive keys also stored in the files: dask's reader refuses the lake
+        for i, fld in enumerate(part_schema):
+            if fld.name in schema.names:
+                continue
+            schema = schema.append(fld)
+            vals = dictionaries[i] if dictionaries else None
+            keys[fld.name] = pd.Index(vals.to_pandas()) if vals is not None and len(vals) else None
     schema = schema.with_metadata(lake.files[0].schema.metadata)
     expr = filter_expression(filters) if filters else None
     wanted = set(c for conj in ([filters] if filters and isinstance(filters[0][0], str) else (filters or []))
@@ -251,7 +302,7 @@ def read_gathered(lake: LakeSchema, paths, fs, filters, blocksize: int, arrow_to
     if wanted - set(schema.names):
         return None  # dask's reader names the column
     keep = None
-    if expr is not None and keys:
+    if expr is not None and keys and found is not None:
         keep = {f.path for f in found.get_fragments(filter=expr)}
     groups = plan(files, blocksize, keep)
     convert = dask.config.get("dataframe.convert-string")

@@ -115,8 +115,8 @@ def grouping(lake, partition_bytes: int | None) -> dict:
     files = lake.files
     if not partition_bytes or len(files) < GATHER_MIN_FILES:
         return {}
-    first = files[0].schema.remove_metadata()
-    if any(not f.schema.remove_metadata().equals(first) for f in files[1:]):
+    first = files[0].layout
+    if any(f.layout is not first for f in files):  # one layout: the same columns and types
         return {}
     mean = sum(f.data_bytes for f in files) / len(files)
     if mean * 4 > partition_bytes:
