@@ -166,20 +166,22 @@ class GroupReader:
     would make of it.  Holds no state that a read changes: one reader is shared by every
     partition, and pickles as its options."""
 
-    def __init__(self, fs, schema: pa.Schema, keys: dict, filters, arrow_to_pandas: dict, convert_string: bool):
+    def __init__(self, fs, schema: pa.Schema, keys: dict, filters, arrow_to_pandas: dict, convert_string: bool,
+                 categories: bool = True):
         self.fs = fs
         self.schema = schema  # the files' schema, then the hive keys (int32 or string)
         self.keys = keys  # hive key -> every value of it in the lake (a pandas Index)
         self.filters = filters
         self.arrow_to_pandas = dict(arrow_to_pandas)
         self.convert_string = convert_string
+        self.categories = categories
 
     def __dask_tokenize__(self):
         from dask.base import tokenize
 
         return ("daskpd-gathered-parquet", tokenize(self.fs), self.schema.to_string(),
                 [(k, None if v is None else list(v)) for k, v in self.keys.items()], repr(self.filters),
-                sorted(self.arrow_to_pandas.items()), self.convert_string)
+                sorted(self.arrow_to_pandas.items()), self.convert_string, self.categories)
 
     def _mapper(self):
         if not self.convert_string:
@@ -210,7 +212,7 @@ class GroupReader:
         from dask.dataframe.utils import clear_known_categories
 
         cats = [c["name"] for c in (self.schema.pandas_metadata or {}).get("columns", [])
-                if c.get("pandas_type") == "categorical" and c.get("name") in self.schema.names]
+                if self.categories and c.get("pandas_type") == "categorical" and c.get("name") in self.schema.names]
         meta = self.to_pandas(self.schema.empty_table(), columns, categories=cats or None)
         return clear_known_categories(meta, cols=cats) if cats else meta
 
@@ -269,11 +271,14 @@ class GroupReader:
         return dset.to_table(columns=columns, filter=filter_expression(self.filters), use_threads=False)
 
 
-def read_gathered(lake: LakeSchema, paths, fs, filters, blocksize: int, arrow_to_pandas: dict):
+def read_gathered(lake: LakeSchema, paths, fs, filters, blocksize: int, arrow_to_pandas: dict, *,
+                  hive: bool = True, categories: bool = True):
     """The lazy frame of every column of ``lake`` (see the module docstring), or None
     when a filter names a column the files lack or some hive keys are also stored in
     the files (dask's reader says what is wrong); a
-    ``ValueError`` for filters dask would refuse."""
+    ``ValueError`` for filters dask would refuse.  ``hive``: parse the directories'
+    ``key=value`` names (False: the files store the keys); ``categories``: the columns
+    the pandas metadata calls categorical are categoricals (False: as stored)."""
     import dask
     import dask.dataframe as dd
     import pyarrow.dataset as pds
@@ -282,7 +287,7 @@ def read_gathered(lake: LakeSchema, paths, fs, filters, blocksize: int, arrow_to
     schema = lake.files[0].schema.remove_metadata()
     keys: dict = {}
     found = None
-    if any("=" in f.path for f in files):  # hive keys: found as dask's reader finds them
+    if hive and any("=" in f.path for f in files):  # hive keys: found as dask's reader finds them
         found = pds.dataset([f.path for f in files], filesystem=_arrow_fs(fs), format="parquet",
                             partitioning="hive")
         part_schema = found.partitioning.schema if found.partitioning is not None else pa.schema([])
@@ -306,7 +311,8 @@ def read_gathered(lake: LakeSchema, paths, fs, filters, blocksize: int, arrow_to
         keep = {f.path for f in found.get_fragments(filter=expr)}
     groups = plan(files, blocksize, keep)
     convert = dask.config.get("dataframe.convert-string")
-    reader = GroupReader(fs, schema, keys, filters, arrow_to_pandas, True if convert is None else bool(convert))
+    reader = GroupReader(fs, schema, keys, filters, arrow_to_pandas, True if convert is None else bool(convert),
+                         categories)
     columns = list(schema.names)
     meta = reader.meta(columns)
     if not groups:  # every file pruned: one empty partition, as dask reads it
