@@ -4,22 +4,24 @@
 partitions are planned from those footers (:func:`plan`: consecutive row groups gathered
 up to ``blocksize`` uncompressed bytes, the rule of dask's ``aggregate_files`` with
 adaptive row-group splitting) and read with :func:`dask.dataframe.from_map`, one task a
-partition (:class:`GroupReader`: the partition's files as one :mod:`pyarrow.dataset`
-scan of the columns asked for, filters pushed down, then one arrow -> pandas
-conversion).  The driver's planning is one loop over the footers, and no footer is
-parsed a second time on the driver.  The frame is what ``dask.dataframe.read_parquet``
-makes of the same files: the same dtypes (strings as dask converts them, hive keys as
-categoricals over every value of the key), the same rows in the same order, unknown
-divisions; the column selection is pushed into the reader.
+partition (:class:`GroupReader`: each file's row groups of the columns asked for read
+with :mod:`pyarrow.parquet`, the hive keys added from the paths; with filters, the
+partition's files as one :mod:`pyarrow.dataset` scan with the filter pushed down; then
+one arrow -> pandas conversion).  The driver's planning is one loop over the footers:
+no footer is parsed a second time on the driver, and the graph has a task a partition.
+The frame is what ``dask.dataframe.read_parquet`` makes of the same files: the same
+dtypes (strings as dask converts them, hive keys as categoricals over every value of
+the key, pandas' categoricals of unknown categories in the meta), the same rows in the
+same order, as many partitions, unknown divisions; the column selection is pushed into
+the reader.
 
 Only lakes that :func:`daskpd._data.read.grouping` gathers take this path, and among them
-only those whose every file dask would read the same way (:func:`usable`); the others are
-read by ``dask.dataframe.read_parquet``.
+only those that dask would read file by file the same way (:func:`usable`); the others
+are read by ``dask.dataframe.read_parquet``.
 """
 from __future__ import annotations
 
 import operator
-import os
 from dataclasses import dataclass
 from functools import reduce
 from typing import Sequence
@@ -60,21 +62,15 @@ def usable(lake: LakeSchema, paths, fs) -> bool:
         return False
     if lake.files[0].layout[2]:
         return False
-    roots = [paths] if isinstance(paths, str) else list(paths)
-    for p in roots:
-        _, root = _split(p, fs)
-        if any(ch in root for ch in "*?["):
-            root = os.path.dirname(root.split("*", 1)[0])
-        try:
-            if fs.isdir(root) and fs.exists(root.rstrip("/") + "/_metadata"):
-                return False
-        except OSError:  # pragma: no cover - unreachable store: let dask report it
-            return False
-    return True
-
-
-def _split(path: str, fs):
-    return fs, fs._strip_protocol(path)
+    if not isinstance(paths, str):  # a list of files: dask reads a "_metadata" among them
+        return not any(p.rstrip("/").rsplit("/", 1)[-1] == "_metadata" for p in map(str, paths))
+    root = fs._strip_protocol(paths)
+    if any(ch in root for ch in "*?["):
+        return True  # a glob: dask reads the files it matches
+    try:
+        return not (fs.isdir(root) and fs.exists(root.rstrip("/") + "/_metadata"))
+    except OSError:  # pragma: no cover - an unreachable store: dask's reader reports it
+        return False
 
 
 def ordered(lake: LakeSchema) -> list:
