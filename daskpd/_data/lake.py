@@ -74,6 +74,9 @@ class FileFooter:
     def num_rows(self) -> int:
         return int(self.metadata.num_rows)
 
+    def __getstate__(self):  # the layout is one object per process: not pickled
+        return {k: v for k, v in self.__dict__.items() if k != "layout"}
+
     @functools.cached_property
     def row_groups(self) -> tuple:
         """``((rows, uncompressed bytes), ...)`` of the file's row groups."""
@@ -87,11 +90,14 @@ class FileFooter:
 
     @functools.cached_property
     def layout(self) -> tuple:
-        """``(names, types, index)``: the columns and their types, and the columns
-        holding a stored pandas index (:func:`index_columns`).  Computed once a footer,
+        """``(names, types, index, nullable)``: the columns and their types, the
+        columns holding a stored pandas index (:func:`index_columns`), and which
+        columns may hold nulls.  Computed once a footer,
         and one object for all the files whose columns read alike (so that files are
         grouped by the identity of their layout)."""
-        key = (tuple(self.schema.names), tuple(self.schema.types), frozenset(index_columns(self.schema)))
+        schema = self.schema
+        key = (tuple(schema.names), tuple(schema.types), frozenset(index_columns(schema)),
+               tuple(fld.nullable for fld in schema))
         with _CACHE_LOCK:
             return _LAYOUTS.setdefault(key, key)
 
@@ -394,7 +400,7 @@ def reconcile(footers: list[FileFooter], columns: Sequence[str] | None = None, d
             got[1].append(i)
     order: dict[str, None] = {}
     per_idx: dict[str, dict[pa.DataType, list[list[int]]]] = {}
-    for (names, types, index), idx in layouts.values():
+    for (names, types, index, _), idx in layouts.values():
         for name, typ in zip(names, types):
             if name in index:
                 continue  # a stored pandas index (the reader makes it the index, not a column)
