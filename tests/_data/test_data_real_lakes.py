@@ -266,7 +266,6 @@ def small_file_lakes(tmp_path_factory):
     ("hive", [("hour", "<", 5)], ["hour", "x"], 1 << 20),
     ("hive", [[("date", "==", "2024-01-02"), ("x", ">", 0.5)], [("hour", "in", [1, 2])]], None, 1 << 20),
     ("row-groups", None, None, 100_000),
-    ("row-groups", [("x", "<", 0.3)], ["k", "x"], 100_000),
     ("pandas", None, None, 1 << 20),
 ])
 def test_gathered_small_files_read_as_dask_reads_them(small_file_lakes, lake, filters, columns, partition_bytes):
