@@ -325,8 +325,3 @@ def test_thousands_of_hive_partitions_give_the_plain_lakes_answer(thousands_of_h
     where = [("date", ">=", "2024-02-15"), ("hour", "<", 12)]
     got = daskpd.importances(str(hive), "y", filters=where, **both)
     pd.testing.assert_frame_equal(got, daskpd.importances(str(plain), "y", filters=where, **both))
-    # the default features leave the keys out, and the keys stratify
-    with pytest.warns(UserWarning, match=r"2 hive partition keys \('date', 'hour'\)"):
-        t = daskpd.importances(str(hive), "y")
-    ref = df.assign(date=pd.Categorical(df.date), hour=pd.Categorical(df.hour.astype("int32")))
-    pd.testing.assert_frame_equal(t, daskpd.importances(ref, "y", features=["x1", "x2"]))
