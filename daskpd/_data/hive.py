@@ -35,9 +35,7 @@ def partition_keys(data, storage_options: dict | None = None) -> list[str]:
     try:
         first = paths[0] if paths and paths[0] != root else None
         if first is None or fs.isdir(first):
-            base = first or root
-            first = next((p for p in sorted(fs.find(base)) if not os.path.basename(p).startswith(("_", "."))),
-                         None)
+            first = _first_file(fs, first or root)
     except Exception:
         return []
     if not first:
@@ -49,3 +47,19 @@ def partition_keys(data, storage_options: dict | None = None) -> list[str]:
         if m and m.group(1) not in keys:
             keys.append(m.group(1))
     return keys
+
+
+def _first_file(fs, directory: str):
+    """The first data file under ``directory`` in path order, found by descending into
+    the first directory at each level (hidden ``.x`` / ``_x`` entries skipped, as the
+    reader skips them), without listing the whole lake."""
+    for name in sorted(fs.ls(directory, detail=False)):
+        if os.path.basename(name.rstrip("/")).startswith(("_", ".")):
+            continue
+        if fs.isdir(name):
+            found = _first_file(fs, name)
+            if found:
+                return found
+        else:
+            return name
+    return None

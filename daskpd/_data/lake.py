@@ -28,6 +28,7 @@ functions that open the same lake twice read them once.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -49,6 +50,7 @@ _MAGIC = b"PAR1"
 _CACHE: "OrderedDict[tuple, FileFooter]" = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 100_000  # footers (a few KB each)
+_LAYOUTS: dict = {}  # one object per distinct layout of a file (FileFooter.layout)
 
 
 
@@ -72,11 +74,56 @@ class FileFooter:
     def num_rows(self) -> int:
         return int(self.metadata.num_rows)
 
+    def __getstate__(self):  # the layout is one object per process: not pickled
+        return {k: v for k, v in self.__dict__.items() if k != "layout"}
+
+    @functools.cached_property
+    def row_groups(self) -> tuple:
+        """``((rows, uncompressed bytes), ...)`` of the file's row groups."""
+        md = self.metadata
+        return tuple((rg.num_rows, rg.total_byte_size) for rg in map(md.row_group, range(md.num_row_groups)))
+
     @property
     def data_bytes(self) -> int:
         """Uncompressed bytes of the file's row groups, as its footer counts them."""
-        md = self.metadata
-        return int(sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups)))
+        return int(sum(b for _, b in self.row_groups))
+
+    @functools.cached_property
+    def layout(self) -> tuple:
+        """``(names, types, index, nullable)``: the columns and their types, the
+        columns holding a stored pandas index (:func:`index_columns`), and which
+        columns may hold nulls.  Computed once a footer,
+        and one object for all the files whose columns read alike (so that files are
+        grouped by the identity of their layout)."""
+        schema = self.schema
+        key = (tuple(schema.names), tuple(schema.types), frozenset(index_columns(schema)),
+               tuple(fld.nullable for fld in schema))
+        with _CACHE_LOCK:
+            return _LAYOUTS.setdefault(key, key)
+
+
+class _Names(dict):
+    """file path -> how messages name it, worked out when a message asks."""
+
+    def __init__(self, display, paths):
+        super().__init__()
+        self._display, self._paths = display, paths
+
+    def get(self, path, default=None):
+        if path not in self._paths:
+            return default
+        if path not in self.keys():
+            self[path] = self._display(path)
+        return super().get(path)
+
+    def __getitem__(self, path):
+        got = self.get(path, _Names)
+        if got is _Names:
+            raise KeyError(path)
+        return got
+
+    def __reduce__(self):
+        return (dict, ({p: self.get(p) for p in self._paths},))
 
 
 @dataclass
@@ -114,7 +161,7 @@ def list_parquet_files(path: str, storage_options: dict | None = None):
         infos = fs.glob(root, detail=True)
         base = ""
     elif fs.isdir(root):
-        infos = fs.find(root, detail=True)
+        infos = _find_local(root) if _is_local(fs) else fs.find(root, detail=True)
         base = root.rstrip("/")
     else:
         infos = {root: fs.info(root)}
@@ -131,6 +178,34 @@ def list_parquet_files(path: str, storage_options: dict | None = None):
                  or info.get("last_modified") or info.get("updated") or info.get("created") or "")
         files.append((name, int(info.get("size") or 0), str(stamp)))
     return fs, files
+
+
+def _is_local(fs) -> bool:
+    import fsspec.implementations.local as local
+
+    return type(fs) is local.LocalFileSystem
+
+
+def _find_local(root: str) -> dict:
+    """``fs.find(root, detail=True)`` of a local directory (what it reports, without
+    building fsspec's info of every file: 10,000 files list in a tenth of the time)."""
+    out = {}
+    todo = [root.rstrip("/") or "/"]
+    while todo:
+        d = todo.pop()
+        with os.scandir(d) as it:
+            for e in it:
+                path = d.rstrip("/") + "/" + e.name
+                if e.is_dir():
+                    todo.append(path)
+                    continue
+                try:
+                    st = e.stat()
+                except OSError:  # a dangling link: listed as fsspec lists it, with no size
+                    out[path] = {"name": path, "size": 0, "type": "other", "mtime": 0}
+                    continue
+                out[path] = {"name": path, "size": st.st_size, "type": "file", "mtime": st.st_mtime}
+    return out
 
 
 # ------------------------------------------------------------------ footers
@@ -276,11 +351,16 @@ def index_columns(schema: pa.Schema) -> set[str]:
     return out
 
 
-def _agree(c: str, by_type: dict, footers: list[FileFooter], display):
-    """``(type, widening or None)`` of column ``c`` held as ``by_type`` ({type: [paths]});
-    a DataError when a file lacks it or its types do not go together."""
+def _agree(c: str, by_index: dict, footers: list[FileFooter], display):
+    """``(type, widening or None)`` of column ``c`` held as ``by_index`` ({type: [[file
+    index, ...], ...]}, the files of each layout that stores it so); a DataError when a
+    file lacks it or its types do not go together."""
     n = len(footers)
-    have = sum(len(v) for v in by_type.values())
+    have = sum(len(p) for parts in by_index.values() for p in parts)
+    if have < n or len(by_index) > 1:
+        by_type = {t: [footers[i].path for i in sorted(j for p in parts for j in p)] for t, parts in by_index.items()}
+    else:
+        by_type = by_index
     if have < n:
         present = {p for v in by_type.values() for p in v}
         missing = [f.path for f in footers if f.path not in present]
@@ -309,15 +389,24 @@ def reconcile(footers: list[FileFooter], columns: Sequence[str] | None = None, d
     ``survey``: every other column is reconciled too, without raising: its widened type
     goes to ``types`` and what is wrong with it to ``conflicts``."""
     display = display or (lambda p: p)
+    # files with one layout are reconciled once (a lake is usually one or a few layouts)
+    layouts: dict[int, tuple] = {}
+    for i, f in enumerate(footers):
+        lay = f.layout
+        got = layouts.get(id(lay))
+        if got is None:
+            layouts[id(lay)] = (lay, [i])
+        else:
+            got[1].append(i)
     order: dict[str, None] = {}
-    per_col: dict[str, dict[pa.DataType, list[str]]] = {}
-    for f in footers:
-        index = index_columns(f.schema)
-        for fld in f.schema:
-            if fld.name in index:
+    per_idx: dict[str, dict[pa.DataType, list[list[int]]]] = {}
+    for (names, types, index, _), idx in layouts.values():
+        for name, typ in zip(names, types):
+            if name in index:
                 continue  # a stored pandas index (the reader makes it the index, not a column)
-            order.setdefault(fld.name, None)
-            per_col.setdefault(fld.name, {}).setdefault(fld.type, []).append(f.path)
+            order.setdefault(name, None)
+            per_idx.setdefault(name, {}).setdefault(typ, []).append(idx)
+    per_col: dict[str, dict[pa.DataType, list[list[int]]]] = per_idx
     check = list(order) if columns is None else [c for c in dict.fromkeys(map(str, columns)) if c in order]
     check_set = set(check)
     types: dict[str, pa.DataType] = {}
@@ -334,7 +423,7 @@ def reconcile(footers: list[FileFooter], columns: Sequence[str] | None = None, d
             if c in check_set:
                 raise
             conflicts[c] = str(exc)
-            if sum(len(v) for v in per_col[c].values()) < n:
+            if sum(len(p) for parts in per_col[c].values() for p in parts) < n:
                 partial.add(c)
             continue
         if widening is not None and c in check_set:
@@ -371,13 +460,17 @@ def inspect_lake(path, columns: Sequence[str] | None = None, storage_options: di
         return f
 
     footers = read_footers(fs, files, display)
+    seen: set = set()
     for f in footers:
-        names = list(f.schema.names)
+        if id(f.layout) in seen:
+            continue
+        seen.add(id(f.layout))
+        names = list(f.layout[0])
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})
             raise DataError(f"parquet file {display(f.path)} has duplicate column names: {', '.join(map(repr, dup))}")
     lake = reconcile(footers, columns, display, survey)
-    lake.display = {f.path: display(f.path) for f in footers}
+    lake.display = _Names(display, {f.path for f in footers})
     return lake
 
 

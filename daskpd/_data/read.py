@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .._errors import DataError
+from .gather import read_gathered, usable
 from .lake import apply_widening, inspect_lake, reconcile
 
 __all__ = ["CHUNK_ROWS", "CsvSource", "read_csv", "load", "check_columns", "column_names",
@@ -114,8 +115,8 @@ def grouping(lake, partition_bytes: int | None) -> dict:
     files = lake.files
     if not partition_bytes or len(files) < GATHER_MIN_FILES:
         return {}
-    first = files[0].schema.remove_metadata()
-    if any(not f.schema.remove_metadata().equals(first) for f in files[1:]):
+    first = files[0].layout
+    if any(f.layout is not first for f in files):  # one layout: the same columns and types
         return {}
     mean = sum(f.data_bytes for f in files) / len(files)
     if mean * 4 > partition_bytes:
@@ -127,16 +128,59 @@ def _open_parquet(paths, storage_options, filters, label, partition_bytes=None):
     """(the lazy frame of every column, the lake's footers).  Every file's footer is read
     first (a damaged file is named); the filter columns must agree across the files now,
     the other columns when a projection reads them (:func:`project`).  Small files are
-    gathered into partitions (:func:`grouping`)."""
+    gathered into partitions (:func:`grouping`) planned from those footers
+    (:mod:`daskpd._data.gather`); other lakes are read by ``dask.dataframe.read_parquet``."""
     import dask.dataframe as dd
 
     lake = inspect_lake(paths, filter_columns(filters), storage_options, survey=True)
+    gather = grouping(lake, partition_bytes)
+    hive = not stored_keys(lake)
+    options = {**gather, **({} if hive else {"dataset": {"partitioning": None}}), **_categories(lake)}
     try:
-        ddf = dd.read_parquet(paths, storage_options=storage_options, filters=filters,
-                              arrow_to_pandas=PartitionOptions(ARROW_TO_PANDAS), **grouping(lake, partition_bytes))
+        ddf = None
+        if gather:
+            import fsspec
+
+            first = paths if isinstance(paths, str) else paths[0]
+            fs, _ = fsspec.core.url_to_fs(first, **(storage_options or {}))
+            if usable(lake, paths, fs):
+                ddf = read_gathered(lake, paths, fs, filters, gather["blocksize"], ARROW_TO_PANDAS, hive=hive,
+                                    categories="categories" not in options)
+        if ddf is None:
+            ddf = dd.read_parquet(paths, storage_options=storage_options, filters=filters,
+                                  arrow_to_pandas=PartitionOptions(ARROW_TO_PANDAS), **options)
     except (OSError, ValueError, TypeError) as exc:  # pyarrow errors subclass these
         raise DataError(f"could not read parquet data from {label}: {type(exc).__name__}: {exc}") from exc
     return named(ddf, label), lake
+
+
+def stored_keys(lake) -> list[str]:
+    """The hive keys of the lake's directories (``key=value``) when the files store
+    them as columns too (polars' hive writer does): the files' column is read, and the
+    directories are not parsed (their values are the same; parsing them too makes
+    the key two columns of different types).  ``[]`` when no key is stored."""
+    path = lake.files[0].path.replace("\\", "/")
+    keys = [seg.split("=", 1)[0] for seg in path.split("/")[:-1] if "=" in seg and not seg.startswith("=")]
+    if keys and all(k in lake.types for k in keys):
+        return keys
+    return []
+
+
+def _categories(lake) -> dict:
+    """dask reads the columns a file's pandas metadata calls categorical as categoricals,
+    and fails ("Not all columns are categoricals") when a writer stored such a column as
+    plain strings (fastparquet does): then every column is read as it is stored."""
+    schema = lake.files[0].schema
+    try:
+        meta = schema.pandas_metadata or {}
+    except (ValueError, TypeError):  # pragma: no cover - unreadable pandas metadata
+        return {}
+    cats = [c.get("name") for c in meta.get("columns", []) if c.get("pandas_type") == "categorical"]
+    import pyarrow as pa
+
+    if any(n in schema.names and not pa.types.is_dictionary(schema.field(n).type) for n in cats):
+        return {"categories": []}
+    return {}
 
 
 def filter_groups(filters):

@@ -197,3 +197,131 @@ def test_the_types_writers_use_read_as_their_plain_equivalents(tmp_path):
         daskpd.stratpd(str(root), target="y", feature="when")
     with pytest.raises(DataError, match="feature 'nothing' has no non-missing values"):
         daskpd.importances(str(root), target="y", features=["x1", "nothing"])
+
+
+def _gathered_and_dask(path, filters=None, partition_bytes=1 << 20):
+    """The frame the gathered reader makes of a lake, and dask's ``read_parquet`` of it
+    with the same grouping."""
+    import dask.dataframe as dd
+
+    from daskpd._data.lake import inspect_lake
+    from daskpd._data.read import ARROW_TO_PANDAS, PartitionOptions, _open_parquet, filter_columns, grouping
+
+    lake = inspect_lake(path, filter_columns(filters), survey=True)
+    options = grouping(lake, partition_bytes)
+    assert options, "the lake's files are gathered"
+    ours, _ = _open_parquet(path, None, filters, repr(path), partition_bytes)
+    theirs = dd.read_parquet(path, filters=filters, arrow_to_pandas=PartitionOptions(ARROW_TO_PANDAS), **options)
+    return ours, theirs
+
+
+@pytest.fixture(scope="module")
+def small_file_lakes(tmp_path_factory):
+    """Small-file lakes the gathered reader must read as dask does: file names in
+    natural order (2 before 10), hive directories with an empty file, many row groups a
+    file, pandas' categoricals and strings."""
+    import decimal
+
+    rng = np.random.default_rng(21)
+    base = tmp_path_factory.mktemp("gathered")
+
+    def table(n):
+        return pa.table({
+            "x": rng.uniform(size=n), "k": rng.integers(0, 5, n),
+            "s": pa.array([f"s{v}" for v in rng.integers(0, 3, n)], type=pa.string()),
+            "d": pa.array([decimal.Decimal(f"{v:.2f}") for v in rng.uniform(0, 9, n)], type=pa.decimal128(6, 2)),
+            "t": pa.array(pd.date_range("2024-01-01", periods=n, freq="h", tz="UTC")),
+            "c": pa.array([f"c{v}" for v in rng.integers(0, 3, n)]).dictionary_encode()})
+
+    flat = base / "flat"
+    flat.mkdir()
+    for i in range(70):
+        pq.write_table(table(12), flat / f"{i}.parquet")
+    hive = base / "hive"
+    for d in (1, 2):
+        for h in range(36):
+            p = hive / f"date=2024-01-0{d}" / f"hour={h:02d}"
+            p.mkdir(parents=True)
+            pq.write_table(table(8), p / "part-0.parquet")
+            if h == 3:
+                pq.write_table(table(1).slice(0, 0), p / "part-1.parquet")
+    groups = base / "row-groups"
+    groups.mkdir()
+    for i in range(70):
+        pq.write_table(table(300), groups / f"p{i:03d}.parquet", row_group_size=50)
+    pandas_written = base / "pandas"
+    pandas_written.mkdir()
+    for i in range(70):
+        df = table(20).to_pandas()
+        df["c"] = df["c"].astype("category")
+        df.to_parquet(pandas_written / f"p{i:03d}.parquet", index=False)
+    return {"flat": flat, "hive": hive, "row-groups": groups, "pandas": pandas_written}
+
+
+@pytest.mark.parametrize("lake, filters, columns, partition_bytes", [
+    ("flat", None, None, 1 << 20),
+    ("flat", [("k", "==", 2)], ["x", "s"], 1 << 20),
+    ("flat", [("s", "!=", "s1")], None, 1 << 20),
+    ("hive", None, None, 1 << 20),
+    ("hive", [("hour", "<", 5)], ["hour", "x"], 1 << 20),
+    ("hive", [[("date", "==", "2024-01-02"), ("x", ">", 0.5)], [("hour", "in", [1, 2])]], None, 1 << 20),
+    ("row-groups", None, None, 100_000),
+    ("pandas", None, None, 1 << 20),
+])
+def test_gathered_small_files_read_as_dask_reads_them(small_file_lakes, lake, filters, columns, partition_bytes):
+    """The partitions planned from daskpd's footers hold what dask's ``read_parquet``
+    (``aggregate_files``) reads: the same dtypes (hive keys as categoricals of every
+    value, pandas' categoricals of unknown categories in the meta), the same rows in
+    the same order, as many partitions."""
+    ours, theirs = _gathered_and_dask(str(small_file_lakes[lake]), filters, partition_bytes)
+    assert any(type(e).__name__.startswith("FromMap") for e in ours.expr.walk())
+    if columns:
+        ours, theirs = ours[columns], theirs[columns]
+    pd.testing.assert_series_equal(ours.dtypes, theirs.dtypes)
+    for c in ours.columns:
+        assert ours._meta[c].dtype == theirs._meta[c].dtype, c
+    assert ours.npartitions == theirs.npartitions
+    got, want = ours.compute(scheduler="sync"), theirs.compute(scheduler="sync")
+    assert len(got) > 0
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True), check_exact=True)
+
+
+@pytest.fixture(scope="module")
+def thousands_of_hive_partitions(tmp_path_factory):
+    """2,016 hive directories (``date=YYYY-MM-DD/hour=HH``, 84 days of 24 hours), a
+    4-row part file in each, and the same rows as a plain lake with date and hour as
+    ordinary columns."""
+    rng = np.random.default_rng(8)
+    hours = pd.date_range("2024-01-01", periods=84 * 24, freq="h")
+    n = 4 * len(hours)
+    stamp = np.repeat(hours, 4)
+    df = pd.DataFrame({"x1": rng.uniform(0, 10, n), "x2": rng.integers(0, 5, n),
+                       "date": stamp.strftime("%Y-%m-%d"), "hour": stamp.hour.astype("int64")})
+    df["y"] = 2.0 * df.x1 + df.x2 + 0.1 * df.hour + rng.normal(scale=0.1, size=n)
+    base = tmp_path_factory.mktemp("hive-thousands")
+    pq.write_to_dataset(pa.Table.from_pandas(df, preserve_index=False), base / "hive",
+                        partition_cols=["date", "hour"], basename_template="part-{i}.parquet", max_partitions=4096)
+    plain = base / "plain"
+    plain.mkdir()
+    for i in range(4):
+        part = df.iloc[i * n // 4:(i + 1) * n // 4]
+        pq.write_table(pa.Table.from_pandas(part, preserve_index=False), plain / f"part-{i}.parquet")
+    return base / "hive", plain, df
+
+
+def test_thousands_of_hive_partitions_give_the_plain_lakes_answer(thousands_of_hive_partitions):
+    from daskpd._data.source import open_dataset
+    from daskpd._engine.memory import partition_bytes
+
+    hive, plain, df = thousands_of_hive_partitions
+    assert sum(1 for _ in hive.glob("date=*/hour=*")) == 2_016
+    ds = open_dataset(str(hive), partition_bytes=partition_bytes())
+    assert ds.frame.npartitions < 10 and ds.hive_keys == ["date", "hour"]
+    assert ds.kind("hour") == "categorical"
+    both = dict(features=["x1", "x2"], stratify_on=["x1", "x2"])
+    pd.testing.assert_frame_equal(daskpd.importances(str(hive), target="y", **both),
+                                  daskpd.importances(str(plain), target="y", **both))
+    # a filter on the hive keys (the directories it rules out are not read)
+    where = [("date", ">=", "2024-02-15"), ("hour", "<", 12)]
+    got = daskpd.importances(str(hive), target="y", filters=where, **both)
+    pd.testing.assert_frame_equal(got, daskpd.importances(str(plain), target="y", filters=where, **both))
