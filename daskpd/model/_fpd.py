@@ -222,7 +222,7 @@ def pd_results(items, grids: dict, kinds: dict, pred: Predictor, part, params: d
         raise DataError("data has no rows" if part.n_rows == 0 else "the sample weights sum to 0")
     for it, s in zip(items, part.sums):
         gs = [grids[f] for f in it]
-        eng = "tree" if use_tree(pred, it, kinds) else "predict"
+        eng = engine_of(pred, it, kinds, need_rows=part.rows is not None)
         results[it] = PDResult(features=it, grid_values=gs, average=(s / part.wsum).reshape([len(g) for g in gs]),
                                kinds=tuple(kinds[f] for f in it), method="brute", engine=eng,
                                response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
@@ -231,16 +231,39 @@ def pd_results(items, grids: dict, kinds: dict, pred: Predictor, part, params: d
 
 
 def use_tree(pred: Predictor, features, kinds) -> bool:
-    return pred.tree is not None and all(kinds[f] == "numeric" for f in features)
+    """Does a tree engine (exact or interval) compute this PD?"""
+    return pred.tree is not None
+
+
+def engine_of(pred: Predictor, features, kinds, need_rows: bool = False) -> str:
+    """The engine computing a PD of ``features``: ``"tree-exact"`` (leaf weights, FastPD),
+    ``"tree-interval"`` (per row, each tree once per class of grid values) or ``"predict"``
+    (the model called on stacked copies)."""
+    if not use_tree(pred, features, kinds):
+        return "predict"
+    return "tree-interval" if need_rows or pred.tree.exact is None else "tree-exact"
+
+
+def tree_targets(pred: Predictor, features, grids):
+    """The trees' feature indices of ``features`` and their grids as the trees read them."""
+    js = [pred.columns.index(f) for f in features]
+    return [pred.tree.position(j) for j in js], [pred.tree.grid_codes(j, g) for j, g in zip(js, grids)]
+
+
+def grid_cells(grids) -> np.ndarray:
+    """The cartesian grid, row-major (the first feature slowest), one column per feature."""
+    if len(grids) == 1:
+        return np.asarray(grids[0], dtype="float64").reshape(-1, 1)
+    mesh = np.meshgrid(*[np.asarray(g, dtype="float64") for g in grids], indexing="ij")
+    return np.stack([m.reshape(-1) for m in mesh], axis=1)
 
 
 def curves_matrix(ctx, features, grids, kinds, r0: int, r1: int) -> np.ndarray:
     """Responses of rows ``r0:r1`` at every grid cell: shape ``(cells, rows)`` (cells flattened)."""
     pred = ctx.plan.predictor
     if use_tree(pred, features, kinds):
-        targets = [pred.columns.index(f) for f in features]
-        R = pred.tree.curves(ctx.X64()[r0:r1], targets, [np.asarray(g, dtype="float64") for g in grids], None,
-                             need_rows=True)
+        targets, codes = tree_targets(pred, features, grids)
+        R = pred.tree.curves(ctx.tree_X()[r0:r1], targets, codes, None, need_rows=True)
         return R.reshape(-1, r1 - r0)
     assignments, n_cells = cell_assignments(features, grids)
     base = ctx.inputs()
@@ -268,9 +291,8 @@ def curve_sums(ctx, features, grids, kinds, rows: list | None = None) -> np.ndar
     if n == 0:
         return np.zeros(n_cells)
     if use_tree(pred, features, kinds) and pred.tree.linear and rows is None:
-        targets = [pred.columns.index(f) for f in features]
-        gs = [np.asarray(g, dtype="float64") for g in grids]
-        X = ctx.X64()
+        targets, gs = tree_targets(pred, features, grids)
+        X = ctx.tree_X()
         step = max(1, TREE_CELLS // max(1, X.shape[1]))  # bounds the engine's working copy of X
         out = np.zeros(n_cells)
         for r0 in range(0, n, step):
@@ -289,20 +311,45 @@ def curve_sums(ctx, features, grids, kinds, rows: list | None = None) -> np.ndar
     return out
 
 
+#: above this many tree nodes (per item) a partition evaluates its grid cells itself and
+#: ships the cell sums, not the per-node weights (deep forests: the cells are fewer)
+SHIP_NODES = 1 << 16
+
+
+def exact_weights(ctx, features, grids, kinds):
+    """tree-exact on one partition: the per-node weights ``W_S`` of the rows (a sum per
+    tree leaf), or, for very large forests, the cell sums directly."""
+    pred = ctx.plan.predictor
+    flat = pred.tree.flat()
+    targets, codes = tree_targets(pred, features, grids)
+    W = np.zeros(flat.n_nodes)
+    if ctx.n:
+        X, w = ctx.tree_X(), ctx.weights
+        W = flat.leaf_weights(X, targets, w)
+    if flat.n_nodes > max(SHIP_NODES, grid_cells(codes).shape[0]):
+        return None, flat.cell_sums(W, ctx.wsum(), targets, grid_cells(codes))
+    return W, None
+
+
 @dataclass
 class _PDPartial:
     sums: list
     wsum: float
     n_rows: int
     rows: list | None = None  # per item, every row's curve (rows, cells), in data order
+    leaves: list | None = None  # per item, tree-exact's per-node weights W_S (else None), until finish
 
     @classmethod
     def combine(cls, parts):
         rows = None
         if parts[0].rows is not None:
             rows = [np.concatenate([p.rows[i] for p in parts], axis=0) for i in range(len(parts[0].rows))]
+        leaves = None
+        if parts[0].leaves is not None:
+            leaves = [None if parts[0].leaves[i] is None else np.sum([p.leaves[i] for p in parts], axis=0)
+                      for i in range(len(parts[0].leaves))]
         return cls([np.sum([p.sums[i] for p in parts], axis=0) for i in range(len(parts[0].sums))],
-                   float(sum(p.wsum for p in parts)), int(sum(p.n_rows for p in parts)), rows)
+                   float(sum(p.wsum for p in parts)), int(sum(p.n_rows for p in parts)), rows, leaves)
 
 
 @dataclass
@@ -312,9 +359,19 @@ class PDJob:
     individual: bool = False  # also keep every row's curve (scikit-learn's kind="individual")
 
     def map(self, ctx):
+        pred = ctx.plan.predictor
         if not self.individual:
-            return _PDPartial([curve_sums(ctx, feats, grids, self.kinds) for feats, grids in self.items],
-                              ctx.wsum(), ctx.n)
+            sums, leaves = [], []
+            for feats, grids in self.items:
+                cells = int(np.prod([len(g) for g in grids]))
+                if engine_of(pred, feats, self.kinds) == "tree-exact":
+                    W, s = exact_weights(ctx, feats, grids, self.kinds)
+                    sums.append(np.zeros(cells) if s is None else s)
+                    leaves.append(W)
+                else:
+                    sums.append(curve_sums(ctx, feats, grids, self.kinds))
+                    leaves.append(None)
+            return _PDPartial(sums, ctx.wsum(), ctx.n, None, leaves if any(x is not None for x in leaves) else None)
         sums, rows = [], []
         for feats, grids in self.items:
             blocks = []
@@ -322,6 +379,20 @@ class PDJob:
             cells = int(np.prod([len(g) for g in grids]))
             rows.append(np.concatenate(blocks, axis=0) if blocks else np.empty((0, cells)))
         return _PDPartial(sums, ctx.wsum(), ctx.n, rows)
+
+    def finish_plan(self, merged, plan):
+        """tree-exact's finalize: every grid cell from the merged per-node weights."""
+        if merged.leaves is None:
+            return merged
+        pred = plan.predictor
+        flat = pred.tree.flat()
+        sums = list(merged.sums)
+        for i, ((feats, grids), W) in enumerate(zip(self.items, merged.leaves)):
+            if W is None:  # another engine, or cells summed per partition
+                continue
+            targets, codes = tree_targets(pred, feats, grids)
+            sums[i] = flat.cell_sums(W, merged.wsum, targets, grid_cells(codes))
+        return replace(merged, sums=sums, leaves=None)
 
 
 @dataclass
@@ -349,6 +420,11 @@ class OutputsJob:
             parts.append(job.map(sub))
             ctx.__dict__.update({k: v for k, v in sub.__dict__.items() if k != "plan"})  # the decoded inputs
         return _OutputsPartial(parts)
+
+    def finish_plan(self, merged, plan):
+        return _OutputsPartial([job.finish_plan(part, Plan([], predictor=pred, weight=plan.weight,
+                                                          batch_rows=plan.batch_rows))
+                                for job, pred, part in zip(self.jobs, self.predictors, merged.parts)])
 
 
 # ---------------------------------------------------------------------------------
