@@ -73,7 +73,8 @@ def test_brute_equals_sklearn_1way(models, reg_data, name, engine):
     res = daskpd.partial_dependence(m, X, "b", grid_resolution=25, engine=engine)
     np.testing.assert_array_equal(res.grid_values[0], sk["grid_values"][0])  # exact percentiles
     np.testing.assert_allclose(res.average, sk["average"][0], rtol=0, atol=TOL)
-    expected_engine = "tree" if engine == "auto" and name not in ("lin", "logit") else "predict"
+    expected_engine = ("predict" if engine == "predict" or name in ("lin", "logit") else
+                       "tree-interval" if name == "gbc" else "tree-exact")  # gbc: probabilities, a non-linear link
     assert res.engine == expected_engine
 
 
