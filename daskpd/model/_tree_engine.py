@@ -51,7 +51,7 @@ TREE_CELLS = 1 << 22
 # compiled walks (scikit-learn's node semantics)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _left(x, nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits):
     """Does value ``x`` take the left branch at node ``nd``? (sklearn's ``_tree.pyx`` and
     HistGradientBoosting's ``_predictor.pyx``)."""
@@ -92,10 +92,14 @@ def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbi
                         stack[top] = right[nd]
                         top += 1
                         nd = left[nd]
-                    elif _left(X[i, f], nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits):
-                        nd = left[nd]
                     else:
-                        nd = right[nd]
+                        x = X[i, f]
+                        if iscat[nd] == 0 and not np.isnan(x):  # the common case, inline
+                            nd = left[nd] if x <= thr[nd] else right[nd]
+                        elif _left(x, nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits):
+                            nd = left[nd]
+                        else:
+                            nd = right[nd]
 
 
 @numba.njit(cache=True, nogil=True)
