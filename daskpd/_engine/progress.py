@@ -15,16 +15,42 @@ Everything goes to stderr: stdout stays for results.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import itertools
 import sys
 import time
 
 import dask
 
-__all__ = ["progress_mode", "show_futures", "local_progress", "LINE_PREFIX"]
+__all__ = ["progress_mode", "show_futures", "local_progress", "stage_label", "LINE_PREFIX"]
 
 LINE_PREFIX = "daskpd: progress"
 _STAGES = itertools.count(1)
+_LABEL: contextvars.ContextVar = contextvars.ContextVar("daskpd_stage_label", default=None)
+
+
+@contextlib.contextmanager
+def stage_label(text: str | None):
+    """Within this context, the stages' progress lines carry ``text`` after their name
+    (e.g. which engine runs and what it costs); a bar gets it as a line above."""
+    token = _LABEL.set(text)
+    try:
+        yield
+    finally:
+        _LABEL.reset(token)
+
+
+def _labelled(name: str) -> str:
+    text = _LABEL.get()
+    return f"{name}; {text}" if text else name
+
+
+def _header() -> None:
+    text = _LABEL.get()
+    if text:
+        with contextlib.suppress(ValueError, OSError):
+            sys.stderr.write(f"{LINE_PREFIX}: {text}\n")
+            sys.stderr.flush()
 
 
 def _isatty(stream) -> bool:
@@ -69,7 +95,7 @@ class _Lines:
 
     def __init__(self, name: str, stream=None):
         self.stage = next(_STAGES)
-        self.name = name
+        self.name = _labelled(name)
         self.stream = stream
         self.t0 = time.perf_counter()
         self.last = self.t0
@@ -102,6 +128,7 @@ def show_futures(futures, mode: str | None) -> None:
     if mode == "bar":
         from distributed import progress as dprogress
 
+        _header()
         with contextlib.redirect_stdout(sys.stderr):  # distributed draws on stdout
             dprogress(futures)
         print(file=sys.stderr)
@@ -130,6 +157,7 @@ def local_progress(mode: str | None, objs=()):
     if mode == "bar":
         from dask.diagnostics import ProgressBar
 
+        _header()
         return ProgressBar(out=sys.stderr)
     from dask.callbacks import Callback
 

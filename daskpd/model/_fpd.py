@@ -40,6 +40,7 @@ from ._passes import Plan, run_jobs
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, resolve_predictor
 from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
 from ._tree_engine import TREE_CELLS
+from .._engine.progress import stage_label
 
 __all__ = ["partial_dependence", "PDResult"]
 
@@ -242,6 +243,89 @@ def engine_of(pred: Predictor, features, kinds, need_rows: bool = False) -> str:
     if not use_tree(pred, features, kinds):
         return "predict"
     return "tree-interval" if need_rows or pred.tree.exact is None else "tree-exact"
+
+
+#: rows x grid cells predicted by brute force with ``predict`` above which a warning advises
+SLOW_PREDICTIONS = 10 ** 8
+
+_ENGINE_WORDS = {
+    "tree-exact": "one tree walk per row and tree, the cells from per-leaf weights",
+    "tree-interval": "per row, each tree once per class of grid values taking the same branches",
+    "predict": "the model called on every row at every grid cell",
+}
+
+
+def known_rows(dataset, filters=None) -> int | None:
+    """The number of rows when known without reading the data (pandas input, or a
+    parquet lake's footers without filters), else None."""
+    if dataset is None:
+        return None
+    if dataset.is_pandas:
+        return int(len(dataset.frame))
+    if dataset.lake is not None and not filters:
+        try:
+            return int(dataset.lake.num_rows)
+        except (AttributeError, TypeError, ValueError):
+            return None
+    return None
+
+
+def _item_name(it) -> str:
+    return it[0] if len(it) == 1 else f"{it[0]} x {it[1]}"
+
+
+def engine_notice(who: str, pred: Predictor, items, grids: dict, kinds: dict, n_rows: int | None, *,
+                  need_rows: bool = False, model=None, stacklevel: int = 4):
+    """Which engine computes each PD item and what it costs, before the pass: ``(params,
+    label)`` -- a dict for the result's params and a one-line label for the progress
+    lines -- and a UserWarning with advice when brute force with ``predict`` has more
+    than :data:`SLOW_PREDICTIONS` rows x grid cells to predict."""
+    per = {}
+    for it in items:
+        cells = int(np.prod([len(grids[f]) for f in it]))
+        per[_item_name(it)] = (engine_of(pred, it, kinds, need_rows), cells)
+    total = sum(c for _, c in per.values())
+    slow = sum(c for e, c in per.values() if e == "predict")
+    engines = list(dict.fromkeys(e for e, _ in per.values()))
+    calls = None if n_rows is None else n_rows * total
+    params = {"engine": engines[0] if len(engines) == 1 else engines, "rows": n_rows, "grid_cells": total,
+              "rows_x_cells": calls, "model_calls": None if n_rows is None else n_rows * slow,
+              "per_item": {k: {"engine": e, "grid_cells": c} for k, (e, c) in per.items()}}
+    rows = f"{n_rows:,} rows" if n_rows is not None else "rows not known before reading"
+    if calls is None:
+        cost = f"{total:,} predictions per row for brute force with predict"
+    elif slow == total:
+        cost = f"{calls:.1e} predicted rows"
+    elif not slow:
+        cost = f"no model calls, brute force with predict would predict {calls:.1e} rows"
+    else:
+        cost = f"{calls:.1e} predicted rows for brute force with predict, {n_rows * slow:.1e} here"
+    label = (f"{who}: engine {'/'.join(engines)} - {'; '.join(_ENGINE_WORDS[e] for e in engines)} - "
+             f"{rows} x {total:,} grid cells, {cost}")
+    if slow and n_rows is not None and n_rows * slow > SLOW_PREDICTIONS:
+        warnings.warn(f"{who}: brute force calls the model on {n_rows * slow:.1e} rows ({n_rows:,} rows x {slow:,} "
+                      "grid cells). " + _advice(pred, model), UserWarning, stacklevel=stacklevel)
+    return params, label
+
+
+def _advice(pred: Predictor, model) -> str:
+    """Why the tree engine is not used, and what to do."""
+    model = pred.model if model is None else model
+    tips = []
+    steps = getattr(model, "steps", None)
+    if steps:
+        last = steps[-1][1]
+        if type(last).__module__.startswith("sklearn.") and any(k in type(last).__name__ for k in (
+                "Tree", "Forest", "GradientBoosting")):
+            tips.append(f"the tree engine reads a scikit-learn tree model directly, not a {type(model).__name__}: "
+                        f"for a {type(last).__name__} pass the fitted estimator itself (a HistGradientBoosting "
+                        "model handles categorical columns on its own: categorical_features='from_dtype'), or the "
+                        "final step with the data transformed by the earlier steps")
+    elif pred.tree is None and pred.method != "call" and any(k in type(model).__name__ for k in (
+            "Tree", "Forest", "GradientBoosting")):
+        tips.append("engine='auto' uses the tree engine for this model (unless engine='predict' was passed)")
+    tips.append("reduce grid_resolution (the cost grows with the grid cells), or pass a sample of the rows")
+    return "To make it faster: " + "; ".join(tips) + "."
 
 
 def tree_targets(pred: Predictor, features, grids):
@@ -677,7 +761,11 @@ def partial_dependence(
         jobs = [PDJob(job_items, run.kinds, individual=kind != "average") for _ in preds]
         job = jobs[0] if len(preds) == 1 else OutputsJob(jobs, preds)
         plan = Plan([job], predictor=pred, weight=run.weight, batch_rows=batch_rows)
-        (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd")
+        notice, label = engine_notice("partial_dependence", pred, items, grids, run.kinds,
+                                      known_rows(run.dataset, filters), need_rows=kind != "average", model=model)
+        params["engine"] = notice
+        with stage_label(label):
+            (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd")
         parts = [part] if len(preds) == 1 else part.parts
     per_output = []
     for p, part in zip(preds, parts):
