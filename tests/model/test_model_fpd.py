@@ -284,7 +284,10 @@ def test_real_cluster_pd_ice_ale_equal_local(tmp_path, local_ale, client, models
     maps = [t for t in ts.data if "daskpd-pd-map" in str(t["key"])]
     assert len(maps) == 4 and len({t["worker"] for t in ts.data}) == 2
     local = _sk(m, X, ["b"], grid_resolution=10)
+    assert pd_remote["b"].engine == pd_remote[("a", "b")].engine == "tree-exact"  # per-leaf weights merged
     np.testing.assert_allclose(pd_remote["b"].average, local["average"][0], atol=TOL)
+    np.testing.assert_allclose(pd_remote[("a", "b")].average,
+                               _sk(m, X, ["a", "b"], grid_resolution=10)["average"][0], atol=TOL)
     sk_ice = sk_pd(m, X, ["b"], method="brute", grid_resolution=10, kind="individual")["individual"][0]
     np.testing.assert_allclose(ice_remote.lines, sk_ice, atol=TOL)
     written = pd.read_parquet(tmp_path / "ice").sort_values(["partition", "row"])
