@@ -2,7 +2,7 @@
 """Brute-force partial dependence of tree models: daskpd's tree engine vs scikit-learn and H2O.
 
     .venv/bin/python benchmarks/bench_pd_engines.py [--rows 1e6] [--ref-rows 1e5] [--ref-rows-2way 2e4]
-        [--h2o-rows 5e4] [--skip-h2o]
+        [--h2o-rows 5e4] [--trees 100] [--skip-h2o]
 
 Data (built here, nothing written): ``--rows`` rows of five uniform columns a..e and a
 12-level pandas categorical ``cat``; y = 3a + sin(6b) + cd + e^2 + an effect per level of
@@ -84,7 +84,7 @@ def run_daskpd(model, X, items, grid=None):
                                          grid=grid)
 
 
-def h2o_setup(X_fit, y_fit, features):
+def h2o_setup(X_fit, y_fit, features, trees):
     try:
         import h2o
         from h2o.estimators import H2OGradientBoostingEstimator
@@ -96,7 +96,7 @@ def h2o_setup(X_fit, y_fit, features):
                                  pd.Series(y_fit, name="y", index=X_fit.index)], axis=1))
     if "cat" in features:
         fr["cat"] = fr["cat"].asfactor()
-    m = H2OGradientBoostingEstimator(ntrees=100, max_depth=5, seed=0)
+    m = H2OGradientBoostingEstimator(ntrees=trees, max_depth=5, seed=0)
     m.train(x=list(features), y="y", training_frame=fr)
     return m
 
@@ -122,6 +122,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ref-rows", type=float, default=1e5)
     ap.add_argument("--ref-rows-2way", type=float, default=2e4)
     ap.add_argument("--h2o-rows", type=float, default=5e4)
+    ap.add_argument("--trees", type=int, default=100, help="trees per model (100; fewer for a smoke run)")
     ap.add_argument("--skip-h2o", action="store_true")
     args = ap.parse_args(argv)
     n, nref, nref2 = int(args.rows), int(args.ref_rows), int(args.ref_rows_2way)
@@ -136,11 +137,11 @@ def main(argv=None) -> int:
     fit = np.random.default_rng(1).choice(n, min(n, 50_000), replace=False)
     Xf, yf = X.iloc[fit], y[fit]
     num = list("abcde")
-    t_fit, gbr = timed(GradientBoostingRegressor(n_estimators=100, max_depth=5, random_state=0).fit, Xf[num], yf)
-    hgb = HistGradientBoostingRegressor(max_iter=100, max_depth=5, random_state=0).fit(Xf, yf)
+    t_fit, gbr = timed(GradientBoostingRegressor(n_estimators=args.trees, max_depth=5, random_state=0).fit, Xf[num], yf)
+    hgb = HistGradientBoostingRegressor(max_iter=args.trees, max_depth=5, random_state=0).fit(Xf, yf)
     n_cat_splits = sum(int(p.nodes["is_categorical"].sum()) for ps in hgb._predictors for p in ps)
     print(f"daskpd {daskpd.__version__}, scikit-learn {sklearn.__version__}, {os.cpu_count()} cores; {n:,} rows; "
-          f"GBR 100 trees depth 5, HGB 100 trees depth 5 with {n_cat_splits} categorical splits")
+          f"GBR {args.trees} trees depth 5, HGB {args.trees} trees depth 5 with {n_cat_splits} categorical splits")
     cases = [("GBR", gbr, X[num], ["a", "b", "c"]), ("HGB categorical", hgb, X, ["a", "b", "cat"])]
     h2o_models = {}
     if not args.skip_h2o:
@@ -150,7 +151,7 @@ def main(argv=None) -> int:
             print("H2O: not installed")
         else:
             for name, _, Xc, _ in cases:
-                h2o_models[name] = h2o_setup(Xf[Xc.columns.tolist()], yf, Xc.columns.tolist())
+                h2o_models[name] = h2o_setup(Xf[Xc.columns.tolist()], yf, Xc.columns.tolist(), args.trees)
     rows = []
     for name, model, Xc, feats in cases:
         cats = [f for f in feats if f == "cat"]

@@ -28,7 +28,7 @@ from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, validate_
 from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from ..results import CurveResult, dump_json, with_metadata
-from ._fpd import curves_matrix, row_chunk, use_tree
+from ._fpd import curves_matrix, engine_of, row_chunk
 from ._grids import build_grids, check_grid_arg
 from ._passes import Plan, run_jobs
 from ._predictor import DEFAULT_BATCH_ROWS
@@ -268,7 +268,7 @@ def finish_ice(job: ICEJob, part: _ICEPartial, pred, *, centered: bool, params: 
         pdv = pdv - pdv[0]
     f = job.feature
     return ICEResult(feature=f, kind=job.kinds[f], grid=job.grid, pd=pdv, lines=lines, line_x=xs, line_index=index,
-                     centered=bool(centered), engine="tree" if use_tree(pred, (f,), job.kinds) else "predict",
+                     centered=bool(centered), engine=engine_of(pred, (f,), job.kinds, need_rows=True),
                      response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
                      weight_sum=part.wsum, path=path, params=params)
 
