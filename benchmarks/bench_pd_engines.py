@@ -75,13 +75,13 @@ def sk_brute(model, X, features, grids, cats):
                               categorical_features=cats or None)["average"][0]
 
 
-def run_daskpd(model, X, items, grid=None):
+def run_daskpd(model, X, items, grid=None, resolution=20):
     import daskpd
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return daskpd.partial_dependence(model, X, items, grid_resolution=20, method="brute", progress=False,
-                                         grid=grid)
+        return daskpd.partial_dependence(model, X, items, grid_resolution=resolution, method="brute",
+                                         progress=False, grid=grid)
 
 
 def h2o_setup(X_fit, y_fit, features, trees):
@@ -101,7 +101,7 @@ def h2o_setup(X_fit, y_fit, features, trees):
     return m
 
 
-def h2o_time(model, X, features, cols=None, pairs=None):
+def h2o_time(model, X, features, cols=None, pairs=None, nbins=20):
     import h2o
 
     df = X[features].copy()
@@ -111,7 +111,7 @@ def h2o_time(model, X, features, cols=None, pairs=None):
     if "cat" in features:
         fr["cat"] = fr["cat"].asfactor()
     kw = {"cols": cols} if cols else {"col_pairs_2dpdp": pairs, "cols": []}
-    t, _ = timed(model.partial_plot, frame=fr, nbins=20, plot=False, **kw)
+    t, _ = timed(model.partial_plot, frame=fr, nbins=nbins, plot=False, **kw)
     h2o.remove(fr)
     return t
 
@@ -123,6 +123,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ref-rows-2way", type=float, default=2e4)
     ap.add_argument("--h2o-rows", type=float, default=5e4)
     ap.add_argument("--trees", type=int, default=100, help="trees per model (100; fewer for a smoke run)")
+    ap.add_argument("--grid", type=int, default=20, help="grid points per feature (20; fewer for a smoke run)")
     ap.add_argument("--skip-h2o", action="store_true")
     args = ap.parse_args(argv)
     n, nref, nref2 = int(args.rows), int(args.ref_rows), int(args.ref_rows_2way)
@@ -157,9 +158,10 @@ def main(argv=None) -> int:
         cats = [f for f in feats if f == "cat"]
         # warm-up (numba kernels from the cache), on a small slice
         run_daskpd(model, Xc.iloc[:2000], [(feats[0],), (feats[0], feats[1])])
-        for kind, items, nr in [("1-way 3 x 20", [(f,) for f in feats], nref),
-                                ("2-way 20 x 20", [("a", "b")], nref2)]:
-            t_d, res = timed(run_daskpd, model, Xc, items)
+        g = args.grid
+        for kind, items, nr in [(f"1-way 3 x {g}", [(f,) for f in feats], nref),
+                                (f"2-way {g} x {g}", [("a", "b")], nref2)]:
+            t_d, res = timed(run_daskpd, model, Xc, items, resolution=g)
             res = res if isinstance(res, dict) else {items[0]: res}
             engines = sorted({r.engine for r in res.values()})
             # scikit-learn brute on nr rows with daskpd's grid; daskpd on the same rows for the difference
@@ -196,7 +198,7 @@ def main(argv=None) -> int:
                     cols = [f for it in items for f in it] if len(items[0]) == 1 else None
                     pairs = None if cols else [list(items[0])]
                     sizes = (int(args.h2o_rows) // 4, int(args.h2o_rows))
-                    ts = [h2o_time(hm, Xc.iloc[:s], Xc.columns.tolist(), cols, pairs) for s in sizes]
+                    ts = [h2o_time(hm, Xc.iloc[:s], Xc.columns.tolist(), cols, pairs, g) for s in sizes]
                     slope = (ts[1] - ts[0]) / (sizes[1] - sizes[0])
                     t_h2o = ts[1] + slope * (n - sizes[1])
                 except Exception as exc:  # noqa: BLE001 - print and go on
