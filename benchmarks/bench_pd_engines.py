@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Brute-force partial dependence of tree models: daskpd's tree engine vs scikit-learn and H2O.
 
-    .venv/bin/python benchmarks/bench_pd_engines.py [--rows 1e6] [--ref-rows 1e5] [--ref-rows-2way 2e4]
-        [--h2o-rows 5e4] [--trees 100] [--skip-h2o]
+    .venv/bin/python benchmarks/bench_pd_engines.py [--rows 1e6] [--ref-rows 5e4] [--ref-rows-2way 1e4]
+        [--h2o-rows 2e4] [--h2o-2way] [--trees 100] [--grid 20] [--skip-h2o]
 
 Data (built here, nothing written): ``--rows`` rows of five uniform columns a..e and a
 12-level pandas categorical ``cat``; y = 3a + sin(6b) + cd + e^2 + an effect per level of
@@ -29,7 +29,8 @@ HGB: a, b, cat) and a 2-way PD of (a, b) x (20 x 20), averaged over all ``--rows
 * H2O-3 ``partial_plot`` (``pip install h2o``; Java): an H2O GBM with the same
   ntrees/max_depth on the same sample (a different model: times only), ``nbins=20``,
   timed at two sizes (``--h2o-rows`` / 4 and ``--h2o-rows``) and extrapolated linearly to
-  ``--rows``.  "H2O: not installed" when absent.
+  ``--rows``; the 2-way grid (400 scorings of the frame) only with ``--h2o-2way``.
+  "H2O: not installed" when absent.
 
 Ratios (goals: >= 10x scikit-learn brute, >= 20x H2O partial_plot) are printed at the end;
 they are what one run on one machine shows.
@@ -119,9 +120,10 @@ def h2o_time(model, X, features, cols=None, pairs=None, nbins=20):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=float, default=1e6)
-    ap.add_argument("--ref-rows", type=float, default=1e5)
-    ap.add_argument("--ref-rows-2way", type=float, default=2e4)
-    ap.add_argument("--h2o-rows", type=float, default=5e4)
+    ap.add_argument("--ref-rows", type=float, default=5e4)
+    ap.add_argument("--ref-rows-2way", type=float, default=1e4)
+    ap.add_argument("--h2o-rows", type=float, default=2e4)
+    ap.add_argument("--h2o-2way", action="store_true", help="also time H2O on the 2-way grid (long)")
     ap.add_argument("--trees", type=int, default=100, help="trees per model (100; fewer for a smoke run)")
     ap.add_argument("--grid", type=int, default=20, help="grid points per feature (20; fewer for a smoke run)")
     ap.add_argument("--skip-h2o", action="store_true")
@@ -193,7 +195,7 @@ def main(argv=None) -> int:
             # H2O partial_plot, two sizes, extrapolated linearly
             t_h2o = None
             hm = h2o_models.get(name)
-            if hm is not None:
+            if hm is not None and (len(items[0]) == 1 or args.h2o_2way):
                 try:
                     cols = [f for it in items for f in it] if len(items[0]) == 1 else None
                     pairs = None if cols else [list(items[0])]
