@@ -95,7 +95,7 @@ def child_daskpd(path: str, out: str) -> None:
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     t0 = time.perf_counter()
-    res = daskpd.catstratpd(path, "y", "x")
+    res = daskpd.catstratpd(path, target="y", feature="x")
     seconds = time.perf_counter() - t0
     json.dump({"ok": True, "seconds": seconds,
                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,

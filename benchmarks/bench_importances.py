@@ -195,7 +195,7 @@ def daskpd_child(args) -> dict:
 
     cats = CATEGORICAL[args.dataset]
     # warm up imports (dask, sklearn, pyarrow, scipy) outside the clock, on a tiny table
-    strat_curves_and_importances(chunk(999, 2_000, args.dataset), "y", categorical=cats, progress=False)
+    strat_curves_and_importances(chunk(999, 2_000, args.dataset), target="y", categorical=cats, progress=False)
 
     counts = {"read": 0, "map": 0}
 
@@ -211,7 +211,7 @@ def daskpd_child(args) -> dict:
     rss0 = _peak_rss()
     with dask.config.set(scheduler="threads"), Count():
         t0 = time.perf_counter()
-        res = strat_curves_and_importances(args.data, "y", categorical=cats, progress=False, **kw)
+        res = strat_curves_and_importances(args.data, target="y", categorical=cats, progress=False, **kw)
         secs = time.perf_counter() - t0
     t = res.table
     return {"ok": True, "seconds": secs, "peak_rss_bytes": _peak_rss(), "rss_before_bytes": rss0,

@@ -60,12 +60,12 @@ def child(data: str, n_trials: int, split_every: str) -> dict:
     if split_every != "auto":
         config["daskpd.split-every"] = int(split_every)
     with dask.config.set(config):
-        strat_curves_and_importances(bi.chunk(999, 2_000), "y", **kw)  # warm-up, off the clock
+        strat_curves_and_importances(bi.chunk(999, 2_000), target="y", **kw)  # warm-up, off the clock
         rss0 = proc.memory_info().rss
         th = threading.Thread(target=sampler, daemon=True)
         th.start()
         t0 = time.perf_counter()
-        res = strat_curves_and_importances(data, "y", n_trials=n_trials, **kw)
+        res = strat_curves_and_importances(data, target="y", n_trials=n_trials, **kw)
         t_end = time.perf_counter()
         stop.set()
         th.join()

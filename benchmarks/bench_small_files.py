@@ -66,7 +66,7 @@ def run(path: str):
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = daskpd.strat_curves_and_importances(path, "y", categorical=["k5000"], progress=False)
+        res = daskpd.strat_curves_and_importances(path, target="y", categorical=["k5000"], progress=False)
     return time.perf_counter() - t0, res
 
 

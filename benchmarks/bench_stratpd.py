@@ -56,7 +56,7 @@ def _measure(kind: str, args: dict) -> dict:
     rss0 = _peak_rss_bytes()
     t0 = time.perf_counter()
     if kind == "stratpd":
-        res = daskpd.stratpd(args["data"], args["target"], args["feature"], progress=False,
+        res = daskpd.stratpd(args["data"], target=args["target"], feature=args["feature"], progress=False,
                              **args.get("params", {}))
         extra = {"positions": int(len(res.x)), "supported": int(res.supported.sum()), "leaves": res.n_leaves,
                  "binned": res.binned, "timings": res.params.get("timings"), "x": res.x.tolist(), "pd": [None if v != v else v for v in res.pd.tolist()]}

@@ -53,13 +53,13 @@ def part1(sizes):
     with dask.config.set(scheduler="threads"):
         warm = bi.chunk(999, 2_000, "numeric3")
         for tm in METHODS:  # imports and numba kernels loaded outside the clock
-            strat_curves_and_importances(warm, "y", progress=False, tree_method=tm)
+            strat_curves_and_importances(warm, target="y", progress=False, tree_method=tm)
         for n in sizes:
             df = bi.chunk(0, n, "numeric3", seed=0)
             fit = {}
             for tm in METHODS:
                 t = time.perf_counter()
-                r = strat_curves_and_importances(df, "y", progress=False, tree_method=tm)
+                r = strat_curves_and_importances(df, target="y", progress=False, tree_method=tm)
                 el = time.perf_counter() - t
                 fit[tm] = r.timings["fit_s"]
                 print(f"{n:>9,} {tm:>6} {fit[tm]:7.3f} {el:7.2f}")
@@ -75,14 +75,14 @@ def part2(seeds, n, workdir):
     for ds in ("numeric", "numeric3", "mixed"):
         cats = bi.CATEGORICAL[ds]
         for tm in METHODS:  # warm-up
-            strat_curves_and_importances(bi.chunk(999, 2_000, ds), "y", categorical=cats, progress=False,
+            strat_curves_and_importances(bi.chunk(999, 2_000, ds), target="y", categorical=cats, progress=False,
                                          tree_method=tm)
         for seed in range(seeds):
             path = bi.write_data(os.path.join(workdir, f"{ds}_{n}_s{seed}"), n, max(1, -(-n // 4)), ds, seed=seed)
             truth = bi.truth_importances(path, ds)
             for tm in METHODS:
                 t = time.perf_counter()
-                r = strat_curves_and_importances(path, "y", categorical=cats, progress=False, tree_method=tm)
+                r = strat_curves_and_importances(path, target="y", categorical=cats, progress=False, tree_method=tm)
                 el = time.perf_counter() - t
                 err = max(abs(r.table.loc[f, "importance"] - truth[f]) for f in truth)
                 summary.setdefault((ds, tm), []).append((el, err))
@@ -104,7 +104,7 @@ def part3(sizes):
         df = Quadratic(random_state=0, decimals=2, x1_max=10.0).frame(n)
         for tm in METHODS:
             t = time.perf_counter()
-            r = daskpd.stratpd(df, "y", "x1", tree_method=tm, progress=False)
+            r = daskpd.stratpd(df, target="y", feature="x1", tree_method=tm, progress=False)
             el = time.perf_counter() - t
             f = r.to_frame()
             x, p = f["x"].to_numpy(), f["pd"].to_numpy()

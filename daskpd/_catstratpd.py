@@ -20,7 +20,8 @@ from ._strat.pipeline import run_strat
 from ._strat.trees import DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
 from ._validation import NON_NEGATIVE_INT, validate_params
 from ._errors import DataError, InvalidParameterError
-from ._stratpd import STRAT_CONSTRAINTS
+from ._positional import deprecate_positional_args
+from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns, thin_message
 
 __all__ = ["catstratpd"]
 
@@ -37,20 +38,21 @@ _CAT_CONSTRAINTS = {
 
 def driver_side(res: CatStratPDResult) -> CatStratPDResult:
     """The warning of a result finished on a worker, emitted where the user sees it."""
-    message = no_shared_leaf_message(res)
+    message = no_shared_leaf_message(res) or thin_message(res, "CatStratPD", "a single category")
     if message:
         warnings.warn(message, UserWarning, stacklevel=3)
     return res
 
 
 @validate_params(_CAT_CONSTRAINTS)
-def run_categorical(data, target: str, feature: str, *, features=None, min_samples_leaf: int = 5,
+def run_categorical(data, *, target: str, feature: str, features=None, stratify_on=None, min_samples_leaf: int = 5,
                     sample_size: int = DEFAULT_SAMPLE_SIZE, random_state: int = 0, n_trials: int = 0,
                     nan_as_level: bool = False, tree_method: str = DEFAULT_TREE_METHOD, progress=None,
                     storage_options=None, filters=None, centered: bool = False):
     """Validate and run the shared pipeline for one categorical feature; returns (run,
     dtype), the result (with ``centered``) in ``run.results[feature]``."""
-    request = open_request(data, target, [feature], stratify_on=features, as_kind="categorical",
+    request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
+                           as_kind="categorical",
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
                     random_state=random_state, n_trials=n_trials, nan_as_level=nan_as_level,
@@ -59,13 +61,15 @@ def run_categorical(data, target: str, feature: str, *, features=None, min_sampl
     return run, dtype
 
 
+@deprecate_positional_args(("target", "feature"))
 @validate_params(_CAT_CONSTRAINTS)
 def catstratpd(
     data,
+    *,
     target: str,
     feature: str,
-    *,
     features=None,
+    stratify_on=None,
     min_samples_leaf: int = 5,
     centered: bool = False,
     nan_as_level: bool = False,
@@ -89,7 +93,11 @@ def catstratpd(
         codes (any column given here is treated as categories; a float column must hold
         integral values, e.g. integer codes with missing values).
     features : list of str, optional
-        Columns the stratifying tree may use (default: every column but target);
+        The columns of the analysis (stratx's ``X``): ``feature`` is stratified on the
+        others in it (default: every column but ``target``), as in
+        :func:`daskpd.importances` and a job.
+    stratify_on : list of str, optional
+        The stratifying columns, when they should differ from ``features``;
         ``feature`` itself is always excluded.
     min_samples_leaf : int, default 5
         Leaf size of the stratifying tree (fitted on the sample).
@@ -127,7 +135,8 @@ def catstratpd(
     """
     # the parameters are validated (and normalised) already: the undecorated runner
     run, dtype = run_categorical.__wrapped__(
-        data, target, feature, features=features, min_samples_leaf=min_samples_leaf, sample_size=sample_size,
+        data, target=target, feature=feature, features=features, stratify_on=stratify_on,
+        min_samples_leaf=min_samples_leaf, sample_size=sample_size,
         random_state=random_state, n_trials=n_trials, nan_as_level=nan_as_level, tree_method=tree_method,
         progress=progress, storage_options=storage_options, filters=filters, centered=centered)
     return driver_side(run.results[feature])

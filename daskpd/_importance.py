@@ -45,6 +45,7 @@ from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES
 from ._catstratpd import driver_side as categorical_driver_side
 from ._engine import scheduler
 from ._engine.plan import run_local
+from ._engine.progress import stage
 from ._strat.pipeline import run_strat
 from ._strat.scan import leaf_numbering
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
@@ -53,13 +54,29 @@ from ._errors import DataError, InvalidParameterError
 from ._data.request import left_out_note, open_request
 from ._engine.memory import partition_bytes
 from .results import Result, table_frame
-from ._stratpd import STRAT_CONSTRAINTS
+from ._positional import deprecate_positional_args
+from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
 from ._stratpd import driver_side as numeric_driver_side
 
 __all__ = ["importances", "strat_curves_and_importances", "ImportanceResult"]
 
 #: the three measures, in table-column order
 MEASURES = ("importance", "impact", "pd_variance")
+
+#: a few words per measure, for summaries
+MEASURE_SHORT = {"importance": "mean |PD| weighted by rows", "impact": "mean |PD| over values",
+                 "pd_variance": "spread of the curve"}
+
+#: one sentence per measure, for the HTML report
+MEASURE_SENTENCES = {
+    "importance": "importance: how far the feature moves the target for the typical row -- the mean |PD| "
+                  "weighted by the rows at each value (stratx's importance); tables are sorted by it by default, "
+                  "because it ranks the features by their effect on the data as they are.",
+    "impact": "impact: the same mean |PD| with every value (or category) counted once, whatever its rows -- "
+              "high for a feature that matters a lot over values few rows have.",
+    "pd_variance": "pd_variance: how much the curve varies (Greenwell et al.'s flatness: the standard deviation "
+                   "of PD over the values, the range / 4 over categories), whatever its zero.",
+}
 
 
 # ---------------------------------------------------------------------------------
@@ -167,6 +184,18 @@ def _null_measures(sub: pd.DataFrame, scan, msl_for: dict, perm_seed, tree_metho
 class ImportanceResult(Result):
     """Importances of every feature plus the curves they were computed from.
 
+    The three measures, each from the feature's StratPD / CatStratPD curve:
+
+    * **importance**: how far the feature moves the target for the typical row -- the
+      mean |PD| weighted by the rows at each value (stratx's importance).  The table is
+      sorted by it (``sort_by``) because it ranks the features by their effect on the
+      data as they are distributed, which is what a reader of the top rows wants.
+    * **impact**: the same mean |PD| with every value (or category) counted once,
+      whatever its rows: high for a feature that matters a lot over values few rows have.
+    * **pd_variance**: how much the curve varies (Greenwell et al.'s flatness: the
+      standard deviation of PD over the values, range / 4 over categories), whatever
+      its zero.
+
     ``table``     DataFrame indexed by feature, sorted by ``sort_by`` (descending):
                   ``kind``, ``importance``, ``impact``, ``pd_variance`` (normalised to
                   sum to 1 when ``normalize``), with ``*_std`` (trials), ``*_pvalue``
@@ -226,8 +255,11 @@ class ImportanceResult(Result):
     def summary(self) -> str:
         cols = [c for c in ("importance", "importance_std", "impact", "pd_variance", "importance_pvalue")
                 if c in self.table]
+        sort_by = self.params.get("sort_by", "importance")
         return (f"importances of {len(self.table)} features for {self.target!r} ({self.n_rows:,} rows, "
-                f"{self.n_passes} passes over {self.n_partitions} partitions, trials={self.n_trials}):\n"
+                f"{self.n_passes} passes over {self.n_partitions} partitions, trials={self.n_trials})\n"
+                f"sorted by {sort_by} ({MEASURE_SHORT[sort_by]}); "
+                + "; ".join(f"{m}: {MEASURE_SHORT[m]}" for m in MEASURES if m != sort_by) + "\n"
                 + self.table[cols].to_string(float_format=lambda v: f"{v:.4g}"))
 
     def plot(self, ax=None, **kwargs):
@@ -251,7 +283,7 @@ class ImportanceResult(Result):
 IMPORTANCE_CONSTRAINTS = {
     **STRAT_CONSTRAINTS,
     "categorical": [ColumnNames(allow_single=True), None],
-    "stratify_on": [ColumnNames(allow_single=True), None],
+    "numeric": [ColumnNames(allow_single=True), None],
     "n_trials": [POSITIVE_INT],
     "bootstrap": ["boolean"],
     "subsample_size": [Interval(Real, 0, 1, closed="neither")],
@@ -268,13 +300,15 @@ IMPORTANCE_CONSTRAINTS = {
 }
 
 
+@deprecate_positional_args(("target",))
 @validate_params(IMPORTANCE_CONSTRAINTS)
 def strat_curves_and_importances(
     data,
-    target: str,
     *,
+    target: str,
     features: Sequence[str] | None = None,
     categorical: Sequence[str] | None = None,
+    numeric: Sequence[str] | None = None,
     stratify_on: Sequence[str] | None = None,
     n_trials: int = 1,
     bootstrap: bool = True,
@@ -306,7 +340,9 @@ def strat_curves_and_importances(
     target : str
         Numeric response column.
     features : list of str, optional
-        Features to score.  Default: every column but ``target``, less the datetime
+        The columns of the analysis (stratx's ``X``): each is scored, and each is
+        stratified on the others in it (unless ``stratify_on`` says otherwise), as in
+        :func:`daskpd.stratpd` and a job.  Default: every column but ``target``, less the datetime
         columns (convert them to numbers to score them), the hive partition keys of a
         parquet lake (``sale_year=2011/`` directories) and the columns the tree sample
         shows to be constant or empty; one warning counts and names what was left out
@@ -315,9 +351,16 @@ def strat_curves_and_importances(
     categorical : list of str, optional
         Columns to treat as categorical (e.g. integer codes).  Besides these, columns
         of dtype object, string, category and bool are categorical.
+    numeric : list of str, optional
+        Columns to read as numbers though their dtype says categories: a hive key of a
+        parquet lake (``month=7/`` directories; read as categories and left out of the
+        default features otherwise), codes stored as strings.
     stratify_on : list of str, optional
-        Columns the stratifying trees may use (default: every column but ``target``);
-        each feature's tree excludes the feature itself.
+        The stratifying columns, when they should differ from ``features`` (default:
+        ``features`` when given, else every column but ``target``); each feature's tree
+        excludes the feature itself.  Up to daskpd 0.1, ``features`` chose only the
+        columns scored while the trees stratified on every column; that answer is
+        ``stratify_on=`` every column but the target (docs/importances.md, "Changes").
     n_trials : int, default 1
         1: one estimate on all rows, no spread (as stratx).  T > 1: T bootstrap (or
         subsample) trials riding the same scan; the table gets ``*_std`` columns, the
@@ -363,7 +406,8 @@ def strat_curves_and_importances(
     trial_fraction = None if bootstrap else subsample_size
 
     # columns and kinds: the request's one resolution
-    request = open_request(data, target, features, categorical=categorical, stratify_on=stratify_on,
+    stratify_on = stratifying_columns(features, stratify_on)
+    request = open_request(data, target, features, categorical=categorical, numeric=numeric, stratify_on=stratify_on,
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     declared = list(request.categorical)
     feats, kinds = list(request.features), dict(request.kinds)
@@ -382,7 +426,7 @@ def strat_curves_and_importances(
         n_trials=n_trials if n_trials > 1 else 0, trial_fraction=trial_fraction, nan_as_level=nan_as_level,
         tree_method=tree_method, progress=progress,
         finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes},
-        skip_constant=feats if skip_unusable else ())
+        skip_constant=feats if skip_unusable else (), later_stages=("p-values",) if pvalues else ())
     if run.skipped:
         left_out.update(run.skipped)
         feats = [f for f in feats if f not in run.skipped]
@@ -442,7 +486,7 @@ def strat_curves_and_importances(
     table = table.sort_values(sort_by, ascending=False, kind="stable", na_position="last")
 
     n_rows = int(next(iter(curves.values())).n_rows)
-    params = {"features": feats, "categorical": declared, "stratify_on": None if stratify_on is None else list(stratify_on),
+    params = {"features": feats, "categorical": declared, "numeric": list(request.numeric), "stratify_on": None if stratify_on is None else list(stratify_on),
               "n_trials": n_trials, "bootstrap": bootstrap, "subsample_size": trial_fraction,
               "normalize": normalize, "sort_by": sort_by, "min_samples_leaf": min_samples_leaf,
               "cat_min_samples_leaf": cat_min_samples_leaf, "min_slopes_per_x": min_slopes_per_x,
@@ -469,7 +513,8 @@ def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=D
     # Raw measures (units of y), not normalised ones: under a shuffled y every feature's
     # *share* is ~1/p, so a normalised statistic would test "larger than 1/p", not
     # "y depends on this feature".
-    out = np.stack(scheduler.compute(*tasks, progress=progress))  # (1 + n_perm, p, 3)
+    with stage("p-values"):
+        out = np.stack(scheduler.compute(*tasks, progress=progress))  # (1 + n_perm, p, 3)
     obs, null = out[0], out[1:]
     with np.errstate(invalid="ignore"):
         reach = (null >= obs[None] - 1e-12 * np.abs(obs[None])).sum(axis=0)
@@ -483,18 +528,33 @@ def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=D
     return pv, null_df
 
 
+@deprecate_positional_args(("target",))
 @validate_params(IMPORTANCE_CONSTRAINTS, signature_of=strat_curves_and_importances)
-def importances(data, target, **kwargs) -> pd.DataFrame:
+def importances(data, *, target, **kwargs) -> pd.DataFrame:
     """Importance and impact of every feature, one scan of the data (a DataFrame).
 
-    Returns :attr:`ImportanceResult.table` of :func:`strat_curves_and_importances`
-    (same parameters): indexed by feature, sorted by importance (descending), with
+    Returns a DataFrame, :attr:`ImportanceResult.table` of
+    :func:`strat_curves_and_importances` (same parameters; that function returns the
+    :class:`ImportanceResult`, with the curves): indexed by feature, sorted by
+    importance (descending), with
     columns ``kind``, ``importance``, ``impact``, ``pd_variance`` (each normalised to
     sum to 1 by default), ``*_std`` when ``n_trials > 1``, ``*_pvalue`` when
     ``pvalues=True``, ``*_raw`` (units of the target), ``n_positions``, ``n_rows``.
 
-    impact = mean |PD| over the curve's positions; importance = the same weighted by
-    the rows at each position; categorical curves are mean-centred first;
-    pd_variance = Greenwell et al.'s SD (ddof=1, numeric) or range / 4 (categorical).
+    * importance: how far the feature moves the target for the typical row -- the mean
+      |PD| weighted by the rows at each position (stratx's).  The table is sorted by it:
+      it ranks the features by their effect on the data as they are distributed.
+    * impact: the same mean |PD| with every position (value, bin or category) counted
+      once, whatever its rows.
+    * pd_variance: how much the curve varies (Greenwell et al.'s flatness: the SD,
+      ddof=1, of PD over the positions; range / 4 over categories).
+
+    Categorical curves are mean-centred before |PD| is taken.  ``features`` are the
+    columns of the analysis: each is scored and stratified on the others
+    (``stratify_on`` to stratify on other columns).
     """
-    return strat_curves_and_importances.__wrapped__(data, target, **kwargs).table  # validated above
+    return strat_curves_and_importances.__wrapped__(data, target=target, **kwargs).table  # validated above
+
+
+# the table is what importances returns (stratx's return type); the signature is borrowed
+importances.__signature__ = importances.__signature__.replace(return_annotation="pd.DataFrame")

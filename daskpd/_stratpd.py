@@ -11,6 +11,7 @@ from numbers import Integral
 
 from ._data.request import open_request
 from ._engine.memory import partition_bytes
+from ._positional import deprecate_positional_args
 from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, empty_curve_message
 from ._strat.pipeline import run_strat
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, TREE_METHODS
@@ -25,6 +26,7 @@ STRAT_CONSTRAINTS = {
     "data": NO_VALIDATION,
     "target": ["column"],
     "features": [ColumnNames(allow_single=True), None],
+    "stratify_on": [ColumnNames(allow_single=True), None],
     "min_samples_leaf": [POSITIVE_INT],
     "sample_size": [Interval(Integral, 2, None, closed="left")],
     "max_bins": [Interval(Integral, 2, None, closed="left"), None],
@@ -34,19 +36,20 @@ STRAT_CONSTRAINTS = {
 }
 
 
+@deprecate_positional_args(("target", "feature"))
 @validate_params({
     **STRAT_CONSTRAINTS,
     "feature": ["column"],
     "min_slopes_per_x": [POSITIVE_INT],
     "few_slopes": [StrOptions(*FEW_SLOPES_RULES)],
 })
-
 def stratpd(
     data,
+    *,
     target: str,
     feature: str,
-    *,
     features=None,
+    stratify_on=None,
     min_samples_leaf: int = 15,
     min_slopes_per_x: int = 5,
     few_slopes: str = DEFAULT_FEW_SLOPES,
@@ -69,10 +72,15 @@ def stratpd(
         Numeric (or boolean) column whose partial dependence is wanted.  For a
         categorical column use :func:`daskpd.catstratpd`.
     features : list of str, optional
-        Columns the stratifying tree may use (default: every column but target);
-        ``feature`` itself is always excluded.  Non-numeric ones are encoded for
-        the tree (categories as codes learned from the sample, dates as numbers);
-        missing values are kept and the tree routes them.
+        The columns of the analysis (stratx's ``X``): ``feature`` is stratified on the
+        others in it (default: every column but ``target``).  The same meaning in
+        :func:`daskpd.importances` and a job's ``features``.
+    stratify_on : list of str, optional
+        The stratifying columns, when they should differ from ``features`` (e.g. to
+        stratify on a column that is not analysed); ``feature`` itself is always
+        excluded.  Non-numeric ones are encoded for the tree (categories as codes
+        learned from the sample, dates as numbers); missing values are kept and the
+        tree routes them.
     min_samples_leaf : int, default 15
         Leaf size of the stratifying tree (fitted on the sample).
     min_slopes_per_x : int, default 5
@@ -111,7 +119,8 @@ def stratpd(
     -------
     StratPDResult
     """
-    request = open_request(data, target, [feature], stratify_on=features, as_kind="numeric",
+    request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
+                           as_kind="numeric",
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
                     tree_method=tree_method, random_state=random_state, progress=progress,
@@ -119,11 +128,33 @@ def stratpd(
     return driver_side(run, run.results[feature], min_slopes_per_x=min_slopes_per_x)
 
 
+def stratifying_columns(features, stratify_on):
+    """The one rule of every model-free function: the stratifying columns are
+    ``stratify_on`` when given, else the analysis columns ``features`` (each feature
+    stratified on the others), else None (every usable column but the target)."""
+    return stratify_on if stratify_on is not None else features
+
+
 def driver_side(run, res: StratPDResult, *, min_slopes_per_x: int) -> StratPDResult:
     """What a curve finished on a worker still needs on the driver: the run's timings,
     and the empty-curve warning where the user sees it."""
     res.params["timings"] = {k: round(v, 4) for k, v in run.timings.items()}
-    message = empty_curve_message(res, min_slopes_per_x)
+    message = empty_curve_message(res, min_slopes_per_x) or thin_message(res, "StratPD", "a single x value")
     if message:
         warnings.warn(message, UserWarning, stacklevel=3)
     return res
+
+
+#: a warning when more than this share of the rows fell in leaves that cannot contribute
+THIN_SHARE = 0.5
+
+
+def thin_message(res, method: str, what: str) -> str | None:
+    """The warning when more than half of the rows with an x fell in leaves holding
+    ``what`` (no slope, or no second category to compare with), or None."""
+    used, ignored = float(res.n_used), float(res.n_ignored)
+    if used + ignored <= 0 or ignored <= THIN_SHARE * (used + ignored):
+        return None
+    return (f"{method} for feature {res.feature!r}: {ignored / (used + ignored):.0%} of the rows "
+            f"({int(ignored):,} of {int(used + ignored):,}) fell in leaves holding {what} and could not contribute; "
+            "raise min_samples_leaf (larger leaves) or stratify on fewer columns (stratify_on=)")

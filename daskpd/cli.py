@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import traceback
+import warnings
 
 __all__ = ["main", "build_parser"]
 
@@ -185,14 +186,30 @@ def _cmd_validate(args) -> int:
     if left_out:
         print("  note: the run leaves out of the default features: "
               + ", ".join(f"{f!r} ({why})" for f, why in left_out.items())
-              + "; name them in 'features' to score them (then the run fails on them)")
+              + "; " + _left_out_hint(left_out))
     return EXIT_OK
+
+
+def _left_out_hint(left_out: dict) -> str:
+    """What to do about the columns the run leaves out, by why: a datetime or a constant
+    column cannot be scored as it is; a hive key can (declared in 'numeric' or
+    'categorical')."""
+    why = set(left_out.values())
+    hints = []
+    if "datetime" in why:
+        hints.append("convert a datetime to a number (days since an epoch, the year) in the data to score it")
+    if "hive partition key" in why:
+        hints.append("list a hive key in 'numeric' or 'categorical' to score it")
+    if why - {"datetime", "hive partition key"}:
+        hints.append("the other columns cannot be scored as they are")
+    return "; ".join(hints)
 
 
 def _check_content(spec, request, cats) -> dict:
     """What the run's sample pass would refuse (no rows after the filters, a feature with
     no value or a single one), from the parquet statistics or a scan that stops early."""
     from ._data.lake import check_content
+    from ._errors import DataError
 
     feats = request.features
     want = spec.model_free
@@ -201,8 +218,14 @@ def _check_content(spec, request, cats) -> dict:
     else:
         curve = [f for f in feats if (f in cats and "catstratpd" in want) or (f not in cats and "stratpd" in want)]
     so = spec.source.storage_options or None
-    return check_content(spec.source.path, request.read_schema(), curve, spec.source.filters, so, label=spec.source.path,
-                         skip_unusable=spec.features is None)
+    try:
+        return check_content(spec.source.path, request.read_schema(), curve, spec.source.filters, so,
+                             label=spec.source.path, skip_unusable=spec.features is None)
+    except DataError as exc:
+        if spec.features is None or "'exclude'" not in str(exc):
+            raise
+        # a spec with 'features' cannot have 'exclude': the fix is to list the column no more
+        raise DataError(str(exc).replace("list it in 'exclude'", "remove it from 'features'")) from None
 
 
 def _cmd_history(args) -> int:
@@ -238,12 +261,18 @@ def _cmd_history(args) -> int:
     return EXIT_OK
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"daskpd: warning: {message}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     cmd = {"run": _cmd_run, "validate": _cmd_validate, "history": _cmd_history}[args.command]
     try:
-        return cmd(args)
+        with warnings.catch_warnings():  # a warning is one "daskpd: warning: ..." line, as errors are
+            warnings.showwarning = _show_warning
+            return cmd(args)
     except KeyboardInterrupt:
         print("daskpd: interrupted", file=sys.stderr)
         return 130

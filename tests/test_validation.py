@@ -103,9 +103,9 @@ def test_parameter_errors_name_function_and_parameter_before_reading_data(name, 
     func = _public(name)
     data = "/nonexistent/never-read.parquet"
     if name in ("stratpd", "catstratpd"):
-        args = (data, "y", "x")
+        args, kwargs = (data,), dict(kwargs, target="y", feature="x")
     elif name == "importances":
-        args = (data, "y")
+        args, kwargs = (data,), dict(kwargs, target="y")
     elif name == "marginal":
         args = (data, "x")
     elif name in ("ice", "compare"):
@@ -120,5 +120,5 @@ def test_parameter_errors_name_function_and_parameter_before_reading_data(name, 
 def test_a_data_error_is_not_a_parameter_error():
     df = pd.DataFrame({"x": np.arange(50.0), "y": np.ones(50), "s": ["a"] * 50})
     with pytest.raises(DataError) as ei:
-        daskpd.stratpd(df, "s", "x")  # a non-numeric target: the data's fault
+        daskpd.stratpd(df, target="s", feature="x")  # a non-numeric target: the data's fault
     assert not isinstance(ei.value, InvalidParameterError)

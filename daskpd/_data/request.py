@@ -12,7 +12,8 @@ wording for each error:
   keys of a parquet lake (where a file lies, not a property of its rows), and columns
   missing from some of the lake's files (a column added later);
 * their **kinds**, by the one rule of :mod:`daskpd._data.kinds` (declared categorical
-  columns are categorical whatever their dtype);
+  columns are categorical whatever their dtype; declared numeric columns -- a hive key
+  such as ``month=7/``, codes stored as strings -- are read as numbers);
 * the **stratifying columns** of a model-free request: the ones named, or every column
   but the target and those excluded, less nested, binary and partly missing columns.
 
@@ -26,9 +27,12 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
+import pandas as pd
+
 from .._errors import DataError, InvalidParameterError
 from .kinds import datetime_message, is_numeric_like, kind_of, unsupported_message
-from .read import short_list
+from .read import filter_columns, short_list
 from .source import Dataset, open_dataset
 
 __all__ = ["Request", "open_request", "left_out_note"]
@@ -45,10 +49,17 @@ class Request:
     categorical: list[str]  # the columns declared categorical
     stratify_on: list[str] | None  # model-free requests: the stratifying columns
     left_out: dict[str, str] = field(default_factory=dict)  # default features left out: column -> why
+    numeric: list[str] = field(default_factory=list)  # columns declared numeric: read as float64
+    filters: list | None = None  # the filters the input was read with (for messages)
 
     @property
     def dtypes(self):
-        return self.dataset.dtypes
+        if not self.numeric:
+            return self.dataset.dtypes
+        out = self.dataset.dtypes.copy()
+        for c in self.numeric:
+            out[c] = np.dtype("float64")
+        return out
 
     def read_columns(self, *extra: str) -> list[str]:
         """The columns a model-free run reads: target, features, stratifying columns, ``extra``."""
@@ -60,8 +71,42 @@ class Request:
         return self.dataset.read_schema(self.read_columns())
 
     def project(self, columns: Sequence[str] | None = None):
-        """The dask DataFrame of ``columns`` (default: :meth:`read_columns`)."""
-        return self.dataset.project(self.read_columns() if columns is None else columns)
+        """The dask DataFrame of ``columns`` (default: :meth:`read_columns`); the columns
+        declared numeric as float64."""
+        ddf = self.dataset.project(self.read_columns() if columns is None else columns)
+        cast = [c for c in self.numeric if c in set(ddf.columns)]
+        if not cast:
+            return ddf
+        meta = ddf._meta.astype({c: "float64" for c in cast})
+        return ddf.map_partitions(as_numbers, cast, meta=meta)
+
+
+def as_numbers(df, columns):
+    """``df`` with ``columns`` read as float64 (a partition kernel): a categorical column
+    (a hive key) through its categories, strings parsed; a value that is not a number is
+    a DataError naming the column."""
+    out = {}
+    for c in columns:
+        s = df[c]
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            cats = _numbers(pd.Series(s.cat.categories), c)
+            codes = s.cat.codes.to_numpy()
+            vals = np.where(codes >= 0, cats[np.maximum(codes, 0)] if len(cats) else np.nan, np.nan)
+        elif pd.api.types.is_numeric_dtype(s.dtype) or pd.api.types.is_bool_dtype(s.dtype):
+            vals = s.to_numpy(dtype="float64", na_value=np.nan)
+        else:
+            vals = _numbers(s, c)
+        out[c] = pd.Series(vals, index=df.index, dtype="float64")
+    return df.assign(**out)
+
+
+def _numbers(s: pd.Series, column: str) -> np.ndarray:
+    try:
+        return pd.to_numeric(s.astype(object), errors="raise").to_numpy(dtype="float64", na_value=np.nan)
+    except (ValueError, TypeError):
+        bad = s[pd.to_numeric(s.astype(object), errors="coerce").isna() & s.notna()]
+        raise DataError(f"column {column!r} is declared numeric but holds values that are not numbers "
+                        f"(e.g. {bad.iloc[0]!r}); declare it categorical instead") from None
 
 
 def _names(value) -> list[str]:
@@ -97,14 +142,16 @@ def _usable(dataset: Dataset, column: str) -> str | None:
     return None
 
 
-def open_request(data, target: str | None = None, features=None, *, categorical=None, stratify_on=None,
+def open_request(data, target: str | None = None, features=None, *, categorical=None, numeric=None,
+                 stratify_on=None,
                  exclude: Sequence[str] = (), columns: Sequence[str] | None = None, as_kind: str | None = None,
                  model_free: bool = True, storage_options=None, filters=None, spread: bool = False,
                  partition_bytes: int | None = None, names: dict | None = None) -> Request:
     """Open ``data`` and resolve the request (see the module docstring).
 
     ``features``: a column name or a list of them, or None for the default set;
-    ``categorical``: columns declared categorical; ``stratify_on``: the stratifying
+    ``categorical``: columns declared categorical; ``numeric``: columns declared numeric
+    (read as numbers: a hive key, codes stored as strings); ``stratify_on``: the stratifying
     columns (None: the default set; only when ``model_free``); ``exclude``: columns
     left out of the default sets; ``columns``: the only columns the request may use;
     ``as_kind``: the kind a method needs ("numeric": StratPD, which reads a boolean as
@@ -113,11 +160,17 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
     parquet files are gathered into partitions of about this size; ``names``: how messages
     name the parameters (default ``parameter categorical``, ...; a job names its keys).
     """
-    names = {k: f"parameter {k}" for k in ("categorical", "exclude", "columns", "stratify_on")} | dict(names or {})
+    names = ({k: f"parameter {k}" for k in ("categorical", "numeric", "exclude", "columns", "stratify_on")}
+             | dict(names or {}))
     if target is not None and not isinstance(target, str):
         raise DataError(f"target must be a column name (str); got {target!r}")
-    ds = open_dataset(data, storage_options=storage_options, filters=filters, spread=spread,
-                      partition_bytes=partition_bytes)
+    try:
+        ds = open_dataset(data, storage_options=storage_options, filters=filters, spread=spread,
+                          partition_bytes=partition_bytes)
+    except DataError:
+        if filters:
+            _check_filter_columns(data, filters, storage_options, partition_bytes)
+        raise
     available = list(ds.columns)
     if columns is not None:
         columns = _names(columns)
@@ -134,6 +187,26 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
         raise InvalidParameterError(f"{names['categorical']} names the target {target!r}; the target must be numeric")
     exclude = _names(exclude)
     _missing(ds, exclude, names["exclude"])
+    numeric = _names(numeric)
+    _missing(ds, numeric, names["numeric"])
+    both = [c for c in numeric if c in declared]
+    if both:
+        raise InvalidParameterError(f"{names['numeric']} and {names['categorical']} both name {both[0]!r}; "
+                                    "declare it one or the other")
+    if as_kind == "numeric" and features is not None:
+        # StratPD asked for a column by name: a hive key or categories that are all numbers
+        # (``month=7/``) read as numbers
+        for f in _names(features):
+            if f in ds.columns and f not in declared and f not in numeric and _numeric_categories(ds, f):
+                numeric.append(f)
+    for c in numeric:
+        if ds.kind(c) == "datetime":
+            raise DataError(datetime_message(c, ds.dtypes[c]))
+        if ds.kind(c) == "unsupported":
+            raise DataError(unsupported_message(c, ds.type_name(c)))
+        dtype = ds.dtypes[c]
+        if isinstance(dtype, pd.CategoricalDtype) and dtype.categories is not None:
+            _numbers(pd.Series(dtype.categories), c)
 
     left_out: dict[str, str] = {}
     if features is None:
@@ -142,7 +215,7 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
             if c == target or c in exclude:
                 continue
             why = _usable(ds, c)
-            if why is None and c not in declared:
+            if why is None and c not in declared and c not in numeric:
                 if ds.kind(c) == "datetime":
                     why = "datetime"
                 elif c in ds.hive_keys:
@@ -161,13 +234,13 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
 
     kinds = {}
     for f in feats:
-        kind = "categorical" if f in declared else ds.kind(f)
+        kind = "categorical" if f in declared else "numeric" if f in numeric else ds.kind(f)
         if kind == "datetime":
             raise DataError(datetime_message(f, ds.dtypes[f]))
         if kind == "unsupported":
             raise DataError(unsupported_message(f, ds.type_name(f)))
         if as_kind == "numeric":
-            if f in declared or not is_numeric_like(ds.dtypes[f]):
+            if f in declared or not (f in numeric or is_numeric_like(ds.dtypes[f])):
                 raise DataError(f"feature {f!r} is categorical (dtype {ds.dtypes[f]}); StratPD needs a numeric "
                                 f"feature. Use daskpd.catstratpd(data, target={target!r}, feature={f!r}) for "
                                 "categorical features.")
@@ -201,7 +274,30 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
                     raise DataError(unsupported_message(c, ds.type_name(c), role="stratifying column"))
             strat = [c for c in strat if c != target]
     return Request(dataset=ds, target=target, features=feats, kinds=kinds, categorical=declared, stratify_on=strat,
-                   left_out=left_out)
+                   left_out=left_out, numeric=numeric, filters=filters or None)
+
+
+def _check_filter_columns(data, filters, storage_options, partition_bytes) -> None:
+    """On a failed read with filters: a one-line DataError when a filter names a column
+    the input lacks (the reader's own error lists the whole schema)."""
+    try:
+        names = filter_columns(filters)
+        ds = open_dataset(data, storage_options=storage_options, partition_bytes=partition_bytes)
+    except Exception:  # the input itself is unreadable: the reader's error says why
+        return
+    missing = [c for c in names if c not in set(ds.columns)]
+    if missing:
+        raise DataError(f"filters name column {missing[0]!r}, which {ds.label} does not have; available columns: "
+                        f"{short_list(ds.columns, limit=8)}") from None
+
+
+def _numeric_categories(ds: Dataset, column: str) -> bool:
+    """A categorical column whose known categories are all numbers (a hive key such as
+    ``month=7/``)."""
+    dtype = ds.dtypes[column]
+    if not isinstance(dtype, pd.CategoricalDtype) or dtype.categories is None or not len(dtype.categories):
+        return False
+    return bool(pd.to_numeric(pd.Series(dtype.categories).astype(object), errors="coerce").notna().all())
 
 
 def left_out_note(who: str, left_out: dict, n_used: int, hint: str = "name them in features= to use them") -> str:

@@ -2,11 +2,18 @@
 
 ``progress`` (every public function's parameter) reads:
 
-* ``None`` / ``True`` -- automatic: a live bar when stderr is a terminal; otherwise (a
-  log file, a pipe, cron, a batch system) one line per stage, written when the stage
-  ends, plus a line every ``daskpd.progress-interval`` seconds (default 30) while a
-  long stage runs.  Lines carry the stage number and name, the tasks done of the
-  total and the elapsed time, and contain no carriage return and no escape code.
+* ``None`` / ``True`` -- automatic: a live bar when stderr is a terminal, labelled with
+  its stage (``daskpd 2/3 fit trees [#####    ]  50% Completed | 1.2s``; a finished
+  stage keeps its line); otherwise (a log file, a pipe, cron, a batch system) one line
+  per stage, written when the stage ends, plus a line every
+  ``daskpd.progress-interval`` seconds (default 30) while a long stage runs.  Lines
+  carry the stage number and name, the tasks done of the total and the elapsed time,
+  and contain no carriage return and no escape code.
+
+Stages are numbered per call (:func:`progress_call`, entered by every public function):
+"stage 2/3 (fit trees)" when the call declared its stages (:func:`plan_stages`: the
+model-free pipeline's sample, fit trees, scan and finish), "stage 2 (quantiles)"
+otherwise, the name then taken from the graph's keys.
 * ``"bar"`` / ``"log"`` -- that form, whatever stderr is;
 * ``False`` -- nothing.
 
@@ -16,41 +23,99 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import itertools
 import sys
 import time
 
 import dask
 
-__all__ = ["progress_mode", "show_futures", "local_progress", "stage_label", "LINE_PREFIX"]
+__all__ = ["progress_mode", "show_futures", "local_progress", "LINE_PREFIX", "progress_call", "plan_stages",
+           "stage", "stage_label"]
 
 LINE_PREFIX = "daskpd: progress"
-_STAGES = itertools.count(1)
-_LABEL: contextvars.ContextVar = contextvars.ContextVar("daskpd_stage_label", default=None)
+
+#: the stages of the public call being run (None: outside any call)
+_CALL: contextvars.ContextVar = contextvars.ContextVar("daskpd_progress_call", default=None)
+
+#: stage names for the engine's graph key prefixes (a stage not named by :func:`stage`)
+_KEY_NAMES = {"daskpd-sample": "sample", "daskpd-fit": "fit trees", "daskpd-strat": "scan and finish",
+              "daskpd-summary": "summary", "daskpd-quantiles": "quantiles"}
+
+
+class _Stages:
+    """One call's stages: numbered from 1, out of the planned ones when known."""
+
+    def __init__(self):
+        self.n = 0
+        self.planned: list[str] = []
+        self.name: str | None = None  # the name of the stage being run (:func:`stage`)
+
+    def next(self, fallback: str) -> tuple[str, str]:
+        """(number, name) of the next display: "2/3" or "2"."""
+        self.n += 1
+        name = self.name or fallback
+        if self.planned:
+            return f"{self.n}/{max(self.n, len(self.planned))}", name
+        return str(self.n), name
+
+
+@contextlib.contextmanager
+def progress_call():
+    """The stages of one public call, numbered from 1; a call made inside another (a
+    public function calling one) continues the outer numbering."""
+    if _CALL.get() is not None:
+        yield
+        return
+    token = _CALL.set(_Stages())
+    try:
+        yield
+    finally:
+        _CALL.reset(token)
+
+
+def plan_stages(*names: str) -> None:
+    """Declare the stages the current call will run (their count is the "of m"); a
+    stage run beyond them (a sample drawn again) raises the count."""
+    call = _CALL.get()
+    if call is not None:
+        call.planned = [*call.planned[:call.n], *names] if call.n else list(names)
+
+
+@contextlib.contextmanager
+def stage(name: str):
+    """Name the progress shown inside (every display inside is one stage)."""
+    call = _CALL.get()
+    if call is None:
+        yield
+        return
+    before, call.name = call.name, name
+    try:
+        yield
+    finally:
+        call.name = before
+
+
+def _label(fallback: str) -> tuple[str, str]:
+    call = _CALL.get()
+    if call is None:  # outside a public call (an engine function called directly)
+        call = _Stages()
+    number, name = call.next(fallback)
+    text = _NOTE.get()
+    return number, (f"{name}; {text}" if text else name)
+
+
+#: a note the stages started within :func:`stage_label` carry after their name
+_NOTE: contextvars.ContextVar = contextvars.ContextVar("daskpd_stage_note", default=None)
 
 
 @contextlib.contextmanager
 def stage_label(text: str | None):
-    """Within this context, the stages' progress lines carry ``text`` after their name
-    (e.g. which engine runs and what it costs); a bar gets it as a line above."""
-    token = _LABEL.set(text)
+    """Within this context, the stages' progress lines (and bars) carry ``text`` after
+    their name (e.g. which engine runs and what it costs)."""
+    token = _NOTE.set(text)
     try:
         yield
     finally:
-        _LABEL.reset(token)
-
-
-def _labelled(name: str) -> str:
-    text = _LABEL.get()
-    return f"{name}; {text}" if text else name
-
-
-def _header() -> None:
-    text = _LABEL.get()
-    if text:
-        with contextlib.suppress(ValueError, OSError):
-            sys.stderr.write(f"{LINE_PREFIX}: {text}\n")
-            sys.stderr.flush()
+        _NOTE.reset(token)
 
 
 def _isatty(stream) -> bool:
@@ -81,9 +146,17 @@ def _stage_name(keys) -> str:
     names = []
     for k in keys:
         n = key_split(getattr(k, "key", k))
+        n = next((v for p, v in _KEY_NAMES.items() if n.startswith(p)), n.removeprefix("daskpd-"))
         if n not in names:
             names.append(n)
     return ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "") if names else "graph"
+
+
+def _bar_text(number: str, name: str, frac: float, elapsed: float, width: int = 30) -> str:
+    from dask.utils import format_time
+
+    return (f"\rdaskpd {number} {name} [{'#' * int(width * frac):<{width}}] {int(100 * frac):3d}% Completed | "
+            f"{format_time(elapsed):<10}")
 
 
 def _fmt_s(seconds: float) -> str:
@@ -94,8 +167,7 @@ class _Lines:
     """The log form: a line when the stage ends and one per interval while it runs."""
 
     def __init__(self, name: str, stream=None):
-        self.stage = next(_STAGES)
-        self.name = _labelled(name)
+        self.stage, self.name = _label(name)
         self.stream = stream
         self.t0 = time.perf_counter()
         self.last = self.t0
@@ -125,15 +197,25 @@ def show_futures(futures, mode: str | None) -> None:
     """Follow distributed ``futures`` until they finish, as a bar or as lines (stderr)."""
     if mode is None or not futures:
         return
-    if mode == "bar":
-        from distributed import progress as dprogress
-
-        _header()
-        with contextlib.redirect_stdout(sys.stderr):  # distributed draws on stdout
-            dprogress(futures)
-        print(file=sys.stderr)
-        return
     from distributed.diagnostics.progressbar import TextProgressBar
+
+    if mode == "bar":
+        number, name = _label(_stage_name(futures))
+
+        class _Bar(TextProgressBar):
+            def _draw_bar(self, remaining, all, **kwargs):  # noqa: A002 - distributed's name
+                frac = (1 - remaining / all) if all else 1.0
+                with contextlib.suppress(ValueError, OSError):
+                    sys.stderr.write(_bar_text(number, name, frac, self.elapsed))
+                    sys.stderr.flush()
+
+            def _draw_stop(self, **kwargs):
+                with contextlib.suppress(ValueError, OSError):
+                    sys.stderr.write("\n")  # the finished stage keeps its line
+                    sys.stderr.flush()
+
+        _Bar(futures, interval="100ms", complete=True)
+        return
 
     lines = _Lines(_stage_name(futures))
 
@@ -154,17 +236,23 @@ def local_progress(mode: str | None, objs=()):
     """A context showing the progress of dask's local scheduler (bar or lines)."""
     if mode is None:
         return contextlib.nullcontext()
-    if mode == "bar":
-        from dask.diagnostics import ProgressBar
-
-        _header()
-        return ProgressBar(out=sys.stderr)
-    from dask.callbacks import Callback
-
     keys = []
     for o in objs:
         with contextlib.suppress(Exception):
             keys.extend(o.__dask_keys__() if hasattr(o, "__dask_keys__") else [])
+    if mode == "bar":
+        from dask.diagnostics import ProgressBar
+
+        number, name = _label(_stage_name(_flatten(keys)) if keys else "local")
+
+        class _Bar(ProgressBar):
+            def _draw_bar(self, frac, elapsed):
+                with contextlib.suppress(ValueError, OSError):
+                    self._file.write(_bar_text(number, name, frac, elapsed))
+                    self._file.flush()
+
+        return _Bar(out=sys.stderr)
+    from dask.callbacks import Callback
 
     class _LocalLines(Callback):
         def __init__(self):

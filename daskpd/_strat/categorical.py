@@ -141,15 +141,17 @@ class CatStratPDResult(CurveResult):
         }
 
     def summary(self) -> str:
+        """A few lines of at most about 100 characters: the curve, then where the rows went."""
         ok = np.isfinite(self.pd)
         lo, hi = (np.min(self.pd[ok]), np.max(self.pd[ok])) if ok.any() else (np.nan, np.nan)
         big = int(np.sum(self.group == 0)) if self.n_groups else 0
-        return (f"{self.feature}: {len(self.categories):,} categories in {self.n_groups:,} disjoint group(s) "
-                f"(largest: {big:,} categories), pd range [{lo:.4g}, {hi:.4g}]"
-                f"{' (mean-centred)' if self.centered else ''}, {self.n_leaves:,} leaves "
-                f"({self.n_leaves_used:,} with >= 2 categories), rows used {self.n_used:,} of {self.n_rows:,} "
-                f"(ignored {self.n_ignored:,} in single-category leaves, dropped {self.n_missing_x:,} missing "
-                f"{self.feature}, {self.n_bad_y:,} missing/inf {self.target})")
+        return (f"{self.feature}: {len(self.categories):,} categories, pd range [{lo:.4g}, {hi:.4g}]"
+                f"{' (mean-centred)' if self.centered else ''}\n"
+                f"  {self.n_groups:,} disjoint group(s) (largest: {big:,} categories); {self.n_leaves:,} leaves, "
+                f"{self.n_leaves_used:,} with >= 2 categories\n"
+                f"  rows used {self.n_used:,} of {self.n_rows:,}; ignored {self.n_ignored:,} in single-category "
+                f"leaves\n"
+                f"  dropped {self.n_missing_x:,} missing {self.feature}, {self.n_bad_y:,} missing/inf {self.target}")
 
     def plot(self, ax=None, **kwargs):
         """Sorted effects; bars with counts for few categories, a strip for many.
@@ -191,7 +193,7 @@ def no_shared_leaf_message(res: CatStratPDResult) -> str | None:
     return (f"CatStratPD for feature {res.feature!r}: no leaf of the stratifying tree holds two or more "
             "categories, so every category is its own group, placed at its marginal mean y: the other columns "
             "separate the categories completely. Raise min_samples_leaf, stratify on fewer columns "
-            "(features=...), or give more rows.")
+            "(stratify_on=...), or give more rows.")
 
 
 

@@ -28,6 +28,7 @@ from .._data.request import Request
 from .._engine import hashing, memory, scheduler
 from .._engine.hashing import Sample, SampleJob
 from .._engine.plan import Job, Kept, build_pass, run_pass
+from .._engine.progress import plan_stages, stage
 from .._errors import DataError
 from .categorical import category_values, effects_iterative
 from .scan import FeatureScan, StratScan, groups_at_map, index_dtype, leaf_numbering
@@ -106,11 +107,13 @@ def _bin(sample: Sample, target, columns, encoder):
     return bin_sample(sample.frame, target, columns, encoder)
 
 
-def _check_sample(sample: pd.DataFrame, target, features, kinds, nan_as_level, skip=()) -> dict:
+def _check_sample(sample: pd.DataFrame, target, features, kinds, nan_as_level, skip=(), filters=None) -> dict:
     """Raise on an unusable sample or feature; features in ``skip`` that are constant or
     empty are returned as ``{feature: why}`` instead of raising."""
     skipped = {}
     if len(sample) == 0:
+        if filters:
+            raise DataError(f"the filters removed every row: no row satisfies filters={filters!r}")
         raise DataError("data has no rows")
     y = as_float(sample[target])
     if not np.isfinite(y).any():
@@ -132,6 +135,134 @@ def _check_sample(sample: pd.DataFrame, target, features, kinds, nan_as_level, s
             raise DataError(f"feature {f!r} is constant (a single distinct value in a sample of "
                             f"{len(sample):,} rows); its partial dependence is undefined")
     return skipped
+
+
+#: the rows of the (hash-ordered, so uniform) tree sample the warnings look at
+WARN_ROWS = 10_000
+#: a column holding this share of distinct values per (non-missing) row looks like an identifier
+ID_SHARE = 0.99
+#: |Spearman| (numeric) or the R^2 of the category means (categorical) at which a column
+#: predicts the target almost perfectly (a strong honest feature with little noise
+#: reaches 0.98: y = 10 x1 + x2 + noise does)
+LEAK_SCORE = 0.995
+
+
+def _is_text(dtype) -> bool:
+    return (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
+            or (isinstance(dtype, pd.CategoricalDtype)
+                and (pd.api.types.is_object_dtype(dtype.categories.dtype)
+                     or pd.api.types.is_string_dtype(dtype.categories.dtype))))
+
+
+def _date_like(values: pd.Series) -> str | None:
+    """A string that parses as a date, when every one of a few distinct strings does."""
+    import warnings
+
+    texts = [str(v) for v in pd.unique(values.dropna().astype(str))[:20]]
+    if not texts or not all(any(c.isdigit() for c in t) and any(c in "-/:." for c in t) and len(t) >= 6
+                            for t in texts):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            parsed = pd.to_datetime(pd.Series(texts), errors="coerce", format="mixed")
+        except (ValueError, TypeError):
+            return None
+    return texts[0] if parsed.notna().all() else None
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside daskpd, for a warning raised by the
+    caller of this function (the user's line, whatever the depth of the call)."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def sample_warnings(sample: pd.DataFrame, target: str, features, strat_cols, kinds: dict) -> list[str]:
+    """One line for each column of the request whose defaults would mislead, read on the
+    tree sample already drawn (its first ``WARN_ROWS`` rows; no extra pass):
+
+    * a likely **identifier**: an integer or string column with a distinct value in
+      at least ``ID_SHARE`` of its rows (a curve over it means nothing, and the trees
+      can split rows apart on it);
+    * a likely **leak**: a column that predicts the target almost perfectly (|Spearman|
+      >= ``LEAK_SCORE`` = 0.995 for a number; the share of the target's variance its category
+      means explain for categories, with at most a tenth as many levels as rows) -- as
+      a feature it takes the importance, as a stratifying column it leaves nothing to
+      stratify;
+    * **dates as strings**: a string column whose values parse as dates (a level per
+      date; a number such as the year gives a curve).
+
+    Needs at least two columns besides the target (one column explains the target by
+    construction) and 100 rows.
+    """
+    columns = list(dict.fromkeys([*features, *strat_cols]))
+    sub = sample.iloc[:WARN_ROWS]
+    if len(sub) < 100 or target not in sub:
+        return []
+    y = pd.Series(as_float(sub[target]))
+    ok_y = np.isfinite(y.to_numpy())
+    y_rank = None
+    out = []
+    for c in columns:
+        if c == target or c not in sub:
+            continue
+        col = sub[c]
+        dtype = col.dtype
+        valid = col.notna().to_numpy()
+        n = int(valid.sum())
+        if n < 100:
+            continue
+        text = _is_text(dtype)
+        if text:
+            when = _date_like(col)
+            if when is not None:
+                out.append(f"column {c!r} holds dates as strings (e.g. {when!r}): each date is a category; "
+                           "convert it to a number (e.g. the year) for a curve")
+                continue
+        nuniq = int(col[valid].nunique())
+        if (text or pd.api.types.is_integer_dtype(dtype)) and nuniq >= ID_SHARE * n:
+            out.append(f"column {c!r} looks like an identifier ({nuniq:,} distinct values in {n:,} sampled rows); "
+                       "leave it out of features / stratify_on")
+            continue
+        if len(columns) < 2:
+            continue
+        both = valid & ok_y
+        if both.sum() < 100:
+            continue
+        kind = kinds.get(c) or ("categorical" if text or pd.api.types.is_bool_dtype(dtype) else "numeric")
+        if kind == "numeric" and not text:
+            from scipy.stats import rankdata
+
+            x = as_float(col) if not isinstance(dtype, pd.CategoricalDtype) else col.cat.codes.to_numpy(float)
+            if both.all():
+                if y_rank is None:
+                    y_rank = rankdata(y.to_numpy())
+                ry = y_rank
+            else:
+                ry = rankdata(y.to_numpy()[both])
+            rx = rankdata(x[both])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                score = abs(float(np.corrcoef(rx, ry)[0, 1]))
+            what = f"|Spearman| {score:.3f}"
+        else:
+            if nuniq > both.sum() / 10:
+                continue
+            yy = y[both].to_numpy()
+            groups = pd.Series(yy).groupby(col[both].astype(object).to_numpy()).transform("mean").to_numpy()
+            tot = float(((yy - yy.mean()) ** 2).sum())
+            score = 1.0 - float(((yy - groups) ** 2).sum()) / tot if tot > 0 else 0.0
+            what = f"R^2 {score:.3f} of its category means"
+        if np.isfinite(score) and score >= LEAK_SCORE:
+            out.append(f"column {c!r} predicts {target!r} almost perfectly ({what} on the sample): a leak? "
+                       "leave it out of features / stratify_on")
+    return out
 
 
 def _coder(f, kind, sample: Sample, max_bins, nan_as_level, dtype) -> KeyCoder:
@@ -265,6 +396,8 @@ def run_strat(
     progress=None,
     finish_options: dict | None = None,
     skip_constant: Sequence[str] = (),
+    warn_sample: bool = True,
+    later_stages: Sequence[str] = (),
 ) -> StratRun:
     """Run the pipeline for the request's features (each stratified on the request's
     stratifying columns minus itself; :func:`daskpd._data.request.open_request`).
@@ -276,6 +409,9 @@ def run_strat(
     (``min_slopes_per_x``, ``centered``, ``n_segments``, ``solver``).
     Features in ``skip_constant`` (a default feature set) that the sample shows to be
     constant or empty are left out (``StratRun.skipped``) instead of raising.
+    ``warn_sample``: a warning for each likely identifier, leak or date stored as
+    strings among the columns read (:func:`sample_warnings`).  ``later_stages``: the
+    stages the caller runs after this (their names, for the progress's "stage n of m").
     """
     # The parameters were validated by the public function (daskpd._validation).
     min_samples_leaf_for = {str(f): int(v) for f, v in (min_samples_leaf_for or {}).items()}
@@ -290,11 +426,13 @@ def run_strat(
     # pass 1: the sample, the row count, the features' distinct values
     t0 = time.perf_counter()
     caps = {f: CATEGORY_LEVELS_CAP if kinds[f] == "categorical" else NUMERIC_VALUES_CAP for f in features}
-    sample_h, range_h = scheduler.materialize(
-        *build_pass(ddf, [SampleJob(sample_size, random_state, caps, n_partitions=ddf.npartitions,
-                                    margin=hashing.SAMPLE_MARGIN),
-                          TargetRange(target)], name="daskpd-sample", fan_in=SAMPLE_FAN_IN),
-        progress=progress)
+    plan_stages("sample", "fit trees", "scan and finish", *later_stages)
+    with stage("sample"):
+        sample_h, range_h = scheduler.materialize(
+            *build_pass(ddf, [SampleJob(sample_size, random_state, caps, n_partitions=ddf.npartitions,
+                                        margin=hashing.SAMPLE_MARGIN),
+                              TargetRange(target)], name="daskpd-sample", fan_in=SAMPLE_FAN_IN),
+            progress=progress)
     y_range = range_h.value
     del range_h
     sample: Sample = sample_h.value
@@ -302,12 +440,19 @@ def run_strat(
     if not sample.exact:
         # a partition far above the mean size left out rows of the bottom k: draw the rows
         # again without bounds (the row count and the distinct values are exact already)
-        (sample_h,) = scheduler.materialize(
-            *build_pass(ddf, [SampleJob(sample_size, random_state, margin=None)], name="daskpd-sample",
-                        fan_in=SAMPLE_FAN_IN),
-            progress=progress)
+        with stage("sample again"):
+            (sample_h,) = scheduler.materialize(
+                *build_pass(ddf, [SampleJob(sample_size, random_state, margin=None)], name="daskpd-sample",
+                            fan_in=SAMPLE_FAN_IN),
+                progress=progress)
         sample, sample_passes = Sample(sample_h.value.frame, sample.n_rows, sample.distinct), 2
-    skipped = _check_sample(sample.frame, target, features, kinds, nan_as_level, set(skip_constant))
+    skipped = _check_sample(sample.frame, target, features, kinds, nan_as_level, set(skip_constant),
+                            filters=request.filters)
+    if warn_sample:
+        import warnings
+
+        for line in sample_warnings(sample.frame, target, features, strat_cols, kinds):
+            warnings.warn(line, UserWarning, stacklevel=_user_stacklevel())
     if skipped:
         features = [f for f in features if f not in skipped]
         if not features:
@@ -328,7 +473,8 @@ def run_strat(
     msl = {f: min_samples_leaf_for.get(f, min_samples_leaf) for f in features}
     tasks = [delayed(_fit, pure=True)(sample_h.ref, target, others[f], encoder, msl[f], random_state, tree_method,
                                       binned, dask_key_name=f"daskpd-fit-{token}-{i}") for i, f in enumerate(features)]
-    trees = scheduler.compute(*tasks, progress=False)
+    with stage("fit trees"):
+        trees = scheduler.compute(*tasks, progress=progress)
     del sample_h  # the scan needs neither the sample nor its future
     t2 = time.perf_counter()
 
@@ -354,12 +500,14 @@ def run_strat(
                      group_from=grouping,
                      finish_options=opts)
     # pass 2: one scan, every feature, each finished next to its data
-    (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)
+    with stage("scan and finish"):
+        (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)
     if isinstance(results, Kept):  # categorical features with many categories: CG rounds over their buckets
         kept, results = results.kept, dict(results.result)
         for i, refs in kept.items():
             f = scan.features[i].feature
-            results[f] = effects_iterative(scan.features[i], refs, results[f], scan, progress=progress)
+            with stage(f"solve {f}"):
+                results[f] = effects_iterative(scan.features[i], refs, results[f], scan, progress=progress)
     if y_range is not None and y_range[0] == y_range[1]:
         _constant_target(results, kinds, target, y_range[0])
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}

@@ -51,7 +51,9 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
     with warnings.catch_warnings():  # the job logs the note itself (run_job's log stream), once
         warnings.filterwarnings("ignore", message="importances: .* left out of the default features")
         out = strat_curves_and_importances(
-            data, spec.target, features=curve_feats, stratify_on=list(feats), categorical=list(cats),
+            data, target=spec.target, features=curve_feats,
+            stratify_on=list(spec.stratify_on) if spec.stratify_on is not None else list(feats),
+            categorical=list(cats), numeric=[c for c in spec.numeric if c in feats or c in (spec.stratify_on or ())],
             n_trials=p_imp["n_trials"], bootstrap=p_imp["bootstrap"], subsample_size=subsample,
             pvalues=p_imp["pvalues"], pvalues_n_trials=p_imp["pvalues_n_trials"],
             pvalues_sample_size=p_imp["pvalues_sample_size"], min_samples_leaf=p_num["min_samples_leaf"],
@@ -273,10 +275,26 @@ def close(client, cluster, quiet: bool = False) -> None:
         quiet_logs()  # this process: the client, and our LocalCluster's scheduler and nannies
         if cluster is not None and client is not None:
             pid = os.getpid()
-            th = threading.Thread(target=lambda: client.run(quiet_worker, pid), daemon=True)
+            def quiet_workers():
+                with contextlib.suppress(Exception):  # a worker already gone: nothing to quiet
+                    client.run(quiet_worker, pid)
+
+            th = threading.Thread(target=quiet_workers, daemon=True)
             th.start()
             th.join(5)  # a worker that cannot answer is not waited for
-    for obj in (client, cluster):
-        if obj is not None:
-            with contextlib.suppress(Exception):
-                obj.close(timeout=10)
+    import logging
+
+    # our own LocalCluster: a worker process slow to exit (its threads winding down) is
+    # killed by its nanny after a few seconds, which the nanny logs as a warning at the
+    # end of every run; nothing is lost then, so that one logger is quiet while we close
+    nanny = logging.getLogger("distributed.nanny")
+    level = nanny.level
+    if cluster is not None:
+        nanny.setLevel(logging.ERROR)
+    try:
+        for obj in (client, cluster):
+            if obj is not None:
+                with contextlib.suppress(Exception):
+                    obj.close(timeout=10)
+    finally:
+        nanny.setLevel(level)

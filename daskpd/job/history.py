@@ -52,6 +52,20 @@ ISO dates).  For every consecutive pair (previous, current) and every curve
     ``drifted`` when ``drift > threshold`` (default 0.1), else ``ok``; ``new`` /
     ``gone`` when the curve exists in only one of the two runs; ``n/a`` when the
     curves share fewer than two points.
+``noise``, ``noise_source``
+    how much the curve moves between two runs by estimation noise alone, as a fraction
+    of its size (the unit of ``drift``).  ``"trials"`` when both runs' importance tables
+    have the feature's trial standard deviation (``importance_std``, from
+    ``n_trials > 1``): ``sqrt(std_prev**2 + std**2) / max(importance_prev,
+    importance)``.  Otherwise ``"rows"``, from the curve's own support:
+    ``sqrt(P_prev / N_prev + P / N)`` with ``P`` the curve's supported positions (or
+    categories) and ``N`` its rows (the ``count`` column), the relative standard error
+    of a point estimated from ``N / P`` rows.  ``"none"`` (NaN) when neither is known.
+``drift_noise``
+    ``drift / max(noise, 0.01)``: how many noise levels the curve moved.  The drift
+    table of the last two runs and the history page's sections are ordered by it,
+    largest first (then by ``drift``), so a curve estimated from few rows, whose noise
+    is large, does not outrank a well-estimated curve that really moved.
 
 Outputs (``OUTPUT/JOB_NAME/history/`` by default, replaced atomically):
 ``drift.parquet`` (every consecutive pair), ``history.html`` (self-contained: the
@@ -69,7 +83,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["HistoryError", "History", "history", "load_runs", "curve_distance", "drift_table",
-           "IMPORTANCE_FOR", "GRID_POINTS", "SCALE_FLOOR", "MAX_WINDOW"]
+           "IMPORTANCE_FOR", "GRID_POINTS", "SCALE_FLOOR", "MAX_WINDOW", "NOISE_FLOOR", "RANKED_BY", "curve_noise"]
 
 #: which importance table a curve's importance comes from
 IMPORTANCE_FOR = {"stratpd": "importances", "catstratpd": "importances", "partial_dependence": "pd_variance",
@@ -82,6 +96,10 @@ SCALE_FLOOR = 0.1
 MAX_WINDOW = 5
 #: categorical ``curve_max``: only categories holding at least this share of the rows in both runs
 MAX_CATEGORY_SHARE = 0.01
+#: ``drift_noise`` divides by at least this noise (a fraction of the curve's size)
+NOISE_FLOOR = 0.01
+#: what the drift table of the last two runs (and the page's sections) are ordered by
+RANKED_BY = "drift / noise (drift_noise), largest first; then drift"
 
 
 class HistoryError(ValueError):
@@ -252,6 +270,46 @@ def _shares(imp: pd.DataFrame, method: str) -> pd.Series:
     return v / tot if tot > 0 else v
 
 
+def _trial_std(imp: pd.DataFrame, method: str) -> pd.DataFrame:
+    """``importance`` and its trial standard deviation ``importance_std`` per feature
+    (empty when the table has no ``importance_std``)."""
+    t = imp[imp["method"] == method] if "method" in imp.columns else imp.iloc[:0]
+    if not len(t) or "importance_std" not in t.columns:
+        return pd.DataFrame(columns=["importance", "importance_std"], dtype=float)
+    out = pd.DataFrame({"importance": pd.to_numeric(t["importance"], errors="coerce").to_numpy(dtype=float),
+                        "importance_std": pd.to_numeric(t["importance_std"], errors="coerce").to_numpy(dtype=float)},
+                       index=t["feature"].astype(str).to_numpy())
+    return out[~out.index.duplicated()]
+
+
+def _support_noise(df: pd.DataFrame) -> float:
+    """``P / N`` of a curve: supported positions (or categories) over its rows; NaN without counts."""
+    if "count" not in df.columns:
+        return np.nan
+    d = df[df["supported"].astype(bool) & np.isfinite(df["pd"])]
+    c = pd.to_numeric(d["count"], errors="coerce").to_numpy(dtype=float)
+    n = float(np.nansum(c))
+    if not len(d) or not np.isfinite(c).any() or n <= 0:
+        return np.nan
+    return len(d) / n
+
+
+def curve_noise(prev: pd.DataFrame, cur: pd.DataFrame, std_prev=None, std_cur=None) -> tuple[float, str]:
+    """``(noise, source)`` of one curve between two runs (see the module docstring).
+
+    ``std_prev`` / ``std_cur``: ``(importance, importance_std)`` of the feature in each
+    run, or None."""
+    if std_prev is not None and std_cur is not None:
+        (ip, sp), (ic, sc) = std_prev, std_cur
+        size = max(abs(ip), abs(ic)) if np.isfinite(ip) and np.isfinite(ic) else np.nan
+        if np.isfinite(sp) and np.isfinite(sc) and size > 0:
+            return float(np.hypot(sp, sc) / size), "trials"
+    a, b = _support_noise(prev), _support_noise(cur)
+    if np.isfinite(a) and np.isfinite(b):
+        return float(np.sqrt(a + b)), "rows"
+    return np.nan, "none"
+
+
 def _ranks(imp: pd.DataFrame, method: str) -> pd.Series:
     t = imp[imp["method"] == method]
     return pd.Series(t["rank"].to_numpy(), index=t["feature"].astype(str).to_numpy()) if len(t) else pd.Series(dtype=float)
@@ -268,9 +326,10 @@ def compare(prev: Run, cur: Run, threshold: float = 0.1) -> pd.DataFrame:
                   for (mm, f) in keys_prev if mm == m]
         ranges = [r for r in ranges if np.isfinite(r)]
         floors[m] = SCALE_FLOOR * max(ranges) if ranges else 0.0
-    shares, raw, ranks, totals = {}, {}, {}, {}
+    shares, raw, ranks, totals, stds = {}, {}, {}, {}, {}
     for run, tag in ((prev, "prev"), (cur, "cur")):
         for m in set(IMPORTANCE_FOR.values()):
+            stds[(tag, m)] = _trial_std(run.importances, m)
             shares[(tag, m)] = _shares(run.importances, m)
             raw[(tag, m)] = _raw(run.importances, m)
             ranks[(tag, m)] = _ranks(run.importances, m)
@@ -292,7 +351,8 @@ def compare(prev: Run, cur: Run, threshold: float = 0.1) -> pd.DataFrame:
         if (method, feature) not in keys_prev or (method, feature) not in keys_cur:
             row.update({"curve_rms": np.nan, "curve_distance": np.nan, "curve_max": np.nan, "support_overlap": np.nan,
                         "n_common": 0,
-                        "drift": np.nan, "status": "new" if (method, feature) not in keys_prev else "gone"})
+                        "drift": np.nan, "status": "new" if (method, feature) not in keys_prev else "gone",
+                        "noise": np.nan, "noise_source": "none", "drift_noise": np.nan})
             rows.append(row)
             continue
         a = prev.curves[(prev.curves["method"] == method) & (prev.curves["feature"] == feature)]
@@ -307,6 +367,13 @@ def compare(prev: Run, cur: Run, threshold: float = 0.1) -> pd.DataFrame:
             row["status"] = "drifted" if row["drift"] > threshold else "n/a"
         else:
             row["status"] = "drifted" if row["drift"] > threshold else "ok"
+        sp, sc = stds.get(("prev", imp_m)), stds.get(("cur", imp_m))
+        sp = tuple(sp.loc[feature]) if sp is not None and feature in sp.index else None
+        sc = tuple(sc.loc[feature]) if sc is not None and feature in sc.index else None
+        noise, source = curve_noise(a, b, sp, sc)
+        row["noise"], row["noise_source"] = noise, source
+        row["drift_noise"] = float(row["drift"] / max(noise, NOISE_FLOOR)) \
+            if np.isfinite(noise) and np.isfinite(row["drift"]) else np.nan
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -316,8 +383,18 @@ def drift_table(runs: list[Run], threshold: float = 0.1) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=["run_id", "prev_run_id", "method", "feature", "importance_prev", "importance",
                                      "importance_change", "rank_prev", "rank", "curve_rms", "curve_distance",
-                                     "curve_max", "support_overlap", "n_common", "drift", "status"])
+                                     "curve_max", "support_overlap", "n_common", "drift", "status", "noise",
+                                     "noise_source", "drift_noise"])
     return pd.concat(frames, ignore_index=True)
+
+
+def rank_rows(t: pd.DataFrame) -> pd.DataFrame:
+    """Drift rows ordered by :data:`RANKED_BY` (NaN last), then by method and feature."""
+    if not len(t):
+        return t
+    key = t.assign(_dn=t["drift_noise"], _d=t["drift"])
+    return key.sort_values(["_dn", "_d", "method", "feature"], ascending=[False, False, True, True],
+                           na_position="last", kind="stable").drop(columns=["_dn", "_d"])
 
 
 @dataclass
@@ -334,16 +411,37 @@ class History:
             return self.table
         last = self.runs[-1].run_id
         t = self.table[self.table["run_id"] == last]
-        return t.sort_values(["drift", "feature"], ascending=[False, True], na_position="last", kind="stable")
+        return rank_rows(t)
+
+    def section_order(self, runs: list[Run] | None = None) -> list[tuple[str, str, str]]:
+        """``(method, feature, subtitle)`` of every curve in ``runs`` (default all), most
+        drifted relative to its noise first (:data:`RANKED_BY`, the last two runs), curves
+        not in that comparison last (by method and feature); restricted to ``features``."""
+        runs = self.runs if runs is None else runs
+        keys = {(str(m), str(f)) for r in runs for m, f in
+                r.curves[["method", "feature"]].drop_duplicates().itertuples(index=False)}
+        if self.features is not None:
+            keys = {k for k in keys if k[1] in self.features}
+        out = []
+        for row in self.latest_pair().itertuples(index=False):
+            k = (str(row.method), str(row.feature))
+            if k in keys:
+                keys.discard(k)
+                sub = (f"drift {row.drift:.3g} = {row.drift_noise:.3g} x noise ({row.noise_source})"
+                       if np.isfinite(row.drift_noise) else
+                       (f"drift {row.drift:.3g}" if np.isfinite(row.drift) else str(row.status)))
+                out.append((*k, sub))
+        out += [(*k, "") for k in sorted(keys)]
+        return out
 
     def format_latest(self) -> str:
         t = self.latest_pair()
         if len(self.runs) < 2:
             return f"{self.job_dir.name}: 1 run ({self.runs[0].run_id}); nothing to compare yet"
         head = (f"{self.job_dir.name}: {len(self.runs)} runs; {self.runs[-2].run_id} -> {self.runs[-1].run_id} "
-                f"(drift threshold {self.threshold:g})")
+                f"(drift threshold {self.threshold:g}; sorted by {RANKED_BY})")
         cols = ["method", "feature", "importance_prev", "importance", "importance_change", "curve_distance",
-                "curve_max", "support_overlap", "drift", "status"]
+                "curve_max", "support_overlap", "drift", "noise", "drift_noise", "status"]
         with pd.option_context("display.width", 200, "display.max_columns", 20):
             body = t[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="-")
         n = int((t["status"] == "drifted").sum())
@@ -351,50 +449,89 @@ class History:
         return f"{head}\n{body}\n{tail}"
 
 
-def _plot_feature(runs: list[Run], method: str, feature: str, path: Path) -> None:
-    from ..plotting import pyplot as _plt
+#: the newest run's colour (strong); older runs are drawn in OLD_COLOR, fading with age
+NEWEST_COLOR = "#c0392b"
+PREVIOUS_COLOR = "#1f4e8c"
+OLD_COLOR = "#7f8c8d"
+#: smallest font of the history plots
+FONT = 8
 
-    plt = _plt()
-    import matplotlib as mpl
 
-    cmap = mpl.colormaps["viridis"]
+def run_styles(n: int) -> list[dict]:
+    """Line styles of ``n`` runs, oldest first: the newest in a strong red on top, the
+    previous one in blue, older ones grey and fainter the older they are."""
+    out = []
+    for i in range(n):
+        if i == n - 1:
+            out.append(dict(color=NEWEST_COLOR, alpha=1.0, lw=2.6, zorder=4))
+        elif i == n - 2:
+            out.append(dict(color=PREVIOUS_COLOR, alpha=0.9, lw=1.6, zorder=3))
+        else:
+            age = (n - 2 - i) / max(1, n - 2)  # 0 (just before the previous run) .. 1 (oldest)
+            out.append(dict(color=OLD_COLOR, alpha=0.6 - 0.45 * age, lw=1.1, zorder=2))
+    return out
+
+
+def _run_label(run_id: str) -> str:
+    """A run id on two lines when it is a timestamp (``20260101T020000Z``), so it fits horizontally."""
+    if "T" in run_id and run_id.split("T", 1)[0].isdigit():
+        d, t = run_id.split("T", 1)
+        return f"{d}\nT{t}"
+    return run_id
+
+
+def _plot_feature(runs: list[Run], method: str, feature: str, path: Path, subtitle: str = "") -> None:
+    from ..plotting import pyplot
+
+    fig = feature_figure(runs, method, feature, subtitle)
+    fig.savefig(path, dpi=100)
+    pyplot().close(fig)
+
+
+def feature_figure(runs: list[Run], method: str, feature: str, subtitle: str = ""):
+    """One curve across ``runs`` (oldest first): the newest in a strong colour on top, the
+    previous one in blue, older ones grey and fading; categories in the newest run's
+    order, at most 30 named; labels >= 8 pt, horizontal where they fit."""
+    from ..plotting import label_categories, new_figure
+
     n = len(runs)
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    styles = run_styles(n)
+    fig, ax = new_figure(figsize=(8, 4.4))
     cat = False
+    order = None
     for i, r in enumerate(runs):
         d = r.curves[(r.curves["method"] == method) & (r.curves["feature"] == feature)]
         if not len(d):
             continue
-        color = cmap(i / max(1, n - 1))
-        lw = 2.4 if i == n - 1 else 1.2
+        st = styles[i]
+        label = f"{r.run_id} (newest)" if i == n - 1 else (f"{r.run_id} (previous)" if i == n - 2 else r.run_id)
         if _is_categorical(d):
             cat = True
+            if order is None:
+                order = _cat_order(runs[-1], method, feature, None) or list(_categorical_points(d).index)
             s = _categorical_points(d)
             s = s - s.mean() if len(s) else s
-            order = _cat_order(runs[-1], method, feature, s)
             y = s.reindex(order).to_numpy()
-            ax.plot(np.arange(len(order)), y, "o", ms=3 if len(order) > 40 else 5, color=color, alpha=0.85,
-                    label=r.run_id)
+            ms = (5 if i == n - 1 else 3.5) if len(order) <= 40 else (3 if i == n - 1 else 2)
+            ax.plot(np.arange(len(order)), y, "o", ms=ms, color=st["color"], alpha=st["alpha"], zorder=st["zorder"],
+                    label=label)
         else:
             x, y = _numeric_points(d)
-            ax.plot(x, y, "-", color=color, lw=lw, label=r.run_id)
+            ax.plot(x, y, "-", label=label, **st)
     if cat:
-        order = _cat_order(runs[-1], method, feature, None)
-        if len(order) <= 40:
-            ax.set_xticks(np.arange(len(order)))
-            ax.set_xticklabels(order, rotation=90, fontsize=7)
-        else:
-            ax.set_xlabel(f"{feature} categories ({len(order)}), sorted by the latest run's effect")
-        ax.set_ylabel("partial dependence (mean-centred)")
+        hidden = label_categories(ax, np.arange(len(order)), order) if order else 0
+        more = f"; \u2026 and {hidden:,} more not named" if hidden else ""
+        ax.set_xlabel(f"{feature}: {len(order):,} categories, sorted by the newest run's effect{more}", fontsize=9)
+        ax.set_ylabel("partial dependence (mean-centred)", fontsize=9)
     else:
-        ax.set_xlabel(feature)
-        ax.set_ylabel("partial dependence")
-    ax.set_title(f"{method}: {feature} across {n} run(s)")
+        ax.set_xlabel(feature, fontsize=9)
+        ax.set_ylabel("partial dependence", fontsize=9)
+    ax.tick_params(labelsize=FONT)
+    ax.set_title(f"{method}: {feature} across {n} run(s)" + (f"\n{subtitle}" if subtitle else ""), fontsize=10)
     if n <= 12:
-        ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+        handles, labels = ax.get_legend_handles_labels()
+        ax.legend(handles[::-1], labels[::-1], fontsize=FONT, loc="best", title="newest first", title_fontsize=FONT)
+    return fig
 
 
 def _cat_order(run: Run, method: str, feature: str, fallback) -> list[str]:
@@ -405,8 +542,26 @@ def _cat_order(run: Run, method: str, feature: str, fallback) -> list[str]:
     return list(s.sort_values(kind="stable").index)
 
 
+#: the importance-across-runs plot draws at most this many features (the largest in the newest run)
+MAX_IMPORTANCE_LINES = 10
+
+
 def _plot_importance(runs: list[Run], method: str, path: Path, features=None) -> bool:
-    from ..plotting import pyplot as _plt
+    from ..plotting import pyplot
+
+    fig = importance_figure(runs, method, features)
+    if fig is None:
+        return False
+    fig.savefig(path, dpi=100)
+    pyplot().close(fig)
+    return True
+
+
+def importance_figure(runs: list[Run], method: str, features=None):
+    """Each feature's share of the importance across ``runs`` (the 10 largest in the newest
+    run), run ids horizontal (timestamps on two lines) and thinned to what fits; None
+    when no run has the ``method`` table."""
+    from ..plotting import label_categories, new_figure
 
     rows = []
     for r in runs:
@@ -414,23 +569,35 @@ def _plot_importance(runs: list[Run], method: str, path: Path, features=None) ->
             if features is None or f in features:
                 rows.append((r.run_id, f, v))
     if not rows:
-        return False
+        return None
     df = pd.DataFrame(rows, columns=["run_id", "feature", "share"]).pivot(index="run_id", columns="feature",
                                                                          values="share")
     df = df.reindex([r.run_id for r in runs])
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    for f in df.columns:
-        ax.plot(np.arange(len(df)), df[f].to_numpy(), "-o", ms=3, label=str(f))
-    ax.set_xticks(np.arange(len(df)))
-    ax.set_xticklabels(list(df.index), rotation=45, ha="right", fontsize=7)
-    ax.set_ylabel("share of total importance")
-    ax.set_title(f"{method}: importance across runs")
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    latest = df.iloc[-1].fillna(-np.inf).sort_values(ascending=False, kind="stable")
+    cols = list(latest.index[:MAX_IMPORTANCE_LINES])
+    fig, ax = new_figure(figsize=(8, 4.4))
+    x = np.arange(len(df))
+    import matplotlib as mpl
+
+    cmap = mpl.colormaps["tab10"]
+    for k, f in enumerate(cols):
+        ax.plot(x, df[f].to_numpy(), "-o", ms=3.5, lw=1.6, color=cmap(k % 10), label=str(f))
+    ax.axvline(x[-1], color=NEWEST_COLOR, lw=1, alpha=0.5, zorder=0)
+    # run ids horizontal (timestamps on two lines), as many as fit side by side, the newest always
+    labels = [_run_label(str(i)) for i in df.index]
+    width_px = 0.75 * 8 * 100
+    per = max(len(line) for lab in labels for line in lab.split("\n")) * 0.6 * FONT * 100 / 72 + 10
+    label_categories(ax, x, labels, max_labels=max(2, int(width_px // per)))
+    for t in ax.get_xticklabels():
+        t.set_rotation(0)
+    ax.set_xlabel("run (newest at the right)", fontsize=9)
+    ax.set_ylabel("share of total importance", fontsize=9)
+    ax.tick_params(labelsize=FONT)
+    more = f" (the {len(cols)} largest; \u2026 and {df.shape[1] - len(cols)} more)" if df.shape[1] > len(cols) else ""
+    ax.set_title(f"{method}: importance across runs{more}", fontsize=10)
+    ax.legend(fontsize=FONT, loc="center left", bbox_to_anchor=(1.01, 0.5), title="newest run's order",
+              title_fontsize=FONT)
+    return fig
 
 
 def _write(h: History, out_dir: Path, last: int) -> Path:
@@ -451,13 +618,15 @@ def _write(h: History, out_dir: Path, last: int) -> Path:
         latest = h.latest_pair()
         parts.append("<h2>Drift, last two runs</h2>")
         if len(latest):
-            cols = ["method", "feature", "importance_prev", "importance", "importance_change", "curve_rms",
-                    "curve_distance", "curve_max", "support_overlap", "drift", "status"]
+            parts.append(f"<p class=\"meta\">Sorted by {esc(RANKED_BY)}.</p>")
+            cols = ["method", "feature", "importance_prev", "importance", "importance_change", "curve_distance",
+                    "curve_max", "support_overlap", "drift", "noise", "noise_source", "drift_noise", "status"]
             parts.append(html_table(latest[cols].reset_index(drop=True)))
         else:
             parts.append("<p>Only one run: nothing to compare yet.</p>")
         parts.append("<p class=\"meta\">drift = max(curve distance, curve max, |importance change|, "
-                     "1 - support overlap); "
+                     "1 - support overlap); noise: the trial standard deviation of the importance where both "
+                     "runs have it, else from the rows per curve point; drift_noise = drift / noise; "
                      "see docs/jobs.md.</p>")
         parts.append("<h2>Importance across runs</h2>")
         for m in ("importances", "pd_variance"):
@@ -465,13 +634,10 @@ def _write(h: History, out_dir: Path, last: int) -> Path:
             if _plot_importance(shown, m, fn, h.features):
                 parts.append(embed_png(fn, f"{m} across runs"))
         parts.append("<h2>Curves across runs</h2>")
-        keys = sorted({(str(m), str(f)) for r in shown for m, f in
-                       r.curves[["method", "feature"]].drop_duplicates().itertuples(index=False)})
-        for m, f in keys:
-            if h.features is not None and f not in h.features:
-                continue
+        parts.append(f"<p class=\"meta\">Most drifted first: {esc(RANKED_BY)} between the last two runs.</p>")
+        for m, f, sub in h.section_order(shown):
             fn = tmp / "plots" / f"{safe_name(m)}-{safe_name(f)}.png"
-            _plot_feature(shown, m, f, fn)
+            _plot_feature(shown, m, f, fn, sub)
             parts.append(f"<h3>{esc(m)}: {esc(f)}</h3>" + embed_png(fn, f"{m} {f} across runs"))
         if len(h.table):
             parts.append("<h2>All consecutive pairs</h2>")

@@ -96,11 +96,13 @@ def open_job_request(spec: JobSpec, data) -> Request:
     kinds (``categorical`` declared).  ``data``: the source path, or a frame (a synthetic
     source's first rows)."""
     request = open_request(data, spec.target, None if spec.features is None else list(spec.features),
-                           categorical=list(spec.categorical) or None, exclude=spec.exclude,
+                           categorical=list(spec.categorical) or None, numeric=list(spec.numeric) or None,
+                           exclude=spec.exclude,
                            columns=None if spec.source.columns is None else list(spec.source.columns),
                            model_free=False, storage_options=spec.source.storage_options or None,
                            filters=spec.source.filters or None, partition_bytes=partition_bytes(),
-                           names={k: f"key {k!r}" for k in ("categorical", "exclude")} | {"columns": "key 'source.columns'"})
+                           names={k: f"key {k!r}" for k in ("categorical", "numeric", "exclude")}
+                           | {"columns": "key 'source.columns'"})
     if not request.features:
         raise DataError(f"no features: the data has only the target column {spec.target!r}"
                         + (f" and columns left out of the default features ({', '.join(request.left_out)})"

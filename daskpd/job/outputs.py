@@ -199,11 +199,12 @@ def print_summary(out, spec: JobSpec, res: RunResult, imp: pd.DataFrame, manifes
           f"fingerprint {manifest['input']['fingerprint']['sha256'][:12]}")
     p()
     for (method, feature), r in res.curves.items():
-        p(f"{method:<11} {r.summary()}")
+        p(f"{method:<11} " + r.summary().replace("\n", "\n" + " " * 12))
     for method in imp["method"].unique() if len(imp) else []:
         t = imp[imp["method"] == method]
         p()
-        p(f"{method_title(method)}:")
+        p(f"{method_title(method)}" + (" (sorted by importance: mean |PD| weighted by rows):"
+                                       if method == "importances" else ":"))
         width = max(len(str(f)) for f in t["feature"])
         for _, row in t.iterrows():
             p(f"  {int(row['rank']):>3}. {str(row['feature']):<{width}}  {row['importance']:.4f}")

@@ -143,6 +143,11 @@ def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFra
     imp_plots = [p for p in plots if p["kind"] == "importance"]
     if not imp_plots:
         parts.append("<p class=\"meta\">No importance method in this job.</p>")
+    else:
+        from .._importance import MEASURE_SENTENCES
+
+        parts.append("<ul class=\"measures\">" + "".join(f"<li>{esc(v)}</li>" for v in MEASURE_SENTENCES.values())
+                     + "</ul>")
     for p in imp_plots:
         parts.append(f"<h3>{esc(p['title'])}</h3>" + embed_png(run_dir / p["file"], p["title"]))
         t = imp[imp["method"] == p["method"]]
@@ -158,7 +163,7 @@ def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFra
         summ = by_key.get((p["method"], p["feature"]), "")
         n_points = int(((curves["method"] == p["method"]) & (curves["feature"] == p["feature"])).sum())
         parts.append(f"<div class=\"curve\"><h3 id=\"{esc(p['file'])}\">{esc(p['title'])}</h3>"
-                     f"<p class=\"summary\">{esc(summ)}</p>"
+                     f"<p class=\"summary\">{esc(summ).replace(chr(10), '<br>')}</p>"
                      f"{embed_png(run_dir / p['file'], p['title'])}"
                      f"<p class=\"meta\">{n_points:,} rows in curves.parquet</p></div>")
 

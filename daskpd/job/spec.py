@@ -194,6 +194,8 @@ _TOP = {
     "features": _Key(lambda v: _str_list(v, allow_str=True)),
     "exclude": _Key(lambda v: _str_list(v, allow_str=True), ()),
     "categorical": _Key(lambda v: _str_list(v, allow_str=True), ()),
+    "numeric": _Key(lambda v: _str_list(v, allow_str=True), ()),
+    "stratify_on": _Key(lambda v: _str_list(v, allow_str=True)),
     "methods": _Key(lambda v: _str_list(v, allow_str=True)),
     # sample_size, tree_method, random_state: stratpd's (schema.top_params)
     "source": _Key(_table, required=True),
@@ -323,6 +325,8 @@ class JobSpec:
     spec_path: str | None = None
     spec_text: str | None = None
     tree_method: str = "hist"  # the stratifying trees: "hist" (daskpd's) or "exact" (scikit-learn's)
+    numeric: tuple[str, ...] = ()  # columns read as numbers (a hive key such as month=7/)
+    stratify_on: tuple[str, ...] | None = None  # None: the features (each stratified on the others)
 
     @property
     def model_free(self) -> tuple[str, ...]:
@@ -531,7 +535,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
     target = top.get("target")
     feats = top.get("features")
     if isinstance(target, str):
-        for k in ("features", "exclude", "categorical"):
+        for k in ("features", "exclude", "categorical", "numeric", "stratify_on"):
             v = top.get(k)
             if v and target in v:
                 errors.append(f"key '{k}': lists the target {target!r}")
@@ -547,6 +551,11 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
             miss = [f for f in feats if f not in src.columns]
             if miss:
                 errors.append(f"key 'features': {', '.join(map(repr, miss))} not in 'source.columns'")
+    both = [c for c in top.get("numeric") or () if c in (top.get("categorical") or ())]
+    if both:
+        errors.append(f"keys 'numeric' and 'categorical': both list {both[0]!r}")
+    if top.get("stratify_on") is not None and not top["stratify_on"]:
+        errors.append("key 'stratify_on': expected at least one column (omit the key to stratify on the features)")
     if errors:
         raise SpecError(source, errors)
     return JobSpec(
@@ -555,6 +564,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
         sample_size=top["sample_size"], random_state=top["random_state"], source=src, output=output,
         cluster=cluster, model=model, params={m: params[m] for m in methods if m in params},
         spec_path=spec_path, spec_text=spec_text, tree_method=top["tree_method"],
+        numeric=top["numeric"], stratify_on=top["stratify_on"],
     )
 
 

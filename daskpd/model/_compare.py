@@ -245,7 +245,7 @@ def compare(
         out_curves["StratPD"] = ext_sp
         results["StratPD"] = stratpd
     elif stratpd is True or (stratpd is None and target is not None):
-        sp = run_stratpd(ds.frame, target, feature,  # the frame opened above: no second read
+        sp = run_stratpd(ds.frame, target=target, feature=feature,  # the frame opened above: no second read
                          progress=progress, storage_options=storage_options,
                          filters=filters, **(stratpd_kwargs or {}))
         out_curves["StratPD"] = (np.asarray(sp.x), np.asarray(sp.pd))

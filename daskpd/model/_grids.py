@@ -3,6 +3,15 @@
 Distinct values when fewer than ``grid_resolution``, else ``grid_resolution`` equally
 spaced points between the ``percentiles``, computed exactly (as
 ``scipy.stats.mstats.mquantiles``) by :func:`daskpd._engine.stats.order_statistics`.
+
+Missing values, as scikit-learn 1.9 reads them (``_grid_from_X`` calls ``np.unique`` and
+``mquantiles`` on the raw column): ``np.unique`` keeps one NaN, sorted last, so it
+counts as one more distinct value and is the grid's last point when the distinct values
+are few; ``mquantiles`` does not mask NaN, so the percentiles are order statistics of
+all the rows with the NaNs sorted after every number (a column with 10% missing has its
+95th percentile among its finite values' 94.4th...).  Where that lands on a NaN
+scikit-learn's grid is all NaN; here that is a DataError saying which percentile to
+lower, or to pass ``grid=``.  Infinite values count as missing.
 """
 from __future__ import annotations
 
@@ -37,23 +46,47 @@ def custom_grid(feature: str, values, kind: str) -> np.ndarray:
     return arr
 
 
+class RankPlan(tuple):
+    """``(lo, hi, gamma)`` of :func:`mquantile_ranks` over every row (NaNs sorted last):
+    ``lo``/``hi`` clipped to the finite values' ranks (what order statistics can
+    answer), ``nan_lo``/``nan_hi`` where the rank falls on a missing value."""
+
+    nan_lo: np.ndarray
+    nan_hi: np.ndarray
+
+
+def _rank_plan(n_finite: int, n_missing: int, percentiles) -> RankPlan:
+    lo, hi, gamma = mquantile_ranks(n_finite + n_missing, percentiles)
+    plan = RankPlan((np.minimum(lo, n_finite - 1), np.minimum(hi, n_finite - 1), gamma))
+    plan.nan_lo, plan.nan_hi = lo >= n_finite, hi >= n_finite
+    return plan
+
+
 def pd_grid_plan(summary: ColumnSummary, kind: str, grid_resolution: int, percentiles):
-    """Either the grid (distinct values / levels) or the ranks needed for percentiles."""
+    """Either the grid (distinct values / levels) or the ranks needed for percentiles
+    (scikit-learn's reading of missing values: see the module docstring)."""
     if summary.n == 0:
         raise DataError(f"feature {summary.name!r} has no non-missing values")
     if kind == "categorical":
         return summary.uniques, None
-    if summary.uniques is not None and len(summary.uniques) < grid_resolution:
-        return summary.uniques, None
-    lo, hi, gamma = mquantile_ranks(summary.n, percentiles)
-    return None, (lo, hi, gamma)
+    nan = int(summary.n_missing > 0)  # np.unique keeps one NaN
+    if summary.uniques is not None and len(summary.uniques) + nan < grid_resolution:
+        return (np.append(np.asarray(summary.uniques, dtype="float64"), np.nan) if nan else summary.uniques), None
+    return None, _rank_plan(summary.n, summary.n_missing, percentiles)
 
 
 def pd_grid(name: str, stats: dict[int, float], plan, grid_resolution: int) -> np.ndarray:
     lo, hi, gamma = plan
     xlo = np.array([stats[int(r)] for r in lo])
     xhi = np.array([stats[int(r)] for r in hi])
+    if isinstance(plan, RankPlan):
+        xlo[plan.nan_lo] = np.nan
+        xhi[plan.nan_hi] = np.nan
     emp = (1.0 - gamma) * xlo + gamma * xhi
+    if not np.isfinite(emp).all():
+        raise DataError(f"feature {name!r}: its missing values, which scikit-learn's grid sorts after every number, "
+                        f"reach the upper percentile (scikit-learn's grid would be all NaN); lower percentiles[1] "
+                        "below the share of non-missing rows, or pass grid=")
     if np.allclose(emp[0], emp[1]):
         raise DataError(f"feature {name!r}: percentiles are too close to each other, unable to build the grid; "
                         "choose percentiles that are further apart")

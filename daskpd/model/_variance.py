@@ -93,17 +93,20 @@ class PDVarianceResult(Result):
 
     def to_frame(self) -> pd.DataFrame:
         """"importance": the importance table head (feature, kind, importance, rank) and
-        ``n_rows``; "interaction": one row per pair."""
+        ``n_rows``, most important first; "interaction": one row per pair, strongest first."""
         if self.method == "importance":
             kinds = [self.pd[f].kinds[0] for f in self.features]
-            return table_frame(self.features, kinds, self.values,
-                               {"n_rows": np.full(len(self.features), self.n_rows, dtype="int64")})
-        return pd.DataFrame({
+            frame = table_frame(self.features, kinds, self.values,
+                                {"n_rows": np.full(len(self.features), self.n_rows, dtype="int64")})
+            return frame.sort_values("rank", kind="stable").reset_index(drop=True)
+        frame = pd.DataFrame({
             "feature_1": [p[0] for p in self.features], "feature_2": [p[1] for p in self.features],
             "interaction": self.values,
             "importance_2_given_1": [c[0] for c in self.conditional],
             "importance_1_given_2": [c[1] for c in self.conditional],
         })
+        order = frame["interaction"].sort_values(ascending=False, kind="stable", na_position="last").index
+        return frame.loc[order].reset_index(drop=True)
 
     def metadata(self) -> dict:
         return {"method": "pd_variance", "kind": self.method, "response": self.response,

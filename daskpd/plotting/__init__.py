@@ -7,7 +7,8 @@ these functions.  :class:`PartialDependenceDisplay` (:mod:`.display`) is scikit-
 display, computed by daskpd (imported on first use).  What they all draw with (pyplot,
 axes, tick labels, count bars) is in :mod:`._base`, which imports nothing of daskpd.
 """
-from ._base import COUNT_FRACTION, count_bars, fit_figure, fit_ticklabels, get_axes, pyplot
+from ._base import (COUNT_FRACTION, MAX_LABELS, count_bars, fit_figure, fit_ticklabels, get_axes, label_categories,
+                    new_figure, pyplot)
 
 def __getattr__(name):
     if name == "PartialDependenceDisplay":

@@ -1,19 +1,22 @@
 """CatStratPD plots: readable from 2 to 10,000 categories.
 
 * ``kind="bar"``: horizontal bars sorted by effect, each labelled with its row count.
-  With more than ``top_k`` categories only the ``top_k`` with the most rows are drawn
-  (the title says so).
+  With more than ``top_k`` (default 30) categories only the ``top_k`` with the most rows
+  are drawn (the axis label says so: "... and k more"); names longer than 28 characters
+  are cut.
 * ``kind="strip"``: every category as a point, sorted by effect (x = rank), point area
   growing with the row count, colour by disjoint group (with a legend of the groups);
-  rows per category as separate light bars in the bottom quarter (a twin axis, log
-  when skewed); the ``label_k`` lowest and highest categories are named.
+  rows per category in the bottom quarter (a twin axis, log when skewed): separate
+  light bars up to 60 categories, beyond that one filled step area summing groups of
+  consecutive categories (at most one step per 4 pixels); the ``label_k`` lowest and
+  highest categories are named.
 * ``kind="auto"`` (default): bars up to ``top_k`` categories, the strip beyond.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ._base import count_bars, get_axes
+from ._base import FONT, MAX_LABELS, count_bars, get_axes, short_label
 
 __all__ = ["plot_catstratpd"]
 
@@ -31,7 +34,7 @@ def _label(v) -> str:
     return str(v)
 
 
-def plot_catstratpd(res, ax=None, *, kind: str = "auto", top_k: int = 40, label_k: int = 5,
+def plot_catstratpd(res, ax=None, *, kind: str = "auto", top_k: int = MAX_LABELS, label_k: int = 5,
                     show_counts: bool = True, color="#1f4e8c", title: str | None = None):
     """Draw ``res`` (a CatStratPDResult); returns the matplotlib Axes."""
     if kind not in ("auto", "bar", "strip"):
@@ -41,7 +44,6 @@ def plot_catstratpd(res, ax=None, *, kind: str = "auto", top_k: int = 40, label_
     ok = np.flatnonzero(np.isfinite(res.pd))
     if kind == "auto":
         kind = "bar" if len(ok) <= top_k else "strip"
-    fresh = ax is None
     labels = np.array([_label(v) for v in res.categories], dtype=object)
     count = np.asarray(res.count, dtype="float64")
     if kind == "bar":
@@ -51,8 +53,6 @@ def plot_catstratpd(res, ax=None, *, kind: str = "auto", top_k: int = 40, label_
     ax.set_title(title if title is not None else
                  f"CatStratPD: {res.target} vs {res.feature}" + (
                      f" ({res.n_groups} disjoint groups)" if res.n_groups > 1 else ""))
-    if fresh:
-        ax.figure.tight_layout()
     return ax
 
 
@@ -61,7 +61,7 @@ def _bar(res, ax, ok, labels, count, top_k, show_counts, color):
     note = ""
     if len(ok) > top_k:
         shown = ok[np.argsort(-count[ok], kind="stable")[:top_k]]
-        note = f" (top {top_k} of {len(ok)} by rows)"
+        note = f" (top {top_k} of {len(ok)} by rows; \u2026 and {len(ok) - top_k:,} more)"
     shown = shown[np.argsort(res.pd[shown], kind="stable")]
     height = max(2.5, 0.28 * len(shown) + 1.0)
     ax = get_axes(ax, figsize=(6.5, height))
@@ -69,14 +69,14 @@ def _bar(res, ax, ok, labels, count, top_k, show_counts, color):
     vals = res.pd[shown]
     ax.barh(y, vals, color=color, alpha=0.85)
     ax.set_yticks(y)
-    ax.set_yticklabels(labels[shown], fontsize=8 if len(shown) > 20 else 9)
+    ax.set_yticklabels([short_label(t) for t in labels[shown]], fontsize=FONT if len(shown) > 20 else 9)
     ax.axvline(0, color="#444", lw=0.8)
     if show_counts:
         span = (np.max(vals) - np.min(vals)) if len(vals) else 1.0
         span = span or 1.0
         for yi, v, c in zip(y, vals, count[shown]):
             ax.text(v + (0.01 * span if v >= 0 else -0.01 * span), yi, f"n={int(c):,}" if c == int(c) else f"n={c:.3g}",
-                    va="center", ha="left" if v >= 0 else "right", fontsize=7, color="#555")
+                    va="center", ha="left" if v >= 0 else "right", fontsize=FONT, color="#555")
         lo, hi = min(0.0, np.min(vals)), max(0.0, np.max(vals))
         ax.set_xlim(lo - 0.15 * span, hi + 0.2 * span)
     ax.set_xlabel(f"partial dependence of {res.target}" + (" (mean-centred)" if res.centered else ""))
@@ -100,7 +100,7 @@ def _strip(res, ax, ok, labels, count, label_k, show_counts):
         colors = "#1f4e8c"
     if show_counts and len(order):
         # rows per category: separate light bars in the bottom quarter, a log axis when skewed
-        count_bars(ax, x, c, label="rows", log=bool(c.max() > 50 * max(1.0, np.median(c))))
+        count_bars(ax, x, c, label="rows", log=bool(c.max() > 50 * max(1.0, np.median(c))), ranks=True)
     ax.scatter(x, vals, s=size, c=colors, alpha=0.8, linewidths=0)
     if res.n_groups > 1:
         _group_legend(ax, groups, c)
@@ -109,13 +109,13 @@ def _strip(res, ax, ok, labels, count, label_k, show_counts):
     line = dict(arrowstyle="-", lw=0.4, color="#999")
     for j in range(k):
         lo, hi = j, len(order) - 1 - j
-        ax.annotate(labels[order[lo]], (x[lo], vals[lo]), xytext=(14, 6 + 10 * j), textcoords="offset points",
-                    fontsize=7, color="#333", ha="left", arrowprops=line)
-        ax.annotate(labels[order[hi]], (x[hi], vals[hi]), xytext=(-14, -6 - 10 * j), textcoords="offset points",
-                    fontsize=7, color="#333", ha="right", va="top", arrowprops=line)
+        ax.annotate(short_label(labels[order[lo]]), (x[lo], vals[lo]), xytext=(14, 6 + 10 * j), textcoords="offset points",
+                    fontsize=FONT, color="#333", ha="left", arrowprops=line)
+        ax.annotate(short_label(labels[order[hi]]), (x[hi], vals[hi]), xytext=(-14, -6 - 10 * j), textcoords="offset points",
+                    fontsize=FONT, color="#333", ha="right", va="top", arrowprops=line)
     ax.set_xticks([])
     ax.set_xlim(-1, max(1, len(order)))
-    ax.set_xlabel(f"{len(order):,} categories of {res.feature}, sorted by effect (point size: rows)")
+    ax.set_xlabel(f"{res.feature}: {len(order):,} categories by effect (size: rows)")
     ax.set_ylabel(f"partial dependence of {res.target}" + (" (mean-centred)" if res.centered else ""))
     return ax
 
@@ -136,8 +136,8 @@ def _group_legend(ax, groups, count, max_entries: int = 10):
         rest = len(ids) - (max_entries - 1)
         handles.append(Line2D([], [], ls="", marker="o", ms=6, color="#999",
                               label=f"{rest} more groups (colours repeat)"))
-    ax.legend(handles=handles, title="disjoint groups (placed by mean y)", fontsize=7,
-              title_fontsize=7, loc="upper left", framealpha=0.85)
+    ax.legend(handles=handles, title="disjoint groups (placed by mean y)", fontsize=FONT,
+              title_fontsize=FONT, loc="upper left", framealpha=0.85)
 
 
 def _plt_cmap():

@@ -2,10 +2,13 @@
 
 :class:`PartialDependenceDisplay` *is* scikit-learn's
 :class:`sklearn.inspection.PartialDependenceDisplay` (a subclass that changes nothing of
-the drawing): its constructor takes the same ``pd_results`` (Bunches, e.g. a daskpd
-``PDResult.to_bunch()``), ``features``, ``feature_names``, ``target_idx`` and
-``deciles``, and ``plot(ax=...)`` draws the grid of panels, the ICE lines, the contours
-and the decile ticks exactly as scikit-learn does.  Only :meth:`from_estimator` is
+the drawing but the names of categories): its constructor takes the same ``pd_results``
+(Bunches, e.g. a daskpd ``PDResult.to_bunch()``), ``features``, ``feature_names``,
+``target_idx`` and ``deciles``, and ``plot(ax=...)`` draws the grid of panels, the ICE
+lines, the contours and the decile ticks as scikit-learn does.  Afterwards, an axis of
+more than 30 categories names at most 30 of them, evenly spread, cut to 28 characters,
+at 8 pt (scikit-learn names every one, a black wall at hundreds of levels), and a figure
+the display made itself is then laid out by constrained layout.  Only :meth:`from_estimator` is
 daskpd's: every panel's numbers come from ONE pass over ``X`` (a pandas or dask
 DataFrame, or a parquet path), after one summary pass and the exact order statistics
 that give the grids and the deciles.
@@ -67,8 +70,38 @@ def _entries(features, columns) -> list[tuple]:
     return out
 
 
+def _name_few_categories(display) -> bool:
+    """Re-name every categorical axis of the drawn ``display`` with :func:`label_categories`;
+    did any change?"""
+    from matplotlib.category import StrCategoryLocator
+    from matplotlib.ticker import FixedLocator
+
+    from ._base import MAX_LABEL_CHARS, MAX_LABELS, label_categories
+
+    axes = [a for a in np.ravel(np.asarray(getattr(display, "axes_", None), dtype=object)) if a is not None]
+    changed = False
+    for a in axes:
+        for name, axis in (("x", a.xaxis), ("y", a.yaxis)):
+            if not isinstance(axis.get_major_locator(), (FixedLocator, StrCategoryLocator)):
+                continue
+            locs = np.asarray(axis.get_major_locator()())  # no Tick objects: hundreds are slow to make
+            texts = list(axis.get_major_formatter().format_ticks(locs))
+            if len(texts) > MAX_LABELS or any(len(t) > MAX_LABEL_CHARS for t in texts):
+                label_categories(a, locs, texts, axis=name)
+                changed = True
+    return changed
+
+
 class PartialDependenceDisplay(_SkDisplay):
     """scikit-learn's ``PartialDependenceDisplay``; :meth:`from_estimator` computes with daskpd."""
+
+    def plot(self, *args, **kwargs):
+        """scikit-learn's ``plot``, then at most 30 named categories per axis (module docstring)."""
+        out = super().plot(*args, **kwargs)
+        own = not args and kwargs.get("ax") is None  # the figure is ours to lay out
+        if _name_few_categories(self) and own:
+            self.figure_.set_layout_engine("constrained")  # room for the vertical names
+        return out
 
     @classmethod
     def from_estimator(cls, estimator, X, features, *, sample_weight=None, categorical_features=None,

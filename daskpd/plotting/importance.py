@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ._base import get_axes, pyplot
+from ._base import FONT, MAX_LABELS, fit_figure, get_axes, new_figure, short_label
 
 __all__ = ["plot_importances", "plot_curves"]
 
@@ -31,7 +31,8 @@ def plot_importances(result, ax=None, *, column: str = "importance", top_k: int 
     ``error``: ``"auto"`` draws ``column + "_std"`` (the trial standard deviation) as
     error bars when present; a column name draws that column; None draws none.
     Bars are coloured by kind (numeric / categorical).  ``top_k`` keeps the largest
-    ``top_k`` features.  Returns the Axes.
+    ``top_k`` features; by default all up to 30, else the top 30 (the title says how
+    many more).  Names longer than 28 characters are cut.  Returns the Axes.
     """
     table = _table(result)
     if column not in table.columns:
@@ -39,6 +40,9 @@ def plot_importances(result, ax=None, *, column: str = "importance", top_k: int 
     if top_k is not None and (not isinstance(top_k, (int, np.integer)) or isinstance(top_k, bool) or top_k < 1):
         raise ValueError(f"top_k must be a positive integer or None; got {top_k!r}")
     t = table.sort_values(column, ascending=False, kind="stable", na_position="last")
+    n_all = len(t)
+    if top_k is None and n_all > MAX_LABELS:
+        top_k = MAX_LABELS
     if top_k is not None:
         t = t.head(top_k)
     if error == "auto":
@@ -46,7 +50,6 @@ def plot_importances(result, ax=None, *, column: str = "importance", top_k: int 
     elif error is not None and error not in t.columns:
         raise ValueError(f"error column {error!r} is not in the importances table")
     n = len(t)
-    own_figure = ax is None
     ax = get_axes(ax, figsize=(6.5, max(2.0, 0.35 * n + 1.0)))
     vals = t[column].to_numpy(dtype="float64")
     pos = np.arange(n)[::-1]  # most important at the top
@@ -56,13 +59,13 @@ def plot_importances(result, ax=None, *, column: str = "importance", top_k: int 
     ax.barh(pos, np.nan_to_num(vals), xerr=xerr, color=colors, ecolor="#333", capsize=3 if xerr is not None else 0,
             height=0.7)
     ax.set_yticks(pos)
-    ax.set_yticklabels([str(f) for f in t.index])
+    ax.set_yticklabels([short_label(f) for f in t.index], fontsize=FONT if n > 20 else None)
     if show_values:
         hi = np.nanmax(vals + (np.nan_to_num(xerr) if xerr is not None else 0)) if n else 0
         for p, v, e in zip(pos, vals, xerr if xerr is not None else [None] * n):
             label = "n/a" if not np.isfinite(v) else (f"{v:.3g}" if e is None or not np.isfinite(e) else f"{v:.3g} ± {e:.2g}")
             ax.text((0 if not np.isfinite(v) else v) + (e if e is not None and np.isfinite(e) else 0) + 0.01 * (hi or 1),
-                    p, label, va="center", fontsize=8)
+                    p, label, va="center", fontsize=FONT)
         if n and np.isfinite(hi) and hi > 0:
             ax.set_xlim(0, hi * 1.25)
     ax.set_xlabel(column.replace("_", " "))
@@ -74,9 +77,9 @@ def plot_importances(result, ax=None, *, column: str = "importance", top_k: int 
                   fontsize=8)
     target = getattr(result, "target", None)
     default = f"StratPD {column.replace('_', ' ')}" + (f" for {target}" if target else "")
+    if n_all > n:
+        default += f" (top {n}; \u2026 and {n_all - n:,} more)"
     ax.set_title(title if title is not None else default)
-    if own_figure:
-        ax.figure.tight_layout()
     return ax
 
 
@@ -84,7 +87,10 @@ def plot_curves(result, top_k: int = 6, *, ncols: int = 3, column: str = "import
     """A grid of the ``top_k`` most important features' curves (each result's own plot).
 
     Each panel is titled with the feature and its ``column`` value.  Extra keyword
-    arguments go to every curve's ``plot``.  Returns the matplotlib Figure.
+    arguments go to every curve's ``plot``.  The figure is laid out by matplotlib's
+    constrained layout (titles, labels and count axes of neighbouring panels kept apart)
+    and its tick labels thinned where they would still overlap.  Returns the matplotlib
+    Figure.
     """
     if not hasattr(result, "curves") or not hasattr(result, "table"):
         raise TypeError(f"plot_curves needs an ImportanceResult (with .curves); got {type(result).__name__}")
@@ -99,15 +105,14 @@ def plot_curves(result, top_k: int = 6, *, ncols: int = 3, column: str = "import
     n = max(1, len(feats))
     ncols = min(ncols, n)
     nrows = math.ceil(n / ncols)
-    plt = pyplot()
-    fig, axes = plt.subplots(nrows, ncols, figsize=figsize or (4.2 * ncols, 3.2 * nrows), squeeze=False)
+    fig, axes = new_figure(nrows, ncols, figsize=figsize or (4.6 * ncols, 3.6 * nrows), squeeze=False)
     flat = axes.ravel()
     for ax, f in zip(flat, feats):
         res = result.curves[f]
         res.plot(ax=ax, **kwargs)
         v = table.loc[f, column]
-        ax.set_title(f"{f} ({column} {v:.3g})", fontsize=10)
+        ax.set_title(f"{short_label(f)} ({column} {v:.3g})", fontsize=10)
     for ax in flat[len(feats):]:
         ax.set_visible(False)
-    fig.tight_layout()
+    fit_figure(fig)
     return fig

@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 
-from ._base import count_bars, fit_figure, get_axes, pyplot
+from ._base import (MAX_LABELS, SEPARATE_BARS, count_bars, fit_figure, get_axes, label_categories, new_figure,
+                    short_label, unnamed_note)
 
 __all__ = ["plot_pd", "plot_ice", "plot_ale", "plot_ale2d", "plot_marginal", "plot_pd_variance", "plot_comparison"]
 
@@ -54,6 +55,11 @@ def _baseline(y) -> float:
     return float(y.mean())
 
 
+def _size(categorical: bool):
+    """A new figure's size: taller for categories (room for vertical names under the axes)."""
+    return (6.5, 5.2) if categorical else (6, 4)
+
+
 def _labels(values):
     return [str(v) for v in values]
 
@@ -67,25 +73,29 @@ def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", le
     if kind not in ("auto", "line", "heatmap", "contour"):
         raise ValueError(f"kind must be 'auto', 'line', 'heatmap' or 'contour'; got {kind!r}")
     if len(res.features) == 1:
-        ax = get_axes(ax)
+        ax = get_axes(ax, figsize=_size(res.kinds[0] == "categorical"))
         x, y = res.grid_values[0], res.average
         if res.kinds[0] == "categorical":
             pos = np.arange(len(x))
             base = _baseline(y)
-            ax.bar(pos, np.asarray(y, dtype=float) - base, bottom=base, color=color, alpha=0.35, width=0.6)
-            ax.axhline(base, color="#444", lw=0.8, label=None if base == 0 else f"mean of the categories ({base:.4g})")
-            ax.plot(pos, y, "o", color=color)
-            ax.set_xticks(pos)
-            ax.set_xticklabels(_labels(x), rotation=90 if len(x) > 6 else 0, ha="center")
+            many = len(x) > SEPARATE_BARS  # points only: hundreds of bars would be a wall
+            if not many:
+                ax.bar(pos, np.asarray(y, dtype=float) - base, bottom=base, color=color, alpha=0.35, width=0.6)
+            ax.axhline(base, color="#444", lw=0.8, label=None if base == 0 else f"mean of the categories ({base:.6g})")
+            ax.plot(pos, y, "o", color=color, ms=2.5 if many else 6)
+            hidden = label_categories(ax, pos, _labels(x), priority=np.abs(np.asarray(y, dtype=float) - base))
+            ax.set_xlim(-0.6, len(x) - 0.4)
             if base != 0:
                 ax.legend(loc="best", fontsize="small")
+            ax.set_xlabel(res.features[0] + unnamed_note(hidden, "effects"))
         else:
             ax.plot(x, y, "-", color=color, lw=2, marker="." if len(x) < 40 else None)
-        ax.set_xlabel(res.features[0])
+            ax.set_xlabel(res.features[0])
         ax.set_ylabel(_ylabel(res, target=target))
         ax.set_title(title if title is not None else f"PD ({res.method}): {res.features[0]}")
         return ax
-    ax = get_axes(ax, figsize=(6, 5))
+    fresh = ax is None
+    ax = get_axes(ax, figsize=(7.5, 6.5) if "categorical" in res.kinds else (6, 5))
     g0, g1 = res.grid_values
     Z = np.asarray(res.average)
     numeric = all(k == "numeric" for k in res.kinds)
@@ -99,23 +109,23 @@ def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", le
                    linewidths=0.4, alpha=0.5)
     else:
         cs = ax.imshow(Z.T, origin="lower", aspect="auto", cmap=cmap, interpolation="nearest")
-        for axis, g, setter in ((0, g0, ax.set_xticks), (1, g1, ax.set_yticks)):
-            step = max(1, len(g) // 10)
-            pos = np.arange(0, len(g), step)
-            setter(pos)
-            lab = [str(g[i]) if res.kinds[axis] == "categorical" else f"{float(g[i]):.3g}" for i in pos]
-            (ax.set_xticklabels if axis == 0 else ax.set_yticklabels)(lab)
     ax.figure.colorbar(cs, ax=ax, label=_ylabel(res, target=target))
+    if kind == "heatmap":  # named after the colour bar took its width
+        for axis, g in ((0, g0), (1, g1)):
+            lab = [str(v) if res.kinds[axis] == "categorical" else f"{float(v):.3g}" for v in g]
+            label_categories(ax, np.arange(len(g)), lab, axis="xy"[axis])
     ax.set_xlabel(res.features[0])
     ax.set_ylabel(res.features[1])
     ax.set_title(title if title is not None else f"2-way PD: {res.features[0]} x {res.features[1]}")
+    if fresh and kind == "heatmap":
+        fit_figure(ax.figure)  # names on both axes: thin them where the laid-out axes are too short
     return ax
 
 
 def plot_ice(res, ax=None, *, max_lines: int | None = None, line_color="#7a8fa6", alpha: float = 0.3,
              color="#c0392b", show_pd: bool = True, title=None, target=None):
     """The sampled ICE curves (thin) and the PD (thick)."""
-    ax = get_axes(ax)
+    ax = get_axes(ax, figsize=_size(res.kind == "categorical"))
     lines = res.lines if max_lines is None else res.lines[:max_lines]
     cat = res.kind == "categorical"
     x = np.arange(len(res.grid)) if cat else np.asarray(res.grid, dtype=float)
@@ -128,10 +138,8 @@ def plot_ice(res, ax=None, *, max_lines: int | None = None, line_color="#7a8fa6"
         ax.autoscale_view()
     if show_pd:
         ax.plot(x, res.pd, "-", color=color, lw=2.5, label="PD (all rows)")
-    if cat:
-        ax.set_xticks(x)
-        ax.set_xticklabels(_labels(res.grid))
-    ax.set_xlabel(res.feature)
+    hidden = label_categories(ax, x, _labels(res.grid)) if cat else 0
+    ax.set_xlabel(res.feature + unnamed_note(hidden))
     ax.set_ylabel(_ylabel(res, "centred ICE" if res.centered else "ICE", target=target))
     ax.set_title(title if title is not None else f"{'c-' if res.centered else ''}ICE: {res.feature}")
     ax.legend(loc="best", fontsize="small")
@@ -143,25 +151,21 @@ def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None,
     per bin.  A 2-D ALE result is drawn by :func:`plot_ale2d`."""
     if getattr(res, "x2", None) is not None:
         return plot_ale2d(res, ax=ax, title=title, target=target)
-    created = ax is None
-    ax = get_axes(ax)
     cat = res.kind == "categorical"
+    ax = get_axes(ax, figsize=_size(cat))
     x = np.arange(len(res.x)) if cat else np.asarray(res.x, dtype=float)
-    ax.plot(x, res.ale, "-o" if cat or len(x) < 40 else "-", color=color, lw=2, ms=4, label="ALE")
+    ax.plot(x, res.ale, "-o" if len(x) < 40 else "-", color=color, lw=2 if len(x) <= SEPARATE_BARS else 1.2, ms=4,
+            label="ALE")
     if show_counts:
         if cat:
-            count_bars(ax, x, res.count, label="rows")
+            count_bars(ax, x, res.count, label="rows", ranks=True)
         else:
             count_bars(ax, None, res.count[1:], edges=x, label="rows per bin")
-    if cat:
-        ax.set_xticks(x)
-        ax.set_xticklabels(_labels(res.x))
+    hidden = label_categories(ax, x, _labels(res.x), priority=res.count) if cat else 0
     ax.axhline(0, color="#999", lw=0.6)
-    ax.set_xlabel(res.feature)
+    ax.set_xlabel(res.feature + unnamed_note(hidden, "rows"))
     ax.set_ylabel(_ylabel(res, "ALE (centred)", target=target))
     ax.set_title(title if title is not None else f"ALE: {res.feature}")
-    if created:
-        ax.figure.tight_layout()
     return ax
 
 
@@ -174,7 +178,6 @@ def plot_ale2d(res, ax=None, *, kind: str = "contour", cmap="RdBu_r", levels: in
     ``show_rug`` ticks the bin edges on both axes."""
     if kind not in ("heatmap", "contour"):
         raise ValueError(f"kind must be 'heatmap' or 'contour'; got {kind!r}")
-    created = ax is None
     ax = get_axes(ax, figsize=(6.4, 5))
     x0, x1 = np.asarray(res.x, dtype=float), np.asarray(res.x2, dtype=float)
     Z = np.asarray(res.ale, dtype=float)
@@ -200,8 +203,6 @@ def plot_ale2d(res, ax=None, *, kind: str = "contour", cmap="RdBu_r", levels: in
     ax.set_xlabel(res.features[0])
     ax.set_ylabel(res.features[1])
     ax.set_title(title if title is not None else f"2-D ALE: {res.features[0]} x {res.features[1]}")
-    if created:
-        ax.figure.tight_layout()
     return ax
 
 
@@ -209,8 +210,8 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
     """Mean per bin with a +-1 std band: of the target and/or of the prediction."""
     if show not in ("both", "y", "prediction"):
         raise ValueError(f"show must be 'both', 'y' or 'prediction'; got {show!r}")
-    ax = get_axes(ax)
     cat = res.kind == "categorical"
+    ax = get_axes(ax, figsize=_size(cat))
     x = np.arange(len(res.x)) if cat else np.asarray(res.x, dtype=float)
     drew = False
     for key, mean, std, color in (("y", res.y_mean, res.y_std, "#27ae60"),
@@ -218,16 +219,15 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
         if mean is None or show not in ("both", key):
             continue
         label = f"mean {res.target}" if key == "y" else (f"mean predicted {res.target}" if res.target else "mean prediction")
-        ax.plot(x, mean, "-o", color=color, lw=2, ms=3, label=label)
+        ax.plot(x, mean, "-o" if len(x) <= SEPARATE_BARS else "-", color=color, lw=2 if len(x) <= SEPARATE_BARS else 1,
+                ms=3, label=label)
         if band:
             ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.15, lw=0)
         drew = True
     if not drew:
         raise ValueError(f"nothing to plot: the result has no {show!r} curve")
-    if cat:
-        ax.set_xticks(x)
-        ax.set_xticklabels(_labels(res.x))
-    ax.set_xlabel(res.feature)
+    hidden = label_categories(ax, x, _labels(res.x), priority=res.count) if cat else 0
+    ax.set_xlabel(res.feature + unnamed_note(hidden, "rows"))
     t = _target(res, target)
     ax.set_ylabel(f"{t + ' / prediction' if t else 'prediction'}: mean per bin (+-1 std)")
     ax.set_title(title if title is not None else f"Marginal plot: {res.feature}")
@@ -236,7 +236,6 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
 
 
 def _grid_axes(n, n_cols, ax=None, size=(4.4, 3.6)):
-    plt = pyplot()
     n_cols = max(1, min(n_cols, n))
     n_rows = math.ceil(n / n_cols)
     if ax is not None:
@@ -244,7 +243,7 @@ def _grid_axes(n, n_cols, ax=None, size=(4.4, 3.6)):
         if len(axes) < n:
             raise ValueError(f"need {n} axes, got {len(axes)}")
         return axes[:n]
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(size[0] * n_cols, size[1] * n_rows), squeeze=False)
+    fig, axes = new_figure(n_rows, n_cols, figsize=(size[0] * n_cols, size[1] * n_rows), squeeze=False)
     axes = axes.ravel()
     for a in axes[n:]:
         a.set_visible(False)
@@ -265,6 +264,9 @@ def plot_pd_variance(res, ax=None, *, kind: str = "summary", top_k: int | None =
     if kind not in ("summary", "detailed"):
         raise ValueError(f"kind must be 'summary' or 'detailed'; got {kind!r}")
     ranked = res.ranking()
+    n_all = len(ranked)
+    if top_k is None and kind == "summary" and n_all > MAX_LABELS:
+        top_k = MAX_LABELS  # at most ~30 named bars; the title says how many more
     if top_k is not None:
         ranked = ranked[:top_k]
     name = "importance" if res.method == "importance" else "interaction"
@@ -275,11 +277,12 @@ def plot_pd_variance(res, ax=None, *, kind: str = "summary", top_k: int | None =
         y = np.arange(len(vals))
         ax.barh(y, vals, color=color, alpha=0.8)
         ax.set_yticks(y)
-        ax.set_yticklabels(labels)
+        ax.set_yticklabels([short_label(t) for t in labels])
         ax.invert_yaxis()
         t = _target(res, target)
         ax.set_xlabel(f"PD variance {name}" + (f" (units of predicted {t})" if t and name == "importance" else ""))
-        ax.set_title(f"Feature {name} (PD variance)")
+        more = f" (top {len(ranked)}; \u2026 and {n_all - len(ranked):,} more)" if n_all > len(ranked) else ""
+        ax.set_title(f"Feature {name} (PD variance){more}")
         return ax
     if res.method == "importance":
         axes = _grid_axes(len(ranked), n_cols, ax)
@@ -300,10 +303,9 @@ def plot_pd_variance(res, ax=None, *, kind: str = "summary", top_k: int | None =
                  (cond_i, p.grid_values[1], pair[0], pair[1], a_i, p.kinds[1]))):
             xs = np.arange(len(grid)) if kd == "categorical" else np.asarray(grid, dtype=float)
             a.plot(xs, cv, "-o" if len(xs) < 40 else "-", color=color, ms=3)
-            if kd == "categorical":
-                a.set_xticks(xs)
-                a.set_xticklabels(_labels(grid))
-            a.set_xlabel(f_fix)
+            hidden = label_categories(a, xs, _labels(grid), priority=np.abs(np.asarray(cv, dtype=float))) \
+                if kd == "categorical" else 0
+            a.set_xlabel(f_fix + unnamed_note(hidden, "values"))
             a.set_ylabel(f"importance of {f_var}")
             a.set_title(f"inter({f_var}|{f_fix}) = {val:.3g}")
     return _tidy(axes)

@@ -119,20 +119,22 @@ class StratPDResult(CurveResult):
         }
 
     def summary(self) -> str:
+        """A few lines of at most about 100 characters: the curve, its support, where the rows went."""
         sup = self.supported
         lo, hi = (np.nanmin(self.pd[sup]), np.nanmax(self.pd[sup])) if sup.any() else (np.nan, np.nan)
         sc = self.params.get("support") or {}
-        inside = ""
+        lines = [f"{self.feature}: {int(sup.sum())}/{len(self.x)} x positions supported, pd range "
+                 f"[{lo:.4g}, {hi:.4g}]{' [binned]' if self.binned else ''}"]
         if sc.get("empty_intervals") or sc.get("few_slope_intervals"):
-            inside = (f" ({sc.get('unsupported_inside', 0)} unsupported inside the curve; flat over "
-                      f"{sc.get('empty_intervals', 0)} intervals no leaf slope covers, "
-                      f"{sc.get('few_slope_intervals', 0)} with fewer than "
-                      f"{self.params.get('min_slopes_per_x')} slopes: "
-                      f"{sc.get('few_slopes_interpolated', 0)} interpolated)")
-        return (f"{self.feature}: {int(sup.sum())}/{len(self.x)} x positions supported{inside}, pd range "
-                f"[{lo:.4g}, {hi:.4g}], {self.n_leaves} leaves, rows used {self.n_used:,} of {self.n_rows:,} "
-                f"(ignored {self.n_ignored:,} in single-x leaves, dropped {self.n_missing_x:,} missing x, "
-                f"{self.n_bad_y:,} missing/inf y){' [binned]' if self.binned else ''}")
+            lines.append(f"  {sc.get('unsupported_inside', 0)} unsupported inside the curve; flat over "
+                         f"{sc.get('empty_intervals', 0)} intervals no leaf slope covers")
+            lines.append(f"  {sc.get('few_slope_intervals', 0)} intervals with fewer than "
+                         f"{self.params.get('min_slopes_per_x')} slopes: {sc.get('few_slopes_interpolated', 0)} "
+                         "interpolated")
+        lines.append(f"  {self.n_leaves} leaves; rows used {self.n_used:,} of {self.n_rows:,}; ignored "
+                     f"{self.n_ignored:,} in single-x leaves")
+        lines.append(f"  dropped {self.n_missing_x:,} missing x, {self.n_bad_y:,} missing/inf y")
+        return "\n".join(lines)
 
     def intervals(self):
         """``(used, defined)`` per interval [x_i, x_{i+1}): the slope the curve was

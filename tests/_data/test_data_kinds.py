@@ -44,9 +44,9 @@ def test_request_kinds_declared_and_checked(frame):
 
 def test_datetime_refused_with_one_message(frame):
     for call in (lambda: open_request(frame, "y", ["t"]),
-                 lambda: daskpd.stratpd(frame, "y", "t"),
-                 lambda: daskpd.catstratpd(frame, "y", "t"),
-                 lambda: daskpd.importances(frame, "y", features=["t"])):
+                 lambda: daskpd.stratpd(frame, target="y", feature="t"),
+                 lambda: daskpd.catstratpd(frame, target="y", feature="t"),
+                 lambda: daskpd.importances(frame, target="y", features=["t"])):
         with pytest.raises(DataError) as e:
             call()
         assert str(e.value) == datetime_message("t", frame.dtypes["t"])
@@ -58,10 +58,10 @@ def test_a_boolean_is_categorical_in_every_method():
     df = pd.DataFrame({"flag": rng.random(n) < 0.3, "a": rng.normal(size=n)})
     df["y"] = 2.0 * df.flag + df.a + rng.normal(scale=0.1, size=n)
     model = LinearRegression().fit(df[["flag", "a"]], df.y)
-    assert daskpd.importances(df, "y").loc["flag", "kind"] == "categorical"
-    assert daskpd.catstratpd(df, "y", "flag").kind == "categorical"
+    assert daskpd.importances(df, target="y").loc["flag", "kind"] == "categorical"
+    assert daskpd.catstratpd(df, target="y", feature="flag").kind == "categorical"
     assert daskpd.partial_dependence(model, df, "flag", method="brute").kind == "categorical"
     assert daskpd.ale(model, df, "flag").kind == "categorical"
     # named in StratPD (a method for numbers), a boolean is 0/1
-    res = daskpd.stratpd(df, "y", "flag", min_samples_leaf=30)
+    res = daskpd.stratpd(df, target="y", feature="flag", min_samples_leaf=30)
     assert res.kind == "numeric" and list(res.x) == [0.0, 1.0] and res.pd[1] == pytest.approx(2.0, abs=0.1)

@@ -53,9 +53,9 @@ def lake3(root: Path, types=({}, {}, {}), drop=(None, None, None)) -> Path:
 # ------------------------------------------------------------------ type drift
 def test_int_in_some_files_string_in_others_is_an_error_naming_column_and_files(tmp_path):
     lake = lake3(tmp_path / "lake", types=({}, {"c": "str"}, {}))
-    for call in (lambda: daskpd.catstratpd(str(lake), "y", "c"),
-                 lambda: daskpd.importances(str(lake), "y"),
-                 lambda: daskpd.stratpd(str(lake), "y", "x1"),  # stratified on every column, c too
+    for call in (lambda: daskpd.catstratpd(str(lake), target="y", feature="c"),
+                 lambda: daskpd.importances(str(lake), target="y"),
+                 lambda: daskpd.stratpd(str(lake), target="y", feature="x1"),  # stratified on every column, c too
                  lambda: load(str(lake))):
         with pytest.raises(DataError) as e:
             call()
@@ -67,7 +67,7 @@ def test_int_in_some_files_string_in_others_is_an_error_naming_column_and_files(
 
 def test_drift_in_a_column_that_is_not_read_does_not_matter(tmp_path):
     lake = lake3(tmp_path / "lake", types=({}, {"c": "str"}, {}))
-    r = daskpd.stratpd(str(lake), "y", "x1", features=["x2"])
+    r = daskpd.stratpd(str(lake), target="y", feature="x1", features=["x2"])
     assert r.feature == "x1" and np.isfinite(r.pd).sum() > 10
     assert list(load(str(lake), ["x1", "y"]).columns) == ["x1", "y"]
 
@@ -75,7 +75,7 @@ def test_drift_in_a_column_that_is_not_read_does_not_matter(tmp_path):
 def test_target_drift_is_an_error_naming_the_target(tmp_path):
     lake = lake3(tmp_path / "lake", types=({}, {}, {"y": "str"}))
     with pytest.raises(DataError, match=r"column 'y' has incompatible types.*double in .*string in .*part-2"):
-        daskpd.stratpd(str(lake), "y", "x1", features=["x2"])
+        daskpd.stratpd(str(lake), target="y", feature="x1", features=["x2"])
 
 
 def test_number_and_boolean_do_not_mix(tmp_path):
@@ -96,11 +96,11 @@ def test_column_missing_from_the_first_file_is_named_not_dropped(tmp_path):
     lake = lake3(tmp_path / "lake", drop=("x2", None, None))
     # by default, a column added in later files is left out, with a note naming it
     with pytest.warns(UserWarning, match=r"1 missing from some files \('x2'\)"):
-        t = daskpd.importances(str(lake), "y")
+        t = daskpd.importances(str(lake), target="y")
     assert "x2" not in t.index and "x1" in t.index
-    for call in (lambda: daskpd.importances(str(lake), "y", features=["x1", "x2"]),
-                 lambda: daskpd.stratpd(str(lake), "y", "x2"),
-                 lambda: daskpd.stratpd(str(lake), "y", "x1", features=["x2", "c"]),
+    for call in (lambda: daskpd.importances(str(lake), target="y", features=["x1", "x2"]),
+                 lambda: daskpd.stratpd(str(lake), target="y", feature="x2"),
+                 lambda: daskpd.stratpd(str(lake), target="y", feature="x1", features=["x2", "c"]),
                  lambda: load(str(lake))):
         with pytest.raises(DataError) as e:
             call()
@@ -111,12 +111,12 @@ def test_column_missing_from_the_first_file_is_named_not_dropped(tmp_path):
 def test_column_missing_from_a_later_file_is_named(tmp_path):
     lake = lake3(tmp_path / "lake", drop=(None, None, "x2"))
     with pytest.raises(DataError, match=r"column 'x2' is missing from 1 of the 3 parquet files: .*part-2\.parquet"):
-        daskpd.stratpd(str(lake), "y", "x2")
+        daskpd.stratpd(str(lake), target="y", feature="x2")
     # the default stratifying columns leave it out, and say so
     with pytest.warns(UserWarning, match=r"left out of the stratifying columns: 1 missing from some files \('x2'\)"):
-        daskpd.stratpd(str(lake), "y", "x1")
+        daskpd.stratpd(str(lake), target="y", feature="x1")
     # not read: no error
-    r = daskpd.stratpd(str(lake), "y", "x1", features=["c"])
+    r = daskpd.stratpd(str(lake), target="y", feature="x1", features=["c"])
     assert r.n_rows == 3 * N
 
 
@@ -144,12 +144,12 @@ def test_widening_int_widths_floats_and_nulls_gives_the_uniform_answer(tmp_path)
     for p in parts:
         assert p["c"] == np.dtype("int64") and p["x1"] == np.dtype("float64")
         assert p["note"] == ddf.dtypes["note"]
-    a = daskpd.catstratpd(str(root), "y", "c", features=["x1", "x2"])
-    b = daskpd.catstratpd(str(uniform), "y", "c", features=["x1", "x2"])
+    a = daskpd.catstratpd(str(root), target="y", feature="c", features=["x1", "x2"])
+    b = daskpd.catstratpd(str(uniform), target="y", feature="c", features=["x1", "x2"])
     assert list(a.categories) == list(b.categories) == list(range(7))  # never split by storage type
     np.testing.assert_allclose(a.pd, b.pd)
-    s1 = daskpd.stratpd(str(root), "y", "x1", features=["x2", "c"])
-    s2 = daskpd.stratpd(str(uniform), "y", "x1", features=["x2", "c"])
+    s1 = daskpd.stratpd(str(root), target="y", feature="x1", features=["x2", "c"])
+    s2 = daskpd.stratpd(str(uniform), target="y", feature="x1", features=["x2", "c"])
     np.testing.assert_allclose(s1.pd, s2.pd)
 
 
@@ -192,7 +192,7 @@ def test_damaged_file_is_named_with_what_is_wrong(tmp_path, damage, phrase):
         bad.write_text("x1,x2,c,y\n1,2,3,4\n")
     else:
         _footer_junk(bad)
-    for call in (lambda: load(str(lake)), lambda: daskpd.stratpd(str(lake), "y", "x1", features=["x2"]),
+    for call in (lambda: load(str(lake)), lambda: daskpd.stratpd(str(lake), target="y", feature="x1", features=["x2"]),
                  lambda: load(str(bad))):
         with pytest.raises(DataError) as e:
             call()
@@ -232,8 +232,8 @@ def test_duplicate_column_names_are_refused_for_pandas_and_dask(tmp_path):
     dup = pd.concat([df[["x1"]], df], axis=1)  # x1 twice
     assert list(dup.columns).count("x1") == 2
     for data in (dup, dd.from_pandas(dup, npartitions=2)):
-        for call in (lambda: daskpd.stratpd(data, "y", "x1"), lambda: daskpd.catstratpd(data, "y", "c"),
-                     lambda: daskpd.importances(data, "y")):
+        for call in (lambda: daskpd.stratpd(data, target="y", feature="x1"), lambda: daskpd.catstratpd(data, target="y", feature="c"),
+                     lambda: daskpd.importances(data, target="y")):
             with pytest.raises(DataError, match="duplicate column names: 'x1'"):
                 call()
 
@@ -243,23 +243,23 @@ def test_duplicate_column_names_in_a_parquet_file_are_refused(tmp_path):
     t = pa.Table.from_arrays([pa.array(df["x1"]), pa.array(df["x2"]), pa.array(df["y"])], names=["x1", "x1", "y"])
     pq.write_table(t, tmp_path / "dup.parquet")
     with pytest.raises(DataError, match=r"dup\.parquet has duplicate column names: 'x1'"):
-        daskpd.stratpd(str(tmp_path / "dup.parquet"), "y", "x1")
+        daskpd.stratpd(str(tmp_path / "dup.parquet"), target="y", feature="x1")
 
 
 def test_non_string_column_names_are_named_by_their_text(tmp_path):
     """The integer column 3 is selected as '3', for pandas and dask inputs (a name given as
     a non-string is a clear error)."""
     df = frame(0).rename(columns={"x1": 3, "c": 7})
-    ref = daskpd.stratpd(frame(0), "y", "x1")
+    ref = daskpd.stratpd(frame(0), target="y", feature="x1")
     for data in (df, dd.from_pandas(df, npartitions=2)):
-        r = daskpd.stratpd(data, "y", "3")
+        r = daskpd.stratpd(data, target="y", feature="3")
         assert r.feature == "3"
         np.testing.assert_allclose(r.pd, ref.pd)
         with pytest.raises(DataError, match="feature must be a column name"):
-            daskpd.stratpd(data, "y", 3)
-        c = daskpd.catstratpd(data, "y", "7")
+            daskpd.stratpd(data, target="y", feature=3)
+        c = daskpd.catstratpd(data, target="y", feature="7")
         assert len(c.categories) == 7
-        imp = daskpd.importances(data, "y")
+        imp = daskpd.importances(data, target="y")
         assert sorted(imp.index) == ["3", "7", "x2"]
 
 
@@ -268,4 +268,4 @@ def test_the_integer_3_and_the_string_3_are_the_same_name(tmp_path):
     df.columns = [3, "3", "c", "y"]
     for data in (df, dd.from_pandas(df, npartitions=2)):
         with pytest.raises(DataError, match=r"duplicate column names: '3' \(as text"):
-            daskpd.stratpd(data, "y", "c")
+            daskpd.stratpd(data, target="y", feature="c")

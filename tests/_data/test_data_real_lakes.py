@@ -29,8 +29,8 @@ def test_thousands_of_small_files_read_like_one(tmp_path):
                        root / f"part-{i:05d}.parquet")
     got = load(str(root), ["x1", "x2", "y"]).compute(scheduler="sync")
     pd.testing.assert_frame_equal(got.reset_index(drop=True), df)
-    imp = daskpd.importances(str(root), "y")
-    ref = daskpd.importances(df, "y")
+    imp = daskpd.importances(str(root), target="y")
+    ref = daskpd.importances(df, target="y")
     pd.testing.assert_frame_equal(imp, ref)
 
 
@@ -52,15 +52,15 @@ def nested_lake(tmp_path):
 
 def test_nested_and_binary_columns_never_break_a_run(nested_lake):
     root, df = nested_lake
-    plain = daskpd.stratpd(df, "y", "x1")
+    plain = daskpd.stratpd(df, target="y", feature="x1")
     with pytest.warns(UserWarning, match=r"left out of the stratifying columns: 4 nested or binary"):
-        r = daskpd.stratpd(str(root), "y", "x1")
+        r = daskpd.stratpd(str(root), target="y", feature="x1")
     np.testing.assert_array_equal(r.pd, plain.pd)
     with pytest.warns(UserWarning, match=r"importances: 4 of 6 columns left out of the default features: 4 nested "
                                          r"or binary \('event', 'tags', 'blob', 'props'\)"):
-        t = daskpd.importances(str(root), "y")
-    pd.testing.assert_frame_equal(t, daskpd.importances(df, "y"))
-    t2 = daskpd.importances(str(root), "y", features=["x1", "x2"], stratify_on=["x1", "x2"])
+        t = daskpd.importances(str(root), target="y")
+    pd.testing.assert_frame_equal(t, daskpd.importances(df, target="y"))
+    t2 = daskpd.importances(str(root), target="y", features=["x1", "x2"], stratify_on=["x1", "x2"])
     pd.testing.assert_frame_equal(t2, t)
 
 
@@ -68,13 +68,13 @@ def test_nested_and_binary_columns_never_break_a_run(nested_lake):
                                           ("props", "map")])
 def test_a_nested_column_asked_for_is_named(nested_lake, column, kind):
     root, _ = nested_lake
-    for call in (lambda: daskpd.stratpd(str(root), "y", column),
-                 lambda: daskpd.catstratpd(str(root), "y", column),
-                 lambda: daskpd.importances(str(root), "y", features=["x1", column])):
+    for call in (lambda: daskpd.stratpd(str(root), target="y", feature=column),
+                 lambda: daskpd.catstratpd(str(root), target="y", feature=column),
+                 lambda: daskpd.importances(str(root), target="y", features=["x1", column])):
         with pytest.raises(DataError, match=rf"feature '{column}' has type {kind}.*cannot be a feature"):
             call()
     with pytest.raises(DataError, match=rf"stratifying column '{column}' has type {kind}"):
-        daskpd.stratpd(str(root), "y", "x1", features=["x2", column])
+        daskpd.stratpd(str(root), target="y", feature="x1", features=["x2", column])
 
 
 @pytest.fixture
@@ -119,9 +119,9 @@ def test_a_spark_lake_reads_like_its_rows_and_small_files_are_gathered(spark_lak
         np.testing.assert_array_equal(got.month.astype(int), want.month.astype(int))
     # the hive key is left out of the default features (noted), and still stratifies
     with pytest.warns(UserWarning, match=r"1 hive partition key \('month'\)"):
-        t = daskpd.importances(str(root), "y")
+        t = daskpd.importances(str(root), target="y")
     assert list(t.index) == ["x1", "x2"]
-    ref = daskpd.importances(df, "y", features=["x1", "x2"])
+    ref = daskpd.importances(df, target="y", features=["x1", "x2"], stratify_on=["x1", "x2", "month"])
     pd.testing.assert_frame_equal(t, ref)
 
 
@@ -139,9 +139,9 @@ def test_small_files_are_gathered_by_the_functions(tmp_path):
     from daskpd._engine.memory import partition_bytes
 
     assert grouping(inspect_lake(str(root)), partition_bytes())["aggregate_files"] is True
-    r = daskpd.stratpd(str(root), "y", "x1")
+    r = daskpd.stratpd(str(root), target="y", feature="x1")
     assert r.params["n_partitions"] < 20
-    ref = daskpd.stratpd(df, "y", "x1")
+    ref = daskpd.stratpd(df, target="y", feature="x1")
     np.testing.assert_allclose(r.pd, ref.pd, rtol=1e-12, atol=1e-12)
     # files whose schemas differ (x2 stored as int32 in half of them) are not gathered:
     # dask would join their tables before daskpd widens the types
@@ -149,7 +149,7 @@ def test_small_files_are_gathered_by_the_functions(tmp_path):
         part = df.iloc[i * 30:(i + 1) * 30].astype({"x2": "int32"})
         pq.write_table(pa.Table.from_pandas(part, preserve_index=False), root / f"part-{i:05d}.parquet")
     assert grouping(inspect_lake(str(root)), partition_bytes()) == {}
-    r2 = daskpd.stratpd(str(root), "y", "x1")
+    r2 = daskpd.stratpd(str(root), target="y", feature="x1")
     assert r2.params["n_partitions"] == 2_000
     np.testing.assert_allclose(r2.pd, ref.pd, rtol=1e-12, atol=1e-12)
 
@@ -186,14 +186,14 @@ def test_the_types_writers_use_read_as_their_plain_equivalents(tmp_path):
     plain = pd.DataFrame({"x1": x1, "k": k.astype("int64"), "s": labels, "y": y})
     for col, same in [("k_u64", "k"), ("k_i8", "k"), ("s_large", "s"), ("s_dict", "s"),
                       *([("s_view", "s")] if hasattr(pa, "string_view") else [])]:
-        got = daskpd.importances(str(root), "y", features=["x1", col], stratify_on=["x1", col])
-        want = daskpd.importances(plain, "y", features=["x1", same], stratify_on=["x1", same])
+        got = daskpd.importances(str(root), target="y", features=["x1", col], stratify_on=["x1", col])
+        want = daskpd.importances(plain, target="y", features=["x1", same], stratify_on=["x1", same])
         pd.testing.assert_frame_equal(got.rename(index={col: same}), want, obj=col)
     with pytest.warns(UserWarning, match=r"1 datetime \('when'\)"):
-        t = daskpd.importances(str(root), "y")
+        t = daskpd.importances(str(root), target="y")
     assert "when" not in t.index and "nothing" not in t.index and "x1" in t.index
     assert t.loc["x1", "kind"] == "numeric" and t.loc["s_dict", "kind"] == "categorical"
     with pytest.raises(DataError, match=r"feature 'when' is a datetime \(datetime64\[.*Europe/Paris\]\)"):
-        daskpd.stratpd(str(root), "y", "when")
+        daskpd.stratpd(str(root), target="y", feature="when")
     with pytest.raises(DataError, match="feature 'nothing' has no non-missing values"):
-        daskpd.importances(str(root), "y", features=["x1", "nothing"])
+        daskpd.importances(str(root), target="y", features=["x1", "nothing"])

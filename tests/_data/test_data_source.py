@@ -48,9 +48,9 @@ REQUESTS = {
     "marginal": lambda p, m: daskpd.marginal(p, ["a", "c"], target="y", model=m, bins=5),
     "pd_variance": lambda p, m: daskpd.pd_variance(m, p, ["a", "b"], grid_resolution=8),
     "compare": lambda p, m: compare(m, p, "a", target="y", grid_resolution=8, bins=5),
-    "stratpd": lambda p, m: daskpd.stratpd(p, "y", "a"),
-    "catstratpd": lambda p, m: daskpd.catstratpd(p, "y", "c"),
-    "importances": lambda p, m: daskpd.importances(p, "y"),
+    "stratpd": lambda p, m: daskpd.stratpd(p, target="y", feature="a"),
+    "catstratpd": lambda p, m: daskpd.catstratpd(p, target="y", feature="c"),
+    "importances": lambda p, m: daskpd.importances(p, target="y"),
 }
 
 

@@ -25,27 +25,27 @@ def frame(n=3000, seed=0):
 
 def test_constant_and_empty_columns_are_left_out_of_the_default_features():
     with pytest.warns(UserWarning) as rec:
-        res = strat_curves_and_importances(frame(), "y", progress=False)
+        res = strat_curves_and_importances(frame(), target="y", progress=False)
     notes = [str(w.message) for w in rec if "left out of the default features" in str(w.message)]
     assert notes == ["importances: 3 of 5 columns left out of the default features: 2 constant ('const', 'flag'); "
                      "1 empty ('empty'); name them in features= to score them"]
     assert sorted(res.table.index) == ["x1", "x2"]
     assert res.params["skipped_features"] == {"const": "constant", "empty": "empty", "flag": "constant"}
-    t = daskpd.importances(frame(), "y", progress=False)  # the table function, too
+    t = daskpd.importances(frame(), target="y", progress=False)  # the table function, too
     assert sorted(t.index) == ["x1", "x2"]
 
 
 def test_a_constant_feature_named_explicitly_still_raises():
     with pytest.raises(DataError, match="feature 'const' is constant"):
-        strat_curves_and_importances(frame(), "y", features=["x1", "const"], progress=False)
+        strat_curves_and_importances(frame(), target="y", features=["x1", "const"], progress=False)
     with pytest.raises(DataError, match="feature 'const' is constant"):
-        daskpd.stratpd(frame(), "y", "const")
+        daskpd.stratpd(frame(), target="y", feature="const")
 
 
 def test_every_default_feature_constant_is_an_error():
     df = frame()[["const", "flag", "y"]]
     with pytest.raises(DataError, match="every feature is constant or empty"):
-        strat_curves_and_importances(df, "y", progress=False)
+        strat_curves_and_importances(df, target="y", progress=False)
 
 
 def write_lake(root: Path, years=(2010, 2011, 2012), n=2000) -> Path:
@@ -75,13 +75,13 @@ def test_partition_keys_of_a_hive_lake(tmp_path):
 def test_a_lake_filtered_on_its_partition_key(tmp_path):
     lake = write_lake(tmp_path / "lake")
     with pytest.warns(UserWarning, match=r"2 hive partition keys \('sale_year', 'state'\)"):
-        res = strat_curves_and_importances(str(lake), "y", filters=[("sale_year", "==", 2011)], progress=False)
+        res = strat_curves_and_importances(str(lake), target="y", filters=[("sale_year", "==", 2011)], progress=False)
     assert sorted(res.table.index) == ["x1", "x2"]
     assert res.params["skipped_features"] == {"sale_year": "hive partition key", "state": "hive partition key"}
     # named explicitly, the key is a feature (unfiltered: not constant)
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        res = strat_curves_and_importances(str(lake), "y", features=["x1", "sale_year"], progress=False)
+        res = strat_curves_and_importances(str(lake), target="y", features=["x1", "sale_year"], progress=False)
     assert not [w for w in rec if "left out" in str(w.message)]
     assert sorted(res.table.index) == ["sale_year", "x1"]
 
@@ -90,5 +90,5 @@ def test_a_lake_filtered_on_its_partition_key(tmp_path):
 def test_bulldozer_csv_default_path(shared_data):
     df = pd.read_csv(shared_data / "bulldozer_valid.csv", low_memory=False)
     with pytest.warns(UserWarning, match=r"1 constant \('Backhoe_Mounting'\)"):
-        t = daskpd.importances(df, "SalePrice", sample_size=20_000, progress=False)
+        t = daskpd.importances(df, target="SalePrice", sample_size=20_000, progress=False)
     assert "Backhoe_Mounting" not in t.index and "YearMade" in t.index and len(t) == 51

@@ -24,15 +24,15 @@ def test_read_options_pass_through_and_mismatch_is_named(tmp_path):
     p, df = _csv(tmp_path)
     # small blocks: dask guesses 'code' is an integer from the first block
     with pytest.raises(DataError, match=r"change type part-way.*code.*daskpd\.read_csv\(path, dtype="):
-        daskpd.stratpd(daskpd.read_csv(p, blocksize="20KB"), "y", "x1", progress=False)
+        daskpd.stratpd(daskpd.read_csv(p, blocksize="20KB"), target="y", feature="x1", progress=False)
     src = daskpd.read_csv(p, blocksize="20KB", dtype={"code": str})
     assert isinstance(src, CsvSource)
     ddf = load(src, ["code", "y"])
     assert ddf.npartitions > 1 and ddf.dtypes["code"] != np.int64
-    r = daskpd.stratpd(src, "y", "x1", progress=False)
-    ref = daskpd.stratpd(df, "y", "x1", progress=False)
+    r = daskpd.stratpd(src, target="y", feature="x1", progress=False)
+    ref = daskpd.stratpd(df, target="y", feature="x1", progress=False)
     assert np.allclose(r.pd, ref.pd, equal_nan=True)
-    cat = daskpd.catstratpd(src, "y", "code", progress=False)
+    cat = daskpd.catstratpd(src, target="y", feature="code", progress=False)
     assert "Z" in [str(c) for c in cat.categories]
 
 

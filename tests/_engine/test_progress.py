@@ -17,7 +17,8 @@ from sklearn.linear_model import LinearRegression
 import daskpd
 from daskpd._engine.progress import progress_mode
 
-LINE = re.compile(r"^daskpd: progress stage (\d+) \(([^)]*)\): (.*)$")
+LINE = re.compile(r"^daskpd: progress stage (\d+)(?:/\d+)? \(([^)]*)\): (.*)$")
+NUMBERED = re.compile(r"^daskpd: progress stage (\d+)(?:/(\d+))? \(([^)]*)\): ")
 DONE = re.compile(r"^([\d,]+)/([\d,]+) tasks done in [\d.]+ (s|min)$")
 
 
@@ -72,8 +73,30 @@ def test_model_based_call_reports_in_a_log(capfd, data):
 
 def test_model_free_call_reports_in_a_log(capfd, data):
     X, y, _ = data
-    daskpd.stratpd(X.assign(y=y), "y", "a")
+    daskpd.stratpd(X.assign(y=y), target="y", feature="a")
     assert_one_line_per_stage(parse_lines(capfd.readouterr().err))
+
+
+def numbered(err: str) -> list[tuple[str, str | None, str]]:
+    return [m.groups() for m in map(NUMBERED.match, err.splitlines()) if m]
+
+
+def test_stages_are_named_and_numbered_per_call(capfd, data):
+    """"stage n/m (name)": the model-free pipeline's stages by name, numbered from 1 in
+    every call (not counting on across the calls of a process); a call that does not
+    declare its stages numbers them without a total."""
+    X, y, m = data
+    df = X.assign(y=y)
+    for _ in range(2):
+        daskpd.stratpd(df, target="y", feature="a")
+        assert numbered(capfd.readouterr().err) == [("1", "3", "sample"), ("2", "3", "fit trees"),
+                                                    ("3", "3", "scan and finish")]
+    daskpd.importances(df, target="y", pvalues=True, pvalues_n_trials=2, pvalues_sample_size=200)
+    assert [(n, t, name) for n, t, name in numbered(capfd.readouterr().err)][-1] == ("4", "4", "p-values")
+    daskpd.partial_dependence(m, X, ["a"], grid_resolution=8)
+    stages = numbered(capfd.readouterr().err)
+    assert [n for n, _, _ in stages] == [str(i) for i in range(1, len(stages) + 1)]
+    assert stages[0][2] == "summary" and all(not name.startswith("daskpd-") for _, _, name in stages)
 
 
 def test_long_stages_report_while_they_run(capfd, data):
@@ -126,6 +149,7 @@ def test_a_terminal_gets_a_bar(monkeypatch, data):
         tty.close()
         os.close(master)
     assert "Completed" in text  # the bar ("[####  ] | 40% Completed"), not log lines
+    assert "daskpd 1 summary [" in text  # labelled with its stage
     assert "daskpd: progress stage" not in text
 
 

@@ -145,7 +145,7 @@ def stratx_greedy(g, marg):
 def run_with_reference(data, df, target, feature, **kw):
     """daskpd's result and the plain reference on the very same tree."""
     centered = kw.pop("centered", False)
-    run, dtype = run_categorical(data, target, feature, centered=centered, **kw)
+    run, dtype = run_categorical(data, target=target, feature=feature, centered=centered, **kw)
     res = run.results[feature]
     g, marg = leaf_table(df, target, feature, leaves_of(run, df), kw.get("nan_as_level", False))
     return res, reference_effects(g, marg, centered), g, marg
@@ -197,12 +197,12 @@ def continuous_data(n, k=150, seed=5):
 
 def test_one_leaf_is_mean_y_per_category_minus_the_lowest():
     df = pd.DataFrame({"c": ["b", "a", "c", "a", "b", "c", "c"], "y": [3.0, 1, 6, 1, 3, 5, 7]})
-    res = daskpd.catstratpd(df, "y", "c", features=[])  # nothing to stratify on: one leaf
+    res = daskpd.catstratpd(df, target="y", feature="c", features=[])  # nothing to stratify on: one leaf
     assert list(res.categories) == ["a", "b", "c"]
     np.testing.assert_allclose(res.pd, [0.0, 2.0, 5.0], atol=1e-12)
     np.testing.assert_array_equal(res.count, [2, 2, 3])
     assert (res.n_leaves, res.n_groups, res.n_ignored, res.n_used) == (1, 1, 0, 7)
-    cen = daskpd.catstratpd(df, "y", "c", features=[], centered=True)
+    cen = daskpd.catstratpd(df, target="y", feature="c", features=[], centered=True)
     # count-weighted mean 0: mean y is 26/7
     np.testing.assert_allclose(cen.pd, np.array([1.0, 3.0, 6.0]) - 26 / 7, atol=1e-12)
 
@@ -214,7 +214,7 @@ def test_two_disjoint_groups_are_placed_by_their_marginal_means():
         "c": ["A", "A", "B", "B", "C", "C", "C", "D"],
         "y": [1.0, 1, 3, 3, 12, 12, 12, 15],
     })
-    res = daskpd.catstratpd(df, "y", "c", min_samples_leaf=1)
+    res = daskpd.catstratpd(df, target="y", feature="c", min_samples_leaf=1)
     assert res.n_groups == 2 and res.n_leaves == 2
     # group 1: deltas A=0, B=2, mean y 2 -> A=1, B=3; group 2: C=0, D=3, mean y 12.75 -> C=12, D=15
     # then shifted so that the smallest is 0
@@ -237,7 +237,7 @@ def test_sawtooth_models_across_yearmade_strata():
             for _ in range(6):
                 rows.append((year, f"M{i:02d}", 2.0 * (year - 2000) + (5.0 if i % 2 == 0 else -5.0)))
     df = pd.DataFrame(rows, columns=["YearMade", "ModelID", "price"])
-    res = daskpd.catstratpd(df, "price", "ModelID")
+    res = daskpd.catstratpd(df, target="price", feature="ModelID")
     expect = np.where(np.arange(n_models) % 2 == 0, 10.0, 0.0)
     np.testing.assert_allclose(res.pd, expect, atol=1e-9)
     assert res.n_groups == 1
@@ -295,7 +295,7 @@ def test_distributed_equals_in_memory_reference_for_any_partitioning(noisy_with_
 
 def test_ground_truth_rmse_with_a_codependent_numeric_feature():
     df, b = continuous_data(60_000)
-    res = daskpd.catstratpd(df, "y", "c")
+    res = daskpd.catstratpd(df, target="y", feature="c")
     assert res.categories.dtype == np.int64
     est = pd.Series(res.pd, index=res.categories)
     err = centred_rmse(est, pd.Series(b).reindex(est.index))
@@ -336,7 +336,7 @@ def test_integer_codes_with_gaps_keep_their_type():
     codes = np.array([3, 17, 42, 1000, 7, 99, 250, 5, 61, 8] * 4)  # 40 distinct codes with gaps
     codes = codes + np.repeat(np.arange(4) * 10_000, 10)
     df["c"] = codes[df.c]
-    res = daskpd.catstratpd(df, "y", "c")
+    res = daskpd.catstratpd(df, target="y", feature="c")
     assert res.categories.dtype == np.int64
     assert list(res.categories) == sorted(set(codes))
     t = pd.Series(truth.to_numpy(), index=codes).reindex(res.categories)
@@ -348,7 +348,7 @@ def test_pandas_categorical_keeps_dtype_and_category_order():
     df, truth = strata_data(noise=0.0, seed=4, n_cats=6, n_strata=6)
     order = ["m005", "m003", "m001", "m000", "m004", "m002", "unused"]
     df["c"] = pd.Categorical(df.c.astype(object), categories=order, ordered=True)
-    res = daskpd.catstratpd(df, "y", "c")
+    res = daskpd.catstratpd(df, target="y", feature="c")
     assert isinstance(res.categories.dtype, pd.CategoricalDtype)
     assert res.categories.dtype == df.c.dtype
     assert list(res.categories) == order[:-1]  # observed categories, in the dtype's order
@@ -362,8 +362,8 @@ def test_single_row_category_and_category_only_in_some_partitions():
     df = df.sort_values("c", kind="stable").reset_index(drop=True)  # each category in one or two partitions
     solo = pd.DataFrame({"s": [4], "c": ["solo"], "y": [3.0 * 4 + 2.5]})
     df = pd.concat([df, solo], ignore_index=True)
-    one = daskpd.catstratpd(df, "y", "c")
-    many = daskpd.catstratpd(dd.from_pandas(df, npartitions=5, sort=False), "y", "c")
+    one = daskpd.catstratpd(df, target="y", feature="c")
+    many = daskpd.catstratpd(dd.from_pandas(df, npartitions=5, sort=False), target="y", feature="c")
     np.testing.assert_allclose(many.pd, one.pd, atol=1e-10)
     s = as_series(one)
     assert one.count[list(one.categories).index("solo")] == 1
@@ -378,10 +378,10 @@ def test_missing_category_dropped_by_default_or_its_own_level():
     c[miss] = None
     df["c"] = pd.array(c, dtype="str")
     df.loc[miss, "y"] = 3.0 * df.s[miss] + 7.0  # missing behaves like a level with effect 7
-    dropped = daskpd.catstratpd(df, "y", "c")
+    dropped = daskpd.catstratpd(df, target="y", feature="c")
     assert dropped.n_missing_x == miss.sum() and not pd.isna(dropped.categories).any()
     assert dropped.count.sum() == len(df) - miss.sum()
-    lvl = daskpd.catstratpd(df, "y", "c", nan_as_level=True)
+    lvl = daskpd.catstratpd(df, target="y", feature="c", nan_as_level=True)
     assert lvl.n_missing_x == 0 and pd.isna(lvl.categories[-1]) and lvl.count[-1] == miss.sum()
     s = as_series(lvl)
     t = pd.concat([truth, pd.Series({"<<NA>>": 7.0})]).reindex(s.index)
@@ -397,7 +397,7 @@ def test_nullable_integer_codes_with_missing_as_a_level_sort_it_last():
     miss = np.arange(len(df)) % 11 == 0
     df["c"] = pd.array(np.where(miss, None, codes), dtype="Int64")
     df.loc[miss, "y"] = 3.0 * df.s[miss] - 4.0
-    res = daskpd.catstratpd(df, "y", "c", nan_as_level=True)
+    res = daskpd.catstratpd(df, target="y", feature="c", nan_as_level=True)
     assert res.categories.dtype == "Int64" and pd.isna(res.categories[-1])
     assert list(res.categories[:-1]) == sorted(set(codes[~miss].tolist()))
     t = pd.Series(truth.to_numpy(), index=np.arange(len(truth)) * 7 + 3).reindex(list(res.categories[:-1]))
@@ -408,10 +408,10 @@ def test_nullable_integer_codes_with_missing_as_a_level_sort_it_last():
 def test_bool_and_object_labels():
     df, _ = strata_data(noise=0.5, seed=9, n_cats=2, n_strata=5)
     df["c"] = df.c == "m001"
-    res = daskpd.catstratpd(df, "y", "c")
+    res = daskpd.catstratpd(df, target="y", feature="c")
     assert list(res.categories) == [False, True] and res.categories.dtype == bool
     df["c"] = df.c.map({False: "no", True: "yes"}).astype(object)
-    res2 = daskpd.catstratpd(df, "y", "c")
+    res2 = daskpd.catstratpd(df, target="y", feature="c")
     np.testing.assert_allclose(res2.pd, res.pd)
 
 
@@ -421,7 +421,7 @@ def test_bool_and_object_labels():
 
 def test_trials_ride_the_scan_and_match_the_weighted_reference():
     df, _ = strata_data(noise=0.0, seed=10)
-    run, dtype = run_categorical(df, "y", "c", n_trials=3)
+    run, dtype = run_categorical(df, target="y", feature="c", n_trials=3)
     res = run.results["c"]
     assert res.trials_pd.shape == (3, len(res))
     # noise-free: every trial gives the same effects, up to its own origin
@@ -433,7 +433,7 @@ def test_trials_ride_the_scan_and_match_the_weighted_reference():
     assert "pd_std" in res.to_frame()
     # with noise, trial 2 is the weighted least squares with its own bootstrap weights
     df, _ = strata_data(noise=2.0, seed=10)
-    run, dtype = run_categorical(df, "y", "c", n_trials=3)
+    run, dtype = run_categorical(df, target="y", feature="c", n_trials=3)
     res = run.results["c"]
     w = bootstrap_weights(df, run.scan.weight_columns, 3, 0)[:, 1]
     g, marg = leaf_table(df, "y", "c", leaves_of(run, df), weight=w)
@@ -596,7 +596,7 @@ def test_explicit_and_iterative_paths_agree_and_buckets_change_no_bit(monkeypatc
         monkeypatch.setattr(categorical_buckets, "EXPLICIT_MAX_KEYS", gather)
         for buckets in (1, 4, 32):
             with dask.config.set({"daskpd.buckets": buckets}):
-                r = daskpd.strat_curves_and_importances(df, "y", categorical=["c", "c2"], n_trials=3,
+                r = daskpd.strat_curves_and_importances(df, target="y", categorical=["c", "c2"], n_trials=3,
                                                                    cat_min_samples_leaf=3)
             results[gather, buckets] = r
     for gather in (16_000_000, 0):
@@ -619,11 +619,11 @@ def test_iterative_path_falls_back_to_the_explicit_system(monkeypatch):
     from daskpd._strat import categorical_buckets
 
     df, _ = continuous_data(20_000, seed=22)
-    ref = daskpd.catstratpd(df, "y", "c", n_trials=2)
+    ref = daskpd.catstratpd(df, target="y", feature="c", n_trials=2)
     monkeypatch.setattr(categorical_buckets, "EXPLICIT_MAX_KEYS", 0)
     monkeypatch.setattr(categorical_buckets, "CG_MAXITER", 2)
     with dask.config.set({"daskpd.buckets": 4}):
-        res = daskpd.catstratpd(df, "y", "c", n_trials=2)
+        res = daskpd.catstratpd(df, target="y", feature="c", n_trials=2)
     assert res.params["solver"].startswith("cg+")
     np.testing.assert_allclose(res.pd, ref.pd, atol=1e-8)
     np.testing.assert_allclose(res.trials_pd, ref.trials_pd, atol=1e-8)
@@ -631,16 +631,16 @@ def test_iterative_path_falls_back_to_the_explicit_system(monkeypatch):
 
 def test_deterministic_given_random_state():
     df, _ = continuous_data(20_000, seed=12)
-    a = daskpd.catstratpd(df, "y", "c", sample_size=2_000, random_state=1)
-    b = daskpd.catstratpd(df, "y", "c", sample_size=2_000, random_state=1)
-    c = daskpd.catstratpd(df, "y", "c", sample_size=2_000, random_state=2)
+    a = daskpd.catstratpd(df, target="y", feature="c", sample_size=2_000, random_state=1)
+    b = daskpd.catstratpd(df, target="y", feature="c", sample_size=2_000, random_state=1)
+    c = daskpd.catstratpd(df, target="y", feature="c", sample_size=2_000, random_state=2)
     np.testing.assert_array_equal(a.pd, b.pd)
     assert not np.array_equal(a.pd, c.pd)
 
 
 def test_frame_parquet_summary_and_plots(tmp_path):
     df, _ = strata_data(n=4000, noise=1.0, seed=13, n_cats=12, n_strata=8)
-    res = daskpd.catstratpd(df, "y", "c", centered=True)
+    res = daskpd.catstratpd(df, target="y", feature="c", centered=True)
     f = res.to_frame()
     assert {"feature", "category", "pd", "count"} <= set(f.columns)
     assert abs(np.average(f.pd, weights=f["count"])) < 1e-9
@@ -695,24 +695,24 @@ def small():
 def test_bad_parameters(small, kwargs, match):
     args = dict(target="y", feature="c") | kwargs
     with pytest.raises(DataError, match=match):
-        daskpd.catstratpd(small, args.pop("target"), args.pop("feature"), **args)
+        daskpd.catstratpd(small, target=args.pop("target"), feature=args.pop("feature"), **args)
 
 
 def test_bad_data(small):
     with pytest.raises(DataError, match="float column with non-integer values"):
-        daskpd.catstratpd(small.assign(f=small.s + 0.5 * (small.index % 2)), "y", "f")
+        daskpd.catstratpd(small.assign(f=small.s + 0.5 * (small.index % 2)), target="y", feature="f")
     with pytest.raises(DataError, match="datetime"):
-        daskpd.catstratpd(small.assign(t=pd.Timestamp("2020") + pd.to_timedelta(small.s, "D")), "y", "t")
+        daskpd.catstratpd(small.assign(t=pd.Timestamp("2020") + pd.to_timedelta(small.s, "D")), target="y", feature="t")
     with pytest.raises(DataError, match="target 'c' must be numeric"):
-        daskpd.catstratpd(small, "c", "s")
+        daskpd.catstratpd(small, target="c", feature="s")
     with pytest.raises(DataError, match="feature 'k' is constant"):
-        daskpd.catstratpd(small.assign(k="same"), "y", "k")
+        daskpd.catstratpd(small.assign(k="same"), target="y", feature="k")
     with pytest.raises(DataError, match="feature 'k' has no non-missing values"):
-        daskpd.catstratpd(small.assign(k=pd.array([None] * len(small), dtype="str")), "y", "k")
+        daskpd.catstratpd(small.assign(k=pd.array([None] * len(small), dtype="str")), target="y", feature="k")
     with pytest.raises(DataError, match=r"daskpd\.catstratpd"):
-        daskpd.stratpd(small, "y", "c")
+        daskpd.stratpd(small, target="y", feature="c")
     # integral floats (integer codes with missing values) are accepted
-    res = daskpd.catstratpd(small.assign(f=np.where(small.index % 10 == 0, np.nan, small.s * 1.0)), "y", "f")
+    res = daskpd.catstratpd(small.assign(f=np.where(small.index % 10 == 0, np.nan, small.s * 1.0)), target="y", feature="f")
     assert res.categories.dtype == np.float64 and res.n_missing_x == 50
 
 
@@ -720,7 +720,7 @@ def test_warns_when_no_leaf_holds_two_categories():
     df = pd.DataFrame({"x": np.repeat(np.arange(6), 10), "y": np.repeat(np.arange(6.0), 10)})
     df["c"] = df.x.map(lambda v: f"c{v}")
     with pytest.warns(UserWarning, match="no leaf of the stratifying tree holds two or more categories"):
-        res = daskpd.catstratpd(df, "y", "c", min_samples_leaf=10)
+        res = daskpd.catstratpd(df, target="y", feature="c", min_samples_leaf=10)
     assert res.n_groups == 6 and res.n_used == 0
     np.testing.assert_allclose(res.pd, np.arange(6.0))  # marginal means
 

@@ -92,11 +92,11 @@ def test_catstratpd_with_a_spilling_worker_process_equals_threads(tmp_path):
     spill_at_once = {"distributed.worker.memory.target": 1e-6, "distributed.worker.memory.spill": False,
                      "distributed.worker.memory.pause": False, "distributed.worker.memory.terminate": False}
     with dask.config.set({"daskpd.buckets": 8}):
-        threads = daskpd.catstratpd(str(path), "y", "s", progress=False)
+        threads = daskpd.catstratpd(str(path), target="y", feature="s", progress=False)
         with dask.config.set(spill_at_once), LocalCluster(
                 n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
                 memory_limit="2GiB", local_directory=str(tmp_path / "workers")) as cluster, Client(cluster):
-            procs = daskpd.catstratpd(str(path), "y", "s", progress=False)
+            procs = daskpd.catstratpd(str(path), target="y", feature="s", progress=False)
     assert threads.params["n_buckets"] == procs.params["n_buckets"] == 8
     assert threads.params["solver"] == "dense"
     np.testing.assert_array_equal(procs.pd, threads.pd)

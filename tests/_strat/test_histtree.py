@@ -215,8 +215,8 @@ def codependent(n=30_000, seed=0):
 def test_stratpd_hist_equals_exact_when_stratifiers_have_few_values():
     # the trees induce the same leaves, so the curves are the same
     df = codependent()
-    a = daskpd.stratpd(df, "y", "x1", tree_method="hist")
-    b = daskpd.stratpd(df, "y", "x1", tree_method="exact")
+    a = daskpd.stratpd(df, target="y", feature="x1", tree_method="hist")
+    b = daskpd.stratpd(df, target="y", feature="x1", tree_method="exact")
     assert a.params["tree_method"] == "hist" and b.params["tree_method"] == "exact"
     assert a.params["tree_leaves"] == b.params["tree_leaves"]
     np.testing.assert_allclose(a.to_frame()["pd"], b.to_frame()["pd"], rtol=0, atol=1e-9)
@@ -224,14 +224,14 @@ def test_stratpd_hist_equals_exact_when_stratifiers_have_few_values():
 
 def test_importances_hist_equals_exact_when_stratifiers_have_few_values():
     df = codependent(seed=1)
-    a = daskpd.importances(df, "y", tree_method="hist")
-    b = daskpd.importances(df, "y", tree_method="exact")
+    a = daskpd.importances(df, target="y", tree_method="hist")
+    b = daskpd.importances(df, target="y", tree_method="exact")
     pd.testing.assert_frame_equal(a, b, check_exact=False, atol=1e-9, rtol=0)
 
 
 def test_tree_method_is_validated():
     df = codependent(2_000)
     with pytest.raises(DataError, match="parameter tree_method must be one of 'hist', 'exact'; got 'fast'"):
-        daskpd.stratpd(df, "y", "x1", tree_method="fast")
+        daskpd.stratpd(df, target="y", feature="x1", tree_method="fast")
     with pytest.raises(DataError, match="tree_method"):
-        daskpd.importances(df, "y", tree_method=None)
+        daskpd.importances(df, target="y", tree_method=None)

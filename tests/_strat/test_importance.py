@@ -26,7 +26,7 @@ def linear_df():
 
 @pytest.fixture(scope="module")
 def linear_result(linear_df):
-    return strat_curves_and_importances(linear_df, "y", n_trials=4, random_state=3)
+    return strat_curves_and_importances(linear_df, target="y", n_trials=4, random_state=3)
 
 
 def mixed_frame(n=12_000, seed=0):
@@ -102,7 +102,7 @@ def test_codependent_pair_gets_its_own_effect():
     not the much larger marginal association it borrows from x1; x3 is irrelevant."""
     gen = Quadratic(random_state=5)
     df = gen.frame(20_000)
-    r = strat_curves_and_importances(df, "y")
+    r = strat_curves_and_importances(df, target="y")
     t = r.table
     for f in ("x1", "x2"):
         c = r.curves[f]
@@ -119,7 +119,7 @@ def test_codependent_pair_gets_its_own_effect():
 
 def test_categorical_inferred_declared_and_bool():
     df, grp_eff, code_eff = mixed_frame()
-    r = strat_curves_and_importances(df, "y", categorical=["code"])
+    r = strat_curves_and_importances(df, target="y", categorical=["code"])
     t = r.table
     assert t.kind.to_dict() == {"x1": "numeric", "grp": "categorical", "flag": "categorical", "code": "categorical",
                                 "z": "numeric"}
@@ -141,17 +141,17 @@ def test_categorical_inferred_declared_and_bool():
     assert type(r.curves["grp"]).__name__ == "CatStratPDResult"
     assert type(r.curves["x1"]).__name__ == "StratPDResult"
     # without the declaration, int codes are a numeric feature
-    assert importances(df, "y").loc["code", "kind"] == "numeric"
+    assert importances(df, target="y").loc["code", "kind"] == "numeric"
 
 
 def test_datetime_columns_skipped_with_warning_unless_named():
     df, _, _ = mixed_frame(4_000)
     df["when"] = pd.Timestamp("2020-01-01") + pd.to_timedelta(np.arange(len(df)), unit="h")
     with pytest.warns(UserWarning, match=r"1 of 6 columns left out of the default features: 1 datetime \('when'\)"):
-        t = importances(df, "y", features=None)
+        t = importances(df, target="y", features=None)
     assert "when" not in t.index and len(t) == 5
     with pytest.raises(DataError, match="'when' is a datetime"):
-        importances(df, "y", features=["x1", "when"])
+        importances(df, target="y", features=["x1", "when"])
 
 
 # ------------------------------------------------------------------ one scan
@@ -213,7 +213,7 @@ def test_one_scan_for_all_features_and_trials(monkeypatch):
     monkeypatch.setattr(scheduler, "compute", counting_compute)
     ddf, reader = counted_frame(df, nparts)
     with dask.config.set(scheduler="threads"), MapCounter() as mc:
-        r = strat_curves_and_importances(ddf, "y", categorical=["code"], n_trials=5, random_state=1)
+        r = strat_curves_and_importances(ddf, target="y", categorical=["code"], n_trials=5, random_state=1)
     p = len(r.table)
     assert p == 5 and r.n_trials == 5
     # every partition read exactly twice: the sample pass and the one scan (all p features, 5 trials)
@@ -226,13 +226,13 @@ def test_one_scan_for_all_features_and_trials(monkeypatch):
 
     # the p-values run on the in-memory sample: still two reads per partition
     ddf2, reader2 = counted_frame(df, nparts)
-    strat_curves_and_importances(ddf2, "y", pvalues=True, pvalues_n_trials=3, pvalues_sample_size=2_000)
+    strat_curves_and_importances(ddf2, target="y", pvalues=True, pvalues_n_trials=3, pvalues_sample_size=2_000)
     assert reader2.total == 2 * nparts
 
     # the counter is not blind: per-feature stratpd re-reads everything for each feature
     ddf3, reader3 = counted_frame(df[["x1", "z", "y"]], nparts)
     for f in ("x1", "z"):
-        daskpd.stratpd(ddf3, "y", f)
+        daskpd.stratpd(ddf3, target="y", feature=f)
     assert reader3.total == 2 * 2 * nparts
 
 
@@ -249,12 +249,12 @@ def test_real_cluster_equals_in_memory(tmp_path, dask_cluster):
     pq = tmp_path / "mixed.parquet"
     df.to_parquet(pq)
     kw = dict(n_trials=2, random_state=2)
-    local_lin = strat_curves_and_importances(df.drop(columns="grp"), "y", **kw)
-    local_mix = strat_curves_and_importances(df, "y", **kw)
+    local_lin = strat_curves_and_importances(df.drop(columns="grp"), target="y", **kw)
+    local_mix = strat_curves_and_importances(df, target="y", **kw)
     with Client(dask_cluster, timeout=30) as c:
         with get_task_stream(c) as ts:
-            remote_lin = strat_curves_and_importances(path, "y", **kw)
-        remote_mix = strat_curves_and_importances(str(pq), "y", **kw)
+            remote_lin = strat_curves_and_importances(path, target="y", **kw)
+        remote_mix = strat_curves_and_importances(str(pq), target="y", **kw)
     maps = [t for t in ts.data if str(t["key"]).startswith("('daskpd-strat-map") or "daskpd-strat-map" in str(t["key"])]
     assert len(maps) == 5 == remote_lin.n_partitions
     finishes = [t for t in ts.data if "daskpd-strat-finish-" in str(t["key"])]  # curves finished on the workers
@@ -268,10 +268,10 @@ def test_real_cluster_equals_in_memory(tmp_path, dask_cluster):
 
 def test_trials_deterministic_and_spread(linear_df, linear_result):
     t = linear_result.table
-    again = strat_curves_and_importances(linear_df, "y", n_trials=4, random_state=3)
+    again = strat_curves_and_importances(linear_df, target="y", n_trials=4, random_state=3)
     pd.testing.assert_frame_equal(t, again.table, check_exact=True)
     pd.testing.assert_frame_equal(linear_result.trials, again.trials, check_exact=True)
-    other = strat_curves_and_importances(linear_df, "y", n_trials=4, random_state=4)
+    other = strat_curves_and_importances(linear_df, target="y", n_trials=4, random_state=4)
     assert not np.allclose(other.table.importance_std, t.importance_std)
     for m in MEASURES:
         assert (t[f"{m}_std"] > 0).all()
@@ -281,12 +281,12 @@ def test_trials_deterministic_and_spread(linear_df, linear_result):
     np.testing.assert_allclose(tr.groupby("trial").importance.sum(), 1.0)  # normalised per trial
     np.testing.assert_allclose(tr.groupby("feature").importance.std(ddof=1).reindex(t.index), t.importance_std)
     # n_trials=1: one fit on all rows, no spread columns; same point estimates as with trials
-    one = strat_curves_and_importances(linear_df, "y", random_state=3)
+    one = strat_curves_and_importances(linear_df, target="y", random_state=3)
     assert not any(c.endswith("_std") for c in one.table.columns) and one.trials is None
     pd.testing.assert_series_equal(one.table.importance, t.importance)
     # subsample trials (0/1 weights) differ from the bootstrap ones, also deterministic
-    sub = strat_curves_and_importances(linear_df, "y", n_trials=4, bootstrap=False, subsample_size=0.5, random_state=3)
-    sub2 = strat_curves_and_importances(linear_df, "y", n_trials=4, bootstrap=False, subsample_size=0.5, random_state=3)
+    sub = strat_curves_and_importances(linear_df, target="y", n_trials=4, bootstrap=False, subsample_size=0.5, random_state=3)
+    sub2 = strat_curves_and_importances(linear_df, target="y", n_trials=4, bootstrap=False, subsample_size=0.5, random_state=3)
     pd.testing.assert_frame_equal(sub.table, sub2.table, check_exact=True)
     assert not np.allclose(sub.table.importance_std, t.importance_std)
     assert list(sub.table.index) == list(t.index)
@@ -294,8 +294,8 @@ def test_trials_deterministic_and_spread(linear_df, linear_result):
 
 def test_trial_spread_is_partition_invariant(linear_df):
     kw = dict(n_trials=3, random_state=9)
-    a = strat_curves_and_importances(dd.from_pandas(linear_df, npartitions=1), "y", **kw)
-    b = strat_curves_and_importances(dd.from_pandas(linear_df, npartitions=7), "y", **kw)
+    a = strat_curves_and_importances(dd.from_pandas(linear_df, npartitions=1), target="y", **kw)
+    b = strat_curves_and_importances(dd.from_pandas(linear_df, npartitions=7), target="y", **kw)
     pd.testing.assert_frame_equal(a.table, b.table, rtol=1e-9, atol=1e-12)
 
 
@@ -306,7 +306,7 @@ def test_permutation_pvalues():
     df["h"] = pd.array(r.choice(["p", "q"], len(df)), dtype="str")  # no effect
     df["y"] += np.where(df.g == "v", 3.0, 0.0)
     kw = dict(pvalues=True, pvalues_n_trials=9, pvalues_sample_size=8_000, random_state=1)
-    r = strat_curves_and_importances(df, "y", **kw)
+    r = strat_curves_and_importances(df, target="y", **kw)
     t = r.table
     for f in ("x1", "g"):
         for m in MEASURES:
@@ -314,7 +314,7 @@ def test_permutation_pvalues():
     assert t.loc["x2", "importance_pvalue"] > 0.2 and t.loc["h", "importance_pvalue"] > 0.2
     assert len(r.null) == 9 * 4 and set(r.null.feature) == {"x1", "x2", "g", "h"}
     assert r.null.groupby("feature").importance.nunique().min() > 1  # a real null distribution
-    again = strat_curves_and_importances(df, "y", **kw)
+    again = strat_curves_and_importances(df, target="y", **kw)
     pd.testing.assert_frame_equal(t, again.table, check_exact=True)
 
 
@@ -322,13 +322,17 @@ def test_permutation_pvalues():
 
 
 def test_public_function_options(linear_df, linear_result, tmp_path):
-    t = daskpd.importances(linear_df, "y", n_trials=4, random_state=3)
+    t = daskpd.importances(linear_df, target="y", n_trials=4, random_state=3)
     pd.testing.assert_frame_equal(t, linear_result.table)
-    raw = importances(linear_df, "y", normalize=False, features=["x3", "x1"], sort_by="pd_variance")
+    raw = importances(linear_df, target="y", normalize=False, features=["x3", "x1"], sort_by="pd_variance")
     assert list(raw.index) == ["x1", "x3"]
     np.testing.assert_array_equal(raw.importance, raw.importance_raw)
-    # x2.. are still used by the trees (stratify_on defaults to all columns)
-    assert raw.loc["x1", "importance"] == pytest.approx(linear_result.table.loc["x1", "importance_raw"], rel=1e-12)
+    # features are the analysis columns: x1 stratified on x3 only; the previous meaning
+    # (every column stratifies) is stratify_on= every column but the target
+    old = importances(linear_df, target="y", normalize=False, features=["x3", "x1"], sort_by="pd_variance",
+                      stratify_on=[c for c in linear_df.columns if c != "y"])
+    assert old.loc["x1", "importance"] == pytest.approx(linear_result.table.loc["x1", "importance_raw"], rel=1e-12)
+    assert raw.loc["x1", "importance"] != old.loc["x1", "importance"]
     assert isinstance(linear_result, ImportanceResult) and "x1=" in repr(linear_result)
     assert "2 passes" in linear_result.summary()
     f = linear_result.to_frame()
@@ -363,19 +367,19 @@ def test_public_function_options(linear_df, linear_result, tmp_path):
 def test_bad_parameters(kwargs, match):
     df = Linear(betas=(1.0, 0.0)).frame(500)
     with pytest.raises(DataError, match=match):
-        importances(df, "y", **kwargs)
+        importances(df, target="y", **kwargs)
 
 
 def test_bad_data():
     df = pd.DataFrame({"x": np.arange(100.0), "c": np.ones(100), "s": ["a"] * 100, "y": np.arange(100.0)})
     with pytest.raises(DataError, match="'c' is constant"):
-        importances(df, "y", features=["x", "c"])
+        importances(df, target="y", features=["x", "c"])
     with pytest.raises(DataError, match="target 's' must be numeric"):
-        importances(df, "s", features=["x"])
+        importances(df, target="s", features=["x"])
     with pytest.raises(DataError, match="column 'nope' not found"):
-        importances(df, "nope")
+        importances(df, target="nope")
     with pytest.raises(DataError, match="no features"):
-        importances(df[["y"]], "y")
+        importances(df[["y"]], target="y")
 
 
 def test_plots(linear_result, tmp_path):

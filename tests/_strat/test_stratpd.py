@@ -34,7 +34,7 @@ def test_quadratic_codependent_rmse_tightens_with_n():
     errs = {}
     for n in (2_000, 20_000, 200_000):
         df = gen.frame(n)
-        errs[n] = (rmse_vs_truth(daskpd.stratpd(df, "y", "x1"), gen), rmse_vs_truth(daskpd.stratpd(df, "y", "x2"), gen))
+        errs[n] = (rmse_vs_truth(daskpd.stratpd(df, target="y", feature="x1"), gen), rmse_vs_truth(daskpd.stratpd(df, target="y", feature="x2"), gen))
     # x1: truth spans 0..9; x2: 0..~5.  Bounds from the estimator's measured behaviour with margin.
     assert errs[200_000][0] < 0.12 and errs[200_000][1] < 0.12
     assert errs[2_000][0] > errs[200_000][0] and errs[2_000][1] > errs[200_000][1]
@@ -42,7 +42,7 @@ def test_quadratic_codependent_rmse_tightens_with_n():
 
 
 def test_irrelevant_feature_is_flat(quad_small):
-    res = daskpd.stratpd(quad_small, "y", "x3")
+    res = daskpd.stratpd(quad_small, target="y", feature="x3")
     f = res.to_frame()
     assert np.nanmax(np.abs(f.pd[f.supported])) < 0.3  # x1's curve spans 9
 
@@ -50,7 +50,7 @@ def test_irrelevant_feature_is_flat(quad_small):
 def test_integer_yearmade_like_feature_keeps_exact_values(tmp_path):
     gen = Bulldozer(random_state=2, n_models=60)
     path = write_parquet(gen, 120_000, tmp_path / "bd", rows_per_file=30_000)
-    res = daskpd.stratpd(path, "SalePrice", "YearMade")
+    res = daskpd.stratpd(path, target="SalePrice", feature="YearMade")
     assert not res.binned
     years = np.unique(gen.frame(120_000).YearMade)
     np.testing.assert_array_equal(res.x, years)
@@ -62,10 +62,10 @@ def test_integer_yearmade_like_feature_keeps_exact_values(tmp_path):
 def test_continuous_feature_is_binned_and_accurate():
     gen = Quadratic(random_state=4)
     df = gen.frame(100_000)
-    res = daskpd.stratpd(df, "y", "x1", max_bins=200)
+    res = daskpd.stratpd(df, target="y", feature="x1", max_bins=200)
     assert res.binned and len(res.x) <= 200
     assert rmse_vs_truth(res, gen) < 0.15
-    exact = daskpd.stratpd(df.iloc[:3000], "y", "x1", max_bins=None)
+    exact = daskpd.stratpd(df.iloc[:3000], target="y", feature="x1", max_bins=None)
     assert not exact.binned and len(exact.x) == 3000
 
 
@@ -77,10 +77,10 @@ def test_pandas_dask_and_parquet_inputs_agree(tmp_path, quad_small):
     os.makedirs(path)
     for i in range(4):
         quad_small.iloc[i * 5000:(i + 1) * 5000].to_parquet(path / f"p{i}.parquet")
-    a = daskpd.stratpd(quad_small, "y", "x1")
-    b = daskpd.stratpd(dd.from_pandas(quad_small, npartitions=4, sort=False), "y", "x1")
-    c = daskpd.stratpd(str(path), "y", "x1")
-    d = daskpd.stratpd(str(path / "*.parquet"), "y", "x1")
+    a = daskpd.stratpd(quad_small, target="y", feature="x1")
+    b = daskpd.stratpd(dd.from_pandas(quad_small, npartitions=4, sort=False), target="y", feature="x1")
+    c = daskpd.stratpd(str(path), target="y", feature="x1")
+    d = daskpd.stratpd(str(path / "*.parquet"), target="y", feature="x1")
     for other in (b, c, d):
         np.testing.assert_allclose(other.pd, a.pd, rtol=1e-9, atol=1e-9)
         np.testing.assert_array_equal(other.slope_count, a.slope_count)
@@ -93,7 +93,7 @@ def test_hive_partitioned_directory_and_column_pushdown(tmp_path):
     df = gen.frame(20_000)
     df["extra_unused"] = np.arange(len(df))
     df.to_parquet(tmp_path / "hive", partition_cols=["ProductGroup"])
-    res = daskpd.stratpd(str(tmp_path / "hive"), "SalePrice", "MachineHours", features=["YearMade", "ProductGroup"])
+    res = daskpd.stratpd(str(tmp_path / "hive"), target="SalePrice", feature="MachineHours", features=["YearMade", "ProductGroup"])
     assert res.n_rows == 20_000
     assert res.params["stratified_on"] == ["YearMade", "ProductGroup"]
     # only the needed columns are read
@@ -109,7 +109,7 @@ def test_non_numeric_other_features_are_encoded():
     df["when"] = pd.Timestamp("2012-01-01") + pd.to_timedelta(np.arange(len(df)) % 90, unit="D")
     df["cat"] = pd.Categorical(df.ProductGroup)
     df["flag"] = df.YearMade > 1990
-    res = daskpd.stratpd(df, "SalePrice", "MachineHours")
+    res = daskpd.stratpd(df, target="SalePrice", feature="MachineHours")
     assert set(res.params["stratified_on"]) == {"YearMade", "ProductGroup", "ModelID", "when", "cat", "flag"}
     assert res.supported.sum() > 100
 
@@ -120,7 +120,7 @@ def test_missing_values_are_dropped_and_counted(quad_small):
     df.loc[100:149, "y"] = np.nan
     df.loc[150:159, "y"] = np.inf
     df.loc[160:400, "x2"] = np.nan  # NaN in a stratifying feature: routed by the tree
-    res = daskpd.stratpd(df, "y", "x1")
+    res = daskpd.stratpd(df, target="y", feature="x1")
     assert res.n_missing_x == 100
     assert res.n_bad_y == 60
     assert res.n_rows == len(df)
@@ -134,7 +134,7 @@ def test_bool_feature_two_positions():
     a = rng.normal(size=n)
     flag = rng.random(n) < 0.5
     df = pd.DataFrame({"flag": flag, "a": a, "y": 3.0 * flag + a})
-    res = daskpd.stratpd(df, "y", "flag", min_samples_leaf=30)
+    res = daskpd.stratpd(df, target="y", feature="flag", min_samples_leaf=30)
     np.testing.assert_array_equal(res.x, [0.0, 1.0])
     assert res.pd[1] == pytest.approx(3.0, abs=0.1)
 
@@ -183,8 +183,8 @@ def test_content_hash_is_pandas_row_hash():
 def test_sample_is_partition_invariant():
     gen = Quadratic(random_state=8)
     df = gen.frame(30_000)
-    a = daskpd.stratpd(dd.from_pandas(df, npartitions=1), "y", "x1", sample_size=5_000)
-    b = daskpd.stratpd(dd.from_pandas(df, npartitions=7, sort=False), "y", "x1", sample_size=5_000)
+    a = daskpd.stratpd(dd.from_pandas(df, npartitions=1), target="y", feature="x1", sample_size=5_000)
+    b = daskpd.stratpd(dd.from_pandas(df, npartitions=7, sort=False), target="y", feature="x1", sample_size=5_000)
     np.testing.assert_allclose(a.pd, b.pd, rtol=1e-9, atol=1e-9)
     assert a.n_leaves == b.n_leaves
 
@@ -240,7 +240,7 @@ def test_bounded_sample_pass_is_redrawn_when_a_partition_is_far_above_the_mean(m
         monkeypatch.setattr(hashing, "SAMPLE_MARGIN", margin)
         for name, data in (("lopsided", lopsided), ("even", even)):
             runs[name, margin] = daskpd.strat_curves_and_importances(
-                data, "y", features=["a", "k"], categorical=["k"],
+                data, target="y", features=["a", "k"], categorical=["k"],
                 sample_size=5_000, random_state=7)
     assert runs["lopsided", m].n_passes == 3 and runs["even", m].n_passes == 2
     assert runs["lopsided", None].n_passes == runs["even", None].n_passes == 2
@@ -252,15 +252,15 @@ def test_bounded_sample_pass_is_redrawn_when_a_partition_is_far_above_the_mean(m
 
 
 def test_deterministic_given_random_state(quad_small):
-    a = daskpd.stratpd(quad_small, "y", "x1", sample_size=4_000, random_state=1)
-    b = daskpd.stratpd(quad_small, "y", "x1", sample_size=4_000, random_state=1)
-    c = daskpd.stratpd(quad_small, "y", "x1", sample_size=4_000, random_state=2)
+    a = daskpd.stratpd(quad_small, target="y", feature="x1", sample_size=4_000, random_state=1)
+    b = daskpd.stratpd(quad_small, target="y", feature="x1", sample_size=4_000, random_state=1)
+    c = daskpd.stratpd(quad_small, target="y", feature="x1", sample_size=4_000, random_state=2)
     np.testing.assert_array_equal(a.pd, b.pd)
     assert not np.array_equal(a.pd, c.pd)
 
 
 def test_result_frame_parquet_and_plot(tmp_path, quad_small):
-    res = daskpd.stratpd(quad_small, "y", "x1")
+    res = daskpd.stratpd(quad_small, target="y", feature="x1")
     f = res.to_frame()
     assert {"x", "pd", "slope", "slope_count", "count", "supported"} <= set(f.columns)
     p = res.to_parquet(tmp_path / "c.parquet")
@@ -293,11 +293,11 @@ def test_real_cluster_gives_the_local_answer(tmp_path, dask_cluster):
 
     gen = Quadratic(random_state=9)
     path = write_parquet(gen, 40_000, tmp_path / "q", rows_per_file=10_000)
-    local = daskpd.stratpd(path, "y", "x1")  # no client: dask's threads
+    local = daskpd.stratpd(path, target="y", feature="x1")  # no client: dask's threads
     with Client(dask_cluster, timeout=30) as client:
         assert len(client.scheduler_info()["workers"]) == 2
         with get_task_stream(client) as ts:
-            remote = daskpd.stratpd(path, "y", "x1")
+            remote = daskpd.stratpd(path, target="y", feature="x1")
     map_tasks = [t for t in ts.data if "daskpd-strat-map" in str(t["key"])]
     assert len(map_tasks) == 4  # one per parquet file
     assert all(t["worker"].startswith("tcp://127.0.0.1:") for t in map_tasks)
@@ -325,13 +325,13 @@ def test_finished_on_workers_equal_the_in_memory_kernels_and_warnings_reach_the_
         with get_task_stream(client) as ts:
             run = run_strat(open_request(df, "y", ["x1", "x2"]), finish_options={"min_slopes_per_x": 5})
         with pytest.warns(UserWarning, match="min_slopes_per_x=100000"):
-            empty = daskpd.stratpd(df, "y", "x1", min_slopes_per_x=100_000)
+            empty = daskpd.stratpd(df, target="y", feature="x1", min_slopes_per_x=100_000)
         cats = pd.DataFrame({"x": np.repeat(np.arange(6), 10), "y": np.repeat(np.arange(6.0), 10)})
         cats["c"] = cats.x.map(lambda v: f"c{v}")
         with pytest.warns(UserWarning, match="no leaf of the stratifying tree holds two or more categories"):
-            daskpd.catstratpd(cats, "y", "c", min_samples_leaf=10)
+            daskpd.catstratpd(cats, target="y", feature="c", min_samples_leaf=10)
         with pytest.raises(DataError, match="float column with non-integer values"):
-            daskpd.catstratpd(cats.assign(f=cats.x + 0.5), "y", "f")
+            daskpd.catstratpd(cats.assign(f=cats.x + 0.5), target="y", feature="f")
     workers = {t["worker"] for t in ts.data if "daskpd-strat-finish-" in str(t["key"])}
     assert workers and all(w.startswith("tcp://127.0.0.1:") for w in workers)
     (local,) = run_local([df], [run.scan])  # pandas input: one partition
@@ -347,9 +347,9 @@ def test_local_cluster_equals_threads(tmp_path):
 
     gen = Quadratic(random_state=10)
     path = write_parquet(gen, 30_000, tmp_path / "q", rows_per_file=10_000)
-    threads = daskpd.stratpd(path, "y", "x2")
+    threads = daskpd.stratpd(path, target="y", feature="x2")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc, Client(lc):
-        dist = daskpd.stratpd(path, "y", "x2")
+        dist = daskpd.stratpd(path, target="y", feature="x2")
     np.testing.assert_array_equal(threads.pd, dist.pd)
 
 
@@ -368,36 +368,36 @@ def test_local_cluster_equals_threads(tmp_path):
 def test_bad_parameters(quad_small, kwargs, match):
     args = dict(target="y", feature="x1") | kwargs
     with pytest.raises(DataError, match=match):
-        daskpd.stratpd(quad_small, args.pop("target"), args.pop("feature"), **args)
+        daskpd.stratpd(quad_small, target=args.pop("target"), feature=args.pop("feature"), **args)
 
 
 def test_bad_data():
     df = pd.DataFrame({"x": [1.0, 2, 3, 4], "a": [1.0, 2, 3, 4], "y": ["a", "b", "c", "d"], "c": ["u", "v", "u", "v"]})
     with pytest.raises(DataError, match="target 'y' must be numeric; it has dtype"):
-        daskpd.stratpd(df, "y", "x")
+        daskpd.stratpd(df, target="y", feature="x")
     with pytest.raises(DataError, match="data has no rows"):
-        daskpd.stratpd(pd.DataFrame({"x": [], "y": []}, dtype=float), "y", "x")
+        daskpd.stratpd(pd.DataFrame({"x": [], "y": []}, dtype=float), target="y", feature="x")
     with pytest.raises(DataError, match="feature 'x' has no non-missing values"):
-        daskpd.stratpd(pd.DataFrame({"x": [np.nan] * 5, "y": [1.0, 2, 3, 4, 5]}), "y", "x")
+        daskpd.stratpd(pd.DataFrame({"x": [np.nan] * 5, "y": [1.0, 2, 3, 4, 5]}), target="y", feature="x")
     with pytest.raises(DataError, match="feature 'x' is constant"):
-        daskpd.stratpd(pd.DataFrame({"x": [2.0] * 5, "y": [1.0, 2, 3, 4, 5]}), "y", "x")
+        daskpd.stratpd(pd.DataFrame({"x": [2.0] * 5, "y": [1.0, 2, 3, 4, 5]}), target="y", feature="x")
     with pytest.raises(DataError, match=r"feature 'c' is categorical .*daskpd\.catstratpd"):
-        daskpd.stratpd(df.assign(y=1.0 * np.arange(4)), "y", "c")
+        daskpd.stratpd(df.assign(y=1.0 * np.arange(4)), target="y", feature="c")
     with pytest.raises(DataError, match="datetime"):
-        daskpd.stratpd(pd.DataFrame({"t": pd.date_range("2020", periods=4), "y": [1.0, 2, 3, 4]}), "y", "t")
+        daskpd.stratpd(pd.DataFrame({"t": pd.date_range("2020", periods=4), "y": [1.0, 2, 3, 4]}), target="y", feature="t")
 
 
 def test_unreadable_paths(tmp_path):
     with pytest.raises(DataError, match="does not exist"):
-        daskpd.stratpd(str(tmp_path / "missing.parquet"), "y", "x")
+        daskpd.stratpd(str(tmp_path / "missing.parquet"), target="y", feature="x")
     with pytest.raises(DataError, match="glob matches no file"):
-        daskpd.stratpd(str(tmp_path / "*.parquet"), "y", "x")
+        daskpd.stratpd(str(tmp_path / "*.parquet"), target="y", feature="x")
     bad = tmp_path / "bad.parquet"
     bad.write_bytes(b"this is not parquet")
     with pytest.raises(DataError, match=r"damaged parquet file: .*bad\.parquet is not a parquet file"):
-        daskpd.stratpd(str(bad), "y", "x")
+        daskpd.stratpd(str(bad), target="y", feature="x")
     with pytest.raises(DataError, match="data must be a pandas DataFrame"):
-        daskpd.stratpd(42, "y", "x")
+        daskpd.stratpd(42, target="y", feature="x")
 
 
 def test_fsspec_url_and_csv_inputs(tmp_path, quad_small):
@@ -407,11 +407,11 @@ def test_fsspec_url_and_csv_inputs(tmp_path, quad_small):
     for i in range(2):
         with fs.open(f"/daskpd-test/q/part{i}.parquet", "wb") as fh:
             quad_small.iloc[i * 10_000:(i + 1) * 10_000].to_parquet(fh)
-    url = daskpd.stratpd("memory://daskpd-test/q", "y", "x1")
+    url = daskpd.stratpd("memory://daskpd-test/q", target="y", feature="x1")
     quad_small.to_csv(tmp_path / "q.csv", index=False)
-    csv = daskpd.stratpd(str(tmp_path / "q.csv"), "y", "x1")
-    ref = daskpd.stratpd(quad_small, "y", "x1")
+    csv = daskpd.stratpd(str(tmp_path / "q.csv"), target="y", feature="x1")
+    ref = daskpd.stratpd(quad_small, target="y", feature="x1")
     np.testing.assert_allclose(url.pd, ref.pd, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(csv.pd, ref.pd, rtol=1e-6, atol=1e-6)  # CSV round-trips floats as text
     with pytest.raises(DataError, match="'nope' not found in .*q.csv"):
-        daskpd.stratpd(str(tmp_path / "q.csv"), "y", "nope")
+        daskpd.stratpd(str(tmp_path / "q.csv"), target="y", feature="nope")

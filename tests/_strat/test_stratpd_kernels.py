@@ -422,13 +422,13 @@ def test_few_slopes_is_validated_and_recorded():
     df["y"] = df.x + df.a
     for bad in ("linear", None, 1):
         with pytest.raises(DataError, match="parameter few_slopes must be one of 'interpolate', 'flat'"):
-            daskpd.stratpd(df, "y", "x", few_slopes=bad)
+            daskpd.stratpd(df, target="y", feature="x", few_slopes=bad)
         with pytest.raises(DataError, match="parameter few_slopes"):
-            daskpd.importances(df, "y", few_slopes=bad)
-    assert daskpd.stratpd(df, "y", "x", few_slopes="flat").params["few_slopes"] == "flat"
+            daskpd.importances(df, target="y", few_slopes=bad)
+    assert daskpd.stratpd(df, target="y", feature="x", few_slopes="flat").params["few_slopes"] == "flat"
     from daskpd._importance import strat_curves_and_importances
 
-    imp = strat_curves_and_importances(df, "y", few_slopes="flat")
+    imp = strat_curves_and_importances(df, target="y", few_slopes="flat")
     assert imp.params["few_slopes"] == "flat" and imp.curves["x"].params["few_slopes"] == "flat"
 
 

@@ -126,7 +126,7 @@ def test_every_case_has_a_reference_output():
 
 
 def _stratpd(case, tree_method):
-    return daskpd.stratpd(case["df"], case["target"], case["feature"], features=case["stratify_on"],
+    return daskpd.stratpd(case["df"], target=case["target"], feature=case["feature"], features=case["stratify_on"],
                           min_samples_leaf=case["min_samples_leaf"], min_slopes_per_x=case["min_slopes_per_x"],
                           tree_method=tree_method, max_bins=None)
 
@@ -173,7 +173,7 @@ def _finish_on_one_leaf(case):
 
 
 def _catstratpd(case, tree_method):
-    return daskpd.catstratpd(case["df"], case["target"], case["feature"], features=case["stratify_on"],
+    return daskpd.catstratpd(case["df"], target=case["target"], feature=case["feature"], features=case["stratify_on"],
                              min_samples_leaf=case["min_samples_leaf"], tree_method=tree_method)
 
 

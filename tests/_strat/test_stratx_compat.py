@@ -54,7 +54,7 @@ def test_categorical_merge_reproduces_stratx(name, tree_method):
 @pytest.mark.parametrize("name", NUMERIC)
 def test_numeric_integration_reproduces_stratx_from_daskpd_slopes(name):
     case, want = CASES[name], EXPECTED[name]
-    res = daskpd.stratpd(case["df"], case["target"], case["feature"], features=case["stratify_on"],
+    res = daskpd.stratpd(case["df"], target=case["target"], feature=case["feature"], features=case["stratify_on"],
                          min_samples_leaf=case["min_samples_leaf"], min_slopes_per_x=1, tree_method="exact",
                          max_bins=None)
     pd_, kept = stratx_integrate(res.x, res.slope, res.slope_count, case["min_slopes_per_x"])

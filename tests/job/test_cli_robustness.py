@@ -298,9 +298,9 @@ def test_damaged_data_page_named_by_every_public_function(tmp_path, call):
     damage(lake / "part-2.parquet", "page")
     with pytest.raises(DataError, match=r"damaged parquet file: .*part-2\.parquet cannot be read"):
         if call == "stratpd":
-            daskpd.stratpd(str(lake), "y", "x1", progress=False)
+            daskpd.stratpd(str(lake), target="y", feature="x1", progress=False)
         elif call == "importances":
-            daskpd.importances(str(lake), "y", categorical=["c"], progress=False)
+            daskpd.importances(str(lake), target="y", categorical=["c"], progress=False)
         else:
             from sklearn.linear_model import LinearRegression
 

@@ -42,16 +42,16 @@ def test_constant_target_gives_flat_zero_curves_and_says_why():
     df = constant_target_frame()
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        r = daskpd.stratpd(df, "y", "x1")
+        r = daskpd.stratpd(df, target="y", feature="x1")
     msgs = [str(x.message) for x in w]
     assert any("target 'y' is constant (every row holds 5)" in m for m in msgs), msgs
     assert not any("min_slopes_per_x" in m for m in msgs), msgs  # no misleading advice
     assert r.supported.all() and np.all(r.pd == 0.0) and np.all(r.slope == 0.0)
-    c = daskpd.catstratpd(df, "y", "c")
+    c = daskpd.catstratpd(df, target="y", feature="c")
     assert np.all(c.pd == 0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        imp = daskpd.importances(df, "y")
+        imp = daskpd.importances(df, target="y")
     assert (imp["importance"] == 0).all()
 
 
@@ -61,7 +61,7 @@ def test_constant_target_is_decided_on_all_rows_not_the_sample():
     df.loc[12345, "y"] = 6.0
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        daskpd.stratpd(df, "y", "x1", sample_size=2000)
+        daskpd.stratpd(df, target="y", feature="x1", sample_size=2000)
     assert not any("is constant" in str(x.message) for x in w)
 
 

@@ -81,8 +81,10 @@ def test_readme_demo_command_on_local_cluster(tmp_path):
     # a summary line per feature, and the importance table
     for f in FEATURES:
         assert any(line.split()[1:2] == [f + ":"] for line in p.stdout.splitlines()), (f, p.stdout)
-    assert "StratImpact importance:" in p.stdout
+    assert "StratImpact importance (sorted by importance: mean |PD| weighted by rows):" in p.stdout
     assert "LocalCluster" in p.stderr and "dashboard http" in p.stderr
+    assert "Worker process still alive" not in p.stderr  # our LocalCluster closes without the nanny's warning
+    assert max(len(line) for line in p.stdout.splitlines() if "/" not in line) <= 112  # summaries: ~100 a line
     # stderr is a pipe, not a terminal: one plain line per stage (no bar frames, no escape codes), off stdout
     assert "daskpd: progress stage" in p.stderr and "tasks done in" in p.stderr and "progress" not in p.stdout
     assert "\r" not in p.stderr and "\x1b" not in p.stderr

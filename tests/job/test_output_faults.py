@@ -322,7 +322,7 @@ def curve(tmp_path_factory):
     rng = np.random.default_rng(1)
     df = pd.DataFrame({"x": rng.uniform(size=4000), "z": rng.uniform(size=4000)})
     df["y"] = df["x"] ** 2 + df["z"]
-    r = daskpd.stratpd(df, "y", "x", progress=False)
+    r = daskpd.stratpd(df, target="y", feature="x", progress=False)
     p = tmp_path_factory.mktemp("curve") / "r.pkl"
     p.write_bytes(pickle.dumps(r))
     return r, p

@@ -145,8 +145,9 @@ def test_report_renders_in_headless_chromium(report_run, tmp_path):
 
 
 # ------------------------------------------------------------------ history on hand-made runs
-def fake_run(job_dir: Path, run_id: str, curves: dict, importances: dict | None = None):
-    """A run directory with the files history reads; curves: (method, feature) -> frame."""
+def fake_run(job_dir: Path, run_id: str, curves: dict, importances: dict | None = None, stds: dict | None = None):
+    """A run directory with the files history reads; curves: (method, feature) -> frame;
+    ``stds``: feature -> trial standard deviation of its importance (``importance_std``)."""
     d = job_dir / run_id
     d.mkdir(parents=True)
     frames = []
@@ -163,6 +164,8 @@ def fake_run(job_dir: Path, run_id: str, curves: dict, importances: dict | None 
     imp = pd.DataFrame([{"method": "importances", "feature": f, "importance": v, "importance_raw": v, "rank": i + 1}
                         for i, (f, v) in enumerate((importances or {}).items())],
                        columns=["method", "feature", "importance", "importance_raw", "rank"])
+    if stds is not None:
+        imp["importance_std"] = imp["feature"].map(stds).astype(float)
     imp.to_parquet(d / "importances.parquet")
     (d / "manifest.json").write_text(dump_json({"job": job_dir.name, "run_id": run_id}))
     return d
@@ -366,7 +369,7 @@ def test_report_importance_chart_is_the_plot_of_the_result():
     df["y"] = 3 * df.a + df.b + df.g.map({"p": 0, "q": 1, "r": 2, "s": 0.5}) + rng.normal(0, 0.05, n)
     from daskpd._importance import strat_curves_and_importances
 
-    res = strat_curves_and_importances(df, "y", n_trials=3, random_state=0)
+    res = strat_curves_and_importances(df, target="y", n_trials=3, random_state=0)
     lib = res.plot()
     long = importances_frame({"importances": res})  # the run's table, from the shared format
     rep = importance_figure(long, title="x").axes[0]
@@ -437,3 +440,88 @@ def test_curve_max_categorical_ignores_rare_categories():
     d = hist.curve_distance(a, common)
     # scale: the larger range (14)
     assert d["curve_max"] == pytest.approx(4.0 / 14.0, rel=1e-9) and d["curve_distance"] < d["curve_max"]
+
+
+# ------------------------------------------------------------------ ranking by drift relative to noise
+def store_history(job: Path, with_stds: bool):
+    """Three runs of three curves whose ordering is known.  ``MachineHours`` (20,000 rows)
+    really moved (its slope x1.3: drift 0.13); ``small_store`` (200 rows: a small store
+    type) jumps by its noise alone (drift ~0.5, larger); ``YearMade`` did not move."""
+    x = np.linspace(0, 10, 40)
+    noise = np.random.default_rng(7).normal(0, 0.5, (3, 40))
+    for k, rid in enumerate(["2026-03-01", "2026-03-02", "2026-03-03"]):
+        curves = {("stratpd", "MachineHours"): num(x, -(1.3 if k == 2 else 1.0) * x).assign(count=500.0),
+                  ("stratpd", "small_store"): num(x, np.sin(x) + noise[k]).assign(count=5.0),
+                  ("stratpd", "YearMade"): num(x, 0.5 * x).assign(count=500.0)}
+        imps = {"MachineHours": 10.0, "small_store": 1.0, "YearMade": 5.0}
+        stds = {"MachineHours": 0.1, "small_store": 0.5, "YearMade": 0.1} if with_stds else None
+        fake_run(job, rid, curves, imps, stds)
+
+
+@pytest.mark.parametrize("with_stds", [False, True])
+def test_history_ranks_curves_by_drift_relative_to_noise(tmp_path, with_stds):
+    job = tmp_path / "stores"
+    store_history(job, with_stds)
+    h = hist.history(job, output=not with_stds, last=3)
+    last = h.latest_pair()
+    by_drift = list(last.sort_values("drift", ascending=False).feature)
+    assert by_drift[0] == "small_store"  # the raw drift flags the noisiest curve...
+    assert list(last.feature) == ["MachineHours", "small_store", "YearMade"]  # ...drift / noise does not
+    t = last.set_index("feature")
+    assert set(t.noise_source) == {"trials" if with_stds else "rows"}
+    if with_stds:  # sqrt(sd_prev^2 + sd^2) / max(importance_prev, importance), in the table's units
+        assert t.loc["MachineHours", "noise"] == pytest.approx(np.hypot(0.1, 0.1) / 10.0)
+    else:  # sqrt(P_prev / N_prev + P / N): 40 points of 500 rows
+        assert t.loc["MachineHours", "noise"] == pytest.approx(np.sqrt(2 / 500))
+        assert t.loc["small_store", "noise"] == pytest.approx(np.sqrt(2 / 5))
+    assert t.loc["MachineHours", "drift_noise"] == pytest.approx(t.loc["MachineHours", "drift"] / t.loc["MachineHours", "noise"])
+    assert "sorted by drift / noise" in h.format_latest()
+    if with_stds:
+        return
+    # the page: the measure is named, and the curve sections follow the same order
+    html = (h.written / "history.html").read_text(encoding="utf-8")
+    assert "Sorted by drift / noise" in html
+    heads = [html.index(f"<h3>stratpd: {f}</h3>") for f in ("MachineHours", "small_store", "YearMade")]
+    assert heads == sorted(heads)
+
+
+def test_history_plots_are_legible(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    job = tmp_path / "auctions-nightly"
+    x = np.linspace(0, 10, 40)
+    cats = [f"ModelID-{i:04d}" for i in range(300)]
+    ids = [f"202601{d:02d}T020000Z" for d in range(1, 11)]
+    for k, rid in enumerate(ids):
+        fake_run(job, rid, {("stratpd", "MachineHours"): num(x, (1 + 0.05 * k) * x),
+                            ("catstratpd", "ModelID"): cat(cats, np.sin(np.arange(300) + 0.1 * k))},
+                 {"MachineHours": 2.0 + k, "ModelID": 1.0})
+    runs = hist.load_runs(job)
+    figs = [hist.feature_figure(runs, "stratpd", "MachineHours"), hist.feature_figure(runs, "catstratpd", "ModelID"),
+            hist.importance_figure(runs, "importances")]
+    for fig in figs:
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        ax = fig.axes[0]
+        texts = [t for t in fig.findobj(matplotlib.text.Text) if t.get_text() and t.get_visible()]
+        assert min(t.get_fontsize() for t in texts) >= 8
+        ticks = [t for t in ax.get_xticklabels() if t.get_text()]
+        assert all(t.get_rotation() == 0 for t in ticks) or len(ticks) > 12  # horizontal where they fit
+        assert len(ticks) <= 30
+        b = [t.get_window_extent(r) for t in ticks]
+        assert all(p.x1 <= q.x0 or p.y1 <= q.y0 or q.y1 <= p.y0 for p, q in zip(b[:-1], b[1:]))
+    # the newest run: a strong colour, thickest, on top; older runs fade with age
+    lines = [ln for ln in figs[0].axes[0].get_lines()]
+    newest = lines[-1]
+    assert matplotlib.colors.to_hex(newest.get_color()) == hist.NEWEST_COLOR
+    assert newest.get_linewidth() == max(ln.get_linewidth() for ln in lines)
+    assert newest.get_zorder() == max(ln.get_zorder() for ln in lines)
+    alphas = [ln.get_alpha() for ln in lines[:-2]]
+    assert alphas == sorted(alphas) and alphas[0] < alphas[-1]
+    # run ids stay horizontal and the newest is named
+    imp_ax = figs[2].axes[0]
+    assert imp_ax.get_xticklabels()[-1].get_text() == "20260110\nT020000Z"
+    plt.close("all")

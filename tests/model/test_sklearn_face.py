@@ -197,7 +197,7 @@ def test_display_ice_lines_and_multiclass_target(models, data):
 def test_target_given_as_values_names_the_parameter_and_the_fix(data):
     X, y, _ = data
     with pytest.raises(InvalidParameterError) as e:
-        daskpd.stratpd(X, y, "a")
+        daskpd.stratpd(X, target=y, feature="a")
     msg = str(e.value)
     assert "stratpd: parameter target must be a column name" in msg
     assert "a pandas Series (400 rows" in msg and "data.assign(target=values)" in msg

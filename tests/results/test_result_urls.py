@@ -15,7 +15,7 @@ from daskpd.datasets import Quadratic
 
 @pytest.fixture(scope="module")
 def res():
-    return daskpd.stratpd(Quadratic(random_state=2).frame(3000), "y", "x1", progress=False)
+    return daskpd.stratpd(Quadratic(random_state=2).frame(3000), target="y", feature="x1", progress=False)
 
 
 def test_to_parquet_memory_url(res):
@@ -65,5 +65,5 @@ def test_fsspec_glob_syntax_in_full(tmp_path):
     with pytest.raises(DataError, match="the glob matches no file"):
         load(str(tmp_path / "q[0-2].parquet"))
     with pytest.warns(UserWarning, match="the curve is empty"):  # 30 rows: too few for a curve, but all read
-        r = daskpd.stratpd(str(tmp_path / "p[0-2].parquet"), "y", "x", progress=False, min_samples_leaf=2)
+        r = daskpd.stratpd(str(tmp_path / "p[0-2].parquet"), target="y", feature="x", progress=False, min_samples_leaf=2)
     assert r.n_rows == 30

@@ -121,8 +121,8 @@ def test_every_curve_result_shares_the_head():
 
     cols = ["a", "g"]
     curves = {
-        "stratpd": daskpd.stratpd(df, "y", "a", min_slopes_per_x=1),  # 3 leaves (g stratifies)
-        "catstratpd": daskpd.catstratpd(df, "y", "g"),
+        "stratpd": daskpd.stratpd(df, target="y", feature="a", min_slopes_per_x=1),  # 3 leaves (g stratifies)
+        "catstratpd": daskpd.catstratpd(df, target="y", feature="g"),
         "pd": daskpd.partial_dependence(f, df, "a", columns=cols, grid_resolution=5),
         "pd_cat": daskpd.partial_dependence(f, df, "g", columns=cols),
         "ice": daskpd.ice(f, df, "a", columns=cols, grid_resolution=5, n_lines=3),
