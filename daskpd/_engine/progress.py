@@ -29,7 +29,7 @@ import time
 import dask
 
 __all__ = ["progress_mode", "show_futures", "local_progress", "LINE_PREFIX", "progress_call", "plan_stages",
-           "stage"]
+           "stage", "stage_label"]
 
 LINE_PREFIX = "daskpd: progress"
 
@@ -98,7 +98,24 @@ def _label(fallback: str) -> tuple[str, str]:
     call = _CALL.get()
     if call is None:  # outside a public call (an engine function called directly)
         call = _Stages()
-    return call.next(fallback)
+    number, name = call.next(fallback)
+    text = _NOTE.get()
+    return number, (f"{name}; {text}" if text else name)
+
+
+#: a note the stages started within :func:`stage_label` carry after their name
+_NOTE: contextvars.ContextVar = contextvars.ContextVar("daskpd_stage_note", default=None)
+
+
+@contextlib.contextmanager
+def stage_label(text: str | None):
+    """Within this context, the stages' progress lines (and bars) carry ``text`` after
+    their name (e.g. which engine runs and what it costs)."""
+    token = _NOTE.set(text)
+    try:
+        yield
+    finally:
+        _NOTE.reset(token)
 
 
 def _isatty(stream) -> bool:

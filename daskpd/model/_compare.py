@@ -34,7 +34,7 @@ from ._passes import Plan, run_jobs
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 from ._ale import ALEJob, ale_specs, finish_ale
-from ._fpd import PDJob, PDResult, use_tree
+from ._fpd import PDJob, PDResult, engine_of
 from ._marginal import MarginalJob, finish_marginal, marginal_ranks, marginal_spec
 
 __all__ = ["compare", "ComparisonResult"]
@@ -234,7 +234,7 @@ def compare(
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "bins": bins,
               "sample_weight": run.weight, "model": pred.describe()}
     fpd = PDResult(features=(feature,), grid_values=[grid], average=pdp.sums[0] / pdp.wsum, kinds=("numeric",),
-                   method="brute", engine="tree" if use_tree(pred, (feature,), run.kinds) else "predict",
+                   method="brute", engine=engine_of(pred, (feature,), run.kinds),
                    response=pred.response, target_class=pred.target_class, n_rows=pdp.n_rows,
                    weight_sum=pdp.wsum, params=params)
     ale_res = finish_ale(specs[0], alep.feats[feature], pred, params)

@@ -41,6 +41,7 @@ from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, resolve_predictor
 from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
 from ._tree_engine import TREE_CELLS
+from .._engine.progress import stage_label
 
 __all__ = ["partial_dependence", "PDResult"]
 
@@ -242,7 +243,7 @@ def pd_results(items, grids: dict, kinds: dict, pred: Predictor, part, params: d
         raise DataError("data has no rows" if part.n_rows == 0 else "the sample weights sum to 0")
     for it, s in zip(items, part.sums):
         gs = [grids[f] for f in it]
-        eng = "tree" if use_tree(pred, it, kinds) else "predict"
+        eng = engine_of(pred, it, kinds, need_rows=part.rows is not None or part.set_wsum is not None)
         shape = [len(g) for g in gs]
         trials = None
         if part.set_wsum is not None:  # bootstrap trials: one row of sums per weight set
@@ -257,16 +258,122 @@ def pd_results(items, grids: dict, kinds: dict, pred: Predictor, part, params: d
 
 
 def use_tree(pred: Predictor, features, kinds) -> bool:
-    return pred.tree is not None and all(kinds[f] == "numeric" for f in features)
+    """Does a tree engine (exact or interval) compute this PD?"""
+    return pred.tree is not None
+
+
+def engine_of(pred: Predictor, features, kinds, need_rows: bool = False) -> str:
+    """The engine computing a PD of ``features``: ``"tree-exact"`` (leaf weights, FastPD),
+    ``"tree-interval"`` (per row, each tree once per class of grid values) or ``"predict"``
+    (the model called on stacked copies)."""
+    if not use_tree(pred, features, kinds):
+        return "predict"
+    return "tree-interval" if need_rows or pred.tree.exact is None else "tree-exact"
+
+
+#: rows x grid cells predicted by brute force with ``predict`` above which a warning advises
+SLOW_PREDICTIONS = 10 ** 8
+
+_ENGINE_WORDS = {
+    "tree-exact": "one tree walk per row and tree, the cells from per-leaf weights",
+    "tree-interval": "per row, each tree once per class of grid values taking the same branches",
+    "predict": "the model called on every row at every grid cell",
+}
+
+
+def known_rows(dataset, filters=None) -> int | None:
+    """The number of rows when known without reading the data (pandas input, or a
+    parquet lake's footers without filters), else None."""
+    if dataset is None:
+        return None
+    if dataset.is_pandas:
+        return int(len(dataset.frame))
+    if dataset.lake is not None and not filters:
+        try:
+            return int(dataset.lake.num_rows)
+        except (AttributeError, TypeError, ValueError):
+            return None
+    return None
+
+
+def _item_name(it) -> str:
+    return it[0] if len(it) == 1 else f"{it[0]} x {it[1]}"
+
+
+def engine_notice(who: str, pred: Predictor, items, grids: dict, kinds: dict, n_rows: int | None, *,
+                  need_rows: bool = False, model=None, stacklevel: int = 4):
+    """Which engine computes each PD item and what it costs, before the pass: ``(params,
+    label)`` -- a dict for the result's params and a one-line label for the progress
+    lines -- and a UserWarning with advice when brute force with ``predict`` has more
+    than :data:`SLOW_PREDICTIONS` rows x grid cells to predict."""
+    per = {}
+    for it in items:
+        cells = int(np.prod([len(grids[f]) for f in it]))
+        per[_item_name(it)] = (engine_of(pred, it, kinds, need_rows), cells)
+    total = sum(c for _, c in per.values())
+    slow = sum(c for e, c in per.values() if e == "predict")
+    engines = list(dict.fromkeys(e for e, _ in per.values()))
+    calls = None if n_rows is None else n_rows * total
+    params = {"engine": engines[0] if len(engines) == 1 else engines, "rows": n_rows, "grid_cells": total,
+              "rows_x_cells": calls, "model_calls": None if n_rows is None else n_rows * slow,
+              "per_item": {k: {"engine": e, "grid_cells": c} for k, (e, c) in per.items()}}
+    rows = f"{n_rows:,} rows" if n_rows is not None else "rows not known before reading"
+    if calls is None:
+        cost = f"{total:,} predictions per row for brute force with predict"
+    elif slow == total:
+        cost = f"{calls:.1e} predicted rows"
+    elif not slow:
+        cost = f"no model calls, brute force with predict would predict {calls:.1e} rows"
+    else:
+        cost = f"{calls:.1e} predicted rows for brute force with predict, {n_rows * slow:.1e} here"
+    label = (f"{who}: engine {'/'.join(engines)} - {'; '.join(_ENGINE_WORDS[e] for e in engines)} - "
+             f"{rows} x {total:,} grid cells, {cost}")
+    if slow and n_rows is not None and n_rows * slow > SLOW_PREDICTIONS:
+        warnings.warn(f"{who}: brute force calls the model on {n_rows * slow:.1e} rows ({n_rows:,} rows x {slow:,} "
+                      "grid cells). " + _advice(pred, model), UserWarning, stacklevel=stacklevel)
+    return params, label
+
+
+def _advice(pred: Predictor, model) -> str:
+    """Why the tree engine is not used, and what to do."""
+    model = pred.model if model is None else model
+    tips = []
+    steps = getattr(model, "steps", None)
+    if steps:
+        last = steps[-1][1]
+        if type(last).__module__.startswith("sklearn.") and any(k in type(last).__name__ for k in (
+                "Tree", "Forest", "GradientBoosting")):
+            tips.append(f"the tree engine reads a scikit-learn tree model directly, not a {type(model).__name__}: "
+                        f"for a {type(last).__name__} pass the fitted estimator itself (a HistGradientBoosting "
+                        "model handles categorical columns on its own: categorical_features='from_dtype'), or the "
+                        "final step with the data transformed by the earlier steps")
+    elif pred.tree is None and pred.method != "call" and any(k in type(model).__name__ for k in (
+            "Tree", "Forest", "GradientBoosting")):
+        tips.append("engine='auto' uses the tree engine for this model (unless engine='predict' was passed)")
+    tips.append("reduce grid_resolution (the cost grows with the grid cells), or pass a sample of the rows")
+    return "To make it faster: " + "; ".join(tips) + "."
+
+
+def tree_targets(pred: Predictor, features, grids):
+    """The trees' feature indices of ``features`` and their grids as the trees read them."""
+    js = [pred.columns.index(f) for f in features]
+    return [pred.tree.position(j) for j in js], [pred.tree.grid_codes(j, g) for j, g in zip(js, grids)]
+
+
+def grid_cells(grids) -> np.ndarray:
+    """The cartesian grid, row-major (the first feature slowest), one column per feature."""
+    if len(grids) == 1:
+        return np.asarray(grids[0], dtype="float64").reshape(-1, 1)
+    mesh = np.meshgrid(*[np.asarray(g, dtype="float64") for g in grids], indexing="ij")
+    return np.stack([m.reshape(-1) for m in mesh], axis=1)
 
 
 def curves_matrix(ctx, features, grids, kinds, r0: int, r1: int) -> np.ndarray:
     """Responses of rows ``r0:r1`` at every grid cell: shape ``(cells, rows)`` (cells flattened)."""
     pred = ctx.plan.predictor
     if use_tree(pred, features, kinds):
-        targets = [pred.columns.index(f) for f in features]
-        R = pred.tree.curves(ctx.X64()[r0:r1], targets, [np.asarray(g, dtype="float64") for g in grids], None,
-                             need_rows=True)
+        targets, codes = tree_targets(pred, features, grids)
+        R = pred.tree.curves(ctx.tree_X()[r0:r1], targets, codes, None, need_rows=True)
         return R.reshape(-1, r1 - r0)
     assignments, n_cells = cell_assignments(features, grids)
     base = ctx.inputs()
@@ -305,9 +412,8 @@ def curve_sums(ctx, features, grids, kinds, rows: list | None = None) -> np.ndar
     if n == 0:
         return np.zeros(n_cells)
     if use_tree(pred, features, kinds) and pred.tree.linear and rows is None:
-        targets = [pred.columns.index(f) for f in features]
-        gs = [np.asarray(g, dtype="float64") for g in grids]
-        X = ctx.X64()
+        targets, gs = tree_targets(pred, features, grids)
+        X = ctx.tree_X()
         step = max(1, TREE_CELLS // max(1, X.shape[1]))  # bounds the engine's working copy of X
         out = np.zeros(n_cells)
         for r0 in range(0, n, step):
@@ -326,6 +432,26 @@ def curve_sums(ctx, features, grids, kinds, rows: list | None = None) -> np.ndar
     return out
 
 
+#: above this many tree nodes (per item) a partition evaluates its grid cells itself and
+#: ships the cell sums, not the per-node weights (deep forests: the cells are fewer)
+SHIP_NODES = 1 << 16
+
+
+def exact_weights(ctx, features, grids, kinds):
+    """tree-exact on one partition: the per-node weights ``W_S`` of the rows (a sum per
+    tree leaf), or, for very large forests, the cell sums directly."""
+    pred = ctx.plan.predictor
+    flat = pred.tree.flat()
+    targets, codes = tree_targets(pred, features, grids)
+    W = np.zeros(flat.n_nodes)
+    if ctx.n:
+        X, w = ctx.tree_X(), ctx.weights
+        W = flat.leaf_weights(X, targets, w)
+    if flat.n_nodes > max(SHIP_NODES, grid_cells(codes).shape[0]):
+        return None, flat.cell_sums(W, ctx.wsum(), targets, grid_cells(codes))
+    return W, None
+
+
 @dataclass
 class _PDPartial:
     sums: list
@@ -333,6 +459,7 @@ class _PDPartial:
     n_rows: int
     rows: list | None = None  # per item, every row's curve (rows, cells), in data order
     set_wsum: np.ndarray | None = None  # with trials: the weight of every set (sums are then (sets, cells))
+    leaves: list | None = None  # per item, tree-exact's per-node weights W_S (else None), until finish
 
     @classmethod
     def combine(cls, parts):
@@ -340,8 +467,12 @@ class _PDPartial:
         if parts[0].rows is not None:
             rows = [np.concatenate([p.rows[i] for p in parts], axis=0) for i in range(len(parts[0].rows))]
         set_wsum = None if parts[0].set_wsum is None else np.sum([p.set_wsum for p in parts], axis=0)
+        leaves = None
+        if parts[0].leaves is not None:
+            leaves = [None if parts[0].leaves[i] is None else np.sum([p.leaves[i] for p in parts], axis=0)
+                      for i in range(len(parts[0].leaves))]
         return cls([np.sum([p.sums[i] for p in parts], axis=0) for i in range(len(parts[0].sums))],
-                   float(sum(p.wsum for p in parts)), int(sum(p.n_rows for p in parts)), rows, set_wsum)
+                   float(sum(p.wsum for p in parts)), int(sum(p.n_rows for p in parts)), rows, set_wsum, leaves)
 
 
 @dataclass
@@ -351,10 +482,22 @@ class PDJob:
     individual: bool = False  # also keep every row's curve (scikit-learn's kind="individual")
 
     def map(self, ctx):
+        pred = ctx.plan.predictor
         set_wsum = ctx.set_weights().sum(axis=0) if ctx.n_sets > 1 else None
         if not self.individual:
-            return _PDPartial([curve_sums(ctx, feats, grids, self.kinds) for feats, grids in self.items],
-                              ctx.wsum(), ctx.n, None, set_wsum)
+            sums, leaves = [], []
+            for feats, grids in self.items:
+                cells = int(np.prod([len(g) for g in grids]))
+                # trials re-weight every row: the per-row engines sum each row's curve with every weight set
+                if set_wsum is None and engine_of(pred, feats, self.kinds) == "tree-exact":
+                    W, s = exact_weights(ctx, feats, grids, self.kinds)
+                    sums.append(np.zeros(cells) if s is None else s)
+                    leaves.append(W)
+                else:
+                    sums.append(curve_sums(ctx, feats, grids, self.kinds))
+                    leaves.append(None)
+            return _PDPartial(sums, ctx.wsum(), ctx.n, None, set_wsum,
+                              leaves if any(x is not None for x in leaves) else None)
         sums, rows = [], []
         for feats, grids in self.items:
             blocks = []
@@ -362,6 +505,20 @@ class PDJob:
             cells = int(np.prod([len(g) for g in grids]))
             rows.append(np.concatenate(blocks, axis=0) if blocks else np.empty((0, cells)))
         return _PDPartial(sums, ctx.wsum(), ctx.n, rows, set_wsum)
+
+    def finish_plan(self, merged, plan):
+        """tree-exact's finalize: every grid cell from the merged per-node weights."""
+        if merged.leaves is None:
+            return merged
+        pred = plan.predictor
+        flat = pred.tree.flat()
+        sums = list(merged.sums)
+        for i, ((feats, grids), W) in enumerate(zip(self.items, merged.leaves)):
+            if W is None:  # another engine, or cells summed per partition
+                continue
+            targets, codes = tree_targets(pred, feats, grids)
+            sums[i] = flat.cell_sums(W, merged.wsum, targets, grid_cells(codes))
+        return replace(merged, sums=sums, leaves=None)
 
 
 @dataclass
@@ -390,6 +547,11 @@ class OutputsJob:
             parts.append(job.map(sub))
             ctx.__dict__.update({k: v for k, v in sub.__dict__.items() if k != "plan"})  # the decoded inputs
         return _OutputsPartial(parts)
+
+    def finish_plan(self, merged, plan):
+        return _OutputsPartial([job.finish_plan(part, Plan([], predictor=pred, weight=plan.weight,
+                                                          batch_rows=plan.batch_rows))
+                                for job, pred, part in zip(self.jobs, self.predictors, merged.parts)])
 
 
 # ---------------------------------------------------------------------------------
@@ -667,7 +829,12 @@ def partial_dependence(
         jobs = [PDJob(job_items, run.kinds, individual=kind != "average") for _ in preds]
         job = jobs[0] if len(preds) == 1 else OutputsJob(jobs, preds)
         plan = Plan([job], predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
-        (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd")
+        notice, label = engine_notice("partial_dependence", pred, items, grids, run.kinds,
+                                      known_rows(run.dataset, filters),
+                                      need_rows=kind != "average" or trials is not None, model=model)
+        params["engine"] = notice
+        with stage_label(label):
+            (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd")
         parts = [part] if len(preds) == 1 else part.parts
     per_output = []
     for p, part in zip(preds, parts):

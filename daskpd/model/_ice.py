@@ -29,7 +29,7 @@ from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from ..results import CurveResult, dump_json, with_metadata
 from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
-from ._fpd import curves_matrix, row_chunk, use_tree
+from ._fpd import curves_matrix, engine_of, row_chunk
 from ._grids import build_grids, check_grid_arg
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params
 from ._predictor import DEFAULT_BATCH_ROWS
@@ -296,7 +296,7 @@ def finish_ice(job: ICEJob, part: _ICEPartial, pred, *, centered: bool, params: 
             trials = trials - trials[:, :1]
     f = job.feature
     return ICEResult(feature=f, kind=job.kinds[f], grid=job.grid, pd=pdv, lines=lines, line_x=xs, line_index=index,
-                     centered=bool(centered), engine="tree" if use_tree(pred, (f,), job.kinds) else "predict",
+                     centered=bool(centered), engine=engine_of(pred, (f,), job.kinds, need_rows=True),
                      response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
                      weight_sum=part.wsum, path=path, params=params, trials_pd=trials)
 

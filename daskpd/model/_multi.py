@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from .._engine.stats import order_statistics, summarize
 from .._errors import DataError
 from ._ale import ALEJob, ale, ale_specs, ale_summary_kinds, finish_ale
-from ._fpd import PDJob, partial_dependence, pd_results, resolve_pd_method
+from .._engine.progress import stage_label
+from ._fpd import PDJob, engine_notice, known_rows, partial_dependence, pd_results, resolve_pd_method
 from ._grids import pd_grid, pd_grid_plan
 from ._ice import ICEJob, finish_ice, ice
 from ._marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
@@ -155,13 +156,16 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
                       for f, pl in plans.items()}
 
     # 3. the jobs, one pass
-    jobs, finish = [], []
+    jobs, finish, labels = [], [], []
     if "partial_dependence" in params:
         p = params["partial_dependence"]
         g = grids[_grid_key("partial_dependence", p)]
         meta = {"grid_resolution": p["grid_resolution"], "percentiles": list(p["percentiles"]), "custom_grid": [],
                 "sample_weight": None, "model": pred.describe()}
         if pd_method == "brute":
+            meta["engine"], lab = engine_notice("partial_dependence", pred, items, g, kinds, known_rows(run.dataset),
+                                                model=model)
+            labels.append(lab)
             job = PDJob([(it, [g[it[0]]]) for it in items], kinds)
             jobs.append(job)
             finish.append(("partial_dependence", lambda part, g=g, meta=meta: {
@@ -211,13 +215,17 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
                                 "undefined")
         meta = {"grid_resolution": key[0], "percentiles": list(p["percentiles"]), "sample_weight": None,
                 "model": pred.describe(), "custom_grid": []}
+        meta["engine"], lab = engine_notice("pd_variance", pred, items, g, kinds, known_rows(run.dataset),
+                                            model=model)
+        labels.append(lab)
         jobs.append(PDJob([(it, [g[it[0]]]) for it in items], kinds))
         finish.append(("pd_variance", lambda part, g=g, meta=meta: finish_pd_variance(
             "importance", items, pd_results(items, g, kinds, pred, part, meta), kinds, pred, part.n_rows, meta)))
     parts = []
     if jobs:
         plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows)
-        parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-model-methods")
+        with stage_label(" | ".join(labels) or None):
+            parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-model-methods")
         phases.append("model")
 
     # 4. each method's finisher

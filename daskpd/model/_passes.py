@@ -35,6 +35,7 @@ class ModelContext:
         self._w_done = False
         self._inputs = None
         self._X64 = None
+        self._tree_X = None
 
     @property
     def n(self) -> int:
@@ -65,6 +66,13 @@ class ModelContext:
         if self._X64 is None:
             self._X64 = float_matrix(self.df, self.plan.predictor.columns)
         return self._X64
+
+    def tree_X(self):
+        """The rows as the tree engine reads them (:meth:`TreeEnsemble.matrix`)."""
+        if self._tree_X is None:
+            tree = self.plan.predictor.tree
+            self._tree_X = self.X64() if tree.encoder is None else tree.matrix(self.inputs())
+        return self._tree_X
 
     # -- bootstrap trials (Plan.trials): one weight column per statistics set
 
@@ -180,6 +188,9 @@ class ModelJob(Job):
         return type(parts[0]).combine(list(parts))
 
     def finish(self, merged):
+        fin = getattr(self.inner, "finish_plan", None)  # a finish that needs the plan (the model)
+        if fin is not None:
+            return fin(merged, self.plan)
         fin = getattr(self.inner, "finish", None)
         return fin(merged) if fin is not None else merged
 

@@ -361,10 +361,11 @@ def resolve_predictor(model, available: Sequence[str], dtypes: pd.Series | None 
     tree = None
     if engine != "predict" and not is_function:
         numeric_ok = dtypes is None or all(is_numeric_like(dtypes[c]) for c in columns if c in dtypes.index)
-        tree = tree_ensemble_for(model, method, column, negate, classifier) if numeric_ok else None
+        tree = tree_ensemble_for(model, method, column, negate, classifier, numeric_inputs=numeric_ok)
         if engine == "tree" and tree is None:
             raise DataError(f"engine='tree' needs a scikit-learn tree model (decision tree, random forest, extra "
-                            f"trees, gradient boosting, histogram gradient boosting without categorical splits) "
-                            f"with numeric input columns; got {type(model).__name__}")
+                            f"trees, gradient boosting, histogram gradient boosting) with numeric input columns "
+                            f"(or a histogram gradient boosting model fitted on a DataFrame with categorical "
+                            f"columns); got {type(model).__name__}")
     return Predictor(model, columns, as_frame=as_frame, method=method, column=column, negate=negate, kind=kind,
                      classes=classes, target_class=target_class, response=response_name, tree=tree)

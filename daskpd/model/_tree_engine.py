@@ -1,13 +1,35 @@
-"""The tree engine: brute-force partial dependence of scikit-learn tree models without
+"""The tree engines: brute-force partial dependence of scikit-learn tree models without
 predicting every grid copy.
 
-For decision trees, random forests, extra trees, gradient boosting and histogram
-gradient boosting, a tree's prediction, as a function of the grid feature, is piecewise
-constant between the thresholds that tree uses on that feature; so each tree is
-evaluated once per threshold interval that holds a grid value (usually a handful), with
-the model's own compiled tree traversal, and the per-tree results are summed.  The
-numbers are those of predicting every copy, up to floating-point reassociation (~1e-15
-relative).
+Two engines give the numbers of predicting every copy (up to floating-point
+reassociation, ~1e-15 relative):
+
+* **tree-exact** (FastPD; Liu et al. 2025, the "interventional" tree walk): for a set S
+  of grid features, the PD at a grid cell ``v`` of an identity-link ensemble is::
+
+      sum_i w_i f(v, x_C^(i)) = init * sum_i w_i + sum_t sum_leaf value_leaf * [v in box_S(leaf)] * W_S(leaf)
+
+  where ``W_S(leaf)`` is the weight of the rows whose other features (C) fall in the
+  leaf's box.  :func:`leaf_weights` computes ``W_S`` per partition in one walk per row and
+  tree (both branches at a split on S, the row's branch elsewhere): a sum per (tree,
+  leaf), merged by addition; :func:`cell_sums` then walks each tree once per grid cell
+  (the cell's branch at a split on S, both elsewhere).  Cost: rows x trees x (depth +
+  the leaves a row reaches through S-splits), plus cells x nodes, instead of rows x cells
+  x trees x depth.  Exact only where the response is linear in the trees' sum (the
+  average of a transform is not the transform of the average), i.e. regressors with
+  the identity link, decision functions, and forests' class probabilities.
+* **tree-interval** (any tree model, any response, every row's curve): a tree's
+  prediction, as a function of the grid features, only changes where a grid value takes
+  another branch at one of that tree's splits on them; so each tree is evaluated once
+  per class of grid values that take the same branches (usually a handful), with the
+  model's own compiled tree traversal, per row; then the model's link.
+
+Both follow scikit-learn's node semantics exactly: ``x <= threshold`` (float32 for
+``sklearn.tree`` models), NaN to the node's ``missing_go_to_left`` branch, and
+HistGradientBoosting's categorical splits (the raw left-category bitset; an unknown or
+negative category goes the missing-value way), as its ``predictor.py`` walks them.  A
+HistGradientBoosting model fitted on a DataFrame with categorical columns has a
+``_preprocessor`` (an ordinal encoder); the engine encodes the rows and the grid with it.
 """
 from __future__ import annotations
 
@@ -15,12 +37,209 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numba
 import numpy as np
+import pandas as pd
 
-__all__ = ["TreeEnsemble", "tree_ensemble_for", "TREE_CELLS"]
+__all__ = ["TreeEnsemble", "FlatTrees", "tree_ensemble_for", "TREE_CELLS", "leaf_weights", "cell_sums"]
 
 #: response cells (rows x grid cells x channels) held at once by the tree engine
 TREE_CELLS = 1 << 22
+
+
+# ---------------------------------------------------------------------------------
+# compiled walks (scikit-learn's node semantics)
+
+
+@numba.njit(cache=True, nogil=True)
+def _left(x, nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits):
+    """Does value ``x`` take the left branch at node ``nd``? (sklearn's ``_tree.pyx`` and
+    HistGradientBoosting's ``_predictor.pyx``)."""
+    if np.isnan(x):
+        return mgl[nd] != 0
+    if iscat[nd] != 0:
+        if x < 0:
+            return mgl[nd] != 0
+        c = np.int64(x) & 255 if x < 2147483648.0 else 0  # (uint8_t)data_val
+        if (rawbits[bsrow[nd], c >> 5] >> np.uint32(c & 31)) & np.uint32(1):
+            return True
+        k = kfrow[nd]
+        if k >= 0 and (knownbits[k, c >> 5] >> np.uint32(c & 31)) & np.uint32(1):
+            return False
+        return mgl[nd] != 0
+    return x <= thr[nd]
+
+
+@numba.njit(cache=True, nogil=True)
+def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits, knownbits, in_s, X, w,
+                  stack, out):
+    n = X.shape[0]
+    for t in range(roots.shape[0]):
+        r = roots[t]
+        for i in range(n):
+            wi = w[i]
+            stack[0] = r
+            top = 1
+            while top > 0:
+                top -= 1
+                nd = stack[top]
+                while True:
+                    f = feat[nd]
+                    if f < 0:
+                        out[nd] += wi
+                        break
+                    if in_s[f]:
+                        stack[top] = right[nd]
+                        top += 1
+                        nd = left[nd]
+                    else:
+                        x = X[i, f]
+                        if iscat[nd] == 0 and not np.isnan(x):  # the common case, inline
+                            nd = left[nd] if x <= thr[nd] else right[nd]
+                        elif _left(x, nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits):
+                            nd = left[nd]
+                        else:
+                            nd = right[nd]
+
+
+@numba.njit(cache=True, nogil=True)
+def _cell_sums(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits, knownbits, s_pos, value, W,
+               cells, stack, out):
+    for c in range(cells.shape[0]):
+        acc = 0.0
+        for t in range(roots.shape[0]):
+            stack[0] = roots[t]
+            top = 1
+            while top > 0:
+                top -= 1
+                nd = stack[top]
+                while True:
+                    f = feat[nd]
+                    if f < 0:
+                        acc += value[nd] * W[nd]
+                        break
+                    d = s_pos[f]
+                    if d < 0:
+                        stack[top] = right[nd]
+                        top += 1
+                        nd = left[nd]
+                    elif _left(cells[c, d], nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits):
+                        nd = left[nd]
+                    else:
+                        nd = right[nd]
+        out[c] = acc
+
+
+class FlatTrees:
+    """The trees of one output channel of a :class:`TreeEnsemble`, concatenated into flat
+    node arrays for the compiled walks (leaves have ``feat == -1``; ``value`` is the
+    leaf value times the tree's scale and the channel's sign)."""
+
+    def __init__(self, ens: "TreeEnsemble", channel: int, sign: float):
+        parts, roots, off, bs_off = [], [], 0, 0
+        raw_bits = []
+        for i, t in enumerate(ens.trees):
+            if t.channel != channel:
+                continue
+            if t.kind == "sk":
+                tr = t.obj
+                leaf = tr.children_left == -1
+                feat = np.where(leaf, -1, tr.feature).astype(np.int64)
+                thr = tr.threshold.astype("float64")
+                left = np.where(leaf, 0, tr.children_left).astype(np.int64) + off
+                right = np.where(leaf, 0, tr.children_right).astype(np.int64) + off
+                mg = np.asarray(getattr(tr, "missing_go_to_left", np.zeros(len(leaf))), dtype=np.uint8)
+                cat = np.zeros(len(leaf), dtype=np.uint8)
+                bsr = np.zeros(len(leaf), dtype=np.int64)
+            else:
+                nd = t.obj.nodes
+                leaf = nd["is_leaf"] == 1
+                feat = np.where(leaf, -1, nd["feature_idx"]).astype(np.int64)
+                thr = nd["num_threshold"].astype("float64")
+                left = np.where(leaf, 0, nd["left"]).astype(np.int64) + off
+                right = np.where(leaf, 0, nd["right"]).astype(np.int64) + off
+                mg = nd["missing_go_to_left"].astype(np.uint8)
+                cat = (nd["is_categorical"] & ~leaf).astype(np.uint8)
+                bsr = nd["bitset_idx"].astype(np.int64) + bs_off
+                rb = np.asarray(t.obj.raw_left_cat_bitsets, dtype=np.uint32).reshape(-1, 8)
+                raw_bits.append(rb)
+                bs_off += len(rb)
+            vals = ens.node_values(i) * sign
+            parts.append((feat, thr, left, right, mg, cat, bsr, np.where(leaf, vals, 0.0)))
+            roots.append(off)
+            off += len(leaf)
+        cols = [np.ascontiguousarray(np.concatenate(c)) for c in zip(*parts)]
+        self.feat, self.thr, self.left, self.right, self.mgl, self.iscat, self.bsrow, self.value = cols
+        self.roots = np.asarray(roots, dtype=np.int64)
+        self.rawbits = np.ascontiguousarray(np.concatenate(raw_bits) if raw_bits else np.zeros((1, 8), np.uint32))
+        n_feat = int(max(ens.n_features, self.feat.max() + 1 if len(self.feat) else 1))
+        if ens.hgb_aux is not None and self.iscat.any():
+            kcb, fmap = ens.hgb_aux
+            self.knownbits = np.ascontiguousarray(np.asarray(kcb, dtype=np.uint32).reshape(-1, 8))
+            fm = np.asarray(fmap, dtype=np.int64)
+            self.kfrow = np.where(self.iscat == 1, fm[np.maximum(self.feat, 0)], -1).astype(np.int64)
+        else:
+            self.knownbits = np.zeros((1, 8), np.uint32)
+            self.kfrow = np.full(len(self.feat), -1, dtype=np.int64)
+        self.n_features = n_feat
+        self.init = float(ens.init[channel]) * sign
+        self.float32 = ens.float32
+        self.n_nodes = len(self.feat)
+        self.stack = max(2, _max_depth(self.left, self.right, self.feat, self.roots) + 2)
+
+    def _args(self):
+        return (self.roots, self.feat, self.thr, self.left, self.right, self.mgl, self.iscat, self.bsrow,
+                self.kfrow, self.rawbits, self.knownbits)
+
+    def cast(self, X: np.ndarray) -> np.ndarray:
+        """Values as the model compares them (float32 for ``sklearn.tree``), in float64."""
+        X = np.asarray(X, dtype="float64")
+        return X.astype(np.float32).astype("float64") if self.float32 else X
+
+    def leaf_weights(self, X: np.ndarray, targets, weights) -> np.ndarray:
+        """``W_S``: per node, the weight of the rows of ``X`` whose features other than
+        ``targets`` fall in the node's box (non-zero on leaves only)."""
+        X = np.ascontiguousarray(self.cast(X))
+        n = X.shape[0]
+        w = np.ones(n) if weights is None else np.ascontiguousarray(weights, dtype="float64")
+        in_s = np.zeros(max(self.n_features, X.shape[1]), dtype=np.bool_)
+        in_s[list(targets)] = True
+        out = np.zeros(self.n_nodes)
+        if n and self.n_nodes:
+            _leaf_weights(*self._args(), in_s, X, w, np.empty(self.stack, np.int64), out)
+        return out
+
+    def cell_sums(self, W: np.ndarray, wsum: float, targets, cells: np.ndarray) -> np.ndarray:
+        """``sum_i w_i f(cell, x_C^(i))`` for every row of ``cells`` (one column per target)."""
+        cells = np.ascontiguousarray(self.cast(np.asarray(cells, dtype="float64").reshape(len(cells), -1)))
+        s_pos = np.full(max(self.n_features, max(targets) + 1), -1, dtype=np.int64)
+        for d, f in enumerate(targets):
+            s_pos[f] = d
+        out = np.zeros(len(cells))
+        if len(cells) and self.n_nodes:
+            _cell_sums(*self._args(), s_pos, self.value, np.asarray(W, dtype="float64"), cells,
+                       np.empty(self.stack, np.int64), out)
+        return out + self.init * float(wsum)
+
+
+def _max_depth(left, right, feat, roots) -> int:
+    depth = 0
+    frontier = np.asarray(roots, dtype=np.int64)
+    while frontier.size:
+        k = frontier[feat[frontier] >= 0]
+        if not k.size:
+            break
+        depth += 1
+        frontier = np.concatenate([left[k], right[k]])
+    return depth
+
+
+def leaf_weights(flat: FlatTrees, X, targets, weights) -> np.ndarray:
+    return flat.leaf_weights(X, targets, weights)
+
+
+def cell_sums(flat: FlatTrees, W, wsum, targets, cells) -> np.ndarray:
+    return flat.cell_sums(W, wsum, targets, cells)
 
 
 class _LinkInverse:
@@ -66,8 +285,13 @@ class TreeEnsemble:
     probabilities) are averaged tree by tree without per-row matrices.
     """
 
-    def __init__(self, name, trees, n_channels, init, float32, transform, linear, hgb_aux=None):
+    def __init__(self, name, trees, n_channels, init, float32, transform, linear, hgb_aux=None, n_features=0,
+                 encoder=None):
         self.name = name
+        self.n_features = int(n_features)
+        # HistGradientBoosting's _preprocessor: (the fitted ColumnTransformer, the internal
+        # position of each input column, per input column its categories or None)
+        self.encoder = encoder
         self.trees = trees
         self.n_channels = int(n_channels)
         self.init = np.asarray(init, dtype="float64").reshape(-1)
@@ -82,6 +306,116 @@ class TreeEnsemble:
         state["_cache"] = {}
         return state
 
+    # -- the model's own input encoding (identity unless HistGradientBoosting has a _preprocessor)
+
+    def position(self, j: int) -> int:
+        """The internal feature index of the model's input column ``j``."""
+        return j if self.encoder is None else int(self.encoder[1][j])
+
+    def matrix(self, inputs, X64=None) -> np.ndarray:
+        """The rows as the trees read them: ``X64`` (the float columns), or the model's
+        ``_preprocessor`` applied to the input frame."""
+        if self.encoder is None:
+            return X64
+        return np.ascontiguousarray(self.encoder[0].transform(inputs), dtype="float64")
+
+    def grid_codes(self, j: int, values) -> np.ndarray:
+        """Grid values of input column ``j`` as the trees read them (a category's
+        ordinal code; NaN for a missing or unknown category, as the encoder does)."""
+        cats = None if self.encoder is None else self.encoder[2][j]
+        if cats is None:
+            v = np.asarray(values)
+            if v.dtype == object:
+                v = pd.to_numeric(pd.Series(v), errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+            return np.asarray(v, dtype="float64")
+        vals = np.asarray(values, dtype=object)
+        known = pd.Index([c for c in cats if not pd.isna(c)], dtype=object)
+        idx = known.get_indexer(pd.Index(vals, dtype=object))
+        return np.where((idx >= 0) & ~pd.isna(vals), idx, np.nan).astype("float64")
+
+    # -- tree-exact (FastPD): which channel, and its flat arrays
+
+    @property
+    def exact(self):
+        """``(channel, sign)`` when the response is linear in one channel's tree sum, else None."""
+        if self.transform is None and self.linear and self.n_channels == 1:
+            return 0, 1.0
+        if isinstance(self.transform, _Raw):
+            return self.transform.column, (-1.0 if self.transform.negate else 1.0)
+        return None
+
+    def flat(self) -> FlatTrees:
+        key = ("flat",)
+        ft = self._cache.get(key)
+        if ft is None:
+            channel, sign = self.exact
+            ft = self._cache[key] = FlatTrees(self, channel, sign)
+        return ft
+
+    def split_kinds(self, f: int) -> tuple[bool, bool]:
+        """(any categorical split on internal feature ``f``, any numeric split on it)."""
+        key = ("kinds", f)
+        out = self._cache.get(key)
+        if out is None:
+            cat = num = False
+            for t in self.trees:
+                if t.kind == "hgb":
+                    nd = t.obj.nodes
+                    on = (nd["is_leaf"] == 0) & (nd["feature_idx"] == f)
+                    cat |= bool(np.any(nd["is_categorical"][on]))
+                    num |= bool(np.any(nd["is_categorical"][on] == 0))
+                else:
+                    num |= bool(np.any((t.obj.children_left != -1) & (t.obj.feature == f)))
+            out = self._cache[key] = (cat, num)
+        return out
+
+    def _grid_classes(self, i: int, f: int, cmp: np.ndarray) -> np.ndarray:
+        """Per grid value (as compared), an id such that equal ids take the same branch
+        at every split of tree ``i`` on ``f`` (NaN, categorical bitsets, thresholds)."""
+        t = self.trees[i]
+        if t.kind == "sk":
+            tr = t.obj
+            sel = np.flatnonzero((tr.children_left != -1) & (tr.feature == f))
+            if not sel.size:
+                return np.zeros(len(cmp), dtype=np.intp)
+            thr = tr.threshold[sel]
+            mg = np.asarray(getattr(tr, "missing_go_to_left", np.zeros(tr.node_count, dtype=np.uint8)))[sel] != 0
+            nan = np.isnan(cmp)
+            dec = np.where(nan[None, :], mg[:, None], cmp[None, :] <= thr[:, None])
+        else:
+            nd = t.obj.nodes
+            sel = np.flatnonzero((nd["is_leaf"] == 0) & (nd["feature_idx"] == f))
+            if not sel.size:
+                return np.zeros(len(cmp), dtype=np.intp)
+            ft = self.flat_all(i)
+            dec = np.empty((len(sel), len(cmp)), dtype=bool)
+            for r, k in enumerate(sel):
+                for c, x in enumerate(cmp):
+                    dec[r, c] = _left(x, k, ft[0], ft[1], ft[2], ft[3], ft[4], ft[5], ft[6])
+        _, inv = np.unique(dec.T, axis=0, return_inverse=True)
+        return np.asarray(inv, dtype=np.intp).reshape(-1)
+
+    def flat_all(self, i: int):
+        """Tree ``i``'s node arrays for :func:`_left` (HistGradientBoosting trees)."""
+        key = ("hnodes", i)
+        out = self._cache.get(key)
+        if out is None:
+            nd = self.trees[i].obj.nodes
+            cat = nd["is_categorical"].astype(np.uint8)
+            if self.hgb_aux is not None and cat.any():
+                kcb, fmap = self.hgb_aux
+                kb = np.ascontiguousarray(np.asarray(kcb, dtype=np.uint32).reshape(-1, 8))
+                kf = np.where(cat == 1, np.asarray(fmap, dtype=np.int64)[nd["feature_idx"].astype(np.int64)], -1)
+            else:
+                kb, kf = np.zeros((1, 8), np.uint32), np.full(len(nd), -1, dtype=np.int64)
+            rb = np.asarray(self.trees[i].obj.raw_left_cat_bitsets, dtype=np.uint32).reshape(-1, 8)
+            if not len(rb):
+                rb = np.zeros((1, 8), np.uint32)
+            out = (nd["num_threshold"].astype("float64"), nd["missing_go_to_left"].astype(np.uint8), cat,
+                   nd["bitset_idx"].astype(np.int64), kf.astype(np.int64), np.ascontiguousarray(rb), kb)
+            self._cache[key] = out
+        return out
+
     def thresholds(self, i: int, f: int) -> np.ndarray:
         key = ("thr", i, f)
         thr = self._cache.get(key)
@@ -93,7 +427,7 @@ class TreeEnsemble:
                 thr = np.unique(tr.threshold[internal & (tr.feature == f)])
             else:
                 nodes = t.obj.nodes
-                sel = (nodes["is_leaf"] == 0) & (nodes["feature_idx"] == f)
+                sel = (nodes["is_leaf"] == 0) & (nodes["feature_idx"] == f) & (nodes["is_categorical"] == 0)
                 thr = np.unique(nodes["num_threshold"][sel].astype("float64"))
             self._cache[key] = thr
         return thr
@@ -249,41 +583,10 @@ class TreeEnsemble:
         Returns the (weighted) sums over rows, shape ``cells``, when the model is linear
         and ``need_rows`` is false; else the response matrix, shape ``cells + (n,)``.
         """
-        grids = [np.asarray(g, dtype="float64") for g in grids]
-        for j, g in enumerate(grids):
-            nan = np.isnan(g)
-            if nan.any():  # a grid point "missing" (scikit-learn's grid keeps one NaN): the trees route it
-                return self._curves_missing(X64, targets, grids, j, nan, weights, need_rows)
-        if len(targets) == 1:
+        if len(targets) == 1 and not self.split_kinds(targets[0])[0] and not np.isnan(
+                np.asarray(grids[0], dtype="float64")).any():
             return self._curves_1d(X64, targets[0], grids[0], weights, need_rows)
         return self._curves_combos(X64, targets, grids, weights, need_rows)
-
-    def _curves_missing(self, X64, targets, grids, j, nan, weights, need_rows):
-        """:meth:`curves` where grid ``j`` holds NaN: the finite points swept as usual,
-        the NaN ones with the column set to NaN, every tree sending it where it learned."""
-        rows = need_rows or not self.linear
-        n = X64.shape[0]
-        out = np.empty((*[len(g) for g in grids], *((n,) if rows else ())))
-        view = np.moveaxis(out, j, 0)
-        if (~nan).any():
-            fin = self.curves(X64, targets, [*grids[:j], grids[j][~nan], *grids[j + 1:]], weights, need_rows)
-            view[~nan] = np.moveaxis(np.asarray(fin), j, 0)
-        Xn = np.array(X64, dtype="float64", order="C", copy=True)
-        Xn[:, targets[j]] = np.nan
-        rest = [k for k in range(len(targets)) if k != j]
-        if rest:
-            at = self.curves(Xn, [targets[k] for k in rest], [grids[k] for k in rest], weights, need_rows)
-        else:
-            Xw = np.ascontiguousarray(Xn, dtype=np.float32) if self.float32 else Xn
-            raw = np.zeros((self.n_channels, n))
-            for i, t in enumerate(self.trees):
-                raw[t.channel] += self.tree_predict(i, Xw)
-            raw += self.init[:, None]
-            resp = raw[0] if self.transform is None else np.asarray(self.transform(raw.T), dtype="float64")
-            at = resp if rows else (resp @ np.asarray(weights, dtype="float64") if weights is not None
-                                    else resp.sum())
-        view[nan] = np.asarray(at)[None]
-        return out
 
     def _curves_1d(self, X64, f, grid, weights, need_rows):
         n = X64.shape[0]
@@ -324,7 +627,8 @@ class TreeEnsemble:
         return acc + (const_sum + self.init[0] * wsum)
 
     def _curves_combos(self, X64, targets, grids, weights, need_rows):
-        """Several target features: each tree once per combination of threshold intervals."""
+        """Several target features (or categorical splits / NaN grid values): each tree once
+        per combination of classes of grid values taking the same branches."""
         n = X64.shape[0]
         shape = tuple(len(g) for g in grids)
         if self.float32:
@@ -353,8 +657,7 @@ class TreeEnsemble:
         for i, t in enumerate(self.trees):
             firsts, invs = [], []
             for d, f in enumerate(targets):
-                thr = self.thresholds(i, f)
-                iv = np.searchsorted(thr, cmp[d], side="left") if len(thr) else np.zeros(len(cmp[d]), dtype=np.intp)
+                iv = self._grid_classes(i, f, cmp[d])
                 _, first, inv = np.unique(iv, return_index=True, return_inverse=True)
                 firsts.append(first)
                 invs.append(inv.reshape(-1))
@@ -394,8 +697,11 @@ class TreeEnsemble:
         return np.asarray(self.transform(r2), dtype="float64").reshape(shape + (n,))
 
 
-def tree_ensemble_for(model, method: str, column, negate: bool, classifier: bool) -> TreeEnsemble | None:
-    """The :class:`TreeEnsemble` of a supported scikit-learn model, else None."""
+def tree_ensemble_for(model, method: str, column, negate: bool, classifier: bool,
+                      numeric_inputs: bool = True) -> TreeEnsemble | None:
+    """The :class:`TreeEnsemble` of a supported scikit-learn model, else None.
+    ``numeric_inputs``: every input column is numeric (else only a HistGradientBoosting
+    model with its own ``_preprocessor`` qualifies)."""
     try:
         from sklearn.ensemble._forest import BaseForest
         from sklearn.ensemble._gb import BaseGradientBoosting
@@ -404,25 +710,23 @@ def tree_ensemble_for(model, method: str, column, negate: bool, classifier: bool
     except ImportError:  # pragma: no cover
         return None
     name = type(model).__name__
+    if not numeric_inputs and not isinstance(model, BaseHistGradientBoosting):
+        return None
     try:
         if isinstance(model, BaseHistGradientBoosting):
-            if getattr(model, "_preprocessor", None) is not None:
+            encoder = _hgb_encoder(model)
+            if encoder is False:
                 return None
-            if getattr(model, "is_categorical_", None) is not None and np.any(model.is_categorical_):
+            if not numeric_inputs and encoder is None:
                 return None
             K = int(model.n_trees_per_iteration_)
-            trees = []
-            for preds in model._predictors:
-                for k, p in enumerate(preds):
-                    if np.any(p.nodes["is_categorical"]):
-                        return None
-                    trees.append(_Tree("hgb", p, k, 1.0, 0))
+            trees = [_Tree("hgb", p, k, 1.0, 0) for preds in model._predictors for k, p in enumerate(preds)]
             init = np.asarray(model._baseline_prediction, dtype="float64").reshape(-1)
             aux = model._bin_mapper.make_known_categories_bitsets()
             transform, linear = _transform_for(model, classifier, method, column, negate, K)
             if transform is False:
                 return None
-            return TreeEnsemble(name, trees, K, init, False, transform, linear, aux)
+            return TreeEnsemble(name, trees, K, init, False, transform, linear, aux, model.n_features_in_, encoder)
         if isinstance(model, BaseGradientBoosting):
             if model.init not in (None, "zero"):
                 return None
@@ -437,7 +741,7 @@ def tree_ensemble_for(model, method: str, column, negate: bool, classifier: bool
             transform, linear = _transform_for(model, classifier, method, column, negate, K)
             if transform is False:
                 return None
-            return TreeEnsemble(name, trees, K, init, True, transform, linear)
+            return TreeEnsemble(name, trees, K, init, True, transform, linear, n_features=model.n_features_in_)
         if isinstance(model, (BaseForest, BaseDecisionTree)):
             if getattr(model, "n_outputs_", 1) != 1:
                 return None
@@ -452,7 +756,7 @@ def tree_ensemble_for(model, method: str, column, negate: bool, classifier: bool
                 out = 0
             scale = 1.0 / len(ests)
             trees = [_Tree("sk", e.tree_, 0, scale, out) for e in ests]
-            return TreeEnsemble(name, trees, 1, np.zeros(1), True, None, True)
+            return TreeEnsemble(name, trees, 1, np.zeros(1), True, None, True, n_features=model.n_features_in_)
     except AttributeError:  # an unexpected scikit-learn internals layout: use predict
         return None
     return None
@@ -477,3 +781,32 @@ def _transform_for(model, classifier, method, column, negate, K):
     if link is None or isinstance(link, IdentityLink) or not hasattr(model, "_baseline_prediction"):
         return None, True
     return _LinkInverse(link), False
+
+
+def _hgb_encoder(model):
+    """None (no ``_preprocessor``: the trees read the input columns as they are), the
+    triple :attr:`TreeEnsemble.encoder`, or False for a layout this code does not know."""
+    ct = getattr(model, "_preprocessor", None)
+    if ct is None:
+        return None
+    try:
+        n_in = int(ct.n_features_in_)
+        order, cats = [], [None] * n_in
+        for name, trans, cols in ct.transformers_:
+            cols = np.asarray(cols)
+            idx = np.arange(n_in)[cols] if cols.dtype == bool else cols.astype(int)
+            if name == "remainder" and trans == "drop" and not len(idx):
+                continue
+            if name == "encoder":
+                for j, c in zip(idx, trans.categories_):
+                    cats[int(j)] = np.asarray(c, dtype=object)
+            elif name != "numerical":
+                return False
+            order.extend(int(j) for j in idx)
+        if sorted(order) != list(range(n_in)):
+            return False
+        pos = np.empty(n_in, dtype=np.intp)
+        pos[np.asarray(order, dtype=np.intp)] = np.arange(n_in)
+        return ct, pos, cats
+    except (AttributeError, TypeError, ValueError):
+        return False

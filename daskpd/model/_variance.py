@@ -36,7 +36,8 @@ from numbers import Integral
 from .._validation import NO_VALIDATION, Interval, StrOptions, validate_params
 from .._errors import DataError, InvalidParameterError
 from ..results import Result, table_frame
-from ._fpd import PDJob, pd_results
+from .._engine.progress import stage_label
+from ._fpd import PDJob, engine_notice, known_rows, pd_results
 from ._grids import build_grids, check_grid_arg
 from ._passes import Plan, run_jobs
 from ._predictor import DEFAULT_BATCH_ROWS
@@ -215,9 +216,12 @@ def pd_variance(
     job_items = [(it, [grids[f] for f in it]) for it in items]
     pred = run.predictor
     plan = Plan([PDJob(job_items, run.kinds)], predictor=pred, weight=run.weight, batch_rows=batch_rows)
-    (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pdvar")
+    notice, label = engine_notice("pd_variance", pred, items, grids, run.kinds, known_rows(run.dataset, filters),
+                                  model=model)
+    with stage_label(label):
+        (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pdvar")
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "sample_weight": run.weight,
-              "model": pred.describe(), "custom_grid": sorted(grid)}
+              "model": pred.describe(), "custom_grid": sorted(grid), "engine": notice}
     return finish_pd_variance(method, items, pd_results(items, grids, run.kinds, pred, part, params), run.kinds,
                               pred, part.n_rows, params)
 

@@ -73,7 +73,8 @@ def test_brute_equals_sklearn_1way(models, reg_data, name, engine):
     res = daskpd.partial_dependence(m, X, "b", grid_resolution=25, engine=engine)
     np.testing.assert_array_equal(res.grid_values[0], sk["grid_values"][0])  # exact percentiles
     np.testing.assert_allclose(res.average, sk["average"][0], rtol=0, atol=TOL)
-    expected_engine = "tree" if engine == "auto" and name not in ("lin", "logit") else "predict"
+    expected_engine = ("predict" if engine == "predict" or name in ("lin", "logit") else
+                       "tree-interval" if name == "gbc" else "tree-exact")  # gbc: probabilities, a non-linear link
     assert res.engine == expected_engine
 
 
@@ -283,7 +284,10 @@ def test_real_cluster_pd_ice_ale_equal_local(tmp_path, local_ale, client, models
     maps = [t for t in ts.data if "daskpd-pd-map" in str(t["key"])]
     assert len(maps) == 4 and len({t["worker"] for t in ts.data}) == 2
     local = _sk(m, X, ["b"], grid_resolution=10)
+    assert pd_remote["b"].engine == pd_remote[("a", "b")].engine == "tree-exact"  # per-leaf weights merged
     np.testing.assert_allclose(pd_remote["b"].average, local["average"][0], atol=TOL)
+    np.testing.assert_allclose(pd_remote[("a", "b")].average,
+                               _sk(m, X, ["a", "b"], grid_resolution=10)["average"][0], atol=TOL)
     sk_ice = sk_pd(m, X, ["b"], method="brute", grid_resolution=10, kind="individual")["individual"][0]
     np.testing.assert_allclose(ice_remote.lines, sk_ice, atol=TOL)
     written = pd.read_parquet(tmp_path / "ice").sort_values(["partition", "row"])
