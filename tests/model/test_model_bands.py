@@ -83,7 +83,7 @@ def test_pd_tree_engine_trials(df):
 
     m = GradientBoostingRegressor(n_estimators=10, max_depth=3, random_state=0).fit(df, model(df))
     r = daskpd.partial_dependence(m, df, "x1", grid=GRID, n_trials=3, random_state=1, method="brute", progress=False)
-    assert r.engine == "tree"
+    assert r.engine == "tree-interval"  # trials re-weight rows: the per-row engine
     W = bootstrap_weights(df, ["x1", "x2"], 3, 1)
     for t in range(3):
         ref = daskpd.partial_dependence(m, df, "x1", grid=GRID, sample_weight=W[:, t], method="brute", progress=False)
