@@ -20,7 +20,7 @@ import pandas as pd
 
 from .._engine.hashing import sort_labels
 from ..results import CurveResult
-from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
+from ..results.curves import DEFAULT_BAND, anchored_trials, band_columns, band_note, trial_band
 from .categorical_buckets import fold_summaries, solve_buckets, solve_explicit
 from .categorical_gram import solve_gram
 from .trees import tree_method_of
@@ -133,11 +133,7 @@ class CatStratPDResult(CurveResult):
     def trial_curves(self) -> np.ndarray | None:
         """The trials' effects, shifted to 0 at the lowest category of ``pd`` (as ``pd``
         is) unless centred; None without trials."""
-        if self.trials_pd is None:
-            return None
-        a = self._anchor()
-        T = np.asarray(self.trials_pd, dtype="float64")
-        return T - T[:, [a]] if a is not None else T
+        return anchored_trials(self.trials_pd, self._anchor())
 
     def band(self) -> dict | None:
         """``{"std", "lo", "hi", "n"}`` over the trials per category (see

@@ -17,7 +17,7 @@ import numpy as np
 from .base import CurveResult
 
 __all__ = ["StratPDResult", "interval_slopes", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES", "DEFAULT_BAND", "trial_band",
-           "flat_within_band", "band_columns", "band_note"]
+           "flat_within_band", "band_columns", "band_note", "anchored_trials"]
 
 #: what an interval with 0 < slope_count < min_slopes_per_x contributes (see :func:`interval_slopes`)
 FEW_SLOPES_RULES = ("interpolate", "flat")
@@ -72,6 +72,15 @@ def band_columns(b: dict | None) -> dict:
     if b is None:
         return {}
     return {"pd_std": b["std"], "pd_lo": b["lo"], "pd_hi": b["hi"]}
+
+
+def anchored_trials(trials_pd, anchor: int | None) -> np.ndarray | None:
+    """Trial curves (trials, positions) shifted to 0 at position ``anchor`` (a curve's
+    own zero; unshifted when None); None without trials."""
+    if trials_pd is None:
+        return None
+    T = np.asarray(trials_pd, dtype="float64")
+    return T - T[:, [anchor]] if anchor is not None else T
 
 
 def band_note(res) -> str:
@@ -175,11 +184,7 @@ class StratPDResult(CurveResult):
     def trial_curves(self) -> np.ndarray | None:
         """The trial curves shifted to 0 at this curve's first supported position (as
         ``pd`` is; NaN for a trial not supported there); None without trials."""
-        if self.trials_pd is None:
-            return None
-        a = self._anchor()
-        T = np.asarray(self.trials_pd, dtype="float64")
-        return T - T[:, [a]] if a is not None else T
+        return anchored_trials(self.trials_pd, self._anchor())
 
     def band(self) -> dict | None:
         """``{"std", "lo", "hi", "n"}`` over the trials at every position (see
