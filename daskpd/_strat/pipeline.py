@@ -142,9 +142,11 @@ WARN_ROWS = 10_000
 #: a column holding this share of distinct values per (non-missing) row looks like an identifier
 ID_SHARE = 0.99
 #: |Spearman| (numeric) or the R^2 of the category means (categorical) at which a column
-#: predicts the target almost perfectly (a strong honest feature with little noise
-#: reaches 0.98: y = 10 x1 + x2 + noise does)
-LEAK_SCORE = 0.995
+#: predicts the target almost perfectly (a dominant honest feature comes close: 0.983 for
+#: y = 10 x1 + x2 + noise, 0.9995 for x1 in the StratPD paper's y = x1^2 + x2 + 100)
+LEAK_SCORE = 0.9999
+#: the R^2 of a categorical column's means at which it predicts the target almost perfectly
+LEAK_R2 = 0.995
 
 
 def _is_text(dtype) -> bool:
@@ -192,8 +194,9 @@ def sample_warnings(sample: pd.DataFrame, target: str, features, strat_cols, kin
       at least ``ID_SHARE`` of its rows (a curve over it means nothing, and the trees
       can split rows apart on it);
     * a likely **leak**: a column that predicts the target almost perfectly (|Spearman|
-      >= ``LEAK_SCORE`` = 0.995 for a number; the share of the target's variance its category
-      means explain for categories, with at most a tenth as many levels as rows) -- as
+      >= ``LEAK_SCORE`` = 0.9999 for a number; for categories, their means explaining
+      >= ``LEAK_R2`` = 0.995 of the target's variance, with at most a tenth as many
+      levels as rows) -- as
       a feature it takes the importance, as a stratifying column it leaves nothing to
       stratify;
     * **dates as strings**: a string column whose values parse as dates (a level per
@@ -250,7 +253,7 @@ def sample_warnings(sample: pd.DataFrame, target: str, features, strat_cols, kin
             rx = rankdata(x[both])
             with np.errstate(invalid="ignore", divide="ignore"):
                 score = abs(float(np.corrcoef(rx, ry)[0, 1]))
-            what = f"|Spearman| {score:.3f}"
+            what, bar = f"|Spearman| {score:.4f}", LEAK_SCORE
         else:
             if nuniq > both.sum() / 10:
                 continue
@@ -258,8 +261,8 @@ def sample_warnings(sample: pd.DataFrame, target: str, features, strat_cols, kin
             groups = pd.Series(yy).groupby(col[both].astype(object).to_numpy()).transform("mean").to_numpy()
             tot = float(((yy - yy.mean()) ** 2).sum())
             score = 1.0 - float(((yy - groups) ** 2).sum()) / tot if tot > 0 else 0.0
-            what = f"R^2 {score:.3f} of its category means"
-        if np.isfinite(score) and score >= LEAK_SCORE:
+            what, bar = f"R^2 {score:.3f} of its category means", LEAK_R2
+        if np.isfinite(score) and score >= bar:
             out.append(f"column {c!r} predicts {target!r} almost perfectly ({what} on the sample): a leak? "
                        "leave it out of features / stratify_on")
     return out
