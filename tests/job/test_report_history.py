@@ -212,15 +212,16 @@ def test_curve_distance_definitions():
 def test_history_on_hand_made_runs(tmp_path, capsys):
     job = tmp_path / "nightly"
     x = np.linspace(0, 10, 40)
-    base = {("stratpd", "a"): num(x, 2 * x), ("stratpd", "b"): num(x, np.sin(x)),
-            ("catstratpd", "c"): cat(["u", "v", "w"], [0, 3, 1])}
+    # 500 rows per point: the noise is estimated from the rows (noise_source "rows")
+    base = {("stratpd", "a"): num(x, 2 * x).assign(count=500.0), ("stratpd", "b"): num(x, np.sin(x)).assign(count=500.0),
+            ("catstratpd", "c"): cat(["u", "v", "w"], [0, 3, 1]).assign(count=500.0)}
     imps = {"a": 10.0, "b": 2.0, "c": 1.0}
     fake_run(job, "2026-01-01", base, imps)
     fake_run(job, "2026-01-02", base, imps)  # identical: no drift
     changed = dict(base)
-    changed[("stratpd", "b")] = num(x, 3 * np.sin(x))  # b's curve triples
+    changed[("stratpd", "b")] = num(x, 3 * np.sin(x)).assign(count=500.0)  # b's curve triples
     del changed[("catstratpd", "c")]
-    changed[("stratpd", "new")] = num(x, x)
+    changed[("stratpd", "new")] = num(x, x).assign(count=500.0)
     fake_run(job, "2026-01-03", changed, {"a": 10.0, "b": 6.0, "new": 1.0})
     (job / "latest").symlink_to("2026-01-03")
     (job / ".2026-01-04.tmp-1").mkdir()  # an unfinished run is not a run
@@ -238,10 +239,11 @@ def test_history_on_hand_made_runs(tmp_path, capsys):
     assert last.loc["a", "importance_change"] == pytest.approx(0)
     assert last.loc["b", "importance"] == pytest.approx(6 / 17) and last.loc["b", "importance_prev"] == pytest.approx(2 / 13)
     assert last.loc["c", "status"] == "gone" and last.loc["new", "status"] == "new"
-    assert list(h.latest_pair().feature)[0] == "b"  # sorted by drift, largest first
+    assert last.loc["b", "noise_source"] == "rows" and last.loc["b", "z"] > last.loc["b", "z_crit"]
+    assert list(h.latest_pair().feature)[0] == "b"  # drifted first
     # written: drift table, history.html with a plot per curve across runs, all embedded
     out = job / "history"
-    assert set(os.listdir(out)) == {"drift.parquet", "history.html", "plots"}
+    assert set(os.listdir(out)) == {"drift.parquet", "drift.json", "history.html", "plots"}
     assert len(pd.read_parquet(out / "drift.parquet")) == len(t)
     p = parse(out / "history.html")
     imgs = check_embedded_pngs(p.imgs)
@@ -257,7 +259,7 @@ def test_history_on_hand_made_runs(tmp_path, capsys):
     assert cli.main(["history", str(job), "--fail-on-drift", "--no-write"]) == 3
     capsys.readouterr()
     assert cli.main(["history", str(job), "--json", "--no-write", "--feature", "a"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out)["curves"]
     assert [r["feature"] for r in rows] == ["a"] and rows[0]["status"] == "ok"
     assert cli.main(["history", str(job), "--feature", "zzz"]) == 2
     assert "'zzz' not in any run" in capsys.readouterr().err
@@ -475,12 +477,12 @@ def test_history_ranks_curves_by_drift_relative_to_noise(tmp_path, with_stds):
         assert t.loc["MachineHours", "noise"] == pytest.approx(np.sqrt(2 / 500))
         assert t.loc["small_store", "noise"] == pytest.approx(np.sqrt(2 / 5))
     assert t.loc["MachineHours", "drift_noise"] == pytest.approx(t.loc["MachineHours", "drift"] / t.loc["MachineHours", "noise"])
-    assert "sorted by drift / noise" in h.format_latest()
+    assert f"sorted by {hist.RANKED_BY}" in h.format_latest()
     if with_stds:
         return
     # the page: the measure is named, and the curve sections follow the same order
     html = (h.written / "history.html").read_text(encoding="utf-8")
-    assert "Sorted by drift / noise" in html
+    assert "Sorted by status (drifted, noisy, ok" in html
     heads = [html.index(f"<h3>stratpd: {f}</h3>") for f in ("MachineHours", "small_store", "YearMade")]
     assert heads == sorted(heads)
 
