@@ -212,16 +212,16 @@ def test_curve_distance_definitions():
 def test_history_on_hand_made_runs(tmp_path, capsys):
     job = tmp_path / "nightly"
     x = np.linspace(0, 10, 40)
-    # 500 rows per point: the noise is estimated from the rows (noise_source "rows")
-    base = {("stratpd", "a"): num(x, 2 * x).assign(count=500.0), ("stratpd", "b"): num(x, np.sin(x)).assign(count=500.0),
-            ("catstratpd", "c"): cat(["u", "v", "w"], [0, 3, 1]).assign(count=500.0)}
+    # every point with a band (pd_std, as a run with trials writes): the drift is tested against it
+    base = {("stratpd", "a"): num(x, 2 * x).assign(pd_std=0.05), ("stratpd", "b"): num(x, np.sin(x)).assign(pd_std=0.05),
+            ("catstratpd", "c"): cat(["u", "v", "w"], [0, 3, 1]).assign(pd_std=0.05)}
     imps = {"a": 10.0, "b": 2.0, "c": 1.0}
     fake_run(job, "2026-01-01", base, imps)
     fake_run(job, "2026-01-02", base, imps)  # identical: no drift
     changed = dict(base)
-    changed[("stratpd", "b")] = num(x, 3 * np.sin(x)).assign(count=500.0)  # b's curve triples
+    changed[("stratpd", "b")] = num(x, 3 * np.sin(x)).assign(pd_std=0.05)  # b's curve triples
     del changed[("catstratpd", "c")]
-    changed[("stratpd", "new")] = num(x, x).assign(count=500.0)
+    changed[("stratpd", "new")] = num(x, x).assign(pd_std=0.05)
     fake_run(job, "2026-01-03", changed, {"a": 10.0, "b": 6.0, "new": 1.0})
     (job / "latest").symlink_to("2026-01-03")
     (job / ".2026-01-04.tmp-1").mkdir()  # an unfinished run is not a run
@@ -239,7 +239,7 @@ def test_history_on_hand_made_runs(tmp_path, capsys):
     assert last.loc["a", "importance_change"] == pytest.approx(0)
     assert last.loc["b", "importance"] == pytest.approx(6 / 17) and last.loc["b", "importance_prev"] == pytest.approx(2 / 13)
     assert last.loc["c", "status"] == "gone" and last.loc["new", "status"] == "new"
-    assert last.loc["b", "noise_source"] == "rows" and last.loc["b", "z"] > last.loc["b", "z_crit"]
+    assert last.loc["b", "noise_source"] == "band" and last.loc["b", "z"] > last.loc["b", "z_crit"]
     assert list(h.latest_pair().feature)[0] == "b"  # drifted first
     # written: drift table, history.html with a plot per curve across runs, all embedded
     out = job / "history"
@@ -408,7 +408,8 @@ def machine_hours_curve(right_end: float, changed_share: float = 0.27, n_rows: i
 
 
 def test_curve_max_flags_a_change_in_27_percent_of_the_rows(tmp_path):
-    base, moved = machine_hours_curve(-50_000), machine_hours_curve(-35_000)
+    # bands of 1% of the curve's range (as a run with trials writes them)
+    base, moved = machine_hours_curve(-50_000).assign(pd_std=500.0), machine_hours_curve(-35_000).assign(pd_std=500.0)
     a = base.assign(category=pd.array([None] * len(base), dtype="string"), supported=True)
     b = moved.assign(category=pd.array([None] * len(moved), dtype="string"), supported=True)
     d = hist.curve_distance(a, b)
@@ -419,7 +420,7 @@ def test_curve_max_flags_a_change_in_27_percent_of_the_rows(tmp_path):
     assert hist.curve_distance(a, noisy)["curve_max"] < 0.05
     # end to end: three nightly runs, the third with the bend; only MachineHours drifts, at the default threshold
     job = tmp_path / "nightly"
-    other = num(np.arange(1990, 2012), np.linspace(0, 20_000, 22))
+    other = num(np.arange(1990, 2012), np.linspace(0, 20_000, 22)).assign(pd_std=200.0)
     for rid, curve in (("2026-01-01", base), ("2026-01-02", base), ("2026-01-03", moved)):
         fake_run(job, rid, {("stratpd", "MachineHours"): curve, ("stratpd", "YearMade"): other},
                  {"MachineHours": 0.4, "YearMade": 0.6})
