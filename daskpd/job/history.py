@@ -43,32 +43,46 @@ ISO dates).  For every consecutive pair (previous, current) and every curve
 ``support_overlap``
     numeric: length of the overlap of the supported x ranges / length of their
     union; categorical: Jaccard index of the sets of estimated categories.
+``scale``
+    the unit of the fractions: the larger of the two curves' ranges on the common
+    support, floored as ``curve_distance`` says.
 ``drift``
-    ``max(curve_distance, curve_max, |importance_change|, 1 - support_overlap)``: each
-    term is a fraction, and a feature has drifted if its shape (as a whole or in part
-    of its range), its share of the importance, or its support moved.  Missing terms
-    (NaN) are ignored.
-``status``
-    ``drifted`` when ``drift > threshold`` (default 0.1), else ``ok``; ``new`` /
-    ``gone`` when the curve exists in only one of the two runs; ``n/a`` when the
-    curves share fewer than two points.
-``noise``, ``noise_source``
-    how much the curve moves between two runs by estimation noise alone, as a fraction
-    of its size (the unit of ``drift``).  ``"trials"`` when both runs' importance tables
-    have the feature's trial standard deviation (``importance_std``, from
-    ``n_trials > 1``): ``sqrt(std_prev**2 + std**2) / max(importance_prev,
-    importance)``.  Otherwise ``"rows"``, from the curve's own support:
-    ``sqrt(P_prev / N_prev + P / N)`` with ``P`` the curve's supported positions (or
-    categories) and ``N`` its rows (the ``count`` column), the relative standard error
-    of a point estimated from ``N / P`` rows.  ``"none"`` (NaN) when neither is known.
+    the raw drift: ``max(curve_distance, curve_max, |importance_change|, 1 -
+    support_overlap)``; missing terms (NaN) are ignored.
+``noise``, ``noise_source``, ``z``, ``z_crit``, ``drift_sig``
+    the drift against the noise of the two runs.  ``"band"`` when both curves have a
+    band (``pd_std``, from bootstrap trials): :func:`band_z` re-anchors both curves at a
+    common point and divides their difference at every common point by
+    ``sqrt(s_prev^2 + s_cur^2)`` (plus the anchor's spread); ``z`` is the largest,
+    ``z_crit`` the Bonferroni critical value of the points at family-wise level
+    ``alpha`` (Student's t with the trials' degrees of freedom), ``drift_sig`` the
+    largest local move (``curve_max``'s measure) among the points beyond ``z_crit``;
+    ``noise`` the median standard error (a fraction of ``scale``).  Otherwise
+    ``"trials"`` (the importance's trial standard deviation: ``noise = sqrt(std_prev**2
+    + std**2) / max(importance_prev, importance)``, ``z`` = the shape's drift / noise),
+    ``"rows"`` (``sqrt(P_prev / N_prev + P / N)``, the relative standard error of a point
+    estimated from ``N / P`` rows: a ranking, not a test, so ``z_crit`` is NaN) or
+    ``"none"``.
 ``drift_noise``
-    ``drift / max(noise, 0.01)``: how many noise levels the curve moved.  The drift
-    table of the last two runs and the history page's sections are ordered by it,
-    largest first (then by ``drift``), so a curve estimated from few rows, whose noise
-    is large, does not outrank a well-estimated curve that really moved.
+    ``drift / max(noise, 0.01)``.
+``status``
+    ``drifted`` when ``drift_sig > threshold`` (the change is beyond the noise and
+    larger than the threshold); ``ok``; ``noisy`` when the raw drift exceeds the
+    threshold and there is no calibrated noise (``rows`` or ``none``) to test it
+    against; ``n/a`` when the curves share fewer than two points; ``new`` / ``gone``
+    when the curve exists in only one of the two runs.
+``cause``
+    :func:`pair_cause`: ``data`` (both runs' ``manifest["stratification"]["id"]``
+    agree), ``refit`` (the ids differ, the input fingerprint does not), ``data+refit``,
+    ``none`` (same id, same input) or ``unknown`` (no id); model-based curves, which
+    use no trees: ``data`` or ``none``.
+
+The table of the last two runs and the history page's sections are ordered by
+:data:`RANKED_BY`.  docs/jobs.md, "History and drift", has the full account.
 
 Outputs (``OUTPUT/JOB_NAME/history/`` by default, replaced atomically):
-``drift.parquet`` (every consecutive pair), ``history.html`` (self-contained: the
+``drift.parquet`` (every consecutive pair), ``drift.json`` (:func:`summary`, for a
+scheduler), ``history.html`` (self-contained: the
 drift table of the last two runs, the importance of each feature across runs, and a
 plot of each feature's curves across the last ``N`` runs) and ``plots/*.png``.
 """
