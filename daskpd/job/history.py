@@ -915,7 +915,10 @@ def _write(h: History, out_dir: Path, last: int) -> Path:
             parts.append(f"<h3>{esc(m)}: {esc(f)}</h3>" + embed_png(fn, f"{m} {f} across runs"))
         if len(h.table):
             parts.append("<h2>All consecutive pairs</h2>")
-            parts.append(html_table(h.table.drop(columns=["n_common"]).reset_index(drop=True), max_rows=500))
+            parts.append("<p class=\"meta\">The main columns; drift.parquet has every column.</p>")
+            cols = ["run_id", "prev_run_id", "method", "feature", "importance_change", "curve_distance", "curve_max",
+                    "support_overlap", "drift", "noise_source", "z", "z_crit", "drift_sig", "status", "cause"]
+            parts.append(html_table(h.table[cols].reset_index(drop=True), max_rows=500))
         (tmp / "history.html").write_text(page(f"daskpd history: {h.job_dir.name}", "\n".join(parts)),
                                           encoding="utf-8")
         commit(tmp, out_dir)
