@@ -190,10 +190,10 @@ def in_memory_run(seed: int, change: float = 0.0) -> hist.Run:
 def test_a_known_shift_is_flagged_and_a_new_sample_is_not():
     """20 seed pairs: (seed 2i, seed 2i+1) from the same generator, and (seed 2i, seed 2i+1
     with x2's coefficient 4 -> 6 above x2 = 0.5).  Under no change a curve is flagged with
-    probability at most alpha = 0.01 when its band is exact (and less with the threshold),
-    so 3 or more false alarms of 20 has probability < 0.0011 (binomial); bench_drift.py
-    measured no false alarm and 100% detection over 100 pairs, so 17 or fewer detections of
-    20 would have probability < 0.003 even at a true rate of 0.96."""
+    probability at most alpha = 0.01 when its band is exact (less with the threshold), so
+    3 or more false alarms of 20 has probability 0.0010 (binomial).  bench_drift.py
+    flagged the change in 100 of 100 pairs (a rate of at least 0.97 at 95% confidence):
+    15 or fewer detections of 20 has probability 0.0003 at 0.97."""
     false_alarms = detections = 0
     zs = []
     for i in range(PAIRS):
@@ -206,4 +206,4 @@ def test_a_known_shift_is_flagged_and_a_new_sample_is_not():
         detections += moved.status == "drifted"
         zs.append((null.z, moved.z))
     assert false_alarms <= 2, zs
-    assert detections >= 18, zs
+    assert detections >= 16, zs
