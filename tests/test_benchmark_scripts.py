@@ -61,7 +61,7 @@ TINY = {
                        r"\| importances of every feature \(StratPD/CatStratPD\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \|"),
     "bench_bands_stratx.py": (lambda d: ["--n", "1000", "--trials", "3", "--skip-stratx", "--workdir", d],
                               r"\| StratPD x1 \| daskpd \| 3 \| [0-9.]+ \|"),
-    "bench_drift.py": (lambda d: ["--pairs", "2", "--n", "1000", "--trials", "3", "--designs", "discrete"],
+    "bench_drift.py": (lambda d: ["--pairs", "1", "--n", "500", "--trials", "2", "--designs", "discrete"],
                        r"\| discrete \| x2 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \|"),
 }
 #: scripts that need stratx (its own virtualenv); compiled, not run
