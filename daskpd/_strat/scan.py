@@ -170,6 +170,9 @@ class StratScan(Job):
     group_from: dict = field(default_factory=dict)  # {feature: partitions a merge covers before it groups raw rows}
     # how the curves are finished (see daskpd._strat.numeric / categorical)
     finish_options: dict = field(default_factory=dict)
+    # keep the merged (leaf, key) tables (daskpd._strat.state): False (default, nothing
+    # kept), True (kept besides the results), "only" (kept, no finish)
+    keep_state: bool | str = False
 
     @property
     def n_sets(self) -> int:
@@ -275,19 +278,31 @@ class StratScan(Job):
         """A merged bucket turned, inside its last combine, into what the finish needs:
         ``{"numeric": {feature: BucketSums}, "categorical": {index: (bucket state,
         summary)}}`` -- O(positions) arrays and the categorical least-squares terms."""
-        numeric, categorical = {}, {}
+        numeric, categorical, kept = {}, {}, {}
         counters = piece.counters or {}
         for i, fs in enumerate(self.features):
             table = piece.tables[fs.feature]
             if isinstance(table, (Rows, list)):  # raw rows (a list: the parts of combine_finish, in order)
                 table = reduce_tables(table if isinstance(table, list) else [table], fs.coder.n_keys)
+            if self.keep_state:
+                kept[fs.feature] = table
+                if self.keep_state == "only":
+                    continue
             if fs.kind == "numeric":
                 numeric[fs.feature] = bucket_sums(table, fs, self.n_sets, counters=counters.get(fs.feature),
                                                   random_state=self.random_state,
                                                   n_segments=self.finish_options.get("n_segments", 500))
             else:
                 categorical[i] = prepare((table, counters.get(fs.feature)), fs, self)
+        if self.keep_state:
+            return {"numeric": numeric, "categorical": categorical, "state": (kept, piece.counters)}
         return {"numeric": numeric, "categorical": categorical}
+
+    def pick_state(self, finished: dict):
+        return finished["state"]
+
+    def collect_state(self, n_results: int, *items) -> dict:
+        return {"results": self.collect(*items[:n_results]), "state": list(items[n_results:])}
 
     def pick_numeric(self, finished: dict, feature: str):
         return finished["numeric"][feature]
@@ -313,6 +328,10 @@ class StratScan(Job):
     def reduce(self, merged, node):
         B = self.n_buckets
         results, kept = {}, {}
+        states = ([node("pick_state", merged[b], key=f"state-{b}") for b in range(B)] if self.keep_state
+                  else [])
+        if self.keep_state == "only":
+            return node("collect_state", 0, *states, key="collect")
         numeric = [i for i, fs in enumerate(self.features) if fs.kind == "numeric"]
         # merged[b]: bucket b as finish_bucket left it (made inside its last combine)
         for i in numeric:
@@ -336,7 +355,11 @@ class StratScan(Job):
             else:  # the buckets stay where they are; CG rounds follow (run_strat)
                 kept[i] = buckets
                 results[i] = node("gather_list", *summaries, key=f"cat-summaries-f{i}")
-        out = node("collect", *[results[i] for i in range(len(self.features))], key="collect")
+        if self.keep_state:
+            out = node("collect_state", len(self.features), *[results[i] for i in range(len(self.features))],
+                       *states, key="collect")
+        else:
+            out = node("collect", *[results[i] for i in range(len(self.features))], key="collect")
         return Kept(out, kept) if kept else out
 
 
