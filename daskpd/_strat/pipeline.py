@@ -58,7 +58,7 @@ class StratRun:
     timings: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)  # {feature: why} left out by skip_constant
     n_passes: int = 2  # over the data: the sample, the scan (3: the sample drawn again, see SampleJob)
-    stratification: Stratification | None = None  # with keep_state / fit_only, or the one given
+    stratification: Stratification | None = None  # the trees fitted (or the one given)
     state: ScanState | None = None  # with keep_state: the merged sums (base_state included)
 
     @property
@@ -505,11 +505,9 @@ def run_strat(
         coder = _coder(f, kinds[f], sample, max_bins, nan_as_level, dtypes.get(f))
         scans.append(FeatureScan(f, kinds[f], others[f], trees[i], coder, leaf_index, n_leaves,
                                  min_samples_leaf=msl[f] if trees[i] is not None else None))
-    strat = None
-    if keep_state or fit_only:
-        strat = _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample,
-                                dtypes, {"min_samples_leaf": msl, "sample_size": sample_size, "max_bins": max_bins,
-                                         "tree_method": tree_method, "nan_as_level": bool(nan_as_level)})
+    strat = _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample,
+                            dtypes, {"min_samples_leaf": msl, "sample_size": sample_size, "max_bins": max_bins,
+                                     "tree_method": tree_method, "nan_as_level": bool(nan_as_level)})
     if fit_only:
         return StratRun(results={}, scan=None, sample=sample.frame, n_rows=sample.n_rows,
                         n_partitions=ddf.npartitions, kinds=kinds,

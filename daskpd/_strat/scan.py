@@ -328,10 +328,10 @@ class StratScan(Job):
     def reduce(self, merged, node):
         B = self.n_buckets
         results, kept = {}, {}
-        states = ([node("pick_state", merged[b], key=f"state-{b}") for b in range(B)] if self.keep_state
-                  else [])
+        sums = ([node("pick_state", merged[b], key=f"state-{b}") for b in range(B)] if self.keep_state
+                else [])
         if self.keep_state == "only":
-            return node("collect_state", 0, *states, key="collect")
+            return node("collect_state", 0, *sums, key="collect")
         numeric = [i for i, fs in enumerate(self.features) if fs.kind == "numeric"]
         # merged[b]: bucket b as finish_bucket left it (made inside its last combine)
         for i in numeric:
@@ -357,7 +357,7 @@ class StratScan(Job):
                 results[i] = node("gather_list", *summaries, key=f"cat-summaries-f{i}")
         if self.keep_state:
             out = node("collect_state", len(self.features), *[results[i] for i in range(len(self.features))],
-                       *states, key="collect")
+                       *sums, key="collect")
         else:
             out = node("collect", *[results[i] for i in range(len(self.features))], key="collect")
         return Kept(out, kept) if kept else out

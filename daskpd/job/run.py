@@ -30,6 +30,7 @@ from .._errors import DataError
 from .._data.request import left_out_note
 from ..results.base import dump_json
 from . import execute, inputs, outputs, store
+from . import incremental as nightly
 from .execute import RunResult
 from .inputs import fingerprint, load_model, log_line, open_job_request, prepare_model
 from .outputs import CURVE_COLUMNS, IMPORTANCE_COLUMNS, curves_frame, importances_frame
@@ -46,7 +47,8 @@ DEFAULT_OUTPUT = "daskpd-runs"
 
 def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.PathLike | None = None,
             run_id: str | None = None, progress: bool = True, security=None, *, n_workers: int | None = None,
-            threads_per_worker: int | None = None, out=None, log=None) -> Path:
+            threads_per_worker: int | None = None, out=None, log=None, incremental: bool | None = None,
+            refit: str | None = None) -> Path:
     """Run a job; return the path of the finished run directory.
 
     ``scheduler``: an address (``tcp://...``, ``tls://...``) or scheduler file; else
@@ -58,7 +60,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
     re-running an existing id replaces that run atomically.  ``security``: a
     :class:`distributed.Security` (else Dask's ``distributed.comm.tls.*`` config).
     ``out``/``log``: streams for the summary and progress messages (default
-    stdout/stderr; pass ``False`` to silence).
+    stdout/stderr; pass ``False`` to silence).  ``incremental`` / ``refit``: override the
+    spec's ``[run]`` keys (docs/jobs.md, "Nightly runs").
 
     Raises :class:`SpecError` / :class:`daskpd.io.DataError` for bad specs or inputs
     (before anything is written), :class:`JobTerminated` on SIGTERM/SIGINT, and
@@ -73,6 +76,16 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
     timings: dict[str, float] = {}
 
     spec = spec_path_or_spec if isinstance(spec_path_or_spec, JobSpec) else load_spec(spec_path_or_spec)
+    if incremental is not None or refit is not None:
+        import dataclasses
+
+        from .spec import REFIT_POLICIES
+
+        if refit is not None and refit not in REFIT_POLICIES:
+            raise DataError(f"refit must be one of {', '.join(map(repr, REFIT_POLICIES))}, got {refit!r}")
+        spec = dataclasses.replace(spec, run=dataclasses.replace(
+            spec.run, **({} if incremental is None else {"incremental": bool(incremental)}),
+            **({} if refit is None else {"refit": refit})))
     explicit_id = run_id is not None
     if explicit_id:
         try:
@@ -141,9 +154,17 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             writing = None
 
             t0 = time.perf_counter()
-            fp = inputs.fingerprint(data_path, spec.source.storage_options,
-                             "content" if spec.source.synthetic else spec.source.fingerprint)
+            fp_mode = "content" if spec.source.synthetic else spec.source.fingerprint
+            stamps = inputs.file_stamps(data_path, spec.source.storage_options, fp_mode)
+            fp = inputs.fingerprint(data_path, spec.source.storage_options, fp_mode, stamps=stamps)
             timings["fingerprint"] = time.perf_counter() - t0
+            plan = None
+            if spec.model_free:
+                t0 = time.perf_counter()
+                plan = nightly.plan(spec, job_dir, request, stamps)
+                timings["plan"] = time.perf_counter() - t0
+                if spec.run.incremental:
+                    log_line(log, f"daskpd: {plan.mode} run: {plan.reason}")
 
             # ---- the cluster
             t0 = time.perf_counter()
@@ -171,7 +192,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     inputs.damaged_pages_named(spec, data_path, needed):
                 if spec.model_free:
                     t0 = time.perf_counter()
-                    execute.model_free(spec, request.dataset, feats, cats, progress, res, stats)
+                    execute.model_free(spec, request.dataset, feats, cats, progress, res, stats, plan)
                     timings["model_free"] = time.perf_counter() - t0
                 if stats.get("skipped_features"):
                     skipped = stats["skipped_features"]
@@ -188,6 +209,18 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             writing = (job_dir, tmp, "(no run was written)")
             t0 = time.perf_counter()
             curves, imp = outputs.write_tables(tmp, res, {"job": spec.name, "run_id": run_id})
+            if plan is not None:
+                stats["incremental"] = {**plan.manifest(), "schema": nightly.schema_of(request)}
+                if res.stratification is not None:
+                    strat = res.stratification
+                    stats["stratification"] = {"id": strat.id, "refitted": plan.mode == "full",
+                                               "fitted_rows": int(strat.fitted_rows)}
+                if res.state is not None:
+                    step = "the scan state"
+                    n_bytes = nightly.save_state(tmp, res.stratification, res.state, stamps, fp_mode)
+                    stats["state"] = {"path": nightly.STATE_DIR, "bytes": n_bytes,
+                                      "sums_bytes": res.state.nbytes, "n_rows": int(res.state.n_rows)}
+                    step = None
             step = "the plots"
             plots = outputs.write_plots(res, imp, tmp / "plots", spec) if spec.output.plots else []
             timings["write"] = time.perf_counter() - t0
@@ -223,7 +256,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
 
                 step = "report.html"
                 write_report(tmp, manifest, curves, imp)
-            files = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
+            files = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()
+                           and not p.relative_to(tmp).as_posix().startswith(nightly.STATE_DIR + "/"))
             manifest["files"] = {f: {"bytes": (tmp / f).stat().st_size, "sha256": store.sha256_file(tmp / f)}
                                  for f in files}
             step = "manifest.json"
