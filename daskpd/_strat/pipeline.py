@@ -31,7 +31,7 @@ from .._engine.plan import Job, Kept, build_pass, run_pass
 from .._engine.progress import plan_stages, stage
 from .._errors import DataError
 from .categorical import category_values, effects_iterative
-from .scan import FeatureScan, StratScan, groups_at_map, index_dtype, leaf_numbering
+from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype, leaf_numbering
 from .state import ScanState, Stratification, extend_coder, sample_id, state_from_parts
 from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_tree
 
@@ -530,12 +530,11 @@ def run_strat(
                      finish_options=opts, keep_state=bool(keep_state))
     # pass 2: one scan, every feature, each finished next to its data
     with stage("scan and finish"):
-        (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)
+        results, parts = _scan(ddf, scan, progress, fan_in, arity)
     state = None
     results, kept = (results.result, results.kept) if isinstance(results, Kept) else (results, None)
     if keep_state:
-        state = state_from_parts(results["state"], scan, strat.id, sample.n_rows, y_range, ddf.npartitions)
-        results = results["results"]
+        state = state_from_parts(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions)
     if kept:  # categorical features with many categories: CG rounds over their buckets
         results = dict(results)
         for i, refs in kept.items():
@@ -548,6 +547,22 @@ def run_strat(
     return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings, skipped=skipped,
                     n_passes=sample_passes + 1, stratification=strat, state=state)
+
+
+def _scan(ddf, scan: StratScan, progress, fan_in, arity):
+    """``run_pass`` of the scan, and with ``keep_state`` the buckets' merged tables, each
+    gathered on its own by the driver (the same graph, one submission)."""
+    if not scan.keep_state:
+        (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)
+        return results, None
+    (out,) = build_pass(ddf, [scan], name="daskpd-strat", fan_in=fan_in, arity=arity)
+    assert isinstance(out, WithState)
+    res, sums = out.result, out.sums
+    if isinstance(res, Kept):
+        values, refs = scheduler.compute_keeping([res.result, *sums], [res.kept], progress=progress)
+        return Kept(values[0], refs[0]), values[1:]
+    values = scheduler.compute(res, *sums, progress=progress)
+    return values[0], list(values[1:])
 
 
 def _fresh(coder: KeyCoder) -> KeyCoder:
@@ -617,12 +632,11 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
                      n_buckets=n_buckets, expected_rows=n_rows // max(1, ddf.npartitions), group_from=grouping,
                      finish_options=opts, keep_state=keep)
     with stage("scan and finish"):
-        (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)
+        results, parts = _scan(ddf, scan, progress, fan_in, arity)
     results, kept = (results.result, results.kept) if isinstance(results, Kept) else (results, None)
     state = None
     if keep:
-        state = state_from_parts(results["state"], scan, strat.id, n_rows, y_range, ddf.npartitions)
-        results = results["results"]
+        state = state_from_parts(parts, scan, strat.id, n_rows, y_range, ddf.npartitions)
     if merge:
         state = base_state.merge(state)
         results = state.finish(strat, finish_options)

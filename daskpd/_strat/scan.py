@@ -43,7 +43,7 @@ from .categorical_gram import gram_link
 from .numeric import bucket_sums, curve_from_sums
 from .virtual import N_VIRTUAL, bucket_bounds
 
-__all__ = ["FeatureScan", "StratScan", "ScanPiece", "N_VIRTUAL", "leaf_numbering", "bucket_bounds"]
+__all__ = ["FeatureScan", "StratScan", "ScanPiece", "WithState", "N_VIRTUAL", "leaf_numbering", "bucket_bounds"]
 
 #: a map groups its rows itself when the feature's (leaf, key) grid has at most this
 #: many cells per partition row (few cells: partitions shrink a lot); else it ships rows
@@ -121,6 +121,16 @@ class FeatureScan:
         if getattr(self, "_leaf_map", None) is None:
             self._leaf_map = self.leaf_index.astype(np.int32)
         return self._leaf_map
+
+
+@dataclass
+class WithState:
+    """What ``StratScan.reduce`` returns with ``keep_state``: its usual output and one
+    node per bucket giving that bucket's merged tables and counters, gathered by the
+    driver one by one (never merged into one task: together they can outgrow a worker)."""
+
+    result: object
+    sums: list
 
 
 @dataclass
@@ -301,9 +311,6 @@ class StratScan(Job):
     def pick_state(self, finished: dict):
         return finished["state"]
 
-    def collect_state(self, n_results: int, *items) -> dict:
-        return {"results": self.collect(*items[:n_results]), "state": list(items[n_results:])}
-
     def pick_numeric(self, finished: dict, feature: str):
         return finished["numeric"][feature]
 
@@ -331,7 +338,7 @@ class StratScan(Job):
         sums = ([node("pick_state", merged[b], key=f"state-{b}") for b in range(B)] if self.keep_state
                 else [])
         if self.keep_state == "only":
-            return node("collect_state", 0, *sums, key="collect")
+            return WithState(node("collect", key="collect"), sums)
         numeric = [i for i, fs in enumerate(self.features) if fs.kind == "numeric"]
         # merged[b]: bucket b as finish_bucket left it (made inside its last combine)
         for i in numeric:
@@ -355,12 +362,9 @@ class StratScan(Job):
             else:  # the buckets stay where they are; CG rounds follow (run_strat)
                 kept[i] = buckets
                 results[i] = node("gather_list", *summaries, key=f"cat-summaries-f{i}")
-        if self.keep_state:
-            out = node("collect_state", len(self.features), *[results[i] for i in range(len(self.features))],
-                       *sums, key="collect")
-        else:
-            out = node("collect", *[results[i] for i in range(len(self.features))], key="collect")
-        return Kept(out, kept) if kept else out
+        out = node("collect", *[results[i] for i in range(len(self.features))], key="collect")
+        out = Kept(out, kept) if kept else out
+        return WithState(out, sums) if self.keep_state else out
 
 
 # dask's memory manager counts these by their arrays (spilling decisions need it)

@@ -19,8 +19,8 @@ result objects as a scan (the same kernels: ``StratScan.finish_bucket`` and the
 curve / effects finishes).
 
 Files: a stratification is one pickle (versioned; loading refuses another format
-version or another daskpd minor version); a state is a directory of one parquet file
-per feature plus ``state.json``.  Both are written atomically.
+version or another daskpd minor version); a state is a directory of one file of sums
+per feature (uncompressed ``.npz``: leaf, key, sums) plus ``state.json``.  Both are written atomically.
 """
 from __future__ import annotations
 
@@ -335,21 +335,18 @@ class ScanState:
     # -- files ---------------------------------------------------------------------
 
     def save(self, path) -> str:
-        """Write to a directory (``state.json`` and one parquet file per feature),
+        """Write to a directory (``state.json`` and one ``.npz`` file of sums per feature),
         atomically (a reader sees the old directory or the new one); return the path."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         path = os.fspath(path)
         meta = {"format": _STATE_MAGIC, "format_version": FORMAT_VERSION, "daskpd_version": __version__,
                 "stratification_id": self.stratification_id, "target": self.target, "n_trials": self.n_trials,
                 "trial_fraction": self.trial_fraction, "n_rows": self.n_rows,
                 "y_range": None if self.y_range is None else list(self.y_range), "n_partitions": self.n_partitions,
                 "features": []}
-        self._write(path, meta, pa, pq)
+        self._write(path, meta)
         return path
 
-    def _write(self, path, meta, pa, pq) -> None:
+    def _write(self, path, meta) -> None:
         import shutil
 
         aside = None
@@ -358,10 +355,9 @@ class ScanState:
             for i, (f, st) in enumerate(self.features.items()):
                 c = st.coder
                 t = st.table
-                cols = {"leaf": pa.array(t.leaf.astype(np.int32)), "key": pa.array(t.key.astype(np.int64))}
-                for j in range(t.values.shape[1]):
-                    cols[f"v{j}"] = pa.array(np.ascontiguousarray(t.values[:, j]))
-                pq.write_table(pa.table(cols), os.path.join(tmp, f"feature-{i}.parquet"))
+                key = t.key.astype(np.int32) if c.n_keys < 2 ** 31 else t.key
+                with open(os.path.join(tmp, f"feature-{i}.npz"), "wb") as fh:  # uncompressed: read at disk speed
+                    np.savez(fh, leaf=t.leaf.astype(np.int32, copy=False), key=key, values=t.values)
                 vocab = {}
                 if c.binned:
                     vocab["edges"] = np.asarray(c.edges, "float64")
@@ -386,8 +382,6 @@ class ScanState:
 
     @classmethod
     def load(cls, path) -> "ScanState":
-        import pyarrow.parquet as pq
-
         path = os.fspath(path)
         try:
             with open(os.path.join(path, "state.json")) as fh:
@@ -399,12 +393,8 @@ class ScanState:
             dtypes = pickle.load(fh)
         feats = {}
         for i, fm in enumerate(meta["features"]):
-            tab = pq.read_table(os.path.join(path, f"feature-{i}.parquet"))
-            n_v = tab.num_columns - 2
-            values = (np.column_stack([tab.column(f"v{j}").to_numpy() for j in range(n_v)]) if len(tab)
-                      else np.zeros((0, n_v)))
-            table = Table(tab.column("leaf").to_numpy().astype(np.int32), tab.column("key").to_numpy().astype(np.int64),
-                          np.ascontiguousarray(values, dtype="float64"))
+            with np.load(os.path.join(path, f"feature-{i}.npz"), allow_pickle=False) as z:
+                table = Table(z["leaf"], z["key"].astype(np.int64), np.ascontiguousarray(z["values"], dtype="float64"))
             with open(os.path.join(path, f"feature-{i}.vocab.pkl"), "rb") as fh:
                 vocab = pickle.load(fh)
             coder = (KeyCoder(fm["kind"], edges=vocab["edges"]) if fm["binned"] else

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from ..results.base import atomic_path, dump_json
 from .spec import JobSpec
 from .store import list_runs
 
-__all__ = ["Plan", "plan", "save_state", "STATE_DIR", "SPEC_KEYS_IGNORED", "schema_of", "state_bytes"]
+__all__ = ["Plan", "plan", "save_state", "reuse_run", "STATE_DIR", "SPEC_KEYS_IGNORED", "schema_of", "state_bytes"]
 
 #: the run directory's sub-directory holding the state
 STATE_DIR = "state"
@@ -163,3 +164,28 @@ def save_state(run_dir: Path, stratification: Stratification, state: ScanState, 
 def state_bytes(run_dir: Path) -> int:
     sdir = Path(run_dir) / STATE_DIR
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(sdir) for f in fs)
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    for d, _, files in os.walk(src):
+        rel = Path(d).relative_to(src)
+        (dst / rel).mkdir(parents=True, exist_ok=True)
+        for f in files:
+            if rel == Path(".") and f == "manifest.json":
+                continue
+            try:
+                os.link(Path(d) / f, dst / rel / f)
+            except OSError:  # another filesystem, or no hard links here
+                shutil.copy2(Path(d) / f, dst / rel / f)
+
+
+def reuse_run(base_dir: Path, tmp: Path, updates: dict) -> dict:
+    """A run whose input did not change since ``base_dir``: that run's files (tables,
+    plots, report, state) as hard links in ``tmp``, and its manifest with ``updates``
+    and ``reused_from``; returns the manifest (not yet written)."""
+    manifest = json.loads((base_dir / "manifest.json").read_text())
+    _link_tree(base_dir, tmp)
+    manifest.update(updates)
+    manifest["reused_from"] = base_dir.name
+    manifest["stratification"] = {**manifest.get("stratification", {}), "refitted": False}
+    return manifest

@@ -112,6 +112,9 @@ def test_appended_files_are_scanned_alone_and_anything_else_runs_in_full(dask_cl
     m3 = manifest(out / "nightly" / "r3")
     assert m3["incremental"]["mode"] == "incremental" and m3["incremental"]["new_files"] == []
     assert m3["incremental"]["reason"] == "no new files since run r2"
+    assert m3["reused_from"] == "r2" and m3["stratification"] == m2["stratification"]
+    for f in ("importances.parquet", "state/sums/state.json"):  # the same files, linked
+        assert (out / "nightly" / "r3" / f).stat().st_ino == (r2 / f).stat().st_ino
     pd.testing.assert_series_equal(importances(out / "nightly" / "r3"), importances(r2))
 
     # what the next run would do (its plan, written to the manifest as is): full runs that say why
