@@ -202,6 +202,10 @@ def main(argv=None):
         print(f"\nstate on disk: {mib:.1f} MiB ({recs['incremental']['state_bytes']:,} bytes)")
         print(f"incremental equals the full scan under the same stratification: rows {same_rows}, "
               f"importance max |diff| {imp_diff:.1e}, curve max rel diff {curve_diff:.1e}")
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20  # KiB -> GiB (Linux)
+        print(f"driver peak RSS: {peak:.2f} GiB")
         print(f"incremental / full: {recs['incremental']['wall_s'] / full:.3f} (target <= 0.10); "
               f"no new files / full: {recs['none']['wall_s'] / full:.3f} (target <= 0.03)")
     finally:

@@ -215,7 +215,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                                                                        "list them in 'features' to use them"))
                     if spec.model_based:
                         t0 = time.perf_counter()
-                        execute.model_based(spec, request.dataset, model, model_inputs, model_feats, cats, progress, res)
+                        execute.model_based(spec, request.dataset, model, model_inputs, model_feats, cats, progress,
+                                            res)
                         stats["model_phases"] = res.phases
                         timings["model_based"] = time.perf_counter() - t0
 
@@ -263,7 +264,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     "host": platform.node(),
                     **stats,
                     "plots": plots,
-                    "summaries": [{"method": m, "feature": f, "summary": r.summary()} for (m, f), r in res.curves.items()],
+                    "summaries": [{"method": m, "feature": f, "summary": r.summary()}
+                                  for (m, f), r in res.curves.items()],
                 }
                 if spec.output.report:
                     from .report import write_report

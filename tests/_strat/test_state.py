@@ -52,7 +52,8 @@ def _assert_same_sums(merged: ScanState, whole: ScanState):
             assert list(m.coder.values) == list(w.coder.values)
         np.testing.assert_array_equal(m.table.leaf, w.table.leaf)
         np.testing.assert_array_equal(m.table.key, w.table.key)
-        np.testing.assert_allclose(m.table.values, w.table.values, rtol=1e-12, atol=1e-12 * np.abs(w.table.values).max())
+        np.testing.assert_allclose(m.table.values, w.table.values, rtol=1e-12,
+                                   atol=1e-12 * np.abs(w.table.values).max())
 
 
 @pytest.mark.parametrize("n_trials", [1, 3])
