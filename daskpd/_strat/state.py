@@ -380,8 +380,10 @@ class ScanState:
         if aside is not None:
             shutil.rmtree(aside, ignore_errors=True)
 
-    @classmethod
-    def load(cls, path) -> "ScanState":
+    @staticmethod
+    def read_meta(path) -> dict:
+        """``state.json`` of a saved state (``n_rows``, ``stratification_id``, the
+        features' counters and cell counts), checked like :meth:`load`, without the sums."""
         path = os.fspath(path)
         try:
             with open(os.path.join(path, "state.json")) as fh:
@@ -389,6 +391,12 @@ class ScanState:
         except (OSError, ValueError) as exc:
             raise DataError(f"scan state {path!r} cannot be read: {type(exc).__name__}: {exc}") from None
         _check_version("scan state", path, meta, _STATE_MAGIC)
+        return meta
+
+    @classmethod
+    def load(cls, path) -> "ScanState":
+        path = os.fspath(path)
+        meta = cls.read_meta(path)
         with open(os.path.join(path, "dtypes.pkl"), "rb") as fh:
             dtypes = pickle.load(fh)
         feats = {}
@@ -412,8 +420,8 @@ def state_from_parts(parts: list, scan: StratScan, stratification_id: str, n_row
     their tables concatenate in (leaf, key) order)."""
     counters = next((c for _, c in parts if c is not None), {}) or {}
     feats = {}
-    for fs in scan.features:
-        tabs = [t[fs.feature] for t, _ in parts if len(t[fs.feature])]
+    for fs in scan.features:  # each feature's tables are let go once concatenated (peak: the state + one)
+        tabs = [t for t in (p.pop(fs.feature) for p, _ in parts) if len(t)]
         m = fs.stats_per_set * scan.n_sets
         table = (Table(np.concatenate([t.leaf for t in tabs]).astype(np.int32),
                        np.concatenate([t.key for t in tabs]).astype(np.int64),

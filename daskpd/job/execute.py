@@ -64,7 +64,7 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         data = (open_dataset(list(plan.new_files), storage_options=spec.source.storage_options or None,
                              filters=spec.source.filters or None, partition_bytes=partition_bytes())
                 if plan.new_files else open_dataset(data.frame.iloc[:0] if data.is_pandas else data.frame._meta))  # no new file: no row to scan
-        under = {"stratification": strat, "base_state": plan.state, "keep_state": True}
+        under = {"stratification": strat, "base_state": plan.load_state(), "keep_state": True}
     elif spec.run.incremental:
         under = {"keep_state": True}
     with warnings.catch_warnings():  # the job logs the note itself (run_job's log stream), once

@@ -44,9 +44,12 @@ class Plan:
     new_files: list = field(default_factory=list)
     base_run: str | None = None
     stratification: Stratification | None = None
-    state: ScanState | None = None
+    state_path: Path | None = None  # the base run's sums (read only when there are new files)
     stamps: list = field(default_factory=list)  # every input file now (inputs.file_stamps)
     new_rows: int = 0
+
+    def load_state(self) -> ScanState:
+        return ScanState.load(self.state_path)
 
     def manifest(self) -> dict:
         return {"mode": self.mode, "reason": self.reason, "new_files": list(self.new_files),
@@ -134,20 +137,20 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list) -> Plan:
     new = [f["path"] for f in stamps if f["rel"] not in seen]
     try:
         strat = Stratification.load(sdir / "stratification.pkl")
-        state = ScanState.load(sdir / "sums")
+        state_rows = int(ScanState.read_meta(sdir / "sums")["n_rows"])
     except DataError as exc:
         return full(f"the state of run {base} cannot be used: {exc}", base)
     new_rows = _footer_rows(new, spec.source.storage_options) if new else 0
     if spec.run.refit == "always":
         return full('refit = "always": the trees are fitted again on every run', base)
     if spec.run.refit == "auto":
-        since = state.n_rows + new_rows - strat.fitted_rows
+        since = state_rows + new_rows - strat.fitted_rows
         if since > spec.run.refit_share * strat.fitted_rows:
             return full(f'refit = "auto": {since:,} rows appended since the trees were fitted exceed '
                         f"{spec.run.refit_share:.0%} of the {strat.fitted_rows:,} rows they were fitted on", base)
     reason = (f"{len(new)} new file(s) ({new_rows:,} rows) since run {base}" if new else
               f"no new files since run {base}")
-    return Plan("incremental", reason, new, base, strat, state, stamps, new_rows)
+    return Plan("incremental", reason, new, base, strat, sdir / "sums", stamps, new_rows)
 
 
 def save_state(run_dir: Path, stratification: Stratification, state: ScanState, stamps: list, mode: str) -> int:
