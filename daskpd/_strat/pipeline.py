@@ -45,6 +45,9 @@ SAMPLE_FAN_IN = 8
 NUMERIC_VALUES_CAP = 1 << 16
 #: the most levels a categorical feature may have
 CATEGORY_LEVELS_CAP = 1 << 20
+#: a scan keeping its state holds each bucket's merged tables until the driver has them,
+#: besides what the finish makes of them: its buckets are planned for this much more memory
+KEEP_STATE_FACTOR = 2
 
 
 @dataclass
@@ -518,7 +521,7 @@ def run_strat(
     fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, sample.n_rows, ddf.npartitions, n_sets))
     grouping = {fs.feature: group_from(fs, sample.n_rows, ddf.npartitions, n_sets) for fs in scans}
     n_buckets = memory.n_buckets(combine_peak_bytes(scans, sample.n_rows, ddf.npartitions, fan_in, n_sets, arity,
-                                                    grouping))
+                                                    grouping) * (KEEP_STATE_FACTOR if keep_state else 1))
     opts = dict(finish_options or {})
     opts["dtypes"] = {f: dtypes.get(f) for f in features}
     opts["run_params"] = {"sample_rows": len(sample.frame), "n_partitions": ddf.npartitions,
@@ -617,16 +620,17 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
                          fs.leaf_index, fs.n_leaves, fs.min_samples_leaf) for fs in fss]
     n_sets = 1 + n_trials
     n_rows = vocab.n_rows
+    merge = base_state is not None
+    keep = "only" if merge or keep_state == "only" else bool(keep_state)
     arity = memory.arity(ddf.npartitions)
     fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, n_rows, ddf.npartitions, n_sets))
     grouping = {fs.feature: group_from(fs, n_rows, ddf.npartitions, n_sets) for fs in scans}
-    n_buckets = memory.n_buckets(combine_peak_bytes(scans, n_rows, ddf.npartitions, fan_in, n_sets, arity, grouping))
+    n_buckets = memory.n_buckets(combine_peak_bytes(scans, n_rows, ddf.npartitions, fan_in, n_sets, arity, grouping)
+                                 * (KEEP_STATE_FACTOR if keep else 1))
     opts = dict(finish_options or {})
     opts["dtypes"] = {f: dtypes.get(f) for f in features}
     opts["run_params"] = {"sample_rows": strat.sample_rows, "n_partitions": ddf.npartitions,
                           "n_buckets": n_buckets, "fan_in": fan_in}
-    merge = base_state is not None
-    keep = "only" if merge or keep_state == "only" else bool(keep_state)
     scan = StratScan(target=target, features=scans, encoder=strat.encoder, n_trials=n_trials,
                      trial_fraction=trial_fraction, random_state=strat.random_state, weight_columns=columns,
                      n_buckets=n_buckets, expected_rows=n_rows // max(1, ddf.npartitions), group_from=grouping,
