@@ -1,6 +1,7 @@
 """The ``daskpd`` command line.
 
-    daskpd run JOB.toml [--scheduler ADDRESS] [--scheduler-timeout S] [--output DIR] [--run-id ID] [TLS options]
+    daskpd run JOB.toml [--scheduler ADDRESS] [--scheduler-timeout S] [--output DIR] [--run-id ID]
+                        [--incremental] [--refit {always,never,auto}] [TLS options]
     daskpd validate JOB.toml [--check-data]
     daskpd history OUTPUT/JOB_NAME [--last N] [--threshold X] [--alpha A] [--fail-on-drift] [--json [PATH]]
 
@@ -63,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tls-ca-file", metavar="PEM", help="CA certificate for a tls:// scheduler")
     r.add_argument("--tls-cert", metavar="PEM", help="client certificate (may also hold the key)")
     r.add_argument("--tls-key", metavar="PEM", help="client private key")
+    r.add_argument("--incremental", action="store_true",
+                   help="reuse the previous run's stratification and sums and scan only the files appended since "
+                        "(the spec's [run] incremental = true); anything else changed: a full run, the reason logged")
+    r.add_argument("--refit", choices=("always", "never", "auto"),
+                   help="when an incremental run fits the trees again (the spec's [run] refit; default always)")
     r.add_argument("--no-progress", action="store_true", help="no progress (default: a bar on a terminal, one line per stage in a log)")
     r.add_argument("-q", "--quiet", action="store_true", help="print only the run directory")
 
@@ -149,7 +155,8 @@ def _cmd_run(args) -> int:
             final = run_job(args.spec, scheduler=args.scheduler, output=args.output, run_id=args.run_id,
                             progress=not args.no_progress and not args.quiet, security=security,
                             n_workers=args.n_workers, threads_per_worker=args.threads_per_worker,
-                            out=False if args.quiet else None, log=False if args.quiet else None)
+                            out=False if args.quiet else None, log=False if args.quiet else None,
+                            incremental=True if args.incremental else None, refit=args.refit)
     except JobTerminated as exc:
         print(f"daskpd: {exc}; no run was written", file=sys.stderr)
         return 128 + exc.signum
