@@ -18,6 +18,7 @@ from daskpd import cli
 from daskpd.datasets import Bulldozer
 from daskpd.job import incremental as nightly
 from daskpd.job import inputs
+from daskpd.job.history import drift_table, load_runs
 from daskpd.job.spec import load_spec
 from daskpd.job.run import list_runs, run_job
 from daskpd.job.store import JobTerminated
@@ -104,6 +105,9 @@ def test_appended_files_are_scanned_alone_and_anything_else_runs_in_full(dask_cl
     want = whole.table["importance"].sort_index()
     np.testing.assert_allclose(importances(r2).to_numpy(), want.to_numpy(), rtol=1e-9)
     assert list(importances(r2).index) == list(want.index)
+    # history reads the two runs' manifests: same trees, new input -> every curve's cause is "data"
+    causes = drift_table(load_runs(out / "nightly"))["cause"]
+    assert len(causes) and set(causes) == {"data"}, causes.value_counts()
 
     # no new file: the state is finished again, nothing is scanned; the CLI's flags
     rc = cli.main(["run", str(spec), "--output", str(out), "--run-id", "r3", "--scheduler", dask_cluster, "-q",
