@@ -150,7 +150,8 @@ def main(argv=None):
             m = json.loads(open(os.path.join(final, "manifest.json")).read())
             rec = {"step": step, "wall_s": round(wall, 3), "mode": m["incremental"]["mode"],
                    "reason": m["incremental"]["reason"], "state_bytes": (m.get("state") or {}).get("bytes"),
-                   "rows": (m.get("state") or {}).get("n_rows"), "timings": m["timings_s"]}
+                   "rows": (m.get("state") or {}).get("n_rows"), "timings": m["timings_s"],
+                   "phases": m.get("model_free_phases_s", {})}
             print(json.dumps(rec), flush=True)
             return final, rec
 
@@ -198,6 +199,11 @@ def main(argv=None):
                 continue
             r = recs[k]
             print(f"| {r['step']} | {r['wall_s']:.2f} | {r['wall_s'] / full:.3f} | {r['mode']} |")
+        print("\nper phase (s): model-free phases, then the job's own")
+        for k in ("plain", "full", "incremental", "none"):
+            if k in recs:
+                ph = {**recs[k]["phases"], **{f"job_{n}": v for n, v in recs[k]["timings"].items()}}
+                print(f"  {k}: " + ", ".join(f"{n} {float(v):.2f}" for n, v in ph.items()))
         mib = recs["incremental"]["state_bytes"] / 2 ** 20
         print(f"\nstate on disk: {mib:.1f} MiB ({recs['incremental']['state_bytes']:,} bytes)")
         print(f"incremental equals the full scan under the same stratification: rows {same_rows}, "

@@ -638,12 +638,16 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
     with stage("scan and finish"):
         results, parts = _scan(ddf, scan, progress, fan_in, arity)
     results, kept = (results.result, results.kept) if isinstance(results, Kept) else (results, None)
+    t2 = time.perf_counter()
+    phases = {"positions_s": t1 - t0, "new_scan_s": t2 - t1}
     state = None
     if keep:
         state = state_from_parts(parts, scan, strat.id, n_rows, y_range, ddf.npartitions)
+    phases["gather_state_s"] = time.perf_counter() - t2
     if merge:
-        state = base_state.merge(state)
-        results = state.finish(strat, finish_options)
+        t3 = time.perf_counter()
+        state, results = base_state.merge_finish(state, strat, finish_options)
+        phases["merge_finish_s"] = time.perf_counter() - t3
         y_range = state.y_range
         n_rows = state.n_rows
     elif kept:
@@ -654,7 +658,7 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
                 results[f] = effects_iterative(scan.features[i], refs, results[f], scan, progress=progress)
     if y_range is not None and y_range[0] == y_range[1]:
         _constant_target(results, kinds, target, y_range[0])
-    timings = {"sample_s": t1 - t0, "fit_s": 0.0, "scan_s": time.perf_counter() - t1}
+    timings = {"sample_s": t1 - t0, "fit_s": 0.0, "scan_s": time.perf_counter() - t1, **phases}
     return StratRun(results=results, scan=scan, sample=pd.DataFrame(), n_rows=int(n_rows),
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings, n_passes=2,
                     stratification=strat, state=state)

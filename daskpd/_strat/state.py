@@ -19,8 +19,10 @@ result objects as a scan (the same kernels: ``StratScan.finish_bucket`` and the
 curve / effects finishes).
 
 Files: a stratification is one pickle (versioned; loading refuses another format
-version or another daskpd minor version); a state is a directory of one file of sums
-per feature (uncompressed ``.npz``: leaf, key, sums) plus ``state.json``.  Both are written atomically.
+version or another daskpd minor version); a state is a directory of raw ``.npy`` arrays
+per feature (leaf and key as the smallest unsigned integers holding them, the row counts
+as ``uint32``, the other sums as ``float64``) plus ``state.json``.  Both are written
+atomically.
 """
 from __future__ import annotations
 
@@ -48,7 +50,9 @@ __all__ = ["Stratification", "ScanState", "FeatureState", "FORMAT_VERSION", "ext
            "sample_id"]
 
 #: the on-disk format of stratifications and states (raised on any incompatible change)
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: :meth:`ScanState.merge_finish` merges and finishes this many features at a time
+MERGE_THREADS = 2
 _STRAT_MAGIC = "daskpd-stratification"
 _STATE_MAGIC = "daskpd-scan-state"
 
@@ -332,6 +336,38 @@ class ScanState:
                 out[fs.feature] = effects_iterative(fs, [ref], [summary], scan)
         return out
 
+    def subset(self, features) -> "ScanState":
+        """The state of some of its features (the same rows and trials)."""
+        return ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction,
+                         {f: self.features[f] for f in features}, self.n_rows, self.y_range, self.n_partitions,
+                         {f: self.dtypes.get(f) for f in features})
+
+    def merge_finish(self, other: "ScanState", stratification: Stratification,
+                     finish_options: dict | None = None) -> tuple["ScanState", dict]:
+        """``(self + other, (self + other).finish(...))``, each feature merged and finished
+        on its own, ``MERGE_THREADS`` at a time (the sums stay where they are: shipping
+        them to the workers costs more than the kernels do; a categorical feature's solve
+        may run on the cluster while the numeric ones merge here): the same kernels and
+        the same bits as merging and finishing all at once."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        # the categorical features first: the longest (their solve may run on the cluster)
+        order = sorted(self.features, key=lambda f: stratification.scan_of(f).kind != "categorical")
+        one = {f: (self.subset([f]), other.subset([f])) for f in order}
+        def work(ab):
+            return _merge_finish(*ab, stratification, finish_options)
+
+        if MERGE_THREADS > 1:
+            with ThreadPoolExecutor(MERGE_THREADS) as pool:
+                done = dict(zip(one, pool.map(work, one.values())))
+        else:
+            done = {f: work(ab) for f, ab in one.items()}
+        first = next(iter(done.values()))[0]
+        state = ScanState(first.stratification_id, first.target, first.n_trials, first.trial_fraction,
+                          {f: done[f][0].features[f] for f in self.features}, first.n_rows, first.y_range,
+                          first.n_partitions, dict(self.dtypes))
+        return state, {f: done[f][1][f] for f in self.features}
+
     # -- files ---------------------------------------------------------------------
 
     def save(self, path) -> str:
@@ -355,9 +391,7 @@ class ScanState:
             for i, (f, st) in enumerate(self.features.items()):
                 c = st.coder
                 t = st.table
-                key = t.key.astype(np.int32) if c.n_keys < 2 ** 31 else t.key
-                with open(os.path.join(tmp, f"feature-{i}.npz"), "wb") as fh:  # uncompressed: read at disk speed
-                    np.savez(fh, leaf=t.leaf.astype(np.int32, copy=False), key=key, values=t.values)
+                counts = _write_table(tmp, i, t)
                 vocab = {}
                 if c.binned:
                     vocab["edges"] = np.asarray(c.edges, "float64")
@@ -368,7 +402,7 @@ class ScanState:
                 with open(os.path.join(tmp, f"feature-{i}.vocab.pkl"), "wb") as fh:
                     fh.write(buf.getvalue())
                 meta["features"].append({"feature": f, "kind": c.kind, "binned": c.binned, "nan_level": c.nan_level,
-                                         "counters": list(st.counters), "n_cells": len(t),
+                                         "counters": list(st.counters), "n_cells": len(t), "counts": counts,
                                          "dtype": None if self.dtypes.get(f) is None else str(self.dtypes.get(f))})
             with open(os.path.join(tmp, "state.json"), "w") as fh:
                 fh.write(dump_json(meta))
@@ -401,8 +435,7 @@ class ScanState:
             dtypes = pickle.load(fh)
         feats = {}
         for i, fm in enumerate(meta["features"]):
-            with np.load(os.path.join(path, f"feature-{i}.npz"), allow_pickle=False) as z:
-                table = Table(z["leaf"], z["key"].astype(np.int64), np.ascontiguousarray(z["values"], dtype="float64"))
+            table = _read_table(path, i, fm["counts"])
             with open(os.path.join(path, f"feature-{i}.vocab.pkl"), "rb") as fh:
                 vocab = pickle.load(fh)
             coder = (KeyCoder(fm["kind"], edges=vocab["edges"]) if fm["binned"] else
@@ -411,6 +444,49 @@ class ScanState:
         y_range = None if meta["y_range"] is None else tuple(meta["y_range"])
         return cls(meta["stratification_id"], meta["target"], int(meta["n_trials"]), meta["trial_fraction"], feats,
                    int(meta["n_rows"]), y_range, int(meta.get("n_partitions", 0)), dtypes)
+
+
+def _smallest_uint(high: int):
+    return np.uint16 if high < 2 ** 16 else np.uint32 if high < 2 ** 32 else np.int64
+
+
+def _write_table(directory: str, i: int, t: Table) -> list:
+    """One feature's sums as raw ``.npy`` files (read at disk speed, no zip): leaf and key
+    as the smallest unsigned integers holding them, the sums columns that hold
+    non-negative integers below 2**32 (the row counts) as ``uint32``, the others as
+    ``float64``; returns the indices of the integer columns."""
+    for name, a in (("leaf", t.leaf), ("key", t.key)):
+        lo, hi = (int(a.min()), int(a.max())) if len(a) else (0, 0)
+        np.save(os.path.join(directory, f"feature-{i}.{name}.npy"),
+                a.astype(_smallest_uint(hi + 1) if lo >= 0 else np.int64, copy=False))
+    counts = []
+    for j in range(t.values.shape[1]):
+        col = t.values[:, j]
+        as_int = col.astype(np.uint32)
+        if np.array_equal(as_int, col):
+            counts.append(j)
+    floats = [j for j in range(t.values.shape[1]) if j not in counts]
+    np.save(os.path.join(directory, f"feature-{i}.counts.npy"),
+            np.ascontiguousarray(t.values[:, counts].astype(np.uint32)))
+    np.save(os.path.join(directory, f"feature-{i}.sums.npy"), np.ascontiguousarray(t.values[:, floats]))
+    return counts
+
+
+def _read_table(directory: str, i: int, counts: list) -> Table:
+    leaf = np.load(os.path.join(directory, f"feature-{i}.leaf.npy"), allow_pickle=False).astype(np.int32)
+    key = np.load(os.path.join(directory, f"feature-{i}.key.npy"), allow_pickle=False).astype(np.int64)
+    ints = np.load(os.path.join(directory, f"feature-{i}.counts.npy"), allow_pickle=False)
+    sums = np.load(os.path.join(directory, f"feature-{i}.sums.npy"), allow_pickle=False)
+    values = np.empty((len(leaf), ints.shape[1] + sums.shape[1]))
+    floats = [j for j in range(values.shape[1]) if j not in counts]
+    values[:, counts] = ints
+    values[:, floats] = sums
+    return Table(leaf, key, values)
+
+
+def _merge_finish(a: ScanState, b: ScanState, stratification: Stratification, finish_options) -> tuple:
+    merged = a.merge(b)
+    return merged, merged.finish(stratification, finish_options)
 
 
 def state_from_parts(parts: list, scan: StratScan, stratification_id: str, n_rows: int, y_range,

@@ -8,6 +8,7 @@ import contextlib
 import os
 import sys
 import threading
+import time
 import warnings
 
 from .._errors import DataError
@@ -64,7 +65,9 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         data = (open_dataset(list(plan.new_files), storage_options=spec.source.storage_options or None,
                              filters=spec.source.filters or None, partition_bytes=partition_bytes())
                 if plan.new_files else open_dataset(data.frame.iloc[:0] if data.is_pandas else data.frame._meta))  # no new file: no row to scan
+        t0 = time.perf_counter()
         under = {"stratification": strat, "base_state": plan.load_state(), "keep_state": True}
+        load_s = time.perf_counter() - t0
     elif spec.run.incremental:
         under = {"keep_state": True}
     with warnings.catch_warnings():  # the job logs the note itself (run_job's log stream), once
@@ -82,6 +85,10 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
             skip_unusable=spec.features is None and not under.get("stratification"),  # the default feature set:
             **under)  # constant columns are left out, counted
     res.stratification, res.state = out.stratification, out.state
+    phases = {k: round(float(v), 3) for k, v in (getattr(out, "timings", None) or {}).items()}
+    if under.get("base_state") is not None:
+        phases["load_state_s"] = round(load_s, 3)
+    stats["model_free_phases_s"] = phases
     stats["kinds_used"] = dict(out.kinds)
     skipped = {**stats.get("skipped_features", {}), **out.params.get("skipped_features", {})}
     if skipped:

@@ -232,7 +232,9 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                                                    "fitted_rows": int(strat.fitted_rows)}
                     if res.state is not None:
                         step = "the scan state"
+                        t1 = time.perf_counter()
                         n_bytes = nightly.save_state(tmp, res.stratification, res.state, stamps, fp_mode)
+                        timings["save_state"] = time.perf_counter() - t1
                         stats["state"] = {"path": nightly.STATE_DIR, "bytes": n_bytes,
                                           "sums_bytes": res.state.nbytes, "n_rows": int(res.state.n_rows)}
                         step = None
