@@ -157,3 +157,30 @@ def test_bad_inputs_are_named(parts, strat, tmp_path):
     (tmp_path / "junk.pkl").write_bytes(b"not a pickle")
     with pytest.raises(DataError, match="cannot be read"):
         Stratification.load(tmp_path / "junk.pkl")
+
+
+def test_state_files_keep_every_bit_of_the_sums(tmp_path):
+    """The compact files (small integer leaf / key, integral columns as uint32) give back
+    the exact float64 sums: integral and not, negative, above 2**32, an empty table."""
+    from daskpd._engine.sums import Table
+    from daskpd._strat.state import _read_table, _write_table
+
+    n = 1000
+    r = np.random.default_rng(0)
+    values = np.column_stack([r.integers(1, 50, n).astype(float),  # counts: uint32
+                              r.normal(size=n),  # sums
+                              -r.integers(1, 9, n).astype(float),  # integral but negative: float64
+                              np.full(n, 2.0 ** 33)])  # integral, above uint32
+    cases = [Table(np.sort(r.integers(0, 70_000, n)).astype(np.int32), r.integers(0, 2 ** 20, n).astype(np.int64),
+                   values),
+             Table(np.arange(n, dtype=np.int32), np.arange(n, dtype=np.int64) % 7, values),
+             Table.empty(3)]
+    for i, t in enumerate(cases):
+        counts = _write_table(str(tmp_path), i, t)
+        back = _read_table(str(tmp_path), i, counts)
+        assert back.leaf.dtype == np.int32 and back.key.dtype == np.int64 and back.values.dtype == np.float64
+        np.testing.assert_array_equal(back.leaf, t.leaf)
+        np.testing.assert_array_equal(back.key, t.key)
+        np.testing.assert_array_equal(back.values, t.values)
+    assert _write_table(str(tmp_path), 0, cases[0]) == [0]
+    assert np.load(tmp_path / "feature-1.leaf.npy").dtype == np.uint16
