@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import dask
 
-__all__ = ["current_client", "connect", "compute", "materialize", "embed", "Handle", "probe",
+__all__ = ["current_client", "connect", "compute", "compute_streamed", "materialize", "embed", "Handle", "probe",
            "scheduler_timeout", "SchedulerTimeout"]
 
 #: graphs that embed a tree sample or fitted trees are a few MB: no warning below this
@@ -394,6 +394,25 @@ def compute(*objs, progress=None):
         return tuple(client.gather(_submit(client, objs, show)))
     with local_progress(show, objs), one_blas_thread():
         return dask.compute(*objs)
+
+
+def compute_streamed(*objs, progress=None):
+    """:func:`compute`, each result gathered as soon as it is done and its future let go,
+    so the workers do not hold finished results (a scan's state parts) until the last one."""
+    client = current_client()
+    if client is None:
+        return compute(*objs, progress=progress)
+    from distributed import as_completed
+
+    futures = list(_submit(client, objs, _want_progress(progress)))
+    where = {f.key: i for i, f in enumerate(futures)}
+    out = [None] * len(futures)
+    done = as_completed(futures)
+    futures = None  # only as_completed holds them: each is let go once gathered
+    for fut in done:
+        out[where[fut.key]] = fut.result()
+        del fut
+    return tuple(out)
 
 
 def compute_keeping(gather: list, keep: list, *, progress=None):

@@ -564,7 +564,7 @@ def _scan(ddf, scan: StratScan, progress, fan_in, arity):
     if isinstance(res, Kept):
         values, refs = scheduler.compute_keeping([res.result, *sums], [res.kept], progress=progress)
         return Kept(values[0], refs[0]), values[1:]
-    values = scheduler.compute(res, *sums, progress=progress)
+    values = scheduler.compute_streamed(res, *sums, progress=progress)
     return values[0], list(values[1:])
 
 
