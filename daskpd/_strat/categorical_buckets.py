@@ -30,6 +30,7 @@ from dask.sizeof import sizeof
 from .._engine import scheduler
 from .._engine.sums import DENSE_CELLS_PER_ROW, Table, dense_grid, grid_table, group_sums, reduce_tables, run_starts
 from .categorical_gram import LeafSums, gram_link, solve_gram
+from .numeric import set_columns
 from .categorical_solve import CG_MAXITER, Effects, ground, number_groups, uf_find, uf_flatten, uf_join
 from .virtual import virtual_of
 
@@ -137,11 +138,15 @@ def prepare(picked, fs, job):
     K = fs.coder.n_keys
     k = fs.stats_per_set
     buckets, summaries = [], []
+    leaf_all = table.leaf.astype(np.int64)
+    stats = set_columns(table, k, job.n_sets)
     for st in range(job.n_sets):
-        n = table.values[:, k * st]
+        n, s, _ = stats(st)
         keep = n > 0
-        leaf = table.leaf[keep].astype(np.int64)
-        code, n, s = table.key[keep], n[keep], table.values[keep, k * st + 1]
+        if keep.all():
+            leaf, code = leaf_all, table.key
+        else:
+            leaf, code, n, s = leaf_all[keep], table.key[keep], n[keep], s[keep]
         starts, multi, rterm, dterm, w, forest = _leaves(leaf, code, n, s, K)
         vb_row = virtual_of(leaf, fs.n_leaves)
         sizes = np.diff(np.r_[starts, len(leaf)])

@@ -35,7 +35,7 @@ import pandas as pd
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
 from .._engine.hashing import bootstrap_weights
 from .._engine.plan import Job, Kept
-from .._engine.sums import Rows, Table, reduce_tables
+from .._engine.sums import Rows, Table, reduce_tables, sort_rows
 from . import categorical_buckets
 from .categorical import effects_explicit
 from .categorical_buckets import prepare
@@ -280,7 +280,9 @@ class StratScan(Job):
         for i, fs in enumerate(self.features):
             table = piece.tables[fs.feature]
             if isinstance(table, (Rows, list)):  # raw rows (a list: the parts of combine_finish, in order)
-                table = reduce_tables(table if isinstance(table, list) else [table], fs.coder.n_keys)
+                parts = table if isinstance(table, list) else [table]
+                # with trials, sorted once and summed set by set: never (cells x 3 (1 + T))
+                table = sort_rows(parts) if self.n_sets > 1 else reduce_tables(parts, fs.coder.n_keys)
             if fs.kind == "numeric":
                 numeric[fs.feature] = bucket_sums(table, fs, self.n_sets, counters=counters.get(fs.feature),
                                                   random_state=self.random_state,
