@@ -18,7 +18,12 @@ is their mean::
 categorical conditioning feature alibi takes range/4 in the outer step too, we follow
 Greenwell et al.'s text, which takes the standard deviation.)
 
-All 1-way or 2-way PDs are computed in ONE pass (brute force, over all rows).  The
+All 1-way or 2-way PDs are computed in ONE pass (brute force, over all rows).
+
+With ``n_trials`` = T > 1 the same pass also sums every row's curve with T bootstrap
+weight sets (the model fixed; see :func:`daskpd.partial_dependence`): each trial's PDs
+give the trial's importances (interactions), whose standard deviation and percentile
+interval are the ``*_std``, ``*_lo``, ``*_hi`` columns of ``to_frame()``.  The
 default grid spans the full range (``percentiles=(0, 1)``), so that a linear model
 ``b * x`` with ``x ~ U(0, 1)`` has importance ``|b| / sqrt(12)`` up to the grid's
 discretisation (``sqrt((k+1)/(k-1))``, +1% at k=100) and sampling error.
@@ -36,10 +41,11 @@ from numbers import Integral
 from .._validation import NO_VALIDATION, Interval, StrOptions, validate_params
 from .._errors import DataError, InvalidParameterError
 from ..results import Result, table_frame
+from ..results.curves import DEFAULT_BAND, trial_band
 from .._engine.progress import stage_label
 from ._fpd import PDJob, engine_notice, known_rows, pd_results
 from ._grids import build_grids, check_grid_arg
-from ._passes import Plan, run_jobs
+from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 
@@ -69,7 +75,9 @@ class PDVarianceResult(Result):
     "interaction": ``features`` (pairs), ``values`` (interactions), ``conditional``
     (per pair: ``(i(x_j|x_i), i(x_i|x_j))``) and ``conditional_values`` (per pair: the
     two curves of conditional importances).  ``pd`` maps each feature / pair to its
-    :class:`PDResult` (for the detailed plots)."""
+    :class:`PDResult` (for the detailed plots).  With bootstrap trials, ``trials_values``
+    (``(n_trials, len(features))``: every trial's importances or interactions) and
+    :meth:`band`."""
 
     method: str
     features: list
@@ -81,6 +89,24 @@ class PDVarianceResult(Result):
     target_class: object = None
     n_rows: int = 0
     params: dict = field(default_factory=dict)
+    trials_values: np.ndarray | None = None  # (n_trials, len(features)) with bootstrap trials
+
+    @property
+    def n_trials(self) -> int:
+        return 1 if self.trials_values is None else len(self.trials_values)
+
+    def band(self) -> dict | None:
+        """``{"std", "lo", "hi", "n"}`` per feature (pair) over the trials' values (see
+        :func:`daskpd.results.curves.trial_band`), None without trials."""
+        if self.trials_values is None:
+            return None
+        return trial_band(self.trials_values, tuple(self.params.get("band", DEFAULT_BAND)))
+
+    def _band_columns(self, name: str) -> dict:
+        b = self.band()
+        if b is None:
+            return {}
+        return {f"{name}_std": b["std"], f"{name}_lo": b["lo"], f"{name}_hi": b["hi"]}
 
     def __repr__(self) -> str:
         top = self.ranking()[:3]
@@ -97,13 +123,15 @@ class PDVarianceResult(Result):
         if self.method == "importance":
             kinds = [self.pd[f].kinds[0] for f in self.features]
             frame = table_frame(self.features, kinds, self.values,
-                                {"n_rows": np.full(len(self.features), self.n_rows, dtype="int64")})
+                                {"n_rows": np.full(len(self.features), self.n_rows, dtype="int64"),
+                                 **self._band_columns("importance")})
             return frame.sort_values("rank", kind="stable").reset_index(drop=True)
         frame = pd.DataFrame({
             "feature_1": [p[0] for p in self.features], "feature_2": [p[1] for p in self.features],
             "interaction": self.values,
             "importance_2_given_1": [c[0] for c in self.conditional],
             "importance_1_given_2": [c[1] for c in self.conditional],
+            **self._band_columns("interaction"),
         })
         order = frame["interaction"].sort_values(ascending=False, kind="stable", na_position="last").index
         return frame.loc[order].reset_index(drop=True)
@@ -124,6 +152,7 @@ class PDVarianceResult(Result):
     "features": NO_VALIDATION,  # names or pairs, depending on method; checked below
     "method": [StrOptions("importance", "interaction")],
     "grid_resolution": [Interval(Integral, 2, None, closed="left"), None],
+    **TRIAL_CONSTRAINTS,
 })
 def pd_variance(
     model,
@@ -144,6 +173,11 @@ def pd_variance(
     progress=None,
     storage_options=None,
     filters=None,
+    n_trials: int = 1,
+    bootstrap: bool = True,
+    subsample_size: float = 0.75,
+    band=(0.05, 0.95),
+    random_state: int = 0,
 ) -> PDVarianceResult:
     """Feature importance or pairwise interaction from the variance of partial dependence.
 
@@ -165,6 +199,12 @@ def pd_variance(
         every importance by ~10%).
     grid : dict {feature: values}, optional
         Custom grids.
+    n_trials, bootstrap, subsample_size, band, random_state
+        T > 1 bootstrap trials in the same pass (as :func:`daskpd.partial_dependence`;
+        the model and the grids are fixed): ``trials_values`` holds every trial's
+        importances (interactions) and ``to_frame()`` adds ``importance_std``,
+        ``importance_lo``, ``importance_hi`` (``interaction_*``): their standard
+        deviation (ddof=1) and ``band`` percentiles over the trials.
 
     Returns
     -------
@@ -215,13 +255,15 @@ def pd_variance(
             raise DataError(f"feature {f!r} has a single grid value (a constant column); its PD variance is undefined")
     job_items = [(it, [grids[f] for f in it]) for it in items]
     pred = run.predictor
-    plan = Plan([PDJob(job_items, run.kinds)], predictor=pred, weight=run.weight, batch_rows=batch_rows)
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
+    plan = Plan([PDJob(job_items, run.kinds)], predictor=pred, weight=run.weight, batch_rows=batch_rows,
+                trials=trials)
     notice, label = engine_notice("pd_variance", pred, items, grids, run.kinds, known_rows(run.dataset, filters),
-                                  model=model)
+                                  need_rows=trials is not None, model=model)
     with stage_label(label):
         (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pdvar")
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "sample_weight": run.weight,
-              "model": pred.describe(), "custom_grid": sorted(grid), "engine": notice}
+              "model": pred.describe(), "custom_grid": sorted(grid), "engine": notice, **trial_params(trials, band)}
     return finish_pd_variance(method, items, pd_results(items, grids, run.kinds, pred, part, params), run.kinds,
                               pred, part.n_rows, params)
 
@@ -230,17 +272,24 @@ def finish_pd_variance(method: str, items, results: dict, kinds: dict, pred, n_r
                        params: dict) -> PDVarianceResult:
     """The importances (or interactions) of ``items`` from their PD results ``{item: PDResult}``."""
     pds = {(it if len(it) == 2 else it[0]): r for it, r in results.items()}
+    with_trials = all(r.trials_pd is not None for r in pds.values())
     if method == "importance":
         feats = [it[0] for it in items]
         vals = np.array([float(importance_of(pds[f].average, kinds[f])) for f in feats])
+        tv = (np.column_stack([importance_of(pds[f].trials_pd, kinds[f], axis=-1) for f in feats])
+              if with_trials else None)
         return PDVarianceResult("importance", feats, vals, pds, response=pred.response,
-                                target_class=pred.target_class, n_rows=n_rows, params=params)
+                                target_class=pred.target_class, n_rows=n_rows, params=params, trials_values=tv)
     vals, cond, cond_vals = [], [], []
     for it in items:
         v, ab, cv = interaction_of(pds[it].average, (kinds[it[0]], kinds[it[1]]))
         vals.append(v)
         cond.append(ab)
         cond_vals.append(cv)
+    tv = None
+    if with_trials:  # every trial's interactions, from the trial's 2-way PDs
+        tv = np.array([[interaction_of(pds[it].trials_pd[t], (kinds[it[0]], kinds[it[1]]))[0] for it in items]
+                       for t in range(len(pds[items[0]].trials_pd))])
     return PDVarianceResult("interaction", list(items), np.array(vals), pds, cond, cond_vals,
                             response=pred.response, target_class=pred.target_class, n_rows=n_rows,
-                            params=params)
+                            params=params, trials_values=tv)
