@@ -33,7 +33,7 @@ from dask.sizeof import sizeof
 import pandas as pd
 
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
-from .._engine.hashing import bootstrap_weights
+from .._engine.hashing import bootstrap_counts
 from .._engine.plan import Job, Kept
 from .._engine.sums import Rows, Table, reduce_tables, sort_rows
 from . import categorical_buckets
@@ -50,24 +50,25 @@ __all__ = ["FeatureScan", "StratScan", "ScanPiece", "N_VIRTUAL", "leaf_numbering
 MAP_GROUP_CELLS_PER_ROW = 2
 
 
-def groups_at_map(fs, rows_per_partition: float) -> bool:
+def groups_at_map(fs, rows_per_partition: float, n_sets: int = 1) -> bool:
     """Whether a map groups a feature's rows itself: its (leaf, key) grid has at most
-    ``MAP_GROUP_CELLS_PER_ROW`` cells per partition row."""
-    return float(fs.n_leaves) * fs.coder.n_keys <= MAP_GROUP_CELLS_PER_ROW * max(1.0, rows_per_partition)
+    ``MAP_GROUP_CELLS_PER_ROW`` cells per partition row and, with trials (``n_sets`` > 1:
+    a cell holds the sums of every set, a row one byte per trial), the full grid takes
+    no more bytes than the rows."""
+    cells = float(fs.n_leaves) * fs.coder.n_keys
+    rows = max(1.0, rows_per_partition)
+    if cells > MAP_GROUP_CELLS_PER_ROW * rows:
+        return False
+    if n_sets <= 1:
+        return True
+    k = fs.stats_per_set
+    return cells * (12 + 8 * k * n_sets) <= rows * (4 + 8 * (k - 1) + n_sets - 1)
 
 
 def index_dtype(n: int):
     """The narrowest unsigned type holding ``0 .. n - 1`` (uint16, else int32): leaves and
     keys of the raw rows a map ships are most of what crosses between processes."""
     return np.uint16 if n <= 1 << 16 else np.int32
-
-
-def compact_weights(W: np.ndarray) -> np.ndarray:
-    """Trial weights (whole numbers: Poisson counts or 0/1) as uint8 when they fit; every
-    sum converts them back to float64 exactly, so the bits do not change."""
-    if W.size and 0 <= W.min() and W.max() <= 255:
-        return W.astype(np.uint8)
-    return W
 
 
 def leaf_numbering(tree, random_state: int, salt: int) -> tuple[np.ndarray | None, int]:
@@ -176,7 +177,7 @@ class StratScan(Job):
         return 1 + int(self.n_trials)
 
     def _group_at_map(self, fs: FeatureScan) -> bool:
-        return groups_at_map(fs, self.expected_rows)
+        return groups_at_map(fs, self.expected_rows, self.n_sets)
 
     # -- map / combine -------------------------------------------------------------
 
@@ -188,8 +189,7 @@ class StratScan(Job):
         col = {c: j for j, c in enumerate(self.encoder.columns)}
         W = None
         if self.n_trials:
-            W = compact_weights(bootstrap_weights(df, self.weight_columns, self.n_trials, self.random_state,
-                                                  self.trial_fraction))
+            W = bootstrap_counts(df, self.weight_columns, self.n_trials, self.random_state, self.trial_fraction)
         piece = ScanPiece({}, {})
         for fs in self.features:
             s = df[fs.feature]
