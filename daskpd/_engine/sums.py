@@ -30,7 +30,7 @@ from dask.sizeof import sizeof
 import numpy as np
 import pandas as pd
 
-__all__ = ["Table", "Rows", "SortedRows", "sort_rows", "group_sums", "merge_tables", "reduce_tables", "float_keys",
+__all__ = ["Table", "Rows", "SortedRows", "sort_rows", "run_sums", "group_sums", "merge_tables", "reduce_tables", "float_keys",
            "keys_to_float"]
 
 _DIGIT = 11  # radix sort digit width (2048 buckets)
@@ -593,6 +593,79 @@ def _set_sums(starts, y, x, w, t, has_x):
     return n, sy, sx
 
 
+@numba.njit(cache=True, nogil=True)
+def _run_sums(run, key, values, n_keys):
+    """Sums of ``values`` rows per (run, key) for ``run`` non-decreasing: one (n_keys, m)
+    accumulator reused run after run; a cell's rows are added in input order, from 0."""
+    n = run.shape[0]
+    m = values.shape[1]
+    acc = np.zeros((n_keys, m))
+    seen = np.zeros(n_keys, np.bool_)
+    touched = np.empty(n_keys, np.int64)
+    out_l = np.empty(n, np.int32)
+    out_k = np.empty(n, np.int64)
+    out_v = np.empty((n, m))
+    g = 0
+    i = 0
+    while i < n:
+        cur = run[i]
+        nt = 0
+        j = i
+        while j < n and run[j] == cur:
+            c = key[j]
+            if not seen[c]:
+                seen[c] = True
+                touched[nt] = c
+                nt += 1
+            for q in range(m):
+                acc[c, q] += values[j, q]
+            j += 1
+        keys = np.sort(touched[:nt])
+        for a in range(nt):
+            c = keys[a]
+            out_l[g] = cur
+            out_k[g] = c
+            for q in range(m):
+                out_v[g, q] = acc[c, q]
+                acc[c, q] = 0.0
+            seen[c] = False
+            g += 1
+        i = j
+    return out_l[:g].copy(), out_k[:g].copy(), out_v[:g].copy()
+
+
+def run_sums(run, key, values, n_keys: int) -> Table:
+    """``reduce_tables([Table(run, key, values, grouped=False)], n_keys)`` -- the same
+    groups and bits -- for ``run`` non-decreasing (per-virtual-bucket sums of rows in leaf
+    order): O(rows) per call instead of a dense grid over every (run, key) cell of the
+    range.  ``key``: codes in ``[0, n_keys)``; ``values`` (rows,) or (rows, m)."""
+    run = np.asarray(run, dtype=np.int64)
+    key = np.asarray(key, dtype=np.int64)
+    values = np.asarray(values, dtype="float64")
+    if values.ndim == 1:
+        values = values[:, None]
+    if len(run) and (np.any(run[1:] < run[:-1]) or run[0] < 0):
+        return reduce_tables([Table(run.astype(np.int32), key, values, grouped=False)], n_keys)
+    return Table(*_run_sums(run, key, np.ascontiguousarray(values), int(n_keys)))
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather(order, y, x, w, has_x):
+    n = order.shape[0]
+    T = w.shape[1]
+    oy = np.empty(n)
+    ox = np.empty(n if has_x else 0)
+    ow = np.empty((n, T), w.dtype)
+    for i in range(n):
+        r = order[i]
+        oy[i] = y[r]
+        if has_x:
+            ox[i] = x[r]
+        for t in range(T):
+            ow[i, t] = w[r, t]
+    return oy, ox, ow
+
+
 def sort_rows(parts: Sequence[Rows]) -> SortedRows:
     """Batches of :class:`Rows` (in order) sorted by (leaf, key): see :class:`SortedRows`."""
     live = [p for p in parts if p is not None and len(p)]
@@ -606,12 +679,15 @@ def sort_rows(parts: Sequence[Rows]) -> SortedRows:
     del leaf
     sorted_keys, order = _radix_sort(packed, nbits)
     starts = run_starts(sorted_keys)
-    y = np.concatenate([t.y for t in live])[order]
-    x = np.concatenate([t.x for t in live])[order] if live[0].x is not None else None
-    w = (np.concatenate([t.w for t in live], axis=0)[order] if live[0].w is not None
-         else np.zeros((len(y), 0)))
     gl, gk = _unpack(sorted_keys[starts], kbits, decode)
-    return SortedRows(gl, gk, starts, y, x, np.ascontiguousarray(w))
+    del sorted_keys
+    has_x = live[0].x is not None
+    y = np.concatenate([t.y for t in live]).astype(np.float64, copy=False)
+    x = np.concatenate([t.x for t in live]).astype(np.float64, copy=False) if has_x else y[:0]
+    w = (np.ascontiguousarray(np.concatenate([t.w for t in live], axis=0)) if live[0].w is not None
+         else np.zeros((len(y), 0)))
+    y, x, w = _gather(order, y, x, w, has_x)
+    return SortedRows(gl, gk, starts, y, x if has_x else None, w)
 
 
 # dask's memory manager counts these by their arrays (spilling decisions need it)

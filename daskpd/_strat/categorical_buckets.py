@@ -28,7 +28,7 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine import scheduler
-from .._engine.sums import DENSE_CELLS_PER_ROW, Table, dense_grid, grid_table, group_sums, reduce_tables, run_starts
+from .._engine.sums import DENSE_CELLS_PER_ROW, Table, dense_grid, grid_table, group_sums, run_starts, run_sums
 from .categorical_gram import LeafSums, gram_link, solve_gram
 from .numeric import set_columns
 from .categorical_solve import CG_MAXITER, Effects, ground, number_groups, uf_find, uf_flatten, uf_join
@@ -192,8 +192,8 @@ def bucket_products(bucket: CGBucket, P: np.ndarray, active: np.ndarray) -> list
             out.append(None)
             continue
         terms = _products(code, n, w, starts, P[st])
-        vrow = np.repeat(vb, np.diff(np.r_[starts, len(code)])).astype(np.int32)
-        out.append(reduce_tables([Table(vrow, code.astype(np.int64), terms[:, None], grouped=False)], bucket.K))
+        vrow = np.repeat(vb, np.diff(np.r_[starts, len(code)]))  # non-decreasing: leaves in order
+        out.append(run_sums(vrow, code, terms, bucket.K))
     return out
 
 
