@@ -30,7 +30,7 @@ from dask.sizeof import sizeof
 import numpy as np
 import pandas as pd
 
-__all__ = ["Table", "Rows", "SortedRows", "sort_rows", "run_sums", "group_sums", "merge_tables", "reduce_tables", "float_keys",
+__all__ = ["Table", "Rows", "SortedRows", "sort_rows", "group_sums", "merge_tables", "reduce_tables", "float_keys",
            "keys_to_float"]
 
 _DIGIT = 11  # radix sort digit width (2048 buckets)
@@ -591,62 +591,6 @@ def _set_sums(starts, y, x, w, t, has_x):
                 if has_x:
                     sx[g] += wt * x[i]
     return n, sy, sx
-
-
-@numba.njit(cache=True, nogil=True)
-def _run_sums(run, key, values, n_keys):
-    """Sums of ``values`` rows per (run, key) for ``run`` non-decreasing: one (n_keys, m)
-    accumulator reused run after run; a cell's rows are added in input order, from 0."""
-    n = run.shape[0]
-    m = values.shape[1]
-    acc = np.zeros((n_keys, m))
-    seen = np.zeros(n_keys, np.bool_)
-    touched = np.empty(n_keys, np.int64)
-    out_l = np.empty(n, np.int32)
-    out_k = np.empty(n, np.int64)
-    out_v = np.empty((n, m))
-    g = 0
-    i = 0
-    while i < n:
-        cur = run[i]
-        nt = 0
-        j = i
-        while j < n and run[j] == cur:
-            c = key[j]
-            if not seen[c]:
-                seen[c] = True
-                touched[nt] = c
-                nt += 1
-            for q in range(m):
-                acc[c, q] += values[j, q]
-            j += 1
-        keys = np.sort(touched[:nt])
-        for a in range(nt):
-            c = keys[a]
-            out_l[g] = cur
-            out_k[g] = c
-            for q in range(m):
-                out_v[g, q] = acc[c, q]
-                acc[c, q] = 0.0
-            seen[c] = False
-            g += 1
-        i = j
-    return out_l[:g].copy(), out_k[:g].copy(), out_v[:g].copy()
-
-
-def run_sums(run, key, values, n_keys: int) -> Table:
-    """``reduce_tables([Table(run, key, values, grouped=False)], n_keys)`` -- the same
-    groups and bits -- for ``run`` non-decreasing (per-virtual-bucket sums of rows in leaf
-    order): O(rows) per call instead of a dense grid over every (run, key) cell of the
-    range.  ``key``: codes in ``[0, n_keys)``; ``values`` (rows,) or (rows, m)."""
-    run = np.asarray(run, dtype=np.int64)
-    key = np.asarray(key, dtype=np.int64)
-    values = np.asarray(values, dtype="float64")
-    if values.ndim == 1:
-        values = values[:, None]
-    if len(run) and (np.any(run[1:] < run[:-1]) or run[0] < 0):
-        return reduce_tables([Table(run.astype(np.int32), key, values, grouped=False)], n_keys)
-    return Table(*_run_sums(run, key, np.ascontiguousarray(values), int(n_keys)))
 
 
 @numba.njit(cache=True, nogil=True)

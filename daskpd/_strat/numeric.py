@@ -34,7 +34,7 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine.hashing import keyed_hash
-from .._engine.sums import SortedRows, Table, run_sums
+from .._engine.sums import SortedRows, Table, reduce_tables
 from ..results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, StratPDResult, interval_slopes
 from .trees import tree_method_of
 from .virtual import virtual_of
@@ -65,9 +65,10 @@ class BucketSums:
 
 
 def _vsum(vb, code, values, n_codes: int) -> Table:
-    """Sums of ``values`` per (virtual bucket, code), in input order (``vb`` is
-    non-decreasing: rows in leaf order)."""
-    return run_sums(vb, code, values, n_codes)
+    """Sums of ``values`` per (virtual bucket, code), in input order."""
+    t = Table(vb.astype(np.int32), np.asarray(code, dtype=np.int64), np.asarray(values, dtype="float64")[:, None],
+              grouped=False)
+    return reduce_tables([t], n_codes)
 
 
 def _segment_sample(leaf, start, end, slope, k: int, random_state: int):

@@ -508,20 +508,3 @@ def test_sorted_rows_sum_every_set_as_the_full_table(with_x):
                 assert sx is None
     assert sr.set_stats(0)[0].sum() == 2045 and len(sort_rows(parts[:1])) == 0
 
-
-def test_run_sums_equal_reduce_tables():
-    """Per-virtual-bucket sums of rows in leaf order (non-decreasing runs): the groups
-    and bits of reduce_tables (dense grid or sort), also for unsorted runs (fallback)."""
-    from daskpd._engine.sums import Table, reduce_tables, run_sums
-
-    rng = np.random.default_rng(8)
-    run = np.sort(rng.integers(0, 128, 5000))
-    key = rng.integers(0, 300, 5000)
-    vals = rng.normal(size=(5000, 2)) * 10.0 ** rng.integers(-8, 8, (5000, 1))
-    for r in (run, rng.permutation(run)):
-        got = run_sums(r, key, vals, 300)
-        want = reduce_tables([Table(r.astype(np.int32), key, vals, grouped=False)], 300)
-        for a, b in zip((got.leaf, got.key, got.values), (want.leaf, want.key, want.values)):
-            assert a.dtype == b.dtype
-            np.testing.assert_array_equal(a, b)
-    assert len(run_sums(run[:0], key[:0], vals[:0, 0], 300)) == 0
