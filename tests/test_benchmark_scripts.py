@@ -59,7 +59,7 @@ TINY = {
                                   "--workdir", d],
                        r"\| importances of every feature \(StratPD/CatStratPD\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \|"),
     "bench_bands_stratx.py": (lambda d: ["--n", "1000", "--trials", "3", "--skip-stratx", "--workdir", d],
-                              r"\| StratPD x1 \| daskpd \| 3 \| [0-9.]+ \|"),
+                              r"\| StratPD x1 \| daskpd \| 3 \| [0-9.]+ \|[\s\S]*\| CatStratPD c \| daskpd \| 3 \| [0-9.]+ \|"),
 }
 #: scripts that need stratx (its own virtualenv); compiled, not run
 NEEDS_STRATX = {"stratx_runner.py"}

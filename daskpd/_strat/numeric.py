@@ -54,7 +54,7 @@ class BucketSums:
     n_leaves: int  # leaves with rows
     add: list  # per set: Table(leaf=virtual bucket, key=start code, values=sum of slopes)
     sub: list  # per set: Table(..., key=end code, ...)
-    sum_x: list | None  # per set: Table(..., key=code, values=sum of x), binned features only
+    sum_x: list | None  # [set 0's Table(..., key=code, values=sum of x)], binned features only
     segments: tuple  # a bottom-k sample of set 0's segments: (hash, start code, end code, slope)
     counters: tuple | None  # (rows read, missing x, bad y) in bucket 0
 
@@ -178,7 +178,7 @@ def bucket_sums(table, fs, n_sets: int, *, counters=None, random_state: int = 0,
         sx = sx if fs.binned else n[:0]
         count[s], starts[s], ends[s], ignored[s], nl, sv, sa, sb, ss, sl = _segments(
             leaf, code, vb, n, sy, sx, xvals, fs.binned, P)
-        if fs.binned:
+        if fs.binned and s == 0:  # the positions are set 0's (every trial is read at them)
             sum_x.append(_vsum(vb, code, sx, P))
         add.append(_vsum(sv, sa, ss, P))
         sub.append(_vsum(sv, sb, ss, P))
