@@ -10,12 +10,16 @@ reassociation, ~1e-15 relative):
       sum_i w_i f(v, x_C^(i)) = init * sum_i w_i + sum_t sum_leaf value_leaf * [v in box_S(leaf)] * W_S(leaf)
 
   where ``W_S(leaf)`` is the weight of the rows whose other features (C) fall in the
-  leaf's box.  :func:`leaf_weights` computes ``W_S`` per partition in one walk per row and
-  tree (both branches at a split on S, the row's branch elsewhere): a sum per (tree,
-  leaf), merged by addition; :func:`cell_sums` then walks each tree once per grid cell
+  leaf's box.  :meth:`FlatTrees.leaf_weight_sets` computes ``W_S`` of every requested
+  item (all features of a 1-way request, pairs) per partition in ONE walk of every row
+  through every tree: the walk follows the row's branch everywhere and, at a split on a
+  target feature, also the other branch, remembering the set of targets where it left
+  the row's branches (a leaf reached that way counts for the items holding that set); a
+  sum per (tree, leaf) and weight set (the rows' weights, and one column per bootstrap
+  trial), merged by addition.  :func:`cell_sums` then walks each tree once per grid cell
   (the cell's branch at a split on S, both elsewhere).  Cost: rows x trees x (depth +
-  the leaves a row reaches through S-splits), plus cells x nodes, instead of rows x cells
-  x trees x depth.  Exact only where the response is linear in the trees' sum (the
+  the leaves a row reaches through target splits) for all items together, plus cells x
+  nodes, instead of rows x cells x trees x depth.  Exact only where the response is linear in the trees' sum (the
   average of a transform is not the transform of the average), i.e. regressors with
   the identity link, decision functions, and forests' class probabilities.
 * **tree-interval** (any tree model, any response, every row's curve): a tree's
@@ -46,6 +50,9 @@ __all__ = ["TreeEnsemble", "FlatTrees", "tree_ensemble_for", "TREE_CELLS", "leaf
 #: response cells (rows x grid cells x channels) held at once by the tree engine
 TREE_CELLS = 1 << 22
 
+#: rows walked together through one tree by tree-exact's level-by-level walk
+LEVEL_BLOCK = 2048
+
 
 # ---------------------------------------------------------------------------------
 # compiled walks (scikit-learn's node semantics)
@@ -71,46 +78,141 @@ def _left(x, nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits):
 
 
 @numba.njit(cache=True, nogil=True)
-def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits, knownbits, tbit, trans, X, W,
-                  stack, slots, out):
+def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits, knownbits, tbit, trans,
+                         XT, W, unit, block, out):
     """One walk of every row through every tree for every requested PD item at once.
 
     A walk's state is a *slot*: the set of target features at whose splits the walk took
     the branch the row does not take (``trans[slot, tbit[f]]``: the slot after leaving the
     row's branch at a split on target ``f``, -1 when no item's features hold that set).
     At a leaf the row's weights (one per weight set, ``W[i]``) go to ``out[leaf, slot]``;
-    an item's ``W_S`` is then the sum of the slots that are subsets of its features."""
-    n = X.shape[0]
+    an item's ``W_S`` is then the sum of the slots that are subsets of its features.
+
+    The walk goes level by level over a block of rows and one tree: the rows reaching a
+    node in a slot are a *group* (a segment of an index buffer); a split partitions a
+    group's rows into its two children without a branch per row, and at a split on a
+    target feature the two parts also go to the other child in the next slot (sharing
+    their segment).  At a leaf the group's weights are summed (its size, with ``unit``
+    weights).  ``XT``: the rows transposed (features x rows)."""
+    n = XT.shape[1]
     S = W.shape[1]
-    for t in range(roots.shape[0]):
-        r = roots[t]
-        for i in range(n):
-            stack[0] = r
-            slots[0] = 0
-            top = 1
-            while top > 0:
-                top -= 1
-                nd = stack[top]
-                sl = slots[top]
-                while True:
+    acc = np.zeros(S)
+    gcap = 64
+    g_nd = np.empty(gcap, np.int64)
+    g_sl = np.empty(gcap, np.int64)
+    g_a = np.empty(gcap, np.int64)
+    g_n = np.empty(gcap, np.int64)
+    h_nd = np.empty(gcap, np.int64)
+    h_sl = np.empty(gcap, np.int64)
+    h_a = np.empty(gcap, np.int64)
+    h_n = np.empty(gcap, np.int64)
+    icap = 4 * block
+    cur = np.empty(icap, np.int32)
+    nxt = np.empty(icap, np.int32)
+    for b0 in range(0, n, block):
+        b1 = min(n, b0 + block)
+        for t in range(roots.shape[0]):
+            if cur.shape[0] < b1 - b0:
+                cur = np.empty(2 * (b1 - b0), np.int32)
+            for r in range(b1 - b0):
+                cur[r] = b0 + r
+            g_nd[0] = roots[t]
+            g_sl[0] = 0
+            g_a[0] = 0
+            g_n[0] = b1 - b0
+            ng = 1
+            while ng > 0:
+                need = 0
+                ngn = 0
+                for g in range(ng):
+                    if feat[g_nd[g]] >= 0:
+                        need += g_n[g]
+                        ngn += 4
+                if nxt.shape[0] < need:
+                    nxt = np.empty(2 * need, np.int32)
+                if h_nd.shape[0] < ngn:
+                    h_nd = np.empty(2 * ngn, np.int64)
+                    h_sl = np.empty(2 * ngn, np.int64)
+                    h_a = np.empty(2 * ngn, np.int64)
+                    h_n = np.empty(2 * ngn, np.int64)
+                p = 0
+                k = 0
+                for g in range(ng):
+                    nd = g_nd[g]
+                    sl = g_sl[g]
+                    a = g_a[g]
+                    L = g_n[g]
                     f = feat[nd]
                     if f < 0:
-                        for s in range(S):
-                            out[nd, sl, s] += W[i, s]
-                        break
-                    x = X[i, f]
-                    if iscat[nd] == 0 and not np.isnan(x):  # the common case, inline
-                        go_left = x <= thr[nd]
+                        if unit:
+                            out[nd, sl, 0] += L
+                        else:
+                            acc[:] = 0.0
+                            for r in range(a, a + L):
+                                wr = W[cur[r]]
+                                for s in range(S):
+                                    acc[s] += wr[s]
+                            ol = out[nd, sl]
+                            for s in range(S):
+                                ol[s] += acc[s]
+                        continue
+                    lo = p
+                    hi = p + L - 1
+                    if iscat[nd] == 0:
+                        th = thr[nd]
+                        mg = mgl[nd] != 0
+                        for r in range(a, a + L):
+                            i = cur[r]
+                            x = XT[f, i]
+                            gl = (x <= th) | (mg & (x != x))
+                            nxt[lo] = i
+                            nxt[hi] = i
+                            lo += gl
+                            hi -= 1 - gl
                     else:
-                        go_left = _left(x, nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits)
+                        for r in range(a, a + L):
+                            i = cur[r]
+                            gl = _left(XT[f, i], nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits)
+                            nxt[lo] = i
+                            nxt[hi] = i
+                            lo += gl
+                            hi -= 1 - gl
+                    nl = lo - p
+                    if nl:
+                        h_nd[k] = left[nd]
+                        h_sl[k] = sl
+                        h_a[k] = p
+                        h_n[k] = nl
+                        k += 1
+                    if L - nl:
+                        h_nd[k] = right[nd]
+                        h_sl[k] = sl
+                        h_a[k] = p + nl
+                        h_n[k] = L - nl
+                        k += 1
                     b = tbit[f]
                     if b >= 0:
                         ns = trans[sl, b]
                         if ns >= 0:
-                            stack[top] = right[nd] if go_left else left[nd]
-                            slots[top] = ns
-                            top += 1
-                    nd = left[nd] if go_left else right[nd]
+                            if nl:
+                                h_nd[k] = right[nd]
+                                h_sl[k] = ns
+                                h_a[k] = p
+                                h_n[k] = nl
+                                k += 1
+                            if L - nl:
+                                h_nd[k] = left[nd]
+                                h_sl[k] = ns
+                                h_a[k] = p + nl
+                                h_n[k] = L - nl
+                                k += 1
+                    p += L
+                cur, nxt = nxt, cur
+                g_nd, h_nd = h_nd, g_nd
+                g_sl, h_sl = h_sl, g_sl
+                g_a, h_a = h_a, g_a
+                g_n, h_n = h_n, g_n
+                ng = k
 
 
 @numba.njit(cache=True, nogil=True)
@@ -249,7 +351,7 @@ class FlatTrees:
         """``W_S`` of every item (a tuple of internal target features) for every weight
         set (the columns of ``W``, rows x sets), in ONE walk of every row through every
         tree: per item an array (nodes, sets)."""
-        X = np.ascontiguousarray(self.cast(X))
+        X = self.cast(X)
         W = np.ascontiguousarray(W, dtype="float64")
         n, S = X.shape[0], W.shape[1]
         tbit, trans, members = walk_slots(items)
@@ -257,8 +359,9 @@ class FlatTrees:
             tbit = np.concatenate([tbit, np.full(self.n_features - len(tbit), -1, dtype=np.int64)])
         out = np.zeros((self.n_nodes, trans.shape[0], S))
         if n and self.n_nodes:
-            _leaf_weights(*self._args(), tbit, trans, X, W, np.empty(self.stack, np.int64),
-                          np.empty(self.stack, np.int64), out)
+            unit = S == 1 and bool((W == 1.0).all())
+            _leaf_weights(*self._args(), tbit, trans, np.ascontiguousarray(X.T), W, unit,
+                          LEVEL_BLOCK, out)
         res = []
         for mem in members:
             acc = out[:, mem[0], :].copy()
