@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -140,16 +141,40 @@ def test_installed_package_has_no_benchmark_harness():
     assert not offenders, offenders
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.cluster) if n == "bench_lake.py" else n
-                                  for n in sorted(TINY)])
-def test_benchmark_runs_at_tiny_size(name, tmp_path):
-    args, expected = TINY[name]
+#: the tiny runs that take longest start first (they are run two at a time)
+SLOW_FIRST = ["bench_importances.py", "bench_small_files.py", "bench_scan_memory.py", "bench_lake.py"]
+
+
+def _run_tiny(name: str, tmp_path: Path):
+    args, _ = TINY[name]
     work = tmp_path / "work"
-    work.mkdir()
+    work.mkdir(parents=True)
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(
         [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    proc = subprocess.run([sys.executable, str(BENCH / name), *args(str(work))], capture_output=True, text=True,
+    return subprocess.run([sys.executable, str(BENCH / name), *args(str(work))], capture_output=True, text=True,
                           cwd=tmp_path, env=env, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(request, tmp_path_factory):
+    """The selected tiny runs, started together on first use, two subprocesses at a time
+    (a tiny run is mostly one process importing and starting dask: two overlap on two
+    cores); each test then waits for its own."""
+    names = {item.callspec.params["name"] for item in request.session.items
+             if getattr(item, "originalname", "") == "test_benchmark_runs_at_tiny_size"}
+    order = sorted(names, key=lambda n: (SLOW_FIRST.index(n) if n in SLOW_FIRST else len(SLOW_FIRST), n))
+    pool = ThreadPoolExecutor(max_workers=2)
+    root = tmp_path_factory.mktemp("bench")
+    futures = {n: pool.submit(_run_tiny, n, root / n.removesuffix(".py")) for n in order}
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.cluster) if n == "bench_lake.py" else n
+                                  for n in sorted(TINY)])
+def test_benchmark_runs_at_tiny_size(name, tiny_runs):
+    _, expected = TINY[name]
+    proc = tiny_runs[name].result()
     assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     assert re.search(expected, proc.stdout), f"{name} printed no result table:\n{proc.stdout[-3000:]}"
     # nothing written outside the temporary directory (in particular not into the repository)

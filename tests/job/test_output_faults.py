@@ -23,6 +23,7 @@ import errno
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import threading
@@ -89,11 +90,22 @@ def run_cli(cmd, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env(), **kw)
 
 
-def first_run(job: Path, out: Path, scheduler: str) -> dict:
-    """Run r1 normally; return what must survive every later fault unchanged."""
-    p = run_cli(cli_cmd(job, out, scheduler, "r1"))
+@pytest.fixture(scope="module")
+def template(dask_cluster, tmp_path_factory) -> tuple[Path, Path]:
+    """``(job spec, job directory holding one complete run r1)``, made once by the CLI."""
+    d = tmp_path_factory.mktemp("faults-r1")
+    job = make_job(d)
+    p = run_cli(cli_cmd(job, d / "out", dask_cluster, "r1"))
     assert p.returncode == 0, p.stderr
-    return snapshot(out / JOB)
+    return job, d / "out" / JOB
+
+
+def first_run(template: tuple[Path, Path], out: Path) -> tuple[Path, dict]:
+    """Give ``out`` the complete run r1 (a copy of the template's, ``latest`` included);
+    return the job spec and what must survive every later fault unchanged."""
+    job, job_dir = template
+    shutil.copytree(job_dir, out / JOB, symlinks=True)
+    return job, snapshot(out / JOB)
 
 
 def snapshot(job_dir: Path) -> dict:
@@ -159,11 +171,10 @@ def tmpfs(tmp_path):
 
 
 # ------------------------------------------------------------------ EROFS
-def test_read_only_file_system_before_and_during_the_run(dask_cluster, tmp_path, tmpfs):
+def test_read_only_file_system_before_and_during_the_run(dask_cluster, template, tmp_path, tmpfs):
     mnt, remount = tmpfs
-    job = make_job(tmp_path)
     out = mnt / "out"
-    before = first_run(job, out, dask_cluster)
+    job, before = first_run(template, out)
 
     # read-only from the start: refused before computing
     remount("ro")
@@ -234,11 +245,10 @@ def fill(mnt: Path, leave: int) -> Path:
     return filler
 
 
-def test_disk_fills_up_during_the_run(dask_cluster, tmp_path, tmpfs):
+def test_disk_fills_up_during_the_run(dask_cluster, template, tmp_path, tmpfs):
     mnt, _ = tmpfs
-    job = make_job(tmp_path)
     out = mnt / "out"
-    before = first_run(job, out, dask_cluster)
+    job, before = first_run(template, out)
     curves = len(before["files"]["r1/curves.parquet"])
     proc, lines = popen_lines(cli_cmd(job, out, dask_cluster, "r2"))
     try:
@@ -263,10 +273,9 @@ def test_disk_fills_up_during_the_run(dask_cluster, tmp_path, tmpfs):
 
 # ------------------------------------------------------------------ EFBIG
 @pytest.mark.parametrize("where", ["curves.parquet", "report.html"])
-def test_file_size_limit_hit_in_the_middle_of_a_file(dask_cluster, tmp_path, where):
-    job = make_job(tmp_path)
+def test_file_size_limit_hit_in_the_middle_of_a_file(dask_cluster, template, tmp_path, where):
     out = tmp_path / "out"
-    before = first_run(job, out, dask_cluster)
+    job, before = first_run(template, out)
     sizes = {k.split("/", 1)[1]: len(v) for k, v in before["files"].items()}
     if where == "curves.parquet":  # the first file written: stops a third of the way in
         limit = sizes["curves.parquet"] // 3
@@ -281,10 +290,9 @@ def test_file_size_limit_hit_in_the_middle_of_a_file(dask_cluster, tmp_path, whe
 
 
 # ------------------------------------------------------------------ EACCES
-def test_permission_denied(dask_cluster, tmp_path):
-    job = make_job(tmp_path)
+def test_permission_denied(dask_cluster, template, tmp_path):
     out = tmp_path / "out"
-    before = first_run(job, out, dask_cluster)
+    job, before = first_run(template, out)
     (out / JOB).chmod(0o555)
     try:
         probe = subprocess.run(wrapped([sys.executable, "-c", f"open({str(out / JOB / 'probe')!r}, 'w')"],
