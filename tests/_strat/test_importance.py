@@ -119,7 +119,7 @@ def test_codependent_pair_gets_its_own_effect():
 
 def test_categorical_inferred_declared_and_bool():
     df, grp_eff, code_eff = mixed_frame()
-    r = strat_curves_and_importances(df, target="y", categorical=["code"])
+    r = strat_curves_and_importances(df, target="y", categorical_features=["code"])
     t = r.table
     assert t.kind.to_dict() == {"x1": "numeric", "grp": "categorical", "flag": "categorical", "code": "categorical",
                                 "z": "numeric"}
@@ -213,7 +213,7 @@ def test_one_scan_for_all_features_and_trials(monkeypatch):
     monkeypatch.setattr(scheduler, "compute", counting_compute)
     ddf, reader = counted_frame(df, nparts)
     with dask.config.set(scheduler="threads"), MapCounter() as mc:
-        r = strat_curves_and_importances(ddf, target="y", categorical=["code"], n_trials=5, random_state=1)
+        r = strat_curves_and_importances(ddf, target="y", categorical_features=["code"], n_trials=5, random_state=1)
     p = len(r.table)
     assert p == 5 and r.n_trials == 5
     # every partition read exactly twice: the sample pass and the one scan (all p features, 5 trials)
