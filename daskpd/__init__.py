@@ -25,6 +25,10 @@ _API = {
     "catstratpd": "daskpd._catstratpd",
     "importances": "daskpd._importance",
     "strat_curves_and_importances": "daskpd._importance",
+    "fit_stratification": "daskpd._stratification",
+    "scan_state": "daskpd._stratification",
+    "Stratification": "daskpd._strat.state",
+    "ScanState": "daskpd._strat.state",
     # model-based
     "partial_dependence": "daskpd.model._fpd",
     "ice": "daskpd.model._ice",

@@ -49,7 +49,8 @@ from ._engine.progress import stage
 from ._strat.pipeline import run_strat
 from ._strat.scan import leaf_numbering
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
-from ._validation import POSITIVE_INT, ColumnNames, Interval, StrOptions, validate_params
+from ._strat.state import ScanState
+from ._validation import POSITIVE_INT, ColumnNames, InstancesOf, Interval, StrOptions, validate_params
 from ._errors import DataError, InvalidParameterError
 from ._data.request import left_out_note, open_request
 from ._engine.memory import partition_bytes
@@ -224,6 +225,9 @@ class ImportanceResult(Result):
     # seconds: sample_s, fit_s, scan_s (pipeline; the scan's graph also finishes the curves), finalize_s
     # (the measures, on the driver), pvalues_s
     timings: dict = field(default_factory=dict)
+    # with keep_state / stratification=: the stratification the scan ran under and the merged sums
+    stratification: object = field(default=None, repr=False, compare=False)
+    state: object = field(default=None, repr=False, compare=False)
 
     @property
     def n_partition_reads(self) -> int:
@@ -300,6 +304,8 @@ IMPORTANCE_CONSTRAINTS = {
     "pvalues": ["boolean"],
     "pvalues_n_trials": [POSITIVE_INT],
     "pvalues_sample_size": [Interval(Integral, 2, None, closed="left")],
+    "base_state": [InstancesOf(ScanState, "a daskpd.ScanState"), None],
+    "keep_state": ["boolean"],
 }
 
 
@@ -335,6 +341,9 @@ def strat_curves_and_importances(
     storage_options: dict | None = None,
     filters=None,
     skip_unusable: bool | None = None,
+    stratification=None,
+    base_state=None,
+    keep_state: bool = False,
 ) -> ImportanceResult:
     """StratPD / CatStratPD curves of every feature and their importances, in one scan.
 
@@ -404,12 +413,25 @@ def strat_curves_and_importances(
     skip_unusable : bool, optional
         Leave constant / empty features out instead of raising (default: when
         ``features`` is None).  For callers whose own default set fills ``features``.
+    stratification : Stratification, optional
+        Scan under these fitted trees: no sample, no fit (see :func:`daskpd.stratpd`);
+        not with ``pvalues`` (they refit trees on the sample).
+    base_state : ScanState, optional
+        The merged sums of other data scanned under ``stratification`` (e.g. the files
+        of a lake already scanned): ``data`` (the new files) is scanned alone, its sums
+        are added to these, and the curves and measures cover both.
+    keep_state : bool, default False
+        Keep the scan's merged sums: ``result.state`` (a :class:`ScanState`, with
+        ``base_state`` added) and ``result.stratification``.
 
     Returns
     -------
     ImportanceResult
     """
     trial_fraction = None if bootstrap else subsample_size
+    if pvalues and stratification is not None:
+        raise DataError("pvalues=True refits trees on the tree sample, which stratification= skips: "
+                        "leave one of them out")
 
     # columns and kinds: the request's one resolution
     stratify_on = stratifying_columns(features, stratify_on)
@@ -433,7 +455,8 @@ def strat_curves_and_importances(
         n_trials=n_trials if n_trials > 1 else 0, trial_fraction=trial_fraction, nan_as_level=nan_as_level,
         tree_method=tree_method, progress=progress,
         finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes},
-        skip_constant=feats if skip_unusable else (), later_stages=("p-values",) if pvalues else ())
+        skip_constant=feats if skip_unusable else (), later_stages=("p-values",) if pvalues else (),
+        stratification=stratification, base_state=base_state, keep_state=keep_state)
     if run.skipped:
         left_out.update(run.skipped)
         feats = [f for f in feats if f not in run.skipped]
@@ -506,7 +529,8 @@ def strat_curves_and_importances(
               "skipped_features": dict(left_out)}
     return ImportanceResult(table=table, curves=curves, target=target, kinds=kinds, n_rows=n_rows,
                             n_partitions=run.n_partitions, n_passes=run.n_passes, sample_rows=run.sample_rows,
-                            n_trials=n_trials, trials=trials_df, null=null_df, params=params, timings=timings)
+                            n_trials=n_trials, trials=trials_df, null=null_df, params=params, timings=timings,
+                            stratification=run.stratification, state=run.state)
 
 
 def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=DEFAULT_TREE_METHOD):

@@ -14,9 +14,10 @@ from ._engine.memory import partition_bytes
 from ._positional import deprecate_positional_args
 from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, empty_curve_message
 from ._strat.pipeline import run_strat
+from ._strat.state import Stratification
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, TREE_METHODS
-from ._validation import (IO_CONSTRAINTS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, Interval,
-                          Percentiles, StrOptions, validate_params)
+from ._validation import (IO_CONSTRAINTS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, InstancesOf,
+                          Interval, Percentiles, StrOptions, validate_params)
 from .results import StratPDResult
 
 __all__ = ["stratpd"]
@@ -32,6 +33,7 @@ STRAT_CONSTRAINTS = {
     "max_bins": [Interval(Integral, 2, None, closed="left"), None],
     "tree_method": [StrOptions(*TREE_METHODS)],
     "random_state": [NON_NEGATIVE_INT],
+    "stratification": [InstancesOf(Stratification, "a daskpd.Stratification"), None],
     **IO_CONSTRAINTS,
 }
 
@@ -84,6 +86,7 @@ def stratpd(
     bootstrap: bool = True,
     subsample_size: float = 0.75,
     band=(0.05, 0.95),
+    stratification: Stratification | None = None,
 ) -> StratPDResult:
     """Model-free partial dependence of ``target`` on numeric ``feature`` (StratPD).
 
@@ -154,6 +157,12 @@ def stratpd(
         The subsample fraction when ``bootstrap=False``.
     band : (float, float), default (0.05, 0.95)
         The percentiles of the trials the band spans (a 90 % interval).
+    stratification : Stratification, optional
+        A fitted stratification (:func:`daskpd.fit_stratification`, or one saved by a
+        job): no sample and no tree fit, one scan under its trees; its tree parameters
+        (``min_samples_leaf``, ``sample_size``, ``max_bins``, ``tree_method``,
+        ``random_state``) are used and those given here are ignored.  See
+        docs/pipeline.md, "Stratifications and scan states".
 
     Returns
     -------
@@ -166,7 +175,7 @@ def stratpd(
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
                     tree_method=tree_method, random_state=random_state, progress=progress,
                     finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes, **trial_opts},
-                    n_trials=trials, trial_fraction=fraction)
+                    n_trials=trials, trial_fraction=fraction, stratification=stratification)
     return driver_side(run, run.results[feature], min_slopes_per_x=min_slopes_per_x)
 
 

@@ -1,13 +1,15 @@
 """The ``daskpd`` command line.
 
-    daskpd run JOB.toml [--scheduler ADDRESS] [--scheduler-timeout S] [--output DIR] [--run-id ID] [TLS options]
+    daskpd run JOB.toml [--scheduler ADDRESS] [--scheduler-timeout S] [--output DIR] [--run-id ID]
+                        [--incremental] [--refit {always,never,auto}] [TLS options]
     daskpd validate JOB.toml [--check-data]
-    daskpd history OUTPUT/JOB_NAME [--last N] [--threshold X] [--fail-on-drift] [--json]
+    daskpd history OUTPUT/JOB_NAME [--last N] [--threshold X] [--alpha A] [--fail-on-drift] [--json [PATH]]
 
 Exit status: 0 success; 2 a bad job spec, bad input data, bad arguments or an output
 that cannot be written -- read-only, permission denied, disk full (one line
 ``daskpd: error: ...`` on stderr, no traceback, nothing written); 1 an unexpected
-failure (traceback, nothing written); 3 ``history --fail-on-drift`` found drift;
+failure (traceback, nothing written); 3 ``history --fail-on-drift``: a curve drifted
+(status ``drifted``: beyond its noise and the threshold);
 128+N killed by signal N (SIGTERM: 143, SIGINT: 130) -- the run leaves nothing.
 """
 from __future__ import annotations
@@ -62,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tls-ca-file", metavar="PEM", help="CA certificate for a tls:// scheduler")
     r.add_argument("--tls-cert", metavar="PEM", help="client certificate (may also hold the key)")
     r.add_argument("--tls-key", metavar="PEM", help="client private key")
+    r.add_argument("--incremental", action="store_true",
+                   help="reuse the previous run's stratification and sums and scan only the files appended since "
+                        "(the spec's [run] incremental = true); anything else changed: a full run, the reason logged")
+    r.add_argument("--refit", choices=("always", "never", "auto"),
+                   help="when an incremental run fits the trees again (the spec's [run] refit; default always)")
     r.add_argument("--no-progress", action="store_true", help="no progress (default: a bar on a terminal, one line per stage in a log)")
     r.add_argument("-q", "--quiet", action="store_true", help="print only the run directory")
 
@@ -81,10 +88,15 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--last", type=int, default=10, metavar="N", help="runs shown in the plots (default 10)")
     h.add_argument("--feature", action="append", metavar="NAME", help="only these features (repeatable)")
     h.add_argument("--threshold", type=float, default=0.1, metavar="X",
-                   help="drift above X is flagged (default 0.1)")
+                   help="a curve has drifted when its change beyond the noise exceeds X of the curve's size "
+                        "(default 0.1)")
+    h.add_argument("--alpha", type=float, default=0.01, metavar="A",
+                   help="family-wise false-alarm level of each curve's test against its noise (default 0.01)")
     h.add_argument("--fail-on-drift", action="store_true",
-                   help="exit with status 3 if a feature drifted between the last two runs")
-    h.add_argument("--json", action="store_true", help="print the drift table of the last two runs as JSON")
+                   help="exit with status 3 if a curve drifted (status 'drifted') between the last two runs")
+    h.add_argument("--json", nargs="?", const="-", metavar="PATH",
+                   help="write the JSON summary of the last two runs (what drift.json holds) to PATH, atomically; "
+                        "without PATH (or with -) print it")
     h.add_argument("--output", metavar="DIR", help="where to write (default: OUTPUT/JOB_NAME/history)")
     h.add_argument("--no-write", action="store_true", help="print only; write nothing")
     return p
@@ -143,7 +155,8 @@ def _cmd_run(args) -> int:
             final = run_job(args.spec, scheduler=args.scheduler, output=args.output, run_id=args.run_id,
                             progress=not args.no_progress and not args.quiet, security=security,
                             n_workers=args.n_workers, threads_per_worker=args.threads_per_worker,
-                            out=False if args.quiet else None, log=False if args.quiet else None)
+                            out=False if args.quiet else None, log=False if args.quiet else None,
+                            incremental=True if args.incremental else None, refit=args.refit)
     except JobTerminated as exc:
         print(f"daskpd: {exc}; no run was written", file=sys.stderr)
         return 128 + exc.signum
@@ -230,33 +243,49 @@ def _check_content(spec, request, cats) -> dict:
 
 def _cmd_history(args) -> int:
     from ._errors import DataError
-    from .job.history import HistoryError, history
+    from .job.history import HistoryError, history, summary, write_summary
 
     if args.last < 2:
         return _die("--last must be >= 2")
     if not args.threshold >= 0:
         return _die("--threshold must be >= 0")
+    if not 0 < args.alpha < 1:
+        return _die(f"--alpha must be between 0 and 1 (exclusive); got {args.alpha:g}")
+    if args.json not in (None, "-"):
+        parent = os.path.dirname(os.path.abspath(args.json))
+        if os.path.isdir(args.json) or not os.path.isdir(parent):
+            return _die(f"--json {args.json!r}: expected a file path in an existing directory")
+    target = None
     try:
-        h = history(args.job_dir, features=args.feature, last=args.last, threshold=args.threshold,
+        h = history(args.job_dir, features=args.feature, last=args.last, threshold=args.threshold, alpha=args.alpha,
                     output=None if args.no_write else (args.output or True))
+        if args.json not in (None, "-"):
+            target = args.json
+            write_summary(h, args.json)
     except (HistoryError, DataError) as exc:
         return _die(exc)
     except OSError as exc:  # its outputs cannot be written (read-only, permission denied, disk full)
         from .results.base import output_error
 
-        fault = output_error(exc, exc.filename or args.output or os.path.join(args.job_dir, "history"),
-                             instead="--output (or --no-write)", suffix="(nothing was written)")
+        where = target or args.output or os.path.join(args.job_dir, "history")
+        fault = output_error(exc, exc.filename or where, instead="--output (or --no-write)" if target is None
+                             else "--json PATH", suffix="(nothing was written)" if target is None else
+                             "(the history directory was written; the JSON summary was not)")
         if fault is None:
             raise
         return _die(fault)
-    latest = h.latest_pair()
-    if args.json:
-        print(json.dumps(json.loads(latest.to_json(orient="records")), indent=2))
+    if args.json == "-":
+        from .results.base import dump_json
+
+        sys.stdout.write(dump_json(summary(h)))
     else:
         print(h.format_latest())
         if h.written:
             print(f"\nwrote {h.written}")
-    if args.fail_on_drift and (latest["status"] == "drifted").any():
+        if args.json:
+            print(f"wrote {args.json}")
+    latest = h.latest_pair()
+    if args.fail_on_drift and len(latest) and (latest["status"] == "drifted").any():
         return EXIT_DRIFT
     return EXIT_OK
 

@@ -100,5 +100,5 @@ def test_docs_example_runs(doc, code, world, monkeypatch):
 
 def test_every_doc_with_python_has_its_names():
     docs = {d for d, _ in ((p.values[0], None) for p in blocks())}
-    assert docs <= {"README.md", "catstratpd.md", "importances.md", "model.md", "stratpd.md"}, (
+    assert docs <= {"README.md", "catstratpd.md", "importances.md", "model.md", "pipeline.md", "stratpd.md"}, (
         "a new document has python examples: give its names in world()")

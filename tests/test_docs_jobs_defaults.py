@@ -29,13 +29,14 @@ EXAMPLES = {"name", "description", "target", "features", "exclude", "categorical
             "model.features", "model.columns", "model.target_class", "cluster.scheduler", "cluster.n_workers",
             "cluster.threads_per_worker", "output.dir"}
 NO_DEFAULT = (None, (), [], {}, "")
-TABLES = {"source", "output", "cluster", "model"}
+TABLES = {"source", "output", "cluster", "model", "run"}
 
 
 def library_keys() -> dict[str, spec._Key]:
     """dotted key -> the library's Key (check and default) for every key of a job spec."""
     keys = {k: v for k, v in {**spec._TOP, **schema.top_params()}.items() if k not in TABLES}
     for table, kmap in (("source", spec._SOURCE), ("output", spec._OUTPUT), ("cluster", spec._CLUSTER),
+                        ("run", spec._RUN),
                         ("model", {**spec._MODEL, **schema.model_params()}), *schema.method_params().items()):
         keys.update({f"{table}.{k}": v for k, v in kmap.items()})
     return keys

@@ -31,7 +31,8 @@ from .._engine.plan import Job, Kept, build_pass, run_pass
 from .._engine.progress import plan_stages, stage
 from .._errors import DataError
 from .categorical import category_values, effects_iterative
-from .scan import FeatureScan, StratScan, groups_at_map, index_dtype, leaf_numbering
+from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype, leaf_numbering
+from .state import ScanState, Stratification, extend_coder, sample_id, state_from_parts
 from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_tree
 
 __all__ = ["StratRun", "run_strat", "NUMERIC_VALUES_CAP", "CATEGORY_LEVELS_CAP"]
@@ -44,6 +45,9 @@ SAMPLE_FAN_IN = 8
 NUMERIC_VALUES_CAP = 1 << 16
 #: the most levels a categorical feature may have
 CATEGORY_LEVELS_CAP = 1 << 20
+#: a scan keeping its state holds each bucket's merged tables until the driver has them,
+#: besides what the finish makes of them: its buckets are planned for this much more memory
+KEEP_STATE_FACTOR = 2
 
 
 @dataclass
@@ -57,6 +61,8 @@ class StratRun:
     timings: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)  # {feature: why} left out by skip_constant
     n_passes: int = 2  # over the data: the sample, the scan (3: the sample drawn again, see SampleJob)
+    stratification: Stratification | None = None  # the trees fitted (or the one given)
+    state: ScanState | None = None  # with keep_state: the merged sums (base_state included)
 
     @property
     def sample_rows(self) -> int:
@@ -401,6 +407,10 @@ def run_strat(
     skip_constant: Sequence[str] = (),
     warn_sample: bool = True,
     later_stages: Sequence[str] = (),
+    stratification: Stratification | None = None,
+    keep_state: bool = False,
+    base_state: ScanState | None = None,
+    fit_only: bool = False,
 ) -> StratRun:
     """Run the pipeline for the request's features (each stratified on the request's
     stratifying columns minus itself; :func:`daskpd._data.request.open_request`).
@@ -415,12 +425,23 @@ def run_strat(
     ``warn_sample``: a warning for each likely identifier, leak or date stored as
     strings among the columns read (:func:`sample_warnings`).  ``later_stages``: the
     stages the caller runs after this (their names, for the progress's "stage n of m").
+
+    ``stratification``: skip the sample and the fit, scan under its trees
+    (:func:`run_under`).  ``keep_state``: also return the scan's merged sums
+    (``StratRun.state``) and the stratification.  ``fit_only``: stop after the fit
+    (``StratRun.stratification``, no results).
     """
     # The parameters were validated by the public function (daskpd._validation).
     min_samples_leaf_for = {str(f): int(v) for f, v in (min_samples_leaf_for or {}).items()}
     target, features, kinds = request.target, list(request.features), dict(request.kinds)
     if not features:
         raise DataError("no features to compute")
+    if stratification is not None:
+        return run_under(request, stratification, n_trials=n_trials, trial_fraction=trial_fraction,
+                         progress=progress, finish_options=finish_options, keep_state=keep_state,
+                         base_state=base_state, later_stages=later_stages)
+    if base_state is not None:
+        raise DataError("base_state= needs the stratification= it was scanned under")
     strat_cols = list(request.stratify_on)
     columns = request.read_columns()
     ddf = request.project(columns)
@@ -429,7 +450,7 @@ def run_strat(
     # pass 1: the sample, the row count, the features' distinct values
     t0 = time.perf_counter()
     caps = {f: CATEGORY_LEVELS_CAP if kinds[f] == "categorical" else NUMERIC_VALUES_CAP for f in features}
-    plan_stages("sample", "fit trees", "scan and finish", *later_stages)
+    plan_stages("sample", "fit trees", *(() if fit_only else ("scan and finish",)), *later_stages)
     with stage("sample"):
         sample_h, range_h = scheduler.materialize(
             *build_pass(ddf, [SampleJob(sample_size, random_state, caps, n_partitions=ddf.npartitions,
@@ -487,12 +508,20 @@ def run_strat(
         coder = _coder(f, kinds[f], sample, max_bins, nan_as_level, dtypes.get(f))
         scans.append(FeatureScan(f, kinds[f], others[f], trees[i], coder, leaf_index, n_leaves,
                                  min_samples_leaf=msl[f] if trees[i] is not None else None))
+    strat = _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample,
+                            dtypes, {"min_samples_leaf": msl, "sample_size": sample_size, "max_bins": max_bins,
+                                     "tree_method": tree_method, "nan_as_level": bool(nan_as_level)})
+    if fit_only:
+        return StratRun(results={}, scan=None, sample=sample.frame, n_rows=sample.n_rows,
+                        n_partitions=ddf.npartitions, kinds=kinds,
+                        timings={"sample_s": t1 - t0, "fit_s": t2 - t1}, skipped=skipped, n_passes=sample_passes,
+                        stratification=strat)
     n_sets = 1 + n_trials
     arity = memory.arity(ddf.npartitions)
     fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, sample.n_rows, ddf.npartitions, n_sets))
     grouping = {fs.feature: group_from(fs, sample.n_rows, ddf.npartitions, n_sets) for fs in scans}
     n_buckets = memory.n_buckets(combine_peak_bytes(scans, sample.n_rows, ddf.npartitions, fan_in, n_sets, arity,
-                                                    grouping))
+                                                    grouping) * (KEEP_STATE_FACTOR if keep_state else 1))
     opts = dict(finish_options or {})
     opts["dtypes"] = {f: dtypes.get(f) for f in features}
     opts["run_params"] = {"sample_rows": len(sample.frame), "n_partitions": ddf.npartitions,
@@ -501,12 +530,16 @@ def run_strat(
                      trial_fraction=trial_fraction, random_state=random_state, weight_columns=columns,
                      n_buckets=n_buckets, expected_rows=sample.n_rows // max(1, ddf.npartitions),
                      group_from=grouping,
-                     finish_options=opts)
+                     finish_options=opts, keep_state=bool(keep_state))
     # pass 2: one scan, every feature, each finished next to its data
     with stage("scan and finish"):
-        (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)
-    if isinstance(results, Kept):  # categorical features with many categories: CG rounds over their buckets
-        kept, results = results.kept, dict(results.result)
+        results, parts = _scan(ddf, scan, progress, fan_in, arity)
+    state = None
+    results, kept = (results.result, results.kept) if isinstance(results, Kept) else (results, None)
+    if keep_state:
+        state = state_from_parts(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions)
+    if kept:  # categorical features with many categories: CG rounds over their buckets
+        results = dict(results)
         for i, refs in kept.items():
             f = scan.features[i].feature
             with stage(f"solve {f}"):
@@ -516,4 +549,112 @@ def run_strat(
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}
     return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings, skipped=skipped,
-                    n_passes=sample_passes + 1)
+                    n_passes=sample_passes + 1, stratification=strat, state=state)
+
+
+def _scan(ddf, scan: StratScan, progress, fan_in, arity):
+    """``run_pass`` of the scan, and with ``keep_state`` the buckets' merged tables, each
+    gathered on its own by the driver (the same graph, one submission)."""
+    if not scan.keep_state:
+        (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)
+        return results, None
+    (out,) = build_pass(ddf, [scan], name="daskpd-strat", fan_in=fan_in, arity=arity)
+    assert isinstance(out, WithState)
+    res, sums = out.result, out.sums
+    if isinstance(res, Kept):
+        values, refs = scheduler.compute_keeping([res.result, *sums], [res.kept], progress=progress)
+        return Kept(values[0], refs[0]), values[1:]
+    values = scheduler.compute(res, *sums, progress=progress)
+    return values[0], list(values[1:])
+
+
+def _fresh(coder: KeyCoder) -> KeyCoder:
+    """A copy without the lookup cache (stratifications are pickled)."""
+    return KeyCoder(coder.kind, edges=coder.edges, values=coder.values, nan_level=coder.nan_level)
+
+
+def _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample, dtypes,
+                    params) -> Stratification:
+    fss = [FeatureScan(fs.feature, fs.kind, fs.other, fs.tree, _fresh(fs.coder), fs.leaf_index, fs.n_leaves,
+                       fs.min_samples_leaf) for fs in scans]
+    return Stratification(target=request.target, features=list(features), kinds={f: kinds[f] for f in features},
+                          stratify_on=list(strat_cols), scans=fss, encoder=encoder, random_state=int(random_state),
+                          params=params, dtypes={f: dtypes.get(f) for f in features}, fitted_rows=int(sample.n_rows),
+                          sample_rows=len(sample.frame), sample_id=sample_id(sample.frame))
+
+
+def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, trial_fraction: float | None = None,
+              progress=None, finish_options: dict | None = None, keep_state: bool = False,
+              base_state: ScanState | None = None, later_stages: Sequence[str] = ()) -> StratRun:
+    """The scan of ``request`` under a fitted stratification: no sample, no fit.
+
+    Pass 1 is reduced to what the positions need -- the row count, the target's range and
+    the distinct values / levels of the features that keep exact positions (a binned
+    feature keeps its bins) -- so that values and levels the stratification never saw
+    get positions of their own.  With ``base_state`` (the state of other data under the
+    same stratification) the scan keeps only its sums (no finish) and the results are
+    finished from the merged state."""
+    target, features, kinds = request.target, list(request.features), dict(request.kinds)
+    strat_cols = list(request.stratify_on)
+    strat.check_request(target, features, strat_cols)
+    fss = [strat.scan_of(f) for f in features]
+    for fs in fss:
+        if kinds[fs.feature] != fs.kind:
+            raise DataError(f"feature {fs.feature!r} is {kinds[fs.feature]} here but {fs.kind} in stratification=")
+    columns = request.read_columns()
+    ddf = request.project(columns)
+    dtypes = {f: ddf.dtypes[f] for f in features}
+    exact = {fs.feature: CATEGORY_LEVELS_CAP if fs.kind == "categorical" else NUMERIC_VALUES_CAP
+             for fs in fss if not fs.coder.binned}
+    t0 = time.perf_counter()
+    plan_stages("positions", "scan and finish", *later_stages)
+    with stage("positions"):
+        vocab_h, range_h = scheduler.materialize(
+            *build_pass(ddf, [SampleJob(1, strat.random_state, exact, margin=None), TargetRange(target)],
+                        name="daskpd-positions", fan_in=SAMPLE_FAN_IN), progress=progress)
+    vocab, y_range = vocab_h.value, range_h.value
+    del vocab_h, range_h
+    t1 = time.perf_counter()
+    scans = [FeatureScan(fs.feature, fs.kind, fs.other, fs.tree,
+                         extend_coder(fs.coder, vocab.distinct.get(fs.feature), dtypes.get(fs.feature), fs.feature),
+                         fs.leaf_index, fs.n_leaves, fs.min_samples_leaf) for fs in fss]
+    n_sets = 1 + n_trials
+    n_rows = vocab.n_rows
+    merge = base_state is not None
+    keep = "only" if merge or keep_state == "only" else bool(keep_state)
+    arity = memory.arity(ddf.npartitions)
+    fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, n_rows, ddf.npartitions, n_sets))
+    grouping = {fs.feature: group_from(fs, n_rows, ddf.npartitions, n_sets) for fs in scans}
+    n_buckets = memory.n_buckets(combine_peak_bytes(scans, n_rows, ddf.npartitions, fan_in, n_sets, arity, grouping)
+                                 * (KEEP_STATE_FACTOR if keep else 1))
+    opts = dict(finish_options or {})
+    opts["dtypes"] = {f: dtypes.get(f) for f in features}
+    opts["run_params"] = {"sample_rows": strat.sample_rows, "n_partitions": ddf.npartitions,
+                          "n_buckets": n_buckets, "fan_in": fan_in}
+    scan = StratScan(target=target, features=scans, encoder=strat.encoder, n_trials=n_trials,
+                     trial_fraction=trial_fraction, random_state=strat.random_state, weight_columns=columns,
+                     n_buckets=n_buckets, expected_rows=n_rows // max(1, ddf.npartitions), group_from=grouping,
+                     finish_options=opts, keep_state=keep)
+    with stage("scan and finish"):
+        results, parts = _scan(ddf, scan, progress, fan_in, arity)
+    results, kept = (results.result, results.kept) if isinstance(results, Kept) else (results, None)
+    state = None
+    if keep:
+        state = state_from_parts(parts, scan, strat.id, n_rows, y_range, ddf.npartitions)
+    if merge:
+        state = base_state.merge(state)
+        results = state.finish(strat, finish_options)
+        y_range = state.y_range
+        n_rows = state.n_rows
+    elif kept:
+        results = dict(results)
+        for i, refs in kept.items():
+            f = scan.features[i].feature
+            with stage(f"solve {f}"):
+                results[f] = effects_iterative(scan.features[i], refs, results[f], scan, progress=progress)
+    if y_range is not None and y_range[0] == y_range[1]:
+        _constant_target(results, kinds, target, y_range[0])
+    timings = {"sample_s": t1 - t0, "fit_s": 0.0, "scan_s": time.perf_counter() - t1}
+    return StratRun(results=results, scan=scan, sample=pd.DataFrame(), n_rows=int(n_rows),
+                    n_partitions=ddf.npartitions, kinds=kinds, timings=timings, n_passes=2,
+                    stratification=strat, state=state)

@@ -43,7 +43,7 @@ from .categorical_gram import gram_link
 from .numeric import bucket_sums, curve_from_sums
 from .virtual import N_VIRTUAL, bucket_bounds
 
-__all__ = ["FeatureScan", "StratScan", "ScanPiece", "N_VIRTUAL", "leaf_numbering", "bucket_bounds"]
+__all__ = ["FeatureScan", "StratScan", "ScanPiece", "WithState", "N_VIRTUAL", "leaf_numbering", "bucket_bounds"]
 
 #: a map groups its rows itself when the feature's (leaf, key) grid has at most this
 #: many cells per partition row (few cells: partitions shrink a lot); else it ships rows
@@ -124,6 +124,16 @@ class FeatureScan:
 
 
 @dataclass
+class WithState:
+    """What ``StratScan.reduce`` returns with ``keep_state``: its usual output and one
+    node per bucket giving that bucket's merged tables and counters, gathered by the
+    driver one by one (never merged into one task: together they can outgrow a worker)."""
+
+    result: object
+    sums: list
+
+
+@dataclass
 class ScanPiece:
     """One bucket's tables ({feature: Table, or Rows not yet grouped}), in bucket 0 the
     row counters ({feature: (rows, missing x, bad y)}), and how many partitions it covers."""
@@ -170,6 +180,9 @@ class StratScan(Job):
     group_from: dict = field(default_factory=dict)  # {feature: partitions a merge covers before it groups raw rows}
     # how the curves are finished (see daskpd._strat.numeric / categorical)
     finish_options: dict = field(default_factory=dict)
+    # keep the merged (leaf, key) tables (daskpd._strat.state): False (default, nothing
+    # kept), True (kept besides the results), "only" (kept, no finish)
+    keep_state: bool | str = False
 
     @property
     def n_sets(self) -> int:
@@ -275,19 +288,28 @@ class StratScan(Job):
         """A merged bucket turned, inside its last combine, into what the finish needs:
         ``{"numeric": {feature: BucketSums}, "categorical": {index: (bucket state,
         summary)}}`` -- O(positions) arrays and the categorical least-squares terms."""
-        numeric, categorical = {}, {}
+        numeric, categorical, kept = {}, {}, {}
         counters = piece.counters or {}
         for i, fs in enumerate(self.features):
             table = piece.tables[fs.feature]
             if isinstance(table, (Rows, list)):  # raw rows (a list: the parts of combine_finish, in order)
                 table = reduce_tables(table if isinstance(table, list) else [table], fs.coder.n_keys)
+            if self.keep_state:
+                kept[fs.feature] = table
+                if self.keep_state == "only":
+                    continue
             if fs.kind == "numeric":
                 numeric[fs.feature] = bucket_sums(table, fs, self.n_sets, counters=counters.get(fs.feature),
                                                   random_state=self.random_state,
                                                   n_segments=self.finish_options.get("n_segments", 500))
             else:
                 categorical[i] = prepare((table, counters.get(fs.feature)), fs, self)
+        if self.keep_state:
+            return {"numeric": numeric, "categorical": categorical, "state": (kept, piece.counters)}
         return {"numeric": numeric, "categorical": categorical}
+
+    def pick_state(self, finished: dict):
+        return finished["state"]
 
     def pick_numeric(self, finished: dict, feature: str):
         return finished["numeric"][feature]
@@ -313,6 +335,10 @@ class StratScan(Job):
     def reduce(self, merged, node):
         B = self.n_buckets
         results, kept = {}, {}
+        sums = ([node("pick_state", merged[b], key=f"state-{b}") for b in range(B)] if self.keep_state
+                else [])
+        if self.keep_state == "only":
+            return WithState(node("collect", key="collect"), sums)
         numeric = [i for i, fs in enumerate(self.features) if fs.kind == "numeric"]
         # merged[b]: bucket b as finish_bucket left it (made inside its last combine)
         for i in numeric:
@@ -337,7 +363,8 @@ class StratScan(Job):
                 kept[i] = buckets
                 results[i] = node("gather_list", *summaries, key=f"cat-summaries-f{i}")
         out = node("collect", *[results[i] for i in range(len(self.features))], key="collect")
-        return Kept(out, kept) if kept else out
+        out = Kept(out, kept) if kept else out
+        return WithState(out, sums) if self.keep_state else out
 
 
 # dask's memory manager counts these by their arrays (spilling decisions need it)

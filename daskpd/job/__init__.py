@@ -3,6 +3,8 @@
 * :mod:`daskpd.job.spec`    -- parse and validate a job spec (:func:`load_spec`).
 * :mod:`daskpd.job.run`     -- run it (:func:`run_job`), atomically, into
   ``OUTPUT/JOB_NAME/RUN_ID/``.
+* :mod:`daskpd.job.incremental` -- incremental runs: the previous run's stratification
+  and sums reused, only appended files scanned (``[run] incremental``).
 * :mod:`daskpd.job.report`  -- the self-contained ``report.html``.
 * :mod:`daskpd.job.history` -- drift between consecutive runs of a job.
 

@@ -26,9 +26,15 @@ class RunResult:
         self.tables: dict = {}  # method -> a result whose to_frame() is an importance table
         self.figures: dict = {}
         self.phases: list = []  # the model plan's phases, by name
+        self.stratification = None  # the model-free stratification (daskpd.Stratification)
+        self.state = None  # its merged sums (daskpd.ScanState), kept for incremental runs
 
 
-def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats: dict) -> None:
+def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats: dict, plan=None) -> None:
+    """The model-free methods in one ``strat_curves_and_importances``.  ``plan`` (an
+    incremental :class:`~daskpd.job.incremental.Plan`): in "incremental" mode only its
+    new files are scanned, under its stratification, and their sums added to its state;
+    with ``[run] incremental`` the state is kept (``res.state``)."""
     from .._importance import strat_curves_and_importances
 
     want = spec.model_free
@@ -48,6 +54,19 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         raise DataError(f"methods {', '.join(want)}: none of the features is {kinds} "
                         f"(features: {', '.join(feats)}; categorical: {', '.join(cats) or 'none'})")
     subsample = p_imp["subsample_size"] if 0 < p_imp["subsample_size"] < 1 else 0.75  # unused when bootstrapping
+    under = {}
+    if plan is not None and plan.mode == "incremental":
+        from .._data.source import open_dataset
+        from .._engine.memory import partition_bytes
+
+        strat = plan.stratification
+        curve_feats = [f for f in curve_feats if f in strat.features]
+        data = (open_dataset(list(plan.new_files), storage_options=spec.source.storage_options or None,
+                             filters=spec.source.filters or None, partition_bytes=partition_bytes())
+                if plan.new_files else open_dataset(data.frame.iloc[:0] if data.is_pandas else data.frame._meta))  # no new file: no row to scan
+        under = {"stratification": strat, "base_state": plan.load_state(), "keep_state": True}
+    elif spec.run.incremental:
+        under = {"keep_state": True}
     with warnings.catch_warnings():  # the job logs the note itself (run_job's log stream), once
         warnings.filterwarnings("ignore", message="importances: .* left out of the default features")
         out = strat_curves_and_importances(
@@ -61,7 +80,9 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
             cat_min_samples_leaf=p_cat["min_samples_leaf"], min_slopes_per_x=p_num["min_slopes_per_x"],
             few_slopes=p_num["few_slopes"], max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
             tree_method=spec.tree_method, random_state=spec.random_state, progress=progress,
-            skip_unusable=spec.features is None)  # the default feature set: constant columns are left out, counted
+            skip_unusable=spec.features is None and not under.get("stratification"),  # the default feature set:
+            **under)  # constant columns are left out, counted
+    res.stratification, res.state = out.stratification, out.state
     stats["kinds_used"] = dict(out.kinds)
     skipped = {**stats.get("skipped_features", {}), **out.params.get("skipped_features", {})}
     if skipped:

@@ -43,32 +43,46 @@ ISO dates).  For every consecutive pair (previous, current) and every curve
 ``support_overlap``
     numeric: length of the overlap of the supported x ranges / length of their
     union; categorical: Jaccard index of the sets of estimated categories.
+``scale``
+    the unit of the fractions: the larger of the two curves' ranges on the common
+    support, floored as ``curve_distance`` says.
 ``drift``
-    ``max(curve_distance, curve_max, |importance_change|, 1 - support_overlap)``: each
-    term is a fraction, and a feature has drifted if its shape (as a whole or in part
-    of its range), its share of the importance, or its support moved.  Missing terms
-    (NaN) are ignored.
-``status``
-    ``drifted`` when ``drift > threshold`` (default 0.1), else ``ok``; ``new`` /
-    ``gone`` when the curve exists in only one of the two runs; ``n/a`` when the
-    curves share fewer than two points.
-``noise``, ``noise_source``
-    how much the curve moves between two runs by estimation noise alone, as a fraction
-    of its size (the unit of ``drift``).  ``"trials"`` when both runs' importance tables
-    have the feature's trial standard deviation (``importance_std``, from
-    ``n_trials > 1``): ``sqrt(std_prev**2 + std**2) / max(importance_prev,
-    importance)``.  Otherwise ``"rows"``, from the curve's own support:
-    ``sqrt(P_prev / N_prev + P / N)`` with ``P`` the curve's supported positions (or
-    categories) and ``N`` its rows (the ``count`` column), the relative standard error
-    of a point estimated from ``N / P`` rows.  ``"none"`` (NaN) when neither is known.
+    the raw drift: ``max(curve_distance, curve_max, |importance_change|, 1 -
+    support_overlap)``; missing terms (NaN) are ignored.
+``noise``, ``noise_source``, ``z``, ``z_crit``, ``drift_sig``
+    the drift against the noise of the two runs.  ``"band"`` when both curves have a
+    band (``pd_std``, from bootstrap trials): :func:`band_z` re-anchors both curves at a
+    common point and divides their difference at every common point by
+    ``sqrt(s_prev^2 + s_cur^2)`` (plus the anchor's spread); ``z`` is the largest,
+    ``z_crit`` the Bonferroni critical value of the points at family-wise level
+    ``alpha`` (Student's t with the trials' degrees of freedom), ``drift_sig`` the
+    largest local move (``curve_max``'s measure) among the points beyond ``z_crit``;
+    ``noise`` the median standard error (a fraction of ``scale``).  Otherwise
+    ``"trials"`` (the importance's trial standard deviation: ``noise = sqrt(std_prev**2
+    + std**2) / max(importance_prev, importance)``, ``z`` = the shape's drift / noise),
+    ``"rows"`` (``sqrt(P_prev / N_prev + P / N)``, the relative standard error of a point
+    estimated from ``N / P`` rows: a ranking, not a test, so ``z_crit`` is NaN) or
+    ``"none"``.
 ``drift_noise``
-    ``drift / max(noise, 0.01)``: how many noise levels the curve moved.  The drift
-    table of the last two runs and the history page's sections are ordered by it,
-    largest first (then by ``drift``), so a curve estimated from few rows, whose noise
-    is large, does not outrank a well-estimated curve that really moved.
+    ``drift / max(noise, 0.01)``.
+``status``
+    ``drifted`` when ``drift_sig > threshold`` (the change is beyond the noise and
+    larger than the threshold); ``ok``; ``noisy`` when the raw drift exceeds the
+    threshold and there is no calibrated noise (``rows`` or ``none``) to test it
+    against; ``n/a`` when the curves share fewer than two points; ``new`` / ``gone``
+    when the curve exists in only one of the two runs.
+``cause``
+    :func:`pair_cause`: ``data`` (both runs' ``manifest["stratification"]["id"]``
+    agree), ``refit`` (the ids differ, the input fingerprint does not), ``data+refit``,
+    ``none`` (same id, same input) or ``unknown`` (no id); model-based curves, which
+    use no trees: ``data`` or ``none``.
+
+The table of the last two runs and the history page's sections are ordered by
+:data:`RANKED_BY`.  docs/jobs.md, "History and drift", has the full account.
 
 Outputs (``OUTPUT/JOB_NAME/history/`` by default, replaced atomically):
-``drift.parquet`` (every consecutive pair), ``history.html`` (self-contained: the
+``drift.parquet`` (every consecutive pair), ``drift.json`` (:func:`summary`, for a
+scheduler), ``history.html`` (self-contained: the
 drift table of the last two runs, the importance of each feature across runs, and a
 plot of each feature's curves across the last ``N`` runs) and ``plots/*.png``.
 """
@@ -82,8 +96,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["HistoryError", "History", "history", "load_runs", "curve_distance", "drift_table",
-           "IMPORTANCE_FOR", "GRID_POINTS", "SCALE_FLOOR", "MAX_WINDOW", "NOISE_FLOOR", "RANKED_BY", "curve_noise"]
+__all__ = ["HistoryError", "History", "history", "load_runs", "curve_distance", "drift_table", "compare", "band_z",
+           "critical_z", "pair_cause", "run_trials", "summary", "write_summary", "rank_rows", "Run", "COLUMNS",
+           "IMPORTANCE_FOR", "GRID_POINTS", "SCALE_FLOOR", "MAX_WINDOW", "NOISE_FLOOR", "ALPHA", "STATUS_ORDER",
+           "RANKED_BY", "curve_noise"]
 
 #: which importance table a curve's importance comes from
 IMPORTANCE_FOR = {"stratpd": "importances", "catstratpd": "importances", "partial_dependence": "pd_variance",
@@ -98,8 +114,12 @@ MAX_WINDOW = 5
 MAX_CATEGORY_SHARE = 0.01
 #: ``drift_noise`` divides by at least this noise (a fraction of the curve's size)
 NOISE_FLOOR = 0.01
+#: family-wise false-alarm level of each curve's test (Bonferroni over its points), ``--alpha``
+ALPHA = 0.01
+#: the order of the statuses in the drift table of the last two runs and on the page
+STATUS_ORDER = ("drifted", "noisy", "ok", "n/a", "new", "gone")
 #: what the drift table of the last two runs (and the page's sections) are ordered by
-RANKED_BY = "drift / noise (drift_noise), largest first; then drift"
+RANKED_BY = "status (drifted, noisy, ok, n/a, new, gone), then z (the change in noise units), largest first; then drift"
 
 
 class HistoryError(ValueError):
@@ -184,8 +204,8 @@ def _weighted_median(v: np.ndarray, w: np.ndarray) -> float:
     return float(v[o][np.searchsorted(c, 0.5 * c[-1])])
 
 
-def _local_max(d: np.ndarray, offset: float, window: int) -> float:
-    """max |moving average of (d - offset)| over ``window`` points (shrinking at the ends)."""
+def _moving_abs(d: np.ndarray, offset: float, window: int) -> np.ndarray:
+    """|moving average of (d - offset)| over ``window`` points (shrinking at the ends)."""
     d = d - offset
     if window > 1 and len(d) >= window:
         c = np.r_[0.0, np.cumsum(d)]
@@ -193,7 +213,13 @@ def _local_max(d: np.ndarray, offset: float, window: int) -> float:
         i = np.arange(len(d))
         lo, hi = np.maximum(0, i - h), np.minimum(len(d), i + h + 1)
         d = (c[hi] - c[lo]) / (hi - lo)
-    return float(np.max(np.abs(d))) if len(d) else np.nan
+    return np.abs(d)
+
+
+def _local_max(d: np.ndarray, offset: float, window: int) -> float:
+    """max |moving average of (d - offset)| over ``window`` points (shrinking at the ends)."""
+    m = _moving_abs(d, offset, window)
+    return float(np.max(m)) if len(m) else np.nan
 
 
 def _counts(df: pd.DataFrame, key: str) -> pd.Series:
@@ -206,9 +232,16 @@ def _counts(df: pd.DataFrame, key: str) -> pd.Series:
 
 
 def curve_distance(prev: pd.DataFrame, cur: pd.DataFrame, floor: float = 0.0) -> dict:
-    """``{curve_rms, curve_distance, curve_max, support_overlap, n_common}`` of two curves of one feature."""
+    """``{curve_rms, curve_distance, curve_max, support_overlap, n_common, scale}`` of two curves of one feature."""
+    return {k: v for k, v in _align(prev, cur, floor).items() if not k.startswith("_")}
+
+
+def _align(prev: pd.DataFrame, cur: pd.DataFrame, floor: float = 0.0) -> dict:
+    """:func:`curve_distance`'s figures, plus (keys starting with ``_``) the common points
+    (``_at``: grid x or categories), the local move at each as a fraction of ``scale``
+    (``_local``: what ``curve_max`` is the maximum of; 0 where it is not counted)."""
     nan = {"curve_rms": np.nan, "curve_distance": np.nan, "curve_max": np.nan, "support_overlap": np.nan,
-           "n_common": 0}
+           "n_common": 0, "scale": np.nan}
     if _is_categorical(prev) or _is_categorical(cur):
         a, b = _categorical_points(prev), _categorical_points(cur)
         union = a.index.union(b.index)
@@ -244,15 +277,21 @@ def curve_distance(prev: pd.DataFrame, cur: pd.DataFrame, floor: float = 0.0) ->
         inside = (xa >= lo) & (xa <= hi)
         w = _counts(prev, "x").reindex(xa[inside]).to_numpy()
         offset = _weighted_median(np.interp(xa[inside], xb, pb) - pa[inside], w)
-    shift = yb.mean() - ya.mean()
+    raw_diff = yb - ya
     ya, yb = ya - ya.mean(), yb - yb.mean()
     rms = float(np.sqrt(np.mean((yb - ya) ** 2)))
     scale = max(float(ya.max() - ya.min()), float(yb.max() - yb.min()), float(floor))
     dist = rms / scale if scale > 0 else (0.0 if rms == 0 else np.inf)
-    local = _local_max((yb - ya)[in_max], offset - shift, window) if in_max.sum() >= 2 else np.nan
-    dmax = local / scale if scale > 0 or not np.isfinite(local) else (0.0 if local == 0 else np.inf)
+    local = np.zeros(len(common))
+    if in_max.sum() >= 2:
+        moves = _moving_abs(raw_diff[in_max], offset, window)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            local[in_max] = moves / scale if scale > 0 else np.where(moves == 0, 0.0, np.inf)
+        dmax = float(local[in_max].max())
+    else:
+        dmax = np.nan
     return {"curve_rms": rms, "curve_distance": dist, "curve_max": dmax, "support_overlap": float(overlap),
-            "n_common": len(common)}
+            "n_common": len(common), "scale": float(scale), "_at": common, "_local": local}
 
 
 def _raw(imp: pd.DataFrame, method: str) -> pd.Series:
@@ -295,7 +334,9 @@ def _support_noise(df: pd.DataFrame) -> float:
 
 
 def curve_noise(prev: pd.DataFrame, cur: pd.DataFrame, std_prev=None, std_cur=None) -> tuple[float, str]:
-    """``(noise, source)`` of one curve between two runs (see the module docstring).
+    """``(noise, source)`` of one curve between two runs without bands (see the module
+    docstring): ``"trials"`` from the importance's trial standard deviation, else
+    ``"rows"`` from the curve's rows per point, else ``(nan, "none")``.
 
     ``std_prev`` / ``std_cur``: ``(importance, importance_std)`` of the feature in each
     run, or None."""
@@ -310,12 +351,169 @@ def curve_noise(prev: pd.DataFrame, cur: pd.DataFrame, std_prev=None, std_cur=No
     return np.nan, "none"
 
 
+def critical_z(m: int, alpha: float = ALPHA, df: float | None = None) -> float:
+    """The Bonferroni critical value of ``m`` two-sided tests at family-wise level ``alpha``:
+    the ``1 - alpha / (2 m)`` quantile of Student's t with ``df`` degrees of freedom (the
+    standard normal when ``df`` is None)."""
+    from scipy import stats
+
+    q = 1.0 - alpha / (2.0 * max(int(m), 1))
+    return float(stats.norm.ppf(q) if df is None or not np.isfinite(df) else stats.t.ppf(q, df))
+
+
+def _band_series(df: pd.DataFrame, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(positions, pd, pd_std) of a curve's supported points; pd_std NaN without a band."""
+    d = df[df["supported"].astype(bool) & np.isfinite(df["pd"])]
+    d = d[d[key].notna()] if key == "category" else d[np.isfinite(d[key])]
+    std = pd.to_numeric(d["pd_std"], errors="coerce").to_numpy(dtype=float) if "pd_std" in d.columns \
+        else np.full(len(d), np.nan)
+    if key == "category":
+        g = pd.DataFrame({"k": d["category"].astype(str).to_numpy(), "pd": d["pd"].to_numpy(dtype=float),
+                          "s": std}).groupby("k", sort=True).mean()
+        return g.index.to_numpy(), g["pd"].to_numpy(), g["s"].to_numpy()
+    o = np.argsort(d["x"].to_numpy(dtype=float), kind="stable")
+    return d["x"].to_numpy(dtype=float)[o], d["pd"].to_numpy(dtype=float)[o], std[o]
+
+
+def _has_band(df: pd.DataFrame) -> bool:
+    return "pd_std" in df.columns and bool(np.isfinite(pd.to_numeric(df["pd_std"], errors="coerce")).any())
+
+
+def band_z(prev: pd.DataFrame, cur: pd.DataFrame, aligned: dict | None = None) -> dict | None:
+    """The pointwise test of two curves against their bands (``pd_std`` per point), None
+    when either curve has no band or no point can be tested.
+
+    Both curves are re-anchored at a common point (numeric: the left end of the overlap
+    of their supports; categorical: per group, the common category whose effect is
+    best determined) -- partial dependence is defined up to a constant, and a band
+    describes the curve anchored at its own zero.  At every other common point ``p``,
+    ``diff(p) = (cur(p) - cur(ref)) - (prev(p) - prev(ref))`` and
+    ``se(p) = sqrt(s_prev(p)^2 + s_cur(p)^2 + s_prev(ref)^2 + s_cur(ref)^2)`` (the two
+    runs independent; the anchor's own spread added, which is 0 at a curve's zero), and
+    ``z(p) = |diff(p)| / se(p)``.  Numeric points: the union of both curves' positions
+    inside the overlap, or the 101-point grid when there are more.
+
+    Returns ``{"z": the points' z, "local": the local move at each point (a fraction of
+    the curve's scale, :func:`curve_distance`'s ``curve_max`` measure), "se": se / scale}``.
+    """
+    if not (_has_band(prev) and _has_band(cur)):
+        return None
+    al = aligned if aligned is not None else _align(prev, cur)
+    if al.get("_at") is None or not np.isfinite(al["scale"]):
+        return None
+    scale = al["scale"]
+    if _is_categorical(prev) or _is_categorical(cur):
+        ka, pa, sa = _band_series(prev, "category")
+        kb, pb, sb = _band_series(cur, "category")
+        A = pd.DataFrame({"pd": pa, "s": sa}, index=ka)
+        B = pd.DataFrame({"pd": pb, "s": sb}, index=kb)
+        common = A.index.intersection(B.index)
+        groups = pd.Series(0, index=common)
+        if "group" in prev.columns:
+            gp = prev.dropna(subset=["category"]).assign(category=lambda t: t["category"].astype(str))
+            gp = gp.groupby("category")["group"].first()
+            groups = pd.Series(gp.reindex(common).fillna(-1).to_numpy(), index=common)
+        z, se, at = [], [], []
+        for _, members in groups.groupby(groups):
+            cs = members.index
+            var = A.loc[cs, "s"].to_numpy() ** 2 + B.loc[cs, "s"].to_numpy() ** 2
+            if len(cs) < 2 or not np.isfinite(var).any():
+                continue
+            r = cs[int(np.nanargmin(var))]
+            d = (B.loc[cs, "pd"] - B.loc[r, "pd"]) - (A.loc[cs, "pd"] - A.loc[r, "pd"])
+            e = np.sqrt(var + var[list(cs).index(r)])
+            keep = (cs != r) & np.isfinite(e)
+            z.append(_z(d.to_numpy()[keep], e[keep], scale))
+            se.append(e[keep])
+            at.extend(cs[keep])
+        if not at:
+            return None
+        z, se = np.concatenate(z), np.concatenate(se)
+        local = pd.Series(al["_local"], index=pd.Index(al["_at"]).astype(str)).reindex(at).fillna(0.0).to_numpy()
+    else:
+        xa, pa, sa = _band_series(prev, "x")
+        xb, pb, sb = _band_series(cur, "x")
+        grid = al["_at"]
+        lo, hi = grid[0], grid[-1]
+        pts = np.unique(np.r_[xa[(xa >= lo) & (xa <= hi)], xb[(xb >= lo) & (xb <= hi)]])
+        if len(pts) > GRID_POINTS:
+            pts = grid
+        pts = pts[pts > lo]
+        if not len(pts):
+            return None
+        ia = lambda v, x=xa, y=pa: np.interp(v, x, y)  # noqa: E731
+        d = (np.interp(pts, xb, pb) - np.interp(lo, xb, pb)) - (ia(pts) - ia(lo))
+        var = (np.interp(pts, xa, sa) ** 2 + np.interp(pts, xb, sb) ** 2
+               + np.interp(lo, xa, sa) ** 2 + np.interp(lo, xb, sb) ** 2)
+        e = np.sqrt(var)
+        keep = np.isfinite(e)
+        if not keep.any():
+            return None
+        z, se = _z(d[keep], e[keep], scale), e[keep]
+        local = np.interp(pts[keep], grid, al["_local"])
+    return {"z": z, "local": local, "se": se / scale if scale > 0 else se}
+
+
+def _z(d: np.ndarray, e: np.ndarray, scale: float) -> np.ndarray:
+    """|d| / e; where e is 0, 0 for no difference (beyond rounding) and inf for one."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.abs(d) / e
+    tiny = np.abs(d) <= 1e-12 * max(scale, 1e-300)
+    return np.where(e > 0, z, np.where(tiny, 0.0, np.inf))
+
+
 def _ranks(imp: pd.DataFrame, method: str) -> pd.Series:
     t = imp[imp["method"] == method]
     return pd.Series(t["rank"].to_numpy(), index=t["feature"].astype(str).to_numpy()) if len(t) else pd.Series(dtype=float)
 
 
-def compare(prev: Run, cur: Run, threshold: float = 0.1) -> pd.DataFrame:
+def _dig(d, *keys):
+    for k in keys:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def run_trials(manifest: dict) -> int | None:
+    """The bootstrap trials behind a run's bands (``[importances] n_trials``), None if unknown."""
+    for path in (("spec", "params", "importances", "n_trials"), ("params", "importances", "n_trials")):
+        v = _dig(manifest, *path)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return int(v)
+    return None
+
+
+#: the stratifying trees matter only to these methods
+STRATIFIED = ("stratpd", "catstratpd")
+
+
+def pair_cause(prev: dict, cur: dict, method: str) -> str:
+    """What changed between two runs of a curve (see the module docstring): ``none``,
+    ``data``, ``refit``, ``data+refit`` or ``unknown``."""
+    fa, fb = _dig(prev, "input", "fingerprint", "sha256"), _dig(cur, "input", "fingerprint", "sha256")
+    same_data = fa is not None and fa == fb
+    if method not in STRATIFIED:
+        return "none" if same_data else "data"
+    sa, sb = _dig(prev, "stratification", "id"), _dig(cur, "stratification", "id")
+    if sa is None or sb is None:
+        return "unknown"
+    if sa == sb:
+        return "none" if same_data else "data"
+    return "refit" if same_data else "data+refit"
+
+
+def _status(row: dict, threshold: float) -> str:
+    drift = row["drift"]
+    over = bool(np.isfinite(drift) and drift > threshold)
+    if row["n_common"] < 2 and not np.isfinite(row["curve_distance"]):
+        return "noisy" if over else "n/a"
+    if row["noise_source"] in ("rows", "none"):  # no calibrated noise to test the drift against
+        return "noisy" if over else "ok"
+    return "drifted" if np.isfinite(row["drift_sig"]) and row["drift_sig"] > threshold else "ok"
+
+
+def compare(prev: Run, cur: Run, threshold: float = 0.1, alpha: float = ALPHA) -> pd.DataFrame:
     """Drift rows of ``cur`` against ``prev``, one per (method, feature) curve in either."""
     rows = []
     keys_prev = set(map(tuple, prev.curves[["method", "feature"]].astype(str).drop_duplicates().to_numpy()))
@@ -334,6 +532,8 @@ def compare(prev: Run, cur: Run, threshold: float = 0.1) -> pd.DataFrame:
             raw[(tag, m)] = _raw(run.importances, m)
             ranks[(tag, m)] = _ranks(run.importances, m)
             totals[(tag, m)] = float(np.nansum(np.abs(raw[(tag, m)].to_numpy())))
+    trials = [run_trials(prev.manifest), run_trials(cur.manifest)]
+    dof = float(min(trials) - 1) if None not in trials and min(trials) > 1 else None
     empty = pd.Series(dtype=float)
     for method, feature in sorted(keys_prev | keys_cur, key=lambda k: (k[0], k[1])):
         imp_m = IMPORTANCE_FOR.get(method)
@@ -347,44 +547,57 @@ def compare(prev: Run, cur: Run, threshold: float = 0.1) -> pd.DataFrame:
         rc = ranks.get(("cur", imp_m), empty).get(feature, np.nan)
         row = {"run_id": cur.run_id, "prev_run_id": prev.run_id, "method": method, "feature": feature,
                "importance_prev": float(ip), "importance": float(ic), "importance_change": float(change),
-               "rank_prev": float(rp), "rank": float(rc)}
+               "rank_prev": float(rp), "rank": float(rc), "cause": pair_cause(prev.manifest, cur.manifest, method)}
         if (method, feature) not in keys_prev or (method, feature) not in keys_cur:
             row.update({"curve_rms": np.nan, "curve_distance": np.nan, "curve_max": np.nan, "support_overlap": np.nan,
-                        "n_common": 0,
+                        "n_common": 0, "scale": np.nan,
                         "drift": np.nan, "status": "new" if (method, feature) not in keys_prev else "gone",
-                        "noise": np.nan, "noise_source": "none", "drift_noise": np.nan})
+                        "noise": np.nan, "noise_source": "none", "drift_noise": np.nan, "z": np.nan,
+                        "z_crit": np.nan, "drift_sig": np.nan})
             rows.append(row)
             continue
         a = prev.curves[(prev.curves["method"] == method) & (prev.curves["feature"] == feature)]
         b = cur.curves[(cur.curves["method"] == method) & (cur.curves["feature"] == feature)]
-        d = curve_distance(a, b, floors.get(method, 0.0))
-        row.update(d)
-        terms = [d["curve_distance"], d["curve_max"], abs(row["importance_change"]),
-                 1.0 - d["support_overlap"] if np.isfinite(d["support_overlap"]) else np.nan]
-        terms = [t for t in terms if np.isfinite(t)]
+        al = _align(a, b, floors.get(method, 0.0))
+        row.update({k: v for k, v in al.items() if not k.startswith("_")})
+        shape = [al["curve_distance"], al["curve_max"], abs(row["importance_change"])]
+        shape = [t for t in shape if np.isfinite(t)]
+        terms = shape + ([1.0 - al["support_overlap"]] if np.isfinite(al["support_overlap"]) else [])
         row["drift"] = float(max(terms)) if terms else np.nan
-        if d["n_common"] < 2 and not np.isfinite(d["curve_distance"]):
-            row["status"] = "drifted" if row["drift"] > threshold else "n/a"
-        else:
-            row["status"] = "drifted" if row["drift"] > threshold else "ok"
+        shape = float(max(shape)) if shape else np.nan
         sp, sc = stds.get(("prev", imp_m)), stds.get(("cur", imp_m))
         sp = tuple(sp.loc[feature]) if sp is not None and feature in sp.index else None
         sc = tuple(sc.loc[feature]) if sc is not None and feature in sc.index else None
-        noise, source = curve_noise(a, b, sp, sc)
-        row["noise"], row["noise_source"] = noise, source
-        row["drift_noise"] = float(row["drift"] / max(noise, NOISE_FLOOR)) \
-            if np.isfinite(noise) and np.isfinite(row["drift"]) else np.nan
+        bz = band_z(a, b, al) if al.get("_at") is not None else None
+        if bz is not None:
+            zc = critical_z(len(bz["z"]), alpha, dof)
+            sig = bz["local"][bz["z"] > zc]
+            row.update({"noise": float(np.median(bz["se"])), "noise_source": "band", "z": float(np.max(bz["z"])),
+                        "z_crit": zc, "drift_sig": float(sig.max()) if len(sig) else 0.0})
+        else:
+            noise, source = curve_noise(a, b, sp, sc)
+            z = float(shape / max(noise, NOISE_FLOOR)) if np.isfinite(noise) and np.isfinite(shape) else np.nan
+            # only the trials are a calibrated noise; the rows' estimate ranks, it does not test
+            zc = critical_z(1, alpha, dof) if source == "trials" else np.nan
+            row.update({"noise": noise, "noise_source": source, "z": z, "z_crit": zc,
+                        "drift_sig": (shape if z > zc else 0.0) if np.isfinite(z) and np.isfinite(zc) else np.nan})
+        row["drift_noise"] = float(row["drift"] / max(row["noise"], NOISE_FLOOR)) \
+            if np.isfinite(row["noise"]) and np.isfinite(row["drift"]) else np.nan
+        row["status"] = _status(row, threshold)
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def drift_table(runs: list[Run], threshold: float = 0.1) -> pd.DataFrame:
-    frames = [compare(a, b, threshold) for a, b in zip(runs[:-1], runs[1:])]
+#: the drift table's columns
+COLUMNS = ["run_id", "prev_run_id", "method", "feature", "importance_prev", "importance", "importance_change",
+           "rank_prev", "rank", "curve_rms", "curve_distance", "curve_max", "support_overlap", "n_common", "scale",
+           "drift", "noise", "noise_source", "drift_noise", "z", "z_crit", "drift_sig", "status", "cause"]
+
+
+def drift_table(runs: list[Run], threshold: float = 0.1, alpha: float = ALPHA) -> pd.DataFrame:
+    frames = [compare(a, b, threshold, alpha) for a, b in zip(runs[:-1], runs[1:])]
     if not frames:
-        return pd.DataFrame(columns=["run_id", "prev_run_id", "method", "feature", "importance_prev", "importance",
-                                     "importance_change", "rank_prev", "rank", "curve_rms", "curve_distance",
-                                     "curve_max", "support_overlap", "n_common", "drift", "status", "noise",
-                                     "noise_source", "drift_noise"])
+        return pd.DataFrame(columns=COLUMNS)
     return pd.concat(frames, ignore_index=True)
 
 
@@ -392,9 +605,10 @@ def rank_rows(t: pd.DataFrame) -> pd.DataFrame:
     """Drift rows ordered by :data:`RANKED_BY` (NaN last), then by method and feature."""
     if not len(t):
         return t
-    key = t.assign(_dn=t["drift_noise"], _d=t["drift"])
-    return key.sort_values(["_dn", "_d", "method", "feature"], ascending=[False, False, True, True],
-                           na_position="last", kind="stable").drop(columns=["_dn", "_d"])
+    order = {s: i for i, s in enumerate(STATUS_ORDER)}
+    key = t.assign(_s=t["status"].map(order).fillna(len(order)), _z=t["z"], _d=t["drift"])
+    return key.sort_values(["_s", "_z", "_d", "method", "feature"], ascending=[True, False, False, True, True],
+                           na_position="last", kind="stable").drop(columns=["_s", "_z", "_d"])
 
 
 @dataclass
@@ -405,6 +619,7 @@ class History:
     threshold: float
     written: Path | None = None
     features: list[str] | None = field(default=None)
+    alpha: float = ALPHA
 
     def latest_pair(self) -> pd.DataFrame:
         if not len(self.table):
@@ -413,10 +628,14 @@ class History:
         t = self.table[self.table["run_id"] == last]
         return rank_rows(t)
 
+    def summary(self) -> dict:
+        """What a scheduler acts on (:func:`summary`)."""
+        return summary(self)
+
     def section_order(self, runs: list[Run] | None = None) -> list[tuple[str, str, str]]:
-        """``(method, feature, subtitle)`` of every curve in ``runs`` (default all), most
-        drifted relative to its noise first (:data:`RANKED_BY`, the last two runs), curves
-        not in that comparison last (by method and feature); restricted to ``features``."""
+        """``(method, feature, subtitle)`` of every curve in ``runs`` (default all), in the
+        order of the drift table of the last two runs (:data:`RANKED_BY`), curves not in
+        that comparison last (by method and feature); restricted to ``features``."""
         runs = self.runs if runs is None else runs
         keys = {(str(m), str(f)) for r in runs for m, f in
                 r.curves[["method", "feature"]].drop_duplicates().itertuples(index=False)}
@@ -427,10 +646,7 @@ class History:
             k = (str(row.method), str(row.feature))
             if k in keys:
                 keys.discard(k)
-                sub = (f"drift {row.drift:.3g} = {row.drift_noise:.3g} x noise ({row.noise_source})"
-                       if np.isfinite(row.drift_noise) else
-                       (f"drift {row.drift:.3g}" if np.isfinite(row.drift) else str(row.status)))
-                out.append((*k, sub))
+                out.append((*k, _subtitle(row)))
         out += [(*k, "") for k in sorted(keys)]
         return out
 
@@ -439,14 +655,67 @@ class History:
         if len(self.runs) < 2:
             return f"{self.job_dir.name}: 1 run ({self.runs[0].run_id}); nothing to compare yet"
         head = (f"{self.job_dir.name}: {len(self.runs)} runs; {self.runs[-2].run_id} -> {self.runs[-1].run_id} "
-                f"(drift threshold {self.threshold:g}; sorted by {RANKED_BY})")
-        cols = ["method", "feature", "importance_prev", "importance", "importance_change", "curve_distance",
-                "curve_max", "support_overlap", "drift", "noise", "drift_noise", "status"]
-        with pd.option_context("display.width", 200, "display.max_columns", 20):
+                f"(drifted: the change beyond the noise > {self.threshold:g} of the curve's size, at family-wise "
+                f"level {self.alpha:g} per curve; sorted by {RANKED_BY})")
+        cols = ["method", "feature", "importance_change", "curve_distance", "curve_max", "support_overlap", "drift",
+                "noise_source", "z", "z_crit", "drift_sig", "status", "cause"]
+        with pd.option_context("display.width", 220, "display.max_columns", 20):
             body = t[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="-")
-        n = int((t["status"] == "drifted").sum())
-        tail = f"{n} curve(s) drifted" if n else "no drift above the threshold"
+        counts = t["status"].value_counts()
+        n, noisy = int(counts.get("drifted", 0)), int(counts.get("noisy", 0))
+        tail = f"{n} curve(s) drifted" if n else "no drift beyond the noise and the threshold"
+        if noisy:
+            tail += (f"; {noisy} curve(s) noisy: drift above the threshold that has no noise estimate to test it "
+                     "against (raw drift)")
         return f"{head}\n{body}\n{tail}"
+
+
+def _subtitle(row) -> str:
+    """A curve's line under its plot title: its status and why."""
+    if row.status in ("new", "gone"):
+        return str(row.status)
+    if not np.isfinite(row.drift):
+        return str(row.status)
+    if np.isfinite(row.z):
+        why = (f"drift {row.drift:.3g}, beyond the noise {row.drift_sig:.3g}; z {row.z:.3g} vs {row.z_crit:.3g} "
+               f"({row.noise_source})")
+    else:
+        why = f"raw drift {row.drift:.3g} (no noise estimate)"
+    return f"{row.status}: {why}; cause {row.cause}"
+
+
+#: version of the drift.json layout
+SUMMARY_VERSION = 1
+
+
+def summary(h: History) -> dict:
+    """The JSON summary of the last two runs (``drift.json``, ``--json``): the runs, the
+    settings, the counts of each status, every drifted curve with its figures, and every
+    curve's row of the drift table."""
+    t = h.latest_pair()
+    counts = {s: int((t["status"] == s).sum()) for s in STATUS_ORDER} if len(t) else {s: 0 for s in STATUS_ORDER}
+    keys = ["method", "feature", "drift", "drift_sig", "noise", "noise_source", "z", "z_crit", "cause"]
+    drifted = t[t["status"] == "drifted"][keys].to_dict("records") if len(t) else []
+    noisy = t[t["status"] == "noisy"][keys].to_dict("records") if len(t) else []
+    pair = [r.run_id for r in h.runs[-2:]] if len(h.runs) >= 2 else []
+    strat = {r.run_id: _dig(r.manifest, "stratification") for r in h.runs[-2:]} if pair else {}
+    incr = _dig(h.runs[-1].manifest, "incremental") if pair else None
+    return {"daskpd_drift": SUMMARY_VERSION, "job": h.job_dir.name, "runs": len(h.runs), "compared": pair,
+            "threshold": h.threshold, "alpha": h.alpha,
+            "status": "drift" if counts["drifted"] else ("no-drift" if pair else "one-run"),
+            "counts": counts, "drifted": drifted, "noisy": noisy,
+            "stratification": strat, "incremental": incr,
+            "curves": t.drop(columns=["n_common"]).to_dict("records") if len(t) else []}
+
+
+def write_summary(h: History, path) -> Path:
+    """Write :func:`summary` to ``path`` atomically (strict JSON: NaN as null)."""
+    from ..results.base import atomic_path, dump_json
+
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(dump_json(summary(h)), encoding="utf-8")
+    return path
 
 
 #: the newest run's colour (strong); older runs are drawn in OLD_COLOR, fading with age
@@ -611,37 +880,45 @@ def _write(h: History, out_dir: Path, last: int) -> Path:
     (tmp / "plots").mkdir(parents=True)
     try:
         write_parquet(h.table, tmp / "drift.parquet")
+        write_summary(h, tmp / "drift.json")
         shown = h.runs[-last:]
         parts = [f"<h1>daskpd history: {esc(h.job_dir.name)}</h1>",
                  f"<p class=\"meta\">{len(h.runs)} run(s): {esc(h.runs[0].run_id)} &hellip; "
-                 f"{esc(h.runs[-1].run_id)}; plots show the last {len(shown)}; drift threshold {h.threshold:g}</p>"]
+                 f"{esc(h.runs[-1].run_id)}; plots show the last {len(shown)}; drift threshold {h.threshold:g}, "
+                 f"level {h.alpha:g} per curve</p>"]
         latest = h.latest_pair()
         parts.append("<h2>Drift, last two runs</h2>")
         if len(latest):
             parts.append(f"<p class=\"meta\">Sorted by {esc(RANKED_BY)}.</p>")
-            cols = ["method", "feature", "importance_prev", "importance", "importance_change", "curve_distance",
-                    "curve_max", "support_overlap", "drift", "noise", "noise_source", "drift_noise", "status"]
+            cols = ["method", "feature", "importance", "importance_change", "curve_distance", "curve_max",
+                    "support_overlap", "drift", "noise_source", "z", "z_crit", "drift_sig", "status", "cause"]
             parts.append(html_table(latest[cols].reset_index(drop=True)))
         else:
             parts.append("<p>Only one run: nothing to compare yet.</p>")
         parts.append("<p class=\"meta\">drift = max(curve distance, curve max, |importance change|, "
-                     "1 - support overlap); noise: the trial standard deviation of the importance where both "
-                     "runs have it, else from the rows per curve point; drift_noise = drift / noise; "
-                     "see docs/jobs.md.</p>")
+                     "1 - support overlap), raw; z: the largest change in units of its noise (noise_source: "
+                     "the curves' bands, else the importance's trials, else the rows per point); drift_sig: the "
+                     "part of the drift beyond the noise (z &gt; z_crit, Bonferroni); drifted = drift_sig &gt; "
+                     "threshold; noisy = raw drift above the threshold with no noise estimate; cause: data, "
+                     "refit (the stratifying trees were refitted) or data+refit; see docs/jobs.md.</p>")
         parts.append("<h2>Importance across runs</h2>")
         for m in ("importances", "pd_variance"):
             fn = tmp / "plots" / f"importance-{m}.png"
             if _plot_importance(shown, m, fn, h.features):
                 parts.append(embed_png(fn, f"{m} across runs"))
         parts.append("<h2>Curves across runs</h2>")
-        parts.append(f"<p class=\"meta\">Most drifted first: {esc(RANKED_BY)} between the last two runs.</p>")
+        parts.append(f"<p class=\"meta\">In the order of the drift table: {esc(RANKED_BY)} between the last "
+                     "two runs.</p>")
         for m, f, sub in h.section_order(shown):
             fn = tmp / "plots" / f"{safe_name(m)}-{safe_name(f)}.png"
             _plot_feature(shown, m, f, fn, sub)
             parts.append(f"<h3>{esc(m)}: {esc(f)}</h3>" + embed_png(fn, f"{m} {f} across runs"))
         if len(h.table):
             parts.append("<h2>All consecutive pairs</h2>")
-            parts.append(html_table(h.table.drop(columns=["n_common"]).reset_index(drop=True), max_rows=500))
+            parts.append("<p class=\"meta\">The main columns; drift.parquet has every column.</p>")
+            cols = ["run_id", "prev_run_id", "method", "feature", "importance_change", "curve_distance", "curve_max",
+                    "support_overlap", "drift", "noise_source", "z", "z_crit", "drift_sig", "status", "cause"]
+            parts.append(html_table(h.table[cols].reset_index(drop=True), max_rows=500))
         (tmp / "history.html").write_text(page(f"daskpd history: {h.job_dir.name}", "\n".join(parts)),
                                           encoding="utf-8")
         commit(tmp, out_dir)
@@ -653,7 +930,7 @@ def _write(h: History, out_dir: Path, last: int) -> Path:
 
 
 def history(job_dir: str | os.PathLike, *, features=None, last: int = 10, threshold: float = 0.1,
-            output=True) -> History:
+            alpha: float = ALPHA, output=True) -> History:
     """Compare the runs of a job.  ``output``: True (JOB_DIR/history), a directory, or None/False."""
     job_dir = Path(job_dir)
     runs = load_runs(job_dir)
@@ -663,11 +940,11 @@ def history(job_dir: str | os.PathLike, *, features=None, last: int = 10, thresh
         if unknown:
             raise HistoryError(f"feature{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} not in any "
                                f"run of {job_dir.name!r}; features: {', '.join(sorted(known))}")
-    table = drift_table(runs, threshold)
+    table = drift_table(runs, threshold, alpha)
     if features and len(table):
         table = table[table["feature"].isin(list(features))].reset_index(drop=True)
     h = History(job_dir=job_dir, runs=runs, table=table, threshold=threshold,
-                features=list(features) if features else None)
+                features=list(features) if features else None, alpha=alpha)
     if output:
         out_dir = job_dir / "history" if output is True else Path(output)
         h.written = _write(h, out_dir.resolve(), last)

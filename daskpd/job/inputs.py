@@ -19,7 +19,7 @@ from .spec import JobSpec, SpecError
 from .store import check_free_space, clean_stale, rmtree
 
 __all__ = ["synthetic_path", "make_generator", "ensure_synthetic", "job_data", "open_job_request",
-           "categorical_features", "schema_stats", "damaged_pages_named", "fingerprint", "load_model", "model_inputs",
+           "categorical_features", "schema_stats", "damaged_pages_named", "fingerprint", "file_stamps", "load_model", "model_inputs",
            "prepare_model", "log_line"]
 
 
@@ -148,15 +148,12 @@ def damaged_pages_named(spec: JobSpec, data_path: str, columns):
 
 
 # ------------------------------------------------------------------ fingerprint
-def fingerprint(path: str, storage_options: dict | None = None, mode: str = "metadata") -> dict:
-    """Fingerprint of the input files.
-
-    ``metadata`` (default, cheap on a lake): sha256 over each file's path (relative to
-    the source), size and modification time (or ETag/checksum when the filesystem
-    reports one).  ``content``: sha256 over each file's bytes instead of its
-    modification time (reads every byte once; for small inputs).  Hidden files
-    (``.name``) and ``_SUCCESS``-style markers are skipped; ``_metadata`` is kept.
-    """
+def file_stamps(path: str, storage_options: dict | None = None, mode: str = "metadata") -> list[dict]:
+    """Every input file as ``{"path": full path, "rel": path relative to the source,
+    "size": bytes, "stamp": ...}``, sorted by path: the stamp is the ETag / checksum the
+    filesystem reports, else the modification time (``metadata``), or sha256 of the
+    bytes (``content``).  Hidden files (``.name``) and ``_SUCCESS``-style markers are
+    skipped; ``_metadata`` is kept."""
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
@@ -173,13 +170,10 @@ def fingerprint(path: str, storage_options: dict | None = None, mode: str = "met
         name = f.rstrip("/").rsplit("/", 1)[-1]
         return not name.startswith(".") and (not name.startswith("_") or name in ("_metadata", "_common_metadata"))
 
-    files = [f for f in files if keep(f)]
-    h = hashlib.sha256()
-    total = 0
-    for f in files:
+    out = []
+    for f in (f for f in files if keep(f)):
         info = fs.info(f)
         size = int(info.get("size") or 0)
-        total += size
         rel = f[len(base):].lstrip("/") if f.startswith(base) else f
         if mode == "content":
             fh = hashlib.sha256()
@@ -191,9 +185,27 @@ def fingerprint(path: str, storage_options: dict | None = None, mode: str = "met
             stamp = str(info.get("ETag") or info.get("etag") or info.get("checksum") or info.get("md5Hash")
                         or info.get("mtime") or info.get("LastModified") or info.get("last_modified")
                         or info.get("updated") or "")
-        h.update(f"{rel}\t{size}\t{stamp}\n".encode())
-    return {"mode": mode, "sha256": h.hexdigest(), "n_files": len(files), "bytes": total}
+        full = f if "://" not in path else fs.unstrip_protocol(f)
+        out.append({"path": full, "rel": rel, "size": size, "stamp": stamp})
+    return out
 
+
+def fingerprint(path: str, storage_options: dict | None = None, mode: str = "metadata",
+                stamps: list[dict] | None = None) -> dict:
+    """Fingerprint of the input files.
+
+    ``metadata`` (default, cheap on a lake): sha256 over each file's path (relative to
+    the source), size and modification time (or ETag/checksum when the filesystem
+    reports one).  ``content``: sha256 over each file's bytes instead of its
+    modification time (reads every byte once; for small inputs).  Hidden files
+    (``.name``) and ``_SUCCESS``-style markers are skipped; ``_metadata`` is kept.
+    ``stamps``: :func:`file_stamps` already listed.
+    """
+    stamps = file_stamps(path, storage_options, mode) if stamps is None else stamps
+    h = hashlib.sha256()
+    for f in stamps:
+        h.update(f"{f['rel']}\t{f['size']}\t{f['stamp']}\n".encode())
+    return {"mode": mode, "sha256": h.hexdigest(), "n_files": len(stamps), "bytes": sum(f["size"] for f in stamps)}
 
 
 def load_model(spec: JobSpec):

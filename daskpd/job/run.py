@@ -30,6 +30,7 @@ from .._errors import DataError
 from .._data.request import left_out_note
 from ..results.base import dump_json
 from . import execute, inputs, outputs, store
+from . import incremental as nightly
 from .execute import RunResult
 from .inputs import fingerprint, load_model, log_line, open_job_request, prepare_model
 from .outputs import CURVE_COLUMNS, IMPORTANCE_COLUMNS, curves_frame, importances_frame
@@ -46,7 +47,8 @@ DEFAULT_OUTPUT = "daskpd-runs"
 
 def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.PathLike | None = None,
             run_id: str | None = None, progress: bool = True, security=None, *, n_workers: int | None = None,
-            threads_per_worker: int | None = None, out=None, log=None) -> Path:
+            threads_per_worker: int | None = None, out=None, log=None, incremental: bool | None = None,
+            refit: str | None = None) -> Path:
     """Run a job; return the path of the finished run directory.
 
     ``scheduler``: an address (``tcp://...``, ``tls://...``) or scheduler file; else
@@ -58,7 +60,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
     re-running an existing id replaces that run atomically.  ``security``: a
     :class:`distributed.Security` (else Dask's ``distributed.comm.tls.*`` config).
     ``out``/``log``: streams for the summary and progress messages (default
-    stdout/stderr; pass ``False`` to silence).
+    stdout/stderr; pass ``False`` to silence).  ``incremental`` / ``refit``: override the
+    spec's ``[run]`` keys (docs/jobs.md, "Nightly runs").
 
     Raises :class:`SpecError` / :class:`daskpd.io.DataError` for bad specs or inputs
     (before anything is written), :class:`JobTerminated` on SIGTERM/SIGINT, and
@@ -73,6 +76,16 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
     timings: dict[str, float] = {}
 
     spec = spec_path_or_spec if isinstance(spec_path_or_spec, JobSpec) else load_spec(spec_path_or_spec)
+    if incremental is not None or refit is not None:
+        import dataclasses
+
+        from .spec import REFIT_POLICIES
+
+        if refit is not None and refit not in REFIT_POLICIES:
+            raise DataError(f"refit must be one of {', '.join(map(repr, REFIT_POLICIES))}, got {refit!r}")
+        spec = dataclasses.replace(spec, run=dataclasses.replace(
+            spec.run, **({} if incremental is None else {"incremental": bool(incremental)}),
+            **({} if refit is None else {"refit": refit})))
     explicit_id = run_id is not None
     if explicit_id:
         try:
@@ -97,7 +110,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
     # directory, what the message adds); None while reading and computing
     writing: tuple | None = None
     step: str | None = None  # the file being written, for the OS errors that name none
-    client = cluster = None
+    client = cluster = where = None
     res = RunResult()
     stats: dict[str, Any] = {}
     with store.signals_raise():
@@ -141,91 +154,128 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             writing = None
 
             t0 = time.perf_counter()
-            fp = inputs.fingerprint(data_path, spec.source.storage_options,
-                             "content" if spec.source.synthetic else spec.source.fingerprint)
+            fp_mode = "content" if spec.source.synthetic else spec.source.fingerprint
+            stamps = inputs.file_stamps(data_path, spec.source.storage_options, fp_mode)
+            fp = inputs.fingerprint(data_path, spec.source.storage_options, fp_mode, stamps=stamps)
             timings["fingerprint"] = time.perf_counter() - t0
+            plan = None
+            if spec.model_free:
+                t0 = time.perf_counter()
+                plan = nightly.plan(spec, job_dir, request, stamps)
+                timings["plan"] = time.perf_counter() - t0
+                if spec.run.incremental:
+                    log_line(log, f"daskpd: {plan.mode} run: {plan.reason}")
 
-            # ---- the cluster
-            t0 = time.perf_counter()
-            client, cluster, where = execute.connect(spec, scheduler, security, n_workers, threads_per_worker, log)
-            borrowed = where == execute.CURRENT_CLIENT  # the caller's Client: used, never closed
-            info = client.scheduler_info() if hasattr(client, "scheduler_info") else {}
-            workers = info.get("workers", {}) if isinstance(info, dict) else {}
-            stats["cluster"] = {"scheduler": client.scheduler.address if client.scheduler else where,
-                                "kind": ("LocalCluster" if cluster is not None else
-                                         "current Client" if borrowed else "existing"),
-                                "n_workers": len(workers),
-                                "threads": int(sum(w.get("nthreads", 0) for w in workers.values())),
-                                "dashboard": execute.dashboard(client)}
-            log_line(log, f"daskpd: job {spec.name!r}, run {run_id}: {len(feats)} feature(s), methods "
-                      f"{', '.join(spec.methods)}")
-            log_line(log, f"daskpd: cluster {stats['cluster']['scheduler']} ({stats['cluster']['kind']}, "
-                      f"{stats['cluster']['n_workers']} workers, {stats['cluster']['threads']} threads)")
-            if stats["cluster"]["dashboard"]:
-                log_line(log, f"daskpd: dashboard {stats['cluster']['dashboard']}"
-                              f"{execute.dashboard_hint(client, cluster)}")
-            timings["connect"] = time.perf_counter() - t0
+            reuse = plan is not None and plan.mode == "incremental" and not plan.new_files
+            if reuse:  # nothing changed since the base run: its results are the results (hard links)
+                writing = (job_dir, tmp, "(no run was written)")
+                t0 = time.perf_counter()
+                manifest = nightly.reuse_run(job_dir / plan.base_run, tmp, {
+                    "run_id": run_id, "started_at": started.isoformat(timespec="seconds"),
+                    "spec": spec.to_dict(), "spec_toml": spec.spec_text,
+                    "incremental": {**plan.manifest(), "schema": nightly.schema_of(request)}})
+                timings["write"] = time.perf_counter() - t0
+                timings["total"] = time.perf_counter() - t_start
+                manifest["finished_at"] = store.now().isoformat(timespec="seconds")
+                manifest["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
+                manifest["input"]["fingerprint"] = fp
+            else:
+                # ---- the cluster
+                t0 = time.perf_counter()
+                client, cluster, where = execute.connect(spec, scheduler, security, n_workers, threads_per_worker, log)
+                borrowed = where == execute.CURRENT_CLIENT  # the caller's Client: used, never closed
+                info = client.scheduler_info() if hasattr(client, "scheduler_info") else {}
+                workers = info.get("workers", {}) if isinstance(info, dict) else {}
+                stats["cluster"] = {"scheduler": client.scheduler.address if client.scheduler else where,
+                                    "kind": ("LocalCluster" if cluster is not None else
+                                             "current Client" if borrowed else "existing"),
+                                    "n_workers": len(workers),
+                                    "threads": int(sum(w.get("nthreads", 0) for w in workers.values())),
+                                    "dashboard": execute.dashboard(client)}
+                log_line(log, f"daskpd: job {spec.name!r}, run {run_id}: {len(feats)} feature(s), methods "
+                          f"{', '.join(spec.methods)}")
+                log_line(log, f"daskpd: cluster {stats['cluster']['scheduler']} ({stats['cluster']['kind']}, "
+                          f"{stats['cluster']['n_workers']} workers, {stats['cluster']['threads']} threads)")
+                if stats["cluster"]["dashboard"]:
+                    log_line(log, f"daskpd: dashboard {stats['cluster']['dashboard']}"
+                                  f"{execute.dashboard_hint(client, cluster)}")
+                timings["connect"] = time.perf_counter() - t0
 
-            # ---- compute (distributed's text progress bar writes to stdout: keep stdout for the summary)
-            with contextlib.redirect_stdout(sys.stderr) if progress else contextlib.nullcontext(), \
-                    inputs.damaged_pages_named(spec, data_path, needed):
-                if spec.model_free:
-                    t0 = time.perf_counter()
-                    execute.model_free(spec, request.dataset, feats, cats, progress, res, stats)
-                    timings["model_free"] = time.perf_counter() - t0
-                if stats.get("skipped_features"):
-                    skipped = stats["skipped_features"]
-                    log_line(log, "daskpd: note: " + left_out_note(f"job {spec.name!r}", skipped,
-                                                                   len(feats) - len(set(skipped) & set(feats)),
-                                                                   "list them in 'features' to use them"))
-                if spec.model_based:
-                    t0 = time.perf_counter()
-                    execute.model_based(spec, request.dataset, model, model_inputs, model_feats, cats, progress, res)
-                    stats["model_phases"] = res.phases
-                    timings["model_based"] = time.perf_counter() - t0
+                # ---- compute (distributed's text progress bar writes to stdout: keep stdout for the summary)
+                with contextlib.redirect_stdout(sys.stderr) if progress else contextlib.nullcontext(), \
+                        inputs.damaged_pages_named(spec, data_path, needed):
+                    if spec.model_free:
+                        t0 = time.perf_counter()
+                        execute.model_free(spec, request.dataset, feats, cats, progress, res, stats, plan)
+                        timings["model_free"] = time.perf_counter() - t0
+                    if stats.get("skipped_features"):
+                        skipped = stats["skipped_features"]
+                        log_line(log, "daskpd: note: " + left_out_note(f"job {spec.name!r}", skipped,
+                                                                       len(feats) - len(set(skipped) & set(feats)),
+                                                                       "list them in 'features' to use them"))
+                    if spec.model_based:
+                        t0 = time.perf_counter()
+                        execute.model_based(spec, request.dataset, model, model_inputs, model_feats, cats, progress,
+                                            res)
+                        stats["model_phases"] = res.phases
+                        timings["model_based"] = time.perf_counter() - t0
 
-            # ---- write into the temporary directory
-            writing = (job_dir, tmp, "(no run was written)")
-            t0 = time.perf_counter()
-            curves, imp = outputs.write_tables(tmp, res, {"job": spec.name, "run_id": run_id})
-            step = "the plots"
-            plots = outputs.write_plots(res, imp, tmp / "plots", spec) if spec.output.plots else []
-            timings["write"] = time.perf_counter() - t0
-            finished = store.now()
-            timings["total"] = time.perf_counter() - t_start
-            manifest = {
-                "daskpd_manifest": 1,
-                "job": spec.name,
-                "run_id": run_id,
-                "description": spec.description,
-                "status": "complete",
-                "started_at": started.isoformat(timespec="seconds"),
-                "finished_at": finished.isoformat(timespec="seconds"),
-                "spec": spec.to_dict(),
-                "spec_toml": spec.spec_text,
-                "input": {"path": data_path, "format": "csv" if spec.source.is_csv else "parquet",
-                          "filters": spec.source.filters, "fingerprint": fp,
-                          "columns_read": needed},
-                "target": spec.target,
-                "features": feats,
-                "categorical": cats,
-                "kinds": kinds,
-                "rows": outputs.row_stats(res),
-                "timings_s": {k: round(v, 3) for k, v in timings.items()},
-                "versions": outputs.versions(("skops", "joblib") if spec.model is not None else ()),
-                "host": platform.node(),
-                **stats,
-                "plots": plots,
-                "summaries": [{"method": m, "feature": f, "summary": r.summary()} for (m, f), r in res.curves.items()],
-            }
-            if spec.output.report:
-                from .report import write_report
+                # ---- write into the temporary directory
+                writing = (job_dir, tmp, "(no run was written)")
+                t0 = time.perf_counter()
+                curves, imp = outputs.write_tables(tmp, res, {"job": spec.name, "run_id": run_id})
+                if plan is not None:
+                    stats["incremental"] = {**plan.manifest(), "schema": nightly.schema_of(request)}
+                    if res.stratification is not None:
+                        strat = res.stratification
+                        stats["stratification"] = {"id": strat.id, "refitted": plan.mode == "full",
+                                                   "fitted_rows": int(strat.fitted_rows)}
+                    if res.state is not None:
+                        step = "the scan state"
+                        n_bytes = nightly.save_state(tmp, res.stratification, res.state, stamps, fp_mode)
+                        stats["state"] = {"path": nightly.STATE_DIR, "bytes": n_bytes,
+                                          "sums_bytes": res.state.nbytes, "n_rows": int(res.state.n_rows)}
+                        step = None
+                step = "the plots"
+                plots = outputs.write_plots(res, imp, tmp / "plots", spec) if spec.output.plots else []
+                timings["write"] = time.perf_counter() - t0
+                finished = store.now()
+                timings["total"] = time.perf_counter() - t_start
+                manifest = {
+                    "daskpd_manifest": 1,
+                    "job": spec.name,
+                    "run_id": run_id,
+                    "description": spec.description,
+                    "status": "complete",
+                    "started_at": started.isoformat(timespec="seconds"),
+                    "finished_at": finished.isoformat(timespec="seconds"),
+                    "spec": spec.to_dict(),
+                    "spec_toml": spec.spec_text,
+                    "input": {"path": data_path, "format": "csv" if spec.source.is_csv else "parquet",
+                              "filters": spec.source.filters, "fingerprint": fp,
+                              "columns_read": needed},
+                    "target": spec.target,
+                    "features": feats,
+                    "categorical": cats,
+                    "kinds": kinds,
+                    "rows": outputs.row_stats(res),
+                    "timings_s": {k: round(v, 3) for k, v in timings.items()},
+                    "versions": outputs.versions(("skops", "joblib") if spec.model is not None else ()),
+                    "host": platform.node(),
+                    **stats,
+                    "plots": plots,
+                    "summaries": [{"method": m, "feature": f, "summary": r.summary()}
+                                  for (m, f), r in res.curves.items()],
+                }
+                if spec.output.report:
+                    from .report import write_report
 
-                step = "report.html"
-                write_report(tmp, manifest, curves, imp)
-            files = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
-            manifest["files"] = {f: {"bytes": (tmp / f).stat().st_size, "sha256": store.sha256_file(tmp / f)}
-                                 for f in files}
+                    step = "report.html"
+                    write_report(tmp, manifest, curves, imp)
+                files = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()
+                               and not p.relative_to(tmp).as_posix().startswith(nightly.STATE_DIR + "/"))
+                manifest["files"] = {f: {"bytes": (tmp / f).stat().st_size, "sha256": store.sha256_file(tmp / f)}
+                                     for f in files}
             step = "manifest.json"
             (tmp / "manifest.json").write_text(dump_json(manifest))
             step = None
@@ -256,7 +306,10 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     pruned = []
                     log_line(log, f"daskpd: note: old runs not removed (output.keep = {spec.output.keep}): {fault}")
             # ---- tell the user
-            if out is not None:
+            if out is not None and reuse:
+                print(f"job {spec.name}  run {run_id}: no new input since run {plan.base_run}; its results are "
+                      f"reused\nwrote {final}", file=out)
+            elif out is not None:
                 outputs.print_summary(out, spec, res, imp, manifest, final, pruned)
             return final
         except OSError as exc:

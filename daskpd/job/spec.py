@@ -30,6 +30,8 @@ __all__ = [
     "ModelSpec",
     "ClusterSpec",
     "OutputSpec",
+    "RunSpec",
+    "REFIT_POLICIES",
     "load_spec",
     "parse_spec",
     "check_name",
@@ -54,6 +56,8 @@ SYNTHETIC = ("bulldozer", "quadratic", "linear")
 FILTER_OPS = ("=", "==", "!=", "<", "<=", ">", ">=", "in", "not in")
 MODEL_FORMATS = ("auto", "skops", "joblib", "pickle")
 SOURCE_FORMATS = ("auto", "parquet", "csv")
+#: when an incremental run refits the stratifying trees (docs/jobs.md, "Nightly runs")
+REFIT_POLICIES = ("always", "never", "auto")
 
 
 class SpecError(ValueError):
@@ -202,6 +206,19 @@ _TOP = {
     "output": _Key(_table, {}),
     "cluster": _Key(_table, {}),
     "model": _Key(_table),
+    "run": _Key(_table, {}),
+}
+
+def _share(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+        raise _Bad(f"expected a number in (0, 1], got {_describe(v)}")
+    return float(v)
+
+
+_RUN = {
+    "incremental": _Key(_bool, False),
+    "refit": _Key(_choice(REFIT_POLICIES), "always"),
+    "refit_share": _Key(_share, 0.1),
 }
 
 _SOURCE = {
@@ -307,6 +324,13 @@ class OutputSpec:
 
 
 @dataclass(frozen=True)
+class RunSpec:
+    incremental: bool = False  # reuse the previous run's stratification and sums; scan only appended files
+    refit: str = "always"  # "always" | "never" | "auto" (refit past refit_share of appended rows)
+    refit_share: float = 0.1  # auto: refit once the rows appended since the fit exceed this share of its rows
+
+
+@dataclass(frozen=True)
 class JobSpec:
     name: str
     description: str
@@ -327,6 +351,7 @@ class JobSpec:
     tree_method: str = "hist"  # the stratifying trees: "hist" (daskpd's) or "exact" (scikit-learn's)
     numeric: tuple[str, ...] = ()  # columns read as numbers (a hive key such as month=7/)
     stratify_on: tuple[str, ...] | None = None  # None: the features (each stratified on the others)
+    run: RunSpec = field(default_factory=RunSpec)  # [run]: incremental runs and the refit policy
 
     @property
     def model_free(self) -> tuple[str, ...]:
@@ -498,6 +523,11 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
     cluster = ClusterSpec(scheduler=c.get("scheduler"), n_workers=c.get("n_workers"),
                           threads_per_worker=c.get("threads_per_worker"), memory_limit=c.get("memory_limit", "auto"))
 
+    # run
+    r = _validate_table(top.get("run") or {}, _RUN, "run.", errors)
+    run = RunSpec(incremental=r.get("incremental", False), refit=r.get("refit", "always"),
+                  refit_share=r.get("refit_share", 0.1))
+
     # model
     model = None
     if isinstance(top.get("model"), dict):
@@ -564,7 +594,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
         sample_size=top["sample_size"], random_state=top["random_state"], source=src, output=output,
         cluster=cluster, model=model, params={m: params[m] for m in methods if m in params},
         spec_path=spec_path, spec_text=spec_text, tree_method=top["tree_method"],
-        numeric=top["numeric"], stratify_on=top["stratify_on"],
+        numeric=top["numeric"], stratify_on=top["stratify_on"], run=run,
     )
 
 

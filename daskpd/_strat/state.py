@@ -1,0 +1,432 @@
+"""Sufficient statistics of the model-free methods as objects: a fitted
+:class:`Stratification` and the mergeable :class:`ScanState` of a scan under it.
+
+A **stratification** is what pass 1 and the tree fit produce: the sample's identity,
+one stratifying tree per feature (its leaves numbered), the encoder of the stratifying
+columns, each feature's positions (bin edges, or its exact values / levels), the random
+state and the parameters.  Given one, ``stratpd`` / ``catstratpd`` / ``importances``
+skip the sample and the fit and only scan (``stratification=``).
+
+A **scan state** holds, per feature, the exact sums per (leaf, position) of a scan
+under a stratification -- ``[n, sum y]`` (and ``sum x`` for a binned feature) per
+statistics set (all rows, then each bootstrap trial) -- with the position vocabulary
+it is coded in (:class:`daskpd._data.encode.KeyCoder`: bin edges, or the exact values /
+levels seen).  Positions are keyed by *value*: two states merge (``a + b``) by taking
+the union of their vocabularies, recoding both tables and adding the sums, so files
+appended to a lake are scanned alone and merged with the state of the old files, new x
+values and new levels included.  :meth:`ScanState.finish` turns a state into the same
+result objects as a scan (the same kernels: ``StratScan.finish_bucket`` and the
+curve / effects finishes).
+
+Files: a stratification is one pickle (versioned; loading refuses another format
+version or another daskpd minor version); a state is a directory of one file of sums
+per feature (uncompressed ``.npz``: leaf, key, sums) plus ``state.json``.  Both are written atomically.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import pickle
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .. import __version__
+from .._data.encode import KeyCoder
+from .._engine.scheduler import current_client
+from .._engine.sums import Table, reduce_tables
+from .._errors import DataError
+from ..results.base import atomic_path, dump_json
+from .categorical import category_values, effects_iterative
+from .categorical_buckets import EXPLICIT_MAX_KEYS
+from .scan import FeatureScan, ScanPiece, StratScan
+
+__all__ = ["Stratification", "ScanState", "FeatureState", "FORMAT_VERSION", "extend_coder", "state_from_parts",
+           "sample_id"]
+
+#: the on-disk format of stratifications and states (raised on any incompatible change)
+FORMAT_VERSION = 1
+_STRAT_MAGIC = "daskpd-stratification"
+_STATE_MAGIC = "daskpd-scan-state"
+
+
+def _minor(version: str) -> str:
+    return ".".join(str(version).split(".")[:2])
+
+
+def _check_version(what: str, path, meta: dict, magic: str) -> None:
+    if meta.get("format") != magic:
+        raise DataError(f"{path!s} is not a daskpd {what} file")
+    if meta.get("format_version") != FORMAT_VERSION or _minor(meta.get("daskpd_version", "")) != _minor(__version__):
+        raise DataError(f"{what} {str(path)!r} was written by daskpd {meta.get('daskpd_version')} (format "
+                        f"{meta.get('format_version')}); this is daskpd {__version__} (format {FORMAT_VERSION}): "
+                        "refit it (a full run)")
+
+
+def sample_id(frame: pd.DataFrame) -> str:
+    """A hash of the tree sample's rows (its identity: the same rows, the same id)."""
+    h = hashlib.sha256()
+    h.update(",".join(map(str, frame.columns)).encode())
+    h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class Stratification:
+    """The fitted stratification of a model-free request (see the module docstring).
+
+    ``scans``: one :class:`FeatureScan` per feature (its tree, leaf numbering and the
+    positions found by pass 1); ``fitted_rows``: the rows of the data the trees were
+    fitted for (pass 1's row count); ``id``: a hash of the sample's identity, the
+    trees and the parameters."""
+
+    target: str
+    features: list
+    kinds: dict
+    stratify_on: list
+    scans: list  # of FeatureScan
+    encoder: object  # FeatureEncoder
+    random_state: int
+    params: dict  # min_samples_leaf (per feature), sample_size, max_bins, tree_method, nan_as_level
+    dtypes: dict
+    fitted_rows: int
+    sample_rows: int
+    sample_id: str
+    id: str = ""
+
+    def __post_init__(self):
+        if not self.id:
+            h = hashlib.sha256()
+            h.update(self.sample_id.encode())
+            h.update(json.dumps([self.target, self.features, self.stratify_on, self.random_state,
+                                 {k: self.params[k] for k in sorted(self.params)}], default=str).encode())
+            for fs in self.scans:
+                h.update(pickle.dumps((fs.feature, fs.other, fs.n_leaves, fs.tree), protocol=4))
+                if fs.leaf_index is not None:
+                    h.update(np.ascontiguousarray(fs.leaf_index).tobytes())
+            self.id = h.hexdigest()[:16]
+
+    def __repr__(self) -> str:
+        return (f"Stratification(id={self.id!r}, target={self.target!r}, features={self.features!r}, "
+                f"fitted_rows={self.fitted_rows:,}, sample_rows={self.sample_rows:,})")
+
+    def scan_of(self, feature: str) -> FeatureScan:
+        for fs in self.scans:
+            if fs.feature == feature:
+                return fs
+        raise DataError(f"feature {feature!r} is not in the stratification (its features: "
+                        f"{', '.join(self.features)})")
+
+    def check_request(self, target: str, features, stratify_on) -> None:
+        """A one-line DataError unless a request (target, features, stratifying columns)
+        can be scanned under this stratification."""
+        if target != self.target:
+            raise DataError(f"stratification= was fitted for target {self.target!r}, not {target!r}")
+        missing = [f for f in features if f not in self.features]
+        if missing:
+            raise DataError(f"stratification= has no tree for feature(s) {', '.join(map(repr, missing))} (its "
+                            f"features: {', '.join(self.features)})")
+        if list(stratify_on) != list(self.stratify_on):
+            raise DataError(f"stratification= stratifies on {self.stratify_on!r}, the request on "
+                            f"{list(stratify_on)!r}: pass the same features / stratify_on")
+
+    # -- files ---------------------------------------------------------------------
+
+    def save(self, path) -> str:
+        """Write to one file (a versioned pickle), atomically; return the path."""
+        path = os.fspath(path)
+        payload = {"format": _STRAT_MAGIC, "format_version": FORMAT_VERSION, "daskpd_version": __version__,
+                   "stratification": self}
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as fh:
+                pickle.dump(payload, fh, protocol=4)
+        return path
+
+    @classmethod
+    def load(cls, path) -> "Stratification":
+        """Read a file written by :meth:`save` (a pickle: load only files you trust)."""
+        path = os.fspath(path)
+        try:
+            with open(path, "rb") as fh:
+                payload = pickle.load(fh)
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ModuleNotFoundError) as exc:
+            raise DataError(f"stratification {path!r} cannot be read: {type(exc).__name__}: {exc}") from None
+        if not isinstance(payload, dict):
+            raise DataError(f"{path!r} is not a daskpd stratification file")
+        _check_version("stratification", path, payload, _STRAT_MAGIC)
+        return payload["stratification"]
+
+
+# ---------------------------------------------------------------------------------
+# the state
+
+
+def _labels(coder: KeyCoder) -> np.ndarray:
+    return np.asarray(coder.values, dtype="float64" if coder.kind == "numeric" else object)
+
+
+def extend_coder(coder: KeyCoder, distinct, dtype, feature: str) -> KeyCoder:
+    """``coder`` with the values / levels of ``distinct`` (pass 1 over new data) added;
+    a binned feature keeps its bins."""
+    if coder.binned:
+        return coder
+    if distinct is None:
+        what = "distinct values" if coder.kind == "numeric" else "levels"
+        raise DataError(f"feature {feature!r} has too many {what} in the data to extend its stratification's "
+                        "positions; refit (a full run)")
+    return union_coder(coder, KeyCoder(coder.kind, values=np.asarray(distinct), nan_level=coder.nan_level), dtype)
+
+
+def union_coder(a: KeyCoder, b: KeyCoder, dtype) -> KeyCoder:
+    """The coder of the union of two vocabularies (binned: the same edges)."""
+    if a.binned or b.binned:
+        if not (a.binned and b.binned and np.array_equal(a.edges, b.edges)):
+            raise DataError("the two states bin a feature differently")
+        return a
+    if a.kind == "numeric":
+        va, vb = np.asarray(a.values, "float64"), np.asarray(b.values, "float64")
+        vals = va if np.array_equal(va, vb) else np.union1d(va[np.isfinite(va)], vb[np.isfinite(vb)])
+        return a if vals is va else KeyCoder("numeric", values=vals)
+    la, lb = _labels(a), _labels(b)
+    if len(la) == len(lb) and all(pd.Index(la, dtype=object) == pd.Index(lb, dtype=object)):
+        return a
+    both = pd.unique(pd.Index(np.concatenate([la, lb]), dtype=object))
+    return KeyCoder("categorical", values=category_values(np.asarray(both, dtype=object), dtype),
+                    nan_level=a.nan_level)
+
+
+def _recode(table: Table, old: KeyCoder, new: KeyCoder) -> Table:
+    """``table`` (codes of ``old``) with the codes of ``new`` (a superset vocabulary)."""
+    if old is new or old.binned:
+        return table
+    if old.kind == "numeric":
+        mapping = np.searchsorted(np.asarray(new.values, "float64"), np.asarray(old.values, "float64"))
+    else:
+        mapping = pd.Index(_labels(new), dtype=object).get_indexer(pd.Index(_labels(old), dtype=object))
+        if old.nan_level:
+            mapping = np.append(mapping, len(new.values))
+    mapping = mapping.astype(np.int64)
+    key = mapping[table.key]
+    if len(mapping) > 1 and not np.all(np.diff(mapping) > 0):  # not monotone: sort again by (leaf, key)
+        order = np.lexsort((key, table.leaf))
+        return Table(table.leaf[order], key[order], table.values[order])
+    return Table(table.leaf, key, table.values)
+
+
+@dataclass
+class FeatureState:
+    """One feature's merged sums: the table (codes of ``coder``), the coder (the
+    vocabulary of positions seen), the counters (rows read, missing x, bad y)."""
+
+    coder: KeyCoder
+    table: Table
+    counters: tuple
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.table.nbytes)
+
+
+def _add_counters(a, b) -> tuple:
+    return tuple(int(x) + int(y) for x, y in zip(a, b))
+
+
+@dataclass
+class ScanState:
+    """Merged per-(feature, leaf, position) sums of a scan under a stratification (see
+    the module docstring).  ``a + b`` (or ``a.merge(b)``) is the state of the data of
+    both; :meth:`finish` gives the results; :meth:`save` / :meth:`load`."""
+
+    stratification_id: str
+    target: str
+    n_trials: int
+    trial_fraction: float | None
+    features: dict  # {feature: FeatureState}
+    n_rows: int
+    y_range: tuple | None
+    n_partitions: int = 0
+    dtypes: dict = field(default_factory=dict)
+
+    @property
+    def n_sets(self) -> int:
+        return 1 + int(self.n_trials)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the sums (the tables' arrays)."""
+        return int(sum(s.nbytes for s in self.features.values()))
+
+    def __repr__(self) -> str:
+        return (f"ScanState(stratification={self.stratification_id!r}, {len(self.features)} feature(s), "
+                f"{self.n_rows:,} rows, trials={self.n_trials}, {self.nbytes:,} bytes)")
+
+    def merge(self, other: "ScanState") -> "ScanState":
+        """The state of both scans' data (the same stratification and trials)."""
+        if not isinstance(other, ScanState):
+            raise TypeError(f"a ScanState merges with a ScanState, not {type(other).__name__}")
+        if other.stratification_id != self.stratification_id:
+            raise DataError(f"the states were scanned under different stratifications ({self.stratification_id} "
+                            f"and {other.stratification_id})")
+        if (other.n_trials, other.trial_fraction) != (self.n_trials, self.trial_fraction):
+            raise DataError(f"the states carry different trials (n_trials {self.n_trials} and {other.n_trials})")
+        if list(other.features) != list(self.features):
+            raise DataError(f"the states hold different features ({list(self.features)} and {list(other.features)})")
+        feats = {}
+        for f, a in self.features.items():
+            b = other.features[f]
+            coder = union_coder(a.coder, b.coder, self.dtypes.get(f))
+            tables = [_recode(a.table, a.coder, coder), _recode(b.table, b.coder, coder)]
+            feats[f] = FeatureState(coder, reduce_tables(tables, coder.n_keys), _add_counters(a.counters, b.counters))
+        ranges = [r for r in (self.y_range, other.y_range) if r is not None]
+        y_range = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
+        return ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction, feats,
+                         self.n_rows + other.n_rows, y_range, self.n_partitions + other.n_partitions,
+                         dict(self.dtypes))
+
+    __add__ = merge
+
+    # -- finishing -----------------------------------------------------------------
+
+    def scan_job(self, stratification: Stratification, finish_options: dict | None = None) -> StratScan:
+        """The scan job that finishes this state (its features coded by the state's vocabularies)."""
+        if stratification.id != self.stratification_id:
+            raise DataError(f"the state was scanned under stratification {self.stratification_id}, not "
+                            f"{stratification.id}")
+        fss = []
+        for f, st in self.features.items():
+            fs = stratification.scan_of(f)
+            fss.append(FeatureScan(fs.feature, fs.kind, fs.other, fs.tree, st.coder, fs.leaf_index, fs.n_leaves,
+                                   fs.min_samples_leaf))
+        opts = dict(finish_options or {})
+        opts["dtypes"] = {f: self.dtypes.get(f) for f in self.features}
+        opts.setdefault("run_params", {"sample_rows": stratification.sample_rows,
+                                       "n_partitions": self.n_partitions, "n_buckets": 1, "fan_in": 0})
+        return StratScan(target=self.target, features=fss, encoder=stratification.encoder, n_trials=self.n_trials,
+                         trial_fraction=self.trial_fraction, random_state=stratification.random_state, n_buckets=1,
+                         finish_options=opts)
+
+    def finish(self, stratification: Stratification, finish_options: dict | None = None) -> dict:
+        """``{feature: StratPDResult | CatStratPDResult}`` from the sums, by the scan's own
+        finishing kernels (one bucket holding every leaf: the bits do not depend on the
+        bucket count).  ``finish_options``: ``min_slopes_per_x``, ``few_slopes``,
+        ``band``, ... as for :func:`daskpd.stratpd`."""
+        scan = self.scan_job(stratification, finish_options)
+        counters = {f: st.counters for f, st in self.features.items()}
+        piece = ScanPiece({f: st.table for f, st in self.features.items()}, counters, 1)
+        finished = scan.finish_bucket(piece, 0)
+        out = {}
+        for i, fs in enumerate(scan.features):
+            if fs.kind == "numeric":
+                out[fs.feature] = scan.numeric_final(i, finished["numeric"][fs.feature])
+                continue
+            bucket, summary = finished["categorical"][i]
+            if fs.coder.n_keys <= EXPLICIT_MAX_KEYS:
+                states = [scan.gram_link(None, bucket, s) for s in range(scan.n_sets)]
+                out[fs.feature] = scan.categorical_explicit(i, len(states), *states, summary)
+            else:  # conjugate gradients: the bucket is sent to the cluster once, not in every round
+                client = current_client()
+                ref = client.scatter(bucket, hash=False) if client is not None else bucket
+                out[fs.feature] = effects_iterative(fs, [ref], [summary], scan)
+        return out
+
+    # -- files ---------------------------------------------------------------------
+
+    def save(self, path) -> str:
+        """Write to a directory (``state.json`` and one ``.npz`` file of sums per feature),
+        atomically (a reader sees the old directory or the new one); return the path."""
+        path = os.fspath(path)
+        meta = {"format": _STATE_MAGIC, "format_version": FORMAT_VERSION, "daskpd_version": __version__,
+                "stratification_id": self.stratification_id, "target": self.target, "n_trials": self.n_trials,
+                "trial_fraction": self.trial_fraction, "n_rows": self.n_rows,
+                "y_range": None if self.y_range is None else list(self.y_range), "n_partitions": self.n_partitions,
+                "features": []}
+        self._write(path, meta)
+        return path
+
+    def _write(self, path, meta) -> None:
+        import shutil
+
+        aside = None
+        with atomic_path(path) as tmp:
+            os.makedirs(tmp)
+            for i, (f, st) in enumerate(self.features.items()):
+                c = st.coder
+                t = st.table
+                key = t.key.astype(np.int32) if c.n_keys < 2 ** 31 else t.key
+                with open(os.path.join(tmp, f"feature-{i}.npz"), "wb") as fh:  # uncompressed: read at disk speed
+                    np.savez(fh, leaf=t.leaf.astype(np.int32, copy=False), key=key, values=t.values)
+                vocab = {}
+                if c.binned:
+                    vocab["edges"] = np.asarray(c.edges, "float64")
+                else:
+                    vocab["values"] = _labels(c)
+                buf = io.BytesIO()
+                pickle.dump(vocab, buf, protocol=4)  # labels keep their Python types (ints, strings, ...)
+                with open(os.path.join(tmp, f"feature-{i}.vocab.pkl"), "wb") as fh:
+                    fh.write(buf.getvalue())
+                meta["features"].append({"feature": f, "kind": c.kind, "binned": c.binned, "nan_level": c.nan_level,
+                                         "counters": list(st.counters), "n_cells": len(t),
+                                         "dtype": None if self.dtypes.get(f) is None else str(self.dtypes.get(f))})
+            with open(os.path.join(tmp, "state.json"), "w") as fh:
+                fh.write(dump_json(meta))
+            with open(os.path.join(tmp, "dtypes.pkl"), "wb") as fh:
+                pickle.dump(self.dtypes, fh, protocol=4)
+            if os.path.isdir(path):  # an old state: moved aside only once the new one is complete
+                aside = f"{path}.old-{os.getpid()}"
+                os.rename(path, aside)
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+
+    @staticmethod
+    def read_meta(path) -> dict:
+        """``state.json`` of a saved state (``n_rows``, ``stratification_id``, the
+        features' counters and cell counts), checked like :meth:`load`, without the sums."""
+        path = os.fspath(path)
+        try:
+            with open(os.path.join(path, "state.json")) as fh:
+                meta = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise DataError(f"scan state {path!r} cannot be read: {type(exc).__name__}: {exc}") from None
+        _check_version("scan state", path, meta, _STATE_MAGIC)
+        return meta
+
+    @classmethod
+    def load(cls, path) -> "ScanState":
+        path = os.fspath(path)
+        meta = cls.read_meta(path)
+        with open(os.path.join(path, "dtypes.pkl"), "rb") as fh:
+            dtypes = pickle.load(fh)
+        feats = {}
+        for i, fm in enumerate(meta["features"]):
+            with np.load(os.path.join(path, f"feature-{i}.npz"), allow_pickle=False) as z:
+                table = Table(z["leaf"], z["key"].astype(np.int64), np.ascontiguousarray(z["values"], dtype="float64"))
+            with open(os.path.join(path, f"feature-{i}.vocab.pkl"), "rb") as fh:
+                vocab = pickle.load(fh)
+            coder = (KeyCoder(fm["kind"], edges=vocab["edges"]) if fm["binned"] else
+                     KeyCoder(fm["kind"], values=vocab["values"], nan_level=fm["nan_level"]))
+            feats[fm["feature"]] = FeatureState(coder, table, tuple(int(c) for c in fm["counters"]))
+        y_range = None if meta["y_range"] is None else tuple(meta["y_range"])
+        return cls(meta["stratification_id"], meta["target"], int(meta["n_trials"]), meta["trial_fraction"], feats,
+                   int(meta["n_rows"]), y_range, int(meta.get("n_partitions", 0)), dtypes)
+
+
+def state_from_parts(parts: list, scan: StratScan, stratification_id: str, n_rows: int, y_range,
+                     n_partitions: int) -> ScanState:
+    """The state of a scan from its buckets' merged tables (``parts``: per bucket, in
+    bucket order, ``(tables, counters or None)``; a bucket holds a run of leaves, so
+    their tables concatenate in (leaf, key) order)."""
+    counters = next((c for _, c in parts if c is not None), {}) or {}
+    feats = {}
+    for fs in scan.features:  # each feature's tables are let go once concatenated (peak: the state + one)
+        tabs = [t for t in (p.pop(fs.feature) for p, _ in parts) if len(t)]
+        m = fs.stats_per_set * scan.n_sets
+        table = (Table(np.concatenate([t.leaf for t in tabs]).astype(np.int32),
+                       np.concatenate([t.key for t in tabs]).astype(np.int64),
+                       np.concatenate([t.values for t in tabs], axis=0)) if tabs else Table.empty(m))
+        feats[fs.feature] = FeatureState(fs.coder, table, tuple(counters.get(fs.feature, (0, 0, 0))))
+    dtypes = dict(scan.finish_options.get("dtypes") or {})
+    return ScanState(stratification_id, scan.target, scan.n_trials, scan.trial_fraction, feats, int(n_rows),
+                     y_range, int(n_partitions), dtypes)

@@ -1,0 +1,109 @@
+"""Stratifications and scan states: the public functions.
+
+:func:`fit_stratification` runs pass 1 and the tree fit of the model-free pipeline and
+returns the fitted :class:`~daskpd._strat.state.Stratification`; :func:`scan_state`
+scans data under one and returns the mergeable :class:`~daskpd._strat.state.ScanState`
+(see :mod:`daskpd._strat.state` and docs/pipeline.md).
+"""
+from __future__ import annotations
+
+from numbers import Real
+
+from ._data.request import open_request
+from ._engine.memory import partition_bytes
+from ._positional import deprecate_positional_args
+from ._strat.pipeline import run_strat, run_under
+from ._strat.state import ScanState, Stratification
+from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
+from ._validation import IO_CONSTRAINTS, NO_VALIDATION, POSITIVE_INT, ColumnNames, InstancesOf, Interval, \
+    validate_params
+
+__all__ = ["fit_stratification", "scan_state", "Stratification", "ScanState"]
+
+
+@deprecate_positional_args(("target",))
+@validate_params({
+    **{k: v for k, v in STRAT_CONSTRAINTS.items() if k != "stratification"},
+    "categorical": [ColumnNames(allow_single=True), None],
+    "numeric": [ColumnNames(allow_single=True), None],
+    "cat_min_samples_leaf": [POSITIVE_INT],
+    "nan_as_level": ["boolean"],
+})
+def fit_stratification(
+    data,
+    *,
+    target: str,
+    features=None,
+    categorical=None,
+    numeric=None,
+    stratify_on=None,
+    min_samples_leaf: int = 15,
+    cat_min_samples_leaf: int = 5,
+    nan_as_level: bool = False,
+    sample_size: int = 200_000,
+    max_bins: int | None = 1000,
+    tree_method: str = "hist",
+    random_state: int = 0,
+    progress=None,
+    storage_options: dict | None = None,
+    filters=None,
+) -> Stratification:
+    """The stratifying trees of every feature, fitted on the tree sample (pass 1 and the
+    fit of :func:`daskpd.importances`, no scan).
+
+    The parameters are those of :func:`daskpd.strat_curves_and_importances` (numeric
+    features use ``min_samples_leaf``, categorical ones ``cat_min_samples_leaf``).
+    Pass the result as ``stratification=`` to :func:`daskpd.stratpd`,
+    :func:`daskpd.catstratpd`, :func:`daskpd.importances` or :func:`scan_state`;
+    :meth:`Stratification.save` / :meth:`Stratification.load` keep it.
+    """
+    stratify_on = stratifying_columns(features, stratify_on)
+    request = open_request(data, target, features, categorical=categorical, numeric=numeric, stratify_on=stratify_on,
+                           storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
+    kinds = dict(request.kinds)
+    msl_for = {f: (cat_min_samples_leaf if kinds[f] == "categorical" else min_samples_leaf) for f in request.features}
+    run = run_strat(request, min_samples_leaf=min_samples_leaf, min_samples_leaf_for=msl_for,
+                    sample_size=sample_size, max_bins=max_bins, random_state=random_state, nan_as_level=nan_as_level,
+                    tree_method=tree_method, progress=progress, fit_only=True)
+    return run.stratification
+
+
+@validate_params({
+    "data": NO_VALIDATION,
+    "stratification": [InstancesOf(Stratification, "a daskpd.Stratification")],
+    "features": [ColumnNames(allow_single=True), None],
+    "n_trials": [POSITIVE_INT],
+    "bootstrap": ["boolean"],
+    "subsample_size": [Interval(Real, 0, 1, closed="neither")],
+    **IO_CONSTRAINTS,
+})
+def scan_state(
+    data,
+    stratification: Stratification,
+    *,
+    features=None,
+    n_trials: int = 1,
+    bootstrap: bool = True,
+    subsample_size: float = 0.75,
+    progress=None,
+    storage_options: dict | None = None,
+    filters=None,
+) -> ScanState:
+    """The merged sums of one scan of ``data`` under ``stratification`` (no finish).
+
+    ``features``: a subset of the stratification's (default: all).  ``n_trials`` > 1:
+    the sums of that many bootstrap (or ``subsample_size``) trials ride along, as in
+    :func:`daskpd.stratpd`.  States of the same stratification and trials add
+    (``a + b``); :meth:`ScanState.finish` gives ``{feature: result}``.
+    """
+    strat = stratification
+    feats = list(strat.features) if features is None else ([features] if isinstance(features, str) else
+                                                            list(features))
+    request = open_request(data, strat.target, feats, stratify_on=list(strat.stratify_on),
+                           categorical=[f for f in feats if strat.kinds.get(f) == "categorical"] or None,
+                           numeric=None, storage_options=storage_options, filters=filters,
+                           partition_bytes=partition_bytes())
+    trials = int(n_trials) if n_trials > 1 else 0
+    run = run_under(request, strat, n_trials=trials, trial_fraction=None if bootstrap or not trials else
+                    float(subsample_size), progress=progress, keep_state="only")
+    return run.state

@@ -1,0 +1,194 @@
+"""Incremental job runs: reuse the previous run's stratification and merged sums, scan
+only the files appended since (docs/jobs.md, "Nightly runs").
+
+A run with ``[run] incremental = true`` keeps, inside its run directory, ``state/``:
+the stratification (``stratification.pkl``), the merged sums of its scan
+(``sums/``, a :class:`daskpd.ScanState`) and the input files it covered
+(``files.json``: path, size, stamp).  The next incremental run (:func:`plan`) compares
+the job spec, the schema of the columns read and the files with those of the newest
+run holding a state: files appended and nothing else changed -> only those files are
+scanned, under the same trees, and their sums are added; anything else -> a full run,
+with the reason in one line.  The refit policy decides when appended rows are enough to
+fit the trees again (``always`` / ``never`` / ``auto``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .._errors import DataError
+from .._strat.state import ScanState, Stratification
+from ..results.base import atomic_path, dump_json
+from .spec import JobSpec
+from .store import list_runs
+
+__all__ = ["Plan", "plan", "save_state", "reuse_run", "STATE_DIR", "SPEC_KEYS_IGNORED", "schema_of", "state_bytes"]
+
+#: the run directory's sub-directory holding the state
+STATE_DIR = "state"
+#: spec keys whose change does not change the sums (an incremental run may follow)
+SPEC_KEYS_IGNORED = ("run", "spec_path", "output", "cluster", "description")
+
+
+@dataclass
+class Plan:
+    """What this run does: ``mode`` "full" | "incremental", ``reason`` (one line),
+    ``new_files`` (full paths), ``base_run`` (the run whose state is reused), and the
+    stratification / state reused."""
+
+    mode: str
+    reason: str
+    new_files: list = field(default_factory=list)
+    base_run: str | None = None
+    stratification: Stratification | None = None
+    state_path: Path | None = None  # the base run's sums (read only when there are new files)
+    stamps: list = field(default_factory=list)  # every input file now (inputs.file_stamps)
+    new_rows: int = 0
+
+    def load_state(self) -> ScanState:
+        return ScanState.load(self.state_path)
+
+    def manifest(self) -> dict:
+        return {"mode": self.mode, "reason": self.reason, "new_files": list(self.new_files),
+                "base_run": self.base_run}
+
+
+def _spec_key(d: dict) -> dict:
+    return {k: v for k, v in d.items() if k not in SPEC_KEYS_IGNORED}
+
+
+def schema_of(request) -> dict:
+    """``{column: dtype}`` of the columns a model-free run reads."""
+    dtypes = request.dtypes
+    return {c: str(dtypes[c]) for c in request.read_columns() if c in dtypes.index}
+
+
+def _footer_rows(files: list, storage_options) -> int:
+    import fsspec
+    import pyarrow.parquet as pq
+
+    n = 0
+    for f in files:
+        fs, p = fsspec.core.url_to_fs(f, **(storage_options or {}))
+        with fs.open(p, "rb") as fh:
+            n += pq.ParquetFile(fh).metadata.num_rows
+    return n
+
+
+def _base_run(job_dir: Path) -> str | None:
+    for r in reversed(list_runs(job_dir)):
+        if (job_dir / r / STATE_DIR / "files.json").is_file():
+            return r
+    return None
+
+
+def plan(spec: JobSpec, job_dir: Path, request, stamps: list) -> Plan:
+    """The plan of this run (see the module docstring)."""
+
+    def full(reason, base=None):
+        return Plan("full", reason, base_run=base, stamps=stamps)
+
+    if not spec.run.incremental:
+        return full("incremental runs are off ([run] incremental = false)")
+    if spec.model_based:
+        return full("model-based methods are recomputed in full")
+    if spec.source.is_csv:
+        return full("CSV sources are read in full")
+    if request.dataset.hive_keys:
+        return full("hive-partitioned lakes are read in full (the partition keys live in directory names)")
+    p_imp = spec.params.get("importances") or {}
+    if p_imp.get("pvalues"):
+        return full("importances.pvalues refits trees on the sample: recomputed in full")
+    base = _base_run(job_dir)
+    if base is None:
+        return full("no earlier run of this job keeps a scan state")
+    sdir = job_dir / base / STATE_DIR
+    try:
+        manifest = json.loads((job_dir / base / "manifest.json").read_text())
+        old_files = json.loads((sdir / "files.json").read_text())
+    except (OSError, ValueError) as exc:
+        return full(f"the state of run {base} cannot be read ({type(exc).__name__})", base)
+    old_spec, new_spec = _spec_key(manifest.get("spec", {})), _spec_key(spec.to_dict())
+    if old_spec != new_spec:
+        keys = sorted(k for k in set(old_spec) | set(new_spec) if old_spec.get(k) != new_spec.get(k))
+        return full(f"the job spec changed since run {base} (key(s) {', '.join(keys)})", base)
+    old_schema = (manifest.get("incremental") or {}).get("schema") or {}
+    schema = schema_of(request)
+    if old_schema != schema:
+        diff = sorted(c for c in set(old_schema) | set(schema) if old_schema.get(c) != schema.get(c))
+        c = diff[0]
+        return full(f"the schema changed since run {base}: column {c!r} {old_schema.get(c, 'absent')} -> "
+                    f"{schema.get(c, 'absent')}", base)
+    if old_files.get("mode") != spec.source.fingerprint:
+        return full(f"the fingerprint mode changed since run {base} ({old_files.get('mode')} -> "
+                    f"{spec.source.fingerprint})", base)
+    now = {f["rel"]: f for f in stamps}
+    for f in old_files["files"]:
+        cur = now.get(f["rel"])
+        if cur is None:
+            return full(f"file {f['rel']!r} was removed since run {base}", base)
+        if (cur["size"], cur["stamp"]) != (f["size"], f["stamp"]):
+            return full(f"file {f['rel']!r} changed since run {base} (size or "
+                        f"{'content' if spec.source.fingerprint == 'content' else 'modification time / etag'})", base)
+    seen = {f["rel"] for f in old_files["files"]}
+    new = [f["path"] for f in stamps if f["rel"] not in seen]
+    try:
+        strat = Stratification.load(sdir / "stratification.pkl")
+        state_rows = int(ScanState.read_meta(sdir / "sums")["n_rows"])
+    except DataError as exc:
+        return full(f"the state of run {base} cannot be used: {exc}", base)
+    new_rows = _footer_rows(new, spec.source.storage_options) if new else 0
+    if spec.run.refit == "always":
+        return full('refit = "always": the trees are fitted again on every run', base)
+    if spec.run.refit == "auto":
+        since = state_rows + new_rows - strat.fitted_rows
+        if since > spec.run.refit_share * strat.fitted_rows:
+            return full(f'refit = "auto": {since:,} rows appended since the trees were fitted exceed '
+                        f"{spec.run.refit_share:.0%} of the {strat.fitted_rows:,} rows they were fitted on", base)
+    reason = (f"{len(new)} new file(s) ({new_rows:,} rows) since run {base}" if new else
+              f"no new files since run {base}")
+    return Plan("incremental", reason, new, base, strat, sdir / "sums", stamps, new_rows)
+
+
+def save_state(run_dir: Path, stratification: Stratification, state: ScanState, stamps: list, mode: str) -> int:
+    """Write ``state/`` into the (temporary) run directory; return its bytes."""
+    sdir = run_dir / STATE_DIR
+    sdir.mkdir()
+    stratification.save(sdir / "stratification.pkl")
+    state.save(sdir / "sums")
+    with atomic_path(sdir / "files.json") as tmp:
+        Path(tmp).write_text(dump_json({"mode": mode, "files": stamps}))
+    return state_bytes(run_dir)
+
+
+def state_bytes(run_dir: Path) -> int:
+    sdir = Path(run_dir) / STATE_DIR
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(sdir) for f in fs)
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    for d, _, files in os.walk(src):
+        rel = Path(d).relative_to(src)
+        (dst / rel).mkdir(parents=True, exist_ok=True)
+        for f in files:
+            if rel == Path(".") and f == "manifest.json":
+                continue
+            try:
+                os.link(Path(d) / f, dst / rel / f)
+            except OSError:  # another filesystem, or no hard links here
+                shutil.copy2(Path(d) / f, dst / rel / f)
+
+
+def reuse_run(base_dir: Path, tmp: Path, updates: dict) -> dict:
+    """A run whose input did not change since ``base_dir``: that run's files (tables,
+    plots, report, state) as hard links in ``tmp``, and its manifest with ``updates``
+    and ``reused_from``; returns the manifest (not yet written)."""
+    manifest = json.loads((base_dir / "manifest.json").read_text())
+    _link_tree(base_dir, tmp)
+    manifest.update(updates)
+    manifest["reused_from"] = base_dir.name
+    manifest["stratification"] = {**manifest.get("stratification", {}), "refitted": False}
+    return manifest
