@@ -38,6 +38,7 @@ import pandas as pd
 
 from numbers import Integral
 
+from .._positional import renamed_params
 from .._validation import NO_VALIDATION, Interval, StrOptions, validate_params
 from .._errors import DataError, InvalidParameterError
 from ..results import Result, table_frame
@@ -146,11 +147,12 @@ class PDVarianceResult(Result):
         return plot_pd_variance(self, ax=ax, kind=kind, **kwargs)
 
 
+@renamed_params({"method": "measure"})
 @validate_params({
     **MODEL_CONSTRAINTS,
     **GRID_CONSTRAINTS,
     "features": NO_VALIDATION,  # names or pairs, depending on method; checked below
-    "method": [StrOptions("importance", "interaction")],
+    "measure": [StrOptions("importance", "interaction")],
     "grid_resolution": [Interval(Integral, 2, None, closed="left"), None],
     **TRIAL_CONSTRAINTS,
 })
@@ -159,9 +161,9 @@ def pd_variance(
     data,
     features=None,
     *,
-    method: str = "importance",
+    measure: str = "importance",
     grid_resolution: int | None = None,
-    percentiles=(0.0, 1.0),
+    percentiles=(0.05, 0.95),
     grid=None,
     sample_weight=None,
     response: str = "auto",
@@ -187,16 +189,19 @@ def pd_variance(
     engine, batch_rows, progress, storage_options, filters
         As :func:`daskpd.partial_dependence`.
     features : list, optional
-        ``method="importance"``: feature names (default: every model input column).
-        ``method="interaction"``: pairs ``(a, b)``, or names (every pair of them is
+        ``measure="importance"``: feature names (default: every model input column).
+        ``measure="interaction"``: pairs ``(a, b)``, or names (every pair of them is
         used); default: every pair of model input columns.
-    method : {"importance", "interaction"}, default "importance"
+    measure : {"importance", "interaction"}, default "importance"
+        What is measured: each feature's importance (the variance of its 1-way PD) or
+        each pair's interaction.  (``method=`` is its deprecated name: ``method`` is
+        :func:`daskpd.partial_dependence`'s brute / recursion.)
     grid_resolution : int, optional
         Grid size per numeric feature; default 100 for importance, 20 for interaction
         (a 2-way PD costs ``grid_resolution**2`` predictions per row).
-    percentiles : (float, float), default (0, 1)
-        Grid range (the full range, as alibi; scikit-learn's (0.05, 0.95) would shrink
-        every importance by ~10%).
+    percentiles : (float, float), default (0.05, 0.95)
+        Grid range, as :func:`daskpd.partial_dependence` (scikit-learn's default);
+        ``(0, 1)`` spans the full range (alibi's).
     grid : dict {feature: values}, optional
         Custom grids.
     n_trials, bootstrap, subsample_size, band, random_state
@@ -211,7 +216,7 @@ def pd_variance(
     PDVarianceResult
     """
     if grid_resolution is None:
-        grid_resolution = 100 if method == "importance" else 20
+        grid_resolution = 100 if measure == "importance" else 20
     ds = open_model_data(data, storage_options, filters)  # the request's one opening
     # the model's columns first (features default to them)
     probe = prepare_model_run(model, ds, [], columns=columns, response=response, target_class=target_class,
@@ -220,13 +225,13 @@ def pd_variance(
     model_cols = probe.predictor.columns
     if features is None:
         names = list(model_cols)
-        items = [(f,) for f in names] if method == "importance" else list(itertools.combinations(names, 2))
+        items = [(f,) for f in names] if measure == "importance" else list(itertools.combinations(names, 2))
     else:
         if isinstance(features, (str, tuple)) or not isinstance(features, list) or not features:
             raise InvalidParameterError(f"parameter features must be a non-empty list; got {features!r}")
-        if method == "importance":
+        if measure == "importance":
             if not all(isinstance(f, str) for f in features):
-                raise InvalidParameterError("parameter features: with method='importance' every entry must be a column name")
+                raise InvalidParameterError("parameter features: with measure='importance' every entry must be a column name")
             items = [(f,) for f in features]
         elif all(isinstance(f, str) for f in features):
             items = list(itertools.combinations(list(dict.fromkeys(features)), 2))
@@ -237,7 +242,7 @@ def pd_variance(
             if bad:
                 raise InvalidParameterError(f"parameter features: a pair needs two different columns; got {bad[0]}")
         else:
-            raise InvalidParameterError("parameter features: with method='interaction' give pairs (a, b) or column names")
+            raise InvalidParameterError("parameter features: with measure='interaction' give pairs (a, b) or column names")
     if not items:
         raise DataError("no features to compute (an interaction needs at least two features)")
     if len(set(items)) != len(items):
@@ -264,7 +269,7 @@ def pd_variance(
         (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pdvar")
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "sample_weight": run.weight,
               "model": pred.describe(), "custom_grid": sorted(grid), "engine": notice, **trial_params(trials, band)}
-    return finish_pd_variance(method, items, pd_results(items, grids, run.kinds, pred, part, params), run.kinds,
+    return finish_pd_variance(measure, items, pd_results(items, grids, run.kinds, pred, part, params), run.kinds,
                               pred, part.n_rows, params)
 
 

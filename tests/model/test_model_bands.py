@@ -77,17 +77,25 @@ def test_pd_trials_are_weighted_averages(df):
 
 
 def test_pd_tree_engine_trials(df):
-    """The tree engine's per-row curves summed with every weight set: each trial is the
-    weighted PD of the same engine."""
+    """tree-exact carries every weight set through its one walk (per-leaf weight vectors):
+    each trial is the weighted PD, equal to the per-row engines' trials to 1e-12, and the
+    average is bit for bit the PD without trials."""
     from sklearn.ensemble import GradientBoostingRegressor
 
     m = GradientBoostingRegressor(n_estimators=10, max_depth=3, random_state=0).fit(df, model(df))
-    r = daskpd.partial_dependence(m, df, "x1", grid=GRID, n_trials=3, random_state=1, method="brute", progress=False)
-    assert r.engine == "tree-interval"  # trials re-weight rows: the per-row engine
+    kw = dict(grid=GRID, random_state=1, method="brute", progress=False)
+    r = daskpd.partial_dependence(m, df, ["x1", ("x1", "x2")], n_trials=3, **kw)
+    assert {x.engine for x in r.values()} == {"tree-exact"}
     W = bootstrap_weights(df, ["x1", "x2"], 3, 1)
     for t in range(3):
         ref = daskpd.partial_dependence(m, df, "x1", grid=GRID, sample_weight=W[:, t], method="brute", progress=False)
-        np.testing.assert_allclose(r.trials_pd[t], ref.average, rtol=1e-12)
+        np.testing.assert_allclose(r["x1"].trials_pd[t], ref.average, rtol=1e-12)
+    slow = daskpd.partial_dependence(m, df, ["x1", ("x1", "x2")], n_trials=3, engine="predict", **kw)
+    for key in r:
+        np.testing.assert_allclose(r[key].trials_pd, slow[key].trials_pd, rtol=1e-12)
+    one = daskpd.partial_dependence(m, df, ["x1", ("x1", "x2")], **kw)
+    for key in r:
+        np.testing.assert_array_equal(r[key].average, one[key].average)
 
 
 def test_pd_n_trials_1_is_today(df):
@@ -258,7 +266,7 @@ def test_pd_variance_trials_on_known_truth(df):
 def test_pd_variance_interaction_trials(df):
     """With the model's two inputs the 2-way PD is the model itself on the grid, the
     same for every row weighting: every trial's interaction equals the all-rows one."""
-    r = daskpd.pd_variance(model, df, [("x1", "x2")], method="interaction", grid=GRID_PV, n_trials=4,
+    r = daskpd.pd_variance(model, df, [("x1", "x2")], measure="interaction", grid=GRID_PV, n_trials=4,
                            random_state=1, progress=False)
     assert r.trials_values.shape == (4, 1)
     np.testing.assert_allclose(r.trials_values[:, 0], r.values[0], rtol=1e-12)
