@@ -13,7 +13,7 @@ process with a ``LocalCluster(n_workers=W, threads_per_worker=1, memory_limit=..
 this order:
 
 * StratPD/CatStratPD curves and importances of every feature
-  (``daskpd.strat_curves_and_importances(lake, "y", categorical=["k5000"],
+  (``daskpd.strat_curves_and_importances(lake, target="y", categorical_features=["k5000"],
   n_trials=T)``), T = 1 then ``--trials``;
 * a 3-feature Friedman PD (x1, x3, x5; ``grid_resolution=--grid``) of a
   ``HistGradientBoostingRegressor`` (50 trees) fitted on 100,000 rows of the lake's
@@ -93,8 +93,8 @@ def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fi
     first = sorted(glob.glob(os.path.join(path, "*.parquet")))[:2]
     small = pd.concat([pd.read_parquet(f) for f in first]).head(20_000)
     for t in (1, 2):
-        daskpd.strat_curves_and_importances(small, "y", categorical=["k5000"], n_trials=t, progress=False,
-                                            sample_size=5_000)
+        daskpd.strat_curves_and_importances(small, target="y", categorical_features=["k5000"], n_trials=t,
+                                            progress=False, sample_size=5_000)
         daskpd.partial_dependence(model, small[cols], PD_FEATURES, grid_resolution=5, n_trials=t, progress=False)
     def cpu():
         """CPU seconds of this process and of every worker process so far."""
@@ -103,7 +103,8 @@ def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fi
 
     for t in (1, trials):
         t0, c0 = time.perf_counter(), cpu()
-        res = daskpd.strat_curves_and_importances(path, "y", categorical=["k5000"], n_trials=t, progress=False)
+        res = daskpd.strat_curves_and_importances(path, target="y", categorical_features=["k5000"], n_trials=t,
+                                                  progress=False)
         rec[f"strat_{t}_s"] = time.perf_counter() - t0
         rec[f"strat_{t}_cpu"] = cpu() - c0
         rec[f"strat_{t}_buckets"] = next(iter(res.curves.values())).params.get("n_buckets")
@@ -163,9 +164,9 @@ def coverage(seeds: int, n: int, trials_list) -> list:
             hits = {"StratPD x1": [0, 0], "CatStratPD c": [0, 0]}
             t0 = time.perf_counter()
             for seed in range(seeds):
-                res = daskpd.strat_curves_and_importances(_strat_data(seed, n, design == "x2 discrete"), "y",
-                                                          categorical=["c"], n_trials=T, random_state=seed,
-                                                          progress=False)
+                res = daskpd.strat_curves_and_importances(_strat_data(seed, n, design == "x2 discrete"),
+                                                          target="y", categorical_features=["c"], n_trials=T,
+                                                          random_state=seed, progress=False)
                 for name, f in (("StratPD x1", "x1"), ("CatStratPD c", "c")):
                     r = res.curves[f]
                     b = r.band()

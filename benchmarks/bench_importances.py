@@ -30,7 +30,7 @@ for ``numeric3`` (1,000 to ~5,700), as measured data: stratx averages slopes in 
 Runs, each in a fresh subprocess (so each peak RSS is its own), at n = n_small
 (a directory of 4 parquet files):
 
-* daskpd ``importances(path, "y")`` (``categorical_features=["c2"]`` on the mixed data), defaults:
+* daskpd ``importances(path, target="y")`` (``categorical_features=["c2"]`` on the mixed data), defaults:
   trees fitted on a 200,000-row sample, i.e. on every row here; dask's threaded
   scheduler on this machine's cores;
 * the same with the trees fitted on a 20,000-row sample and ``min_samples_leaf=3`` (so
