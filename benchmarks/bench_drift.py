@@ -50,7 +50,8 @@ def run(seed: int, n: int, trials: int, change: float, discrete: bool):
     from daskpd.job.history import Run
     from daskpd.job.outputs import curves_frame, importances_frame
 
-    res = daskpd.strat_curves_and_importances(data(seed, n, change, discrete), "y", categorical=["c"],
+    res = daskpd.strat_curves_and_importances(data(seed, n, change, discrete), target="y",
+                                              categorical_features=["c"],
                                               n_trials=trials, random_state=seed, progress=False)
     curves = curves_frame({("catstratpd" if r.kind == "categorical" else "stratpd", f): r
                            for f, r in res.curves.items()})

@@ -30,7 +30,7 @@ for ``numeric3`` (1,000 to ~5,700), as measured data: stratx averages slopes in 
 Runs, each in a fresh subprocess (so each peak RSS is its own), at n = n_small
 (a directory of 4 parquet files):
 
-* daskpd ``importances(path, "y")`` (``categorical=["c2"]`` on the mixed data), defaults:
+* daskpd ``importances(path, target="y")`` (``categorical_features=["c2"]`` on the mixed data), defaults:
   trees fitted on a 200,000-row sample, i.e. on every row here; dask's threaded
   scheduler on this machine's cores;
 * the same with the trees fitted on a 20,000-row sample and ``min_samples_leaf=3`` (so
@@ -195,7 +195,7 @@ def daskpd_child(args) -> dict:
 
     cats = CATEGORICAL[args.dataset]
     # warm up imports (dask, sklearn, pyarrow, scipy) outside the clock, on a tiny table
-    strat_curves_and_importances(chunk(999, 2_000, args.dataset), target="y", categorical=cats, progress=False)
+    strat_curves_and_importances(chunk(999, 2_000, args.dataset), target="y", categorical_features=cats, progress=False)
 
     counts = {"read": 0, "map": 0}
 
@@ -211,7 +211,7 @@ def daskpd_child(args) -> dict:
     rss0 = _peak_rss()
     with dask.config.set(scheduler="threads"), Count():
         t0 = time.perf_counter()
-        res = strat_curves_and_importances(args.data, target="y", categorical=cats, progress=False, **kw)
+        res = strat_curves_and_importances(args.data, target="y", categorical_features=cats, progress=False, **kw)
         secs = time.perf_counter() - t0
     t = res.table
     return {"ok": True, "seconds": secs, "peak_rss_bytes": _peak_rss(), "rss_before_bytes": rss0,
@@ -291,7 +291,7 @@ RUNS = [
     ("daskpd_numeric3", "numeric3", "small", "daskpd `importances`, defaults"),
     ("daskpd_numeric3_sample", "numeric3", "small", "daskpd, trees on a 20k-row sample, min_samples_leaf=3"),
     ("stratx_mixed", "mixed", "small", "stratx 0.5 `importances(catcolnames={c1,c2})` (stratx-old venv)"),
-    ("daskpd_mixed", "mixed", "small", "daskpd `importances(categorical=['c2'])`, defaults"),
+    ("daskpd_mixed", "mixed", "small", "daskpd `importances(categorical_features=['c2'])`, defaults"),
     ("daskpd_mixed_sample", "mixed", "small", "daskpd, trees on a 20k-row sample, min_samples_leaf=3"),
     ("daskpd_large", "mixed", "large", "daskpd, defaults"),
     ("daskpd_large_trials", "mixed", "large", "daskpd, defaults, bootstrap trials"),

@@ -9,7 +9,7 @@ The data is ``bench_importances.py``'s ``mixed`` table (8 numeric + 2 categorica
 features, files of 500,000 rows, written chunk by chunk into ``--workdir``, a temporary
 directory by default; reused when already there).  Each (trials, split_every) setting
 runs in its own fresh process on dask's threaded scheduler:
-``daskpd.importance.strat_curves_and_importances(data, "y", categorical=["c2"],
+``daskpd.importance.strat_curves_and_importances(data, "y", categorical_features=["c2"],
 n_trials=T)`` after a warm-up on 2,000 rows, while a thread samples the process RSS
 every 50 ms.  The samples are split into phases by the call's own ``timings`` (sample
 pass, then tree fits, then the scan and finish), and the peak of each phase is printed
@@ -55,7 +55,7 @@ def child(data: str, n_trials: int, split_every: str) -> dict:
             samples.append((time.perf_counter(), proc.memory_info().rss))
             time.sleep(0.05)
 
-    kw = dict(categorical=["c2"], progress=False)
+    kw = dict(categorical_features=["c2"], progress=False)
     config = {"scheduler": "threads"}
     if split_every != "auto":
         config["daskpd.split-every"] = int(split_every)

@@ -75,14 +75,14 @@ def part2(seeds, n, workdir):
     for ds in ("numeric", "numeric3", "mixed"):
         cats = bi.CATEGORICAL[ds]
         for tm in METHODS:  # warm-up
-            strat_curves_and_importances(bi.chunk(999, 2_000, ds), target="y", categorical=cats, progress=False,
+            strat_curves_and_importances(bi.chunk(999, 2_000, ds), target="y", categorical_features=cats, progress=False,
                                          tree_method=tm)
         for seed in range(seeds):
             path = bi.write_data(os.path.join(workdir, f"{ds}_{n}_s{seed}"), n, max(1, -(-n // 4)), ds, seed=seed)
             truth = bi.truth_importances(path, ds)
             for tm in METHODS:
                 t = time.perf_counter()
-                r = strat_curves_and_importances(path, target="y", categorical=cats, progress=False, tree_method=tm)
+                r = strat_curves_and_importances(path, target="y", categorical_features=cats, progress=False, tree_method=tm)
                 el = time.perf_counter() - t
                 err = max(abs(r.table.loc[f, "importance"] - truth[f]) for f in truth)
                 summary.setdefault((ds, tm), []).append((el, err))

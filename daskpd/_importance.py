@@ -55,7 +55,7 @@ from ._errors import DataError, InvalidParameterError
 from ._data.request import left_out_note, open_request
 from ._engine.memory import partition_bytes
 from .results import Result, table_frame
-from ._positional import deprecate_positional_args
+from ._positional import deprecate_positional_args, renamed_params
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
 from ._stratpd import driver_side as numeric_driver_side
 
@@ -283,11 +283,14 @@ class ImportanceResult(Result):
 # the public functions
 
 
+#: deprecated parameter names -> the names every function uses (scikit-learn's)
+RENAMED = {"categorical": "categorical_features", "numeric": "numeric_features"}
+
 #: the parameters of :func:`strat_curves_and_importances` (and of :func:`importances`)
 IMPORTANCE_CONSTRAINTS = {
     **STRAT_CONSTRAINTS,
-    "categorical": [ColumnNames(allow_single=True), None],
-    "numeric": [ColumnNames(allow_single=True), None],
+    "categorical_features": [ColumnNames(allow_single=True), None],
+    "numeric_features": [ColumnNames(allow_single=True), None],
     "n_trials": [POSITIVE_INT],
     "bootstrap": ["boolean"],
     "subsample_size": [Interval(Real, 0, 1, closed="neither")],
@@ -306,6 +309,7 @@ IMPORTANCE_CONSTRAINTS = {
 }
 
 
+@renamed_params(RENAMED)
 @deprecate_positional_args(("target",))
 @validate_params(IMPORTANCE_CONSTRAINTS)
 def strat_curves_and_importances(
@@ -313,8 +317,8 @@ def strat_curves_and_importances(
     *,
     target: str,
     features: Sequence[str] | None = None,
-    categorical: Sequence[str] | None = None,
-    numeric: Sequence[str] | None = None,
+    categorical_features: Sequence[str] | None = None,
+    numeric_features: Sequence[str] | None = None,
     stratify_on: Sequence[str] | None = None,
     n_trials: int = 1,
     bootstrap: bool = True,
@@ -357,13 +361,15 @@ def strat_curves_and_importances(
         shows to be constant or empty; one warning counts and names what was left out
         (``params["skipped_features"]`` keeps it).  A feature named here is always
         scored, and a constant one raises a :class:`DataError` naming it.
-    categorical : list of str, optional
+    categorical_features : list of str, optional
         Columns to treat as categorical (e.g. integer codes).  Besides these, columns
-        of dtype object, string, category and bool are categorical.
-    numeric : list of str, optional
+        of dtype object, string, category and bool are categorical.  (The model-based
+        functions' parameter of the same name; ``categorical=`` is its deprecated name.)
+    numeric_features : list of str, optional
         Columns to read as numbers though their dtype says categories: a hive key of a
         parquet lake (``month=7/`` directories; read as categories and left out of the
-        default features otherwise), codes stored as strings.
+        default features otherwise), codes stored as strings.  (``numeric=`` is its
+        deprecated name.)
     stratify_on : list of str, optional
         The stratifying columns, when they should differ from ``features`` (default:
         ``features`` when given, else every column but ``target``); each feature's tree
@@ -429,7 +435,8 @@ def strat_curves_and_importances(
 
     # columns and kinds: the request's one resolution
     stratify_on = stratifying_columns(features, stratify_on)
-    request = open_request(data, target, features, categorical=categorical, numeric=numeric, stratify_on=stratify_on,
+    request = open_request(data, target, features, categorical=categorical_features, numeric=numeric_features,
+                           stratify_on=stratify_on,
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     declared = list(request.categorical)
     feats, kinds = list(request.features), dict(request.kinds)
@@ -552,6 +559,7 @@ def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=D
     return pv, null_df
 
 
+@renamed_params(RENAMED)
 @deprecate_positional_args(("target",))
 @validate_params(IMPORTANCE_CONSTRAINTS, signature_of=strat_curves_and_importances)
 def importances(data, *, target, **kwargs) -> pd.DataFrame:

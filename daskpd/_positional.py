@@ -12,7 +12,7 @@ import functools
 import inspect
 import warnings
 
-__all__ = ["deprecate_positional_args", "KEYWORD_ONLY_VERSION"]
+__all__ = ["deprecate_positional_args", "renamed_params", "KEYWORD_ONLY_VERSION"]
 
 #: the release in which the deprecated positional arguments become an error
 KEYWORD_ONLY_VERSION = "0.3.0"
@@ -62,6 +62,36 @@ def deprecate_positional_args(names):
 
         wrapper.__wrapped__ = getattr(func, "__wrapped__", func)
         wrapper.__signature__ = sig
+        return wrapper
+
+    return decorator
+
+
+def renamed_params(renames: dict):
+    """Decorate a public function whose parameters were renamed (``{old: new}``, one name
+    per parameter across the package): ``old=`` still works, with a
+    :class:`FutureWarning` naming the new spelling; ``old`` and ``new`` together are an
+    error.  Keeps the decorated function's signature (the new names)."""
+    renames = dict(renames)
+
+    def decorator(func):
+        caller = func.__name__
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            for old, new in renames.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(f"{caller}(): pass {new}= only ({old}= is its deprecated name)")
+                    warnings.warn(f"{caller}(): parameter {old}= is renamed {new}= (the name every daskpd "
+                                  f"function uses); {old}= is removed in daskpd {KEYWORD_ONLY_VERSION}",
+                                  FutureWarning, stacklevel=2)
+                    kwargs[new] = kwargs.pop(old)
+            return func(*args, **kwargs)
+
+        wrapper.__wrapped__ = getattr(func, "__wrapped__", func)
+        wrapper.__signature__ = inspect.signature(func)
+        wrapper.renamed_params = {**getattr(func, "renamed_params", {}), **renames}
         return wrapper
 
     return decorator

@@ -11,7 +11,7 @@ from numbers import Real
 
 from ._data.request import open_request
 from ._engine.memory import partition_bytes
-from ._positional import deprecate_positional_args
+from ._positional import deprecate_positional_args, renamed_params
 from ._strat.pipeline import run_strat, run_under
 from ._strat.state import ScanState, Stratification
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
@@ -21,11 +21,12 @@ from ._validation import IO_CONSTRAINTS, NO_VALIDATION, POSITIVE_INT, ColumnName
 __all__ = ["fit_stratification", "scan_state", "Stratification", "ScanState"]
 
 
+@renamed_params({"categorical": "categorical_features", "numeric": "numeric_features"})
 @deprecate_positional_args(("target",))
 @validate_params({
     **{k: v for k, v in STRAT_CONSTRAINTS.items() if k != "stratification"},
-    "categorical": [ColumnNames(allow_single=True), None],
-    "numeric": [ColumnNames(allow_single=True), None],
+    "categorical_features": [ColumnNames(allow_single=True), None],
+    "numeric_features": [ColumnNames(allow_single=True), None],
     "cat_min_samples_leaf": [POSITIVE_INT],
     "nan_as_level": ["boolean"],
 })
@@ -34,8 +35,8 @@ def fit_stratification(
     *,
     target: str,
     features=None,
-    categorical=None,
-    numeric=None,
+    categorical_features=None,
+    numeric_features=None,
     stratify_on=None,
     min_samples_leaf: int = 15,
     cat_min_samples_leaf: int = 5,
@@ -58,7 +59,8 @@ def fit_stratification(
     :meth:`Stratification.save` / :meth:`Stratification.load` keep it.
     """
     stratify_on = stratifying_columns(features, stratify_on)
-    request = open_request(data, target, features, categorical=categorical, numeric=numeric, stratify_on=stratify_on,
+    request = open_request(data, target, features, categorical=categorical_features, numeric=numeric_features,
+                           stratify_on=stratify_on,
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     kinds = dict(request.kinds)
     msl_for = {f: (cat_min_samples_leaf if kinds[f] == "categorical" else min_samples_leaf) for f in request.features}

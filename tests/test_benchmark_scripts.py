@@ -58,12 +58,13 @@ TINY = {
                              r"\| 200 \| 100 \| [0-9.]+ \| [0-9.]+x \| 0\.0e\+00 \|\n\| 4 \| 5,000 \| [0-9.]+ \| 1\.00x \|"),
     "bench_bands.py": (lambda d: ["--rows", "2e4", "--workers", "0", "--trials", "2", "--grid", "4", "--fit-rows", "2e3",
                                   "--workdir", d],
-                       r"\| importances of every feature \(StratPD/CatStratPD\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \|"),
+                       r"\| importances of every feature \(StratPD/CatStratPD\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \| "
+                       r"[0-9.]+ -> [0-9.]+ \| [0-9.]+x \|"),
     "bench_nightly.py": (lambda d: ["--tiny", "--workdir", d],
                          r"\| incremental rerun \(\+4,000 rows, 2 files\) \| [0-9.]+ \| [0-9.]+ \| incremental \|[\s\S]*"
                          r"rows True, importance max \|diff\| [0-9.e+-]+"),
     "bench_bands_stratx.py": (lambda d: ["--n", "1000", "--trials", "3", "--skip-stratx", "--workdir", d],
-                              r"\| StratPD x1 \| daskpd \| 3 \| [0-9.]+ \|"),
+                              r"\| StratPD x1 \| daskpd \| 3 \| [0-9.]+ \|[\s\S]*\| CatStratPD c \| daskpd \| 3 \| [0-9.]+ \|"),
     "bench_drift.py": (lambda d: ["--pairs", "1", "--n", "500", "--trials", "2", "--designs", "discrete"],
                        r"\| discrete \| x2 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \|"),
 }

@@ -94,7 +94,7 @@ def test_decorator_checks_the_listing_and_names_the_function():
     ("ice", dict(n_lines=0), "ice: parameter n_lines must be an integer >= 1 or None; got 0"),
     ("ale", dict(bins=0), "ale: parameter bins must be an integer >= 1; got 0"),
     ("marginal", dict(binning="x"), "marginal: parameter binning must be one of 'quantile', 'uniform'"),
-    ("pd_variance", dict(method="x"), "pd_variance: parameter method must be one of 'importance', 'interaction'"),
+    ("pd_variance", dict(measure="x"), "pd_variance: parameter measure must be one of 'importance', 'interaction'"),
     ("compare", dict(bins=0), "compare: parameter bins must be an integer >= 1"),
 ])
 def test_parameter_errors_name_function_and_parameter_before_reading_data(name, kwargs, match):

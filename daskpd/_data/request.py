@@ -158,9 +158,10 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
     0/1; "categorical": CatStratPD, which takes any value as a level); ``spread``: a
     pandas frame is cut into enough partitions for every core; ``partition_bytes``: small
     parquet files are gathered into partitions of about this size; ``names``: how messages
-    name the parameters (default ``parameter categorical``, ...; a job names its keys).
+    name the parameters (default ``parameter categorical_features``, ...; a job names its keys).
     """
-    names = ({k: f"parameter {k}" for k in ("categorical", "numeric", "exclude", "columns", "stratify_on")}
+    names = ({k: f"parameter {k}" for k in ("exclude", "columns", "stratify_on")}
+             | {"categorical": "parameter categorical_features", "numeric": "parameter numeric_features"}
              | dict(names or {}))
     if target is not None and not isinstance(target, str):
         raise DataError(f"target must be a column name (str); got {target!r}")

@@ -22,7 +22,7 @@ import pandas as pd
 
 from .plan import Job
 
-__all__ = ["row_hash", "content_hash", "keyed_hash", "bootstrap_weights", "SampleJob", "Sample",
+__all__ = ["row_hash", "content_hash", "keyed_hash", "bootstrap_weights", "bootstrap_counts", "SampleJob", "Sample",
            "distinct_capped", "SAMPLE_MARGIN"]
 
 _HASH = "__daskpd_hash__"
@@ -132,12 +132,46 @@ def bootstrap_weights(df: pd.DataFrame, columns: Sequence[str], n_trials: int, r
     With ``fraction``, 0/1 subsampling weights instead: a row is in trial t's subsample
     with probability ``fraction`` (same keyed hash, so also partition-invariant).
     """
-    out = np.empty((len(df), n_trials), dtype="float64")
+    return bootstrap_counts(df, columns, n_trials, random_state, fraction).astype("float64")
+
+
+def bootstrap_counts(df: pd.DataFrame, columns: Sequence[str], n_trials: int, random_state: int,
+                     fraction: float | None = None) -> np.ndarray:
+    """:func:`bootstrap_weights` as uint8 counts (every draw is a whole number below 25),
+    drawn for all trials in one compiled pass over the rows' content hashes."""
     content = content_hash(df[list(columns)])  # hashed once
-    for t in range(n_trials):
-        h = keyed_hash(content, random_state, salt=t + 1)  # == row_hash(df[columns], random_state, t + 1)
-        u = (h >> np.uint64(11)).astype("float64") * (1.0 / 9007199254740992.0)
-        out[:, t] = (u < fraction) if fraction is not None else np.searchsorted(_POISSON1_CDF, u, side="right")
+    seeds = np.array([_mix64(np.array([(int(random_state) & 0xFFFFFFFF) << 20 | ((t + 1) & 0xFFFFF)],
+                                      dtype="uint64"))[0] for t in range(n_trials)], dtype=np.uint64)
+    return _draw_counts(content, seeds, _POISSON1_CDF, -1.0 if fraction is None else float(fraction))
+
+
+@numba.njit(cache=True, nogil=True)
+def _draw_counts(content, seeds, cdf, fraction):
+    """Per row and trial t: ``u`` from ``mix64(content + seeds[t])`` (the keyed hash of
+    salt t + 1), then the Poisson(1) count ``#{k: cdf[k] <= u}`` (numpy's searchsorted,
+    side right), or ``u < fraction`` when ``fraction`` >= 0."""
+    n, T = content.shape[0], seeds.shape[0]
+    out = np.empty((n, T), np.uint8)
+    c1, c2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+    s30, s27, s31, s11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
+    K = cdf.shape[0]
+    for i in range(n):
+        h0 = content[i]
+        for t in range(T):
+            z = h0 + seeds[t]
+            z ^= z >> s30
+            z *= c1
+            z ^= z >> s27
+            z *= c2
+            z ^= z >> s31
+            u = np.float64(z >> s11) * (1.0 / 9007199254740992.0)
+            if fraction >= 0.0:
+                out[i, t] = 1 if u < fraction else 0
+            else:
+                k = 0
+                while k < K and cdf[k] <= u:
+                    k += 1
+                out[i, t] = k
     return out
 
 

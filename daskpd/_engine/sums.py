@@ -30,7 +30,8 @@ from dask.sizeof import sizeof
 import numpy as np
 import pandas as pd
 
-__all__ = ["Table", "Rows", "group_sums", "merge_tables", "reduce_tables", "float_keys", "keys_to_float"]
+__all__ = ["Table", "Rows", "SortedRows", "sort_rows", "group_sums", "merge_tables", "reduce_tables", "float_keys",
+           "keys_to_float"]
 
 _DIGIT = 11  # radix sort digit width (2048 buckets)
 
@@ -529,6 +530,111 @@ def reduce_tables(tables: Sequence, n_keys: int | None = None) -> Table:
                       np.concatenate([t.values for t in live], axis=0))
 
 
+# ---------------------------------------------------------------------------------
+# raw rows with trial weights, summed one statistics set at a time
+
+
+@dataclass
+class SortedRows:
+    """Raw rows sorted by (leaf, key) once (stable: a group's rows in input order), whose
+    statistics sets are summed one at a time (:meth:`set_stats`): with T trial weights
+    per row, the (groups x 3 (1 + T)) table of :func:`reduce_tables` is never built, and
+    every sum adds the same terms in the same order as it does, so the same bits."""
+
+    leaf: np.ndarray  # int32, one per (leaf, key) group, sorted
+    key: np.ndarray  # int64
+    starts: np.ndarray  # first sorted row of every group
+    y: np.ndarray  # the rows' y, x, trial weights, in sorted order
+    x: np.ndarray | None
+    w: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.leaf)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.leaf.nbytes + self.key.nbytes + self.starts.nbytes + self.y.nbytes + self.w.nbytes
+                   + (0 if self.x is None else self.x.nbytes))
+
+    def set_stats(self, s: int):
+        """``(n, sum_y, sum_x)`` per group of statistics set ``s`` (0: every row once;
+        t: weighted by trial t's weights); ``sum_x`` is None without x."""
+        has_x = self.x is not None
+        x = self.x if has_x else self.y[:0]
+        n, sy, sx = _set_sums(self.starts, self.y, x, self.w, int(s) - 1, has_x)
+        return n, sy, (sx if has_x else None)
+
+
+@numba.njit(cache=True, nogil=True)
+def _set_sums(starts, y, x, w, t, has_x):
+    """Per group: ``[n, sum y, sum x]`` of one set (``t`` < 0: set 0, else trial column
+    ``t``), the terms as :func:`_add_row` adds them."""
+    g_n = starts.shape[0]
+    m = y.shape[0]
+    n = np.zeros(g_n)
+    sy = np.zeros(g_n)
+    sx = np.zeros(g_n if has_x else 0)
+    for g in range(g_n):
+        a = starts[g]
+        b = starts[g + 1] if g + 1 < g_n else m
+        if t < 0:
+            for i in range(a, b):
+                n[g] += 1.0
+                sy[g] += y[i]
+                if has_x:
+                    sx[g] += x[i]
+        else:
+            for i in range(a, b):
+                wt = w[i, t]
+                n[g] += wt
+                sy[g] += wt * y[i]
+                if has_x:
+                    sx[g] += wt * x[i]
+    return n, sy, sx
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather(order, y, x, w, has_x):
+    n = order.shape[0]
+    T = w.shape[1]
+    oy = np.empty(n)
+    ox = np.empty(n if has_x else 0)
+    ow = np.empty((n, T), w.dtype)
+    for i in range(n):
+        r = order[i]
+        oy[i] = y[r]
+        if has_x:
+            ox[i] = x[r]
+        for t in range(T):
+            ow[i, t] = w[r, t]
+    return oy, ox, ow
+
+
+def sort_rows(parts: Sequence[Rows]) -> SortedRows:
+    """Batches of :class:`Rows` (in order) sorted by (leaf, key): see :class:`SortedRows`."""
+    live = [p for p in parts if p is not None and len(p)]
+    if not live:
+        p = parts[0]
+        T = p.n_trials
+        return SortedRows(np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0),
+                          None if p.x is None else np.zeros(0), np.zeros((0, T), np.uint8))
+    leaf = np.concatenate([t.leaf for t in live]).astype(np.int64)
+    packed, nbits, kbits, decode = _pack(leaf, np.concatenate([t.key for t in live]).astype(np.int64))
+    del leaf
+    sorted_keys, order = _radix_sort(packed, nbits)
+    starts = run_starts(sorted_keys)
+    gl, gk = _unpack(sorted_keys[starts], kbits, decode)
+    del sorted_keys
+    has_x = live[0].x is not None
+    y = np.concatenate([t.y for t in live]).astype(np.float64, copy=False)
+    x = np.concatenate([t.x for t in live]).astype(np.float64, copy=False) if has_x else y[:0]
+    w = (np.ascontiguousarray(np.concatenate([t.w for t in live], axis=0)) if live[0].w is not None
+         else np.zeros((len(y), 0)))
+    y, x, w = _gather(order, y, x, w, has_x)
+    return SortedRows(gl, gk, starts, y, x if has_x else None, w)
+
+
 # dask's memory manager counts these by their arrays (spilling decisions need it)
+sizeof.register(SortedRows)(lambda o: o.nbytes)
 sizeof.register(Table)(lambda o: o.nbytes)
 sizeof.register(Rows)(lambda o: o.nbytes)

@@ -28,8 +28,9 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine import scheduler
-from .._engine.sums import DENSE_CELLS_PER_ROW, Table, dense_grid, grid_table, group_sums, reduce_tables, run_starts
+from .._engine.sums import DENSE_CELLS_PER_ROW, Table, dense_grid, grid_table, group_sums, run_starts
 from .categorical_gram import LeafSums, gram_link, solve_gram
+from .numeric import set_columns
 from .categorical_solve import CG_MAXITER, Effects, ground, number_groups, uf_find, uf_flatten, uf_join
 from .virtual import virtual_of
 
@@ -48,11 +49,14 @@ class CGBucket:
     leaf), ``vb`` (each leaf's virtual bucket) and ``leaf`` (each leaf's number)."""
 
     K: int
-    sets: list  # [(code, n, w, starts, vb)] per set
+    sets: list  # [(code, n, w, starts, vb, leaf)] per set
+    # per set: (cell of every row, virtual bucket and category of every cell): the
+    # (virtual bucket, category) cells every CG product is summed into, found once
+    cells: list | None = None
 
     @property
     def nbytes(self) -> int:
-        return int(sum(sum(a.nbytes for a in st) for st in self.sets))
+        return int(sum(sum(a.nbytes for a in st) for st in [*self.sets, *(self.cells or [])]))
 
 
 @dataclass
@@ -136,12 +140,16 @@ def prepare(picked, fs, job):
     table, counters = picked
     K = fs.coder.n_keys
     k = fs.stats_per_set
-    buckets, summaries = [], []
+    buckets, summaries, cells = [], [], []
+    leaf_all = table.leaf.astype(np.int64)
+    stats = set_columns(table, k, job.n_sets)
     for st in range(job.n_sets):
-        n = table.values[:, k * st]
+        n, s, _ = stats(st)
         keep = n > 0
-        leaf = table.leaf[keep].astype(np.int64)
-        code, n, s = table.key[keep], n[keep], table.values[keep, k * st + 1]
+        if keep.all():
+            leaf, code = leaf_all, table.key
+        else:
+            leaf, code, n, s = leaf_all[keep], table.key[keep], n[keep], s[keep]
         starts, multi, rterm, dterm, w, forest = _leaves(leaf, code, n, s, K)
         vb_row = virtual_of(leaf, fs.n_leaves)
         sizes = np.diff(np.r_[starts, len(leaf)])
@@ -157,15 +165,58 @@ def prepare(picked, fs, job):
         mstarts = np.flatnonzero(np.r_[True, lf[1:] != lf[:-1]]).astype(np.int64) if len(rows) else rows
         buckets.append((cm.astype(np.int32), n[rows], w[rows], mstarts, vb_row[rows][mstarts] if len(rows) else rows,
                         lf[mstarts] if len(rows) else rows))
-    return CGBucket(K, buckets), BucketSummary(summaries, counters)
+        cells.append(_cells(vb_row[rows], cm, K))
+    return CGBucket(K, buckets, cells), BucketSummary(summaries, counters)
 
 
 @numba.njit(cache=True, nogil=True)
-def _products(code, n, w, starts, p):
-    """Per leaf-run: each row's term of G p, w_l n_i (n_l . p) (summed per virtual bucket
-    by the caller)."""
+def _cell_ids(vb, code, K):
+    """For rows whose ``vb`` is non-decreasing: each row's (vb, code) cell, numbered in
+    (vb, code) order, and every cell's vb and code."""
+    n = vb.shape[0]
+    cell = np.empty(n, np.int64)
+    cell_vb = np.empty(n, np.int32)
+    cell_code = np.empty(n, np.int64)
+    id_of = np.full(K, -1, np.int64)
+    touched = np.empty(K, np.int64)
+    g = 0
+    i = 0
+    while i < n:
+        cur = vb[i]
+        nt = 0
+        j = i
+        while j < n and vb[j] == cur:
+            c = code[j]
+            if id_of[c] < 0:
+                id_of[c] = 0
+                touched[nt] = c
+                nt += 1
+            j += 1
+        keys = np.sort(touched[:nt])
+        for a in range(nt):
+            id_of[keys[a]] = g
+            cell_vb[g] = cur
+            cell_code[g] = keys[a]
+            g += 1
+        for r in range(i, j):
+            cell[r] = id_of[code[r]]
+        for a in range(nt):
+            id_of[keys[a]] = -1
+        i = j
+    return cell, cell_vb[:g].copy(), cell_code[:g].copy()
+
+
+def _cells(vb_rows, code, K: int):
+    vb_rows = np.asarray(vb_rows, dtype=np.int64)
+    return _cell_ids(vb_rows, np.asarray(code, dtype=np.int64), int(K))
+
+
+@numba.njit(cache=True, nogil=True)
+def _products(code, n, w, starts, p, cell, n_cells):
+    """Per leaf-run: each row's term of G p, w_l n_i (n_l . p), summed into its (virtual
+    bucket, category) cell in row order."""
     m = code.shape[0]
-    out = np.zeros(m)
+    out = np.zeros(n_cells)
     for q in range(starts.shape[0]):
         a = starts[q]
         b = starts[q + 1] if q + 1 < starts.shape[0] else m
@@ -174,7 +225,7 @@ def _products(code, n, w, starts, p):
             t += n[i] * p[code[i]]
         t *= w[a]
         for i in range(a, b):
-            out[i] = n[i] * t
+            out[cell[i]] += n[i] * t
     return out
 
 
@@ -186,9 +237,12 @@ def bucket_products(bucket: CGBucket, P: np.ndarray, active: np.ndarray) -> list
         if not active[st] or not len(code):
             out.append(None)
             continue
-        terms = _products(code, n, w, starts, P[st])
-        vrow = np.repeat(vb, np.diff(np.r_[starts, len(code)])).astype(np.int32)
-        out.append(reduce_tables([Table(vrow, code.astype(np.int64), terms[:, None], grouped=False)], bucket.K))
+        if bucket.cells is not None:
+            cell, cell_vb, cell_code = bucket.cells[st]
+        else:  # a bucket made without its cells
+            cell, cell_vb, cell_code = _cells(np.repeat(vb, np.diff(np.r_[starts, len(code)])), code, bucket.K)
+        sums = _products(code, n, w, starts, P[st], cell, len(cell_vb))
+        out.append(Table(cell_vb, cell_code, sums[:, None]))
     return out
 
 

@@ -34,7 +34,7 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine.hashing import keyed_hash
-from .._engine.sums import Table, reduce_tables
+from .._engine.sums import SortedRows, Table, reduce_tables
 from ..results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, StratPDResult, interval_slopes
 from .trees import tree_method_of
 from .virtual import virtual_of
@@ -54,7 +54,7 @@ class BucketSums:
     n_leaves: int  # leaves with rows
     add: list  # per set: Table(leaf=virtual bucket, key=start code, values=sum of slopes)
     sub: list  # per set: Table(..., key=end code, ...)
-    sum_x: list | None  # per set: Table(..., key=code, values=sum of x), binned features only
+    sum_x: list | None  # [set 0's Table(..., key=code, values=sum of x)], binned features only
     segments: tuple  # a bottom-k sample of set 0's segments: (hash, start code, end code, slope)
     counters: tuple | None  # (rows read, missing x, bad y) in bucket 0
 
@@ -139,14 +139,30 @@ def _segments(leaf, code, vb, n, sy, sx, xvals, binned, P):
     return count, starts, ends, ignored, n_leaves, seg_v[:k], seg_a[:k], seg_b[:k], seg_s[:k], seg_l[:k]
 
 
-def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: int = 0,
+def set_columns(table, k: int, n_sets: int):
+    """``stats(s) -> (n, sum_y, sum_x or None)`` per (leaf, key) group of statistics set
+    ``s`` of a merged table (``k`` statistics a set), or of :class:`SortedRows` (raw
+    rows with trial weights, summed one set at a time)."""
+    if isinstance(table, SortedRows):
+        return table.set_stats
+    vals = table.values
+    if n_sets == 1:
+        return lambda s: (np.ascontiguousarray(vals[:, 0]), np.ascontiguousarray(vals[:, 1]),
+                          np.ascontiguousarray(vals[:, 2]) if k == 3 else None)
+    # one transposed copy: every statistic of every set is then a contiguous row (a
+    # column gathered per set costs a pass over the whole (cells x stats) table each)
+    cols = np.ascontiguousarray(vals.T)
+    return lambda s: (cols[k * s], cols[k * s + 1], cols[k * s + 2] if k == 3 else None)
+
+
+def bucket_sums(table, fs, n_sets: int, *, counters=None, random_state: int = 0,
                 n_segments: int = 500) -> BucketSums:
-    """A bucket's merged (leaf, code) sums of one numeric feature -> :class:`BucketSums`."""
+    """A bucket's merged (leaf, code) sums of one numeric feature (a Table, or
+    :class:`SortedRows`) -> :class:`BucketSums`."""
     P = fs.coder.n_keys
     k = fs.stats_per_set
     leaf = table.leaf.astype(np.int64)
     code = table.key
-    vals = table.values
     vb = virtual_of(leaf, fs.n_leaves)
     xvals = np.zeros(1) if fs.binned else np.asarray(fs.coder.values, dtype="float64")
     count = np.zeros((n_sets, P))
@@ -155,13 +171,14 @@ def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: i
     ignored = np.zeros(n_sets)
     add, sub, sum_x = [], [], ([] if fs.binned else None)
     n_leaves = 0
-    segments = _segment_sample(leaf[:0], code[:0], code[:0], vals[:0, 0], 0, random_state)
+    segments = _segment_sample(leaf[:0], code[:0], code[:0], np.zeros(0), 0, random_state)
+    stats = set_columns(table, k, n_sets)
     for s in range(n_sets):
-        n, sy = np.ascontiguousarray(vals[:, k * s]), np.ascontiguousarray(vals[:, k * s + 1])
-        sx = np.ascontiguousarray(vals[:, k * s + 2]) if fs.binned else n[:0]
+        n, sy, sx = stats(s)
+        sx = sx if fs.binned else n[:0]
         count[s], starts[s], ends[s], ignored[s], nl, sv, sa, sb, ss, sl = _segments(
             leaf, code, vb, n, sy, sx, xvals, fs.binned, P)
-        if fs.binned:
+        if fs.binned and s == 0:  # the positions are set 0's (every trial is read at them)
             sum_x.append(_vsum(vb, code, sx, P))
         add.append(_vsum(sv, sa, ss, P))
         sub.append(_vsum(sv, sb, ss, P))

@@ -317,7 +317,7 @@ def _occupied(fs, rows: float) -> float:
 
 
 def _map_bytes(fs, rows_per_part: float, n_sets: int) -> float:
-    if groups_at_map(fs, rows_per_part):
+    if groups_at_map(fs, rows_per_part, n_sets):
         return _occupied(fs, rows_per_part) * _grouped_bytes(fs, n_sets)
     return rows_per_part * _raw_row_bytes(fs, n_sets)
 
@@ -332,7 +332,7 @@ def group_from(fs, n_rows: int, n_partitions: int, n_sets: int) -> int:
     ``GROUP_SHRINK`` of the rows' bytes; ``n_partitions + 1`` when none do (the rows are
     then grouped once, next to their bucket's finish); 0 for a feature the maps group."""
     rows_per_part = n_rows / max(1, n_partitions)
-    if groups_at_map(fs, rows_per_part):
+    if groups_at_map(fs, rows_per_part, n_sets):
         return 0
     raw, grouped = _raw_row_bytes(fs, n_sets), _grouped_bytes(fs, n_sets)
     for c in range(1, n_partitions + 1):

@@ -33,9 +33,9 @@ from dask.sizeof import sizeof
 import pandas as pd
 
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
-from .._engine.hashing import bootstrap_weights
+from .._engine.hashing import bootstrap_counts
 from .._engine.plan import Job, Kept
-from .._engine.sums import Rows, Table, reduce_tables
+from .._engine.sums import Rows, Table, reduce_tables, sort_rows
 from . import categorical_buckets
 from .categorical import effects_explicit
 from .categorical_buckets import prepare
@@ -50,24 +50,25 @@ __all__ = ["FeatureScan", "StratScan", "ScanPiece", "WithState", "N_VIRTUAL", "l
 MAP_GROUP_CELLS_PER_ROW = 2
 
 
-def groups_at_map(fs, rows_per_partition: float) -> bool:
+def groups_at_map(fs, rows_per_partition: float, n_sets: int = 1) -> bool:
     """Whether a map groups a feature's rows itself: its (leaf, key) grid has at most
-    ``MAP_GROUP_CELLS_PER_ROW`` cells per partition row."""
-    return float(fs.n_leaves) * fs.coder.n_keys <= MAP_GROUP_CELLS_PER_ROW * max(1.0, rows_per_partition)
+    ``MAP_GROUP_CELLS_PER_ROW`` cells per partition row and, with trials (``n_sets`` > 1:
+    a cell holds the sums of every set, a row one byte per trial), the full grid takes
+    no more bytes than the rows."""
+    cells = float(fs.n_leaves) * fs.coder.n_keys
+    rows = max(1.0, rows_per_partition)
+    if cells > MAP_GROUP_CELLS_PER_ROW * rows:
+        return False
+    if n_sets <= 1:
+        return True
+    k = fs.stats_per_set
+    return cells * (12 + 8 * k * n_sets) <= rows * (4 + 8 * (k - 1) + n_sets - 1)
 
 
 def index_dtype(n: int):
     """The narrowest unsigned type holding ``0 .. n - 1`` (uint16, else int32): leaves and
     keys of the raw rows a map ships are most of what crosses between processes."""
     return np.uint16 if n <= 1 << 16 else np.int32
-
-
-def compact_weights(W: np.ndarray) -> np.ndarray:
-    """Trial weights (whole numbers: Poisson counts or 0/1) as uint8 when they fit; every
-    sum converts them back to float64 exactly, so the bits do not change."""
-    if W.size and 0 <= W.min() and W.max() <= 255:
-        return W.astype(np.uint8)
-    return W
 
 
 def leaf_numbering(tree, random_state: int, salt: int) -> tuple[np.ndarray | None, int]:
@@ -189,7 +190,7 @@ class StratScan(Job):
         return 1 + int(self.n_trials)
 
     def _group_at_map(self, fs: FeatureScan) -> bool:
-        return groups_at_map(fs, self.expected_rows)
+        return groups_at_map(fs, self.expected_rows, self.n_sets)
 
     # -- map / combine -------------------------------------------------------------
 
@@ -201,8 +202,7 @@ class StratScan(Job):
         col = {c: j for j, c in enumerate(self.encoder.columns)}
         W = None
         if self.n_trials:
-            W = compact_weights(bootstrap_weights(df, self.weight_columns, self.n_trials, self.random_state,
-                                                  self.trial_fraction))
+            W = bootstrap_counts(df, self.weight_columns, self.n_trials, self.random_state, self.trial_fraction)
         piece = ScanPiece({}, {})
         for fs in self.features:
             s = df[fs.feature]
@@ -293,7 +293,11 @@ class StratScan(Job):
         for i, fs in enumerate(self.features):
             table = piece.tables[fs.feature]
             if isinstance(table, (Rows, list)):  # raw rows (a list: the parts of combine_finish, in order)
-                table = reduce_tables(table if isinstance(table, list) else [table], fs.coder.n_keys)
+                parts = table if isinstance(table, list) else [table]
+                # with trials, sorted once and summed set by set: never (cells x 3 (1 + T)); a
+                # kept state stays the merged table (what an incremental run merges into)
+                table = (sort_rows(parts) if self.n_sets > 1 and not self.keep_state
+                         else reduce_tables(parts, fs.coder.n_keys))
             if self.keep_state:
                 kept[fs.feature] = table
                 if self.keep_state == "only":

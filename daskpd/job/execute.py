@@ -75,7 +75,8 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         out = strat_curves_and_importances(
             data, target=spec.target, features=curve_feats,
             stratify_on=list(spec.stratify_on) if spec.stratify_on is not None else list(feats),
-            categorical=list(cats), numeric=[c for c in spec.numeric if c in feats or c in (spec.stratify_on or ())],
+            categorical_features=list(cats),
+            numeric_features=[c for c in spec.numeric if c in feats or c in (spec.stratify_on or ())],
             n_trials=p_imp["n_trials"], bootstrap=p_imp["bootstrap"], subsample_size=subsample,
             pvalues=p_imp["pvalues"], pvalues_n_trials=p_imp["pvalues_n_trials"],
             pvalues_sample_size=p_imp["pvalues_sample_size"], min_samples_leaf=p_num["min_samples_leaf"],

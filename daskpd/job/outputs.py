@@ -18,7 +18,7 @@ from .spec import JobSpec
 from .store import safe_name
 
 __all__ = ["CURVE_COLUMNS", "IMPORTANCE_COLUMNS", "ICE_COLUMNS", "curves_frame", "importances_frame", "ice_frame",
-           "write_tables", "write_plots", "row_stats", "method_title", "print_summary", "versions", "output_bytes"]
+           "write_tables", "write_plots", "curve_figure", "row_stats", "method_title", "print_summary", "versions", "output_bytes"]
 
 #: the leading columns of curves.parquet (the shared curve head; method columns follow)
 CURVE_COLUMNS = ["method", *CURVE_HEAD]
@@ -164,16 +164,7 @@ def write_plots(res: RunResult, imp: pd.DataFrame, plot_dir: Path, spec: JobSpec
         entries.append({"file": f"plots/{fn}", "kind": "importance", "method": str(method), "feature": None,
                         "title": f"{method_title(method)}"})
     for (method, feature), r in res.curves.items():
-        width = 9 if r.kind == "categorical" and len(r.to_frame()) > 30 else 7
-        fig, ax = plt.subplots(figsize=(width, 4.2))
-        try:
-            # model-based curves: the value axis names the job's target ("predicted price")
-            r.plot(ax=ax, **({} if method in ("stratpd", "catstratpd") else {"target": spec.target}))
-        except Exception as exc:  # a plotting bug must not lose the computed results
-            ax.clear()
-            ax.text(0.5, 0.5, f"plot failed: {type(exc).__name__}: {exc}", ha="center", va="center",
-                    transform=ax.transAxes, wrap=True)
-            warnings.warn(f"plot of {method} {feature!r} failed: {exc}", RuntimeWarning, stacklevel=2)
+        fig = curve_figure(method, feature, r, spec.target)
         fn = name_for(f"{safe_name(method)}-{safe_name(feature)}")
         fig.savefig(plot_dir / fn, dpi=100, bbox_inches="tight")
         plt.close(fig)
@@ -181,6 +172,27 @@ def write_plots(res: RunResult, imp: pd.DataFrame, plot_dir: Path, spec: JobSpec
                         "title": f"{method_title(method)}: {feature}"})
     return entries
 
+
+def curve_figure(method: str, feature, r, target):
+    """The figure of one curve of a run: the result's own ``plot()`` (the plotting
+    module's figure, size and constrained layout, count strips and category labels
+    fitted), the value axis of a model-based curve naming the job's ``target``.  A
+    plotting error gives a figure that says so (the computed results are kept)."""
+    from ..plotting import new_figure, pyplot
+
+    plt = pyplot()
+    before = set(plt.get_fignums())
+    try:
+        out = r.plot(**({} if method in ("stratpd", "catstratpd") else {"target": target}))
+        return out if hasattr(out, "savefig") else out.figure
+    except Exception as exc:  # a plotting bug must not lose the computed results
+        for num in set(plt.get_fignums()) - before:
+            plt.close(num)
+        fig, ax = new_figure(figsize=(7, 4.2))
+        ax.text(0.5, 0.5, f"plot failed: {type(exc).__name__}: {exc}", ha="center", va="center",
+                transform=ax.transAxes, wrap=True)
+        warnings.warn(f"plot of {method} {feature!r} failed: {exc}", RuntimeWarning, stacklevel=3)
+        return fig
 
 
 def method_title(method: str) -> str:

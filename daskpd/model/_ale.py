@@ -542,9 +542,9 @@ def ale(
     n_trials, bootstrap, subsample_size, band, random_state
         T > 1 bootstrap trials in the same pass (as :func:`daskpd.partial_dependence`):
         each trial re-weights the rows' local effects and the centring with weights from
-        a seeded row hash; the bins, the level order and the model are fixed.  1-D
-        results carry ``trials_pd`` and ``band()`` (``pd_std, pd_lo, pd_hi`` in
-        ``to_frame()``).  2-D ALE has no band.
+        a seeded row hash; the bins, the level order and the model are fixed.  Results
+        carry ``trials_pd`` and ``band()`` (``pd_std, pd_lo, pd_hi`` in
+        ``to_frame()``); a 2-D ALE's per grid point.
 
     Returns
     -------

@@ -38,8 +38,10 @@ import numpy as np
 from .._data.encode import as_float
 from .._errors import DataError
 from ..results import CurveResult, curve_frame
+from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
 from .._engine.plan import merge_keyed, sum_fields
 from ._common import ROW_COUNTS, BinStats, input_rows
+from ._passes import trial_bin_sums
 
 __all__ = ["ALE2DResult"]
 
@@ -55,6 +57,10 @@ class ALE2DResult(CurveResult):
     and column, which end no cell): rows, weight, mean and standard deviation of the
     second-order differences, and whether the cell had no rows and took its neighbour's
     ``delta``.
+
+    With bootstrap trials (``n_trials`` > 1), ``trials_pd`` holds every trial's centred
+    surface, shape ``(n_trials, len(x), len(x2))``, and :meth:`band` their spread per
+    grid point.
     """
 
     features: tuple
@@ -73,9 +79,27 @@ class ALE2DResult(CurveResult):
     n_missing: int = 0
     n_outside: int = 0
     params: dict = field(default_factory=dict)
+    trials_pd: np.ndarray | None = None  # (n_trials, len(x), len(x2)): every bootstrap trial's surface
 
     kind = "numeric"
     kinds = ("numeric", "numeric")
+
+    @property
+    def n_trials(self) -> int:
+        return 1 if self.trials_pd is None else len(self.trials_pd)
+
+    def band(self) -> dict | None:
+        """``{"std", "lo", "hi", "n"}`` over the trials at every grid point, each of
+        shape ``(len(x), len(x2))``; None without trials (see
+        :func:`daskpd.results.curves.trial_band`).  The edges and the model are fixed;
+        each trial re-weights the rows' second-order differences, the imputation of the
+        cells it leaves empty, the first-order corrections and the centring."""
+        if self.trials_pd is None:
+            return None
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)))
+
+    def summary(self) -> str:
+        return super().summary() + band_note(self)
 
     @property
     def feature(self) -> tuple:
@@ -109,6 +133,9 @@ class ALE2DResult(CurveResult):
                  "x_2": np.tile(np.asarray(self.x2, dtype="float64"), n0),
                  "weight": self.weight.reshape(-1), "delta": self.delta.reshape(-1),
                  "delta_std": self.delta_std.reshape(-1), "imputed": self.imputed.reshape(-1)}
+        b = self.band()
+        if b is not None:
+            extra.update({k: v.reshape(-1) for k, v in band_columns(b).items()})
         return {"positions": np.repeat(np.asarray(self.x, dtype="float64"), n1), "pd": self.ale.reshape(-1),
                 "count": self.count.reshape(-1).astype("int64"), "supported": self.supported.reshape(-1),
                 "extra": extra}
@@ -152,10 +179,12 @@ class _ALE2DPairPartial:
     n_used: int
     n_missing: int
     n_outside: int
+    trials: np.ndarray | None = None  # with trials: (T, 2, cells) trial weight and weighted delta per cell
 
     @classmethod
     def merge(cls, parts):
-        return cls(BinStats.merge_all([p.stats for p in parts]), **sum_fields(parts, *ROW_COUNTS))
+        tr = None if parts[0].trials is None else np.sum([p.trials for p in parts], axis=0)
+        return cls(BinStats.merge_all([p.stats for p in parts]), **sum_fields(parts, *ROW_COUNTS), trials=tr)
 
 
 @dataclass
@@ -197,8 +226,11 @@ class ALE2DJob:
             # PyALE's order of operations: (y22 - y21) - (y12 - y11)
             delta = (P[3] - P[2]) - (P[1] - P[0]) if len(rows) else np.empty(0)
             K1 = len(z1) - 1
-            stats = BinStats.of(i * K1 + j, delta, None if w is None else w[rows], (len(z0) - 1) * K1)
-            out[sp.features] = _ALE2DPairPartial(stats, ctx.n, len(rows), int((~fin).sum()), int((fin & ~ok).sum()))
+            cells = (len(z0) - 1) * K1
+            stats = BinStats.of(i * K1 + j, delta, None if w is None else w[rows], cells)
+            tr = trial_bin_sums(ctx, i * K1 + j, delta, rows, cells) if ctx.n_sets > 1 else None
+            out[sp.features] = _ALE2DPairPartial(stats, ctx.n, len(rows), int((~fin).sum()), int((fin & ~ok).sum()),
+                                                 tr)
         return _ALE2DPartial(out)
 
 
@@ -264,4 +296,20 @@ def finish_ale2d(sp: ALE2DSpec, part: _ALE2DPairPartial, pred, params) -> ALE2DR
                        weight=pad(W, 0.0), delta=pad(delta, np.nan), delta_std=pad(st.std().reshape(K0, K1), np.nan),
                        imputed=pad(~filled, False, bool), response=pred.response, target_class=pred.target_class,
                        n_rows=part.n_rows, n_used=part.n_used, n_missing=part.n_missing, n_outside=part.n_outside,
-                       params=params)
+                       params=params, trials_pd=None if part.trials is None else _trial_surfaces(sp, part.trials))
+
+
+def _trial_surfaces(sp: ALE2DSpec, trials: np.ndarray) -> np.ndarray:
+    """Every trial's centred surface: the finish above with the trial's weights (a cell
+    the trial leaves without weight is imputed from its nearest cell with weight; a trial
+    with no weight at all is NaN)."""
+    K0, K1 = len(sp.z0) - 1, len(sp.z1) - 1
+    out = np.full((len(trials), K0 + 1, K1 + 1), np.nan)
+    for t, tr in enumerate(trials):
+        W, S = tr[0].reshape(K0, K1), tr[1].reshape(K0, K1)
+        filled = W > 0
+        if not filled.any():
+            continue
+        mean = np.where(filled, S / np.where(filled, W, 1.0), np.nan)
+        out[t] = ale2d_surface(_impute_nearest(mean, filled, sp.z0, sp.z1), np.where(filled, W, 0.0))
+    return out

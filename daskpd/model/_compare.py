@@ -28,8 +28,8 @@ from .._errors import DataError, InvalidParameterError
 from .._data.request import open_request
 from ..results import Result
 from .._stratpd import stratpd as run_stratpd
-from .._engine.stats import mquantile_ranks, summarize
-from ._grids import pd_grid
+from .._engine.stats import summarize
+from ._grids import pd_grid, pd_grid_plan
 from ._passes import Plan, run_jobs
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import MODEL_CONSTRAINTS, open_model_data, prepare_model_run
@@ -143,7 +143,7 @@ def compare(
     stratpd=None,
     curves: dict | None = None,
     grid_resolution: int = 100,
-    percentiles=(0.0, 1.0),
+    percentiles=(0.05, 0.95),
     bins: int = 20,
     sample_weight=None,
     response: str = "auto",
@@ -172,8 +172,9 @@ def compare(
         ``(x, y)``: use it.
     curves : dict {name: result or (x, y)}, optional
         More precomputed curves to overlay.
-    grid_resolution, percentiles
-        FPD grid (default: the full range).
+    grid_resolution, percentiles : default 100, (0.05, 0.95)
+        FPD grid, as :func:`daskpd.partial_dependence` makes it (scikit-learn's rule,
+        missing values included); ``percentiles=(0, 1)`` spans the full range.
     bins : int, default 20
         Quantile bins of ALE and of the marginal plot.
     sample_weight, response, target_class, columns, batch_rows, progress, storage_options, filters
@@ -212,12 +213,8 @@ def compare(
         raise DataError(f"feature {feature!r} has no non-missing values")
     # every quantile the three methods need, resolved together
     extra_ranks = {}
-    pd_plan = None
-    if s.uniques is not None and len(s.uniques) < grid_resolution:
-        grid = s.uniques
-    else:
-        grid = None
-        pd_plan = mquantile_ranks(s.n, percentiles)
+    grid, pd_plan = pd_grid_plan(s, "numeric", grid_resolution, percentiles)  # partial_dependence's grid
+    if pd_plan is not None:
         extra_ranks[feature] = [*pd_plan[0], *pd_plan[1]]
     extra_ranks.setdefault(feature, []).extend(marginal_ranks(s, bins, "quantile"))
     specs, _, _, stats = ale_specs(run, [feature], bins=bins, order={}, progress=progress, summaries=sums,

@@ -243,7 +243,8 @@ def pd_results(items, grids: dict, kinds: dict, pred: Predictor, part, params: d
         raise DataError("data has no rows" if part.n_rows == 0 else "the sample weights sum to 0")
     for it, s in zip(items, part.sums):
         gs = [grids[f] for f in it]
-        eng = engine_of(pred, it, kinds, need_rows=part.rows is not None or part.set_wsum is not None)
+        eng = engine_of(pred, it, kinds, need_rows=part.rows is not None,
+                        sets=1 if part.set_wsum is None else len(part.set_wsum))
         shape = [len(g) for g in gs]
         trials = None
         if part.set_wsum is not None:  # bootstrap trials: one row of sums per weight set
@@ -262,13 +263,23 @@ def use_tree(pred: Predictor, features, kinds) -> bool:
     return pred.tree is not None
 
 
-def engine_of(pred: Predictor, features, kinds, need_rows: bool = False) -> str:
+def engine_of(pred: Predictor, features, kinds, need_rows: bool = False, sets: int = 1) -> str:
     """The engine computing a PD of ``features``: ``"tree-exact"`` (leaf weights, FastPD),
     ``"tree-interval"`` (per row, each tree once per class of grid values) or ``"predict"``
-    (the model called on stacked copies)."""
+    (the model called on stacked copies).  ``sets``: the weight sets (1 + bootstrap trials)
+    the exact engine's per-node weights would hold."""
     if not use_tree(pred, features, kinds):
         return "predict"
-    return "tree-interval" if need_rows or pred.tree.exact is None else "tree-exact"
+    if need_rows or pred.tree.exact is None:
+        return "tree-interval"
+    if sets > 1 and pred.tree.flat().n_nodes * sets * (1 << len(features)) > EXACT_SET_CELLS:
+        return "tree-interval"
+    return "tree-exact"
+
+
+#: per-node weights (nodes x walk states x weight sets) held by one partition's tree-exact
+#: walk with bootstrap trials; a larger forest's trials run on the per-row engine
+EXACT_SET_CELLS = 1 << 25
 
 
 #: rows x grid cells predicted by brute force with ``predict`` above which a warning advises
@@ -301,7 +312,7 @@ def _item_name(it) -> str:
 
 
 def engine_notice(who: str, pred: Predictor, items, grids: dict, kinds: dict, n_rows: int | None, *,
-                  need_rows: bool = False, model=None, stacklevel: int = 4):
+                  need_rows: bool = False, model=None, stacklevel: int = 4, sets: int = 1):
     """Which engine computes each PD item and what it costs, before the pass: ``(params,
     label)`` -- a dict for the result's params and a one-line label for the progress
     lines -- and a UserWarning with advice when brute force with ``predict`` has more
@@ -309,7 +320,7 @@ def engine_notice(who: str, pred: Predictor, items, grids: dict, kinds: dict, n_
     per = {}
     for it in items:
         cells = int(np.prod([len(grids[f]) for f in it]))
-        per[_item_name(it)] = (engine_of(pred, it, kinds, need_rows), cells)
+        per[_item_name(it)] = (engine_of(pred, it, kinds, need_rows, sets), cells)
     total = sum(c for _, c in per.values())
     slow = sum(c for e, c in per.values() if e == "predict")
     engines = list(dict.fromkeys(e for e, _ in per.values()))
@@ -437,19 +448,45 @@ def curve_sums(ctx, features, grids, kinds, rows: list | None = None) -> np.ndar
 SHIP_NODES = 1 << 16
 
 
-def exact_weights(ctx, features, grids, kinds):
-    """tree-exact on one partition: the per-node weights ``W_S`` of the rows (a sum per
-    tree leaf), or, for very large forests, the cell sums directly."""
+def exact_weights(ctx, items):
+    """tree-exact on one partition for PD ``items`` (``(features, grids)`` each), in one
+    walk of every row through every tree (several walks only when the per-node weights of
+    all items at once would exceed :data:`EXACT_SET_CELLS`): per item the per-node
+    weights ``W_S`` (nodes, weight sets) -- or, for very large forests, the cell sums
+    directly (then ``(None, sums)``)."""
     pred = ctx.plan.predictor
     flat = pred.tree.flat()
-    targets, codes = tree_targets(pred, features, grids)
-    W = np.zeros(flat.n_nodes)
-    if ctx.n:
-        X, w = ctx.tree_X(), ctx.weights
-        W = flat.leaf_weights(X, targets, w)
-    if flat.n_nodes > max(SHIP_NODES, grid_cells(codes).shape[0]):
-        return None, flat.cell_sums(W, ctx.wsum(), targets, grid_cells(codes))
-    return W, None
+    W = ctx.set_weights()
+    S = W.shape[1]
+    targets = [tree_targets(pred, feats, grids) for feats, grids in items]
+    groups, cur, size = [], [], 0
+    for k, (feats, _) in enumerate(items):
+        add = flat.n_nodes * S * (1 << len(feats))
+        if cur and size + add > EXACT_SET_CELLS:
+            groups.append(cur)
+            cur, size = [], 0
+        cur.append(k)
+        size += add
+    groups.append(cur)
+    Ws = [None] * len(items)
+    X = ctx.tree_X() if ctx.n else None
+    for g in groups:
+        if ctx.n:
+            got = flat.leaf_weight_sets(X, [tuple(targets[k][0]) for k in g], W)
+        else:
+            got = [np.zeros((flat.n_nodes, S)) for _ in g]
+        for k, Wk in zip(g, got):
+            Ws[k] = Wk
+    wsum = [ctx.wsum(), *W[:, 1:].sum(axis=0)]
+    out = []
+    for k in range(len(items)):
+        t, codes = targets[k]
+        cells = grid_cells(codes)
+        if flat.n_nodes > max(SHIP_NODES, cells.shape[0]):
+            out.append((None, flat.cell_sums(Ws[k], wsum, t, cells)))
+        else:
+            out.append((Ws[k], None))
+    return out
 
 
 @dataclass
@@ -485,13 +522,18 @@ class PDJob:
         pred = ctx.plan.predictor
         set_wsum = ctx.set_weights().sum(axis=0) if ctx.n_sets > 1 else None
         if not self.individual:
+            sets = ctx.n_sets
+            exact = [k for k, (feats, _) in enumerate(self.items)
+                     if engine_of(pred, feats, self.kinds, sets=sets) == "tree-exact"]
+            got = dict(zip(exact, exact_weights(ctx, [self.items[k] for k in exact]))) if exact else {}
             sums, leaves = [], []
-            for feats, grids in self.items:
-                cells = int(np.prod([len(g) for g in grids]))
-                # trials re-weight every row: the per-row engines sum each row's curve with every weight set
-                if set_wsum is None and engine_of(pred, feats, self.kinds) == "tree-exact":
-                    W, s = exact_weights(ctx, feats, grids, self.kinds)
-                    sums.append(np.zeros(cells) if s is None else s)
+            for k, (feats, grids) in enumerate(self.items):
+                if k in got:
+                    W, s = got[k]
+                    if s is None:
+                        cells = int(np.prod([len(g) for g in grids]))
+                        s = np.zeros((sets, cells))
+                    sums.append(s if set_wsum is not None else s[0])
                     leaves.append(W)
                 else:
                     sums.append(curve_sums(ctx, feats, grids, self.kinds))
@@ -517,7 +559,9 @@ class PDJob:
             if W is None:  # another engine, or cells summed per partition
                 continue
             targets, codes = tree_targets(pred, feats, grids)
-            sums[i] = flat.cell_sums(W, merged.wsum, targets, grid_cells(codes))
+            wsum = [merged.wsum] if merged.set_wsum is None else [merged.wsum, *merged.set_wsum[1:]]
+            s = flat.cell_sums(W, wsum, targets, grid_cells(codes))
+            sums[i] = s if merged.set_wsum is not None else s[0]
         return replace(merged, sums=sums, leaves=None)
 
 
@@ -831,7 +875,8 @@ def partial_dependence(
         plan = Plan([job], predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
         notice, label = engine_notice("partial_dependence", pred, items, grids, run.kinds,
                                       known_rows(run.dataset, filters),
-                                      need_rows=kind != "average" or trials is not None, model=model)
+                                      need_rows=kind != "average", model=model,
+                                      sets=1 if trials is None else 1 + trials.n)
         params["engine"] = notice
         with stage_label(label):
             (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd")

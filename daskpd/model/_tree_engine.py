@@ -10,12 +10,16 @@ reassociation, ~1e-15 relative):
       sum_i w_i f(v, x_C^(i)) = init * sum_i w_i + sum_t sum_leaf value_leaf * [v in box_S(leaf)] * W_S(leaf)
 
   where ``W_S(leaf)`` is the weight of the rows whose other features (C) fall in the
-  leaf's box.  :func:`leaf_weights` computes ``W_S`` per partition in one walk per row and
-  tree (both branches at a split on S, the row's branch elsewhere): a sum per (tree,
-  leaf), merged by addition; :func:`cell_sums` then walks each tree once per grid cell
+  leaf's box.  :meth:`FlatTrees.leaf_weight_sets` computes ``W_S`` of every requested
+  item (all features of a 1-way request, pairs) per partition in ONE walk of every row
+  through every tree: the walk follows the row's branch everywhere and, at a split on a
+  target feature, also the other branch, remembering the set of targets where it left
+  the row's branches (a leaf reached that way counts for the items holding that set); a
+  sum per (tree, leaf) and weight set (the rows' weights, and one column per bootstrap
+  trial), merged by addition.  :func:`cell_sums` then walks each tree once per grid cell
   (the cell's branch at a split on S, both elsewhere).  Cost: rows x trees x (depth +
-  the leaves a row reaches through S-splits), plus cells x nodes, instead of rows x cells
-  x trees x depth.  Exact only where the response is linear in the trees' sum (the
+  the leaves a row reaches through target splits) for all items together, plus cells x
+  nodes, instead of rows x cells x trees x depth.  Exact only where the response is linear in the trees' sum (the
   average of a transform is not the transform of the average), i.e. regressors with
   the identity link, decision functions, and forests' class probabilities.
 * **tree-interval** (any tree model, any response, every row's curve): a tree's
@@ -41,10 +45,13 @@ import numba
 import numpy as np
 import pandas as pd
 
-__all__ = ["TreeEnsemble", "FlatTrees", "tree_ensemble_for", "TREE_CELLS", "leaf_weights", "cell_sums"]
+__all__ = ["TreeEnsemble", "FlatTrees", "tree_ensemble_for", "TREE_CELLS", "leaf_weights", "cell_sums", "walk_slots"]
 
 #: response cells (rows x grid cells x channels) held at once by the tree engine
 TREE_CELLS = 1 << 22
+
+#: rows walked together through one tree by tree-exact's level-by-level walk
+LEVEL_BLOCK = 2048
 
 
 # ---------------------------------------------------------------------------------
@@ -71,42 +78,150 @@ def _left(x, nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits):
 
 
 @numba.njit(cache=True, nogil=True)
-def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits, knownbits, in_s, X, w,
-                  stack, out):
-    n = X.shape[0]
-    for t in range(roots.shape[0]):
-        r = roots[t]
-        for i in range(n):
-            wi = w[i]
-            stack[0] = r
-            top = 1
-            while top > 0:
-                top -= 1
-                nd = stack[top]
-                while True:
+def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits, knownbits, tbit, trans,
+                         XT, W, unit, block, out):
+    """One walk of every row through every tree for every requested PD item at once.
+
+    A walk's state is a *slot*: the set of target features at whose splits the walk took
+    the branch the row does not take (``trans[slot, tbit[f]]``: the slot after leaving the
+    row's branch at a split on target ``f``, -1 when no item's features hold that set).
+    At a leaf the row's weights (one per weight set, ``W[i]``) go to ``out[leaf, slot]``;
+    an item's ``W_S`` is then the sum of the slots that are subsets of its features.
+
+    The walk goes level by level over a block of rows and one tree: the rows reaching a
+    node in a slot are a *group* (a segment of an index buffer); a split partitions a
+    group's rows into its two children without a branch per row, and at a split on a
+    target feature the two parts also go to the other child in the next slot (sharing
+    their segment).  At a leaf the group's weights are summed (its size, with ``unit``
+    weights).  ``XT``: the rows transposed (features x rows)."""
+    n = XT.shape[1]
+    S = W.shape[1]
+    acc = np.zeros(S)
+    gcap = 64
+    g_nd = np.empty(gcap, np.int64)
+    g_sl = np.empty(gcap, np.int64)
+    g_a = np.empty(gcap, np.int64)
+    g_n = np.empty(gcap, np.int64)
+    h_nd = np.empty(gcap, np.int64)
+    h_sl = np.empty(gcap, np.int64)
+    h_a = np.empty(gcap, np.int64)
+    h_n = np.empty(gcap, np.int64)
+    icap = 4 * block
+    cur = np.empty(icap, np.int32)
+    nxt = np.empty(icap, np.int32)
+    for b0 in range(0, n, block):
+        b1 = min(n, b0 + block)
+        for t in range(roots.shape[0]):
+            if cur.shape[0] < b1 - b0:
+                cur = np.empty(2 * (b1 - b0), np.int32)
+            for r in range(b1 - b0):
+                cur[r] = b0 + r
+            g_nd[0] = roots[t]
+            g_sl[0] = 0
+            g_a[0] = 0
+            g_n[0] = b1 - b0
+            ng = 1
+            while ng > 0:
+                need = 0
+                ngn = 0
+                for g in range(ng):
+                    if feat[g_nd[g]] >= 0:
+                        need += g_n[g]
+                        ngn += 4
+                if nxt.shape[0] < need:
+                    nxt = np.empty(2 * need, np.int32)
+                if h_nd.shape[0] < ngn:
+                    h_nd = np.empty(2 * ngn, np.int64)
+                    h_sl = np.empty(2 * ngn, np.int64)
+                    h_a = np.empty(2 * ngn, np.int64)
+                    h_n = np.empty(2 * ngn, np.int64)
+                p = 0
+                k = 0
+                for g in range(ng):
+                    nd = g_nd[g]
+                    sl = g_sl[g]
+                    a = g_a[g]
+                    L = g_n[g]
                     f = feat[nd]
                     if f < 0:
-                        out[nd] += wi
-                        break
-                    if in_s[f]:
-                        stack[top] = right[nd]
-                        top += 1
-                        nd = left[nd]
-                    else:
-                        x = X[i, f]
-                        if iscat[nd] == 0 and not np.isnan(x):  # the common case, inline
-                            nd = left[nd] if x <= thr[nd] else right[nd]
-                        elif _left(x, nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits):
-                            nd = left[nd]
+                        if unit:
+                            out[nd, sl, 0] += L
                         else:
-                            nd = right[nd]
+                            acc[:] = 0.0
+                            for r in range(a, a + L):
+                                wr = W[cur[r]]
+                                for s in range(S):
+                                    acc[s] += wr[s]
+                            ol = out[nd, sl]
+                            for s in range(S):
+                                ol[s] += acc[s]
+                        continue
+                    lo = p
+                    hi = p + L - 1
+                    if iscat[nd] == 0:
+                        th = thr[nd]
+                        mg = mgl[nd] != 0
+                        for r in range(a, a + L):
+                            i = cur[r]
+                            x = XT[f, i]
+                            gl = (x <= th) | (mg & (x != x))
+                            nxt[lo] = i
+                            nxt[hi] = i
+                            lo += gl
+                            hi -= 1 - gl
+                    else:
+                        for r in range(a, a + L):
+                            i = cur[r]
+                            gl = _left(XT[f, i], nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits)
+                            nxt[lo] = i
+                            nxt[hi] = i
+                            lo += gl
+                            hi -= 1 - gl
+                    nl = lo - p
+                    if nl:
+                        h_nd[k] = left[nd]
+                        h_sl[k] = sl
+                        h_a[k] = p
+                        h_n[k] = nl
+                        k += 1
+                    if L - nl:
+                        h_nd[k] = right[nd]
+                        h_sl[k] = sl
+                        h_a[k] = p + nl
+                        h_n[k] = L - nl
+                        k += 1
+                    b = tbit[f]
+                    if b >= 0:
+                        ns = trans[sl, b]
+                        if ns >= 0:
+                            if nl:
+                                h_nd[k] = right[nd]
+                                h_sl[k] = ns
+                                h_a[k] = p
+                                h_n[k] = nl
+                                k += 1
+                            if L - nl:
+                                h_nd[k] = left[nd]
+                                h_sl[k] = ns
+                                h_a[k] = p + nl
+                                h_n[k] = L - nl
+                                k += 1
+                    p += L
+                cur, nxt = nxt, cur
+                g_nd, h_nd = h_nd, g_nd
+                g_sl, h_sl = h_sl, g_sl
+                g_a, h_a = h_a, g_a
+                g_n, h_n = h_n, g_n
+                ng = k
 
 
 @numba.njit(cache=True, nogil=True)
 def _cell_sums(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits, knownbits, s_pos, value, W,
                cells, stack, out):
+    S = W.shape[1]
+    acc = np.zeros(S)
     for c in range(cells.shape[0]):
-        acc = 0.0
+        acc[:] = 0.0
         for t in range(roots.shape[0]):
             stack[0] = roots[t]
             top = 1
@@ -116,7 +231,9 @@ def _cell_sums(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits,
                 while True:
                     f = feat[nd]
                     if f < 0:
-                        acc += value[nd] * W[nd]
+                        v = value[nd]
+                        for s in range(S):
+                            acc[s] += v * W[nd, s]
                         break
                     d = s_pos[f]
                     if d < 0:
@@ -127,7 +244,35 @@ def _cell_sums(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits,
                         nd = left[nd]
                     else:
                         nd = right[nd]
-        out[c] = acc
+        for s in range(S):
+            out[c, s] = acc[s]
+
+
+def walk_slots(items: Sequence[Sequence[int]]):
+    """The walk's states for PD ``items`` (each a tuple of internal target features):
+    ``(tbit, trans, members)`` -- ``tbit`` maps a feature to its bit, ``trans`` the slot
+    transitions of :func:`_leaf_weights`, ``members[k]`` the slots summed into item k's
+    ``W_S`` (slot 0, the row's own branches everywhere, is in every item)."""
+    feats = sorted({int(f) for it in items for f in it})
+    bit = {f: b for b, f in enumerate(feats)}
+    masks = [sum(1 << bit[int(f)] for f in set(it)) for it in items]
+    subsets = {0}
+    for m in masks:
+        sub = m
+        while sub:
+            subsets.add(sub)
+            sub = (sub - 1) & m
+    order = sorted(subsets, key=lambda m: (bin(m).count("1"), m))
+    slot = {m: k for k, m in enumerate(order)}
+    trans = np.full((len(order), max(1, len(feats))), -1, dtype=np.int64)
+    for m, k in slot.items():
+        for b in range(len(feats)):
+            trans[k, b] = slot.get(m | (1 << b), -1)
+    tbit = np.full(max(feats) + 1 if feats else 1, -1, dtype=np.int64)
+    for f, b in bit.items():
+        tbit[f] = b
+    members = [[slot[m] for m in order if m & ~mk == 0] for mk in masks]
+    return tbit, trans, members
 
 
 class FlatTrees:
@@ -199,27 +344,48 @@ class FlatTrees:
     def leaf_weights(self, X: np.ndarray, targets, weights) -> np.ndarray:
         """``W_S``: per node, the weight of the rows of ``X`` whose features other than
         ``targets`` fall in the node's box (non-zero on leaves only)."""
-        X = np.ascontiguousarray(self.cast(X))
-        n = X.shape[0]
-        w = np.ones(n) if weights is None else np.ascontiguousarray(weights, dtype="float64")
-        in_s = np.zeros(max(self.n_features, X.shape[1]), dtype=np.bool_)
-        in_s[list(targets)] = True
-        out = np.zeros(self.n_nodes)
-        if n and self.n_nodes:
-            _leaf_weights(*self._args(), in_s, X, w, np.empty(self.stack, np.int64), out)
-        return out
+        w = np.ones(len(X)) if weights is None else np.asarray(weights, dtype="float64")
+        return self.leaf_weight_sets(X, [tuple(targets)], w[:, None])[0][:, 0]
 
-    def cell_sums(self, W: np.ndarray, wsum: float, targets, cells: np.ndarray) -> np.ndarray:
-        """``sum_i w_i f(cell, x_C^(i))`` for every row of ``cells`` (one column per target)."""
+    def leaf_weight_sets(self, X: np.ndarray, items, W: np.ndarray) -> list:
+        """``W_S`` of every item (a tuple of internal target features) for every weight
+        set (the columns of ``W``, rows x sets), in ONE walk of every row through every
+        tree: per item an array (nodes, sets)."""
+        X = self.cast(X)
+        W = np.ascontiguousarray(W, dtype="float64")
+        n, S = X.shape[0], W.shape[1]
+        tbit, trans, members = walk_slots(items)
+        if len(tbit) < self.n_features:
+            tbit = np.concatenate([tbit, np.full(self.n_features - len(tbit), -1, dtype=np.int64)])
+        out = np.zeros((self.n_nodes, trans.shape[0], S))
+        if n and self.n_nodes:
+            unit = S == 1 and bool((W == 1.0).all())
+            _leaf_weights(*self._args(), tbit, trans, np.ascontiguousarray(X.T), W, unit,
+                          LEVEL_BLOCK, out)
+        res = []
+        for mem in members:
+            acc = out[:, mem[0], :].copy()
+            for k in mem[1:]:
+                acc += out[:, k, :]
+            res.append(acc)
+        return res
+
+    def cell_sums(self, W: np.ndarray, wsum, targets, cells: np.ndarray) -> np.ndarray:
+        """``sum_i w_i f(cell, x_C^(i))`` for every row of ``cells`` (one column per
+        target); ``W`` (nodes,) or (nodes, sets) with ``wsum`` a float or one per set:
+        then the result is (sets, cells)."""
         cells = np.ascontiguousarray(self.cast(np.asarray(cells, dtype="float64").reshape(len(cells), -1)))
         s_pos = np.full(max(self.n_features, max(targets) + 1), -1, dtype=np.int64)
         for d, f in enumerate(targets):
             s_pos[f] = d
-        out = np.zeros(len(cells))
+        W = np.asarray(W, dtype="float64")
+        one = W.ndim == 1
+        W2 = np.ascontiguousarray(W.reshape(len(W), -1))
+        out = np.zeros((len(cells), W2.shape[1]))
         if len(cells) and self.n_nodes:
-            _cell_sums(*self._args(), s_pos, self.value, np.asarray(W, dtype="float64"), cells,
-                       np.empty(self.stack, np.int64), out)
-        return out + self.init * float(wsum)
+            _cell_sums(*self._args(), s_pos, self.value, W2, cells, np.empty(self.stack, np.int64), out)
+        out = out.T + self.init * np.asarray(wsum, dtype="float64").reshape(-1, 1)
+        return out[0] if one else out
 
 
 def _max_depth(left, right, feat, roots) -> int:

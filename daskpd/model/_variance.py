@@ -18,7 +18,12 @@ is their mean::
 categorical conditioning feature alibi takes range/4 in the outer step too, we follow
 Greenwell et al.'s text, which takes the standard deviation.)
 
-All 1-way or 2-way PDs are computed in ONE pass (brute force, over all rows).  The
+All 1-way or 2-way PDs are computed in ONE pass (brute force, over all rows).
+
+With ``n_trials`` = T > 1 the same pass also sums every row's curve with T bootstrap
+weight sets (the model fixed; see :func:`daskpd.partial_dependence`): each trial's PDs
+give the trial's importances (interactions), whose standard deviation and percentile
+interval are the ``*_std``, ``*_lo``, ``*_hi`` columns of ``to_frame()``.  The
 default grid spans the full range (``percentiles=(0, 1)``), so that a linear model
 ``b * x`` with ``x ~ U(0, 1)`` has importance ``|b| / sqrt(12)`` up to the grid's
 discretisation (``sqrt((k+1)/(k-1))``, +1% at k=100) and sampling error.
@@ -33,13 +38,15 @@ import pandas as pd
 
 from numbers import Integral
 
+from .._positional import renamed_params
 from .._validation import NO_VALIDATION, Interval, StrOptions, validate_params
 from .._errors import DataError, InvalidParameterError
 from ..results import Result, table_frame
+from ..results.curves import DEFAULT_BAND, trial_band
 from .._engine.progress import stage_label
 from ._fpd import PDJob, engine_notice, known_rows, pd_results
 from ._grids import build_grids, check_grid_arg
-from ._passes import Plan, run_jobs
+from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 
@@ -69,7 +76,9 @@ class PDVarianceResult(Result):
     "interaction": ``features`` (pairs), ``values`` (interactions), ``conditional``
     (per pair: ``(i(x_j|x_i), i(x_i|x_j))``) and ``conditional_values`` (per pair: the
     two curves of conditional importances).  ``pd`` maps each feature / pair to its
-    :class:`PDResult` (for the detailed plots)."""
+    :class:`PDResult` (for the detailed plots).  With bootstrap trials, ``trials_values``
+    (``(n_trials, len(features))``: every trial's importances or interactions) and
+    :meth:`band`."""
 
     method: str
     features: list
@@ -81,6 +90,24 @@ class PDVarianceResult(Result):
     target_class: object = None
     n_rows: int = 0
     params: dict = field(default_factory=dict)
+    trials_values: np.ndarray | None = None  # (n_trials, len(features)) with bootstrap trials
+
+    @property
+    def n_trials(self) -> int:
+        return 1 if self.trials_values is None else len(self.trials_values)
+
+    def band(self) -> dict | None:
+        """``{"std", "lo", "hi", "n"}`` per feature (pair) over the trials' values (see
+        :func:`daskpd.results.curves.trial_band`), None without trials."""
+        if self.trials_values is None:
+            return None
+        return trial_band(self.trials_values, tuple(self.params.get("band", DEFAULT_BAND)))
+
+    def _band_columns(self, name: str) -> dict:
+        b = self.band()
+        if b is None:
+            return {}
+        return {f"{name}_std": b["std"], f"{name}_lo": b["lo"], f"{name}_hi": b["hi"]}
 
     def __repr__(self) -> str:
         top = self.ranking()[:3]
@@ -97,13 +124,15 @@ class PDVarianceResult(Result):
         if self.method == "importance":
             kinds = [self.pd[f].kinds[0] for f in self.features]
             frame = table_frame(self.features, kinds, self.values,
-                                {"n_rows": np.full(len(self.features), self.n_rows, dtype="int64")})
+                                {"n_rows": np.full(len(self.features), self.n_rows, dtype="int64"),
+                                 **self._band_columns("importance")})
             return frame.sort_values("rank", kind="stable").reset_index(drop=True)
         frame = pd.DataFrame({
             "feature_1": [p[0] for p in self.features], "feature_2": [p[1] for p in self.features],
             "interaction": self.values,
             "importance_2_given_1": [c[0] for c in self.conditional],
             "importance_1_given_2": [c[1] for c in self.conditional],
+            **self._band_columns("interaction"),
         })
         order = frame["interaction"].sort_values(ascending=False, kind="stable", na_position="last").index
         return frame.loc[order].reset_index(drop=True)
@@ -118,21 +147,23 @@ class PDVarianceResult(Result):
         return plot_pd_variance(self, ax=ax, kind=kind, **kwargs)
 
 
+@renamed_params({"method": "measure"})
 @validate_params({
     **MODEL_CONSTRAINTS,
     **GRID_CONSTRAINTS,
     "features": NO_VALIDATION,  # names or pairs, depending on method; checked below
-    "method": [StrOptions("importance", "interaction")],
+    "measure": [StrOptions("importance", "interaction")],
     "grid_resolution": [Interval(Integral, 2, None, closed="left"), None],
+    **TRIAL_CONSTRAINTS,
 })
 def pd_variance(
     model,
     data,
     features=None,
     *,
-    method: str = "importance",
+    measure: str = "importance",
     grid_resolution: int | None = None,
-    percentiles=(0.0, 1.0),
+    percentiles=(0.05, 0.95),
     grid=None,
     sample_weight=None,
     response: str = "auto",
@@ -144,6 +175,11 @@ def pd_variance(
     progress=None,
     storage_options=None,
     filters=None,
+    n_trials: int = 1,
+    bootstrap: bool = True,
+    subsample_size: float = 0.75,
+    band=(0.05, 0.95),
+    random_state: int = 0,
 ) -> PDVarianceResult:
     """Feature importance or pairwise interaction from the variance of partial dependence.
 
@@ -153,25 +189,34 @@ def pd_variance(
     engine, batch_rows, progress, storage_options, filters
         As :func:`daskpd.partial_dependence`.
     features : list, optional
-        ``method="importance"``: feature names (default: every model input column).
-        ``method="interaction"``: pairs ``(a, b)``, or names (every pair of them is
+        ``measure="importance"``: feature names (default: every model input column).
+        ``measure="interaction"``: pairs ``(a, b)``, or names (every pair of them is
         used); default: every pair of model input columns.
-    method : {"importance", "interaction"}, default "importance"
+    measure : {"importance", "interaction"}, default "importance"
+        What is measured: each feature's importance (the variance of its 1-way PD) or
+        each pair's interaction.  (``method=`` is its deprecated name: ``method`` is
+        :func:`daskpd.partial_dependence`'s brute / recursion.)
     grid_resolution : int, optional
         Grid size per numeric feature; default 100 for importance, 20 for interaction
         (a 2-way PD costs ``grid_resolution**2`` predictions per row).
-    percentiles : (float, float), default (0, 1)
-        Grid range (the full range, as alibi; scikit-learn's (0.05, 0.95) would shrink
-        every importance by ~10%).
+    percentiles : (float, float), default (0.05, 0.95)
+        Grid range, as :func:`daskpd.partial_dependence` (scikit-learn's default);
+        ``(0, 1)`` spans the full range (alibi's).
     grid : dict {feature: values}, optional
         Custom grids.
+    n_trials, bootstrap, subsample_size, band, random_state
+        T > 1 bootstrap trials in the same pass (as :func:`daskpd.partial_dependence`;
+        the model and the grids are fixed): ``trials_values`` holds every trial's
+        importances (interactions) and ``to_frame()`` adds ``importance_std``,
+        ``importance_lo``, ``importance_hi`` (``interaction_*``): their standard
+        deviation (ddof=1) and ``band`` percentiles over the trials.
 
     Returns
     -------
     PDVarianceResult
     """
     if grid_resolution is None:
-        grid_resolution = 100 if method == "importance" else 20
+        grid_resolution = 100 if measure == "importance" else 20
     ds = open_model_data(data, storage_options, filters)  # the request's one opening
     # the model's columns first (features default to them)
     probe = prepare_model_run(model, ds, [], columns=columns, response=response, target_class=target_class,
@@ -180,13 +225,13 @@ def pd_variance(
     model_cols = probe.predictor.columns
     if features is None:
         names = list(model_cols)
-        items = [(f,) for f in names] if method == "importance" else list(itertools.combinations(names, 2))
+        items = [(f,) for f in names] if measure == "importance" else list(itertools.combinations(names, 2))
     else:
         if isinstance(features, (str, tuple)) or not isinstance(features, list) or not features:
             raise InvalidParameterError(f"parameter features must be a non-empty list; got {features!r}")
-        if method == "importance":
+        if measure == "importance":
             if not all(isinstance(f, str) for f in features):
-                raise InvalidParameterError("parameter features: with method='importance' every entry must be a column name")
+                raise InvalidParameterError("parameter features: with measure='importance' every entry must be a column name")
             items = [(f,) for f in features]
         elif all(isinstance(f, str) for f in features):
             items = list(itertools.combinations(list(dict.fromkeys(features)), 2))
@@ -197,7 +242,7 @@ def pd_variance(
             if bad:
                 raise InvalidParameterError(f"parameter features: a pair needs two different columns; got {bad[0]}")
         else:
-            raise InvalidParameterError("parameter features: with method='interaction' give pairs (a, b) or column names")
+            raise InvalidParameterError("parameter features: with measure='interaction' give pairs (a, b) or column names")
     if not items:
         raise DataError("no features to compute (an interaction needs at least two features)")
     if len(set(items)) != len(items):
@@ -215,14 +260,16 @@ def pd_variance(
             raise DataError(f"feature {f!r} has a single grid value (a constant column); its PD variance is undefined")
     job_items = [(it, [grids[f] for f in it]) for it in items]
     pred = run.predictor
-    plan = Plan([PDJob(job_items, run.kinds)], predictor=pred, weight=run.weight, batch_rows=batch_rows)
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
+    plan = Plan([PDJob(job_items, run.kinds)], predictor=pred, weight=run.weight, batch_rows=batch_rows,
+                trials=trials)
     notice, label = engine_notice("pd_variance", pred, items, grids, run.kinds, known_rows(run.dataset, filters),
-                                  model=model)
+                                  need_rows=trials is not None, model=model)
     with stage_label(label):
         (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pdvar")
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "sample_weight": run.weight,
-              "model": pred.describe(), "custom_grid": sorted(grid), "engine": notice}
-    return finish_pd_variance(method, items, pd_results(items, grids, run.kinds, pred, part, params), run.kinds,
+              "model": pred.describe(), "custom_grid": sorted(grid), "engine": notice, **trial_params(trials, band)}
+    return finish_pd_variance(measure, items, pd_results(items, grids, run.kinds, pred, part, params), run.kinds,
                               pred, part.n_rows, params)
 
 
@@ -230,17 +277,24 @@ def finish_pd_variance(method: str, items, results: dict, kinds: dict, pred, n_r
                        params: dict) -> PDVarianceResult:
     """The importances (or interactions) of ``items`` from their PD results ``{item: PDResult}``."""
     pds = {(it if len(it) == 2 else it[0]): r for it, r in results.items()}
+    with_trials = all(r.trials_pd is not None for r in pds.values())
     if method == "importance":
         feats = [it[0] for it in items]
         vals = np.array([float(importance_of(pds[f].average, kinds[f])) for f in feats])
+        tv = (np.column_stack([importance_of(pds[f].trials_pd, kinds[f], axis=-1) for f in feats])
+              if with_trials else None)
         return PDVarianceResult("importance", feats, vals, pds, response=pred.response,
-                                target_class=pred.target_class, n_rows=n_rows, params=params)
+                                target_class=pred.target_class, n_rows=n_rows, params=params, trials_values=tv)
     vals, cond, cond_vals = [], [], []
     for it in items:
         v, ab, cv = interaction_of(pds[it].average, (kinds[it[0]], kinds[it[1]]))
         vals.append(v)
         cond.append(ab)
         cond_vals.append(cv)
+    tv = None
+    if with_trials:  # every trial's interactions, from the trial's 2-way PDs
+        tv = np.array([[interaction_of(pds[it].trials_pd[t], (kinds[it[0]], kinds[it[1]]))[0] for it in items]
+                       for t in range(len(pds[items[0]].trials_pd))])
     return PDVarianceResult("interaction", list(items), np.array(vals), pds, cond, cond_vals,
                             response=pred.response, target_class=pred.target_class, n_rows=n_rows,
-                            params=params)
+                            params=params, trials_values=tv)

@@ -34,7 +34,7 @@ def test_request_kinds_declared_and_checked(frame):
     assert r.kinds == {"f": "numeric", "i": "numeric", "b": "categorical", "s": "categorical", "c": "categorical",
                        "S": "categorical"}
     assert open_request(frame, "y", ["i", "f"], categorical=["i"]).kinds == {"i": "categorical", "f": "numeric"}
-    with pytest.raises(DataError, match="parameter categorical names column 'nope' not found"):
+    with pytest.raises(DataError, match="parameter categorical_features names column 'nope' not found"):
         open_request(frame, "y", ["i"], categorical=["nope"])
     # defaults: every column but the target, the datetime left out with its reason
     d = open_request(frame, "y")

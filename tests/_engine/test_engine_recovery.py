@@ -71,7 +71,7 @@ def _run_with_kill(addr, lake, prefix, min_done, **kw):
     with Client(addr, timeout=30) as client:
         t = threading.Thread(target=_kill_when, args=(client, prefix, min_done, log), daemon=True)
         t.start()
-        out["res"] = daskpd.strat_curves_and_importances(lake, target="y", categorical=["k5000"], **kw)
+        out["res"] = daskpd.strat_curves_and_importances(lake, target="y", categorical_features=["k5000"], **kw)
         t.join(timeout=5)
         alive = len(client.scheduler_info()["workers"])
     return out["res"], log, alive
@@ -90,7 +90,7 @@ def test_sigkill_mid_scan_gives_the_undisturbed_result(lake, fresh_cluster):
     addr, logdir = fresh_cluster
     kw = dict(n_trials=2, sample_size=50_000)
     with Client(addr, timeout=30):
-        calm = daskpd.strat_curves_and_importances(lake, target="y", categorical=["k5000"], **kw)
+        calm = daskpd.strat_curves_and_importances(lake, target="y", categorical_features=["k5000"], **kw)
     got, log, alive = _run_with_kill(addr, lake, "daskpd-strat-map", 6, **kw)
     assert log, "no worker was killed during the scan (the scan finished too fast to interrupt)"
     _assert_same(got, calm)
@@ -105,7 +105,7 @@ def test_sigkill_during_the_tree_fits_gives_the_undisturbed_result(lake, fresh_c
     addr, logdir = fresh_cluster
     kw = dict(sample_size=200_000, tree_method="exact")  # slow fits: time to kill one
     with Client(addr, timeout=30):
-        calm = daskpd.strat_curves_and_importances(lake, target="y", categorical=["k5000"], **kw)
+        calm = daskpd.strat_curves_and_importances(lake, target="y", categorical_features=["k5000"], **kw)
     got, log, _ = _run_with_kill(addr, lake, "daskpd-fit", 1, **kw)
     assert log, "no worker was killed during the tree fits"
     _assert_same(got, calm)

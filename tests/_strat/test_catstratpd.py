@@ -596,7 +596,7 @@ def test_explicit_and_iterative_paths_agree_and_buckets_change_no_bit(monkeypatc
         monkeypatch.setattr(categorical_buckets, "EXPLICIT_MAX_KEYS", gather)
         for buckets in (1, 4, 32):
             with dask.config.set({"daskpd.buckets": buckets}):
-                r = daskpd.strat_curves_and_importances(df, target="y", categorical=["c", "c2"], n_trials=3,
+                r = daskpd.strat_curves_and_importances(df, target="y", categorical_features=["c", "c2"], n_trials=3,
                                                                    cat_min_samples_leaf=3)
             results[gather, buckets] = r
     for gather in (16_000_000, 0):

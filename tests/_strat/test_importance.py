@@ -119,7 +119,7 @@ def test_codependent_pair_gets_its_own_effect():
 
 def test_categorical_inferred_declared_and_bool():
     df, grp_eff, code_eff = mixed_frame()
-    r = strat_curves_and_importances(df, target="y", categorical=["code"])
+    r = strat_curves_and_importances(df, target="y", categorical_features=["code"])
     t = r.table
     assert t.kind.to_dict() == {"x1": "numeric", "grp": "categorical", "flag": "categorical", "code": "categorical",
                                 "z": "numeric"}
@@ -213,7 +213,7 @@ def test_one_scan_for_all_features_and_trials(monkeypatch):
     monkeypatch.setattr(scheduler, "compute", counting_compute)
     ddf, reader = counted_frame(df, nparts)
     with dask.config.set(scheduler="threads"), MapCounter() as mc:
-        r = strat_curves_and_importances(ddf, target="y", categorical=["code"], n_trials=5, random_state=1)
+        r = strat_curves_and_importances(ddf, target="y", categorical_features=["code"], n_trials=5, random_state=1)
     p = len(r.table)
     assert p == 5 and r.n_trials == 5
     # every partition read exactly twice: the sample pass and the one scan (all p features, 5 trials)
@@ -352,9 +352,10 @@ def test_public_function_options(linear_df, linear_result, tmp_path):
     (dict(n_trials=0), "n_trials must be an integer >= 1"),
     (dict(n_trials=2.5), "n_trials"),
     (dict(n_trials=True), "n_trials"),
-    (dict(categorical=["nope"]), "categorical names column 'nope' not found"),
-    (dict(categorical=["y"]), "categorical names the target"),
-    (dict(categorical=[3]), "importances: parameter categorical must be a column name or a list of column names"),
+    (dict(categorical_features=["nope"]), "categorical_features names column 'nope' not found"),
+    (dict(categorical_features=["y"]), "categorical_features names the target"),
+    (dict(categorical_features=[3]),
+     "importances: parameter categorical_features must be a column name or a list of column names"),
     (dict(sort_by="gain"), "sort_by must be one of"),
     (dict(bootstrap=False, subsample_size=1.5), r"subsample_size must be a number in \(0, 1\)"),
     (dict(normalize="yes"), "normalize must be True or False"),

@@ -125,7 +125,7 @@ def test_many_levels_merge_through_conjugate_gradients():
     gen = Lake(random_state=0)
     a, b = gen.chunk(0, 6000), gen.chunk(1, 3000)
     feats = ["x1", "x6", "s50", "k5000"]
-    strat = daskpd.fit_stratification(a, target="y", features=feats, categorical=["k5000"], progress=False)
+    strat = daskpd.fit_stratification(a, target="y", features=feats, categorical_features=["k5000"], progress=False)
     merged = daskpd.scan_state(a, strat, progress=False) + daskpd.scan_state(b, strat, progress=False)
     whole = daskpd.scan_state(pd.concat([a, b], ignore_index=True), strat, progress=False)
     assert merged.features["k5000"].coder.n_keys > 3000

@@ -240,7 +240,7 @@ def test_bounded_sample_pass_is_redrawn_when_a_partition_is_far_above_the_mean(m
         monkeypatch.setattr(hashing, "SAMPLE_MARGIN", margin)
         for name, data in (("lopsided", lopsided), ("even", even)):
             runs[name, margin] = daskpd.strat_curves_and_importances(
-                data, target="y", features=["a", "k"], categorical=["k"],
+                data, target="y", features=["a", "k"], categorical_features=["k"],
                 sample_size=5_000, random_state=7)
     assert runs["lopsided", m].n_passes == 3 and runs["even", m].n_passes == 2
     assert runs["lopsided", None].n_passes == runs["even", None].n_passes == 2

@@ -477,3 +477,34 @@ def test_last_merge_hands_raw_rows_to_the_finish_without_concatenating_them(max_
     _assert_same_bits(job.combine_finish(maps, 0), job.finish_bucket(merged, 0))
     grouped = replace(job, group_from={"x": 5})  # grouped by the last merge itself: the same path as before
     _assert_same_bits(grouped.combine_finish(maps, 0), grouped.finish_bucket(grouped.combine(maps, 0), 0))
+
+
+@pytest.mark.parametrize("with_x", [True, False])
+def test_sorted_rows_sum_every_set_as_the_full_table(with_x):
+    """Raw rows with trial weights sorted once and summed set by set (the finish's path
+    with trials) give the groups and the bits of the (groups x 3 (1 + T)) table, dense
+    grid or sorted, whatever the batches."""
+    from daskpd._engine.sums import Rows, reduce_tables, sort_rows
+
+    rng = np.random.default_rng(4)
+    parts = []
+    for n in (0, 700, 45, 1300):
+        parts.append(Rows(rng.integers(3, 40, n).astype(np.uint16), rng.integers(0, 60, n).astype(np.uint16),
+                          rng.normal(size=n), rng.normal(size=n) if with_x else None,
+                          rng.poisson(1.0, (n, 5)).astype(np.uint8)))
+    k = 3 if with_x else 2
+    sr = sort_rows(parts)
+    for n_keys in (60, 1 << 20):  # the dense grid, then the sort
+        table = reduce_tables(parts, n_keys)
+        np.testing.assert_array_equal(sr.leaf, table.leaf)
+        np.testing.assert_array_equal(sr.key, table.key)
+        for s in range(6):
+            n, sy, sx = sr.set_stats(s)
+            np.testing.assert_array_equal(n, table.values[:, k * s])
+            np.testing.assert_array_equal(sy, table.values[:, k * s + 1])
+            if with_x:
+                np.testing.assert_array_equal(sx, table.values[:, k * s + 2])
+            else:
+                assert sx is None
+    assert sr.set_stats(0)[0].sum() == 2045 and len(sort_rows(parts[:1])) == 0
+

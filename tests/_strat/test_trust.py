@@ -162,13 +162,15 @@ def test_a_hive_key_declared_numeric(month_lake):
     with pytest.warns(UserWarning, match="hive partition key"):
         t = daskpd.importances(month_lake, target="y", progress=False)
     assert "Month" not in t.index  # by default: where a file lies, left out with a note
-    t = quiet(daskpd.importances, month_lake, target="y", numeric=["Month"], progress=False)
+    t = quiet(daskpd.importances, month_lake, target="y", numeric_features=["Month"], progress=False)
     assert t.loc["Month", "kind"] == "numeric" and t.index[0] == "Month"
     r = quiet(daskpd.stratpd, month_lake, target="y", feature="Month", progress=False)  # asked for by name
     np.testing.assert_array_equal(r.x, [1.0, 2.0, 3.0, 10.0])
     np.testing.assert_allclose(r.pd, 0.5 * (r.x - 1), atol=0.05)  # y = x + 0.5 Month
-    with pytest.raises(InvalidParameterError, match="parameter numeric and parameter categorical both name 'Month'"):
-        daskpd.importances(month_lake, target="y", numeric=["Month"], categorical=["Month"], progress=False)
+    with pytest.raises(InvalidParameterError, match="parameter numeric_features and parameter categorical_features "
+                                                    "both name 'Month'"):
+        daskpd.importances(month_lake, target="y", numeric_features=["Month"], categorical_features=["Month"],
+                           progress=False)
 
 
 def test_a_job_declares_numeric_and_stratify_on(tmp_path):

@@ -300,7 +300,7 @@ def test_damaged_data_page_named_by_every_public_function(tmp_path, call):
         if call == "stratpd":
             daskpd.stratpd(str(lake), target="y", feature="x1", progress=False)
         elif call == "importances":
-            daskpd.importances(str(lake), target="y", categorical=["c"], progress=False)
+            daskpd.importances(str(lake), target="y", categorical_features=["c"], progress=False)
         else:
             from sklearn.linear_model import LinearRegression
 

@@ -101,7 +101,7 @@ def test_appended_files_are_scanned_alone_and_anything_else_runs_in_full(dask_cl
     # equal to a full scan of every file under the same stratification
     strat = daskpd.Stratification.load(r1 / "state" / "stratification.pkl")
     whole = daskpd.strat_curves_and_importances(str(lake), target="SalePrice", features=FEATURES,
-                                                categorical=["ModelID"], stratification=strat, progress=False)
+                                                categorical_features=["ModelID"], stratification=strat, progress=False)
     want = whole.table["importance"].sort_index()
     np.testing.assert_allclose(importances(r2).to_numpy(), want.to_numpy(), rtol=1e-9)
     assert list(importances(r2).index) == list(want.index)

@@ -65,7 +65,7 @@ def res():
     df["y"] = df.a + df.c + df.b
     from daskpd._importance import strat_curves_and_importances
 
-    imp = strat_curves_and_importances(df, target="y", categorical=["c"])
+    imp = strat_curves_and_importances(df, target="y", categorical_features=["c"])
     r = RunResult()
     r.curves[("stratpd", "a")] = imp.curves["a"]
     r.curves[("catstratpd", "c")] = imp.curves["c"]

@@ -64,3 +64,17 @@ def test_pd_variance_table_is_ranked():
     t = res.to_frame()
     assert list(t["feature"]) == ["large", "mid", "small"] and list(t["rank"]) == [1, 2, 3]
     assert t["importance"].is_monotonic_decreasing
+
+
+def test_compare_makes_partial_dependences_grid_on_a_column_with_nans(data):
+    """compare's FPD uses the same grid rule (NaN sorted last in the percentiles, one NaN
+    grid point among few distinct values) and the same numbers as partial_dependence."""
+    X, coarse, y = data
+    for Xw, res in ((X, 10), (coarse, 30)):
+        model = HistGradientBoostingRegressor(max_iter=5, random_state=0).fit(Xw, y)
+        frame = pd.DataFrame(Xw, columns=["a", "b"])
+        want = daskpd.partial_dependence(model, frame, "a", grid_resolution=res, method="brute", progress=False)
+        got = daskpd.compare(model, frame, "a", grid_resolution=res, bins=5, progress=False).results["FPD"]
+        assert np.array_equal(got.grid_values[0], want.grid_values[0], equal_nan=True)
+        assert np.isnan(got.grid_values[0][-1]) == (res == 30)
+        np.testing.assert_allclose(got.average, want.average, rtol=1e-12, atol=1e-12)

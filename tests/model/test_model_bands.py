@@ -77,17 +77,25 @@ def test_pd_trials_are_weighted_averages(df):
 
 
 def test_pd_tree_engine_trials(df):
-    """The tree engine's per-row curves summed with every weight set: each trial is the
-    weighted PD of the same engine."""
+    """tree-exact carries every weight set through its one walk (per-leaf weight vectors):
+    each trial is the weighted PD, equal to the per-row engines' trials to 1e-12, and the
+    average is bit for bit the PD without trials."""
     from sklearn.ensemble import GradientBoostingRegressor
 
     m = GradientBoostingRegressor(n_estimators=10, max_depth=3, random_state=0).fit(df, model(df))
-    r = daskpd.partial_dependence(m, df, "x1", grid=GRID, n_trials=3, random_state=1, method="brute", progress=False)
-    assert r.engine == "tree-interval"  # trials re-weight rows: the per-row engine
+    kw = dict(grid=GRID, random_state=1, method="brute", progress=False)
+    r = daskpd.partial_dependence(m, df, ["x1", ("x1", "x2")], n_trials=3, **kw)
+    assert {x.engine for x in r.values()} == {"tree-exact"}
     W = bootstrap_weights(df, ["x1", "x2"], 3, 1)
     for t in range(3):
         ref = daskpd.partial_dependence(m, df, "x1", grid=GRID, sample_weight=W[:, t], method="brute", progress=False)
-        np.testing.assert_allclose(r.trials_pd[t], ref.average, rtol=1e-12)
+        np.testing.assert_allclose(r["x1"].trials_pd[t], ref.average, rtol=1e-12)
+    slow = daskpd.partial_dependence(m, df, ["x1", ("x1", "x2")], n_trials=3, engine="predict", **kw)
+    for key in r:
+        np.testing.assert_allclose(r[key].trials_pd, slow[key].trials_pd, rtol=1e-12)
+    one = daskpd.partial_dependence(m, df, ["x1", ("x1", "x2")], **kw)
+    for key in r:
+        np.testing.assert_array_equal(r[key].average, one[key].average)
 
 
 def test_pd_n_trials_1_is_today(df):
@@ -202,3 +210,80 @@ def test_ice_centred_pd_trials(df):
     p = daskpd.partial_dependence(model, df, "x1", grid=GRID, n_trials=4, random_state=6, progress=False)
     np.testing.assert_allclose(r.trials_pd, p.trials_pd - p.trials_pd[:, :1], rtol=1e-12, atol=1e-12)
     assert np.all(r.band()["std"][0] == 0) and "pd_lo" in r.to_frame()
+
+
+# ---------------------------------------------------------------------------------
+# 2-D ALE and PD variance: bands from the same pass
+
+
+def test_ale2d_trials_are_weighted_surfaces(df):
+    """2-D ALE trial t is the 2-D ALE with trial t's weights (the edges fixed); the band
+    is per grid point; the all-rows surface is today's."""
+    pair = ("x1", "x2")
+    r = daskpd.ale(model, df, pair, bins=4, n_trials=4, random_state=2, progress=False)
+    W = bootstrap_weights(df, ["x1", "x2"], 4, 2)
+    for t in range(4):
+        ref = daskpd.ale(model, df, pair, bins=4, sample_weight=W[:, t], progress=False)
+        np.testing.assert_allclose(r.trials_pd[t], ref.ale, rtol=1e-10, atol=1e-12)
+    one = daskpd.ale(model, df, pair, bins=4, progress=False)
+    np.testing.assert_array_equal(r.ale, one.ale)
+    b = r.band()
+    assert r.trials_pd.shape == (4, *r.ale.shape) and b["std"].shape == r.ale.shape
+    np.testing.assert_allclose(b["std"], np.std(r.trials_pd, axis=0, ddof=1))
+    f = r.to_frame()
+    np.testing.assert_allclose(f["pd_hi"], np.quantile(r.trials_pd, 0.95, axis=0).reshape(-1))
+    assert one.trials_pd is None and one.band() is None and "pd_std" not in one.to_frame()
+    assert "90% band over 4 trials" in r.summary() and r.params["n_trials"] == 4
+
+
+GRID_PV = {"x1": np.linspace(0.0, 1.0, 5), "x2": np.linspace(0.0, 1.0, 5)}
+
+
+def test_pd_variance_trials_on_known_truth(df):
+    """The model's PD in x1 is v^2 + 3 v m + const with m the (weighted) mean of x2, so
+    trial t's importance of x1 is exactly std(g^2 + 3 g m_t) with m_t the mean of x2
+    under trial t's weights; ``importance_std`` / ``_lo`` / ``_hi`` are the trials' std
+    and percentiles.  Without trials the table has no band columns."""
+    kw = dict(grid=GRID_PV, progress=False)
+    r = daskpd.pd_variance(model, df, ["x1", "x2"], n_trials=6, random_state=5, **kw)
+    W = bootstrap_weights(df, ["x1", "x2"], 6, 5)
+    g = GRID_PV["x1"]
+    m = (W * df["x2"].to_numpy()[:, None]).sum(axis=0) / W.sum(axis=0)
+    exact = np.array([np.std(g ** 2 + 3 * g * mt, ddof=1) for mt in m])
+    np.testing.assert_allclose(r.trials_values[:, 0], exact, rtol=1e-12)
+    for t in (0, 5):
+        ref = daskpd.pd_variance(model, df, ["x1", "x2"], sample_weight=W[:, t], **kw)
+        np.testing.assert_allclose(r.trials_values[t], ref.values, rtol=1e-12)
+    one = daskpd.pd_variance(model, df, ["x1", "x2"], **kw)
+    np.testing.assert_allclose(r.values, one.values, rtol=1e-12)  # the same PDs, summed per weight set
+    f = r.to_frame().set_index("feature")
+    np.testing.assert_allclose(f.loc["x1", "importance_std"], np.std(exact, ddof=1), rtol=1e-9)
+    np.testing.assert_allclose(f.loc["x1", "importance_lo"], np.quantile(exact, 0.05), rtol=1e-9)
+    assert f.loc["x1", "importance_std"] > 0 and r.params["n_trials"] == 6
+    assert "importance_std" not in one.to_frame() and one.trials_values is None
+
+
+def test_pd_variance_interaction_trials(df):
+    """With the model's two inputs the 2-way PD is the model itself on the grid, the
+    same for every row weighting: every trial's interaction equals the all-rows one."""
+    r = daskpd.pd_variance(model, df, [("x1", "x2")], measure="interaction", grid=GRID_PV, n_trials=4,
+                           random_state=1, progress=False)
+    assert r.trials_values.shape == (4, 1)
+    np.testing.assert_allclose(r.trials_values[:, 0], r.values[0], rtol=1e-12)
+    f = r.to_frame()
+    assert {"interaction_std", "interaction_lo", "interaction_hi"} <= set(f.columns)
+    np.testing.assert_allclose(f["interaction_std"], 0.0, atol=1e-12)
+
+
+def test_ale2d_and_pd_variance_trials_on_the_cluster(df, gbm, client):
+    """3 partitions on the real cluster: the same trials as in memory (up to the
+    reassociation of the float sums)."""
+    ddf = dd.from_pandas(df, npartitions=3)
+    kw = dict(n_trials=4, random_state=3, progress=False)
+    a_mem = daskpd.ale(gbm, df, ("x1", "x2"), bins=4, **kw)
+    a_cl = daskpd.ale(gbm, ddf, ("x1", "x2"), bins=4, **kw)
+    np.testing.assert_allclose(a_cl.trials_pd, a_mem.trials_pd, rtol=1e-10, atol=1e-12)
+    v_mem = daskpd.pd_variance(gbm, df, ["x1", "x2"], grid=GRID_PV, **kw)
+    v_cl = daskpd.pd_variance(gbm, ddf, ["x1", "x2"], grid=GRID_PV, **kw)
+    np.testing.assert_allclose(v_cl.trials_values, v_mem.trials_values, rtol=1e-12)
+    assert np.all(v_cl.band()["std"] > 0)

@@ -137,7 +137,7 @@ def test_pd_variance_on_the_tree_engine_equals_predict(cat_data, cat_models):
     imp_slow = daskpd.pd_variance(reg, X, ["a", "col"], grid_resolution=8, engine="predict")
     assert imp.params["engine"]["engine"] == "tree-exact" and imp_slow.params["engine"]["engine"] == "predict"
     np.testing.assert_allclose(imp.values, imp_slow.values, rtol=0, atol=TOL)
-    inter = daskpd.pd_variance(reg, X, [("a", "col"), ("a", "b")], method="interaction", grid_resolution=6,
+    inter = daskpd.pd_variance(reg, X, [("a", "col"), ("a", "b")], measure="interaction", grid_resolution=6,
                                percentiles=(0.0, 0.9))
     for pair in [("a", "col"), ("a", "b")]:
         np.testing.assert_allclose(inter.pd[pair].average, _sk(reg, X, inter.pd[pair]), rtol=0, atol=TOL)

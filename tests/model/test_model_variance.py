@@ -29,7 +29,7 @@ def test_linear_model_importance_is_abs_beta_over_sqrt12(uniform):
     beta = np.array([3.0, -2.0, 0.5])
     y = X.to_numpy() @ beta + rng.normal(0, 0.1, len(X))
     m = LinearRegression().fit(X, y)
-    res = daskpd.pd_variance(m, X)
+    res = daskpd.pd_variance(m, X, percentiles=(0, 1))  # the full range: |beta| / sqrt(12)
     assert res.method == "importance" and res.features == ["x1", "x2", "x3"]
     # PD = b * grid + const on a 100-point grid over [min, max]: std(ddof=1) of an evenly
     # spaced grid = range * sqrt(G (G + 1) / 12) / (G - 1)
@@ -70,10 +70,10 @@ def test_interaction_near_zero_for_additive_and_positive_for_product(uniform):
     Xs = X.iloc[:4_000]
     additive = lambda d: (d["x1"] + 2 * d["x2"] ** 2 - d["x3"]).to_numpy()  # noqa: E731
     product = lambda d: (d["x1"] * d["x2"] + d["x3"]).to_numpy()  # noqa: E731
-    add = daskpd.pd_variance(additive, Xs, method="interaction")
+    add = daskpd.pd_variance(additive, Xs, measure="interaction")
     assert add.features == [("x1", "x2"), ("x1", "x3"), ("x2", "x3")]
     assert np.all(add.values < 1e-12)
-    prod = daskpd.pd_variance(product, Xs, ["x1", "x2", "x3"], method="interaction")
+    prod = daskpd.pd_variance(product, Xs, ["x1", "x2", "x3"], measure="interaction", percentiles=(0, 1))
     inter = dict(zip(prod.features, prod.values))
     # x1*x2 on a 20-point grid of ~[0, 1]: SD_i(x_i * SD(grid)) = SD(grid)^2 = G (G+1) / (12 (G-1)^2)
     assert inter[("x1", "x2")] == pytest.approx(20 * 21 / (12 * 19 ** 2), rel=0.01)
@@ -89,7 +89,7 @@ def test_boosted_model_on_dask_partitions_and_plots(tmp_path, uniform):
     y = Xs.x1 * Xs.x2 * 4 + Xs.x3 + rng.normal(0, 0.05, len(Xs))
     m = HistGradientBoostingRegressor(max_iter=30, random_state=0).fit(Xs, y)
     imp = daskpd.pd_variance(m, dd.from_pandas(Xs, npartitions=3), grid_resolution=20)
-    inter = daskpd.pd_variance(m, Xs, [("x1", "x2"), ("x2", "x3")], method="interaction", grid_resolution=8)
+    inter = daskpd.pd_variance(m, Xs, [("x1", "x2"), ("x2", "x3")], measure="interaction", grid_resolution=8)
     assert inter.values[0] > 5 * inter.values[1]
     # the artists, not the file size (tick-label overlap: test_plotting.py)
     ax = imp.plot()
@@ -107,11 +107,11 @@ def test_boosted_model_on_dask_partitions_and_plots(tmp_path, uniform):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(method="both"), "method must be one of"),
+    (dict(measure="both"), "measure must be one of"),
     (dict(features="x1"), "non-empty list"),
     (dict(features=[("x1", "x2")]), "every entry must be a column name"),
-    (dict(features=["x1"], method="interaction"), "at least two features"),
-    (dict(features=[("x1", "x1")], method="interaction"), "two different columns"),
+    (dict(features=["x1"], measure="interaction"), "at least two features"),
+    (dict(features=[("x1", "x1")], measure="interaction"), "two different columns"),
     (dict(features=["nope"]), "'nope' not found"),
     (dict(grid_resolution=1), "grid_resolution must be"),
 ])

@@ -256,3 +256,18 @@ def test_sklearn_display_names_at_most_the_cap():
     disp = PartialDependenceDisplay(pd_results=[b], features=[(0,)], feature_names=["ModelID"], target_idx=0,
                                     deciles={0: None}, is_categorical=[(True,)]).plot()
     check_axes(disp.axes_.ravel()[0], categorical="x")
+
+
+def test_job_figures_are_the_librarys():
+    """A job's PNGs are drawn by daskpd.job.outputs.curve_figure: the result's own plot
+    (constrained layout, count label off the tick labels, capped category names)."""
+    from daskpd.job.outputs import curve_figure
+
+    for method, res, cat in [("stratpd", strat(1000), None), ("catstratpd", catstrat(1000), "y"),
+                             ("partial_dependence", pd_cat(1000), "x"), ("ale", ale(1000, "numeric"), None)]:
+        fig = curve_figure(method, res.feature, res, "price")
+        assert fig.get_layout_engine() is not None
+        ax = fig.axes[0]
+        check_axes(ax, categorical=cat)
+        if method not in ("stratpd", "catstratpd"):
+            assert "price" in ax.get_ylabel()

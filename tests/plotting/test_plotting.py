@@ -141,7 +141,7 @@ def test_pd_variance_detailed_tick_labels_do_not_overlap(cat_model):
     assert len(axes) == 3
     assert_figure_ticklabels_apart(axes[0].figure)
     assert all("predicted price" in a.get_ylabel() for a in axes)
-    inter = daskpd.pd_variance(m, X, [("g", "hours"), ("hours", "u")], method="interaction",
+    inter = daskpd.pd_variance(m, X, [("g", "hours"), ("hours", "u")], measure="interaction",
                                categorical_features=["g"], grid_resolution=40)
     axes = inter.plot(kind="detailed")
     assert len(axes) == 6
