@@ -137,7 +137,7 @@ def main(argv=None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             first and daskpd.strat_curves_and_importances(pd.concat([pd.read_parquet(f) for f in first]).head(20_000),
-                                                target=TARGET, categorical=["k5000"], progress=False,
+                                                target=TARGET, categorical_features=["k5000"], progress=False,
                                                 sample_size=5_000, keep_state=True)
 
         def timed(step, path, run_id):
@@ -171,7 +171,7 @@ def main(argv=None):
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            whole = daskpd.strat_curves_and_importances(lake, target=TARGET, categorical=["k5000"],
+            whole = daskpd.strat_curves_and_importances(lake, target=TARGET, categorical_features=["k5000"],
                                                         stratification=strat, progress=False)
         scan_s = time.perf_counter() - t0
         got = pd.read_parquet(os.path.join(inc_dir, "importances.parquet")).set_index("feature")["importance"]

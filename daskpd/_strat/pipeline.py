@@ -86,6 +86,17 @@ class TargetRange(Job):
         return (min(p[0] for p in parts), max(p[1] for p in parts)) if parts else None
 
 
+def _solve_kept(results: dict, kept: dict, scan, progress) -> dict:
+    """Finish the categorical features whose buckets stayed on the workers: conjugate-
+    gradient rounds over their buckets, one stage per feature."""
+    results = dict(results)
+    for i, refs in kept.items():
+        f = scan.features[i].feature
+        with stage(f"solve {f}"):
+            results[f] = effects_iterative(scan.features[i], refs, results[f], scan, progress=progress)
+    return results
+
+
 def _constant_target(results: dict, kinds: dict, target: str, value: float) -> None:
     """Every row has the same target: every partial dependence is exactly flat zero (the
     tree cannot split, so no position gathers ``min_slopes_per_x`` slopes and the curve
@@ -539,11 +550,7 @@ def run_strat(
     if keep_state:
         state = state_from_parts(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions)
     if kept:  # categorical features with many categories: CG rounds over their buckets
-        results = dict(results)
-        for i, refs in kept.items():
-            f = scan.features[i].feature
-            with stage(f"solve {f}"):
-                results[f] = effects_iterative(scan.features[i], refs, results[f], scan, progress=progress)
+        results = _solve_kept(results, kept, scan, progress)
     if y_range is not None and y_range[0] == y_range[1]:
         _constant_target(results, kinds, target, y_range[0])
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}
@@ -651,11 +658,7 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
         y_range = state.y_range
         n_rows = state.n_rows
     elif kept:
-        results = dict(results)
-        for i, refs in kept.items():
-            f = scan.features[i].feature
-            with stage(f"solve {f}"):
-                results[f] = effects_iterative(scan.features[i], refs, results[f], scan, progress=progress)
+        results = _solve_kept(results, kept, scan, progress)
     if y_range is not None and y_range[0] == y_range[1]:
         _constant_target(results, kinds, target, y_range[0])
     timings = {"sample_s": t1 - t0, "fit_s": 0.0, "scan_s": time.perf_counter() - t1, **phases}
