@@ -190,7 +190,8 @@ def main(argv=None) -> int:
                         t, _ = timed(partial_dependence, model, Xc.iloc[:1000], list(r.features), method="recursion",
                                      custom_values=dict(zip(r.features, r.grid_values)))
                         t_rec += t
-                except (ValueError, NotImplementedError):
+                except (ValueError, NotImplementedError) as exc:  # print why, and go on without it
+                    print(f"scikit-learn recursion failed on {name} {kind}: {type(exc).__name__}: {exc}"[:300])
                     t_rec = None
             # H2O partial_plot, two sizes, extrapolated linearly
             t_h2o = None
