@@ -42,20 +42,10 @@ import sys
 import tempfile
 import time
 
+from bench_lake import write_lake  # the same lake, in the same cache directory
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROWS_PER_FILE = 500_000
 PD_FEATURES = ["x1", "x3", "x5"]
-
-
-def write_lake(rows: int, workdir: str) -> str:
-    from daskpd.datasets import Lake, write_parquet
-
-    path = os.path.join(workdir, f"lake-{rows}")
-    if not os.path.isdir(path):
-        t0 = time.perf_counter()
-        write_parquet(Lake(random_state=0), rows, path, rows_per_file=ROWS_PER_FILE, overwrite=False)
-        print(f"# wrote {rows:,} rows to {path} in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-    return path
 
 
 def numeric_columns():
