@@ -77,6 +77,19 @@ def _left(x, nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits):
     return x <= thr[nd]
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _push(h_nd, h_sl, h_a, h_n, k, node, state, start, count):
+    """Queue the group of ``count`` rows from ``start`` at ``node`` in walk ``state``
+    (nothing when it is empty); returns the next free slot."""
+    if count == 0:
+        return k
+    h_nd[k] = node
+    h_sl[k] = state
+    h_a[k] = start
+    h_n[k] = count
+    return k + 1
+
+
 @numba.njit(cache=True, nogil=True)
 def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits, knownbits, tbit, trans,
                          XT, W, unit, block, out):
@@ -178,34 +191,14 @@ def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbi
                             lo += gl
                             hi -= 1 - gl
                     nl = lo - p
-                    if nl:
-                        h_nd[k] = left[nd]
-                        h_sl[k] = sl
-                        h_a[k] = p
-                        h_n[k] = nl
-                        k += 1
-                    if L - nl:
-                        h_nd[k] = right[nd]
-                        h_sl[k] = sl
-                        h_a[k] = p + nl
-                        h_n[k] = L - nl
-                        k += 1
+                    k = _push(h_nd, h_sl, h_a, h_n, k, left[nd], sl, p, nl)
+                    k = _push(h_nd, h_sl, h_a, h_n, k, right[nd], sl, p + nl, L - nl)
                     b = tbit[f]
                     if b >= 0:
                         ns = trans[sl, b]
-                        if ns >= 0:
-                            if nl:
-                                h_nd[k] = right[nd]
-                                h_sl[k] = ns
-                                h_a[k] = p
-                                h_n[k] = nl
-                                k += 1
-                            if L - nl:
-                                h_nd[k] = left[nd]
-                                h_sl[k] = ns
-                                h_a[k] = p + nl
-                                h_n[k] = L - nl
-                                k += 1
+                        if ns >= 0:  # the other branch too, in the state that disagrees on f
+                            k = _push(h_nd, h_sl, h_a, h_n, k, right[nd], ns, p, nl)
+                            k = _push(h_nd, h_sl, h_a, h_n, k, left[nd], ns, p + nl, L - nl)
                     p += L
                 cur, nxt = nxt, cur
                 g_nd, h_nd = h_nd, g_nd
