@@ -147,6 +147,22 @@ def cat_rows(n: int, T: int, seed: int, workdir: str, skip_stratx: bool):
     return rows
 
 
+def print_spread(rows, n: int, T: int, curve: str, what: str, span: str, var: str, at: tuple, ratio_label: str):
+    """The table of the trials' standard deviation per point (``rows``: ``(who, sd, seconds)``,
+    sd[0] the anchor), its mean over the points after the anchor, and daskpd's over stratx's."""
+    import numpy as np
+
+    print(f"\n{n:,} rows, {T} bootstrap trials; the standard deviation of the trials' {what}")
+    print(f"\n| curve | who | trials | mean sd over {span} | sd at {var} = {', '.join(map(str, at))} | seconds |")
+    print("|---|---|---|---|---|---|")
+    for who, sd, secs in rows:
+        print(f"| {curve} | {who} | {T} | {np.nanmean(sd[1:]):.4f} | {', '.join(f'{sd[i]:.3f}' for i in at)} | "
+              f"{secs:.1f} |")
+    if len(rows) == 2:
+        ratio = np.nanmean(rows[0][1][1:]) / np.nanmean(rows[1][1][1:])
+        print(f"\n{ratio_label} daskpd / stratx (mean sd): {ratio:.2f}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=float, default=2000)
@@ -162,8 +178,6 @@ def main(argv=None):
         ap.error(f"--curves: expected stratpd and/or catstratpd; got {a.curves!r}")
     import warnings
 
-    import numpy as np
-
     warnings.simplefilter("ignore")
     n, T = int(a.n), a.trials
     print(f"# command: {' '.join([sys.argv[0], *(argv or sys.argv[1:])])}", flush=True)
@@ -175,16 +189,8 @@ def main(argv=None):
         rows = cat_rows(n, T, a.seed, a.workdir, a.skip_stratx)
         if rows is None:
             return 1
-        print(f"\n{n:,} rows, {T} bootstrap trials; the standard deviation of the trials' effects of c = 1, 2, 3 "
-              "(0 at c = 0)")
-        print("\n| curve | who | trials | mean sd over c = 1..3 | sd at c = 1, 2, 3 | seconds |")
-        print("|---|---|---|---|---|---|")
-        for who, sd, secs in rows:
-            print(f"| CatStratPD c | {who} | {T} | {np.nanmean(sd[1:]):.4f} | {sd[1]:.3f}, {sd[2]:.3f}, {sd[3]:.3f} | "
-                  f"{secs:.1f} |")
-        if len(rows) == 2:
-            ratio = np.nanmean(rows[0][1][1:]) / np.nanmean(rows[1][1][1:])
-            print(f"\nCatStratPD spread ratio daskpd / stratx (mean sd): {ratio:.2f}")
+        print_spread(rows, n, T, "CatStratPD c", "effects of c = 1, 2, 3 (0 at c = 0)", "c = 1..3", "c", (1, 2, 3),
+                     "CatStratPD spread ratio")
     return status
 
 
@@ -218,15 +224,7 @@ def stratpd_part(n: int, T: int, seed: int, workdir: str, skip_stratx: bool) -> 
                 M[t, int(round(float(k)))] = v
         M = M - M[:, [0]]  # every trial 0 at x1 = 0, as daskpd's
         rows.append(("stratx 0.5 (tree refitted per trial)", np.nanstd(M, axis=0, ddof=1), theirs_s))
-    print(f"\n{n:,} rows, {T} bootstrap trials; the standard deviation of the trials' pd at x1 = 0..10")
-    print("\n| curve | who | trials | mean sd over x1 = 1..10 | sd at x1 = 1, 5, 10 | seconds |")
-    print("|---|---|---|---|---|---|")
-    for who, sd, secs in rows:
-        print(f"| StratPD x1 | {who} | {T} | {np.nanmean(sd[1:]):.4f} | {sd[1]:.3f}, {sd[5]:.3f}, {sd[10]:.3f} | "
-              f"{secs:.1f} |")
-    if len(rows) == 2:
-        ratio = np.nanmean(rows[0][1][1:]) / np.nanmean(rows[1][1][1:])
-        print(f"\nspread ratio daskpd / stratx (mean sd): {ratio:.2f}")
+    print_spread(rows, n, T, "StratPD x1", "pd at x1 = 0..10", "x1 = 1..10", "x1", (1, 5, 10), "spread ratio")
     return 0
 
 
