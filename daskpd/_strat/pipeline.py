@@ -527,21 +527,8 @@ def run_strat(
                         n_partitions=ddf.npartitions, kinds=kinds,
                         timings={"sample_s": t1 - t0, "fit_s": t2 - t1}, skipped=skipped, n_passes=sample_passes,
                         stratification=strat)
-    n_sets = 1 + n_trials
-    arity = memory.arity(ddf.npartitions)
-    fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, sample.n_rows, ddf.npartitions, n_sets))
-    grouping = {fs.feature: group_from(fs, sample.n_rows, ddf.npartitions, n_sets) for fs in scans}
-    n_buckets = memory.n_buckets(combine_peak_bytes(scans, sample.n_rows, ddf.npartitions, fan_in, n_sets, arity,
-                                                    grouping) * (KEEP_STATE_FACTOR if keep_state else 1))
-    opts = dict(finish_options or {})
-    opts["dtypes"] = {f: dtypes.get(f) for f in features}
-    opts["run_params"] = {"sample_rows": len(sample.frame), "n_partitions": ddf.npartitions,
-                          "n_buckets": n_buckets, "fan_in": fan_in}
-    scan = StratScan(target=target, features=scans, encoder=encoder, n_trials=n_trials,
-                     trial_fraction=trial_fraction, random_state=random_state, weight_columns=columns,
-                     n_buckets=n_buckets, expected_rows=sample.n_rows // max(1, ddf.npartitions),
-                     group_from=grouping,
-                     finish_options=opts, keep_state=bool(keep_state))
+    scan, fan_in, arity = _plan_scan(ddf, scans, sample.n_rows, len(sample.frame), encoder, target, columns, dtypes,
+                                     n_trials, trial_fraction, random_state, finish_options, bool(keep_state))
     # pass 2: one scan, every feature, each finished next to its data
     with stage("scan and finish"):
         results, parts = _scan(ddf, scan, progress, fan_in, arity)
@@ -557,6 +544,28 @@ def run_strat(
     return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings, skipped=skipped,
                     n_passes=sample_passes + 1, stratification=strat, state=state)
+
+
+def _plan_scan(ddf, scans, n_rows: int, sample_rows: int, encoder, target, columns, dtypes, n_trials: int,
+               trial_fraction, random_state: int, finish_options, keep) -> tuple[StratScan, int, int]:
+    """``(scan, fan_in, arity)``: the scan job of ``scans`` over ``ddf`` (``n_rows`` rows),
+    its reduction sized by the memory model (twice the memory per bucket when it keeps its
+    state: ``keep`` truthy)."""
+    n_sets = 1 + n_trials
+    arity = memory.arity(ddf.npartitions)
+    fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, n_rows, ddf.npartitions, n_sets))
+    grouping = {fs.feature: group_from(fs, n_rows, ddf.npartitions, n_sets) for fs in scans}
+    n_buckets = memory.n_buckets(combine_peak_bytes(scans, n_rows, ddf.npartitions, fan_in, n_sets, arity, grouping)
+                                 * (KEEP_STATE_FACTOR if keep else 1))
+    opts = dict(finish_options or {})
+    opts["dtypes"] = {fs.feature: dtypes.get(fs.feature) for fs in scans}
+    opts["run_params"] = {"sample_rows": sample_rows, "n_partitions": ddf.npartitions,
+                          "n_buckets": n_buckets, "fan_in": fan_in}
+    scan = StratScan(target=target, features=scans, encoder=encoder, n_trials=n_trials,
+                     trial_fraction=trial_fraction, random_state=random_state, weight_columns=columns,
+                     n_buckets=n_buckets, expected_rows=n_rows // max(1, ddf.npartitions), group_from=grouping,
+                     finish_options=opts, keep_state=keep)
+    return scan, fan_in, arity
 
 
 def _scan(ddf, scan: StratScan, progress, fan_in, arity):
@@ -625,23 +634,11 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
     scans = [FeatureScan(fs.feature, fs.kind, fs.other, fs.tree,
                          extend_coder(fs.coder, vocab.distinct.get(fs.feature), dtypes.get(fs.feature), fs.feature),
                          fs.leaf_index, fs.n_leaves, fs.min_samples_leaf) for fs in fss]
-    n_sets = 1 + n_trials
     n_rows = vocab.n_rows
     merge = base_state is not None
     keep = "only" if merge or keep_state == "only" else bool(keep_state)
-    arity = memory.arity(ddf.npartitions)
-    fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, n_rows, ddf.npartitions, n_sets))
-    grouping = {fs.feature: group_from(fs, n_rows, ddf.npartitions, n_sets) for fs in scans}
-    n_buckets = memory.n_buckets(combine_peak_bytes(scans, n_rows, ddf.npartitions, fan_in, n_sets, arity, grouping)
-                                 * (KEEP_STATE_FACTOR if keep else 1))
-    opts = dict(finish_options or {})
-    opts["dtypes"] = {f: dtypes.get(f) for f in features}
-    opts["run_params"] = {"sample_rows": strat.sample_rows, "n_partitions": ddf.npartitions,
-                          "n_buckets": n_buckets, "fan_in": fan_in}
-    scan = StratScan(target=target, features=scans, encoder=strat.encoder, n_trials=n_trials,
-                     trial_fraction=trial_fraction, random_state=strat.random_state, weight_columns=columns,
-                     n_buckets=n_buckets, expected_rows=n_rows // max(1, ddf.npartitions), group_from=grouping,
-                     finish_options=opts, keep_state=keep)
+    scan, fan_in, arity = _plan_scan(ddf, scans, n_rows, strat.sample_rows, strat.encoder, target, columns, dtypes,
+                                     n_trials, trial_fraction, strat.random_state, finish_options, keep)
     with stage("scan and finish"):
         results, parts = _scan(ddf, scan, progress, fan_in, arity)
     results, kept = (results.result, results.kept) if isinstance(results, Kept) else (results, None)
