@@ -19,6 +19,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._data.lake import read_footers
 from .._errors import DataError
 from .._strat.state import ScanState, Stratification
 from ..results.base import atomic_path, dump_json
@@ -66,16 +67,14 @@ def schema_of(request) -> dict:
     return {c: str(dtypes[c]) for c in request.read_columns() if c in dtypes.index}
 
 
-def _footer_rows(files: list, storage_options) -> int:
+def _footer_rows(files: list[dict], storage_options) -> int:
+    """Rows of the files (``file_stamps`` entries) from their footers, read by the lake
+    reader's :func:`~daskpd._data.lake.read_footers` (cached, in parallel, a damaged file
+    named)."""
     import fsspec
-    import pyarrow.parquet as pq
 
-    n = 0
-    for f in files:
-        fs, p = fsspec.core.url_to_fs(f, **(storage_options or {}))
-        with fs.open(p, "rb") as fh:
-            n += pq.ParquetFile(fh).metadata.num_rows
-    return n
+    fs, _ = fsspec.core.url_to_fs(files[0]["path"], **(storage_options or {}))
+    return sum(f.num_rows for f in read_footers(fs, [(f["path"], f["size"], str(f["stamp"])) for f in files]))
 
 
 def _base_run(job_dir: Path) -> str | None:
@@ -134,13 +133,14 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list) -> Plan:
             return full(f"file {f['rel']!r} changed since run {base} (size or "
                         f"{'content' if spec.source.fingerprint == 'content' else 'modification time / etag'})", base)
     seen = {f["rel"] for f in old_files["files"]}
-    new = [f["path"] for f in stamps if f["rel"] not in seen]
+    new_stamps = [f for f in stamps if f["rel"] not in seen]
+    new = [f["path"] for f in new_stamps]
     try:
         strat = Stratification.load(sdir / "stratification.pkl")
         state_rows = int(ScanState.read_meta(sdir / "sums")["n_rows"])
     except DataError as exc:
         return full(f"the state of run {base} cannot be used: {exc}", base)
-    new_rows = _footer_rows(new, spec.source.storage_options) if new else 0
+    new_rows = _footer_rows(new_stamps, spec.source.storage_options) if new else 0
     if spec.run.refit == "always":
         return full('refit = "always": the trees are fitted again on every run', base)
     if spec.run.refit == "auto":
