@@ -52,15 +52,15 @@ class BucketSums:
     ends: np.ndarray  # (sets, P) segments ending at each position
     ignored: np.ndarray  # (sets,) rows in single-position leaves
     n_leaves: int  # leaves with rows
-    add: list  # per set: Table(leaf=virtual bucket, key=start code, values=sum of slopes)
-    sub: list  # per set: Table(..., key=end code, ...)
+    add: Table  # (leaf=virtual bucket, key=start code, values=sum of slopes: one column per set)
+    sub: Table  # (..., key=end code, ...)
     sum_x: list | None  # [set 0's Table(..., key=code, values=sum of x)], binned features only
     segments: tuple  # a bottom-k sample of set 0's segments: (hash, start code, end code, slope)
     counters: tuple | None  # (rows read, missing x, bad y) in bucket 0
 
     @property
     def nbytes(self) -> int:
-        tabs = [*self.add, *self.sub, *(self.sum_x or [])]
+        tabs = [self.add, self.sub, *(self.sum_x or [])]
         return int(self.count.nbytes * 3 + sum(t.nbytes for t in tabs))
 
 
@@ -89,54 +89,173 @@ def _segment_sample(leaf, start, end, slope, k: int, random_state: int):
     return h, start, end, slope
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _group_stats(g, gstarts, y, x, w, vals, from_rows, k, has_x, gn, gsy, gsx):
+    """``(n, sum y, sum x)`` of group ``g`` for every set into ``gn, gsy, gsx``: from the
+    group's sorted raw rows (set 0: every row once; set t: weighted by trial t), the
+    terms in row order as :func:`~daskpd._engine.sums.reduce_tables` adds them, or read
+    from a merged table's row (``k`` statistics a set)."""
+    S = gn.shape[0]
+    if not from_rows:
+        for s in range(S):
+            gn[s] = vals[g, k * s]
+            gsy[s] = vals[g, k * s + 1]
+            gsx[s] = vals[g, k * s + 2] if has_x else 0.0
+        return
+    m = y.shape[0]
+    a = gstarts[g]
+    b = gstarts[g + 1] if g + 1 < gstarts.shape[0] else m
+    for s in range(S):
+        gn[s] = 0.0
+        gsy[s] = 0.0
+        gsx[s] = 0.0
+    for i in range(a, b):
+        gn[0] += 1.0
+        gsy[0] += y[i]
+        if has_x:
+            gsx[0] += x[i]
+    for t in range(S - 1):
+        for i in range(a, b):
+            wt = w[i, t]
+            gn[t + 1] += wt
+            gsy[t + 1] += wt * y[i]
+            if has_x:
+                gsx[t + 1] += wt * x[i]
+
+
 @numba.njit(cache=True, nogil=True)
-def _segments(leaf, code, vb, n, sy, sx, xvals, binned, P):
-    """One pass over a bucket's (leaf, code) sums (sorted; one statistics set): per code
-    the rows, segments starting and ending there; rows in single-position leaves; leaves
-    with rows; and every segment (virtual bucket, start, end, slope, leaf)."""
-    m = leaf.shape[0]
-    count = np.zeros(P)
-    starts = np.zeros(P)
-    ends = np.zeros(P)
-    seg_v = np.empty(m, np.int64)
-    seg_a = np.empty(m, np.int64)
-    seg_b = np.empty(m, np.int64)
-    seg_s = np.empty(m)
-    seg_l = np.empty(m, np.int64)
-    k = 0
-    ignored = 0.0
+def _flush(acc, touched, codes, nt, vb, out_v, out_c, out_x, n_out):
+    """The current virtual bucket's touched (code, every set) sums appended to the output
+    table in code order; the scratch zeroed.  Returns the new output length."""
+    keys = np.sort(codes[:nt])
+    for j in range(nt):
+        c = keys[j]
+        out_v[n_out] = vb
+        out_c[n_out] = c
+        out_x[n_out, :] = acc[c, :]
+        acc[c, :] = 0.0
+        touched[c] = False
+        n_out += 1
+    return n_out
+
+
+@numba.njit(cache=True, nogil=True)
+def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xvals, P, S):
+    """One pass over a bucket's (leaf, code) groups, sorted, for every statistics set at
+    once.  Per group, each set's ``(n, sum y, sum x)`` (:func:`_group_stats`); per set,
+    the slope segments between the leaf's adjacent present positions (a set skips the
+    groups its weights leave empty).  Returns, as (P, sets) arrays, per code the rows
+    and the segments starting and ending there; per set the rows in single-position
+    leaves; set 0's leaves with rows; the per-(virtual bucket, code) sums of the slopes
+    of segments starting (``add``) and ending (``sub``) there, every set a column, in
+    (virtual bucket, code) order, each cell's terms in row order; set 0's segments
+    (start, end, slope, leaf); and set 0's sum of x per group (binned features)."""
+    G = leaf.shape[0]
+    count = np.zeros((P, S))
+    starts = np.zeros((P, S))
+    ends = np.zeros((P, S))
+    ignored = np.zeros(S)
     n_leaves = 0
-    prev = -1  # previous present row in the current leaf
-    run_rows = 0.0
-    run_len = 0
-    for i in range(m):
-        count[code[i]] += n[i]
-        if n[i] <= 0:
-            continue
-        if prev < 0 or leaf[i] != leaf[prev]:
-            if run_len == 1:
-                ignored += run_rows
-            n_leaves += 1
-            run_rows = 0.0
-            run_len = 0
-            prev = -1
-        if prev >= 0:
-            x0 = sx[prev] / n[prev] if binned else xvals[code[prev]]
-            x1 = sx[i] / n[i] if binned else xvals[code[i]]
-            seg_v[k] = vb[i]
-            seg_a[k] = code[prev]
-            seg_b[k] = code[i]
-            seg_s[k] = (sy[i] / n[i] - sy[prev] / n[prev]) / (x1 - x0)
-            seg_l[k] = leaf[i]
-            starts[code[prev]] += 1.0
-            ends[code[i]] += 1.0
-            k += 1
-        run_rows += n[i]
-        run_len += 1
-        prev = i
-    if run_len == 1:
-        ignored += run_rows
-    return count, starts, ends, ignored, n_leaves, seg_v[:k], seg_a[:k], seg_b[:k], seg_s[:k], seg_l[:k]
+    gn = np.zeros(S)
+    gsy = np.zeros(S)
+    gsx = np.zeros(S)
+    has_prev = np.zeros(S, np.bool_)
+    pcode = np.zeros(S, np.int64)
+    pyb = np.zeros(S)
+    px = np.zeros(S)
+    run_rows = np.zeros(S)
+    run_len = np.zeros(S, np.int64)
+    # per virtual bucket scratch of the slope sums, flushed when the virtual bucket changes
+    acc_a = np.zeros((P, S))
+    acc_s = np.zeros((P, S))
+    t_a = np.zeros(P, np.bool_)
+    t_s = np.zeros(P, np.bool_)
+    c_a = np.empty(P, np.int64)
+    c_s = np.empty(P, np.int64)
+    na = 0
+    ns = 0
+    add_v = np.empty(G, np.int32)
+    add_c = np.empty(G, np.int64)
+    add_x = np.empty((G, S))
+    sub_v = np.empty(G, np.int32)
+    sub_c = np.empty(G, np.int64)
+    sub_x = np.empty((G, S))
+    n_add = 0
+    n_sub = 0
+    seg_a = np.empty(G, np.int64)
+    seg_b = np.empty(G, np.int64)
+    seg_s = np.empty(G)
+    seg_l = np.empty(G, np.int64)
+    k0 = 0
+    sx0 = np.zeros(G if binned else 0)
+    has_x = binned
+    cur_leaf = -1
+    cur_vb = -1
+    for g in range(G):
+        if leaf[g] != cur_leaf:
+            for s in range(S):
+                if run_len[s] == 1:
+                    ignored[s] += run_rows[s]
+                run_len[s] = 0
+                run_rows[s] = 0.0
+                has_prev[s] = False
+            cur_leaf = leaf[g]
+            if vb[g] != cur_vb:
+                if cur_vb >= 0:
+                    n_add = _flush(acc_a, t_a, c_a, na, cur_vb, add_v, add_c, add_x, n_add)
+                    n_sub = _flush(acc_s, t_s, c_s, ns, cur_vb, sub_v, sub_c, sub_x, n_sub)
+                    na = 0
+                    ns = 0
+                cur_vb = vb[g]
+        _group_stats(g, gstarts, y, x, w, vals, from_rows, k, has_x, gn, gsy, gsx)
+        c = code[g]
+        if binned:
+            sx0[g] = gsx[0]
+        for s in range(S):
+            n = gn[s]
+            count[c, s] += n
+            if n <= 0:
+                continue
+            if s == 0 and run_len[0] == 0:
+                n_leaves += 1
+            yb = gsy[s] / n
+            xx = gsx[s] / n if binned else xvals[c]
+            if has_prev[s]:
+                a = pcode[s]
+                slope = (yb - pyb[s]) / (xx - px[s])
+                if not t_a[a]:
+                    t_a[a] = True
+                    c_a[na] = a
+                    na += 1
+                acc_a[a, s] += slope
+                if not t_s[c]:
+                    t_s[c] = True
+                    c_s[ns] = c
+                    ns += 1
+                acc_s[c, s] += slope
+                starts[a, s] += 1.0
+                ends[c, s] += 1.0
+                if s == 0:
+                    seg_a[k0] = a
+                    seg_b[k0] = c
+                    seg_s[k0] = slope
+                    seg_l[k0] = cur_leaf
+                    k0 += 1
+            run_rows[s] += n
+            run_len[s] += 1
+            has_prev[s] = True
+            pcode[s] = c
+            pyb[s] = yb
+            px[s] = xx
+    for s in range(S):
+        if run_len[s] == 1:
+            ignored[s] += run_rows[s]
+    if cur_vb >= 0:
+        n_add = _flush(acc_a, t_a, c_a, na, cur_vb, add_v, add_c, add_x, n_add)
+        n_sub = _flush(acc_s, t_s, c_s, ns, cur_vb, sub_v, sub_c, sub_x, n_sub)
+    return (count, starts, ends, ignored, n_leaves, add_v[:n_add].copy(), add_c[:n_add].copy(),
+            add_x[:n_add].copy(), sub_v[:n_sub].copy(), sub_c[:n_sub].copy(), sub_x[:n_sub].copy(),
+            seg_a[:k0].copy(), seg_b[:k0].copy(), seg_s[:k0].copy(), seg_l[:k0].copy(), sx0)
 
 
 def set_columns(table, k: int, n_sets: int):
@@ -155,37 +274,53 @@ def set_columns(table, k: int, n_sets: int):
     return lambda s: (cols[k * s], cols[k * s + 1], cols[k * s + 2] if k == 3 else None)
 
 
+def group_inputs(table, k: int):
+    """The arguments of the fused kernels for a bucket's groups: ``(gstarts, y, x, w,
+    vals, from_rows)`` of :class:`SortedRows` (raw rows, every set summed in the pass) or
+    of a merged table (every set's sums read from its row)."""
+    if isinstance(table, SortedRows):
+        y = table.y
+        x = table.x if table.x is not None else y[:0]
+        return table.starts, y, x, table.w, np.zeros((0, 1)), True
+    e = np.zeros(0)
+    return np.zeros(0, np.int64), e, e, np.zeros((0, 0), np.uint8), np.ascontiguousarray(table.values), False
+
+
 def bucket_sums(table, fs, n_sets: int, *, counters=None, random_state: int = 0,
                 n_segments: int = 500) -> BucketSums:
     """A bucket's merged (leaf, code) sums of one numeric feature (a Table, or
-    :class:`SortedRows`) -> :class:`BucketSums`."""
+    :class:`SortedRows`) -> :class:`BucketSums`: one pass for every set (:func:`_segments`)."""
     P = fs.coder.n_keys
     k = fs.stats_per_set
     leaf = table.leaf.astype(np.int64)
-    code = table.key
+    code = np.asarray(table.key, dtype=np.int64)
     vb = virtual_of(leaf, fs.n_leaves)
     xvals = np.zeros(1) if fs.binned else np.asarray(fs.coder.values, dtype="float64")
-    count = np.zeros((n_sets, P))
-    starts = np.zeros((n_sets, P))
-    ends = np.zeros((n_sets, P))
-    ignored = np.zeros(n_sets)
-    add, sub, sum_x = [], [], ([] if fs.binned else None)
-    n_leaves = 0
-    segments = _segment_sample(leaf[:0], code[:0], code[:0], np.zeros(0), 0, random_state)
-    stats = set_columns(table, k, n_sets)
-    for s in range(n_sets):
-        n, sy, sx = stats(s)
-        sx = sx if fs.binned else n[:0]
-        count[s], starts[s], ends[s], ignored[s], nl, sv, sa, sb, ss, sl = _segments(
-            leaf, code, vb, n, sy, sx, xvals, fs.binned, P)
-        if fs.binned and s == 0:  # the positions are set 0's (every trial is read at them)
-            sum_x.append(_vsum(vb, code, sx, P))
-        add.append(_vsum(sv, sa, ss, P))
-        sub.append(_vsum(sv, sb, ss, P))
-        if s == 0:
-            n_leaves = nl
-            segments = _segment_sample(sl, sa, sb, ss, n_segments, random_state)
-    return BucketSums(count, starts, ends, ignored, n_leaves, add, sub, sum_x, segments, counters)
+    (count, starts, ends, ignored, n_leaves, av, ac, ax, sv, sc, sx_, sa, sb, ss, sl, sx0) = _segments(
+        leaf, code, vb, *group_inputs(table, k), k, bool(fs.binned), xvals, P, int(n_sets))
+    # the positions are set 0's (every trial is read at them)
+    sum_x = [_vsum(vb, code, sx0, P)] if fs.binned else None
+    segments = _segment_sample(sl, sa, sb, ss, n_segments, random_state)
+    return BucketSums(np.ascontiguousarray(count.T), np.ascontiguousarray(starts.T), np.ascontiguousarray(ends.T),
+                      ignored, int(n_leaves), Table(av, ac, ax), Table(sv, sc, sx_), sum_x, segments, counters)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold_sets(out, key, values):
+    for i in range(key.shape[0]):
+        c = key[i]
+        for s in range(values.shape[1]):
+            out[c, s] += values[i, s]
+
+
+def _fold_all(tables: list, P: int, S: int) -> np.ndarray:
+    """(sets, P): :func:`_fold` of every set's column of the tables at once (the same
+    additions in the same order)."""
+    out = np.zeros((P, S))
+    for t in tables:
+        if len(t):
+            _fold_sets(out, np.asarray(t.key, np.int64), np.ascontiguousarray(t.values))
+    return np.ascontiguousarray(out.T)
 
 
 def _fold(tables: list, P: int) -> np.ndarray:
@@ -283,11 +418,11 @@ def curve_from_sums(fs, sums: list, job):
         ux = sx0[pos] / count[0][pos]
     else:
         ux = np.asarray(fs.coder.values, dtype="float64")[pos]
+    add = _fold_all([b.add for b in sums], P, n_sets)[:, pos]
+    sub = _fold_all([b.sub for b in sums], P, n_sets)[:, pos]
     curves = []
     for s in range(n_sets):
-        add = _fold([b.add[s] for b in sums], P)[pos]
-        sub = _fold([b.sub[s] for b in sums], P)[pos]
-        mean, c = sweep(add, sub, starts[s][pos], ends[s][pos])
+        mean, c = sweep(add[s], sub[s], starts[s][pos], ends[s][pos])
         pdv, supported = integrate(ux, mean, c, msx, few)
         curves.append((pdv, supported, mean, c))
     pd_, supported, mean, c = curves[0]
