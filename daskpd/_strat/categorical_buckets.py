@@ -28,9 +28,8 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine import scheduler
-from .._engine.sums import DENSE_CELLS_PER_ROW, Table, dense_grid, grid_table, group_sums, run_starts
+from .._engine.sums import Table, group_inputs, group_stats
 from .categorical_gram import LeafSums, gram_link, solve_gram
-from .numeric import set_columns
 from .categorical_solve import CG_MAXITER, Effects, ground, number_groups, uf_find, uf_flatten, uf_join
 from .virtual import virtual_of
 
@@ -43,130 +42,261 @@ EXPLICIT_MAX_KEYS = 3000
 
 
 @dataclass
-class CGBucket:
-    """One bucket's leaves holding >= 2 categories, per statistics set: rows sorted by
-    leaf (``code``, ``n``, ``w`` = 1 / the leaf's rows), ``starts`` (first row of each
-    leaf), ``vb`` (each leaf's virtual bucket) and ``leaf`` (each leaf's number)."""
+class CGBlock:
+    """Every set's leaves holding >= 2 categories at once: the rows of set 0's such
+    leaves, sorted by leaf (``code``; ``n``: (rows, sets) each set's rows or weight, 0
+    where the set has none), per leaf ``starts`` (first row), ``w`` ((leaves, sets): 1 /
+    the leaf's rows in the set, 0 where the set's leaf holds fewer than 2 categories),
+    ``vb`` and ``leaf``; and ``cell`` / ``cell_vb`` / ``cell_code``: each row's (virtual
+    bucket, category) cell, numbered in that order (a set's leaves are among set 0's:
+    the rows and cells of every set are among these)."""
 
-    K: int
-    sets: list  # [(code, n, w, starts, vb, leaf)] per set
-    # per set: (cell of every row, virtual bucket and category of every cell): the
-    # (virtual bucket, category) cells every CG product is summed into, found once
-    cells: list | None = None
+    code: np.ndarray
+    n: np.ndarray
+    w: np.ndarray
+    starts: np.ndarray
+    vb: np.ndarray
+    leaf: np.ndarray
+    cell: np.ndarray
+    cell_vb: np.ndarray
+    cell_code: np.ndarray
 
     @property
     def nbytes(self) -> int:
-        return int(sum(sum(a.nbytes for a in st) for st in [*self.sets, *(self.cells or [])]))
+        return int(sum(a.nbytes for a in self.__dict__.values()))
+
+    def set_rows(self, st: int) -> tuple:
+        """``(code, n, w, starts, vb, leaf)`` of set ``st`` alone (the rows it has, in the
+        leaves where it holds >= 2 categories; ``w`` per row)."""
+        lw = self.w[:, st]
+        sizes = np.diff(np.r_[self.starts, len(self.code)])
+        keep = np.repeat(lw > 0, sizes) & (self.n[:, st] > 0)
+        rows = np.flatnonzero(keep)
+        code, n, w = self.code[rows], self.n[rows, st], np.repeat(lw, sizes)[rows]
+        leaves = np.flatnonzero(lw > 0)
+        per_leaf = np.add.reduceat(keep.astype(np.int64), self.starts)[leaves] if len(self.starts) else np.zeros(0, np.int64)
+        starts = (np.cumsum(per_leaf) - per_leaf).astype(np.int64)
+        return code, n, w, starts, self.vb[leaves], self.leaf[leaves]
+
+
+@dataclass
+class CGBucket:
+    """One bucket's leaves holding >= 2 categories, per statistics set: rows sorted by
+    leaf (``code``, ``n``, ``w`` = 1 / the leaf's rows), ``starts`` (first row of each
+    leaf), ``vb`` (each leaf's virtual bucket) and ``leaf`` (each leaf's number); or, as
+    :func:`prepare` makes it, every set at once (``block``, :class:`CGBlock`)."""
+
+    K: int
+    sets: list | None  # [(code, n, w, starts, vb, leaf)] per set (None: see ``block``)
+    # per set: (cell of every row, virtual bucket and category of every cell): the
+    # (virtual bucket, category) cells every CG product is summed into, found once
+    cells: list | None = None
+    block: CGBlock | None = None
+
+    @property
+    def nbytes(self) -> int:
+        own = 0 if self.block is None else self.block.nbytes
+        return int(own + sum(sum(a.nbytes for a in st) for st in [*(self.sets or []), *(self.cells or [])]))
+
+    def set_rows(self, st: int) -> tuple:
+        """``(code, n, w, starts, vb, leaf)`` of statistics set ``st``."""
+        return self.sets[st] if self.block is None else self.block.set_rows(st)
 
 
 @dataclass
 class BucketSummary:
-    """A bucket's additive terms, per set: ``vectors`` Table(leaf=virtual bucket,
-    key=category, values=[count, sum_y, count_used, n_leaves_cat, r, diag]), ``scalars``
-    Table(leaf=virtual bucket, key=0, values=[n_ignored, n_leaves, n_leaves_used]), and
-    ``forest``: each category's parent in a spanning forest of shared leaves."""
+    """A bucket's additive terms of every set: ``vectors`` Table(leaf=virtual bucket,
+    key=category, values=[count, sum_y, count_used, n_leaves_cat, r, diag] of set 0,
+    then of set 1, ...), ``scalars`` Table(leaf=virtual bucket, key=0, values=[n_ignored,
+    n_leaves, n_leaves_used] per set, likewise), and ``forests`` (sets, categories):
+    each category's parent in a spanning forest of the set's shared leaves."""
 
-    sets: list  # [(vectors, scalars, forest)] per set
+    vectors: Table
+    scalars: Table
+    forests: np.ndarray
     counters: tuple | None
 
     @property
     def nbytes(self) -> int:
-        return int(sum(v.nbytes + s.nbytes + f.nbytes for v, s, f in self.sets))
+        return int(self.vectors.nbytes + self.scalars.nbytes + self.forests.nbytes)
 
 
 @numba.njit(cache=True, nogil=True)
-def _leaves(leaf, code, n, s, K):
-    """Per leaf: start, size, N, S; per row: r term, diag term, 1 / N (0 if single)."""
-    m = leaf.shape[0]
-    starts = run_starts(leaf)
-    n_leaf = starts.shape[0]
-    rterm = np.zeros(m)
-    dterm = np.zeros(m)
-    w = np.zeros(m)
-    multi = np.zeros(n_leaf, np.bool_)
-    parent = np.arange(K)
-    for q in range(n_leaf):
-        a = starts[q]
-        b = starts[q + 1] if q + 1 < n_leaf else m
-        if b - a < 2:
-            continue
-        multi[q] = True
-        N = 0.0
-        S = 0.0
-        for i in range(a, b):
-            N += n[i]
-            S += s[i]
-        r0 = uf_find(parent, code[a])
-        for i in range(a, b):
-            rterm[i] = s[i] - n[i] * (S / N)
-            dterm[i] = n[i] * n[i] / N
-            w[i] = 1.0 / N
-            r0 = uf_join(parent, r0, code[i])
-    return starts, multi, rterm, dterm, w, parent
+def _flush_rows(acc, touched, codes, nt, vb, out_v, out_c, out_x, n_out):
+    """The current virtual bucket's touched categories' sums (every column) appended to
+    the output in category order; the scratch zeroed.  Returns the new output length."""
+    keys = np.sort(codes[:nt])
+    for j in range(nt):
+        c = keys[j]
+        out_v[n_out] = vb
+        out_c[n_out] = c
+        out_x[n_out, :] = acc[c, :]
+        acc[c, :] = 0.0
+        touched[c] = False
+        n_out += 1
+    return n_out
 
 
 @numba.njit(cache=True, nogil=True)
-def _vector_grid(acc, touched, vb, code, n, s, mrow, rterm, dterm, lo, K):
-    for i in range(vb.shape[0]):
-        c = (vb[i] - lo) * K + code[i]
-        touched[c] = True
-        acc[c, 0] += n[i]
-        acc[c, 1] += s[i]
-        acc[c, 2] += n[i] if mrow[i] else 0.0
-        acc[c, 3] += 1.0 if mrow[i] else 0.0
-        acc[c, 4] += rterm[i]
-        acc[c, 5] += dterm[i]
-
-
-def _vectors(vb, code, n, s, mrow, rterm, dterm, K) -> Table:
-    """Per (virtual bucket, category): [count, sum_y, count_used, n_leaves_cat, r, diag]
-    -- ``group_sums`` of those six columns, summed straight into a dense grid when it is
-    small (no (rows x 6) copy, no sort: the prepare of a 5,000-category bucket spent
-    most of its time there); the same additions in the same order, so the same bits."""
-    if len(vb) == 0:
-        return Table.empty(6)
-    lo, hi = int(vb.min()), int(vb.max())
-    cells = (hi - lo + 1) * int(K)
-    if cells > DENSE_CELLS_PER_ROW * len(vb):
-        return group_sums(vb, code, np.column_stack([n, s, np.where(mrow, n, 0.0),
-                                                     np.where(mrow, 1.0, 0.0), rterm, dterm]))
-    acc, touched = dense_grid(cells, 6)
-    _vector_grid(acc, touched, vb, np.asarray(code, np.int64), n, s, mrow, rterm, dterm, lo, int(K))
-    return grid_table(acc, touched, lo, K)
+def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S):
+    """One pass over a bucket's (leaf, category) groups, sorted, leaf by leaf, for every
+    statistics set at once (each set skips the groups its weights leave empty).  Per
+    leaf and set: N, S (the set's rows and sum of y in the leaf), the r / diag / 1 / N
+    terms of its groups when the leaf holds >= 2 of the set's categories, the set's
+    spanning forest.  Returns the per-(virtual bucket, category) ``vectors`` and per
+    virtual bucket ``scalars`` of every set (:class:`BucketSummary`'s columns), the
+    forests, and the rows of set 0's leaves with >= 2 categories (:class:`CGBlock`)."""
+    G = leaf.shape[0]
+    # the largest leaf (in groups): the scratch of one leaf's sums
+    big = 0
+    run = 0
+    for g in range(G):
+        if g > 0 and leaf[g] == leaf[g - 1]:
+            run += 1
+        else:
+            run = 1
+        if run > big:
+            big = run
+    ln = np.zeros((big, S))
+    ly = np.zeros((big, S))
+    gn = np.zeros(S)
+    gsy = np.zeros(S)
+    gsx = np.zeros(S)
+    N = np.zeros(S)
+    Sy = np.zeros(S)
+    m = np.zeros(S, np.int64)
+    parent = np.empty((S, K), np.int64)
+    for s in range(S):
+        for c in range(K):
+            parent[s, c] = c
+    acc = np.zeros((K, 6 * S))
+    touched = np.zeros(K, np.bool_)
+    codes = np.empty(K, np.int64)
+    nt = 0
+    vec_v = np.empty(G, np.int32)
+    vec_c = np.empty(G, np.int64)
+    vec_x = np.empty((G, 6 * S))
+    n_vec = 0
+    sca = np.zeros(3 * S)
+    n_vb = 0
+    for g in range(G):
+        if g == 0 or vb[g] != vb[g - 1]:
+            n_vb += 1
+    sca_v = np.empty(n_vb, np.int32)
+    sca_x = np.zeros((n_vb, 3 * S))
+    q_vb = -1
+    # set 0's multi-category leaves: their rows
+    b_code = np.empty(G, np.int32)
+    b_n = np.empty((G, S))
+    n_b = 0
+    n_lv = 0
+    for g in range(G):
+        if g == 0 or leaf[g] != leaf[g - 1]:
+            n_lv += 1
+    b_w = np.empty((n_lv, S))
+    b_start = np.empty(n_lv, np.int64)
+    b_vb = np.empty(n_lv, np.int64)
+    b_leaf = np.empty(n_lv, np.int64)
+    n_bl = 0
+    cur_vb = -1
+    a = 0
+    while a < G:
+        z = a + 1
+        while z < G and leaf[z] == leaf[a]:
+            z += 1
+        v = vb[a]
+        if v != cur_vb:
+            if cur_vb >= 0:
+                n_vec = _flush_rows(acc, touched, codes, nt, cur_vb, vec_v, vec_c, vec_x, n_vec)
+                nt = 0
+            cur_vb = v
+            q_vb += 1
+            sca_v[q_vb] = v
+        for s in range(S):
+            N[s] = 0.0
+            Sy[s] = 0.0
+            m[s] = 0
+        for j in range(z - a):
+            group_stats(a + j, gstarts, y, x, w, vals, from_rows, k, False, gn, gsy, gsx)
+            for s in range(S):
+                ln[j, s] = gn[s]
+                ly[j, s] = gsy[s]
+                if gn[s] > 0:
+                    N[s] += gn[s]
+                    Sy[s] += gsy[s]
+                    m[s] += 1
+        for s in range(S):
+            if m[s] == 0:
+                continue
+            multi = m[s] >= 2
+            o = 3 * s
+            sca_x[q_vb, o + 1] += 1.0
+            if multi:
+                sca_x[q_vb, o + 2] += 1.0
+                r0 = uf_find(parent[s], code[a])
+            else:
+                for j in range(z - a):
+                    if ln[j, s] > 0:
+                        sca_x[q_vb, o] += ln[j, s]
+            for j in range(z - a):
+                n = ln[j, s]
+                if n <= 0:
+                    continue
+                c = code[a + j]
+                if not touched[c]:
+                    touched[c] = True
+                    codes[nt] = c
+                    nt += 1
+                e = 6 * s
+                acc[c, e] += n
+                acc[c, e + 1] += ly[j, s]
+                if multi:
+                    acc[c, e + 2] += n
+                    acc[c, e + 3] += 1.0
+                    acc[c, e + 4] += ly[j, s] - n * (Sy[s] / N[s])
+                    acc[c, e + 5] += n * n / N[s]
+                    r0 = uf_join(parent[s], r0, c)
+                else:
+                    acc[c, e + 2] += 0.0
+                    acc[c, e + 3] += 0.0
+                    acc[c, e + 4] += 0.0
+                    acc[c, e + 5] += 0.0
+        if m[0] >= 2:
+            b_start[n_bl] = n_b
+            b_vb[n_bl] = v
+            b_leaf[n_bl] = leaf[a]
+            for s in range(S):
+                b_w[n_bl, s] = 1.0 / N[s] if m[s] >= 2 else 0.0
+            n_bl += 1
+            for j in range(z - a):
+                b_code[n_b] = code[a + j]
+                for s in range(S):
+                    b_n[n_b, s] = ln[j, s] if ln[j, s] > 0 else 0.0
+                n_b += 1
+        a = z
+    if cur_vb >= 0:
+        n_vec = _flush_rows(acc, touched, codes, nt, cur_vb, vec_v, vec_c, vec_x, n_vec)
+    return (vec_v[:n_vec].copy(), vec_c[:n_vec].copy(), vec_x[:n_vec].copy(), sca_v, sca_x, parent,
+            b_code[:n_b].copy(), b_n[:n_b].copy(), b_w[:n_bl].copy(), b_start[:n_bl].copy(), b_vb[:n_bl].copy(),
+            b_leaf[:n_bl].copy())
 
 
 def prepare(picked, fs, job):
-    """A bucket's merged table of one feature -> (CGBucket, BucketSummary)."""
+    """A bucket's merged table of one feature (a Table, or :class:`SortedRows`) ->
+    (CGBucket, BucketSummary), every set in one pass (:func:`_prepare`)."""
     table, counters = picked
     K = fs.coder.n_keys
     k = fs.stats_per_set
-    buckets, summaries, cells = [], [], []
-    leaf_all = table.leaf.astype(np.int64)
-    stats = set_columns(table, k, job.n_sets)
-    for st in range(job.n_sets):
-        n, s, _ = stats(st)
-        keep = n > 0
-        if keep.all():
-            leaf, code = leaf_all, table.key
-        else:
-            leaf, code, n, s = leaf_all[keep], table.key[keep], n[keep], s[keep]
-        starts, multi, rterm, dterm, w, forest = _leaves(leaf, code, n, s, K)
-        vb_row = virtual_of(leaf, fs.n_leaves)
-        sizes = np.diff(np.r_[starts, len(leaf)])
-        mrow = np.repeat(multi, sizes)
-        vectors = _vectors(vb_row, code, n, s, mrow, rterm, dterm, K)
-        vb_leaf = vb_row[starts] if len(starts) else vb_row[:0]
-        scalars = group_sums(vb_leaf, np.zeros(len(starts), np.int64),
-                             np.column_stack([np.add.reduceat(np.where(mrow, 0.0, n), starts) if len(starts) else np.zeros(0),
-                                              np.ones(len(starts)), multi.astype(float)]))
-        summaries.append((vectors, scalars, forest))
-        rows = np.flatnonzero(mrow)
-        cm, lf = code[rows], leaf[rows]
-        mstarts = np.flatnonzero(np.r_[True, lf[1:] != lf[:-1]]).astype(np.int64) if len(rows) else rows
-        buckets.append((cm.astype(np.int32), n[rows], w[rows], mstarts, vb_row[rows][mstarts] if len(rows) else rows,
-                        lf[mstarts] if len(rows) else rows))
-        cells.append(_cells(vb_row[rows], cm, K))
-    return CGBucket(K, buckets, cells), BucketSummary(summaries, counters)
+    leaf = table.leaf.astype(np.int64)
+    code = np.asarray(table.key, dtype=np.int64)
+    vb = virtual_of(leaf, fs.n_leaves)
+    (vv, vc, vx, sv, sx, forests, b_code, b_n, b_w, b_start, b_vb, b_leaf) = _prepare(
+        leaf, code, vb, *group_inputs(table, k), k, int(K), int(job.n_sets))
+    sizes = np.diff(np.r_[b_start, len(b_code)])
+    cell, cell_vb, cell_code = _cells(np.repeat(b_vb, sizes), b_code, K)
+    block = CGBlock(b_code, b_n, b_w, b_start, b_vb, b_leaf, cell, cell_vb, cell_code)
+    summary = BucketSummary(Table(vv, vc, vx), Table(sv, np.zeros(len(sv), np.int64), sx), forests, counters)
+    return CGBucket(K, None, None, block), summary
 
 
 @numba.njit(cache=True, nogil=True)
@@ -229,9 +359,44 @@ def _products(code, n, w, starts, p, cell, n_cells):
     return out
 
 
-def bucket_products(bucket: CGBucket, P: np.ndarray, active: np.ndarray) -> list:
-    """``G p`` terms of the bucket for each active set's vector (rows of ``P``), as
-    Tables(leaf=virtual bucket, key=category, values=[sum]) in virtual-bucket order."""
+@numba.njit(cache=True, nogil=True)
+def _block_products(code, n, w, starts, Pt, active, cell, n_cells):
+    """:func:`_products` of every active set at once (``Pt``: (categories, sets); a set's
+    absent rows and leaves add zeros): (cells, sets)."""
+    m = code.shape[0]
+    S = n.shape[1]
+    out = np.zeros((n_cells, S))
+    t = np.zeros(S)
+    for q in range(starts.shape[0]):
+        a = starts[q]
+        b = starts[q + 1] if q + 1 < starts.shape[0] else m
+        for s in range(S):
+            t[s] = 0.0
+        for i in range(a, b):
+            c = code[i]
+            for s in range(S):
+                if active[s] and n[i, s] > 0:
+                    t[s] += n[i, s] * Pt[c, s]
+        for s in range(S):
+            t[s] *= w[q, s]
+        for i in range(a, b):
+            ci = cell[i]
+            for s in range(S):
+                if active[s] and n[i, s] > 0 and w[q, s] > 0:
+                    out[ci, s] += n[i, s] * t[s]
+    return out
+
+
+def bucket_products(bucket: CGBucket, P: np.ndarray, active: np.ndarray):
+    """``G p`` terms of the bucket for each active set's vector (rows of ``P``): one
+    Table(leaf=virtual bucket, key=category, values=one column per set) in
+    virtual-bucket order (a bucket made with :class:`CGBlock`), else a list of one
+    Table(..., values=[sum]) per set (None for an inactive set)."""
+    if bucket.block is not None:
+        b = bucket.block
+        sums = _block_products(b.code, b.n, b.w, b.starts, np.ascontiguousarray(np.asarray(P, np.float64).T),
+                               np.asarray(active, np.bool_), b.cell, len(b.cell_vb))
+        return Table(b.cell_vb, b.cell_code, sums)
     out = []
     for st, (code, n, w, starts, vb, _) in enumerate(bucket.sets):
         if not active[st] or not len(code):
@@ -269,19 +434,37 @@ def _union(forests, K):
     return uf_flatten(parent)
 
 
+@numba.njit(cache=True, nogil=True)
+def _fold_cols(out, key, values):
+    for i in range(key.shape[0]):
+        c = key[i]
+        for j in range(values.shape[1]):
+            out[c, j] += values[i, j]
+
+
+def _fold_all(tables, K: int, m: int) -> np.ndarray:
+    """(K, m): :func:`_fold` of every column at once (the same additions, same order)."""
+    out = np.zeros((K, m))
+    for t in tables:
+        if t is not None and len(t):
+            _fold_cols(out, np.asarray(t.key, np.int64), np.ascontiguousarray(t.values))
+    return out
+
+
 def fold_summaries(summaries: list, K: int, n_sets: int) -> list:
     """Per set: the folded vectors, scalars, groups and unknowns of the system."""
     setups = []
+    vecs = _fold_all([s.vectors for s in summaries], K, 6 * n_sets)
+    scas = _fold_all([s.scalars for s in summaries], 1, 3 * n_sets)[0]
     for st in range(n_sets):
-        vec = [s.sets[st][0] for s in summaries]
-        sca = [s.sets[st][1] for s in summaries]
-        count, sum_y, count_used, n_leaves_cat, r, diag = (_fold(vec, K, j) for j in range(6))
+        count, sum_y, count_used, n_leaves_cat, r, diag = (np.ascontiguousarray(vecs[:, 6 * st + j]) for j in range(6))
+        sca = scas[3 * st:3 * st + 3]
         present = count > 0
-        group = number_groups(_union([s.sets[st][2] for s in summaries], K), present, count)
+        group = number_groups(_union([s.forests[st] for s in summaries], K), present, count)
         setups.append(dict(count=count, sum_y=sum_y, count_used=count_used, n_leaves_cat=n_leaves_cat, r=r,
                            d=count_used - diag, unknown=ground(group, count_used), group=group, present=present,
-                           n_ignored=float(_fold(sca, 1, 0)[0]), n_leaves=int(round(_fold(sca, 1, 1)[0])),
-                           n_leaves_used=int(round(_fold(sca, 1, 2)[0]))))
+                           n_ignored=float(sca[0]), n_leaves=int(round(sca[1])),
+                           n_leaves_used=int(round(sca[2]))))
     return setups
 
 
@@ -331,10 +514,12 @@ def solve_buckets(refs: list, setups: list, K: int, *, progress=None) -> list:
         iters += 1
         tasks = [delayed(bucket_products, pure=True)(ref, p, active.copy()) for ref in refs]
         parts = scheduler.compute(*tasks, progress=False)
+        if all(isinstance(pt, Table) for pt in parts):  # every set's products in one table per bucket
+            GP = _fold_all(parts, K, n_sets)
         for st in np.flatnonzero(active):
             su = setups[st]
             u = su["unknown"]
-            Gp = _fold([pt[st] for pt in parts], K, 0)
+            Gp = GP[:, st] if all(isinstance(pt, Table) for pt in parts) else _fold([pt[st] for pt in parts], K, 0)
             q = np.zeros(K)
             q[u] = su["count_used"][u] * p[st, u] - Gp[u]
             alpha = rz[st] / (p[st] @ q)

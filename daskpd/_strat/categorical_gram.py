@@ -297,7 +297,7 @@ def gram_link(state, bucket, stats_set: int):
     """Add a :class:`~daskpd._strat.categorical_buckets.CGBucket`'s leaves (one set) to
     the explicit G of ``state`` (None: a new one); the vectors are the caller's."""
     state = LeafSums.empty(bucket.K) if state is None else state
-    code, n, w, starts, vb, leaf = bucket.sets[stats_set]
+    code, n, w, starts, vb, leaf = bucket.set_rows(stats_set)
     if not len(code):
         return state
     sizes = np.diff(np.r_[starts, len(code)])

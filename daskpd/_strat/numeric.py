@@ -34,7 +34,7 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine.hashing import keyed_hash
-from .._engine.sums import SortedRows, Table, reduce_tables
+from .._engine.sums import SortedRows, Table, group_inputs, group_stats, reduce_tables
 from ..results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, StratPDResult, interval_slopes
 from .trees import tree_method_of
 from .virtual import virtual_of
@@ -89,40 +89,6 @@ def _segment_sample(leaf, start, end, slope, k: int, random_state: int):
     return h, start, end, slope
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _group_stats(g, gstarts, y, x, w, vals, from_rows, k, has_x, gn, gsy, gsx):
-    """``(n, sum y, sum x)`` of group ``g`` for every set into ``gn, gsy, gsx``: from the
-    group's sorted raw rows (set 0: every row once; set t: weighted by trial t), the
-    terms in row order as :func:`~daskpd._engine.sums.reduce_tables` adds them, or read
-    from a merged table's row (``k`` statistics a set)."""
-    S = gn.shape[0]
-    if not from_rows:
-        for s in range(S):
-            gn[s] = vals[g, k * s]
-            gsy[s] = vals[g, k * s + 1]
-            gsx[s] = vals[g, k * s + 2] if has_x else 0.0
-        return
-    m = y.shape[0]
-    a = gstarts[g]
-    b = gstarts[g + 1] if g + 1 < gstarts.shape[0] else m
-    for s in range(S):
-        gn[s] = 0.0
-        gsy[s] = 0.0
-        gsx[s] = 0.0
-    for i in range(a, b):
-        gn[0] += 1.0
-        gsy[0] += y[i]
-        if has_x:
-            gsx[0] += x[i]
-    for t in range(S - 1):
-        for i in range(a, b):
-            wt = w[i, t]
-            gn[t + 1] += wt
-            gsy[t + 1] += wt * y[i]
-            if has_x:
-                gsx[t + 1] += wt * x[i]
-
-
 @numba.njit(cache=True, nogil=True)
 def _flush(acc, touched, codes, nt, vb, out_v, out_c, out_x, n_out):
     """The current virtual bucket's touched (code, every set) sums appended to the output
@@ -142,7 +108,7 @@ def _flush(acc, touched, codes, nt, vb, out_v, out_c, out_x, n_out):
 @numba.njit(cache=True, nogil=True)
 def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xvals, P, S):
     """One pass over a bucket's (leaf, code) groups, sorted, for every statistics set at
-    once.  Per group, each set's ``(n, sum y, sum x)`` (:func:`_group_stats`); per set,
+    once.  Per group, each set's ``(n, sum y, sum x)`` (:func:`~daskpd._engine.sums.group_stats`); per set,
     the slope segments between the leaf's adjacent present positions (a set skips the
     groups its weights leave empty).  Returns, as (P, sets) arrays, per code the rows
     and the segments starting and ending there; per set the rows in single-position
@@ -207,7 +173,7 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
                     na = 0
                     ns = 0
                 cur_vb = vb[g]
-        _group_stats(g, gstarts, y, x, w, vals, from_rows, k, has_x, gn, gsy, gsx)
+        group_stats(g, gstarts, y, x, w, vals, from_rows, k, has_x, gn, gsy, gsx)
         c = code[g]
         if binned:
             sx0[g] = gsx[0]
@@ -256,34 +222,6 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
     return (count, starts, ends, ignored, n_leaves, add_v[:n_add].copy(), add_c[:n_add].copy(),
             add_x[:n_add].copy(), sub_v[:n_sub].copy(), sub_c[:n_sub].copy(), sub_x[:n_sub].copy(),
             seg_a[:k0].copy(), seg_b[:k0].copy(), seg_s[:k0].copy(), seg_l[:k0].copy(), sx0)
-
-
-def set_columns(table, k: int, n_sets: int):
-    """``stats(s) -> (n, sum_y, sum_x or None)`` per (leaf, key) group of statistics set
-    ``s`` of a merged table (``k`` statistics a set), or of :class:`SortedRows` (raw
-    rows with trial weights, summed one set at a time)."""
-    if isinstance(table, SortedRows):
-        return table.set_stats
-    vals = table.values
-    if n_sets == 1:
-        return lambda s: (np.ascontiguousarray(vals[:, 0]), np.ascontiguousarray(vals[:, 1]),
-                          np.ascontiguousarray(vals[:, 2]) if k == 3 else None)
-    # one transposed copy: every statistic of every set is then a contiguous row (a
-    # column gathered per set costs a pass over the whole (cells x stats) table each)
-    cols = np.ascontiguousarray(vals.T)
-    return lambda s: (cols[k * s], cols[k * s + 1], cols[k * s + 2] if k == 3 else None)
-
-
-def group_inputs(table, k: int):
-    """The arguments of the fused kernels for a bucket's groups: ``(gstarts, y, x, w,
-    vals, from_rows)`` of :class:`SortedRows` (raw rows, every set summed in the pass) or
-    of a merged table (every set's sums read from its row)."""
-    if isinstance(table, SortedRows):
-        y = table.y
-        x = table.x if table.x is not None else y[:0]
-        return table.starts, y, x, table.w, np.zeros((0, 1)), True
-    e = np.zeros(0)
-    return np.zeros(0, np.int64), e, e, np.zeros((0, 0), np.uint8), np.ascontiguousarray(table.values), False
 
 
 def bucket_sums(table, fs, n_sets: int, *, counters=None, random_state: int = 0,

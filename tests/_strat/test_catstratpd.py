@@ -725,26 +725,51 @@ def test_warns_when_no_leaf_holds_two_categories():
     np.testing.assert_allclose(res.pd, np.arange(6.0))  # marginal means
 
 
-@pytest.mark.parametrize("n_rows, K", [(5000, 40), (300, 5000), (0, 7)])
-def test_prepare_vectors_summed_in_a_grid_equal_group_sums_to_the_bit(n_rows, K):
-    """The per (virtual bucket, category) terms of a bucket, summed straight into a dense
-    grid, are group_sums of the six columns: same rows, same order, same bits (and the
-    sorting path when the grid would be large)."""
-    from daskpd._engine.sums import group_sums
-    from daskpd._strat.categorical_buckets import _vectors
+@pytest.mark.parametrize("n_rows, K, T", [(5000, 40, 3), (300, 5000, 2), (2000, 7, 0), (0, 7, 2)])
+def test_prepare_sums_every_set_in_one_pass_as_group_sums_of_each_set(n_rows, K, T):
+    """A bucket's per (virtual bucket, category) terms of every statistics set, made in
+    one pass over its rows, are each set's group_sums of the six columns (its rows in
+    its leaves, in the same order: the same bits); the scalars and the rows the CG
+    products use are each set's own."""
+    from daskpd._data.encode import KeyCoder
+    from daskpd._engine.sums import Rows, group_sums, sort_rows
+    from daskpd._strat.categorical_buckets import prepare
+    from daskpd._strat.scan import FeatureScan
+    from daskpd._strat.virtual import virtual_of
 
     rng = np.random.default_rng(4)
-    vb = np.sort(rng.integers(3, 11, n_rows))
-    code = rng.integers(0, K, n_rows)
-    n, s = rng.integers(1, 9, n_rows).astype(float), rng.normal(size=n_rows) * 1e3
-    mrow = rng.random(n_rows) < 0.7
-    rterm, dterm = rng.normal(size=n_rows), rng.random(n_rows) * 1e-3
-    got = _vectors(vb, code, n, s, mrow, rterm, dterm, K)
-    want = group_sums(vb, code, np.column_stack([n, s, np.where(mrow, n, 0.0), np.where(mrow, 1.0, 0.0),
-                                                 rterm, dterm])) if n_rows else None
-    if want is None:
-        assert len(got) == 0 and got.values.shape == (0, 6)
-        return
-    for field in ("leaf", "key", "values"):
-        a, b = getattr(got, field), getattr(want, field)
-        assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), field
+    L = max(1, n_rows // 6)
+    leaf, code = rng.integers(0, L, n_rows), rng.integers(0, K, n_rows)
+    y = rng.normal(size=n_rows) * 1e3
+    w = rng.poisson(1.0, (n_rows, T)).astype(np.uint8)
+    rows = sort_rows([Rows(leaf.astype(np.int32), code.astype(np.int32), y, None, w if T else None)])
+    fs = FeatureScan("c", "categorical", [], None, KeyCoder("categorical", values=np.arange(K)), None, L)
+    bucket, summary = prepare((rows, None), fs, type("Job", (), {"n_sets": T + 1})())
+    for st in range(T + 1):
+        n, s, _ = rows.set_stats(st)
+        keep = n > 0
+        lf, cd, n, s = rows.leaf[keep].astype(np.int64), rows.key[keep], n[keep], s[keep]
+        first = np.flatnonzero(np.r_[True, lf[1:] != lf[:-1]]) if len(lf) else np.zeros(0, np.int64)
+        size = np.diff(np.r_[first, len(lf)])
+        N, S = np.zeros(len(first)), np.zeros(len(first))
+        for q, (a, m) in enumerate(zip(first, size)):
+            for i in range(a, a + m):  # in row order
+                N[q] += n[i]
+                S[q] += s[i]
+        N, S = np.repeat(N, size), np.repeat(S, size)
+        multi = np.repeat(size >= 2, size)
+        vb = virtual_of(lf, L)
+        want = group_sums(vb, cd, np.column_stack([n, s, np.where(multi, n, 0.0), np.where(multi, 1.0, 0.0),
+                                                   np.where(multi, s - n * (S / N), 0.0),
+                                                   np.where(multi, n * n / N, 0.0)]))
+        got = summary.vectors
+        at = {(v, c): i for i, (v, c) in enumerate(zip(got.leaf, got.key))}
+        idx = np.array([at[(v, c)] for v, c in zip(want.leaf, want.key)], dtype=np.int64)
+        cols = got.values[:, 6 * st:6 * st + 6]
+        assert cols[idx].tobytes() == want.values.tobytes()
+        assert not np.delete(cols, idx, axis=0).any()  # the other cells: no row of this set
+        sca = summary.scalars.values[:, 3 * st:3 * st + 3].sum(axis=0)
+        assert sca.tolist() == [float(n[~multi].sum()), float(len(first)), float((size >= 2).sum())]
+        c, nn, ww, starts, _, leaves = bucket.set_rows(st)
+        assert c.tolist() == cd[multi].tolist() and nn.tobytes() == n[multi].tobytes()
+        assert ww.tobytes() == (1.0 / N[multi]).tobytes() and leaves.tolist() == lf[first][size >= 2].tolist()
