@@ -30,7 +30,7 @@ from dask.sizeof import sizeof
 import numpy as np
 import pandas as pd
 
-__all__ = ["Table", "Rows", "SortedRows", "sort_rows", "group_stats", "group_inputs", "group_sums", "merge_tables",
+__all__ = ["Table", "Rows", "SortedRows", "sort_rows", "group_inputs", "group_sums", "merge_tables",
            "reduce_tables", "float_keys", "keys_to_float"]
 
 _DIGIT = 11  # radix sort digit width (2048 buckets)
@@ -635,47 +635,14 @@ def sort_rows(parts: Sequence[Rows]) -> SortedRows:
 
 
 # ---------------------------------------------------------------------------------
-# every set's sums of one group, for the finishers' fused passes
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def group_stats(g, gstarts, y, x, w, vals, from_rows, k, has_x, gn, gsy, gsx):
-    """``(n, sum y, sum x)`` of group ``g`` for every set into ``gn, gsy, gsx``: from the
-    group's sorted raw rows (set 0: every row once; set t: weighted by trial t), the
-    terms in row order as :func:`reduce_tables` adds them, or read
-    from a merged table's row (``k`` statistics a set)."""
-    S = gn.shape[0]
-    if not from_rows:
-        for s in range(S):
-            gn[s] = vals[g, k * s]
-            gsy[s] = vals[g, k * s + 1]
-            gsx[s] = vals[g, k * s + 2] if has_x else 0.0
-        return
-    m = y.shape[0]
-    a = gstarts[g]
-    b = gstarts[g + 1] if g + 1 < gstarts.shape[0] else m
-    for s in range(S):
-        gn[s] = 0.0
-        gsy[s] = 0.0
-        gsx[s] = 0.0
-    for i in range(a, b):
-        gn[0] += 1.0
-        gsy[0] += y[i]
-        if has_x:
-            gsx[0] += x[i]
-    for t in range(S - 1):
-        for i in range(a, b):
-            wt = w[i, t]
-            gn[t + 1] += wt
-            gsy[t + 1] += wt * y[i]
-            if has_x:
-                gsx[t + 1] += wt * x[i]
+# a bucket's groups, for the finishers' one pass over every set
 
 
 def group_inputs(table, k: int):
-    """The arguments of :func:`group_stats` for a bucket's groups: ``(gstarts, y, x, w,
-    vals, from_rows)`` of :class:`SortedRows` (raw rows, every set summed in the pass) or
-    of a merged table (every set's sums read from its row)."""
+    """A bucket's groups as the finishers' one-pass kernels read them: ``(gstarts, y, x,
+    w, vals, from_rows)`` of :class:`SortedRows` (raw rows: every set's sums of a group
+    are made from its rows in the pass, the terms in the order :func:`reduce_tables`
+    adds them) or of a merged table (every set's sums read from its row)."""
     if isinstance(table, SortedRows):
         y = table.y
         x = table.x if table.x is not None else y[:0]

@@ -28,7 +28,7 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine import scheduler
-from .._engine.sums import Table, group_inputs, group_stats
+from .._engine.sums import Table, group_inputs
 from .categorical_gram import LeafSums, gram_link, solve_gram
 from .categorical_solve import CG_MAXITER, Effects, ground, number_groups, uf_find, uf_flatten, uf_join
 from .virtual import virtual_of
@@ -217,7 +217,31 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S):
             Sy[s] = 0.0
             m[s] = 0
         for j in range(z - a):
-            group_stats(a + j, gstarts, y, x, w, vals, from_rows, k, False, gn, gsy, gsx)
+            g = a + j
+            if from_rows:  # the group's sorted raw rows: set 0 every row once, set t weighted by trial t
+                a0 = gstarts[g]
+                b0 = gstarts[g + 1] if g + 1 < G else y.shape[0]
+                for s in range(S):
+                    gn[s] = 0.0
+                    gsy[s] = 0.0
+                    gsx[s] = 0.0
+                for i in range(a0, b0):
+                    gn[0] += 1.0
+                    gsy[0] += y[i]
+                    if False:
+                        gsx[0] += x[i]
+                for t in range(S - 1):
+                    for i in range(a0, b0):
+                        wt = w[i, t]
+                        gn[t + 1] += wt
+                        gsy[t + 1] += wt * y[i]
+                        if False:
+                            gsx[t + 1] += wt * x[i]
+            else:  # a merged table's row: k statistics a set
+                for s in range(S):
+                    gn[s] = vals[g, k * s]
+                    gsy[s] = vals[g, k * s + 1]
+                    gsx[s] = vals[g, k * s + 2] if False else 0.0
             for s in range(S):
                 ln[j, s] = gn[s]
                 ly[j, s] = gsy[s]
@@ -360,9 +384,10 @@ def _products(code, n, w, starts, p, cell, n_cells):
 
 
 @numba.njit(cache=True, nogil=True)
-def _block_products(code, n, w, starts, Pt, active, cell, n_cells):
-    """:func:`_products` of every active set at once (``Pt``: (categories, sets); a set's
-    absent rows and leaves add zeros): (cells, sets)."""
+def _block_products(code, n, w, starts, Pt, cell, n_cells):
+    """:func:`_products` of every set at once (``Pt``: (categories, sets); a set's absent
+    rows and leaves add zeros; an inactive set's column is computed and not used):
+    (cells, sets)."""
     m = code.shape[0]
     S = n.shape[1]
     out = np.zeros((n_cells, S))
@@ -370,20 +395,20 @@ def _block_products(code, n, w, starts, Pt, active, cell, n_cells):
     for q in range(starts.shape[0]):
         a = starts[q]
         b = starts[q + 1] if q + 1 < starts.shape[0] else m
+        # branch-free over the sets: a set's absent row (n = 0) or leaf (w = 0) adds
+        # +-0.0 to sums that are never -0.0, which leaves their bits as they are
         for s in range(S):
             t[s] = 0.0
         for i in range(a, b):
             c = code[i]
             for s in range(S):
-                if active[s] and n[i, s] > 0:
-                    t[s] += n[i, s] * Pt[c, s]
+                t[s] += n[i, s] * Pt[c, s]
         for s in range(S):
             t[s] *= w[q, s]
         for i in range(a, b):
             ci = cell[i]
             for s in range(S):
-                if active[s] and n[i, s] > 0 and w[q, s] > 0:
-                    out[ci, s] += n[i, s] * t[s]
+                out[ci, s] += n[i, s] * t[s]
     return out
 
 
@@ -395,7 +420,7 @@ def bucket_products(bucket: CGBucket, P: np.ndarray, active: np.ndarray):
     if bucket.block is not None:
         b = bucket.block
         sums = _block_products(b.code, b.n, b.w, b.starts, np.ascontiguousarray(np.asarray(P, np.float64).T),
-                               np.asarray(active, np.bool_), b.cell, len(b.cell_vb))
+                               b.cell, len(b.cell_vb))
         return Table(b.cell_vb, b.cell_code, sums)
     out = []
     for st, (code, n, w, starts, vb, _) in enumerate(bucket.sets):

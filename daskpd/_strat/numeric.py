@@ -34,7 +34,7 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine.hashing import keyed_hash
-from .._engine.sums import SortedRows, Table, group_inputs, group_stats, reduce_tables
+from .._engine.sums import SortedRows, Table, group_inputs, reduce_tables
 from ..results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, StratPDResult, interval_slopes
 from .trees import tree_method_of
 from .virtual import virtual_of
@@ -108,7 +108,7 @@ def _flush(acc, touched, codes, nt, vb, out_v, out_c, out_x, n_out):
 @numba.njit(cache=True, nogil=True)
 def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xvals, P, S):
     """One pass over a bucket's (leaf, code) groups, sorted, for every statistics set at
-    once.  Per group, each set's ``(n, sum y, sum x)`` (:func:`~daskpd._engine.sums.group_stats`); per set,
+    once.  Per group, each set's ``(n, sum y, sum x)`` (from the group's raw rows, the terms in row order as :func:`~daskpd._engine.sums.reduce_tables` adds them, or read from a merged table); per set,
     the slope segments between the leaf's adjacent present positions (a set skips the
     groups its weights leave empty).  Returns, as (P, sets) arrays, per code the rows
     and the segments starting and ending there; per set the rows in single-position
@@ -173,7 +173,30 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
                     na = 0
                     ns = 0
                 cur_vb = vb[g]
-        group_stats(g, gstarts, y, x, w, vals, from_rows, k, has_x, gn, gsy, gsx)
+        if from_rows:  # the group's sorted raw rows: set 0 every row once, set t weighted by trial t
+            a0 = gstarts[g]
+            b0 = gstarts[g + 1] if g + 1 < G else y.shape[0]
+            for s in range(S):
+                gn[s] = 0.0
+                gsy[s] = 0.0
+                gsx[s] = 0.0
+            for i in range(a0, b0):
+                gn[0] += 1.0
+                gsy[0] += y[i]
+                if has_x:
+                    gsx[0] += x[i]
+            for t in range(S - 1):
+                for i in range(a0, b0):
+                    wt = w[i, t]
+                    gn[t + 1] += wt
+                    gsy[t + 1] += wt * y[i]
+                    if has_x:
+                        gsx[t + 1] += wt * x[i]
+        else:  # a merged table's row: k statistics a set
+            for s in range(S):
+                gn[s] = vals[g, k * s]
+                gsy[s] = vals[g, k * s + 1]
+                gsx[s] = vals[g, k * s + 2] if has_x else 0.0
         c = code[g]
         if binned:
             sx0[g] = gsx[0]
@@ -221,7 +244,7 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
         n_sub = _flush(acc_s, t_s, c_s, ns, cur_vb, sub_v, sub_c, sub_x, n_sub)
     return (count, starts, ends, ignored, n_leaves, add_v[:n_add].copy(), add_c[:n_add].copy(),
             add_x[:n_add].copy(), sub_v[:n_sub].copy(), sub_c[:n_sub].copy(), sub_x[:n_sub].copy(),
-            seg_a[:k0].copy(), seg_b[:k0].copy(), seg_s[:k0].copy(), seg_l[:k0].copy(), sx0)
+            seg_a[:k0], seg_b[:k0], seg_s[:k0], seg_l[:k0], sx0)
 
 
 def bucket_sums(table, fs, n_sets: int, *, counters=None, random_state: int = 0,
