@@ -72,7 +72,7 @@ class CGBlock:
         sizes = np.diff(np.r_[self.starts, len(self.code)])
         keep = np.repeat(lw > 0, sizes) & (self.n[:, st] > 0)
         rows = np.flatnonzero(keep)
-        code, n, w = self.code[rows], self.n[rows, st], np.repeat(lw, sizes)[rows]
+        code, n, w = self.code[rows], self.n[rows, st].astype(np.float64), np.repeat(lw, sizes)[rows]
         leaves = np.flatnonzero(lw > 0)
         per_leaf = np.add.reduceat(keep.astype(np.int64), self.starts)[leaves] if len(self.starts) else np.zeros(0, np.int64)
         starts = (np.cumsum(per_leaf) - per_leaf).astype(np.int64)
@@ -305,6 +305,17 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S):
             b_leaf[:n_bl].copy())
 
 
+def _narrow(n: np.ndarray) -> np.ndarray:
+    """``n`` in uint8 / uint16 / float32 when that holds every value exactly, else as is."""
+    if not len(n) or not np.array_equal(n, np.floor(n)) or n.min() < 0:
+        return n
+    top = n.max()
+    for dtype in (np.uint8, np.uint16):
+        if top <= np.iinfo(dtype).max:
+            return n.astype(dtype)
+    return n.astype(np.float32) if top < 2 ** 24 else n
+
+
 def prepare(picked, fs, job):
     """A bucket's merged table of one feature (a Table, or :class:`SortedRows`) ->
     (CGBucket, BucketSummary), every set in one pass (:func:`_prepare`)."""
@@ -318,6 +329,11 @@ def prepare(picked, fs, job):
         leaf, code, vb, *group_inputs(table, k), k, int(K), int(job.n_sets))
     sizes = np.diff(np.r_[b_start, len(b_code)])
     cell, cell_vb, cell_code = _cells(np.repeat(b_vb, sizes), b_code, K)
+    # the block stays on its worker through the CG rounds: kept in the narrowest type that
+    # holds every set's rows exactly (whole numbers: rows, Poisson or 0/1 counts)
+    b_n = _narrow(b_n)
+    if len(cell_vb) < 2 ** 31:
+        cell = cell.astype(np.int32)
     block = CGBlock(b_code, b_n, b_w, b_start, b_vb, b_leaf, cell, cell_vb, cell_code)
     summary = BucketSummary(Table(vv, vc, vx), Table(sv, np.zeros(len(sv), np.int64), sx), forests, counters)
     return CGBucket(K, None, None, block), summary
