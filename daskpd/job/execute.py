@@ -119,7 +119,9 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
     out = model_methods(model, ddf, list(mfeats), methods, target=spec.target, response=spec.model.response,
                         target_class=spec.model.target_class, columns=list(inputs),
                         categorical_features=[c for c in cats if c in inputs] or None,
-                        random_state=spec.random_state, progress=progress)
+                        random_state=spec.random_state, progress=progress, n_trials=spec.model.n_trials,
+                        bootstrap=spec.model.bootstrap, subsample_size=spec.model.subsample_size,
+                        band=spec.model.band)
     for method in spec.model_based:  # the spec's order
         r = out.results[method]
         if method == "pd_variance":

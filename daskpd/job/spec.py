@@ -305,6 +305,10 @@ class ModelSpec:
     columns: tuple[str, ...] | None  # the model's input columns, when it does not record them
     response: str
     target_class: str | int | None
+    n_trials: int = 1  # > 1: bootstrap trials of every model-based method, in the same pass
+    bootstrap: bool = True
+    subsample_size: float = 0.75
+    band: tuple[float, float] = (0.05, 0.95)
 
 
 @dataclass(frozen=True)
@@ -552,11 +556,17 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
             model = ModelSpec(path=mpath, format=fmt or "auto", trust_model=mt.get("trust_model", False),
                               trusted_types=mt.get("trusted_types", ()), features=mt.get("features"),
                               columns=mt.get("columns"), response=mt.get("response", "auto"),
-                              target_class=mt.get("target_class"))
+                              target_class=mt.get("target_class"), n_trials=mt.get("n_trials", 1),
+                              bootstrap=mt.get("bootstrap", True), subsample_size=mt.get("subsample_size", 0.75),
+                              band=tuple(mt.get("band", (0.05, 0.95))))
     needs_model = [m for m in methods if m in MODEL_METHODS]
     if needs_model and model is None and "model" not in top_raw:
         errors.append(f"key 'methods': {', '.join(needs_model)} need{'s' if len(needs_model) == 1 else ''} a model; "
                       "add a [model] table with the model's path")
+    if (model is not None and model.n_trials > 1 and "partial_dependence" in methods
+            and params.get("partial_dependence", {}).get("method") == "recursion"):
+        errors.append("key 'partial_dependence.method': \"recursion\" reads no rows, so it has no bootstrap trials; "
+                      "with model.n_trials > 1 use \"brute\" or \"auto\"")
     if model is not None and not needs_model and "methods" in top_raw:
         errors.append("table [model] is given but 'methods' lists no model-based method (one of "
                       + ", ".join(MODEL_METHODS) + ")")

@@ -29,7 +29,7 @@ from ._fpd import PDJob, engine_notice, known_rows, partial_dependence, pd_resul
 from ._grids import pd_grid, pd_grid_plan
 from ._ice import ICEJob, finish_ice, ice
 from ._marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
-from ._passes import Plan, run_jobs
+from ._passes import Plan, Trials, run_jobs, trial_params
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import open_model_data, prepare_model_run
 from ._variance import finish_pd_variance, pd_variance
@@ -78,13 +78,19 @@ def _grid_key(method: str, p: dict):
 
 def model_methods(model, data, features, methods: dict, *, target: str | None = None, response: str = "auto",
                   target_class=None, columns=None, categorical_features=None, random_state: int = 0,
-                  batch_rows: int = DEFAULT_BATCH_ROWS, progress=None) -> MethodsRun:
+                  batch_rows: int = DEFAULT_BATCH_ROWS, progress=None, n_trials: int = 1, bootstrap: bool = True,
+                  subsample_size: float = 0.75, band=(0.05, 0.95)) -> MethodsRun:
     """Run ``methods`` (``{method: {parameter: value}}``, parameters as the public
     functions') for ``features`` in one merged plan (see the module docstring).
 
     ``target`` is the marginal plot's response column (else it plots the prediction
-    only); ``random_state`` seeds ICE's line sample.  Parameters are taken as valid (the
-    job spec validated them against the public functions' constraints).
+    only); ``random_state`` seeds ICE's line sample and the trials.  ``n_trials`` > 1:
+    every method's bootstrap trials ride the one pass (the public functions' ``n_trials``,
+    ``bootstrap``, ``subsample_size``, ``band``: the same weights for every method), so
+    every curve carries its band and pd_variance its ``importance_std`` / ``_lo`` /
+    ``_hi``; partial dependence's ``method="auto"`` is then brute force.  Parameters are
+    taken as valid (the job spec validated them against the public functions'
+    constraints).
     """
     unknown = [m for m in methods if m not in MODEL_METHODS]
     if unknown:
@@ -102,8 +108,15 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     phases: list[str] = []
     items = [(f,) for f in feats]
 
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
+    tparams = trial_params(trials, band)
+    sets = 1 if trials is None else 1 + trials.n
     pd_method = "brute"
-    if "partial_dependence" in params:
+    if "partial_dependence" in params and trials is not None:
+        if params["partial_dependence"]["method"] == "recursion":
+            raise DataError("partial_dependence: n_trials > 1 re-weights the rows of data; method='recursion' "
+                            "reads no rows (use method='brute' or 'auto')")
+    elif "partial_dependence" in params:
         pd_method = resolve_pd_method(params["partial_dependence"]["method"], pred, kinds, items, run.weight)
 
     # 1. one summary pass (ALE may need the other model inputs too)
@@ -161,10 +174,10 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         p = params["partial_dependence"]
         g = grids[_grid_key("partial_dependence", p)]
         meta = {"grid_resolution": p["grid_resolution"], "percentiles": list(p["percentiles"]), "custom_grid": [],
-                "sample_weight": None, "model": pred.describe()}
+                "sample_weight": None, "model": pred.describe(), **tparams}
         if pd_method == "brute":
             meta["engine"], lab = engine_notice("partial_dependence", pred, items, g, kinds, known_rows(run.dataset),
-                                                model=model)
+                                                model=model, sets=sets)
             labels.append(lab)
             job = PDJob([(it, [g[it[0]]]) for it in items], kinds)
             jobs.append(job)
@@ -178,14 +191,14 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         g = grids[_grid_key("ice", p)]
         meta = {"grid_resolution": p["grid_resolution"], "percentiles": list(p["percentiles"]),
                 "n_lines": p["n_lines"], "random_state": random_state, "sample_weight": None,
-                "model": pred.describe(), "custom_grid": False, "id_columns": []}
+                "model": pred.describe(), "custom_grid": False, "id_columns": [], **tparams}
         for f in feats:
             job = ICEJob(f, g[f], kinds, p["n_lines"], random_state)
             jobs.append(job)
             finish.append((("ice", f), lambda part, job=job, meta=meta, p=p: finish_ice(
                 job, part, pred, centered=p["centered"], params=meta)))
     if "ale" in params:
-        meta = {"bins": params["ale"]["bins"], "sample_weight": None, "model": pred.describe()}
+        meta = {"bins": params["ale"]["bins"], "sample_weight": None, "model": pred.describe(), **tparams}
         jobs.append(ALEJob(ale_specs_))
         finish.append(("ale", lambda part, meta=meta: {
             sp.feature: finish_ale(sp, part.feats[sp.feature], pred, meta, sources.get(sp.feature))
@@ -202,7 +215,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
             phases.append("marginal bins")
         mspecs = [marginal_spec(f, kinds[f], msums[f], mp["bins"], mp["binning"], mstats.get(f, {}))
                   for f in feats]
-        meta = {"bins": mp["bins"], "sample_weight": None, "model": pred.describe()}
+        meta = {"bins": mp["bins"], "sample_weight": None, "model": pred.describe(), **tparams}
         jobs.append(MarginalJob(mspecs, target if with_target else None, True))
         finish.append(("marginal", lambda part, meta=meta: _finish_marginals(mspecs, part, target, pred, mp, meta)))
     if "pd_variance" in params:
@@ -214,16 +227,16 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
                 raise DataError(f"feature {f!r} has a single grid value (a constant column); its PD variance is "
                                 "undefined")
         meta = {"grid_resolution": key[0], "percentiles": list(p["percentiles"]), "sample_weight": None,
-                "model": pred.describe(), "custom_grid": []}
+                "model": pred.describe(), "custom_grid": [], **tparams}
         meta["engine"], lab = engine_notice("pd_variance", pred, items, g, kinds, known_rows(run.dataset),
-                                            model=model)
+                                            model=model, sets=sets)
         labels.append(lab)
         jobs.append(PDJob([(it, [g[it[0]]]) for it in items], kinds))
         finish.append(("pd_variance", lambda part, g=g, meta=meta: finish_pd_variance(
             "importance", items, pd_results(items, g, kinds, pred, part, meta), kinds, pred, part.n_rows, meta)))
     parts = []
     if jobs:
-        plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows)
+        plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
         with stage_label(" | ".join(labels) or None):
             parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-model-methods")
         phases.append("model")

@@ -129,3 +129,30 @@ def test_missing_targets_give_the_marginal_plot_its_own_bins(data):
     for f in FEATURES:
         _same(run.results["marginal"][f], mar[f])
         _same(run.results["ale"][f], ale[f])
+
+
+def test_trials_ride_the_merged_plan_as_in_the_public_functions(data):
+    """n_trials > 1: every method's bands from the one pass equal each public function's
+    own trials (same weights from the row hash, same finishers)."""
+    ddf, model = data
+    cols = ["a", "b", "c", "d"]
+    tr = {"n_trials": 4, "random_state": 4}
+    out = model_methods(model, ddf, FEATURES, METHODS, target="y", columns=cols, **tr).results
+    p = METHODS
+    pdp = daskpd.partial_dependence(model, ddf, FEATURES, columns=cols, **p["partial_dependence"], **tr)
+    ale = daskpd.ale(model, ddf, FEATURES, columns=cols, **p["ale"], **tr)
+    mar = daskpd.marginal(ddf, FEATURES, target="y", model=model, columns=cols, **p["marginal"], **tr)
+    var = daskpd.pd_variance(model, ddf, FEATURES, columns=cols, **p["pd_variance"], **tr)
+    ice = daskpd.ice(model, ddf, "b", columns=cols, **p["ice"], **tr)
+    for got, want in ((out["partial_dependence"]["a"], pdp["a"]), (out["ale"]["c"], ale["c"]),
+                      (out["marginal"]["b"], mar["b"]), (out["ice"]["b"], ice)):
+        assert got.trials_pd.shape[0] == 4
+        np.testing.assert_allclose(got.trials_pd, want.trials_pd, rtol=1e-12, atol=1e-12)
+        fa, fb = got.to_frame(), want.to_frame()
+        assert {"pd_std", "pd_lo", "pd_hi"} <= set(fa.columns)
+        pd.testing.assert_frame_equal(fa, fb, rtol=1e-12, atol=1e-12)
+    fv = out["pd_variance"].to_frame()
+    assert {"importance_std", "importance_lo", "importance_hi"} <= set(fv.columns)
+    pd.testing.assert_frame_equal(fv, var.to_frame(), rtol=1e-12, atol=1e-12)
+    with pytest.raises(daskpd.DataError, match="recursion"):
+        model_methods(model, ddf, ["a"], {"partial_dependence": {"method": "recursion"}}, columns=cols, **tr)
