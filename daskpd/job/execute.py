@@ -29,6 +29,7 @@ class RunResult:
         self.phases: list = []  # the model plan's phases, by name
         self.stratification = None  # the model-free stratification (daskpd.Stratification)
         self.state = None  # its merged sums (daskpd.ScanState), kept for incremental runs
+        self.model_state = None  # (layout, partials) of the model-based plan, kept for incremental runs
 
 
 def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats: dict, plan=None) -> None:
@@ -57,14 +58,9 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
     subsample = p_imp["subsample_size"] if 0 < p_imp["subsample_size"] < 1 else 0.75  # unused when bootstrapping
     under = {}
     if plan is not None and plan.mode == "incremental":
-        from .._data.source import open_dataset
-        from .._engine.memory import partition_bytes
-
         strat = plan.stratification
         curve_feats = [f for f in curve_feats if f in strat.features]
-        data = (open_dataset(list(plan.new_files), storage_options=spec.source.storage_options or None,
-                             filters=spec.source.filters or None, partition_bytes=partition_bytes())
-                if plan.new_files else open_dataset(data.frame.iloc[:0] if data.is_pandas else data.frame._meta))  # no new file: no row to scan
+        data = _new_files(spec, data, plan.new_files)
         t0 = time.perf_counter()
         under = {"stratification": strat, "base_state": plan.load_state(), "keep_state": True}
         load_s = time.perf_counter() - t0
@@ -105,23 +101,44 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         res.tables["importances"] = out
 
 
+def _new_files(spec: JobSpec, data, files):
+    """The dataset of an incremental run's new ``files`` (no file: no row to scan)."""
+    from .._data.source import open_dataset
+    from .._engine.memory import partition_bytes
+
+    if not files:
+        return open_dataset(data.frame.iloc[:0] if data.is_pandas else data.frame._meta)
+    return open_dataset(list(files), storage_options=spec.source.storage_options or None,
+                        filters=spec.source.filters or None, partition_bytes=partition_bytes())
+
+
 def method_defaults(method: str) -> dict:
     from .spec import METHOD_PARAMS
 
     return {k: v.default for k, v in METHOD_PARAMS[method].items()}
 
 
-def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: RunResult) -> None:
-    """Every requested model-based method over the model's input columns, in one merged plan."""
+def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: RunResult, mplan=None) -> None:
+    """Every requested model-based method over the model's input columns, in one merged
+    plan.  ``mplan`` (a :class:`~daskpd.job.model_state.ModelPlan`): in "incremental" mode
+    only its new files are scanned, under its layout, and their partials added to the
+    kept ones; with ``[run] incremental`` the layout and the partials are kept
+    (``res.model_state``)."""
     from ..model._multi import model_methods
 
     methods = {m: dict(spec.params.get(m) or method_defaults(m)) for m in spec.model_based}
+    under = {}
+    if mplan is not None and mplan.mode == "incremental":
+        ddf = _new_files(spec, ddf, mplan.new_files)
+        under = {"layout": mplan.layout, "base_parts": mplan.load_parts()}
     out = model_methods(model, ddf, list(mfeats), methods, target=spec.target, response=spec.model.response,
                         target_class=spec.model.target_class, columns=list(inputs),
                         categorical_features=[c for c in cats if c in inputs] or None,
                         random_state=spec.random_state, progress=progress, n_trials=spec.model.n_trials,
                         bootstrap=spec.model.bootstrap, subsample_size=spec.model.subsample_size,
-                        band=spec.model.band)
+                        band=spec.model.band, **under)
+    if spec.run.incremental:
+        res.model_state = (out.layout, out.parts)
     for method in spec.model_based:  # the spec's order
         r = out.results[method]
         if method == "pd_variance":

@@ -31,6 +31,7 @@ from .._data.request import left_out_note
 from ..results.base import dump_json
 from . import execute, inputs, outputs, store
 from . import incremental as nightly
+from . import model_state
 from .execute import RunResult
 from .inputs import fingerprint, load_model, log_line, open_job_request, prepare_model
 from .outputs import CURVE_COLUMNS, IMPORTANCE_COLUMNS, curves_frame, importances_frame
@@ -166,14 +167,23 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 if spec.run.incremental:
                     log_line(log, f"daskpd: {plan.mode} run: {plan.reason}")
 
-            reuse = plan is not None and plan.mode == "incremental" and not plan.new_files
+            mplan = None
+            if spec.model_based and spec.run.incremental:  # the model-based part's own plan (model_state)
+                t0 = time.perf_counter()
+                mplan = model_state.plan(spec, job_dir, plan, model_state.model_sha256(spec.model.path),
+                                         model_state.layout_key(spec, model_inputs, model_feats, cats))
+                timings["plan"] = timings.get("plan", 0.0) + time.perf_counter() - t0
+                log_line(log, f"daskpd: model-based methods: {mplan.mode} ({mplan.reason})")
+            reuse = (plan is not None and plan.mode == "incremental" and not plan.new_files
+                     and (mplan is None or mplan.mode == "incremental"))
             if reuse:  # nothing changed since the base run: its results are the results (hard links)
                 writing = (job_dir, tmp, "(no run was written)")
                 t0 = time.perf_counter()
                 manifest = nightly.reuse_run(job_dir / plan.base_run, tmp, {
                     "run_id": run_id, "started_at": started.isoformat(timespec="seconds"),
                     "spec": spec.to_dict(), "spec_toml": spec.spec_text,
-                    "incremental": {**plan.manifest(), "schema": nightly.schema_of(request)}})
+                    "incremental": {**plan.manifest(), "schema": nightly.schema_of(request),
+                                    **({"model": mplan.manifest()} if mplan is not None else {})}})
                 timings["write"] = time.perf_counter() - t0
                 timings["total"] = time.perf_counter() - t_start
                 manifest["finished_at"] = store.now().isoformat(timespec="seconds")
@@ -216,7 +226,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     if spec.model_based:
                         t0 = time.perf_counter()
                         execute.model_based(spec, request.dataset, model, model_inputs, model_feats, cats, progress,
-                                            res)
+                                            res, mplan)
                         stats["model_phases"] = res.phases
                         timings["model_based"] = time.perf_counter() - t0
 
@@ -225,7 +235,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 t0 = time.perf_counter()
                 curves, imp = outputs.write_tables(tmp, res, {"job": spec.name, "run_id": run_id})
                 if plan is not None:
-                    stats["incremental"] = {**plan.manifest(), "schema": nightly.schema_of(request)}
+                    stats["incremental"] = {**plan.manifest(), "schema": nightly.schema_of(request),
+                                            **({"model": mplan.manifest()} if mplan is not None else {})}
                     if res.stratification is not None:
                         strat = res.stratification
                         stats["stratification"] = {"id": strat.id, "refitted": plan.mode == "full",
@@ -237,6 +248,11 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                         timings["save_state"] = time.perf_counter() - t1
                         stats["state"] = {"path": nightly.STATE_DIR, "bytes": n_bytes,
                                           "sums_bytes": res.state.nbytes, "n_rows": int(res.state.n_rows)}
+                        if res.model_state is not None and mplan is not None:  # next to it: the model-based sums
+                            step = "the model-based state"
+                            m_bytes = model_state.save(tmp, *res.model_state, mplan.sha256, mplan.key)
+                            stats["state"].update(bytes=n_bytes + m_bytes, model_bytes=m_bytes)
+                            timings["save_state"] = time.perf_counter() - t1
                         step = None
                 step = "the plots"
                 plots = outputs.write_plots(res, imp, tmp / "plots", spec) if spec.output.plots else []
