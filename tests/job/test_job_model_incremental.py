@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.compose import ColumnTransformer
-from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder
+from sklearn.tree import DecisionTreeRegressor
 
 from daskpd.datasets import Bulldozer
 from daskpd.job import incremental as nightly
@@ -70,12 +70,12 @@ def add_file(lake: Path, i: int, rows: int) -> Path:
     return p
 
 
-def fit_model(path: Path, max_iter: int) -> None:
+def fit_model(path: Path, depth: int) -> None:
     df = GEN.chunk(99, 3000)
     model = Pipeline([
         ("ct", ColumnTransformer([("oh", OneHotEncoder(handle_unknown="ignore"), ["ProductGroup"])],
                                  remainder="passthrough")),
-        ("gb", HistGradientBoostingRegressor(max_iter=max_iter, random_state=0)),
+        ("tree", DecisionTreeRegressor(max_depth=depth, random_state=0)),
     ]).fit(df[FEATURES], df["SalePrice"])
     joblib.dump(model, path)
 
@@ -96,7 +96,7 @@ def test_appended_files_add_to_the_model_based_sums(dask_cluster, tmp_path):
     lake.mkdir()
     for i in range(3):
         add_file(lake, i, 1500)
-    fit_model(tmp_path / "model.joblib", 20)
+    fit_model(tmp_path / "model.joblib", 6)
     spec_path = tmp_path / "job.toml"
     spec_path.write_text(SPEC)
     out = tmp_path / "out"
@@ -144,7 +144,7 @@ def test_appended_files_add_to_the_model_based_sums(dask_cluster, tmp_path):
                                    rtol=1e-12)
 
     # a new model file: the model-based methods run in full; the model-free part stays incremental
-    fit_model(tmp_path / "model.joblib", 25)
+    fit_model(tmp_path / "model.joblib", 5)
     r3 = run("r3")
     m3 = manifest(r3)
     assert m3["incremental"]["mode"] == "incremental" and "reused_from" not in m3

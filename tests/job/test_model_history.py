@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.tree import DecisionTreeRegressor
 
 from daskpd.job import history as hist
 from daskpd.job.outputs import curves_frame, importances_frame
@@ -31,7 +31,7 @@ def data(seed: int, x2_mean: float = 0.5) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def model():
     d = pd.concat([data(100), data(101, 1.5)])
-    return HistGradientBoostingRegressor(max_iter=60, random_state=0).fit(d[["x1", "x2"]], d["y"])
+    return DecisionTreeRegressor(max_depth=10, min_samples_leaf=10, random_state=0).fit(d[["x1", "x2"]], d["y"])
 
 
 def run(model, seed, x2_mean=0.5) -> hist.Run:
