@@ -104,6 +104,11 @@ def plan(spec: JobSpec, job_dir: Path, free_plan, sha256: str, key: dict) -> Mod
     if meta.get("model_sha256") != sha256:
         return full(f"the model file changed since run {base} (sha256 {str(meta.get('model_sha256'))[:12]} -> "
                     f"{sha256[:12]})", base)
+    from .. import __version__
+
+    if meta.get("daskpd") != __version__ or meta.get("version") != VERSION:
+        return full(f"the model-based state of run {base} was written by daskpd {meta.get('daskpd')} (state format "
+                    f"{meta.get('version')}); this is {__version__} (format {VERSION})", base)
     old = meta.get("layout_key") or {}
     if old != key:
         keys = sorted(k for k in set(old) | set(key) if old.get(k) != key.get(k))
@@ -120,13 +125,16 @@ def plan(spec: JobSpec, job_dir: Path, free_plan, sha256: str, key: dict) -> Mod
 
 def save(run_dir: Path, layout, parts: list, sha256: str, key: dict) -> int:
     """Write ``state/model/`` into the (temporary) run directory; return its bytes."""
+    from .. import __version__
+
     mdir = Path(run_dir) / "state" / MODEL_DIR
     mdir.mkdir(parents=True)
     with atomic_path(mdir / "state.pkl") as tmp:
         with open(tmp, "wb") as fh:
             pickle.dump({"version": VERSION, "layout": layout, "parts": parts}, fh, protocol=pickle.HIGHEST_PROTOCOL)
     with atomic_path(mdir / "meta.json") as tmp:
-        Path(tmp).write_text(dump_json({"model_sha256": sha256, "layout_key": key}))
+        Path(tmp).write_text(dump_json({"model_sha256": sha256, "layout_key": key, "daskpd": __version__,
+                                        "version": VERSION}))
     return state_bytes(run_dir)
 
 
