@@ -55,7 +55,8 @@ ISO dates).  For every consecutive pair (previous, current) and every curve
     common point and divides their difference at every common point by
     ``sqrt(s_prev^2 + s_cur^2)`` (plus the anchor's spread); ``z`` is the largest,
     ``z_crit`` the Bonferroni critical value of the points at family-wise level
-    ``alpha`` (Student's t with the trials' degrees of freedom), ``drift_sig`` the
+    ``alpha`` (Student's t with the trials' degrees of freedom: ``[importances] n_trials``
+    for StratPD/CatStratPD, ``[model] n_trials`` for the model-based curves), ``drift_sig`` the
     largest local move (``curve_max``'s measure) among the points beyond ``z_crit``;
     ``noise`` the median standard error (a fraction of ``scale``).  Otherwise
     ``"trials"`` (the importance's trial standard deviation: ``noise = sqrt(std_prev**2
