@@ -27,7 +27,7 @@ from .._data.encode import FeatureEncoder, KeyCoder, as_float
 from .._data.request import Request
 from .._engine import hashing, memory, scheduler
 from .._engine.hashing import Sample, SampleJob
-from .._engine.plan import Job, Kept, build_pass, run_pass
+from .._engine.plan import Kept, build_pass, run_pass
 from .._engine.progress import plan_stages, stage
 from .._errors import DataError
 from .categorical import category_values, effects_iterative
