@@ -243,6 +243,7 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
     plain pass)."""
     from .._engine import scheduler
     from .._engine.memory import partition_bytes
+    from .._engine.progress import stage
 
     got = request.dataset.file_reader()
     if isinstance(got, str):
@@ -280,8 +281,10 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
         by_path = {f.path: f for f in files}
         unbounded = SampleJob(k, random_state, caps, margin=None)
         again: dict = {}
-        for part in scheduler.compute(*_tasks(reader, [by_path[p] for p in short], columns, numeric, unbounded,
-                                              target, blocksize), progress=progress):
+        with stage("sample again"):
+            parts_again = scheduler.compute(*_tasks(reader, [by_path[p] for p in short], columns, numeric,
+                                                    unbounded, target, blocksize), progress=progress)
+        for part in parts_again:
             again.update(part)
         partials.update(again)
         fresh.update(again)
