@@ -47,10 +47,14 @@ from .._engine.hashing import HASH_COLUMN, SAMPLE_MARGIN, Sample, SampleJob, dis
 from .._engine.plan import Job
 
 __all__ = ["TargetRange", "FilePartial", "file_partial", "merged_sample", "FirstPassCache", "FirstPass",
-           "cached_first_pass", "CACHE_FORMAT"]
+           "cached_first_pass", "CACHE_FORMAT", "DROPPED"]
 
 #: the layout of a cache entry; another format is a miss
 CACHE_FORMAT = 1
+#: an entry's distinct values of a feature, left out: the union of that feature's values
+#: over the files of the cache's witness exceeds the cap, and so does the union over any
+#: lake holding those files (the entry is read again when one of them is gone)
+DROPPED = "dropped: the union of the files' values exceeds the cap"
 
 
 class TargetRange(Job):
@@ -132,6 +136,22 @@ def merged_sample(job: SampleJob, partials: dict) -> tuple[Sample, list]:
     return merged, sorted(p for p, lim in limited.items() if lim <= kth)
 
 
+def _overflowing(s: Sample, over: set) -> Sample:
+    """``s`` with the distinct values of the features in ``over`` as past the cap."""
+    if not over:
+        return s
+    return Sample(s.frame, s.n_rows, {c: None if c in over else v for c, v in s.distinct.items()}, s.limit)
+
+
+def _dropped(part: FilePartial, features: set) -> FilePartial:
+    """``part`` with the distinct values of ``features`` left out (:data:`DROPPED`)."""
+    if not features:
+        return part
+    s = part.sample
+    return FilePartial(Sample(s.frame, s.n_rows, {c: DROPPED if c in features else v for c, v in s.distinct.items()},
+                              s.limit), part.y_range)
+
+
 def _norm(path: str) -> str:
     return str(path).split("://", 1)[-1]
 
@@ -169,17 +189,38 @@ class FirstPassCache:
 
     def store(self, name: str, partial: FilePartial, path: str) -> None:
         """Write one entry atomically (a temporary file renamed over it)."""
+        self._write(name, pickle.dumps({"format": CACHE_FORMAT, "path": path, "partial": partial},
+                                       protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _write(self, name: str, data: bytes) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        final = self.directory / name
         tmp = self.directory / f".{name}.tmp-{os.getpid()}"
         try:
             with open(tmp, "wb") as fh:
-                pickle.dump({"format": CACHE_FORMAT, "path": path, "partial": partial}, fh,
-                            protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, final)
+                fh.write(data)
+            os.replace(tmp, self.directory / name)
         finally:
             if tmp.exists():
                 tmp.unlink()
+
+    @staticmethod
+    def witness_name(token: str) -> str:
+        return f"witness-{token[:40]}.json"
+
+    def witness(self, token: str) -> dict:
+        """``{feature: entry names}``: features whose distinct values over those files'
+        entries exceed the cap (see :data:`DROPPED`); ``{}`` when there is none."""
+        try:
+            got = json.loads((self.directory / self.witness_name(token)).read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(got, dict) or got.get("format") != CACHE_FORMAT:
+            return {}
+        return {str(c): set(v) for c, v in (got.get("features") or {}).items()}
+
+    def store_witness(self, token: str, features: dict) -> None:
+        self._write(self.witness_name(token), json.dumps(
+            {"format": CACHE_FORMAT, "features": {c: sorted(v) for c, v in features.items()}}).encode())
 
     def prune(self, keep: set) -> int:
         """Remove every entry not in ``keep`` (files that left the lake or changed, other
@@ -260,9 +301,13 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
     token = _token(request, ddf, job, target)
     partials: dict = {}
     names = {f.path: cache.name(token, f.path) for f in files}
+    current = {n for n in names.values() if n is not None}
+    over = {c for c, held in cache.witness(token).items() if held <= current}  # the union still overflows
     todo = []
     for f in files:
         hit = cache.load(names[f.path]) if names[f.path] is not None else None
+        if hit is not None and any(isinstance(v, str) and c not in over for c, v in hit.sample.distinct.items()):
+            hit = None  # values it left out are needed again (a file of the witness left or changed)
         if hit is None:
             todo.append(f)
         else:
@@ -276,7 +321,7 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
             fresh.update(part)
     partials.update(fresh)
     t1 = time.perf_counter()
-    merged, short = merged_sample(job, {p: partials[p].sample for p in partials})
+    merged, short = merged_sample(job, {p: _overflowing(partials[p].sample, over) for p in partials})
     if short:  # their rows below the sample's cutoff may be missing: read them again, unbounded
         by_path = {f.path: f for f in files}
         unbounded = SampleJob(k, random_state, caps, margin=None)
@@ -289,15 +334,23 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
         partials.update(again)
         fresh.update(again)
         cache.stats["read_again"] = [request.dataset.lake.display.get(p, p) for p in short]
-        merged, short = merged_sample(job, {p: partials[p].sample for p in partials})
+        merged, short = merged_sample(job, {p: _overflowing(partials[p].sample, over) for p in partials})
         assert not short, short  # every cutoff left is above the k-th hash, which only fell
     sample = job.finish(merged)
     y_range = TargetRange(target).combine([p.y_range for p in partials.values()])
     t2 = time.perf_counter()
-    for path, part in fresh.items():
-        if names.get(path) is not None:
-            cache.store(names[path], part, path)
-    cache.stats["bytes"] = cache.prune({n for n in names.values() if n is not None})
+    # a feature whose values over every file exceed the cap: the entries leave its values
+    # out (DROPPED), the witness names the files (only when every file has an entry)
+    dropped = {c for c, v in sample.distinct.items() if v is None} if None not in names.values() else set()
+    for path, part in partials.items():
+        strip = {c for c, v in part.sample.distinct.items() if c in dropped and not isinstance(v, str)}
+        if names.get(path) is not None and (path in fresh or strip):
+            cache.store(names[path], _dropped(part, strip), path)
+    keep = set(current)
+    if dropped:
+        cache.store_witness(token, {c: current for c in dropped})
+        keep.add(cache.witness_name(token))
+    cache.stats["bytes"] = cache.prune(keep)
     t3 = time.perf_counter()
     return FirstPass(Sample(sample.frame, sample.n_rows, sample.distinct), y_range,
                      {"read_s": t1 - t0, "merge_s": t2 - t1, "store_s": t3 - t2})

@@ -130,3 +130,46 @@ def test_cache_is_off_for_other_inputs(tmp_path):
         out = daskpd.strat_curves_and_importances(df, target=TARGET, first_pass_cache=cache, progress=False)
     assert cache.stats["off"] == "the input is not a parquet lake" and not (tmp_path / "c").exists()
     assert len(out.to_frame()) == 2
+
+
+def test_values_past_the_cap_are_left_out_of_the_entries_while_the_union_overflows(tmp_path):
+    """A feature whose values over the lake exceed the cap: the entries leave them out
+    (the cache stays the size of the sample), and the union is known to overflow while
+    the files that showed it are there; when one of them leaves, the entries are read
+    again and the values are exact once more."""
+    from daskpd._strat.firstpass import DROPPED, cached_first_pass
+
+    lake, cdir = tmp_path / "lake", tmp_path / "cache"
+    lake.mkdir()
+    for i in range(3):  # z: 40 values of its own per file; with a cap of 50, two files overflow
+        n = 300
+        pd.DataFrame({"z": (40 * i + np.arange(n) % 40).astype("int64"), "w": np.arange(n) % 7,
+                      TARGET: np.sin(np.arange(n) + i)}).to_parquet(lake / f"part-{i}.parquet", index=False)
+    caps = {"z": 50, "w": 50}
+
+    def both():
+        req = open_request(str(lake), TARGET, ["z", "w"], stratify_on=None)
+        ddf = req.project()
+        cache = FirstPassCache(cdir, stamps(lake))
+        got = cached_first_pass(req, ddf, cache, 200, 0, caps, TARGET)
+        job = SampleJob(200, 0, caps, margin=None)
+        want = job.finish(job.map(type("C", (), {"df": ddf.compute()})()))
+        pd.testing.assert_frame_equal(got.sample.frame, want.frame, check_exact=True)
+        assert got.sample.n_rows == want.n_rows
+        for c in caps:
+            assert (got.sample.distinct[c] is None) == (want.distinct[c] is None), c
+            if want.distinct[c] is not None:
+                np.testing.assert_array_equal(got.sample.distinct[c], want.distinct[c])
+        return cache, got
+
+    cache, got = both()
+    assert got.sample.distinct["z"] is None and len(got.sample.distinct["w"]) == 7
+    kept = [pd.read_pickle(p) for p in cdir.glob("*.pkl")]
+    assert len(kept) == 3 and all(e["partial"].sample.distinct["z"] == DROPPED for e in kept)
+    cache, got = both()  # a rerun: the union still overflows, every entry is used
+    assert (cache.stats["hits"], cache.stats["misses"]) == (3, 0)
+    os.remove(lake / "part-2.parquet")
+    os.remove(lake / "part-1.parquet")  # 40 values of z are left: the entries are read again
+    cache, got = both()
+    assert (cache.stats["hits"], cache.stats["misses"]) == (0, 1)
+    assert len(got.sample.distinct["z"]) == 40
