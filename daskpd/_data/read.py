@@ -27,7 +27,7 @@ from .lake import apply_widening, inspect_lake, reconcile
 __all__ = ["CHUNK_ROWS", "CsvSource", "read_csv", "load", "check_columns", "column_names",
            "named", "short_list", "apply_filters", "filter_groups", "filter_columns", "open_frame",
            "project", "ARROW_TO_PANDAS",
-           "PartitionOptions", "lake_file_reader"]
+           "PartitionOptions", "lake_file_reader", "lake_stamps"]
 
 #: rows per partition when a pandas DataFrame is handed in
 CHUNK_ROWS = 1_000_000
@@ -175,6 +175,19 @@ def lake_file_reader(data, lake, storage_options=None, filters=None):
     got = file_reader(lake, paths, fs, filters, ARROW_TO_PANDAS, hive=not stored_keys(lake),
                       categories="categories" not in options)
     return got if got is not None else "a filter names a column the files lack, or hive keys are stored in the files"
+
+
+def lake_stamps(data, storage_options=None) -> dict:
+    """``{path: (size, stamp)}`` of a parquet source's files as the lake reader lists them
+    (the stamp: the modification time, or the ETag / checksum the store reports)."""
+    from .lake import list_parquet_files
+
+    paths = [os.fspath(p) for p in data] if isinstance(data, (list, tuple)) else [os.fspath(data)]
+    out = {}
+    for p in paths:
+        _, files = list_parquet_files(p, storage_options)
+        out.update({name: (size, stamp) for name, size, stamp in files})
+    return out
 
 
 def stored_keys(lake) -> list[str]:

@@ -20,7 +20,7 @@ import pandas as pd
 from .hive import partition_keys
 from .kinds import kind_of
 from .lake import pandas_dtype, reconcile
-from .read import CHUNK_ROWS, check_columns, lake_file_reader, open_frame, project
+from .read import CHUNK_ROWS, check_columns, lake_file_reader, lake_stamps, open_frame, project
 
 __all__ = ["Dataset", "open_dataset", "spread_chunk_rows"]
 
@@ -98,6 +98,13 @@ class Dataset:
             return "the input is not a parquet lake"
         data, storage_options, filters = self.source
         return lake_file_reader(data, self.lake, storage_options, filters)
+
+    def file_stamps(self) -> dict:
+        """A parquet lake's ``{path: (size, stamp)}`` (:func:`daskpd._data.read.lake_stamps`)."""
+        if self.source is None:
+            return {}
+        data, storage_options, _ = self.source
+        return lake_stamps(data, storage_options)
 
     def check(self, columns: Sequence[str], what: str = "") -> None:
         """:class:`~daskpd.DataError` naming every column of ``columns`` the input lacks."""

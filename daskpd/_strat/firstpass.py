@@ -161,17 +161,20 @@ class FirstPassCache:
 
     ``stamps``: every input file's fingerprint, ``{path: (size, stamp)}`` (a job's
     ``file_stamps``: modification time / ETag, or the bytes' hash); a file without one is
-    read and not kept.  After a run, :attr:`stats` holds ``hits``, ``misses``,
+    read and not kept.  None (the default): each file's size and modification time /
+    ETag, listed when the pass runs.  After a run, :attr:`stats` holds ``hits``, ``misses``,
     ``read_again`` (files read again: their kept rows stop above the sample's cutoff),
     ``bytes`` (the cache on disk) and ``off`` (why the cache was not used, or None)."""
 
     def __init__(self, directory, stamps: dict | None = None):
         self.directory = Path(directory)
-        self.stamps = {_norm(p): tuple(v) for p, v in (stamps or {}).items()}
+        self.stamps = None if stamps is None else {_norm(p): tuple(v) for p, v in stamps.items()}
         self.stats: dict = {"hits": 0, "misses": 0, "read_again": [], "bytes": 0, "off": None}
 
-    def name(self, token: str, path: str) -> str | None:
-        stamp = self.stamps.get(_norm(path))
+    def name(self, token: str, path: str, stamps: dict | None = None) -> str | None:
+        """The entry of file ``path`` (``stamps``: the files' fingerprints, default the
+        cache's own), or None for a file without a fingerprint."""
+        stamp = (self.stamps if stamps is None else stamps).get(_norm(path))
         if stamp is None:
             return None
         key = json.dumps([token, _norm(path), *map(str, stamp)])
@@ -286,11 +289,14 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
     from .._engine.memory import partition_bytes
     from .._engine.progress import stage
 
+    cache.stats = {"hits": 0, "misses": 0, "read_again": [], "bytes": 0, "off": None}
     got = request.dataset.file_reader()
     if isinstance(got, str):
         cache.stats["off"] = got
         return None
     t0 = time.perf_counter()
+    stamps = cache.stamps if cache.stamps is not None else \
+        {_norm(p): tuple(v) for p, v in request.dataset.file_stamps().items()}  # listed now, never reused
     reader, files, keep = got
     if keep is not None:
         files = [f for f in files if f.path in keep]
@@ -300,7 +306,7 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
     job = SampleJob(k, random_state, caps, n_partitions=max(1, len(files)), margin=margin)
     token = _token(request, ddf, job, target)
     partials: dict = {}
-    names = {f.path: cache.name(token, f.path) for f in files}
+    names = {f.path: cache.name(token, f.path, stamps) for f in files}
     current = {n for n in names.values() if n is not None}
     over = {c for c, held in cache.witness(token).items() if held <= current}  # the union still overflows
     todo = []
