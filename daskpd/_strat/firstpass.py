@@ -136,6 +136,26 @@ def merged_sample(job: SampleJob, partials: dict) -> tuple[Sample, list]:
     return merged, sorted(p for p, lim in limited.items() if lim <= kth)
 
 
+def _hive_keys(request, ddf) -> dict:
+    """``{column: dtype}`` of the hive keys read, as categoricals of known categories."""
+    out = {}
+    for c in request.dataset.hive_keys:
+        t = ddf.dtypes.get(c)
+        if isinstance(t, pd.CategoricalDtype) and t.categories is not None and \
+                "__UNKNOWN_CATEGORIES__" not in set(map(str, t.categories)):
+            out[str(c)] = t
+    return out
+
+
+def _recast(s: Sample, dtypes: dict) -> Sample:
+    """``s`` with its rows' hive keys cast to the lake's categoricals of today (an entry
+    kept before a new key value appeared holds the categories of then)."""
+    cast = {c: t for c, t in dtypes.items() if s.frame[c].dtype != t}
+    if not cast:
+        return s
+    return Sample(s.frame.astype(cast), s.n_rows, s.distinct, s.limit)
+
+
 def _overflowing(s: Sample, over: set) -> Sample:
     """``s`` with the distinct values of the features in ``over`` as past the cap."""
     if not over:
@@ -254,7 +274,12 @@ class FirstPass:
 def _token(request, ddf, job: SampleJob, target: str) -> str:
     from .. import __version__
 
-    dtypes = {str(c): str(t) for c, t in ddf.dtypes.items()}
+    # a categorical's categories too, but a hive key's (every value of the key in the
+    # lake: a new directory changes them) are set on the kept rows (_recast)
+    keys = _hive_keys(request, ddf)
+    dtypes = {str(c): [str(t), list(map(str, t.categories)) if isinstance(t, pd.CategoricalDtype)
+                       and t.categories is not None and str(c) not in keys else None]
+              for c, t in ddf.dtypes.items()}
     key = json.dumps([CACHE_FORMAT, __version__, list(map(str, ddf.columns)), dtypes, list(request.numeric),
                       repr(request.filters), job.random_state, sorted(job.distinct.items()), target],
                      default=str)
@@ -327,6 +352,8 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
             fresh.update(part)
     partials.update(fresh)
     t1 = time.perf_counter()
+    keys = _hive_keys(request, ddf)
+    partials = {p: FilePartial(_recast(v.sample, keys), v.y_range) for p, v in partials.items()}
     merged, short = merged_sample(job, {p: _overflowing(partials[p].sample, over) for p in partials})
     if short:  # their rows below the sample's cutoff may be missing: read them again, unbounded
         by_path = {f.path: f for f in files}

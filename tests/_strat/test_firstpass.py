@@ -128,12 +128,32 @@ def test_cache_is_off_for_other_inputs(tmp_path):
     assert len(out.to_frame()) == 2
 
 
+def pass_one_both_ways(lake, cdir, features, caps, k=200):
+    """(cache, pass 1 with the cache), after checking it against the unbounded bottom k
+    and the distinct values of every row read."""
+    from daskpd._strat.firstpass import cached_first_pass
+
+    req = open_request(str(lake), TARGET, features, stratify_on=None)
+    ddf = req.project()
+    cache = FirstPassCache(cdir, stamps(lake))
+    got = cached_first_pass(req, ddf, cache, k, 0, caps, TARGET)
+    job = SampleJob(k, 0, caps, margin=None)
+    want = job.finish(job.map(type("C", (), {"df": ddf.compute()})()))
+    pd.testing.assert_frame_equal(got.sample.frame, want.frame, check_exact=True)
+    assert got.sample.n_rows == want.n_rows
+    for c in caps:
+        assert (got.sample.distinct[c] is None) == (want.distinct[c] is None), c
+        if want.distinct[c] is not None:
+            np.testing.assert_array_equal(got.sample.distinct[c], want.distinct[c])
+    return cache, got
+
+
 def test_values_past_the_cap_are_left_out_of_the_entries_while_the_union_overflows(tmp_path):
     """A feature whose values over the lake exceed the cap: the entries leave them out
     (the cache stays the size of the sample), and the union is known to overflow while
     the files that showed it are there; when one of them leaves, the entries are read
     again and the values are exact once more."""
-    from daskpd._strat.firstpass import DROPPED, cached_first_pass
+    from daskpd._strat.firstpass import DROPPED
 
     lake, cdir = tmp_path / "lake", tmp_path / "cache"
     lake.mkdir()
@@ -144,19 +164,7 @@ def test_values_past_the_cap_are_left_out_of_the_entries_while_the_union_overflo
     caps = {"z": 50, "w": 50}
 
     def both():
-        req = open_request(str(lake), TARGET, ["z", "w"], stratify_on=None)
-        ddf = req.project()
-        cache = FirstPassCache(cdir, stamps(lake))
-        got = cached_first_pass(req, ddf, cache, 200, 0, caps, TARGET)
-        job = SampleJob(200, 0, caps, margin=None)
-        want = job.finish(job.map(type("C", (), {"df": ddf.compute()})()))
-        pd.testing.assert_frame_equal(got.sample.frame, want.frame, check_exact=True)
-        assert got.sample.n_rows == want.n_rows
-        for c in caps:
-            assert (got.sample.distinct[c] is None) == (want.distinct[c] is None), c
-            if want.distinct[c] is not None:
-                np.testing.assert_array_equal(got.sample.distinct[c], want.distinct[c])
-        return cache, got
+        return pass_one_both_ways(lake, cdir, ["z", "w"], caps)
 
     cache, got = both()
     assert got.sample.distinct["z"] is None and len(got.sample.distinct["w"]) == 7
@@ -169,3 +177,18 @@ def test_values_past_the_cap_are_left_out_of_the_entries_while_the_union_overflo
     cache, got = both()
     assert (cache.stats["hits"], cache.stats["misses"]) == (0, 1)
     assert len(got.sample.distinct["z"]) == 40
+
+
+def test_a_new_hive_directory_reads_only_its_files(tmp_path):
+    """A hive key is a categorical over every value of the key in the lake: a new
+    directory changes every row's dtype, and the kept rows take the new categories."""
+    lake, cdir = tmp_path / "lake", tmp_path / "cache"
+    for i in range(4):
+        (lake / f"day={i % 2}").mkdir(parents=True, exist_ok=True)
+        write(lake / f"day={i % 2}", i, 300)
+    pass_one_both_ways(lake, cdir, ["x1", "c", "day"], {"c": 50})
+    (lake / "day=5").mkdir()
+    write(lake / "day=5", 9, 300)
+    cache, got = pass_one_both_ways(lake, cdir, ["x1", "c", "day"], {"c": 50})
+    assert (cache.stats["hits"], cache.stats["misses"]) == (4, 1)
+    assert list(got.sample.frame["day"].cat.categories) == [0, 1, 5]
