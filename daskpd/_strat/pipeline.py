@@ -459,9 +459,13 @@ def run_strat(
             cached = cached_first_pass(request, ddf, first_pass_cache, sample_size, random_state, caps, target,
                                        progress=progress)
         if cached is not None:  # the sample reaches the fits as the result of a graph, as below
+            import warnings
+
             from dask import delayed
 
-            (sample_h,) = scheduler.materialize(delayed(_same, pure=True)(cached.sample), progress=False)
+            with warnings.catch_warnings():  # the sample is embedded in the graph on purpose (its lineage)
+                warnings.filterwarnings("ignore", message="Sending large graph")
+                (sample_h,) = scheduler.materialize(delayed(_same, pure=True)(cached.sample), progress=False)
             y_range = cached.y_range
         else:
             sample_h, range_h = scheduler.materialize(
