@@ -15,7 +15,7 @@ from .._errors import DataError
 from .inputs import log_line
 from .spec import JobSpec
 
-__all__ = ["RunResult", "model_free", "model_based", "method_defaults", "connect", "close", "dashboard",
+__all__ = ["RunResult", "model_free", "first_pass_stats", "model_based", "method_defaults", "connect", "close", "dashboard",
            "dashboard_hint", "unguarded_script", "quiet_logs", "CURRENT_CLIENT"]
 
 
@@ -32,11 +32,13 @@ class RunResult:
         self.model_state = None  # (layout, partials) of the model-based plan, kept for incremental runs
 
 
-def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats: dict, plan=None) -> None:
+def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats: dict, plan=None,
+               first_pass_cache=None) -> None:
     """The model-free methods in one ``strat_curves_and_importances``.  ``plan`` (an
     incremental :class:`~daskpd.job.incremental.Plan`): in "incremental" mode only its
     new files are scanned, under its stratification, and their sums added to its state;
-    with ``[run] incremental`` the state is kept (``res.state``)."""
+    with ``[run] incremental`` the state is kept (``res.state``).  ``first_pass_cache`` (a
+    :class:`daskpd.FirstPassCache`): pass 1 reads only the files it does not hold."""
     from .._importance import strat_curves_and_importances
 
     want = spec.model_free
@@ -80,6 +82,7 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
             few_slopes=p_num["few_slopes"], max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
             tree_method=spec.tree_method, random_state=spec.random_state, progress=progress,
             skip_unusable=spec.features is None and not under.get("stratification"),  # the default feature set:
+            first_pass_cache=None if under.get("stratification") else first_pass_cache,
             **under)  # constant columns are left out, counted
     res.stratification, res.state = out.stratification, out.state
     phases = {k: round(float(v), 3) for k, v in (getattr(out, "timings", None) or {}).items()}
@@ -110,6 +113,20 @@ def _new_files(spec: JobSpec, data, files):
         return open_dataset(data.frame.iloc[:0] if data.is_pandas else data.frame._meta)
     return open_dataset(list(files), storage_options=spec.source.storage_options or None,
                         filters=spec.source.filters or None, partition_bytes=partition_bytes())
+
+
+def first_pass_stats(cache, log) -> dict:
+    """The manifest's ``first_pass_cache`` record of a run, and its line on ``log``."""
+    st = cache.stats
+    if st.get("off"):
+        log_line(log, f"daskpd: first-pass cache not used: {st['off']}")
+        return {"used": False, "reason": st["off"]}
+    again = st.get("read_again") or []
+    log_line(log, f"daskpd: first pass: {st['hits']} file(s) from the cache, {st['misses']} read"
+             + (f"; read again, their cached rows stopping above the sample's cutoff: {', '.join(again)}"
+                if again else ""))
+    return {"used": True, "hits": int(st["hits"]), "misses": int(st["misses"]), "read_again": list(again),
+            "bytes": int(st["bytes"]), "path": "cache/firstpass"}
 
 
 def method_defaults(method: str) -> dict:

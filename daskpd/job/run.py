@@ -49,7 +49,7 @@ DEFAULT_OUTPUT = "daskpd-runs"
 def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.PathLike | None = None,
             run_id: str | None = None, progress: bool = True, security=None, *, n_workers: int | None = None,
             threads_per_worker: int | None = None, out=None, log=None, incremental: bool | None = None,
-            refit: str | None = None) -> Path:
+            refit: str | None = None, first_pass_cache: bool | None = None) -> Path:
     """Run a job; return the path of the finished run directory.
 
     ``scheduler``: an address (``tcp://...``, ``tls://...``) or scheduler file; else
@@ -61,8 +61,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
     re-running an existing id replaces that run atomically.  ``security``: a
     :class:`distributed.Security` (else Dask's ``distributed.comm.tls.*`` config).
     ``out``/``log``: streams for the summary and progress messages (default
-    stdout/stderr; pass ``False`` to silence).  ``incremental`` / ``refit``: override the
-    spec's ``[run]`` keys (docs/jobs.md, "Nightly runs").
+    stdout/stderr; pass ``False`` to silence).  ``incremental`` / ``refit`` /
+    ``first_pass_cache``: override the spec's ``[run]`` keys (docs/jobs.md, "Nightly runs").
 
     Raises :class:`SpecError` / :class:`daskpd.io.DataError` for bad specs or inputs
     (before anything is written), :class:`JobTerminated` on SIGTERM/SIGINT, and
@@ -77,7 +77,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
     timings: dict[str, float] = {}
 
     spec = spec_path_or_spec if isinstance(spec_path_or_spec, JobSpec) else load_spec(spec_path_or_spec)
-    if incremental is not None or refit is not None:
+    if incremental is not None or refit is not None or first_pass_cache is not None:
         import dataclasses
 
         from .spec import REFIT_POLICIES
@@ -86,7 +86,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             raise DataError(f"refit must be one of {', '.join(map(repr, REFIT_POLICIES))}, got {refit!r}")
         spec = dataclasses.replace(spec, run=dataclasses.replace(
             spec.run, **({} if incremental is None else {"incremental": bool(incremental)}),
-            **({} if refit is None else {"refit": refit})))
+            **({} if refit is None else {"refit": refit}),
+            **({} if first_pass_cache is None else {"first_pass_cache": bool(first_pass_cache)})))
     explicit_id = run_id is not None
     if explicit_id:
         try:
@@ -216,8 +217,13 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                         inputs.damaged_pages_named(spec, data_path, needed):
                     if spec.model_free:
                         t0 = time.perf_counter()
-                        execute.model_free(spec, request.dataset, feats, cats, progress, res, stats, plan)
+                        fp_cache = (store.first_pass_cache(job_dir, stamps)
+                                    if spec.run.first_pass_cache and (plan is None or plan.mode == "full") else None)
+                        execute.model_free(spec, request.dataset, feats, cats, progress, res, stats, plan,
+                                           first_pass_cache=fp_cache)
                         timings["model_free"] = time.perf_counter() - t0
+                        if fp_cache is not None:
+                            stats["first_pass_cache"] = execute.first_pass_stats(fp_cache, log)
                     if stats.get("skipped_features"):
                         skipped = stats["skipped_features"]
                         log_line(log, "daskpd: note: " + left_out_note(f"job {spec.name!r}", skipped,

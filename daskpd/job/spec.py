@@ -44,7 +44,7 @@ __all__ = [
 #: job names and run ids: these characters only, and never ``..``
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 #: run ids that would collide with the bookkeeping entries of a job directory
-RESERVED_NAMES = {"latest", "LATEST", "history", ".cache"}
+RESERVED_NAMES = {"latest", "LATEST", "history", ".cache", "cache"}
 
 MODEL_FREE_METHODS = ("stratpd", "catstratpd", "importances")
 MODEL_METHODS = ("partial_dependence", "ice", "ale", "marginal", "pd_variance")
@@ -219,6 +219,7 @@ _RUN = {
     "incremental": _Key(_bool, False),
     "refit": _Key(_choice(REFIT_POLICIES), "always"),
     "refit_share": _Key(_share, 0.1),
+    "first_pass_cache": _Key(_bool, False),
 }
 
 _SOURCE = {
@@ -332,6 +333,7 @@ class RunSpec:
     incremental: bool = False  # reuse the previous run's stratification and sums; scan only appended files
     refit: str = "always"  # "always" | "never" | "auto" (refit past refit_share of appended rows)
     refit_share: float = 0.1  # auto: refit once the rows appended since the fit exceed this share of its rows
+    first_pass_cache: bool = False  # keep pass 1 per file (JOB/cache/firstpass): a rerun reads only unseen files in it
 
 
 @dataclass(frozen=True)
@@ -530,7 +532,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
     # run
     r = _validate_table(top.get("run") or {}, _RUN, "run.", errors)
     run = RunSpec(incremental=r.get("incremental", False), refit=r.get("refit", "always"),
-                  refit_share=r.get("refit_share", 0.1))
+                  refit_share=r.get("refit_share", 0.1), first_pass_cache=r.get("first_pass_cache", False))
 
     # model
     model = None
