@@ -650,7 +650,7 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
     phases["gather_state_s"] = time.perf_counter() - t2
     if merge:
         t3 = time.perf_counter()
-        state, results = base_state.merge_finish(state, strat, finish_options)
+        state, results = base_state.delta_finish(state, strat, finish_options)
         phases["merge_finish_s"] = time.perf_counter() - t3
         y_range = state.y_range
         n_rows = state.n_rows
