@@ -308,8 +308,8 @@ class StratScan(Job):
                                                   n_segments=self.finish_options.get("n_segments", 500))
             else:
                 categorical[i] = prepare((table, counters.get(fs.feature)), fs, self)
-        if self.keep_state:
-            return {"numeric": numeric, "categorical": categorical, "state": (kept, piece.counters)}
+        if self.keep_state:  # with the numeric features' bucket sums: the state's finish summaries
+            return {"numeric": numeric, "categorical": categorical, "state": (kept, piece.counters, numeric)}
         return {"numeric": numeric, "categorical": categorical}
 
     def pick_state(self, finished: dict):

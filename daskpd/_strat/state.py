@@ -705,17 +705,25 @@ def _merge_finish(a: ScanState, b: ScanState, stratification: Stratification, fi
 def state_from_parts(parts: list, scan: StratScan, stratification_id: str, n_rows: int, y_range,
                      n_partitions: int) -> ScanState:
     """The state of a scan from its buckets' merged tables (``parts``: per bucket, in
-    bucket order, ``(tables, counters or None)``; a bucket holds a run of leaves, so
-    their tables concatenate in (leaf, key) order)."""
-    counters = next((c for _, c in parts if c is not None), {}) or {}
+    bucket order, ``(tables, counters or None[, numeric bucket sums])``; a bucket holds a
+    run of leaves, so their tables concatenate in (leaf, key) order).  With the buckets'
+    :class:`BucketSums` (a scan that also finished), each numeric feature keeps its
+    finish summary (:func:`daskpd._strat.delta.summary_from_buckets`)."""
+    counters = next((p[1] for p in parts if p[1] is not None), {}) or {}
+    numeric = [p[2] if len(p) > 2 else None for p in parts]
+    k = int(scan.finish_options.get("n_segments", 500))
     feats = {}
     for fs in scan.features:  # each feature's tables are let go once concatenated (peak: the state + one)
-        tabs = [t for t in (p.pop(fs.feature) for p, _ in parts) if len(t)]
+        tabs = [t for t in (p[0].pop(fs.feature) for p in parts) if len(t)]
         m = fs.stats_per_set * scan.n_sets
         table = (Table(np.concatenate([t.leaf for t in tabs]).astype(np.int32),
                        np.concatenate([t.key for t in tabs]).astype(np.int64),
                        np.concatenate([t.values for t in tabs], axis=0)) if tabs else Table.empty(m))
-        feats[fs.feature] = FeatureState(fs.coder, table, tuple(counters.get(fs.feature, (0, 0, 0))))
+        summary = None
+        if fs.kind == "numeric" and all(nb is not None and fs.feature in nb for nb in numeric):
+            summary = summary_from_buckets([nb[fs.feature] for nb in numeric], leaf_stats(table, fs, scan.n_sets), fs,
+                                           scan.n_sets, scan.random_state, k)
+        feats[fs.feature] = FeatureState(fs.coder, table, tuple(counters.get(fs.feature, (0, 0, 0))), summary=summary)
     dtypes = dict(scan.finish_options.get("dtypes") or {})
     return ScanState(stratification_id, scan.target, scan.n_trials, scan.trial_fraction, feats, int(n_rows),
                      y_range, int(n_partitions), dtypes)
