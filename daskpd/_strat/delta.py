@@ -34,7 +34,8 @@ from .._engine.hashing import keyed_hash
 from .._engine.sums import Table
 from .numeric import BucketSums, bucket_sums
 
-__all__ = ["NumericSummary", "RunView", "numeric_summary", "summary_from_buckets", "apply_delta", "summary_bucket"]
+__all__ = ["NumericSummary", "RunView", "numeric_summary", "summary_from_buckets", "apply_delta", "summary_bucket",
+           "leaf_stats", "bucket_leaf_stats", "gather_leaf_stats"]
 
 
 @dataclass
@@ -170,6 +171,27 @@ def summary_from_buckets(sums: list, table_stats, fs, n_sets: int, random_state:
 def leaf_stats(table: Table, fs, n_sets: int):
     """Per leaf and set: present cells and rows of a feature's merged table."""
     return _leaf_stats(table, fs.stats_per_set, n_sets, fs.n_leaves)
+
+
+def bucket_leaf_stats(table: Table, fs, n_sets: int) -> tuple:
+    """``(first leaf, cells, rows)``: :func:`leaf_stats` over the leaves of one bucket's
+    table (a run of leaves), for :func:`summary_from_buckets`."""
+    if not len(table):
+        return 0, np.zeros((n_sets, 0), np.int64), np.zeros((n_sets, 0))
+    lo, hi = int(table.leaf[0]), int(table.leaf[-1]) + 1
+    t = Table(np.asarray(table.leaf, np.int64) - lo, table.key, table.values)
+    cells, rows = _leaf_stats(t, fs.stats_per_set, n_sets, hi - lo)
+    return lo, cells, rows
+
+
+def gather_leaf_stats(parts: list, n_sets: int, n_leaves: int) -> tuple:
+    """The buckets' :func:`bucket_leaf_stats` as ``(cells, rows)`` over every leaf."""
+    cells = np.zeros((n_sets, n_leaves), np.int64)
+    rows = np.zeros((n_sets, n_leaves))
+    for lo, c, r in parts:
+        cells[:, lo:lo + c.shape[1]] += c
+        rows[:, lo:lo + r.shape[1]] += r
+    return cells, rows
 
 
 def numeric_summary(table: Table, fs, n_sets: int, random_state: int, n_segments: int) -> NumericSummary:

