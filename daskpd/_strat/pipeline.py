@@ -92,7 +92,11 @@ class _Scratch:
 
     def __init__(self, path: str):
         self.path = path
-        weakref.finalize(self, shutil.rmtree, path, True)
+        self._finalizer = weakref.finalize(self, shutil.rmtree, path, True)
+
+    def close(self) -> None:
+        """Remove the directory now (the state was saved: its files are linked there)."""
+        self._finalizer()
 
 
 @dataclass

@@ -160,6 +160,11 @@ def save_state(run_dir: Path, stratification: Stratification, state: ScanState, 
     sdir.mkdir()
     stratification.save(sdir / "stratification.pkl")
     state.save(sdir / "sums")
+    for st in state.features.values():  # the scan's scratch files, now linked into the state
+        for r in st.runs:
+            scratch = getattr(r, "keep_alive", None)
+            if scratch is not None:
+                scratch.close()
     with atomic_path(sdir / "files.json") as tmp:
         Path(tmp).write_text(dump_json({"mode": mode, "files": stamps}))
     return state_bytes(run_dir)
