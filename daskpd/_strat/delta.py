@@ -351,6 +351,20 @@ def _window(uleaf, ucode, on, osy, osx, dn, dsy, dsx, xvals, binned):
     return oa[:ko], ob[:ko], os_[:ko], ol[:ko], na[:kn], nb[:kn], ns[:kn], nl[:kn]
 
 
+def _member(small: np.ndarray, big: np.ndarray) -> np.ndarray:
+    """``np.isin(small, big)`` for a small first array: the big one is searched in it."""
+    if not len(small) or not len(big):
+        return np.zeros(len(small), bool)
+    order = np.argsort(small)
+    s = small[order]
+    i = np.minimum(np.searchsorted(s, big), len(s) - 1)
+    hit = np.zeros(len(s), bool)
+    hit[i[s[i] == big]] = True
+    out = np.empty(len(small), bool)
+    out[order] = hit
+    return out
+
+
 def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: int) -> NumericSummary:
     """The summary of the old sums (``runs``: :class:`RunView` s, current codes through
     their ``kmap``; ``summary`` over the current codes) plus ``delta`` (a grouped table
@@ -366,9 +380,16 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
     seg = summary.segments
     dleaf = np.asarray(delta.leaf, np.int64)
     dkey = np.asarray(delta.key, np.int64)
-    runs = [r for r in runs if len(r)]
-    # one search per run for every delta cell (shared by the sets)
-    pos = [_lower_bound(r.leaf, r.key, r.kmap, dleaf, dkey) for r in runs]
+    # each run (or part of one) holds a range of leaves: only the delta cells in its range
+    # are looked up there (a scan's parts hold disjoint ranges), one search shared by the sets
+    spans = []
+    for r in runs:
+        if not len(r):
+            continue
+        lo, hi = int(r.leaf[0]), int(r.leaf[len(r) - 1])
+        a, b = int(np.searchsorted(dleaf, lo, "left")), int(np.searchsorted(dleaf, hi, "right"))
+        if b > a:
+            spans.append((r, lo, hi, a, _lower_bound(r.leaf, r.key, r.kmap, dleaf[a:b], dkey[a:b])))
     for s in range(n_sets):
         dn_all = delta.values[:, k * s]
         t = np.flatnonzero(dn_all > 0)
@@ -377,19 +398,27 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
         ql, qk = dleaf[t], dkey[t]
         prev = np.full(len(t), -1, np.int64)
         nxt = np.full(len(t), np.iinfo(np.int64).max, np.int64)
-        for r, p in zip(runs, pos):
-            a, b = _neighbours(r.leaf, r.key, r.kmap, r.column(k * s), p[t], ql, qk)
-            prev = np.maximum(prev, a)
-            nxt = np.minimum(nxt, np.where(b < 0, np.iinfo(np.int64).max, b))
+        for r, lo, hi, a, p in spans:
+            ta, tb = np.searchsorted(t, [a, a + len(p)])
+            if tb <= ta:
+                continue
+            pa, pb = _neighbours(r.leaf, r.key, r.kmap, r.column(k * s), p[t[ta:tb] - a], ql[ta:tb], qk[ta:tb])
+            prev[ta:tb] = np.maximum(prev[ta:tb], pa)
+            nxt[ta:tb] = np.minimum(nxt[ta:tb], np.where(pb < 0, np.iinfo(np.int64).max, pb))
         # the window cells: touched cells and their neighbours, as leaf * P + code
         has_p, has_n = prev >= 0, nxt < np.iinfo(np.int64).max
-        ck = np.unique(np.concatenate([ql * P + qk, ql[has_p] * P + prev[has_p], ql[has_n] * P + nxt[has_n]]))
+        ck = np.sort(np.concatenate([ql * P + qk, ql[has_p] * P + prev[has_p], ql[has_n] * P + nxt[has_n]]))
+        ck = ck[np.concatenate([[True], ck[1:] != ck[:-1]])]  # distinct (np.unique hashes: slower here)
         ul, uc = ck // P, ck % P
         U = len(ck)
         on, osy, osx = np.zeros(U), np.zeros(U), np.zeros(U)
-        for r in runs:
-            qi, ri = _exact(r, ul, uc)
+        for r, lo, hi, _, _ in spans:
+            ua, ub = np.searchsorted(ul, [lo, hi + 1])
+            if ub <= ua:
+                continue
+            qi, ri = _exact(r, ul[ua:ub], uc[ua:ub])
             if len(qi):
+                qi = qi + ua
                 on[qi] += r.column(k * s)[ri]
                 osy[qi] += r.column(k * s + 1)[ri]
                 if binned:
@@ -415,7 +444,7 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
             if summary.n_segments > 0 and len(na):
                 h = _seg_hash(nl, na, summary.random_state)
                 # a kept segment a window took off (its start keeps its hash): replaced
-                keep = ~np.isin(seg[0], _seg_hash(ol, oa, summary.random_state))
+                keep = ~_member(seg[0], _seg_hash(ol, oa, summary.random_state))
                 seg = _bottom_k(tuple(np.concatenate([a[keep], b]) for a, b in zip(seg, (h, na, nb, nsl))),
                                 summary.n_segments)
     return NumericSummary(summary.n_segments, summary.random_state, count, starts, ends, add, sub, sum_x, cells,

@@ -715,7 +715,10 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
         t3 = time.perf_counter()
         state, results = base_state.delta_finish(state, strat, finish_options)
         phases["merge_finish_s"] = time.perf_counter() - t3
-        phases["features_delta_finished"] = float(sum(m == "delta" for m in state.finish_modes.values()))
+        modes, secs = state.finish_modes, state.finish_seconds
+        phases["features_delta_finished"] = float(sum(m == "delta" for m in modes.values()))
+        phases["delta_finish_feature_s"] = sum(secs[f] for f, m in modes.items() if m == "delta")
+        phases["merge_finish_feature_s"] = sum(secs[f] for f, m in modes.items() if m != "delta")
         y_range = state.y_range
         n_rows = state.n_rows
     elif kept:

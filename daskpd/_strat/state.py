@@ -31,6 +31,7 @@ import io
 import json
 import os
 import pickle
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -367,6 +368,7 @@ class ScanState:
     dtypes: dict = field(default_factory=dict)
     #: after :meth:`delta_finish`: {feature: "delta" | "merge"}, how each was finished
     finish_modes: dict = field(default_factory=dict, repr=False, compare=False)
+    finish_seconds: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_sets(self) -> int:
@@ -501,6 +503,7 @@ class ScanState:
         n_sets = self.n_sets
 
         def work(i):
+            t0 = time.perf_counter()
             fs = scan.features[i]
             f = fs.feature
             a, b = self.features[f], other.features[f]
@@ -531,7 +534,8 @@ class ScanState:
                 table = merged.table if merged is not None else reduce_tables(
                     [_recode(r.table(), r.coder, coder) for r in runs], coder.n_keys)
                 runs = [Run(coder, table)]
-            return FeatureState(coder, None, counters[f], runs=runs, summary=summary), result, mode
+            return (FeatureState(coder, None, counters[f], runs=runs, summary=summary), result,
+                    (mode, time.perf_counter() - t0))
 
         # the categorical features first: the longest
         order = sorted(range(len(scan.features)), key=lambda i: scan.features[i].kind != "categorical")
@@ -544,7 +548,8 @@ class ScanState:
         state = ScanState(shell.stratification_id, shell.target, shell.n_trials, shell.trial_fraction,
                           {names[i]: done[i][0] for i in range(len(names))}, shell.n_rows, y_range,
                           shell.n_partitions, dict(self.dtypes))
-        state.finish_modes = {names[i]: done[i][2] for i in range(len(names))}
+        state.finish_modes = {names[i]: done[i][2][0] for i in range(len(names))}
+        state.finish_seconds = {names[i]: done[i][2][1] for i in range(len(names))}
         return state, {names[i]: done[i][1] for i in range(len(names))}
 
     # -- files ---------------------------------------------------------------------
