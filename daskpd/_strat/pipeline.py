@@ -62,7 +62,8 @@ def _parts_dir(keep_state) -> str | None:
     if isinstance(keep_state, bool) or keep_state == "only" or not isinstance(keep_state, (str, os.PathLike)):
         return None
     os.makedirs(keep_state, exist_ok=True)
-    d = tempfile.mkdtemp(prefix=".daskpd-state-", dir=os.fspath(keep_state))
+    # named like a job's run in progress (".NAME.tmp-PID"): a job's clean-up removes it once its process is gone
+    d = tempfile.mkdtemp(prefix=".daskpd-state-", suffix=f".tmp-{os.getpid()}", dir=os.fspath(keep_state))
     client = scheduler.current_client()
     if client is not None:
         try:
