@@ -29,6 +29,7 @@ _API = {
     "scan_state": "daskpd._stratification",
     "Stratification": "daskpd._strat.state",
     "ScanState": "daskpd._strat.state",
+    "FirstPassCache": "daskpd._strat.firstpass",
     # model-based
     "partial_dependence": "daskpd.model._fpd",
     "ice": "daskpd.model._ice",

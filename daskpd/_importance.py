@@ -51,6 +51,7 @@ from ._strat.pipeline import run_strat
 from ._strat.scan import leaf_numbering
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
 from ._strat.state import ScanState
+from ._strat.firstpass import FirstPassCache
 from ._validation import POSITIVE_INT, ColumnNames, InstancesOf, Interval, StrOptions, validate_params
 from ._errors import DataError, InvalidParameterError
 from ._data.request import left_out_note, open_request
@@ -307,6 +308,7 @@ IMPORTANCE_CONSTRAINTS = {
     "pvalues_sample_size": [Interval(Integral, 2, None, closed="left")],
     "base_state": [InstancesOf(ScanState, "a daskpd.ScanState"), None],
     "keep_state": ["boolean", str, os.PathLike],
+    "first_pass_cache": [InstancesOf(FirstPassCache, "a daskpd.FirstPassCache"), None],
 }
 
 
@@ -345,6 +347,7 @@ def strat_curves_and_importances(
     stratification=None,
     base_state=None,
     keep_state: bool = False,
+    first_pass_cache=None,
 ) -> ImportanceResult:
     """StratPD / CatStratPD curves of every feature and their importances, in one scan.
 
@@ -428,6 +431,12 @@ def strat_curves_and_importances(
         once the state is gone: save it first) when every worker sees that directory
         (a filesystem the workers share: a ``LocalCluster``, a shared mount), so the
         sums never travel to the client; otherwise the client gathers them.
+    first_pass_cache : FirstPassCache, optional
+        A parquet lake's pass 1 (the tree sample, the row count, the distinct values)
+        kept per file in a directory (``daskpd.FirstPassCache(directory, stamps)``): a
+        rerun reads only the files the cache does not hold in pass 1, and its sample,
+        trees and curves equal a run without it bit for bit (docs/jobs.md, "The first
+        pass, cached per file").  Other inputs run the plain pass.
 
     Returns
     -------
@@ -462,7 +471,8 @@ def strat_curves_and_importances(
         finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes},
         skip_constant=feats if skip_unusable else (), later_stages=("p-values",) if pvalues else (),
         stratification=stratification, base_state=base_state,
-        keep_state=keep_state if isinstance(keep_state, bool) else os.path.abspath(keep_state))
+        keep_state=keep_state if isinstance(keep_state, bool) else os.path.abspath(keep_state),
+        first_pass_cache=first_pass_cache)
     if run.skipped:
         left_out.update(run.skipped)
         feats = [f for f in feats if f not in run.skipped]

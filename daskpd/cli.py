@@ -1,7 +1,7 @@
 """The ``daskpd`` command line.
 
     daskpd run JOB.toml [--scheduler ADDRESS] [--scheduler-timeout S] [--output DIR] [--run-id ID]
-                        [--incremental] [--refit {always,never,auto}] [TLS options]
+                        [--incremental] [--refit {always,never,auto}] [--first-pass-cache] [TLS options]
     daskpd validate JOB.toml [--check-data]
     daskpd history OUTPUT/JOB_NAME [--last N] [--threshold X] [--alpha A] [--fail-on-drift] [--json [PATH]]
 
@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(the spec's [run] incremental = true); anything else changed: a full run, the reason logged")
     r.add_argument("--refit", choices=("always", "never", "auto"),
                    help="when an incremental run fits the trees again (the spec's [run] refit; default always)")
+    r.add_argument("--first-pass-cache", action="store_true",
+                   help="keep pass 1 per input file in the job directory; the next run reads only the files it has "
+                        "not seen in pass 1 (the spec's [run] first_pass_cache = true)")
     r.add_argument("--no-progress", action="store_true", help="no progress (default: a bar on a terminal, one line per stage in a log)")
     r.add_argument("-q", "--quiet", action="store_true", help="print only the run directory")
 
@@ -156,7 +159,8 @@ def _cmd_run(args) -> int:
                             progress=not args.no_progress and not args.quiet, security=security,
                             n_workers=args.n_workers, threads_per_worker=args.threads_per_worker,
                             out=False if args.quiet else None, log=False if args.quiet else None,
-                            incremental=True if args.incremental else None, refit=args.refit)
+                            incremental=True if args.incremental else None, refit=args.refit,
+                            first_pass_cache=True if args.first_pass_cache else None)
     except JobTerminated as exc:
         print(f"daskpd: {exc}; no run was written", file=sys.stderr)
         return 128 + exc.signum

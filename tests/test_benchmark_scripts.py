@@ -63,6 +63,9 @@ TINY = {
     "bench_nightly.py": (lambda d: ["--tiny", "--workdir", d],
                          r"\| incremental rerun \(\+4,000 rows, 2 files\) \| [0-9.]+ \| [0-9.]+ \| incremental \|[\s\S]*"
                          r"rows True, importance max \|diff\| [0-9.e+-]+"),
+    "bench_first_pass_cache.py": (lambda d: ["--tiny", "--workdir", d],
+                                  r"\| next night \(\+4,000 rows\), cache on \| [0-9.]+ \| [0-9.]+ \| 2 of 6 \|[\s\S]*"
+                                  r"bit for bit: True"),
     "bench_bands_stratx.py": (lambda d: ["--n", "1000", "--trials", "3", "--skip-stratx", "--workdir", d],
                               r"\| StratPD x1 \| daskpd \| 3 \| [0-9.]+ \|[\s\S]*\| CatStratPD c \| daskpd \| 3 \| [0-9.]+ \|"),
     "bench_drift.py": (lambda d: ["--pairs", "1", "--n", "500", "--trials", "2", "--designs", "discrete"],

@@ -32,7 +32,8 @@ import pyarrow as pa
 
 from .lake import LakeSchema
 
-__all__ = ["PARQUET_EXTENSIONS", "Group", "GroupReader", "usable", "plan", "filter_expression", "read_gathered"]
+__all__ = ["PARQUET_EXTENSIONS", "Group", "GroupReader", "usable", "plan", "filter_expression", "read_gathered",
+           "file_reader", "ordered"]
 
 #: the file names dask's parquet reader keeps when it lists a directory
 PARQUET_EXTENSIONS = (".parq", ".parquet", ".pq")
@@ -267,16 +268,13 @@ class GroupReader:
         return dset.to_table(columns=columns, filter=filter_expression(self.filters), use_threads=False)
 
 
-def read_gathered(lake: LakeSchema, paths, fs, filters, blocksize: int, arrow_to_pandas: dict, *,
-                  hive: bool = True, categories: bool = True):
-    """The lazy frame of every column of ``lake`` (see the module docstring), or None
-    when a filter names a column the files lack or some hive keys are also stored in
-    the files (dask's reader says what is wrong); a
-    ``ValueError`` for filters dask would refuse.  ``hive``: parse the directories'
-    ``key=value`` names (False: the files store the keys); ``categories``: the columns
-    the pandas metadata calls categorical are categoricals (False: as stored)."""
+def file_reader(lake: LakeSchema, paths, fs, filters, arrow_to_pandas: dict, *, hive: bool = True,
+                categories: bool = True):
+    """``(reader, files, keep)``: the :class:`GroupReader` of ``lake``, its files in dask's
+    reading order (:func:`ordered`) and the paths a filter on the hive keys leaves (None:
+    every file), or None when a filter names a column the files lack or some hive keys
+    are also stored in the files (see :func:`read_gathered`)."""
     import dask
-    import dask.dataframe as dd
     import pyarrow.dataset as pds
 
     files = ordered(lake)
@@ -305,11 +303,28 @@ def read_gathered(lake: LakeSchema, paths, fs, filters, blocksize: int, arrow_to
     keep = None
     if expr is not None and keys and found is not None:
         keep = {f.path for f in found.get_fragments(filter=expr)}
-    groups = plan(files, blocksize, keep)
     convert = dask.config.get("dataframe.convert-string")
     reader = GroupReader(fs, schema, keys, filters, arrow_to_pandas, True if convert is None else bool(convert),
                          categories)
-    columns = list(schema.names)
+    return reader, files, keep
+
+
+def read_gathered(lake: LakeSchema, paths, fs, filters, blocksize: int, arrow_to_pandas: dict, *,
+                  hive: bool = True, categories: bool = True):
+    """The lazy frame of every column of ``lake`` (see the module docstring), or None
+    when a filter names a column the files lack or some hive keys are also stored in
+    the files (dask's reader says what is wrong); a
+    ``ValueError`` for filters dask would refuse.  ``hive``: parse the directories'
+    ``key=value`` names (False: the files store the keys); ``categories``: the columns
+    the pandas metadata calls categorical are categoricals (False: as stored)."""
+    import dask.dataframe as dd
+
+    got = file_reader(lake, paths, fs, filters, arrow_to_pandas, hive=hive, categories=categories)
+    if got is None:
+        return None
+    reader, files, keep = got
+    groups = plan(files, blocksize, keep)
+    columns = list(reader.schema.names)
     meta = reader.meta(columns)
     if not groups:  # every file pruned: one empty partition, as dask reads it
         return dd.from_pandas(meta, npartitions=1, sort=False)

@@ -21,13 +21,13 @@ import numpy as np
 import pandas as pd
 
 from .._errors import DataError
-from .gather import read_gathered, usable
+from .gather import file_reader, read_gathered, usable
 from .lake import apply_widening, inspect_lake, reconcile
 
 __all__ = ["CHUNK_ROWS", "CsvSource", "read_csv", "load", "check_columns", "column_names",
            "named", "short_list", "apply_filters", "filter_groups", "filter_columns", "open_frame",
            "project", "ARROW_TO_PANDAS",
-           "PartitionOptions"]
+           "PartitionOptions", "lake_file_reader", "lake_stamps"]
 
 #: rows per partition when a pandas DataFrame is handed in
 CHUNK_ROWS = 1_000_000
@@ -152,6 +152,42 @@ def _open_parquet(paths, storage_options, filters, label, partition_bytes=None):
     except (OSError, ValueError, TypeError) as exc:  # pyarrow errors subclass these
         raise DataError(f"could not read parquet data from {label}: {type(exc).__name__}: {exc}") from exc
     return named(ddf, label), lake
+
+
+def lake_file_reader(data, lake, storage_options=None, filters=None):
+    """``(reader, files, keep)`` reading the lake's files one by one into the frames the
+    lake's partitions hold (:func:`daskpd._data.gather.file_reader`: the gathered reader,
+    which makes what ``dask.dataframe.read_parquet`` makes), or a string saying why the
+    lake cannot be read so: files of more than one schema, files dask reads otherwise
+    (:func:`daskpd._data.gather.usable`), a filter the reader leaves to dask."""
+    import fsspec
+
+    paths = [os.fspath(p) for p in data] if isinstance(data, (list, tuple)) else \
+        _expand_glob(os.fspath(data), storage_options)
+    first = paths if isinstance(paths, str) else paths[0]
+    fs, _ = fsspec.core.url_to_fs(first, **(storage_options or {}))
+    layout = lake.files[0].layout
+    if any(f.layout is not layout for f in lake.files):
+        return "the files have more than one schema"
+    if not usable(lake, paths, fs):
+        return "the lake holds a _metadata file, a stored pandas index or files without a parquet extension"
+    options = _categories(lake)
+    got = file_reader(lake, paths, fs, filters, ARROW_TO_PANDAS, hive=not stored_keys(lake),
+                      categories="categories" not in options)
+    return got if got is not None else "a filter names a column the files lack, or hive keys are stored in the files"
+
+
+def lake_stamps(data, storage_options=None) -> dict:
+    """``{path: (size, stamp)}`` of a parquet source's files as the lake reader lists them
+    (the stamp: the modification time, or the ETag / checksum the store reports)."""
+    from .lake import list_parquet_files
+
+    paths = [os.fspath(p) for p in data] if isinstance(data, (list, tuple)) else [os.fspath(data)]
+    out = {}
+    for p in paths:
+        _, files = list_parquet_files(p, storage_options)
+        out.update({name: (size, stamp) for name, size, stamp in files})
+    return out
 
 
 def stored_keys(lake) -> list[str]:

@@ -20,7 +20,7 @@ import pandas as pd
 from .hive import partition_keys
 from .kinds import kind_of
 from .lake import pandas_dtype, reconcile
-from .read import CHUNK_ROWS, check_columns, open_frame, project
+from .read import CHUNK_ROWS, check_columns, lake_file_reader, lake_stamps, open_frame, project
 
 __all__ = ["Dataset", "open_dataset", "spread_chunk_rows"]
 
@@ -57,6 +57,8 @@ class Dataset:
             dtypes = pd.Series({**known, **{c: t for c, t in dtypes.items() if c not in known}}, dtype=object)
         self.dtypes: pd.Series = dtypes
         self.columns: list[str] = list(dtypes.index)
+        #: a parquet lake's ``(data, storage_options, filters)`` as opened (:meth:`file_reader`)
+        self.source: tuple | None = None
 
     @property
     def is_pandas(self) -> bool:
@@ -89,6 +91,21 @@ class Dataset:
             return None
         return reconcile(self.lake.files, columns, self.lake.display.get)
 
+    def file_reader(self):
+        """A parquet lake read one file at a time (:func:`daskpd._data.read.lake_file_reader`:
+        ``(reader, files, keep)``), or a string saying why it cannot be."""
+        if self.lake is None or self.source is None:
+            return "the input is not a parquet lake"
+        data, storage_options, filters = self.source
+        return lake_file_reader(data, self.lake, storage_options, filters)
+
+    def file_stamps(self) -> dict:
+        """A parquet lake's ``{path: (size, stamp)}`` (:func:`daskpd._data.read.lake_stamps`)."""
+        if self.source is None:
+            return {}
+        data, storage_options, _ = self.source
+        return lake_stamps(data, storage_options)
+
     def check(self, columns: Sequence[str], what: str = "") -> None:
         """:class:`~daskpd.DataError` naming every column of ``columns`` the input lacks."""
         check_columns(self.columns, columns, source=self.label + (f" ({what})" if what else ""))
@@ -113,4 +130,7 @@ def open_dataset(data, *, storage_options=None, filters=None, spread: bool = Fal
     frame, lake, label = open_frame(data, storage_options=storage_options, filters=filters,
                                     partition_bytes=partition_bytes)
     keys = partition_keys(data, storage_options) if lake is not None else []
-    return Dataset(frame, label, lake=lake, hive_keys=keys, spread=spread)
+    ds = Dataset(frame, label, lake=lake, hive_keys=keys, spread=spread)
+    if lake is not None:
+        ds.source = (data, storage_options, filters)
+    return ds

@@ -23,9 +23,11 @@ import pandas as pd
 from .plan import Job
 
 __all__ = ["row_hash", "content_hash", "keyed_hash", "bootstrap_weights", "bootstrap_counts", "SampleJob", "Sample",
-           "distinct_capped", "SAMPLE_MARGIN"]
+           "distinct_capped", "SAMPLE_MARGIN", "HASH_COLUMN"]
 
 _HASH = "__daskpd_hash__"
+#: the column of :class:`SampleJob`'s partials holding each row's hash (dropped by its finish)
+HASH_COLUMN = _HASH
 
 #: P(K <= k) for K ~ Poisson(1), k = 0..24 (scipy.stats is not imported for this: ~0.5 s)
 _POISSON1_CDF = np.minimum(np.cumsum([np.exp(-1.0) / math.factorial(k) for k in range(25)]), 1.0)

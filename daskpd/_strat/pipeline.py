@@ -31,10 +31,11 @@ from .._data.encode import FeatureEncoder, KeyCoder, as_float
 from .._data.request import Request
 from .._engine import hashing, memory, scheduler
 from .._engine.hashing import Sample, SampleJob
-from .._engine.plan import Job, Kept, build_pass, run_pass
+from .._engine.plan import Kept, build_pass, run_pass
 from .._engine.progress import plan_stages, stage
 from .._errors import DataError
 from .categorical import category_values, effects_iterative
+from .firstpass import FirstPassCache, TargetRange, cached_first_pass
 from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype, leaf_numbering
 from .state import ScanState, Stratification, extend_coder, sample_id, state_from_parts
 from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_tree
@@ -119,23 +120,6 @@ class StratRun:
         return len(self.sample)
 
 
-class TargetRange(Job):
-    """Rides the sample pass: the smallest and largest finite target value of all rows
-    (None when there is none), so a constant target is known exactly, not from a sample."""
-
-    def __init__(self, target: str):
-        self.target = target
-
-    def map(self, ctx):
-        y = as_float(ctx.df[self.target])
-        y = y[np.isfinite(y)]
-        return (float(y.min()), float(y.max())) if len(y) else None
-
-    def combine(self, parts, bucket=0):
-        parts = [p for p in parts if p is not None]
-        return (min(p[0] for p in parts), max(p[1] for p in parts)) if parts else None
-
-
 def _solve_kept(results: dict, kept: dict, scan, progress) -> dict:
     """Finish the categorical features whose buckets stayed on the workers: conjugate-
     gradient rounds over their buckets, one stage per feature."""
@@ -163,6 +147,10 @@ def _constant_target(results: dict, kinds: dict, target: str, value: float) -> N
         res.params["constant_target"] = value
     warnings.warn(f"target {target!r} is constant (every row holds {value:g}): every partial dependence is flat "
                   "zero", UserWarning, stacklevel=4)
+
+
+def _same(sample: Sample) -> Sample:
+    return sample
 
 
 def _fit(sample: Sample, target, other, encoder, min_samples_leaf, random_state, tree_method, binned):
@@ -472,6 +460,7 @@ def run_strat(
     keep_state: bool = False,
     base_state: ScanState | None = None,
     fit_only: bool = False,
+    first_pass_cache: FirstPassCache | None = None,
 ) -> StratRun:
     """Run the pipeline for the request's features (each stratified on the request's
     stratifying columns minus itself; :func:`daskpd._data.request.open_request`).
@@ -490,7 +479,9 @@ def run_strat(
     ``stratification``: skip the sample and the fit, scan under its trees
     (:func:`run_under`).  ``keep_state``: also return the scan's merged sums
     (``StratRun.state``) and the stratification.  ``fit_only``: stop after the fit
-    (``StratRun.stratification``, no results).
+    (``StratRun.stratification``, no results).  ``first_pass_cache``: pass 1 from the
+    files' cached partials, reading only the files it does not hold
+    (:mod:`daskpd._strat.firstpass`; the same sample, bit for bit).
     """
     # The parameters were validated by the public function (daskpd._validation).
     min_samples_leaf_for = {str(f): int(v) for f, v in (min_samples_leaf_for or {}).items()}
@@ -512,14 +503,28 @@ def run_strat(
     t0 = time.perf_counter()
     caps = {f: CATEGORY_LEVELS_CAP if kinds[f] == "categorical" else NUMERIC_VALUES_CAP for f in features}
     plan_stages("sample", "fit trees", *(() if fit_only else ("scan and finish",)), *later_stages)
+    cached = None
     with stage("sample"):
-        sample_h, range_h = scheduler.materialize(
-            *build_pass(ddf, [SampleJob(sample_size, random_state, caps, n_partitions=ddf.npartitions,
-                                        margin=hashing.SAMPLE_MARGIN),
-                              TargetRange(target)], name="daskpd-sample", fan_in=SAMPLE_FAN_IN),
-            progress=progress)
-    y_range = range_h.value
-    del range_h
+        if first_pass_cache is not None:
+            cached = cached_first_pass(request, ddf, first_pass_cache, sample_size, random_state, caps, target,
+                                       progress=progress)
+        if cached is not None:  # the sample reaches the fits as the result of a graph, as below
+            import warnings
+
+            from dask import delayed
+
+            with warnings.catch_warnings():  # the sample is embedded in the graph on purpose (its lineage)
+                warnings.filterwarnings("ignore", message="Sending large graph")
+                (sample_h,) = scheduler.materialize(delayed(_same, pure=True)(cached.sample), progress=False)
+            y_range = cached.y_range
+        else:
+            sample_h, range_h = scheduler.materialize(
+                *build_pass(ddf, [SampleJob(sample_size, random_state, caps, n_partitions=ddf.npartitions,
+                                            margin=hashing.SAMPLE_MARGIN),
+                                  TargetRange(target)], name="daskpd-sample", fan_in=SAMPLE_FAN_IN),
+                progress=progress)
+            y_range = range_h.value
+            del range_h
     sample: Sample = sample_h.value
     sample_passes = 1
     if not sample.exact:

@@ -15,7 +15,7 @@ from .._errors import DataError
 from .inputs import log_line
 from .spec import JobSpec
 
-__all__ = ["RunResult", "model_free", "model_based", "method_defaults", "connect", "close", "dashboard",
+__all__ = ["RunResult", "model_free", "first_pass_stats", "model_based", "method_defaults", "connect", "close", "dashboard",
            "dashboard_hint", "unguarded_script", "quiet_logs", "CURRENT_CLIENT"]
 
 
@@ -29,13 +29,16 @@ class RunResult:
         self.phases: list = []  # the model plan's phases, by name
         self.stratification = None  # the model-free stratification (daskpd.Stratification)
         self.state = None  # its merged sums (daskpd.ScanState), kept for incremental runs
+        self.model_state = None  # (layout, partials) of the model-based plan, kept for incremental runs
 
 
-def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats: dict, plan=None) -> None:
+def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats: dict, plan=None,
+               first_pass_cache=None) -> None:
     """The model-free methods in one ``strat_curves_and_importances``.  ``plan`` (an
     incremental :class:`~daskpd.job.incremental.Plan`): in "incremental" mode only its
     new files are scanned, under its stratification, and their sums added to its state;
-    with ``[run] incremental`` the state is kept (``res.state``)."""
+    with ``[run] incremental`` the state is kept (``res.state``).  ``first_pass_cache`` (a
+    :class:`daskpd.FirstPassCache`): pass 1 reads only the files it does not hold."""
     from .._importance import strat_curves_and_importances
 
     want = spec.model_free
@@ -57,14 +60,9 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
     subsample = p_imp["subsample_size"] if 0 < p_imp["subsample_size"] < 1 else 0.75  # unused when bootstrapping
     under = {}
     if plan is not None and plan.mode == "incremental":
-        from .._data.source import open_dataset
-        from .._engine.memory import partition_bytes
-
         strat = plan.stratification
         curve_feats = [f for f in curve_feats if f in strat.features]
-        data = (open_dataset(list(plan.new_files), storage_options=spec.source.storage_options or None,
-                             filters=spec.source.filters or None, partition_bytes=partition_bytes())
-                if plan.new_files else open_dataset(data.frame.iloc[:0] if data.is_pandas else data.frame._meta))  # no new file: no row to scan
+        data = _new_files(spec, data, plan.new_files)
         t0 = time.perf_counter()
         under = {"stratification": strat, "base_state": plan.load_state(), "keep_state": True}
         load_s = time.perf_counter() - t0
@@ -84,6 +82,7 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
             few_slopes=p_num["few_slopes"], max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
             tree_method=spec.tree_method, random_state=spec.random_state, progress=progress,
             skip_unusable=spec.features is None and not under.get("stratification"),  # the default feature set:
+            first_pass_cache=None if under.get("stratification") else first_pass_cache,
             **under)  # constant columns are left out, counted
     res.stratification, res.state = out.stratification, out.state
     phases = {k: round(float(v), 3) for k, v in (getattr(out, "timings", None) or {}).items()}
@@ -105,21 +104,58 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         res.tables["importances"] = out
 
 
+def _new_files(spec: JobSpec, data, files):
+    """The dataset of an incremental run's new ``files`` (no file: no row to scan)."""
+    from .._data.source import open_dataset
+    from .._engine.memory import partition_bytes
+
+    if not files:
+        return open_dataset(data.frame.iloc[:0] if data.is_pandas else data.frame._meta)
+    return open_dataset(list(files), storage_options=spec.source.storage_options or None,
+                        filters=spec.source.filters or None, partition_bytes=partition_bytes())
+
+
+def first_pass_stats(cache, log) -> dict:
+    """The manifest's ``first_pass_cache`` record of a run, and its line on ``log``."""
+    st = cache.stats
+    if st.get("off"):
+        log_line(log, f"daskpd: first-pass cache not used: {st['off']}")
+        return {"used": False, "reason": st["off"]}
+    again = st.get("read_again") or []
+    log_line(log, f"daskpd: first pass: {st['hits']} file(s) from the cache, {st['misses']} read"
+             + (f"; read again, their cached rows stopping above the sample's cutoff: {', '.join(again)}"
+                if again else ""))
+    return {"used": True, "hits": int(st["hits"]), "misses": int(st["misses"]), "read_again": list(again),
+            "bytes": int(st["bytes"]), "path": "cache/firstpass"}
+
+
 def method_defaults(method: str) -> dict:
     from .spec import METHOD_PARAMS
 
     return {k: v.default for k, v in METHOD_PARAMS[method].items()}
 
 
-def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: RunResult) -> None:
-    """Every requested model-based method over the model's input columns, in one merged plan."""
+def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: RunResult, mplan=None) -> None:
+    """Every requested model-based method over the model's input columns, in one merged
+    plan.  ``mplan`` (a :class:`~daskpd.job.model_state.ModelPlan`): in "incremental" mode
+    only its new files are scanned, under its layout, and their partials added to the
+    kept ones; with ``[run] incremental`` the layout and the partials are kept
+    (``res.model_state``)."""
     from ..model._multi import model_methods
 
     methods = {m: dict(spec.params.get(m) or method_defaults(m)) for m in spec.model_based}
+    under = {}
+    if mplan is not None and mplan.mode == "incremental":
+        ddf = _new_files(spec, ddf, mplan.new_files)
+        under = {"layout": mplan.layout, "base_parts": mplan.load_parts()}
     out = model_methods(model, ddf, list(mfeats), methods, target=spec.target, response=spec.model.response,
                         target_class=spec.model.target_class, columns=list(inputs),
                         categorical_features=[c for c in cats if c in inputs] or None,
-                        random_state=spec.random_state, progress=progress)
+                        random_state=spec.random_state, progress=progress, n_trials=spec.model.n_trials,
+                        bootstrap=spec.model.bootstrap, subsample_size=spec.model.subsample_size,
+                        band=spec.model.band, **under)
+    if spec.run.incremental:
+        res.model_state = (out.layout, out.parts)
     for method in spec.model_based:  # the spec's order
         r = out.results[method]
         if method == "pd_variance":

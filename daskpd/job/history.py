@@ -55,7 +55,8 @@ ISO dates).  For every consecutive pair (previous, current) and every curve
     common point and divides their difference at every common point by
     ``sqrt(s_prev^2 + s_cur^2)`` (plus the anchor's spread); ``z`` is the largest,
     ``z_crit`` the Bonferroni critical value of the points at family-wise level
-    ``alpha`` (Student's t with the trials' degrees of freedom), ``drift_sig`` the
+    ``alpha`` (Student's t with the trials' degrees of freedom: ``[importances] n_trials``
+    for StratPD/CatStratPD, ``[model] n_trials`` for the model-based curves), ``drift_sig`` the
     largest local move (``curve_max``'s measure) among the points beyond ``z_crit``;
     ``noise`` the median standard error (a fraction of ``scale``).  Otherwise
     ``"trials"`` (the importance's trial standard deviation: ``noise = sqrt(std_prev**2
@@ -475,9 +476,13 @@ def _dig(d, *keys):
     return d
 
 
-def run_trials(manifest: dict) -> int | None:
-    """The bootstrap trials behind a run's bands (``[importances] n_trials``), None if unknown."""
-    for path in (("spec", "params", "importances", "n_trials"), ("params", "importances", "n_trials")):
+def run_trials(manifest: dict, method: str = "importances") -> int | None:
+    """The bootstrap trials behind a run's bands of ``method``'s curves: ``[importances]
+    n_trials`` for the model-free curves, ``[model] n_trials`` for the model-based ones
+    (and their ``pd_variance`` table); None if unknown."""
+    paths = ((("spec", "params", "importances", "n_trials"), ("params", "importances", "n_trials"))
+             if method in ("importances", *STRATIFIED) else (("spec", "model", "n_trials"),))
+    for path in paths:
         v = _dig(manifest, *path)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             return int(v)
@@ -532,11 +537,11 @@ def compare(prev: Run, cur: Run, threshold: float = 0.1, alpha: float = ALPHA) -
             raw[(tag, m)] = _raw(run.importances, m)
             ranks[(tag, m)] = _ranks(run.importances, m)
             totals[(tag, m)] = float(np.nansum(np.abs(raw[(tag, m)].to_numpy())))
-    trials = [run_trials(prev.manifest), run_trials(cur.manifest)]
-    dof = float(min(trials) - 1) if None not in trials and min(trials) > 1 else None
     empty = pd.Series(dtype=float)
     for method, feature in sorted(keys_prev | keys_cur, key=lambda k: (k[0], k[1])):
         imp_m = IMPORTANCE_FOR.get(method)
+        trials = [run_trials(prev.manifest, method), run_trials(cur.manifest, method)]
+        dof = float(min(trials) - 1) if None not in trials and min(trials) > 1 else None
         ip = shares.get(("prev", imp_m), empty).get(feature, np.nan)
         ic = shares.get(("cur", imp_m), empty).get(feature, np.nan)
         rawp = raw.get(("prev", imp_m), empty).get(feature, np.nan)

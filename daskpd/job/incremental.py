@@ -93,8 +93,6 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list) -> Plan:
 
     if not spec.run.incremental:
         return full("incremental runs are off ([run] incremental = false)")
-    if spec.model_based:
-        return full("model-based methods are recomputed in full")
     if spec.source.is_csv:
         return full("CSV sources are read in full")
     if request.dataset.hive_keys:

@@ -31,6 +31,7 @@ from .._data.request import left_out_note
 from ..results.base import dump_json
 from . import execute, inputs, outputs, store
 from . import incremental as nightly
+from . import model_state
 from .execute import RunResult
 from .inputs import fingerprint, load_model, log_line, open_job_request, prepare_model
 from .outputs import CURVE_COLUMNS, IMPORTANCE_COLUMNS, curves_frame, importances_frame
@@ -48,7 +49,7 @@ DEFAULT_OUTPUT = "daskpd-runs"
 def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.PathLike | None = None,
             run_id: str | None = None, progress: bool = True, security=None, *, n_workers: int | None = None,
             threads_per_worker: int | None = None, out=None, log=None, incremental: bool | None = None,
-            refit: str | None = None) -> Path:
+            refit: str | None = None, first_pass_cache: bool | None = None) -> Path:
     """Run a job; return the path of the finished run directory.
 
     ``scheduler``: an address (``tcp://...``, ``tls://...``) or scheduler file; else
@@ -60,8 +61,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
     re-running an existing id replaces that run atomically.  ``security``: a
     :class:`distributed.Security` (else Dask's ``distributed.comm.tls.*`` config).
     ``out``/``log``: streams for the summary and progress messages (default
-    stdout/stderr; pass ``False`` to silence).  ``incremental`` / ``refit``: override the
-    spec's ``[run]`` keys (docs/jobs.md, "Nightly runs").
+    stdout/stderr; pass ``False`` to silence).  ``incremental`` / ``refit`` /
+    ``first_pass_cache``: override the spec's ``[run]`` keys (docs/jobs.md, "Nightly runs").
 
     Raises :class:`SpecError` / :class:`daskpd.io.DataError` for bad specs or inputs
     (before anything is written), :class:`JobTerminated` on SIGTERM/SIGINT, and
@@ -76,7 +77,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
     timings: dict[str, float] = {}
 
     spec = spec_path_or_spec if isinstance(spec_path_or_spec, JobSpec) else load_spec(spec_path_or_spec)
-    if incremental is not None or refit is not None:
+    if incremental is not None or refit is not None or first_pass_cache is not None:
         import dataclasses
 
         from .spec import REFIT_POLICIES
@@ -85,7 +86,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             raise DataError(f"refit must be one of {', '.join(map(repr, REFIT_POLICIES))}, got {refit!r}")
         spec = dataclasses.replace(spec, run=dataclasses.replace(
             spec.run, **({} if incremental is None else {"incremental": bool(incremental)}),
-            **({} if refit is None else {"refit": refit})))
+            **({} if refit is None else {"refit": refit}),
+            **({} if first_pass_cache is None else {"first_pass_cache": bool(first_pass_cache)})))
     explicit_id = run_id is not None
     if explicit_id:
         try:
@@ -166,14 +168,23 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 if spec.run.incremental:
                     log_line(log, f"daskpd: {plan.mode} run: {plan.reason}")
 
-            reuse = plan is not None and plan.mode == "incremental" and not plan.new_files
+            mplan = None
+            if spec.model_based and spec.run.incremental:  # the model-based part's own plan (model_state)
+                t0 = time.perf_counter()
+                mplan = model_state.plan(spec, job_dir, plan, model_state.model_sha256(spec.model.path),
+                                         model_state.layout_key(spec, model_inputs, model_feats, cats))
+                timings["plan"] = timings.get("plan", 0.0) + time.perf_counter() - t0
+                log_line(log, f"daskpd: model-based methods: {mplan.mode} ({mplan.reason})")
+            reuse = (plan is not None and plan.mode == "incremental" and not plan.new_files
+                     and (mplan is None or mplan.mode == "incremental"))
             if reuse:  # nothing changed since the base run: its results are the results (hard links)
                 writing = (job_dir, tmp, "(no run was written)")
                 t0 = time.perf_counter()
                 manifest = nightly.reuse_run(job_dir / plan.base_run, tmp, {
                     "run_id": run_id, "started_at": started.isoformat(timespec="seconds"),
                     "spec": spec.to_dict(), "spec_toml": spec.spec_text,
-                    "incremental": {**plan.manifest(), "schema": nightly.schema_of(request)}})
+                    "incremental": {**plan.manifest(), "schema": nightly.schema_of(request),
+                                    **({"model": mplan.manifest()} if mplan is not None else {})}})
                 timings["write"] = time.perf_counter() - t0
                 timings["total"] = time.perf_counter() - t_start
                 manifest["finished_at"] = store.now().isoformat(timespec="seconds")
@@ -206,8 +217,13 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                         inputs.damaged_pages_named(spec, data_path, needed):
                     if spec.model_free:
                         t0 = time.perf_counter()
-                        execute.model_free(spec, request.dataset, feats, cats, progress, res, stats, plan)
+                        fp_cache = (store.first_pass_cache(job_dir, stamps)
+                                    if spec.run.first_pass_cache and (plan is None or plan.mode == "full") else None)
+                        execute.model_free(spec, request.dataset, feats, cats, progress, res, stats, plan,
+                                           first_pass_cache=fp_cache)
                         timings["model_free"] = time.perf_counter() - t0
+                        if fp_cache is not None:
+                            stats["first_pass_cache"] = execute.first_pass_stats(fp_cache, log)
                     if stats.get("skipped_features"):
                         skipped = stats["skipped_features"]
                         log_line(log, "daskpd: note: " + left_out_note(f"job {spec.name!r}", skipped,
@@ -216,7 +232,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     if spec.model_based:
                         t0 = time.perf_counter()
                         execute.model_based(spec, request.dataset, model, model_inputs, model_feats, cats, progress,
-                                            res)
+                                            res, mplan)
                         stats["model_phases"] = res.phases
                         timings["model_based"] = time.perf_counter() - t0
 
@@ -225,7 +241,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 t0 = time.perf_counter()
                 curves, imp = outputs.write_tables(tmp, res, {"job": spec.name, "run_id": run_id})
                 if plan is not None:
-                    stats["incremental"] = {**plan.manifest(), "schema": nightly.schema_of(request)}
+                    stats["incremental"] = {**plan.manifest(), "schema": nightly.schema_of(request),
+                                            **({"model": mplan.manifest()} if mplan is not None else {})}
                     if res.stratification is not None:
                         strat = res.stratification
                         stats["stratification"] = {"id": strat.id, "refitted": plan.mode == "full",
@@ -237,6 +254,11 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                         timings["save_state"] = time.perf_counter() - t1
                         stats["state"] = {"path": nightly.STATE_DIR, "bytes": n_bytes,
                                           "sums_bytes": res.state.nbytes, "n_rows": int(res.state.n_rows)}
+                        if res.model_state is not None and mplan is not None:  # next to it: the model-based sums
+                            step = "the model-based state"
+                            m_bytes = model_state.save(tmp, *res.model_state, mplan.sha256, mplan.key)
+                            stats["state"].update(bytes=n_bytes + m_bytes, model_bytes=m_bytes)
+                            timings["save_state"] = time.perf_counter() - t1
                         step = None
                 step = "the plots"
                 plots = outputs.write_plots(res, imp, tmp / "plots", spec) if spec.output.plots else []

@@ -44,7 +44,7 @@ __all__ = [
 #: job names and run ids: these characters only, and never ``..``
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 #: run ids that would collide with the bookkeeping entries of a job directory
-RESERVED_NAMES = {"latest", "LATEST", "history", ".cache"}
+RESERVED_NAMES = {"latest", "LATEST", "history", ".cache", "cache"}
 
 MODEL_FREE_METHODS = ("stratpd", "catstratpd", "importances")
 MODEL_METHODS = ("partial_dependence", "ice", "ale", "marginal", "pd_variance")
@@ -219,6 +219,7 @@ _RUN = {
     "incremental": _Key(_bool, False),
     "refit": _Key(_choice(REFIT_POLICIES), "always"),
     "refit_share": _Key(_share, 0.1),
+    "first_pass_cache": _Key(_bool, False),
 }
 
 _SOURCE = {
@@ -305,6 +306,10 @@ class ModelSpec:
     columns: tuple[str, ...] | None  # the model's input columns, when it does not record them
     response: str
     target_class: str | int | None
+    n_trials: int = 1  # > 1: bootstrap trials of every model-based method, in the same pass
+    bootstrap: bool = True
+    subsample_size: float = 0.75
+    band: tuple[float, float] = (0.05, 0.95)
 
 
 @dataclass(frozen=True)
@@ -328,6 +333,7 @@ class RunSpec:
     incremental: bool = False  # reuse the previous run's stratification and sums; scan only appended files
     refit: str = "always"  # "always" | "never" | "auto" (refit past refit_share of appended rows)
     refit_share: float = 0.1  # auto: refit once the rows appended since the fit exceed this share of its rows
+    first_pass_cache: bool = False  # keep pass 1 per file (JOB/cache/firstpass): a rerun reads only unseen files in it
 
 
 @dataclass(frozen=True)
@@ -526,7 +532,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
     # run
     r = _validate_table(top.get("run") or {}, _RUN, "run.", errors)
     run = RunSpec(incremental=r.get("incremental", False), refit=r.get("refit", "always"),
-                  refit_share=r.get("refit_share", 0.1))
+                  refit_share=r.get("refit_share", 0.1), first_pass_cache=r.get("first_pass_cache", False))
 
     # model
     model = None
@@ -552,11 +558,17 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
             model = ModelSpec(path=mpath, format=fmt or "auto", trust_model=mt.get("trust_model", False),
                               trusted_types=mt.get("trusted_types", ()), features=mt.get("features"),
                               columns=mt.get("columns"), response=mt.get("response", "auto"),
-                              target_class=mt.get("target_class"))
+                              target_class=mt.get("target_class"), n_trials=mt.get("n_trials", 1),
+                              bootstrap=mt.get("bootstrap", True), subsample_size=mt.get("subsample_size", 0.75),
+                              band=tuple(mt.get("band", (0.05, 0.95))))
     needs_model = [m for m in methods if m in MODEL_METHODS]
     if needs_model and model is None and "model" not in top_raw:
         errors.append(f"key 'methods': {', '.join(needs_model)} need{'s' if len(needs_model) == 1 else ''} a model; "
                       "add a [model] table with the model's path")
+    if (model is not None and model.n_trials > 1 and "partial_dependence" in methods
+            and params.get("partial_dependence", {}).get("method") == "recursion"):
+        errors.append("key 'partial_dependence.method': \"recursion\" reads no rows, so it has no bootstrap trials; "
+                      "with model.n_trials > 1 use \"brute\" or \"auto\"")
     if model is not None and not needs_model and "methods" in top_raw:
         errors.append("table [model] is given but 'methods' lists no model-based method (one of "
                       + ", ".join(MODEL_METHODS) + ")")

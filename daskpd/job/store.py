@@ -5,6 +5,7 @@ Layout of a job directory::
     OUTPUT/JOB_NAME/
         RUN_ID/                 one complete run (never a partial one)
         latest -> RUN_ID        symlink (a LATEST text file where symlinks are unavailable)
+        cache/firstpass/        ([run] first_pass_cache) pass 1 per input file (daskpd._strat.firstpass)
         .RUN_ID.tmp-PID/        only while a run is in progress
 
 Atomicity: a run is written into ``.RUN_ID.tmp-PID`` and renamed to ``RUN_ID`` at the
@@ -36,7 +37,10 @@ from ..results.base import OUTPUT_FAULTS, OutputError, atomic_path
 
 __all__ = ["JobTerminated", "now", "default_run_id", "pid_alive", "rmtree", "clean_stale", "list_runs", "commit",
            "update_latest", "prune", "signals_raise", "signals_blocked", "safe_name", "sha256_file", "TMP_RE",
-           "check_free_space", "OutputError", "output_fault"]
+           "check_free_space", "OutputError", "output_fault", "FIRST_PASS_DIR", "first_pass_cache"]
+
+#: the job directory's sub-directory holding pass 1 per input file ([run] first_pass_cache)
+FIRST_PASS_DIR = "cache/firstpass"
 
 #: hidden directories of runs in progress (``tmp``) or being replaced (``old``)
 TMP_RE = re.compile(r"^\.(?P<run>.+)\.(?:tmp|old)-(?P<pid>\d+)$")
@@ -49,6 +53,15 @@ class JobTerminated(BaseException):
         self.signum = signum
         super().__init__(f"terminated by signal {signal.Signals(signum).name}")
 
+
+
+def first_pass_cache(job_dir: Path, stamps: list):
+    """The job's :class:`daskpd.FirstPassCache` (``JOB/cache/firstpass``), keyed by the
+    input files' stamps (``inputs.file_stamps``: path, size, and modification time / ETag
+    or the bytes' hash)."""
+    from .._strat.firstpass import FirstPassCache
+
+    return FirstPassCache(Path(job_dir) / FIRST_PASS_DIR, {f["path"]: (f["size"], f["stamp"]) for f in stamps})
 
 
 def now() -> _dt.datetime:

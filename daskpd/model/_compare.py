@@ -16,6 +16,7 @@ methods disagree on, are untouched.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,12 +31,14 @@ from ..results import Result
 from .._stratpd import stratpd as run_stratpd
 from .._engine.stats import summarize
 from ._grids import pd_grid, pd_grid_plan
-from ._passes import Plan, run_jobs
+from ..results.curves import DEFAULT_BAND, trial_band
+from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 from ._ale import ALEJob, ale_specs, finish_ale
-from ._fpd import PDJob, PDResult, engine_of
+from ._fpd import PDJob, pd_results
 from ._marginal import MarginalJob, finish_marginal, marginal_ranks, marginal_spec
+from ._variance import finish_pd_variance, importance_of
 
 __all__ = ["compare", "ComparisonResult"]
 
@@ -79,7 +82,10 @@ class ComparisonResult(Result):
 
     ``curves``   {name: (x, y)} as computed (names: "StratPD", "FPD", "ALE",
                  "marginal (y)", "marginal (prediction)", plus any user curves)
-    ``results``  {name: the underlying result object}
+    ``results``  {name: the underlying result object}; ``results["pd_variance"]`` is the
+                 feature's PD-variance importance (:func:`daskpd.pd_variance` on FPD's
+                 grid, from the same pass), with ``importance_std`` / ``_lo`` / ``_hi``
+                 when ``n_trials`` > 1
     """
 
     feature: str
@@ -108,6 +114,45 @@ class ComparisonResult(Result):
         return {"method": "comparison", "feature": self.feature, "target": self.target,
                 "curves": list(self.curves), "params": self.params}
 
+    def measures(self) -> pd.DataFrame:
+        """One row per curve: ``method`` and ``pd_variance``, the spread of the curve over
+        its positions (Greenwell et al.'s flatness: the standard deviation, ddof=1, of
+        its finite values; the FPD row is :func:`daskpd.pd_variance`'s importance of the
+        feature on the same grid).  With bootstrap trials (``n_trials`` > 1) the curves
+        that have them (FPD, ALE, the marginal plot's mean of y, else of the prediction,
+        and StratPD run with ``stratpd_kwargs={"n_trials": T}``) add
+        ``pd_variance_std``, ``pd_variance_lo``, ``pd_variance_hi``: the standard
+        deviation (ddof=1) and ``band`` percentiles of the trials' spreads (NaN for the
+        curves without trials)."""
+        band = tuple(self.params.get("band", DEFAULT_BAND))
+        rows = []
+        for name, (x, y) in self.curves.items():
+            x, y = np.asarray(x, dtype="float64"), np.asarray(y, dtype="float64")
+            ok = np.isfinite(x) & np.isfinite(y)
+            row = {"method": name, "pd_variance": float(importance_of(y[ok], "numeric")) if ok.sum() > 1 else np.nan}
+            tr = self._trials_of(name)
+            if tr is not None and tr.shape[-1] == len(y):
+                with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    spread = np.nanstd(tr[:, ok], axis=1, ddof=1)
+                b = trial_band(spread[:, None], band)
+                row.update({"pd_variance_std": float(b["std"][0]), "pd_variance_lo": float(b["lo"][0]),
+                            "pd_variance_hi": float(b["hi"][0])})
+            rows.append(row)
+        cols = ["method", "pd_variance"]
+        if any("pd_variance_std" in r for r in rows):
+            cols += ["pd_variance_std", "pd_variance_lo", "pd_variance_hi"]
+        return pd.DataFrame(rows, columns=cols)
+
+    def _trials_of(self, name):
+        """The trial curves behind curve ``name`` (None without trials)."""
+        r = self.results.get("marginal" if name.startswith("marginal") else name)
+        if name.startswith("marginal"):  # the trials are of the bins' mean of y (else of the prediction)
+            if r is None or name != ("marginal (y)" if self.target is not None else "marginal (prediction)"):
+                return None
+        T = getattr(r, "trials_pd", None)
+        return None if T is None else np.asarray(T, dtype="float64")
+
     def plot(self, ax=None, align="left", **kwargs):
         from ..plotting.model import plot_comparison
 
@@ -133,6 +178,7 @@ def _curve_of(obj, name):
     "bins": [POSITIVE_INT],
     "stratpd_kwargs": [dict, None],
     "batch_rows": [POSITIVE_INT],
+    **TRIAL_CONSTRAINTS,
 })
 def compare(
     model,
@@ -154,6 +200,11 @@ def compare(
     progress=None,
     storage_options=None,
     filters=None,
+    n_trials: int = 1,
+    bootstrap: bool = True,
+    subsample_size: float = 0.75,
+    band=(0.05, 0.95),
+    random_state: int = 0,
 ) -> ComparisonResult:
     """StratPD, FPD, ALE and marginal curves of numeric ``feature``, for one overlaid figure.
 
@@ -181,6 +232,13 @@ def compare(
         As :func:`daskpd.partial_dependence` (weights apply to FPD, ALE and marginal).
     stratpd_kwargs : dict, optional
         Extra arguments of :func:`daskpd.stratpd` (e.g. ``min_samples_leaf``).
+    n_trials, bootstrap, subsample_size, band, random_state
+        T > 1 bootstrap trials in the same pass (as :func:`daskpd.partial_dependence`):
+        FPD, ALE and the marginal plot carry their bands (``results``), and
+        :meth:`ComparisonResult.measures` the ``pd_variance_std`` / ``_lo`` / ``_hi``
+        of every curve's spread; ``results["pd_variance"]`` is
+        :func:`daskpd.pd_variance`'s result for the feature (``importance_std``,
+        ``importance_lo``, ``importance_hi`` in its ``to_frame()``).
 
     Returns
     -------
@@ -224,16 +282,15 @@ def compare(
     mspec = marginal_spec(feature, "numeric", s, bins, "quantile", stats.get(feature, {}))
     pred = run.predictor
     jobs = [PDJob([((feature,), [grid])], run.kinds), ALEJob(specs), MarginalJob([mspec], target, True)]
-    plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows)
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
+    plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
     (pdp, alep, mp), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-compare")
-    if pdp.wsum <= 0:
-        raise DataError("data has no rows" if pdp.n_rows == 0 else "the sample weights sum to 0")
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "bins": bins,
-              "sample_weight": run.weight, "model": pred.describe()}
-    fpd = PDResult(features=(feature,), grid_values=[grid], average=pdp.sums[0] / pdp.wsum, kinds=("numeric",),
-                   method="brute", engine=engine_of(pred, (feature,), run.kinds),
-                   response=pred.response, target_class=pred.target_class, n_rows=pdp.n_rows,
-                   weight_sum=pdp.wsum, params=params)
+              "sample_weight": run.weight, "model": pred.describe(), **trial_params(trials, band)}
+    item = (feature,)
+    fpd = pd_results([item], {feature: grid}, run.kinds, pred, pdp, params)[item]  # raises on no rows
+    pdv = (finish_pd_variance("importance", [item], {item: fpd}, run.kinds, pred, pdp.n_rows, params)
+           if len(grid) > 1 else None)  # a single grid value has no spread
     ale_res = finish_ale(specs[0], alep.feats[feature], pred, params)
     marg = finish_marginal(mspec, mp.feats[feature], target=target, response=pred.response, binning="quantile",
                            params=params)
@@ -249,6 +306,8 @@ def compare(
         results["StratPD"] = sp
     out_curves["FPD"] = (fpd.grid_values[0], fpd.average)
     results["FPD"] = fpd
+    if pdv is not None:
+        results["pd_variance"] = pdv
     out_curves["ALE"] = (ale_res.x, ale_res.ale)
     results["ALE"] = ale_res
     if target is not None:

@@ -29,7 +29,7 @@ from ._fpd import PDJob, engine_notice, known_rows, partial_dependence, pd_resul
 from ._grids import pd_grid, pd_grid_plan
 from ._ice import ICEJob, finish_ice, ice
 from ._marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
-from ._passes import Plan, run_jobs
+from ._passes import Plan, Trials, run_jobs, trial_params
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import open_model_data, prepare_model_run
 from ._variance import finish_pd_variance, pd_variance
@@ -67,6 +67,25 @@ class MethodsRun:
 
     results: dict
     phases: list = field(default_factory=list)
+    layout: "Layout | None" = None  # what fixed the sums (to run the same plan again on more rows)
+    parts: list = field(default_factory=list)  # the pass's merged partials (with ``base_parts``: their sum)
+
+
+@dataclass
+class Layout:
+    """What fixes a merged plan's sums, given the model and the methods' parameters:
+    every grid (``{(grid_resolution, percentiles): {feature: grid}}``), ALE's bin edges /
+    level orders and where each order came from, the marginal plot's bins, and partial
+    dependence's resolved method.  Given a layout, the pass's partials are sums over the
+    rows (ICE's sampled lines: the rows of smallest seeded hash), so the partials of two
+    sets of rows add up to those of their union (:func:`model_methods`' ``base_parts``)."""
+
+    features: list
+    grids: dict
+    ale: list | None = None
+    ale_sources: dict | None = None
+    marginal: list | None = None
+    pd_method: str = "brute"
 
 
 def _grid_key(method: str, p: dict):
@@ -78,13 +97,27 @@ def _grid_key(method: str, p: dict):
 
 def model_methods(model, data, features, methods: dict, *, target: str | None = None, response: str = "auto",
                   target_class=None, columns=None, categorical_features=None, random_state: int = 0,
-                  batch_rows: int = DEFAULT_BATCH_ROWS, progress=None) -> MethodsRun:
+                  batch_rows: int = DEFAULT_BATCH_ROWS, progress=None, n_trials: int = 1, bootstrap: bool = True,
+                  subsample_size: float = 0.75, band=(0.05, 0.95), layout: Layout | None = None,
+                  base_parts: list | None = None) -> MethodsRun:
     """Run ``methods`` (``{method: {parameter: value}}``, parameters as the public
     functions') for ``features`` in one merged plan (see the module docstring).
 
     ``target`` is the marginal plot's response column (else it plots the prediction
-    only); ``random_state`` seeds ICE's line sample.  Parameters are taken as valid (the
-    job spec validated them against the public functions' constraints).
+    only); ``random_state`` seeds ICE's line sample and the trials.  ``n_trials`` > 1:
+    every method's bootstrap trials ride the one pass (the public functions' ``n_trials``,
+    ``bootstrap``, ``subsample_size``, ``band``: the same weights for every method), so
+    every curve carries its band and pd_variance its ``importance_std`` / ``_lo`` /
+    ``_hi``; partial dependence's ``method="auto"`` is then brute force.  Parameters are
+    taken as valid (the job spec validated them against the public functions'
+    constraints).
+
+    ``layout`` (a :class:`Layout` from an earlier call with the same model, features and
+    parameters): its grids and bins are used as they are (no summary or quantile pass:
+    the only pass is the methods' one), and ``base_parts`` (that call's ``parts``) are
+    added to this pass's partials, so the results are those of the earlier rows and
+    these together, under the earlier grids.  The result's ``layout`` and ``parts`` are
+    what a later call takes.
     """
     unknown = [m for m in methods if m not in MODEL_METHODS]
     if unknown:
@@ -102,10 +135,112 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     phases: list[str] = []
     items = [(f,) for f in feats]
 
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
+    tparams = trial_params(trials, band)
+    sets = 1 if trials is None else 1 + trials.n
     pd_method = "brute"
-    if "partial_dependence" in params:
+    if "partial_dependence" in params and trials is not None:
+        if params["partial_dependence"]["method"] == "recursion":
+            raise DataError("partial_dependence: n_trials > 1 re-weights the rows of data; method='recursion' "
+                            "reads no rows (use method='brute' or 'auto')")
+    elif "partial_dependence" in params:
         pd_method = resolve_pd_method(params["partial_dependence"]["method"], pred, kinds, items, run.weight)
 
+    if layout is not None:
+        if list(layout.features) != feats:
+            raise ValueError(f"the layout is of features {layout.features}, not {feats}")
+        grids, ale_specs_, sources, mspecs = layout.grids, layout.ale, layout.ale_sources, layout.marginal
+        pd_method = layout.pd_method
+    else:
+        grids, ale_specs_, sources, mspecs = _layout(run, feats, params, target, with_target, progress, phases)
+    mp = params.get("marginal")
+
+    # 3. the jobs, one pass
+    jobs, finish, labels = [], [], []
+    if "partial_dependence" in params:
+        p = params["partial_dependence"]
+        g = grids[_grid_key("partial_dependence", p)]
+        meta = {"grid_resolution": p["grid_resolution"], "percentiles": list(p["percentiles"]), "custom_grid": [],
+                "sample_weight": None, "model": pred.describe(), **tparams}
+        if pd_method == "brute":
+            meta["engine"], lab = engine_notice("partial_dependence", pred, items, g, kinds, known_rows(run.dataset),
+                                                model=model, sets=sets)
+            labels.append(lab)
+            job = PDJob([(it, [g[it[0]]]) for it in items], kinds)
+            jobs.append(job)
+            finish.append(("partial_dependence", lambda part, g=g, meta=meta: {
+                it[0]: r for it, r in pd_results(items, g, kinds, pred, part, meta).items()}))
+        else:
+            finish.append(("partial_dependence", lambda part, g=g, meta=meta: {
+                it[0]: r for it, r in pd_results(items, g, kinds, pred, None, meta).items()}))
+    if "ice" in params:
+        p = params["ice"]
+        g = grids[_grid_key("ice", p)]
+        meta = {"grid_resolution": p["grid_resolution"], "percentiles": list(p["percentiles"]),
+                "n_lines": p["n_lines"], "random_state": random_state, "sample_weight": None,
+                "model": pred.describe(), "custom_grid": False, "id_columns": [], **tparams}
+        for f in feats:
+            job = ICEJob(f, g[f], kinds, p["n_lines"], random_state)
+            jobs.append(job)
+            finish.append((("ice", f), lambda part, job=job, meta=meta, p=p: finish_ice(
+                job, part, pred, centered=p["centered"], params=meta)))
+    if "ale" in params:
+        meta = {"bins": params["ale"]["bins"], "sample_weight": None, "model": pred.describe(), **tparams}
+        jobs.append(ALEJob(ale_specs_))
+        finish.append(("ale", lambda part, meta=meta: {
+            sp.feature: finish_ale(sp, part.feats[sp.feature], pred, meta, sources.get(sp.feature))
+            for sp in ale_specs_}))
+    if mp is not None:
+        meta = {"bins": mp["bins"], "sample_weight": None, "model": pred.describe(), **tparams}
+        jobs.append(MarginalJob(mspecs, target if with_target else None, True))
+        finish.append(("marginal", lambda part, meta=meta: _finish_marginals(mspecs, part, target, pred, mp, meta)))
+    if "pd_variance" in params:
+        p = params["pd_variance"]
+        key = _grid_key("pd_variance", p)
+        g = grids[key]
+        for f in feats:
+            if len(g[f]) < 2:
+                raise DataError(f"feature {f!r} has a single grid value (a constant column); its PD variance is "
+                                "undefined")
+        meta = {"grid_resolution": key[0], "percentiles": list(p["percentiles"]), "sample_weight": None,
+                "model": pred.describe(), "custom_grid": [], **tparams}
+        meta["engine"], lab = engine_notice("pd_variance", pred, items, g, kinds, known_rows(run.dataset),
+                                            model=model, sets=sets)
+        labels.append(lab)
+        jobs.append(PDJob([(it, [g[it[0]]]) for it in items], kinds))
+        finish.append(("pd_variance", lambda part, g=g, meta=meta: finish_pd_variance(
+            "importance", items, pd_results(items, g, kinds, pred, part, meta), kinds, pred, part.n_rows, meta)))
+    parts = []
+    if jobs:
+        plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
+        with stage_label(" | ".join(labels) or None):
+            parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-model-methods")
+        phases.append("model")
+        if base_parts is not None:  # the earlier rows' partials: the same jobs, summed
+            if len(base_parts) != len(parts):
+                raise ValueError(f"base_parts holds {len(base_parts)} partials; this plan makes {len(parts)}")
+            parts = [type(b).combine([b, p]) for b, p in zip(base_parts, parts)]
+
+    # 4. each method's finisher
+    results: dict = {}
+    it_parts = iter(parts)
+    for name, fin in finish:
+        brute_free = name == "partial_dependence" and pd_method != "brute"
+        part = None if brute_free else next(it_parts)
+        out = fin(part)
+        if isinstance(name, tuple):
+            results.setdefault(name[0], {})[name[1]] = out
+        else:
+            results[name] = out
+    ordered = {m: results[m] for m in MODEL_METHODS if m in results}
+    return MethodsRun(ordered, phases, Layout(feats, grids, ale_specs_, sources, mspecs, pd_method), parts)
+
+
+def _layout(run, feats, params, target, with_target, progress, phases):
+    """Passes 1 and 2 (and 3): the summary, the grids' and bins' order statistics, ALE's
+    level order, the marginal plot's own bins; returns (grids, ALE specs, ALE order
+    sources, marginal specs)."""
+    kinds = run.kinds
     # 1. one summary pass (ALE may need the other model inputs too)
     want = {f: kinds[f] for f in feats}
     if "ale" in params:
@@ -154,42 +289,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     for key, plans in grid_plans.items():
         grids[key] = {f: (pd_grid(f, stats[f], pl, key[0]) if isinstance(pl, tuple) else pl)
                       for f, pl in plans.items()}
-
-    # 3. the jobs, one pass
-    jobs, finish, labels = [], [], []
-    if "partial_dependence" in params:
-        p = params["partial_dependence"]
-        g = grids[_grid_key("partial_dependence", p)]
-        meta = {"grid_resolution": p["grid_resolution"], "percentiles": list(p["percentiles"]), "custom_grid": [],
-                "sample_weight": None, "model": pred.describe()}
-        if pd_method == "brute":
-            meta["engine"], lab = engine_notice("partial_dependence", pred, items, g, kinds, known_rows(run.dataset),
-                                                model=model)
-            labels.append(lab)
-            job = PDJob([(it, [g[it[0]]]) for it in items], kinds)
-            jobs.append(job)
-            finish.append(("partial_dependence", lambda part, g=g, meta=meta: {
-                it[0]: r for it, r in pd_results(items, g, kinds, pred, part, meta).items()}))
-        else:
-            finish.append(("partial_dependence", lambda part, g=g, meta=meta: {
-                it[0]: r for it, r in pd_results(items, g, kinds, pred, None, meta).items()}))
-    if "ice" in params:
-        p = params["ice"]
-        g = grids[_grid_key("ice", p)]
-        meta = {"grid_resolution": p["grid_resolution"], "percentiles": list(p["percentiles"]),
-                "n_lines": p["n_lines"], "random_state": random_state, "sample_weight": None,
-                "model": pred.describe(), "custom_grid": False, "id_columns": []}
-        for f in feats:
-            job = ICEJob(f, g[f], kinds, p["n_lines"], random_state)
-            jobs.append(job)
-            finish.append((("ice", f), lambda part, job=job, meta=meta, p=p: finish_ice(
-                job, part, pred, centered=p["centered"], params=meta)))
-    if "ale" in params:
-        meta = {"bins": params["ale"]["bins"], "sample_weight": None, "model": pred.describe()}
-        jobs.append(ALEJob(ale_specs_))
-        finish.append(("ale", lambda part, meta=meta: {
-            sp.feature: finish_ale(sp, part.feats[sp.feature], pred, meta, sources.get(sp.feature))
-            for sp in ale_specs_}))
+    mspecs = None
     if mp is not None:
         msums, mstats = sums, stats
         if marginal_own:
@@ -202,45 +302,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
             phases.append("marginal bins")
         mspecs = [marginal_spec(f, kinds[f], msums[f], mp["bins"], mp["binning"], mstats.get(f, {}))
                   for f in feats]
-        meta = {"bins": mp["bins"], "sample_weight": None, "model": pred.describe()}
-        jobs.append(MarginalJob(mspecs, target if with_target else None, True))
-        finish.append(("marginal", lambda part, meta=meta: _finish_marginals(mspecs, part, target, pred, mp, meta)))
-    if "pd_variance" in params:
-        p = params["pd_variance"]
-        key = _grid_key("pd_variance", p)
-        g = grids[key]
-        for f in feats:
-            if len(g[f]) < 2:
-                raise DataError(f"feature {f!r} has a single grid value (a constant column); its PD variance is "
-                                "undefined")
-        meta = {"grid_resolution": key[0], "percentiles": list(p["percentiles"]), "sample_weight": None,
-                "model": pred.describe(), "custom_grid": []}
-        meta["engine"], lab = engine_notice("pd_variance", pred, items, g, kinds, known_rows(run.dataset),
-                                            model=model)
-        labels.append(lab)
-        jobs.append(PDJob([(it, [g[it[0]]]) for it in items], kinds))
-        finish.append(("pd_variance", lambda part, g=g, meta=meta: finish_pd_variance(
-            "importance", items, pd_results(items, g, kinds, pred, part, meta), kinds, pred, part.n_rows, meta)))
-    parts = []
-    if jobs:
-        plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows)
-        with stage_label(" | ".join(labels) or None):
-            parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-model-methods")
-        phases.append("model")
-
-    # 4. each method's finisher
-    results: dict = {}
-    it_parts = iter(parts)
-    for name, fin in finish:
-        brute_free = name == "partial_dependence" and pd_method != "brute"
-        part = None if brute_free else next(it_parts)
-        out = fin(part)
-        if isinstance(name, tuple):
-            results.setdefault(name[0], {})[name[1]] = out
-        else:
-            results[name] = out
-    ordered = {m: results[m] for m in MODEL_METHODS if m in results}
-    return MethodsRun(ordered, phases)
+    return grids, ale_specs_, sources, mspecs
 
 
 def _finish_marginals(mspecs, part, target, pred, mp, meta) -> dict:

@@ -129,8 +129,10 @@ def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", le
 
 
 def plot_ice(res, ax=None, *, max_lines: int | None = None, line_color="#7a8fa6", alpha: float = 0.3,
-             color="#c0392b", show_pd: bool = True, title=None, target=None):
-    """The sampled ICE curves (thin) and the PD (thick)."""
+             color="#c0392b", show_pd: bool = True, title=None, target=None, show_band: bool = True,
+             show_trials: bool = False):
+    """The sampled ICE curves (thin) and the PD (thick); with trials (``n_trials > 1``)
+    the PD's band (``show_band``) and every trial's PD (``show_trials``)."""
     ax = get_axes(ax, figsize=_size(res.kind == "categorical"))
     lines = res.lines if max_lines is None else res.lines[:max_lines]
     cat = res.kind == "categorical"
@@ -144,6 +146,10 @@ def plot_ice(res, ax=None, *, max_lines: int | None = None, line_color="#7a8fa6"
         ax.autoscale_view()
     if show_pd:
         ax.plot(x, res.pd, "-", color=color, lw=2.5, label="PD (all rows)")
+        if cat and (show_band or show_trials):
+            draw_band_bars(ax, res, x, color=color, show_trials=show_trials)
+        elif not cat:
+            draw_band(ax, res, x, color=color, show_band=show_band, show_trials=show_trials)
     hidden = label_categories(ax, x, _labels(res.grid)) if cat else 0
     ax.set_xlabel(res.feature + unnamed_note(hidden))
     ax.set_ylabel(_ylabel(res, "centred ICE" if res.centered else "ICE", target=target))
@@ -218,8 +224,11 @@ def plot_ale2d(res, ax=None, *, kind: str = "contour", cmap="RdBu_r", levels: in
     return ax
 
 
-def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=None, target=None):
-    """Mean per bin with a +-1 std band: of the target and/or of the prediction."""
+def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=None, target=None,
+                  show_band: bool = True):
+    """Mean per bin with a +-1 std band: of the target and/or of the prediction; with
+    trials (``n_trials > 1``) the bootstrap interval of the bin means the trials are of
+    (the target's, else the prediction's) as bars (``show_band``)."""
     if show not in ("both", "y", "prediction"):
         raise ValueError(f"show must be 'both', 'y' or 'prediction'; got {show!r}")
     cat = res.kind == "categorical"
@@ -235,6 +244,8 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
                 ms=3, label=label)
         if band:
             ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.15, lw=0)
+        if show_band and key == ("y" if res.y_mean is not None else "prediction"):
+            draw_band_bars(ax, res, x, color=color)
         drew = True
     if not drew:
         raise ValueError(f"nothing to plot: the result has no {show!r} curve")

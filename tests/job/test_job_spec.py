@@ -412,3 +412,19 @@ def test_few_slopes_is_a_spec_key(tmp_path):
                  '[stratpd]\nfew_slopes = "carry"\n')
     with pytest.raises(Exception, match="few_slopes"):
         load_spec(p, check_files=False)
+
+
+def test_model_trials_keys(tmp_path):
+    """[model] n_trials / bootstrap / subsample_size / band: the functions' names and checks;
+    recursion (which reads no rows) cannot have trials."""
+    (tmp_path / "m.skops").write_bytes(b"x")
+    text = MINIMAL.replace('target = "y"', 'target = "y"\nmethods = ["partial_dependence", "ale"]') + \
+        '[model]\npath = "m.skops"\nn_trials = 20\nbootstrap = false\nsubsample_size = 0.5\nband = [0.1, 0.9]\n'
+    spec = load_spec(write(tmp_path, text))
+    m = spec.model
+    assert (m.n_trials, m.bootstrap, m.subsample_size, m.band) == (20, False, 0.5, (0.1, 0.9))
+    assert load_spec(write(tmp_path, MINIMAL + '[model]\npath = "m.skops"\n')).model.n_trials == 1
+    errs = errors_of(tmp_path, text.replace("n_trials = 20", "n_trials = 0"))
+    assert len(errs) == 1 and errs[0] == "key 'model.n_trials': expected an integer >= 1, got integer 0", errs
+    errs = errors_of(tmp_path, text + '[partial_dependence]\nmethod = "recursion"\n')
+    assert len(errs) == 1 and "recursion" in errs[0] and "model.n_trials" in errs[0], errs

@@ -185,10 +185,15 @@ def test_model_plots_draw_the_band(df):
 
     r = daskpd.partial_dependence(model, df, "x1", grid=GRID, n_trials=5, progress=False)
     a = daskpd.ale(model, df, "x1", bins=8, n_trials=5, progress=False)
-    for res in (r, a):
+    ice = daskpd.ice(model, df, "x1", grid=GRID["x1"], n_lines=3, n_trials=5, progress=False)
+    for res in (r, a, ice):
         ax = res.plot(show_trials=True)
         assert any(isinstance(h, PolyCollection) and "90% band (5 trials)" in h.get_label() for h in ax.collections)
         assert sum(line.get_label() == "trials" for line in ax.lines) == 1 and len(ax.lines) >= 6
+    # the marginal plot: the bin means' interval as bars (its shading is the rows' spread)
+    d = df.assign(y=model(df))
+    ax = daskpd.marginal(d, "x1", target="y", bins=5, n_trials=5, progress=False).plot()
+    assert "90% band (5 trials)" in [c.get_label() for c in ax.collections]
     plt.close("all")
 
 

@@ -360,3 +360,33 @@ def test_every_result_writes_parquet_with_its_metadata(tmp_path, add_data):
     assert list(f2.columns) == ["feature", "kind", "x", "pd", "count", "supported", "n_rows", "feature_2", "kind_2",
                                 "category_2"]
     np.testing.assert_array_equal(f2.pd, results["pd2"].average.reshape(-1))
+
+
+def test_comparison_bands_and_pd_variance():
+    """n_trials > 1: FPD, ALE and the marginal plot carry their bands from the one pass;
+    the feature's PD variance is pd_variance's (band columns included), and measures()
+    gives every curve's spread with the spread of its trials."""
+    rng = np.random.default_rng(8)
+    n = 1_500
+    df = pd.DataFrame({"x1": rng.uniform(0, 3, n), "x2": rng.uniform(0, 3, n)})
+    df["y"] = df.x1 * df.x2 + rng.normal(0, 0.1, n)
+    m = LinearRegression().fit(df[["x1", "x2"]], df.y)
+    kw = {"columns": ["x1", "x2"], "grid_resolution": 9, "progress": False}
+    plain = compare(m, df, "x1", target="y", stratpd=False, **kw)
+    assert list(plain.measures().columns) == ["method", "pd_variance"]
+    res = compare(m, df, "x1", target="y", stratpd=False, n_trials=12, random_state=3, **kw)
+    np.testing.assert_allclose(res.curves["FPD"][1], plain.curves["FPD"][1], rtol=1e-12)
+    for name in ("FPD", "ALE", "marginal"):
+        assert res.results[name].trials_pd.shape[0] == 12, name
+    want = daskpd.pd_variance(m, df, ["x1"], n_trials=12, random_state=3, **kw).to_frame()
+    got = res.results["pd_variance"].to_frame()
+    assert {"importance_std", "importance_lo", "importance_hi"} <= set(got.columns)
+    pd.testing.assert_frame_equal(got, want, rtol=1e-12, atol=1e-12)
+    meas = res.measures().set_index("method")
+    assert list(meas.columns) == ["pd_variance", "pd_variance_std", "pd_variance_lo", "pd_variance_hi"]
+    assert meas.loc["FPD", "pd_variance"] == pytest.approx(got["importance"].iloc[0], rel=1e-12)
+    assert meas.loc["FPD", "pd_variance_std"] == pytest.approx(got["importance_std"].iloc[0], rel=1e-9)
+    assert np.isfinite(meas.loc[["ALE", "marginal (y)"], "pd_variance_std"]).all()
+    assert np.isnan(meas.loc["marginal (prediction)", "pd_variance_std"])  # its trials are those of y's means
+    lo, hi = meas.loc["FPD", ["pd_variance_lo", "pd_variance_hi"]]
+    assert lo <= meas.loc["FPD", "pd_variance"] <= hi

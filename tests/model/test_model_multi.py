@@ -129,3 +129,60 @@ def test_missing_targets_give_the_marginal_plot_its_own_bins(data):
     for f in FEATURES:
         _same(run.results["marginal"][f], mar[f])
         _same(run.results["ale"][f], ale[f])
+
+
+def test_trials_ride_the_merged_plan_as_in_the_public_functions(data):
+    """n_trials > 1: every method's bands from the one pass equal each public function's
+    own trials (same weights from the row hash, same finishers)."""
+    ddf, model = data
+    cols = ["a", "b", "c", "d"]
+    tr = {"n_trials": 4, "random_state": 4}
+    out = model_methods(model, ddf, FEATURES, METHODS, target="y", columns=cols, **tr).results
+    p = METHODS
+    pdp = daskpd.partial_dependence(model, ddf, FEATURES, columns=cols, **p["partial_dependence"], **tr)
+    ale = daskpd.ale(model, ddf, FEATURES, columns=cols, **p["ale"], **tr)
+    mar = daskpd.marginal(ddf, FEATURES, target="y", model=model, columns=cols, **p["marginal"], **tr)
+    var = daskpd.pd_variance(model, ddf, FEATURES, columns=cols, **p["pd_variance"], **tr)
+    ice = daskpd.ice(model, ddf, "b", columns=cols, **p["ice"], **tr)
+    for got, want in ((out["partial_dependence"]["a"], pdp["a"]), (out["ale"]["c"], ale["c"]),
+                      (out["marginal"]["b"], mar["b"]), (out["ice"]["b"], ice)):
+        assert got.trials_pd.shape[0] == 4
+        np.testing.assert_allclose(got.trials_pd, want.trials_pd, rtol=1e-12, atol=1e-12)
+        fa, fb = got.to_frame(), want.to_frame()
+        assert {"pd_std", "pd_lo", "pd_hi"} <= set(fa.columns)
+        pd.testing.assert_frame_equal(fa, fb, rtol=1e-12, atol=1e-12)
+    fv = out["pd_variance"].to_frame()
+    assert {"importance_std", "importance_lo", "importance_hi"} <= set(fv.columns)
+    pd.testing.assert_frame_equal(fv, var.to_frame(), rtol=1e-12, atol=1e-12)
+    with pytest.raises(daskpd.DataError, match="recursion"):
+        model_methods(model, ddf, ["a"], {"partial_dependence": {"method": "recursion"}}, columns=cols, **tr)
+
+
+def test_a_frozen_layout_and_base_partials_add_up_to_the_full_scan(data):
+    """Incremental: the plan of the first rows (its grids, bins, ALE's level order) run on
+    the appended rows with the first rows' partials added equals one scan of all rows
+    under the same layout (bands and ICE's sampled lines included); no summary or
+    quantile pass runs under a layout."""
+    ddf, model = data
+    cols = ["a", "b", "c", "d"]
+    frame = ddf.compute()
+    old, new = frame.iloc[:2_600], frame.iloc[2_600:]
+    kw = {"target": "y", "columns": cols, "random_state": 4, "n_trials": 3}
+    base = model_methods(model, dd.from_pandas(old, npartitions=2), FEATURES, METHODS, **kw)
+    inc = model_methods(model, dd.from_pandas(new, npartitions=2), FEATURES, METHODS, layout=base.layout,
+                        base_parts=base.parts, **kw)
+    assert inc.phases == ["model"]
+    full = model_methods(model, dd.from_pandas(frame, npartitions=3), FEATURES, METHODS, layout=base.layout, **kw)
+    for m in ("partial_dependence", "ice", "ale", "marginal"):
+        for f in FEATURES:
+            a, b = inc.results[m][f], full.results[m][f]
+            pd.testing.assert_frame_equal(a.to_frame(), b.to_frame(), rtol=1e-12, atol=1e-12)
+            assert a.trials_pd is not None
+            np.testing.assert_allclose(a.trials_pd, b.trials_pd, rtol=1e-12, atol=1e-12)
+    for f in FEATURES:  # the same rows' lines: the smallest hashes of all rows
+        np.testing.assert_allclose(inc.results["ice"][f].lines, full.results["ice"][f].lines, rtol=1e-12)
+    pd.testing.assert_frame_equal(inc.results["pd_variance"].to_frame(), full.results["pd_variance"].to_frame(),
+                                  rtol=1e-12, atol=1e-12)
+    # the layout is the first rows': a scan of all rows without it moves the grids
+    free = model_methods(model, dd.from_pandas(frame, npartitions=3), FEATURES, METHODS, **kw)
+    assert not np.array_equal(free.results["partial_dependence"]["a"].x, inc.results["partial_dependence"]["a"].x)

@@ -1,0 +1,143 @@
+"""Incremental model-based job runs: the merged plan's layout and partial sums, kept next
+to the model-free state (docs/jobs.md, "Nightly runs").
+
+Given the model and the layout (every grid, ALE's bin edges and level order, the
+marginal plot's bins: :class:`daskpd.model._multi.Layout`), the partials of the job's
+model-based methods are sums over the rows (ICE's sampled lines: the rows of smallest
+seeded hash), so a run with ``[run] incremental = true`` keeps, in its run directory,
+``state/model/``: the layout and the merged partials (``state.pkl``) and what they
+depend on (``meta.json``: the model file's sha256 and :func:`layout_key`).  The next
+incremental run (:func:`plan`) scans only the model-free plan's new files under the kept
+layout and adds their partials; it runs the model-based methods in full, with the reason
+in one line, when the model-free part runs in full, the model file changed, or the
+parameters that fix the layout changed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..results.base import atomic_path, dump_json
+from .spec import JobSpec
+
+__all__ = ["ModelPlan", "plan", "save", "layout_key", "model_sha256", "MODEL_DIR", "state_bytes"]
+
+#: the sub-directory of a run's ``state/`` holding the model-based state
+MODEL_DIR = "model"
+#: the version of the state's pickle layout (a run kept by another version runs in full)
+VERSION = 1
+
+
+def model_sha256(path: str | os.PathLike) -> str:
+    """sha256 of the model file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def layout_key(spec: JobSpec, inputs, features, categorical) -> dict:
+    """What fixes the layout and the partials besides the model: the methods and their
+    parameters, the model's inputs and explained features, the categorical columns, the
+    target, the response and the trials (JSON-able)."""
+    from .execute import method_defaults
+    from ..results.base import json_clean
+
+    m = spec.model
+    return json_clean({
+        "version": VERSION, "target": spec.target, "methods": list(spec.model_based),
+        "params": {k: dict(spec.params.get(k) or method_defaults(k)) for k in spec.model_based},
+        "inputs": list(inputs), "features": list(features), "categorical": sorted(c for c in categorical if c in inputs),
+        "response": m.response, "target_class": m.target_class, "n_trials": m.n_trials, "bootstrap": m.bootstrap,
+        "subsample_size": m.subsample_size, "band": list(m.band), "random_state": spec.random_state,
+    })
+
+
+@dataclass
+class ModelPlan:
+    """``mode`` "full" | "incremental", ``reason`` (one line), ``base_run``, the model
+    file's ``sha256`` and ``key`` (:func:`layout_key`) of this run, and in "incremental"
+    mode the kept ``layout`` and the path of the kept partials."""
+
+    mode: str
+    reason: str
+    sha256: str
+    key: dict
+    base_run: str | None = None
+    new_files: list = field(default_factory=list)
+    layout: object = None
+    state_path: Path | None = None
+
+    def load_parts(self) -> list:
+        with open(self.state_path, "rb") as fh:
+            return pickle.load(fh)["parts"]
+
+    def manifest(self) -> dict:
+        return {"mode": self.mode, "reason": self.reason, "base_run": self.base_run, "model_sha256": self.sha256}
+
+
+def plan(spec: JobSpec, job_dir: Path, free_plan, sha256: str, key: dict) -> ModelPlan:
+    """The model-based part's plan, given the model-free part's (``free_plan``, an
+    :class:`daskpd.job.incremental.Plan` or None): see the module docstring."""
+
+    def full(reason, base=None):
+        return ModelPlan("full", reason, sha256, key, base)
+
+    if not spec.run.incremental:
+        return full("incremental runs are off ([run] incremental = false)")
+    if free_plan is None:
+        return full("model-based methods run incrementally on the model-free state: the job has no model-free "
+                    "method")
+    base = free_plan.base_run
+    if free_plan.mode != "incremental":
+        return full(f"the model-free part runs in full ({free_plan.reason})", base)
+    mdir = job_dir / base / "state" / MODEL_DIR
+    try:
+        meta = json.loads((mdir / "meta.json").read_text())
+    except (OSError, ValueError):
+        return full(f"run {base} keeps no model-based state", base)
+    if meta.get("model_sha256") != sha256:
+        return full(f"the model file changed since run {base} (sha256 {str(meta.get('model_sha256'))[:12]} -> "
+                    f"{sha256[:12]})", base)
+    from .. import __version__
+
+    if meta.get("daskpd") != __version__ or meta.get("version") != VERSION:
+        return full(f"the model-based state of run {base} was written by daskpd {meta.get('daskpd')} (state format "
+                    f"{meta.get('version')}); this is {__version__} (format {VERSION})", base)
+    old = meta.get("layout_key") or {}
+    if old != key:
+        keys = sorted(k for k in set(old) | set(key) if old.get(k) != key.get(k))
+        return full(f"the model-based methods' grids or parameters changed since run {base} "
+                    f"({', '.join(keys)})", base)
+    try:
+        with open(mdir / "state.pkl", "rb") as fh:
+            layout = pickle.load(fh)["layout"]
+    except Exception as exc:  # a damaged or foreign file: a full run rebuilds it
+        return full(f"the model-based state of run {base} cannot be read ({type(exc).__name__})", base)
+    return ModelPlan("incremental", f"{len(free_plan.new_files)} new file(s) added to run {base}'s model-based sums",
+                     sha256, key, base, list(free_plan.new_files), layout, mdir / "state.pkl")
+
+
+def save(run_dir: Path, layout, parts: list, sha256: str, key: dict) -> int:
+    """Write ``state/model/`` into the (temporary) run directory; return its bytes."""
+    from .. import __version__
+
+    mdir = Path(run_dir) / "state" / MODEL_DIR
+    mdir.mkdir(parents=True)
+    with atomic_path(mdir / "state.pkl") as tmp:
+        with open(tmp, "wb") as fh:
+            pickle.dump({"version": VERSION, "layout": layout, "parts": parts}, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    with atomic_path(mdir / "meta.json") as tmp:
+        Path(tmp).write_text(dump_json({"model_sha256": sha256, "layout_key": key, "daskpd": __version__,
+                                        "version": VERSION}))
+    return state_bytes(run_dir)
+
+
+def state_bytes(run_dir: Path) -> int:
+    mdir = Path(run_dir) / "state" / MODEL_DIR
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(mdir) for f in fs)
