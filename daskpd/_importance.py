@@ -32,6 +32,7 @@ unnormalised values, in units of the target, are kept as ``*_raw`` columns.
 """
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -306,7 +307,7 @@ IMPORTANCE_CONSTRAINTS = {
     "pvalues_n_trials": [POSITIVE_INT],
     "pvalues_sample_size": [Interval(Integral, 2, None, closed="left")],
     "base_state": [InstancesOf(ScanState, "a daskpd.ScanState"), None],
-    "keep_state": ["boolean"],
+    "keep_state": ["boolean", str, os.PathLike],
     "first_pass_cache": [InstancesOf(FirstPassCache, "a daskpd.FirstPassCache"), None],
 }
 
@@ -423,9 +424,13 @@ def strat_curves_and_importances(
         The merged sums of other data scanned under ``stratification`` (e.g. the files
         of a lake already scanned): ``data`` (the new files) is scanned alone, its sums
         are added to these, and the curves and measures cover both.
-    keep_state : bool, default False
+    keep_state : bool or path, default False
         Keep the scan's merged sums: ``result.state`` (a :class:`ScanState`, with
-        ``base_state`` added) and ``result.stratification``.
+        ``base_state`` added) and ``result.stratification``.  A directory: each bucket
+        of the scan writes its sums there itself (a scratch directory inside, removed
+        once the state is gone: save it first) when every worker sees that directory
+        (a filesystem the workers share: a ``LocalCluster``, a shared mount), so the
+        sums never travel to the client; otherwise the client gathers them.
     first_pass_cache : FirstPassCache, optional
         A parquet lake's pass 1 (the tree sample, the row count, the distinct values)
         kept per file in a directory (``daskpd.FirstPassCache(directory, stamps)``): a
@@ -465,7 +470,8 @@ def strat_curves_and_importances(
         tree_method=tree_method, progress=progress,
         finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes},
         skip_constant=feats if skip_unusable else (), later_stages=("p-values",) if pvalues else (),
-        stratification=stratification, base_state=base_state, keep_state=keep_state,
+        stratification=stratification, base_state=base_state,
+        keep_state=keep_state if isinstance(keep_state, bool) else os.path.abspath(keep_state),
         first_pass_cache=first_pass_cache)
     if run.skipped:
         left_out.update(run.skipped)

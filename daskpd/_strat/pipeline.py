@@ -16,7 +16,11 @@ cluster), never as scattered data, so a lost worker's part is recomputed from li
 """
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -49,6 +53,52 @@ CATEGORY_LEVELS_CAP = 1 << 20
 #: a scan keeping its state holds each bucket's merged tables until the driver has them,
 #: besides what the finish makes of them: its buckets are planned for this much more memory
 KEEP_STATE_FACTOR = 2
+
+
+def _parts_dir(keep_state) -> str | None:
+    """With ``keep_state`` a directory: a fresh scratch directory inside it where each
+    bucket writes its own sums, when every worker sees it (a filesystem the workers
+    share: a LocalCluster, or a shared mount); None otherwise (the driver gathers the
+    sums)."""
+    if isinstance(keep_state, bool) or keep_state == "only" or not isinstance(keep_state, (str, os.PathLike)):
+        return None
+    os.makedirs(keep_state, exist_ok=True)
+    # named like a job's run in progress (".NAME.tmp-PID"): a job's clean-up removes it once its process is gone
+    d = tempfile.mkdtemp(prefix=".daskpd-state-", suffix=f".tmp-{os.getpid()}", dir=os.fspath(keep_state))
+    client = scheduler.current_client()
+    if client is not None:
+        try:
+            seen = client.run(os.path.isdir, d)
+        except Exception:  # noqa: BLE001 -- a worker that cannot tell: the driver gathers
+            seen = {}
+        if not seen or not all(seen.values()):
+            shutil.rmtree(d, ignore_errors=True)
+            return None
+    return d
+
+
+def _kept_state(parts, scan, strat_id, n_rows, y_range, n_partitions, parts_dir) -> ScanState:
+    """``state_from_parts``; the scratch directory of the buckets' files goes with the
+    state's runs (removed once they are garbage: save the state before)."""
+    state = state_from_parts(parts, scan, strat_id, n_rows, y_range, n_partitions)
+    if parts_dir is not None:
+        scratch = _Scratch(parts_dir)
+        for st in state.features.values():
+            for r in st.runs:
+                r.keep_alive = scratch  # the files live as long as a run (of this state or a merged one) reads them
+    return state
+
+
+class _Scratch:
+    """A directory removed once nothing refers to this object."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._finalizer = weakref.finalize(self, shutil.rmtree, path, True)
+
+    def close(self) -> None:
+        """Remove the directory now (the state was saved: its files are linked there)."""
+        self._finalizer()
 
 
 @dataclass
@@ -532,15 +582,22 @@ def run_strat(
                         n_partitions=ddf.npartitions, kinds=kinds,
                         timings={"sample_s": t1 - t0, "fit_s": t2 - t1}, skipped=skipped, n_passes=sample_passes,
                         stratification=strat)
+    parts_dir = _parts_dir(keep_state)
     scan, fan_in, arity = _plan_scan(ddf, scans, sample.n_rows, len(sample.frame), encoder, target, columns, dtypes,
-                                     n_trials, trial_fraction, random_state, finish_options, bool(keep_state))
+                                     n_trials, trial_fraction, random_state, finish_options, bool(keep_state),
+                                     parts_dir)
     # pass 2: one scan, every feature, each finished next to its data
-    with stage("scan and finish"):
-        results, parts = _scan(ddf, scan, progress, fan_in, arity)
+    try:
+        with stage("scan and finish"):
+            results, parts = _scan(ddf, scan, progress, fan_in, arity)
+    except BaseException:
+        if parts_dir is not None:
+            shutil.rmtree(parts_dir, ignore_errors=True)
+        raise
     state = None
     results, kept = (results.result, results.kept) if isinstance(results, Kept) else (results, None)
     if keep_state:
-        state = state_from_parts(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions)
+        state = _kept_state(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions, parts_dir)
     if kept:  # categorical features with many categories: CG rounds over their buckets
         results = _solve_kept(results, kept, scan, progress)
     if y_range is not None and y_range[0] == y_range[1]:
@@ -552,16 +609,17 @@ def run_strat(
 
 
 def _plan_scan(ddf, scans, n_rows: int, sample_rows: int, encoder, target, columns, dtypes, n_trials: int,
-               trial_fraction, random_state: int, finish_options, keep) -> tuple[StratScan, int, int]:
+               trial_fraction, random_state: int, finish_options, keep, parts_dir=None) -> tuple[StratScan, int, int]:
     """``(scan, fan_in, arity)``: the scan job of ``scans`` over ``ddf`` (``n_rows`` rows),
     its reduction sized by the memory model (twice the memory per bucket when it keeps its
-    state: ``keep`` truthy)."""
+    state, ``keep`` truthy, and sends it to the driver; a bucket that writes its sums to
+    ``parts_dir`` itself lets them go at once)."""
     n_sets = 1 + n_trials
     arity = memory.arity(ddf.npartitions)
     fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, n_rows, ddf.npartitions, n_sets))
     grouping = {fs.feature: group_from(fs, n_rows, ddf.npartitions, n_sets) for fs in scans}
     n_buckets = memory.n_buckets(combine_peak_bytes(scans, n_rows, ddf.npartitions, fan_in, n_sets, arity, grouping)
-                                 * (KEEP_STATE_FACTOR if keep else 1))
+                                 * (KEEP_STATE_FACTOR if keep and parts_dir is None else 1))
     opts = dict(finish_options or {})
     opts["dtypes"] = {fs.feature: dtypes.get(fs.feature) for fs in scans}
     opts["run_params"] = {"sample_rows": sample_rows, "n_partitions": ddf.npartitions,
@@ -569,7 +627,7 @@ def _plan_scan(ddf, scans, n_rows: int, sample_rows: int, encoder, target, colum
     scan = StratScan(target=target, features=scans, encoder=encoder, n_trials=n_trials,
                      trial_fraction=trial_fraction, random_state=random_state, weight_columns=columns,
                      n_buckets=n_buckets, expected_rows=n_rows // max(1, ddf.npartitions), group_from=grouping,
-                     finish_options=opts, keep_state=keep)
+                     finish_options=opts, keep_state=keep, state_dir=parts_dir)
     return scan, fan_in, arity
 
 
@@ -642,21 +700,31 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
     n_rows = vocab.n_rows
     merge = base_state is not None
     keep = "only" if merge or keep_state == "only" else bool(keep_state)
+    parts_dir = None if merge else _parts_dir(keep_state)  # the new files' sums: gathered (small)
     scan, fan_in, arity = _plan_scan(ddf, scans, n_rows, strat.sample_rows, strat.encoder, target, columns, dtypes,
-                                     n_trials, trial_fraction, strat.random_state, finish_options, keep)
-    with stage("scan and finish"):
-        results, parts = _scan(ddf, scan, progress, fan_in, arity)
+                                     n_trials, trial_fraction, strat.random_state, finish_options, keep, parts_dir)
+    try:
+        with stage("scan and finish"):
+            results, parts = _scan(ddf, scan, progress, fan_in, arity)
+    except BaseException:
+        if parts_dir is not None:
+            shutil.rmtree(parts_dir, ignore_errors=True)
+        raise
     results, kept = (results.result, results.kept) if isinstance(results, Kept) else (results, None)
     t2 = time.perf_counter()
     phases = {"positions_s": t1 - t0, "new_scan_s": t2 - t1}
     state = None
     if keep:
-        state = state_from_parts(parts, scan, strat.id, n_rows, y_range, ddf.npartitions)
+        state = _kept_state(parts, scan, strat.id, n_rows, y_range, ddf.npartitions, parts_dir)
     phases["gather_state_s"] = time.perf_counter() - t2
     if merge:
         t3 = time.perf_counter()
-        state, results = base_state.merge_finish(state, strat, finish_options)
+        state, results = base_state.delta_finish(state, strat, finish_options)
         phases["merge_finish_s"] = time.perf_counter() - t3
+        modes, secs = state.finish_modes, state.finish_seconds
+        phases["features_delta_finished"] = float(sum(m == "delta" for m in modes.values()))
+        phases["delta_finish_feature_s"] = sum(secs[f] for f, m in modes.items() if m == "delta")
+        phases["merge_finish_feature_s"] = sum(secs[f] for f, m in modes.items() if m != "delta")
         y_range = state.y_range
         n_rows = state.n_rows
     elif kept:

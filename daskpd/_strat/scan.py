@@ -40,7 +40,9 @@ from . import categorical_buckets
 from .categorical import effects_explicit
 from .categorical_buckets import prepare
 from .categorical_gram import gram_link
+from .delta import bucket_leaf_stats
 from .numeric import bucket_sums, curve_from_sums
+from .runs import write_part
 from .virtual import N_VIRTUAL, bucket_bounds
 
 __all__ = ["FeatureScan", "StratScan", "ScanPiece", "WithState", "N_VIRTUAL", "leaf_numbering", "bucket_bounds"]
@@ -184,6 +186,9 @@ class StratScan(Job):
     # keep the merged (leaf, key) tables (daskpd._strat.state): False (default, nothing
     # kept), True (kept besides the results), "only" (kept, no finish)
     keep_state: bool | str = False
+    # with keep_state: a directory the workers share, where each bucket writes its own
+    # tables (daskpd._strat.runs) instead of sending them to the driver
+    state_dir: str | None = None
 
     @property
     def n_sets(self) -> int:
@@ -288,7 +293,7 @@ class StratScan(Job):
         """A merged bucket turned, inside its last combine, into what the finish needs:
         ``{"numeric": {feature: BucketSums}, "categorical": {index: (bucket state,
         summary)}}`` -- O(positions) arrays and the categorical least-squares terms."""
-        numeric, categorical, kept = {}, {}, {}
+        numeric, categorical, kept, stats = {}, {}, {}, {}
         counters = piece.counters or {}
         for i, fs in enumerate(self.features):
             table = piece.tables[fs.feature]
@@ -299,17 +304,20 @@ class StratScan(Job):
                 table = (sort_rows(parts) if self.n_sets > 1 and not self.keep_state
                          else reduce_tables(parts, fs.coder.n_keys))
             if self.keep_state:
-                kept[fs.feature] = table
+                kept[fs.feature] = (write_part(self.state_dir, f"bucket-{bucket}.feature-{i}", table)
+                                    if self.state_dir else table)
                 if self.keep_state == "only":
                     continue
             if fs.kind == "numeric":
+                if self.keep_state:  # the per-leaf counts of the state's finish summary (this bucket's leaves)
+                    stats[fs.feature] = bucket_leaf_stats(table, fs, self.n_sets)
                 numeric[fs.feature] = bucket_sums(table, fs, self.n_sets, counters=counters.get(fs.feature),
                                                   random_state=self.random_state,
                                                   n_segments=self.finish_options.get("n_segments", 500))
             else:
                 categorical[i] = prepare((table, counters.get(fs.feature)), fs, self)
-        if self.keep_state:
-            return {"numeric": numeric, "categorical": categorical, "state": (kept, piece.counters)}
+        if self.keep_state:  # with the numeric features' bucket sums: the state's finish summaries
+            return {"numeric": numeric, "categorical": categorical, "state": (kept, piece.counters, numeric, stats)}
         return {"numeric": numeric, "categorical": categorical}
 
     def pick_state(self, finished: dict):

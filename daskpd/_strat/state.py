@@ -31,6 +31,7 @@ import io
 import json
 import os
 import pickle
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,15 +45,22 @@ from .._errors import DataError
 from ..results.base import atomic_path, dump_json
 from .categorical import category_values, effects_iterative
 from .categorical_buckets import EXPLICIT_MAX_KEYS
+from .delta import NumericSummary, RunView, apply_delta, gather_leaf_stats, numeric_summary, summary_bucket, \
+    summary_from_buckets
+from .runs import PARTS, read_table, write_part
 from .scan import FeatureScan, ScanPiece, StratScan
 
 __all__ = ["Stratification", "ScanState", "FeatureState", "FORMAT_VERSION", "extend_coder", "state_from_parts",
            "sample_id"]
 
 #: the on-disk format of stratifications and states (raised on any incompatible change)
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: :meth:`ScanState.merge_finish` merges and finishes this many features at a time
 MERGE_THREADS = 2
+#: an incremental finish compacts a feature's runs into one when they would exceed this
+#: count, or when the appended runs' cells exceed this share of the first run's
+MAX_RUNS = 8
+COMPACT_SHARE = 0.5
 _STRAT_MAGIC = "daskpd-stratification"
 _STATE_MAGIC = "daskpd-scan-state"
 
@@ -220,18 +228,123 @@ def _recode(table: Table, old: KeyCoder, new: KeyCoder) -> Table:
     return Table(table.leaf, key, table.values)
 
 
-@dataclass
-class FeatureState:
-    """One feature's merged sums: the table (codes of ``coder``), the coder (the
-    vocabulary of positions seen), the counters (rows read, missing x, bad y)."""
+def _kmap(old: KeyCoder, new: KeyCoder) -> np.ndarray | None:
+    """Old code -> new code (a superset vocabulary; increasing), None when the same."""
+    if old is new or old.binned:
+        return None
+    if old.kind == "numeric":
+        va, vb = np.asarray(old.values, "float64"), np.asarray(new.values, "float64")
+        return None if np.array_equal(va, vb) else np.searchsorted(vb, va).astype(np.int64)
+    la, lb = _labels(old), _labels(new)
+    mapping = pd.Index(lb, dtype=object).get_indexer(pd.Index(la, dtype=object)).astype(np.int64)
+    if old.nan_level:
+        mapping = np.append(mapping, len(new.values))
+    return None if np.array_equal(mapping, np.arange(len(mapping))) and old.n_keys == new.n_keys else mapping
 
-    coder: KeyCoder
-    table: Table
-    counters: tuple
+
+class Run:
+    """One sorted run of a feature's (leaf, code) sums in the codes of its own ``coder``:
+    in memory (``table``) or saved (``sources``: ``(directory, part)`` per file set, the
+    parts of the run in order, holding disjoint ranges of leaves -- the buckets of a scan
+    that wrote them itself; read memory-mapped)."""
+
+    def __init__(self, coder: KeyCoder, table: Table | None = None, sources: list | None = None):
+        self.coder = coder
+        self._table = table
+        self.sources = list(sources) if sources is not None else None
+
+    @property
+    def n_cells(self) -> int:
+        if self._table is not None:
+            return len(self._table)
+        return int(sum(p["n_cells"] for _, p in self.sources))
 
     @property
     def nbytes(self) -> int:
-        return int(self.table.nbytes)
+        if self._table is not None:
+            return int(self._table.nbytes)
+        return int(sum(p["n_cells"] * (12 + 8 * p["n_values"]) for _, p in self.sources))
+
+    def table(self) -> Table:
+        """The sums in memory (read in full when saved)."""
+        if self._table is None:
+            tabs = [read_table(d, p["name"], p["counts"]) for d, p in self.sources]
+            tabs = [t for t in tabs if len(t)] or tabs[:1]
+            self._table = tabs[0] if len(tabs) == 1 else Table(
+                np.concatenate([t.leaf for t in tabs]), np.concatenate([t.key for t in tabs]),
+                np.concatenate([t.values for t in tabs], axis=0))
+        return self._table
+
+    def views(self, coder: KeyCoder) -> list:
+        """:class:`RunView` s in the codes of ``coder`` (a superset vocabulary), one per
+        part (a leaf's cells are all in one part); saved arrays stay memory-mapped."""
+        mapping = _kmap(self.coder, coder)
+        kmap = np.arange(self.coder.n_keys, dtype=np.int64) if mapping is None else mapping
+        if self._table is not None:
+            t = self._table
+            return [RunView(t.leaf, t.key, kmap, lambda j: t.values[:, j])]
+        return [_part_view(d, p, kmap) for d, p in self.sources if p["n_cells"]]
+
+
+def _part_view(d: str, p: dict, kmap) -> RunView:
+    def load(part):
+        return np.load(os.path.join(d, f"{p['name']}.{part}.npy"), mmap_mode="r", allow_pickle=False).view(np.ndarray)
+
+    leaf, key, ints, sums = (load(part) for part in PARTS)
+    counts = list(p["counts"])
+    floats = [j for j in range(p["n_values"]) if j not in counts]
+
+    def column(j):
+        return ints[:, counts.index(j)] if j in counts else sums[:, floats.index(j)]
+    return RunView(leaf, key, kmap, column)
+
+
+class FeatureState:
+    """One feature's merged sums: the vocabulary of positions seen (``coder``), the
+    counters (rows read, missing x, bad y), the sums as sorted runs (``runs``: one after
+    a full scan, one more per incremental run until compacted; ``table`` merges them)
+    and, for a numeric feature, the finish summary (:class:`NumericSummary`)."""
+
+    def __init__(self, coder: KeyCoder, table: Table | None = None, counters=(0, 0, 0), *, runs=None,
+                 summary: NumericSummary | None = None):
+        self.coder = coder
+        self.counters = tuple(counters)
+        self.runs = list(runs) if runs is not None else [Run(coder, table)]
+        self.summary = summary
+        self._table = table if runs is None else None
+
+    @property
+    def table(self) -> Table:
+        """The sums (the runs merged, in the codes of ``coder``)."""
+        if self._table is None:
+            if len(self.runs) == 1 and _kmap(self.runs[0].coder, self.coder) is None:
+                self._table = self.runs[0].table()
+            else:
+                self._table = reduce_tables([_recode(r.table(), r.coder, self.coder) for r in self.runs],
+                                            self.coder.n_keys)
+        return self._table
+
+    @property
+    def nbytes(self) -> int:
+        if self._table is not None:
+            return int(self._table.nbytes)
+        return int(sum(r.nbytes for r in self.runs))
+
+    @property
+    def n_cells(self) -> int:
+        return int(sum(r.n_cells for r in self.runs))
+
+
+def _check_mergeable(self, other) -> None:
+    if not isinstance(other, ScanState):
+        raise TypeError(f"a ScanState merges with a ScanState, not {type(other).__name__}")
+    if other.stratification_id != self.stratification_id:
+        raise DataError(f"the states were scanned under different stratifications ({self.stratification_id} "
+                        f"and {other.stratification_id})")
+    if (other.n_trials, other.trial_fraction) != (self.n_trials, self.trial_fraction):
+        raise DataError(f"the states carry different trials (n_trials {self.n_trials} and {other.n_trials})")
+    if list(other.features) != list(self.features):
+        raise DataError(f"the states hold different features ({list(self.features)} and {list(other.features)})")
 
 
 def _add_counters(a, b) -> tuple:
@@ -253,6 +366,9 @@ class ScanState:
     y_range: tuple | None
     n_partitions: int = 0
     dtypes: dict = field(default_factory=dict)
+    #: after :meth:`delta_finish`: {feature: "delta" | "merge"}, how each was finished
+    finish_modes: dict = field(default_factory=dict, repr=False, compare=False)
+    finish_seconds: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_sets(self) -> int:
@@ -269,15 +385,7 @@ class ScanState:
 
     def merge(self, other: "ScanState") -> "ScanState":
         """The state of both scans' data (the same stratification and trials)."""
-        if not isinstance(other, ScanState):
-            raise TypeError(f"a ScanState merges with a ScanState, not {type(other).__name__}")
-        if other.stratification_id != self.stratification_id:
-            raise DataError(f"the states were scanned under different stratifications ({self.stratification_id} "
-                            f"and {other.stratification_id})")
-        if (other.n_trials, other.trial_fraction) != (self.n_trials, self.trial_fraction):
-            raise DataError(f"the states carry different trials (n_trials {self.n_trials} and {other.n_trials})")
-        if list(other.features) != list(self.features):
-            raise DataError(f"the states hold different features ({list(self.features)} and {list(other.features)})")
+        _check_mergeable(self, other)
         feats = {}
         for f, a in self.features.items():
             b = other.features[f]
@@ -368,6 +476,82 @@ class ScanState:
                           first.n_partitions, dict(self.dtypes))
         return state, {f: done[f][1][f] for f in self.features}
 
+    def delta_finish(self, other: "ScanState", stratification: Stratification,
+                     finish_options: dict | None = None) -> tuple["ScanState", dict]:
+        """``(self + other, results)`` as :meth:`merge_finish`, without merging the sums:
+        ``other``'s sums become one more run of each feature (compacted into one when the
+        runs exceed ``MAX_RUNS`` or their cells ``COMPACT_SHARE`` of the first run's), a
+        numeric feature's curve is its finish summary updated by the cells ``other``
+        touches (:func:`daskpd._strat.delta.apply_delta`), and a categorical feature (or
+        a numeric one without a usable summary) is merged and finished in full.
+        ``self.finish_modes`` of the returned state says which feature took which path."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        _check_mergeable(self, other)
+        opts = dict(finish_options or {})
+        k = int(opts.get("n_segments", 500))
+        coders = {f: union_coder(a.coder, other.features[f].coder, self.dtypes.get(f))
+                  for f, a in self.features.items()}
+        counters = {f: _add_counters(a.counters, other.features[f].counters) for f, a in self.features.items()}
+        ranges = [r for r in (self.y_range, other.y_range) if r is not None]
+        y_range = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
+        shell = ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction,
+                          {f: FeatureState(coders[f], Table.empty(0), counters[f]) for f in self.features},
+                          self.n_rows + other.n_rows, y_range, self.n_partitions + other.n_partitions,
+                          dict(self.dtypes))
+        scan = shell.scan_job(stratification, opts)
+        n_sets = self.n_sets
+
+        def work(i):
+            t0 = time.perf_counter()
+            fs = scan.features[i]
+            f = fs.feature
+            a, b = self.features[f], other.features[f]
+            coder = coders[f]
+            new_run = Run(b.coder, b.table)
+            runs = [*a.runs, new_run]
+            base = runs[0].n_cells
+            compact = len(runs) > MAX_RUNS or sum(r.n_cells for r in runs[1:]) > COMPACT_SHARE * max(base, 1)
+            merged = None
+            summary = a.summary
+            if fs.kind == "numeric" and summary is not None and summary.n_sets == n_sets and \
+                    summary.n_segments == k and summary.random_state == stratification.random_state:
+                summary = summary.recode(_kmap(a.coder, coder), coder.n_keys)
+                summary = apply_delta(summary, [v for r in a.runs for v in r.views(coder)], _recode(b.table, b.coder, coder), fs,
+                                      n_sets)
+                result = scan.numeric_final(i, summary_bucket(summary, counters[f]))
+                mode = "delta"
+            else:
+                merged = FeatureState(coder, reduce_tables([_recode(r.table(), r.coder, coder) for r in runs],
+                                                           coder.n_keys), counters[f])
+                one = ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction, {f: merged},
+                                shell.n_rows, y_range, shell.n_partitions, {f: self.dtypes.get(f)})
+                result = one.finish(stratification, opts)[f]
+                summary = (numeric_summary(merged.table, fs, n_sets, stratification.random_state, k)
+                           if fs.kind == "numeric" else None)
+                mode = "merge"
+            if compact:
+                table = merged.table if merged is not None else reduce_tables(
+                    [_recode(r.table(), r.coder, coder) for r in runs], coder.n_keys)
+                runs = [Run(coder, table)]
+            return (FeatureState(coder, None, counters[f], runs=runs, summary=summary), result,
+                    (mode, time.perf_counter() - t0))
+
+        # the categorical features first: the longest
+        order = sorted(range(len(scan.features)), key=lambda i: scan.features[i].kind != "categorical")
+        if MERGE_THREADS > 1:
+            with ThreadPoolExecutor(MERGE_THREADS) as pool:
+                done = dict(zip(order, pool.map(work, order)))
+        else:
+            done = {i: work(i) for i in order}
+        names = [fs.feature for fs in scan.features]
+        state = ScanState(shell.stratification_id, shell.target, shell.n_trials, shell.trial_fraction,
+                          {names[i]: done[i][0] for i in range(len(names))}, shell.n_rows, y_range,
+                          shell.n_partitions, dict(self.dtypes))
+        state.finish_modes = {names[i]: done[i][2][0] for i in range(len(names))}
+        state.finish_seconds = {names[i]: done[i][2][1] for i in range(len(names))}
+        return state, {names[i]: done[i][1] for i in range(len(names))}
+
     # -- files ---------------------------------------------------------------------
 
     def save(self, path) -> str:
@@ -390,19 +574,25 @@ class ScanState:
             os.makedirs(tmp)
             for i, (f, st) in enumerate(self.features.items()):
                 c = st.coder
-                t = st.table
-                counts = _write_table(tmp, i, t)
-                vocab = {}
-                if c.binned:
-                    vocab["edges"] = np.asarray(c.edges, "float64")
-                else:
-                    vocab["values"] = _labels(c)
-                buf = io.BytesIO()
-                pickle.dump(vocab, buf, protocol=4)  # labels keep their Python types (ints, strings, ...)
-                with open(os.path.join(tmp, f"feature-{i}.vocab.pkl"), "wb") as fh:
-                    fh.write(buf.getvalue())
+                _write_vocab(os.path.join(tmp, f"feature-{i}.vocab.pkl"), c)
+                runs = []
+                for seq, r in enumerate(st.runs):
+                    name = f"feature-{i}.run-{seq}"
+                    parts = None
+                    if r.sources is not None:
+                        parts = [dict(p, name=f"{name}.part-{j}") for j, (_, p) in enumerate(r.sources)]
+                        if not all(_link_run(d, p["name"], tmp, q["name"]) for (d, p), q in zip(r.sources, parts)):
+                            parts = None
+                    if parts is None:
+                        parts = [write_part(tmp, name, r.table())]
+                    _write_vocab(os.path.join(tmp, f"{name}.vocab.pkl"), r.coder)
+                    runs.append({"name": name, "n_cells": r.n_cells, "parts": parts})
+                if st.summary is not None:
+                    with open(os.path.join(tmp, f"feature-{i}.summary.npz"), "wb") as fh:
+                        np.savez(fh, **st.summary.arrays())
                 meta["features"].append({"feature": f, "kind": c.kind, "binned": c.binned, "nan_level": c.nan_level,
-                                         "counters": list(st.counters), "n_cells": len(t), "counts": counts,
+                                         "counters": list(st.counters), "n_cells": st.n_cells, "runs": runs,
+                                         "summary": st.summary is not None,
                                          "dtype": None if self.dtypes.get(f) is None else str(self.dtypes.get(f))})
             with open(os.path.join(tmp, "state.json"), "w") as fh:
                 fh.write(dump_json(meta))
@@ -429,59 +619,57 @@ class ScanState:
 
     @classmethod
     def load(cls, path) -> "ScanState":
+        """Read a state written by :meth:`save`: its runs stay on disk, memory-mapped
+        (an incremental finish reads the pages of the cells it looks up; ``table``
+        reads them in full)."""
         path = os.fspath(path)
         meta = cls.read_meta(path)
         with open(os.path.join(path, "dtypes.pkl"), "rb") as fh:
             dtypes = pickle.load(fh)
         feats = {}
         for i, fm in enumerate(meta["features"]):
-            table = _read_table(path, i, fm["counts"])
-            with open(os.path.join(path, f"feature-{i}.vocab.pkl"), "rb") as fh:
-                vocab = pickle.load(fh)
-            coder = (KeyCoder(fm["kind"], edges=vocab["edges"]) if fm["binned"] else
-                     KeyCoder(fm["kind"], values=vocab["values"], nan_level=fm["nan_level"]))
-            feats[fm["feature"]] = FeatureState(coder, table, tuple(int(c) for c in fm["counters"]))
+            coder = _read_vocab(os.path.join(path, f"feature-{i}.vocab.pkl"), fm)
+            runs = [Run(_read_vocab(os.path.join(path, f"{r['name']}.vocab.pkl"), fm), None,
+                        [(path, p) for p in r["parts"]]) for r in fm["runs"]]
+            summary = None
+            if fm.get("summary"):
+                with np.load(os.path.join(path, f"feature-{i}.summary.npz"), allow_pickle=False) as z:
+                    summary = NumericSummary.from_arrays({k: z[k] for k in z.files})
+            feats[fm["feature"]] = FeatureState(coder, None, tuple(int(c) for c in fm["counters"]), runs=runs,
+                                                summary=summary)
         y_range = None if meta["y_range"] is None else tuple(meta["y_range"])
         return cls(meta["stratification_id"], meta["target"], int(meta["n_trials"]), meta["trial_fraction"], feats,
                    int(meta["n_rows"]), y_range, int(meta.get("n_partitions", 0)), dtypes)
 
 
-def _smallest_uint(high: int):
-    return np.uint16 if high < 2 ** 16 else np.uint32 if high < 2 ** 32 else np.int64
+def _write_vocab(path: str, c: KeyCoder) -> None:
+    vocab = {"edges": np.asarray(c.edges, "float64")} if c.binned else {"values": _labels(c)}
+    buf = io.BytesIO()
+    pickle.dump(vocab, buf, protocol=4)  # labels keep their Python types (ints, strings, ...)
+    with open(path, "wb") as fh:
+        fh.write(buf.getvalue())
 
 
-def _write_table(directory: str, i: int, t: Table) -> list:
-    """One feature's sums as raw ``.npy`` files (read at disk speed, no zip): leaf and key
-    as the smallest unsigned integers holding them, the sums columns that hold
-    non-negative integers below 2**32 (the row counts) as ``uint32``, the others as
-    ``float64``; returns the indices of the integer columns."""
-    for name, a in (("leaf", t.leaf), ("key", t.key)):
-        lo, hi = (int(a.min()), int(a.max())) if len(a) else (0, 0)
-        np.save(os.path.join(directory, f"feature-{i}.{name}.npy"),
-                a.astype(_smallest_uint(hi + 1) if lo >= 0 else np.int64, copy=False))
-    counts = []
-    for j in range(t.values.shape[1]):
-        col = t.values[:, j]
-        as_int = col.astype(np.uint32)
-        if np.array_equal(as_int, col):
-            counts.append(j)
-    floats = [j for j in range(t.values.shape[1]) if j not in counts]
-    np.save(os.path.join(directory, f"feature-{i}.counts.npy"),
-            np.ascontiguousarray(t.values[:, counts].astype(np.uint32)))
-    np.save(os.path.join(directory, f"feature-{i}.sums.npy"), np.ascontiguousarray(t.values[:, floats]))
-    return counts
+def _read_vocab(path: str, fm: dict) -> KeyCoder:
+    with open(path, "rb") as fh:
+        vocab = pickle.load(fh)
+    return (KeyCoder(fm["kind"], edges=vocab["edges"]) if fm["binned"] else
+            KeyCoder(fm["kind"], values=vocab["values"], nan_level=fm["nan_level"]))
 
 
-def _read_table(directory: str, i: int, counts: list) -> Table:
-    leaf = np.load(os.path.join(directory, f"feature-{i}.leaf.npy"), allow_pickle=False).astype(np.int32)
-    key = np.load(os.path.join(directory, f"feature-{i}.key.npy"), allow_pickle=False).astype(np.int64)
-    ints = np.load(os.path.join(directory, f"feature-{i}.counts.npy"), allow_pickle=False)
-    sums = np.load(os.path.join(directory, f"feature-{i}.sums.npy"), allow_pickle=False)
-    values = np.empty((len(leaf), ints.shape[1] + sums.shape[1]))
-    floats = [j for j in range(values.shape[1]) if j not in counts]
-    values[:, counts] = ints
-    values[:, floats] = sums
-    return Table(leaf, key, values)
+def _link_run(d: str, old: str, directory: str, name: str) -> bool:
+    """Hard-link a saved run's files under ``name`` (False: not possible here)."""
+    try:
+        for part in PARTS:
+            os.link(os.path.join(d, f"{old}.{part}.npy"), os.path.join(directory, f"{name}.{part}.npy"))
+    except OSError:  # another filesystem, or no hard links: written again
+        for part in PARTS:
+            try:
+                os.unlink(os.path.join(directory, f"{name}.{part}.npy"))
+            except FileNotFoundError:
+                pass
+        return False
+    return True
 
 
 def _merge_finish(a: ScanState, b: ScanState, stratification: Stratification, finish_options) -> tuple:
@@ -492,17 +680,37 @@ def _merge_finish(a: ScanState, b: ScanState, stratification: Stratification, fi
 def state_from_parts(parts: list, scan: StratScan, stratification_id: str, n_rows: int, y_range,
                      n_partitions: int) -> ScanState:
     """The state of a scan from its buckets' merged tables (``parts``: per bucket, in
-    bucket order, ``(tables, counters or None)``; a bucket holds a run of leaves, so
-    their tables concatenate in (leaf, key) order)."""
-    counters = next((c for _, c in parts if c is not None), {}) or {}
+    bucket order, ``(tables, counters or None[, numeric bucket sums, leaf stats])``; a
+    bucket holds a run of leaves, so their tables concatenate in (leaf, key) order).  A
+    bucket that wrote its tables itself (``scan.state_dir``) gives their descriptions:
+    the feature's run is then those files, in bucket order, read memory-mapped.  With
+    the buckets' :class:`BucketSums` (a scan that also finished), each numeric feature
+    keeps its finish summary (:func:`daskpd._strat.delta.summary_from_buckets`)."""
+    counters = next((p[1] for p in parts if p[1] is not None), {}) or {}
+    numeric = [p[2] if len(p) > 2 else None for p in parts]
+    stats = [p[3] if len(p) > 3 else None for p in parts]
+    k = int(scan.finish_options.get("n_segments", 500))
     feats = {}
     for fs in scan.features:  # each feature's tables are let go once concatenated (peak: the state + one)
-        tabs = [t for t in (p.pop(fs.feature) for p, _ in parts) if len(t)]
+        got = [p[0].pop(fs.feature) for p in parts]
         m = fs.stats_per_set * scan.n_sets
-        table = (Table(np.concatenate([t.leaf for t in tabs]).astype(np.int32),
-                       np.concatenate([t.key for t in tabs]).astype(np.int64),
-                       np.concatenate([t.values for t in tabs], axis=0)) if tabs else Table.empty(m))
-        feats[fs.feature] = FeatureState(fs.coder, table, tuple(counters.get(fs.feature, (0, 0, 0))))
+        if got and isinstance(got[0], dict):  # written by the buckets
+            sources = [(scan.state_dir, g) for g in got if g["n_cells"]]
+            run = Run(fs.coder, None, sources) if sources else Run(fs.coder, Table.empty(m))
+        else:
+            tabs = [t for t in got if len(t)]
+            run = Run(fs.coder, Table(np.concatenate([t.leaf for t in tabs]).astype(np.int32),
+                                      np.concatenate([t.key for t in tabs]).astype(np.int64),
+                                      np.concatenate([t.values for t in tabs], axis=0)) if tabs else Table.empty(m))
+        del got
+        summary = None
+        if fs.kind == "numeric" and all(nb is not None and fs.feature in nb for nb in numeric) and \
+                all(st is not None and fs.feature in st for st in stats):
+            summary = summary_from_buckets([nb[fs.feature] for nb in numeric],
+                                           gather_leaf_stats([st[fs.feature] for st in stats], scan.n_sets,
+                                                             fs.n_leaves), fs, scan.n_sets, scan.random_state, k)
+        feats[fs.feature] = FeatureState(fs.coder, None, tuple(counters.get(fs.feature, (0, 0, 0))), runs=[run],
+                                         summary=summary)
     dtypes = dict(scan.finish_options.get("dtypes") or {})
     return ScanState(stratification_id, scan.target, scan.n_trials, scan.trial_fraction, feats, int(n_rows),
                      y_range, int(n_partitions), dtypes)

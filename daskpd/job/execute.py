@@ -66,8 +66,8 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         t0 = time.perf_counter()
         under = {"stratification": strat, "base_state": plan.load_state(), "keep_state": True}
         load_s = time.perf_counter() - t0
-    elif spec.run.incremental:
-        under = {"keep_state": True}
+    elif spec.run.incremental:  # the scan's buckets write the sums next to the runs (hard-linked into the state)
+        under = {"keep_state": str(plan.job_dir) if plan is not None and plan.job_dir is not None else True}
     with warnings.catch_warnings():  # the job logs the note itself (run_job's log stream), once
         warnings.filterwarnings("ignore", message="importances: .* left out of the default features")
         out = strat_curves_and_importances(

@@ -48,6 +48,7 @@ class Plan:
     state_path: Path | None = None  # the base run's sums (read only when there are new files)
     stamps: list = field(default_factory=list)  # every input file now (inputs.file_stamps)
     new_rows: int = 0
+    job_dir: Path | None = None  # where a full run's scan writes its sums (a scratch directory inside)
 
     def load_state(self) -> ScanState:
         return ScanState.load(self.state_path)
@@ -88,7 +89,7 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list) -> Plan:
     """The plan of this run (see the module docstring)."""
 
     def full(reason, base=None):
-        return Plan("full", reason, base_run=base, stamps=stamps)
+        return Plan("full", reason, base_run=base, stamps=stamps, job_dir=Path(job_dir))
 
     if not spec.run.incremental:
         return full("incremental runs are off ([run] incremental = false)")
@@ -148,7 +149,7 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list) -> Plan:
                         f"{spec.run.refit_share:.0%} of the {strat.fitted_rows:,} rows they were fitted on", base)
     reason = (f"{len(new)} new file(s) ({new_rows:,} rows) since run {base}" if new else
               f"no new files since run {base}")
-    return Plan("incremental", reason, new, base, strat, sdir / "sums", stamps, new_rows)
+    return Plan("incremental", reason, new, base, strat, sdir / "sums", stamps, new_rows, Path(job_dir))
 
 
 def save_state(run_dir: Path, stratification: Stratification, state: ScanState, stamps: list, mode: str) -> int:
@@ -157,6 +158,11 @@ def save_state(run_dir: Path, stratification: Stratification, state: ScanState, 
     sdir.mkdir()
     stratification.save(sdir / "stratification.pkl")
     state.save(sdir / "sums")
+    for st in state.features.values():  # the scan's scratch files, now linked into the state
+        for r in st.runs:
+            scratch = getattr(r, "keep_alive", None)
+            if scratch is not None:
+                scratch.close()
     with atomic_path(sdir / "files.json") as tmp:
         Path(tmp).write_text(dump_json({"mode": mode, "files": stamps}))
     return state_bytes(run_dir)

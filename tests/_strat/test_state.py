@@ -163,7 +163,7 @@ def test_state_files_keep_every_bit_of_the_sums(tmp_path):
     """The compact files (small integer leaf / key, integral columns as uint32) give back
     the exact float64 sums: integral and not, negative, above 2**32, an empty table."""
     from daskpd._engine.sums import Table
-    from daskpd._strat.state import _read_table, _write_table
+    from daskpd._strat.runs import read_table as _read_table, write_table as _write_table
 
     n = 1000
     r = np.random.default_rng(0)
@@ -176,11 +176,11 @@ def test_state_files_keep_every_bit_of_the_sums(tmp_path):
              Table(np.arange(n, dtype=np.int32), np.arange(n, dtype=np.int64) % 7, values),
              Table.empty(3)]
     for i, t in enumerate(cases):
-        counts = _write_table(str(tmp_path), i, t)
-        back = _read_table(str(tmp_path), i, counts)
+        counts = _write_table(str(tmp_path), f"t{i}", t)
+        back = _read_table(str(tmp_path), f"t{i}", counts)
         assert back.leaf.dtype == np.int32 and back.key.dtype == np.int64 and back.values.dtype == np.float64
         np.testing.assert_array_equal(back.leaf, t.leaf)
         np.testing.assert_array_equal(back.key, t.key)
         np.testing.assert_array_equal(back.values, t.values)
-    assert _write_table(str(tmp_path), 0, cases[0]) == [0]
-    assert np.load(tmp_path / "feature-1.leaf.npy").dtype == np.uint16
+    assert _write_table(str(tmp_path), "t0", cases[0]) == [0]
+    assert np.load(tmp_path / "t1.leaf.npy").dtype == np.uint16

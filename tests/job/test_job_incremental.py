@@ -6,6 +6,7 @@ previous run's state as it was."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
 
@@ -88,6 +89,10 @@ def test_appended_files_are_scanned_alone_and_anything_else_runs_in_full(dask_cl
     assert m1["stratification"]["refitted"] is True and m1["stratification"]["fitted_rows"] == 6000
     assert m1["state"]["bytes"] > 0 and (r1 / "state" / "sums" / "state.json").is_file()
     assert not any(f.startswith("state/") for f in m1["files"])  # the state is reported by its size
+    # the workers wrote the sums (their parts hard-linked into the state), no scratch directory is left
+    sm1 = daskpd.ScanState.read_meta(r1 / "state" / "sums")
+    assert all(".part-" in p["name"] for f in sm1["features"] for r in f["runs"] for p in r["parts"])
+    assert not [d for d in os.listdir(out / "nightly") if d.startswith(".daskpd-state-")]
 
     new = [add_file(lake, 10, 1000), add_file(lake, 11, 1000)]  # +2,000 rows: a third of 6,000, under 50 %
     r2 = run("r2")
@@ -98,6 +103,11 @@ def test_appended_files_are_scanned_alone_and_anything_else_runs_in_full(dask_cl
     assert "2 new file(s) (2,000 rows) since run r1" in m2["incremental"]["reason"]
     assert m2["stratification"] == {**m1["stratification"], "refitted": False}
     assert m2["state"]["n_rows"] == 8000
+    # the new files' sums are one more run (or compacted into one: more than half the cells of the first);
+    # the numeric curves were updated, not finished again
+    sm2 = daskpd.ScanState.read_meta(r2 / "state" / "sums")
+    assert {len(f["runs"]) for f in sm2["features"]} <= {1, 2} and max(len(f["runs"]) for f in sm2["features"]) == 2
+    assert m2["model_free_phases_s"]["features_delta_finished"] == 2  # YearMade, MachineHours
     # equal to a full scan of every file under the same stratification
     strat = daskpd.Stratification.load(r1 / "state" / "stratification.pkl")
     whole = daskpd.strat_curves_and_importances(str(lake), target="SalePrice", features=FEATURES,

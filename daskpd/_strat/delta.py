@@ -1,0 +1,451 @@
+"""StratPD's finish updated by the cells appended rows change (incremental runs).
+
+A StratPD curve is a function of per-position aggregates of a feature's (leaf, position)
+sums (:mod:`daskpd._strat.numeric`): per statistics set the rows, the segments starting
+and ending at each position and the sums of their slopes, plus ``sum x`` per position
+(binned features), the rows in single-position leaves, the leaves with rows and a
+bottom-k sample of set 0's segments keyed by a hash of (leaf, start).  A
+:class:`NumericSummary` keeps them, with each leaf's present cells and rows (which give
+the ignored rows and the leaf count), ``sets x (positions + leaves)`` numbers.
+
+Rows appended to the data add sums to some cells (new or present ones).  A segment
+changes only when one of its ends is such a cell or such a cell appears inside it, so
+for every touched cell the neighbours of its window -- the previous and next present
+cells of its leaf in the old sums -- are looked up (binary search in the sorted runs of
+the old state, which may be memory-mapped: only the pages of those cells are read), the
+window's old segments are taken off the aggregates and its new segments (old + new
+sums) are put on (:func:`apply_delta`).  The curve is then the same sweep and integral
+(:func:`daskpd._strat.numeric.curve_from_sums`, given the summary as one bucket).  The
+result equals a full finish of the merged sums up to rounding (float sums added in
+another order).  The segment sample (a display sample, set 0's segments with the k
+smallest hashes of (leaf, start code)) is the same too, except after an exact feature's
+vocabulary grew: its codes, hence every hash, change, and the sample is then the bottom
+k of the old sample rehashed (a segment's leaf is read back from its hash, a bijection)
+and the new segments -- a sample of the same kind, not the one a full finish draws.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from .._engine.hashing import keyed_hash
+from .._engine.sums import Table
+from .numeric import BucketSums, bucket_sums
+
+__all__ = ["NumericSummary", "RunView", "numeric_summary", "summary_from_buckets", "apply_delta", "summary_bucket",
+           "leaf_stats", "bucket_leaf_stats", "gather_leaf_stats"]
+
+
+@dataclass
+class NumericSummary:
+    """The finish aggregates of one numeric feature (see the module docstring); arrays
+    over the codes of the feature's positions (``P``) and its tree's leaves (``L``)."""
+
+    n_segments: int
+    random_state: int
+    count: np.ndarray  # (sets, P)
+    starts: np.ndarray  # (sets, P)
+    ends: np.ndarray  # (sets, P)
+    add: np.ndarray  # (sets, P) sums of the slopes of segments starting at a position
+    sub: np.ndarray  # (sets, P) ... ending there
+    sum_x: np.ndarray | None  # (P,) set 0's sum of x (binned features)
+    leaf_cells: np.ndarray  # (sets, L) present cells per leaf
+    leaf_rows: np.ndarray  # (sets, L) rows per leaf
+    segments: tuple  # (hash, start code, end code, slope), set 0's bottom k
+
+    @property
+    def n_sets(self) -> int:
+        return int(self.count.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        arrs = [self.count, self.starts, self.ends, self.add, self.sub, self.leaf_cells, self.leaf_rows,
+                *self.segments, *([] if self.sum_x is None else [self.sum_x])]
+        return int(sum(a.nbytes for a in arrs))
+
+    def arrays(self) -> dict:
+        out = {k: getattr(self, k) for k in ("count", "starts", "ends", "add", "sub", "leaf_cells", "leaf_rows")}
+        if self.sum_x is not None:
+            out["sum_x"] = self.sum_x
+        out.update({f"seg{j}": a for j, a in enumerate(self.segments)})
+        out["meta"] = np.array([self.n_segments, self.random_state], dtype=np.int64)
+        return out
+
+    @classmethod
+    def from_arrays(cls, a) -> "NumericSummary":
+        meta = a["meta"]
+        return cls(int(meta[0]), int(meta[1]), a["count"], a["starts"], a["ends"], a["add"], a["sub"],
+                   a["sum_x"] if "sum_x" in a else None, a["leaf_cells"], a["leaf_rows"],
+                   tuple(a[f"seg{j}"] for j in range(4)))
+
+    def recode(self, mapping: np.ndarray | None, n_keys: int) -> "NumericSummary":
+        """The summary over a superset vocabulary (``mapping``: old code -> new code,
+        increasing; None: the same codes)."""
+        if mapping is None:
+            return self
+
+        def grow(a):
+            out = np.zeros(a.shape[:-1] + (n_keys,), dtype=a.dtype)
+            out[..., mapping] = a
+            return out
+
+        h, a, b, s = self.segments
+        seg = (_seg_hash(_seg_leaf(h, self.random_state), mapping[a], self.random_state), mapping[a], mapping[b], s)
+        return NumericSummary(self.n_segments, self.random_state, grow(self.count), grow(self.starts),
+                              grow(self.ends), grow(self.add), grow(self.sub),
+                              None if self.sum_x is None else grow(self.sum_x), self.leaf_cells, self.leaf_rows,
+                              seg)
+
+
+def _seg_hash(leaf, start, random_state):
+    # the hash of numeric._segment_sample: keyed by (leaf, start code)
+    return keyed_hash((np.asarray(leaf).astype(np.uint64) << np.uint64(32)) | np.asarray(start).astype(np.uint64),
+                      random_state, salt=0xF00D)
+
+
+def _unmix64(z: np.ndarray) -> np.ndarray:
+    """The inverse of splitmix64's finaliser (``hashing._mix64``)."""
+    z = z.astype("uint64", copy=True)
+    with np.errstate(over="ignore"):
+        for mult, shift in ((0x94D049BB133111EB, 31), (0xBF58476D1CE4E5B9, 27), (None, 30)):
+            y = z.copy()  # x ^= x >> shift, undone
+            for _ in range(64 // shift + 1):
+                y = z ^ (y >> np.uint64(shift))
+            z = y
+            if mult is not None:
+                z *= np.uint64(pow(mult, -1, 2 ** 64))
+    return z
+
+
+def _seg_leaf(h: np.ndarray, random_state: int) -> np.ndarray:
+    """The leaf of a sampled segment from its hash (the hash is a bijection of (leaf, start))."""
+    seed = _unmix64(keyed_hash(np.zeros(1, np.uint64), random_state, salt=0xF00D))[0]
+    with np.errstate(over="ignore"):
+        return ((_unmix64(np.asarray(h, np.uint64)) - seed) >> np.uint64(32)).astype(np.int64)
+
+
+def _bottom_k(seg, k: int):
+    if len(seg[0]) > k:
+        keep = np.sort(np.argpartition(seg[0], k - 1)[:k]) if k > 0 else np.zeros(0, np.int64)
+        seg = tuple(a[keep] for a in seg)
+    return seg
+
+
+def _leaf_stats(table: Table, k: int, n_sets: int, n_leaves: int):
+    leaf = np.asarray(table.leaf, dtype=np.int64)
+    cells = np.zeros((n_sets, n_leaves), np.int64)
+    rows = np.zeros((n_sets, n_leaves))
+    for s in range(n_sets):
+        n = table.values[:, k * s]
+        cells[s] = np.bincount(leaf[n > 0], minlength=n_leaves)
+        rows[s] = np.bincount(leaf, weights=n, minlength=n_leaves)
+    return cells, rows
+
+
+def summary_from_buckets(sums: list, table_stats, fs, n_sets: int, random_state: int,
+                         n_segments: int) -> NumericSummary:
+    """The summary of a feature from its buckets' :class:`BucketSums` (in bucket order)
+    and the per-leaf ``(cells, rows)`` (:func:`leaf_stats`): the aggregates
+    :func:`curve_from_sums` folds, folded once."""
+    P = fs.coder.n_keys
+
+    def fold(tables):
+        tabs = [t for t in tables if len(t)]
+        if not tabs:
+            return np.zeros(P)
+        return np.bincount(np.concatenate([t.key for t in tabs]),
+                           weights=np.concatenate([t.values[:, 0] for t in tabs]), minlength=P)
+
+    add = np.vstack([fold([b.add[s] for b in sums]) for s in range(n_sets)])
+    sub = np.vstack([fold([b.sub[s] for b in sums]) for s in range(n_sets)])
+    sum_x = fold([b.sum_x[0] for b in sums]) if fs.binned else None
+    seg = _bottom_k(tuple(np.concatenate([b.segments[j] for b in sums]) for j in range(4)), n_segments)
+    cells, rows = table_stats
+    return NumericSummary(int(n_segments), int(random_state), np.sum([b.count for b in sums], axis=0),
+                          np.sum([b.starts for b in sums], axis=0), np.sum([b.ends for b in sums], axis=0), add, sub,
+                          sum_x, cells, rows, seg)
+
+
+def leaf_stats(table: Table, fs, n_sets: int):
+    """Per leaf and set: present cells and rows of a feature's merged table."""
+    return _leaf_stats(table, fs.stats_per_set, n_sets, fs.n_leaves)
+
+
+def bucket_leaf_stats(table: Table, fs, n_sets: int) -> tuple:
+    """``(first leaf, cells, rows)``: :func:`leaf_stats` over the leaves of one bucket's
+    table (a run of leaves), for :func:`summary_from_buckets`."""
+    if not len(table):
+        return 0, np.zeros((n_sets, 0), np.int64), np.zeros((n_sets, 0))
+    lo, hi = int(table.leaf[0]), int(table.leaf[-1]) + 1
+    t = Table(np.asarray(table.leaf, np.int64) - lo, table.key, table.values)
+    cells, rows = _leaf_stats(t, fs.stats_per_set, n_sets, hi - lo)
+    return lo, cells, rows
+
+
+def gather_leaf_stats(parts: list, n_sets: int, n_leaves: int) -> tuple:
+    """The buckets' :func:`bucket_leaf_stats` as ``(cells, rows)`` over every leaf."""
+    cells = np.zeros((n_sets, n_leaves), np.int64)
+    rows = np.zeros((n_sets, n_leaves))
+    for lo, c, r in parts:
+        cells[:, lo:lo + c.shape[1]] += c
+        rows[:, lo:lo + r.shape[1]] += r
+    return cells, rows
+
+
+def numeric_summary(table: Table, fs, n_sets: int, random_state: int, n_segments: int) -> NumericSummary:
+    """The summary of a feature's merged (leaf, code) sums (by the finish's own kernel)."""
+    b = bucket_sums(table, fs, n_sets, random_state=random_state, n_segments=n_segments)
+    return summary_from_buckets([b], leaf_stats(table, fs, n_sets), fs, n_sets, random_state, n_segments)
+
+
+def summary_bucket(summary: NumericSummary, counters) -> BucketSums:
+    """The summary as the one bucket :func:`curve_from_sums` finishes."""
+    P = summary.count.shape[1]
+    zeros = np.zeros(P, np.int32)
+    codes = np.arange(P, dtype=np.int64)
+
+    def tab(a):
+        return Table(zeros, codes, np.ascontiguousarray(a, dtype="float64")[:, None])
+
+    single = summary.leaf_cells == 1
+    ignored = np.array([summary.leaf_rows[s][single[s]].sum() for s in range(summary.n_sets)])
+    n_leaves = int((summary.leaf_cells[0] > 0).sum())
+    return BucketSums(summary.count, summary.starts, summary.ends, ignored, n_leaves,
+                      [tab(a) for a in summary.add], [tab(a) for a in summary.sub],
+                      None if summary.sum_x is None else [tab(summary.sum_x)], summary.segments,
+                      tuple(counters) if counters is not None else None)
+
+
+# ---------------------------------------------------------------------------------
+# the old sums, looked up
+
+
+@dataclass
+class RunView:
+    """One sorted run of old (leaf, code) sums, arrays possibly memory-mapped: ``leaf``,
+    ``key`` (the run's own codes), ``kmap`` (run code -> current code, increasing) and
+    ``column(j)`` (statistic ``j`` of every cell: a view, not a copy)."""
+
+    leaf: np.ndarray
+    key: np.ndarray
+    kmap: np.ndarray
+    column: object  # callable j -> 1-D array
+
+    def __len__(self) -> int:
+        return len(self.leaf)
+
+
+@numba.njit(cache=True, nogil=True)
+def _lower_bound(oleaf, okey, kmap, ql, qk):
+    """Per query (leaf, code): the first cell at or after it."""
+    m = oleaf.shape[0]
+    out = np.empty(ql.shape[0], np.int64)
+    for t in range(ql.shape[0]):
+        lo, hi = 0, m
+        a, b = ql[t], qk[t]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lm = np.int64(oleaf[mid])
+            if lm < a or (lm == a and kmap[np.int64(okey[mid])] < b):
+                lo = mid + 1
+            else:
+                hi = mid
+        out[t] = lo
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _neighbours(oleaf, okey, kmap, n, pos, ql, qk):
+    """Per query: the code of the previous and of the next present cell (n > 0) of its
+    leaf in the run (-1: none)."""
+    m = oleaf.shape[0]
+    q = ql.shape[0]
+    prev = np.full(q, -1, np.int64)
+    nxt = np.full(q, -1, np.int64)
+    for t in range(q):
+        i = pos[t]
+        a = ql[t]
+        j = i - 1
+        while j >= 0 and np.int64(oleaf[j]) == a and n[j] <= 0:
+            j -= 1
+        if j >= 0 and np.int64(oleaf[j]) == a:
+            prev[t] = kmap[np.int64(okey[j])]
+        j = i
+        if j < m and np.int64(oleaf[j]) == a and kmap[np.int64(okey[j])] == qk[t]:
+            j += 1
+        while j < m and np.int64(oleaf[j]) == a and n[j] <= 0:
+            j += 1
+        if j < m and np.int64(oleaf[j]) == a:
+            nxt[t] = kmap[np.int64(okey[j])]
+    return prev, nxt
+
+
+def _exact(run: RunView, ql, qk):
+    """(indices into ``ql``, indices into the run) of the query cells the run holds."""
+    pos = _lower_bound(run.leaf, run.key, run.kmap, ql, qk)
+    ok = pos < len(run)
+    hit = np.zeros(len(ql), bool)
+    if ok.any():
+        p = pos[ok]
+        hit[ok] = (np.asarray(run.leaf[p], np.int64) == ql[ok]) & (run.kmap[np.asarray(run.key[p], np.int64)] == qk[ok])
+    return np.flatnonzero(hit), pos[hit]
+
+
+@numba.njit(cache=True, nogil=True)
+def _window(uleaf, ucode, on, osy, osx, dn, dsy, dsx, xvals, binned):
+    """The old and the new segments of the windows around touched cells (dn > 0) of
+    the sorted cells ``u`` (the touched cells and their old neighbours): per segment
+    (start code, end code, slope, leaf)."""
+    U = uleaf.shape[0]
+    oa = np.empty(U, np.int64)
+    ob = np.empty(U, np.int64)
+    os_ = np.empty(U)
+    ol = np.empty(U, np.int64)
+    na = np.empty(U, np.int64)
+    nb = np.empty(U, np.int64)
+    ns = np.empty(U)
+    nl = np.empty(U, np.int64)
+    ko = 0
+    kn = 0
+    # old segments: consecutive old-present cells with a touched cell in [u, v]
+    lu = -1
+    flag = False
+    for e in range(U):
+        if lu >= 0 and uleaf[e] != uleaf[lu]:
+            lu = -1
+            flag = False
+        touched = dn[e] > 0
+        if on[e] > 0:
+            if lu >= 0 and (flag or touched):
+                x0 = osx[lu] / on[lu] if binned else xvals[ucode[lu]]
+                x1 = osx[e] / on[e] if binned else xvals[ucode[e]]
+                oa[ko] = ucode[lu]
+                ob[ko] = ucode[e]
+                os_[ko] = (osy[e] / on[e] - osy[lu] / on[lu]) / (x1 - x0)
+                ol[ko] = uleaf[e]
+                ko += 1
+            lu = e
+            flag = touched
+        elif touched:
+            flag = True
+    # new segments: consecutive present cells one of which is touched
+    lu = -1
+    for e in range(U):
+        if lu >= 0 and uleaf[e] != uleaf[lu]:
+            lu = -1
+        n1 = on[e] + dn[e]
+        if n1 <= 0:
+            continue
+        if lu >= 0 and (dn[lu] > 0 or dn[e] > 0):
+            n0 = on[lu] + dn[lu]
+            x0 = (osx[lu] + dsx[lu]) / n0 if binned else xvals[ucode[lu]]
+            x1 = (osx[e] + dsx[e]) / n1 if binned else xvals[ucode[e]]
+            na[kn] = ucode[lu]
+            nb[kn] = ucode[e]
+            ns[kn] = ((osy[e] + dsy[e]) / n1 - (osy[lu] + dsy[lu]) / n0) / (x1 - x0)
+            nl[kn] = uleaf[e]
+            kn += 1
+        lu = e
+    return oa[:ko], ob[:ko], os_[:ko], ol[:ko], na[:kn], nb[:kn], ns[:kn], nl[:kn]
+
+
+def _member(small: np.ndarray, big: np.ndarray) -> np.ndarray:
+    """``np.isin(small, big)`` for a small first array: the big one is searched in it."""
+    if not len(small) or not len(big):
+        return np.zeros(len(small), bool)
+    order = np.argsort(small)
+    s = small[order]
+    i = np.minimum(np.searchsorted(s, big), len(s) - 1)
+    hit = np.zeros(len(s), bool)
+    hit[i[s[i] == big]] = True
+    out = np.empty(len(small), bool)
+    out[order] = hit
+    return out
+
+
+def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: int) -> NumericSummary:
+    """The summary of the old sums (``runs``: :class:`RunView` s, current codes through
+    their ``kmap``; ``summary`` over the current codes) plus ``delta`` (a grouped table
+    in the current codes): see the module docstring."""
+    P = fs.coder.n_keys
+    k = fs.stats_per_set
+    binned = bool(fs.binned)
+    xvals = np.zeros(1) if binned else np.asarray(fs.coder.values, dtype="float64")
+    count, starts, ends = summary.count.copy(), summary.starts.copy(), summary.ends.copy()
+    add, sub = summary.add.copy(), summary.sub.copy()
+    sum_x = None if summary.sum_x is None else summary.sum_x.copy()
+    cells, rows = summary.leaf_cells.copy(), summary.leaf_rows.copy()
+    seg = summary.segments
+    dleaf = np.asarray(delta.leaf, np.int64)
+    dkey = np.asarray(delta.key, np.int64)
+    # each run (or part of one) holds a range of leaves: only the delta cells in its range
+    # are looked up there (a scan's parts hold disjoint ranges), one search shared by the sets
+    spans = []
+    for r in runs:
+        if not len(r):
+            continue
+        lo, hi = int(r.leaf[0]), int(r.leaf[len(r) - 1])
+        a, b = int(np.searchsorted(dleaf, lo, "left")), int(np.searchsorted(dleaf, hi, "right"))
+        if b > a:
+            spans.append((r, lo, hi, a, _lower_bound(r.leaf, r.key, r.kmap, dleaf[a:b], dkey[a:b])))
+    for s in range(n_sets):
+        dn_all = delta.values[:, k * s]
+        t = np.flatnonzero(dn_all > 0)
+        if len(t) == 0:
+            continue
+        ql, qk = dleaf[t], dkey[t]
+        prev = np.full(len(t), -1, np.int64)
+        nxt = np.full(len(t), np.iinfo(np.int64).max, np.int64)
+        for r, lo, hi, a, p in spans:
+            ta, tb = np.searchsorted(t, [a, a + len(p)])
+            if tb <= ta:
+                continue
+            pa, pb = _neighbours(r.leaf, r.key, r.kmap, r.column(k * s), p[t[ta:tb] - a], ql[ta:tb], qk[ta:tb])
+            prev[ta:tb] = np.maximum(prev[ta:tb], pa)
+            nxt[ta:tb] = np.minimum(nxt[ta:tb], np.where(pb < 0, np.iinfo(np.int64).max, pb))
+        # the window cells: touched cells and their neighbours, as leaf * P + code
+        has_p, has_n = prev >= 0, nxt < np.iinfo(np.int64).max
+        ck = np.sort(np.concatenate([ql * P + qk, ql[has_p] * P + prev[has_p], ql[has_n] * P + nxt[has_n]]))
+        ck = ck[np.concatenate([[True], ck[1:] != ck[:-1]])]  # distinct (np.unique hashes: slower here)
+        ul, uc = ck // P, ck % P
+        U = len(ck)
+        on, osy, osx = np.zeros(U), np.zeros(U), np.zeros(U)
+        for r, lo, hi, _, _ in spans:
+            ua, ub = np.searchsorted(ul, [lo, hi + 1])
+            if ub <= ua:
+                continue
+            qi, ri = _exact(r, ul[ua:ub], uc[ua:ub])
+            if len(qi):
+                qi = qi + ua
+                on[qi] += r.column(k * s)[ri]
+                osy[qi] += r.column(k * s + 1)[ri]
+                if binned:
+                    osx[qi] += r.column(k * s + 2)[ri]
+        dn, dsy, dsx = np.zeros(U), np.zeros(U), np.zeros(U)
+        di = np.searchsorted(ck, dleaf[t] * P + dkey[t])
+        dn[di] = dn_all[t]
+        dsy[di] = delta.values[t, k * s + 1]
+        if binned:
+            dsx[di] = delta.values[t, k * s + 2]
+        oa, ob, osl, ol, na, nb, nsl, nl = _window(ul, uc, on, osy, osx, dn, dsy, dsx, xvals, binned)
+        count[s] += np.bincount(qk, weights=dn_all[t], minlength=P)
+        starts[s] += np.bincount(na, minlength=P) - np.bincount(oa, minlength=P)
+        ends[s] += np.bincount(nb, minlength=P) - np.bincount(ob, minlength=P)
+        add[s] += np.bincount(na, weights=nsl, minlength=P) - np.bincount(oa, weights=osl, minlength=P)
+        sub[s] += np.bincount(nb, weights=nsl, minlength=P) - np.bincount(ob, weights=osl, minlength=P)
+        L = cells.shape[1]
+        cells[s] += np.bincount(ul[(dn > 0) & (on <= 0)], minlength=L)
+        rows[s] += np.bincount(ql, weights=dn_all[t], minlength=L)
+        if s == 0:
+            if binned:
+                sum_x += np.bincount(qk, weights=delta.values[t, 2], minlength=P)
+            if summary.n_segments > 0 and len(na):
+                h = _seg_hash(nl, na, summary.random_state)
+                # a kept segment a window took off (its start keeps its hash): replaced
+                keep = ~_member(seg[0], _seg_hash(ol, oa, summary.random_state))
+                seg = _bottom_k(tuple(np.concatenate([a[keep], b]) for a, b in zip(seg, (h, na, nb, nsl))),
+                                summary.n_segments)
+    return NumericSummary(summary.n_segments, summary.random_state, count, starts, ends, add, sub, sum_x, cells,
+                          rows, seg)

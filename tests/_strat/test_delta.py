@@ -1,0 +1,113 @@
+"""The incremental finish: a state's numeric curves updated by the cells appended rows
+touch (daskpd._strat.delta) equal a full finish of the merged sums under the same
+stratification -- binned and exact features (new values), a categorical feature with a
+new level, trials, two successive appends through saved (memory-mapped) states, and a
+compaction of the runs."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import daskpd
+from daskpd import ScanState
+from daskpd._strat import state as state_mod
+
+from test_state import FEATURES, _frame
+
+RTOL = 1e-12
+
+
+def _appended(seed: int, rows: int, x1_value: float, level: str) -> pd.DataFrame:
+    b = _frame(rows, seed)
+    b.loc[b.index[:30], "x1"] = x1_value  # a value the stratification never saw
+    b.loc[b.index[30:60], "c"] = level  # a level it never saw
+    b["y"] = b["x1"] ** 2 / 10 + b["x2"] + b["c"].map({"a": 0.0, "b": 1.0, "c": 2.0, "d": 4.0, "z": 9.0, "w": 6.0})
+    return b
+
+
+@pytest.fixture(scope="module")
+def data():
+    a = _frame(6000, 1)
+    return a, _appended(2, 1500, 3.7, "z"), _appended(3, 1500, 4.1, "w")
+
+
+@pytest.fixture(scope="module")
+def strat(data):
+    return daskpd.fit_stratification(data[0], target="y", features=FEATURES, sample_size=4000, progress=False)
+
+
+def _close(a, b):
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    assert a.shape == b.shape
+    scale = np.nanmax(np.abs(b)) if np.isfinite(b).any() else 1.0
+    np.testing.assert_allclose(a, b, rtol=RTOL, atol=RTOL * scale, equal_nan=True)
+
+
+def _same_results(got: dict, want: dict, n_trials: int):
+    for f in FEATURES:
+        g, w = got[f], want[f]
+        if f == "c":
+            pd.testing.assert_frame_equal(g.to_frame(), w.to_frame(), rtol=1e-9)
+            continue
+        _close(g.x, w.x)  # binned: sum x / rows, sums added in another order
+        _close(g.pd, w.pd)
+        _close(g.slope, w.slope)
+        np.testing.assert_array_equal(g.slope_count, w.slope_count)
+        np.testing.assert_array_equal(g.count, w.count)
+        assert (g.n_used, g.n_ignored, g.n_leaves, g.n_rows) == (w.n_used, w.n_ignored, w.n_leaves, w.n_rows)
+        if n_trials > 1:
+            _close(g.trials_pd, w.trials_pd)
+        if f != "x1":  # the vocabulary of x1 grows: its sample is rehashed (module docstring of delta.py)
+            for k in ("x0", "x1", "slope"):
+                _close(np.sort(g.segments[k]), np.sort(w.segments[k]))
+
+
+@pytest.mark.parametrize("n_trials", [1, 3])
+def test_two_appends_through_saved_states_equal_full_finishes(data, strat, n_trials, tmp_path, monkeypatch):
+    a, b1, b2 = data
+    kw = {"n_trials": n_trials} if n_trials > 1 else {}
+    state = daskpd.scan_state(a, strat, progress=False, **kw)
+    monkeypatch.setattr(state_mod, "COMPACT_SHARE", 10.0)
+    seen = a
+    for step, b in enumerate([b1, b2]):
+        if step == 1:  # the second append compacts the runs into one
+            monkeypatch.setattr(state_mod, "MAX_RUNS", 2)
+        new = daskpd.scan_state(b, strat, progress=False, **kw)
+        merged, got = state.delta_finish(new, strat)
+        seen = pd.concat([seen, b], ignore_index=True)
+        whole = daskpd.scan_state(seen, strat, progress=False, **kw)
+        _same_results(got, whole.finish(strat), n_trials)
+        # the base state had no summary: merged in full once, then updated by deltas
+        want = "merge" if step == 0 else "delta"
+        assert merged.finish_modes == {"x1": want, "x2": want, "x3": want, "c": "merge"}
+        assert {len(merged.features[f].runs) for f in FEATURES} == {2 if step == 0 else 1}
+        merged.save(tmp_path / f"s{step}")
+        state = ScanState.load(tmp_path / f"s{step}")
+        assert state.features["x1"].summary is not None
+        # the runs on disk merge to the whole scan's sums
+        for f in FEATURES:
+            np.testing.assert_array_equal(state.features[f].table.key, whole.features[f].table.key)
+            np.testing.assert_allclose(state.features[f].table.values, whole.features[f].table.values, rtol=1e-12)
+    # the second state's runs: the first state's files, hard-linked
+    assert state.features["x2"].runs[0].sources is not None
+
+
+def test_a_full_run_keeps_the_summaries_and_the_next_run_is_a_delta(data, strat, tmp_path):
+    a, b1, b2 = data
+    full = daskpd.strat_curves_and_importances(a, target="y", features=FEATURES, stratification=strat,
+                                               keep_state=True, progress=False)
+    full.state.save(tmp_path / "s")
+    st = ScanState.load(tmp_path / "s")
+    assert all(st.features[f].summary is not None for f in ("x1", "x2", "x3")) and st.features["c"].summary is None
+    inc = daskpd.strat_curves_and_importances(b1, target="y", features=FEATURES, stratification=strat,
+                                              base_state=st, keep_state=True, progress=False)
+    assert inc.state.finish_modes == {"x1": "delta", "x2": "delta", "x3": "delta", "c": "merge"}
+    ab = pd.concat([a, b1], ignore_index=True)
+    whole = daskpd.strat_curves_and_importances(ab, target="y", features=FEATURES, stratification=strat,
+                                                progress=False)
+    _same_results(inc.curves, whole.curves, 1)
+    pd.testing.assert_frame_equal(inc.table, whole.table, rtol=1e-9)
+    # the state written next holds the base run's files and one more run
+    inc.state.save(tmp_path / "s2")
+    assert len(ScanState.read_meta(tmp_path / "s2")["features"][0]["runs"]) == 2
