@@ -22,7 +22,8 @@ import pandas as pd
 
 from .plan import Job
 
-__all__ = ["row_hash", "content_hash", "keyed_hash", "bootstrap_weights", "bootstrap_counts", "SampleJob", "Sample",
+__all__ = ["row_hash", "content_hash", "keyed_hash", "bootstrap_weights", "bootstrap_counts", "TrialDraw",
+           "trial_draw", "SampleJob", "Sample",
            "distinct_capped", "SAMPLE_MARGIN", "HASH_COLUMN"]
 
 _HASH = "__daskpd_hash__"
@@ -141,10 +142,42 @@ def bootstrap_counts(df: pd.DataFrame, columns: Sequence[str], n_trials: int, ra
                      fraction: float | None = None) -> np.ndarray:
     """:func:`bootstrap_weights` as uint8 counts (every draw is a whole number below 25),
     drawn for all trials in one compiled pass over the rows' content hashes."""
-    content = content_hash(df[list(columns)])  # hashed once
+    return trial_draw(n_trials, random_state, fraction).counts(content_hash(df[list(columns)]))
+
+
+class TrialDraw:
+    """The trial weights as a function of the rows' content hashes (:func:`content_hash`
+    of the weight columns): ``counts(h)`` gives what :func:`bootstrap_counts` gives for
+    the rows of those hashes.  A row's weights being a pure function of its 8-byte hash,
+    raw rows can carry the hash instead of their ``n_trials`` weight bytes and draw them
+    where they are summed."""
+
+    def __init__(self, seeds: np.ndarray, fraction: float):
+        self.seeds = np.ascontiguousarray(seeds, dtype=np.uint64)
+        self.fraction = float(fraction)
+
+    @property
+    def n_trials(self) -> int:
+        return int(self.seeds.shape[0])
+
+    def counts(self, content: np.ndarray) -> np.ndarray:
+        """uint8 weights, shape (len(content), n_trials)."""
+        return _draw_counts(np.ascontiguousarray(content, dtype=np.uint64), self.seeds, _POISSON1_CDF, self.fraction)
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, TrialDraw) and self.fraction == other.fraction
+                and np.array_equal(self.seeds, other.seeds))
+
+    def __hash__(self) -> int:
+        return hash((self.fraction, self.seeds.tobytes()))
+
+
+def trial_draw(n_trials: int, random_state: int, fraction: float | None = None) -> TrialDraw:
+    """The :class:`TrialDraw` of ``n_trials`` trials seeded by ``random_state`` (Poisson(1)
+    counts, or with ``fraction`` 0/1 subsample weights)."""
     seeds = np.array([_mix64(np.array([(int(random_state) & 0xFFFFFFFF) << 20 | ((t + 1) & 0xFFFFF)],
                                       dtype="uint64"))[0] for t in range(n_trials)], dtype=np.uint64)
-    return _draw_counts(content, seeds, _POISSON1_CDF, -1.0 if fraction is None else float(fraction))
+    return TrialDraw(seeds, -1.0 if fraction is None else float(fraction))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -157,6 +190,7 @@ def _draw_counts(content, seeds, cdf, fraction):
     c1, c2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
     s30, s27, s31, s11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
     K = cdf.shape[0]
+    q0, q1, q2, q3, q4, q5 = cdf[0], cdf[1], cdf[2], cdf[3], cdf[4], cdf[5]
     for i in range(n):
         h0 = content[i]
         for t in range(T):
@@ -169,10 +203,11 @@ def _draw_counts(content, seeds, cdf, fraction):
             u = np.float64(z >> s11) * (1.0 / 9007199254740992.0)
             if fraction >= 0.0:
                 out[i, t] = 1 if u < fraction else 0
-            else:
-                k = 0
-                while k < K and cdf[k] <= u:
-                    k += 1
+            else:  # the first six steps counted without branches (cdf rises: the same count)
+                k = ((q0 <= u) + (q1 <= u) + (q2 <= u)) + ((q3 <= u) + (q4 <= u) + (q5 <= u))
+                if k == 6:  # P(K >= 6) = 0.0006
+                    while k < K and cdf[k] <= u:
+                        k += 1
                 out[i, t] = k
     return out
 

@@ -36,7 +36,7 @@ from .._engine.progress import plan_stages, stage
 from .._errors import DataError
 from .categorical import category_values, effects_iterative
 from .firstpass import FirstPassCache, TargetRange, cached_first_pass
-from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype, leaf_numbering
+from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype, leaf_numbering, trial_row_bytes
 from .state import ScanState, Stratification, extend_coder, sample_id, state_from_parts
 from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_tree
 
@@ -352,7 +352,7 @@ def _coder(f, kind, sample: Sample, max_bins, nan_as_level, dtype) -> KeyCoder:
 def _raw_row_bytes(fs, n_sets: int) -> int:
     """Bytes a map ships per row of a feature it does not group (see StratScan.map)."""
     index = np.dtype(index_dtype(fs.n_leaves)).itemsize + np.dtype(index_dtype(fs.coder.n_keys)).itemsize
-    return index + 8 * (fs.stats_per_set - 1) + (n_sets - 1)  # y (and x), uint8 trial weights
+    return index + 8 * (fs.stats_per_set - 1) + trial_row_bytes(n_sets)  # y (and x), the trials' weights or hash
 
 
 def _grouped_bytes(fs, n_sets: int) -> int:

@@ -33,7 +33,7 @@ from dask.sizeof import sizeof
 import pandas as pd
 
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
-from .._engine.hashing import bootstrap_counts
+from .._engine.hashing import content_hash, trial_draw
 from .._engine.plan import Job, Kept
 from .._engine.sums import Rows, Table, reduce_tables, sort_rows
 from . import categorical_buckets
@@ -45,11 +45,23 @@ from .numeric import bucket_sums, curve_from_sums
 from .runs import write_part
 from .virtual import N_VIRTUAL, bucket_bounds
 
-__all__ = ["FeatureScan", "StratScan", "ScanPiece", "WithState", "N_VIRTUAL", "leaf_numbering", "bucket_bounds"]
+__all__ = ["FeatureScan", "StratScan", "ScanPiece", "WithState", "N_VIRTUAL", "leaf_numbering", "bucket_bounds",
+           "trial_row_bytes", "HASHED_TRIALS"]
 
 #: a map groups its rows itself when the feature's (leaf, key) grid has at most this
 #: many cells per partition row (few cells: partitions shrink a lot); else it ships rows
 MAP_GROUP_CELLS_PER_ROW = 2
+
+
+#: with more trials than this, a raw row carries its 8-byte content hash instead of one
+#: weight byte per trial (the weights are drawn from it where the rows are summed)
+HASHED_TRIALS = 8
+
+
+def trial_row_bytes(n_sets: int) -> int:
+    """The bytes a raw row carries for its trials: a weight byte per trial, or its hash."""
+    t = max(0, int(n_sets) - 1)
+    return 8 if t > HASHED_TRIALS else t
 
 
 def groups_at_map(fs, rows_per_partition: float, n_sets: int = 1) -> bool:
@@ -64,7 +76,7 @@ def groups_at_map(fs, rows_per_partition: float, n_sets: int = 1) -> bool:
     if n_sets <= 1:
         return True
     k = fs.stats_per_set
-    return cells * (12 + 8 * k * n_sets) <= rows * (4 + 8 * (k - 1) + n_sets - 1)
+    return cells * (12 + 8 * k * n_sets) <= rows * (4 + 8 * (k - 1) + trial_row_bytes(n_sets))
 
 
 def index_dtype(n: int):
@@ -205,9 +217,12 @@ class StratScan(Job):
         y_ok = np.isfinite(y)
         X = ctx.cached(("strat-X", id(self.encoder)), lambda: self.encoder.transform(df))
         col = {c: j for j, c in enumerate(self.encoder.columns)}
-        W = None
+        W = H = draw = None
         if self.n_trials:
-            W = bootstrap_counts(df, self.weight_columns, self.n_trials, self.random_state, self.trial_fraction)
+            draw = trial_draw(self.n_trials, self.random_state, self.trial_fraction)
+            H = content_hash(df[list(self.weight_columns)])
+            if self.n_trials <= HASHED_TRIALS:  # else the rows carry H, the weights are drawn where they are summed
+                W = draw.counts(H)
         piece = ScanPiece({}, {})
         for fs in self.features:
             s = df[fs.feature]
@@ -222,7 +237,8 @@ class StratScan(Job):
             else:
                 key = fs.coder.encode(s if every else s[ok])
             rows = Rows(leaf.astype(index_dtype(fs.n_leaves), copy=False), key.astype(index_dtype(fs.coder.n_keys)),
-                        y[sel], x[sel] if fs.binned else None, W[sel] if W is not None else None)
+                        y[sel], x[sel] if fs.binned else None, W[sel] if W is not None else None,
+                        H[sel] if W is None and H is not None else None, draw if W is None else None)
             piece.tables[fs.feature] = reduce_tables([rows], fs.coder.n_keys) if self._group_at_map(fs) else rows
             piece.counters[fs.feature] = (len(df), int((~x_ok).sum()), int((x_ok & ~y_ok).sum()))
         return piece

@@ -200,3 +200,24 @@ def test_plots_draw_the_band(curves):
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+def test_many_trials_ride_as_row_hashes_with_the_same_weights(df, monkeypatch):
+    """With more than ``HASHED_TRIALS`` trials the raw rows carry their 8-byte hash and
+    the weights are drawn where the rows are summed: the same trials as the rows carrying
+    their weight bytes (up to the reassociation of float sums where the smaller rows change
+    the planner's grouping), and partition independent."""
+    from daskpd._strat import scan
+
+    kw = dict(target="y", categorical_features=["c"], n_trials=12, random_state=5, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hashed = daskpd.strat_curves_and_importances(df, **kw)
+        parts3 = daskpd.strat_curves_and_importances(dd.from_pandas(df, npartitions=3), **kw)
+        monkeypatch.setattr(scan, "HASHED_TRIALS", 100)
+        weighted = daskpd.strat_curves_and_importances(df, **kw)
+    assert scan.trial_row_bytes(13) == 12
+    for f in ("x1", "c"):
+        for other in (parts3, weighted):
+            np.testing.assert_allclose(hashed.curves[f].trials_pd, other.curves[f].trials_pd, rtol=1e-9, atol=1e-9,
+                                       equal_nan=True)

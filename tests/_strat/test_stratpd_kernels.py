@@ -508,3 +508,36 @@ def test_sorted_rows_sum_every_set_as_the_full_table(with_x):
                 assert sx is None
     assert sr.set_stats(0)[0].sum() == 2045 and len(sort_rows(parts[:1])) == 0
 
+
+
+@pytest.mark.parametrize("fraction", [None, 0.5])
+def test_rows_carrying_hashes_sum_as_rows_carrying_their_weights(fraction):
+    """Raw rows with many trials carry their content hash and draw their weights where
+    they are summed: concatenated, cut, grouped (dense grid or sorted) and sorted for the
+    finish, they give the bits of the same rows carrying the drawn weights."""
+    from daskpd._engine.hashing import trial_draw
+    from daskpd._engine.sums import Rows, reduce_tables, sort_rows
+
+    draw = trial_draw(20, 9, fraction)
+    rng = np.random.default_rng(6)
+    hashed, weighted = [], []
+    for n in (0, 800, 45, 1300):
+        leaf, key = rng.integers(3, 40, n).astype(np.uint16), rng.integers(0, 60, n).astype(np.uint16)
+        y, x, h = rng.normal(size=n), rng.normal(size=n), rng.integers(0, 1 << 63, n).astype(np.uint64)
+        hashed.append(Rows(leaf, key, y, x, None, h, draw))
+        weighted.append(Rows(leaf, key, y, x, draw.counts(h)))
+    assert hashed[1].n_trials == 20 and hashed[1].n_stats == 63 and hashed[1].nbytes == 800 * 28
+    bounds = np.array([3, 10, 25, 40])
+    cut_h, cut_w = Rows.concat_split(hashed, bounds), Rows.concat_split(weighted, bounds)
+    for a, b in [*zip(cut_h, cut_w), (Rows.concat(hashed), Rows.concat(weighted))]:
+        assert a.w is None and a.draw is draw
+        np.testing.assert_array_equal(a.weights(), b.w)
+        np.testing.assert_array_equal(a.y, b.y)
+    for n_keys in (60, 1 << 20):  # the dense grid, then the sort
+        np.testing.assert_array_equal(reduce_tables(hashed, n_keys).values, reduce_tables(weighted, n_keys).values)
+    sh, sw = sort_rows(hashed), sort_rows(weighted)
+    np.testing.assert_array_equal(sh.w, sw.w)
+    for s in (0, 1, 20):
+        for a, b in zip(sh.set_stats(s), sw.set_stats(s)):
+            np.testing.assert_array_equal(a, b)
+    assert sh.set_stats(20)[0].sum() == sw.w[:, 19].sum() > 0
