@@ -260,11 +260,12 @@ def effects_explicit(fs, states: list, summaries: list, job):
     return _result(fs, job, effects, summaries)
 
 
-def effects_iterative(fs, refs: list, summaries: list, job, progress=None):
+def effects_iterative(fs, refs: list, summaries: list, job, progress=None, local: bool = False):
     """The CatStratPDResult of one feature whose buckets stayed on the workers
-    (``refs``), by conjugate gradients with products summed over the buckets."""
+    (``refs``), by conjugate gradients with products summed over the buckets
+    (``local``: buckets held by this process, their products computed here)."""
     setups = fold_summaries(summaries, fs.coder.n_keys, job.n_sets)
-    return _result(fs, job, solve_buckets(refs, setups, fs.coder.n_keys, progress=progress), summaries)
+    return _result(fs, job, solve_buckets(refs, setups, fs.coder.n_keys, progress=progress, local=local), summaries)
 
 
 def result_from_sums(feature: str, target: str, labels, per_set: list, **kw) -> "CatStratPDResult":

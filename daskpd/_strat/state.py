@@ -39,7 +39,6 @@ import pandas as pd
 
 from .. import __version__
 from .._data.encode import KeyCoder
-from .._engine.scheduler import current_client
 from .._engine.sums import Table, reduce_tables
 from .._errors import DataError
 from ..results.base import atomic_path, dump_json
@@ -438,10 +437,9 @@ class ScanState:
             if fs.coder.n_keys <= EXPLICIT_MAX_KEYS:
                 states = [scan.gram_link(None, bucket, s) for s in range(scan.n_sets)]
                 out[fs.feature] = scan.categorical_explicit(i, len(states), *states, summary)
-            else:  # conjugate gradients: the bucket is sent to the cluster once, not in every round
-                client = current_client()
-                ref = client.scatter(bucket, hash=False) if client is not None else bucket
-                out[fs.feature] = effects_iterative(fs, [ref], [summary], scan)
+            else:  # conjugate gradients where the sums are: here (sending the whole merged
+                # bucket to one worker can exceed that worker's memory; the rounds are sequential)
+                out[fs.feature] = effects_iterative(fs, [bucket], [summary], scan, local=True)
         return out
 
     def subset(self, features) -> "ScanState":
