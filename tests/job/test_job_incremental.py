@@ -181,3 +181,15 @@ def test_killed_incremental_run_leaves_the_previous_state(dask_cluster, tmp_path
     m2 = manifest(run_job(spec, run_id="r2", **kw))  # the next run picks the state up again
     assert m2["incremental"]["mode"] == "incremental" and m2["incremental"]["base_run"] == "r1"
     assert m2["state"]["n_rows"] == 7000
+
+
+def test_model_based_parameters_do_not_refit_the_model_free_part():
+    """The model and the model-based methods' parameters are checked by their own state:
+    changing them leaves the model-free part incremental (a model-free key still counts)."""
+    base = {"target": "y", "features": ["a", "b"], "methods": ["stratpd", "ale"], "model": {"path": "m1.joblib"},
+            "params": {"stratpd": {"min_slopes_per_x": 5}, "ale": {"bins": 6}}, "run": {"incremental": True}}
+    other = {**base, "methods": ["stratpd", "ale", "ice"], "model": {"path": "m2.joblib"},
+             "params": {"stratpd": {"min_slopes_per_x": 5}, "ale": {"bins": 7}}}
+    assert nightly._spec_key(base) == nightly._spec_key(other)
+    changed = {**base, "params": {"stratpd": {"min_slopes_per_x": 3}, "ale": {"bins": 6}}}
+    assert nightly._spec_key(base) != nightly._spec_key(changed)
