@@ -25,7 +25,7 @@ from .categorical_buckets import fold_summaries, solve_buckets, solve_explicit
 from .categorical_gram import solve_gram
 from .trees import tree_method_of
 
-__all__ = ["CatStratPDResult", "effects_explicit", "effects_iterative", "result_from_effects", "result_from_sums",
+__all__ = ["CatStratPDResult", "effects_explicit", "result_of_effects", "effects_iterative", "result_from_effects", "result_from_sums",
            "place_groups", "category_index", "category_values", "no_shared_leaf_message"]
 
 
@@ -247,6 +247,15 @@ def _params(fs, job) -> dict:
 def _result(fs, job, effects, summaries):
     opts = job.finish_options
     counters = next((s.counters for s in summaries if s.counters is not None), None)
+    return result_from_effects(fs.feature, job.target, fs.coder.labels(), effects, counters,
+                               dtype=opts.get("dtypes", {}).get(fs.feature), centered=bool(opts.get("centered", False)),
+                               params=_params(fs, job))
+
+
+def result_of_effects(fs, job, effects: list, counters=None):
+    """The CatStratPDResult of one feature of a scan job from its solved effects (one
+    :class:`~daskpd._strat.categorical_solve.Effects` per statistics set)."""
+    opts = job.finish_options
     return result_from_effects(fs.feature, job.target, fs.coder.labels(), effects, counters,
                                dtype=opts.get("dtypes", {}).get(fs.feature), centered=bool(opts.get("centered", False)),
                                params=_params(fs, job))

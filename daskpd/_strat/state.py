@@ -42,15 +42,16 @@ from .._data.encode import KeyCoder
 from .._engine.sums import Table, reduce_tables
 from .._errors import DataError
 from ..results.base import atomic_path, dump_json
-from .categorical import category_values, effects_iterative
-from .categorical_buckets import EXPLICIT_MAX_KEYS
+from .catdelta import CatSummary, apply_cat_delta, cat_summary, effects_of_summary, warm_start
+from .categorical import category_values, effects_iterative, result_of_effects
+from .categorical_buckets import EXPLICIT_MAX_KEYS, fold_summaries, solve_buckets
 from .delta import NumericSummary, RunView, apply_delta, gather_leaf_stats, numeric_summary, summary_bucket, \
     summary_from_buckets
 from .runs import PARTS, read_table, write_part
 from .scan import FeatureScan, ScanPiece, StratScan
 
 __all__ = ["Stratification", "ScanState", "FeatureState", "FORMAT_VERSION", "extend_coder", "state_from_parts",
-           "sample_id"]
+           "sample_id", "attach_categorical_summaries"]
 
 #: the on-disk format of stratifications and states (raised on any incompatible change)
 FORMAT_VERSION = 3
@@ -60,6 +61,9 @@ MERGE_THREADS = 2
 #: count, or when the appended runs' cells exceed this share of the first run's
 MAX_RUNS = 8
 COMPACT_SHARE = 0.5
+#: a categorical feature's finish summary keeps its explicit G (one dense K x K array per
+#: statistics set) only up to this many bytes; above, it is merged and finished in full
+CAT_GRAM_MAX_BYTES = 1 << 28
 _STRAT_MAGIC = "daskpd-stratification"
 _STATE_MAGIC = "daskpd-scan-state"
 
@@ -302,10 +306,11 @@ class FeatureState:
     """One feature's merged sums: the vocabulary of positions seen (``coder``), the
     counters (rows read, missing x, bad y), the sums as sorted runs (``runs``: one after
     a full scan, one more per incremental run until compacted; ``table`` merges them)
-    and, for a numeric feature, the finish summary (:class:`NumericSummary`)."""
+    and the finish summary (:class:`NumericSummary` for a numeric feature,
+    :class:`~daskpd._strat.catdelta.CatSummary` for a categorical one)."""
 
     def __init__(self, coder: KeyCoder, table: Table | None = None, counters=(0, 0, 0), *, runs=None,
-                 summary: NumericSummary | None = None):
+                 summary: NumericSummary | CatSummary | None = None):
         self.coder = coder
         self.counters = tuple(counters)
         self.runs = list(runs) if runs is not None else [Run(coder, table)]
@@ -368,6 +373,8 @@ class ScanState:
     #: after :meth:`delta_finish`: {feature: "delta" | "merge"}, how each was finished
     finish_modes: dict = field(default_factory=dict, repr=False, compare=False)
     finish_seconds: dict = field(default_factory=dict, repr=False, compare=False)
+    #: after :meth:`delta_finish`: {feature: conjugate-gradient rounds of its solve (0: none)}
+    finish_rounds: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_sets(self) -> int:
@@ -482,7 +489,12 @@ class ScanState:
         numeric feature's curve is its finish summary updated by the cells ``other``
         touches (:func:`daskpd._strat.delta.apply_delta`), and a categorical feature (or
         a numeric one without a usable summary) is merged and finished in full.
-        ``self.finish_modes`` of the returned state says which feature took which path."""
+        A categorical feature with its :class:`~daskpd._strat.catdelta.CatSummary` (explicit
+        normal equations) is updated by the leaves ``other`` touches
+        (:func:`daskpd._strat.catdelta.apply_cat_delta`) and solved; one with many
+        categories is merged and its conjugate gradients start from the effects of the
+        previous finish.  ``self.finish_modes`` of the returned state says which feature
+        took which path, ``finish_rounds`` the conjugate-gradient rounds."""
         from concurrent.futures import ThreadPoolExecutor
 
         _check_mergeable(self, other)
@@ -511,8 +523,16 @@ class ScanState:
             base = runs[0].n_cells
             compact = len(runs) > MAX_RUNS or sum(r.n_cells for r in runs[1:]) > COMPACT_SHARE * max(base, 1)
             merged = None
+            rounds = 0
             summary = a.summary
-            if fs.kind == "numeric" and summary is not None and summary.n_sets == n_sets and \
+            if fs.kind == "categorical" and isinstance(summary, CatSummary) and summary.gram is not None and \
+                    summary.n_sets == n_sets and _explicit_summary(coder.n_keys, n_sets):
+                summary = summary.recode(_kmap(a.coder, coder), coder.n_keys)
+                summary = apply_cat_delta(summary, [v for r in a.runs for v in r.views(coder)],
+                                          _recode(b.table, b.coder, coder), fs.stats_per_set)
+                result = result_of_effects(fs, scan, effects_of_summary(summary, counters[f]), counters[f])
+                mode = "delta"
+            elif fs.kind == "numeric" and isinstance(summary, NumericSummary) and summary.n_sets == n_sets and \
                     summary.n_segments == k and summary.random_state == stratification.random_state:
                 summary = summary.recode(_kmap(a.coder, coder), coder.n_keys)
                 summary = apply_delta(summary, [v for r in a.runs for v in r.views(coder)], _recode(b.table, b.coder, coder), fs,
@@ -524,16 +544,20 @@ class ScanState:
                                                            coder.n_keys), counters[f])
                 one = ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction, {f: merged},
                                 shell.n_rows, y_range, shell.n_partitions, {f: self.dtypes.get(f)})
-                result = one.finish(stratification, opts)[f]
-                summary = (numeric_summary(merged.table, fs, n_sets, stratification.random_state, k)
-                           if fs.kind == "numeric" else None)
+                if fs.kind == "numeric":
+                    result = one.finish(stratification, opts)[f]
+                    summary = numeric_summary(merged.table, fs, n_sets, stratification.random_state, k)
+                else:
+                    prev = summary.recode(_kmap(a.coder, coder), coder.n_keys) if isinstance(summary, CatSummary) \
+                        else None
+                    result, summary, rounds = _finish_categorical(one, stratification, opts, prev)
                 mode = "merge"
             if compact:
                 table = merged.table if merged is not None else reduce_tables(
                     [_recode(r.table(), r.coder, coder) for r in runs], coder.n_keys)
                 runs = [Run(coder, table)]
             return (FeatureState(coder, None, counters[f], runs=runs, summary=summary), result,
-                    (mode, time.perf_counter() - t0))
+                    (mode, time.perf_counter() - t0, rounds))
 
         # the categorical features first: the longest
         order = sorted(range(len(scan.features)), key=lambda i: scan.features[i].kind != "categorical")
@@ -548,6 +572,7 @@ class ScanState:
                           shell.n_partitions, dict(self.dtypes))
         state.finish_modes = {names[i]: done[i][2][0] for i in range(len(names))}
         state.finish_seconds = {names[i]: done[i][2][1] for i in range(len(names))}
+        state.finish_rounds = {names[i]: done[i][2][2] for i in range(len(names))}
         return state, {names[i]: done[i][1] for i in range(len(names))}
 
     # -- files ---------------------------------------------------------------------
@@ -632,7 +657,9 @@ class ScanState:
             summary = None
             if fm.get("summary"):
                 with np.load(os.path.join(path, f"feature-{i}.summary.npz"), allow_pickle=False) as z:
-                    summary = NumericSummary.from_arrays({k: z[k] for k in z.files})
+                    arrays = {k: z[k] for k in z.files}
+                summary = (CatSummary.from_arrays(arrays) if "cat_vectors" in arrays else
+                           NumericSummary.from_arrays(arrays))
             feats[fm["feature"]] = FeatureState(coder, None, tuple(int(c) for c in fm["counters"]), runs=runs,
                                                 summary=summary)
         y_range = None if meta["y_range"] is None else tuple(meta["y_range"])
@@ -668,6 +695,76 @@ def _link_run(d: str, old: str, directory: str, name: str) -> bool:
                 pass
         return False
     return True
+
+
+def _explicit_summary(K: int, n_sets: int) -> bool:
+    """Whether a categorical feature's summary keeps its explicit G."""
+    return K <= EXPLICIT_MAX_KEYS and 8 * n_sets * K * K <= CAT_GRAM_MAX_BYTES
+
+
+def _table_of_runs(st: FeatureState, n_values: int) -> Table:
+    """A feature's sums without keeping them on the state (its runs read, not cached)."""
+    if len(st.runs) != 1:
+        return st.table
+    views = [v for v in st.runs[0].views(st.coder) if len(v)]
+    if not views:
+        return Table.empty(n_values)
+    return Table(np.concatenate([np.asarray(v.leaf, np.int64) for v in views]),
+                 np.concatenate([v.kmap[np.asarray(v.key, np.int64)] for v in views]),
+                 np.concatenate([np.column_stack([v.column(j) for j in range(n_values)]) for v in views]))
+
+
+def _finish_categorical(one: ScanState, stratification: Stratification, opts: dict, prev) -> tuple:
+    """``(result, summary, conjugate-gradient rounds)`` of a one-feature state's categorical feature, finished as
+    :meth:`ScanState.finish` does; the summary for the next incremental run: the explicit
+    normal equations, or (many categories) the effects, and conjugate gradients start
+    from ``prev``'s effects (a :class:`CatSummary` in the feature's codes, or None)."""
+    scan = one.scan_job(stratification, opts)
+    fs = scan.features[0]
+    st = one.features[fs.feature]
+    K, n_sets = fs.coder.n_keys, scan.n_sets
+    if K <= EXPLICIT_MAX_KEYS:
+        result = one.finish(stratification, opts)[fs.feature]
+        summary = (cat_summary(st.table, K, fs.stats_per_set, n_sets, True) if _explicit_summary(K, n_sets)
+                   else None)
+        return result, summary, 0
+    piece = ScanPiece({fs.feature: st.table}, {fs.feature: st.counters}, 1)
+    bucket, bsum = scan.finish_bucket(piece, 0)["categorical"][0]
+    setups = fold_summaries([bsum], K, n_sets)
+    x0 = warm_start(prev.effects if prev is not None else None, setups)
+    effects = solve_buckets([bucket], setups, K, local=True, x0=x0)
+    result = result_of_effects(fs, scan, effects, st.counters)
+    return result, CatSummary(np.zeros((n_sets, 6, 0)), np.zeros((n_sets, 3)), None,
+                              np.vstack([e.effect for e in effects])), int(effects[0].iterations)
+
+
+def attach_categorical_summaries(state: ScanState, stratification: Stratification, results: dict | None) -> None:
+    """Give each categorical feature of a kept state (a full scan's) its finish summary:
+    the explicit normal equations from its sums, or (many categories) the effects of
+    ``results`` (the scan's own results; None: none kept), in place."""
+    n_sets = state.n_sets
+    for f, st in state.features.items():
+        fs = stratification.scan_of(f)
+        if fs.kind != "categorical" or st.summary is not None:
+            continue
+        K = st.coder.n_keys
+        if _explicit_summary(K, n_sets):
+            st.summary = cat_summary(_table_of_runs(st, fs.stats_per_set * n_sets), K, fs.stats_per_set, n_sets, True)
+            continue
+        res = (results or {}).get(f)
+        if res is None or not hasattr(res, "categories"):
+            continue
+        labels = pd.Index(np.asarray(_labels(st.coder), dtype=object), dtype=object)
+        codes = labels.get_indexer(pd.Index(np.asarray(res.categories, dtype=object), dtype=object))
+        if st.coder.nan_level:
+            codes = np.where(pd.isna(np.asarray(res.categories, dtype=object)), K - 1, codes)
+        if (codes < 0).any():
+            continue
+        eff = np.full((n_sets, K), np.nan)
+        eff[0, codes] = res.pd
+        if n_sets > 1 and res.trials_pd is not None:
+            eff[1:, codes] = res.trials_pd
+        st.summary = CatSummary(np.zeros((n_sets, 6, 0)), np.zeros((n_sets, 3)), None, eff)
 
 
 def _merge_finish(a: ScanState, b: ScanState, stratification: Stratification, finish_options) -> tuple:
