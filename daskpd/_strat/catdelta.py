@@ -16,8 +16,12 @@ The groups (connected categories) are those of ``G``'s nonzero entries, as the d
 solve finds them: appended rows only add cells to leaves, so a pair of categories that
 shared a leaf still does and the groups can only merge.
 
-Above ``EXPLICIT_MAX_KEYS`` categories the summary holds no ``G``, only the effects of
-the last solve, from which the next conjugate gradients start (:func:`warm_start`).
+Above ``EXPLICIT_MAX_KEYS`` categories a feature keeps no summary: it is merged and
+finished in full.  (Conjugate gradients started from the previous run's effects were
+tried: they took as many rounds as a cold start -- 10 and 10 at 1e6 rows + 1e5, 14 and
+13 at 3e5 + 3e4 on the 5,000-level feature of :class:`daskpd.datasets.Lake` -- since
+the Jacobi-preconditioned system converges by ~10x a round and the start's residual
+needs one more round of products.)
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from .._engine.sums import Table, group_sums
 from .categorical_gram import LeafSums, solve_gram
 from .categorical_solve import TILE, scatter_upper
 
-__all__ = ["CatSummary", "cat_summary", "apply_cat_delta", "effects_of_summary", "warm_start"]
+__all__ = ["CatSummary", "cat_summary", "apply_cat_delta", "effects_of_summary"]
 
 #: the vectors a summary keeps per set, in this order
 VECTORS = ("count", "sum_y", "count_used", "n_leaves_cat", "r", "diag")
@@ -40,13 +44,11 @@ VECTORS = ("count", "sum_y", "count_used", "n_leaves_cat", "r", "diag")
 class CatSummary:
     """Per statistics set: ``vectors`` (sets, 6, K) (:data:`VECTORS`), ``scalars``
     (sets, 3): rows in single-category leaves, leaves with rows, leaves with >= 2
-    categories; ``gram`` (sets, K, K) the upper triangle of G (None: many categories);
-    ``effects`` (sets, K) the last solve's effects (NaN where none; None: not kept)."""
+    categories; ``gram`` (sets, K, K) the upper triangle of G."""
 
     vectors: np.ndarray
     scalars: np.ndarray
-    gram: np.ndarray | None
-    effects: np.ndarray | None = None
+    gram: np.ndarray
 
     @property
     def n_sets(self) -> int:
@@ -58,19 +60,14 @@ class CatSummary:
 
     @property
     def nbytes(self) -> int:
-        return int(sum(a.nbytes for a in (self.vectors, self.scalars, self.gram, self.effects) if a is not None))
+        return int(self.vectors.nbytes + self.scalars.nbytes + self.gram.nbytes)
 
     def arrays(self) -> dict:
-        out = {"cat_vectors": self.vectors, "cat_scalars": self.scalars}
-        if self.gram is not None:
-            out["cat_gram"] = self.gram
-        if self.effects is not None:
-            out["cat_effects"] = self.effects
-        return out
+        return {"cat_vectors": self.vectors, "cat_scalars": self.scalars, "cat_gram": self.gram}
 
     @classmethod
     def from_arrays(cls, z: dict) -> "CatSummary":
-        return cls(z["cat_vectors"], z["cat_scalars"], z.get("cat_gram"), z.get("cat_effects"))
+        return cls(z["cat_vectors"], z["cat_scalars"], z["cat_gram"])
 
     def recode(self, kmap, K: int) -> "CatSummary":
         """The summary in the codes of a superset vocabulary (``kmap``: old code -> new
@@ -79,29 +76,19 @@ class CatSummary:
             return self
         kmap = np.asarray(kmap, np.int64)
         S = self.n_sets
-        vec = self.vectors  # a summary of effects alone keeps no vectors
-        if vec.shape[2]:
-            vec = np.zeros((S, len(VECTORS), K))
-            vec[:, :, kmap] = self.vectors
-        gram = None
-        if self.gram is not None:
-            gram = np.zeros((S, K, K))
-            for s in range(S):
-                g = self.gram[s]
-                full = np.triu(g) + np.triu(g, 1).T
-                new = np.zeros((K, K))
-                new[np.ix_(kmap, kmap)] = full
-                gram[s] = np.triu(new)
-        eff = None
-        if self.effects is not None:
-            eff = np.full((S, K), np.nan)
-            eff[:, kmap] = self.effects
-        return CatSummary(vec, self.scalars.copy(), gram, eff)
+        vec = np.zeros((S, len(VECTORS), K))
+        vec[:, :, kmap] = self.vectors
+        gram = np.zeros((S, K, K))
+        for s in range(S):
+            g = self.gram[s]
+            new = np.zeros((K, K))
+            new[np.ix_(kmap, kmap)] = np.triu(g) + np.triu(g, 1).T
+            gram[s] = np.triu(new)
+        return CatSummary(vec, self.scalars.copy(), gram)
 
 
-def _empty(n_sets: int, K: int, explicit: bool) -> CatSummary:
-    return CatSummary(np.zeros((n_sets, len(VECTORS), K)), np.zeros((n_sets, 3)),
-                      np.zeros((n_sets, K, K)) if explicit else None)
+def _empty(n_sets: int, K: int) -> CatSummary:
+    return CatSummary(np.zeros((n_sets, len(VECTORS), K)), np.zeros((n_sets, 3)), np.zeros((n_sets, K, K)))
 
 
 def _add_terms(summary: CatSummary, table: Table, k: int, sign: float) -> None:
@@ -132,15 +119,15 @@ def _add_terms(summary: CatSummary, table: Table, k: int, sign: float) -> None:
         v[4] += sign * np.bincount(cm, weights=yy[multi] - nm * (Sy / N)[lid][multi], minlength=K)
         v[5] += sign * np.bincount(cm, weights=nm * nm * w, minlength=K)
         summary.scalars[s] += sign * np.array([nn[~multi].sum(), len(first), multi_l.sum()], dtype=np.float64)
-        if summary.gram is not None and len(cm):
+        if len(cm):
             lm = lid[multi]
             starts = np.flatnonzero(np.r_[True, lm[1:] != lm[:-1]]).astype(np.int64)
             scatter_upper(summary.gram[s], cm, nm, sign * w, starts, TILE)
 
 
-def cat_summary(table: Table, K: int, k: int, n_sets: int, explicit: bool) -> CatSummary:
+def cat_summary(table: Table, K: int, k: int, n_sets: int) -> CatSummary:
     """The summary of a feature's merged (leaf, category) sums."""
-    summary = _empty(n_sets, K, explicit)
+    summary = _empty(n_sets, K)
     _add_terms(summary, table, k, 1.0)
     return summary
 
@@ -198,9 +185,7 @@ def apply_cat_delta(summary: CatSummary, runs: list, delta: Table, k: int) -> Ca
     """The summary of the old sums (``runs``, ``summary`` in the current codes) plus
     ``delta`` (grouped, current codes): the touched leaves' old terms off, their new
     terms on."""
-    summary = CatSummary(summary.vectors.copy(), summary.scalars.copy(),
-                         None if summary.gram is None else summary.gram.copy(),
-                         None if summary.effects is None else summary.effects.copy())
+    summary = CatSummary(summary.vectors.copy(), summary.scalars.copy(), summary.gram.copy())
     if not len(delta):
         return summary
     m = delta.values.shape[1]
@@ -233,26 +218,3 @@ def effects_of_summary(summary: CatSummary, counters=None) -> list:
                         counters)
         out.append(solve_gram(sums, solver="direct"))
     return out
-
-
-def warm_start(effects: np.ndarray | None, setups: list) -> np.ndarray | None:
-    """The starting vectors (sets, K) of conjugate gradients from a previous solve's
-    effects (each group shifted to 0 at its grounded category; 0 where unknown), for
-    the systems ``setups`` (:func:`~daskpd._strat.categorical_buckets.fold_summaries`)."""
-    if effects is None or effects.shape[0] != len(setups):
-        return None
-    out = np.zeros((len(setups), effects.shape[1]))
-    for st, su in enumerate(setups):
-        prev = effects[st]
-        group, u = su["group"], su["unknown"]
-        if not len(u) or len(prev) != len(group):
-            continue
-        # each group's grounded category: its category in leaves with >= 2 categories that is not an unknown
-        grounded = np.flatnonzero((su["count_used"] > 0) & ~np.isin(np.arange(len(group)), u))
-        offset = np.zeros(int(group.max()) + 1)
-        base = prev[grounded]
-        offset[group[grounded]] = np.where(np.isfinite(base), base, 0.0)
-        x = prev[u] - offset[group[u]]
-        out[st, u] = np.where(np.isfinite(x), x, 0.0)
-    return out
-

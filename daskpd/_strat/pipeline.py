@@ -601,7 +601,7 @@ def run_strat(
     if kept:  # categorical features with many categories: CG rounds over their buckets
         results = _solve_kept(results, kept, scan, progress)
     if state is not None:  # the categorical features' finish summaries
-        attach_categorical_summaries(state, strat, results)
+        attach_categorical_summaries(state, strat)
     if y_range is not None and y_range[0] == y_range[1]:
         _constant_target(results, kinds, target, y_range[0])
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}
@@ -733,7 +733,7 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
         results = _solve_kept(results, kept, scan, progress)
     if state is not None and not merge:  # the categorical features' finish summaries
         t4 = time.perf_counter()
-        attach_categorical_summaries(state, strat, results)
+        attach_categorical_summaries(state, strat)
         phases["categorical_summary_s"] = time.perf_counter() - t4
     if y_range is not None and y_range[0] == y_range[1]:
         _constant_target(results, kinds, target, y_range[0])

@@ -42,9 +42,9 @@ from .._data.encode import KeyCoder
 from .._engine.sums import Table, reduce_tables
 from .._errors import DataError
 from ..results.base import atomic_path, dump_json
-from .catdelta import CatSummary, apply_cat_delta, cat_summary, effects_of_summary, warm_start
+from .catdelta import CatSummary, apply_cat_delta, cat_summary, effects_of_summary
 from .categorical import category_values, effects_iterative, result_of_effects
-from .categorical_buckets import EXPLICIT_MAX_KEYS, fold_summaries, solve_buckets
+from .categorical_buckets import EXPLICIT_MAX_KEYS
 from .delta import NumericSummary, RunView, apply_delta, gather_leaf_stats, numeric_summary, summary_bucket, \
     summary_from_buckets
 from .runs import PARTS, read_table, write_part
@@ -373,8 +373,6 @@ class ScanState:
     #: after :meth:`delta_finish`: {feature: "delta" | "merge"}, how each was finished
     finish_modes: dict = field(default_factory=dict, repr=False, compare=False)
     finish_seconds: dict = field(default_factory=dict, repr=False, compare=False)
-    #: after :meth:`delta_finish`: {feature: conjugate-gradient rounds of its solve (0: none)}
-    finish_rounds: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_sets(self) -> int:
@@ -491,10 +489,10 @@ class ScanState:
         a numeric one without a usable summary) is merged and finished in full.
         A categorical feature with its :class:`~daskpd._strat.catdelta.CatSummary` (explicit
         normal equations) is updated by the leaves ``other`` touches
-        (:func:`daskpd._strat.catdelta.apply_cat_delta`) and solved; one with many
-        categories is merged and its conjugate gradients start from the effects of the
-        previous finish.  ``self.finish_modes`` of the returned state says which feature
-        took which path, ``finish_rounds`` the conjugate-gradient rounds."""
+        (:func:`daskpd._strat.catdelta.apply_cat_delta`) and solved directly; one with
+        more than ``EXPLICIT_MAX_KEYS`` categories is merged and finished in full (by
+        conjugate gradients).  ``self.finish_modes`` of the returned state says which
+        feature took which path."""
         from concurrent.futures import ThreadPoolExecutor
 
         _check_mergeable(self, other)
@@ -523,10 +521,9 @@ class ScanState:
             base = runs[0].n_cells
             compact = len(runs) > MAX_RUNS or sum(r.n_cells for r in runs[1:]) > COMPACT_SHARE * max(base, 1)
             merged = None
-            rounds = 0
             summary = a.summary
-            if fs.kind == "categorical" and isinstance(summary, CatSummary) and summary.gram is not None and \
-                    summary.n_sets == n_sets and _explicit_summary(coder.n_keys, n_sets):
+            if fs.kind == "categorical" and isinstance(summary, CatSummary) and summary.n_sets == n_sets and \
+                    _explicit_summary(coder.n_keys, n_sets):
                 summary = summary.recode(_kmap(a.coder, coder), coder.n_keys)
                 summary = apply_cat_delta(summary, [v for r in a.runs for v in r.views(coder)],
                                           _recode(b.table, b.coder, coder), fs.stats_per_set)
@@ -544,20 +541,19 @@ class ScanState:
                                                            coder.n_keys), counters[f])
                 one = ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction, {f: merged},
                                 shell.n_rows, y_range, shell.n_partitions, {f: self.dtypes.get(f)})
+                result = one.finish(stratification, opts)[f]
                 if fs.kind == "numeric":
-                    result = one.finish(stratification, opts)[f]
                     summary = numeric_summary(merged.table, fs, n_sets, stratification.random_state, k)
-                else:
-                    prev = summary.recode(_kmap(a.coder, coder), coder.n_keys) if isinstance(summary, CatSummary) \
-                        else None
-                    result, summary, rounds = _finish_categorical(one, stratification, opts, prev)
+                else:  # the next run updates it (None: too many categories for explicit normal equations)
+                    summary = (cat_summary(merged.table, coder.n_keys, fs.stats_per_set, n_sets)
+                               if _explicit_summary(coder.n_keys, n_sets) else None)
                 mode = "merge"
             if compact:
                 table = merged.table if merged is not None else reduce_tables(
                     [_recode(r.table(), r.coder, coder) for r in runs], coder.n_keys)
                 runs = [Run(coder, table)]
             return (FeatureState(coder, None, counters[f], runs=runs, summary=summary), result,
-                    (mode, time.perf_counter() - t0, rounds))
+                    (mode, time.perf_counter() - t0))
 
         # the categorical features first: the longest
         order = sorted(range(len(scan.features)), key=lambda i: scan.features[i].kind != "categorical")
@@ -572,7 +568,6 @@ class ScanState:
                           shell.n_partitions, dict(self.dtypes))
         state.finish_modes = {names[i]: done[i][2][0] for i in range(len(names))}
         state.finish_seconds = {names[i]: done[i][2][1] for i in range(len(names))}
-        state.finish_rounds = {names[i]: done[i][2][2] for i in range(len(names))}
         return state, {names[i]: done[i][1] for i in range(len(names))}
 
     # -- files ---------------------------------------------------------------------
@@ -714,57 +709,16 @@ def _table_of_runs(st: FeatureState, n_values: int) -> Table:
                  np.concatenate([np.column_stack([v.column(j) for j in range(n_values)]) for v in views]))
 
 
-def _finish_categorical(one: ScanState, stratification: Stratification, opts: dict, prev) -> tuple:
-    """``(result, summary, conjugate-gradient rounds)`` of a one-feature state's categorical feature, finished as
-    :meth:`ScanState.finish` does; the summary for the next incremental run: the explicit
-    normal equations, or (many categories) the effects, and conjugate gradients start
-    from ``prev``'s effects (a :class:`CatSummary` in the feature's codes, or None)."""
-    scan = one.scan_job(stratification, opts)
-    fs = scan.features[0]
-    st = one.features[fs.feature]
-    K, n_sets = fs.coder.n_keys, scan.n_sets
-    if K <= EXPLICIT_MAX_KEYS:
-        result = one.finish(stratification, opts)[fs.feature]
-        summary = (cat_summary(st.table, K, fs.stats_per_set, n_sets, True) if _explicit_summary(K, n_sets)
-                   else None)
-        return result, summary, 0
-    piece = ScanPiece({fs.feature: st.table}, {fs.feature: st.counters}, 1)
-    bucket, bsum = scan.finish_bucket(piece, 0)["categorical"][0]
-    setups = fold_summaries([bsum], K, n_sets)
-    x0 = warm_start(prev.effects if prev is not None else None, setups)
-    effects = solve_buckets([bucket], setups, K, local=True, x0=x0)
-    result = result_of_effects(fs, scan, effects, st.counters)
-    return result, CatSummary(np.zeros((n_sets, 6, 0)), np.zeros((n_sets, 3)), None,
-                              np.vstack([e.effect for e in effects])), int(effects[0].iterations)
-
-
-def attach_categorical_summaries(state: ScanState, stratification: Stratification, results: dict | None) -> None:
-    """Give each categorical feature of a kept state (a full scan's) its finish summary:
-    the explicit normal equations from its sums, or (many categories) the effects of
-    ``results`` (the scan's own results; None: none kept), in place."""
+def attach_categorical_summaries(state: ScanState, stratification: Stratification) -> None:
+    """Give each categorical feature of a kept state (a full scan's) whose explicit
+    normal equations fit (:func:`_explicit_summary`) its finish summary, from its sums,
+    in place."""
     n_sets = state.n_sets
     for f, st in state.features.items():
         fs = stratification.scan_of(f)
-        if fs.kind != "categorical" or st.summary is not None:
-            continue
-        K = st.coder.n_keys
-        if _explicit_summary(K, n_sets):
-            st.summary = cat_summary(_table_of_runs(st, fs.stats_per_set * n_sets), K, fs.stats_per_set, n_sets, True)
-            continue
-        res = (results or {}).get(f)
-        if res is None or not hasattr(res, "categories"):
-            continue
-        labels = pd.Index(np.asarray(_labels(st.coder), dtype=object), dtype=object)
-        codes = labels.get_indexer(pd.Index(np.asarray(res.categories, dtype=object), dtype=object))
-        if st.coder.nan_level:
-            codes = np.where(pd.isna(np.asarray(res.categories, dtype=object)), K - 1, codes)
-        if (codes < 0).any():
-            continue
-        eff = np.full((n_sets, K), np.nan)
-        eff[0, codes] = res.pd
-        if n_sets > 1 and res.trials_pd is not None:
-            eff[1:, codes] = res.trials_pd
-        st.summary = CatSummary(np.zeros((n_sets, 6, 0)), np.zeros((n_sets, 3)), None, eff)
+        if fs.kind == "categorical" and st.summary is None and _explicit_summary(st.coder.n_keys, n_sets):
+            st.summary = cat_summary(_table_of_runs(st, fs.stats_per_set * n_sets), st.coder.n_keys,
+                                     fs.stats_per_set, n_sets)
 
 
 def _merge_finish(a: ScanState, b: ScanState, stratification: Stratification, finish_options) -> tuple:

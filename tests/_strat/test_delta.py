@@ -1,8 +1,9 @@
 """The incremental finish: a state's numeric curves updated by the cells appended rows
-touch (daskpd._strat.delta) equal a full finish of the merged sums under the same
-stratification -- binned and exact features (new values), a categorical feature with a
-new level, trials, two successive appends through saved (memory-mapped) states, and a
-compaction of the runs."""
+touch (daskpd._strat.delta) and its categorical effects solved from normal equations
+updated leaf by leaf (daskpd._strat.catdelta) equal a full finish of the merged sums
+under the same stratification -- binned and exact features (new values), a categorical
+feature with a new level, trials, two successive appends through saved (memory-mapped)
+states, and a compaction of the runs."""
 from __future__ import annotations
 
 import numpy as np
@@ -116,3 +117,16 @@ def test_a_full_run_keeps_the_summaries_and_the_next_run_is_a_delta(data, strat,
     # the state written next holds the base run's files and one more run
     inc.state.save(tmp_path / "s2")
     assert len(ScanState.read_meta(tmp_path / "s2")["features"][0]["runs"]) == 2
+
+
+def test_many_categories_are_merged_and_finished_in_full(data, strat, monkeypatch):
+    # above EXPLICIT_MAX_KEYS categories no normal equations are kept: merged, conjugate gradients
+    monkeypatch.setattr(state_mod, "EXPLICIT_MAX_KEYS", 3)
+    a, b1, _ = data
+    state = daskpd.scan_state(a, strat, progress=False)
+    assert state.features["c"].summary is None
+    merged, got = state.delta_finish(daskpd.scan_state(b1, strat, progress=False), strat)
+    assert merged.finish_modes["c"] == "merge" and merged.features["c"].summary is None
+    want = daskpd.scan_state(pd.concat([a, b1], ignore_index=True), strat, progress=False).finish(strat)["c"]
+    assert got["c"].params["solver"] == want.params["solver"] == "cg"
+    pd.testing.assert_frame_equal(got["c"].to_frame(), want.to_frame())
