@@ -107,7 +107,8 @@ def test_appended_files_are_scanned_alone_and_anything_else_runs_in_full(dask_cl
     # the numeric curves were updated, not finished again
     sm2 = daskpd.ScanState.read_meta(r2 / "state" / "sums")
     assert {len(f["runs"]) for f in sm2["features"]} <= {1, 2} and max(len(f["runs"]) for f in sm2["features"]) == 2
-    assert m2["model_free_phases_s"]["features_delta_finished"] == 2  # YearMade, MachineHours
+    # YearMade, MachineHours and the categorical ModelID, ProductGroup (kept normal equations)
+    assert m2["model_free_phases_s"]["features_delta_finished"] == 4
     # equal to a full scan of every file under the same stratification
     strat = daskpd.Stratification.load(r1 / "state" / "stratification.pkl")
     whole = daskpd.strat_curves_and_importances(str(lake), target="SalePrice", features=FEATURES,
