@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from .._engine.sums import Table, group_sums
+from .._engine.sums import Table, reduce_tables
 from .categorical_gram import LeafSums, solve_gram
 from .categorical_solve import TILE, scatter_upper
 
@@ -166,7 +166,7 @@ def _leaf_rows(oleaf, leaves):
 
 def _old_cells(runs: list, leaves: np.ndarray, n_values: int) -> list:
     """The kept cells of ``leaves`` in every run (:class:`~daskpd._strat.delta.RunView`,
-    current codes through its ``kmap``), as raw tables."""
+    current codes through its ``kmap``), as one grouped table per run."""
     out = []
     for r in runs:
         if not len(r):
@@ -177,7 +177,12 @@ def _old_cells(runs: list, leaves: np.ndarray, n_values: int) -> list:
         vals = np.empty((len(rows), n_values))
         for j in range(n_values):
             vals[:, j] = r.column(j)[rows]
-        out.append((np.asarray(r.leaf[rows], np.int64), r.kmap[np.asarray(r.key[rows], np.int64)], vals))
+        key = r.kmap[np.asarray(r.key[rows], np.int64)]
+        leaf = np.asarray(r.leaf[rows], np.int64)
+        if len(r.kmap) > 1 and not np.all(np.diff(r.kmap) > 0):  # codes no longer in order: sort again
+            order = np.lexsort((key, leaf))
+            leaf, key, vals = leaf[order], key[order], vals[order]
+        out.append(Table(leaf, key, vals))
     return out
 
 
@@ -188,17 +193,12 @@ def apply_cat_delta(summary: CatSummary, runs: list, delta: Table, k: int) -> Ca
     summary = CatSummary(summary.vectors.copy(), summary.scalars.copy(), summary.gram.copy())
     if not len(delta):
         return summary
-    m = delta.values.shape[1]
     leaves = np.unique(np.asarray(delta.leaf, np.int64))
-    old = _old_cells(runs, leaves, m)
+    old = _old_cells(runs, leaves, delta.values.shape[1])
     if old:
-        lf, ky, vals = (np.concatenate([o[j] for o in old]) for j in range(3))
-        before = group_sums(lf, ky, vals)
+        before = old[0] if len(old) == 1 else reduce_tables(old, summary.K)
         _add_terms(summary, before, k, -1.0)
-        lf = np.concatenate([lf, np.asarray(delta.leaf, np.int64)])
-        ky = np.concatenate([ky, np.asarray(delta.key, np.int64)])
-        vals = np.concatenate([vals, delta.values], axis=0)
-        after = group_sums(lf, ky, vals)
+        after = reduce_tables([before, delta], summary.K)
     else:
         after = delta
     _add_terms(summary, after, k, 1.0)
