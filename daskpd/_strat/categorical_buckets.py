@@ -509,12 +509,11 @@ def fold_summaries(summaries: list, K: int, n_sets: int) -> list:
     return setups
 
 
-def _effects(su, effect, solver, iterations: int = 0) -> Effects:
+def _effects(su, effect, solver) -> Effects:
     return Effects(effect=np.where(su["present"], effect, np.nan), group=su["group"], count=su["count"],
                    sum_y=su["sum_y"], count_used=su["count_used"], n_leaves_cat=su["n_leaves_cat"],
                    n_ignored=su["n_ignored"], n_leaves=su["n_leaves"], n_leaves_used=su["n_leaves_used"],
-                   n_groups=int(su["group"].max()) + 1 if su["present"].any() else 0, solver=solver,
-                   iterations=int(iterations))
+                   n_groups=int(su["group"].max()) + 1 if su["present"].any() else 0, solver=solver)
 
 
 def solve_explicit(state, su: dict, K: int) -> Effects:
@@ -528,23 +527,12 @@ def solve_explicit(state, su: dict, K: int) -> Effects:
     return _effects(su, e.effect, e.solver)
 
 
-def _products_of(refs, P, active, local: bool) -> list:
-    from dask import delayed
-
-    if local:
-        return [bucket_products(ref, P, active.copy()) for ref in refs]
-    tasks = [delayed(bucket_products, pure=True)(ref, P, active.copy()) for ref in refs]
-    return scheduler.compute(*tasks, progress=False)
-
-
-def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: bool = False, x0=None) -> list:
+def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: bool = False) -> list:
     """Effects per set by conjugate gradients whose products are computed where the
     buckets are (``refs``: futures or embedded values, in bucket order); a set on which CG
     does not converge is solved from its explicit G, summed from the same buckets.
     ``local``: the buckets are values in this process and their products are computed
-    here (not shipped to a cluster in every round).  ``x0``: (sets, K) starting vectors
-    (0 off the unknowns; one more round of products computes their residuals); the
-    tolerance is the cold start's, relative to ``r``."""
+    here (not shipped to a cluster in every round)."""
     from dask import delayed
 
     n_sets = len(setups)
@@ -559,29 +547,19 @@ def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: boo
         u = su["unknown"]
         if len(u):
             res[st, u] = su["r"][u]
-            tol[st] = 1e-13 * np.linalg.norm(res[st])
-            active[st] = tol[st] > 0
-    iters = 0
-    if x0 is not None and active.any():  # r - Lap x0
-        x = np.where(active[:, None], np.asarray(x0, np.float64), 0.0)
-        parts = _products_of(refs, x, active, local)
-        iters += 1
-        GX = _fold_all(parts, K, n_sets) if all(isinstance(pt, Table) for pt in parts) else None
-        for st in np.flatnonzero(active):
-            u = setups[st]["unknown"]
-            Gx = GX[:, st] if GX is not None else _fold([pt[st] for pt in parts], K, 0)
-            res[st, u] -= setups[st]["count_used"][u] * x[st, u] - Gx[u]
-            if np.linalg.norm(res[st]) <= tol[st]:
-                active[st] = False
-    for st, su in enumerate(setups):
-        u = su["unknown"]
-        if active[st]:
             z[st, u] = res[st, u] / su["d"][u]
             p[st] = z[st]
             rz[st] = res[st] @ z[st]
+            tol[st] = 1e-13 * np.linalg.norm(res[st])
+            active[st] = tol[st] > 0
+    iters = 0
     while active.any() and iters < CG_MAXITER:
         iters += 1
-        parts = _products_of(refs, p, active, local)
+        if local:
+            parts = [bucket_products(ref, p, active.copy()) for ref in refs]
+        else:
+            tasks = [delayed(bucket_products, pure=True)(ref, p, active.copy()) for ref in refs]
+            parts = scheduler.compute(*tasks, progress=False)
         if all(isinstance(pt, Table) for pt in parts):  # every set's products in one table per bucket
             GP = _fold_all(parts, K, n_sets)
         for st in np.flatnonzero(active):
@@ -603,7 +581,7 @@ def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: boo
     out = []
     for st, su in enumerate(setups):
         if not active[st]:
-            out.append(_effects(su, x[st], "cg" if len(su["unknown"]) else "none", iters))
+            out.append(_effects(su, x[st], "cg" if len(su["unknown"]) else "none"))
             continue
         state = None  # not converged: the explicit system, summed from the buckets
         for ref in refs:

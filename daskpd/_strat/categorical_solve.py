@@ -65,7 +65,6 @@ class Effects:
     n_leaves_used: int  # leaves with >= 2 categories
     n_groups: int
     solver: str  # "none" | "direct" | "cg" | "cg+direct" | "dense" | "cg+dense"
-    iterations: int = 0  # conjugate-gradient rounds run (0: a direct solve)
 
 
 # ---------------------------------------------------------------------------------

@@ -485,14 +485,12 @@ class ScanState:
         ``other``'s sums become one more run of each feature (compacted into one when the
         runs exceed ``MAX_RUNS`` or their cells ``COMPACT_SHARE`` of the first run's), a
         numeric feature's curve is its finish summary updated by the cells ``other``
-        touches (:func:`daskpd._strat.delta.apply_delta`), and a categorical feature (or
-        a numeric one without a usable summary) is merged and finished in full.
-        A categorical feature with its :class:`~daskpd._strat.catdelta.CatSummary` (explicit
-        normal equations) is updated by the leaves ``other`` touches
-        (:func:`daskpd._strat.catdelta.apply_cat_delta`) and solved directly; one with
-        more than ``EXPLICIT_MAX_KEYS`` categories is merged and finished in full (by
-        conjugate gradients).  ``self.finish_modes`` of the returned state says which
-        feature took which path."""
+        touches (:func:`daskpd._strat.delta.apply_delta`), a categorical feature's
+        :class:`~daskpd._strat.catdelta.CatSummary` (explicit normal equations) is
+        updated by the leaves ``other`` touches (:func:`daskpd._strat.catdelta.apply_cat_delta`)
+        and solved directly, and a feature without a usable summary (a categorical one
+        with more than ``EXPLICIT_MAX_KEYS`` categories) is merged and finished in full.
+        ``self.finish_modes`` of the returned state says which feature took which path."""
         from concurrent.futures import ThreadPoolExecutor
 
         _check_mergeable(self, other)
