@@ -25,7 +25,7 @@ from .categorical_buckets import fold_summaries, solve_buckets, solve_explicit
 from .categorical_gram import solve_gram
 from .trees import tree_method_of
 
-__all__ = ["CatStratPDResult", "effects_explicit", "effects_iterative", "result_from_effects", "result_from_sums",
+__all__ = ["CatStratPDResult", "effects_explicit", "result_of_effects", "effects_iterative", "result_from_effects", "result_from_sums",
            "place_groups", "category_index", "category_values", "no_shared_leaf_message"]
 
 
@@ -252,6 +252,15 @@ def _result(fs, job, effects, summaries):
                                params=_params(fs, job))
 
 
+def result_of_effects(fs, job, effects: list, counters=None):
+    """The CatStratPDResult of one feature of a scan job from its solved effects (one
+    :class:`~daskpd._strat.categorical_solve.Effects` per statistics set)."""
+    opts = job.finish_options
+    return result_from_effects(fs.feature, job.target, fs.coder.labels(), effects, counters,
+                               dtype=opts.get("dtypes", {}).get(fs.feature), centered=bool(opts.get("centered", False)),
+                               params=_params(fs, job))
+
+
 def effects_explicit(fs, states: list, summaries: list, job):
     """The CatStratPDResult of one feature from its explicit G per set (summed over the
     buckets) and its buckets' summaries: direct solves."""
@@ -260,11 +269,12 @@ def effects_explicit(fs, states: list, summaries: list, job):
     return _result(fs, job, effects, summaries)
 
 
-def effects_iterative(fs, refs: list, summaries: list, job, progress=None):
+def effects_iterative(fs, refs: list, summaries: list, job, progress=None, local: bool = False):
     """The CatStratPDResult of one feature whose buckets stayed on the workers
-    (``refs``), by conjugate gradients with products summed over the buckets."""
+    (``refs``), by conjugate gradients with products summed over the buckets
+    (``local``: buckets held by this process, their products computed here)."""
     setups = fold_summaries(summaries, fs.coder.n_keys, job.n_sets)
-    return _result(fs, job, solve_buckets(refs, setups, fs.coder.n_keys, progress=progress), summaries)
+    return _result(fs, job, solve_buckets(refs, setups, fs.coder.n_keys, progress=progress, local=local), summaries)
 
 
 def result_from_sums(feature: str, target: str, labels, per_set: list, **kw) -> "CatStratPDResult":

@@ -527,10 +527,12 @@ def solve_explicit(state, su: dict, K: int) -> Effects:
     return _effects(su, e.effect, e.solver)
 
 
-def solve_buckets(refs: list, setups: list, K: int, *, progress=None) -> list:
+def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: bool = False) -> list:
     """Effects per set by conjugate gradients whose products are computed where the
     buckets are (``refs``: futures or embedded values, in bucket order); a set on which CG
-    does not converge is solved from its explicit G, summed from the same buckets."""
+    does not converge is solved from its explicit G, summed from the same buckets.
+    ``local``: the buckets are values in this process and their products are computed
+    here (not shipped to a cluster in every round)."""
     from dask import delayed
 
     n_sets = len(setups)
@@ -553,8 +555,11 @@ def solve_buckets(refs: list, setups: list, K: int, *, progress=None) -> list:
     iters = 0
     while active.any() and iters < CG_MAXITER:
         iters += 1
-        tasks = [delayed(bucket_products, pure=True)(ref, p, active.copy()) for ref in refs]
-        parts = scheduler.compute(*tasks, progress=False)
+        if local:
+            parts = [bucket_products(ref, p, active.copy()) for ref in refs]
+        else:
+            tasks = [delayed(bucket_products, pure=True)(ref, p, active.copy()) for ref in refs]
+            parts = scheduler.compute(*tasks, progress=False)
         if all(isinstance(pt, Table) for pt in parts):  # every set's products in one table per bucket
             GP = _fold_all(parts, K, n_sets)
         for st in np.flatnonzero(active):
@@ -580,8 +585,9 @@ def solve_buckets(refs: list, setups: list, K: int, *, progress=None) -> list:
             continue
         state = None  # not converged: the explicit system, summed from the buckets
         for ref in refs:
-            state = delayed(gram_link, pure=True)(state, ref, st)
-        (state,) = scheduler.compute(state, progress=False)
+            state = gram_link(state, ref, st) if local else delayed(gram_link, pure=True)(state, ref, st)
+        if not local:
+            (state,) = scheduler.compute(state, progress=False)
         e = solve_explicit(state, su, K)
         out.append(_effects(su, e.effect, "cg+" + e.solver))
     return out

@@ -151,15 +151,16 @@ def summary_from_buckets(sums: list, table_stats, fs, n_sets: int, random_state:
     :func:`curve_from_sums` folds, folded once."""
     P = fs.coder.n_keys
 
-    def fold(tables):
+    def fold(tables, s=0):
         tabs = [t for t in tables if len(t)]
         if not tabs:
             return np.zeros(P)
         return np.bincount(np.concatenate([t.key for t in tabs]),
-                           weights=np.concatenate([t.values[:, 0] for t in tabs]), minlength=P)
+                           weights=np.concatenate([t.values[:, s] for t in tabs]), minlength=P)
 
-    add = np.vstack([fold([b.add[s] for b in sums]) for s in range(n_sets)])
-    sub = np.vstack([fold([b.sub[s] for b in sums]) for s in range(n_sets)])
+    # the slope sums: one table per bucket with a column per set
+    add = np.vstack([fold([b.add for b in sums], s) for s in range(n_sets)])
+    sub = np.vstack([fold([b.sub for b in sums], s) for s in range(n_sets)])
     sum_x = fold([b.sum_x[0] for b in sums]) if fs.binned else None
     seg = _bottom_k(tuple(np.concatenate([b.segments[j] for b in sums]) for j in range(4)), n_segments)
     cells, rows = table_stats
@@ -206,14 +207,15 @@ def summary_bucket(summary: NumericSummary, counters) -> BucketSums:
     zeros = np.zeros(P, np.int32)
     codes = np.arange(P, dtype=np.int64)
 
-    def tab(a):
-        return Table(zeros, codes, np.ascontiguousarray(a, dtype="float64")[:, None])
+    def tab(a):  # (sets, P) or (P,) -> one virtual bucket's table, a column per set
+        a = np.asarray(a, dtype="float64")
+        return Table(zeros, codes, np.ascontiguousarray(a.T if a.ndim == 2 else a[:, None]))
 
     single = summary.leaf_cells == 1
     ignored = np.array([summary.leaf_rows[s][single[s]].sum() for s in range(summary.n_sets)])
     n_leaves = int((summary.leaf_cells[0] > 0).sum())
     return BucketSums(summary.count, summary.starts, summary.ends, ignored, n_leaves,
-                      [tab(a) for a in summary.add], [tab(a) for a in summary.sub],
+                      tab(summary.add), tab(summary.sub),
                       None if summary.sum_x is None else [tab(summary.sum_x)], summary.segments,
                       tuple(counters) if counters is not None else None)
 

@@ -37,7 +37,7 @@ from .._errors import DataError
 from .categorical import category_values, effects_iterative
 from .firstpass import FirstPassCache, TargetRange, cached_first_pass
 from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype, leaf_numbering, trial_row_bytes
-from .state import ScanState, Stratification, extend_coder, sample_id, state_from_parts
+from .state import ScanState, Stratification, attach_categorical_summaries, extend_coder, sample_id, state_from_parts
 from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_tree
 
 __all__ = ["StratRun", "run_strat", "NUMERIC_VALUES_CAP", "CATEGORY_LEVELS_CAP"]
@@ -600,6 +600,8 @@ def run_strat(
         state = _kept_state(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions, parts_dir)
     if kept:  # categorical features with many categories: CG rounds over their buckets
         results = _solve_kept(results, kept, scan, progress)
+    if state is not None:  # the categorical features' finish summaries
+        attach_categorical_summaries(state, strat)
     if y_range is not None and y_range[0] == y_range[1]:
         _constant_target(results, kinds, target, y_range[0])
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}
@@ -729,6 +731,10 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
         n_rows = state.n_rows
     elif kept:
         results = _solve_kept(results, kept, scan, progress)
+    if state is not None and not merge:  # the categorical features' finish summaries
+        t4 = time.perf_counter()
+        attach_categorical_summaries(state, strat)
+        phases["categorical_summary_s"] = time.perf_counter() - t4
     if y_range is not None and y_range[0] == y_range[1]:
         _constant_target(results, kinds, target, y_range[0])
     timings = {"sample_s": t1 - t0, "fit_s": 0.0, "scan_s": time.perf_counter() - t1, **phases}

@@ -39,11 +39,11 @@ import pandas as pd
 
 from .. import __version__
 from .._data.encode import KeyCoder
-from .._engine.scheduler import current_client
 from .._engine.sums import Table, reduce_tables
 from .._errors import DataError
 from ..results.base import atomic_path, dump_json
-from .categorical import category_values, effects_iterative
+from .catdelta import CatSummary, apply_cat_delta, cat_summary, effects_of_summary
+from .categorical import category_values, effects_iterative, result_of_effects
 from .categorical_buckets import EXPLICIT_MAX_KEYS
 from .delta import NumericSummary, RunView, apply_delta, gather_leaf_stats, numeric_summary, summary_bucket, \
     summary_from_buckets
@@ -51,7 +51,7 @@ from .runs import PARTS, read_table, write_part
 from .scan import FeatureScan, ScanPiece, StratScan
 
 __all__ = ["Stratification", "ScanState", "FeatureState", "FORMAT_VERSION", "extend_coder", "state_from_parts",
-           "sample_id"]
+           "sample_id", "attach_categorical_summaries"]
 
 #: the on-disk format of stratifications and states (raised on any incompatible change)
 FORMAT_VERSION = 3
@@ -61,6 +61,9 @@ MERGE_THREADS = 2
 #: count, or when the appended runs' cells exceed this share of the first run's
 MAX_RUNS = 8
 COMPACT_SHARE = 0.5
+#: a categorical feature's finish summary keeps its explicit G (one dense K x K array per
+#: statistics set) only up to this many bytes; above, it is merged and finished in full
+CAT_GRAM_MAX_BYTES = 1 << 28
 _STRAT_MAGIC = "daskpd-stratification"
 _STATE_MAGIC = "daskpd-scan-state"
 
@@ -303,10 +306,11 @@ class FeatureState:
     """One feature's merged sums: the vocabulary of positions seen (``coder``), the
     counters (rows read, missing x, bad y), the sums as sorted runs (``runs``: one after
     a full scan, one more per incremental run until compacted; ``table`` merges them)
-    and, for a numeric feature, the finish summary (:class:`NumericSummary`)."""
+    and the finish summary (:class:`NumericSummary` for a numeric feature,
+    :class:`~daskpd._strat.catdelta.CatSummary` for a categorical one)."""
 
     def __init__(self, coder: KeyCoder, table: Table | None = None, counters=(0, 0, 0), *, runs=None,
-                 summary: NumericSummary | None = None):
+                 summary: NumericSummary | CatSummary | None = None):
         self.coder = coder
         self.counters = tuple(counters)
         self.runs = list(runs) if runs is not None else [Run(coder, table)]
@@ -438,10 +442,9 @@ class ScanState:
             if fs.coder.n_keys <= EXPLICIT_MAX_KEYS:
                 states = [scan.gram_link(None, bucket, s) for s in range(scan.n_sets)]
                 out[fs.feature] = scan.categorical_explicit(i, len(states), *states, summary)
-            else:  # conjugate gradients: the bucket is sent to the cluster once, not in every round
-                client = current_client()
-                ref = client.scatter(bucket, hash=False) if client is not None else bucket
-                out[fs.feature] = effects_iterative(fs, [ref], [summary], scan)
+            else:  # conjugate gradients where the sums are: here (sending the whole merged
+                # bucket to one worker can exceed that worker's memory; the rounds are sequential)
+                out[fs.feature] = effects_iterative(fs, [bucket], [summary], scan, local=True)
         return out
 
     def subset(self, features) -> "ScanState":
@@ -482,8 +485,11 @@ class ScanState:
         ``other``'s sums become one more run of each feature (compacted into one when the
         runs exceed ``MAX_RUNS`` or their cells ``COMPACT_SHARE`` of the first run's), a
         numeric feature's curve is its finish summary updated by the cells ``other``
-        touches (:func:`daskpd._strat.delta.apply_delta`), and a categorical feature (or
-        a numeric one without a usable summary) is merged and finished in full.
+        touches (:func:`daskpd._strat.delta.apply_delta`), a categorical feature's
+        :class:`~daskpd._strat.catdelta.CatSummary` (explicit normal equations) is
+        updated by the leaves ``other`` touches (:func:`daskpd._strat.catdelta.apply_cat_delta`)
+        and solved directly, and a feature without a usable summary (a categorical one
+        with more than ``EXPLICIT_MAX_KEYS`` categories) is merged and finished in full.
         ``self.finish_modes`` of the returned state says which feature took which path."""
         from concurrent.futures import ThreadPoolExecutor
 
@@ -514,7 +520,14 @@ class ScanState:
             compact = len(runs) > MAX_RUNS or sum(r.n_cells for r in runs[1:]) > COMPACT_SHARE * max(base, 1)
             merged = None
             summary = a.summary
-            if fs.kind == "numeric" and summary is not None and summary.n_sets == n_sets and \
+            if fs.kind == "categorical" and isinstance(summary, CatSummary) and summary.n_sets == n_sets and \
+                    _explicit_summary(coder.n_keys, n_sets):
+                summary = summary.recode(_kmap(a.coder, coder), coder.n_keys)
+                summary = apply_cat_delta(summary, [v for r in a.runs for v in r.views(coder)],
+                                          _recode(b.table, b.coder, coder), fs.stats_per_set)
+                result = result_of_effects(fs, scan, effects_of_summary(summary, counters[f]), counters[f])
+                mode = "delta"
+            elif fs.kind == "numeric" and isinstance(summary, NumericSummary) and summary.n_sets == n_sets and \
                     summary.n_segments == k and summary.random_state == stratification.random_state:
                 summary = summary.recode(_kmap(a.coder, coder), coder.n_keys)
                 summary = apply_delta(summary, [v for r in a.runs for v in r.views(coder)], _recode(b.table, b.coder, coder), fs,
@@ -527,8 +540,11 @@ class ScanState:
                 one = ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction, {f: merged},
                                 shell.n_rows, y_range, shell.n_partitions, {f: self.dtypes.get(f)})
                 result = one.finish(stratification, opts)[f]
-                summary = (numeric_summary(merged.table, fs, n_sets, stratification.random_state, k)
-                           if fs.kind == "numeric" else None)
+                if fs.kind == "numeric":
+                    summary = numeric_summary(merged.table, fs, n_sets, stratification.random_state, k)
+                else:  # the next run updates it (None: too many categories for explicit normal equations)
+                    summary = (cat_summary(merged.table, coder.n_keys, fs.stats_per_set, n_sets)
+                               if _explicit_summary(coder.n_keys, n_sets) else None)
                 mode = "merge"
             if compact:
                 table = merged.table if merged is not None else reduce_tables(
@@ -634,7 +650,9 @@ class ScanState:
             summary = None
             if fm.get("summary"):
                 with np.load(os.path.join(path, f"feature-{i}.summary.npz"), allow_pickle=False) as z:
-                    summary = NumericSummary.from_arrays({k: z[k] for k in z.files})
+                    arrays = {k: z[k] for k in z.files}
+                summary = (CatSummary.from_arrays(arrays) if "cat_vectors" in arrays else
+                           NumericSummary.from_arrays(arrays))
             feats[fm["feature"]] = FeatureState(coder, None, tuple(int(c) for c in fm["counters"]), runs=runs,
                                                 summary=summary)
         y_range = None if meta["y_range"] is None else tuple(meta["y_range"])
@@ -670,6 +688,35 @@ def _link_run(d: str, old: str, directory: str, name: str) -> bool:
                 pass
         return False
     return True
+
+
+def _explicit_summary(K: int, n_sets: int) -> bool:
+    """Whether a categorical feature's summary keeps its explicit G."""
+    return K <= EXPLICIT_MAX_KEYS and 8 * n_sets * K * K <= CAT_GRAM_MAX_BYTES
+
+
+def _table_of_runs(st: FeatureState, n_values: int) -> Table:
+    """A feature's sums without keeping them on the state (its runs read, not cached)."""
+    if len(st.runs) != 1:
+        return st.table
+    views = [v for v in st.runs[0].views(st.coder) if len(v)]
+    if not views:
+        return Table.empty(n_values)
+    return Table(np.concatenate([np.asarray(v.leaf, np.int64) for v in views]),
+                 np.concatenate([v.kmap[np.asarray(v.key, np.int64)] for v in views]),
+                 np.concatenate([np.column_stack([v.column(j) for j in range(n_values)]) for v in views]))
+
+
+def attach_categorical_summaries(state: ScanState, stratification: Stratification) -> None:
+    """Give each categorical feature of a kept state (a full scan's) whose explicit
+    normal equations fit (:func:`_explicit_summary`) its finish summary, from its sums,
+    in place."""
+    n_sets = state.n_sets
+    for f, st in state.features.items():
+        fs = stratification.scan_of(f)
+        if fs.kind == "categorical" and st.summary is None and _explicit_summary(st.coder.n_keys, n_sets):
+            st.summary = cat_summary(_table_of_runs(st, fs.stats_per_set * n_sets), st.coder.n_keys,
+                                     fs.stats_per_set, n_sets)
 
 
 def _merge_finish(a: ScanState, b: ScanState, stratification: Stratification, finish_options) -> tuple:

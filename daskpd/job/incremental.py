@@ -23,7 +23,7 @@ from .._data.lake import read_footers
 from .._errors import DataError
 from .._strat.state import ScanState, Stratification
 from ..results.base import atomic_path, dump_json
-from .spec import JobSpec
+from .spec import MODEL_FREE_METHODS, MODEL_METHODS, JobSpec
 from .store import list_runs
 
 __all__ = ["Plan", "plan", "save_state", "reuse_run", "STATE_DIR", "SPEC_KEYS_IGNORED", "schema_of", "state_bytes"]
@@ -59,7 +59,12 @@ class Plan:
 
 
 def _spec_key(d: dict) -> dict:
-    return {k: v for k, v in d.items() if k not in SPEC_KEYS_IGNORED}
+    """The part of a spec (``to_dict``) the model-free sums depend on: the model and the
+    model-based methods' parameters are left out (their own state checks them)."""
+    out = {k: v for k, v in d.items() if k not in SPEC_KEYS_IGNORED and k != "model"}
+    out["methods"] = [m for m in d.get("methods") or () if m in MODEL_FREE_METHODS]
+    out["params"] = {m: p for m, p in (d.get("params") or {}).items() if m not in MODEL_METHODS}
+    return out
 
 
 def schema_of(request) -> dict:

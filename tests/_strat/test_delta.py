@@ -1,8 +1,9 @@
 """The incremental finish: a state's numeric curves updated by the cells appended rows
-touch (daskpd._strat.delta) equal a full finish of the merged sums under the same
-stratification -- binned and exact features (new values), a categorical feature with a
-new level, trials, two successive appends through saved (memory-mapped) states, and a
-compaction of the runs."""
+touch (daskpd._strat.delta) and its categorical effects solved from normal equations
+updated leaf by leaf (daskpd._strat.catdelta) equal a full finish of the merged sums
+under the same stratification -- binned and exact features (new values), a categorical
+feature with a new level, trials, two successive appends through saved (memory-mapped)
+states, and a compaction of the runs."""
 from __future__ import annotations
 
 import numpy as np
@@ -47,8 +48,13 @@ def _close(a, b):
 def _same_results(got: dict, want: dict, n_trials: int):
     for f in FEATURES:
         g, w = got[f], want[f]
-        if f == "c":
+        if f == "c":  # the kept normal equations, the touched leaves' terms replaced
             pd.testing.assert_frame_equal(g.to_frame(), w.to_frame(), rtol=1e-9)
+            _close(g.pd, w.pd)
+            if n_trials > 1:
+                _close(g.trials_pd, w.trials_pd)
+            assert (g.n_groups, g.n_leaves, g.n_leaves_used, g.n_ignored) == \
+                (w.n_groups, w.n_leaves, w.n_leaves_used, w.n_ignored)
             continue
         _close(g.x, w.x)  # binned: sum x / rows, sums added in another order
         _close(g.pd, w.pd)
@@ -78,9 +84,9 @@ def test_two_appends_through_saved_states_equal_full_finishes(data, strat, n_tri
         seen = pd.concat([seen, b], ignore_index=True)
         whole = daskpd.scan_state(seen, strat, progress=False, **kw)
         _same_results(got, whole.finish(strat), n_trials)
-        # the base state had no summary: merged in full once, then updated by deltas
+        # the base state had no numeric summary: merged in full once, then updated by deltas
         want = "merge" if step == 0 else "delta"
-        assert merged.finish_modes == {"x1": want, "x2": want, "x3": want, "c": "merge"}
+        assert merged.finish_modes == {"x1": want, "x2": want, "x3": want, "c": "delta"}
         assert {len(merged.features[f].runs) for f in FEATURES} == {2 if step == 0 else 1}
         merged.save(tmp_path / f"s{step}")
         state = ScanState.load(tmp_path / f"s{step}")
@@ -99,10 +105,10 @@ def test_a_full_run_keeps_the_summaries_and_the_next_run_is_a_delta(data, strat,
                                                keep_state=True, progress=False)
     full.state.save(tmp_path / "s")
     st = ScanState.load(tmp_path / "s")
-    assert all(st.features[f].summary is not None for f in ("x1", "x2", "x3")) and st.features["c"].summary is None
+    assert all(st.features[f].summary is not None for f in FEATURES)
     inc = daskpd.strat_curves_and_importances(b1, target="y", features=FEATURES, stratification=strat,
                                               base_state=st, keep_state=True, progress=False)
-    assert inc.state.finish_modes == {"x1": "delta", "x2": "delta", "x3": "delta", "c": "merge"}
+    assert inc.state.finish_modes == {"x1": "delta", "x2": "delta", "x3": "delta", "c": "delta"}
     ab = pd.concat([a, b1], ignore_index=True)
     whole = daskpd.strat_curves_and_importances(ab, target="y", features=FEATURES, stratification=strat,
                                                 progress=False)
@@ -111,3 +117,16 @@ def test_a_full_run_keeps_the_summaries_and_the_next_run_is_a_delta(data, strat,
     # the state written next holds the base run's files and one more run
     inc.state.save(tmp_path / "s2")
     assert len(ScanState.read_meta(tmp_path / "s2")["features"][0]["runs"]) == 2
+
+
+def test_many_categories_are_merged_and_finished_in_full(data, strat, monkeypatch):
+    # above EXPLICIT_MAX_KEYS categories no normal equations are kept: merged, conjugate gradients
+    monkeypatch.setattr(state_mod, "EXPLICIT_MAX_KEYS", 3)
+    a, b1, _ = data
+    state = daskpd.scan_state(a, strat, progress=False)
+    assert state.features["c"].summary is None
+    merged, got = state.delta_finish(daskpd.scan_state(b1, strat, progress=False), strat)
+    assert merged.finish_modes["c"] == "merge" and merged.features["c"].summary is None
+    want = daskpd.scan_state(pd.concat([a, b1], ignore_index=True), strat, progress=False).finish(strat)["c"]
+    assert got["c"].params["solver"] == want.params["solver"] == "cg"
+    pd.testing.assert_frame_equal(got["c"].to_frame(), want.to_frame())

@@ -107,7 +107,8 @@ def test_appended_files_are_scanned_alone_and_anything_else_runs_in_full(dask_cl
     # the numeric curves were updated, not finished again
     sm2 = daskpd.ScanState.read_meta(r2 / "state" / "sums")
     assert {len(f["runs"]) for f in sm2["features"]} <= {1, 2} and max(len(f["runs"]) for f in sm2["features"]) == 2
-    assert m2["model_free_phases_s"]["features_delta_finished"] == 2  # YearMade, MachineHours
+    # YearMade, MachineHours and the categorical ModelID, ProductGroup (kept normal equations)
+    assert m2["model_free_phases_s"]["features_delta_finished"] == 4
     # equal to a full scan of every file under the same stratification
     strat = daskpd.Stratification.load(r1 / "state" / "stratification.pkl")
     whole = daskpd.strat_curves_and_importances(str(lake), target="SalePrice", features=FEATURES,
@@ -181,3 +182,15 @@ def test_killed_incremental_run_leaves_the_previous_state(dask_cluster, tmp_path
     m2 = manifest(run_job(spec, run_id="r2", **kw))  # the next run picks the state up again
     assert m2["incremental"]["mode"] == "incremental" and m2["incremental"]["base_run"] == "r1"
     assert m2["state"]["n_rows"] == 7000
+
+
+def test_model_based_parameters_do_not_refit_the_model_free_part():
+    """The model and the model-based methods' parameters are checked by their own state:
+    changing them leaves the model-free part incremental (a model-free key still counts)."""
+    base = {"target": "y", "features": ["a", "b"], "methods": ["stratpd", "ale"], "model": {"path": "m1.joblib"},
+            "params": {"stratpd": {"min_slopes_per_x": 5}, "ale": {"bins": 6}}, "run": {"incremental": True}}
+    other = {**base, "methods": ["stratpd", "ale", "ice"], "model": {"path": "m2.joblib"},
+             "params": {"stratpd": {"min_slopes_per_x": 5}, "ale": {"bins": 7}}}
+    assert nightly._spec_key(base) == nightly._spec_key(other)
+    changed = {**base, "params": {"stratpd": {"min_slopes_per_x": 3}, "ale": {"bins": 6}}}
+    assert nightly._spec_key(base) != nightly._spec_key(changed)

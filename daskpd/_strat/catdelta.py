@@ -1,0 +1,220 @@
+"""The incremental finish of a CatStratPD feature: its normal equations kept and updated
+by the leaves that appended rows touch.
+
+(:mod:`daskpd._strat.categorical_solve` for the notation.)  Every term of the system --
+``count``, ``sum_y``, ``count_used``, ``n_leaves_cat``, ``r``, ``diag(G)``, the rows in
+single-category leaves, the leaf counts and ``G = sum_l n_l n_l' / N_l`` -- is a sum over
+leaves of the leaf's own term.  A :class:`CatSummary` keeps these sums per statistics set
+(``G`` as the upper triangle of a dense array, for up to ``EXPLICIT_MAX_KEYS``
+categories).  Appended rows change the terms of the leaves they fall in only: for each
+such leaf, its old cells (every category of the leaf, looked up in the kept runs,
+memory-mapped) give its old terms, taken off, and its old cells plus the new ones give
+its new terms, put on (:func:`apply_cat_delta`); the system is then solved as a full
+finish solves it (:func:`effects_of_summary`).
+
+The groups (connected categories) are those of ``G``'s nonzero entries, as the direct
+solve finds them: appended rows only add cells to leaves, so a pair of categories that
+shared a leaf still does and the groups can only merge.
+
+Above ``EXPLICIT_MAX_KEYS`` categories a feature keeps no summary: it is merged and
+finished in full.  (Conjugate gradients started from the previous run's effects were
+tried: they took as many rounds as a cold start -- 10 and 10 at 1e6 rows + 1e5, 14 and
+13 at 3e5 + 3e4 on the 5,000-level feature of :class:`daskpd.datasets.Lake` -- since
+the Jacobi-preconditioned system converges by ~10x a round and the start's residual
+needs one more round of products.)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from .._engine.sums import Table, reduce_tables
+from .categorical_gram import LeafSums, solve_gram
+from .categorical_solve import TILE, scatter_upper
+
+__all__ = ["CatSummary", "cat_summary", "apply_cat_delta", "effects_of_summary"]
+
+#: the vectors a summary keeps per set, in this order
+VECTORS = ("count", "sum_y", "count_used", "n_leaves_cat", "r", "diag")
+
+
+@dataclass
+class CatSummary:
+    """Per statistics set: ``vectors`` (sets, 6, K) (:data:`VECTORS`), ``scalars``
+    (sets, 3): rows in single-category leaves, leaves with rows, leaves with >= 2
+    categories; ``gram`` (sets, K, K) the upper triangle of G."""
+
+    vectors: np.ndarray
+    scalars: np.ndarray
+    gram: np.ndarray
+
+    @property
+    def n_sets(self) -> int:
+        return int(self.vectors.shape[0])
+
+    @property
+    def K(self) -> int:
+        return int(self.vectors.shape[2])
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.vectors.nbytes + self.scalars.nbytes + self.gram.nbytes)
+
+    def arrays(self) -> dict:
+        return {"cat_vectors": self.vectors, "cat_scalars": self.scalars, "cat_gram": self.gram}
+
+    @classmethod
+    def from_arrays(cls, z: dict) -> "CatSummary":
+        return cls(z["cat_vectors"], z["cat_scalars"], z["cat_gram"])
+
+    def recode(self, kmap, K: int) -> "CatSummary":
+        """The summary in the codes of a superset vocabulary (``kmap``: old code -> new
+        code; None: the same codes)."""
+        if kmap is None:
+            return self
+        kmap = np.asarray(kmap, np.int64)
+        S = self.n_sets
+        vec = np.zeros((S, len(VECTORS), K))
+        vec[:, :, kmap] = self.vectors
+        gram = np.zeros((S, K, K))
+        for s in range(S):
+            g = self.gram[s]
+            new = np.zeros((K, K))
+            new[np.ix_(kmap, kmap)] = np.triu(g) + np.triu(g, 1).T
+            gram[s] = np.triu(new)
+        return CatSummary(vec, self.scalars.copy(), gram)
+
+
+def _empty(n_sets: int, K: int) -> CatSummary:
+    return CatSummary(np.zeros((n_sets, len(VECTORS), K)), np.zeros((n_sets, 3)), np.zeros((n_sets, K, K)))
+
+
+def _add_terms(summary: CatSummary, table: Table, k: int, sign: float) -> None:
+    """Add ``sign`` times the terms of the leaves of ``table`` (grouped: sorted by leaf,
+    then code; ``k`` statistics a set: rows, sum of y) to ``summary``, in place."""
+    K = summary.K
+    leaf = np.asarray(table.leaf, np.int64)
+    code = np.asarray(table.key, np.int64)
+    for s in range(summary.n_sets):
+        n = table.values[:, k * s]
+        m = n > 0
+        if not m.any():
+            continue
+        lf, c, nn, yy = leaf[m], code[m], n[m], table.values[m, k * s + 1]
+        first = np.flatnonzero(np.r_[True, lf[1:] != lf[:-1]])
+        sizes = np.diff(np.r_[first, len(lf)])
+        lid = np.repeat(np.arange(len(first)), sizes)
+        N = np.add.reduceat(nn, first)
+        Sy = np.add.reduceat(yy, first)
+        multi_l = sizes >= 2
+        multi = multi_l[lid]
+        cm, nm, w = c[multi], nn[multi], (1.0 / N)[lid][multi]
+        v = summary.vectors[s]
+        v[0] += sign * np.bincount(c, weights=nn, minlength=K)
+        v[1] += sign * np.bincount(c, weights=yy, minlength=K)
+        v[2] += sign * np.bincount(cm, weights=nm, minlength=K)
+        v[3] += sign * np.bincount(cm, minlength=K)
+        v[4] += sign * np.bincount(cm, weights=yy[multi] - nm * (Sy / N)[lid][multi], minlength=K)
+        v[5] += sign * np.bincount(cm, weights=nm * nm * w, minlength=K)
+        summary.scalars[s] += sign * np.array([nn[~multi].sum(), len(first), multi_l.sum()], dtype=np.float64)
+        if len(cm):
+            lm = lid[multi]
+            starts = np.flatnonzero(np.r_[True, lm[1:] != lm[:-1]]).astype(np.int64)
+            scatter_upper(summary.gram[s], cm, nm, sign * w, starts, TILE)
+
+
+def cat_summary(table: Table, K: int, k: int, n_sets: int) -> CatSummary:
+    """The summary of a feature's merged (leaf, category) sums."""
+    summary = _empty(n_sets, K)
+    _add_terms(summary, table, k, 1.0)
+    return summary
+
+
+@numba.njit(cache=True, nogil=True)
+def _leaf_rows(oleaf, leaves):
+    """The rows of a run (sorted by leaf) whose leaf is one of ``leaves`` (sorted)."""
+    m = oleaf.shape[0]
+    total = 0
+    lo = np.empty(leaves.shape[0], np.int64)
+    hi = np.empty(leaves.shape[0], np.int64)
+    for t in range(leaves.shape[0]):
+        a = leaves[t]
+        for side in range(2):
+            b, e = 0, m
+            while b < e:
+                mid = (b + e) // 2
+                lm = np.int64(oleaf[mid])
+                if lm < a or (side == 1 and lm == a):
+                    b = mid + 1
+                else:
+                    e = mid
+            if side == 0:
+                lo[t] = b
+            else:
+                hi[t] = b
+        total += hi[t] - lo[t]
+    out = np.empty(total, np.int64)
+    i = 0
+    for t in range(leaves.shape[0]):
+        for j in range(lo[t], hi[t]):
+            out[i] = j
+            i += 1
+    return out
+
+
+def _old_cells(runs: list, leaves: np.ndarray, n_values: int) -> list:
+    """The kept cells of ``leaves`` in every run (:class:`~daskpd._strat.delta.RunView`,
+    current codes through its ``kmap``), as one grouped table per run."""
+    out = []
+    for r in runs:
+        if not len(r):
+            continue
+        rows = _leaf_rows(r.leaf, leaves)
+        if not len(rows):
+            continue
+        vals = np.empty((len(rows), n_values))
+        for j in range(n_values):
+            vals[:, j] = r.column(j)[rows]
+        key = r.kmap[np.asarray(r.key[rows], np.int64)]
+        leaf = np.asarray(r.leaf[rows], np.int64)
+        if len(r.kmap) > 1 and not np.all(np.diff(r.kmap) > 0):  # codes no longer in order: sort again
+            order = np.lexsort((key, leaf))
+            leaf, key, vals = leaf[order], key[order], vals[order]
+        out.append(Table(leaf, key, vals))
+    return out
+
+
+def apply_cat_delta(summary: CatSummary, runs: list, delta: Table, k: int) -> CatSummary:
+    """The summary of the old sums (``runs``, ``summary`` in the current codes) plus
+    ``delta`` (grouped, current codes): the touched leaves' old terms off, their new
+    terms on."""
+    summary = CatSummary(summary.vectors.copy(), summary.scalars.copy(), summary.gram.copy())
+    if not len(delta):
+        return summary
+    leaves = np.unique(np.asarray(delta.leaf, np.int64))
+    old = _old_cells(runs, leaves, delta.values.shape[1])
+    if old:
+        before = old[0] if len(old) == 1 else reduce_tables(old, summary.K)
+        _add_terms(summary, before, k, -1.0)
+        after = reduce_tables([before, delta], summary.K)
+    else:
+        after = delta
+    _add_terms(summary, after, k, 1.0)
+    return summary
+
+
+def effects_of_summary(summary: CatSummary, counters=None) -> list:
+    """Per set, the :class:`~daskpd._strat.categorical_solve.Effects` of the summary's
+    normal equations (direct solves, as a full finish of up to ``EXPLICIT_MAX_KEYS``
+    categories)."""
+    out = []
+    K = summary.K
+    for s in range(summary.n_sets):
+        v, sc = summary.vectors[s], summary.scalars[s]
+        sums = LeafSums(K, v[0].copy(), v[1].copy(), v[2].copy(), v[3].copy(), v[4].copy(),
+                        np.asfortranarray(summary.gram[s]), float(sc[0]), int(round(sc[1])), int(round(sc[2])),
+                        counters)
+        out.append(solve_gram(sums, solver="direct"))
+    return out
