@@ -587,15 +587,8 @@ def run_strat(
                                      n_trials, trial_fraction, random_state, finish_options, bool(keep_state),
                                      parts_dir)
     # pass 2: one scan, every feature, each finished next to its data
-    try:
-        with stage("scan and finish"):
-            results, parts = _scan(ddf, scan, progress, fan_in, arity)
-    except BaseException:
-        if parts_dir is not None:
-            shutil.rmtree(parts_dir, ignore_errors=True)
-        raise
+    results, kept, parts = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
     state = None
-    results, kept = (results.result, results.kept) if isinstance(results, Kept) else (results, None)
     if keep_state:
         state = _kept_state(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions, parts_dir)
     if kept:  # categorical features with many categories: CG rounds over their buckets
@@ -633,7 +626,23 @@ def _plan_scan(ddf, scans, n_rows: int, sample_rows: int, encoder, target, colum
     return scan, fan_in, arity
 
 
-def _scan(ddf, scan: StratScan, progress, fan_in, arity):
+def _scan(ddf, scan: StratScan, progress, fan_in, arity, parts_dir=None):
+    """The scan as the stage "scan and finish": ``(results, kept, parts)`` -- the
+    finished results, the categorical buckets kept on the workers for CG rounds (or
+    None), and with ``keep_state`` the buckets' state parts.  A failed scan removes the
+    scratch directory its buckets were writing their state parts to (``parts_dir``)."""
+    try:
+        with stage("scan and finish"):
+            results, parts = _run_scan(ddf, scan, progress, fan_in, arity)
+    except BaseException:
+        if parts_dir is not None:
+            shutil.rmtree(parts_dir, ignore_errors=True)
+        raise
+    results, kept = (results.result, results.kept) if isinstance(results, Kept) else (results, None)
+    return results, kept, parts
+
+
+def _run_scan(ddf, scan: StratScan, progress, fan_in, arity):
     """``run_pass`` of the scan, and with ``keep_state`` the buckets' merged tables, each
     gathered on its own by the driver (the same graph, one submission)."""
     if not scan.keep_state:
@@ -705,14 +714,7 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
     parts_dir = None if merge else _parts_dir(keep_state)  # the new files' sums: gathered (small)
     scan, fan_in, arity = _plan_scan(ddf, scans, n_rows, strat.sample_rows, strat.encoder, target, columns, dtypes,
                                      n_trials, trial_fraction, strat.random_state, finish_options, keep, parts_dir)
-    try:
-        with stage("scan and finish"):
-            results, parts = _scan(ddf, scan, progress, fan_in, arity)
-    except BaseException:
-        if parts_dir is not None:
-            shutil.rmtree(parts_dir, ignore_errors=True)
-        raise
-    results, kept = (results.result, results.kept) if isinstance(results, Kept) else (results, None)
+    results, kept, parts = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
     t2 = time.perf_counter()
     phases = {"positions_s": t1 - t0, "new_scan_s": t2 - t1}
     state = None
