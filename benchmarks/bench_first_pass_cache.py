@@ -24,7 +24,6 @@ line printed is one JSON record; a table follows.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -34,7 +33,7 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_nightly import ROWS_PER_FILE, TARGET, append, link_lake, write_lake  # noqa: E402  the same lake
+from bench_nightly import TARGET, append, base_lake, link_lake, nightly_args, start_cluster  # noqa: E402  the same lake
 
 SPEC = """
 name = "{name}"
@@ -51,34 +50,16 @@ first_pass_cache = {cache}
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=float, default=1e7)
-    ap.add_argument("--append", type=float, default=1e6, help="rows appended, as two files")
-    ap.add_argument("--workers", type=int, default=2, help="worker processes (0: an in-process cluster)")
-    ap.add_argument("--memory-limit", default="2.5GiB")
-    ap.add_argument("--tiny", action="store_true", help="20,000 rows + 4,000 appended, in-process (a test)")
-    ap.add_argument("--workdir", default=os.environ.get("DASKPD_BENCH_DIR", os.path.join(tempfile.gettempdir(),
-                                                                                        "daskpd-bench")))
-    a = ap.parse_args(argv)
-    if a.tiny:
-        a.rows, a.append, a.workers = 2e4, 4e3, 0
+    a = nightly_args(__doc__, argv)
     rows, extra = int(a.rows), int(a.append)
-    rows_per_file = ROWS_PER_FILE if rows >= 4 * ROWS_PER_FILE else max(1, rows // 4)
-    os.makedirs(a.workdir, exist_ok=True)
-    base = write_lake(rows, a.workdir, rows_per_file)
+    base = base_lake(a)
 
     import pandas as pd
-    from distributed import Client, LocalCluster
 
     import daskpd
     from daskpd.job import run_job
 
-    if a.workers:
-        cluster = LocalCluster(n_workers=a.workers, threads_per_worker=1, memory_limit=a.memory_limit, processes=True,
-                               host="127.0.0.1", dashboard_address=None)
-    else:
-        cluster = LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None)
-    client = Client(cluster)
+    cluster, client = start_cluster(a)
     run_root = tempfile.mkdtemp(prefix="first-pass-", dir=a.workdir)
     try:
         lake = os.path.join(run_root, "lake")

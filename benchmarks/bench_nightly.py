@@ -90,8 +90,10 @@ def append(lake: str, rows: int) -> list[str]:
     return out
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def nightly_args(description: str, argv=None):
+    """The options of the nightly benchmarks (rows, appended rows, cluster, work
+    directory; ``--tiny`` for the test suite)."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=float, default=1e7)
     ap.add_argument("--append", type=float, default=1e6, help="rows appended, as two files")
     ap.add_argument("--workers", type=int, default=2, help="worker processes (0: an in-process cluster)")
@@ -102,24 +104,42 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.tiny:
         a.rows, a.append, a.workers = 2e4, 4e3, 0
-    rows, extra = int(a.rows), int(a.append)
+    return a
+
+
+def base_lake(a) -> str:
+    """The lake of ``a.rows`` rows (written once, then reused)."""
+    rows = int(a.rows)
     rows_per_file = ROWS_PER_FILE if rows >= 4 * ROWS_PER_FILE else max(1, rows // 4)
     os.makedirs(a.workdir, exist_ok=True)
-    base = write_lake(rows, a.workdir, rows_per_file)
+    return write_lake(rows, a.workdir, rows_per_file)
 
-    import numpy as np
-    import pandas as pd
+
+def start_cluster(a):
+    """``(cluster, client)``: ``a.workers`` worker processes of one thread and
+    ``a.memory_limit`` on 127.0.0.1, or one in-process worker of 2 threads."""
     from distributed import Client, LocalCluster
-
-    import daskpd
-    from daskpd.job import run_job
 
     if a.workers:
         cluster = LocalCluster(n_workers=a.workers, threads_per_worker=1, memory_limit=a.memory_limit, processes=True,
                                host="127.0.0.1", dashboard_address=None)
     else:
         cluster = LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None)
-    client = Client(cluster)
+    return cluster, Client(cluster)
+
+
+def main(argv=None):
+    a = nightly_args(__doc__, argv)
+    rows, extra = int(a.rows), int(a.append)
+    base = base_lake(a)
+
+    import numpy as np
+    import pandas as pd
+
+    import daskpd
+    from daskpd.job import run_job
+
+    cluster, client = start_cluster(a)
     run_root = tempfile.mkdtemp(prefix="nightly-", dir=a.workdir)
     try:
         lake = os.path.join(run_root, "lake")
