@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -54,7 +55,31 @@ def numeric_columns():
     return [f for f in Lake.features if f not in Lake.categorical]
 
 
-def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fit_rows: int) -> dict:
+def task_group(key) -> str:
+    """A task's group in the breakdown: its key without the graph's token and the
+    bucket / partition / set numbers (a feature's index, ``f3``, is kept)."""
+    name = key[0] if isinstance(key, tuple) else str(key)
+    words = [w for w in name.split("-") if w and not w.isdigit() and not re.fullmatch(r"[0-9a-f]{8,}", w)]
+    return "-".join(words) or name
+
+
+def breakdown(records) -> dict:
+    """``{group: [tasks, compute s, transfer s, output MiB]}`` of a task stream's records."""
+    out = {}
+    for r in records:
+        g = out.setdefault(task_group(r["key"]), [0, 0.0, 0.0, 0.0])
+        g[0] += 1
+        for ss in r.get("startstops", ()):
+            if ss["action"] == "compute":
+                g[1] += ss["stop"] - ss["start"]
+            elif ss["action"] == "transfer":
+                g[2] += ss["stop"] - ss["start"]
+        g[3] += (r.get("nbytes") or 0) / 2 ** 20
+    return out
+
+
+def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fit_rows: int,
+          breakdown_tasks: bool = False) -> dict:
     import glob
     import warnings
 
@@ -86,17 +111,29 @@ def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fi
         daskpd.strat_curves_and_importances(small, target="y", categorical_features=["k5000"], n_trials=t,
                                             progress=False, sample_size=5_000)
         daskpd.partial_dependence(model, small[cols], PD_FEATURES, grid_resolution=5, n_trials=t, progress=False)
-    def cpu():
+    def cpu(split=False):
         """CPU seconds of this process and of every worker process so far."""
         own = time.process_time()
-        return own + (sum(client.run(time.process_time).values()) if client is not None else 0.0)
+        others = sum(client.run(time.process_time).values()) if client is not None else 0.0
+        return (own, others) if split else own + others
 
     for t in (1, trials):
-        t0, c0 = time.perf_counter(), cpu()
-        res = daskpd.strat_curves_and_importances(path, target="y", categorical_features=["k5000"], n_trials=t,
-                                                  progress=False)
+        t0, (d0, w0) = time.perf_counter(), cpu(split=True)
+        if breakdown_tasks and client is not None:
+            from distributed import get_task_stream
+
+            with get_task_stream(client) as ts:
+                res = daskpd.strat_curves_and_importances(path, target="y", categorical_features=["k5000"],
+                                                          n_trials=t, progress=False)
+            rec[f"strat_{t}_tasks"] = breakdown(ts.data)
+        else:
+            res = daskpd.strat_curves_and_importances(path, target="y", categorical_features=["k5000"], n_trials=t,
+                                                      progress=False)
         rec[f"strat_{t}_s"] = time.perf_counter() - t0
-        rec[f"strat_{t}_cpu"] = cpu() - c0
+        d1, w1 = cpu(split=True)
+        rec[f"strat_{t}_cpu"] = (d1 - d0) + (w1 - w0)
+        rec[f"strat_{t}_driver_cpu"] = d1 - d0
+        rec[f"strat_{t}_workers_cpu"] = w1 - w0
         rec[f"strat_{t}_buckets"] = next(iter(res.curves.values())).params.get("n_buckets")
         print(f"# importances, n_trials={t}: {rec[f'strat_{t}_s']:.1f} s", file=sys.stderr, flush=True)
     for t in (1, trials):
@@ -203,6 +240,8 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=40)
     ap.add_argument("--n", type=float, default=2000)
     ap.add_argument("--coverage-trials", default="20,100")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also print the importances' task time per task group (a cluster run: --workers >= 1)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     print(f"# {os.cpu_count()} cores, command: {' '.join([sys.argv[0], *(argv or sys.argv[1:])])}", flush=True)
@@ -221,7 +260,7 @@ def main(argv=None):
     rows = int(a.rows)
     path = write_lake(rows, a.workdir)
     args = {"path": path, "workers": a.workers, "memory_limit": a.memory_limit, "trials": a.trials, "grid": a.grid,
-            "fit_rows": int(a.fit_rows)}
+            "fit_rows": int(a.fit_rows), "breakdown_tasks": a.breakdown}
     out = subprocess.run([sys.executable, __file__, "--child", json.dumps(args)], stdout=subprocess.PIPE, text=True)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if out.returncode != 0 or not lines:
@@ -237,7 +276,30 @@ def main(argv=None):
                       ("pd", f"Friedman PD, 3 features, grid {a.grid}")):
         w1, wT, c1, cT = r[f"{key}_1_s"], r[f"{key}_{T}_s"], r[f"{key}_1_cpu"], r[f"{key}_{T}_cpu"]
         print(f"| {what} | {w1:.1f} | {wT:.1f} | {wT / w1:.2f}x | {c1:.1f} -> {cT:.1f} | {cT / c1:.2f}x |")
+    if f"strat_{T}_tasks" in r:
+        print_breakdown(r, T)
     return 0
+
+
+def print_breakdown(r: dict, T: int) -> None:
+    """The importances' task time per group, n_trials=1 against ``T``; the driver's CPU and
+    the workers' CPU outside the tasks' compute."""
+    one, many = r["strat_1_tasks"], r[f"strat_{T}_tasks"]
+    print(f"\n| task group | tasks | compute s, 1 -> {T} | + s | transfer s, 1 -> {T} | output MiB, 1 -> {T} |")
+    print("|---|---|---|---|---|---|")
+    rows = sorted(set(one) | set(many), key=lambda g: -(many.get(g, [0, 0.0])[1] - one.get(g, [0, 0.0])[1]))
+    z = [0, 0.0, 0.0, 0.0]
+    for g in rows:
+        a, b = one.get(g, z), many.get(g, z)
+        print(f"| {g} | {a[0]} -> {b[0]} | {a[1]:.2f} -> {b[1]:.2f} | {b[1] - a[1]:+.2f} | {a[2]:.2f} -> {b[2]:.2f} | "
+              f"{a[3]:.1f} -> {b[3]:.1f} |")
+    c1, cT = (sum(v[1] for v in d.values()) for d in (one, many))
+    print(f"| all tasks | | {c1:.2f} -> {cT:.2f} | {cT - c1:+.2f} | | |")
+    for key, what in (("driver_cpu", "driver CPU"), ("workers_cpu", "workers' CPU")):
+        a, b = r[f"strat_1_{key}"], r[f"strat_{T}_{key}"]
+        print(f"| {what} | | {a:.2f} -> {b:.2f} | {b - a:+.2f} | | |")
+    a, b = r["strat_1_workers_cpu"] - c1, r[f"strat_{T}_workers_cpu"] - cT
+    print(f"| workers' CPU outside the tasks' compute | | {a:.2f} -> {b:.2f} | {b - a:+.2f} | | |")
 
 
 if __name__ == "__main__":

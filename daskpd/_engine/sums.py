@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["Table", "Rows", "SortedRows", "sort_rows", "group_inputs", "group_sums", "merge_tables",
-           "reduce_tables", "float_keys", "keys_to_float"]
+           "reduce_tables", "float_keys", "keys_to_float", "TreeNodes", "tree_nodes", "fold_tree"]
 
 _DIGIT = 11  # radix sort digit width (2048 buckets)
 
@@ -684,7 +684,165 @@ def group_inputs(table, k: int):
     return np.zeros(0, np.int64), e, e, np.zeros((0, 0), np.uint8), np.ascontiguousarray(table.values), False
 
 
+# ---------------------------------------------------------------------------------
+# per-(virtual bucket, key) sums folded over the virtual buckets by a fixed binary tree
+
+
+@dataclass
+class TreeNodes:
+    """Some columns of per-(virtual bucket, key) sums, folded over the ``n_virtual``
+    virtual buckets by a fixed binary tree -- node ``(l, i)`` holds virtual buckets
+    ``i 2^l <= v < (i + 1) 2^l`` and is the sum of its two children -- as far as one
+    bucket of consecutive virtual buckets can take it: the largest nodes whose virtual
+    buckets it holds alone (:func:`tree_nodes`).  :func:`fold_tree` completes the tree
+    from every bucket's nodes.  Each node's sums depend only on its virtual buckets, so
+    the root does not depend on how the virtual buckets were cut into buckets; and a
+    bucket sends (keys x columns) per node instead of (virtual buckets x keys x columns).
+
+    A virtual bucket whose leaves are shared with another bucket (a bucket count that
+    does not divide the virtual buckets) is sent as it is (``shared``), and its parts
+    are added in bucket order before the tree.  ``starts`` (nodes + 1): each node's rows
+    of ``key`` (sorted within a node) and ``values`` (rows x columns)."""
+
+    level: np.ndarray
+    index: np.ndarray
+    shared: np.ndarray
+    starts: np.ndarray
+    key: np.ndarray
+    values: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in (self.level, self.index, self.shared, self.starts, self.key, self.values)))
+
+    @classmethod
+    def root(cls, values: np.ndarray, n_virtual: int) -> "TreeNodes":
+        """The whole tree's root holding ``values`` (keys x columns) for every key."""
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        top = int(n_virtual).bit_length() - 1
+        return cls(np.array([top], np.int64), np.zeros(1, np.int64), np.zeros(1, np.bool_),
+                   np.array([0, len(values)], np.int64), np.arange(len(values), dtype=np.int64), values)
+
+    def nodes(self):
+        for j in range(len(self.level)):
+            a, z = self.starts[j], self.starts[j + 1]
+            yield int(self.level[j]), int(self.index[j]), bool(self.shared[j]), self.key[a:z], self.values[a:z]
+
+
+@numba.njit(cache=True, nogil=True)
+def _merge_sorted(ka, va, kb, vb):
+    """Two nodes' sorted (key, values) rows: a key of both sums its values (``a`` + ``b``),
+    a key of one keeps them as they are."""
+    na, nb = ka.shape[0], kb.shape[0]
+    m = va.shape[1]
+    ok = np.empty(na + nb, np.int64)
+    ov = np.empty((na + nb, m))
+    i = j = g = 0
+    while i < na or j < nb:
+        if j >= nb or (i < na and ka[i] < kb[j]):
+            ok[g] = ka[i]
+            ov[g, :] = va[i, :]
+            i += 1
+        elif i >= na or kb[j] < ka[i]:
+            ok[g] = kb[j]
+            ov[g, :] = vb[j, :]
+            j += 1
+        else:
+            ok[g] = ka[i]
+            for q in range(m):
+                ov[g, q] = va[i, q] + vb[j, q]
+            i += 1
+            j += 1
+        g += 1
+    return ok[:g].copy(), ov[:g].copy()
+
+
+def tree_nodes(vb, key, values, lo: int, hi: int, n_virtual: int, shared_lo: bool = False,
+               shared_hi: bool = False) -> TreeNodes:
+    """A bucket's :class:`TreeNodes` from its per-(virtual bucket, key) sums (rows sorted
+    by virtual bucket, then key) over the virtual buckets ``lo <= v < hi`` (``shared_lo``
+    / ``shared_hi``: the first / last is shared with the bucket before / after)."""
+    vb = np.asarray(vb, dtype=np.int64)
+    key = np.asarray(key, dtype=np.int64)
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    top = int(n_virtual).bit_length() - 1
+    lo, hi = int(lo), int(hi)
+    cut = np.searchsorted(vb, np.arange(lo, hi + 1), side="left")
+
+    def rows(v):
+        a, z = cut[v - lo], cut[v - lo + 1]
+        return key[a:z], values[a:z]
+
+    out = []
+    a, z = lo, hi
+    if shared_lo and a < z:
+        out.append((0, a, True, *rows(a)))
+        a += 1
+    last = None
+    if shared_hi and a < z:
+        last = (0, z - 1, True, *rows(z - 1))
+        z -= 1
+    pending = {}
+    for v in range(a, z):
+        k, x = rows(v)
+        level, i = 0, v
+        while level < top and i & 1 and level in pending:  # the left sibling is here: their parent
+            kl, xl = pending.pop(level)
+            k, x = _merge_sorted(kl, xl, k, x)
+            level, i = level + 1, i >> 1
+        if level < top and not i & 1 and (i + 2) << level <= z:  # its right sibling comes later
+            pending[level] = (k, x)
+        else:
+            out.append((level, i, False, k, x))
+    if last is not None:
+        out.append(last)
+    return _pack_nodes(out, values.shape[1])
+
+
+def _pack_nodes(nodes: list, m: int) -> TreeNodes:
+    sizes = [len(n[3]) for n in nodes]
+    return TreeNodes(np.array([n[0] for n in nodes], np.int64), np.array([n[1] for n in nodes], np.int64),
+                     np.array([n[2] for n in nodes], np.bool_), np.cumsum([0] + sizes).astype(np.int64),
+                     np.concatenate([n[3] for n in nodes]) if nodes else np.zeros(0, np.int64),
+                     np.concatenate([n[4] for n in nodes], axis=0) if nodes else np.zeros((0, m)))
+
+
+def fold_tree(parts: Sequence[TreeNodes], n_keys: int, n_cols: int, n_virtual: int) -> np.ndarray:
+    """The root of the tree from every bucket's :class:`TreeNodes` (in bucket order), as a
+    dense (n_keys, n_cols) array: a node missing (no rows) counts as empty, a node with one
+    child is that child."""
+    top = int(n_virtual).bit_length() - 1
+    nodes, shared = {}, {}
+    for part in parts:
+        if part is None:
+            continue
+        for level, i, sh, k, x in part.nodes():
+            if sh:
+                shared[i] = _merge_sorted(*shared[i], k, x) if i in shared else (k, x)
+                continue
+            if (level, i) in nodes:
+                raise ValueError(f"tree node ({level}, {i}) given twice")
+            nodes[level, i] = (k, x)
+    for i, kx in shared.items():
+        if (0, i) in nodes:
+            raise ValueError(f"tree node (0, {i}) given twice")
+        nodes[0, i] = kx
+    for level in range(top):
+        for j in sorted({i >> 1 for (lv, i) in nodes if lv == level}):
+            left, right = nodes.pop((level, 2 * j), None), nodes.pop((level, 2 * j + 1), None)
+            if (level + 1, j) in nodes:
+                raise ValueError(f"tree node ({level + 1}, {j}) given with its children")
+            nodes[level + 1, j] = (_merge_sorted(*left, *right) if left is not None and right is not None
+                                   else left if left is not None else right)
+    out = np.zeros((int(n_keys), int(n_cols)))
+    if (top, 0) in nodes:
+        k, x = nodes[top, 0]
+        out[k] = x
+    return out
+
+
 # dask's memory manager counts these by their arrays (spilling decisions need it)
+sizeof.register(TreeNodes)(lambda o: o.nbytes)
 sizeof.register(SortedRows)(lambda o: o.nbytes)
 sizeof.register(Table)(lambda o: o.nbytes)
 sizeof.register(Rows)(lambda o: o.nbytes)

@@ -28,10 +28,10 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine import scheduler
-from .._engine.sums import Table, group_inputs
+from .._engine.sums import Table, TreeNodes, fold_tree, group_inputs, tree_nodes
 from .categorical_gram import LeafSums, gram_link, solve_gram
 from .categorical_solve import CG_MAXITER, Effects, ground, number_groups, uf_find, uf_flatten, uf_join
-from .virtual import virtual_of
+from .virtual import N_VIRTUAL, virtual_of
 
 __all__ = ["CGBucket", "BucketSummary", "prepare", "bucket_products", "fold_summaries", "solve_explicit",
            "solve_buckets", "EXPLICIT_MAX_KEYS"]
@@ -60,10 +60,13 @@ class CGBlock:
     cell: np.ndarray
     cell_vb: np.ndarray
     cell_code: np.ndarray
+    # the bucket's virtual buckets (lo, hi, shared_lo, shared_hi): the trials' products
+    # are folded over them by the fixed tree (daskpd._engine.sums.tree_nodes)
+    span: tuple = (0, N_VIRTUAL, False, False)
 
     @property
     def nbytes(self) -> int:
-        return int(sum(a.nbytes for a in self.__dict__.values()))
+        return int(sum(a.nbytes for a in self.__dict__.values() if isinstance(a, np.ndarray)))
 
     def set_rows(self, st: int) -> tuple:
         """``(code, n, w, starts, vb, leaf)`` of set ``st`` alone (the rows it has, in the
@@ -115,10 +118,14 @@ class BucketSummary:
     scalars: Table
     forests: np.ndarray
     counters: tuple | None
+    # with trials: ``vectors`` holds set 0's columns; the trials' are folded over the
+    # virtual buckets by the fixed tree (daskpd._engine.sums.TreeNodes)
+    vector_trials: TreeNodes | None = None
 
     @property
     def nbytes(self) -> int:
-        return int(self.vectors.nbytes + self.scalars.nbytes + self.forests.nbytes)
+        extra = 0 if self.vector_trials is None else self.vector_trials.nbytes
+        return int(self.vectors.nbytes + self.scalars.nbytes + self.forests.nbytes + extra)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -316,10 +323,12 @@ def _narrow(n: np.ndarray) -> np.ndarray:
     return n.astype(np.float32) if top < 2 ** 24 else n
 
 
-def prepare(picked, fs, job):
+def prepare(picked, fs, job, span=None):
     """A bucket's merged table of one feature (a Table, or :class:`SortedRows`) ->
-    (CGBucket, BucketSummary), every set in one pass (:func:`_prepare`)."""
+    (CGBucket, BucketSummary), every set in one pass (:func:`_prepare`).  ``span``: the
+    bucket's virtual buckets ``(lo, hi, shared_lo, shared_hi)`` (None: every one)."""
     table, counters = picked
+    span = tuple(span) if span is not None else (0, N_VIRTUAL, False, False)
     K = fs.coder.n_keys
     k = fs.stats_per_set
     leaf = table.leaf.astype(np.int64)
@@ -334,8 +343,12 @@ def prepare(picked, fs, job):
     b_n = _narrow(b_n)
     if len(cell_vb) < 2 ** 31:
         cell = cell.astype(np.int32)
-    block = CGBlock(b_code, b_n, b_w, b_start, b_vb, b_leaf, cell, cell_vb, cell_code)
-    summary = BucketSummary(Table(vv, vc, vx), Table(sv, np.zeros(len(sv), np.int64), sx), forests, counters)
+    block = CGBlock(b_code, b_n, b_w, b_start, b_vb, b_leaf, cell, cell_vb, cell_code, span)
+    trials = None
+    if job.n_sets > 1:  # set 0's columns per virtual bucket (their order: the bits of one set), the trials' by the tree
+        trials = tree_nodes(vv, vc, vx[:, 6:], *span[:2], N_VIRTUAL, *span[2:])
+        vx = np.ascontiguousarray(vx[:, :6])
+    summary = BucketSummary(Table(vv, vc, vx), Table(sv, np.zeros(len(sv), np.int64), sx), forests, counters, trials)
     return CGBucket(K, None, None, block), summary
 
 
@@ -437,7 +450,13 @@ def bucket_products(bucket: CGBucket, P: np.ndarray, active: np.ndarray):
         b = bucket.block
         sums = _block_products(b.code, b.n, b.w, b.starts, np.ascontiguousarray(np.asarray(P, np.float64).T),
                                b.cell, len(b.cell_vb))
-        return Table(b.cell_vb, b.cell_code, sums)
+        if sums.shape[1] == 1:
+            return Table(b.cell_vb, b.cell_code, sums)
+        # set 0's per (virtual bucket, category) cell; the trials' folded by the tree: a
+        # round sends (categories x sets) numbers, not (cells x sets)
+        lo, hi, shared_lo, shared_hi = b.span
+        return (Table(b.cell_vb, b.cell_code, np.ascontiguousarray(sums[:, :1])),
+                tree_nodes(b.cell_vb, b.cell_code, sums[:, 1:], lo, hi, N_VIRTUAL, shared_lo, shared_hi))
     out = []
     for st, (code, n, w, starts, vb, _) in enumerate(bucket.sets):
         if not active[st] or not len(code):
@@ -495,7 +514,9 @@ def _fold_all(tables, K: int, m: int) -> np.ndarray:
 def fold_summaries(summaries: list, K: int, n_sets: int) -> list:
     """Per set: the folded vectors, scalars, groups and unknowns of the system."""
     setups = []
-    vecs = _fold_all([s.vectors for s in summaries], K, 6 * n_sets)
+    vecs = _fold_all([s.vectors for s in summaries], K, 6)
+    if n_sets > 1:
+        vecs = np.hstack([vecs, fold_tree([s.vector_trials for s in summaries], K, 6 * (n_sets - 1), N_VIRTUAL)])
     scas = _fold_all([s.scalars for s in summaries], 1, 3 * n_sets)[0]
     for st in range(n_sets):
         count, sum_y, count_used, n_leaves_cat, r, diag = (np.ascontiguousarray(vecs[:, 6 * st + j]) for j in range(6))
@@ -560,12 +581,15 @@ def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: boo
         else:
             tasks = [delayed(bucket_products, pure=True)(ref, p, active.copy()) for ref in refs]
             parts = scheduler.compute(*tasks, progress=False)
-        if all(isinstance(pt, Table) for pt in parts):  # every set's products in one table per bucket
-            GP = _fold_all(parts, K, n_sets)
+        blocks = all(isinstance(pt, (Table, tuple)) for pt in parts)
+        if blocks:  # every set's products per bucket: set 0's in one table, the trials' as tree nodes
+            GP = _fold_all([pt[0] if isinstance(pt, tuple) else pt for pt in parts], K, 1)
+            if n_sets > 1:
+                GP = np.hstack([GP, fold_tree([pt[1] for pt in parts], K, n_sets - 1, N_VIRTUAL)])
         for st in np.flatnonzero(active):
             su = setups[st]
             u = su["unknown"]
-            Gp = GP[:, st] if all(isinstance(pt, Table) for pt in parts) else _fold([pt[st] for pt in parts], K, 0)
+            Gp = GP[:, st] if blocks else _fold([pt[st] for pt in parts], K, 0)
             q = np.zeros(K)
             q[u] = su["count_used"][u] * p[st, u] - Gp[u]
             alpha = rz[st] / (p[st] @ q)

@@ -31,8 +31,9 @@ import numba
 import numpy as np
 
 from .._engine.hashing import keyed_hash
-from .._engine.sums import Table
-from .numeric import BucketSums, bucket_sums
+from .._engine.sums import Table, TreeNodes
+from .numeric import BucketSums, bucket_sums, fold_slope_sums
+from .virtual import N_VIRTUAL
 
 __all__ = ["NumericSummary", "RunView", "numeric_summary", "summary_from_buckets", "apply_delta", "summary_bucket",
            "leaf_stats", "bucket_leaf_stats", "gather_leaf_stats"]
@@ -158,9 +159,8 @@ def summary_from_buckets(sums: list, table_stats, fs, n_sets: int, random_state:
         return np.bincount(np.concatenate([t.key for t in tabs]),
                            weights=np.concatenate([t.values[:, s] for t in tabs]), minlength=P)
 
-    # the slope sums: one table per bucket with a column per set
-    add = np.vstack([fold([b.add for b in sums], s) for s in range(n_sets)])
-    sub = np.vstack([fold([b.sub for b in sums], s) for s in range(n_sets)])
+    # the slope sums: set 0's per virtual bucket, the trials' as tree nodes (what the curve folds)
+    add, sub = fold_slope_sums(sums, P, n_sets)
     sum_x = fold([b.sum_x[0] for b in sums]) if fs.binned else None
     seg = _bottom_k(tuple(np.concatenate([b.segments[j] for b in sums]) for j in range(4)), n_segments)
     cells, rows = table_stats
@@ -207,17 +207,21 @@ def summary_bucket(summary: NumericSummary, counters) -> BucketSums:
     zeros = np.zeros(P, np.int32)
     codes = np.arange(P, dtype=np.int64)
 
-    def tab(a):  # (sets, P) or (P,) -> one virtual bucket's table, a column per set
+    def tab(a):  # (P,) -> one virtual bucket's table
         a = np.asarray(a, dtype="float64")
-        return Table(zeros, codes, np.ascontiguousarray(a.T if a.ndim == 2 else a[:, None]))
+        return Table(zeros, codes, np.ascontiguousarray(a[:, None]))
+
+    def trials(a):  # (sets, P) -> the trials' sums as the tree's root (None without trials)
+        a = np.asarray(a, dtype="float64")
+        return TreeNodes.root(a[1:].T, N_VIRTUAL) if len(a) > 1 else None
 
     single = summary.leaf_cells == 1
     ignored = np.array([summary.leaf_rows[s][single[s]].sum() for s in range(summary.n_sets)])
     n_leaves = int((summary.leaf_cells[0] > 0).sum())
     return BucketSums(summary.count, summary.starts, summary.ends, ignored, n_leaves,
-                      tab(summary.add), tab(summary.sub),
+                      tab(summary.add[0]), tab(summary.sub[0]),
                       None if summary.sum_x is None else [tab(summary.sum_x)], summary.segments,
-                      tuple(counters) if counters is not None else None)
+                      tuple(counters) if counters is not None else None, trials(summary.add), trials(summary.sub))
 
 
 # ---------------------------------------------------------------------------------

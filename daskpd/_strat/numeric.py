@@ -34,12 +34,12 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine.hashing import keyed_hash
-from .._engine.sums import SortedRows, Table, group_inputs, reduce_tables
+from .._engine.sums import SortedRows, Table, TreeNodes, fold_tree, group_inputs, reduce_tables, tree_nodes
 from ..results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, StratPDResult, interval_slopes
 from .trees import tree_method_of
-from .virtual import virtual_of
+from .virtual import N_VIRTUAL, virtual_of
 
-__all__ = ["bucket_sums", "curve_from_sums", "sweep", "integrate", "interval_slopes", "support_counts", "BucketSums",
+__all__ = ["bucket_sums", "curve_from_sums", "fold_slope_sums", "sweep", "integrate", "interval_slopes", "support_counts", "BucketSums",
            "empty_curve_message", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES"]
 
 @dataclass
@@ -52,15 +52,19 @@ class BucketSums:
     ends: np.ndarray  # (sets, P) segments ending at each position
     ignored: np.ndarray  # (sets,) rows in single-position leaves
     n_leaves: int  # leaves with rows
-    add: Table  # (leaf=virtual bucket, key=start code, values=sum of slopes: one column per set)
+    add: Table  # (leaf=virtual bucket, key=start code, values=set 0's sum of slopes)
     sub: Table  # (..., key=end code, ...)
     sum_x: list | None  # [set 0's Table(..., key=code, values=sum of x)], binned features only
     segments: tuple  # a bottom-k sample of set 0's segments: (hash, start code, end code, slope)
     counters: tuple | None  # (rows read, missing x, bad y) in bucket 0
+    # the trials' sums of slopes (a column per trial), folded over the virtual buckets by
+    # the fixed tree of TreeNodes (None without trials)
+    add_trials: TreeNodes | None = None
+    sub_trials: TreeNodes | None = None
 
     @property
     def nbytes(self) -> int:
-        tabs = [self.add, self.sub, *(self.sum_x or [])]
+        tabs = [self.add, self.sub, *(self.sum_x or []), *(t for t in (self.add_trials, self.sub_trials) if t)]
         return int(self.count.nbytes * 3 + sum(t.nbytes for t in tabs))
 
 
@@ -248,9 +252,11 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
 
 
 def bucket_sums(table, fs, n_sets: int, *, counters=None, random_state: int = 0,
-                n_segments: int = 500) -> BucketSums:
+                n_segments: int = 500, span=None) -> BucketSums:
     """A bucket's merged (leaf, code) sums of one numeric feature (a Table, or
-    :class:`SortedRows`) -> :class:`BucketSums`: one pass for every set (:func:`_segments`)."""
+    :class:`SortedRows`) -> :class:`BucketSums`: one pass for every set (:func:`_segments`).
+    ``span``: the bucket's virtual buckets ``(lo, hi, shared_lo, shared_hi)``
+    (:func:`daskpd._engine.sums.tree_nodes`; None: every one, none shared)."""
     P = fs.coder.n_keys
     k = fs.stats_per_set
     leaf = table.leaf.astype(np.int64)
@@ -262,8 +268,15 @@ def bucket_sums(table, fs, n_sets: int, *, counters=None, random_state: int = 0,
     # the positions are set 0's (every trial is read at them)
     sum_x = [_vsum(vb, code, sx0, P)] if fs.binned else None
     segments = _segment_sample(sl, sa, sb, ss, n_segments, random_state)
+    add_t = sub_t = None
+    if n_sets > 1:  # set 0 per virtual bucket (folded in their order: the bits of one set); the trials by the tree
+        lo, hi, shared_lo, shared_hi = span if span is not None else (0, N_VIRTUAL, False, False)
+        add_t = tree_nodes(av, ac, ax[:, 1:], lo, hi, N_VIRTUAL, shared_lo, shared_hi)
+        sub_t = tree_nodes(sv, sc, sx_[:, 1:], lo, hi, N_VIRTUAL, shared_lo, shared_hi)
+        ax, sx_ = np.ascontiguousarray(ax[:, :1]), np.ascontiguousarray(sx_[:, :1])
     return BucketSums(np.ascontiguousarray(count.T), np.ascontiguousarray(starts.T), np.ascontiguousarray(ends.T),
-                      ignored, int(n_leaves), Table(av, ac, ax), Table(sv, sc, sx_), sum_x, segments, counters)
+                      ignored, int(n_leaves), Table(av, ac, ax), Table(sv, sc, sx_), sum_x, segments, counters,
+                      add_t, sub_t)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -282,6 +295,19 @@ def _fold_all(tables: list, P: int, S: int) -> np.ndarray:
         if len(t):
             _fold_sets(out, np.asarray(t.key, np.int64), np.ascontiguousarray(t.values))
     return np.ascontiguousarray(out.T)
+
+
+def fold_slope_sums(sums: list, P: int, n_sets: int) -> tuple:
+    """``(add, sub)``, each (sets, P): the buckets' sums of slopes per code, set 0's
+    folded in virtual-bucket order, the trials' by the fixed tree (:func:`fold_tree`)."""
+    out = []
+    for attr in ("add", "sub"):
+        a = _fold_all([getattr(b, attr) for b in sums], P, 1)
+        if n_sets > 1:
+            trials = fold_tree([getattr(b, attr + "_trials") for b in sums], P, n_sets - 1, N_VIRTUAL)
+            a = np.vstack([a, trials.T])
+        out.append(a)
+    return tuple(out)
 
 
 def _fold(tables: list, P: int) -> np.ndarray:
@@ -379,8 +405,8 @@ def curve_from_sums(fs, sums: list, job):
         ux = sx0[pos] / count[0][pos]
     else:
         ux = np.asarray(fs.coder.values, dtype="float64")[pos]
-    add = _fold_all([b.add for b in sums], P, n_sets)[:, pos]
-    sub = _fold_all([b.sub for b in sums], P, n_sets)[:, pos]
+    add, sub = fold_slope_sums(sums, P, n_sets)
+    add, sub = add[:, pos], sub[:, pos]
     curves = []
     for s in range(n_sets):
         mean, c = sweep(add[s], sub[s], starts[s][pos], ends[s][pos])

@@ -53,6 +53,10 @@ __all__ = ["FeatureScan", "StratScan", "ScanPiece", "WithState", "N_VIRTUAL", "l
 MAP_GROUP_CELLS_PER_ROW = 2
 
 
+#: a chain of tasks summing a categorical feature's explicit G over the buckets sums as
+#: many statistics sets at once as this many bytes of dense G hold (at least one)
+GRAM_CHAIN_BYTES = 256 << 20
+
 #: with more trials than this, a raw row carries its 8-byte content hash instead of one
 #: weight byte per trial (the weights are drawn from it where the rows are summed)
 HASHED_TRIALS = 8
@@ -324,17 +328,29 @@ class StratScan(Job):
                                     if self.state_dir else table)
                 if self.keep_state == "only":
                     continue
+            span = self.virtual_span(fs, bucket)
             if fs.kind == "numeric":
                 if self.keep_state:  # the per-leaf counts of the state's finish summary (this bucket's leaves)
                     stats[fs.feature] = bucket_leaf_stats(table, fs, self.n_sets)
                 numeric[fs.feature] = bucket_sums(table, fs, self.n_sets, counters=counters.get(fs.feature),
                                                   random_state=self.random_state,
-                                                  n_segments=self.finish_options.get("n_segments", 500))
+                                                  n_segments=self.finish_options.get("n_segments", 500), span=span)
             else:
-                categorical[i] = prepare((table, counters.get(fs.feature)), fs, self)
+                categorical[i] = prepare((table, counters.get(fs.feature)), fs, self, span=span)
         if self.keep_state:  # with the numeric features' bucket sums: the state's finish summaries
             return {"numeric": numeric, "categorical": categorical, "state": (kept, piece.counters, numeric, stats)}
         return {"numeric": numeric, "categorical": categorical}
+
+    def virtual_span(self, fs, bucket: int) -> tuple:
+        """``(lo, hi, shared_lo, shared_hi)``: the virtual buckets ``lo <= v < hi`` of the
+        leaves of bucket ``bucket``, and whether the first / last holds leaves of the bucket
+        before / after it too (only with a bucket count that does not divide ``N_VIRTUAL``)."""
+        L = int(fs.n_leaves)
+        l0, l1 = (int(v) for v in bucket_bounds(L, self.n_buckets)[bucket:bucket + 2])
+        if l1 <= l0:
+            return 0, 0, False, False
+        lo, hi = l0 * N_VIRTUAL // L, (l1 - 1) * N_VIRTUAL // L + 1
+        return (lo, hi, l0 > 0 and (l0 - 1) * N_VIRTUAL // L == lo, l1 < L and l1 * N_VIRTUAL // L == hi - 1)
 
     def pick_state(self, finished: dict):
         return finished["state"]
@@ -354,8 +370,18 @@ class StratScan(Job):
     def gram_link(self, state, bucket, stats_set: int):
         return gram_link(state, bucket, stats_set)
 
+    def gram_links(self, states, bucket, sets: list) -> list:
+        """:meth:`gram_link` of every set of ``sets`` (``states``: theirs so far, or None)."""
+        states = [None] * len(sets) if states is None else states
+        return [gram_link(st, bucket, s) for st, s in zip(states, sets)]
+
     def categorical_explicit(self, index: int, n_states: int, *args):
         return effects_explicit(self.features[index], list(args[:n_states]), list(args[n_states:]), self)
+
+    def categorical_explicit_chains(self, index: int, n_chains: int, *args):
+        """:meth:`categorical_explicit` of the states of :meth:`gram_links` chains (in set order)."""
+        states = [st for chain in args[:n_chains] for st in chain]
+        return effects_explicit(self.features[index], states, list(args[n_chains:]), self)
 
     def collect(self, *results) -> dict:
         return {fs.feature: r for fs, r in zip(self.features, results)}
@@ -379,13 +405,17 @@ class StratScan(Job):
             buckets = [node("pick_categorical", merged[b], i, 0, key=f"cat-bucket-{b}-f{i}") for b in range(B)]
             summaries = [node("pick_categorical", merged[b], i, 1, key=f"cat-summary-{b}-f{i}") for b in range(B)]
             if fs.coder.n_keys <= categorical_buckets.EXPLICIT_MAX_KEYS:  # G summed over the buckets, solved directly
-                states = []
-                for s in range(self.n_sets):
+                # one chain of tasks over the buckets sums G of several sets (each bucket
+                # travels to a chain once, not once per set), as many as GRAM_CHAIN_BYTES holds
+                per = max(1, min(self.n_sets, GRAM_CHAIN_BYTES // (8 * fs.coder.n_keys ** 2 or 1)))
+                chains = []
+                for q, first in enumerate(range(0, self.n_sets, per)):
+                    sets = list(range(first, min(self.n_sets, first + per)))
                     state = None
                     for b in range(B):
-                        state = node("gram_link", state, buckets[b], s, key=f"cat-gram-{s}-{b}-f{i}")
-                    states.append(state)
-                results[i] = node("categorical_explicit", i, len(states), *states, *summaries,
+                        state = node("gram_links", state, buckets[b], sets, key=f"cat-gram-{q}-{b}-f{i}")
+                    chains.append(state)
+                results[i] = node("categorical_explicit_chains", i, len(chains), *chains, *summaries,
                                   key=f"finish-categorical-f{i}")
             else:  # the buckets stay where they are; CG rounds follow (run_strat)
                 kept[i] = buckets
