@@ -136,7 +136,7 @@ def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fi
         rec[f"strat_{t}_workers_cpu"] = w1 - w0
         rec[f"strat_{t}_buckets"] = next(iter(res.curves.values())).params.get("n_buckets")
         print(f"# importances, n_trials={t}: {rec[f'strat_{t}_s']:.1f} s", file=sys.stderr, flush=True)
-    for t in (1, trials):
+    for t in (1, trials) if grid else ():
         t0, c0 = time.perf_counter(), cpu()
         daskpd.partial_dependence(model, path, PD_FEATURES, grid_resolution=grid, n_trials=t, progress=False,
                                   columns=cols)
@@ -232,7 +232,7 @@ def main(argv=None):
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--workers", type=int, default=2, help="worker processes of the LocalCluster (0: dask's threads)")
     ap.add_argument("--memory-limit", default="2.5GiB")
-    ap.add_argument("--grid", type=int, default=20, help="grid_resolution of the 3-feature PD")
+    ap.add_argument("--grid", type=int, default=20, help="grid_resolution of the 3-feature PD (0: no PD)")
     ap.add_argument("--fit-rows", type=float, default=1e5)
     ap.add_argument("--workdir", default=os.environ.get("DASKPD_BENCH_DIR", os.path.join(tempfile.gettempdir(),
                                                                                         "daskpd-bench")))
@@ -273,7 +273,7 @@ def main(argv=None):
     print(f"\n| {rows:,} rows, {where} | n_trials=1 s | n_trials={T} s | ratio | CPU s, 1 -> {T} | CPU ratio |")
     print("|---|---|---|---|---|---|")
     for key, what in (("strat", "importances of every feature (StratPD/CatStratPD)"),
-                      ("pd", f"Friedman PD, 3 features, grid {a.grid}")):
+                      ("pd", f"Friedman PD, 3 features, grid {a.grid}"))[:2 if a.grid else 1]:
         w1, wT, c1, cT = r[f"{key}_1_s"], r[f"{key}_{T}_s"], r[f"{key}_1_cpu"], r[f"{key}_{T}_cpu"]
         print(f"| {what} | {w1:.1f} | {wT:.1f} | {wT / w1:.2f}x | {c1:.1f} -> {cT:.1f} | {cT / c1:.2f}x |")
     if f"strat_{T}_tasks" in r:

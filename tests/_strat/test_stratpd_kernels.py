@@ -541,3 +541,44 @@ def test_rows_carrying_hashes_sum_as_rows_carrying_their_weights(fraction):
         for a, b in zip(sh.set_stats(s), sw.set_stats(s)):
             np.testing.assert_array_equal(a, b)
     assert sh.set_stats(20)[0].sum() == sw.w[:, 19].sum() > 0
+
+
+def test_tree_fold_of_the_trials_does_not_depend_on_how_the_virtual_buckets_are_cut():
+    """The trials' per-(virtual bucket, key) sums folded by the fixed tree: one bucket
+    holding every virtual bucket, aligned powers of two, uneven runs: the same bits; a
+    virtual bucket shared by two buckets is added up first (bucket order), then folded."""
+    from daskpd._engine.sums import TreeNodes, _merge_sorted, fold_tree, tree_nodes
+
+    rng = np.random.default_rng(3)
+    V, K, m = 128, 40, 3
+    rows = [(v, k) for v in range(V) if v % 9 != 4 for k in np.sort(rng.choice(K, rng.integers(1, 15), replace=False))]
+    vb, key = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+    vals = rng.normal(size=(len(rows), m)) * 10.0 ** rng.integers(-8, 8, size=(len(rows), 1))
+
+    def fold(bounds):
+        parts = [tree_nodes(vb[(vb >= a) & (vb < z)], key[(vb >= a) & (vb < z)], vals[(vb >= a) & (vb < z)], a, z, V)
+                 for a, z in zip(bounds[:-1], bounds[1:])]
+        return fold_tree(parts, K, m, V), parts
+
+    one, parts = fold([0, V])
+    assert len(parts[0].level) == 1 and parts[0].level[0] == 7  # the root, completed by the one bucket
+    for bounds in ([0, 64, V], list(range(0, V + 1, 16)), list(range(V + 1)), [0, 37, 100, V], [0, 1, 2, 127, V]):
+        got, parts = fold(bounds)
+        np.testing.assert_array_equal(got, one)
+    seq = np.zeros((K, m))
+    np.add.at(seq, key, vals)
+    np.testing.assert_allclose(one, seq, rtol=1e-12, atol=1e-12 * np.abs(vals).max())
+    assert np.array_equal(fold_tree([TreeNodes.root(one, V)], K, m, V), one)
+    # virtual bucket 50 split between two buckets: its two parts are added first
+    s = np.flatnonzero(vb == 50)
+    cut = s[len(s) // 2]
+    lo_part = tree_nodes(vb[:cut], key[:cut], vals[:cut], 0, 51, V, shared_hi=True)
+    hi_part = tree_nodes(vb[cut:], key[cut:], vals[cut:], 50, V, V, shared_lo=True)
+    k50, x50 = _merge_sorted(key[s[0]:cut], vals[s[0]:cut], key[cut:s[-1] + 1], vals[cut:s[-1] + 1])
+    order = np.argsort(k50, kind="stable")
+    whole = np.r_[np.flatnonzero(vb < 50), np.flatnonzero(vb > 50)]
+    ref = fold_tree([tree_nodes(np.r_[vb[whole[vb[whole] < 50]], np.full(len(k50), 50), vb[whole[vb[whole] > 50]]],
+                                np.r_[key[whole[vb[whole] < 50]], k50[order], key[whole[vb[whole] > 50]]],
+                                np.r_[vals[whole[vb[whole] < 50]], x50[order], vals[whole[vb[whole] > 50]]], 0, V, V)],
+                    K, m, V)
+    np.testing.assert_array_equal(fold_tree([lo_part, hi_part], K, m, V), ref)
