@@ -764,7 +764,7 @@ def tree_nodes(vb, key, values, lo: int, hi: int, n_virtual: int, shared_lo: boo
     / ``shared_hi``: the first / last is shared with the bucket before / after)."""
     vb = np.asarray(vb, dtype=np.int64)
     key = np.asarray(key, dtype=np.int64)
-    values = np.ascontiguousarray(values, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)  # columns of a wider table: read in place, not copied
     top = int(n_virtual).bit_length() - 1
     lo, hi = int(lo), int(hi)
     cut = np.searchsorted(vb, np.arange(lo, hi + 1), side="left")

@@ -307,7 +307,9 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S):
         a = z
     if cur_vb >= 0:
         n_vec = _flush_rows(acc, touched, codes, nt, cur_vb, vec_v, vec_c, vec_x, n_vec)
-    return (vec_v[:n_vec].copy(), vec_c[:n_vec].copy(), vec_x[:n_vec].copy(), sca_v, sca_x, parent,
+    # vec_x: a view (its rows past n_vec were never written, so take no memory; with trials
+    # the caller keeps copies of set 0's columns and the trials' tree nodes, not the view)
+    return (vec_v[:n_vec].copy(), vec_c[:n_vec].copy(), vec_x[:n_vec], sca_v, sca_x, parent,
             b_code[:n_b].copy(), b_n[:n_b].copy(), b_w[:n_bl].copy(), b_start[:n_bl].copy(), b_vb[:n_bl].copy(),
             b_leaf[:n_bl].copy())
 
@@ -347,7 +349,7 @@ def prepare(picked, fs, job, span=None):
     trials = None
     if job.n_sets > 1:  # set 0's columns per virtual bucket (their order: the bits of one set), the trials' by the tree
         trials = tree_nodes(vv, vc, vx[:, 6:], *span[:2], N_VIRTUAL, *span[2:])
-        vx = np.ascontiguousarray(vx[:, :6])
+    vx = vx[:, :6].copy()
     summary = BucketSummary(Table(vv, vc, vx), Table(sv, np.zeros(len(sv), np.int64), sx), forests, counters, trials)
     return CGBucket(K, None, None, block), summary
 
