@@ -732,10 +732,10 @@ def test_prepare_sums_every_set_in_one_pass_as_group_sums_of_each_set(n_rows, K,
     its leaves, in the same order: the same bits); the scalars and the rows the CG
     products use are each set's own."""
     from daskpd._data.encode import KeyCoder
-    from daskpd._engine.sums import Rows, group_sums, sort_rows
+    from daskpd._engine.sums import Rows, fold_tree, group_sums, sort_rows, tree_nodes
     from daskpd._strat.categorical_buckets import prepare
     from daskpd._strat.scan import FeatureScan
-    from daskpd._strat.virtual import virtual_of
+    from daskpd._strat.virtual import N_VIRTUAL, virtual_of
 
     rng = np.random.default_rng(4)
     L = max(1, n_rows // 6)
@@ -763,11 +763,15 @@ def test_prepare_sums_every_set_in_one_pass_as_group_sums_of_each_set(n_rows, K,
                                                    np.where(multi, s - n * (S / N), 0.0),
                                                    np.where(multi, n * n / N, 0.0)]))
         got = summary.vectors
-        at = {(v, c): i for i, (v, c) in enumerate(zip(got.leaf, got.key))}
-        idx = np.array([at[(v, c)] for v, c in zip(want.leaf, want.key)], dtype=np.int64)
-        cols = got.values[:, 6 * st:6 * st + 6]
-        assert cols[idx].tobytes() == want.values.tobytes()
-        assert not np.delete(cols, idx, axis=0).any()  # the other cells: no row of this set
+        if st == 0:  # per (virtual bucket, category)
+            at = {(v, c): i for i, (v, c) in enumerate(zip(got.leaf, got.key))}
+            idx = np.array([at[(v, c)] for v, c in zip(want.leaf, want.key)], dtype=np.int64)
+            assert got.values.shape[1] == 6 and got.values[idx].tobytes() == want.values.tobytes()
+            assert not np.delete(got.values, idx, axis=0).any()  # the other cells: no row of this set
+        else:  # a trial's: folded over the virtual buckets by the fixed tree
+            ref = fold_tree([tree_nodes(want.leaf, want.key, want.values, 0, N_VIRTUAL, N_VIRTUAL)], K, 6, N_VIRTUAL)
+            tr = fold_tree([summary.vector_trials], K, 6 * T, N_VIRTUAL)[:, 6 * (st - 1):6 * st]
+            assert tr.tobytes() == ref.tobytes()
         sca = summary.scalars.values[:, 3 * st:3 * st + 3].sum(axis=0)
         assert sca.tolist() == [float(n[~multi].sum()), float(len(first)), float((size >= 2).sum())]
         c, nn, ww, starts, _, leaves = bucket.set_rows(st)
