@@ -459,7 +459,7 @@ def _zeros(n: int, m: int, kind: str):
         cache[key] = buf
     else:
         buf[:size] = 0
-    return buf[:size].reshape((n, m)) if kind == "grid" else buf[:size]
+    return buf[:size].reshape((n, m)) if kind in ("grid", "tree") else buf[:size]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -754,7 +754,91 @@ def _merge_sorted(ka, va, kb, vb):
             i += 1
             j += 1
         g += 1
-    return ok[:g].copy(), ov[:g].copy()
+    return ok[:g], ov[:g]
+
+
+@numba.njit(cache=True, nogil=True)
+def _tree_range(vb, key, values, a, z, top, n_keys, buf):
+    """The nodes of virtual buckets ``a <= v < z`` (rows sorted by virtual bucket, then
+    key; no other rows): each virtual bucket's rows, then every node whose left sibling
+    is done, merged into that sibling's slot of ``buf`` (zeroed (top + 2, n_keys, m)
+    scratch, left zeroed) -- :func:`_merge_sorted`'s sums, without its copies.  Returns
+    the nodes that are complete here (level, index, row starts, keys sorted, values)."""
+    m = values.shape[1]
+    n_slots = buf.shape[0]
+    mark = np.zeros((n_slots, n_keys), np.bool_)
+    keys = np.empty((n_slots, n_keys), np.int64)
+    nk = np.zeros(n_slots, np.int64)
+    free = np.arange(n_slots)
+    n_free = n_slots
+    pend = np.full(top + 1, -1, np.int64)
+    max_nodes = 2 * top + 2
+    o_lvl = np.empty(max_nodes, np.int64)
+    o_idx = np.empty(max_nodes, np.int64)
+    o_start = np.zeros(max_nodes + 1, np.int64)
+    cap = min(vb.shape[0], max_nodes * n_keys)
+    o_key = np.empty(cap, np.int64)
+    o_val = np.empty((cap, m))
+    n_out = 0
+    r = 0
+    for v in range(a, z):
+        n_free -= 1
+        cur = free[n_free]
+        while r < vb.shape[0] and vb[r] == v:  # the virtual bucket's rows (one a key)
+            c = key[r]
+            mark[cur, c] = True
+            keys[cur, nk[cur]] = c
+            nk[cur] += 1
+            for q in range(m):
+                buf[cur, c, q] = values[r, q]
+            r += 1
+        level = 0
+        i = v
+        while level < top and (i & 1) == 1 and pend[level] >= 0:  # merged into its left sibling
+            left = pend[level]
+            pend[level] = -1
+            for j in range(nk[cur]):
+                c = keys[cur, j]
+                if mark[left, c]:
+                    for q in range(m):
+                        buf[left, c, q] += buf[cur, c, q]
+                else:
+                    mark[left, c] = True
+                    keys[left, nk[left]] = c
+                    nk[left] += 1
+                    for q in range(m):
+                        buf[left, c, q] = buf[cur, c, q]
+                for q in range(m):
+                    buf[cur, c, q] = 0.0
+                mark[cur, c] = False
+            nk[cur] = 0
+            free[n_free] = cur
+            n_free += 1
+            cur = left
+            level += 1
+            i >>= 1
+        if level < top and (i & 1) == 0 and ((i + 2) << level) <= z:  # its right sibling comes later
+            pend[level] = cur
+            continue
+        ks = np.sort(keys[cur, :nk[cur]])  # a complete node: emitted, its slot cleared
+        g = o_start[n_out]
+        for j in range(ks.shape[0]):
+            c = ks[j]
+            o_key[g + j] = c
+            for q in range(m):
+                o_val[g + j, q] = buf[cur, c, q]
+                buf[cur, c, q] = 0.0
+            mark[cur, c] = False
+        nk[cur] = 0
+        o_lvl[n_out] = level
+        o_idx[n_out] = i
+        o_start[n_out + 1] = g + ks.shape[0]
+        n_out += 1
+        free[n_free] = cur
+        n_free += 1
+    n_rows = o_start[n_out]
+    return o_lvl[:n_out].copy(), o_idx[:n_out].copy(), o_start[:n_out + 1].copy(), o_key[:n_rows].copy(), \
+        o_val[:n_rows].copy()
 
 
 def tree_nodes(vb, key, values, lo: int, hi: int, n_virtual: int, shared_lo: bool = False,
@@ -765,38 +849,28 @@ def tree_nodes(vb, key, values, lo: int, hi: int, n_virtual: int, shared_lo: boo
     vb = np.asarray(vb, dtype=np.int64)
     key = np.asarray(key, dtype=np.int64)
     values = np.asarray(values, dtype=np.float64)  # columns of a wider table: read in place, not copied
+    m = values.shape[1]
     top = int(n_virtual).bit_length() - 1
-    lo, hi = int(lo), int(hi)
-    cut = np.searchsorted(vb, np.arange(lo, hi + 1), side="left")
-
-    def rows(v):
-        a, z = cut[v - lo], cut[v - lo + 1]
-        return key[a:z], values[a:z]
-
-    out = []
-    a, z = lo, hi
+    a, z = int(lo), int(hi)
+    first = last = None
     if shared_lo and a < z:
-        out.append((0, a, True, *rows(a)))
+        r0, r1 = np.searchsorted(vb, [a, a + 1], side="left")
+        first = (0, a, True, key[r0:r1], values[r0:r1])
         a += 1
-    last = None
     if shared_hi and a < z:
-        last = (0, z - 1, True, *rows(z - 1))
+        r0, r1 = np.searchsorted(vb, [z - 1, z], side="left")
+        last = (0, z - 1, True, key[r0:r1], values[r0:r1])
         z -= 1
-    pending = {}
-    for v in range(a, z):
-        k, x = rows(v)
-        level, i = 0, v
-        while level < top and i & 1 and level in pending:  # the left sibling is here: their parent
-            kl, xl = pending.pop(level)
-            k, x = _merge_sorted(kl, xl, k, x)
-            level, i = level + 1, i >> 1
-        if level < top and not i & 1 and (i + 2) << level <= z:  # its right sibling comes later
-            pending[level] = (k, x)
-        else:
-            out.append((level, i, False, k, x))
+    out = [first] if first is not None else []
+    if a < z:
+        r0, r1 = np.searchsorted(vb, [a, z], side="left")
+        n_keys = int(key[r0:r1].max()) + 1 if r1 > r0 else 1
+        buf = _zeros((top + 2) * n_keys, m, "tree").reshape(top + 2, n_keys, m)
+        lv, ix, st, k, x = _tree_range(vb[r0:r1], key[r0:r1], values[r0:r1], a, z, top, n_keys, buf)
+        out += [(int(lv[j]), int(ix[j]), False, k[st[j]:st[j + 1]], x[st[j]:st[j + 1]]) for j in range(len(lv))]
     if last is not None:
         out.append(last)
-    return _pack_nodes(out, values.shape[1])
+    return _pack_nodes(out, m)
 
 
 def _pack_nodes(nodes: list, m: int) -> TreeNodes:
