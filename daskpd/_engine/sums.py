@@ -174,11 +174,17 @@ def _cut_rows(parts: list, bounds: np.ndarray) -> list:
         px = p.x if p.x is not None else p.y[:0]
         pw = p.h.reshape(-1, 1) if hashed else p._args()[2]
         _scatter_rows(p.leaf, p.key, p.y, px, pw, has_x, bucket_of_leaf, lo, pos, leaf, key, y, x, w)
+
+    def cut(arr, a, z):
+        # each run owns its memory: runs travel to different tasks, and a worker that
+        # spills one must free its bytes (a view would keep the whole array alive)
+        return arr[a:z].copy() if nb > 1 else arr[a:z]
+
     if hashed:
-        return [Rows(leaf[a:z], key[a:z], y[a:z], x[a:z] if has_x else None, None, w[a:z, 0], first.draw)
-                for a, z in zip(start[:-1], start[1:])]
-    return [Rows(leaf[a:z], key[a:z], y[a:z], x[a:z] if has_x else None, w[a:z] if first.w is not None else None)
-            for a, z in zip(start[:-1], start[1:])]
+        return [Rows(cut(leaf, a, z), cut(key, a, z), cut(y, a, z), cut(x, a, z) if has_x else None, None,
+                     cut(w[:, 0], a, z), first.draw) for a, z in zip(start[:-1], start[1:])]
+    return [Rows(cut(leaf, a, z), cut(key, a, z), cut(y, a, z), cut(x, a, z) if has_x else None,
+                 cut(w, a, z) if first.w is not None else None) for a, z in zip(start[:-1], start[1:])]
 
 
 @numba.njit(cache=True, nogil=True)
