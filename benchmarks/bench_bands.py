@@ -2,7 +2,7 @@
 """The cost of bootstrap bands, and how often they cover the truth.
 
     .venv/bin/python benchmarks/bench_bands.py --rows 1e7 [--trials 20] [--workers 2]
-        [--memory-limit 2.5GiB] [--grid 20] [--workdir DIR]
+        [--memory-limit 2.5GiB] [--grid 20] [--workdir DIR] [--breakdown]
     .venv/bin/python benchmarks/bench_bands.py --coverage [--seeds 40] [--n 2000] [--coverage-trials 20,100]
 
 **Cost.** Writes ``--rows`` rows of :class:`daskpd.datasets.Lake` as parquet files of
@@ -21,7 +21,11 @@ this order:
 
 and prints the wall times and the ratio trials / one (the goal: at most 1.5x), and the
 CPU seconds of the driver and every worker process over each call (robust on a busy
-machine, where the wall times mostly measure the other processes).
+machine, where the wall times mostly measure the other processes).  ``--grid 0`` skips
+the PD.  ``--breakdown`` (a cluster run) also prints, for the importances, the tasks'
+compute and transfer seconds and output bytes per task group (the task key without its
+token and numbers: ``daskpd-strat-map``, ``daskpd-strat-combine``, ``daskpd-fit``,
+``bucket_products``, ...), the driver's CPU and the workers' CPU outside the tasks.
 
 **Coverage** (``--coverage``, in memory, dask's threads): over ``--seeds`` data sets of
 ``--n`` rows with a known generator, how often the 90 % band holds the true curve:
@@ -107,7 +111,7 @@ def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fi
     # warm up every process (imports, numba kernels), on two files
     first = sorted(glob.glob(os.path.join(path, "*.parquet")))[:2]
     small = pd.concat([pd.read_parquet(f) for f in first]).head(20_000)
-    for t in (1, 2):
+    for t in sorted({1, 2, trials}):  # the many-trial kernels (rows carrying hashes) too
         daskpd.strat_curves_and_importances(small, target="y", categorical_features=["k5000"], n_trials=t,
                                             progress=False, sample_size=5_000)
         daskpd.partial_dependence(model, small[cols], PD_FEATURES, grid_resolution=5, n_trials=t, progress=False)
