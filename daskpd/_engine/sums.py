@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["Table", "Rows", "SortedRows", "sort_rows", "group_inputs", "group_sums", "merge_tables",
-           "reduce_tables", "float_keys", "keys_to_float", "TreeNodes", "tree_nodes", "fold_tree"]
+           "reduce_tables", "float_keys", "keys_to_float", "TreeNodes", "tree_nodes", "fold_tree", "tree_state",
+           "tree_slot", "tree_put", "tree_done", "tree_out", "tree_scratch"]
 
 _DIGIT = 11  # radix sort digit width (2048 buckets)
 
@@ -764,87 +765,140 @@ def _merge_sorted(ka, va, kb, vb):
 
 
 @numba.njit(cache=True, nogil=True)
-def _tree_range(vb, key, values, a, z, top, n_keys, buf):
-    """The nodes of virtual buckets ``a <= v < z`` (rows sorted by virtual bucket, then
-    key; no other rows): each virtual bucket's rows, then every node whose left sibling
-    is done, merged into that sibling's slot of ``buf`` (zeroed (top + 2, n_keys, m)
-    scratch, left zeroed) -- :func:`_merge_sorted`'s sums, without its copies.  Returns
-    the nodes that are complete here (level, index, row starts, keys sorted, values)."""
-    m = values.shape[1]
+def tree_state(n_keys, top, buf):
+    """The scratch of one bucket's tree fold (:func:`tree_nodes`), for kernels that push
+    their virtual buckets' sums as they make them: ``buf`` (zeroed (top + 2, n_keys, m)
+    slots, left zeroed), per slot its keys' marks and list, free slots, the pending node of
+    each level, and the emitted nodes (level, index, shared, row starts, keys, values)."""
     n_slots = buf.shape[0]
-    mark = np.zeros((n_slots, n_keys), np.bool_)
-    keys = np.empty((n_slots, n_keys), np.int64)
-    nk = np.zeros(n_slots, np.int64)
-    free = np.arange(n_slots)
-    n_free = n_slots
-    pend = np.full(top + 1, -1, np.int64)
-    max_nodes = 2 * top + 2
-    o_lvl = np.empty(max_nodes, np.int64)
-    o_idx = np.empty(max_nodes, np.int64)
-    o_start = np.zeros(max_nodes + 1, np.int64)
-    cap = min(vb.shape[0], max_nodes * n_keys)
-    o_key = np.empty(cap, np.int64)
-    o_val = np.empty((cap, m))
-    n_out = 0
-    r = 0
-    for v in range(a, z):
-        n_free -= 1
-        cur = free[n_free]
-        while r < vb.shape[0] and vb[r] == v:  # the virtual bucket's rows (one a key)
-            c = key[r]
-            mark[cur, c] = True
-            keys[cur, nk[cur]] = c
-            nk[cur] += 1
-            for q in range(m):
-                buf[cur, c, q] = values[r, q]
-            r += 1
-        level = 0
-        i = v
-        while level < top and (i & 1) == 1 and pend[level] >= 0:  # merged into its left sibling
-            left = pend[level]
-            pend[level] = -1
-            for j in range(nk[cur]):
-                c = keys[cur, j]
-                if mark[left, c]:
-                    for q in range(m):
-                        buf[left, c, q] += buf[cur, c, q]
-                else:
-                    mark[left, c] = True
-                    keys[left, nk[left]] = c
-                    nk[left] += 1
-                    for q in range(m):
-                        buf[left, c, q] = buf[cur, c, q]
+    m = buf.shape[2]
+    max_nodes = 2 * top + 4
+    return (buf, np.zeros((n_slots, n_keys), np.bool_), np.empty((n_slots, n_keys), np.int64),
+            np.zeros(n_slots, np.int64), np.arange(n_slots), np.array([n_slots, 0]), np.full(top + 1, -1, np.int64),
+            np.empty(max_nodes, np.int64), np.empty(max_nodes, np.int64), np.zeros(max_nodes, np.bool_),
+            np.zeros(max_nodes + 1, np.int64), np.empty(max_nodes * n_keys, np.int64),
+            np.empty((max_nodes * n_keys, m)))
+
+
+@numba.njit(cache=True, nogil=True)
+def tree_slot(ts) -> int:
+    """A free slot, for the next virtual bucket's sums (:func:`tree_put`)."""
+    free, ctr = ts[4], ts[5]
+    ctr[0] -= 1
+    return free[ctr[0]]
+
+
+@numba.njit(cache=True, nogil=True)
+def tree_put(ts, slot, c, src, col0):
+    """Key ``c`` of the slot's node gets ``src[col0:col0 + m]`` (each key once a node)."""
+    buf, mark, keys, nk = ts[0], ts[1], ts[2], ts[3]
+    m = buf.shape[2]
+    mark[slot, c] = True
+    keys[slot, nk[slot]] = c
+    nk[slot] += 1
+    for q in range(m):
+        buf[slot, c, q] = src[col0 + q]
+
+
+@numba.njit(cache=True, nogil=True)
+def _tree_emit(ts, slot, level, index, shared):
+    buf, mark, keys, nk, free, ctr = ts[0], ts[1], ts[2], ts[3], ts[4], ts[5]
+    o_lvl, o_idx, o_sh, o_start, o_key, o_val = ts[7], ts[8], ts[9], ts[10], ts[11], ts[12]
+    m = buf.shape[2]
+    ks = np.sort(keys[slot, :nk[slot]])
+    n_out = ctr[1]
+    g = o_start[n_out]
+    for j in range(ks.shape[0]):
+        c = ks[j]
+        o_key[g + j] = c
+        for q in range(m):
+            o_val[g + j, q] = buf[slot, c, q]
+            buf[slot, c, q] = 0.0
+        mark[slot, c] = False
+    nk[slot] = 0
+    o_lvl[n_out] = level
+    o_idx[n_out] = index
+    o_sh[n_out] = shared
+    o_start[n_out + 1] = g + ks.shape[0]
+    ctr[1] = n_out + 1
+    free[ctr[0]] = slot
+    ctr[0] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def tree_done(ts, slot, v, z, top, shared):
+    """Virtual bucket ``v``'s node is in ``slot``: a shared one is emitted as it is; else
+    every node whose left sibling is done is merged into that sibling's slot (its sums:
+    left + right; a key of one keeps its values), up the tree as far as the bucket's
+    unshared virtual buckets (below ``z``) reach, and a node whose right sibling does not
+    come here is emitted.  Every virtual bucket of the range is pushed, in order, empty
+    ones too."""
+    buf, mark, keys, nk, free, ctr, pend = ts[0], ts[1], ts[2], ts[3], ts[4], ts[5], ts[6]
+    m = buf.shape[2]
+    if shared:
+        _tree_emit(ts, slot, 0, v, True)
+        return
+    cur = slot
+    level = 0
+    i = v
+    while level < top and (i & 1) == 1 and pend[level] >= 0:
+        left = pend[level]
+        pend[level] = -1
+        for j in range(nk[cur]):
+            c = keys[cur, j]
+            if mark[left, c]:
                 for q in range(m):
-                    buf[cur, c, q] = 0.0
-                mark[cur, c] = False
-            nk[cur] = 0
-            free[n_free] = cur
-            n_free += 1
-            cur = left
-            level += 1
-            i >>= 1
-        if level < top and (i & 1) == 0 and ((i + 2) << level) <= z:  # its right sibling comes later
-            pend[level] = cur
-            continue
-        ks = np.sort(keys[cur, :nk[cur]])  # a complete node: emitted, its slot cleared
-        g = o_start[n_out]
-        for j in range(ks.shape[0]):
-            c = ks[j]
-            o_key[g + j] = c
+                    buf[left, c, q] += buf[cur, c, q]
+            else:
+                mark[left, c] = True
+                keys[left, nk[left]] = c
+                nk[left] += 1
+                for q in range(m):
+                    buf[left, c, q] = buf[cur, c, q]
             for q in range(m):
-                o_val[g + j, q] = buf[cur, c, q]
                 buf[cur, c, q] = 0.0
             mark[cur, c] = False
         nk[cur] = 0
-        o_lvl[n_out] = level
-        o_idx[n_out] = i
-        o_start[n_out + 1] = g + ks.shape[0]
-        n_out += 1
-        free[n_free] = cur
-        n_free += 1
-    n_rows = o_start[n_out]
-    return o_lvl[:n_out].copy(), o_idx[:n_out].copy(), o_start[:n_out + 1].copy(), o_key[:n_rows].copy(), \
-        o_val[:n_rows].copy()
+        free[ctr[0]] = cur
+        ctr[0] += 1
+        cur = left
+        level += 1
+        i >>= 1
+    if level < top and (i & 1) == 0 and ((i + 2) << level) <= z:  # its right sibling comes later
+        pend[level] = cur
+    else:
+        _tree_emit(ts, cur, level, i, False)
+
+
+@numba.njit(cache=True, nogil=True)
+def tree_out(ts):
+    """The emitted nodes: (level, index, shared, row starts, keys, values), copies."""
+    n = ts[5][1]
+    n_rows = ts[10][n]
+    return ts[7][:n].copy(), ts[8][:n].copy(), ts[9][:n].copy(), ts[10][:n + 1].copy(), ts[11][:n_rows].copy(), \
+        ts[12][:n_rows].copy()
+
+
+@numba.njit(cache=True, nogil=True)
+def _tree_range(vb, key, values, lo, hi, shared_lo, shared_hi, top, n_keys, buf):
+    """:func:`tree_done` of every virtual bucket ``lo <= v < hi`` of a table's rows
+    (sorted by virtual bucket, then key; no other rows)."""
+    ts = tree_state(n_keys, top, buf)
+    z = hi - 1 if shared_hi else hi
+    r = 0
+    for v in range(lo, hi):
+        slot = tree_slot(ts)
+        while r < vb.shape[0] and vb[r] == v:
+            tree_put(ts, slot, key[r], values[r], 0)
+            r += 1
+        tree_done(ts, slot, v, z, top, (v == lo and shared_lo) or (v == hi - 1 and shared_hi))
+    return tree_out(ts)
+
+
+def tree_scratch(n_keys: int, m: int, n_virtual: int) -> np.ndarray:
+    """The zeroed slots of :func:`tree_state` (this thread's buffer, reused)."""
+    top = int(n_virtual).bit_length() - 1
+    return _zeros((top + 2) * n_keys, m, "tree").reshape(top + 2, n_keys, m)
 
 
 def tree_nodes(vb, key, values, lo: int, hi: int, n_virtual: int, shared_lo: bool = False,
@@ -856,27 +910,12 @@ def tree_nodes(vb, key, values, lo: int, hi: int, n_virtual: int, shared_lo: boo
     key = np.asarray(key, dtype=np.int64)
     values = np.asarray(values, dtype=np.float64)  # columns of a wider table: read in place, not copied
     m = values.shape[1]
+    lo, hi = int(lo), int(hi)
+    r0, r1 = np.searchsorted(vb, [lo, hi], side="left")
+    n_keys = int(key[r0:r1].max()) + 1 if r1 > r0 else 1
     top = int(n_virtual).bit_length() - 1
-    a, z = int(lo), int(hi)
-    first = last = None
-    if shared_lo and a < z:
-        r0, r1 = np.searchsorted(vb, [a, a + 1], side="left")
-        first = (0, a, True, key[r0:r1], values[r0:r1])
-        a += 1
-    if shared_hi and a < z:
-        r0, r1 = np.searchsorted(vb, [z - 1, z], side="left")
-        last = (0, z - 1, True, key[r0:r1], values[r0:r1])
-        z -= 1
-    out = [first] if first is not None else []
-    if a < z:
-        r0, r1 = np.searchsorted(vb, [a, z], side="left")
-        n_keys = int(key[r0:r1].max()) + 1 if r1 > r0 else 1
-        buf = _zeros((top + 2) * n_keys, m, "tree").reshape(top + 2, n_keys, m)
-        lv, ix, st, k, x = _tree_range(vb[r0:r1], key[r0:r1], values[r0:r1], a, z, top, n_keys, buf)
-        out += [(int(lv[j]), int(ix[j]), False, k[st[j]:st[j + 1]], x[st[j]:st[j + 1]]) for j in range(len(lv))]
-    if last is not None:
-        out.append(last)
-    return _pack_nodes(out, m)
+    return TreeNodes(*_tree_range(vb[r0:r1], key[r0:r1], values[r0:r1], lo, hi, bool(shared_lo), bool(shared_hi), top,
+                                  n_keys, tree_scratch(n_keys, m, n_virtual)))
 
 
 def _pack_nodes(nodes: list, m: int) -> TreeNodes:

@@ -28,7 +28,8 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine import scheduler
-from .._engine.sums import Table, TreeNodes, fold_tree, group_inputs, tree_nodes
+from .._engine.sums import (Table, TreeNodes, fold_tree, group_inputs, tree_done, tree_nodes, tree_out, tree_put,
+                            tree_scratch, tree_slot, tree_state)
 from .categorical_gram import LeafSums, gram_link, solve_gram
 from .categorical_solve import CG_MAXITER, Effects, ground, number_groups, uf_find, uf_flatten, uf_join
 from .virtual import N_VIRTUAL, virtual_of
@@ -129,23 +130,37 @@ class BucketSummary:
 
 
 @numba.njit(cache=True, nogil=True)
-def _flush_rows(acc, touched, codes, nt, vb, out_v, out_c, out_x, n_out):
-    """The current virtual bucket's touched categories' sums (every column) appended to
-    the output in category order; the scratch zeroed.  Returns the new output length."""
+def _flush_rows(acc, touched, codes, nt, vb, out_v, out_c, out_x, n_out, ts, S, t_z, top, t_lo, t_hi, sh_lo, sh_hi):
+    """The current virtual bucket's touched categories' sums appended to the output in
+    category order (set 0's six columns) and, with trials, pushed to the bucket's tree
+    (:func:`~daskpd._engine.sums.tree_done`: the trials' columns); the scratch zeroed.
+    Returns the new output length."""
     keys = np.sort(codes[:nt])
+    slot = tree_slot(ts) if S > 1 else 0
     for j in range(nt):
         c = keys[j]
         out_v[n_out] = vb
         out_c[n_out] = c
-        out_x[n_out, :] = acc[c, :]
+        out_x[n_out, :] = acc[c, :6]
+        if S > 1:
+            tree_put(ts, slot, c, acc[c], 6)
         acc[c, :] = 0.0
         touched[c] = False
         n_out += 1
+    if S > 1:
+        tree_done(ts, slot, vb, t_z, top, (vb == t_lo and sh_lo) or (vb == t_hi - 1 and sh_hi))
     return n_out
 
 
 @numba.njit(cache=True, nogil=True)
-def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S):
+def _push_empty(ts, a, z, t_z, top, t_lo, t_hi, sh_lo, sh_hi):
+    """The tree's empty virtual buckets ``a <= v < z`` (it counts every one)."""
+    for v in range(a, z):
+        tree_done(ts, tree_slot(ts), v, t_z, top, (v == t_lo and sh_lo) or (v == t_hi - 1 and sh_hi))
+
+
+@numba.njit(cache=True, nogil=True)
+def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, top, t_lo, t_hi, sh_lo, sh_hi):
     """One pass over a bucket's (leaf, category) groups, sorted, leaf by leaf, for every
     statistics set at once (each set skips the groups its weights leave empty).  Per
     leaf and set: N, S (the set's rows and sum of y in the leaf), the r / diag / 1 / N
@@ -182,7 +197,10 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S):
     nt = 0
     vec_v = np.empty(G, np.int32)
     vec_c = np.empty(G, np.int64)
-    vec_x = np.empty((G, 6 * S))
+    vec_x = np.empty((G, 6))
+    # with trials, their columns folded over the virtual buckets t_lo <= v < t_hi by the fixed tree
+    ts = tree_state(K if S > 1 else 1, top, tbuf)
+    t_z = t_hi - 1 if sh_hi else t_hi
     n_vec = 0
     sca = np.zeros(3 * S)
     n_vb = 0
@@ -214,8 +232,11 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S):
         v = vb[a]
         if v != cur_vb:
             if cur_vb >= 0:
-                n_vec = _flush_rows(acc, touched, codes, nt, cur_vb, vec_v, vec_c, vec_x, n_vec)
+                n_vec = _flush_rows(acc, touched, codes, nt, cur_vb, vec_v, vec_c, vec_x, n_vec, ts, S, t_z, top,
+                                    t_lo, t_hi, sh_lo, sh_hi)
                 nt = 0
+            if S > 1:
+                _push_empty(ts, max(cur_vb + 1, t_lo), v, t_z, top, t_lo, t_hi, sh_lo, sh_hi)
             cur_vb = v
             q_vb += 1
             sca_v[q_vb] = v
@@ -306,10 +327,11 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S):
                 n_b += 1
         a = z
     if cur_vb >= 0:
-        n_vec = _flush_rows(acc, touched, codes, nt, cur_vb, vec_v, vec_c, vec_x, n_vec)
-    # vec_x: a view (its rows past n_vec were never written, so take no memory; with trials
-    # the caller keeps copies of set 0's columns and the trials' tree nodes, not the view)
-    return (vec_v[:n_vec].copy(), vec_c[:n_vec].copy(), vec_x[:n_vec], sca_v, sca_x, parent,
+        n_vec = _flush_rows(acc, touched, codes, nt, cur_vb, vec_v, vec_c, vec_x, n_vec, ts, S, t_z, top,
+                            t_lo, t_hi, sh_lo, sh_hi)
+    if S > 1:
+        _push_empty(ts, max(cur_vb + 1, t_lo), t_hi, t_z, top, t_lo, t_hi, sh_lo, sh_hi)
+    return (vec_v[:n_vec].copy(), vec_c[:n_vec].copy(), vec_x[:n_vec].copy(), sca_v, sca_x, parent, tree_out(ts),
             b_code[:n_b].copy(), b_n[:n_b].copy(), b_w[:n_bl].copy(), b_start[:n_bl].copy(), b_vb[:n_bl].copy(),
             b_leaf[:n_bl].copy())
 
@@ -336,8 +358,11 @@ def prepare(picked, fs, job, span=None):
     leaf = table.leaf.astype(np.int64)
     code = np.asarray(table.key, dtype=np.int64)
     vb = virtual_of(leaf, fs.n_leaves)
-    (vv, vc, vx, sv, sx, forests, b_code, b_n, b_w, b_start, b_vb, b_leaf) = _prepare(
-        leaf, code, vb, *group_inputs(table, k), k, int(K), int(job.n_sets))
+    S = int(job.n_sets)
+    tbuf = tree_scratch(int(K), 6 * (S - 1), N_VIRTUAL) if S > 1 else np.zeros((2, 1, 1))
+    (vv, vc, vx, sv, sx, forests, tree, b_code, b_n, b_w, b_start, b_vb, b_leaf) = _prepare(
+        leaf, code, vb, *group_inputs(table, k), k, int(K), S, tbuf, N_VIRTUAL.bit_length() - 1, int(span[0]),
+        int(span[1]), bool(span[2]), bool(span[3]))
     sizes = np.diff(np.r_[b_start, len(b_code)])
     cell, cell_vb, cell_code = _cells(np.repeat(b_vb, sizes), b_code, K)
     # the block stays on its worker through the CG rounds: kept in the narrowest type that
@@ -346,10 +371,8 @@ def prepare(picked, fs, job, span=None):
     if len(cell_vb) < 2 ** 31:
         cell = cell.astype(np.int32)
     block = CGBlock(b_code, b_n, b_w, b_start, b_vb, b_leaf, cell, cell_vb, cell_code, span)
-    trials = None
-    if job.n_sets > 1:  # set 0's columns per virtual bucket (their order: the bits of one set), the trials' by the tree
-        trials = tree_nodes(vv, vc, vx[:, 6:], *span[:2], N_VIRTUAL, *span[2:])
-    vx = vx[:, :6].copy()
+    # set 0's columns per virtual bucket (folded in their order: the bits of one set), the trials' by the tree
+    trials = TreeNodes(*tree) if S > 1 else None
     summary = BucketSummary(Table(vv, vc, vx), Table(sv, np.zeros(len(sv), np.int64), sx), forests, counters, trials)
     return CGBucket(K, None, None, block), summary
 
