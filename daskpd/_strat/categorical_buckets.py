@@ -466,6 +466,66 @@ def _block_products(code, n, w, starts, Pt, cell, n_cells):
     return out
 
 
+@numba.njit(cache=True, nogil=True)
+def _block_products_tree(code, n, w, starts, vb, Pt, cell, n_cells, K, tbuf, top, t_lo, t_hi, sh_lo, sh_hi):
+    """:func:`_block_products` with set 0's products per cell and the trials' summed per
+    (virtual bucket, category) in a scratch that is pushed to the bucket's tree as each
+    virtual bucket ends (:func:`~daskpd._engine.sums.tree_done`): the same sums, without
+    the (cells x sets) table.  Returns (cells, 1) and the tree's nodes."""
+    m = code.shape[0]
+    S = n.shape[1]
+    out = np.zeros((n_cells, 1))
+    acc = np.zeros((K, S - 1))
+    touched = np.zeros(K, np.bool_)
+    codes = np.empty(K, np.int64)
+    nt = 0
+    ts = tree_state(K, top, tbuf)
+    t_z = t_hi - 1 if sh_hi else t_hi
+    t = np.zeros(S)
+    cur = -1
+    for q in range(starts.shape[0]):
+        if vb[q] != cur:
+            if cur >= 0:
+                _flush_products(acc, touched, codes, nt, cur, ts, t_z, top, t_lo, t_hi, sh_lo, sh_hi)
+                nt = 0
+            _push_empty(ts, max(cur + 1, t_lo), vb[q], t_z, top, t_lo, t_hi, sh_lo, sh_hi)
+            cur = vb[q]
+        a = starts[q]
+        b = starts[q + 1] if q + 1 < starts.shape[0] else m
+        for s in range(S):
+            t[s] = 0.0
+        for i in range(a, b):
+            c = code[i]
+            for s in range(S):
+                t[s] += n[i, s] * Pt[c, s]
+        for s in range(S):
+            t[s] *= w[q, s]
+        for i in range(a, b):
+            out[cell[i], 0] += n[i, 0] * t[0]
+            c = code[i]
+            if not touched[c]:
+                touched[c] = True
+                codes[nt] = c
+                nt += 1
+            for s in range(1, S):
+                acc[c, s - 1] += n[i, s] * t[s]
+    if cur >= 0:
+        _flush_products(acc, touched, codes, nt, cur, ts, t_z, top, t_lo, t_hi, sh_lo, sh_hi)
+    _push_empty(ts, max(cur + 1, t_lo), t_hi, t_z, top, t_lo, t_hi, sh_lo, sh_hi)
+    return out, tree_out(ts)
+
+
+@numba.njit(cache=True, nogil=True)
+def _flush_products(acc, touched, codes, nt, v, ts, t_z, top, t_lo, t_hi, sh_lo, sh_hi):
+    slot = tree_slot(ts)
+    for j in range(nt):
+        c = codes[j]
+        tree_put(ts, slot, c, acc[c], 0)
+        acc[c, :] = 0.0
+        touched[c] = False
+    tree_done(ts, slot, v, t_z, top, (v == t_lo and sh_lo) or (v == t_hi - 1 and sh_hi))
+
+
 def bucket_products(bucket: CGBucket, P: np.ndarray, active: np.ndarray):
     """``G p`` terms of the bucket for each active set's vector (rows of ``P``): one
     Table(leaf=virtual bucket, key=category, values=one column per set) in
@@ -473,15 +533,18 @@ def bucket_products(bucket: CGBucket, P: np.ndarray, active: np.ndarray):
     Table(..., values=[sum]) per set (None for an inactive set)."""
     if bucket.block is not None:
         b = bucket.block
-        sums = _block_products(b.code, b.n, b.w, b.starts, np.ascontiguousarray(np.asarray(P, np.float64).T),
-                               b.cell, len(b.cell_vb))
-        if sums.shape[1] == 1:
-            return Table(b.cell_vb, b.cell_code, sums)
+        Pt = np.ascontiguousarray(np.asarray(P, np.float64).T)
+        if Pt.shape[1] == 1:
+            return Table(b.cell_vb, b.cell_code, _block_products(b.code, b.n, b.w, b.starts, Pt, b.cell,
+                                                                 len(b.cell_vb)))
         # set 0's per (virtual bucket, category) cell; the trials' folded by the tree: a
         # round sends (categories x sets) numbers, not (cells x sets)
         lo, hi, shared_lo, shared_hi = b.span
-        return (Table(b.cell_vb, b.cell_code, np.ascontiguousarray(sums[:, :1])),
-                tree_nodes(b.cell_vb, b.cell_code, sums[:, 1:], lo, hi, N_VIRTUAL, shared_lo, shared_hi))
+        K = bucket.K
+        out, tree = _block_products_tree(b.code, b.n, b.w, b.starts, b.vb, Pt, b.cell, len(b.cell_vb), K,
+                                         tree_scratch(K, Pt.shape[1] - 1, N_VIRTUAL), N_VIRTUAL.bit_length() - 1,
+                                         int(lo), int(hi), bool(shared_lo), bool(shared_hi))
+        return Table(b.cell_vb, b.cell_code, out), TreeNodes(*tree)
     out = []
     for st, (code, n, w, starts, vb, _) in enumerate(bucket.sets):
         if not active[st] or not len(code):
