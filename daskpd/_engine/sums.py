@@ -32,7 +32,7 @@ import pandas as pd
 
 __all__ = ["Table", "Rows", "SortedRows", "sort_rows", "group_inputs", "group_sums", "merge_tables",
            "reduce_tables", "float_keys", "keys_to_float", "TreeNodes", "tree_nodes", "fold_tree", "tree_state",
-           "tree_slot", "tree_put", "tree_done", "tree_out", "tree_scratch"]
+           "tree_put", "tree_done", "tree_out", "tree_scratch"]
 
 _DIGIT = 11  # radix sort digit width (2048 buckets)
 
@@ -767,116 +767,113 @@ def _merge_sorted(ka, va, kb, vb):
 @numba.njit(cache=True, nogil=True)
 def tree_state(n_keys, top, buf):
     """The scratch of one bucket's tree fold (:func:`tree_nodes`), for kernels that push
-    their virtual buckets' sums as they make them: ``buf`` (zeroed (top + 2, n_keys, m)
-    slots, left zeroed), per slot its keys' marks and list, free slots, the pending node of
-    each level, and the emitted nodes (level, index, shared, row starts, keys, values)."""
-    n_slots = buf.shape[0]
-    m = buf.shape[2]
+    their virtual buckets' sums as they make them: the current node dense in ``buf``
+    (zeroed (n_keys, m), left zeroed) with its keys' marks and list; the nodes waiting for
+    their right sibling, a stack of sorted (key, values) rows (the lowest level on top);
+    the emitted nodes (level, index, shared, row starts, keys, values).  Only the current
+    node is dense: the rest takes the rows it holds."""
+    m = buf.shape[1]
     max_nodes = 2 * top + 4
-    return (buf, np.zeros((n_slots, n_keys), np.bool_), np.empty((n_slots, n_keys), np.int64),
-            np.zeros(n_slots, np.int64), np.arange(n_slots), np.array([n_slots, 0]), np.full(top + 1, -1, np.int64),
+    return (buf, np.zeros(n_keys, np.bool_), np.empty(n_keys, np.int64), np.zeros(4, np.int64),
+            np.empty(top + 1, np.int64), np.empty(top + 1, np.int64), np.zeros(top + 2, np.int64),
+            np.empty((top + 1) * n_keys, np.int64), np.empty(((top + 1) * n_keys, m)),
             np.empty(max_nodes, np.int64), np.empty(max_nodes, np.int64), np.zeros(max_nodes, np.bool_),
             np.zeros(max_nodes + 1, np.int64), np.empty(max_nodes * n_keys, np.int64),
             np.empty((max_nodes * n_keys, m)))
 
 
 @numba.njit(cache=True, nogil=True)
-def tree_slot(ts) -> int:
-    """A free slot, for the next virtual bucket's sums (:func:`tree_put`)."""
-    free, ctr = ts[4], ts[5]
-    ctr[0] -= 1
-    return free[ctr[0]]
-
-
-@numba.njit(cache=True, nogil=True)
-def tree_put(ts, slot, c, src, col0):
-    """Key ``c`` of the slot's node gets ``src[col0:col0 + m]`` (each key once a node)."""
-    buf, mark, keys, nk = ts[0], ts[1], ts[2], ts[3]
-    m = buf.shape[2]
-    mark[slot, c] = True
-    keys[slot, nk[slot]] = c
-    nk[slot] += 1
+def tree_put(ts, c, src, col0):
+    """Key ``c`` of the current virtual bucket's node gets ``src[col0:col0 + m]`` (each
+    key once a node)."""
+    buf, mark, keys, ctr = ts[0], ts[1], ts[2], ts[3]
+    m = buf.shape[1]
+    mark[c] = True
+    keys[ctr[0]] = c
+    ctr[0] += 1
     for q in range(m):
-        buf[slot, c, q] = src[col0 + q]
+        buf[c, q] = src[col0 + q]
 
 
 @numba.njit(cache=True, nogil=True)
-def _tree_emit(ts, slot, level, index, shared):
-    buf, mark, keys, nk, free, ctr = ts[0], ts[1], ts[2], ts[3], ts[4], ts[5]
-    o_lvl, o_idx, o_sh, o_start, o_key, o_val = ts[7], ts[8], ts[9], ts[10], ts[11], ts[12]
-    m = buf.shape[2]
-    ks = np.sort(keys[slot, :nk[slot]])
-    n_out = ctr[1]
-    g = o_start[n_out]
+def _tree_take(ts, out_key, out_val, g, ordered):
+    """The current node's rows written at ``out[g:]`` (sorted by key if ``ordered``) and
+    cleared; returns their count."""
+    buf, mark, keys, ctr = ts[0], ts[1], ts[2], ts[3]
+    m = buf.shape[1]
+    ks = np.sort(keys[:ctr[0]]) if ordered else keys[:ctr[0]]
     for j in range(ks.shape[0]):
         c = ks[j]
-        o_key[g + j] = c
+        out_key[g + j] = c
         for q in range(m):
-            o_val[g + j, q] = buf[slot, c, q]
-            buf[slot, c, q] = 0.0
-        mark[slot, c] = False
-    nk[slot] = 0
+            out_val[g + j, q] = buf[c, q]
+            buf[c, q] = 0.0
+        mark[c] = False
+    ctr[0] = 0
+    return ks.shape[0]
+
+
+@numba.njit(cache=True, nogil=True)
+def _tree_emit(ts, level, index, shared):
+    ctr, o_lvl, o_idx, o_sh, o_start = ts[3], ts[9], ts[10], ts[11], ts[12]
+    n_out = ctr[3]
+    g = o_start[n_out]
+    o_start[n_out + 1] = g + _tree_take(ts, ts[13], ts[14], g, True)
     o_lvl[n_out] = level
     o_idx[n_out] = index
     o_sh[n_out] = shared
-    o_start[n_out + 1] = g + ks.shape[0]
-    ctr[1] = n_out + 1
-    free[ctr[0]] = slot
-    ctr[0] += 1
+    ctr[3] = n_out + 1
 
 
 @numba.njit(cache=True, nogil=True)
-def tree_done(ts, slot, v, z, top, shared):
-    """Virtual bucket ``v``'s node is in ``slot``: a shared one is emitted as it is; else
-    every node whose left sibling is done is merged into that sibling's slot (its sums:
-    left + right; a key of one keeps its values), up the tree as far as the bucket's
-    unshared virtual buckets (below ``z``) reach, and a node whose right sibling does not
-    come here is emitted.  Every virtual bucket of the range is pushed, in order, empty
-    ones too."""
-    buf, mark, keys, nk, free, ctr, pend = ts[0], ts[1], ts[2], ts[3], ts[4], ts[5], ts[6]
-    m = buf.shape[2]
+def tree_done(ts, v, z, top, shared):
+    """Virtual bucket ``v``'s node is complete: a shared one is emitted as it is; else it
+    is merged with its left sibling when that waits on the stack (their sums: left +
+    right; a key of one keeps its values), up the tree as far as the bucket's unshared
+    virtual buckets (below ``z``) reach; then it waits for its right sibling, or is
+    emitted when that does not come here.  Every virtual bucket of the range is pushed,
+    in order, empty ones too."""
+    buf, mark, keys, ctr = ts[0], ts[1], ts[2], ts[3]
+    st_lvl, st_idx, st_start, pool_key, pool_val = ts[4], ts[5], ts[6], ts[7], ts[8]
+    m = buf.shape[1]
     if shared:
-        _tree_emit(ts, slot, 0, v, True)
+        _tree_emit(ts, 0, v, True)
         return
-    cur = slot
     level = 0
     i = v
-    while level < top and (i & 1) == 1 and pend[level] >= 0:
-        left = pend[level]
-        pend[level] = -1
-        for j in range(nk[cur]):
-            c = keys[cur, j]
-            if mark[left, c]:
+    while level < top and (i & 1) == 1 and ctr[1] > 0 and st_lvl[ctr[1] - 1] == level:
+        sn = ctr[1] - 1
+        for r in range(st_start[sn], st_start[sn + 1]):
+            c = pool_key[r]
+            if mark[c]:
                 for q in range(m):
-                    buf[left, c, q] += buf[cur, c, q]
+                    buf[c, q] += pool_val[r, q]
             else:
-                mark[left, c] = True
-                keys[left, nk[left]] = c
-                nk[left] += 1
+                mark[c] = True
+                keys[ctr[0]] = c
+                ctr[0] += 1
                 for q in range(m):
-                    buf[left, c, q] = buf[cur, c, q]
-            for q in range(m):
-                buf[cur, c, q] = 0.0
-            mark[cur, c] = False
-        nk[cur] = 0
-        free[ctr[0]] = cur
-        ctr[0] += 1
-        cur = left
+                    buf[c, q] = pool_val[r, q]
+        ctr[1] = sn
         level += 1
         i >>= 1
     if level < top and (i & 1) == 0 and ((i + 2) << level) <= z:  # its right sibling comes later
-        pend[level] = cur
+        sn = ctr[1]
+        st_lvl[sn] = level
+        st_idx[sn] = i
+        st_start[sn + 1] = st_start[sn] + _tree_take(ts, pool_key, pool_val, st_start[sn], False)
+        ctr[1] = sn + 1
     else:
-        _tree_emit(ts, cur, level, i, False)
+        _tree_emit(ts, level, i, False)
 
 
 @numba.njit(cache=True, nogil=True)
 def tree_out(ts):
     """The emitted nodes: (level, index, shared, row starts, keys, values), copies."""
-    n = ts[5][1]
-    n_rows = ts[10][n]
-    return ts[7][:n].copy(), ts[8][:n].copy(), ts[9][:n].copy(), ts[10][:n + 1].copy(), ts[11][:n_rows].copy(), \
-        ts[12][:n_rows].copy()
+    n = ts[3][3]
+    n_rows = ts[12][n]
+    return ts[9][:n].copy(), ts[10][:n].copy(), ts[11][:n].copy(), ts[12][:n + 1].copy(), ts[13][:n_rows].copy(), \
+        ts[14][:n_rows].copy()
 
 
 @numba.njit(cache=True, nogil=True)
@@ -887,18 +884,16 @@ def _tree_range(vb, key, values, lo, hi, shared_lo, shared_hi, top, n_keys, buf)
     z = hi - 1 if shared_hi else hi
     r = 0
     for v in range(lo, hi):
-        slot = tree_slot(ts)
         while r < vb.shape[0] and vb[r] == v:
-            tree_put(ts, slot, key[r], values[r], 0)
+            tree_put(ts, key[r], values[r], 0)
             r += 1
-        tree_done(ts, slot, v, z, top, (v == lo and shared_lo) or (v == hi - 1 and shared_hi))
+        tree_done(ts, v, z, top, (v == lo and shared_lo) or (v == hi - 1 and shared_hi))
     return tree_out(ts)
 
 
-def tree_scratch(n_keys: int, m: int, n_virtual: int) -> np.ndarray:
-    """The zeroed slots of :func:`tree_state` (this thread's buffer, reused)."""
-    top = int(n_virtual).bit_length() - 1
-    return _zeros((top + 2) * n_keys, m, "tree").reshape(top + 2, n_keys, m)
+def tree_scratch(n_keys: int, m: int) -> np.ndarray:
+    """The zeroed current node of :func:`tree_state` (this thread's buffer, reused)."""
+    return _zeros(n_keys, m, "tree")
 
 
 def tree_nodes(vb, key, values, lo: int, hi: int, n_virtual: int, shared_lo: bool = False,
@@ -915,7 +910,7 @@ def tree_nodes(vb, key, values, lo: int, hi: int, n_virtual: int, shared_lo: boo
     n_keys = int(key[r0:r1].max()) + 1 if r1 > r0 else 1
     top = int(n_virtual).bit_length() - 1
     return TreeNodes(*_tree_range(vb[r0:r1], key[r0:r1], values[r0:r1], lo, hi, bool(shared_lo), bool(shared_hi), top,
-                                  n_keys, tree_scratch(n_keys, m, n_virtual)))
+                                  n_keys, tree_scratch(n_keys, m)))
 
 
 def _pack_nodes(nodes: list, m: int) -> TreeNodes:

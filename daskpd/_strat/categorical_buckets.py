@@ -28,8 +28,8 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine import scheduler
-from .._engine.sums import (Table, TreeNodes, fold_tree, group_inputs, tree_done, tree_nodes, tree_out, tree_put,
-                            tree_scratch, tree_slot, tree_state)
+from .._engine.sums import (Table, TreeNodes, fold_tree, group_inputs, tree_done, tree_out, tree_put, tree_scratch,
+                            tree_state)
 from .categorical_gram import LeafSums, gram_link, solve_gram
 from .categorical_solve import CG_MAXITER, Effects, ground, number_groups, uf_find, uf_flatten, uf_join
 from .virtual import N_VIRTUAL, virtual_of
@@ -136,19 +136,18 @@ def _flush_rows(acc, touched, codes, nt, vb, out_v, out_c, out_x, n_out, ts, S, 
     (:func:`~daskpd._engine.sums.tree_done`: the trials' columns); the scratch zeroed.
     Returns the new output length."""
     keys = np.sort(codes[:nt])
-    slot = tree_slot(ts) if S > 1 else 0
     for j in range(nt):
         c = keys[j]
         out_v[n_out] = vb
         out_c[n_out] = c
         out_x[n_out, :] = acc[c, :6]
         if S > 1:
-            tree_put(ts, slot, c, acc[c], 6)
+            tree_put(ts, c, acc[c], 6)
         acc[c, :] = 0.0
         touched[c] = False
         n_out += 1
     if S > 1:
-        tree_done(ts, slot, vb, t_z, top, (vb == t_lo and sh_lo) or (vb == t_hi - 1 and sh_hi))
+        tree_done(ts, vb, t_z, top, (vb == t_lo and sh_lo) or (vb == t_hi - 1 and sh_hi))
     return n_out
 
 
@@ -156,7 +155,7 @@ def _flush_rows(acc, touched, codes, nt, vb, out_v, out_c, out_x, n_out, ts, S, 
 def _push_empty(ts, a, z, t_z, top, t_lo, t_hi, sh_lo, sh_hi):
     """The tree's empty virtual buckets ``a <= v < z`` (it counts every one)."""
     for v in range(a, z):
-        tree_done(ts, tree_slot(ts), v, t_z, top, (v == t_lo and sh_lo) or (v == t_hi - 1 and sh_hi))
+        tree_done(ts, v, t_z, top, (v == t_lo and sh_lo) or (v == t_hi - 1 and sh_hi))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -359,7 +358,7 @@ def prepare(picked, fs, job, span=None):
     code = np.asarray(table.key, dtype=np.int64)
     vb = virtual_of(leaf, fs.n_leaves)
     S = int(job.n_sets)
-    tbuf = tree_scratch(int(K), 6 * (S - 1), N_VIRTUAL) if S > 1 else np.zeros((2, 1, 1))
+    tbuf = tree_scratch(int(K), 6 * (S - 1)) if S > 1 else np.zeros((1, 1))
     (vv, vc, vx, sv, sx, forests, tree, b_code, b_n, b_w, b_start, b_vb, b_leaf) = _prepare(
         leaf, code, vb, *group_inputs(table, k), k, int(K), S, tbuf, N_VIRTUAL.bit_length() - 1, int(span[0]),
         int(span[1]), bool(span[2]), bool(span[3]))
@@ -517,13 +516,12 @@ def _block_products_tree(code, n, w, starts, vb, Pt, cell, n_cells, K, tbuf, top
 
 @numba.njit(cache=True, nogil=True)
 def _flush_products(acc, touched, codes, nt, v, ts, t_z, top, t_lo, t_hi, sh_lo, sh_hi):
-    slot = tree_slot(ts)
     for j in range(nt):
         c = codes[j]
-        tree_put(ts, slot, c, acc[c], 0)
+        tree_put(ts, c, acc[c], 0)
         acc[c, :] = 0.0
         touched[c] = False
-    tree_done(ts, slot, v, t_z, top, (v == t_lo and sh_lo) or (v == t_hi - 1 and sh_hi))
+    tree_done(ts, v, t_z, top, (v == t_lo and sh_lo) or (v == t_hi - 1 and sh_hi))
 
 
 def bucket_products(bucket: CGBucket, P: np.ndarray, active: np.ndarray):
@@ -542,7 +540,7 @@ def bucket_products(bucket: CGBucket, P: np.ndarray, active: np.ndarray):
         lo, hi, shared_lo, shared_hi = b.span
         K = bucket.K
         out, tree = _block_products_tree(b.code, b.n, b.w, b.starts, b.vb, Pt, b.cell, len(b.cell_vb), K,
-                                         tree_scratch(K, Pt.shape[1] - 1, N_VIRTUAL), N_VIRTUAL.bit_length() - 1,
+                                         tree_scratch(K, Pt.shape[1] - 1), N_VIRTUAL.bit_length() - 1,
                                          int(lo), int(hi), bool(shared_lo), bool(shared_hi))
         return Table(b.cell_vb, b.cell_code, out), TreeNodes(*tree)
     out = []
