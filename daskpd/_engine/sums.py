@@ -891,8 +891,15 @@ def _tree_range(vb, key, values, lo, hi, shared_lo, shared_hi, top, n_keys, buf)
     return tree_out(ts)
 
 
+#: a tree fold's scratch up to this size is kept by the thread for the next fold
+TREE_SCRATCH_KEPT = 64 << 20
+
+
 def tree_scratch(n_keys: int, m: int) -> np.ndarray:
-    """The zeroed current node of :func:`tree_state` (this thread's buffer, reused)."""
+    """The zeroed current node of :func:`tree_state` (this thread's buffer, reused when
+    small: a large one is not held between folds)."""
+    if n_keys * max(m, 1) * 8 > TREE_SCRATCH_KEPT:
+        return np.zeros((n_keys, m))
     return _zeros(n_keys, m, "tree")
 
 
