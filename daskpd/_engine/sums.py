@@ -30,7 +30,7 @@ from dask.sizeof import sizeof
 import numpy as np
 import pandas as pd
 
-__all__ = ["Table", "Rows", "SortedRows", "sort_rows", "group_inputs", "group_sums", "merge_tables",
+__all__ = ["Table", "Rows", "SortedRows", "DrawCache", "sort_rows", "group_inputs", "group_sums", "merge_tables",
            "reduce_tables", "float_keys", "keys_to_float", "TreeNodes", "tree_nodes", "fold_tree", "tree_state",
            "tree_put", "tree_done", "tree_out", "tree_scratch"]
 
@@ -647,8 +647,29 @@ def _weights_of(live: list, n: int) -> np.ndarray:
     return np.zeros((n, 0))
 
 
-def sort_rows(parts: Sequence[Rows]) -> SortedRows:
-    """Batches of :class:`Rows` (in order) sorted by (leaf, key): see :class:`SortedRows`."""
+class DrawCache:
+    """The trial weights drawn from the hashes of one list of :class:`Rows` batches, for
+    the next features of a bucket whose rows are the same (one bucket holding every row
+    of every feature: each feature's rows are the partitions' rows in order): their
+    weights are the same, so they are gathered, not drawn again."""
+
+    def __init__(self):
+        self.hashes = None
+        self.weights = None
+
+    def weights_of(self, live: list) -> np.ndarray:
+        """The (rows, trials) weights of the batches' hashes, in order."""
+        hs = [t.h for t in live]
+        if self.hashes is not None and len(hs) == len(self.hashes) and \
+                all(len(a) == len(b) and np.array_equal(a, b) for a, b in zip(hs, self.hashes)):
+            return self.weights
+        self.hashes, self.weights = hs, live[0].draw.counts(np.concatenate(hs))
+        return self.weights
+
+
+def sort_rows(parts: Sequence[Rows], draws: DrawCache | None = None) -> SortedRows:
+    """Batches of :class:`Rows` (in order) sorted by (leaf, key): see :class:`SortedRows`.
+    ``draws``: a :class:`DrawCache` shared by a bucket's features (rows carrying hashes)."""
     live = [p for p in parts if p is not None and len(p)]
     if not live:
         p = parts[0]
@@ -665,7 +686,9 @@ def sort_rows(parts: Sequence[Rows]) -> SortedRows:
     has_x = live[0].x is not None
     y = np.concatenate([t.y for t in live]).astype(np.float64, copy=False)
     x = np.concatenate([t.x for t in live]).astype(np.float64, copy=False) if has_x else y[:0]
-    if live[0].h is not None:  # the hashes sorted (8 bytes a row), the weights drawn from them
+    if live[0].h is not None and draws is not None:  # the weights drawn once for every feature with these rows
+        y, x, w = _gather(order, y, x, draws.weights_of(live), has_x)
+    elif live[0].h is not None:  # the hashes sorted (8 bytes a row), the weights drawn from them
         y, x, h = _gather(order, y, x, np.concatenate([t.h for t in live]).reshape(-1, 1), has_x)
         w = live[0].draw.counts(h[:, 0])
         del h

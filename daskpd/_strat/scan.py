@@ -35,7 +35,7 @@ import pandas as pd
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
 from .._engine.hashing import content_hash, trial_draw
 from .._engine.plan import Job, Kept
-from .._engine.sums import Rows, Table, reduce_tables, sort_rows
+from .._engine.sums import DrawCache, Rows, Table, reduce_tables, sort_rows
 from . import categorical_buckets
 from .categorical import effects_explicit
 from .categorical_buckets import prepare
@@ -315,13 +315,14 @@ class StratScan(Job):
         summary)}}`` -- O(positions) arrays and the categorical least-squares terms."""
         numeric, categorical, kept, stats = {}, {}, {}, {}
         counters = piece.counters or {}
+        draws = DrawCache()  # features holding the same rows draw their trial weights once
         for i, fs in enumerate(self.features):
             table = piece.tables[fs.feature]
             if isinstance(table, (Rows, list)):  # raw rows (a list: the parts of combine_finish, in order)
                 parts = table if isinstance(table, list) else [table]
                 # with trials, sorted once and summed set by set: never (cells x 3 (1 + T)); a
                 # kept state stays the merged table (what an incremental run merges into)
-                table = (sort_rows(parts) if self.n_sets > 1 and not self.keep_state
+                table = (sort_rows(parts, draws) if self.n_sets > 1 and not self.keep_state
                          else reduce_tables(parts, fs.coder.n_keys))
             if self.keep_state:
                 kept[fs.feature] = (write_part(self.state_dir, f"bucket-{bucket}.feature-{i}", table)
