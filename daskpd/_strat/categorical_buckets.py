@@ -158,7 +158,7 @@ def _push_empty(ts, a, z, t_z, top, t_lo, t_hi, sh_lo, sh_hi):
         tree_done(ts, v, t_z, top, (v == t_lo and sh_lo) or (v == t_hi - 1 and sh_hi))
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, top, t_lo, t_hi, sh_lo, sh_hi):
     """One pass over a bucket's (leaf, category) groups, sorted, leaf by leaf, for every
     statistics set at once (each set skips the groups its weights leave empty).  Per
@@ -465,7 +465,7 @@ def _block_products(code, n, w, starts, Pt, cell, n_cells):
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _block_products_tree(code, n, w, starts, vb, Pt, cell, n_cells, K, tbuf, top, t_lo, t_hi, sh_lo, sh_hi):
     """:func:`_block_products` with set 0's products per cell and the trials' summed per
     (virtual bucket, category) in a scratch that is pushed to the bucket's tree as each

@@ -109,7 +109,7 @@ def _flush(acc, touched, codes, nt, vb, out_v, out_c, out_x, n_out):
     return n_out
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xvals, P, S):
     """One pass over a bucket's (leaf, code) groups, sorted, for every statistics set at
     once.  Per group, each set's ``(n, sum y, sum x)`` (from the group's raw rows, the terms in row order as :func:`~daskpd._engine.sums.reduce_tables` adds them, or read from a merged table); per set,
