@@ -43,6 +43,7 @@ from .._engine.sums import Table, reduce_tables
 from .._errors import DataError
 from ..results.base import atomic_path, dump_json
 from .catdelta import CatSummary, apply_cat_delta, cat_summary, effects_of_summary
+from .catruns import effects_of_runs, runs_block
 from .categorical import category_values, effects_iterative, result_of_effects
 from .categorical_buckets import EXPLICIT_MAX_KEYS
 from .delta import NumericSummary, RunView, apply_delta, gather_leaf_stats, numeric_summary, summary_bucket, \
@@ -527,6 +528,12 @@ class ScanState:
                                           _recode(b.table, b.coder, coder), fs.stats_per_set)
                 result = result_of_effects(fs, scan, effects_of_summary(summary, counters[f]), counters[f])
                 mode = "delta"
+            elif fs.kind == "categorical" and not _explicit_summary(coder.n_keys, n_sets):
+                # too many categories for kept normal equations: conjugate gradients over the runs, unmerged
+                block = runs_block([v for r in a.runs for v in r.views(coder)], _recode(b.table, b.coder, coder),
+                                   coder.n_keys, fs.stats_per_set, n_sets)
+                result = result_of_effects(fs, scan, effects_of_runs(block), counters[f])
+                summary, mode = None, "runs"
             elif fs.kind == "numeric" and isinstance(summary, NumericSummary) and summary.n_sets == n_sets and \
                     summary.n_segments == k and summary.random_state == stratification.random_state:
                 summary = summary.recode(_kmap(a.coder, coder), coder.n_keys)
