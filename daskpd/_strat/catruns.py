@@ -252,9 +252,10 @@ def effects_of_runs(block: RunsBlock) -> list:
     system: conjugate gradients (products over the block), an explicit solve where they
     do not converge."""
     K = block.K
-    Pt_products = lambda P, active: _products(block.code, block.n, block.w, block.starts,  # noqa: E731
-                                              np.ascontiguousarray(P.T))
-    x, active = cg_sets(block.setups, K, Pt_products)
+    def products(P, active):
+        return _products(block.code, block.n, block.w, block.starts, np.ascontiguousarray(P.T))
+
+    x, active = cg_sets(block.setups, K, products)
     out = []
     for s, su in enumerate(block.setups):
         if active[s]:

@@ -371,7 +371,7 @@ class ScanState:
     y_range: tuple | None
     n_partitions: int = 0
     dtypes: dict = field(default_factory=dict)
-    #: after :meth:`delta_finish`: {feature: "delta" | "merge"}, how each was finished
+    #: after :meth:`delta_finish`: {feature: "delta" | "runs" | "merge"}, how each was finished
     finish_modes: dict = field(default_factory=dict, repr=False, compare=False)
     finish_seconds: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -489,9 +489,11 @@ class ScanState:
         touches (:func:`daskpd._strat.delta.apply_delta`), a categorical feature's
         :class:`~daskpd._strat.catdelta.CatSummary` (explicit normal equations) is
         updated by the leaves ``other`` touches (:func:`daskpd._strat.catdelta.apply_cat_delta`)
-        and solved directly, and a feature without a usable summary (a categorical one
-        with more than ``EXPLICIT_MAX_KEYS`` categories) is merged and finished in full.
-        ``self.finish_modes`` of the returned state says which feature took which path."""
+        and solved directly, a categorical feature with more than ``EXPLICIT_MAX_KEYS``
+        categories is solved by conjugate gradients over its runs and ``other``'s,
+        unmerged (:mod:`daskpd._strat.catruns`), and a numeric feature without a usable
+        summary is merged and finished in full.  ``finish_modes`` of the returned state
+        says which feature took which path ("delta", "runs" or "merge")."""
         from concurrent.futures import ThreadPoolExecutor
 
         _check_mergeable(self, other)
