@@ -14,8 +14,7 @@ without sorting them into one table:
 1. the runs' cells are laid out leaf by leaf in one block (each leaf's cells of run 0,
    then of run 1, ...: positions from per-leaf counts, no sort);
 2. one pass over the block, leaf by leaf, adds each leaf's cells of one category
-   together (a scratch array over the categories), keeps the leaf's cells once, sorted
-   by category, and sums the leaf's terms of ``count``, ``count_used``,
+   together (a scratch array over the categories), keeps one cell a category, and sums the leaf's terms of ``count``, ``count_used``,
    ``n_leaves_cat``, ``diag(G)`` and the ``S_l / N_l`` part of ``r`` and the spanning
    forest of its categories (:func:`_merge_leaves`); the terms linear in the cells
    (``sum_y``, the ``s_lc`` part of ``r``) are summed run by run;
@@ -42,10 +41,11 @@ __all__ = ["RunsBlock", "runs_block", "effects_of_runs"]
 
 
 class RunsBlock:
-    """A feature's cells, every run's, merged leaf by leaf: ``code`` and ``n`` ((cells,
-    sets)) of each leaf's cells sorted by category, ``starts`` ((leaves + 1): each leaf's
-    first cell), ``w`` ((leaves, sets): 1 / the leaf's rows in the set, 0 where the set's
-    leaf holds fewer than two categories) and each set's system (the dicts of
+    """A feature's cells, every run's, merged leaf by leaf: ``code`` and ``n`` ((sets,
+    cells): float32 when that holds every count exactly) of each leaf's cells, one per
+    category, ``starts`` ((leaves + 1): each leaf's first cell), ``w`` ((sets, leaves):
+    1 / the leaf's rows in the set, 0 where the set's leaf holds fewer than two
+    categories) and each set's system (the dicts of
     :func:`daskpd._strat.categorical_buckets.fold_summaries`)."""
 
     def __init__(self, K, code, n, starts, w, setups):
@@ -56,26 +56,39 @@ class RunsBlock:
         return int(self.code.nbytes + self.n.nbytes + self.starts.nbytes + self.w.nbytes)
 
 
-#: cells read from a run at a time (bounds the copies of memory-mapped columns)
-CHUNK_CELLS = 1 << 22
+@numba.njit(cache=True, nogil=True)
+def _place(leaf, key, kmap, ncol, scol, shift, code, n_s, N_s, Sy_s, put_code):
+    """A run's cells into the block (cell ``i`` of leaf ``l`` at ``shift[l] + i``), one
+    set's rows (``ncol``) into ``n_s``; the leaf's rows and sum of y added up."""
+    for i in range(leaf.shape[0]):
+        lf = np.int64(leaf[i])
+        pos = shift[lf] + i
+        if put_code:
+            code[pos] = kmap[np.int64(key[i])]
+        v = ncol[i]
+        n_s[pos] = v
+        N_s[lf] += v
+        Sy_s[lf] += scol[i]
 
 
-def _chunks(view, k: int, n_sets: int, what: str):
-    """``(first cell, leaf, code, columns)`` of slices of a run's view: ``what`` "n" (the
-    rows of each set) or "ns" (the rows, then the sums of y)."""
-    cols = [k * s for s in range(n_sets)] + ([k * s + 1 for s in range(n_sets)] if what == "ns" else [])
-    for a in range(0, len(view), CHUNK_CELLS):
-        b = min(a + CHUNK_CELLS, len(view))
-        lf = np.asarray(view.leaf[a:b], np.int64)
-        code = view.kmap[np.asarray(view.key[a:b], np.int64)]
-        yield a, lf, code, np.column_stack([np.asarray(view.column(j)[a:b], np.float64) for j in cols])
+@numba.njit(cache=True, nogil=True)
+def _linear(leaf, key, kmap, scol, multi_s, sum_y_s, rs_s):
+    """A run's terms linear in its cells, one set: sum of y, and its part of r in the
+    set's leaves holding >= 2 categories."""
+    for i in range(leaf.shape[0]):
+        c = kmap[np.int64(key[i])]
+        v = scol[i]
+        sum_y_s[c] += v
+        if multi_s[np.int64(leaf[i])]:
+            rs_s[c] += v
 
 
 @numba.njit(cache=True, nogil=True)
 def _merge_leaves(code, n, starts, N, SN, K):
     """Leaf by leaf (``starts``: the block's leaf offsets, a leaf's cells of any run in
-    any order): each category's cells added together, written back in place sorted by
-    category (the returned offsets), and the leaf's terms summed per set.  ``N``, ``SN``
+    any order): each category's cells added together, written back in place (in the
+    order of their first cells; the returned offsets), and the leaf's terms summed per
+    set.  ``N``, ``SN``
     (leaves, sets): the leaf's rows and ``S_l / N_l``.  Returns the new offsets, ``w``,
     the vectors (K, sets) count, count_used, n_leaves_cat, diag, the ``S_l / N_l`` part of
     ``r`` and multi (leaves, sets; 1 where the set's leaf holds >= 2 categories), the
@@ -104,15 +117,18 @@ def _merge_leaves(code, n, starts, N, SN, K):
     for q in range(L):
         out_starts[q] = o
         nt = 0
+        lo = K
         for i in range(starts[q], starts[q + 1]):
             c = code[i]
             if not seen[c]:
                 seen[c] = True
                 touched[nt] = c
                 nt += 1
+                if c < lo:
+                    lo = c
             for s in range(S):
                 acc[c, s] += n[i, s]
-        keys = np.sort(touched[:nt])
+        keys = touched
         for s in range(S):
             m[s] = 0
         for j in range(nt):
@@ -130,8 +146,8 @@ def _merge_leaves(code, n, starts, N, SN, K):
                 w[q, s] = 1.0 / N[q, s]
             else:
                 scal[s, 0] += N[q, s]
-        for s in range(S):  # the set's tree of the leaf: rooted at its first category (the scan's rule)
-            r0[s] = uf_find(parent[s], keys[0]) if multi[q, s] else -1
+        for s in range(S):  # the set's tree of the leaf: rooted at its smallest category (the scan's rule)
+            r0[s] = uf_find(parent[s], lo) if multi[q, s] else -1
         for j in range(nt):
             c = keys[j]
             code[o] = c
@@ -173,27 +189,25 @@ def runs_block(runs: list, delta, K: int, k: int, n_sets: int) -> RunsBlock:
     before = starts[:-1].copy()  # where each leaf's cells of the next run go
     for v, cnt in zip(views, counts):
         shift = before - (np.cumsum(cnt) - cnt)
-        for a, lf, c, x in _chunks(v, k, n_sets, "ns"):
-            pos = shift[lf] + np.arange(a, a + len(lf))
-            code[pos] = c
-            n[pos] = x[:, :n_sets]
-            for s in range(n_sets):
-                N[:, s] += np.bincount(lf, weights=x[:, s], minlength=L)
-                Sy[:, s] += np.bincount(lf, weights=x[:, n_sets + s], minlength=L)
+        for s in range(n_sets):
+            _place(v.leaf, v.key, v.kmap, v.column(k * s), v.column(k * s + 1), shift, code, n[:, s], N[:, s],
+                   Sy[:, s], s == 0)
         before += cnt
     SN = np.divide(Sy, N, out=np.zeros_like(Sy), where=N > 0)
     new_starts, w, count, used, nlc, diag, rn, multi, scal, parent = _merge_leaves(code, n, starts, N, SN, K)
     m = int(new_starts[-1])
-    code, n = code[:m].copy(), n[:m].copy()
+    # what the rounds read, narrowed: codes in 16 bits, rows in float32 when that holds them exactly
+    code = code[:m].astype(np.uint16 if K <= 1 << 16 else np.int32)
+    n = np.ascontiguousarray(n[:m].T)
+    if np.array_equal(n, np.floor(n)) and (not m or n.max() < 2 ** 24):
+        n = n.astype(np.float32)
+    w = np.ascontiguousarray(w.T)
     # the terms linear in the cells: sum_y and the s_lc part of r, run by run
     sum_y = np.zeros((K, n_sets))
     rs = np.zeros((K, n_sets))
     for v in views:
-        for _, lf, c, x in _chunks(v, k, n_sets, "ns"):
-            for s in range(n_sets):
-                ss = x[:, n_sets + s]
-                sum_y[:, s] += np.bincount(c, weights=ss, minlength=K)
-                rs[:, s] += np.bincount(c, weights=np.where(multi[lf, s], ss, 0.0), minlength=K)
+        for s in range(n_sets):
+            _linear(v.leaf, v.key, v.kmap, v.column(k * s + 1), multi[:, s], sum_y[:, s], rs[:, s])
     setups = []
     for s in range(n_sets):
         cnt = np.ascontiguousarray(count[:, s])
@@ -208,27 +222,21 @@ def runs_block(runs: list, delta, K: int, k: int, n_sets: int) -> RunsBlock:
 
 
 @numba.njit(cache=True, nogil=True)
-def _products(code, n, w, starts, Pt):
-    """G p of every set at once (``Pt``: (categories, sets)): per leaf, w_l n_l (n_l . p)."""
-    S = n.shape[1]
-    out = np.zeros((Pt.shape[0], S))
-    t = np.zeros(S)
+def _products(code, n, w, starts, p):
+    """G p of one set: per leaf holding >= 2 of its categories (``w`` > 0),
+    w_l n_l (n_l . p)."""
+    out = np.zeros(p.shape[0])
     for q in range(starts.shape[0] - 1):
-        a, b = starts[q], starts[q + 1]
-        if b - a < 2:
+        wq = w[q]
+        if wq == 0.0:
             continue
-        for s in range(S):
-            t[s] = 0.0
+        a, b = starts[q], starts[q + 1]
+        t = 0.0
         for i in range(a, b):
-            c = code[i]
-            for s in range(S):
-                t[s] += n[i, s] * Pt[c, s]
-        for s in range(S):
-            t[s] *= w[q, s]
+            t += n[i] * p[code[i]]
+        t *= wq
         for i in range(a, b):
-            c = code[i]
-            for s in range(S):
-                out[c, s] += n[i, s] * t[s]
+            out[code[i]] += n[i] * t
     return out
 
 
@@ -236,12 +244,14 @@ def _explicit(block: RunsBlock, s: int, su: dict) -> Effects:
     """A set's effects from its explicit G, summed from the block (CG did not converge)."""
     sizes = np.diff(block.starts)
     leaf = np.repeat(np.arange(len(sizes)), sizes)
-    keep = (block.w[leaf, s] > 0) & (block.n[:, s] > 0)
-    lf, c, nn = leaf[keep], block.code[keep], block.n[keep, s]
+    keep = (block.w[s][leaf] > 0) & (block.n[s] > 0)
+    order = np.lexsort((block.code, leaf))  # codes ascending within a leaf
+    order = order[keep[order]]
+    lf, c, nn = leaf[order], block.code[order].astype(np.int64), block.n[s][order].astype(np.float64)
     state = LeafSums.empty(block.K)
     if len(lf):
         starts = np.flatnonzero(np.r_[True, lf[1:] != lf[:-1]]).astype(np.int64)
-        state.add_gram(c, nn, block.w[lf, s], starts, lf // CHUNK_LEAVES)
+        state.add_gram(c, nn, block.w[s][lf], starts, lf // CHUNK_LEAVES)
     for a in ("count", "sum_y", "count_used", "n_leaves_cat", "r", "n_ignored", "n_leaves", "n_leaves_used"):
         setattr(state, a, su[a])
     return solve_gram(state, solver="direct")
@@ -253,7 +263,10 @@ def effects_of_runs(block: RunsBlock) -> list:
     do not converge."""
     K = block.K
     def products(P, active):
-        return _products(block.code, block.n, block.w, block.starts, np.ascontiguousarray(P.T))
+        GP = np.zeros((K, len(active)))
+        for s in np.flatnonzero(active):
+            GP[:, s] = _products(block.code, block.n[s], block.w[s], block.starts, P[s])
+        return GP
 
     x, active = cg_sets(block.setups, K, products)
     out = []
