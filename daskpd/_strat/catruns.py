@@ -170,6 +170,25 @@ def _merge_leaves(code, n, starts, N, SN, K):
     return out_starts, w, count, used, nlc, diag, rn, multi, scal, parent
 
 
+@numba.njit(cache=True, nogil=True)
+def _whole_below(n, m, top):
+    """Whether the first ``m`` rows of ``n`` hold whole numbers in [0, top)."""
+    for i in range(m):
+        for s in range(n.shape[1]):
+            v = n[i, s]
+            if v < 0 or v >= top or v != np.floor(v):
+                return False
+    return True
+
+
+def _per_set(n, m: int, dtype) -> np.ndarray:
+    """The first ``m`` rows of ``n`` (cells, sets) as (sets, cells) of ``dtype``."""
+    out = np.empty((n.shape[1], m), dtype)
+    for s in range(n.shape[1]):
+        out[s] = n[:m, s]
+    return out
+
+
 def runs_block(runs: list, delta, K: int, k: int, n_sets: int) -> RunsBlock:
     """The :class:`RunsBlock` of the old runs (:class:`~daskpd._strat.delta.RunView` s,
     current codes through their ``kmap``) and ``delta`` (a grouped Table in the current
@@ -198,9 +217,7 @@ def runs_block(runs: list, delta, K: int, k: int, n_sets: int) -> RunsBlock:
     m = int(new_starts[-1])
     # what the rounds read, narrowed: codes in 16 bits, rows in float32 when that holds them exactly
     code = code[:m].astype(np.uint16 if K <= 1 << 16 else np.int32)
-    n = np.ascontiguousarray(n[:m].T)
-    if np.array_equal(n, np.floor(n)) and (not m or n.max() < 2 ** 24):
-        n = n.astype(np.float32)
+    n = _per_set(n, m, np.float32 if _whole_below(n, m, 2.0 ** 24) else np.float64)
     w = np.ascontiguousarray(w.T)
     # the terms linear in the cells: sum_y and the s_lc part of r, run by run
     sum_y = np.zeros((K, n_sets))
