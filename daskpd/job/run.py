@@ -161,9 +161,10 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             fp = inputs.fingerprint(data_path, spec.source.storage_options, fp_mode, stamps=stamps)
             timings["fingerprint"] = time.perf_counter() - t0
             plan = None
-            if spec.model_free:
+            read_extra = model_inputs if spec.model_based else ()  # the model's inputs count in the schema
+            if spec.model_free or spec.run.incremental:  # the model-free part's plan, or the files' alone
                 t0 = time.perf_counter()
-                plan = nightly.plan(spec, job_dir, request, stamps)
+                plan = nightly.plan(spec, job_dir, request, stamps, read_extra)
                 timings["plan"] = time.perf_counter() - t0
                 if spec.run.incremental:
                     log_line(log, f"daskpd: {plan.mode} run: {plan.reason}")
@@ -183,7 +184,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 manifest = nightly.reuse_run(job_dir / plan.base_run, tmp, {
                     "run_id": run_id, "started_at": started.isoformat(timespec="seconds"),
                     "spec": spec.to_dict(), "spec_toml": spec.spec_text,
-                    "incremental": {**plan.manifest(), "schema": nightly.schema_of(request),
+                    "incremental": {**plan.manifest(), "schema": nightly.schema_of(request, read_extra),
                                     **({"model": mplan.manifest()} if mplan is not None else {})}})
                 timings["write"] = time.perf_counter() - t0
                 timings["total"] = time.perf_counter() - t_start
@@ -241,22 +242,27 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 t0 = time.perf_counter()
                 curves, imp = outputs.write_tables(tmp, res, {"job": spec.name, "run_id": run_id})
                 if plan is not None:
-                    stats["incremental"] = {**plan.manifest(), "schema": nightly.schema_of(request),
+                    stats["incremental"] = {**plan.manifest(), "schema": nightly.schema_of(request, read_extra),
                                             **({"model": mplan.manifest()} if mplan is not None else {})}
                     if res.stratification is not None:
                         strat = res.stratification
                         stats["stratification"] = {"id": strat.id, "refitted": plan.mode == "full",
                                                    "fitted_rows": int(strat.fitted_rows)}
-                    if res.state is not None:
+                    # the state: the files covered, the model-free sums (a job without model-free methods:
+                    # only the files), and next to them the model-based sums
+                    if res.state is not None or (not spec.model_free and res.model_state is not None):
                         step = "the scan state"
                         t1 = time.perf_counter()
                         n_bytes = nightly.save_state(tmp, res.stratification, res.state, stamps, fp_mode)
                         timings["save_state"] = time.perf_counter() - t1
                         stats["state"] = {"path": nightly.STATE_DIR, "bytes": n_bytes,
-                                          "sums_bytes": res.state.nbytes, "n_rows": int(res.state.n_rows)}
+                                          "sums_bytes": 0 if res.state is None else res.state.nbytes,
+                                          "n_rows": int(res.state.n_rows if res.state is not None
+                                                        else model_state.partial_rows(res.model_state[1]))}
                         if res.model_state is not None and mplan is not None:  # next to it: the model-based sums
                             step = "the model-based state"
-                            m_bytes = model_state.save(tmp, *res.model_state, mplan.sha256, mplan.key)
+                            m_bytes = model_state.save(tmp, *res.model_state, mplan.sha256, mplan.key,
+                                                       mplan.fitted_rows)
                             stats["state"].update(bytes=n_bytes + m_bytes, model_bytes=m_bytes)
                             timings["save_state"] = time.perf_counter() - t1
                         step = None
