@@ -218,13 +218,15 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                         inputs.damaged_pages_named(spec, data_path, needed):
                     if spec.model_free:
                         t0 = time.perf_counter()
+                        # a full run reads pass 1 from the cache; an incremental one keeps its new files' pass 1 in it
+                        fresh = plan is None or plan.mode == "full"
                         fp_cache = (store.first_pass_cache(job_dir, stamps)
-                                    if spec.run.first_pass_cache and (plan is None or plan.mode == "full") else None)
+                                    if spec.run.first_pass_cache and (fresh or plan.new_files) else None)
                         execute.model_free(spec, request.dataset, feats, cats, progress, res, stats, plan,
                                            first_pass_cache=fp_cache)
                         timings["model_free"] = time.perf_counter() - t0
                         if fp_cache is not None:
-                            stats["first_pass_cache"] = execute.first_pass_stats(fp_cache, log)
+                            stats["first_pass_cache"] = execute.first_pass_stats(fp_cache, log, not fresh)
                     if stats.get("skipped_features"):
                         skipped = stats["skipped_features"]
                         log_line(log, "daskpd: note: " + left_out_note(f"job {spec.name!r}", skipped,
