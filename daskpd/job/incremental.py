@@ -71,8 +71,7 @@ def _spec_key(d: dict) -> dict:
 
 
 def schema_of(request, columns=()) -> dict:
-    """``{column: dtype}`` of the columns a run reads: the model-free ones, and ``columns``
-    (the model's inputs)."""
+    """``{column: dtype}`` of the columns a model-free run reads, and of ``columns``."""
     dtypes = request.dtypes
     return {c: str(dtypes[c]) for c in request.read_columns(*columns) if c in dtypes.index}
 
@@ -95,8 +94,8 @@ def _base_run(job_dir: Path) -> str | None:
 
 
 def plan(spec: JobSpec, job_dir: Path, request, stamps: list, columns=()) -> Plan:
-    """The plan of this run (see the module docstring); ``columns``: the model's inputs,
-    whose types count in the schema with the columns the model-free part reads."""
+    """The plan of this run (see the module docstring); ``columns``: more columns whose
+    types count in the schema (a job with only model-based methods: the model's inputs)."""
 
     def full(reason, base=None):
         return Plan("full", reason, base_run=base, stamps=stamps, job_dir=Path(job_dir))

@@ -161,7 +161,9 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             fp = inputs.fingerprint(data_path, spec.source.storage_options, fp_mode, stamps=stamps)
             timings["fingerprint"] = time.perf_counter() - t0
             plan = None
-            read_extra = model_inputs if spec.model_based else ()  # the model's inputs count in the schema
+            # a job with only model-based methods: its schema is that of the model's inputs too (with model-free
+            # methods, the model-free part's columns: a new model alone leaves that part incremental)
+            read_extra = model_inputs if spec.model_based and not spec.model_free else ()
             if spec.model_free or spec.run.incremental:  # the model-free part's plan, or the files' alone
                 t0 = time.perf_counter()
                 plan = nightly.plan(spec, job_dir, request, stamps, read_extra)
