@@ -15,8 +15,8 @@ from .._errors import DataError
 from .inputs import log_line
 from .spec import JobSpec
 
-__all__ = ["RunResult", "model_free", "cache_new_files", "first_pass_stats", "model_based", "method_defaults", "connect", "close", "dashboard",
-           "dashboard_hint", "unguarded_script", "quiet_logs", "CURRENT_CLIENT"]
+__all__ = ["RunResult", "model_free", "cache_new_files", "first_pass_stats", "model_based", "method_defaults",
+           "connect", "close", "dashboard", "dashboard_hint", "unguarded_script", "quiet_logs", "CURRENT_CLIENT"]
 
 
 class RunResult:
