@@ -21,7 +21,9 @@ and merged with the partials of later files:
   named by a hash of the pass's parameters (the columns read and their dtypes, the
   filters, the random state, the caps) and the file's fingerprint (path, size,
   modification time / ETag, or its bytes' hash), written atomically; entries of files
-  no longer in the lake (or of other parameters) are removed after each run.
+  no longer in the lake (or of other parameters) are removed after each run.  A run
+  that reads only some files (an incremental job run under kept trees) keeps their
+  entries alone (:func:`cache_files`), as this pass over the lake would write them.
 
 The sample, the row count, the distinct values and the target range are those of a
 pass over every file, bit for bit (the merge is order-free: the sample is ordered by
