@@ -49,7 +49,8 @@ from .._engine.hashing import HASH_COLUMN, SAMPLE_MARGIN, Sample, SampleJob, dis
 from .._engine.plan import Job
 
 __all__ = ["TargetRange", "FilePartial", "file_partial", "merged_sample", "FirstPassCache", "FirstPass",
-           "cached_first_pass", "cache_files", "CACHE_FORMAT", "DROPPED"]
+           "cached_first_pass", "cache_files", "start_cache_files", "finish_cache_files", "PendingFiles",
+           "CACHE_FORMAT", "DROPPED"]
 
 #: the layout of a cache entry; another format is a miss
 CACHE_FORMAT = 1
@@ -429,6 +430,66 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
                      {"read_s": t1 - t0, "merge_s": t2 - t1, "store_s": t3 - t2})
 
 
+@dataclass
+class PendingFiles:
+    """Pass 1 of some files under way (:func:`start_cache_files`); :func:`finish_cache_files`
+    keeps it."""
+
+    cache: FirstPassCache
+    lake: _Files | None
+    tasks: list = field(default_factory=list)
+    futures: list | None = None
+
+
+def start_cache_files(request, ddf, cache: FirstPassCache, paths, k: int, random_state: int, caps: dict,
+                      target: str, margin: int = SAMPLE_MARGIN) -> PendingFiles:
+    """Start pass 1 of the lake's files ``paths`` alone, for :func:`finish_cache_files`
+    to keep in ``cache`` (see :func:`cache_files`).  On a cluster the tasks are submitted
+    now at a priority below the default, so they run beside later work (an incremental
+    scan of the same files) on the threads it leaves free -- while the driver finishes
+    the curves, say -- rather than ahead of it; on dask's threads they run in
+    :func:`finish_cache_files`."""
+    from .._engine import scheduler
+    from .._engine.memory import partition_bytes
+
+    cache.stats = _new_stats()
+    lf = _lake_files(request, ddf, cache, k, random_state, caps, target, margin)
+    if lf is None:
+        return PendingFiles(cache, None)
+    wanted = {_norm(p) for p in paths}
+    mine = [f for f in lf.files if _norm(f.path) in wanted and lf.names[f.path] is not None]
+    todo = [f for f in mine if not (cache.directory / lf.names[f.path]).is_file()]
+    cache.stats["hits"], cache.stats["misses"] = len(mine) - len(todo), len(todo)
+    pending = PendingFiles(cache, lf, _tasks(lf.reader, todo, lf.columns, lf.numeric, lf.job, target,
+                                             partition_bytes()) if todo else [])
+    if pending.tasks:
+        pending.futures = scheduler.submit(*pending.tasks, priority=-1)
+    return pending
+
+
+def finish_cache_files(pending: PendingFiles, progress=None) -> bool:
+    """Wait for :func:`start_cache_files`' pass 1 and keep its entries; False when the
+    input cannot be read file by file (``cache.stats["off"]`` says why)."""
+    from .._engine import scheduler
+
+    cache, lf = pending.cache, pending.lake
+    if lf is None:
+        return False
+    fresh: dict = {}
+    if pending.futures is not None:
+        parts = scheduler.current_client().gather(pending.futures)
+        pending.futures = None
+    else:
+        parts = scheduler.compute(*pending.tasks, progress=progress) if pending.tasks else ()
+    for part in parts:
+        fresh.update(part)
+    for path, part in fresh.items():
+        strip = {c for c, v in part.sample.distinct.items() if c in lf.over and not isinstance(v, str)}
+        cache.store(lf.names[path], _dropped(part, strip), path)
+    cache.stats["bytes"] = cache.size()
+    return True
+
+
 def cache_files(request, ddf, cache: FirstPassCache, paths, k: int, random_state: int, caps: dict, target: str,
                 progress=None, margin: int = SAMPLE_MARGIN) -> bool:
     """Pass 1 of the lake's files ``paths`` alone, kept in ``cache``: what a run that
@@ -438,25 +499,7 @@ def cache_files(request, ddf, cache: FirstPassCache, paths, k: int, random_state
     write for these files (same parameters and token, the features its witness shows
     past the cap left out).  False when the input cannot be read file by file
     (``cache.stats["off"]`` says why).  ``cache.stats``: ``hits`` (files of ``paths``
-    with an entry already), ``misses`` (read and kept), ``bytes``."""
-    from .._engine import scheduler
-    from .._engine.memory import partition_bytes
-
-    cache.stats = _new_stats()
-    lf = _lake_files(request, ddf, cache, k, random_state, caps, target, margin)
-    if lf is None:
-        return False
-    wanted = {_norm(p) for p in paths}
-    mine = [f for f in lf.files if _norm(f.path) in wanted and lf.names[f.path] is not None]
-    todo = [f for f in mine if not (cache.directory / lf.names[f.path]).is_file()]
-    cache.stats["hits"], cache.stats["misses"] = len(mine) - len(todo), len(todo)
-    if todo:
-        fresh: dict = {}
-        for part in scheduler.compute(*_tasks(lf.reader, todo, lf.columns, lf.numeric, lf.job, target,
-                                              partition_bytes()), progress=progress):
-            fresh.update(part)
-        for path, part in fresh.items():
-            strip = {c for c, v in part.sample.distinct.items() if c in lf.over and not isinstance(v, str)}
-            cache.store(lf.names[path], _dropped(part, strip), path)
-    cache.stats["bytes"] = cache.size()
-    return True
+    with an entry already), ``misses`` (read and kept), ``bytes``.  The same as
+    :func:`start_cache_files` then :func:`finish_cache_files`."""
+    return finish_cache_files(start_cache_files(request, ddf, cache, paths, k, random_state, caps, target, margin),
+                              progress)

@@ -15,7 +15,7 @@ from .._errors import DataError
 from .inputs import log_line
 from .spec import JobSpec
 
-__all__ = ["RunResult", "model_free", "cache_new_files", "first_pass_stats", "model_based", "method_defaults",
+__all__ = ["RunResult", "model_free", "start_new_files_cache", "first_pass_stats", "model_based", "method_defaults",
            "connect", "close", "dashboard", "dashboard_hint", "unguarded_script", "quiet_logs", "CURRENT_CLIENT"]
 
 
@@ -73,6 +73,11 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         load_s = time.perf_counter() - t0
     elif spec.run.incremental:  # the scan's buckets write the sums next to the runs (hard-linked into the state)
         under = {"keep_state": str(plan.job_dir) if plan is not None and plan.job_dir is not None else True}
+    pending = None
+    if first_pass_cache is not None and under.get("stratification") is not None and plan.new_files:
+        # the new files' pass 1 for the cache (the next run that refits reads it): submitted first at a low
+        # priority, it runs on the threads the scan leaves free, mostly while the driver finishes the curves
+        pending = start_new_files_cache(spec, lake, lake_feats, columns, first_pass_cache, plan.new_files)
     with warnings.catch_warnings():  # the job logs the note itself (run_job's log stream), once
         warnings.filterwarnings("ignore", message="importances: .* left out of the default features")
         out = strat_curves_and_importances(
@@ -90,10 +95,12 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
     phases = {k: round(float(v), 3) for k, v in (getattr(out, "timings", None) or {}).items()}
     if under.get("base_state") is not None:
         phases["load_state_s"] = round(load_s, 3)
-    if first_pass_cache is not None and under.get("stratification") is not None and plan.new_files:
-        t0 = time.perf_counter()  # the new files' pass 1 into the cache, for the next run that refits
-        cache_new_files(spec, lake, lake_feats, columns, first_pass_cache, plan.new_files, progress)
-        phases["first_pass_cache_s"] = round(time.perf_counter() - t0, 3)
+    if pending is not None:
+        from .._strat.firstpass import finish_cache_files
+
+        t0 = time.perf_counter()
+        finish_cache_files(pending, progress)
+        phases["first_pass_cache_s"] = round(time.perf_counter() - t0, 3)  # the wait after the scan, and the writes
     stats["model_free_phases_s"] = phases
     stats["kinds_used"] = dict(out.kinds)
     skipped = {**stats.get("skipped_features", {}), **out.params.get("skipped_features", {})}
@@ -110,17 +117,18 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         res.tables["importances"] = out
 
 
-def cache_new_files(spec: JobSpec, lake, features, columns: dict, cache, files, progress) -> None:
-    """Pass 1 of an incremental run's new ``files`` into the first-pass ``cache``, keyed
-    as a run over the whole ``lake`` that fits the trees again keys them (the request
-    :func:`daskpd.strat_curves_and_importances` opens for ``features`` and ``columns``)."""
+def start_new_files_cache(spec: JobSpec, lake, features, columns: dict, cache, files):
+    """Start pass 1 of an incremental run's new ``files`` for the first-pass ``cache``
+    (:func:`daskpd._strat.firstpass.start_cache_files`), keyed as a run over the whole
+    ``lake`` that fits the trees again keys them: the request
+    :func:`daskpd.strat_curves_and_importances` opens for ``features`` and ``columns``."""
     from .._importance import importance_request
-    from .._strat.firstpass import cache_files
+    from .._strat.firstpass import start_cache_files
     from .._strat.pipeline import first_pass_inputs
 
     request = importance_request(lake, features=features, **columns)
     ddf, caps = first_pass_inputs(request)
-    cache_files(request, ddf, cache, files, spec.sample_size, spec.random_state, caps, spec.target, progress)
+    return start_cache_files(request, ddf, cache, files, spec.sample_size, spec.random_state, caps, spec.target)
 
 
 def _new_files(spec: JobSpec, data, files):
@@ -137,7 +145,7 @@ def _new_files(spec: JobSpec, data, files):
 def first_pass_stats(cache, log, new_files_only: bool = False) -> dict:
     """The manifest's ``first_pass_cache`` record of a run, and its line on ``log``;
     ``new_files_only``: an incremental run, which kept the new files' pass 1
-    (:func:`cache_new_files`) and ran none over the lake."""
+    (:func:`start_new_files_cache`) and ran none over the lake."""
     st = cache.stats
     if st.get("off"):
         log_line(log, f"daskpd: first-pass cache not used: {st['off']}")
