@@ -23,7 +23,10 @@ importances and every curve (``[run] incremental = true``, ``refit = "never"``):
 Then checks the incremental run against a full scan of every file under the same
 stratification (``daskpd.strat_curves_and_importances(..., stratification=...)``) and
 prints the wall times, the ratios to the full run, the differences, the state's size
-on disk and what keeping the new files' pass 1 adds to the incremental rerun.  ``--tiny``: 20,000 rows and 4,000 appended on an in-process cluster (the
+on disk, what keeping the new files' pass 1 adds to the incremental rerun, and per run
+the peak RSS of the driver and of every worker process (sampled every 0.1 s,
+``bench_lake.RSSSampler``) with the count of worker processes restarted.  ``--tiny``:
+20,000 rows and 4,000 appended on an in-process cluster (the
 test of the script).  Each line printed is one JSON record; a table follows.
 """
 from __future__ import annotations
@@ -168,13 +171,18 @@ def main(argv=None):
                                                     stratification=w.stratification, base_state=w.state,
                                                     keep_state=True)
 
+        from bench_lake import RSSSampler
+
         def timed(step, path, run_id, **kw):
+            pids = client.run(os.getpid) if a.workers else {}
             t0 = time.perf_counter()
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), RSSSampler(pids.values()) as rss:
                 warnings.simplefilter("ignore")
                 final = run_job(path, scheduler=cluster.scheduler_address, output=out, run_id=run_id, progress=False,
                                 out=False, log=False, **kw)
             wall = time.perf_counter() - t0
+            after = client.run(os.getpid) if a.workers else {}
+            gib = {k: round(v / 2 ** 30, 2) for k, v in rss.peak.items()}
             m = json.loads(open(os.path.join(final, "manifest.json")).read())
             sdir = os.path.join(final, "state")
             written = sum(os.stat(os.path.join(d, f)).st_size for d, _, fs in os.walk(sdir) for f in fs
@@ -183,7 +191,9 @@ def main(argv=None):
                    "reason": m["incremental"]["reason"], "state_bytes": (m.get("state") or {}).get("bytes"),
                    "state_bytes_written": written,
                    "rows": (m.get("state") or {}).get("n_rows"), "timings": m["timings_s"],
-                   "phases": m.get("model_free_phases_s", {}), "first_pass_cache": m.get("first_pass_cache")}
+                   "phases": m.get("model_free_phases_s", {}), "first_pass_cache": m.get("first_pass_cache"),
+                   "driver_peak_gib": gib.pop("driver"), "worker_peaks_gib": sorted(gib.values(), reverse=True),
+                   "workers_restarted": len(set(pids.values()) - set(after.values()))}
             print(json.dumps(rec), flush=True)
             return final, rec
 
@@ -230,13 +240,15 @@ def main(argv=None):
         full = recs["full"]["wall_s"]
         print(f"\n{rows:,} rows + {extra:,} appended; {a.workers or 'in-process'} worker(s)"
               f"{'' if not a.workers else ' x ' + a.memory_limit}\n")
-        print("| run | wall s | / full run | mode |")
-        print("|---|---:|---:|---|")
+        print("| run | wall s | / full run | mode | driver peak GiB | worker peaks GiB | workers restarted |")
+        print("|---|---:|---:|---|---:|---|---:|")
         for k in ("plain", "full", "incremental", "none", "cache"):
             if k not in recs:
                 continue
             r = recs[k]
-            print(f"| {r['step']} | {r['wall_s']:.2f} | {r['wall_s'] / full:.3f} | {r['mode']} |")
+            peaks = " / ".join(f"{v:.2f}" for v in r["worker_peaks_gib"]) or "-"
+            print(f"| {r['step']} | {r['wall_s']:.2f} | {r['wall_s'] / full:.3f} | {r['mode']} | "
+                  f"{r['driver_peak_gib']:.2f} | {peaks} | {r['workers_restarted']} |")
         print("\nper phase (s): model-free phases, then the job's own")
         for k in ("plain", "full", "incremental", "none", "cache"):
             if k in recs:
@@ -250,7 +262,7 @@ def main(argv=None):
         import resource
 
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20  # KiB -> GiB (Linux)
-        print(f"driver peak RSS: {peak:.2f} GiB")
+        print(f"driver peak RSS over the whole script (the check's full scan included): {peak:.2f} GiB")
         print(f"incremental / full: {recs['incremental']['wall_s'] / full:.3f} (target <= 0.10); "
               f"no new files / full: {recs['none']['wall_s'] / full:.3f} (target <= 0.03)")
         inc, cached = recs["incremental"], recs["cache"]

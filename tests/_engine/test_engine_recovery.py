@@ -88,7 +88,7 @@ def test_sigkill_mid_scan_gives_the_undisturbed_result(lake, fresh_cluster):
     from distributed import Client
 
     addr, logdir = fresh_cluster
-    kw = dict(n_trials=2, sample_size=50_000)
+    kw = dict(n_trials=2, sample_size=50_000, features=["x1", "x2", "s50", "k5000"])
     with Client(addr, timeout=30):
         calm = daskpd.strat_curves_and_importances(lake, target="y", categorical_features=["k5000"], **kw)
     got, log, alive = _run_with_kill(addr, lake, "daskpd-strat-map", 6, **kw)
@@ -103,7 +103,8 @@ def test_sigkill_during_the_tree_fits_gives_the_undisturbed_result(lake, fresh_c
     from distributed import Client
 
     addr, logdir = fresh_cluster
-    kw = dict(sample_size=200_000, tree_method="exact")  # slow fits: time to kill one
+    # slow fits (exact trees), four of them: time to kill a worker between two
+    kw = dict(sample_size=200_000, tree_method="exact", features=["x1", "x2", "x3", "k5000"])
     with Client(addr, timeout=30):
         calm = daskpd.strat_curves_and_importances(lake, target="y", categorical_features=["k5000"], **kw)
     got, log, _ = _run_with_kill(addr, lake, "daskpd-fit", 1, **kw)
