@@ -16,8 +16,9 @@ The groups (connected categories) are those of ``G``'s nonzero entries, as the d
 solve finds them: appended rows only add cells to leaves, so a pair of categories that
 shared a leaf still does and the groups can only merge.
 
-Above ``EXPLICIT_MAX_KEYS`` categories a feature keeps no summary: it is merged and
-finished in full.  (Conjugate gradients started from the previous run's effects were
+Above ``EXPLICIT_MAX_KEYS`` categories a feature keeps no summary (its ``G`` is nearly
+dense, and appended rows change every pair term of every leaf they touch): it is solved
+over its runs, unmerged (:mod:`daskpd._strat.catruns`).  (Conjugate gradients started from the previous run's effects were
 tried: they took as many rounds as a cold start -- 10 and 10 at 1e6 rows + 1e5, 14 and
 13 at 3e5 + 3e4 on the 5,000-level feature of :class:`daskpd.datasets.Lake` -- since
 the Jacobi-preconditioned system converges by ~10x a round and the start's residual

@@ -34,7 +34,7 @@ from .categorical_solve import CG_MAXITER, Effects, ground, number_groups, uf_fi
 from .virtual import virtual_of
 
 __all__ = ["CGBucket", "BucketSummary", "prepare", "bucket_products", "fold_summaries", "solve_explicit",
-           "solve_buckets", "EXPLICIT_MAX_KEYS"]
+           "solve_buckets", "cg_sets", "EXPLICIT_MAX_KEYS"]
 
 #: categorical features with at most this many categories are solved from their explicit
 #: normal equations (summed over the buckets); above, by conjugate gradients
@@ -527,14 +527,12 @@ def solve_explicit(state, su: dict, K: int) -> Effects:
     return _effects(su, e.effect, e.solver)
 
 
-def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: bool = False) -> list:
-    """Effects per set by conjugate gradients whose products are computed where the
-    buckets are (``refs``: futures or embedded values, in bucket order); a set on which CG
-    does not converge is solved from its explicit G, summed from the same buckets.
-    ``local``: the buckets are values in this process and their products are computed
-    here (not shipped to a cluster in every round)."""
-    from dask import delayed
-
+def cg_sets(setups: list, K: int, products) -> tuple:
+    """Jacobi-preconditioned conjugate gradients on every set's grounded system at once
+    (relative residual 1e-13, at most ``CG_MAXITER`` rounds): ``products(P, active)``
+    gives ``G p`` of each set's search direction (rows of ``P``) as a (K, sets) array
+    (the columns of inactive sets are not used).  Returns ``(x, active)``: the solutions
+    and which sets did not converge."""
     n_sets = len(setups)
     x = np.zeros((n_sets, K))
     res = np.zeros((n_sets, K))
@@ -555,17 +553,11 @@ def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: boo
     iters = 0
     while active.any() and iters < CG_MAXITER:
         iters += 1
-        if local:
-            parts = [bucket_products(ref, p, active.copy()) for ref in refs]
-        else:
-            tasks = [delayed(bucket_products, pure=True)(ref, p, active.copy()) for ref in refs]
-            parts = scheduler.compute(*tasks, progress=False)
-        if all(isinstance(pt, Table) for pt in parts):  # every set's products in one table per bucket
-            GP = _fold_all(parts, K, n_sets)
+        GP = products(p, active.copy())
         for st in np.flatnonzero(active):
             su = setups[st]
             u = su["unknown"]
-            Gp = GP[:, st] if all(isinstance(pt, Table) for pt in parts) else _fold([pt[st] for pt in parts], K, 0)
+            Gp = GP[:, st]
             q = np.zeros(K)
             q[u] = su["count_used"][u] * p[st, u] - Gp[u]
             alpha = rz[st] / (p[st] @ q)
@@ -578,6 +570,33 @@ def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: boo
             rz_new = res[st] @ z[st]
             p[st] = z[st] + (rz_new / rz[st]) * p[st]
             rz[st] = rz_new
+    return x, active
+
+
+def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: bool = False) -> list:
+    """Effects per set by conjugate gradients whose products are computed where the
+    buckets are (``refs``: futures or embedded values, in bucket order); a set on which CG
+    does not converge is solved from its explicit G, summed from the same buckets.
+    ``local``: the buckets are values in this process and their products are computed
+    here (not shipped to a cluster in every round)."""
+    from dask import delayed
+
+    n_sets = len(setups)
+
+    def products(p, active):
+        if local:
+            parts = [bucket_products(ref, p, active) for ref in refs]
+        else:
+            tasks = [delayed(bucket_products, pure=True)(ref, p, active) for ref in refs]
+            parts = scheduler.compute(*tasks, progress=False)
+        if all(isinstance(pt, Table) for pt in parts):  # every set's products in one table per bucket
+            return _fold_all(parts, K, n_sets)
+        GP = np.zeros((K, n_sets))
+        for st in np.flatnonzero(active):
+            GP[:, st] = _fold([pt[st] for pt in parts], K, 0)
+        return GP
+
+    x, active = cg_sets(setups, K, products)
     out = []
     for st, su in enumerate(setups):
         if not active[st]:

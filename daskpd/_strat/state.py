@@ -43,6 +43,7 @@ from .._engine.sums import Table, reduce_tables
 from .._errors import DataError
 from ..results.base import atomic_path, dump_json
 from .catdelta import CatSummary, apply_cat_delta, cat_summary, effects_of_summary
+from .catruns import effects_of_runs, runs_block
 from .categorical import category_values, effects_iterative, result_of_effects
 from .categorical_buckets import EXPLICIT_MAX_KEYS
 from .delta import NumericSummary, RunView, apply_delta, gather_leaf_stats, numeric_summary, summary_bucket, \
@@ -370,7 +371,7 @@ class ScanState:
     y_range: tuple | None
     n_partitions: int = 0
     dtypes: dict = field(default_factory=dict)
-    #: after :meth:`delta_finish`: {feature: "delta" | "merge"}, how each was finished
+    #: after :meth:`delta_finish`: {feature: "delta" | "runs" | "merge"}, how each was finished
     finish_modes: dict = field(default_factory=dict, repr=False, compare=False)
     finish_seconds: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -488,9 +489,11 @@ class ScanState:
         touches (:func:`daskpd._strat.delta.apply_delta`), a categorical feature's
         :class:`~daskpd._strat.catdelta.CatSummary` (explicit normal equations) is
         updated by the leaves ``other`` touches (:func:`daskpd._strat.catdelta.apply_cat_delta`)
-        and solved directly, and a feature without a usable summary (a categorical one
-        with more than ``EXPLICIT_MAX_KEYS`` categories) is merged and finished in full.
-        ``self.finish_modes`` of the returned state says which feature took which path."""
+        and solved directly, a categorical feature with more than ``EXPLICIT_MAX_KEYS``
+        categories is solved by conjugate gradients over its runs and ``other``'s,
+        unmerged (:mod:`daskpd._strat.catruns`), and a numeric feature without a usable
+        summary is merged and finished in full.  ``finish_modes`` of the returned state
+        says which feature took which path ("delta", "runs" or "merge")."""
         from concurrent.futures import ThreadPoolExecutor
 
         _check_mergeable(self, other)
@@ -527,6 +530,12 @@ class ScanState:
                                           _recode(b.table, b.coder, coder), fs.stats_per_set)
                 result = result_of_effects(fs, scan, effects_of_summary(summary, counters[f]), counters[f])
                 mode = "delta"
+            elif fs.kind == "categorical" and not _explicit_summary(coder.n_keys, n_sets):
+                # too many categories for kept normal equations: conjugate gradients over the runs, unmerged
+                block = runs_block([v for r in a.runs for v in r.views(coder)], _recode(b.table, b.coder, coder),
+                                   coder.n_keys, fs.stats_per_set, n_sets)
+                result = result_of_effects(fs, scan, effects_of_runs(block), counters[f])
+                summary, mode = None, "runs"
             elif fs.kind == "numeric" and isinstance(summary, NumericSummary) and summary.n_sets == n_sets and \
                     summary.n_segments == k and summary.random_state == stratification.random_state:
                 summary = summary.recode(_kmap(a.coder, coder), coder.n_keys)

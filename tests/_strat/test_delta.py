@@ -12,7 +12,12 @@ import pytest
 
 import daskpd
 from daskpd import ScanState
+from daskpd._engine.sums import Table
+from daskpd._strat import categorical_buckets as buckets_mod
 from daskpd._strat import state as state_mod
+from daskpd._strat.catruns import effects_of_runs, runs_block
+from daskpd._strat.categorical_solve import solve_table
+from daskpd._strat.delta import RunView
 
 from test_state import FEATURES, _frame
 
@@ -119,14 +124,74 @@ def test_a_full_run_keeps_the_summaries_and_the_next_run_is_a_delta(data, strat,
     assert len(ScanState.read_meta(tmp_path / "s2")["features"][0]["runs"]) == 2
 
 
-def test_many_categories_are_merged_and_finished_in_full(data, strat, monkeypatch):
-    # above EXPLICIT_MAX_KEYS categories no normal equations are kept: merged, conjugate gradients
+@pytest.mark.parametrize("n_trials", [1, 3])
+def test_many_categories_are_solved_over_the_runs_unmerged(data, strat, n_trials, tmp_path, monkeypatch):
+    # above EXPLICIT_MAX_KEYS categories no normal equations are kept: conjugate gradients
+    # whose products run over the kept runs (memory-mapped) and the new one, unmerged
     monkeypatch.setattr(state_mod, "EXPLICIT_MAX_KEYS", 3)
-    a, b1, _ = data
-    state = daskpd.scan_state(a, strat, progress=False)
+    monkeypatch.setattr(state_mod, "COMPACT_SHARE", 10.0)
+    a, b1, b2 = data
+    kw = {"n_trials": n_trials} if n_trials > 1 else {}
+    state = daskpd.scan_state(a, strat, progress=False, **kw)
     assert state.features["c"].summary is None
-    merged, got = state.delta_finish(daskpd.scan_state(b1, strat, progress=False), strat)
-    assert merged.finish_modes["c"] == "merge" and merged.features["c"].summary is None
-    want = daskpd.scan_state(pd.concat([a, b1], ignore_index=True), strat, progress=False).finish(strat)["c"]
-    assert got["c"].params["solver"] == want.params["solver"] == "cg"
-    pd.testing.assert_frame_equal(got["c"].to_frame(), want.to_frame())
+    seen = a
+    for step, b in enumerate([b1, b2]):  # a new level each time; the second over two saved runs
+        merged, got = state.delta_finish(daskpd.scan_state(b, strat, progress=False, **kw), strat)
+        assert merged.finish_modes["c"] == "runs" and merged.features["c"].summary is None
+        assert len(merged.features["c"].runs) == step + 2
+        seen = pd.concat([seen, b], ignore_index=True)
+        want = daskpd.scan_state(seen, strat, progress=False, **kw).finish(strat)["c"]
+        g = got["c"]
+        assert g.params["solver"] == want.params["solver"] == "cg"
+        # the same system, its products summed in another order: equal to the CG's tolerance
+        pd.testing.assert_frame_equal(g.to_frame(), want.to_frame(), rtol=1e-10)
+        _close(g.pd, want.pd)
+        if n_trials > 1:
+            _close(g.trials_pd, want.trials_pd)
+        assert (g.n_groups, g.n_leaves, g.n_leaves_used, g.n_ignored) == \
+            (want.n_groups, want.n_leaves, want.n_leaves_used, want.n_ignored)
+        merged.save(tmp_path / f"s{step}")
+        state = ScanState.load(tmp_path / f"s{step}")
+    # conjugate gradients that do not converge: the explicit system, summed from the runs
+    monkeypatch.setattr(buckets_mod, "CG_MAXITER", 1)
+    _, got = state.delta_finish(daskpd.scan_state(b1, strat, progress=False, **kw), strat)
+    want = daskpd.scan_state(pd.concat([seen, b1], ignore_index=True), strat, progress=False, **kw).finish(strat)["c"]
+    assert got["c"].params["solver"] == want.params["solver"] == "cg+dense"
+    pd.testing.assert_frame_equal(got["c"].to_frame(), want.to_frame(), rtol=1e-10)
+
+
+def test_runs_block_solves_the_merged_table():
+    # disjoint families of categories (several groups), single-category leaves, cells of a
+    # leaf split between an old run (its own codes, mapped out of order) and the new one
+    rng = np.random.default_rng(5)
+    K, rows = 12, []
+    for leaf in range(300):
+        fam = leaf % 3
+        cats = rng.choice(np.arange(4 * fam, 4 * fam + 4), size=rng.integers(1, 5), replace=False)
+        for c in cats:
+            rows.append((leaf, c, rng.integers(1, 6), 0.0))
+    t = pd.DataFrame(rows, columns=["leaf", "code", "n", "s"])
+    t["s"] = t["n"] * (t["code"] * 0.5 + t["leaf"] * 0.01) + rng.normal(0, 0.1, len(t))
+    old = t.sample(frac=0.7, random_state=1).sort_values(["leaf", "code"])
+    new = t.drop(old.index).sort_values(["leaf", "code"])
+    extra = old.sample(frac=0.2, random_state=2)  # cells in both runs
+    new = pd.concat([new, extra.assign(n=1, s=0.3)]).groupby(["leaf", "code"], as_index=False).sum()
+    both = pd.concat([old, new]).groupby(["leaf", "code"], as_index=False).sum()
+    kmap = rng.permutation(K)  # the old run's code -> current code
+    inv = np.argsort(kmap)
+    old_codes = inv[old["code"].to_numpy()]
+    order = np.lexsort((old_codes, old["leaf"].to_numpy()))
+    ov = old.to_numpy()[order]
+    old_vals = np.c_[ov[:, 2], ov[:, 3]]
+    view = RunView(ov[:, 0].astype(np.uint16), old_codes[order].astype(np.uint16), kmap, lambda j: old_vals[:, j])
+    delta = Table(new["leaf"].to_numpy(np.int32), new["code"].to_numpy(np.int64),
+                  new[["n", "s"]].to_numpy(np.float64))
+    (got,) = effects_of_runs(runs_block([view], delta, K, 2, 1))
+    want = solve_table(both["leaf"].to_numpy(), both["code"].to_numpy(), both["n"].to_numpy(float),
+                       both["s"].to_numpy(float), K, solver="direct")
+    assert want.n_groups == got.n_groups == 3 and want.n_ignored > 0
+    np.testing.assert_array_equal(got.group, want.group)
+    for k in ("count", "sum_y", "count_used", "n_leaves_cat"):
+        np.testing.assert_allclose(getattr(got, k), getattr(want, k), rtol=1e-12)
+    np.testing.assert_allclose(got.effect, want.effect, rtol=1e-9, atol=1e-9)
+    assert (got.n_ignored, got.n_leaves, got.n_leaves_used) == (want.n_ignored, want.n_leaves, want.n_leaves_used)
