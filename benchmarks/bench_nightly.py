@@ -15,13 +15,18 @@ importances and every curve (``[run] incremental = true``, ``refit = "never"``):
 2. **full**: the first incremental run (no earlier state: a full run that keeps it);
 3. ``--append`` rows are appended as two new files;
 4. **incremental**: the rerun scans the two files only and adds their sums;
-5. **no new files**: the rerun finishes the kept sums again.
+5. **no new files**: the rerun finishes the kept sums again;
+6. **incremental, first-pass cache on**: step 4 again from the same state (steps 4 and 5
+   removed), with ``first_pass_cache = true``: the rerun also keeps the new files' pass 1
+   in the job's first-pass cache, for the next run that fits the trees again.
 
 Then checks the incremental run against a full scan of every file under the same
 stratification (``daskpd.strat_curves_and_importances(..., stratification=...)``) and
 prints the wall times, the ratios to the full run, the differences, the state's size
-on disk, and per run the peak RSS of the driver and of every worker process (sampled
-every 0.1 s, ``bench_lake.RSSSampler``) with the count of worker processes restarted.  ``--tiny``: 20,000 rows and 4,000 appended on an in-process cluster (the
+on disk, what keeping the new files' pass 1 adds to the incremental rerun, and per run
+the peak RSS of the driver and of every worker process (sampled every 0.1 s,
+``bench_lake.RSSSampler``) with the count of worker processes restarted.  ``--tiny``:
+20,000 rows and 4,000 appended on an in-process cluster (the
 test of the script).  Each line printed is one JSON record; a table follows.
 """
 from __future__ import annotations
@@ -168,13 +173,13 @@ def main(argv=None):
 
         from bench_lake import RSSSampler
 
-        def timed(step, path, run_id):
+        def timed(step, path, run_id, **kw):
             pids = client.run(os.getpid) if a.workers else {}
             t0 = time.perf_counter()
             with warnings.catch_warnings(), RSSSampler(pids.values()) as rss:
                 warnings.simplefilter("ignore")
                 final = run_job(path, scheduler=cluster.scheduler_address, output=out, run_id=run_id, progress=False,
-                                out=False, log=False)
+                                out=False, log=False, **kw)
             wall = time.perf_counter() - t0
             after = client.run(os.getpid) if a.workers else {}
             gib = {k: round(v / 2 ** 30, 2) for k, v in rss.peak.items()}
@@ -186,7 +191,7 @@ def main(argv=None):
                    "reason": m["incremental"]["reason"], "state_bytes": (m.get("state") or {}).get("bytes"),
                    "state_bytes_written": written,
                    "rows": (m.get("state") or {}).get("n_rows"), "timings": m["timings_s"],
-                   "phases": m.get("model_free_phases_s", {}),
+                   "phases": m.get("model_free_phases_s", {}), "first_pass_cache": m.get("first_pass_cache"),
                    "driver_peak_gib": gib.pop("driver"), "worker_peaks_gib": sorted(gib.values(), reverse=True),
                    "workers_restarted": len(set(pids.values()) - set(after.values()))}
             print(json.dumps(rec), flush=True)
@@ -226,12 +231,18 @@ def main(argv=None):
                  "curve_max_rel_diff": curve_diff, "rows_equal": bool(same_rows)}
         print(json.dumps(check), flush=True)
 
+        # the same incremental night again, keeping the new files' pass 1 in the first-pass cache
+        for r in ("incremental", "none"):
+            shutil.rmtree(os.path.join(out, "nightly", r))
+        _, recs["cache"] = timed(f"incremental rerun, first-pass cache on (+{extra:,} rows)", spec(True),
+                                 "incremental-cache", first_pass_cache=True)
+
         full = recs["full"]["wall_s"]
         print(f"\n{rows:,} rows + {extra:,} appended; {a.workers or 'in-process'} worker(s)"
               f"{'' if not a.workers else ' x ' + a.memory_limit}\n")
         print("| run | wall s | / full run | mode | driver peak GiB | worker peaks GiB | workers restarted |")
         print("|---|---:|---:|---|---:|---|---:|")
-        for k in ("plain", "full", "incremental", "none"):
+        for k in ("plain", "full", "incremental", "none", "cache"):
             if k not in recs:
                 continue
             r = recs[k]
@@ -239,7 +250,7 @@ def main(argv=None):
             print(f"| {r['step']} | {r['wall_s']:.2f} | {r['wall_s'] / full:.3f} | {r['mode']} | "
                   f"{r['driver_peak_gib']:.2f} | {peaks} | {r['workers_restarted']} |")
         print("\nper phase (s): model-free phases, then the job's own")
-        for k in ("plain", "full", "incremental", "none"):
+        for k in ("plain", "full", "incremental", "none", "cache"):
             if k in recs:
                 ph = {**recs[k]["phases"], **{f"job_{n}": v for n, v in recs[k]["timings"].items()}}
                 print(f"  {k}: " + ", ".join(f"{n} {float(v):.2f}" for n, v in ph.items()))
@@ -254,6 +265,10 @@ def main(argv=None):
         print(f"driver peak RSS over the whole script (the check's full scan included): {peak:.2f} GiB")
         print(f"incremental / full: {recs['incremental']['wall_s'] / full:.3f} (target <= 0.10); "
               f"no new files / full: {recs['none']['wall_s'] / full:.3f} (target <= 0.03)")
+        inc, cached = recs["incremental"], recs["cache"]
+        print(f"keeping the new files' pass 1 in the first-pass cache: incremental rerun {cached['wall_s']:.2f} s vs "
+              f"{inc['wall_s']:.2f} s ({cached['wall_s'] / inc['wall_s']:.3f}x); its phase first_pass_cache_s "
+              f"{cached['phases'].get('first_pass_cache_s', float('nan')):.2f} s")
         if "plain" in recs:
             plain = recs["plain"]["wall_s"]
             print(f"against the plain full run: full keeping the state {full / plain:.2f}x, incremental "

@@ -61,7 +61,7 @@ from ._positional import deprecate_positional_args, renamed_params
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
 from ._stratpd import driver_side as numeric_driver_side
 
-__all__ = ["importances", "strat_curves_and_importances", "ImportanceResult"]
+__all__ = ["importances", "strat_curves_and_importances", "importance_request", "ImportanceResult"]
 
 #: the three measures, in table-column order
 MEASURES = ("importance", "impact", "pd_variance")
@@ -312,6 +312,17 @@ IMPORTANCE_CONSTRAINTS = {
 }
 
 
+def importance_request(data, target, features=None, *, stratify_on=None, categorical_features=None,
+                       numeric_features=None, storage_options=None, filters=None):
+    """The request :func:`strat_curves_and_importances` opens for these arguments (its
+    columns, kinds and stratifying columns): a job's incremental run opens the whole
+    lake's with it to key the first-pass cache entries of its new files as a later run
+    over the lake keys them."""
+    return open_request(data, target, features, categorical=categorical_features, numeric=numeric_features,
+                        stratify_on=stratifying_columns(features, stratify_on), storage_options=storage_options,
+                        filters=filters, partition_bytes=partition_bytes())
+
+
 @renamed_params(RENAMED)
 @deprecate_positional_args(("target",))
 @validate_params(IMPORTANCE_CONSTRAINTS)
@@ -449,9 +460,9 @@ def strat_curves_and_importances(
 
     # columns and kinds: the request's one resolution
     stratify_on = stratifying_columns(features, stratify_on)
-    request = open_request(data, target, features, categorical=categorical_features, numeric=numeric_features,
-                           stratify_on=stratify_on,
-                           storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
+    request = importance_request(data, target, features, stratify_on=stratify_on,
+                                 categorical_features=categorical_features, numeric_features=numeric_features,
+                                 storage_options=storage_options, filters=filters)
     declared = list(request.categorical)
     feats, kinds = list(request.features), dict(request.kinds)
     left_out: dict[str, str] = dict(request.left_out)

@@ -65,10 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tls-cert", metavar="PEM", help="client certificate (may also hold the key)")
     r.add_argument("--tls-key", metavar="PEM", help="client private key")
     r.add_argument("--incremental", action="store_true",
-                   help="reuse the previous run's stratification and sums and scan only the files appended since "
+                   help="reuse the previous run's stratification (or grids and bins) and sums and scan only the "
+                        "files appended since "
                         "(the spec's [run] incremental = true); anything else changed: a full run, the reason logged")
     r.add_argument("--refit", choices=("always", "never", "auto"),
-                   help="when an incremental run fits the trees again (the spec's [run] refit; default always)")
+                   help="when an incremental run fits the trees (with only model-based methods: builds the grids "
+                        "and bins) again (the spec's [run] refit; default always)")
     r.add_argument("--first-pass-cache", action="store_true",
                    help="keep pass 1 per input file in the job directory; the next run reads only the files it has "
                         "not seen in pass 1 (the spec's [run] first_pass_cache = true)")

@@ -62,7 +62,8 @@ TINY = {
                        r"[0-9.]+ -> [0-9.]+ \| [0-9.]+x \|"),
     "bench_nightly.py": (lambda d: ["--tiny", "--workdir", d],
                          r"\| incremental rerun \(\+4,000 rows, 2 files\) \| [0-9.]+ \| [0-9.]+ \| incremental \|[\s\S]*"
-                         r"rows True, importance max \|diff\| [0-9.e+-]+"),
+                         r"rows True, importance max \|diff\| [0-9.e+-]+[\s\S]*"
+                         r"first-pass cache: incremental rerun [0-9.]+ s vs [0-9.]+ s"),
     "bench_first_pass_cache.py": (lambda d: ["--tiny", "--workdir", d],
                                   r"\| next night \(\+4,000 rows\), cache on \| [0-9.]+ \| [0-9.]+ \| 2 of 6 \|[\s\S]*"
                                   r"bit for bit: True"),

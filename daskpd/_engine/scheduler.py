@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import dask
 
-__all__ = ["current_client", "connect", "compute", "compute_streamed", "materialize", "embed", "Handle", "probe",
+__all__ = ["current_client", "connect", "compute", "submit", "compute_streamed", "materialize", "embed", "Handle", "probe",
            "scheduler_timeout", "SchedulerTimeout"]
 
 #: graphs that embed a tree sample or fitted trees are a few MB: no warning below this
@@ -375,13 +375,21 @@ def _want_progress(progress) -> str | None:
     return progress_mode(progress)
 
 
-def _submit(client, objs, show):
+def _submit(client, objs, show, priority: int = 0):
     from .progress import show_futures
 
     with dask.config.set({"distributed.admin.large-graph-warning-threshold": _GRAPH_WARNING}):
-        futures = client.compute(list(objs))
+        futures = client.compute(list(objs), priority=priority)
     show_futures(futures, show)
     return futures
+
+
+def submit(*objs, priority: int = 0):
+    """Futures of ``objs``, submitted now in one graph at ``priority`` (below 0: after
+    the tasks of later default submissions that are ready), or None without a Client;
+    gather them with the Client (:func:`current_client`)."""
+    client = current_client()
+    return None if client is None else _submit(client, objs, None, priority)
 
 
 def compute(*objs, progress=None):

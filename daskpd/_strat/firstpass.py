@@ -21,7 +21,9 @@ and merged with the partials of later files:
   named by a hash of the pass's parameters (the columns read and their dtypes, the
   filters, the random state, the caps) and the file's fingerprint (path, size,
   modification time / ETag, or its bytes' hash), written atomically; entries of files
-  no longer in the lake (or of other parameters) are removed after each run.
+  no longer in the lake (or of other parameters) are removed after each run.  A run
+  that reads only some files (an incremental job run under kept trees) keeps their
+  entries alone (:func:`cache_files`), as this pass over the lake would write them.
 
 The sample, the row count, the distinct values and the target range are those of a
 pass over every file, bit for bit (the merge is order-free: the sample is ordered by
@@ -47,7 +49,8 @@ from .._engine.hashing import HASH_COLUMN, SAMPLE_MARGIN, Sample, SampleJob, dis
 from .._engine.plan import Job
 
 __all__ = ["TargetRange", "FilePartial", "file_partial", "merged_sample", "FirstPassCache", "FirstPass",
-           "cached_first_pass", "CACHE_FORMAT", "DROPPED"]
+           "cached_first_pass", "cache_files", "start_cache_files", "finish_cache_files", "PendingFiles",
+           "CACHE_FORMAT", "DROPPED"]
 
 #: the layout of a cache entry; another format is a miss
 CACHE_FORMAT = 1
@@ -245,6 +248,12 @@ class FirstPassCache:
         self._write(self.witness_name(token), json.dumps(
             {"format": CACHE_FORMAT, "features": {c: sorted(v) for c, v in features.items()}}).encode())
 
+    def size(self) -> int:
+        """The bytes of the entries kept."""
+        if not self.directory.is_dir():
+            return 0
+        return sum(e.stat().st_size for e in os.scandir(self.directory) if e.is_file())
+
     def prune(self, keep: set) -> int:
         """Remove every entry not in ``keep`` (files that left the lake or changed, other
         parameters, leftovers of killed runs); return the bytes of what stays."""
@@ -304,22 +313,29 @@ def _tasks(reader, todo, columns, numeric, job, target, blocksize):
     return [delayed(read_partials, pure=True)(reader, tuple(g), columns, numeric, job, target) for g in groups]
 
 
-def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state: int, caps: dict, target: str,
-                      progress=None, margin: int = SAMPLE_MARGIN) -> FirstPass | None:
-    """Pass 1 of ``request`` (its frame ``ddf``) from the files' cached partials and the
-    partials of the files not in ``cache`` (read now, and kept); None when the input
-    cannot be read file by file (``cache.stats["off"]`` says why: the caller runs the
-    plain pass)."""
-    from .._engine import scheduler
-    from .._engine.memory import partition_bytes
-    from .._engine.progress import stage
+@dataclass
+class _Files:
+    """What a cached pass 1 over ``request``'s lake works from: the reader, the files
+    with rows, the pass's job and token, every file's entry name, and the features whose
+    union of values overflows over files all still in the lake (``over``)."""
 
-    cache.stats = {"hits": 0, "misses": 0, "read_again": [], "bytes": 0, "off": None}
+    reader: object
+    files: list
+    columns: list
+    numeric: list
+    job: SampleJob
+    token: str
+    names: dict
+    current: set
+    over: set
+
+
+def _lake_files(request, ddf, cache: FirstPassCache, k: int, random_state: int, caps: dict, target: str,
+                margin) -> _Files | None:
     got = request.dataset.file_reader()
     if isinstance(got, str):
         cache.stats["off"] = got
         return None
-    t0 = time.perf_counter()
     stamps = cache.stamps if cache.stamps is not None else \
         {_norm(p): tuple(v) for p, v in request.dataset.file_stamps().items()}  # listed now, never reused
     reader, files, keep = got
@@ -330,10 +346,35 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
     numeric = [c for c in request.numeric if c in set(columns)]
     job = SampleJob(k, random_state, caps, n_partitions=max(1, len(files)), margin=margin)
     token = _token(request, ddf, job, target)
-    partials: dict = {}
     names = {f.path: cache.name(token, f.path, stamps) for f in files}
     current = {n for n in names.values() if n is not None}
     over = {c for c, held in cache.witness(token).items() if held <= current}  # the union still overflows
+    return _Files(reader, files, columns, numeric, job, token, names, current, over)
+
+
+def _new_stats() -> dict:
+    return {"hits": 0, "misses": 0, "read_again": [], "bytes": 0, "off": None}
+
+
+def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state: int, caps: dict, target: str,
+                      progress=None, margin: int = SAMPLE_MARGIN) -> FirstPass | None:
+    """Pass 1 of ``request`` (its frame ``ddf``) from the files' cached partials and the
+    partials of the files not in ``cache`` (read now, and kept); None when the input
+    cannot be read file by file (``cache.stats["off"]`` says why: the caller runs the
+    plain pass)."""
+    from .._engine import scheduler
+    from .._engine.memory import partition_bytes
+    from .._engine.progress import stage
+
+    cache.stats = _new_stats()
+    t0 = time.perf_counter()
+    lf = _lake_files(request, ddf, cache, k, random_state, caps, target, margin)
+    if lf is None:
+        return None
+    reader, files, columns, numeric, job, names, current, over = (lf.reader, lf.files, lf.columns, lf.numeric,
+                                                                  lf.job, lf.names, lf.current, lf.over)
+    token = lf.token
+    partials: dict = {}
     todo = []
     for f in files:
         hit = cache.load(names[f.path]) if names[f.path] is not None else None
@@ -387,3 +428,78 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
     t3 = time.perf_counter()
     return FirstPass(Sample(sample.frame, sample.n_rows, sample.distinct), y_range,
                      {"read_s": t1 - t0, "merge_s": t2 - t1, "store_s": t3 - t2})
+
+
+@dataclass
+class PendingFiles:
+    """Pass 1 of some files under way (:func:`start_cache_files`); :func:`finish_cache_files`
+    keeps it."""
+
+    cache: FirstPassCache
+    lake: _Files | None
+    tasks: list = field(default_factory=list)
+    futures: list | None = None
+
+
+def start_cache_files(request, ddf, cache: FirstPassCache, paths, k: int, random_state: int, caps: dict,
+                      target: str, margin: int = SAMPLE_MARGIN) -> PendingFiles:
+    """Start pass 1 of the lake's files ``paths`` alone, for :func:`finish_cache_files`
+    to keep in ``cache`` (see :func:`cache_files`).  On a cluster the tasks are submitted
+    now at a priority below the default, so they run beside later work (an incremental
+    scan of the same files) on the threads it leaves free -- while the driver finishes
+    the curves, say -- rather than ahead of it; on dask's threads they run in
+    :func:`finish_cache_files`."""
+    from .._engine import scheduler
+    from .._engine.memory import partition_bytes
+
+    cache.stats = _new_stats()
+    lf = _lake_files(request, ddf, cache, k, random_state, caps, target, margin)
+    if lf is None:
+        return PendingFiles(cache, None)
+    wanted = {_norm(p) for p in paths}
+    mine = [f for f in lf.files if _norm(f.path) in wanted and lf.names[f.path] is not None]
+    todo = [f for f in mine if not (cache.directory / lf.names[f.path]).is_file()]
+    cache.stats["hits"], cache.stats["misses"] = len(mine) - len(todo), len(todo)
+    pending = PendingFiles(cache, lf, _tasks(lf.reader, todo, lf.columns, lf.numeric, lf.job, target,
+                                             partition_bytes()) if todo else [])
+    if pending.tasks:
+        pending.futures = scheduler.submit(*pending.tasks, priority=-1)
+    return pending
+
+
+def finish_cache_files(pending: PendingFiles, progress=None) -> bool:
+    """Wait for :func:`start_cache_files`' pass 1 and keep its entries; False when the
+    input cannot be read file by file (``cache.stats["off"]`` says why)."""
+    from .._engine import scheduler
+
+    cache, lf = pending.cache, pending.lake
+    if lf is None:
+        return False
+    fresh: dict = {}
+    if pending.futures is not None:
+        parts = scheduler.current_client().gather(pending.futures)
+        pending.futures = None
+    else:
+        parts = scheduler.compute(*pending.tasks, progress=progress) if pending.tasks else ()
+    for part in parts:
+        fresh.update(part)
+    for path, part in fresh.items():
+        strip = {c for c, v in part.sample.distinct.items() if c in lf.over and not isinstance(v, str)}
+        cache.store(lf.names[path], _dropped(part, strip), path)
+    cache.stats["bytes"] = cache.size()
+    return True
+
+
+def cache_files(request, ddf, cache: FirstPassCache, paths, k: int, random_state: int, caps: dict, target: str,
+                progress=None, margin: int = SAMPLE_MARGIN) -> bool:
+    """Pass 1 of the lake's files ``paths`` alone, kept in ``cache``: what a run that
+    reads only those files (an incremental run under kept trees) adds, so that a later
+    :func:`cached_first_pass` over the lake finds them.  Nothing is merged, no other
+    entry is read or removed; the entries are those :func:`cached_first_pass` would
+    write for these files (same parameters and token, the features its witness shows
+    past the cap left out).  False when the input cannot be read file by file
+    (``cache.stats["off"]`` says why).  ``cache.stats``: ``hits`` (files of ``paths``
+    with an entry already), ``misses`` (read and kept), ``bytes``.  The same as
+    :func:`start_cache_files` then :func:`finish_cache_files`."""
+    return finish_cache_files(start_cache_files(request, ddf, cache, paths, k, random_state, caps, target, margin),
+                              progress)

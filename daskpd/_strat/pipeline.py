@@ -40,7 +40,7 @@ from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype,
 from .state import ScanState, Stratification, attach_categorical_summaries, extend_coder, sample_id, state_from_parts
 from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_tree
 
-__all__ = ["StratRun", "run_strat", "NUMERIC_VALUES_CAP", "CATEGORY_LEVELS_CAP"]
+__all__ = ["StratRun", "run_strat", "first_pass_inputs", "NUMERIC_VALUES_CAP", "CATEGORY_LEVELS_CAP"]
 
 #: the sample pass merges its partials 8 at a time: they are exact (bottom-k rows, capped
 #: distinct sets, min/max), so the tree's shape cannot change a bit, and every partial
@@ -439,6 +439,15 @@ def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int,
         k *= fan_in
 
 
+def first_pass_inputs(request: Request) -> tuple:
+    """``(ddf, caps)``: the frame pass 1 reads (the request's columns) and every feature's
+    cap on its distinct values (:func:`daskpd._strat.firstpass.cache_files` takes the
+    same as :func:`run_strat`)."""
+    kinds = request.kinds
+    caps = {f: CATEGORY_LEVELS_CAP if kinds[f] == "categorical" else NUMERIC_VALUES_CAP for f in request.features}
+    return request.project(request.read_columns()), caps
+
+
 def run_strat(
     request: Request,
     *,
@@ -496,12 +505,11 @@ def run_strat(
         raise DataError("base_state= needs the stratification= it was scanned under")
     strat_cols = list(request.stratify_on)
     columns = request.read_columns()
-    ddf = request.project(columns)
+    ddf, caps = first_pass_inputs(request)
     dtypes = {f: ddf.dtypes[f] for f in features}
 
     # pass 1: the sample, the row count, the features' distinct values
     t0 = time.perf_counter()
-    caps = {f: CATEGORY_LEVELS_CAP if kinds[f] == "categorical" else NUMERIC_VALUES_CAP for f in features}
     plan_stages("sample", "fit trees", *(() if fit_only else ("scan and finish",)), *later_stages)
     cached = None
     with stage("sample"):

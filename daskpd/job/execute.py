@@ -15,8 +15,8 @@ from .._errors import DataError
 from .inputs import log_line
 from .spec import JobSpec
 
-__all__ = ["RunResult", "model_free", "first_pass_stats", "model_based", "method_defaults", "connect", "close", "dashboard",
-           "dashboard_hint", "unguarded_script", "quiet_logs", "CURRENT_CLIENT"]
+__all__ = ["RunResult", "model_free", "start_new_files_cache", "first_pass_stats", "model_based", "method_defaults",
+           "connect", "close", "dashboard", "dashboard_hint", "unguarded_script", "quiet_logs", "CURRENT_CLIENT"]
 
 
 class RunResult:
@@ -58,7 +58,12 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         raise DataError(f"methods {', '.join(want)}: none of the features is {kinds} "
                         f"(features: {', '.join(feats)}; categorical: {', '.join(cats) or 'none'})")
     subsample = p_imp["subsample_size"] if 0 < p_imp["subsample_size"] < 1 else 0.75  # unused when bootstrapping
+    columns = dict(target=spec.target,
+                   stratify_on=list(spec.stratify_on) if spec.stratify_on is not None else list(feats),
+                   categorical_features=list(cats),
+                   numeric_features=[c for c in spec.numeric if c in feats or c in (spec.stratify_on or ())])
     under = {}
+    lake, lake_feats = data, list(curve_feats)  # what a run fitting the trees again reads: its pass 1's request
     if plan is not None and plan.mode == "incremental":
         strat = plan.stratification
         curve_feats = [f for f in curve_feats if f in strat.features]
@@ -68,13 +73,15 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         load_s = time.perf_counter() - t0
     elif spec.run.incremental:  # the scan's buckets write the sums next to the runs (hard-linked into the state)
         under = {"keep_state": str(plan.job_dir) if plan is not None and plan.job_dir is not None else True}
+    pending = None
+    if first_pass_cache is not None and under.get("stratification") is not None and plan.new_files:
+        # the new files' pass 1 for the cache (the next run that refits reads it): submitted first at a low
+        # priority, it runs on the threads the scan leaves free, mostly while the driver finishes the curves
+        pending = start_new_files_cache(spec, lake, lake_feats, columns, first_pass_cache, plan.new_files)
     with warnings.catch_warnings():  # the job logs the note itself (run_job's log stream), once
         warnings.filterwarnings("ignore", message="importances: .* left out of the default features")
         out = strat_curves_and_importances(
-            data, target=spec.target, features=curve_feats,
-            stratify_on=list(spec.stratify_on) if spec.stratify_on is not None else list(feats),
-            categorical_features=list(cats),
-            numeric_features=[c for c in spec.numeric if c in feats or c in (spec.stratify_on or ())],
+            data, features=curve_feats, **columns,
             n_trials=p_imp["n_trials"], bootstrap=p_imp["bootstrap"], subsample_size=subsample,
             pvalues=p_imp["pvalues"], pvalues_n_trials=p_imp["pvalues_n_trials"],
             pvalues_sample_size=p_imp["pvalues_sample_size"], min_samples_leaf=p_num["min_samples_leaf"],
@@ -88,6 +95,12 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
     phases = {k: round(float(v), 3) for k, v in (getattr(out, "timings", None) or {}).items()}
     if under.get("base_state") is not None:
         phases["load_state_s"] = round(load_s, 3)
+    if pending is not None:
+        from .._strat.firstpass import finish_cache_files
+
+        t0 = time.perf_counter()
+        finish_cache_files(pending, progress)
+        phases["first_pass_cache_s"] = round(time.perf_counter() - t0, 3)  # the wait after the scan, and the writes
     stats["model_free_phases_s"] = phases
     stats["kinds_used"] = dict(out.kinds)
     skipped = {**stats.get("skipped_features", {}), **out.params.get("skipped_features", {})}
@@ -104,6 +117,20 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         res.tables["importances"] = out
 
 
+def start_new_files_cache(spec: JobSpec, lake, features, columns: dict, cache, files):
+    """Start pass 1 of an incremental run's new ``files`` for the first-pass ``cache``
+    (:func:`daskpd._strat.firstpass.start_cache_files`), keyed as a run over the whole
+    ``lake`` that fits the trees again keys them: the request
+    :func:`daskpd.strat_curves_and_importances` opens for ``features`` and ``columns``."""
+    from .._importance import importance_request
+    from .._strat.firstpass import start_cache_files
+    from .._strat.pipeline import first_pass_inputs
+
+    request = importance_request(lake, features=features, **columns)
+    ddf, caps = first_pass_inputs(request)
+    return start_cache_files(request, ddf, cache, files, spec.sample_size, spec.random_state, caps, spec.target)
+
+
 def _new_files(spec: JobSpec, data, files):
     """The dataset of an incremental run's new ``files`` (no file: no row to scan)."""
     from .._data.source import open_dataset
@@ -115,12 +142,19 @@ def _new_files(spec: JobSpec, data, files):
                         filters=spec.source.filters or None, partition_bytes=partition_bytes())
 
 
-def first_pass_stats(cache, log) -> dict:
-    """The manifest's ``first_pass_cache`` record of a run, and its line on ``log``."""
+def first_pass_stats(cache, log, new_files_only: bool = False) -> dict:
+    """The manifest's ``first_pass_cache`` record of a run, and its line on ``log``;
+    ``new_files_only``: an incremental run, which kept the new files' pass 1
+    (:func:`start_new_files_cache`) and ran none over the lake."""
     st = cache.stats
     if st.get("off"):
         log_line(log, f"daskpd: first-pass cache not used: {st['off']}")
         return {"used": False, "reason": st["off"]}
+    if new_files_only:
+        log_line(log, f"daskpd: first pass: the trees are kept, no pass over the lake; {st['misses']} new file(s) "
+                      f"read into the cache" + (f", {st['hits']} in it already" if st["hits"] else ""))
+        return {"used": True, "hits": int(st["hits"]), "misses": int(st["misses"]), "read_again": [],
+                "bytes": int(st["bytes"]), "path": "cache/firstpass", "new_files_only": True}
     again = st.get("read_again") or []
     log_line(log, f"daskpd: first pass: {st['hits']} file(s) from the cache, {st['misses']} read"
              + (f"; read again, their cached rows stopping above the sample's cutoff: {', '.join(again)}"

@@ -1,15 +1,17 @@
-"""Incremental job runs: reuse the previous run's stratification and merged sums, scan
-only the files appended since (docs/jobs.md, "Nightly runs").
+"""Incremental job runs: reuse the previous run's state, scan only the files appended
+since (docs/jobs.md, "Nightly runs").
 
 A run with ``[run] incremental = true`` keeps, inside its run directory, ``state/``:
-the stratification (``stratification.pkl``), the merged sums of its scan
-(``sums/``, a :class:`daskpd.ScanState`) and the input files it covered
-(``files.json``: path, size, stamp).  The next incremental run (:func:`plan`) compares
-the job spec, the schema of the columns read and the files with those of the newest
-run holding a state: files appended and nothing else changed -> only those files are
-scanned, under the same trees, and their sums are added; anything else -> a full run,
-with the reason in one line.  The refit policy decides when appended rows are enough to
-fit the trees again (``always`` / ``never`` / ``auto``).
+the input files it covered (``files.json``: path, size, stamp) and, for the model-free
+methods, the stratification (``stratification.pkl``) and the merged sums of its scan
+(``sums/``, a :class:`daskpd.ScanState`); the model-based methods keep theirs in
+``state/model/`` (:mod:`.model_state`).  The next incremental run (:func:`plan`)
+compares the job spec, the schema of the columns read and the files with those of the
+newest run holding a state: files appended and nothing else changed -> only those files
+are scanned, under the same trees (or, in a job with only model-based methods, the same
+grids and bins), and their sums are added; anything else -> a full run, with the reason
+in one line.  The refit policy decides when appended rows are enough to fit the trees
+(build the grids and bins) again (``always`` / ``never`` / ``auto``).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from .._data.lake import read_footers
 from .._errors import DataError
 from .._strat.state import ScanState, Stratification
 from ..results.base import atomic_path, dump_json
+from . import model_state
 from .spec import MODEL_FREE_METHODS, MODEL_METHODS, JobSpec
 from .store import list_runs
 
@@ -67,10 +70,10 @@ def _spec_key(d: dict) -> dict:
     return out
 
 
-def schema_of(request) -> dict:
-    """``{column: dtype}`` of the columns a model-free run reads."""
+def schema_of(request, columns=()) -> dict:
+    """``{column: dtype}`` of the columns a model-free run reads, and of ``columns``."""
     dtypes = request.dtypes
-    return {c: str(dtypes[c]) for c in request.read_columns() if c in dtypes.index}
+    return {c: str(dtypes[c]) for c in request.read_columns(*columns) if c in dtypes.index}
 
 
 def _footer_rows(files: list[dict], storage_options) -> int:
@@ -90,8 +93,9 @@ def _base_run(job_dir: Path) -> str | None:
     return None
 
 
-def plan(spec: JobSpec, job_dir: Path, request, stamps: list) -> Plan:
-    """The plan of this run (see the module docstring)."""
+def plan(spec: JobSpec, job_dir: Path, request, stamps: list, columns=()) -> Plan:
+    """The plan of this run (see the module docstring); ``columns``: more columns whose
+    types count in the schema (a job with only model-based methods: the model's inputs)."""
 
     def full(reason, base=None):
         return Plan("full", reason, base_run=base, stamps=stamps, job_dir=Path(job_dir))
@@ -107,7 +111,7 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list) -> Plan:
         return full("importances.pvalues refits trees on the sample: recomputed in full")
     base = _base_run(job_dir)
     if base is None:
-        return full("no earlier run of this job keeps a scan state")
+        return full("no earlier run of this job keeps a state")
     sdir = job_dir / base / STATE_DIR
     try:
         manifest = json.loads((job_dir / base / "manifest.json").read_text())
@@ -119,7 +123,7 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list) -> Plan:
         keys = sorted(k for k in set(old_spec) | set(new_spec) if old_spec.get(k) != new_spec.get(k))
         return full(f"the job spec changed since run {base} (key(s) {', '.join(keys)})", base)
     old_schema = (manifest.get("incremental") or {}).get("schema") or {}
-    schema = schema_of(request)
+    schema = schema_of(request, columns)
     if old_schema != schema:
         diff = sorted(c for c in set(old_schema) | set(schema) if old_schema.get(c) != schema.get(c))
         c = diff[0]
@@ -139,35 +143,46 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list) -> Plan:
     seen = {f["rel"] for f in old_files["files"]}
     new_stamps = [f for f in stamps if f["rel"] not in seen]
     new = [f["path"] for f in new_stamps]
+    strat = None
     try:
-        strat = Stratification.load(sdir / "stratification.pkl")
-        state_rows = int(ScanState.read_meta(sdir / "sums")["n_rows"])
+        if spec.model_free:  # the trees and the kept sums' rows
+            strat = Stratification.load(sdir / "stratification.pkl")
+            state_rows, fitted_rows = int(ScanState.read_meta(sdir / "sums")["n_rows"]), strat.fitted_rows
+        else:  # only model-based methods: the kept partials' rows, and those their grids and bins were built from
+            state_rows, fitted_rows = model_state.kept_rows(sdir)
     except DataError as exc:
         return full(f"the state of run {base} cannot be used: {exc}", base)
     new_rows = _footer_rows(new_stamps, spec.source.storage_options) if new else 0
+    fitted, verb = ("the trees", "fitted") if spec.model_free else ("the grids and bins", "built")
     if spec.run.refit == "always":
-        return full('refit = "always": the trees are fitted again on every run', base)
+        return full(f'refit = "always": {fitted} are {verb} again on every run', base)
     if spec.run.refit == "auto":
-        since = state_rows + new_rows - strat.fitted_rows
-        if since > spec.run.refit_share * strat.fitted_rows:
-            return full(f'refit = "auto": {since:,} rows appended since the trees were fitted exceed '
-                        f"{spec.run.refit_share:.0%} of the {strat.fitted_rows:,} rows they were fitted on", base)
+        since = state_rows + new_rows - fitted_rows
+        if since > spec.run.refit_share * fitted_rows:
+            return full(f'refit = "auto": {since:,} rows appended since {fitted} were {verb} exceed '
+                        f"{spec.run.refit_share:.0%} of the {fitted_rows:,} rows they were {verb} "
+                        f"{'on' if spec.model_free else 'from'}", base)
     reason = (f"{len(new)} new file(s) ({new_rows:,} rows) since run {base}" if new else
               f"no new files since run {base}")
-    return Plan("incremental", reason, new, base, strat, sdir / "sums", stamps, new_rows, Path(job_dir))
+    return Plan("incremental", reason, new, base, strat, sdir / "sums" if strat is not None else None, stamps,
+                new_rows, Path(job_dir))
 
 
-def save_state(run_dir: Path, stratification: Stratification, state: ScanState, stamps: list, mode: str) -> int:
-    """Write ``state/`` into the (temporary) run directory; return its bytes."""
+def save_state(run_dir: Path, stratification: Stratification | None, state: ScanState | None, stamps: list,
+               mode: str) -> int:
+    """Write ``state/`` into the (temporary) run directory: the files covered and, for
+    the model-free methods, the stratification and the sums; return its bytes."""
     sdir = run_dir / STATE_DIR
     sdir.mkdir()
-    stratification.save(sdir / "stratification.pkl")
-    state.save(sdir / "sums")
-    for st in state.features.values():  # the scan's scratch files, now linked into the state
-        for r in st.runs:
-            scratch = getattr(r, "keep_alive", None)
-            if scratch is not None:
-                scratch.close()
+    if stratification is not None:
+        stratification.save(sdir / "stratification.pkl")
+    if state is not None:
+        state.save(sdir / "sums")
+        for st in state.features.values():  # the scan's scratch files, now linked into the state
+            for r in st.runs:
+                scratch = getattr(r, "keep_alive", None)
+                if scratch is not None:
+                    scratch.close()
     with atomic_path(sdir / "files.json") as tmp:
         Path(tmp).write_text(dump_json({"mode": mode, "files": stamps}))
     return state_bytes(run_dir)

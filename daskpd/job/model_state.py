@@ -6,11 +6,14 @@ marginal plot's bins: :class:`daskpd.model._multi.Layout`), the partials of the 
 model-based methods are sums over the rows (ICE's sampled lines: the rows of smallest
 seeded hash), so a run with ``[run] incremental = true`` keeps, in its run directory,
 ``state/model/``: the layout and the merged partials (``state.pkl``) and what they
-depend on (``meta.json``: the model file's sha256 and :func:`layout_key`).  The next
-incremental run (:func:`plan`) scans only the model-free plan's new files under the kept
+depend on (``meta.json``: the model file's sha256, :func:`layout_key`, and the rows the
+partials cover and the layout was built from).  The next incremental run (:func:`plan`)
+scans only the new files of the job's file plan (:func:`daskpd.job.incremental.plan`,
+which also keeps the files covered when the job has no model-free method) under the kept
 layout and adds their partials; it runs the model-based methods in full, with the reason
-in one line, when the model-free part runs in full, the model file changed, or the
-parameters that fix the layout changed.
+in one line, when the file plan is a full run (in a job with model-free methods: the
+model-free part runs in full), the model file changed, or the parameters that fix the
+layout changed.
 """
 from __future__ import annotations
 
@@ -21,10 +24,11 @@ import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._errors import DataError
 from ..results.base import atomic_path, dump_json
 from .spec import JobSpec
 
-__all__ = ["ModelPlan", "plan", "save", "layout_key", "model_sha256", "MODEL_DIR", "state_bytes"]
+__all__ = ["ModelPlan", "plan", "save", "kept_rows", "partial_rows", "layout_key", "model_sha256", "MODEL_DIR", "state_bytes"]
 
 #: the sub-directory of a run's ``state/`` holding the model-based state
 MODEL_DIR = "model"
@@ -62,7 +66,8 @@ def layout_key(spec: JobSpec, inputs, features, categorical) -> dict:
 class ModelPlan:
     """``mode`` "full" | "incremental", ``reason`` (one line), ``base_run``, the model
     file's ``sha256`` and ``key`` (:func:`layout_key`) of this run, and in "incremental"
-    mode the kept ``layout`` and the path of the kept partials."""
+    mode the kept ``layout``, the path of the kept partials and the rows the layout was
+    built from (``fitted_rows``)."""
 
     mode: str
     reason: str
@@ -72,6 +77,7 @@ class ModelPlan:
     new_files: list = field(default_factory=list)
     layout: object = None
     state_path: Path | None = None
+    fitted_rows: int | None = None
 
     def load_parts(self) -> list:
         with open(self.state_path, "rb") as fh:
@@ -82,20 +88,19 @@ class ModelPlan:
 
 
 def plan(spec: JobSpec, job_dir: Path, free_plan, sha256: str, key: dict) -> ModelPlan:
-    """The model-based part's plan, given the model-free part's (``free_plan``, an
-    :class:`daskpd.job.incremental.Plan` or None): see the module docstring."""
+    """The model-based part's plan, given the job's file plan (``free_plan``, an
+    :class:`daskpd.job.incremental.Plan`: the model-free part's, or the files' alone in a
+    job with no model-free method): see the module docstring."""
 
     def full(reason, base=None):
         return ModelPlan("full", reason, sha256, key, base)
 
     if not spec.run.incremental:
         return full("incremental runs are off ([run] incremental = false)")
-    if free_plan is None:
-        return full("model-based methods run incrementally on the model-free state: the job has no model-free "
-                    "method")
     base = free_plan.base_run
     if free_plan.mode != "incremental":
-        return full(f"the model-free part runs in full ({free_plan.reason})", base)
+        return full(f"the model-free part runs in full ({free_plan.reason})" if spec.model_free else free_plan.reason,
+                    base)
     mdir = job_dir / base / "state" / MODEL_DIR
     try:
         meta = json.loads((mdir / "meta.json").read_text())
@@ -120,13 +125,27 @@ def plan(spec: JobSpec, job_dir: Path, free_plan, sha256: str, key: dict) -> Mod
     except Exception as exc:  # a damaged or foreign file: a full run rebuilds it
         return full(f"the model-based state of run {base} cannot be read ({type(exc).__name__})", base)
     return ModelPlan("incremental", f"{len(free_plan.new_files)} new file(s) added to run {base}'s model-based sums",
-                     sha256, key, base, list(free_plan.new_files), layout, mdir / "state.pkl")
+                     sha256, key, base, list(free_plan.new_files), layout, mdir / "state.pkl",
+                     meta.get("fitted_rows"))
 
 
-def save(run_dir: Path, layout, parts: list, sha256: str, key: dict) -> int:
-    """Write ``state/model/`` into the (temporary) run directory; return its bytes."""
+def kept_rows(state_dir: Path) -> tuple[int, int]:
+    """(rows the kept partials cover, rows their layout was built from) of a run's
+    ``state/`` (``state_dir``); :class:`DataError` when they cannot be read."""
+    try:
+        meta = json.loads((Path(state_dir) / MODEL_DIR / "meta.json").read_text())
+        return int(meta["n_rows"]), int(meta["fitted_rows"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"its model-based state holds no row counts ({type(exc).__name__})") from None
+
+
+def save(run_dir: Path, layout, parts: list, sha256: str, key: dict, fitted_rows: int | None = None) -> int:
+    """Write ``state/model/`` into the (temporary) run directory; return its bytes.
+    ``fitted_rows``: the rows the layout was built from (default: the partials' rows, a
+    layout built in this run)."""
     from .. import __version__
 
+    n_rows = partial_rows(parts)
     mdir = Path(run_dir) / "state" / MODEL_DIR
     mdir.mkdir(parents=True)
     with atomic_path(mdir / "state.pkl") as tmp:
@@ -134,8 +153,14 @@ def save(run_dir: Path, layout, parts: list, sha256: str, key: dict) -> int:
             pickle.dump({"version": VERSION, "layout": layout, "parts": parts}, fh, protocol=pickle.HIGHEST_PROTOCOL)
     with atomic_path(mdir / "meta.json") as tmp:
         Path(tmp).write_text(dump_json({"model_sha256": sha256, "layout_key": key, "daskpd": __version__,
-                                        "version": VERSION}))
+                                        "version": VERSION, "n_rows": n_rows,
+                                        "fitted_rows": n_rows if fitted_rows is None else int(fitted_rows)}))
     return state_bytes(run_dir)
+
+
+def partial_rows(parts: list) -> int:
+    """The rows the partials cover (each job's partial counts every row it read)."""
+    return max((int(getattr(p, "n_rows", 0)) for p in parts), default=0)
 
 
 def state_bytes(run_dir: Path) -> int:

@@ -161,9 +161,12 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             fp = inputs.fingerprint(data_path, spec.source.storage_options, fp_mode, stamps=stamps)
             timings["fingerprint"] = time.perf_counter() - t0
             plan = None
-            if spec.model_free:
+            # a job with only model-based methods: its schema is that of the model's inputs too (with model-free
+            # methods, the model-free part's columns: a new model alone leaves that part incremental)
+            read_extra = model_inputs if spec.model_based and not spec.model_free else ()
+            if spec.model_free or spec.run.incremental:  # the model-free part's plan, or the files' alone
                 t0 = time.perf_counter()
-                plan = nightly.plan(spec, job_dir, request, stamps)
+                plan = nightly.plan(spec, job_dir, request, stamps, read_extra)
                 timings["plan"] = time.perf_counter() - t0
                 if spec.run.incremental:
                     log_line(log, f"daskpd: {plan.mode} run: {plan.reason}")
@@ -183,7 +186,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 manifest = nightly.reuse_run(job_dir / plan.base_run, tmp, {
                     "run_id": run_id, "started_at": started.isoformat(timespec="seconds"),
                     "spec": spec.to_dict(), "spec_toml": spec.spec_text,
-                    "incremental": {**plan.manifest(), "schema": nightly.schema_of(request),
+                    "incremental": {**plan.manifest(), "schema": nightly.schema_of(request, read_extra),
                                     **({"model": mplan.manifest()} if mplan is not None else {})}})
                 timings["write"] = time.perf_counter() - t0
                 timings["total"] = time.perf_counter() - t_start
@@ -217,13 +220,15 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                         inputs.damaged_pages_named(spec, data_path, needed):
                     if spec.model_free:
                         t0 = time.perf_counter()
+                        # a full run reads pass 1 from the cache; an incremental one keeps its new files' pass 1 in it
+                        fresh = plan is None or plan.mode == "full"
                         fp_cache = (store.first_pass_cache(job_dir, stamps)
-                                    if spec.run.first_pass_cache and (plan is None or plan.mode == "full") else None)
+                                    if spec.run.first_pass_cache and (fresh or plan.new_files) else None)
                         execute.model_free(spec, request.dataset, feats, cats, progress, res, stats, plan,
                                            first_pass_cache=fp_cache)
                         timings["model_free"] = time.perf_counter() - t0
                         if fp_cache is not None:
-                            stats["first_pass_cache"] = execute.first_pass_stats(fp_cache, log)
+                            stats["first_pass_cache"] = execute.first_pass_stats(fp_cache, log, not fresh)
                     if stats.get("skipped_features"):
                         skipped = stats["skipped_features"]
                         log_line(log, "daskpd: note: " + left_out_note(f"job {spec.name!r}", skipped,
@@ -241,22 +246,27 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 t0 = time.perf_counter()
                 curves, imp = outputs.write_tables(tmp, res, {"job": spec.name, "run_id": run_id})
                 if plan is not None:
-                    stats["incremental"] = {**plan.manifest(), "schema": nightly.schema_of(request),
+                    stats["incremental"] = {**plan.manifest(), "schema": nightly.schema_of(request, read_extra),
                                             **({"model": mplan.manifest()} if mplan is not None else {})}
                     if res.stratification is not None:
                         strat = res.stratification
                         stats["stratification"] = {"id": strat.id, "refitted": plan.mode == "full",
                                                    "fitted_rows": int(strat.fitted_rows)}
-                    if res.state is not None:
+                    # the state: the files covered, the model-free sums (a job without model-free methods:
+                    # only the files), and next to them the model-based sums
+                    if res.state is not None or (not spec.model_free and res.model_state is not None):
                         step = "the scan state"
                         t1 = time.perf_counter()
                         n_bytes = nightly.save_state(tmp, res.stratification, res.state, stamps, fp_mode)
                         timings["save_state"] = time.perf_counter() - t1
                         stats["state"] = {"path": nightly.STATE_DIR, "bytes": n_bytes,
-                                          "sums_bytes": res.state.nbytes, "n_rows": int(res.state.n_rows)}
+                                          "sums_bytes": 0 if res.state is None else res.state.nbytes,
+                                          "n_rows": int(res.state.n_rows if res.state is not None
+                                                        else model_state.partial_rows(res.model_state[1]))}
                         if res.model_state is not None and mplan is not None:  # next to it: the model-based sums
                             step = "the model-based state"
-                            m_bytes = model_state.save(tmp, *res.model_state, mplan.sha256, mplan.key)
+                            m_bytes = model_state.save(tmp, *res.model_state, mplan.sha256, mplan.key,
+                                                       mplan.fitted_rows)
                             stats["state"].update(bytes=n_bytes + m_bytes, model_bytes=m_bytes)
                             timings["save_state"] = time.perf_counter() - t1
                         step = None

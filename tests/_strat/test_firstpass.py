@@ -192,3 +192,36 @@ def test_a_new_hive_directory_reads_only_its_files(tmp_path):
     cache, got = pass_one_both_ways(lake, cdir, ["x1", "c", "day"], {"c": 50})
     assert (cache.stats["hits"], cache.stats["misses"]) == (4, 1)
     assert list(got.sample.frame["day"].cat.categories) == [0, 1, 5]
+
+
+def test_entries_of_appended_files_alone_are_those_of_a_pass_over_the_lake(tmp_path):
+    """``cache_files`` (an incremental run under kept trees) keeps pass 1 of the new
+    files alone, under the lake's key, leaving out the values the witness shows past the
+    cap: the next pass over the lake reads no file, and equals the unbounded pass."""
+    from daskpd._strat.firstpass import DROPPED, cache_files
+
+    lake, cdir = tmp_path / "lake", tmp_path / "cache"
+    lake.mkdir()
+
+    def add(i):
+        n = 300
+        pd.DataFrame({"z": (40 * i + np.arange(n) % 40).astype("int64"), "w": np.arange(n) % 7,
+                      TARGET: np.sin(np.arange(n) + i)}).to_parquet(lake / f"part-{i}.parquet", index=False)
+
+    for i in range(3):
+        add(i)
+    caps = {"z": 50, "w": 50}
+    pass_one_both_ways(lake, cdir, ["z", "w"], caps)
+    add(3)
+    add(4)
+    req = open_request(str(lake), TARGET, ["z", "w"], stratify_on=None)
+    cache = FirstPassCache(cdir, stamps(lake))
+    new = [str(lake / "part-3.parquet"), str(lake / "part-4.parquet")]
+    assert cache_files(req, req.project(), cache, new, 200, 0, caps, TARGET)
+    assert (cache.stats["hits"], cache.stats["misses"]) == (0, 2) and entries(cdir) == 5
+    kept = {e["path"]: e["partial"] for e in map(pd.read_pickle, cdir.glob("*.pkl"))}
+    assert all(kept[p].sample.distinct["z"] == DROPPED for p in new)  # the union overflows: left out
+    assert cache_files(req, req.project(), cache, new, 200, 0, caps, TARGET)  # already kept: nothing read
+    assert (cache.stats["hits"], cache.stats["misses"]) == (2, 0)
+    cache, got = pass_one_both_ways(lake, cdir, ["z", "w"], caps)  # bit for bit the unbounded pass
+    assert (cache.stats["hits"], cache.stats["misses"], cache.stats["read_again"]) == (5, 0, [])

@@ -1,7 +1,8 @@
 """``[run] first_pass_cache`` / ``--first-pass-cache`` on a real cluster: a rerun that
-refits every night reads only the appended files in pass 1 (the manifest counts the
-cache's hits and misses and its bytes; the log says so), and its tables equal a run
-without the cache bit for bit."""
+refits reads only the appended files in pass 1 (the manifest counts the cache's hits and
+misses and its bytes; the log says so), an incremental night under kept trees keeps its
+new files' pass 1 in the cache so that the next refit finds them, and the refit's tables
+equal a run without the cache bit for bit."""
 from __future__ import annotations
 
 import io
@@ -55,16 +56,29 @@ def test_refit_nightly_reads_only_the_new_files_in_pass_one(dask_cluster, tmp_pa
     assert m1["first_pass_cache"]["bytes"] == sum(p.stat().st_size for p in (out / "fp" / "cache" / "firstpass")
                                                   .iterdir())
 
+    # an incremental night (the trees kept: no pass 1) keeps the new file's pass 1 in the cache
     GEN.chunk(10, 1500).to_parquet(lake / "part-010.parquet", index=False)
     log = io.StringIO()
-    r2 = run_job(spec, run_id="r2", first_pass_cache=True, log=log, **kw)  # refit = "always": a full run
+    r2 = run_job(spec, run_id="r2", first_pass_cache=True, refit="never", log=log, **kw)
     m2 = manifest(r2)
-    assert m2["incremental"]["mode"] == "full" and m2["stratification"]["refitted"] is True
-    assert (m2["first_pass_cache"]["hits"], m2["first_pass_cache"]["misses"]) == (3, 1)
-    assert "daskpd: first pass: 3 file(s) from the cache, 1 read" in log.getvalue()
+    assert m2["incremental"]["mode"] == "incremental" and m2["stratification"]["refitted"] is False
+    assert m2["first_pass_cache"] == {"used": True, "hits": 0, "misses": 1, "read_again": [],
+                                      "bytes": m2["first_pass_cache"]["bytes"], "path": "cache/firstpass",
+                                      "new_files_only": True}
+    assert "daskpd: first pass: the trees are kept, no pass over the lake; 1 new file(s) read into the cache" \
+        in log.getvalue()
     assert len(list((out / "fp" / "cache" / "firstpass").iterdir())) == 4
 
-    r3 = run_job(spec, run_id="r3", log=False, **kw)  # the same run without the cache
+    GEN.chunk(11, 700).to_parquet(lake / "part-011.parquet", index=False)
+    log = io.StringIO()
+    r2 = run_job(spec, run_id="r3", first_pass_cache=True, log=log, **kw)  # refit = "always": a full run
+    m2 = manifest(r2)
+    assert m2["incremental"]["mode"] == "full" and m2["stratification"]["refitted"] is True
+    assert (m2["first_pass_cache"]["hits"], m2["first_pass_cache"]["misses"]) == (4, 1)
+    assert "daskpd: first pass: 4 file(s) from the cache, 1 read" in log.getvalue()
+    assert len(list((out / "fp" / "cache" / "firstpass").iterdir())) == 5
+
+    r3 = run_job(spec, run_id="r4", log=False, **kw)  # the same run without the cache
     m3 = manifest(r3)
     assert "first_pass_cache" not in m3
     assert m3["stratification"]["id"] == m2["stratification"]["id"]  # the same sample and trees

@@ -6,8 +6,10 @@ model file, changed parameters or a model-free part run in full give a full run 
 model-based methods with the reason in the manifest."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
+import signal
 from pathlib import Path
 
 import joblib
@@ -21,10 +23,11 @@ from sklearn.tree import DecisionTreeRegressor
 
 from daskpd.datasets import Bulldozer
 from daskpd.job import incremental as nightly
-from daskpd.job import model_state
+from daskpd.job import inputs, model_state
 from daskpd.job.outputs import curves_frame
-from daskpd.job.run import run_job
+from daskpd.job.run import list_runs, run_job
 from daskpd.job.spec import load_spec
+from daskpd.job.store import JobTerminated
 from daskpd.model._multi import model_methods
 
 FEATURES = ["YearMade", "MachineHours", "ProductGroup"]
@@ -162,3 +165,127 @@ def test_appended_files_add_to_the_model_based_sums(dask_cluster, tmp_path):
     p = model_state.plan(spec, out / "nightly-model", nightly.Plan("full", "the schema changed", base_run="r3"), sha,
                          key)
     assert p.mode == "full" and p.reason == "the model-free part runs in full (the schema changed)"
+
+
+MODEL_ONLY = SPEC.replace('methods = ["stratpd", "partial_dependence", "ice", "ale", "marginal", "pd_variance"]',
+                          'methods = ["partial_dependence", "ice", "ale", "marginal", "pd_variance"]'
+                          ).replace('name = "nightly-model"', 'name = "model-only"').replace(
+                              f"n_trials = {TRIALS}", "n_trials = 1")  # the bands: the test above
+
+
+@pytest.mark.cluster
+def test_a_job_with_only_model_based_methods_runs_incrementally(dask_cluster, tmp_path, monkeypatch):
+    """No model-free method: the files covered are kept next to the model-based state,
+    an appended file is scanned alone (equal to one scan of every file under the kept
+    layout), no new file reuses the base run, a killed run leaves the state as it was, a
+    changed file or the refit rule (on the rows the layout was built from) give a full
+    run, with the reason in the manifest."""
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    for i in range(3):
+        add_file(lake, i, 1500)
+    fit_model(tmp_path / "model.joblib", 6)
+    spec_path = tmp_path / "job.toml"
+    spec_path.write_text(MODEL_ONLY)
+    out = tmp_path / "out"
+    job_dir = out / "model-only"
+    lines = []
+
+    class Log:
+        def write(self, s):
+            lines.extend(x for x in s.splitlines() if x)
+
+        def flush(self):
+            pass
+
+    def run(run_id):
+        lines.clear()
+        return run_job(spec_path, scheduler=dask_cluster, output=out, run_id=run_id, progress=False, out=False,
+                       log=Log())
+
+    r1 = run("r1")
+    m1 = manifest(r1)
+    assert m1["incremental"]["mode"] == "full"
+    assert m1["incremental"]["reason"] == "no earlier run of this job keeps a state"
+    assert m1["incremental"]["model"]["mode"] == "full"
+    assert m1["incremental"]["model"]["reason"] == "no earlier run of this job keeps a state"
+    assert "daskpd: full run: no earlier run of this job keeps a state" in lines
+    assert set(m1["incremental"]["schema"]) == {"SalePrice", *FEATURES}
+    assert sorted(p.name for p in (r1 / "state").iterdir()) == ["files.json", "model"]  # no trees, no sums
+    assert m1["state"]["bytes"] == nightly.state_bytes(r1) and m1["state"]["sums_bytes"] == 0
+    assert m1["state"]["n_rows"] == 4500 and "stratification" not in m1
+    assert model_state.kept_rows(r1 / "state") == (4500, 4500)
+
+    add_file(lake, 10, 300)
+    r2 = run("r2")
+    m2 = manifest(r2)
+    assert m2["incremental"]["mode"] == "incremental" and m2["incremental"]["base_run"] == "r1"
+    assert m2["incremental"]["new_files"] == [str(lake / "part-010.parquet")]
+    assert m2["incremental"]["reason"] == "1 new file(s) (300 rows) since run r1"
+    assert "daskpd: incremental run: 1 new file(s) (300 rows) since run r1" in lines
+    assert m2["incremental"]["model"]["mode"] == "incremental"
+    assert m2["model_phases"] == ["model"]  # no summary or quantile pass: the grids are r1's
+    assert m2["state"]["n_rows"] == 4800 and model_state.kept_rows(r2 / "state") == (4800, 4500)
+    spec = load_spec(spec_path)
+    with open(r1 / "state" / "model" / "state.pkl", "rb") as fh:
+        layout = pickle.load(fh)["layout"]
+    whole = model_methods(joblib.load(tmp_path / "model.joblib"), str(lake), m1["model_features"],
+                          {m: dict(spec.params[m]) for m in spec.model_based}, target="SalePrice",
+                          columns=m1["model_inputs"], random_state=0, layout=layout, progress=False)
+    want = curves_frame({(m, f): whole.results[m][f] for m in MODEL_METHODS for f in m1["model_features"]})
+    want = want.astype({"category": object}).sort_values(["method", "feature", "x", "category"])
+    pd.testing.assert_frame_equal(model_curves(r2)[list(want.columns)], want.reset_index(drop=True), rtol=1e-12,
+                                  atol=1e-12)
+    imp = pd.read_parquet(r2 / "importances.parquet").sort_values("feature").reset_index(drop=True)
+    wv = whole.results["pd_variance"].to_frame().sort_values("feature").reset_index(drop=True)
+    np.testing.assert_allclose(imp["importance"], wv["importance"], rtol=1e-12, atol=1e-12)
+    ice = pd.read_parquet(r2 / "ice.parquet")  # the sampled lines: the smallest row hashes of all files
+    for f in m1["model_features"]:
+        np.testing.assert_allclose(ice[ice.feature == f].ice.to_numpy(), whole.results["ice"][f].lines.reshape(-1),
+                                   rtol=1e-12)
+
+    # no new file: the base run's files are the results, nothing is computed
+    m3 = manifest(run("r3"))
+    assert m3["reused_from"] == "r2" and m3["incremental"]["reason"] == "no new files since run r2"
+    assert (job_dir / "r3" / "state" / "model" / "state.pkl").stat().st_ino == \
+        (r2 / "state" / "model" / "state.pkl").stat().st_ino
+
+    # a run killed while it writes the new state leaves the kept one as it was
+    before = {p.relative_to(r2): p.read_bytes() for p in (r2 / "state").rglob("*") if p.is_file()}
+    add_file(lake, 11, 300)
+    save = model_state.save
+
+    def killed(*args, **kwargs):
+        save(*args, **kwargs)
+        raise JobTerminated(signal.SIGTERM)
+
+    monkeypatch.setattr(model_state, "save", killed)
+    with pytest.raises(JobTerminated):
+        run("r4")
+    monkeypatch.setattr(model_state, "save", save)
+    assert list_runs(job_dir) == ["r1", "r2", "r3"] and not [p for p in job_dir.iterdir() if p.name.startswith(".")]
+    assert {p.relative_to(r2): p.read_bytes() for p in (r2 / "state").rglob("*") if p.is_file()} == before
+    m4 = manifest(run("r4"))
+    assert m4["incremental"]["reason"] == "1 new file(s) (300 rows) since run r3"
+    assert m4["state"]["n_rows"] == 5100
+
+    # the refit rule counts the rows appended since the layout was built: 600 of 4,500
+    def plan(refit, share=0.1):
+        job = dataclasses.replace(spec, run=dataclasses.replace(spec.run, refit=refit, refit_share=share))
+        return nightly.plan(job, job_dir, inputs.open_job_request(job, str(lake)), inputs.file_stamps(str(lake)),
+                            m1["model_inputs"])
+
+    assert plan("auto", 0.2).mode == "incremental"
+    assert plan("auto").reason == ('refit = "auto": 600 rows appended since the grids and bins were built exceed 10% '
+                                   "of the 4,500 rows they were built from")
+    assert plan("always").reason == 'refit = "always": the grids and bins are built again on every run'
+
+    # a changed file: a full run, the model-based layout built again
+    add_file(lake, 0, 1400)
+    r5 = run("r5")
+    m5 = manifest(r5)
+    assert m5["incremental"]["mode"] == "full"
+    assert m5["incremental"]["reason"].startswith("file 'part-000.parquet' changed since run r4 (size or ")
+    assert m5["incremental"]["model"]["mode"] == "full"
+    assert m5["incremental"]["model"]["reason"] == m5["incremental"]["reason"]
+    assert m5["model_phases"][0] == "summary" and model_state.kept_rows(r5 / "state") == (5000, 5000)
