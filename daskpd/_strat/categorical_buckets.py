@@ -284,7 +284,7 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
             sca_x[q_vb, o + 1] += 1.0
             if multi:
                 sca_x[q_vb, o + 2] += 1.0
-                r0 = uf_find(parent[s], code[a])
+                r0 = -1  # the set's tree of the leaf: rooted at its first category with rows in the set
             else:
                 for j in range(z - a):
                     if ln[j, s] > 0:
@@ -306,7 +306,7 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
                     acc[c, e + 3] += 1.0
                     acc[c, e + 4] += ly[j, s] - n * (Sy[s] / N[s])
                     acc[c, e + 5] += n * n / N[s]
-                    r0 = uf_join(parent[s], r0, c)
+                    r0 = uf_find(parent[s], c) if r0 < 0 else uf_join(parent[s], r0, c)
                 else:
                     acc[c, e + 2] += 0.0
                     acc[c, e + 3] += 0.0

@@ -117,15 +117,12 @@ def _merge_leaves(code, n, starts, N, SN, K):
     for q in range(L):
         out_starts[q] = o
         nt = 0
-        lo = K
         for i in range(starts[q], starts[q + 1]):
             c = code[i]
             if not seen[c]:
                 seen[c] = True
                 touched[nt] = c
                 nt += 1
-                if c < lo:
-                    lo = c
             for s in range(S):
                 acc[c, s] += n[i, s]
         keys = touched
@@ -146,8 +143,8 @@ def _merge_leaves(code, n, starts, N, SN, K):
                 w[q, s] = 1.0 / N[q, s]
             else:
                 scal[s, 0] += N[q, s]
-        for s in range(S):  # the set's tree of the leaf: rooted at its smallest category (the scan's rule)
-            r0[s] = uf_find(parent[s], lo) if multi[q, s] else -1
+        for s in range(S):  # the set's tree of the leaf: rooted at its first category with rows in the set
+            r0[s] = -1
         for j in range(nt):
             c = keys[j]
             code[o] = c
@@ -163,7 +160,7 @@ def _merge_leaves(code, n, starts, N, SN, K):
                     nlc[c, s] += 1.0
                     diag[c, s] += v * v * w[q, s]
                     rn[c, s] += v * SN[q, s]
-                    r0[s] = uf_join(parent[s], r0[s], c)
+                    r0[s] = uf_find(parent[s], c) if r0[s] < 0 else uf_join(parent[s], r0[s], c)
             seen[c] = False
             o += 1
     out_starts[L] = o

@@ -629,6 +629,31 @@ def test_iterative_path_falls_back_to_the_explicit_system(monkeypatch):
     np.testing.assert_allclose(res.trials_pd, ref.trials_pd, atol=1e-8)
 
 
+def test_a_trials_groups_follow_its_own_rows_on_both_paths(monkeypatch):
+    """A category whose only row in a leaf has weight 0 in a trial does not link that
+    leaf's other categories to its own group in that trial: the CG path's groups (a
+    spanning forest per set) are the explicit path's (G's nonzeros per set)."""
+    from daskpd._strat import categorical_buckets
+
+    rng = np.random.default_rng(0)
+
+    def rows(x2, c, n):
+        return pd.DataFrame({"x2": np.full(n, x2, float), "c": np.full(n, c, object)})
+
+    # leaves x2 = 1: {a, b}; x2 = 2: {c, d}; x2 = 3: {a (one row), c, e}
+    df = pd.concat([rows(1, "a", 50), rows(1, "b", 50), rows(2, "c", 50), rows(2, "d", 50),
+                    rows(3, "a", 1), rows(3, "c", 50), rows(3, "e", 50)], ignore_index=True)
+    effect = {"a": 0.0, "b": 1.0, "c": 5.0, "d": 7.0, "e": 2.0}
+    df["y"] = df["c"].map(effect).astype(float) + 3 * df["x2"] + rng.normal(0, 0.1, len(df))
+    out = {}
+    for gather in (16_000_000, 0):  # explicit system, CG rounds
+        monkeypatch.setattr(categorical_buckets, "EXPLICIT_MAX_KEYS", gather)
+        out[gather] = daskpd.catstratpd(df, target="y", feature="c", n_trials=30, random_state=0)
+    explicit, cg = out[16_000_000], out[0]
+    np.testing.assert_allclose(cg.pd, explicit.pd, atol=1e-8)
+    np.testing.assert_allclose(cg.trials_pd, explicit.trials_pd, atol=1e-8)
+
+
 def test_deterministic_given_random_state():
     df, _ = continuous_data(20_000, seed=12)
     a = daskpd.catstratpd(df, target="y", feature="c", sample_size=2_000, random_state=1)
