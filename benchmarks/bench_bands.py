@@ -83,7 +83,7 @@ def breakdown(records) -> dict:
 
 
 def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fit_rows: int,
-          breakdown_tasks: bool = False) -> dict:
+          breakdown_tasks: bool = False, warmup: bool = True) -> dict:
     import glob
     import warnings
 
@@ -111,7 +111,7 @@ def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fi
     # warm up every process (imports, numba kernels), on two files
     first = sorted(glob.glob(os.path.join(path, "*.parquet")))[:2]
     small = pd.concat([pd.read_parquet(f) for f in first]).head(20_000)
-    for t in sorted({1, 2, trials}):  # the many-trial kernels (rows carrying hashes) too
+    for t in sorted({1, 2, trials}) if warmup else ():  # the many-trial kernels (rows carrying hashes) too
         daskpd.strat_curves_and_importances(small, target="y", categorical_features=["k5000"], n_trials=t,
                                             progress=False, sample_size=5_000)
         daskpd.partial_dependence(model, small[cols], PD_FEATURES, grid_resolution=5, n_trials=t, progress=False)
@@ -246,6 +246,8 @@ def main(argv=None):
     ap.add_argument("--coverage-trials", default="20,100")
     ap.add_argument("--breakdown", action="store_true",
                     help="also print the importances' task time per task group (a cluster run: --workers >= 1)")
+    ap.add_argument("--no-warmup", action="store_true",
+                    help="skip the warm-up (a quick check of the script: its times then include compiling the kernels)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     print(f"# {os.cpu_count()} cores, command: {' '.join([sys.argv[0], *(argv or sys.argv[1:])])}", flush=True)
@@ -264,7 +266,7 @@ def main(argv=None):
     rows = int(a.rows)
     path = write_lake(rows, a.workdir)
     args = {"path": path, "workers": a.workers, "memory_limit": a.memory_limit, "trials": a.trials, "grid": a.grid,
-            "fit_rows": int(a.fit_rows), "breakdown_tasks": a.breakdown}
+            "fit_rows": int(a.fit_rows), "breakdown_tasks": a.breakdown, "warmup": not a.no_warmup}
     out = subprocess.run([sys.executable, __file__, "--child", json.dumps(args)], stdout=subprocess.PIPE, text=True)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if out.returncode != 0 or not lines:

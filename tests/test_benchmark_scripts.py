@@ -57,7 +57,7 @@ TINY = {
                                        "--workdir", d],
                              r"\| 200 \| 100 \| [0-9.]+ \| [0-9.]+x \| 0\.0e\+00 \|\n\| 4 \| 5,000 \| [0-9.]+ \| 1\.00x \|"),
     "bench_bands.py": (lambda d: ["--rows", "2e4", "--workers", "0", "--trials", "2", "--grid", "4", "--fit-rows", "2e3",
-                                  "--workdir", d],
+                                  "--no-warmup", "--workdir", d],
                        r"\| importances of every feature \(StratPD/CatStratPD\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \| "
                        r"[0-9.]+ -> [0-9.]+ \| [0-9.]+x \|"),
     "bench_nightly.py": (lambda d: ["--tiny", "--workdir", d],

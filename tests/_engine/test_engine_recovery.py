@@ -104,7 +104,7 @@ def test_sigkill_during_the_tree_fits_gives_the_undisturbed_result(lake, fresh_c
 
     addr, logdir = fresh_cluster
     # slow fits (exact trees), four of them: time to kill a worker between two
-    kw = dict(sample_size=200_000, tree_method="exact", features=["x1", "x2", "x3", "k5000"])
+    kw = dict(sample_size=120_000, tree_method="exact", features=["x1", "x2", "x3", "k5000"])
     with Client(addr, timeout=30):
         calm = daskpd.strat_curves_and_importances(lake, target="y", categorical_features=["k5000"], **kw)
     got, log, _ = _run_with_kill(addr, lake, "daskpd-fit", 1, **kw)
