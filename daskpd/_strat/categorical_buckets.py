@@ -257,13 +257,12 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
                     gsy[0] += y[i]
                     if False:
                         gsx[0] += x[i]
-                for t in range(S - 1):
-                    for i in range(a0, b0):
-                        wt = w[i, t]
+                for i in range(a0, b0):  # row by row, every trial's column: each set's terms still in row order
+                    yi = y[i]
+                    for t in range(S - 1):
+                        wt = float(w[i, t])
                         gn[t + 1] += wt
-                        gsy[t + 1] += wt * y[i]
-                        if False:
-                            gsx[t + 1] += wt * x[i]
+                        gsy[t + 1] += wt * yi
             else:  # a merged table's row: k statistics a set
                 for s in range(S):
                     gn[s] = vals[g, k * s]
@@ -335,11 +334,26 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
             b_leaf[:n_bl].copy())
 
 
+@numba.njit(cache=True, nogil=True)
+def _whole_range(n):
+    """``(whole, top)``: whether every value of ``n`` is a whole number >= 0, and the
+    largest (one pass)."""
+    top = 0.0
+    for v in n.ravel():
+        if not (v >= 0.0 and v == np.floor(v)):
+            return False, top
+        if v > top:
+            top = v
+    return True, top
+
+
 def _narrow(n: np.ndarray) -> np.ndarray:
     """``n`` in uint8 / uint16 / float32 when that holds every value exactly, else as is."""
-    if not len(n) or not np.array_equal(n, np.floor(n)) or n.min() < 0:
+    if not len(n):
         return n
-    top = n.max()
+    whole, top = _whole_range(np.ascontiguousarray(n))
+    if not whole:
+        return n
     for dtype in (np.uint8, np.uint16):
         if top <= np.iinfo(dtype).max:
             return n.astype(dtype)

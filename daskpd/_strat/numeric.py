@@ -189,13 +189,16 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
                 gsy[0] += y[i]
                 if has_x:
                     gsx[0] += x[i]
-            for t in range(S - 1):
-                for i in range(a0, b0):
-                    wt = w[i, t]
+            for i in range(a0, b0):  # row by row, every trial's column: each set's terms still in row order
+                yi = y[i]
+                for t in range(S - 1):
+                    wt = float(w[i, t])
                     gn[t + 1] += wt
-                    gsy[t + 1] += wt * y[i]
-                    if has_x:
-                        gsx[t + 1] += wt * x[i]
+                    gsy[t + 1] += wt * yi
+                if has_x:
+                    xi = x[i]
+                    for t in range(S - 1):
+                        gsx[t + 1] += float(w[i, t]) * xi
         else:  # a merged table's row: k statistics a set
             for s in range(S):
                 gn[s] = vals[g, k * s]
