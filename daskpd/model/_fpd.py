@@ -456,8 +456,9 @@ def exact_weights(ctx, items):
     directly (then ``(None, sums)``)."""
     pred = ctx.plan.predictor
     flat = pred.tree.flat()
-    W = ctx.set_weights()
-    S = W.shape[1]
+    C = ctx.set_counts()  # the trials' counts as they are drawn, when the sets' weights are just those
+    W = ctx.set_weights() if C is None else None
+    S = ctx.n_sets
     targets = [tree_targets(pred, feats, grids) for feats, grids in items]
     groups, cur, size = [], [], 0
     for k, (feats, _) in enumerate(items):
@@ -472,12 +473,12 @@ def exact_weights(ctx, items):
     X = ctx.tree_X() if ctx.n else None
     for g in groups:
         if ctx.n:
-            got = flat.leaf_weight_sets(X, [tuple(targets[k][0]) for k in g], W)
+            got = flat.leaf_weight_sets(X, [tuple(targets[k][0]) for k in g], W, counts=C)
         else:
             got = [np.zeros((flat.n_nodes, S)) for _ in g]
         for k, Wk in zip(g, got):
             Ws[k] = Wk
-    wsum = [ctx.wsum(), *W[:, 1:].sum(axis=0)]
+    wsum = [ctx.wsum(), *ctx.set_wsum()[1:]]
     out = []
     for k in range(len(items)):
         t, codes = targets[k]
@@ -520,7 +521,7 @@ class PDJob:
 
     def map(self, ctx):
         pred = ctx.plan.predictor
-        set_wsum = ctx.set_weights().sum(axis=0) if ctx.n_sets > 1 else None
+        set_wsum = ctx.set_wsum() if ctx.n_sets > 1 else None
         if not self.individual:
             sets = ctx.n_sets
             exact = [k for k, (feats, _) in enumerate(self.items)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from .._data.encode import as_float
 from .._engine import scheduler
-from .._engine.hashing import bootstrap_weights
+from .._engine.hashing import bootstrap_counts
 from .._engine.plan import Job, build_pass
 from .._errors import DataError
 from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, Interval, Percentiles
@@ -80,6 +80,24 @@ class ModelContext:
     def n_sets(self) -> int:
         return 1 + (self.plan.trials.n if self.plan.trials is not None else 0)
 
+    def trial_counts(self) -> np.ndarray | None:
+        """``(rows, n_trials)`` uint8: every row's trial weights as drawn (Poisson counts, or
+        0/1 with a subsample fraction), None without trials."""
+        tr = self.plan.trials
+        if tr is None or tr.n == 0:
+            return None
+        if getattr(self, "_C", None) is None:
+            pred = self.plan.predictor
+            cols = list(pred.columns) if pred is not None else list(self.df.columns)
+            self._C = bootstrap_counts(self.df, cols, tr.n, tr.random_state, tr.fraction)
+        return self._C
+
+    def set_counts(self) -> np.ndarray | None:
+        """:meth:`trial_counts` when the sets' weights are exactly 1 (column 0) and those
+        counts (no ``sample_weight``): the compact form of :meth:`set_weights` (one byte
+        per row and trial instead of eight), which the tree engine sums; else None."""
+        return self.trial_counts() if self.weights is None else None
+
     def set_weights(self) -> np.ndarray:
         """``(rows, n_sets)`` float64: column 0 the rows' weights (1 without
         ``sample_weight``), column t the same times trial t's bootstrap (or subsample)
@@ -88,16 +106,22 @@ class ModelContext:
         draws the same trials)."""
         if getattr(self, "_W", None) is None:
             w = self.weights
-            pred = self.plan.predictor
-            cols = list(pred.columns) if pred is not None else list(self.df.columns)
             base = np.ones(self.n) if w is None else np.asarray(w, dtype="float64")
-            tr = self.plan.trials
-            if tr is None or tr.n == 0:
+            C = self.trial_counts()
+            if C is None:
                 self._W = base[:, None]
             else:
-                B = bootstrap_weights(self.df, cols, tr.n, tr.random_state, tr.fraction)
-                self._W = np.column_stack([base, B * base[:, None]])
+                self._W = np.empty((self.n, 1 + C.shape[1]))
+                self._W[:, 0] = base
+                np.multiply(C, base[:, None], out=self._W[:, 1:])
         return self._W
+
+    def set_wsum(self) -> np.ndarray:
+        """The weight of every set (:meth:`set_weights` summed over the rows)."""
+        C = self.set_counts()
+        if C is not None:  # whole numbers: the same sums, without the float copy
+            return np.concatenate([[float(self.n)], C.sum(axis=0, dtype=np.float64)])
+        return self.set_weights().sum(axis=0)
 
 
 #: the trials' parameters of every model-based function that has them

@@ -92,7 +92,7 @@ def _push(h_nd, h_sl, h_a, h_n, k, node, state, start, count):
 
 @numba.njit(cache=True, nogil=True)
 def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits, knownbits, tbit, trans,
-                         XT, W, unit, block, out):
+                         XT, W, C, unit, block, out):
     """One walk of every row through every tree for every requested PD item at once.
 
     A walk's state is a *slot*: the set of target features at whose splits the walk took
@@ -106,10 +106,15 @@ def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbi
     group's rows into its two children without a branch per row, and at a split on a
     target feature the two parts also go to the other child in the next slot (sharing
     their segment).  At a leaf the group's weights are summed (its size, with ``unit``
-    weights).  ``XT``: the rows transposed (features x rows)."""
+    weights; with counts ``C`` (rows x trials, uint8; ``W`` empty), set 0's weights are
+    1 and set t's are column t - 1 of ``C``: whole numbers, summed exactly, so the same
+    sums as their float64 columns).  ``XT``: the rows transposed (features x rows)."""
     n = XT.shape[1]
-    S = W.shape[1]
+    S = out.shape[2]
+    T = C.shape[1]
+    counts = C.shape[0] > 0
     acc = np.zeros(S)
+    cnt = np.zeros(T, np.int64)
     gcap = 64
     g_nd = np.empty(gcap, np.int64)
     g_sl = np.empty(gcap, np.int64)
@@ -159,6 +164,16 @@ def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbi
                     if f < 0:
                         if unit:
                             out[nd, sl, 0] += L
+                        elif counts:
+                            cnt[:] = 0
+                            for r in range(a, a + L):
+                                cr = C[cur[r]]
+                                for s in range(T):
+                                    cnt[s] += cr[s]
+                            ol = out[nd, sl]
+                            ol[0] += L
+                            for s in range(T):
+                                ol[s + 1] += cnt[s]
                         else:
                             acc[:] = 0.0
                             for r in range(a, a + L):
@@ -340,20 +355,26 @@ class FlatTrees:
         w = np.ones(len(X)) if weights is None else np.asarray(weights, dtype="float64")
         return self.leaf_weight_sets(X, [tuple(targets)], w[:, None])[0][:, 0]
 
-    def leaf_weight_sets(self, X: np.ndarray, items, W: np.ndarray) -> list:
+    def leaf_weight_sets(self, X: np.ndarray, items, W: np.ndarray | None, counts: np.ndarray | None = None) -> list:
         """``W_S`` of every item (a tuple of internal target features) for every weight
         set (the columns of ``W``, rows x sets), in ONE walk of every row through every
-        tree: per item an array (nodes, sets)."""
+        tree: per item an array (nodes, sets).  ``counts`` (rows x trials, uint8) instead
+        of ``W``: the sets whose weights are 1 and those counts (the same sums)."""
         X = self.cast(X)
-        W = np.ascontiguousarray(W, dtype="float64")
+        if counts is not None:
+            C = np.ascontiguousarray(counts, dtype=np.uint8)
+            W = np.zeros((0, 1 + C.shape[1]))
+        else:
+            W = np.ascontiguousarray(W, dtype="float64")
+            C = np.zeros((0, 0), np.uint8)
         n, S = X.shape[0], W.shape[1]
         tbit, trans, members = walk_slots(items)
         if len(tbit) < self.n_features:
             tbit = np.concatenate([tbit, np.full(self.n_features - len(tbit), -1, dtype=np.int64)])
         out = np.zeros((self.n_nodes, trans.shape[0], S))
         if n and self.n_nodes:
-            unit = S == 1 and bool((W == 1.0).all())
-            _leaf_weights(*self._args(), tbit, trans, np.ascontiguousarray(X.T), W, unit,
+            unit = counts is None and S == 1 and bool((W == 1.0).all())
+            _leaf_weights(*self._args(), tbit, trans, np.ascontiguousarray(X.T), W, C, unit,
                           LEVEL_BLOCK, out)
         res = []
         for mem in members:

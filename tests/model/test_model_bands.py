@@ -98,6 +98,23 @@ def test_pd_tree_engine_trials(df):
         np.testing.assert_array_equal(r[key].average, one[key].average)
 
 
+def test_pd_tree_engine_trial_counts_equal_float_weights(df):
+    """Without sample_weight the tree walk sums the trials' uint8 counts (set 0's weight
+    is 1); with a sample_weight column of ones it sums the float64 weight sets: whole
+    numbers either way, so every trial is the same to the bit."""
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    m = GradientBoostingRegressor(n_estimators=10, max_depth=3, random_state=0).fit(df, model(df))
+    kw = dict(grid=GRID, random_state=1, method="brute", progress=False, n_trials=4)
+    counts = daskpd.partial_dependence(m, df, ["x1", ("x1", "x2")], **kw)
+    floats = daskpd.partial_dependence(m, df.assign(w=1.0), ["x1", ("x1", "x2")], sample_weight="w",
+                                       columns=["x1", "x2"], **kw)
+    for key in counts:
+        assert counts[key].engine == floats[key].engine == "tree-exact"
+        np.testing.assert_array_equal(counts[key].trials_pd, floats[key].trials_pd)
+        np.testing.assert_array_equal(counts[key].average, floats[key].average)
+
+
 def test_pd_n_trials_1_is_today(df):
     one = daskpd.partial_dependence(model, df, "x1", grid=GRID, progress=False)
     also = daskpd.partial_dependence(model, df, "x1", grid=GRID, n_trials=1, random_state=3, progress=False)
