@@ -638,6 +638,19 @@ def _gather(order, y, x, w, has_x):
     return oy, ox, ow
 
 
+def _gather_rows(order, y, x, w, has_x):
+    """:func:`_gather`, the (rows, trials) uint8 weights moved as wider words when their
+    row's bytes allow it (a row of 20 trials: five 4-byte words instead of 20 bytes)."""
+    T = w.shape[1]
+    if w.dtype == np.uint8 and T and w.flags.c_contiguous:
+        for dt in (np.uint64, np.uint32, np.uint16):
+            size = np.dtype(dt).itemsize
+            if T % size == 0:
+                oy, ox, ow = _gather(order, y, x, w.view(dt), has_x)
+                return oy, ox, ow.view(np.uint8)
+    return _gather(order, y, x, w, has_x)
+
+
 def _weights_of(live: list, n: int) -> np.ndarray:
     """The trial weights of batches of :class:`Rows`, in order, (n, 0) without trials."""
     if live[0].h is not None:
@@ -687,13 +700,13 @@ def sort_rows(parts: Sequence[Rows], draws: DrawCache | None = None) -> SortedRo
     y = np.concatenate([t.y for t in live]).astype(np.float64, copy=False)
     x = np.concatenate([t.x for t in live]).astype(np.float64, copy=False) if has_x else y[:0]
     if live[0].h is not None and draws is not None:  # the weights drawn once for every feature with these rows
-        y, x, w = _gather(order, y, x, draws.weights_of(live), has_x)
+        y, x, w = _gather_rows(order, y, x, draws.weights_of(live), has_x)
     elif live[0].h is not None:  # the hashes sorted (8 bytes a row), the weights drawn from them
         y, x, h = _gather(order, y, x, np.concatenate([t.h for t in live]).reshape(-1, 1), has_x)
         w = live[0].draw.counts(h[:, 0])
         del h
     else:
-        y, x, w = _gather(order, y, x, _weights_of(live, len(y)), has_x)
+        y, x, w = _gather_rows(order, y, x, _weights_of(live, len(y)), has_x)
     return SortedRows(gl, gk, starts, y, x if has_x else None, w)
 
 
