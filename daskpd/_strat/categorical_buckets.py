@@ -180,6 +180,7 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
             big = run
     ln = np.zeros((big, S))
     ly = np.zeros((big, S))
+    jl = np.empty(big, np.int64)
     gn = np.zeros(S)
     gsy = np.zeros(S)
     gsx = np.zeros(S)
@@ -278,6 +279,12 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
         for s in range(S):
             if m[s] == 0:
                 continue
+            # the leaf's groups with rows in the set, listed without a branch per group
+            # (with trials a group's absence is a coin flip no branch predictor learns)
+            nj = 0
+            for j in range(z - a):
+                jl[nj] = j
+                nj += 1 if ln[j, s] > 0 else 0
             multi = m[s] >= 2
             o = 3 * s
             sca_x[q_vb, o + 1] += 1.0
@@ -285,13 +292,11 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
                 sca_x[q_vb, o + 2] += 1.0
                 r0 = -1  # the set's tree of the leaf: rooted at its first category with rows in the set
             else:
-                for j in range(z - a):
-                    if ln[j, s] > 0:
-                        sca_x[q_vb, o] += ln[j, s]
-            for j in range(z - a):
+                for q in range(nj):
+                    sca_x[q_vb, o] += ln[jl[q], s]
+            for q in range(nj):
+                j = jl[q]
                 n = ln[j, s]
-                if n <= 0:
-                    continue
                 c = code[a + j]
                 if not touched[c]:
                     touched[c] = True

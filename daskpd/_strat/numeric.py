@@ -130,6 +130,7 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
     gsy = np.zeros(S)
     gsx = np.zeros(S)
     has_prev = np.zeros(S, np.bool_)
+    live = np.empty(S, np.int64)
     pcode = np.zeros(S, np.int64)
     pyb = np.zeros(S)
     px = np.zeros(S)
@@ -207,11 +208,17 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
         c = code[g]
         if binned:
             sx0[g] = gsx[0]
+        # the sets with rows in the group, listed without a branch per set (with trials a
+        # set's absence is a coin flip no branch predictor learns); an absent set adds
+        # nothing (its count + 0.0 would leave the bits as they are)
+        nk = 0
         for s in range(S):
+            live[nk] = s
+            nk += 1 if gn[s] > 0.0 else 0
+        for q in range(nk):
+            s = live[q]
             n = gn[s]
             count[c, s] += n
-            if n <= 0:
-                continue
             if s == 0 and run_len[0] == 0:
                 n_leaves += 1
             yb = gsy[s] / n
