@@ -585,11 +585,17 @@ def _fold(tables, K, column):
                        weights=np.concatenate([t.values[:, column] for t in live]), minlength=K)
 
 
-def _union(forests, K):
+@numba.njit(cache=True, nogil=True)
+def _union_rows(F, K):
+    """The components of the union of the spanning forests ``F`` (one per row, a parent
+    per category), joined forest by forest, category by category; a label per category."""
     parent = np.arange(K)
-    for f in forests:
-        for c in np.flatnonzero(f != np.arange(K)):
-            a, b = c, f[c]
+    for r in range(F.shape[0]):
+        for c in range(K):
+            if F[r, c] == c:
+                continue
+            a = c
+            b = F[r, c]
             while parent[a] != a:
                 a = parent[a]
             while parent[b] != b:
@@ -597,6 +603,11 @@ def _union(forests, K):
             if a != b:
                 parent[max(a, b)] = min(a, b)
     return uf_flatten(parent)
+
+
+def _union(forests, K):
+    F = np.stack([np.asarray(f, np.int64) for f in forests]) if len(forests) else np.zeros((0, K), np.int64)
+    return _union_rows(np.ascontiguousarray(F), int(K))
 
 
 @numba.njit(cache=True, nogil=True)
