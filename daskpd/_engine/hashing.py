@@ -184,13 +184,32 @@ def trial_draw(n_trials: int, random_state: int, fraction: float | None = None) 
 def _draw_counts(content, seeds, cdf, fraction):
     """Per row and trial t: ``u`` from ``mix64(content + seeds[t])`` (the keyed hash of
     salt t + 1), then the Poisson(1) count ``#{k: cdf[k] <= u}`` (numpy's searchsorted,
-    side right), or ``u < fraction`` when ``fraction`` >= 0."""
+    side right), or ``u < fraction`` when ``fraction`` >= 0.  ``u`` is ``m / 2^53``
+    (``m`` the hash's top 53 bits), so the comparisons are made on ``m`` against the
+    thresholds scaled to integers (``q <= u`` iff ``ceil(q 2^53) <= m``): the same
+    counts, without a float conversion per draw."""
     n, T = content.shape[0], seeds.shape[0]
     out = np.empty((n, T), np.uint8)
     c1, c2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
     s30, s27, s31, s11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
     K = cdf.shape[0]
-    q0, q1, q2, q3, q4, q5 = cdf[0], cdf[1], cdf[2], cdf[3], cdf[4], cdf[5]
+    Q = np.empty(K, np.uint64)
+    for k in range(K):
+        Q[k] = np.uint64(math.ceil(cdf[k] * 9007199254740992.0))
+    if fraction >= 0.0:
+        F = np.uint64(math.ceil(fraction * 9007199254740992.0))
+        for i in range(n):
+            h0 = content[i]
+            for t in range(T):
+                z = h0 + seeds[t]
+                z ^= z >> s30
+                z *= c1
+                z ^= z >> s27
+                z *= c2
+                z ^= z >> s31
+                out[i, t] = 1 if (z >> s11) < F else 0
+        return out
+    q0, q1, q2, q3, q4, q5 = Q[0], Q[1], Q[2], Q[3], Q[4], Q[5]
     for i in range(n):
         h0 = content[i]
         for t in range(T):
@@ -200,15 +219,13 @@ def _draw_counts(content, seeds, cdf, fraction):
             z ^= z >> s27
             z *= c2
             z ^= z >> s31
-            u = np.float64(z >> s11) * (1.0 / 9007199254740992.0)
-            if fraction >= 0.0:
-                out[i, t] = 1 if u < fraction else 0
-            else:  # the first six steps counted without branches (cdf rises: the same count)
-                k = ((q0 <= u) + (q1 <= u) + (q2 <= u)) + ((q3 <= u) + (q4 <= u) + (q5 <= u))
-                if k == 6:  # P(K >= 6) = 0.0006
-                    while k < K and cdf[k] <= u:
-                        k += 1
-                out[i, t] = k
+            m = z >> s11
+            # the first six steps counted without branches (cdf rises: the same count)
+            k = ((q0 <= m) + (q1 <= m) + (q2 <= m)) + ((q3 <= m) + (q4 <= m) + (q5 <= m))
+            if k == 6:  # P(K >= 6) = 0.0006
+                while k < K and Q[k] <= m:
+                    k += 1
+            out[i, t] = k
     return out
 
 
