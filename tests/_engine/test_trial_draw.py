@@ -33,7 +33,7 @@ def _reference(df, columns, n_trials, random_state, fraction):
 @pytest.mark.parametrize("fraction", [None, 0.5, 0.632])
 def test_counts_equal_their_definition(fraction):
     rng = np.random.default_rng(5)
-    df = pd.DataFrame({"a": rng.normal(size=200_000), "b": rng.integers(0, 50, 200_000)})
+    df = pd.DataFrame({"a": rng.normal(size=50_000), "b": rng.integers(0, 50, 50_000)})
     got = bootstrap_counts(df, ["a", "b"], 7, 11, fraction)
     np.testing.assert_array_equal(got, _reference(df, ["a", "b"], 7, 11, fraction))
     if fraction is None:  # a Poisson(1) draw: mean and variance 1, a count of 6 or more now and then
