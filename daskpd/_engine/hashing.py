@@ -180,6 +180,17 @@ def trial_draw(n_trials: int, random_state: int, fraction: float | None = None) 
     return TrialDraw(seeds, -1.0 if fraction is None else float(fraction))
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _top53(z):
+    """The top 53 bits of splitmix64's finaliser of ``z`` (:func:`_mix64`)."""
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return z >> np.uint64(11)
+
+
 @numba.njit(cache=True, nogil=True)
 def _draw_counts(content, seeds, cdf, fraction):
     """Per row and trial t: ``u`` from ``mix64(content + seeds[t])`` (the keyed hash of
@@ -190,36 +201,20 @@ def _draw_counts(content, seeds, cdf, fraction):
     counts, without a float conversion per draw."""
     n, T = content.shape[0], seeds.shape[0]
     out = np.empty((n, T), np.uint8)
-    c1, c2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-    s30, s27, s31, s11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
+    if fraction >= 0.0:
+        F = np.uint64(math.ceil(fraction * 9007199254740992.0))
+        for i in range(n):
+            for t in range(T):
+                out[i, t] = 1 if _top53(content[i] + seeds[t]) < F else 0
+        return out
     K = cdf.shape[0]
     Q = np.empty(K, np.uint64)
     for k in range(K):
         Q[k] = np.uint64(math.ceil(cdf[k] * 9007199254740992.0))
-    if fraction >= 0.0:
-        F = np.uint64(math.ceil(fraction * 9007199254740992.0))
-        for i in range(n):
-            h0 = content[i]
-            for t in range(T):
-                z = h0 + seeds[t]
-                z ^= z >> s30
-                z *= c1
-                z ^= z >> s27
-                z *= c2
-                z ^= z >> s31
-                out[i, t] = 1 if (z >> s11) < F else 0
-        return out
     q0, q1, q2, q3, q4, q5 = Q[0], Q[1], Q[2], Q[3], Q[4], Q[5]
     for i in range(n):
-        h0 = content[i]
         for t in range(T):
-            z = h0 + seeds[t]
-            z ^= z >> s30
-            z *= c1
-            z ^= z >> s27
-            z *= c2
-            z ^= z >> s31
-            m = z >> s11
+            m = _top53(content[i] + seeds[t])
             # the first six steps counted without branches (cdf rises: the same count)
             k = ((q0 <= m) + (q1 <= m) + (q2 <= m)) + ((q3 <= m) + (q4 <= m) + (q5 <= m))
             if k == 6:  # P(K >= 6) = 0.0006

@@ -455,6 +455,22 @@ def _products(code, n, w, starts, p, cell, n_cells):
     return out
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _leaf_dot(code, n, w, Pt, q, a, b, t):
+    """``t[s] = w_q,s (n_q . p_s)`` of leaf-run ``q`` (rows ``a <= i < b``) for every set:
+    branch-free over the sets, a set's absent row (n = 0) or leaf (w = 0) adds +-0.0 to
+    sums that are never -0.0, which leaves their bits as they are."""
+    S = t.shape[0]
+    for s in range(S):
+        t[s] = 0.0
+    for i in range(a, b):
+        c = code[i]
+        for s in range(S):
+            t[s] += n[i, s] * Pt[c, s]
+    for s in range(S):
+        t[s] *= w[q, s]
+
+
 @numba.njit(cache=True, nogil=True)
 def _block_products(code, n, w, starts, Pt, cell, n_cells):
     """:func:`_products` of every set at once (``Pt``: (categories, sets); a set's absent
@@ -467,16 +483,7 @@ def _block_products(code, n, w, starts, Pt, cell, n_cells):
     for q in range(starts.shape[0]):
         a = starts[q]
         b = starts[q + 1] if q + 1 < starts.shape[0] else m
-        # branch-free over the sets: a set's absent row (n = 0) or leaf (w = 0) adds
-        # +-0.0 to sums that are never -0.0, which leaves their bits as they are
-        for s in range(S):
-            t[s] = 0.0
-        for i in range(a, b):
-            c = code[i]
-            for s in range(S):
-                t[s] += n[i, s] * Pt[c, s]
-        for s in range(S):
-            t[s] *= w[q, s]
+        _leaf_dot(code, n, w, Pt, q, a, b, t)
         for i in range(a, b):
             ci = cell[i]
             for s in range(S):
@@ -510,14 +517,7 @@ def _block_products_tree(code, n, w, starts, vb, Pt, cell, n_cells, K, tbuf, top
             cur = vb[q]
         a = starts[q]
         b = starts[q + 1] if q + 1 < starts.shape[0] else m
-        for s in range(S):
-            t[s] = 0.0
-        for i in range(a, b):
-            c = code[i]
-            for s in range(S):
-                t[s] += n[i, s] * Pt[c, s]
-        for s in range(S):
-            t[s] *= w[q, s]
+        _leaf_dot(code, n, w, Pt, q, a, b, t)
         for i in range(a, b):
             out[cell[i], 0] += n[i, 0] * t[0]
             c = code[i]

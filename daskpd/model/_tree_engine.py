@@ -90,6 +90,16 @@ def _push(h_nd, h_sl, h_a, h_n, k, node, state, start, count):
     return k + 1
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _sum_rows(M, cur, a, L, acc):
+    """``acc`` = the sum of the rows ``M[cur[r]]``, ``a <= r < a + L`` (in that order)."""
+    acc[:] = 0
+    for r in range(a, a + L):
+        mr = M[cur[r]]
+        for s in range(acc.shape[0]):
+            acc[s] += mr[s]
+
+
 @numba.njit(cache=True, nogil=True)
 def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits, knownbits, tbit, trans,
                          XT, W, C, unit, block, out):
@@ -165,21 +175,13 @@ def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbi
                         if unit:
                             out[nd, sl, 0] += L
                         elif counts:
-                            cnt[:] = 0
-                            for r in range(a, a + L):
-                                cr = C[cur[r]]
-                                for s in range(T):
-                                    cnt[s] += cr[s]
+                            _sum_rows(C, cur, a, L, cnt)
                             ol = out[nd, sl]
                             ol[0] += L
                             for s in range(T):
                                 ol[s + 1] += cnt[s]
                         else:
-                            acc[:] = 0.0
-                            for r in range(a, a + L):
-                                wr = W[cur[r]]
-                                for s in range(S):
-                                    acc[s] += wr[s]
+                            _sum_rows(W, cur, a, L, acc)
                             ol = out[nd, sl]
                             for s in range(S):
                                 ol[s] += acc[s]
