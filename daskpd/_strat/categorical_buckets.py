@@ -180,17 +180,18 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
             big = run
     ln = np.zeros((big, S))
     ly = np.zeros((big, S))
-    jl = np.empty(big, np.int64)
     gn = np.zeros(S)
     gsy = np.zeros(S)
     gsx = np.zeros(S)
     N = np.zeros(S)
     Sy = np.zeros(S)
     m = np.zeros(S, np.int64)
-    parent = np.empty((S, K), np.int64)
-    for s in range(S):
-        for c in range(K):
-            parent[s, c] = c
+    parent = np.empty((K, S), np.int64)  # category-major: a group's sets share its row
+    for c in range(K):
+        for s in range(S):
+            parent[c, s] = c
+    root = np.zeros(S, np.int64)
+    live = np.empty(S, np.int64)
     acc = np.zeros((K, 6 * S))
     touched = np.zeros(K, np.bool_)
     codes = np.empty(K, np.int64)
@@ -276,41 +277,46 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
                     N[s] += gn[s]
                     Sy[s] += gsy[s]
                     m[s] += 1
+        # per set: the leaf's scalars; its tree restarts where it holds >= 2 categories
         for s in range(S):
             if m[s] == 0:
                 continue
-            # the leaf's groups with rows in the set, listed without a branch per group
-            # (with trials a group's absence is a coin flip no branch predictor learns)
-            nj = 0
-            for j in range(z - a):
-                jl[nj] = j
-                nj += 1 if ln[j, s] > 0 else 0
-            multi = m[s] >= 2
             o = 3 * s
             sca_x[q_vb, o + 1] += 1.0
-            if multi:
+            if m[s] >= 2:
                 sca_x[q_vb, o + 2] += 1.0
-                r0 = -1  # the set's tree of the leaf: rooted at its first category with rows in the set
+                root[s] = -1  # rooted at the set's first category with rows in the leaf
             else:
-                for q in range(nj):
-                    sca_x[q_vb, o] += ln[jl[q], s]
-            for q in range(nj):
-                j = jl[q]
+                for j in range(z - a):
+                    if ln[j, s] > 0:
+                        sca_x[q_vb, o] += ln[j, s]
+        # group by group, every set with rows in it (listed without a branch per set:
+        # with trials a group's absence is a coin flip no branch predictor learns), so a
+        # category's row of the accumulators and of the forests is read once a group;
+        # each set's terms and joins in the same order as set by set
+        for j in range(z - a):
+            c = code[a + j]
+            if not touched[c]:  # every group has set 0's rows
+                touched[c] = True
+                codes[nt] = c
+                nt += 1
+            nk = 0
+            for s in range(S):
+                live[nk] = s
+                nk += 1 if ln[j, s] > 0 else 0
+            for q in range(nk):
+                s = live[q]
                 n = ln[j, s]
-                c = code[a + j]
-                if not touched[c]:
-                    touched[c] = True
-                    codes[nt] = c
-                    nt += 1
                 e = 6 * s
                 acc[c, e] += n
                 acc[c, e + 1] += ly[j, s]
-                if multi:
+                if m[s] >= 2:
                     acc[c, e + 2] += n
                     acc[c, e + 3] += 1.0
                     acc[c, e + 4] += ly[j, s] - n * (Sy[s] / N[s])
                     acc[c, e + 5] += n * n / N[s]
-                    r0 = uf_find(parent[s], c) if r0 < 0 else uf_join(parent[s], r0, c)
+                    col = parent[:, s]
+                    root[s] = uf_find(col, c) if root[s] < 0 else uf_join(col, root[s], c)
                 else:
                     acc[c, e + 2] += 0.0
                     acc[c, e + 3] += 0.0
@@ -334,7 +340,7 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
                             t_lo, t_hi, sh_lo, sh_hi)
     if S > 1:
         _push_empty(ts, max(cur_vb + 1, t_lo), t_hi, t_z, top, t_lo, t_hi, sh_lo, sh_hi)
-    return (vec_v[:n_vec].copy(), vec_c[:n_vec].copy(), vec_x[:n_vec].copy(), sca_v, sca_x, parent, tree_out(ts),
+    return (vec_v[:n_vec].copy(), vec_c[:n_vec].copy(), vec_x[:n_vec].copy(), sca_v, sca_x, np.ascontiguousarray(parent.T), tree_out(ts),
             b_code[:n_b].copy(), b_n[:n_b].copy(), b_w[:n_bl].copy(), b_start[:n_bl].copy(), b_vb[:n_bl].copy(),
             b_leaf[:n_bl].copy())
 

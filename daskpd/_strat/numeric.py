@@ -226,19 +226,19 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
             if has_prev[s]:
                 a = pcode[s]
                 slope = (yb - pyb[s]) / (xx - px[s])
-                if not t_a[a]:
-                    t_a[a] = True
-                    c_a[na] = a
-                    na += 1
                 acc_a[a, s] += slope
-                if not t_s[c]:
-                    t_s[c] = True
-                    c_s[ns] = c
-                    ns += 1
                 acc_s[c, s] += slope
                 starts[a, s] += 1.0
                 ends[c, s] += 1.0
-                if s == 0:
+                if s == 0:  # a trial's segments start and end where set 0's do (its rows are among set 0's)
+                    if not t_a[a]:
+                        t_a[a] = True
+                        c_a[na] = a
+                        na += 1
+                    if not t_s[c]:
+                        t_s[c] = True
+                        c_s[ns] = c
+                        ns += 1
                     seg_a[k0] = a
                     seg_b[k0] = c
                     seg_s[k0] = slope
