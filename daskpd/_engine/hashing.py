@@ -204,8 +204,9 @@ def _draw_counts(content, seeds, cdf, fraction):
     if fraction >= 0.0:
         F = np.uint64(math.ceil(fraction * 9007199254740992.0))
         for i in range(n):
+            c = content[i]
             for t in range(T):
-                out[i, t] = 1 if _top53(content[i] + seeds[t]) < F else 0
+                out[i, t] = np.uint8(_top53(c + seeds[t]) < F)
         return out
     K = cdf.shape[0]
     Q = np.empty(K, np.uint64)
@@ -213,14 +214,21 @@ def _draw_counts(content, seeds, cdf, fraction):
         Q[k] = np.uint64(math.ceil(cdf[k] * 9007199254740992.0))
     q0, q1, q2, q3, q4, q5 = Q[0], Q[1], Q[2], Q[3], Q[4], Q[5]
     for i in range(n):
-        for t in range(T):
-            m = _top53(content[i] + seeds[t])
-            # the first six steps counted without branches (cdf rises: the same count)
-            k = ((q0 <= m) + (q1 <= m) + (q2 <= m)) + ((q3 <= m) + (q4 <= m) + (q5 <= m))
-            if k == 6:  # P(K >= 6) = 0.0006
-                while k < K and Q[k] <= m:
-                    k += 1
+        c = content[i]
+        top = np.uint8(0)
+        for t in range(T):  # the first six steps counted without branches (cdf rises: the same count)
+            m = _top53(c + seeds[t])
+            k = np.uint8(((q0 <= m) + (q1 <= m) + (q2 <= m)) + ((q3 <= m) + (q4 <= m) + (q5 <= m)))
             out[i, t] = k
+            top = max(top, k)
+        if top == 6:  # P(K >= 6) = 0.0006 a draw: the row's sixes counted on
+            for t in range(T):
+                if out[i, t] == 6:
+                    m = _top53(c + seeds[t])
+                    k = 6
+                    while k < K and Q[k] <= m:
+                        k += 1
+                    out[i, t] = k
     return out
 
 
