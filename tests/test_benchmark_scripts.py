@@ -57,9 +57,10 @@ TINY = {
                                        "--workdir", d],
                              r"\| 200 \| 100 \| [0-9.]+ \| [0-9.]+x \| 0\.0e\+00 \|\n\| 4 \| 5,000 \| [0-9.]+ \| 1\.00x \|"),
     "bench_bands.py": (lambda d: ["--rows", "2e4", "--workers", "0", "--trials", "2", "--grid", "4", "--fit-rows", "2e3",
-                                  "--no-warmup", "--workdir", d],
+                                  "--no-warmup", "--repeat", "2", "--workdir", d],
                        r"\| importances of every feature \(StratPD/CatStratPD\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \| "
-                       r"[0-9.]+ -> [0-9.]+ \| [0-9.]+x \|"),
+                       r"[0-9.]+ -> [0-9.]+ \| [0-9.]+x \|[\s\S]*# strat: every run's wall s, n_trials=1: [0-9.]+, [0-9.]+; "
+                       r"n_trials=2: [0-9.]+, [0-9.]+"),
     "bench_nightly.py": (lambda d: ["--tiny", "--workdir", d],
                          r"\| incremental rerun \(\+4,000 rows, 2 files\) \| [0-9.]+ \| [0-9.]+ \| incremental \|[\s\S]*"
                          r"rows True, importance max \|diff\| [0-9.e+-]+[\s\S]*"
