@@ -340,7 +340,8 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
                             t_lo, t_hi, sh_lo, sh_hi)
     if S > 1:
         _push_empty(ts, max(cur_vb + 1, t_lo), t_hi, t_z, top, t_lo, t_hi, sh_lo, sh_hi)
-    return (vec_v[:n_vec].copy(), vec_c[:n_vec].copy(), vec_x[:n_vec].copy(), sca_v, sca_x, np.ascontiguousarray(parent.T), tree_out(ts),
+    return (vec_v[:n_vec].copy(), vec_c[:n_vec].copy(), vec_x[:n_vec].copy(), sca_v, sca_x,
+            np.ascontiguousarray(parent.T), tree_out(ts),
             b_code[:n_b].copy(), b_n[:n_b].copy(), b_w[:n_bl].copy(), b_start[:n_bl].copy(), b_vb[:n_bl].copy(),
             b_leaf[:n_bl].copy())
 
