@@ -30,7 +30,7 @@ from dask.sizeof import sizeof
 import numpy as np
 import pandas as pd
 
-__all__ = ["Table", "Rows", "SortedRows", "DrawCache", "sort_rows", "group_inputs", "group_sums", "merge_tables",
+__all__ = ["Table", "Rows", "SortedRows", "DrawCache", "sort_rows", "group_inputs", "group_sets", "group_sums", "merge_tables",
            "reduce_tables", "float_keys", "keys_to_float", "TreeNodes", "tree_nodes", "fold_tree", "tree_state",
            "tree_put", "tree_done", "tree_out", "tree_scratch"]
 
@@ -725,6 +725,43 @@ def group_inputs(table, k: int):
         return table.starts, y, x, table.w, np.zeros((0, 1)), True
     e = np.zeros(0)
     return np.zeros(0, np.int64), e, e, np.zeros((0, 0), np.uint8), np.ascontiguousarray(table.values), False
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def group_sets(g, gstarts, y, x, w, vals, from_rows, k, has_x, gn, gsy, gsx):
+    """Every set's ``(n, sum y, sum x)`` of group ``g`` (the inputs of
+    :func:`group_inputs`) into ``gn``, ``gsy``, ``gsx``: from the group's raw rows, set 0
+    every row once and set t weighted by trial t, row by row over every trial's column
+    (each set's terms still in row order, as :func:`reduce_tables` adds them); or read
+    from a merged table's row (``k`` statistics a set).  ``gsx`` is 0 without x."""
+    S = gn.shape[0]
+    if from_rows:
+        a0 = gstarts[g]
+        b0 = gstarts[g + 1] if g + 1 < gstarts.shape[0] else y.shape[0]
+        for s in range(S):
+            gn[s] = 0.0
+            gsy[s] = 0.0
+            gsx[s] = 0.0
+        for i in range(a0, b0):
+            gn[0] += 1.0
+            gsy[0] += y[i]
+            if has_x:
+                gsx[0] += x[i]
+        for i in range(a0, b0):
+            yi = y[i]
+            for t in range(S - 1):
+                wt = float(w[i, t])
+                gn[t + 1] += wt
+                gsy[t + 1] += wt * yi
+            if has_x:
+                xi = x[i]
+                for t in range(S - 1):
+                    gsx[t + 1] += float(w[i, t]) * xi
+    else:
+        for s in range(S):
+            gn[s] = vals[g, k * s]
+            gsy[s] = vals[g, k * s + 1]
+            gsx[s] = vals[g, k * s + 2] if has_x else 0.0
 
 
 # ---------------------------------------------------------------------------------

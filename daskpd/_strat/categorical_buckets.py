@@ -28,8 +28,8 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine import scheduler
-from .._engine.sums import (Table, TreeNodes, fold_tree, group_inputs, tree_done, tree_out, tree_put, tree_scratch,
-                            tree_state)
+from .._engine.sums import (Table, TreeNodes, fold_tree, group_inputs, group_sets, tree_done, tree_out, tree_put,
+                            tree_scratch, tree_state)
 from .categorical_gram import LeafSums, gram_link, solve_gram
 from .categorical_solve import CG_MAXITER, Effects, ground, number_groups, uf_find, uf_flatten, uf_join
 from .virtual import N_VIRTUAL, virtual_of
@@ -247,29 +247,7 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
             m[s] = 0
         for j in range(z - a):
             g = a + j
-            if from_rows:  # the group's sorted raw rows: set 0 every row once, set t weighted by trial t
-                a0 = gstarts[g]
-                b0 = gstarts[g + 1] if g + 1 < G else y.shape[0]
-                for s in range(S):
-                    gn[s] = 0.0
-                    gsy[s] = 0.0
-                    gsx[s] = 0.0
-                for i in range(a0, b0):
-                    gn[0] += 1.0
-                    gsy[0] += y[i]
-                    if False:
-                        gsx[0] += x[i]
-                for i in range(a0, b0):  # row by row, every trial's column: each set's terms still in row order
-                    yi = y[i]
-                    for t in range(S - 1):
-                        wt = float(w[i, t])
-                        gn[t + 1] += wt
-                        gsy[t + 1] += wt * yi
-            else:  # a merged table's row: k statistics a set
-                for s in range(S):
-                    gn[s] = vals[g, k * s]
-                    gsy[s] = vals[g, k * s + 1]
-                    gsx[s] = vals[g, k * s + 2] if False else 0.0
+            group_sets(g, gstarts, y, x, w, vals, from_rows, k, False, gn, gsy, gsx)
             for s in range(S):
                 ln[j, s] = gn[s]
                 ly[j, s] = gsy[s]
@@ -601,14 +579,7 @@ def _union_rows(F, K):
         for c in range(K):
             if F[r, c] == c:
                 continue
-            a = c
-            b = F[r, c]
-            while parent[a] != a:
-                a = parent[a]
-            while parent[b] != b:
-                b = parent[b]
-            if a != b:
-                parent[max(a, b)] = min(a, b)
+            uf_join(parent, uf_find(parent, c), F[r, c])  # the smaller root stays the root
     return uf_flatten(parent)
 
 

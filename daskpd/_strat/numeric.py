@@ -34,7 +34,8 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine.hashing import keyed_hash
-from .._engine.sums import SortedRows, Table, TreeNodes, fold_tree, group_inputs, reduce_tables, tree_nodes
+from .._engine.sums import (SortedRows, Table, TreeNodes, fold_tree, group_inputs, group_sets, reduce_tables,
+                            tree_nodes)
 from ..results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, StratPDResult, interval_slopes
 from .trees import tree_method_of
 from .virtual import N_VIRTUAL, virtual_of
@@ -178,33 +179,7 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
                     na = 0
                     ns = 0
                 cur_vb = vb[g]
-        if from_rows:  # the group's sorted raw rows: set 0 every row once, set t weighted by trial t
-            a0 = gstarts[g]
-            b0 = gstarts[g + 1] if g + 1 < G else y.shape[0]
-            for s in range(S):
-                gn[s] = 0.0
-                gsy[s] = 0.0
-                gsx[s] = 0.0
-            for i in range(a0, b0):
-                gn[0] += 1.0
-                gsy[0] += y[i]
-                if has_x:
-                    gsx[0] += x[i]
-            for i in range(a0, b0):  # row by row, every trial's column: each set's terms still in row order
-                yi = y[i]
-                for t in range(S - 1):
-                    wt = float(w[i, t])
-                    gn[t + 1] += wt
-                    gsy[t + 1] += wt * yi
-                if has_x:
-                    xi = x[i]
-                    for t in range(S - 1):
-                        gsx[t + 1] += float(w[i, t]) * xi
-        else:  # a merged table's row: k statistics a set
-            for s in range(S):
-                gn[s] = vals[g, k * s]
-                gsy[s] = vals[g, k * s + 1]
-                gsx[s] = vals[g, k * s + 2] if has_x else 0.0
+        group_sets(g, gstarts, y, x, w, vals, from_rows, k, has_x, gn, gsy, gsx)
         c = code[g]
         if binned:
             sx0[g] = gsx[0]

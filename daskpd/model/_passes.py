@@ -36,6 +36,8 @@ class ModelContext:
         self._inputs = None
         self._X64 = None
         self._tree_X = None
+        self._C = None  # the trials' counts (trial_counts)
+        self._W = None  # every set's weights (set_weights)
 
     @property
     def n(self) -> int:
@@ -86,7 +88,7 @@ class ModelContext:
         tr = self.plan.trials
         if tr is None or tr.n == 0:
             return None
-        if getattr(self, "_C", None) is None:
+        if self._C is None:
             pred = self.plan.predictor
             cols = list(pred.columns) if pred is not None else list(self.df.columns)
             self._C = bootstrap_counts(self.df, cols, tr.n, tr.random_state, tr.fraction)
@@ -104,7 +106,7 @@ class ModelContext:
         weight, drawn from the seeded row hash of the model's input columns as the
         StratPD scan draws them (so every method of one request, on any partitioning,
         draws the same trials)."""
-        if getattr(self, "_W", None) is None:
+        if self._W is None:
             w = self.weights
             base = np.ones(self.n) if w is None else np.asarray(w, dtype="float64")
             C = self.trial_counts()
