@@ -85,6 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "filters, constant features (from the row-group statistics, else a scan that stops "
                         "early); and load and check the model")
 
+    c = sub.add_parser("compile", help="compile daskpd's numba kernels into numba's cache",
+                       description="Run every method once on a small synthetic table in this process, so "
+                                   "numba compiles daskpd's kernels and keeps them in its on-disk cache "
+                                   "(next to the modules, or NUMBA_CACHE_DIR): the first job on this machine or "
+                                   "image then does not pay for the compile.  See docs/pipeline.md.")
+    c.add_argument("--rows", type=int, default=20_000, metavar="N", help="rows of the synthetic table (default 20000)")
+    c.add_argument("-q", "--quiet", action="store_true", help="print only the total")
+
     h = sub.add_parser("history", help="compare the runs of a job (drift per feature)",
                        description="Compare consecutive runs of a job: importance change, curve distance and a "
                                    "drift score per feature; writes OUTPUT/JOB_NAME/history/ (drift.parquet, "
@@ -296,6 +304,16 @@ def _cmd_history(args) -> int:
     return EXIT_OK
 
 
+def _cmd_compile(args) -> int:
+    from ._warmup import compile_kernels
+
+    if args.rows < 1000:
+        return _die(f"--rows must be at least 1000 (got {args.rows})")
+    total = compile_kernels(args.rows, log=None if args.quiet else print)
+    print(f"compiled daskpd's kernels in {total:.1f} s")
+    return EXIT_OK
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"daskpd: warning: {message}", file=sys.stderr)
 
@@ -303,7 +321,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    cmd = {"run": _cmd_run, "validate": _cmd_validate, "history": _cmd_history}[args.command]
+    cmd = {"run": _cmd_run, "validate": _cmd_validate, "history": _cmd_history, "compile": _cmd_compile}[args.command]
     try:
         with warnings.catch_warnings():  # a warning is one "daskpd: warning: ..." line, as errors are
             warnings.showwarning = _show_warning
