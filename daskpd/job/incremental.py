@@ -35,6 +35,9 @@ __all__ = ["Plan", "plan", "save_state", "reuse_run", "STATE_DIR", "SPEC_KEYS_IG
 STATE_DIR = "state"
 #: spec keys whose change does not change the sums (an incremental run may follow)
 SPEC_KEYS_IGNORED = ("run", "spec_path", "output", "cluster", "description")
+#: top-level spec keys that only the model-free methods read (their sample, trees and
+#: stratifying columns): a job without model-free methods ignores them
+MODEL_FREE_KEYS = ("sample_size", "tree_method", "stratify_on")
 
 
 @dataclass
@@ -63,10 +66,14 @@ class Plan:
 
 def _spec_key(d: dict) -> dict:
     """The part of a spec (``to_dict``) the model-free sums depend on: the model and the
-    model-based methods' parameters are left out (their own state checks them)."""
+    model-based methods' parameters are left out (their own state checks them); without
+    a model-free method, so are the trees' settings (:data:`MODEL_FREE_KEYS`)."""
     out = {k: v for k, v in d.items() if k not in SPEC_KEYS_IGNORED and k != "model"}
     out["methods"] = [m for m in d.get("methods") or () if m in MODEL_FREE_METHODS]
     out["params"] = {m: p for m, p in (d.get("params") or {}).items() if m not in MODEL_METHODS}
+    if not out["methods"]:
+        for k in MODEL_FREE_KEYS:
+            out.pop(k, None)
     return out
 
 

@@ -270,8 +270,8 @@ def test_a_job_with_only_model_based_methods_runs_incrementally(dask_cluster, tm
     assert m4["state"]["n_rows"] == 5100
 
     # the refit rule counts the rows appended since the layout was built: 600 of 4,500
-    def plan(refit, share=0.1):
-        job = dataclasses.replace(spec, run=dataclasses.replace(spec.run, refit=refit, refit_share=share))
+    def plan(refit, share=0.1, **changed):
+        job = dataclasses.replace(spec, run=dataclasses.replace(spec.run, refit=refit, refit_share=share), **changed)
         return nightly.plan(job, job_dir, inputs.open_job_request(job, str(lake)), inputs.file_stamps(str(lake)),
                             m1["model_inputs"])
 
@@ -279,6 +279,9 @@ def test_a_job_with_only_model_based_methods_runs_incrementally(dask_cluster, tm
     assert plan("auto").reason == ('refit = "auto": 600 rows appended since the grids and bins were built exceed 10% '
                                    "of the 4,500 rows they were built from")
     assert plan("always").reason == 'refit = "always": the grids and bins are built again on every run'
+    # the trees' settings touch no model-based result: changed, the run stays incremental; a seed does not
+    assert plan("never", sample_size=999, tree_method="exact", stratify_on=("YearMade",)).mode == "incremental"
+    assert plan("never", random_state=7).reason == "the job spec changed since run r4 (key(s) random_state)"
 
     # a changed file: a full run, the model-based layout built again
     add_file(lake, 0, 1400)
