@@ -1,7 +1,7 @@
 """Compile daskpd's numba kernels ahead of the first request (``daskpd compile``).
 
 daskpd's kernels are numba functions compiled on first call and kept in numba's on-disk
-cache (``cache=True``: next to the modules, or under ``NUMBA_CACHE_DIR``).  On a cold
+cache (``cache=True``: under ``NUMBA_CACHE_DIR`` when set, else next to the modules).  On a cold
 cache the first request of a kind pays the compile: tens of seconds on a laptop, and on
 a cluster every worker process compiles the same kernels at the same time.
 

@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compile", help="compile daskpd's numba kernels into numba's cache",
                        description="Run every method once on a small synthetic table in this process, so "
                                    "numba compiles daskpd's kernels and keeps them in its on-disk cache "
-                                   "(next to the modules, or NUMBA_CACHE_DIR): the first job on this machine or "
+                                   "(NUMBA_CACHE_DIR, else next to the modules): the first job on this machine or "
                                    "image then does not pay for the compile.  See docs/pipeline.md.")
     c.add_argument("--rows", type=int, default=20_000, metavar="N", help="rows of the synthetic table (default 20000)")
     c.add_argument("-q", "--quiet", action="store_true", help="print only the total")
