@@ -52,6 +52,11 @@ TREE_CELLS = 1 << 22
 
 #: rows walked together through one tree by tree-exact's level-by-level walk
 LEVEL_BLOCK = 2048
+#: ... when the rows carry trial counts: a leaf's group of rows sums its counts into
+#: every set's weight, so larger groups (fewer of them) cost less per row (500,000 rows,
+#: 20 trials, 50 trees: 1.48 s against 1.63-1.74 s at 2048); the sums are whole
+#: numbers, so the block size leaves their bits as they are
+LEVEL_BLOCK_COUNTS = 4096
 
 
 # ---------------------------------------------------------------------------------
@@ -377,7 +382,7 @@ class FlatTrees:
         if n and self.n_nodes:
             unit = counts is None and S == 1 and bool((W == 1.0).all())
             _leaf_weights(*self._args(), tbit, trans, np.ascontiguousarray(X.T), W, C, unit,
-                          LEVEL_BLOCK, out)
+                          LEVEL_BLOCK if counts is None else LEVEL_BLOCK_COUNTS, out)
         res = []
         for mem in members:
             acc = out[:, mem[0], :].copy()
