@@ -7,6 +7,7 @@ yields the scheduler address; ``client`` connects a distributed.Client to it.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -19,8 +20,30 @@ import pytest
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A free TCP port on 127.0.0.1 for a server a test starts.  It is drawn below the
+    kernel's ephemeral range: a port the kernel hands out (bind to port 0) can be given to
+    an outgoing connection between this check and the server's bind ("Address already in
+    use"), a port below the range is never given out that way."""
+    lo = _ephemeral_range()[0]
+    rng = random.SystemRandom()
+    for _ in range(100):
+        port = rng.randrange(max(1024, lo - 12000), lo)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # no free port below the range: the kernel's choice
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

@@ -75,9 +75,9 @@ EXPECTED_FILES = [
 # --------------------------------------------------------------------------- helpers
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from conftest import free_port as below_the_ephemeral_range
+
+    return below_the_ephemeral_range()
 
 
 def yaml_docs(path: Path) -> list:
