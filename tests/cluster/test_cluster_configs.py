@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "cluster"
@@ -73,12 +74,6 @@ EXPECTED_FILES = [
 
 
 # --------------------------------------------------------------------------- helpers
-
-def free_port() -> int:
-    from conftest import free_port as below_the_ephemeral_range
-
-    return below_the_ephemeral_range()
-
 
 def yaml_docs(path: Path) -> list:
     with open(path) as f:
