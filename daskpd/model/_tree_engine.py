@@ -53,9 +53,9 @@ TREE_CELLS = 1 << 22
 #: rows walked together through one tree by tree-exact's level-by-level walk
 LEVEL_BLOCK = 2048
 #: ... when the rows carry trial counts: a leaf's group of rows sums its counts into
-#: every set's weight, so larger groups (fewer of them) cost less per row (500,000 rows,
-#: 20 trials, 50 trees: 1.48 s against 1.63-1.74 s at 2048); the sums are whole
-#: numbers, so the block size leaves their bits as they are
+#: every set's weight, so larger groups (fewer of them) cost less per row (the PD's
+#: bands, docs/benchmarks.md); the sums are whole numbers, so the block size leaves
+#: their bits as they are
 LEVEL_BLOCK_COUNTS = 4096
 
 
