@@ -31,7 +31,8 @@ from .._engine import scheduler
 from .._engine.sums import (Table, TreeNodes, fold_tree, group_inputs, group_sets, tree_done, tree_out, tree_put,
                             tree_scratch, tree_state)
 from .categorical_gram import LeafSums, gram_link, solve_gram
-from .categorical_solve import CG_MAXITER, Effects, ground, number_groups, uf_find, uf_flatten, uf_join
+from .categorical_solve import (CG_MAXITER, Effects, ground, number_groups, uf_find, uf_find_halving, uf_flatten,
+                                uf_join)
 from .virtual import N_VIRTUAL, virtual_of
 
 __all__ = ["CGBucket", "BucketSummary", "prepare", "bucket_products", "fold_summaries", "solve_explicit",
@@ -191,6 +192,12 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
         for s in range(S):
             parent[c, s] = c
     root = np.zeros(S, np.int64)
+    # a set's forest serves only its components: while every category it has met in a
+    # leaf of >= 2 categories is in one tree (rooted at ``one_root``), such a category's
+    # root is known without walking the forest
+    seen = np.zeros((K, S), np.bool_)
+    n_comp = np.zeros(S, np.int64)
+    one_root = np.full(S, -1, np.int64)
     live = np.empty(S, np.int64)
     acc = np.zeros((K, 6 * S))
     touched = np.zeros(K, np.bool_)
@@ -293,8 +300,20 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
                     acc[c, e + 3] += 1.0
                     acc[c, e + 4] += ly[j, s] - n * (Sy[s] / N[s])
                     acc[c, e + 5] += n * n / N[s]
-                    col = parent[:, s]
-                    root[s] = uf_find(col, c) if root[s] < 0 else uf_join(col, root[s], c)
+                    if one_root[s] >= 0 and seen[c, s]:
+                        r1 = one_root[s]
+                    else:
+                        if not seen[c, s]:
+                            seen[c, s] = True
+                            n_comp[s] += 1
+                        col = parent[:, s]
+                        r1 = uf_find(col, c) if root[s] < 0 else uf_find_halving(col, c)
+                    if root[s] < 0:
+                        root[s] = r1
+                    elif r1 != root[s]:
+                        n_comp[s] -= 1
+                        root[s] = uf_join(parent[:, s], root[s], r1)
+                    one_root[s] = root[s] if n_comp[s] == 1 else -1
                 else:
                     acc[c, e + 2] += 0.0
                     acc[c, e + 3] += 0.0

@@ -802,3 +802,53 @@ def test_prepare_sums_every_set_in_one_pass_as_group_sums_of_each_set(n_rows, K,
         c, nn, ww, starts, _, leaves = bucket.set_rows(st)
         assert c.tolist() == cd[multi].tolist() and nn.tobytes() == n[multi].tobytes()
         assert ww.tobytes() == (1.0 / N[multi]).tobytes() and leaves.tolist() == lf[first][size >= 2].tolist()
+
+
+@pytest.mark.parametrize("seed, K, per_leaf", [(0, 12, 2), (1, 30, 3), (2, 200, 2), (3, 6, 4), (4, 60, 2)])
+def test_prepare_forests_link_each_sets_categories_through_its_own_leaves(seed, K, per_leaf):
+    """Each set's spanning forest has the components of a plain union over that set's
+    leaves holding >= 2 of its categories: the leaves come in an order where a set's
+    categories fall into one component, split again (a leaf of new categories) and
+    rejoin, and a trial drops rows (weight 0) that would have linked them."""
+    from daskpd._data.encode import KeyCoder
+    from daskpd._engine.sums import Rows, sort_rows
+    from daskpd._strat.categorical_buckets import prepare
+    from daskpd._strat.categorical_solve import uf_flatten
+    from daskpd._strat.scan import FeatureScan
+
+    rng = np.random.default_rng(seed)
+    T, L = 5, 400
+    # leaf l draws its categories from a window that moves across the categories, so the
+    # components grow, meet new categories apart from them, and merge
+    leaf, code = [], []
+    for q in range(L):
+        lo = int(rng.integers(0, K)) if rng.random() < 0.3 else (q * 7) % K
+        cats = (lo + rng.choice(3, size=per_leaf, replace=True) * rng.integers(1, 3)) % K
+        for c in cats:
+            for _ in range(int(rng.integers(1, 3))):
+                leaf.append(q)
+                code.append(int(c))
+    leaf, code = np.array(leaf), np.array(code)
+    n_rows = len(leaf)
+    w = (rng.poisson(0.7, (n_rows, T))).astype(np.uint8)
+    rows = sort_rows([Rows(leaf.astype(np.int32), code.astype(np.int32), rng.normal(size=n_rows), None, w)])
+    fs = FeatureScan("c", "categorical", [], None, KeyCoder("categorical", values=np.arange(K)), None, L)
+    _, summary = prepare((rows, None), fs, type("Job", (), {"n_sets": T + 1})())
+    for st in range(T + 1):
+        n, _, _ = rows.set_stats(st)
+        parent = list(range(K))
+
+        def find(c):
+            while parent[c] != c:
+                c = parent[c]
+            return c
+
+        for q in np.unique(rows.leaf):
+            cats = np.unique(rows.key[(rows.leaf == q) & (n > 0)])
+            if len(cats) >= 2:
+                for c in cats[1:]:
+                    a, b = find(int(cats[0])), find(int(c))
+                    parent[max(a, b)] = min(a, b)
+        want = [find(c) for c in range(K)]
+        got = uf_flatten(np.array(summary.forests[st], np.int64)).tolist()
+        assert got == want, st
