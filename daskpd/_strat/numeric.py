@@ -110,6 +110,10 @@ def _flush(acc, touched, codes, nt, vb, out_v, out_c, out_x, n_out):
     return n_out
 
 
+#: the unit of a group in :func:`_segments`' packed (rows, groups) word
+_PRESENT = np.int64(1) << np.int64(40)
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xvals, P, S):
     """One pass over a bucket's (leaf, code) groups, sorted, for every statistics set at
@@ -122,9 +126,12 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
     (virtual bucket, code) order, each cell's terms in row order; set 0's segments
     (start, end, slope, leaf); and set 0's sum of x per group (binned features)."""
     G = leaf.shape[0]
-    count = np.zeros((P, S))
-    starts = np.zeros((P, S))
-    ends = np.zeros((P, S))
+    # per (code, set) one word a group: its rows (whole numbers, below bit 40) and its
+    # present groups (above); starts = present groups - the set's last in a leaf, ends =
+    # present groups - its first in a leaf, counted once a leaf
+    packed = np.zeros((P, S), np.int64)
+    firsts = np.zeros((P, S), np.int64)
+    lasts = np.zeros((P, S), np.int64)
     ignored = np.zeros(S)
     n_leaves = 0
     gn = np.zeros(S)
@@ -168,6 +175,8 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
             for s in range(S):
                 if run_len[s] == 1:
                     ignored[s] += run_rows[s]
+                if run_len[s] > 0:
+                    lasts[pcode[s], s] += 1
                 run_len[s] = 0
                 run_rows[s] = 0.0
                 has_prev[s] = False
@@ -193,7 +202,7 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
         for q in range(nk):
             s = live[q]
             n = gn[s]
-            count[c, s] += n
+            packed[c, s] += np.int64(n) + _PRESENT
             if s == 0 and run_len[0] == 0:
                 n_leaves += 1
             yb = gsy[s] / n
@@ -203,8 +212,6 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
                 slope = (yb - pyb[s]) / (xx - px[s])
                 acc_a[a, s] += slope
                 acc_s[c, s] += slope
-                starts[a, s] += 1.0
-                ends[c, s] += 1.0
                 if s == 0:  # a trial's segments start and end where set 0's do (its rows are among set 0's)
                     if not t_a[a]:
                         t_a[a] = True
@@ -219,6 +226,8 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
                     seg_s[k0] = slope
                     seg_l[k0] = cur_leaf
                     k0 += 1
+            else:
+                firsts[c, s] += 1
             run_rows[s] += n
             run_len[s] += 1
             has_prev[s] = True
@@ -228,6 +237,12 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
     for s in range(S):
         if run_len[s] == 1:
             ignored[s] += run_rows[s]
+        if run_len[s] > 0:
+            lasts[pcode[s], s] += 1
+    present = packed >> 40
+    count = (packed & (_PRESENT - 1)).astype(np.float64)
+    starts = (present - lasts).astype(np.float64)
+    ends = (present - firsts).astype(np.float64)
     if cur_vb >= 0:
         n_add = _flush(acc_a, t_a, c_a, na, cur_vb, add_v, add_c, add_x, n_add)
         n_sub = _flush(acc_s, t_s, c_s, ns, cur_vb, sub_v, sub_c, sub_x, n_sub)
@@ -248,6 +263,10 @@ def bucket_sums(table, fs, n_sets: int, *, counters=None, random_state: int = 0,
     code = np.asarray(table.key, dtype=np.int64)
     vb = virtual_of(leaf, fs.n_leaves)
     xvals = np.zeros(1) if fs.binned else np.asarray(fs.coder.values, dtype="float64")
+    if not isinstance(table, SortedRows) and len(table):  # a merged table's counts: sums of whole weights
+        n = table.values[:, ::k]
+        if not (np.all(n >= 0) and np.all(n == np.floor(n)) and float(n.max()) < 2.0 ** 40):
+            raise ValueError("StratPD's per-(leaf, position) counts must be whole numbers below 2**40")
     (count, starts, ends, ignored, n_leaves, av, ac, ax, sv, sc, sx_, sa, sb, ss, sl, sx0) = _segments(
         leaf, code, vb, *group_inputs(table, k), k, bool(fs.binned), xvals, P, int(n_sets))
     # the positions are set 0's (every trial is read at them)
