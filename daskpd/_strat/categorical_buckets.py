@@ -31,7 +31,7 @@ from .._engine import scheduler
 from .._engine.sums import (Table, TreeNodes, fold_tree, group_inputs, group_sets, tree_done, tree_out, tree_put,
                             tree_scratch, tree_state)
 from .categorical_gram import LeafSums, gram_link, solve_gram
-from .categorical_solve import (CG_MAXITER, Effects, ground, number_groups, uf_find, uf_find_halving, uf_flatten,
+from .categorical_solve import (CG_MAXITER, Effects, forest_link, ground, number_groups, uf_find, uf_flatten,
                                 uf_join)
 from .virtual import N_VIRTUAL, virtual_of
 
@@ -192,9 +192,7 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
         for s in range(S):
             parent[c, s] = c
     root = np.zeros(S, np.int64)
-    # a set's forest serves only its components: while every category it has met in a
-    # leaf of >= 2 categories is in one tree (rooted at ``one_root``), such a category's
-    # root is known without walking the forest
+    # the forests' links (forest_link)
     seen = np.zeros((K, S), np.bool_)
     n_comp = np.zeros(S, np.int64)
     one_root = np.full(S, -1, np.int64)
@@ -300,20 +298,8 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
                     acc[c, e + 3] += 1.0
                     acc[c, e + 4] += ly[j, s] - n * (Sy[s] / N[s])
                     acc[c, e + 5] += n * n / N[s]
-                    if one_root[s] >= 0 and seen[c, s]:
-                        r1 = one_root[s]
-                    else:
-                        if not seen[c, s]:
-                            seen[c, s] = True
-                            n_comp[s] += 1
-                        col = parent[:, s]
-                        r1 = uf_find(col, c) if root[s] < 0 else uf_find_halving(col, c)
-                    if root[s] < 0:
-                        root[s] = r1
-                    elif r1 != root[s]:
-                        n_comp[s] -= 1
-                        root[s] = uf_join(parent[:, s], root[s], r1)
-                    one_root[s] = root[s] if n_comp[s] == 1 else -1
+                    if one_root[s] < 0 or root[s] != one_root[s] or not seen[c, s]:  # else already in the leaf's tree
+                        forest_link(parent, seen, n_comp, one_root, root, c, s)
                 else:
                     acc[c, e + 2] += 0.0
                     acc[c, e + 3] += 0.0

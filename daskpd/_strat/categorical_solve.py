@@ -252,6 +252,31 @@ def uf_join(parent, r0, c):
 
 
 @numba.njit(cache=True, nogil=True)
+def forest_link(parent, seen, n_comp, one_root, root, c, s):
+    """Link category ``c`` to set ``s``'s tree of the current leaf in the spanning forest
+    ``parent`` ((categories, sets), a column per set).  ``root[s]``: the leaf's tree so
+    far (-1 at the leaf's first category); ``seen`` marks the categories the set has met
+    in its leaves, ``n_comp[s]`` counts their components.  The forest serves only its
+    components, so while they are one (rooted at ``one_root[s]``, else -1) a category met
+    before is known to be in it without a walk up the forest; else as :func:`uf_join`
+    (the smaller root becomes the parent)."""
+    if one_root[s] >= 0 and seen[c, s]:
+        r1 = one_root[s]
+    else:
+        if not seen[c, s]:
+            seen[c, s] = True
+            n_comp[s] += 1
+        col = parent[:, s]
+        r1 = uf_find(col, c) if root[s] < 0 else uf_find_halving(col, c)
+    if root[s] < 0:
+        root[s] = r1
+    elif r1 != root[s]:
+        n_comp[s] -= 1
+        root[s] = uf_join(parent[:, s], root[s], r1)
+    one_root[s] = root[s] if n_comp[s] == 1 else -1
+
+
+@numba.njit(cache=True, nogil=True)
 def uf_flatten(parent):
     """Point every entry at its root, in place; returns ``parent`` (a label per entry)."""
     for i in range(parent.shape[0]):

@@ -34,7 +34,7 @@ import numpy as np
 
 from .categorical_buckets import cg_sets
 from .categorical_gram import CHUNK_LEAVES, LeafSums, solve_gram
-from .categorical_solve import Effects, ground, number_groups, uf_find, uf_flatten, uf_join
+from .categorical_solve import Effects, forest_link, ground, number_groups, uf_flatten
 from .delta import RunView
 
 __all__ = ["RunsBlock", "runs_block", "effects_of_runs"]
@@ -107,10 +107,13 @@ def _merge_leaves(code, n, starts, N, SN, K):
     diag = np.zeros((K, S))
     rn = np.zeros((K, S))
     scal = np.zeros((S, 3))
-    parent = np.empty((S, K), np.int64)
-    for s in range(S):
-        for c in range(K):
-            parent[s, c] = c
+    parent = np.empty((K, S), np.int64)  # category-major: a category's sets share its row
+    for c in range(K):
+        for s in range(S):
+            parent[c, s] = c
+    met = np.zeros((K, S), np.bool_)
+    n_comp = np.zeros(S, np.int64)
+    one_root = np.full(S, -1, np.int64)
     m = np.zeros(S, np.int64)
     r0 = np.empty(S, np.int64)
     o = 0
@@ -160,11 +163,12 @@ def _merge_leaves(code, n, starts, N, SN, K):
                     nlc[c, s] += 1.0
                     diag[c, s] += v * v * w[q, s]
                     rn[c, s] += v * SN[q, s]
-                    r0[s] = uf_find(parent[s], c) if r0[s] < 0 else uf_join(parent[s], r0[s], c)
+                    if one_root[s] < 0 or r0[s] != one_root[s] or not met[c, s]:  # else already in the leaf's tree
+                        forest_link(parent, met, n_comp, one_root, r0, c, s)
             seen[c] = False
             o += 1
     out_starts[L] = o
-    return out_starts, w, count, used, nlc, diag, rn, multi, scal, parent
+    return out_starts, w, count, used, nlc, diag, rn, multi, scal, np.ascontiguousarray(parent.T)
 
 
 @numba.njit(cache=True, nogil=True)

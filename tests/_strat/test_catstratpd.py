@@ -805,15 +805,17 @@ def test_prepare_sums_every_set_in_one_pass_as_group_sums_of_each_set(n_rows, K,
 
 
 @pytest.mark.parametrize("seed, K, per_leaf", [(0, 12, 2), (1, 30, 3), (2, 200, 2), (3, 6, 4), (4, 60, 2)])
-def test_prepare_forests_link_each_sets_categories_through_its_own_leaves(seed, K, per_leaf):
-    """Each set's spanning forest has the components of a plain union over that set's
-    leaves holding >= 2 of its categories: the leaves come in an order where a set's
+def test_forests_link_each_sets_categories_through_its_own_leaves(seed, K, per_leaf):
+    """Each set's spanning forest (a bucket's, and the kept-state finish's from its
+    cells) has the components of a plain union over that set's leaves holding >= 2 of
+    its categories: the leaves come in an order where a set's
     categories fall into one component, split again (a leaf of new categories) and
     rejoin, and a trial drops rows (weight 0) that would have linked them."""
     from daskpd._data.encode import KeyCoder
     from daskpd._engine.sums import Rows, sort_rows
     from daskpd._strat.categorical_buckets import prepare
     from daskpd._strat.categorical_solve import uf_flatten
+    from daskpd._strat.catruns import _merge_leaves
     from daskpd._strat.scan import FeatureScan
 
     rng = np.random.default_rng(seed)
@@ -834,6 +836,11 @@ def test_prepare_forests_link_each_sets_categories_through_its_own_leaves(seed, 
     rows = sort_rows([Rows(leaf.astype(np.int32), code.astype(np.int32), rng.normal(size=n_rows), None, w)])
     fs = FeatureScan("c", "categorical", [], None, KeyCoder("categorical", values=np.arange(K)), None, L)
     _, summary = prepare((rows, None), fs, type("Job", (), {"n_sets": T + 1})())
+    # the kept-state finish links the same forests from a block of (leaf, category) cells
+    n_all = np.column_stack([rows.set_stats(st)[0] for st in range(T + 1)])
+    starts = np.r_[np.flatnonzero(np.r_[True, rows.leaf[1:] != rows.leaf[:-1]]), len(rows.leaf)].astype(np.int64)
+    N = np.add.reduceat(n_all, starts[:-1], axis=0)
+    kept = _merge_leaves(rows.key.astype(np.int32), n_all.copy(), starts, N, np.zeros_like(N), K)[-1]
     for st in range(T + 1):
         n, _, _ = rows.set_stats(st)
         parent = list(range(K))
@@ -850,5 +857,5 @@ def test_prepare_forests_link_each_sets_categories_through_its_own_leaves(seed, 
                     a, b = find(int(cats[0])), find(int(c))
                     parent[max(a, b)] = min(a, b)
         want = [find(c) for c in range(K)]
-        got = uf_flatten(np.array(summary.forests[st], np.int64)).tolist()
-        assert got == want, st
+        for forests in (summary.forests, kept):
+            assert uf_flatten(np.array(forests[st], np.int64)).tolist() == want, st
