@@ -622,33 +622,32 @@ def _set_sums(starts, y, x, w, t, has_x):
 
 
 @numba.njit(cache=True, nogil=True)
-def _gather(order, y, x, w, has_x):
+def _gather_words(order, w):
+    """``w[order]`` of a (rows, words) array."""
     n = order.shape[0]
     T = w.shape[1]
-    oy = np.empty(n)
-    ox = np.empty(n if has_x else 0)
     ow = np.empty((n, T), w.dtype)
     for i in range(n):
         r = order[i]
-        oy[i] = y[r]
-        if has_x:
-            ox[i] = x[r]
         for t in range(T):
             ow[i, t] = w[r, t]
-    return oy, ox, ow
+    return ow
 
 
 def _gather_rows(order, y, x, w, has_x):
-    """:func:`_gather`, the (rows, trials) uint8 weights moved as wider words when their
-    row's bytes allow it (a row of 20 trials: five 4-byte words instead of 20 bytes)."""
+    """``y``, ``x`` and the (rows, trials) uint8 weights ``w`` in ``order``, one array at a
+    time (a random gather from one array at a time stays in the caches better than one
+    from all of them at once), the weights moved as wider words when their row's bytes
+    allow it (a row of 20 trials: five 4-byte words instead of 20 bytes)."""
+    oy = np.take(y, order)
+    ox = np.take(x, order) if has_x else np.zeros(0)
     T = w.shape[1]
     if w.dtype == np.uint8 and T and w.flags.c_contiguous:
         for dt in (np.uint64, np.uint32, np.uint16):
             size = np.dtype(dt).itemsize
             if T % size == 0:
-                oy, ox, ow = _gather(order, y, x, w.view(dt), has_x)
-                return oy, ox, ow.view(np.uint8)
-    return _gather(order, y, x, w, has_x)
+                return oy, ox, _gather_words(order, w.view(dt)).view(np.uint8)
+    return oy, ox, (_gather_words(order, w) if T else np.empty((len(order), 0), w.dtype))
 
 
 def _weights_of(live: list, n: int) -> np.ndarray:
@@ -669,6 +668,26 @@ class DrawCache:
     def __init__(self):
         self.hashes = None
         self.weights = None
+
+    @classmethod
+    def for_features(cls, tables: Sequence) -> "DrawCache | None":
+        """A cache when two features' raw rows (lists of :class:`Rows` carrying hashes)
+        are the same rows, else None: a feature whose rows no other feature shares sorts
+        its rows' 8-byte hashes and draws the weights in sorted order, instead of drawing
+        them in row order and moving every row's weight bytes with the sort (20 trials:
+        20 bytes a row, read at random).  Either way the same weights, the same bits."""
+        seen = []
+        for parts in tables:
+            parts = parts if isinstance(parts, list) else [parts]
+            live = [p for p in parts if isinstance(p, Rows) and p is not None and len(p)]
+            if not live or live[0].h is None:
+                continue
+            hs = [t.h for t in live]
+            for other in seen:
+                if len(other) == len(hs) and all(len(a) == len(b) and np.array_equal(a, b) for a, b in zip(hs, other)):
+                    return cls()
+            seen.append(hs)
+        return None
 
     def weights_of(self, live: list) -> np.ndarray:
         """The (rows, trials) weights of the batches' hashes, in order."""
@@ -702,8 +721,10 @@ def sort_rows(parts: Sequence[Rows], draws: DrawCache | None = None) -> SortedRo
     if live[0].h is not None and draws is not None:  # the weights drawn once for every feature with these rows
         y, x, w = _gather_rows(order, y, x, draws.weights_of(live), has_x)
     elif live[0].h is not None:  # the hashes sorted (8 bytes a row), the weights drawn from them
-        y, x, h = _gather(order, y, x, np.concatenate([t.h for t in live]).reshape(-1, 1), has_x)
-        w = live[0].draw.counts(h[:, 0])
+        h = np.take(np.concatenate([t.h for t in live]), order)
+        y = np.take(y, order)
+        x = np.take(x, order) if has_x else x
+        w = live[0].draw.counts(h)
         del h
     else:
         y, x, w = _gather_rows(order, y, x, _weights_of(live, len(y)), has_x)

@@ -315,7 +315,8 @@ class StratScan(Job):
         summary)}}`` -- O(positions) arrays and the categorical least-squares terms."""
         numeric, categorical, kept, stats = {}, {}, {}, {}
         counters = piece.counters or {}
-        draws = DrawCache()  # features holding the same rows draw their trial weights once
+        # features holding the same rows draw their trial weights once
+        draws = DrawCache.for_features([piece.tables[fs.feature] for fs in self.features]) if self.n_sets > 1 else None
         for i, fs in enumerate(self.features):
             table = piece.tables[fs.feature]
             if isinstance(table, (Rows, list)):  # raw rows (a list: the parts of combine_finish, in order)

@@ -516,7 +516,7 @@ def test_rows_carrying_hashes_sum_as_rows_carrying_their_weights(fraction):
     they are summed: concatenated, cut, grouped (dense grid or sorted) and sorted for the
     finish, they give the bits of the same rows carrying the drawn weights."""
     from daskpd._engine.hashing import trial_draw
-    from daskpd._engine.sums import Rows, reduce_tables, sort_rows
+    from daskpd._engine.sums import DrawCache, Rows, reduce_tables, sort_rows
 
     draw = trial_draw(20, 9, fraction)
     rng = np.random.default_rng(6)
@@ -535,12 +535,20 @@ def test_rows_carrying_hashes_sum_as_rows_carrying_their_weights(fraction):
         np.testing.assert_array_equal(a.y, b.y)
     for n_keys in (60, 1 << 20):  # the dense grid, then the sort
         np.testing.assert_array_equal(reduce_tables(hashed, n_keys).values, reduce_tables(weighted, n_keys).values)
-    sh, sw = sort_rows(hashed), sort_rows(weighted)
-    np.testing.assert_array_equal(sh.w, sw.w)
-    for s in (0, 1, 20):
-        for a, b in zip(sh.set_stats(s), sw.set_stats(s)):
-            np.testing.assert_array_equal(a, b)
-    assert sh.set_stats(20)[0].sum() == sw.w[:, 19].sum() > 0
+    # sorted with the hashes and drawn after, or drawn first (once for the features that
+    # hold the same rows: DrawCache) and moved with the rows
+    cache = DrawCache.for_features([hashed, list(hashed), cut_h[:2]])
+    assert cache is not None and DrawCache.for_features([hashed, cut_h[:2], weighted]) is None
+    sw = sort_rows(weighted)
+    for sh in (sort_rows(hashed), sort_rows(hashed, cache), sort_rows(list(hashed), cache)):
+        np.testing.assert_array_equal(sh.w, sw.w)
+        np.testing.assert_array_equal(sh.y, sw.y)
+        np.testing.assert_array_equal(sh.x, sw.x)
+        for s in (0, 1, 20):
+            for a, b in zip(sh.set_stats(s), sw.set_stats(s)):
+                np.testing.assert_array_equal(a, b)
+    assert cache.weights is not None  # drawn once, for both
+    assert sw.set_stats(20)[0].sum() == sw.w[:, 19].sum() > 0
 
 
 def test_tree_fold_of_the_trials_does_not_depend_on_how_the_virtual_buckets_are_cut():
