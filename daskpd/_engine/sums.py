@@ -659,6 +659,11 @@ def _weights_of(live: list, n: int) -> np.ndarray:
     return np.zeros((n, 0))
 
 
+def _same_hashes(a: list, b: list) -> bool:
+    """Whether two lists of batches' hash arrays hold the same rows, batch by batch."""
+    return len(a) == len(b) and all(len(u) == len(v) and np.array_equal(u, v) for u, v in zip(a, b))
+
+
 class DrawCache:
     """The trial weights drawn from the hashes of one list of :class:`Rows` batches, for
     the next features of a bucket whose rows are the same (one bucket holding every row
@@ -679,21 +684,19 @@ class DrawCache:
         seen = []
         for parts in tables:
             parts = parts if isinstance(parts, list) else [parts]
-            live = [p for p in parts if isinstance(p, Rows) and p is not None and len(p)]
+            live = [p for p in parts if isinstance(p, Rows) and len(p)]
             if not live or live[0].h is None:
                 continue
             hs = [t.h for t in live]
-            for other in seen:
-                if len(other) == len(hs) and all(len(a) == len(b) and np.array_equal(a, b) for a, b in zip(hs, other)):
-                    return cls()
+            if any(_same_hashes(hs, other) for other in seen):
+                return cls()
             seen.append(hs)
         return None
 
     def weights_of(self, live: list) -> np.ndarray:
         """The (rows, trials) weights of the batches' hashes, in order."""
         hs = [t.h for t in live]
-        if self.hashes is not None and len(hs) == len(self.hashes) and \
-                all(len(a) == len(b) and np.array_equal(a, b) for a, b in zip(hs, self.hashes)):
+        if self.hashes is not None and _same_hashes(hs, self.hashes):
             return self.weights
         self.hashes, self.weights = hs, live[0].draw.counts(np.concatenate(hs))
         return self.weights
