@@ -259,7 +259,9 @@ def forest_link(parent, seen, n_comp, one_root, root, c, s):
     in its leaves, ``n_comp[s]`` counts their components.  The forest serves only its
     components, so while they are one (rooted at ``one_root[s]``, else -1) a category met
     before is known to be in it without a walk up the forest; else as :func:`uf_join`
-    (the smaller root becomes the parent)."""
+    (the smaller root becomes the parent).  Callers test in line whether ``c`` is such a
+    category already in the leaf's tree, and call only when it is not: a call for every
+    cell and set cost 40% of the bucket finish with 20 trials."""
     if one_root[s] >= 0 and seen[c, s]:
         r1 = one_root[s]
     else:

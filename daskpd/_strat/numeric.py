@@ -110,12 +110,8 @@ def _flush(acc, touched, codes, nt, vb, out_v, out_c, out_x, n_out):
     return n_out
 
 
-#: the unit of a group in :func:`_segments`' packed (rows, groups) word
-_PRESENT = np.int64(1) << np.int64(40)
-
-
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xvals, P, S):
+def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xvals, P, S, shift):
     """One pass over a bucket's (leaf, code) groups, sorted, for every statistics set at
     once.  Per group, each set's ``(n, sum y, sum x)`` (from the group's raw rows, the terms in row order as :func:`~daskpd._engine.sums.reduce_tables` adds them, or read from a merged table); per set,
     the slope segments between the leaf's adjacent present positions (a set skips the
@@ -124,11 +120,13 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
     leaves; set 0's leaves with rows; the per-(virtual bucket, code) sums of the slopes
     of segments starting (``add``) and ending (``sub``) there, every set a column, in
     (virtual bucket, code) order, each cell's terms in row order; set 0's segments
-    (start, end, slope, leaf); and set 0's sum of x per group (binned features)."""
+    (start, end, slope, leaf); and set 0's sum of x per group (binned features).
+    ``shift``: the bits of the packed counts' rows (:func:`_count_bits`)."""
     G = leaf.shape[0]
-    # per (code, set) one word a group: its rows (whole numbers, below bit 40) and its
-    # present groups (above); starts = present groups - the set's last in a leaf, ends =
-    # present groups - its first in a leaf, counted once a leaf
+    # per (code, set) one word a group: its rows (whole numbers, below bit ``shift``) and
+    # its present groups (above); starts = present groups - the set's last in a leaf,
+    # ends = present groups - its first in a leaf, counted once a leaf
+    unit = np.int64(1) << np.int64(shift)
     packed = np.zeros((P, S), np.int64)
     firsts = np.zeros((P, S), np.int64)
     lasts = np.zeros((P, S), np.int64)
@@ -202,7 +200,7 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
         for q in range(nk):
             s = live[q]
             n = gn[s]
-            packed[c, s] += np.int64(n) + _PRESENT
+            packed[c, s] += np.int64(n) + unit
             if s == 0 and run_len[0] == 0:
                 n_leaves += 1
             yb = gsy[s] / n
@@ -239,8 +237,8 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
             ignored[s] += run_rows[s]
         if run_len[s] > 0:
             lasts[pcode[s], s] += 1
-    present = packed >> 40
-    count = (packed & (_PRESENT - 1)).astype(np.float64)
+    present = packed >> np.int64(shift)
+    count = (packed & (unit - 1)).astype(np.float64)
     starts = (present - lasts).astype(np.float64)
     ends = (present - firsts).astype(np.float64)
     if cur_vb >= 0:
@@ -249,6 +247,29 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
     return (count, starts, ends, ignored, n_leaves, add_v[:n_add].copy(), add_c[:n_add].copy(),
             add_x[:n_add].copy(), sub_v[:n_sub].copy(), sub_c[:n_sub].copy(), sub_x[:n_sub].copy(),
             seg_a[:k0], seg_b[:k0], seg_s[:k0], seg_l[:k0], sx0)
+
+
+def _count_bits(table, k: int, leaf: np.ndarray) -> int:
+    """The bits :func:`_segments` gives a (position, set)'s rows in its packed word, the
+    rest counting its present groups (at most one a leaf): enough for the bucket's rows
+    of any set (raw rows: rows x their largest weight; a merged table: its largest
+    column sum of counts, which must be whole numbers)."""
+    if isinstance(table, SortedRows):
+        top = int(table.w.max()) if table.w.size else 1
+        total = len(table.y) * max(top, 1)
+    elif len(table):
+        n = table.values[:, ::k]
+        if not (np.all(n >= 0) and np.all(n == np.floor(n))):
+            raise ValueError("StratPD's per-(leaf, position) counts must be whole numbers >= 0")
+        total = int(n.sum(axis=0).max())
+    else:
+        total = 0
+    leaves = 1 + int(np.count_nonzero(leaf[1:] != leaf[:-1])) if len(leaf) else 0
+    shift = max(1, total.bit_length())
+    if shift + (leaves + 1).bit_length() > 63:
+        raise ValueError(f"a bucket of {leaves:,} leaves and {total:,} rows is too large for StratPD's finish "
+                         "(64-bit counts); use more buckets (dask config daskpd.buckets)")
+    return shift
 
 
 def bucket_sums(table, fs, n_sets: int, *, counters=None, random_state: int = 0,
@@ -263,12 +284,8 @@ def bucket_sums(table, fs, n_sets: int, *, counters=None, random_state: int = 0,
     code = np.asarray(table.key, dtype=np.int64)
     vb = virtual_of(leaf, fs.n_leaves)
     xvals = np.zeros(1) if fs.binned else np.asarray(fs.coder.values, dtype="float64")
-    if not isinstance(table, SortedRows) and len(table):  # a merged table's counts: sums of whole weights
-        n = table.values[:, ::k]
-        if not (np.all(n >= 0) and np.all(n == np.floor(n)) and float(n.max()) < 2.0 ** 40):
-            raise ValueError("StratPD's per-(leaf, position) counts must be whole numbers below 2**40")
     (count, starts, ends, ignored, n_leaves, av, ac, ax, sv, sc, sx_, sa, sb, ss, sl, sx0) = _segments(
-        leaf, code, vb, *group_inputs(table, k), k, bool(fs.binned), xvals, P, int(n_sets))
+        leaf, code, vb, *group_inputs(table, k), k, bool(fs.binned), xvals, P, int(n_sets), _count_bits(table, k, leaf))
     # the positions are set 0's (every trial is read at them)
     sum_x = [_vsum(vb, code, sx0, P)] if fs.binned else None
     segments = _segment_sample(sl, sa, sb, ss, n_segments, random_state)

@@ -590,3 +590,28 @@ def test_tree_fold_of_the_trials_does_not_depend_on_how_the_virtual_buckets_are_
                                 np.r_[vals[whole[vb[whole] < 50]], x50[order], vals[whole[vb[whole] > 50]]], 0, V, V)],
                     K, m, V)
     np.testing.assert_array_equal(fold_tree([lo_part, hi_part], K, m, V), ref)
+
+
+def test_packed_counts_take_the_bits_the_bucket_needs():
+    """The finish packs a (position, set)'s rows and present groups into one 64-bit word,
+    split where the bucket's rows need it: rows of 2**41 each count exactly and leave the
+    segments' starts and ends as rows of 1 do; a bucket whose rows and leaves cannot share
+    64 bits is refused with a clear error, never wrapped around."""
+    rng = np.random.default_rng(2)
+    leaf = np.repeat(np.arange(300), 6)
+    x = rng.integers(0, 40, len(leaf)).astype(float)
+    y = rng.normal(size=len(leaf))
+    coder = KeyCoder("numeric", values=np.unique(x))
+    fs = FeatureScan("x", "numeric", [], None, coder, None, 300)
+    code = coder.encode(pd.Series(x))
+    one = bucket_sums(group_sums(leaf, code, np.column_stack([np.ones_like(y), y])), fs, 1)
+    big = float(2 ** 41)
+    heavy = bucket_sums(group_sums(leaf, code, np.column_stack([np.full_like(y, big), y * big])), fs, 1)
+    np.testing.assert_array_equal(heavy.count[0], np.bincount(code, minlength=coder.n_keys) * big)
+    np.testing.assert_array_equal(heavy.starts, one.starts)
+    np.testing.assert_array_equal(heavy.ends, one.ends)
+    assert one.starts.sum() == one.ends.sum() > 0
+    with pytest.raises(ValueError, match="too large for StratPD's finish"):
+        bucket_sums(group_sums(leaf, code, np.column_stack([np.full_like(y, 2.0 ** 60), y])), fs, 1)
+    with pytest.raises(ValueError, match="whole numbers"):
+        bucket_sums(group_sums(leaf, code, np.column_stack([np.full_like(y, 0.5), y])), fs, 1)
