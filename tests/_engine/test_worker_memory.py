@@ -54,6 +54,38 @@ def test_freed_heap_goes_back_to_the_os_on_real_workers(client):
         assert out["kept"] < 150 * MiB, out
 
 
+def test_freed_arrays_pages_serve_the_next_arrays_on_real_workers(client):
+    def _refaults():  # nested: pickled by value
+        """In a worker task: 16 arrays of 2 MiB (below numpy's huge-page size) allocated
+        and freed at the top of the thread's heap, then allocated again: the page faults
+        of the second round (dask's MALLOC_TRIM_THRESHOLD_ of 64 KiB alone would give the
+        freed pages back, and the second round would fault all 8,192 in again)."""
+        import resource
+
+        import numpy as np
+
+        from daskpd._engine.scheduler import limit_worker_threads
+
+        limit_worker_threads()  # what every daskpd task does first
+
+        def faults():
+            return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+        f0 = faults()
+        arrays = [np.ones(2 * MiB // 8) for _ in range(16)]
+        f1 = faults()
+        del arrays
+        arrays = [np.ones(2 * MiB // 8) for _ in range(16)]
+        f2 = faults()
+        return f1 - f0, f2 - f1
+
+    for addr in client.scheduler_info()["workers"]:
+        first, again = client.submit(_refaults, workers=[addr], allow_other_workers=False, pure=False).result()
+        pages = 32 * MiB // 4096
+        assert first > pages // 2, (addr, first)  # the precondition: the first round faulted its pages in
+        assert again < pages // 16, (addr, first, again)
+
+
 def test_heap_trim_threshold():
     assert heap_trim_threshold("auto", 2 << 30) == 128 * MiB
     assert heap_trim_threshold("auto", 256 * MiB) == 32 * MiB  # at least 32 MiB
