@@ -28,7 +28,7 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine import scheduler
-from .._engine.sums import (Table, TreeNodes, fold_tree, group_inputs, group_sets, tree_done, tree_out, tree_put,
+from .._engine.sums import (SortedRows, Table, TreeNodes, fold_tree, group_inputs, group_sets, tree_done, tree_out, tree_put,
                             tree_scratch, tree_state)
 from .categorical_gram import LeafSums, gram_link, solve_gram
 from .categorical_solve import (CG_MAXITER, Effects, forest_link, ground, number_groups, uf_find, uf_flatten,
@@ -160,14 +160,16 @@ def _push_empty(ts, a, z, t_z, top, t_lo, t_hi, sh_lo, sh_hi):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, top, t_lo, t_hi, sh_lo, sh_hi):
+def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, top, t_lo, t_hi, sh_lo, sh_hi, b_n):
     """One pass over a bucket's (leaf, category) groups, sorted, leaf by leaf, for every
     statistics set at once (each set skips the groups its weights leave empty).  Per
     leaf and set: N, S (the set's rows and sum of y in the leaf), the r / diag / 1 / N
     terms of its groups when the leaf holds >= 2 of the set's categories, the set's
     spanning forest.  Returns the per-(virtual bucket, category) ``vectors`` and per
     virtual bucket ``scalars`` of every set (:class:`BucketSummary`'s columns), the
-    forests, and the rows of set 0's leaves with >= 2 categories (:class:`CGBlock`)."""
+    forests, and the rows of set 0's leaves with >= 2 categories (:class:`CGBlock`; their
+    counts written into ``b_n``, (groups, sets), whose type holds every count exactly:
+    :func:`_count_type`)."""
     G = leaf.shape[0]
     # the largest leaf (in groups): the scratch of one leaf's sums
     big = 0
@@ -218,7 +220,6 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
     q_vb = -1
     # set 0's multi-category leaves: their rows
     b_code = np.empty(G, np.int32)
-    b_n = np.empty((G, S))
     n_b = 0
     n_lv = 0
     for g in range(G):
@@ -315,7 +316,7 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
             for j in range(z - a):
                 b_code[n_b] = code[a + j]
                 for s in range(S):
-                    b_n[n_b, s] = ln[j, s] if ln[j, s] > 0 else 0.0
+                    b_n[n_b, s] = ln[j, s] if ln[j, s] > 0 else 0.0  # exact: a whole count in b_n's range
                 n_b += 1
         a = z
     if cur_vb >= 0:
@@ -325,7 +326,7 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
         _push_empty(ts, max(cur_vb + 1, t_lo), t_hi, t_z, top, t_lo, t_hi, sh_lo, sh_hi)
     return (vec_v[:n_vec].copy(), vec_c[:n_vec].copy(), vec_x[:n_vec].copy(), sca_v, sca_x,
             np.ascontiguousarray(parent.T), tree_out(ts),
-            b_code[:n_b].copy(), b_n[:n_b].copy(), b_w[:n_bl].copy(), b_start[:n_bl].copy(), b_vb[:n_bl].copy(),
+            b_code[:n_b].copy(), n_b, b_w[:n_bl].copy(), b_start[:n_bl].copy(), b_vb[:n_bl].copy(),
             b_leaf[:n_bl].copy())
 
 
@@ -342,17 +343,37 @@ def _whole_range(n):
     return True, top
 
 
+def _count_type(table, k: int, starts: np.ndarray, w: np.ndarray):
+    """The type :func:`_prepare` writes the CG block's counts in: uint16 when every
+    (group, set) count is a whole number below 2^16 -- raw rows: a group's rows times the
+    largest trial weight; a merged table: its count columns -- else float64.  (Written
+    narrow from the start: a 1e7-row bucket of 5,000 categories with 20 trials filled a
+    100 MB float64 block, faulting its pages in, only to narrow it afterwards.)"""
+    if isinstance(table, SortedRows):
+        rows = int(np.diff(starts).max(initial=0)) if len(starts) else 0
+        if len(starts):
+            rows = max(rows, len(table.y) - int(starts[-1]))
+        bound = rows * max(1, int(w.max()) if w.size else 1)
+        return np.uint16 if bound < 2 ** 16 else np.float64
+    if not len(table):
+        return np.uint16
+    whole, top = _whole_range(np.ascontiguousarray(table.values[:, ::k]))
+    return np.uint16 if whole and top < 2 ** 16 else np.float64
+
+
 def _narrow(n: np.ndarray) -> np.ndarray:
-    """``n`` in uint8 / uint16 / float32 when that holds every value exactly, else as is."""
-    if not len(n):
-        return n
+    """``n`` (a copy) in uint8 / uint16 / float32 when that holds every value exactly."""
+    if not n.size:
+        return n.astype(np.uint8)
+    if n.dtype == np.uint16:
+        return n.astype(np.uint8) if int(n.max()) <= np.iinfo(np.uint8).max else n.copy()
     whole, top = _whole_range(np.ascontiguousarray(n))
     if not whole:
-        return n
+        return n.copy()
     for dtype in (np.uint8, np.uint16):
         if top <= np.iinfo(dtype).max:
             return n.astype(dtype)
-    return n.astype(np.float32) if top < 2 ** 24 else n
+    return n.astype(np.float32) if top < 2 ** 24 else n.copy()
 
 
 def prepare(picked, fs, job, span=None):
@@ -368,9 +389,12 @@ def prepare(picked, fs, job, span=None):
     vb = virtual_of(leaf, fs.n_leaves)
     S = int(job.n_sets)
     tbuf = tree_scratch(int(K), 6 * (S - 1)) if S > 1 else np.zeros((1, 1))
-    (vv, vc, vx, sv, sx, forests, tree, b_code, b_n, b_w, b_start, b_vb, b_leaf) = _prepare(
-        leaf, code, vb, *group_inputs(table, k), k, int(K), S, tbuf, N_VIRTUAL.bit_length() - 1, int(span[0]),
-        int(span[1]), bool(span[2]), bool(span[3]))
+    inputs = group_inputs(table, k)
+    b_n = np.empty((len(leaf), S), _count_type(table, k, inputs[0], inputs[3]))
+    (vv, vc, vx, sv, sx, forests, tree, b_code, n_b, b_w, b_start, b_vb, b_leaf) = _prepare(
+        leaf, code, vb, *inputs, k, int(K), S, tbuf, N_VIRTUAL.bit_length() - 1, int(span[0]),
+        int(span[1]), bool(span[2]), bool(span[3]), b_n)
+    b_n = b_n[:n_b]
     sizes = np.diff(np.r_[b_start, len(b_code)])
     cell, cell_vb, cell_code = _cells(np.repeat(b_vb, sizes), b_code, K)
     # the block stays on its worker through the CG rounds: kept in the narrowest type that

@@ -750,12 +750,15 @@ def test_warns_when_no_leaf_holds_two_categories():
     np.testing.assert_allclose(res.pd, np.arange(6.0))  # marginal means
 
 
-@pytest.mark.parametrize("n_rows, K, T", [(5000, 40, 3), (300, 5000, 2), (2000, 7, 0), (0, 7, 2)])
-def test_prepare_sums_every_set_in_one_pass_as_group_sums_of_each_set(n_rows, K, T):
+@pytest.mark.parametrize("n_rows, K, T, L", [(5000, 40, 3, None), (300, 5000, 2, None), (2000, 7, 0, None),
+                                           (0, 7, 2, None), (140_000, 2, 1, 1), (140_000, 2, 0, 1)])
+def test_prepare_sums_every_set_in_one_pass_as_group_sums_of_each_set(n_rows, K, T, L):
     """A bucket's per (virtual bucket, category) terms of every statistics set, made in
     one pass over its rows, are each set's group_sums of the six columns (its rows in
     its leaves, in the same order: the same bits); the scalars and the rows the CG
-    products use are each set's own."""
+    products use are each set's own.  The CG block's counts are kept in the narrowest
+    type that holds them, also where a group counts 2^16 rows or more (one leaf of two
+    categories: raw rows with a trial, and a merged table)."""
     from daskpd._data.encode import KeyCoder
     from daskpd._engine.sums import Rows, fold_tree, group_sums, sort_rows, tree_nodes
     from daskpd._strat.categorical_buckets import prepare
@@ -763,13 +766,22 @@ def test_prepare_sums_every_set_in_one_pass_as_group_sums_of_each_set(n_rows, K,
     from daskpd._strat.virtual import N_VIRTUAL, virtual_of
 
     rng = np.random.default_rng(4)
-    L = max(1, n_rows // 6)
+    L = L or max(1, n_rows // 6)
     leaf, code = rng.integers(0, L, n_rows), rng.integers(0, K, n_rows)
     y = rng.normal(size=n_rows) * 1e3
     w = rng.poisson(1.0, (n_rows, T)).astype(np.uint8)
     rows = sort_rows([Rows(leaf.astype(np.int32), code.astype(np.int32), y, None, w if T else None)])
     fs = FeatureScan("c", "categorical", [], None, KeyCoder("categorical", values=np.arange(K)), None, L)
+    if T == 0 and n_rows >= 2 ** 16:  # the merged table the one-set scan finishes from
+        from daskpd._engine.sums import reduce_tables
+
+        rows = reduce_tables([Rows(leaf.astype(np.int32), code.astype(np.int32), y, None, None)], K)
     bucket, summary = prepare((rows, None), fs, type("Job", (), {"n_sets": T + 1})())
+    top = max([float(rows.set_stats(st)[0].max(initial=0)) for st in range(T + 1)]) if T or n_rows < 2 ** 16 else \
+        float(rows.values[:, 0].max())
+    assert bucket.block.n.dtype == (np.uint8 if top < 2 ** 8 else np.float32 if top >= 2 ** 16 else np.uint16)
+    if isinstance(rows, type(summary.vectors)):
+        rows.set_stats = lambda st: (rows.values[:, 0], rows.values[:, 1], None)
     for st in range(T + 1):
         n, s, _ = rows.set_stats(st)
         keep = n > 0
