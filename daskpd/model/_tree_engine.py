@@ -105,9 +105,64 @@ def _sum_rows(M, cur, a, L, acc):
             acc[s] += mr[s]
 
 
+#: the even and the odd bytes of a 64-bit word, each in a 16-bit lane
+_LANES = np.uint64(0x00FF00FF00FF00FF)
+#: trial counts summed as 16-bit lanes of 64-bit words (:func:`count_words`): at most
+#: this many trials (four words)
+WORD_TRIALS = 32
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _sum_words(C8, cur, a, L, ol):
+    """``ol[1 + s] +=`` the rows ``C8[cur[r]]``'s trial-``s`` counts summed over
+    ``a <= r < a + L``: every row's counts are 8 a word (:func:`count_words`), the even and
+    the odd bytes added as four 16-bit lanes each, in registers (a lane's sum stays
+    below 2^16: the caller's bound), then each trial's lane added to ``ol`` -- whole
+    numbers, so the sums of :func:`_sum_rows`, to the bit."""
+    W = C8.shape[1]
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.uint64(0)
+    eight = np.uint64(8)
+    for r in range(a, a + L):
+        row = cur[r]
+        x = C8[row, 0]
+        a0 += x & _LANES
+        a1 += (x >> eight) & _LANES
+        if W > 1:
+            x = C8[row, 1]
+            a2 += x & _LANES
+            a3 += (x >> eight) & _LANES
+        if W > 2:
+            x = C8[row, 2]
+            a4 += x & _LANES
+            a5 += (x >> eight) & _LANES
+        if W > 3:
+            x = C8[row, 3]
+            a6 += x & _LANES
+            a7 += (x >> eight) & _LANES
+    for s in range(ol.shape[0] - 1):
+        q = 2 * (s >> 3) + (s & 1)
+        acc = a0 if q == 0 else a1 if q == 1 else a2 if q == 2 else a3 if q == 3 else \
+            a4 if q == 4 else a5 if q == 5 else a6 if q == 6 else a7
+        ol[s + 1] += float((acc >> np.uint64(16 * ((s & 7) >> 1))) & np.uint64(0xFFFF))
+
+
+def count_words(C: np.ndarray, block: int) -> np.ndarray:
+    """The (rows x trials) uint8 counts ``C`` as (rows x words) uint64, 8 trials a word
+    (zero bytes after the last), for :func:`_sum_words`; or an empty array when a sum of
+    ``block`` rows' counts could reach 2^16 in a lane, or with more than
+    ``WORD_TRIALS`` trials (the walk then sums the bytes one by one)."""
+    n, T = C.shape
+    if n == 0 or T == 0 or T > WORD_TRIALS or int(C.max()) * block >= 1 << 16:
+        return np.zeros((0, 1), np.uint64)
+    words = (T + 7) // 8
+    padded = np.zeros((n, 8 * words), np.uint8)
+    padded[:, :T] = C
+    return padded.view(np.uint64)
+
+
 @numba.njit(cache=True, nogil=True)
 def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits, knownbits, tbit, trans,
-                         XT, W, C, unit, block, out):
+                         XT, W, C, unit, block, out, C8):
     """One walk of every row through every tree for every requested PD item at once.
 
     A walk's state is a *slot*: the set of target features at whose splits the walk took
@@ -123,11 +178,13 @@ def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbi
     their segment).  At a leaf the group's weights are summed (its size, with ``unit``
     weights; with counts ``C`` (rows x trials, uint8; ``W`` empty), set 0's weights are
     1 and set t's are column t - 1 of ``C``: whole numbers, summed exactly, so the same
-    sums as their float64 columns).  ``XT``: the rows transposed (features x rows)."""
+    sums as their float64 columns; ``C8``, when not empty, the same counts as words,
+    :func:`count_words`, summed 8 at a time).  ``XT``: the rows transposed (features x rows)."""
     n = XT.shape[1]
     S = out.shape[2]
     T = C.shape[1]
     counts = C.shape[0] > 0
+    words = C8.shape[0] > 0
     acc = np.zeros(S)
     cnt = np.zeros(T, np.int64)
     gcap = 64
@@ -179,6 +236,10 @@ def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbi
                     if f < 0:
                         if unit:
                             out[nd, sl, 0] += L
+                        elif words:
+                            ol = out[nd, sl]
+                            ol[0] += L
+                            _sum_words(C8, cur, a, L, ol)
                         elif counts:
                             _sum_rows(C, cur, a, L, cnt)
                             ol = out[nd, sl]
@@ -381,8 +442,9 @@ class FlatTrees:
         out = np.zeros((self.n_nodes, trans.shape[0], S))
         if n and self.n_nodes:
             unit = counts is None and S == 1 and bool((W == 1.0).all())
-            _leaf_weights(*self._args(), tbit, trans, np.ascontiguousarray(X.T), W, C, unit,
-                          LEVEL_BLOCK if counts is None else LEVEL_BLOCK_COUNTS, out)
+            block = LEVEL_BLOCK if counts is None else LEVEL_BLOCK_COUNTS
+            _leaf_weights(*self._args(), tbit, trans, np.ascontiguousarray(X.T), W, C, unit, block, out,
+                          count_words(C, block))
         res = []
         for mem in members:
             acc = out[:, mem[0], :].copy()

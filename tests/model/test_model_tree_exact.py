@@ -155,6 +155,32 @@ def test_weighted_and_partitioned_leaf_weights_merge_exactly(cat_data, cat_model
     np.testing.assert_allclose(one.average, _sk(reg, X, one, sample_weight=w), rtol=0, atol=TOL)
 
 
+@pytest.mark.parametrize("T, top", [(20, 4), (3, 1), (32, 6), (20, 16), (33, 4)])
+def test_trial_counts_summed_as_words_or_bytes_equal_their_float_weights(cat_data, cat_models, T, top):
+    """The walk sums the trials' uint8 counts 8 at a time in 16-bit lanes of words when
+    a block's sums cannot reach 2^16 (here: counts up to 15, at most 32 trials), else
+    byte by byte (a count of 16, or 33 trials); both give every set's leaf weights of
+    the float64 weight sets to the bit (whole numbers)."""
+    from daskpd.model._tree_engine import LEVEL_BLOCK_COUNTS, count_words
+
+    X, _ = cat_data
+    reg, _ = cat_models
+    pred = resolve_predictor(reg, list(X.columns), X.dtypes, response="predict", target_class=None)
+    flat, Xt = pred.tree.flat(), pred.tree.matrix(X)
+    rng = np.random.default_rng(T + top)
+    C = rng.integers(0, top + 1, (len(X), T)).astype(np.uint8)
+    C[len(X) // 2, T - 1] = top  # the largest count is there
+    words = count_words(C, LEVEL_BLOCK_COUNTS)
+    assert (len(words) > 0) == (top <= 15 and T <= 32)
+    items = [(pred.tree.position(0),), (pred.tree.position(2),), (pred.tree.position(0), pred.tree.position(1))]
+    W = np.column_stack([np.ones(len(X)), C.astype(np.float64)])
+    got = flat.leaf_weight_sets(Xt, items, None, counts=C)
+    want = flat.leaf_weight_sets(Xt, items, W)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape == (flat.n_nodes, T + 1) and g.tobytes() == w.tobytes()
+        assert g[:, 1:].sum() > 0
+
+
 def test_brute_force_notice_warns_with_advice_above_the_threshold(cat_data, cat_models):
     X, y = cat_data
     lin = LinearRegression().fit(X[["a"]], y)
