@@ -57,6 +57,11 @@ def _steps(rows: int) -> list[tuple[str, Callable]]:
         ("stratpd, 3 subsamples", lambda: daskpd.stratpd(df, target="y", feature="x5", n_trials=3, bootstrap=False, **q)),
         ("catstratpd", lambda: [daskpd.catstratpd(df, target="y", feature=f, **q) for f in ("s50", "flag")]),
         ("catstratpd, 3 trials", lambda: daskpd.catstratpd(df, target="y", feature="s50", n_trials=3, **q)),
+        # two leaves of 70,000 rows: groups whose trial counts can pass 2^16 (the CG block
+        # in float64 instead of uint16, categorical_buckets._count_type)
+        ("catstratpd, 3 trials, large groups", lambda: daskpd.catstratpd(
+            _frame(140_000)[["x1", "flag", "y"]], target="y", feature="flag", stratify_on=["x1"],
+            min_samples_leaf=70_000, n_trials=3, **q)),
         ("partial_dependence, recursion", lambda: daskpd.partial_dependence(
             model("hgb"), df, [("x1",), ("x7",), ("x1", "x7")], method="recursion", columns=num, **q)),
         ("partial_dependence, brute, gradient boosting, 3 trials", lambda: daskpd.partial_dependence(

@@ -18,6 +18,12 @@ def test_compile_runs_every_method_and_fills_the_cache(capsys):
     cache = numeric._segments._cache._cache_path
     files = [f for f in os.listdir(cache) if f.startswith("numeric._segments-")]
     assert any(f.endswith(".nbi") for f in files) and any(f.endswith(".nbc") for f in files), files
+    # CatStratPD's finish for both types of the CG block's counts (uint16; float64 for
+    # groups whose counts can pass 2^16)
+    from daskpd._strat import categorical_buckets
+
+    kinds = {str(sig[-1]) for sig in categorical_buckets._prepare.signatures}
+    assert {"array(uint16, 2d, C)", "array(float64, 2d, C)"} <= kinds, kinds
 
 
 def test_compile_refuses_too_few_rows_with_a_clear_error(capsys):
