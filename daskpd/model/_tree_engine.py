@@ -113,6 +113,12 @@ WORD_TRIALS = 32
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _add_lanes(x, even, odd):
+    """``even`` + the even bytes of word ``x``, ``odd`` + its odd bytes (16-bit lanes)."""
+    return even + (x & _LANES), odd + ((x >> np.uint64(8)) & _LANES)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _sum_words(C8, cur, a, L, ol):
     """``ol[1 + s] +=`` the rows ``C8[cur[r]]``'s trial-``s`` counts summed over
     ``a <= r < a + L``: every row's counts are 8 a word (:func:`count_words`), the even and
@@ -121,24 +127,15 @@ def _sum_words(C8, cur, a, L, ol):
     numbers, so the sums of :func:`_sum_rows`, to the bit."""
     W = C8.shape[1]
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.uint64(0)
-    eight = np.uint64(8)
     for r in range(a, a + L):
         row = cur[r]
-        x = C8[row, 0]
-        a0 += x & _LANES
-        a1 += (x >> eight) & _LANES
+        a0, a1 = _add_lanes(C8[row, 0], a0, a1)
         if W > 1:
-            x = C8[row, 1]
-            a2 += x & _LANES
-            a3 += (x >> eight) & _LANES
+            a2, a3 = _add_lanes(C8[row, 1], a2, a3)
         if W > 2:
-            x = C8[row, 2]
-            a4 += x & _LANES
-            a5 += (x >> eight) & _LANES
+            a4, a5 = _add_lanes(C8[row, 2], a4, a5)
         if W > 3:
-            x = C8[row, 3]
-            a6 += x & _LANES
-            a7 += (x >> eight) & _LANES
+            a6, a7 = _add_lanes(C8[row, 3], a6, a7)
     for s in range(ol.shape[0] - 1):
         q = 2 * (s >> 3) + (s & 1)
         acc = a0 if q == 0 else a1 if q == 1 else a2 if q == 2 else a3 if q == 3 else \
