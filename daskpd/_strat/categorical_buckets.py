@@ -28,8 +28,8 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine import scheduler
-from .._engine.sums import (SortedRows, Table, TreeNodes, fold_tree, group_inputs, group_sets, tree_done, tree_out, tree_put,
-                            tree_scratch, tree_state)
+from .._engine.sums import (SortedRows, Table, TreeNodes, fold_tree, group_inputs, group_sets, tree_done, tree_out,
+                            tree_put, tree_scratch, tree_state)
 from .categorical_gram import LeafSums, gram_link, solve_gram
 from .categorical_solve import (CG_MAXITER, Effects, forest_link, ground, number_groups, uf_find, uf_flatten,
                                 uf_join)
