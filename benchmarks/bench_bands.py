@@ -25,7 +25,8 @@ machine, where the wall times mostly measure the other processes).  ``--grid 0``
 the PD.  ``--breakdown`` (a cluster run) also prints, for the importances, the tasks'
 compute and transfer seconds and output bytes per task group (the task key without its
 token and numbers: ``daskpd-strat-map``, ``daskpd-strat-combine``, ``daskpd-fit``,
-``bucket_products``, ...), the driver's CPU and the workers' CPU outside the tasks.
+``bucket_products``, ...), the driver's CPU, the workers' CPU outside the tasks and the
+bytes dask's spill wrote to disk.
 ``--repeat N`` runs each setting N times, alternating n_trials = 1 and ``--trials`` (a
 drift of the machine's speed hits both), and reports the fastest run of each (with its
 CPU and breakdown); every run's wall time is printed too.
@@ -124,8 +125,17 @@ def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fi
         others = sum(client.run(time.process_time).values()) if client is not None else 0.0
         return (own, others) if split else own + others
 
+    def spilled() -> float:
+        """MiB the workers have written to disk so far (dask's spill: its digests)."""
+        def _bytes(dask_worker):  # nested: pickled by value
+            return sum(v for k, v in dask_worker.digests_total.items()
+                       if "disk-write" in str(k) and "bytes" in str(k))
+
+        return sum(client.run(_bytes).values()) / 2 ** 20 if client is not None else 0.0
+
     def strat(t):
         m = {}
+        s0 = spilled()
         t0, (d0, w0) = time.perf_counter(), cpu(split=True)
         if breakdown_tasks and client is not None:
             from distributed import get_task_stream
@@ -141,6 +151,7 @@ def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fi
         d1, w1 = cpu(split=True)
         m["cpu"], m["driver_cpu"], m["workers_cpu"] = (d1 - d0) + (w1 - w0), d1 - d0, w1 - w0
         m["buckets"] = next(iter(res.curves.values())).params.get("n_buckets")
+        m["spilled_MiB"] = spilled() - s0
         return m
 
     def pd_(t):
@@ -330,6 +341,8 @@ def print_breakdown(r: dict, T: int) -> None:
         print(f"| {what} | | {a:.2f} -> {b:.2f} | {b - a:+.2f} | | |")
     a, b = r["strat_1_workers_cpu"] - c1, r[f"strat_{T}_workers_cpu"] - cT
     print(f"| workers' CPU outside the tasks' compute | | {a:.2f} -> {b:.2f} | {b - a:+.2f} | | |")
+    a, b = r.get("strat_1_spilled_MiB", 0.0), r.get(f"strat_{T}_spilled_MiB", 0.0)
+    print(f"| spilled to disk by the workers (MiB) | | {a:.0f} -> {b:.0f} | {b - a:+.0f} | | |")
 
 
 if __name__ == "__main__":
