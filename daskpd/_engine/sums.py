@@ -32,7 +32,7 @@ import pandas as pd
 
 __all__ = ["Table", "Rows", "SortedRows", "DrawCache", "sort_rows", "group_inputs", "group_sets", "group_sums", "merge_tables",
            "reduce_tables", "float_keys", "keys_to_float", "TreeNodes", "tree_nodes", "fold_tree", "tree_state",
-           "tree_put", "tree_done", "tree_out", "tree_scratch"]
+           "tree_put", "tree_done", "tree_out", "tree_scratch", "whole_range"]
 
 _DIGIT = 11  # radix sort digit width (2048 buckets)
 
@@ -584,6 +584,11 @@ class SortedRows:
         return int(self.leaf.nbytes + self.key.nbytes + self.starts.nbytes + self.y.nbytes + self.w.nbytes
                    + (0 if self.x is None else self.x.nbytes))
 
+    @property
+    def max_weight(self) -> int:
+        """The largest weight a row has in any set (at least 1: set 0 counts it once)."""
+        return max(1, int(self.w.max()) if self.w.size else 1)
+
     def set_stats(self, s: int):
         """``(n, sum_y, sum_x)`` per group of statistics set ``s`` (0: every row once;
         t: weighted by trial t's weights); ``sum_x`` is None without x."""
@@ -657,6 +662,19 @@ def _weights_of(live: list, n: int) -> np.ndarray:
     if live[0].w is not None:
         return np.ascontiguousarray(np.concatenate([t.w for t in live], axis=0))
     return np.zeros((n, 0))
+
+
+@numba.njit(cache=True, nogil=True)
+def whole_range(n):
+    """``(whole, top)``: whether every value of ``n`` is a whole number >= 0, and the
+    largest (one pass; NaN is not whole)."""
+    top = 0.0
+    for v in n.ravel():
+        if not (v >= 0.0 and v == np.floor(v)):
+            return False, top
+        if v > top:
+            top = v
+    return True, top
 
 
 def _same_hashes(a: list, b: list) -> bool:

@@ -29,7 +29,7 @@ from dask.sizeof import sizeof
 
 from .._engine import scheduler
 from .._engine.sums import (SortedRows, Table, TreeNodes, fold_tree, group_inputs, group_sets, tree_done, tree_out,
-                            tree_put, tree_scratch, tree_state)
+                            tree_put, tree_scratch, tree_state, whole_range)
 from .categorical_gram import LeafSums, gram_link, solve_gram
 from .categorical_solve import (CG_MAXITER, Effects, forest_link, ground, number_groups, uf_find, uf_flatten,
                                 uf_join)
@@ -330,34 +330,18 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
             b_leaf[:n_bl].copy())
 
 
-@numba.njit(cache=True, nogil=True)
-def _whole_range(n):
-    """``(whole, top)``: whether every value of ``n`` is a whole number >= 0, and the
-    largest (one pass)."""
-    top = 0.0
-    for v in n.ravel():
-        if not (v >= 0.0 and v == np.floor(v)):
-            return False, top
-        if v > top:
-            top = v
-    return True, top
-
-
-def _count_type(table, k: int, starts: np.ndarray, w: np.ndarray):
+def _count_type(table, k: int):
     """The type :func:`_prepare` writes the CG block's counts in: uint16 when every
     (group, set) count is a whole number below 2^16 -- raw rows: a group's rows times the
     largest trial weight; a merged table: its count columns -- else float64.  (Written
     narrow from the start: a 1e7-row bucket of 5,000 categories with 20 trials filled a
     100 MB float64 block, faulting its pages in, only to narrow it afterwards.)"""
     if isinstance(table, SortedRows):
-        rows = int(np.diff(starts).max(initial=0)) if len(starts) else 0
-        if len(starts):
-            rows = max(rows, len(table.y) - int(starts[-1]))
-        bound = rows * max(1, int(w.max()) if w.size else 1)
-        return np.uint16 if bound < 2 ** 16 else np.float64
+        rows = int(np.diff(np.r_[table.starts, len(table.y)]).max(initial=0))
+        return np.uint16 if rows * table.max_weight < 2 ** 16 else np.float64
     if not len(table):
         return np.uint16
-    whole, top = _whole_range(np.ascontiguousarray(table.values[:, ::k]))
+    whole, top = whole_range(np.ascontiguousarray(table.values[:, ::k]))
     return np.uint16 if whole and top < 2 ** 16 else np.float64
 
 
@@ -367,7 +351,7 @@ def _narrow(n: np.ndarray) -> np.ndarray:
         return n.astype(np.uint8)
     if n.dtype == np.uint16:
         return n.astype(np.uint8) if int(n.max()) <= np.iinfo(np.uint8).max else n.copy()
-    whole, top = _whole_range(np.ascontiguousarray(n))
+    whole, top = whole_range(np.ascontiguousarray(n))
     if not whole:
         return n.copy()
     for dtype in (np.uint8, np.uint16):
@@ -389,10 +373,9 @@ def prepare(picked, fs, job, span=None):
     vb = virtual_of(leaf, fs.n_leaves)
     S = int(job.n_sets)
     tbuf = tree_scratch(int(K), 6 * (S - 1)) if S > 1 else np.zeros((1, 1))
-    inputs = group_inputs(table, k)
-    b_n = np.empty((len(leaf), S), _count_type(table, k, inputs[0], inputs[3]))
+    b_n = np.empty((len(leaf), S), _count_type(table, k))
     (vv, vc, vx, sv, sx, forests, tree, b_code, n_b, b_w, b_start, b_vb, b_leaf) = _prepare(
-        leaf, code, vb, *inputs, k, int(K), S, tbuf, N_VIRTUAL.bit_length() - 1, int(span[0]),
+        leaf, code, vb, *group_inputs(table, k), k, int(K), S, tbuf, N_VIRTUAL.bit_length() - 1, int(span[0]),
         int(span[1]), bool(span[2]), bool(span[3]), b_n)
     b_n = b_n[:n_b]
     sizes = np.diff(np.r_[b_start, len(b_code)])

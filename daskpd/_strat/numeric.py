@@ -35,7 +35,7 @@ from dask.sizeof import sizeof
 
 from .._engine.hashing import keyed_hash
 from .._engine.sums import (SortedRows, Table, TreeNodes, fold_tree, group_inputs, group_sets, reduce_tables,
-                            tree_nodes)
+                            tree_nodes, whole_range)
 from ..results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, StratPDResult, interval_slopes
 from .trees import tree_method_of
 from .virtual import N_VIRTUAL, virtual_of
@@ -255,11 +255,10 @@ def _count_bits(table, k: int, leaf: np.ndarray) -> int:
     of any set (raw rows: rows x their largest weight; a merged table: its largest
     column sum of counts, which must be whole numbers)."""
     if isinstance(table, SortedRows):
-        top = int(table.w.max()) if table.w.size else 1
-        total = len(table.y) * max(top, 1)
+        total = len(table.y) * table.max_weight
     elif len(table):
-        n = table.values[:, ::k]
-        if not (np.all(n >= 0) and np.all(n == np.floor(n))):
+        n = np.ascontiguousarray(table.values[:, ::k])
+        if not whole_range(n)[0]:
             raise ValueError("StratPD's per-(leaf, position) counts must be whole numbers >= 0")
         total = int(n.sum(axis=0).max())
     else:
