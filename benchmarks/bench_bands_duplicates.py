@@ -15,7 +15,9 @@ times) and on the same rows plus a continuous feature the model also uses (no tw
 alike), the script prints, at each grid value of the PD of ``b1``, the standard
 deviation of daskpd's ``--trials`` trials (``n_trials``, in memory) and that of a
 bootstrap drawing every row's Poisson(1) weight independently (numpy, over the model's
-predictions on the grid: the same estimator, the weights of a row bootstrap).
+predictions on the grid: the same estimator, the weights of a row bootstrap), and the
+result's ``params["row_repeats"]`` (how often rows repeat in the hashed columns, measured
+in the same pass) with its square root, the spread's predicted factor.
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def spreads(X: pd.DataFrame, y: np.ndarray, trials: int, seed: int) -> tuple:
     preds = np.column_stack([model.predict(X.assign(b1=v)) for v in grid])
     W = np.random.default_rng(seed).poisson(1.0, (trials, len(X))).astype(np.float64)
     rows = (W @ preds) / W.sum(axis=1, keepdims=True)
-    return grid, ours, rows.std(axis=0, ddof=1)
+    return grid, ours, rows.std(axis=0, ddof=1), res.params["row_repeats"]
 
 
 def main(argv=None) -> int:
@@ -57,14 +59,15 @@ def main(argv=None) -> int:
     u = rng.uniform(0.0, 1.0, n)
     y = 2.0 * X["b0"] + X["b1"] * X["b2"] + rng.normal(0.0, 1.0, n)
     print(f"# {n:,} rows, {args.binary} binary features, {args.trials} trials; PD of b1")
-    print("| design | distinct rows | b1 | sd of daskpd's trials | sd of an independent row bootstrap | ratio |")
-    print("|---|---|---|---|---|---|")
+    print("| design | distinct rows | b1 | sd of daskpd's trials | sd of an independent row bootstrap | ratio "
+          "| row_repeats | its square root |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, data, target in (("binary features only", X, y), ("plus a continuous feature", X.assign(u=u),
                                                                  y + np.sin(6.0 * u))):
         distinct = len(data.drop_duplicates())
-        grid, ours, rows = spreads(data, np.asarray(target), args.trials, args.seed)
+        grid, ours, rows, rep = spreads(data, np.asarray(target), args.trials, args.seed)
         for v, a, b in zip(grid, ours, rows):
-            print(f"| {name} | {distinct:,} | {v:g} | {a:.4f} | {b:.4f} | {a / b:.1f} |")
+            print(f"| {name} | {distinct:,} | {v:g} | {a:.4f} | {b:.4f} | {a / b:.1f} | {rep:.4g} | {np.sqrt(rep):.1f} |")
     return 0
 
 

@@ -57,6 +57,7 @@ from ._errors import DataError, InvalidParameterError
 from ._data.request import left_out_note, open_request
 from ._engine.memory import partition_bytes
 from .results import Result, table_frame
+from .results.curves import repeats_note
 from ._positional import deprecate_positional_args, renamed_params
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
 from ._stratpd import driver_side as numeric_driver_side
@@ -266,7 +267,7 @@ class ImportanceResult(Result):
                 f"{self.n_passes} passes over {self.n_partitions} partitions, trials={self.n_trials})\n"
                 f"sorted by {sort_by} ({MEASURE_SHORT[sort_by]}); "
                 + "; ".join(f"{m}: {MEASURE_SHORT[m]}" for m in MEASURES if m != sort_by) + "\n"
-                + self.table[cols].to_string(float_format=lambda v: f"{v:.4g}"))
+                + self.table[cols].to_string(float_format=lambda v: f"{v:.4g}") + repeats_note(self.params))
 
     def plot(self, ax=None, **kwargs):
         """Horizontal bars (error bars = trial standard deviation); see plot_importances."""
@@ -554,6 +555,8 @@ def strat_curves_and_importances(
               "pvalues": pvalues, "pvalues_n_trials": pvalues_n_trials if pvalues else None,
               "pvalues_sample_size": pvalues_sample_size if pvalues else None,
               "skipped_features": dict(left_out)}
+    if n_trials > 1:  # how often rows repeat in the columns the trials are drawn from (every curve's: one pass)
+        params["row_repeats"] = next(iter(curves.values())).params.get("row_repeats")
     return ImportanceResult(table=table, curves=curves, target=target, kinds=kinds, n_rows=n_rows,
                             n_partitions=run.n_partitions, n_passes=run.n_passes, sample_rows=run.sample_rows,
                             n_trials=n_trials, trials=trials_df, null=null_df, params=params, timings=timings,

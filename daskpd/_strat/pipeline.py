@@ -33,6 +33,7 @@ from .._engine import hashing, memory, scheduler
 from .._engine.hashing import Sample, SampleJob
 from .._engine.plan import Kept, build_pass, run_pass
 from .._engine.progress import plan_stages, stage
+from .._engine.repeats import RepeatsJob, stamp_repeats
 from .._errors import DataError
 from .categorical import category_values, effects_iterative
 from .firstpass import FirstPassCache, TargetRange, cached_first_pass
@@ -77,10 +78,12 @@ def _parts_dir(keep_state) -> str | None:
     return d
 
 
-def _kept_state(parts, scan, strat_id, n_rows, y_range, n_partitions, parts_dir) -> ScanState:
-    """``state_from_parts``; the scratch directory of the buckets' files goes with the
-    state's runs (removed once they are garbage: save the state before)."""
+def _kept_state(parts, scan, strat_id, n_rows, y_range, n_partitions, parts_dir, sketch=None) -> ScanState:
+    """``state_from_parts`` (with the rows' :class:`~daskpd._engine.repeats.RepeatSketch`);
+    the scratch directory of the buckets' files goes with the state's runs (removed once
+    they are garbage: save the state before)."""
     state = state_from_parts(parts, scan, strat_id, n_rows, y_range, n_partitions)
+    state.sketch = sketch
     if parts_dir is not None:
         scratch = _Scratch(parts_dir)
         for st in state.features.values():
@@ -595,12 +598,13 @@ def run_strat(
                                      n_trials, trial_fraction, random_state, finish_options, bool(keep_state),
                                      parts_dir)
     # pass 2: one scan, every feature, each finished next to its data
-    results, kept, parts = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
+    results, kept, parts, sketch = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
     state = None
     if keep_state:
-        state = _kept_state(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions, parts_dir)
+        state = _kept_state(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions, parts_dir, sketch)
     if kept:  # categorical features with many categories: CG rounds over their buckets
         results = _solve_kept(results, kept, scan, progress)
+    stamp_repeats(results, n_trials, sketch)
     if state is not None:  # the categorical features' finish summaries
         attach_categorical_summaries(state, strat)
     if y_range is not None and y_range[0] == y_range[1]:
@@ -635,35 +639,39 @@ def _plan_scan(ddf, scans, n_rows: int, sample_rows: int, encoder, target, colum
 
 
 def _scan(ddf, scan: StratScan, progress, fan_in, arity, parts_dir=None):
-    """The scan as the stage "scan and finish": ``(results, kept, parts)`` -- the
+    """The scan as the stage "scan and finish": ``(results, kept, parts, sketch)`` -- the
     finished results, the categorical buckets kept on the workers for CG rounds (or
-    None), and with ``keep_state`` the buckets' state parts.  A failed scan removes the
+    None), with ``keep_state`` the buckets' state parts, and with trials the rows'
+    :class:`~daskpd._engine.repeats.RepeatSketch` (else None).  A failed scan removes the
     scratch directory its buckets were writing their state parts to (``parts_dir``)."""
     try:
         with stage("scan and finish"):
-            results, parts = _run_scan(ddf, scan, progress, fan_in, arity)
+            results, parts, sketch = _run_scan(ddf, scan, progress, fan_in, arity)
     except BaseException:
         if parts_dir is not None:
             shutil.rmtree(parts_dir, ignore_errors=True)
         raise
     results, kept = (results.result, results.kept) if isinstance(results, Kept) else (results, None)
-    return results, kept, parts
+    return results, kept, parts, sketch
 
 
 def _run_scan(ddf, scan: StratScan, progress, fan_in, arity):
-    """``run_pass`` of the scan, and with ``keep_state`` the buckets' merged tables, each
-    gathered on its own by the driver (the same graph, one submission)."""
+    """``run_pass`` of the scan (with trials, a :class:`RepeatsJob` riding it), and with
+    ``keep_state`` the buckets' merged tables, each gathered on its own by the driver (the
+    same graph, one submission): ``(results, tables or None, sketch or None)``."""
+    riders = [RepeatsJob(scan.weight_columns)] if scan.n_trials else []
     if not scan.keep_state:
-        (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)
-        return results, None
-    (out,) = build_pass(ddf, [scan], name="daskpd-strat", fan_in=fan_in, arity=arity)
+        results, *sketch = run_pass(ddf, [scan, *riders], name="daskpd-strat", progress=progress, fan_in=fan_in,
+                                    arity=arity)
+        return results, None, (sketch[0] if sketch else None)
+    out, *ridden = build_pass(ddf, [scan, *riders], name="daskpd-strat", fan_in=fan_in, arity=arity)
     assert isinstance(out, WithState)
-    res, sums = out.result, out.sums
+    res, sums, r = out.result, out.sums, len(ridden)
     if isinstance(res, Kept):
-        values, refs = scheduler.compute_keeping([res.result, *sums], [res.kept], progress=progress)
-        return Kept(values[0], refs[0]), values[1:]
-    values = scheduler.compute_streamed(res, *sums, progress=progress)
-    return values[0], list(values[1:])
+        values, refs = scheduler.compute_keeping([res.result, *ridden, *sums], [res.kept], progress=progress)
+        return Kept(values[0], refs[0]), values[1 + r:], (values[1] if r else None)
+    values = scheduler.compute_streamed(res, *ridden, *sums, progress=progress)
+    return values[0], list(values[1 + r:]), (values[1] if r else None)
 
 
 def _fresh(coder: KeyCoder) -> KeyCoder:
@@ -722,12 +730,12 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
     parts_dir = None if merge else _parts_dir(keep_state)  # the new files' sums: gathered (small)
     scan, fan_in, arity = _plan_scan(ddf, scans, n_rows, strat.sample_rows, strat.encoder, target, columns, dtypes,
                                      n_trials, trial_fraction, strat.random_state, finish_options, keep, parts_dir)
-    results, kept, parts = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
+    results, kept, parts, sketch = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
     t2 = time.perf_counter()
     phases = {"positions_s": t1 - t0, "new_scan_s": t2 - t1}
     state = None
     if keep:
-        state = _kept_state(parts, scan, strat.id, n_rows, y_range, ddf.npartitions, parts_dir)
+        state = _kept_state(parts, scan, strat.id, n_rows, y_range, ddf.npartitions, parts_dir, sketch)
     phases["gather_state_s"] = time.perf_counter() - t2
     if merge:
         t3 = time.perf_counter()
@@ -739,8 +747,10 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
         phases["merge_finish_feature_s"] = sum(secs[f] for f, m in modes.items() if m != "delta")
         y_range = state.y_range
         n_rows = state.n_rows
-    elif kept:
-        results = _solve_kept(results, kept, scan, progress)
+    else:
+        if kept:
+            results = _solve_kept(results, kept, scan, progress)
+        stamp_repeats(results, n_trials, sketch)
     if state is not None and not merge:  # the categorical features' finish summaries
         t4 = time.perf_counter()
         attach_categorical_summaries(state, strat)

@@ -33,8 +33,9 @@ from dask.sizeof import sizeof
 import pandas as pd
 
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
-from .._engine.hashing import content_hash, trial_draw
+from .._engine.hashing import trial_draw
 from .._engine.plan import Job, Kept
+from .._engine.repeats import content_of
 from .._engine.sums import DrawCache, Rows, Table, reduce_tables, sort_rows
 from . import categorical_buckets
 from .categorical import effects_explicit
@@ -224,7 +225,7 @@ class StratScan(Job):
         W = H = draw = None
         if self.n_trials:
             draw = trial_draw(self.n_trials, self.random_state, self.trial_fraction)
-            H = content_hash(df[list(self.weight_columns)])
+            H = content_of(ctx, self.weight_columns)  # shared with the pass's RepeatsJob
             if self.n_trials <= HASHED_TRIALS:  # else the rows carry H, the weights are drawn where they are summed
                 W = draw.counts(H)
         piece = ScanPiece({}, {})

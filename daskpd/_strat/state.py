@@ -39,6 +39,7 @@ import pandas as pd
 
 from .. import __version__
 from .._data.encode import KeyCoder
+from .._engine.repeats import RepeatSketch, merge_sketches, stamp_repeats
 from .._engine.sums import Table, reduce_tables
 from .._errors import DataError
 from ..results.base import atomic_path, dump_json
@@ -67,6 +68,8 @@ COMPACT_SHARE = 0.5
 CAT_GRAM_MAX_BYTES = 1 << 28
 _STRAT_MAGIC = "daskpd-stratification"
 _STATE_MAGIC = "daskpd-scan-state"
+#: the file of a saved state holding its rows' RepeatSketch (absent: not kept)
+_SKETCH_FILE = "repeats.npz"
 
 
 def _minor(version: str) -> str:
@@ -374,6 +377,9 @@ class ScanState:
     #: after :meth:`delta_finish`: {feature: "delta" | "runs" | "merge"}, how each was finished
     finish_modes: dict = field(default_factory=dict, repr=False, compare=False)
     finish_seconds: dict = field(default_factory=dict, repr=False, compare=False)
+    #: with trials, the rows' :class:`~daskpd._engine.repeats.RepeatSketch` (how often
+    #: rows repeat in the weight columns; None: not kept)
+    sketch: RepeatSketch | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_sets(self) -> int:
@@ -401,7 +407,7 @@ class ScanState:
         y_range = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
         return ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction, feats,
                          self.n_rows + other.n_rows, y_range, self.n_partitions + other.n_partitions,
-                         dict(self.dtypes))
+                         dict(self.dtypes), sketch=merge_sketches(self.sketch, other.sketch))
 
     __add__ = merge
 
@@ -446,13 +452,13 @@ class ScanState:
             else:  # conjugate gradients where the sums are: here (sending the whole merged
                 # bucket to one worker can exceed that worker's memory; the rounds are sequential)
                 out[fs.feature] = effects_iterative(fs, [bucket], [summary], scan, local=True)
-        return out
+        return stamp_repeats(out, self.n_trials, self.sketch)
 
     def subset(self, features) -> "ScanState":
         """The state of some of its features (the same rows and trials)."""
         return ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction,
                          {f: self.features[f] for f in features}, self.n_rows, self.y_range, self.n_partitions,
-                         {f: self.dtypes.get(f) for f in features})
+                         {f: self.dtypes.get(f) for f in features}, sketch=self.sketch)
 
     def merge_finish(self, other: "ScanState", stratification: Stratification,
                      finish_options: dict | None = None) -> tuple["ScanState", dict]:
@@ -477,7 +483,7 @@ class ScanState:
         first = next(iter(done.values()))[0]
         state = ScanState(first.stratification_id, first.target, first.n_trials, first.trial_fraction,
                           {f: done[f][0].features[f] for f in self.features}, first.n_rows, first.y_range,
-                          first.n_partitions, dict(self.dtypes))
+                          first.n_partitions, dict(self.dtypes), sketch=first.sketch)
         return state, {f: done[f][1][f] for f in self.features}
 
     def delta_finish(self, other: "ScanState", stratification: Stratification,
@@ -507,7 +513,7 @@ class ScanState:
         shell = ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction,
                           {f: FeatureState(coders[f], Table.empty(0), counters[f]) for f in self.features},
                           self.n_rows + other.n_rows, y_range, self.n_partitions + other.n_partitions,
-                          dict(self.dtypes))
+                          dict(self.dtypes), sketch=merge_sketches(self.sketch, other.sketch))
         scan = shell.scan_job(stratification, opts)
         n_sets = self.n_sets
 
@@ -572,10 +578,10 @@ class ScanState:
         names = [fs.feature for fs in scan.features]
         state = ScanState(shell.stratification_id, shell.target, shell.n_trials, shell.trial_fraction,
                           {names[i]: done[i][0] for i in range(len(names))}, shell.n_rows, y_range,
-                          shell.n_partitions, dict(self.dtypes))
+                          shell.n_partitions, dict(self.dtypes), sketch=shell.sketch)
         state.finish_modes = {names[i]: done[i][2][0] for i in range(len(names))}
         state.finish_seconds = {names[i]: done[i][2][1] for i in range(len(names))}
-        return state, {names[i]: done[i][1] for i in range(len(names))}
+        return state, stamp_repeats({names[i]: done[i][1] for i in range(len(names))}, self.n_trials, shell.sketch)
 
     # -- files ---------------------------------------------------------------------
 
@@ -623,6 +629,9 @@ class ScanState:
                 fh.write(dump_json(meta))
             with open(os.path.join(tmp, "dtypes.pkl"), "wb") as fh:
                 pickle.dump(self.dtypes, fh, protocol=4)
+            if self.sketch is not None:
+                with open(os.path.join(tmp, _SKETCH_FILE), "wb") as fh:
+                    np.savez(fh, keys=self.sketch.keys, counts=self.sketch.counts, k=np.int64(self.sketch.k))
             if os.path.isdir(path):  # an old state: moved aside only once the new one is complete
                 aside = f"{path}.old-{os.getpid()}"
                 os.rename(path, aside)
@@ -665,8 +674,12 @@ class ScanState:
             feats[fm["feature"]] = FeatureState(coder, None, tuple(int(c) for c in fm["counters"]), runs=runs,
                                                 summary=summary)
         y_range = None if meta["y_range"] is None else tuple(meta["y_range"])
+        sketch = None
+        if os.path.exists(os.path.join(path, _SKETCH_FILE)):
+            with np.load(os.path.join(path, _SKETCH_FILE), allow_pickle=False) as z:
+                sketch = RepeatSketch(z["keys"], z["counts"], int(z["k"]))
         return cls(meta["stratification_id"], meta["target"], int(meta["n_trials"]), meta["trial_fraction"], feats,
-                   int(meta["n_rows"]), y_range, int(meta.get("n_partitions", 0)), dtypes)
+                   int(meta["n_rows"]), y_range, int(meta.get("n_partitions", 0)), dtypes, sketch=sketch)
 
 
 def _write_vocab(path: str, c: KeyCoder) -> None:

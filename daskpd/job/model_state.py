@@ -33,7 +33,7 @@ __all__ = ["ModelPlan", "plan", "save", "kept_rows", "partial_rows", "layout_key
 #: the sub-directory of a run's ``state/`` holding the model-based state
 MODEL_DIR = "model"
 #: the version of the state's pickle layout (a run kept by another version runs in full)
-VERSION = 1
+VERSION = 2
 
 
 def model_sha256(path: str | os.PathLike) -> str:

@@ -576,7 +576,7 @@ def ale(
     plan = Plan(jobs, predictor=run.predictor, weight=run.weight, batch_rows=batch_rows, trials=trials)
     parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-ale")
     params = {"bins": bins, "sample_weight": run.weight, "model": run.predictor.describe(),
-              **trial_params(trials, band)}
+              **trial_params(trials, band, plan.repeats)}
     done = {}
     if singles:
         part = parts[0]

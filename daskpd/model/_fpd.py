@@ -881,6 +881,7 @@ def partial_dependence(
         params["engine"] = notice
         with stage_label(label):
             (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd")
+        params.update(trial_params(trials, band, plan.repeats))
         parts = [part] if len(preds) == 1 else part.parts
     per_output = []
     for p, part in zip(preds, parts):

@@ -408,7 +408,7 @@ def ice(
     (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-ice")
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "n_lines": n_lines,
               "random_state": random_state, "sample_weight": run.weight, "model": run.predictor.describe(),
-              "custom_grid": bool(grid), "id_columns": id_columns, **trial_params(trials, band)}
+              "custom_grid": bool(grid), "id_columns": id_columns, **trial_params(trials, band, plan.repeats)}
     res = finish_ice(job, part, run.predictor, centered=centered, params=params, path=path)
     if path is not None:
         import fsspec

@@ -359,7 +359,7 @@ def marginal(
     plan = Plan([MarginalJob(specs, target, pred is not None)], predictor=pred, weight=wcol, trials=trials)
     (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-marginal")
     params = {"bins": bins, "sample_weight": wcol, "model": pred.describe() if pred else None,
-              **trial_params(trials, band)}
+              **trial_params(trials, band, plan.repeats)}
     out = {}
     for sp in specs:
         fp = part.feats[sp.feature]

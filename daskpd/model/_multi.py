@@ -137,6 +137,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
 
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
     tparams = trial_params(trials, band)
+    metas: list[dict] = []
     sets = 1 if trials is None else 1 + trials.n
     pd_method = "brute"
     if "partial_dependence" in params and trials is not None:
@@ -162,6 +163,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         g = grids[_grid_key("partial_dependence", p)]
         meta = {"grid_resolution": p["grid_resolution"], "percentiles": list(p["percentiles"]), "custom_grid": [],
                 "sample_weight": None, "model": pred.describe(), **tparams}
+        metas.append(meta)  # the trials' params, completed once the pass has run
         if pd_method == "brute":
             meta["engine"], lab = engine_notice("partial_dependence", pred, items, g, kinds, known_rows(run.dataset),
                                                 model=model, sets=sets)
@@ -179,6 +181,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         meta = {"grid_resolution": p["grid_resolution"], "percentiles": list(p["percentiles"]),
                 "n_lines": p["n_lines"], "random_state": random_state, "sample_weight": None,
                 "model": pred.describe(), "custom_grid": False, "id_columns": [], **tparams}
+        metas.append(meta)  # the trials' params, completed once the pass has run
         for f in feats:
             job = ICEJob(f, g[f], kinds, p["n_lines"], random_state)
             jobs.append(job)
@@ -186,12 +189,14 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
                 job, part, pred, centered=p["centered"], params=meta)))
     if "ale" in params:
         meta = {"bins": params["ale"]["bins"], "sample_weight": None, "model": pred.describe(), **tparams}
+        metas.append(meta)  # the trials' params, completed once the pass has run
         jobs.append(ALEJob(ale_specs_))
         finish.append(("ale", lambda part, meta=meta: {
             sp.feature: finish_ale(sp, part.feats[sp.feature], pred, meta, sources.get(sp.feature))
             for sp in ale_specs_}))
     if mp is not None:
         meta = {"bins": mp["bins"], "sample_weight": None, "model": pred.describe(), **tparams}
+        metas.append(meta)  # the trials' params, completed once the pass has run
         jobs.append(MarginalJob(mspecs, target if with_target else None, True))
         finish.append(("marginal", lambda part, meta=meta: _finish_marginals(mspecs, part, target, pred, mp, meta)))
     if "pd_variance" in params:
@@ -204,6 +209,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
                                 "undefined")
         meta = {"grid_resolution": key[0], "percentiles": list(p["percentiles"]), "sample_weight": None,
                 "model": pred.describe(), "custom_grid": [], **tparams}
+        metas.append(meta)  # the trials' params, completed once the pass has run
         meta["engine"], lab = engine_notice("pd_variance", pred, items, g, kinds, known_rows(run.dataset),
                                             model=model, sets=sets)
         labels.append(lab)
@@ -215,11 +221,16 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
         with stage_label(" | ".join(labels) or None):
             parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-model-methods")
+        if trials is not None:  # how often rows repeat: kept, and summed, with the partials
+            parts.append(plan.sketch)
         phases.append("model")
         if base_parts is not None:  # the earlier rows' partials: the same jobs, summed
             if len(base_parts) != len(parts):
                 raise ValueError(f"base_parts holds {len(base_parts)} partials; this plan makes {len(parts)}")
             parts = [type(b).combine([b, p]) for b, p in zip(base_parts, parts)]
+        if trials is not None:
+            for m in metas:
+                m.update(trial_params(trials, band, parts[-1].repeats()))
 
     # 4. each method's finisher
     results: dict = {}

@@ -15,8 +15,9 @@ import pandas as pd
 
 from .._data.encode import as_float
 from .._engine import scheduler
-from .._engine.hashing import bootstrap_counts
+from .._engine.hashing import trial_draw
 from .._engine.plan import Job, build_pass
+from .._engine.repeats import RepeatSketch, RepeatsJob, content_of
 from .._errors import DataError
 from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, Interval, Percentiles
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, float_matrix
@@ -28,8 +29,9 @@ __all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs", "Trials", "set_sums",
 class ModelContext:
     """What the jobs of one pass share on one partition (computed lazily, once)."""
 
-    def __init__(self, df: pd.DataFrame, plan: "Plan"):
-        self.df = df
+    def __init__(self, ctx, plan: "Plan"):
+        self.ctx = ctx  # the engine's PartitionContext: what every job of the pass shares
+        self.df: pd.DataFrame = ctx.df
         self.plan = plan
         self._w = None
         self._w_done = False
@@ -89,9 +91,8 @@ class ModelContext:
         if tr is None or tr.n == 0:
             return None
         if self._C is None:
-            pred = self.plan.predictor
-            cols = list(pred.columns) if pred is not None else list(self.df.columns)
-            self._C = bootstrap_counts(self.df, cols, tr.n, tr.random_state, tr.fraction)
+            content = content_of(self.ctx, self.plan.weight_columns(self.df.columns))
+            self._C = trial_draw(tr.n, tr.random_state, tr.fraction).counts(content)
         return self._C
 
     def set_counts(self) -> np.ndarray | None:
@@ -155,12 +156,14 @@ class Trials:
         return cls(int(n_trials), int(random_state), None if bootstrap else float(subsample_size))
 
 
-def trial_params(trials: "Trials | None", band) -> dict:
-    """What a result's ``params`` record of its trials (nothing without trials)."""
+def trial_params(trials: "Trials | None", band, repeats: float | None = None) -> dict:
+    """What a result's ``params`` record of its trials (nothing without trials):
+    ``row_repeats`` is :attr:`Plan.repeats` once the pass has run."""
     if trials is None:
         return {}
     return {"n_trials": trials.n, "bootstrap": trials.fraction is None, "subsample_size": trials.fraction,
-            "band": [float(band[0]), float(band[1])], "random_state": trials.random_state}
+            "band": [float(band[0]), float(band[1])], "random_state": trials.random_state,
+            "row_repeats": repeats}
 
 
 def trial_bin_sums(ctx, idx, vals, rows_of, nbins, levels=None, nlevels=0):
@@ -195,6 +198,20 @@ class Plan:
     weight: str | None = None
     batch_rows: int = DEFAULT_BATCH_ROWS
     trials: "Trials | None" = None  # bootstrap trials riding the pass (None: none)
+    #: with trials, the pass's :class:`~daskpd._engine.repeats.RepeatSketch` of the rows'
+    #: weight columns (set by :func:`run_jobs`)
+    sketch: "RepeatSketch | None" = None
+
+    @property
+    def repeats(self) -> float | None:
+        """How often rows repeat in the weight columns (None before the pass or without
+        trials): :meth:`RepeatSketch.repeats`."""
+        return self.sketch.repeats() if self.sketch is not None else None
+
+    def weight_columns(self, columns) -> list:
+        """The columns the trial weights are drawn from: the model's inputs (every column
+        read when there is no model)."""
+        return list(self.predictor.columns) if self.predictor is not None else list(columns)
 
 
 class ModelJob(Job):
@@ -207,7 +224,7 @@ class ModelJob(Job):
         self.plan = plan
 
     def map(self, ctx):
-        mctx = ctx.cached(("model", id(self.plan)), lambda: ModelContext(ctx.df, self.plan))
+        mctx = ctx.cached(("model", id(self.plan)), lambda: ModelContext(ctx, self.plan))
         return self.inner.map(mctx)
 
     def combine(self, parts, bucket=0):
@@ -224,7 +241,12 @@ class ModelJob(Job):
 def run_jobs(ddf, plan: Plan, *, progress=None, name="daskpd-model", extra=()):
     """Run every job of ``plan`` in ONE pass (:func:`daskpd._engine.plan.build_pass`);
     returns the list of finished jobs (followed by the results of ``extra`` dask objects,
-    computed in the same submission)."""
+    computed in the same submission).  With trials, the same pass measures how often rows
+    repeat in the weight columns (:attr:`Plan.sketch`)."""
     jobs = [ModelJob(j, plan) for j in plan.jobs]
-    out = scheduler.compute(*build_pass(ddf, jobs, name=name), *extra, progress=progress)
-    return list(out[:len(jobs)]), list(out[len(jobs):])
+    riders = [RepeatsJob(plan.weight_columns(ddf.columns))] if plan.trials is not None else []
+    out = scheduler.compute(*build_pass(ddf, [*jobs, *riders], name=name), *extra, progress=progress)
+    n = len(jobs) + len(riders)
+    if riders:
+        plan.sketch = out[len(jobs)]
+    return list(out[:len(jobs)]), list(out[n:])

@@ -17,7 +17,8 @@ import numpy as np
 from .base import CurveResult
 
 __all__ = ["StratPDResult", "interval_slopes", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES", "DEFAULT_BAND", "trial_band",
-           "flat_within_band", "band_columns", "band_note", "anchored_trials"]
+           "flat_within_band", "band_columns", "band_note", "repeats_note", "NOTABLE_REPEATS",
+           "anchored_trials"]
 
 #: what an interval with 0 < slope_count < min_slopes_per_x contributes (see :func:`interval_slopes`)
 FEW_SLOPES_RULES = ("interpolate", "flat")
@@ -94,7 +95,25 @@ def band_note(res) -> str:
     note = f"\n  {level} band over {n_trials} trials"
     if flat_within_band(pd_values, b["lo"], b["hi"]):
         note += f": NOT distinguishable from flat (the {level} band is wider than the curve's range)"
-    return note
+    return note + repeats_note(res.params)
+
+
+#: ``row_repeats`` from which a summary says how much wider than a row bootstrap's the
+#: trials' spread is (sqrt(1.5) = 1.22x)
+NOTABLE_REPEATS = 1.5
+
+
+def repeats_note(params: dict) -> str:
+    """The summary's warning when rows repeat in the columns the trial weights are drawn
+    from (``params["row_repeats"]``, :mod:`daskpd._engine.repeats`): identical rows draw
+    the same weights, so the trials' spread is about ``sqrt(row_repeats)`` times a row
+    bootstrap's.  Empty below :data:`NOTABLE_REPEATS` or when unknown."""
+    r = params.get("row_repeats")
+    if r is None or not r >= NOTABLE_REPEATS:
+        return ""
+    return (f"\n  rows repeat {r:.3g} times on average in the columns the trials are drawn from: identical rows "
+            f"draw the same weights, so the trials' spread is about {np.sqrt(r):.2g}x a row bootstrap's "
+            "(conservative)")
 
 
 def interval_slopes(ux, slope, slope_count, min_slopes_per_x, few_slopes=DEFAULT_FEW_SLOPES):

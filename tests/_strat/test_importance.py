@@ -1,6 +1,7 @@
 """importances: definitions, known order, codependence, one scan, cluster == memory, trials."""
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter
 
@@ -257,8 +258,11 @@ def test_real_cluster_equals_in_memory(tmp_path, dask_cluster):
         remote_mix = strat_curves_and_importances(str(pq), target="y", **kw)
     maps = [t for t in ts.data if str(t["key"]).startswith("('daskpd-strat-map") or "daskpd-strat-map" in str(t["key"])]
     assert len(maps) == 5 == remote_lin.n_partitions
-    finishes = [t for t in ts.data if "daskpd-strat-finish-" in str(t["key"])]  # curves finished on the workers
-    assert len(finishes) == len(remote_lin.curves) == 5
+    finishes = [t for t in ts.data if re.search(r"daskpd-strat-finish-(numeric|categorical)-", str(t["key"]))]
+    assert len(finishes) == len(remote_lin.curves) == 5  # curves finished on the workers
+    sketch = [t for t in ts.data if re.fullmatch(r"daskpd-strat-finish-[0-9a-f]+-1", str(t["key"]))]
+    assert len(sketch) == 1  # the rows' repeats, measured in the same pass (daskpd._engine.repeats)
+    assert remote_lin.params["row_repeats"] == local_lin.params["row_repeats"] == 1.0
     for loc, rem in ((local_lin, remote_lin), (local_mix, remote_mix)):
         assert list(loc.table.index) == list(rem.table.index)
         pd.testing.assert_frame_equal(loc.table, rem.table, rtol=1e-9, atol=1e-12)
