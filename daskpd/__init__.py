@@ -54,6 +54,7 @@ _API = {
     "DataError": "daskpd._errors",
     "InvalidParameterError": "daskpd._errors",
     "SklearnDifferenceWarning": "daskpd._errors",
+    "RepeatedRowsWarning": "daskpd._errors",
 }
 
 #: public subpackages and modules, imported on first use

@@ -16,7 +16,7 @@ many parameter errors are wrong types.
 """
 from __future__ import annotations
 
-__all__ = ["DataError", "InvalidParameterError", "SklearnDifferenceWarning"]
+__all__ = ["DataError", "InvalidParameterError", "SklearnDifferenceWarning", "RepeatedRowsWarning"]
 
 
 class DataError(ValueError):
@@ -34,3 +34,10 @@ class SklearnDifferenceWarning(UserWarning):
     two 1-way PDs here, one 2-way PD in ``sklearn.inspection.partial_dependence``).  The
     message names the difference and how to get the other reading; silence them all with
     ``warnings.simplefilter("ignore", daskpd.SklearnDifferenceWarning)``."""
+
+
+class RepeatedRowsWarning(UserWarning):
+    """Bootstrap trials over rows that repeat: rows identical in the columns the trial
+    weights are drawn from draw the same weights, so the bands' spread is about
+    ``sqrt(row_repeats)`` times a row bootstrap's (the message gives the figure; the
+    result's ``params["row_repeats"]`` keeps it)."""

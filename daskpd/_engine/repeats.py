@@ -20,18 +20,25 @@ them (exact when the data has at most ``k`` distinct contents).
 """
 from __future__ import annotations
 
+import warnings
 from typing import Sequence
 
 import numpy as np
 
+from .._errors import RepeatedRowsWarning
 from .hashing import content_hash, keyed_hash
 from .plan import Job
 
-__all__ = ["RepeatSketch", "RepeatsJob", "content_of", "repeats_of_counts", "SKETCH_CONTENTS",
-           "merge_sketches", "stamp_repeats"]
+__all__ = ["RepeatSketch", "RepeatsJob", "content_of", "repeats_of_counts", "SKETCH_CONTENTS", "NOTABLE_REPEATS",
+           "merge_sketches", "stamp_repeats", "warn_repeats"]
 
 #: distinct contents a sketch keeps (64 KiB a partial)
 SKETCH_CONTENTS = 4096
+
+#: ``row_repeats`` from which results say how much wider than a row bootstrap's the
+#: trials' spread is (sqrt(1.5) = 1.22x): a :class:`RepeatedRowsWarning` and a line of
+#: ``summary()``
+NOTABLE_REPEATS = 1.5
 
 _SALT = 0xD0B1E  # the sketch's own key: its estimate does not depend on random_state
 
@@ -120,11 +127,24 @@ def merge_sketches(a: "RepeatSketch | None", b: "RepeatSketch | None") -> "Repea
     return None if a is None or b is None else RepeatSketch.merge([a, b])
 
 
-def stamp_repeats(results: dict, n_trials: int, sketch: "RepeatSketch | None") -> dict:
+def stamp_repeats(results: dict, n_trials: int, sketch: "RepeatSketch | None", columns=()) -> dict:
     """With trials, record ``row_repeats`` (the sketch's estimate, None when unknown) in
-    every result's ``params``: the band's summary reads it."""
+    every result's ``params`` (the band's summary reads it), and :func:`warn_repeats`."""
     if n_trials:
         value = sketch.repeats() if sketch is not None else None
         for res in results.values():
             res.params["row_repeats"] = value
+        warn_repeats(value, columns)
     return results
+
+
+def warn_repeats(repeats: float | None, columns: Sequence[str] = ()) -> None:
+    """A :class:`RepeatedRowsWarning` from :data:`NOTABLE_REPEATS` on, naming the columns
+    the trial weights are drawn from."""
+    if repeats is None or not repeats >= NOTABLE_REPEATS:
+        return
+    cols = f" ({', '.join(map(str, columns))})" if columns else ""
+    warnings.warn(RepeatedRowsWarning(
+        f"rows repeat {repeats:.3g} times on average in the columns the trial weights are drawn from{cols}: "
+        f"identical rows draw the same weights, so the bands' spread is about {np.sqrt(repeats):.2g}x a row "
+        "bootstrap's (conservative); params['row_repeats'] keeps the figure"), stacklevel=2)

@@ -604,7 +604,7 @@ def run_strat(
         state = _kept_state(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions, parts_dir, sketch)
     if kept:  # categorical features with many categories: CG rounds over their buckets
         results = _solve_kept(results, kept, scan, progress)
-    stamp_repeats(results, n_trials, sketch)
+    stamp_repeats(results, n_trials, sketch, scan.weight_columns)
     if state is not None:  # the categorical features' finish summaries
         attach_categorical_summaries(state, strat)
     if y_range is not None and y_range[0] == y_range[1]:
@@ -750,7 +750,7 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
     else:
         if kept:
             results = _solve_kept(results, kept, scan, progress)
-        stamp_repeats(results, n_trials, sketch)
+        stamp_repeats(results, n_trials, sketch, scan.weight_columns)
     if state is not None and not merge:  # the categorical features' finish summaries
         t4 = time.perf_counter()
         attach_categorical_summaries(state, strat)

@@ -17,7 +17,7 @@ from .._data.encode import as_float
 from .._engine import scheduler
 from .._engine.hashing import trial_draw
 from .._engine.plan import Job, build_pass
-from .._engine.repeats import RepeatSketch, RepeatsJob, content_of
+from .._engine.repeats import RepeatSketch, RepeatsJob, content_of, warn_repeats
 from .._errors import DataError
 from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, Interval, Percentiles
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, float_matrix
@@ -242,11 +242,13 @@ def run_jobs(ddf, plan: Plan, *, progress=None, name="daskpd-model", extra=()):
     """Run every job of ``plan`` in ONE pass (:func:`daskpd._engine.plan.build_pass`);
     returns the list of finished jobs (followed by the results of ``extra`` dask objects,
     computed in the same submission).  With trials, the same pass measures how often rows
-    repeat in the weight columns (:attr:`Plan.sketch`)."""
+    repeat in the weight columns (:attr:`Plan.sketch`; a ``RepeatedRowsWarning`` when
+    they do)."""
     jobs = [ModelJob(j, plan) for j in plan.jobs]
     riders = [RepeatsJob(plan.weight_columns(ddf.columns))] if plan.trials is not None else []
     out = scheduler.compute(*build_pass(ddf, [*jobs, *riders], name=name), *extra, progress=progress)
     n = len(jobs) + len(riders)
     if riders:
         plan.sketch = out[len(jobs)]
+        warn_repeats(plan.repeats, riders[0].columns)
     return list(out[:len(jobs)]), list(out[n:])

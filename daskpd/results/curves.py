@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._engine.repeats import NOTABLE_REPEATS
 from .base import CurveResult
 
 __all__ = ["StratPDResult", "interval_slopes", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES", "DEFAULT_BAND", "trial_band",
-           "flat_within_band", "band_columns", "band_note", "repeats_note", "NOTABLE_REPEATS",
+           "flat_within_band", "band_columns", "band_note", "repeats_note",
            "anchored_trials"]
 
 #: what an interval with 0 < slope_count < min_slopes_per_x contributes (see :func:`interval_slopes`)
@@ -96,11 +97,6 @@ def band_note(res) -> str:
     if flat_within_band(pd_values, b["lo"], b["hi"]):
         note += f": NOT distinguishable from flat (the {level} band is wider than the curve's range)"
     return note + repeats_note(res.params)
-
-
-#: ``row_repeats`` from which a summary says how much wider than a row bootstrap's the
-#: trials' spread is (sqrt(1.5) = 1.22x)
-NOTABLE_REPEATS = 1.5
 
 
 def repeats_note(params: dict) -> str:

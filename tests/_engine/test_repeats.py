@@ -3,6 +3,8 @@ bottom-k sketch against a plain count of every row's content, on any partitionin
 what every banded result records and says of it."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -93,14 +95,18 @@ def test_stratpd_and_catstratpd_record_the_repeats_of_the_rows_they_draw_from(re
     from daskpd._importance import strat_curves_and_importances
 
     for data in (df, dd.from_pandas(df, npartitions=5)):
-        num = daskpd.stratpd(data, target="y", feature="x1", features=["x1", "x2", "c"], n_trials=4,
-                             progress=False)
-        cat = daskpd.catstratpd(data, target="y", feature="c", features=["x1", "x2", "c"], n_trials=4,
-                                progress=False)
+        with pytest.warns(daskpd.RepeatedRowsWarning, match=r"rows repeat .* \(y, x1, x2, c\).* about \d"):
+            num = daskpd.stratpd(data, target="y", feature="x1", features=["x1", "x2", "c"], n_trials=4,
+                                 progress=False)
+        with pytest.warns(daskpd.RepeatedRowsWarning):
+            cat = daskpd.catstratpd(data, target="y", feature="c", features=["x1", "x2", "c"], n_trials=4,
+                                    progress=False)
         for res in (num, cat):
             assert res.params["row_repeats"] == pytest.approx(want, rel=1e-12)
             assert f"rows repeat {want:.3g} times" in res.summary()
-    one = daskpd.stratpd(df, target="y", feature="x1", features=["x1", "x2", "c"], progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", daskpd.RepeatedRowsWarning)  # no trials: no band, no warning
+        one = daskpd.stratpd(df, target="y", feature="x1", features=["x1", "x2", "c"], progress=False)
     assert "row_repeats" not in one.params and "rows repeat" not in one.summary()
     imp = strat_curves_and_importances(df, target="y", features=["x1", "x2", "c"], n_trials=3, progress=False)
     assert imp.params["row_repeats"] == pytest.approx(want, rel=1e-12)
@@ -109,7 +115,9 @@ def test_stratpd_and_catstratpd_record_the_repeats_of_the_rows_they_draw_from(re
 
 def test_unique_rows_say_nothing(repeated):
     df = repeated.assign(u=np.random.default_rng(4).normal(size=len(repeated)))
-    res = daskpd.stratpd(df, target="y", feature="u", n_trials=3, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", daskpd.RepeatedRowsWarning)
+        res = daskpd.stratpd(df, target="y", feature="u", n_trials=3, progress=False)
     assert res.params["row_repeats"] == 1.0
     assert "rows repeat" not in res.summary()
 
@@ -123,7 +131,8 @@ def test_model_family_records_the_repeats_of_the_models_inputs(repeated):
     model = HistGradientBoostingRegressor(max_iter=10, random_state=0).fit(X, df.y)
     want = _reference(X)  # the PD's weights are drawn from the model's inputs
     for data in (df, dd.from_pandas(df, npartitions=4)):
-        pd_ = daskpd.partial_dependence(model, data, "x1", method="brute", n_trials=3, progress=False)
+        with pytest.warns(daskpd.RepeatedRowsWarning, match=r"\(x1, x2, c\)"):
+            pd_ = daskpd.partial_dependence(model, data, "x1", method="brute", n_trials=3, progress=False)
         ale = daskpd.ale(model, data, "x1", n_trials=3, progress=False)
         for res in (pd_, ale):
             assert res.params["row_repeats"] == pytest.approx(want, rel=1e-12)
