@@ -49,13 +49,14 @@ def run_categorical(data, *, target: str, feature: str, features=None, stratify_
                     sample_size: int = DEFAULT_SAMPLE_SIZE, random_state: int = 0,
                     nan_as_level: bool = False, tree_method: str = DEFAULT_TREE_METHOD, progress=None,
                     storage_options=None, filters=None, centered: bool = False, n_trials: int = 1,
-                    bootstrap: bool = True, subsample_size: float = 0.75, band=(0.05, 0.95), stratification=None):
+                    bootstrap: bool = True, subsample_size: float = 0.75, band=(0.05, 0.95), row_id=None,
+                    stratification=None):
     """Validate and run the shared pipeline for one categorical feature; returns (run,
     dtype), the result (with ``centered``) in ``run.results[feature]``."""
+    trials, fraction, trial_opts = trial_args(n_trials, bootstrap, subsample_size, band, row_id)
     request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
-                           as_kind="categorical",
+                           as_kind="categorical", row_id=row_id,
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
-    trials, fraction, trial_opts = trial_args(n_trials, bootstrap, subsample_size, band)
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
                     random_state=random_state, n_trials=trials, trial_fraction=fraction, nan_as_level=nan_as_level,
                     tree_method=tree_method, progress=progress, finish_options={"centered": centered, **trial_opts},
@@ -86,6 +87,7 @@ def catstratpd(
     bootstrap: bool = True,
     subsample_size: float = 0.75,
     band=(0.05, 0.95),
+    row_id=None,
     stratification=None,
 ) -> CatStratPDResult:
     """Model-free partial dependence of ``target`` on categorical ``feature`` (CatStratPD).
@@ -143,6 +145,9 @@ def catstratpd(
         The subsample fraction when ``bootstrap=False``.
     band : (float, float), default (0.05, 0.95)
         The percentiles of the trials the band spans (a 90 % interval).
+    row_id : str or list of str, optional
+        With ``n_trials`` > 1: columns that tell rows apart, hashed into the trial
+        weights (see :func:`daskpd.stratpd`).
     stratification : Stratification, optional
         A fitted stratification: no sample and no tree fit, one scan under its trees (its
         tree parameters are used; see :func:`daskpd.stratpd`).
@@ -159,6 +164,6 @@ def catstratpd(
         min_samples_leaf=min_samples_leaf, sample_size=sample_size,
         random_state=random_state, nan_as_level=nan_as_level, tree_method=tree_method,
         progress=progress, storage_options=storage_options, filters=filters, centered=centered,
-        n_trials=n_trials, bootstrap=bootstrap, subsample_size=subsample_size, band=band,
+        n_trials=n_trials, bootstrap=bootstrap, subsample_size=subsample_size, band=band, row_id=row_id,
         stratification=stratification)
     return driver_side(run.results[feature])

@@ -297,6 +297,7 @@ IMPORTANCE_CONSTRAINTS = {
     "n_trials": [POSITIVE_INT],
     "bootstrap": ["boolean"],
     "subsample_size": [Interval(Real, 0, 1, closed="neither")],
+    "row_id": [ColumnNames(allow_single=True), None],
     "normalize": ["boolean"],
     "sort_by": [StrOptions(*MEASURES)],
     "cat_min_samples_leaf": [POSITIVE_INT],
@@ -314,14 +315,14 @@ IMPORTANCE_CONSTRAINTS = {
 
 
 def importance_request(data, target, features=None, *, stratify_on=None, categorical_features=None,
-                       numeric_features=None, storage_options=None, filters=None):
+                       numeric_features=None, storage_options=None, filters=None, row_id=None):
     """The request :func:`strat_curves_and_importances` opens for these arguments (its
     columns, kinds and stratifying columns): a job's incremental run opens the whole
     lake's with it to key the first-pass cache entries of its new files as a later run
     over the lake keys them."""
     return open_request(data, target, features, categorical=categorical_features, numeric=numeric_features,
                         stratify_on=stratifying_columns(features, stratify_on), storage_options=storage_options,
-                        filters=filters, partition_bytes=partition_bytes())
+                        filters=filters, partition_bytes=partition_bytes(), row_id=row_id)
 
 
 @renamed_params(RENAMED)
@@ -338,6 +339,7 @@ def strat_curves_and_importances(
     n_trials: int = 1,
     bootstrap: bool = True,
     subsample_size: float = 0.75,
+    row_id: Sequence[str] | None = None,
     normalize: bool = True,
     sort_by: str = "importance",
     min_samples_leaf: int = 15,
@@ -400,6 +402,10 @@ def strat_curves_and_importances(
     bootstrap : bool, default True
         Trials are Poisson(1) bootstrap re-weightings; False: subsamples of fraction
         ``subsample_size`` (0/1 weights).
+    row_id : str or list of str, optional
+        With ``n_trials`` > 1: columns that tell rows apart (an identifier, a
+        timestamp), hashed into the trial weights so that rows alike in every column
+        read draw their own (see :func:`daskpd.stratpd`); read by the scan only.
     normalize : bool, default True
         Divide each measure by its sum over the features (per trial, too).
     sort_by : {"importance", "impact", "pd_variance"}
@@ -463,7 +469,8 @@ def strat_curves_and_importances(
     stratify_on = stratifying_columns(features, stratify_on)
     request = importance_request(data, target, features, stratify_on=stratify_on,
                                  categorical_features=categorical_features, numeric_features=numeric_features,
-                                 storage_options=storage_options, filters=filters)
+                                 storage_options=storage_options, filters=filters,
+                                 row_id=row_id)
     declared = list(request.categorical)
     feats, kinds = list(request.features), dict(request.kinds)
     left_out: dict[str, str] = dict(request.left_out)
@@ -546,6 +553,7 @@ def strat_curves_and_importances(
     n_rows = int(next(iter(curves.values())).n_rows)
     params = {"features": feats, "categorical": declared, "numeric": list(request.numeric), "stratify_on": None if stratify_on is None else list(stratify_on),
               "n_trials": n_trials, "bootstrap": bootstrap, "subsample_size": trial_fraction,
+              "row_id": list(request.row_id) if n_trials > 1 else [],
               "normalize": normalize, "sort_by": sort_by, "min_samples_leaf": min_samples_leaf,
               "cat_min_samples_leaf": cat_min_samples_leaf, "min_slopes_per_x": min_slopes_per_x,
               "few_slopes": few_slopes,

@@ -77,6 +77,7 @@ def fit_stratification(
     "n_trials": [POSITIVE_INT],
     "bootstrap": ["boolean"],
     "subsample_size": [Interval(Real, 0, 1, closed="neither")],
+    "row_id": [ColumnNames(allow_single=True), None],
     **IO_CONSTRAINTS,
 })
 def scan_state(
@@ -87,6 +88,7 @@ def scan_state(
     n_trials: int = 1,
     bootstrap: bool = True,
     subsample_size: float = 0.75,
+    row_id=None,
     progress=None,
     storage_options: dict | None = None,
     filters=None,
@@ -95,8 +97,9 @@ def scan_state(
 
     ``features``: a subset of the stratification's (default: all).  ``n_trials`` > 1:
     the sums of that many bootstrap (or ``subsample_size``) trials ride along, as in
-    :func:`daskpd.stratpd`.  States of the same stratification and trials add
-    (``a + b``); :meth:`ScanState.finish` gives ``{feature: result}``.
+    :func:`daskpd.stratpd`, with ``row_id`` hashed into their weights.  States of the
+    same stratification and trials (and ``row_id``) add (``a + b``);
+    :meth:`ScanState.finish` gives ``{feature: result}``.
     """
     strat = stratification
     feats = list(strat.features) if features is None else ([features] if isinstance(features, str) else
@@ -104,7 +107,7 @@ def scan_state(
     request = open_request(data, strat.target, feats, stratify_on=list(strat.stratify_on),
                            categorical=[f for f in feats if strat.kinds.get(f) == "categorical"] or None,
                            numeric=None, storage_options=storage_options, filters=filters,
-                           partition_bytes=partition_bytes())
+                           partition_bytes=partition_bytes(), row_id=row_id)
     trials = int(n_trials) if n_trials > 1 else 0
     run = run_under(request, strat, n_trials=trials, trial_fraction=None if bootstrap or not trials else
                     float(subsample_size), progress=progress, keep_state="only")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 from numbers import Integral, Real
 
-from ._data.request import open_request
+from ._data.request import column_list, open_request
 from ._engine.memory import partition_bytes
 from ._positional import deprecate_positional_args
 from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, empty_curve_message
@@ -44,17 +44,20 @@ TRIAL_CONSTRAINTS = {
     "bootstrap": ["boolean"],
     "subsample_size": [Interval(Real, 0, 1, closed="neither")],
     "band": [Percentiles()],
+    "row_id": [ColumnNames(allow_single=True), None],
 }
 
 
-def trial_args(n_trials: int, bootstrap: bool, subsample_size: float, band) -> tuple[int, float | None, dict]:
+def trial_args(n_trials: int, bootstrap: bool, subsample_size: float, band,
+               row_id=None) -> tuple[int, float | None, dict]:
     """``(n_trials, trial_fraction, finish options)`` for :func:`run_strat`: no trial set
     at all for ``n_trials=1`` (the curve is then today's, bit for bit)."""
     if n_trials <= 1:
         return 0, None, {}
     return int(n_trials), (None if bootstrap else float(subsample_size)), {
         "band": [float(band[0]), float(band[1])], "bootstrap": bool(bootstrap),
-        "subsample_size": None if bootstrap else float(subsample_size)}
+        "subsample_size": None if bootstrap else float(subsample_size),
+        "row_id": list(dict.fromkeys(column_list(row_id)))}
 
 
 @deprecate_positional_args(("target", "feature"))
@@ -86,6 +89,7 @@ def stratpd(
     bootstrap: bool = True,
     subsample_size: float = 0.75,
     band=(0.05, 0.95),
+    row_id=None,
     stratification: Stratification | None = None,
 ) -> StratPDResult:
     """Model-free partial dependence of ``target`` on numeric ``feature`` (StratPD).
@@ -157,6 +161,14 @@ def stratpd(
         The subsample fraction when ``bootstrap=False``.
     band : (float, float), default (0.05, 0.95)
         The percentiles of the trials the band spans (a 90 % interval).
+    row_id : str or list of str, optional
+        With ``n_trials`` > 1: columns that tell rows apart (an identifier, a
+        timestamp), hashed into the rows' trial weights besides the columns read, so
+        that rows alike in every column read but not in these draw their own weights.
+        Without it, identical rows draw the same weights and the band is about
+        ``sqrt(params["row_repeats"])`` times a row bootstrap's (a
+        ``RepeatedRowsWarning`` says so).  Read by the scan only: the sample, the trees
+        and ``pd`` do not depend on it.  Never a default feature or stratifying column.
     stratification : Stratification, optional
         A fitted stratification (:func:`daskpd.fit_stratification`, or one saved by a
         job): no sample and no tree fit, one scan under its trees; its tree parameters
@@ -168,9 +180,9 @@ def stratpd(
     -------
     StratPDResult
     """
-    trials, fraction, trial_opts = trial_args(n_trials, bootstrap, subsample_size, band)
+    trials, fraction, trial_opts = trial_args(n_trials, bootstrap, subsample_size, band, row_id)
     request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
-                           as_kind="numeric",
+                           as_kind="numeric", row_id=row_id,
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
                     tree_method=tree_method, random_state=random_state, progress=progress,

@@ -35,7 +35,7 @@ from .kinds import datetime_message, is_numeric_like, kind_of, unsupported_messa
 from .read import filter_columns, short_list
 from .source import Dataset, open_dataset
 
-__all__ = ["Request", "open_request", "left_out_note"]
+__all__ = ["Request", "open_request", "left_out_note", "column_list"]
 
 
 @dataclass
@@ -51,6 +51,9 @@ class Request:
     left_out: dict[str, str] = field(default_factory=dict)  # default features left out: column -> why
     numeric: list[str] = field(default_factory=list)  # columns declared numeric: read as float64
     filters: list | None = None  # the filters the input was read with (for messages)
+    #: columns read by the pass that draws bootstrap trials only, hashed into the rows'
+    #: trial weights so that rows alike in every other column draw their own
+    row_id: list[str] = field(default_factory=list)
 
     @property
     def dtypes(self):
@@ -65,6 +68,10 @@ class Request:
         """The columns a model-free run reads: target, features, stratifying columns, ``extra``."""
         cols = [self.target, *self.features, *(self.stratify_on or ()), *extra]
         return list(dict.fromkeys(c for c in cols if c is not None))
+
+    def trial_columns(self) -> list[str]:
+        """The columns the trial weights are drawn from: those read, and ``row_id``."""
+        return self.read_columns(*self.row_id)
 
     def read_schema(self):
         """The lake's schema over the columns read (:meth:`Dataset.read_schema`), or None."""
@@ -109,7 +116,8 @@ def _numbers(s: pd.Series, column: str) -> np.ndarray:
                         f"(e.g. {bad.iloc[0]!r}); declare it categorical instead") from None
 
 
-def _names(value) -> list[str]:
+def column_list(value) -> list[str]:
+    """A column name or a list of them (or None) as a list of names."""
     if value is None:
         return []
     if isinstance(value, str):
@@ -146,7 +154,7 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
                  stratify_on=None,
                  exclude: Sequence[str] = (), columns: Sequence[str] | None = None, as_kind: str | None = None,
                  model_free: bool = True, storage_options=None, filters=None, spread: bool = False,
-                 partition_bytes: int | None = None, names: dict | None = None) -> Request:
+                 partition_bytes: int | None = None, names: dict | None = None, row_id=None) -> Request:
     """Open ``data`` and resolve the request (see the module docstring).
 
     ``features``: a column name or a list of them, or None for the default set;
@@ -158,9 +166,11 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
     0/1; "categorical": CatStratPD, which takes any value as a level); ``spread``: a
     pandas frame is cut into enough partitions for every core; ``partition_bytes``: small
     parquet files are gathered into partitions of about this size; ``names``: how messages
-    name the parameters (default ``parameter categorical_features``, ...; a job names its keys).
+    name the parameters (default ``parameter categorical_features``, ...; a job names its keys);
+    ``row_id``: columns that tell rows apart for the bootstrap trials (read by the scan
+    only, left out of the default feature and stratifying sets).
     """
-    names = ({k: f"parameter {k}" for k in ("exclude", "columns", "stratify_on")}
+    names = ({k: f"parameter {k}" for k in ("exclude", "columns", "stratify_on", "row_id")}
              | {"categorical": "parameter categorical_features", "numeric": "parameter numeric_features"}
              | dict(names or {}))
     if target is not None and not isinstance(target, str):
@@ -174,7 +184,7 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
         raise
     available = list(ds.columns)
     if columns is not None:
-        columns = _names(columns)
+        columns = column_list(columns)
         _missing(ds, columns, names["columns"])
         available = [c for c in available if c in set(columns)]
     if target is not None:
@@ -182,13 +192,17 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
         _readable(ds, [target])
         if not is_numeric_like(ds.dtypes[target]):
             raise DataError(f"target {target!r} must be numeric; it has dtype {ds.dtypes[target]}")
-    declared = _names(categorical)
+    declared = column_list(categorical)
     _missing(ds, declared, names["categorical"])
     if target is not None and target in declared:
         raise InvalidParameterError(f"{names['categorical']} names the target {target!r}; the target must be numeric")
-    exclude = _names(exclude)
+    exclude = column_list(exclude)
     _missing(ds, exclude, names["exclude"])
-    numeric = _names(numeric)
+    row_id = list(dict.fromkeys(column_list(row_id)))
+    _missing(ds, row_id, names["row_id"])
+    _readable(ds, row_id)
+    exclude = [*exclude, *(c for c in row_id if c not in exclude)]  # an identifier: never a default feature
+    numeric = column_list(numeric)
     _missing(ds, numeric, names["numeric"])
     both = [c for c in numeric if c in declared]
     if both:
@@ -197,7 +211,7 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
     if as_kind == "numeric" and features is not None:
         # StratPD asked for a column by name: a hive key or categories that are all numbers
         # (``month=7/``) read as numbers
-        for f in _names(features):
+        for f in column_list(features):
             if f in ds.columns and f not in declared and f not in numeric and _numeric_categories(ds, f):
                 numeric.append(f)
     for c in numeric:
@@ -226,7 +240,7 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
             else:
                 left_out[c] = why
     else:
-        feats = list(dict.fromkeys(_names(features)))
+        feats = list(dict.fromkeys(column_list(features)))
         ds.check(feats)
         _readable(ds, feats)
         if target is not None and target in feats:
@@ -267,7 +281,7 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
                                             "them").replace("default features", "stratifying columns"),
                               UserWarning, stacklevel=3)
         else:
-            strat = list(dict.fromkeys(_names(stratify_on)))
+            strat = list(dict.fromkeys(column_list(stratify_on)))
             _missing(ds, strat, names["stratify_on"])
             _readable(ds, strat)
             for c in strat:
@@ -275,7 +289,7 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
                     raise DataError(unsupported_message(c, ds.type_name(c), role="stratifying column"))
             strat = [c for c in strat if c != target]
     return Request(dataset=ds, target=target, features=feats, kinds=kinds, categorical=declared, stratify_on=strat,
-                   left_out=left_out, numeric=numeric, filters=filters or None)
+                   left_out=left_out, numeric=numeric, filters=filters or None, row_id=row_id)
 
 
 def _check_filter_columns(data, filters, storage_options, partition_bytes) -> None:

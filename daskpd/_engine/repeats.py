@@ -147,4 +147,5 @@ def warn_repeats(repeats: float | None, columns: Sequence[str] = ()) -> None:
     warnings.warn(RepeatedRowsWarning(
         f"rows repeat {repeats:.3g} times on average in the columns the trial weights are drawn from{cols}: "
         f"identical rows draw the same weights, so the bands' spread is about {np.sqrt(repeats):.2g}x a row "
-        "bootstrap's (conservative); params['row_repeats'] keeps the figure"), stacklevel=2)
+        "bootstrap's (conservative).  Name a column that tells the rows apart (an id, a timestamp) with "
+        "row_id= to draw them their own weights"), stacklevel=2)

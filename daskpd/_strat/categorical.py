@@ -239,7 +239,8 @@ def _params(fs, job) -> dict:
         "nan_as_level": bool(fs.coder.nan_level),
         **job.finish_options.get("run_params", {}),
         # the band's settings (absent without trials)
-        **({k: job.finish_options[k] for k in ("band", "bootstrap", "subsample_size") if k in job.finish_options}
+        **({k: job.finish_options[k] for k in ("band", "bootstrap", "subsample_size", "row_id")
+            if k in job.finish_options}
            if job.n_sets > 1 else {}),
     }
 

@@ -457,7 +457,7 @@ def curve_from_sums(fs, sums: list, job):
         **opts.get("run_params", {}),
     }
     if n_sets > 1:  # the band's settings (absent without trials: the params are today's)
-        params.update({k: opts[k] for k in ("band", "bootstrap", "subsample_size") if k in opts})
+        params.update({k: opts[k] for k in ("band", "bootstrap", "subsample_size", "row_id") if k in opts})
     return StratPDResult(
         feature=fs.feature, target=job.target, x=ux, pd=pd_, slope=np.where(c >= msx, mean, np.nan), slope_count=c,
         count=count[0][pos], supported=supported, n_rows=int(counters[0]), n_used=int(n_valid - ignored[0]),

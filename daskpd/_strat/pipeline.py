@@ -78,12 +78,15 @@ def _parts_dir(keep_state) -> str | None:
     return d
 
 
-def _kept_state(parts, scan, strat_id, n_rows, y_range, n_partitions, parts_dir, sketch=None) -> ScanState:
-    """``state_from_parts`` (with the rows' :class:`~daskpd._engine.repeats.RepeatSketch`);
+def _kept_state(parts, scan, strat_id, n_rows, y_range, n_partitions, parts_dir, sketch=None,
+                row_id=()) -> ScanState:
+    """``state_from_parts`` (with the rows' :class:`~daskpd._engine.repeats.RepeatSketch`
+    and, with trials, the ``row_id`` columns hashed into their weights);
     the scratch directory of the buckets' files goes with the state's runs (removed once
     they are garbage: save the state before)."""
     state = state_from_parts(parts, scan, strat_id, n_rows, y_range, n_partitions)
     state.sketch = sketch
+    state.row_id = list(row_id) if scan.n_trials else []
     if parts_dir is not None:
         scratch = _Scratch(parts_dir)
         for st in state.features.values():
@@ -594,6 +597,7 @@ def run_strat(
                         timings={"sample_s": t1 - t0, "fit_s": t2 - t1}, skipped=skipped, n_passes=sample_passes,
                         stratification=strat)
     parts_dir = _parts_dir(keep_state)
+    ddf, columns = _scan_input(request, ddf, columns, n_trials)
     scan, fan_in, arity = _plan_scan(ddf, scans, sample.n_rows, len(sample.frame), encoder, target, columns, dtypes,
                                      n_trials, trial_fraction, random_state, finish_options, bool(keep_state),
                                      parts_dir)
@@ -601,7 +605,8 @@ def run_strat(
     results, kept, parts, sketch = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
     state = None
     if keep_state:
-        state = _kept_state(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions, parts_dir, sketch)
+        state = _kept_state(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions, parts_dir, sketch,
+                            request.row_id)
     if kept:  # categorical features with many categories: CG rounds over their buckets
         results = _solve_kept(results, kept, scan, progress)
     stamp_repeats(results, n_trials, sketch, scan.weight_columns)
@@ -613,6 +618,17 @@ def run_strat(
     return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings, skipped=skipped,
                     n_passes=sample_passes + 1, stratification=strat, state=state)
+
+
+def _scan_input(request: Request, ddf, columns: list, n_trials: int):
+    """``(frame, weight columns)`` of the scan: pass 1's frame and columns, or with trials
+    and ``row_id`` a projection that also reads the ``row_id`` columns, hashed into the
+    trial weights (pass 1 does not read them: the sample, the trees and the curve do not
+    depend on them)."""
+    if not n_trials or not request.row_id:
+        return ddf, columns
+    cols = request.trial_columns()
+    return request.project(cols), cols
 
 
 def _plan_scan(ddf, scans, n_rows: int, sample_rows: int, encoder, target, columns, dtypes, n_trials: int,
@@ -728,6 +744,7 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
     merge = base_state is not None
     keep = "only" if merge or keep_state == "only" else bool(keep_state)
     parts_dir = None if merge else _parts_dir(keep_state)  # the new files' sums: gathered (small)
+    ddf, columns = _scan_input(request, ddf, columns, n_trials)
     scan, fan_in, arity = _plan_scan(ddf, scans, n_rows, strat.sample_rows, strat.encoder, target, columns, dtypes,
                                      n_trials, trial_fraction, strat.random_state, finish_options, keep, parts_dir)
     results, kept, parts, sketch = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
@@ -735,7 +752,8 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
     phases = {"positions_s": t1 - t0, "new_scan_s": t2 - t1}
     state = None
     if keep:
-        state = _kept_state(parts, scan, strat.id, n_rows, y_range, ddf.npartitions, parts_dir, sketch)
+        state = _kept_state(parts, scan, strat.id, n_rows, y_range, ddf.npartitions, parts_dir, sketch,
+                            request.row_id)
     phases["gather_state_s"] = time.perf_counter() - t2
     if merge:
         t3 = time.perf_counter()

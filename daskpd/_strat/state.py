@@ -351,6 +351,9 @@ def _check_mergeable(self, other) -> None:
                         f"and {other.stratification_id})")
     if (other.n_trials, other.trial_fraction) != (self.n_trials, self.trial_fraction):
         raise DataError(f"the states carry different trials (n_trials {self.n_trials} and {other.n_trials})")
+    if list(other.row_id) != list(self.row_id):
+        raise DataError(f"the states' trials tell rows apart by different row_id columns ({list(self.row_id)} and "
+                        f"{list(other.row_id)})")
     if list(other.features) != list(self.features):
         raise DataError(f"the states hold different features ({list(self.features)} and {list(other.features)})")
 
@@ -380,6 +383,9 @@ class ScanState:
     #: with trials, the rows' :class:`~daskpd._engine.repeats.RepeatSketch` (how often
     #: rows repeat in the weight columns; None: not kept)
     sketch: RepeatSketch | None = field(default=None, repr=False, compare=False)
+    #: with trials, the ``row_id`` columns hashed into the trial weights besides the
+    #: columns read (states merge only with states of the same)
+    row_id: list = field(default_factory=list)
 
     @property
     def n_sets(self) -> int:
@@ -407,7 +413,7 @@ class ScanState:
         y_range = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
         return ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction, feats,
                          self.n_rows + other.n_rows, y_range, self.n_partitions + other.n_partitions,
-                         dict(self.dtypes), sketch=merge_sketches(self.sketch, other.sketch))
+                         dict(self.dtypes), sketch=merge_sketches(self.sketch, other.sketch), row_id=self.row_id)
 
     __add__ = merge
 
@@ -458,7 +464,7 @@ class ScanState:
         """The state of some of its features (the same rows and trials)."""
         return ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction,
                          {f: self.features[f] for f in features}, self.n_rows, self.y_range, self.n_partitions,
-                         {f: self.dtypes.get(f) for f in features}, sketch=self.sketch)
+                         {f: self.dtypes.get(f) for f in features}, sketch=self.sketch, row_id=self.row_id)
 
     def merge_finish(self, other: "ScanState", stratification: Stratification,
                      finish_options: dict | None = None) -> tuple["ScanState", dict]:
@@ -483,7 +489,7 @@ class ScanState:
         first = next(iter(done.values()))[0]
         state = ScanState(first.stratification_id, first.target, first.n_trials, first.trial_fraction,
                           {f: done[f][0].features[f] for f in self.features}, first.n_rows, first.y_range,
-                          first.n_partitions, dict(self.dtypes), sketch=first.sketch)
+                          first.n_partitions, dict(self.dtypes), sketch=first.sketch, row_id=first.row_id)
         return state, {f: done[f][1][f] for f in self.features}
 
     def delta_finish(self, other: "ScanState", stratification: Stratification,
@@ -513,7 +519,7 @@ class ScanState:
         shell = ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction,
                           {f: FeatureState(coders[f], Table.empty(0), counters[f]) for f in self.features},
                           self.n_rows + other.n_rows, y_range, self.n_partitions + other.n_partitions,
-                          dict(self.dtypes), sketch=merge_sketches(self.sketch, other.sketch))
+                          dict(self.dtypes), sketch=merge_sketches(self.sketch, other.sketch), row_id=self.row_id)
         scan = shell.scan_job(stratification, opts)
         n_sets = self.n_sets
 
@@ -578,7 +584,7 @@ class ScanState:
         names = [fs.feature for fs in scan.features]
         state = ScanState(shell.stratification_id, shell.target, shell.n_trials, shell.trial_fraction,
                           {names[i]: done[i][0] for i in range(len(names))}, shell.n_rows, y_range,
-                          shell.n_partitions, dict(self.dtypes), sketch=shell.sketch)
+                          shell.n_partitions, dict(self.dtypes), sketch=shell.sketch, row_id=shell.row_id)
         state.finish_modes = {names[i]: done[i][2][0] for i in range(len(names))}
         state.finish_seconds = {names[i]: done[i][2][1] for i in range(len(names))}
         return state, stamp_repeats({names[i]: done[i][1] for i in range(len(names))}, self.n_trials, shell.sketch)
@@ -591,7 +597,7 @@ class ScanState:
         path = os.fspath(path)
         meta = {"format": _STATE_MAGIC, "format_version": FORMAT_VERSION, "daskpd_version": __version__,
                 "stratification_id": self.stratification_id, "target": self.target, "n_trials": self.n_trials,
-                "trial_fraction": self.trial_fraction, "n_rows": self.n_rows,
+                "trial_fraction": self.trial_fraction, "row_id": list(self.row_id), "n_rows": self.n_rows,
                 "y_range": None if self.y_range is None else list(self.y_range), "n_partitions": self.n_partitions,
                 "features": []}
         self._write(path, meta)
@@ -679,7 +685,8 @@ class ScanState:
             with np.load(os.path.join(path, _SKETCH_FILE), allow_pickle=False) as z:
                 sketch = RepeatSketch(z["keys"], z["counts"], int(z["k"]))
         return cls(meta["stratification_id"], meta["target"], int(meta["n_trials"]), meta["trial_fraction"], feats,
-                   int(meta["n_rows"]), y_range, int(meta.get("n_partitions", 0)), dtypes, sketch=sketch)
+                   int(meta["n_rows"]), y_range, int(meta.get("n_partitions", 0)), dtypes, sketch=sketch,
+                   row_id=list(meta.get("row_id") or []))
 
 
 def _write_vocab(path: str, c: KeyCoder) -> None:

@@ -83,6 +83,7 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         out = strat_curves_and_importances(
             data, features=curve_feats, **columns,
             n_trials=p_imp["n_trials"], bootstrap=p_imp["bootstrap"], subsample_size=subsample,
+            row_id=p_imp.get("row_id"),
             pvalues=p_imp["pvalues"], pvalues_n_trials=p_imp["pvalues_n_trials"],
             pvalues_sample_size=p_imp["pvalues_sample_size"], min_samples_leaf=p_num["min_samples_leaf"],
             cat_min_samples_leaf=p_cat["min_samples_leaf"], min_slopes_per_x=p_num["min_slopes_per_x"],
@@ -187,7 +188,7 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
                         categorical_features=[c for c in cats if c in inputs] or None,
                         random_state=spec.random_state, progress=progress, n_trials=spec.model.n_trials,
                         bootstrap=spec.model.bootstrap, subsample_size=spec.model.subsample_size,
-                        band=spec.model.band, **under)
+                        band=spec.model.band, row_id=list(spec.model.row_id or ()) or None, **under)
     if spec.run.incremental:
         res.model_state = (out.layout, out.parts)
     for method in spec.model_based:  # the spec's order

@@ -20,7 +20,7 @@ from .store import check_free_space, clean_stale, rmtree
 
 __all__ = ["synthetic_path", "make_generator", "ensure_synthetic", "job_data", "open_job_request",
            "categorical_features", "schema_stats", "damaged_pages_named", "fingerprint", "file_stamps", "load_model", "model_inputs",
-           "prepare_model", "log_line"]
+           "prepare_model", "log_line", "job_row_id"]
 
 
 def log_line(stream, msg: str) -> None:
@@ -93,8 +93,8 @@ def open_job_request(spec: JobSpec, data) -> Request:
     input opened (every parquet footer read; damaged files, and type drift in the columns
     read, named before anything is computed or written), the features (``features``, or
     every column but the target, ``exclude`` and those left out with a reason), their
-    kinds (``categorical`` declared).  ``data``: the source path, or a frame (a synthetic
-    source's first rows)."""
+    kinds (``categorical`` declared); the trials' ``row_id`` columns are never default
+    features.  ``data``: the source path, or a frame (a synthetic source's first rows)."""
     request = open_request(data, spec.target, None if spec.features is None else list(spec.features),
                            categorical=list(spec.categorical) or None, numeric=list(spec.numeric) or None,
                            exclude=spec.exclude,
@@ -102,7 +102,8 @@ def open_job_request(spec: JobSpec, data) -> Request:
                            model_free=False, storage_options=spec.source.storage_options or None,
                            filters=spec.source.filters or None, partition_bytes=partition_bytes(),
                            names={k: f"key {k!r}" for k in ("categorical", "numeric", "exclude")}
-                           | {"columns": "key 'source.columns'"})
+                           | {"columns": "key 'source.columns'", "row_id": "keys 'importances.row_id' / 'model.row_id'"},
+                           row_id=job_row_id(spec))
     if not request.features:
         raise DataError(f"no features: the data has only the target column {spec.target!r}"
                         + (f" and columns left out of the default features ({', '.join(request.left_out)})"
@@ -281,3 +282,15 @@ def prepare_model(spec: JobSpec, request: Request, stats: dict):
     stats["model_features"] = mfeats
     return model, inputs, mfeats
 
+
+def job_row_id(spec: JobSpec, read: bool = False) -> list[str]:
+    """The columns a job's trials tell rows apart by: ``[importances] row_id`` and
+    ``[model] row_id`` (never default features); with ``read``, only those of tables
+    with trials (``n_trials`` > 1: the columns the run reads for them)."""
+    p_imp = spec.params.get("importances") or {}
+    imp = p_imp.get("row_id") if not read or ("importances" in spec.methods and p_imp.get("n_trials", 1) > 1) \
+        else None
+    m = spec.model
+    model = m.row_id if m is not None and (not read or (spec.model_based and m.n_trials > 1)) else None
+    names = [*([imp] if isinstance(imp, str) else imp or []), *(model or ())]
+    return list(dict.fromkeys(names))

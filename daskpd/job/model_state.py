@@ -58,7 +58,8 @@ def layout_key(spec: JobSpec, inputs, features, categorical) -> dict:
         "params": {k: dict(spec.params.get(k) or method_defaults(k)) for k in spec.model_based},
         "inputs": list(inputs), "features": list(features), "categorical": sorted(c for c in categorical if c in inputs),
         "response": m.response, "target_class": m.target_class, "n_trials": m.n_trials, "bootstrap": m.bootstrap,
-        "subsample_size": m.subsample_size, "band": list(m.band), "random_state": spec.random_state,
+        "subsample_size": m.subsample_size, "band": list(m.band), "row_id": list(m.row_id or ()),
+        "random_state": spec.random_state,
     })
 
 

@@ -136,7 +136,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
             kinds = {spec.target: "numeric", **request.kinds}
             if request.left_out:
                 stats["skipped_features"] = dict(request.left_out)
-            needed = list(dict.fromkeys([spec.target, *feats]))
+            needed = list(dict.fromkeys([spec.target, *feats, *inputs.job_row_id(spec, read=True)]))
             if spec.model_based:
                 model, model_inputs, model_feats = inputs.prepare_model(spec, request, stats)
             timings["open"] = time.perf_counter() - t0

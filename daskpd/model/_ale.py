@@ -45,7 +45,7 @@ from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
 from ._ale2d import ALE2DJob, ALE2DSpec, finish_ale2d
 from ._common import ROW_COUNTS, BinStats, input_rows, level_codes
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params
+from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
 
@@ -517,6 +517,7 @@ def ale(
     subsample_size: float = 0.75,
     band=(0.05, 0.95),
     random_state: int = 0,
+    row_id=None,
 ):
     """Accumulated local effects of one or more features (see the module docstring).
 
@@ -539,7 +540,7 @@ def ale(
     sample_weight : str or array, optional
         Weighted means of the local effects and weighted centring (the bin edges are
         unweighted quantiles).
-    n_trials, bootstrap, subsample_size, band, random_state
+    n_trials, bootstrap, subsample_size, band, random_state, row_id
         T > 1 bootstrap trials in the same pass (as :func:`daskpd.partial_dependence`):
         each trial re-weights the rows' local effects and the centring with weights from
         a seeded row hash; the bins, the level order and the model are fixed.  Results
@@ -556,9 +557,10 @@ def ale(
     singles = [it[0] for it in items if len(it) == 1]
     pairs = [it for it in items if len(it) == 2]
     feats = list(dict.fromkeys(c for it in items for c in it))
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, feats, columns=columns, response=response, target_class=target_class,
                             engine="predict", sample_weight=sample_weight, categorical_features=categorical_features,
-                            storage_options=storage_options, filters=filters)
+                            storage_options=storage_options, filters=filters, row_id=trial_row_id(trials))
     for it in pairs:
         for f in it:
             if run.kinds[f] != "numeric":
@@ -572,7 +574,6 @@ def ale(
         jobs.append(ALEJob([by[f] for f in singles]))
     if pairs:
         jobs.append(ALE2DJob([ALE2DSpec(it, by[it[0]].values, by[it[1]].values) for it in pairs]))
-    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
     plan = Plan(jobs, predictor=run.predictor, weight=run.weight, batch_rows=batch_rows, trials=trials)
     parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-ale")
     params = {"bins": bins, "sample_weight": run.weight, "model": run.predictor.describe(),

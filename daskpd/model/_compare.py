@@ -32,7 +32,7 @@ from .._stratpd import stratpd as run_stratpd
 from .._engine.stats import summarize
 from ._grids import pd_grid, pd_grid_plan
 from ..results.curves import DEFAULT_BAND, trial_band
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params
+from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 from ._ale import ALEJob, ale_specs, finish_ale
@@ -205,6 +205,7 @@ def compare(
     subsample_size: float = 0.75,
     band=(0.05, 0.95),
     random_state: int = 0,
+    row_id=None,
 ) -> ComparisonResult:
     """StratPD, FPD, ALE and marginal curves of numeric ``feature``, for one overlaid figure.
 
@@ -232,7 +233,7 @@ def compare(
         As :func:`daskpd.partial_dependence` (weights apply to FPD, ALE and marginal).
     stratpd_kwargs : dict, optional
         Extra arguments of :func:`daskpd.stratpd` (e.g. ``min_samples_leaf``).
-    n_trials, bootstrap, subsample_size, band, random_state
+    n_trials, bootstrap, subsample_size, band, random_state, row_id
         T > 1 bootstrap trials in the same pass (as :func:`daskpd.partial_dependence`):
         FPD, ALE and the marginal plot carry their bands (``results``), and
         :meth:`ComparisonResult.measures` the ``pd_variance_std`` / ``_lo`` / ``_hi``
@@ -258,9 +259,10 @@ def compare(
     if stratpd not in (None, True, False):
         ext_sp = _curve_of(stratpd, "stratpd")
 
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, [feature], columns=columns, response=response, target_class=target_class,
                             engine="auto", sample_weight=sample_weight, extra_columns=[target] if target else [],
-                            storage_options=storage_options, filters=filters)
+                            storage_options=storage_options, filters=filters, row_id=trial_row_id(trials))
     if run.kinds[feature] != "numeric":
         raise DataError(f"feature {feature!r} is categorical; the comparison figure is for numeric features")
     if target is not None:
@@ -282,7 +284,6 @@ def compare(
     mspec = marginal_spec(feature, "numeric", s, bins, "quantile", stats.get(feature, {}))
     pred = run.predictor
     jobs = [PDJob([((feature,), [grid])], run.kinds), ALEJob(specs), MarginalJob([mspec], target, True)]
-    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
     plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
     (pdp, alep, mp), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-compare")
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "bins": bins,
@@ -301,7 +302,7 @@ def compare(
     elif stratpd is True or (stratpd is None and target is not None):
         sp = run_stratpd(ds.frame, target=target, feature=feature,  # the frame opened above: no second read
                          progress=progress, storage_options=storage_options,
-                         filters=filters, **(stratpd_kwargs or {}))
+                         filters=filters, **{"row_id": row_id, **(stratpd_kwargs or {})})
         out_curves["StratPD"] = (np.asarray(sp.x), np.asarray(sp.pd))
         results["StratPD"] = sp
     out_curves["FPD"] = (fpd.grid_values[0], fpd.average)

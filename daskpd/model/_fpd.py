@@ -37,7 +37,7 @@ from ..results import CurveResult, curve_frame
 from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
 from ._common import DEFAULT_METHOD, all_classes, auto_recursion, warn_method
 from ._grids import build_grids, check_grid_arg
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params
+from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, resolve_predictor
 from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
 from ._tree_engine import TREE_CELLS
@@ -734,6 +734,7 @@ def partial_dependence(
     subsample_size: float = 0.75,
     band=(0.05, 0.95),
     random_state: int = 0,
+    row_id=None,
 ):
     """Friedman partial dependence of a fitted model, computed over all rows of ``data``.
 
@@ -816,6 +817,12 @@ def partial_dependence(
         The percentiles of the trials the band spans.
     random_state : int, default 0
         Seeds the trial weights.
+    row_id : str or list of str, optional
+        With ``n_trials`` > 1: columns that tell rows apart (an identifier, a
+        timestamp), hashed into the trial weights besides the model's inputs, so that
+        rows with the same inputs draw their own weights.  Without it such rows draw
+        the same weights and the band is about ``sqrt(params["row_repeats"])`` times a
+        row bootstrap's (a ``RepeatedRowsWarning`` says so).
 
     Returns
     -------
@@ -838,7 +845,7 @@ def partial_dependence(
                                         "of grid), not both")
         warnings.warn(ALIAS_MESSAGE.format(old="custom_values", new="grid"), FutureWarning, stacklevel=3)
         grid = custom_values
-    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     if trials is not None and method == "recursion":
         raise InvalidParameterError("partial_dependence: n_trials > 1 re-weights the rows of data; "
                                     "method='recursion' reads no rows. Use method='brute'")
@@ -854,7 +861,7 @@ def partial_dependence(
     run = prepare_model_run(model, ds, flat, columns=columns, response=response,
                             target_class=classes[0] if classes else target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
-                            storage_options=storage_options, filters=filters)
+                            storage_options=storage_options, filters=filters, row_id=trial_row_id(trials))
     pred = run.predictor
     warn_method(method, pred, run.weight, kind)
     method = "brute" if kind != "average" else resolve_pd_method(method, pred, run.kinds, items, run.weight)

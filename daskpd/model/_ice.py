@@ -31,7 +31,7 @@ from ..results import CurveResult, dump_json, with_metadata
 from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
 from ._fpd import curves_matrix, engine_of, row_chunk
 from ._grids import build_grids, check_grid_arg
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params
+from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 
@@ -341,6 +341,7 @@ def ice(
     bootstrap: bool = True,
     subsample_size: float = 0.75,
     band=(0.05, 0.95),
+    row_id=None,
 ) -> ICEResult:
     """ICE curves of ``feature`` for every row of ``data`` (see the module docstring).
 
@@ -367,7 +368,7 @@ def ice(
         Allow ``path`` to exist (its ``part.*`` files are replaced).
     sample_weight : str or array, optional
         Weights for the PD (the lines are unweighted).
-    n_trials, bootstrap, subsample_size, band
+    n_trials, bootstrap, subsample_size, band, row_id
         T > 1: bootstrap trials of the PD (centred when ``centered``) in the same pass, as
         :func:`daskpd.partial_dependence`, seeded by ``random_state``: ``trials_pd``,
         ``band()``, ``pd_std, pd_lo, pd_hi`` in ``to_frame()``.  The lines are not resampled.
@@ -386,9 +387,11 @@ def ice(
     if bad:
         raise InvalidParameterError(f"ice: parameter id_columns: {bad} clash with the ICE table's own columns")
     grid = check_grid_arg(grid, [feature])
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, [feature], columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
-                            extra_columns=id_columns, storage_options=storage_options, filters=filters)
+                            extra_columns=id_columns, storage_options=storage_options, filters=filters,
+                            row_id=trial_row_id(trials))
     grids = build_grids(run.ddf, [feature], run.kinds, grid_resolution=grid_resolution, percentiles=percentiles,
                         grid=grid, progress=progress)
     g = grids[feature]
@@ -403,7 +406,6 @@ def ice(
         meta = ddf._meta.assign(**{PART_COLUMN: np.int32(0)})
         ddf = ddf.map_partitions(_tag, meta=meta)
     job = ICEJob(feature, g, run.kinds, n_lines, random_state, path, id_columns, storage_options)
-    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
     plan = Plan([job], predictor=run.predictor, weight=run.weight, batch_rows=batch_rows, trials=trials)
     (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-ice")
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "n_lines": n_lines,

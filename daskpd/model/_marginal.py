@@ -32,7 +32,7 @@ from .._data.request import open_request
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks
 from ._common import BinStats, level_codes
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params
+from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params, trial_row_id
 from ._predictor import resolve_predictor
 from ._setup import MODEL_CONSTRAINTS, check_features, check_weight, model_available, open_model_data
 
@@ -293,6 +293,7 @@ def marginal(
     subsample_size: float = 0.75,
     band=(0.05, 0.95),
     random_state: int = 0,
+    row_id=None,
 ):
     """Marginal plot (M-plot) of ``target`` and/or of ``model``'s prediction per bin of each feature.
 
@@ -315,7 +316,7 @@ def marginal(
         Weighted means and spreads.
     response, target_class, columns, categorical_features, progress, storage_options, filters
         As :func:`daskpd.partial_dependence`.
-    n_trials, bootstrap, subsample_size, band, random_state
+    n_trials, bootstrap, subsample_size, band, random_state, row_id
         T > 1: bootstrap trials in the same pass (as :func:`daskpd.partial_dependence`):
         each bin's mean of the target (else of the prediction) re-weighted per trial, the
         bins fixed; ``trials_pd``, ``band()`` and ``pd_std, pd_lo, pd_hi`` in ``to_frame()``.
@@ -344,8 +345,10 @@ def marginal(
     elif response != "auto" or target_class is not None or columns is not None:
         raise InvalidParameterError("parameters response, target_class and columns apply only with model=")
     kinds = open_request(ds, target, feats, categorical=categorical_features, model_free=False).kinds
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
+    ds.check(trial_row_id(trials), "parameter row_id")
     cols = list(dict.fromkeys([*feats, *([target] if target else []), *([wcol] if wcol else []),
-                               *(pred.columns if pred else [])]))
+                               *(pred.columns if pred else []), *trial_row_id(trials)]))
     ddf = ds.project(cols)
     # Bins (distinct values, quantile or uniform edges, levels) come from the rows that are
     # averaged: with a target, only rows whose target is finite.
@@ -355,7 +358,6 @@ def marginal(
     ranks = {f: r for f, r in ranks.items() if r}
     stats = order_statistics(ddf_bins, sums, ranks, progress=progress) if ranks else {}
     specs = [marginal_spec(f, kinds[f], sums[f], bins, binning, stats.get(f, {})) for f in feats]
-    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
     plan = Plan([MarginalJob(specs, target, pred is not None)], predictor=pred, weight=wcol, trials=trials)
     (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-marginal")
     params = {"bins": bins, "sample_weight": wcol, "model": pred.describe() if pred else None,

@@ -29,7 +29,7 @@ from ._fpd import PDJob, engine_notice, known_rows, partial_dependence, pd_resul
 from ._grids import pd_grid, pd_grid_plan
 from ._ice import ICEJob, finish_ice, ice
 from ._marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
-from ._passes import Plan, Trials, run_jobs, trial_params
+from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import open_model_data, prepare_model_run
 from ._variance import finish_pd_variance, pd_variance
@@ -98,7 +98,7 @@ def _grid_key(method: str, p: dict):
 def model_methods(model, data, features, methods: dict, *, target: str | None = None, response: str = "auto",
                   target_class=None, columns=None, categorical_features=None, random_state: int = 0,
                   batch_rows: int = DEFAULT_BATCH_ROWS, progress=None, n_trials: int = 1, bootstrap: bool = True,
-                  subsample_size: float = 0.75, band=(0.05, 0.95), layout: Layout | None = None,
+                  subsample_size: float = 0.75, band=(0.05, 0.95), row_id=None, layout: Layout | None = None,
                   base_parts: list | None = None) -> MethodsRun:
     """Run ``methods`` (``{method: {parameter: value}}``, parameters as the public
     functions') for ``features`` in one merged plan (see the module docstring).
@@ -106,7 +106,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     ``target`` is the marginal plot's response column (else it plots the prediction
     only); ``random_state`` seeds ICE's line sample and the trials.  ``n_trials`` > 1:
     every method's bootstrap trials ride the one pass (the public functions' ``n_trials``,
-    ``bootstrap``, ``subsample_size``, ``band``: the same weights for every method), so
+    ``bootstrap``, ``subsample_size``, ``band``, ``row_id``: the same weights for every method), so
     every curve carries its band and pd_variance its ``importance_std`` / ``_lo`` /
     ``_hi``; partial dependence's ``method="auto"`` is then brute force.  Parameters are
     taken as valid (the job spec validated them against the public functions'
@@ -128,14 +128,14 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     with_target = "marginal" in params and target is not None
     if with_target and columns is None and getattr(model, "feature_names_in_", None) is None:
         columns = [c for c in ds.columns if c != target]  # the target is never a model input
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, feats, columns=columns, response=response, target_class=target_class,
                             engine="auto", categorical_features=categorical_features,
-                            extra_columns=[target] if with_target else [])
+                            extra_columns=[target] if with_target else [], row_id=trial_row_id(trials))
     pred, kinds = run.predictor, run.kinds
     phases: list[str] = []
     items = [(f,) for f in feats]
 
-    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
     tparams = trial_params(trials, band)
     metas: list[dict] = []
     sets = 1 if trials is None else 1 + trials.n

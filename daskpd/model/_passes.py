@@ -19,10 +19,11 @@ from .._engine.hashing import trial_draw
 from .._engine.plan import Job, build_pass
 from .._engine.repeats import RepeatSketch, RepeatsJob, content_of, warn_repeats
 from .._errors import DataError
-from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, Interval, Percentiles
+from .._data.request import column_list
+from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, Interval, Percentiles
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, float_matrix
 
-__all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs", "Trials", "set_sums", "TRIAL_CONSTRAINTS", "trial_params",
+__all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs", "Trials", "set_sums", "TRIAL_CONSTRAINTS", "trial_params", "trial_row_id",
            "trial_bin_sums"]
 
 
@@ -134,6 +135,7 @@ TRIAL_CONSTRAINTS = {
     "subsample_size": [Interval(Real, 0, 1, closed="neither")],
     "band": [Percentiles()],
     "random_state": [NON_NEGATIVE_INT],
+    "row_id": [ColumnNames(allow_single=True), None],
 }
 
 
@@ -147,13 +149,23 @@ class Trials:
     n: int
     random_state: int = 0
     fraction: float | None = None
+    #: columns that tell rows apart, hashed into the weights besides the model's inputs
+    row_id: tuple = ()
 
     @classmethod
-    def of(cls, n_trials: int, bootstrap: bool, subsample_size: float, random_state: int) -> "Trials | None":
+    def of(cls, n_trials: int, bootstrap: bool, subsample_size: float, random_state: int,
+           row_id=None) -> "Trials | None":
         """None for ``n_trials=1`` (no trial sets: today's pass, bit for bit)."""
         if n_trials <= 1:
             return None
-        return cls(int(n_trials), int(random_state), None if bootstrap else float(subsample_size))
+        return cls(int(n_trials), int(random_state), None if bootstrap else float(subsample_size),
+                   tuple(dict.fromkeys(column_list(row_id))))
+
+
+def trial_row_id(trials: "Trials | None") -> list:
+    """The ``row_id`` columns a pass with ``trials`` reads besides the model's (none
+    without trials)."""
+    return list(trials.row_id) if trials is not None else []
 
 
 def trial_params(trials: "Trials | None", band, repeats: float | None = None) -> dict:
@@ -163,7 +175,7 @@ def trial_params(trials: "Trials | None", band, repeats: float | None = None) ->
         return {}
     return {"n_trials": trials.n, "bootstrap": trials.fraction is None, "subsample_size": trials.fraction,
             "band": [float(band[0]), float(band[1])], "random_state": trials.random_state,
-            "row_repeats": repeats}
+            "row_id": list(trials.row_id), "row_repeats": repeats}
 
 
 def trial_bin_sums(ctx, idx, vals, rows_of, nbins, levels=None, nlevels=0):
@@ -209,9 +221,11 @@ class Plan:
         return self.sketch.repeats() if self.sketch is not None else None
 
     def weight_columns(self, columns) -> list:
-        """The columns the trial weights are drawn from: the model's inputs (every column
-        read when there is no model)."""
-        return list(self.predictor.columns) if self.predictor is not None else list(columns)
+        """The columns the trial weights are drawn from: the model's inputs and the
+        trials' ``row_id`` (every column read when there is no model)."""
+        if self.predictor is None:
+            return list(columns)
+        return list(dict.fromkeys([*self.predictor.columns, *trial_row_id(self.trials)]))
 
 
 class ModelJob(Job):

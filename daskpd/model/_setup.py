@@ -149,9 +149,10 @@ class ModelRun:
 
 def prepare_model_run(model, data, features: Sequence[str], *, columns=None, response="auto", target_class=None,
                       engine="auto", sample_weight=None, categorical_features=None, extra_columns=(),
-                      storage_options=None, filters=None, need_model_columns=True) -> ModelRun:
+                      storage_options=None, filters=None, need_model_columns=True, row_id=()) -> ModelRun:
     """Validate the model and the columns against ``data`` (a :class:`Dataset`, or any
-    input, then opened here), and project the needed columns."""
+    input, then opened here), and project the needed columns (and ``row_id``: the
+    trials' columns that tell rows apart)."""
     ds = open_model_data(data, storage_options, filters)
     ds, wcol = check_weight(sample_weight, ds)
     dtypes = ds.dtypes
@@ -166,5 +167,6 @@ def prepare_model_run(model, data, features: Sequence[str], *, columns=None, res
     kinds = open_request(ds, None, list(features), categorical=categorical_features, model_free=False).kinds
     if wcol is not None and not is_numeric_like(dtypes[wcol]):
         raise DataError(f"sample_weight column {wcol!r} is not numeric (dtype {dtypes[wcol]})")
-    cols = list(dict.fromkeys([*pred.columns, *features, *([wcol] if wcol else []), *extra_columns]))
+    ds.check(row_id, "parameter row_id")
+    cols = list(dict.fromkeys([*pred.columns, *features, *([wcol] if wcol else []), *extra_columns, *row_id]))
     return ModelRun(ds.project(cols), pred, kinds, wcol, dtypes, ds)

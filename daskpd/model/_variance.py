@@ -46,7 +46,7 @@ from ..results.curves import DEFAULT_BAND, trial_band
 from .._engine.progress import stage_label
 from ._fpd import PDJob, engine_notice, known_rows, pd_results
 from ._grids import build_grids, check_grid_arg
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params
+from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 
@@ -180,6 +180,7 @@ def pd_variance(
     subsample_size: float = 0.75,
     band=(0.05, 0.95),
     random_state: int = 0,
+    row_id=None,
 ) -> PDVarianceResult:
     """Feature importance or pairwise interaction from the variance of partial dependence.
 
@@ -204,7 +205,7 @@ def pd_variance(
         ``(0, 1)`` spans the full range (alibi's).
     grid : dict {feature: values}, optional
         Custom grids.
-    n_trials, bootstrap, subsample_size, band, random_state
+    n_trials, bootstrap, subsample_size, band, random_state, row_id
         T > 1 bootstrap trials in the same pass (as :func:`daskpd.partial_dependence`;
         the model and the grids are fixed): ``trials_values`` holds every trial's
         importances (interactions) and ``to_frame()`` adds ``importance_std``,
@@ -250,9 +251,10 @@ def pd_variance(
     flat = list(dict.fromkeys(f for it in items for f in it))
     ds.check(flat)
     grid = check_grid_arg(grid, flat)
+    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
-                            storage_options=storage_options, filters=filters)
+                            storage_options=storage_options, filters=filters, row_id=trial_row_id(trials))
     grids = build_grids(run.ddf, flat, run.kinds, grid_resolution=grid_resolution, percentiles=percentiles,
                         grid=grid, progress=progress)
     for f in flat:
@@ -260,7 +262,6 @@ def pd_variance(
             raise DataError(f"feature {f!r} has a single grid value (a constant column); its PD variance is undefined")
     job_items = [(it, [grids[f] for f in it]) for it in items]
     pred = run.predictor
-    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state)
     plan = Plan([PDJob(job_items, run.kinds)], predictor=pred, weight=run.weight, batch_rows=batch_rows,
                 trials=trials)
     notice, label = engine_notice("pd_variance", pred, items, grids, run.kinds, known_rows(run.dataset, filters),

@@ -109,7 +109,7 @@ def repeats_note(params: dict) -> str:
         return ""
     return (f"\n  rows repeat {r:.3g} times on average in the columns the trials are drawn from: identical rows "
             f"draw the same weights, so the trials' spread is about {np.sqrt(r):.2g}x a row bootstrap's "
-            "(conservative)")
+            "(conservative; row_id= tells them apart)")
 
 
 def interval_slopes(ux, slope, slope_count, min_slopes_per_x, few_slopes=DEFAULT_FEW_SLOPES):

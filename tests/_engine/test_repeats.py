@@ -170,3 +170,63 @@ def test_real_cluster_measures_the_same_repeats(repeated, client):
     pd_ = daskpd.partial_dependence(model, dd.from_pandas(num, npartitions=3), "x1", method="brute", n_trials=3,
                                     progress=False)
     assert pd_.params["row_repeats"] == pytest.approx(_reference(num[["x1", "x2", "c"]]), rel=1e-12)
+
+
+def test_row_id_tells_repeated_rows_apart(repeated):
+    """With row_id the trials draw every row its own weights: no repeats, narrower bands
+    (the row bootstrap's), the same curve, the same trials on any partitioning; the id
+    is read by the scan only and is never a default feature."""
+    import dask.dataframe as dd
+
+    df = repeated.assign(id=np.arange(len(repeated), dtype="int64"))
+    kw = dict(target="y", feature="x1", n_trials=40, progress=False)
+    with pytest.warns(daskpd.RepeatedRowsWarning, match="row_id="):
+        shared = daskpd.stratpd(df, features=["x1", "x2", "c"], **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", daskpd.RepeatedRowsWarning)
+        own = daskpd.stratpd(df, row_id="id", **kw)
+        again = daskpd.stratpd(dd.from_pandas(df, npartitions=6), row_id=["id"], **kw)
+    assert own.params["stratified_on"] == ["x2", "c"]  # the id is not a default stratifying column
+    assert own.params["row_id"] == ["id"] and own.params["row_repeats"] == 1.0
+    np.testing.assert_array_equal(own.pd, shared.pd)
+    np.testing.assert_array_equal(own.trials_pd, again.trials_pd)
+    assert np.nanmean(own.band()["std"]) < 0.5 * np.nanmean(shared.band()["std"])
+    # the reference: a Poisson(1) row bootstrap's spread of the same curve, each row its own weight
+    rng = np.random.default_rng(0)
+    ref = []
+    for _ in range(40):
+        w = rng.poisson(1.0, len(df))
+        ref.append(daskpd.stratpd(df.loc[np.repeat(np.arange(len(df)), w)], target="y", feature="x1",
+                                  progress=False).pd)
+    ref_sd = np.nanstd(np.vstack(ref) - np.vstack(ref)[:, [0]], axis=0, ddof=1)[1:]
+    ours = own.band()["std"][1:]
+    assert 0.6 < np.nanmean(ours) / np.nanmean(ref_sd) < 1.6
+    imp = daskpd.importances(df, target="y", features=["x1", "x2", "c"], n_trials=3, row_id="id", progress=False)
+    assert "importance_std" in imp
+
+
+def test_row_id_errors_and_states(repeated, tmp_path):
+    df = repeated.assign(id=np.arange(len(repeated), dtype="int64"))
+    with pytest.raises(daskpd.DataError, match="row_id names column 'nope'"):
+        daskpd.stratpd(df, target="y", feature="x1", n_trials=3, row_id="nope", progress=False)
+    with pytest.raises(daskpd.DataError, match="row_id"):
+        daskpd.partial_dependence(_model(df), df, "x1", method="brute", n_trials=3, row_id="nope", progress=False)
+    feats = ["x1", "x2", "c"]
+    strat = daskpd.fit_stratification(df, target="y", features=feats, progress=False)
+    a = daskpd.scan_state(df.iloc[:3000], strat, n_trials=3, row_id="id", progress=False)
+    b = daskpd.scan_state(df.iloc[3000:], strat, n_trials=3, row_id="id", progress=False)
+    c = daskpd.scan_state(df.iloc[3000:], strat, n_trials=3, progress=False)
+    a.save(tmp_path / "a")
+    a = ScanState.load(tmp_path / "a")
+    assert a.row_id == ["id"] and (a + b).finish(strat)["x1"].params["row_repeats"] == 1.0
+    whole = daskpd.scan_state(df, strat, n_trials=3, row_id="id", progress=False).finish(strat)
+    np.testing.assert_allclose((a + b).finish(strat)["x1"].trials_pd, whole["x1"].trials_pd, rtol=1e-12)
+    with pytest.raises(daskpd.DataError, match="different row_id"):
+        a + c
+
+
+def _model(df):
+    from sklearn.tree import DecisionTreeRegressor
+
+    X = df[["x1", "x2"]]
+    return DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, df.y)

@@ -73,11 +73,15 @@ def test_freed_arrays_pages_serve_the_next_arrays_on_real_workers(client):
 
         f0 = faults()
         arrays = [np.ones(2 * MiB // 8) for _ in range(16)]
-        f1 = faults()
-        del arrays
-        arrays = [np.ones(2 * MiB // 8) for _ in range(16)]
-        f2 = faults()
-        return f1 - f0, f2 - f1
+        first = faults() - f0
+        again = []
+        for _ in range(3):  # the least of three rounds: an arena whose heap was full at first may
+            # have had to map a new heap for the first round (a worker that ran other tasks)
+            del arrays
+            f1 = faults()
+            arrays = [np.ones(2 * MiB // 8) for _ in range(16)]
+            again.append(faults() - f1)
+        return first, min(again)
 
     for addr in client.scheduler_info()["workers"]:
         first, again = client.submit(_refaults, workers=[addr], allow_other_workers=False, pure=False).result()
