@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from dask.sizeof import sizeof
 
 from .._engine.hashing import sort_labels
 from ..results import CurveResult
@@ -245,12 +246,12 @@ def _params(fs, job) -> dict:
     }
 
 
+def _counters(summaries: list):
+    return next((s.counters for s in summaries if s.counters is not None), None)
+
+
 def _result(fs, job, effects, summaries):
-    opts = job.finish_options
-    counters = next((s.counters for s in summaries if s.counters is not None), None)
-    return result_from_effects(fs.feature, job.target, fs.coder.labels(), effects, counters,
-                               dtype=opts.get("dtypes", {}).get(fs.feature), centered=bool(opts.get("centered", False)),
-                               params=_params(fs, job))
+    return result_of_effects(fs, job, effects, _counters(summaries))
 
 
 def result_of_effects(fs, job, effects: list, counters=None):
@@ -270,12 +271,33 @@ def effects_explicit(fs, states: list, summaries: list, job):
     return _result(fs, job, effects, summaries)
 
 
-def effects_iterative(fs, refs: list, summaries: list, job, progress=None, local: bool = False):
+def effects_iterative(fs, refs: list, summaries, job, progress=None, local: bool = False):
     """The CatStratPDResult of one feature whose buckets stayed on the workers
     (``refs``), by conjugate gradients with products summed over the buckets
-    (``local``: buckets held by this process, their products computed here)."""
-    setups = fold_summaries(summaries, fs.coder.n_keys, job.n_sets)
-    return _result(fs, job, solve_buckets(refs, setups, fs.coder.n_keys, progress=progress, local=local), summaries)
+    (``local``: buckets held by this process, their products computed here).
+    ``summaries``: the buckets' summaries, or their :func:`fold_for_solve` (folded where
+    they were made: the driver then receives the folded vectors, not every bucket's)."""
+    folded = summaries if isinstance(summaries, Folded) else fold_for_solve(summaries, fs.coder.n_keys, job.n_sets)
+    effects = solve_buckets(refs, folded.setups, fs.coder.n_keys, progress=progress, local=local)
+    return result_of_effects(fs, job, effects, folded.counters)
+
+
+@dataclass
+class Folded:
+    """A feature's bucket summaries folded for its solve: the per-set ``setups`` of
+    :func:`~daskpd._strat.categorical_buckets.fold_summaries` and the scan's counters."""
+
+    setups: list
+    counters: tuple | None
+
+
+def fold_for_solve(summaries: list, K: int, n_sets: int) -> Folded:
+    """:class:`Folded` of the buckets' summaries (a task next to them, on a cluster)."""
+    return Folded(fold_summaries(summaries, K, n_sets), _counters(summaries))
+
+
+# dask's memory manager counts it by its arrays
+sizeof.register(Folded)(lambda o: sum(v.nbytes for su in o.setups for v in su.values() if isinstance(v, np.ndarray)))
 
 
 def result_from_sums(feature: str, target: str, labels, per_set: list, **kw) -> "CatStratPDResult":

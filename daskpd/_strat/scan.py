@@ -38,7 +38,7 @@ from .._engine.plan import Job, Kept
 from .._engine.repeats import content_of
 from .._engine.sums import DrawCache, Rows, Table, reduce_tables, sort_rows
 from . import categorical_buckets
-from .categorical import effects_explicit
+from .categorical import effects_explicit, fold_for_solve
 from .categorical_buckets import prepare
 from .categorical_gram import gram_link
 from .delta import bucket_leaf_stats
@@ -367,8 +367,9 @@ class StratScan(Job):
     def numeric_final(self, index: int, *sums):
         return curve_from_sums(self.features[index], list(sums), self)
 
-    def gather_list(self, *items):
-        return list(items)
+    def fold_for_solve(self, index: int, *summaries):
+        """A CG feature's bucket summaries folded for its solve, next to them."""
+        return fold_for_solve(list(summaries), self.features[index].coder.n_keys, self.n_sets)
 
     def gram_link(self, state, bucket, stats_set: int):
         return gram_link(state, bucket, stats_set)
@@ -422,7 +423,7 @@ class StratScan(Job):
                                   key=f"finish-categorical-f{i}")
             else:  # the buckets stay where they are; CG rounds follow (run_strat)
                 kept[i] = buckets
-                results[i] = node("gather_list", *summaries, key=f"cat-summaries-f{i}")
+                results[i] = node("fold_for_solve", i, *summaries, key=f"cat-summaries-f{i}")
         out = node("collect", *[results[i] for i in range(len(self.features))], key="collect")
         out = Kept(out, kept) if kept else out
         return WithState(out, sums) if self.keep_state else out
