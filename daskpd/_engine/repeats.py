@@ -24,13 +24,14 @@ import warnings
 from typing import Sequence
 
 import numpy as np
+from dask.sizeof import sizeof
 
 from .._errors import RepeatedRowsWarning
 from .hashing import content_hash, keyed_hash
 from .plan import Job
 
-__all__ = ["RepeatSketch", "RepeatsJob", "content_of", "repeats_of_counts", "SKETCH_CONTENTS", "NOTABLE_REPEATS",
-           "merge_sketches", "stamp_repeats", "warn_repeats"]
+__all__ = ["RepeatSketch", "RepeatsJob", "content_of", "SKETCH_CONTENTS", "NOTABLE_REPEATS", "merge_sketches",
+           "stamp_repeats", "warn_repeats", "repeats_text"]
 
 #: distinct contents a sketch keeps (64 KiB a partial)
 SKETCH_CONTENTS = 4096
@@ -48,13 +49,6 @@ def content_of(ctx, columns: Sequence[str]) -> np.ndarray:
     computed once per partition for every job of the pass that asks for it."""
     columns = tuple(columns)
     return ctx.cached(("content-hash", columns), lambda: content_hash(ctx.df[list(columns)]))
-
-
-def repeats_of_counts(counts) -> float | None:
-    """``sum m^2 / sum m`` of the rows' multiplicities ``counts``; None without rows."""
-    m = np.asarray(counts, dtype="float64")
-    total = m.sum()
-    return float(np.dot(m, m) / total) if total > 0 else None
 
 
 class RepeatSketch:
@@ -95,11 +89,15 @@ class RepeatSketch:
     combine = merge  # partials of the model family's passes combine by ``type(p).combine``
 
     def repeats(self) -> float | None:
-        """The estimate of ``sum m^2 / sum m`` (exact when fewer than ``k`` contents)."""
-        return repeats_of_counts(self.counts)
+        """The estimate of ``sum m^2 / sum m`` (exact when fewer than ``k`` contents);
+        None without rows."""
+        m = self.counts.astype("float64")
+        total = m.sum()
+        return float(np.dot(m, m) / total) if total > 0 else None
 
-    def __sizeof__(self) -> int:
-        return int(self.keys.nbytes + self.counts.nbytes) + 64
+
+# dask's memory manager counts it by its arrays
+sizeof.register(RepeatSketch)(lambda o: int(o.keys.nbytes + o.counts.nbytes))
 
 
 class RepeatsJob(Job):
@@ -138,14 +136,20 @@ def stamp_repeats(results: dict, n_trials: int, sketch: "RepeatSketch | None", c
     return results
 
 
-def warn_repeats(repeats: float | None, columns: Sequence[str] = ()) -> None:
-    """A :class:`RepeatedRowsWarning` from :data:`NOTABLE_REPEATS` on, naming the columns
-    the trial weights are drawn from."""
+def repeats_text(repeats: float | None, columns: Sequence[str] = ()) -> str:
+    """What a warning and a summary say of ``repeats`` (``params["row_repeats"]``): empty
+    below :data:`NOTABLE_REPEATS` or when unknown; ``columns``: the hashed columns."""
     if repeats is None or not repeats >= NOTABLE_REPEATS:
-        return
+        return ""
     cols = f" ({', '.join(map(str, columns))})" if columns else ""
-    warnings.warn(RepeatedRowsWarning(
-        f"rows repeat {repeats:.3g} times on average in the columns the trial weights are drawn from{cols}: "
-        f"identical rows draw the same weights, so the bands' spread is about {np.sqrt(repeats):.2g}x a row "
-        "bootstrap's (conservative).  Name a column that tells the rows apart (an id, a timestamp) with "
-        "row_id= to draw them their own weights"), stacklevel=2)
+    return (f"rows repeat {repeats:.3g} times on average in the columns the trial weights are drawn from{cols}: "
+            f"identical rows draw the same weights, so the trials' spread is about {np.sqrt(repeats):.2g}x a row "
+            "bootstrap's (conservative; row_id= naming a column that tells the rows apart, an id or a timestamp, "
+            "draws them their own weights)")
+
+
+def warn_repeats(repeats: float | None, columns: Sequence[str] = ()) -> None:
+    """A :class:`RepeatedRowsWarning` from :data:`NOTABLE_REPEATS` on (:func:`repeats_text`)."""
+    text = repeats_text(repeats, columns)
+    if text:
+        warnings.warn(RepeatedRowsWarning(text), stacklevel=2)

@@ -188,7 +188,7 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
                         categorical_features=[c for c in cats if c in inputs] or None,
                         random_state=spec.random_state, progress=progress, n_trials=spec.model.n_trials,
                         bootstrap=spec.model.bootstrap, subsample_size=spec.model.subsample_size,
-                        band=spec.model.band, row_id=list(spec.model.row_id or ()) or None, **under)
+                        band=spec.model.band, row_id=spec.model.row_id, **under)
     if spec.run.incremental:
         res.model_state = (out.layout, out.parts)
     for method in spec.model_based:  # the spec's order

@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 from .._data.read import read_csv
-from .._data.request import Request, open_request
+from .._data.request import Request, column_list, open_request
 from .._engine.memory import partition_bytes
 from .._errors import DataError
 from .spec import JobSpec, SpecError
@@ -292,5 +292,4 @@ def job_row_id(spec: JobSpec, read: bool = False) -> list[str]:
         else None
     m = spec.model
     model = m.row_id if m is not None and (not read or (spec.model_based and m.n_trials > 1)) else None
-    names = [*([imp] if isinstance(imp, str) else imp or []), *(model or ())]
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys([*column_list(imp), *column_list(model)]))

@@ -20,6 +20,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .._data.request import column_list
 from .schema import METHOD_FUNCTIONS, BadValue as _Bad, Key as _Key, describe_value as _describe
 from .schema import method_params, model_params, top_params
 
@@ -562,7 +563,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
                               target_class=mt.get("target_class"), n_trials=mt.get("n_trials", 1),
                               bootstrap=mt.get("bootstrap", True), subsample_size=mt.get("subsample_size", 0.75),
                               band=tuple(mt.get("band", (0.05, 0.95))),
-                              row_id=_row_id(mt.get("row_id")))
+                              row_id=tuple(column_list(mt.get("row_id"))) or None)
     needs_model = [m for m in methods if m in MODEL_METHODS]
     if needs_model and model is None and "model" not in top_raw:
         errors.append(f"key 'methods': {', '.join(needs_model)} need{'s' if len(needs_model) == 1 else ''} a model; "
@@ -663,10 +664,3 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True) -> JobSpec:
         raise SpecError(label, [f"invalid TOML: {exc}"]) from None
     return parse_spec(raw, base_dir=path.resolve().parent, source=label, spec_text=text,
                       spec_path=str(path.resolve()), check_files=check_files)
-
-
-def _row_id(value) -> tuple[str, ...] | None:
-    """``[model] row_id`` (a column or a list of them) as a tuple; None when unset."""
-    if not value:
-        return None
-    return (value,) if isinstance(value, str) else tuple(value)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 
+from .._engine.repeats import warn_repeats
 from .._engine.stats import order_statistics, summarize
 from .._errors import DataError
 from ._ale import ALEJob, ale, ale_specs, ale_summary_kinds, finish_ale
@@ -220,7 +221,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     if jobs:
         plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
         with stage_label(" | ".join(labels) or None):
-            parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-model-methods")
+            parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-model-methods", warn=False)
         if trials is not None:  # how often rows repeat: kept, and summed, with the partials
             parts.append(plan.sketch)
         phases.append("model")
@@ -228,9 +229,11 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
             if len(base_parts) != len(parts):
                 raise ValueError(f"base_parts holds {len(base_parts)} partials; this plan makes {len(parts)}")
             parts = [type(b).combine([b, p]) for b, p in zip(base_parts, parts)]
-        if trials is not None:
+        if trials is not None:  # the rows' repeats, with the earlier rows' when they are added
+            repeats = parts[-1].repeats()
+            warn_repeats(repeats, plan.weight_columns(run.ddf.columns))
             for m in metas:
-                m.update(trial_params(trials, band, parts[-1].repeats()))
+                m.update(trial_params(trials, band, repeats))
 
     # 4. each method's finisher
     results: dict = {}

@@ -14,17 +14,17 @@ import numpy as np
 import pandas as pd
 
 from .._data.encode import as_float
+from .._data.request import column_list
 from .._engine import scheduler
 from .._engine.hashing import trial_draw
 from .._engine.plan import Job, build_pass
 from .._engine.repeats import RepeatSketch, RepeatsJob, content_of, warn_repeats
 from .._errors import DataError
-from .._data.request import column_list
 from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, Interval, Percentiles
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, float_matrix
 
-__all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs", "Trials", "set_sums", "TRIAL_CONSTRAINTS", "trial_params", "trial_row_id",
-           "trial_bin_sums"]
+__all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs", "Trials", "set_sums", "TRIAL_CONSTRAINTS", "trial_params",
+           "trial_row_id", "trial_bin_sums"]
 
 
 class ModelContext:
@@ -252,17 +252,19 @@ class ModelJob(Job):
         return fin(merged) if fin is not None else merged
 
 
-def run_jobs(ddf, plan: Plan, *, progress=None, name="daskpd-model", extra=()):
+def run_jobs(ddf, plan: Plan, *, progress=None, name="daskpd-model", extra=(), warn: bool = True):
     """Run every job of ``plan`` in ONE pass (:func:`daskpd._engine.plan.build_pass`);
     returns the list of finished jobs (followed by the results of ``extra`` dask objects,
     computed in the same submission).  With trials, the same pass measures how often rows
-    repeat in the weight columns (:attr:`Plan.sketch`; a ``RepeatedRowsWarning`` when
-    they do)."""
+    repeat in the weight columns (:attr:`Plan.sketch`; with ``warn``, a
+    ``RepeatedRowsWarning`` when they do: a caller that adds earlier rows' partials
+    warns of the sum itself)."""
     jobs = [ModelJob(j, plan) for j in plan.jobs]
     riders = [RepeatsJob(plan.weight_columns(ddf.columns))] if plan.trials is not None else []
     out = scheduler.compute(*build_pass(ddf, [*jobs, *riders], name=name), *extra, progress=progress)
     n = len(jobs) + len(riders)
     if riders:
         plan.sketch = out[len(jobs)]
-        warn_repeats(plan.repeats, riders[0].columns)
+        if warn:
+            warn_repeats(plan.repeats, riders[0].columns)
     return list(out[:len(jobs)]), list(out[n:])

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._engine.repeats import NOTABLE_REPEATS
+from .._engine.repeats import repeats_text
 from .base import CurveResult
 
 __all__ = ["StratPDResult", "interval_slopes", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES", "DEFAULT_BAND", "trial_band",
@@ -100,16 +100,10 @@ def band_note(res) -> str:
 
 
 def repeats_note(params: dict) -> str:
-    """The summary's warning when rows repeat in the columns the trial weights are drawn
-    from (``params["row_repeats"]``, :mod:`daskpd._engine.repeats`): identical rows draw
-    the same weights, so the trials' spread is about ``sqrt(row_repeats)`` times a row
-    bootstrap's.  Empty below :data:`NOTABLE_REPEATS` or when unknown."""
-    r = params.get("row_repeats")
-    if r is None or not r >= NOTABLE_REPEATS:
-        return ""
-    return (f"\n  rows repeat {r:.3g} times on average in the columns the trials are drawn from: identical rows "
-            f"draw the same weights, so the trials' spread is about {np.sqrt(r):.2g}x a row bootstrap's "
-            "(conservative; row_id= tells them apart)")
+    """The summary's line when rows repeat in the columns the trial weights are drawn
+    from (``params["row_repeats"]``: :func:`daskpd._engine.repeats.repeats_text`)."""
+    text = repeats_text(params.get("row_repeats"))
+    return f"\n  {text}" if text else ""
 
 
 def interval_slopes(ux, slope, slope_count, min_slopes_per_x, few_slopes=DEFAULT_FEW_SLOPES):
