@@ -2,6 +2,7 @@
 """How the bootstrap bands treat rows that are exact duplicates.
 
     .venv/bin/python benchmarks/bench_bands_duplicates.py [--rows 20000] [--binary 6] [--trials 200]
+        [--strat-rows 6000]
 
 daskpd draws a row's trial weights from its content hash (the hashed columns: for a
 model's PD the model's input columns; for StratPD/CatStratPD the features and the
@@ -19,7 +20,9 @@ predictions on the grid: the same estimator, the weights of a row bootstrap), an
 result's ``params["row_repeats"]`` (how often rows repeat in the hashed columns, measured
 in the same pass) with its square root, the spread's predicted factor; and the standard
 deviation of daskpd's trials when ``row_id`` names a row number (every row its own
-weights: the row bootstrap's spread).
+weights: the row bootstrap's spread).  Then (``--strat-rows``) the same for StratPD: the
+spread of its trials without and with ``row_id`` against StratPD rerun on explicit
+Poisson(1) resamples of the rows.
 """
 from __future__ import annotations
 
@@ -50,12 +53,39 @@ def spreads(X: pd.DataFrame, y: np.ndarray, trials: int, seed: int) -> tuple:
     return grid, ours, rows.std(axis=0, ddof=1), res.params["row_repeats"], ours_apart
 
 
+def stratpd_spreads(n: int, trials: int, seed: int) -> tuple:
+    """StratPD of ``x1`` over ``n`` rows of two small integer features, a three-level
+    category and an integer target (many rows alike): the trials' standard deviation at
+    each position without ``row_id`` and with a row number as ``row_id``, and that of
+    StratPD rerun on ``trials`` explicit Poisson(1) resamples of the rows (each row its
+    own weight), every curve shifted to 0 at its first position as the band's trials
+    are; and ``row_repeats``."""
+    import dask
+
+    import daskpd
+
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"x1": rng.integers(0, 6, n), "x2": rng.integers(0, 4, n), "c": rng.choice(list("pqr"), n)})
+    df["y"] = (df.x1 + 2 * df.x2 + (df.c == "q") + rng.integers(0, 2, n)).astype("int64")
+    df["row"] = np.arange(n)
+    kw = dict(target="y", feature="x1", features=["x1", "x2", "c"], progress=False)
+    with dask.config.set(scheduler="sync"):
+        shared = daskpd.stratpd(df, n_trials=trials, random_state=seed, **kw)
+        apart = daskpd.stratpd(df, n_trials=trials, random_state=seed, row_id="row", **kw)
+        draws = np.random.default_rng(seed).poisson(1.0, (trials, n))
+        ref = np.vstack([daskpd.stratpd(df.loc[np.repeat(np.arange(n), w)], **kw).pd for w in draws])
+    ref = ref - ref[:, [0]]
+    return (np.asarray(shared.x), shared.band()["std"], apart.band()["std"], np.nanstd(ref, axis=0, ddof=1),
+            shared.params["row_repeats"])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=float, default=20_000)
     ap.add_argument("--binary", type=int, default=6, help="binary features (2^binary distinct rows)")
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--strat-rows", type=float, default=6_000, help="rows of the StratPD table (0: skip it)")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     n = int(args.rows)
@@ -74,6 +104,16 @@ def main(argv=None) -> int:
         for v, a, b, c in zip(grid, ours, rows, apart):
             print(f"| {name} | {distinct:,} | {v:g} | {a:.4f} | {b:.4f} | {a / b:.1f} | {rep:.4g} | {np.sqrt(rep):.1f} "
                   f"| {c:.4f} | {c / b:.2f} |")
+    if args.strat_rows:
+        m = int(args.strat_rows)
+        x, shared, apart, ref, rep = stratpd_spreads(m, args.trials, args.seed)
+        print(f"\n# StratPD of x1, {m:,} rows (x1, x2 small integers, c three levels, y an integer), "
+              f"{args.trials} trials; row_repeats {rep:.4g} (square root {np.sqrt(rep):.1f})")
+        print("| x1 | sd of daskpd's trials | sd with `row_id` (a row number) | sd over explicit row resamples "
+              "| ratio without / with `row_id` to the resamples' |")
+        print("|---|---|---|---|---|")
+        for v, a, b, c in zip(x[1:], shared[1:], apart[1:], ref[1:]):  # position 0 is every trial's zero
+            print(f"| {v:g} | {a:.4f} | {b:.4f} | {c:.4f} | {a / c:.1f} / {b / c:.2f} |")
     return 0
 
 

@@ -61,9 +61,10 @@ TINY = {
                        r"\| importances of every feature \(StratPD/CatStratPD\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \| "
                        r"[0-9.]+ -> [0-9.]+ \| [0-9.]+x \|[\s\S]*# strat: every run's wall s, n_trials=1: [0-9.]+, [0-9.]+; "
                        r"n_trials=2: [0-9.]+, [0-9.]+"),
-    "bench_bands_duplicates.py": (lambda d: ["--rows", "4e3", "--binary", "4", "--trials", "20"],
+    "bench_bands_duplicates.py": (lambda d: ["--rows", "4e3", "--binary", "4", "--trials", "20", "--strat-rows", "2e3"],
                                   r"\| binary features only \| 16 \| 0 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|[\s\S]*"
-                                  r"\| plus a continuous feature \| 4,000 \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|"),
+                                  r"\| plus a continuous feature \| 4,000 \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|[\s\S]*"
+                                  r"StratPD of x1, 2,000 rows[\s\S]*\| 5 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|"),
     "bench_nightly.py": (lambda d: ["--tiny", "--workdir", d],
                          r"\| incremental rerun \(\+4,000 rows, 2 files\) \| [0-9.]+ \| [0-9.]+ \| incremental \|[\s\S]*"
                          r"rows True, importance max \|diff\| [0-9.e+-]+[\s\S]*"
