@@ -30,7 +30,7 @@ from dask.sizeof import sizeof
 import numpy as np
 import pandas as pd
 
-__all__ = ["Table", "Rows", "SortedRows", "DrawCache", "sort_rows", "group_inputs", "group_sets", "group_sums", "merge_tables",
+__all__ = ["Table", "Rows", "SortedRows", "DrawCache", "sort_rows", "group_inputs", "chunk_sets", "group_sums", "merge_tables",
            "reduce_tables", "float_keys", "keys_to_float", "TreeNodes", "tree_nodes", "fold_tree", "tree_state",
            "tree_put", "tree_done", "tree_out", "tree_scratch", "whole_range"]
 
@@ -769,41 +769,50 @@ def group_inputs(table, k: int):
     return np.zeros(0, np.int64), e, e, np.zeros((0, 0), np.uint8), np.ascontiguousarray(table.values), False
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def group_sets(g, gstarts, y, x, w, vals, from_rows, k, has_x, gn, gsy, gsx):
-    """Every set's ``(n, sum y, sum x)`` of group ``g`` (the inputs of
-    :func:`group_inputs`) into ``gn``, ``gsy``, ``gsx``: from the group's raw rows, set 0
-    every row once and set t weighted by trial t, row by row over every trial's column
-    (each set's terms still in row order, as :func:`reduce_tables` adds them); or read
-    from a merged table's row (``k`` statistics a set).  ``gsx`` is 0 without x."""
-    S = gn.shape[0]
-    if from_rows:
-        a0 = gstarts[g]
-        b0 = gstarts[g + 1] if g + 1 < gstarts.shape[0] else y.shape[0]
-        for s in range(S):
-            gn[s] = 0.0
-            gsy[s] = 0.0
-            gsx[s] = 0.0
-        for i in range(a0, b0):
-            gn[0] += 1.0
-            gsy[0] += y[i]
-            if has_x:
-                gsx[0] += x[i]
-        for i in range(a0, b0):
-            yi = y[i]
-            for t in range(S - 1):
-                wt = float(w[i, t])
-                gn[t + 1] += wt
-                gsy[t + 1] += wt * yi
-            if has_x:
-                xi = x[i]
+@numba.njit(cache=True, nogil=True)
+def chunk_sets(g0, m, gstarts, y, x, w, vals, from_rows, k, has_x, cn, cy, cx):
+    """Every set's ``(n, sum y, sum x)`` of groups ``g0 <= g < g0 + m`` (the inputs of
+    :func:`group_inputs`) into rows ``0 .. m - 1`` of ``cn``, ``cy``, ``cx`` (groups x
+    sets): from a group's raw rows, set 0 every row once and set t weighted by trial t,
+    row by row over every trial's column (each set's terms still in row order, as
+    :func:`reduce_tables` adds them); or read from a merged table's row (``k`` statistics
+    a set).  ``cx`` is 0 without x.
+
+    The finishers call it once a chunk of groups, never once a group: a helper taking
+    arrays, called (or inlined) in a large kernel's loop, kept numba's reference counts
+    of its arrays in that loop (atomic calls every group: 29 ms of a 35 ms numeric finish
+    of 347,450 groups, against 1.4 ms for this loop)."""
+    S = cn.shape[1]
+    n_groups = gstarts.shape[0]
+    for j in range(m):
+        g = g0 + j
+        if from_rows:
+            a0 = gstarts[g]
+            b0 = gstarts[g + 1] if g + 1 < n_groups else y.shape[0]
+            for s in range(S):
+                cn[j, s] = 0.0
+                cy[j, s] = 0.0
+                cx[j, s] = 0.0
+            for i in range(a0, b0):
+                cn[j, 0] += 1.0
+                cy[j, 0] += y[i]
+                if has_x:
+                    cx[j, 0] += x[i]
+            for i in range(a0, b0):
+                yi = y[i]
                 for t in range(S - 1):
-                    gsx[t + 1] += float(w[i, t]) * xi
-    else:
-        for s in range(S):
-            gn[s] = vals[g, k * s]
-            gsy[s] = vals[g, k * s + 1]
-            gsx[s] = vals[g, k * s + 2] if has_x else 0.0
+                    wt = float(w[i, t])
+                    cn[j, t + 1] += wt
+                    cy[j, t + 1] += wt * yi
+                if has_x:
+                    xi = x[i]
+                    for t in range(S - 1):
+                        cx[j, t + 1] += float(w[i, t]) * xi
+        else:
+            for s in range(S):
+                cn[j, s] = vals[g, k * s]
+                cy[j, s] = vals[g, k * s + 1]
+                cx[j, s] = vals[g, k * s + 2] if has_x else 0.0
 
 
 # ---------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine import scheduler
-from .._engine.sums import (SortedRows, Table, TreeNodes, fold_tree, group_inputs, group_sets, tree_done, tree_out,
+from .._engine.sums import (SortedRows, Table, TreeNodes, chunk_sets, fold_tree, group_inputs, tree_done, tree_out,
                             tree_put, tree_scratch, tree_state, whole_range)
 from .categorical_gram import LeafSums, gram_link, solve_gram
 from .categorical_solve import (CG_MAXITER, Effects, forest_link, ground, number_groups, uf_find, uf_flatten,
@@ -183,9 +183,7 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
             big = run
     ln = np.zeros((big, S))
     ly = np.zeros((big, S))
-    gn = np.zeros(S)
-    gsy = np.zeros(S)
-    gsx = np.zeros(S)
+    lx = np.zeros((big, S))
     N = np.zeros(S)
     Sy = np.zeros(S)
     m = np.zeros(S, np.int64)
@@ -251,16 +249,14 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
             N[s] = 0.0
             Sy[s] = 0.0
             m[s] = 0
+        chunk_sets(a, z - a, gstarts, y, x, w, vals, from_rows, k, False, ln, ly, lx)
+        # without a branch per set: a set's absent group adds a zero (its sums are +-0.0,
+        # y being finite) to sums that are never -0.0, which leaves their bits as they are
         for j in range(z - a):
-            g = a + j
-            group_sets(g, gstarts, y, x, w, vals, from_rows, k, False, gn, gsy, gsx)
             for s in range(S):
-                ln[j, s] = gn[s]
-                ly[j, s] = gsy[s]
-                if gn[s] > 0:
-                    N[s] += gn[s]
-                    Sy[s] += gsy[s]
-                    m[s] += 1
+                N[s] += ln[j, s]
+                Sy[s] += ly[j, s]
+                m[s] += 1 if ln[j, s] > 0 else 0
         # per set: the leaf's scalars; its tree restarts where it holds >= 2 categories
         for s in range(S):
             if m[s] == 0:

@@ -34,7 +34,7 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine.hashing import keyed_hash
-from .._engine.sums import (SortedRows, Table, TreeNodes, fold_tree, group_inputs, group_sets, reduce_tables,
+from .._engine.sums import (SortedRows, Table, TreeNodes, chunk_sets, fold_tree, group_inputs, reduce_tables,
                             tree_nodes, whole_range)
 from ..results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, StratPDResult, interval_slopes
 from .trees import tree_method_of
@@ -96,18 +96,25 @@ def _segment_sample(leaf, start, end, slope, k: int, random_state: int):
 
 @numba.njit(cache=True, nogil=True)
 def _flush(acc, touched, codes, nt, vb, out_v, out_c, out_x, n_out):
-    """The current virtual bucket's touched (code, every set) sums appended to the output
-    table in code order; the scratch zeroed.  Returns the new output length."""
+    """The current virtual bucket's touched (code, every set) sums of ``acc`` (sets x
+    codes) appended to the output table in code order; the scratch zeroed.  Returns the
+    new output length."""
     keys = np.sort(codes[:nt])
+    S = acc.shape[0]
     for j in range(nt):
         c = keys[j]
         out_v[n_out] = vb
         out_c[n_out] = c
-        out_x[n_out, :] = acc[c, :]
-        acc[c, :] = 0.0
+        for s in range(S):
+            out_x[n_out, s] = acc[s, c]
+            acc[s, c] = 0.0
         touched[c] = False
         n_out += 1
     return n_out
+
+
+#: :func:`_segments` makes every set's sums of this many groups, then walks them set by set
+CHUNK = 128
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -115,36 +122,45 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
     """One pass over a bucket's (leaf, code) groups, sorted, for every statistics set at
     once.  Per group, each set's ``(n, sum y, sum x)`` (from the group's raw rows, the terms in row order as :func:`~daskpd._engine.sums.reduce_tables` adds them, or read from a merged table); per set,
     the slope segments between the leaf's adjacent present positions (a set skips the
-    groups its weights leave empty).  Returns, as (P, sets) arrays, per code the rows
+    groups its weights leave empty).  Returns, as (sets, P) arrays, per code the rows
     and the segments starting and ending there; per set the rows in single-position
     leaves; set 0's leaves with rows; the per-(virtual bucket, code) sums of the slopes
     of segments starting (``add``) and ending (``sub``) there, every set a column, in
     (virtual bucket, code) order, each cell's terms in row order; set 0's segments
     (start, end, slope, leaf); and set 0's sum of x per group (binned features).
-    ``shift``: the bits of the packed counts' rows (:func:`_count_bits`)."""
+    ``shift``: the bits of the packed counts' rows (:func:`_count_bits`).
+
+    The groups are taken a chunk at a time (:data:`CHUNK` groups, never across a virtual
+    bucket): first every set's sums of the chunk's groups, then set by set through the
+    chunk, the set's state in registers and its (sets x P) rows of the accumulators
+    contiguous.  Each set's terms are added in group order as group by group would add
+    them: the same bits."""
     G = leaf.shape[0]
-    # per (code, set) one word a group: its rows (whole numbers, below bit ``shift``) and
+    # per (set, code) one word a group: its rows (whole numbers, below bit ``shift``) and
     # its present groups (above); starts = present groups - the set's last in a leaf,
     # ends = present groups - its first in a leaf, counted once a leaf
     unit = np.int64(1) << np.int64(shift)
-    packed = np.zeros((P, S), np.int64)
-    firsts = np.zeros((P, S), np.int64)
-    lasts = np.zeros((P, S), np.int64)
+    packed = np.zeros((S, P), np.int64)
+    firsts = np.zeros((S, P), np.int64)
+    lasts = np.zeros((S, P), np.int64)
     ignored = np.zeros(S)
     n_leaves = 0
-    gn = np.zeros(S)
-    gsy = np.zeros(S)
-    gsx = np.zeros(S)
+    # per set, carried from chunk to chunk
     has_prev = np.zeros(S, np.bool_)
-    live = np.empty(S, np.int64)
     pcode = np.zeros(S, np.int64)
     pyb = np.zeros(S)
     px = np.zeros(S)
     run_rows = np.zeros(S)
     run_len = np.zeros(S, np.int64)
+    pleaf = np.full(S, -1, np.int64)
+    lj = np.empty(CHUNK, np.int64)
+    # a chunk's sums, (groups, sets)
+    cn = np.empty((CHUNK, S))
+    cy = np.empty((CHUNK, S))
+    cx = np.empty((CHUNK, S))
     # per virtual bucket scratch of the slope sums, flushed when the virtual bucket changes
-    acc_a = np.zeros((P, S))
-    acc_s = np.zeros((P, S))
+    acc_a = np.zeros((S, P))
+    acc_s = np.zeros((S, P))
     t_a = np.zeros(P, np.bool_)
     t_s = np.zeros(P, np.bool_)
     c_a = np.empty(P, np.int64)
@@ -166,77 +182,98 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
     k0 = 0
     sx0 = np.zeros(G if binned else 0)
     has_x = binned
-    cur_leaf = -1
     cur_vb = -1
-    for g in range(G):
-        if leaf[g] != cur_leaf:
-            for s in range(S):
-                if run_len[s] == 1:
-                    ignored[s] += run_rows[s]
-                if run_len[s] > 0:
-                    lasts[pcode[s], s] += 1
-                run_len[s] = 0
-                run_rows[s] = 0.0
-                has_prev[s] = False
-            cur_leaf = leaf[g]
-            if vb[g] != cur_vb:
-                if cur_vb >= 0:
-                    n_add = _flush(acc_a, t_a, c_a, na, cur_vb, add_v, add_c, add_x, n_add)
-                    n_sub = _flush(acc_s, t_s, c_s, ns, cur_vb, sub_v, sub_c, sub_x, n_sub)
-                    na = 0
-                    ns = 0
-                cur_vb = vb[g]
-        group_sets(g, gstarts, y, x, w, vals, from_rows, k, has_x, gn, gsy, gsx)
-        c = code[g]
+    g0 = 0
+    while g0 < G:
+        v = vb[g0]
+        g1 = g0 + 1
+        while g1 < G and g1 - g0 < CHUNK and vb[g1] == v:
+            g1 += 1
+        if v != cur_vb:
+            if cur_vb >= 0:
+                n_add = _flush(acc_a, t_a, c_a, na, cur_vb, add_v, add_c, add_x, n_add)
+                n_sub = _flush(acc_s, t_s, c_s, ns, cur_vb, sub_v, sub_c, sub_x, n_sub)
+                na = 0
+                ns = 0
+            cur_vb = v
+        chunk_sets(g0, g1 - g0, gstarts, y, x, w, vals, from_rows, k, has_x, cn, cy, cx)
         if binned:
-            sx0[g] = gsx[0]
-        # the sets with rows in the group, listed without a branch per set (with trials a
-        # set's absence is a coin flip no branch predictor learns); an absent set adds
-        # nothing (its count + 0.0 would leave the bits as they are)
-        nk = 0
+            for j in range(g1 - g0):
+                sx0[g0 + j] = cx[j, 0]
+        m = g1 - g0
         for s in range(S):
-            live[nk] = s
-            nk += 1 if gn[s] > 0.0 else 0
-        for q in range(nk):
-            s = live[q]
-            n = gn[s]
-            packed[c, s] += np.int64(n) + unit
-            if s == 0 and run_len[0] == 0:
-                n_leaves += 1
-            yb = gsy[s] / n
-            xx = gsx[s] / n if binned else xvals[c]
-            if has_prev[s]:
-                a = pcode[s]
-                slope = (yb - pyb[s]) / (xx - px[s])
-                acc_a[a, s] += slope
-                acc_s[c, s] += slope
-                if s == 0:  # a trial's segments start and end where set 0's do (its rows are among set 0's)
-                    if not t_a[a]:
-                        t_a[a] = True
-                        c_a[na] = a
-                        na += 1
-                    if not t_s[c]:
-                        t_s[c] = True
-                        c_s[ns] = c
-                        ns += 1
-                    seg_a[k0] = a
-                    seg_b[k0] = c
-                    seg_s[k0] = slope
-                    seg_l[k0] = cur_leaf
-                    k0 += 1
-            else:
-                firsts[c, s] += 1
-            run_rows[s] += n
-            run_len[s] += 1
-            has_prev[s] = True
-            pcode[s] = c
-            pyb[s] = yb
-            px[s] = xx
+            # the chunk's groups with the set's rows, listed without a branch (with
+            # trials a set's absence is a coin flip no branch predictor learns)
+            nl = 0
+            for j in range(m):
+                lj[nl] = j
+                nl += 1 if cn[j, s] > 0.0 else 0
+            hp = has_prev[s]
+            pc = pcode[s]
+            pl = pleaf[s]
+            pyb_s = pyb[s]
+            px_s = px[s]
+            rr = run_rows[s]
+            rl = run_len[s]
+            for q in range(nl):
+                j = lj[q]
+                g = g0 + j
+                lf = leaf[g]
+                if lf != pl:  # the set's first group in a leaf (the skipped groups add nothing)
+                    if rl == 1:
+                        ignored[s] += rr
+                    if rl > 0:
+                        lasts[s, pc] += 1
+                    rl = 0
+                    rr = 0.0
+                    hp = False
+                    pl = lf
+                n = cn[j, s]
+                c = code[g]
+                packed[s, c] += np.int64(n) + unit
+                if s == 0 and rl == 0:
+                    n_leaves += 1
+                yb = cy[j, s] / n
+                xx = cx[j, s] / n if binned else xvals[c]
+                if hp:
+                    slope = (yb - pyb_s) / (xx - px_s)
+                    acc_a[s, pc] += slope
+                    acc_s[s, c] += slope
+                    if s == 0:  # a trial's segments start and end where set 0's do (its rows are among set 0's)
+                        if not t_a[pc]:
+                            t_a[pc] = True
+                            c_a[na] = pc
+                            na += 1
+                        if not t_s[c]:
+                            t_s[c] = True
+                            c_s[ns] = c
+                            ns += 1
+                        seg_a[k0] = pc
+                        seg_b[k0] = c
+                        seg_s[k0] = slope
+                        seg_l[k0] = lf
+                        k0 += 1
+                else:
+                    firsts[s, c] += 1
+                rr += n
+                rl += 1
+                hp = True
+                pc = c
+                pyb_s = yb
+                px_s = xx
+            has_prev[s] = hp
+            pcode[s] = pc
+            pleaf[s] = pl
+            pyb[s] = pyb_s
+            px[s] = px_s
+            run_rows[s] = rr
+            run_len[s] = rl
+        g0 = g1
     for s in range(S):
         if run_len[s] == 1:
             ignored[s] += run_rows[s]
         if run_len[s] > 0:
-            lasts[pcode[s], s] += 1
+            lasts[s, pcode[s]] += 1
     present = packed >> np.int64(shift)
     count = (packed & (unit - 1)).astype(np.float64)
     starts = (present - lasts).astype(np.float64)
@@ -294,7 +331,7 @@ def bucket_sums(table, fs, n_sets: int, *, counters=None, random_state: int = 0,
         add_t = tree_nodes(av, ac, ax[:, 1:], lo, hi, N_VIRTUAL, shared_lo, shared_hi)
         sub_t = tree_nodes(sv, sc, sx_[:, 1:], lo, hi, N_VIRTUAL, shared_lo, shared_hi)
         ax, sx_ = np.ascontiguousarray(ax[:, :1]), np.ascontiguousarray(sx_[:, :1])
-    return BucketSums(np.ascontiguousarray(count.T), np.ascontiguousarray(starts.T), np.ascontiguousarray(ends.T),
+    return BucketSums(count, starts, ends,
                       ignored, int(n_leaves), Table(av, ac, ax), Table(sv, sc, sx_), sum_x, segments, counters,
                       add_t, sub_t)
 
