@@ -615,3 +615,53 @@ def test_packed_counts_take_the_bits_the_bucket_needs():
         bucket_sums(group_sums(leaf, code, np.column_stack([np.full_like(y, 2.0 ** 60), y])), fs, 1)
     with pytest.raises(ValueError, match="whole numbers"):
         bucket_sums(group_sums(leaf, code, np.column_stack([np.full_like(y, 0.5), y])), fs, 1)
+
+
+@pytest.mark.parametrize("binned", [False, True])
+def test_each_trial_of_the_finish_is_the_reference_on_its_resampled_rows(binned):
+    """The finish's one pass over raw rows with trial weights gives every trial the
+    plain reference's curve of that trial's rows (each row repeated by its weight), at
+    the trial's positions; with leaves of more (leaf, position) groups than the pass
+    makes sums of at once (:data:`daskpd._strat.numeric.CHUNK`), so a leaf's state
+    crosses chunks, and sets absent from whole runs of groups."""
+    from daskpd._engine.sums import Rows, sort_rows
+    from daskpd._strat.numeric import CHUNK
+
+    rng = np.random.default_rng(11)
+    n, T = 6000, 4
+    leaf = np.sort(rng.integers(0, 5, n))
+    if binned:  # ~300 bins, one x value each: a trial's mean x of a bin is set 0's
+        grid = np.linspace(0, 10, 301)
+        coder = KeyCoder("numeric", edges=grid[1:-1])
+        mids = (grid[:-1] + grid[1:]) / 2
+        mids = mids[np.unique(coder.encode_float(mids), return_index=True)[1]]
+        xv = mids[rng.integers(0, len(mids), n)]
+    else:
+        xv = np.round(rng.uniform(0, 10, n), 2)  # ~1,000 distinct positions
+        coder = KeyCoder("numeric", values=np.unique(xv))
+    y = 0.7 * xv + rng.normal(size=n) + leaf
+    w = rng.poisson(1.0, (n, T)).astype(np.uint8)
+    w[(xv > 3) & (xv < 4), 1] = 0  # trial 2 skips a run of positions in every leaf
+    key = coder.encode_float(xv)
+    fs = FeatureScan("x", "numeric", [], None, coder, None, int(leaf.max()) + 1)
+    assert fs.binned == binned
+    groups_in_leaf = max(len(np.unique(key[leaf == lf])) for lf in range(5))
+    assert groups_in_leaf > 2 * CHUNK
+    job = StratScan(target="y", features=[fs], encoder=FeatureEncoder([], {}), n_trials=T,
+                    finish_options={"min_slopes_per_x": 1, "few_slopes": "flat"})
+    cut = [0, 1000, 1001, 3500, n]  # raw rows arriving in batches
+    parts = [Rows(leaf[a:b].astype(np.uint16), key[a:b].astype(np.uint16), y[a:b], xv[a:b] if binned else None,
+                  w[a:b]) for a, b in zip(cut[:-1], cut[1:])]
+    res = curve_from_sums(fs, [bucket_sums(sort_rows(parts), fs, T + 1, counters=(n, 0, 0))], job)
+    for t in range(T):
+        r = np.repeat(np.arange(n), w[:, t])
+        ref = reference_stratpd(xv[r], y[r], leaf[r], 1, bins=key[r] if binned else None, few_slopes="flat")
+        if binned:  # the trial's positions are its bins: compare at the bins it holds
+            held = np.unique(key[r])
+            at = np.searchsorted(np.unique(key), held)
+        else:
+            at = np.searchsorted(res.x, ref["x"])
+            np.testing.assert_array_equal(res.x[at], ref["x"])
+        got = res.trials_pd[t][at]
+        np.testing.assert_allclose(got, ref["pd"], rtol=1e-9, atol=1e-9, equal_nan=True)
+        assert np.isfinite(got).sum() > 100
