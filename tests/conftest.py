@@ -20,6 +20,40 @@ import pytest
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+def _drop_stale_numba_caches() -> None:
+    """numba's on-disk cache (``__pycache__/*.nbi``, ``*.nbc`` next to the sources) is
+    keyed by each function's own file: a kernel that calls or inlines a helper from
+    another module keeps the helper's old machine code after the helper changes, until
+    the kernel's own file changes.  So the tests could run code that is no longer in the
+    tree.  When any daskpd source differs from the one the last test session saw, every
+    cached kernel is dropped (recompiled on first use).  Without a record of that (a
+    fresh tree, whose cache ``daskpd compile`` has just filled) the caches are kept."""
+    import hashlib
+
+    pkg = Path(__file__).resolve().parents[1] / "daskpd"
+    digest = hashlib.sha256()
+    for path in sorted(pkg.rglob("*.py")):
+        digest.update(str(path.relative_to(pkg)).encode() + b"\0" + path.read_bytes())
+    stamp = pkg / "__pycache__" / "numba-sources.sha256"
+    try:
+        seen = stamp.read_text()
+    except OSError:
+        seen = None
+    if seen == digest.hexdigest():
+        return
+    if seen is not None:
+        for path in [*pkg.rglob("*.nbi"), *pkg.rglob("*.nbc")]:
+            path.unlink(missing_ok=True)
+    try:
+        stamp.parent.mkdir(exist_ok=True)
+        stamp.write_text(digest.hexdigest())
+    except OSError:  # a read-only tree: nothing cached there either
+        pass
+
+
+_drop_stale_numba_caches()
+
+
 def _ephemeral_low() -> int:
     """The first port of the kernel's ephemeral range."""
     try:
