@@ -181,7 +181,6 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
     seg_l = np.empty(G, np.int64)
     k0 = 0
     sx0 = np.zeros(G if binned else 0)
-    has_x = binned
     cur_vb = -1
     g0 = 0
     while g0 < G:
@@ -196,11 +195,11 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
                 na = 0
                 ns = 0
             cur_vb = v
-        chunk_sets(g0, g1 - g0, gstarts, y, x, w, vals, from_rows, k, has_x, cn, cy, cx)
-        if binned:
-            for j in range(g1 - g0):
-                sx0[g0 + j] = cx[j, 0]
         m = g1 - g0
+        chunk_sets(g0, m, gstarts, y, x, w, vals, from_rows, k, binned, cn, cy, cx)
+        if binned:
+            for j in range(m):
+                sx0[g0 + j] = cx[j, 0]
         for s in range(S):
             # the chunk's groups with the set's rows, listed without a branch (with
             # trials a set's absence is a coin flip no branch predictor learns)
