@@ -21,7 +21,7 @@ from dask.sizeof import sizeof
 
 from .._engine.hashing import sort_labels
 from ..results import CurveResult
-from ..results.curves import DEFAULT_BAND, anchored_trials, band_columns, band_note, trial_band
+from ..results.curves import DEFAULT_BAND, anchored_trials, band_columns, band_note, band_settings, trial_band
 from .categorical_buckets import fold_summaries, solve_buckets, solve_explicit
 from .categorical_gram import solve_gram
 from .trees import tree_method_of
@@ -239,10 +239,7 @@ def _params(fs, job) -> dict:
         "n_trials": job.n_trials,
         "nan_as_level": bool(fs.coder.nan_level),
         **job.finish_options.get("run_params", {}),
-        # the band's settings (absent without trials)
-        **({k: job.finish_options[k] for k in ("band", "bootstrap", "subsample_size", "row_id")
-            if k in job.finish_options}
-           if job.n_sets > 1 else {}),
+        **band_settings(job.finish_options, job.n_sets),
     }
 
 

@@ -36,7 +36,7 @@ from dask.sizeof import sizeof
 from .._engine.hashing import keyed_hash
 from .._engine.sums import (SortedRows, Table, TreeNodes, chunk_sets, fold_tree, group_inputs, reduce_tables,
                             tree_nodes, whole_range)
-from ..results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, StratPDResult, interval_slopes
+from ..results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, StratPDResult, band_settings, interval_slopes
 from .trees import tree_method_of
 from .virtual import N_VIRTUAL, virtual_of
 
@@ -492,8 +492,7 @@ def curve_from_sums(fs, sums: list, job):
         "n_trials": job.n_trials,
         **opts.get("run_params", {}),
     }
-    if n_sets > 1:  # the band's settings (absent without trials: the params are today's)
-        params.update({k: opts[k] for k in ("band", "bootstrap", "subsample_size", "row_id") if k in opts})
+    params.update(band_settings(opts, n_sets))
     return StratPDResult(
         feature=fs.feature, target=job.target, x=ux, pd=pd_, slope=np.where(c >= msx, mean, np.nan), slope_count=c,
         count=count[0][pos], supported=supported, n_rows=int(counters[0]), n_used=int(n_valid - ignored[0]),

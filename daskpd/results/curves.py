@@ -17,9 +17,8 @@ import numpy as np
 from .._engine.repeats import repeats_text
 from .base import CurveResult
 
-__all__ = ["StratPDResult", "interval_slopes", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES", "DEFAULT_BAND", "trial_band",
-           "flat_within_band", "band_columns", "band_note", "repeats_note",
-           "anchored_trials"]
+__all__ = ["StratPDResult", "interval_slopes", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES", "DEFAULT_BAND", "band_settings",
+           "trial_band", "flat_within_band", "band_columns", "band_note", "repeats_note", "anchored_trials"]
 
 #: what an interval with 0 < slope_count < min_slopes_per_x contributes (see :func:`interval_slopes`)
 FEW_SLOPES_RULES = ("interpolate", "flat")
@@ -28,6 +27,15 @@ DEFAULT_FEW_SLOPES = "interpolate"
 
 #: the default percentile interval of a curve's trials (a 90 % band)
 DEFAULT_BAND = (0.05, 0.95)
+
+
+def band_settings(finish_options: dict, n_sets: int) -> dict:
+    """The band's settings a StratPD/CatStratPD result's ``params`` record, from the
+    scan's finish options (:func:`daskpd._stratpd.trial_args`): none without trials, so
+    the params of ``n_trials=1`` are those of a run without bands."""
+    if n_sets <= 1:
+        return {}
+    return {k: finish_options[k] for k in ("band", "bootstrap", "subsample_size", "row_id") if k in finish_options}
 
 
 def trial_band(trials, band=DEFAULT_BAND, anchor: int | None = None) -> dict:
