@@ -23,7 +23,7 @@ import pandas as pd
 from .plan import Job
 
 __all__ = ["row_hash", "content_hash", "keyed_hash", "bootstrap_weights", "bootstrap_counts", "TrialDraw",
-           "trial_draw", "SampleJob", "Sample",
+           "PackedDraw", "trial_draw", "PACKED_TRIALS", "SampleJob", "Sample",
            "distinct_capped", "SAMPLE_MARGIN", "HASH_COLUMN"]
 
 _HASH = "__daskpd_hash__"
@@ -150,7 +150,12 @@ class TrialDraw:
     of the weight columns): ``counts(h)`` gives what :func:`bootstrap_counts` gives for
     the rows of those hashes.  A row's weights being a pure function of its 8-byte hash,
     raw rows can carry the hash instead of their ``n_trials`` weight bytes and draw them
-    where they are summed."""
+    where they are summed; or, up to :data:`PACKED_TRIALS` trials, the word of
+    :meth:`pack` holding the weights themselves (drawn once a row instead of once a row
+    and feature).
+
+    The draw reads the hash's top 63 bits (its lowest bit is cleared first), so that a
+    word of :meth:`pack` can hold any row's hash next to the bit that says so."""
 
     def __init__(self, seeds: np.ndarray, fraction: float):
         self.seeds = np.ascontiguousarray(seeds, dtype=np.uint64)
@@ -164,12 +169,48 @@ class TrialDraw:
         """uint8 weights, shape (len(content), n_trials)."""
         return _draw_counts(np.ascontiguousarray(content, dtype=np.uint64), self.seeds, _POISSON1_CDF, self.fraction)
 
+    def pack(self, content: np.ndarray) -> np.ndarray:
+        """One uint64 word a row (at most :data:`PACKED_TRIALS` trials): the row's weights,
+        3 bits a trial (trial t at bits 3t to 3t + 2), when every one is below 8; else
+        (about one row in 5,000 with 20 Poisson trials) the top bit set and below it the
+        row's hash without its lowest bit, which the draw does not read.  :meth:`unpack`
+        gives :meth:`counts` exactly."""
+        if self.n_trials > PACKED_TRIALS:
+            raise ValueError(f"a 64-bit word holds the weights of at most {PACKED_TRIALS} trials, not {self.n_trials}")
+        content = np.ascontiguousarray(content, dtype=np.uint64)
+        return _pack_counts(self.counts(content), content)
+
+    def unpack(self, words: np.ndarray) -> np.ndarray:
+        """The (rows, trials) uint8 weights of the words of :meth:`pack`."""
+        return _unpack_words(np.ascontiguousarray(words, dtype=np.uint64), self.seeds, _POISSON1_CDF, self.fraction)
+
     def __eq__(self, other) -> bool:
         return (isinstance(other, TrialDraw) and self.fraction == other.fraction
                 and np.array_equal(self.seeds, other.seeds))
 
     def __hash__(self) -> int:
         return hash((self.fraction, self.seeds.tobytes()))
+
+
+class PackedDraw:
+    """The draw of rows that carry the words of :meth:`TrialDraw.pack` in place of their
+    hashes: ``counts(words)`` unpacks them (what the draw gives for those rows)."""
+
+    def __init__(self, draw: TrialDraw):
+        self.draw = draw
+
+    @property
+    def n_trials(self) -> int:
+        return self.draw.n_trials
+
+    def counts(self, words: np.ndarray) -> np.ndarray:
+        return self.draw.unpack(words)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, PackedDraw) and self.draw == other.draw
+
+    def __hash__(self) -> int:
+        return hash(("packed", self.draw))
 
 
 def trial_draw(n_trials: int, random_state: int, fraction: float | None = None) -> TrialDraw:
@@ -193,18 +234,20 @@ def _top53(z):
 
 @numba.njit(cache=True, nogil=True)
 def _draw_counts(content, seeds, cdf, fraction):
-    """Per row and trial t: ``u`` from ``mix64(content + seeds[t])`` (the keyed hash of
-    salt t + 1), then the Poisson(1) count ``#{k: cdf[k] <= u}`` (numpy's searchsorted,
-    side right), or ``u < fraction`` when ``fraction`` >= 0.  ``u`` is ``m / 2^53``
+    """Per row and trial t: ``u`` from ``mix64(c + seeds[t])`` (the keyed hash of salt
+    t + 1; ``c`` the row's content hash with its lowest bit cleared), then the Poisson(1)
+    count ``#{k: cdf[k] <= u}`` (numpy's searchsorted, side right), or ``u < fraction``
+    when ``fraction`` >= 0.  ``u`` is ``m / 2^53``
     (``m`` the hash's top 53 bits), so the comparisons are made on ``m`` against the
     thresholds scaled to integers (``q <= u`` iff ``ceil(q 2^53) <= m``): the same
     counts, without a float conversion per draw."""
     n, T = content.shape[0], seeds.shape[0]
     out = np.empty((n, T), np.uint8)
+    low = ~np.uint64(1)  # the hash's lowest bit is not read (see TrialDraw)
     if fraction >= 0.0:
         F = np.uint64(math.ceil(fraction * 9007199254740992.0))
         for i in range(n):
-            c = content[i]
+            c = content[i] & low
             for t in range(T):
                 out[i, t] = np.uint8(_top53(c + seeds[t]) < F)
         return out
@@ -214,7 +257,7 @@ def _draw_counts(content, seeds, cdf, fraction):
         Q[k] = np.uint64(math.ceil(cdf[k] * 9007199254740992.0))
     q0, q1, q2, q3, q4, q5 = Q[0], Q[1], Q[2], Q[3], Q[4], Q[5]
     for i in range(n):
-        c = content[i]
+        c = content[i] & low
         top = np.uint8(0)
         for t in range(T):  # the first six steps counted without branches (cdf rises: the same count)
             m = _top53(c + seeds[t])
@@ -229,6 +272,45 @@ def _draw_counts(content, seeds, cdf, fraction):
                     while k < K and Q[k] <= m:
                         k += 1
                     out[i, t] = k
+    return out
+
+
+#: the trials whose weights one 64-bit word of :meth:`TrialDraw.pack` holds (3 bits each)
+PACKED_TRIALS = 20
+_ESCAPE = np.uint64(1) << np.uint64(63)
+
+
+@numba.njit(cache=True, nogil=True)
+def _pack_counts(counts, content):
+    """:meth:`TrialDraw.pack` of rows whose weights are ``counts``."""
+    n, T = counts.shape
+    out = np.empty(n, np.uint64)
+    for i in range(n):
+        p = np.uint64(0)
+        top = np.uint8(0)
+        for t in range(T):
+            k = counts[i, t]
+            p |= np.uint64(k) << np.uint64(3 * t)
+            top = max(top, k)
+        out[i] = p if top < 8 else _ESCAPE | (content[i] >> np.uint64(1))
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _unpack_words(words, seeds, cdf, fraction):
+    """:meth:`TrialDraw.unpack`: a word's 3-bit fields, or the draw of the hash it holds."""
+    n, T = words.shape[0], seeds.shape[0]
+    out = np.empty((n, T), np.uint8)
+    seven = np.uint64(7)
+    for i in range(n):
+        p = words[i]
+        if p >= _ESCAPE:
+            c = np.empty(1, np.uint64)
+            c[0] = p << np.uint64(1)
+            out[i] = _draw_counts(c, seeds, cdf, fraction)[0]
+        else:
+            for t in range(T):
+                out[i, t] = np.uint8((p >> np.uint64(3 * t)) & seven)
     return out
 
 

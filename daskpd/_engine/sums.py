@@ -72,10 +72,12 @@ class Rows:
     """Raw rows of one feature's keyed sums, compact: ``(leaf, key)``, the row's ``y``,
     ``x`` (None unless x is summed) and trial weights ``w`` (rows x trials, or None).
 
-    With many trials a row carries its 8-byte content hash ``h`` instead of its weights
-    (``w`` None), and ``draw`` (a :class:`daskpd._engine.hashing.TrialDraw`) turns the
-    hashes into the weights where the rows are summed: the same weights, fewer bytes
-    through the merges (20 trials: 8 bytes a row instead of 20).
+    With many trials a row carries one 8-byte word ``h`` instead of its weights (``w``
+    None), and ``draw`` turns the words into the weights where the rows are summed: the
+    same weights, fewer bytes through the merges (20 trials: 8 bytes a row instead of
+    20).  The word holds the weights packed 3 bits a trial (``draw`` a
+    :class:`daskpd._engine.hashing.PackedDraw`, up to 20 trials), or the row's content hash
+    (``draw`` a :class:`~daskpd._engine.hashing.TrialDraw`, which draws them from it).
 
     Summed, a row adds ``[1, y, x]`` to statistics set 0 and ``[w_t, w_t y, w_t x]`` to
     set t (without the ``x`` column when ``x`` is None) -- the layout of the tables.
@@ -86,7 +88,7 @@ class Rows:
     y: np.ndarray
     x: np.ndarray | None = None
     w: np.ndarray | None = None  # float64, or uint8 when the weights are small whole numbers
-    h: np.ndarray | None = None  # uint64 content hashes, the weights drawn from them by ``draw``
+    h: np.ndarray | None = None  # uint64 words: packed weights or content hashes, turned into weights by ``draw``
     draw: object | None = None
     grouped = False
 

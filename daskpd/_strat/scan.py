@@ -33,7 +33,7 @@ from dask.sizeof import sizeof
 import pandas as pd
 
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
-from .._engine.hashing import trial_draw
+from .._engine.hashing import PACKED_TRIALS, PackedDraw, trial_draw
 from .._engine.plan import Job, Kept
 from .._engine.repeats import content_of
 from .._engine.sums import DrawCache, Rows, Table, reduce_tables, sort_rows
@@ -58,13 +58,14 @@ MAP_GROUP_CELLS_PER_ROW = 2
 #: many statistics sets at once as this many bytes of dense G hold (at least one)
 GRAM_CHAIN_BYTES = 256 << 20
 
-#: with more trials than this, a raw row carries its 8-byte content hash instead of one
-#: weight byte per trial (the weights are drawn from it where the rows are summed)
+#: with more trials than this, a raw row carries one 8-byte word instead of one weight
+#: byte per trial: its weights packed 3 bits a trial (up to PACKED_TRIALS trials, drawn in
+#: the map), or its content hash (the weights drawn from it where the rows are summed)
 HASHED_TRIALS = 8
 
 
 def trial_row_bytes(n_sets: int) -> int:
-    """The bytes a raw row carries for its trials: a weight byte per trial, or its hash."""
+    """The bytes a raw row carries for its trials: a weight byte per trial, or one word."""
     t = max(0, int(n_sets) - 1)
     return 8 if t > HASHED_TRIALS else t
 
@@ -226,8 +227,11 @@ class StratScan(Job):
         if self.n_trials:
             draw = trial_draw(self.n_trials, self.random_state, self.trial_fraction)
             H = content_of(ctx, self.weight_columns)  # shared with the pass's RepeatsJob
-            if self.n_trials <= HASHED_TRIALS:  # else the rows carry H, the weights are drawn where they are summed
+            if self.n_trials <= HASHED_TRIALS:
                 W = draw.counts(H)
+            elif self.n_trials <= PACKED_TRIALS:  # the rows carry one word: their weights, 3 bits a trial
+                H, draw = draw.pack(H), PackedDraw(draw)
+            # else the rows carry H, the weights are drawn where they are summed
         piece = ScanPiece({}, {})
         for fs in self.features:
             s = df[fs.feature]

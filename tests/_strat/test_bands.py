@@ -202,13 +202,17 @@ def test_plots_draw_the_band(curves):
     plt.close("all")
 
 
-def test_many_trials_ride_as_row_hashes_with_the_same_weights(df, monkeypatch):
-    """With more than ``HASHED_TRIALS`` trials the raw rows carry their 8-byte hash and
-    the weights are drawn where the rows are summed: the same trials as the rows carrying
-    their weight bytes (up to the reassociation of float sums where the smaller rows change
-    the planner's grouping), and partition independent."""
+@pytest.mark.parametrize("packed", [True, False])
+def test_many_trials_ride_as_one_word_with_the_same_weights(df, monkeypatch, packed):
+    """With more than ``HASHED_TRIALS`` trials the raw rows carry one 8-byte word: their
+    weights packed (drawn in the map) or their hash (the weights drawn where the rows are
+    summed).  Either way the same trials as the rows carrying their weight bytes (up to
+    the reassociation of float sums where the smaller rows change the planner's
+    grouping), and partition independent."""
     from daskpd._strat import scan
 
+    if not packed:
+        monkeypatch.setattr(scan, "PACKED_TRIALS", 0)
     kw = dict(target="y", categorical_features=["c"], n_trials=12, random_state=5, progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
