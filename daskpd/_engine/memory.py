@@ -6,7 +6,9 @@ per-thread memory limit of the workers (``memory_limit / nthreads``), or, on das
 threads, a quarter of the machine's memory per core.  A reduction whose merged tables
 would exceed it is split into ``n_buckets`` independent reductions (:func:`n_buckets`),
 so that no task holds more than about one budget; the rest of a worker's memory is
-managed by dask (results beyond its ``target`` fraction are spilled to disk).
+managed by dask (results beyond its ``target`` fraction are spilled to disk).  A
+reduction also has at least a bucket per thread while its buckets keep
+``MIN_BUCKET_ROWS`` rows each, so that the buckets' finishes keep every thread busy.
 
 ``daskpd.split-every`` is the fan-in of the reduction trees and ``daskpd.buckets``
 forces a bucket count (both ``"auto"`` by default).  Float sums add up to 32 partials
@@ -29,7 +31,7 @@ from dask.utils import parse_bytes
 from .scheduler import current_client
 
 __all__ = ["task_memory", "partition_bytes", "cluster_memory", "split_every", "arity", "fan_in", "n_buckets",
-           "MAX_BUCKETS"]
+           "parallelism", "MAX_BUCKETS", "MIN_BUCKET_ROWS"]
 
 #: buckets are powers of two up to this many (the numeric reduction folds results over
 #: this many fixed leaf groups, which makes its sums independent of the bucket count)
@@ -155,11 +157,31 @@ def fan_in(n_partitions: int = 0, map_output_bytes: float | None = None) -> int:
     return f
 
 
-def n_buckets(peak_bytes: float, budget: int | None = None) -> int:
+#: a bucket of fewer rows than this is not split off only to keep another thread busy
+MIN_BUCKET_ROWS = 1 << 17
+
+
+def parallelism() -> int:
+    """The threads that run tasks: the workers' threads added up, or on dask's local
+    schedulers its worker threads (config ``num_workers``, else the cores; 1 on the
+    synchronous scheduler)."""
+    workers = _workers()
+    if workers:
+        return max(1, sum(int(w.get("nthreads") or 1) for w in workers))
+    if dask.config.get("scheduler", None) in ("sync", "synchronous", "single-threaded"):
+        return 1
+    n = dask.config.get("num_workers", None)
+    return max(1, int(n)) if n else (os.cpu_count() or 1)
+
+
+def n_buckets(peak_bytes: float, budget: int | None = None, n_rows: int = 0, parallel: int = 1) -> int:
     """Buckets for a reduction whose largest combine task would hold ``peak_bytes``
     (inputs and output) undivided: the smallest power of two that brings a bucket's
     share (plus as much again of working arrays) within the task memory, in
-    [1, MAX_BUCKETS]; config ``daskpd.buckets`` overrides.
+    [1, MAX_BUCKETS]; and at least as many as ``parallel`` threads (rounded up to a
+    power of two) while each bucket keeps :data:`MIN_BUCKET_ROWS` of the ``n_rows``
+    rows, so that the buckets' finishes keep every thread busy.  Config
+    ``daskpd.buckets`` overrides.
     """
     cfg = _config("buckets", "auto")
     if cfg not in (None, "auto"):
@@ -169,6 +191,8 @@ def n_buckets(peak_bytes: float, budget: int | None = None) -> int:
         return b
     budget = task_memory() if budget is None else budget
     need = 2.0 * float(peak_bytes) / max(1, budget)
-    if need <= 1:
-        return 1
-    return min(MAX_BUCKETS, 1 << math.ceil(math.log2(need)))
+    b = 1 if need <= 1 else min(MAX_BUCKETS, 1 << math.ceil(math.log2(need)))
+    floor = 1
+    while floor < min(int(parallel), MAX_BUCKETS) and 2 * floor * MIN_BUCKET_ROWS <= int(n_rows):
+        floor *= 2
+    return max(b, floor)
