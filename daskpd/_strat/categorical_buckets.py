@@ -696,6 +696,23 @@ def cg_sets(setups: list, K: int, products) -> tuple:
     return x, active
 
 
+def fold_products(parts: list, K: int, active: np.ndarray) -> np.ndarray:
+    """Every set's ``G p`` as a (K, sets) array from the buckets' :func:`bucket_products`
+    (in bucket order): set 0's tables folded per virtual bucket, the trials' tree nodes by
+    the fixed tree (or, from a kept state's buckets, each active set's tables)."""
+    n_sets = len(active)
+    if all(isinstance(pt, (Table, tuple)) for pt in parts):
+        # every set's products per bucket: set 0's in one table, the trials' as tree nodes
+        GP = _fold_all([pt[0] if isinstance(pt, tuple) else pt for pt in parts], K, 1)
+        if n_sets > 1:
+            GP = np.hstack([GP, fold_tree([pt[1] for pt in parts], K, n_sets - 1, N_VIRTUAL)])
+        return GP
+    GP = np.zeros((K, n_sets))
+    for st in np.flatnonzero(active):
+        GP[:, st] = _fold([pt[st] for pt in parts], K, 0)
+    return GP
+
+
 def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: bool = False) -> list:
     """Effects per set by conjugate gradients whose products are computed where the
     buckets are (``refs``: futures or embedded values, in bucket order); a set on which CG
@@ -708,19 +725,12 @@ def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: boo
 
     def products(p, active):
         if local:
-            parts = [bucket_products(ref, p, active) for ref in refs]
-        else:
-            tasks = [delayed(bucket_products, pure=True)(ref, p, active) for ref in refs]
-            parts = scheduler.compute(*tasks, progress=False)
-        if all(isinstance(pt, (Table, tuple)) for pt in parts):
-            # every set's products per bucket: set 0's in one table, the trials' as tree nodes
-            GP = _fold_all([pt[0] if isinstance(pt, tuple) else pt for pt in parts], K, 1)
-            if n_sets > 1:
-                GP = np.hstack([GP, fold_tree([pt[1] for pt in parts], K, n_sets - 1, N_VIRTUAL)])
-            return GP
-        GP = np.zeros((K, n_sets))
-        for st in np.flatnonzero(active):
-            GP[:, st] = _fold([pt[st] for pt in parts], K, 0)
+            return fold_products([bucket_products(ref, p, active) for ref in refs], K, active)
+        # the directions once in the graph (not once a bucket), and the buckets' products
+        # folded next to them: the driver sends one (sets, K) array and receives one
+        p_, active_ = delayed(p, pure=True), delayed(active, pure=True)
+        tasks = [delayed(bucket_products, pure=True)(ref, p_, active_) for ref in refs]
+        (GP,) = scheduler.compute(delayed(fold_products, pure=True)(tasks, K, active_), progress=False)
         return GP
 
     x, active = cg_sets(setups, K, products)
