@@ -30,6 +30,8 @@ from dask.sizeof import sizeof
 import numpy as np
 import pandas as pd
 
+from .hashing import PackedDraw
+
 __all__ = ["Table", "Rows", "SortedRows", "DrawCache", "sort_rows", "group_inputs", "chunk_sets", "group_sums", "merge_tables",
            "reduce_tables", "float_keys", "keys_to_float", "TreeNodes", "tree_nodes", "fold_tree", "tree_state",
            "tree_put", "tree_done", "tree_out", "tree_scratch", "whole_range"]
@@ -102,7 +104,7 @@ class Rows:
         return 0 if self.w is None else self.w.shape[1]
 
     def weights(self) -> np.ndarray | None:
-        """The rows' trial weights (drawn from their hashes when they carry those)."""
+        """The rows' trial weights (from their words when they carry those)."""
         return self.draw.counts(self.h) if self.h is not None else self.w
 
     @property
@@ -167,7 +169,7 @@ def _cut_rows(parts: list, bounds: np.ndarray) -> list:
         start[1:] += _count_rows(p.leaf, bucket_of_leaf, nb, lo)
     np.cumsum(start, out=start)
     n, has_x = int(start[-1]), first.x is not None
-    hashed = first.h is not None  # the hashes travel in the weights' place (one uint64 column)
+    hashed = first.h is not None  # the words travel in the weights' place (one uint64 column)
     T = 1 if hashed else first.n_trials
     leaf, key, y = np.empty(n, first.leaf.dtype), np.empty(n, first.key.dtype), np.empty(n, first.y.dtype)
     x = np.empty(n if has_x else 0, first.y.dtype)
@@ -688,7 +690,10 @@ class DrawCache:
     """The trial weights drawn from the hashes of one list of :class:`Rows` batches, for
     the next features of a bucket whose rows are the same (one bucket holding every row
     of every feature: each feature's rows are the partitions' rows in order): their
-    weights are the same, so they are gathered, not drawn again."""
+    weights are the same, so they are gathered, not drawn again.  Rows carrying their
+    weights packed (:class:`~daskpd._engine.hashing.PackedDraw`) are not cached:
+    sorting their 8-byte words and unpacking them is cheaper than moving every row's
+    weight bytes with the sort."""
 
     def __init__(self):
         self.hashes = None
@@ -696,8 +701,8 @@ class DrawCache:
 
     @classmethod
     def for_features(cls, tables: Sequence) -> "DrawCache | None":
-        """A cache when two features' raw rows (lists of :class:`Rows` carrying hashes)
-        are the same rows, else None: a feature whose rows no other feature shares sorts
+        """A cache when two features' raw rows (lists of :class:`Rows` carrying hashes
+        whose weights are drawn) are the same rows, else None: a feature whose rows no other feature shares sorts
         its rows' 8-byte hashes and draws the weights in sorted order, instead of drawing
         them in row order and moving every row's weight bytes with the sort (20 trials:
         20 bytes a row, read at random).  Either way the same weights, the same bits."""
@@ -705,7 +710,7 @@ class DrawCache:
         for parts in tables:
             parts = parts if isinstance(parts, list) else [parts]
             live = [p for p in parts if isinstance(p, Rows) and len(p)]
-            if not live or live[0].h is None:
+            if not live or live[0].h is None or isinstance(live[0].draw, PackedDraw):
                 continue
             hs = [t.h for t in live]
             if any(_same_hashes(hs, other) for other in seen):
@@ -743,7 +748,7 @@ def sort_rows(parts: Sequence[Rows], draws: DrawCache | None = None) -> SortedRo
     x = np.concatenate([t.x for t in live]).astype(np.float64, copy=False) if has_x else y[:0]
     if live[0].h is not None and draws is not None:  # the weights drawn once for every feature with these rows
         y, x, w = _gather_rows(order, y, x, draws.weights_of(live), has_x)
-    elif live[0].h is not None:  # the hashes sorted (8 bytes a row), the weights drawn from them
+    elif live[0].h is not None:  # the words sorted (8 bytes a row), the weights unpacked or drawn from them
         h = np.take(np.concatenate([t.h for t in live]), order)
         y = np.take(y, order)
         x = np.take(x, order) if has_x else x
