@@ -721,13 +721,11 @@ def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: boo
     here (not shipped to a cluster in every round)."""
     from dask import delayed
 
-    n_sets = len(setups)
-
     def products(p, active):
         if local:
             return fold_products([bucket_products(ref, p, active) for ref in refs], K, active)
         # the directions once in the graph (not once a bucket), and the buckets' products
-        # folded next to them: the driver sends one (sets, K) array and receives one
+        # folded next to them: the driver sends one (sets, K) array and receives one (K, sets)
         p_, active_ = delayed(p, pure=True), delayed(active, pure=True)
         tasks = [delayed(bucket_products, pure=True)(ref, p_, active_) for ref in refs]
         (GP,) = scheduler.compute(delayed(fold_products, pure=True)(tasks, K, active_), progress=False)
