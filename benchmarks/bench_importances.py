@@ -45,7 +45,9 @@ stratx's clock covers only its ``importances`` call (data already in memory, num
 warmed up); daskpd's covers the whole call, reading the parquet (twice) included
 (imports are warmed up before the clock starts).  Then at n = n_large (mixed data, 20
 files of 500,000 rows): daskpd alone, n_trials = 1 and n_trials = ``--trials``.
-Partition reads = read tasks the scheduler executed (a dask Callback).
+Partition reads = the tasks that read a partition, counted with a dask Callback: daskpd's
+passes read the parquet inside their map tasks (``daskpd-sample-map``, ``daskpd-strat-map``:
+one a partition and pass).
 
 Accuracy: each run's normalised importances against the truth (the generator's PD:
 numeric, mean over rows of |f(x) - f(min x)|; categorical, mean over rows of |effect -
@@ -202,10 +204,9 @@ def daskpd_child(args) -> dict:
     class Count(Callback):
         def _pretask(self, key, dsk, state):
             name = str(key[0] if isinstance(key, tuple) else key)
-            if name.startswith("read_parquet"):
+            if name.startswith("daskpd-") and "-map-" in name:  # a pass's task over one partition
                 counts["read"] += 1
-            elif name.startswith("daskpd-strat-map"):
-                counts["map"] += 1
+                counts["map"] += name.startswith("daskpd-strat-map")
 
     kw = json.loads(args.kwargs)
     rss0 = _peak_rss()

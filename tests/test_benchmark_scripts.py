@@ -38,7 +38,9 @@ TINY = {
                             r"\| 2,000 \| 20 \| [0-9.]+ \| n/a \|"),
     "bench_importances.py": (lambda d: ["--n-small", "2e3", "--n-large", "4e3", "--trials", "2", "--skip-stratx",
                                         "--workdir", d],
-                             r"\| mixed \| daskpd, defaults, bootstrap trials \| 4,000 \| 2 \| [0-9.]+ \|"),
+                             # the partition reads: daskpd's map tasks, counted (never 0)
+                             r"\| mixed \| daskpd, defaults, bootstrap trials \| 4,000 \| 2 \| [0-9.]+ \|  \| [0-9,]+ \| "
+                             r"[1-9][0-9]* \([0-9]+\) \|"),
     "bench_scan_memory.py": (lambda d: ["--n", "4e3", "--trials", "1,2", "--split-every", "auto,2", "--workdir", d],
                              r"\| 2 \| 2 \| [0-9.]+ \| [0-9.]+ / [0-9.]+ / [0-9.]+ \|"),
     "bench_tree.py": (lambda d: ["--sizes", "3e3", "--seeds", "1", "--n-importances", "4e3", "--stratpd-sizes", "3e3",
