@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The cost of bootstrap bands, and how often they cover the truth.
 
-    .venv/bin/python benchmarks/bench_bands.py --rows 1e7 [--trials 20] [--workers 2]
+    .venv/bin/python benchmarks/bench_bands.py --rows 1e7 [--trials 20] [--workers 2 | --workers 0 [--sync]]
         [--memory-limit 2.5GiB] [--grid 20] [--workdir DIR] [--breakdown] [--repeat N]
     .venv/bin/python benchmarks/bench_bands.py --coverage [--seeds 40] [--n 2000] [--coverage-trials 20,100]
 
@@ -21,8 +21,10 @@ this order:
 
 and prints the wall times and the ratio trials / one (the goal: at most 1.5x), and the
 CPU seconds of the driver and every worker process over each call (robust on a busy
-machine, where the wall times mostly measure the other processes).  ``--grid 0`` skips
-the PD.  ``--breakdown`` (a cluster run) also prints, for the importances, the tasks'
+machine, where the wall times mostly measure the other processes).  ``--workers 0``
+runs on dask's threads (2) instead of a cluster, and ``--workers 0 --sync`` on dask's
+synchronous scheduler (one thread, the same kernels): the trials' cost in the kernels
+alone, without parallelism, transfers or spill.  ``--grid 0`` skips the PD.  ``--breakdown`` (a cluster run) also prints, for the importances, the tasks'
 compute and transfer seconds and output bytes per task group (the task key without its
 token and numbers: ``daskpd-strat-map``, ``daskpd-strat-combine``, ``daskpd-fit``,
 ``bucket_products``, ...), the driver's CPU, the workers' CPU outside the tasks and the
@@ -87,7 +89,7 @@ def breakdown(records) -> dict:
 
 
 def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fit_rows: int,
-          breakdown_tasks: bool = False, warmup: bool = True, repeat: int = 1) -> dict:
+          breakdown_tasks: bool = False, warmup: bool = True, repeat: int = 1, sync: bool = False) -> dict:
     import glob
     import warnings
 
@@ -107,11 +109,14 @@ def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fi
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit=memory_limit, processes=True,
                                host="127.0.0.1", dashboard_address=None)
         client = Client(cluster)
-    else:  # --workers 0: dask's threads
+    else:  # --workers 0: dask's threads, or (--sync) its synchronous scheduler
         import dask
 
-        dask.config.set(scheduler="threads", num_workers=2)
-    rec = {"workers": workers, "memory_limit": memory_limit, "trials": trials, "grid": grid}
+        if sync:
+            dask.config.set(scheduler="sync")
+        else:
+            dask.config.set(scheduler="threads", num_workers=2)
+    rec = {"workers": workers, "memory_limit": memory_limit, "trials": trials, "grid": grid, "sync": sync}
     # warm up every process (imports, numba kernels), on two files
     first = sorted(glob.glob(os.path.join(path, "*.parquet")))[:2]
     small = pd.concat([pd.read_parquet(f) for f in first]).head(20_000)
@@ -262,6 +267,8 @@ def main(argv=None):
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--workers", type=int, default=2, help="worker processes of the LocalCluster (0: dask's threads)")
     ap.add_argument("--memory-limit", default="2.5GiB")
+    ap.add_argument("--sync", action="store_true",
+                    help="with --workers 0: dask's synchronous scheduler (one thread) instead of its threads")
     ap.add_argument("--grid", type=int, default=20, help="grid_resolution of the 3-feature PD (0: no PD)")
     ap.add_argument("--fit-rows", type=float, default=1e5)
     ap.add_argument("--workdir", default=os.environ.get("DASKPD_BENCH_DIR", os.path.join(tempfile.gettempdir(),
@@ -278,6 +285,8 @@ def main(argv=None):
                     help="runs of each setting, alternating 1 and --trials; the fastest of each is reported")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.sync and a.workers:
+        ap.error("--sync runs without a cluster: use it with --workers 0")
     print(f"# {os.cpu_count()} cores, command: {' '.join([sys.argv[0], *(argv or sys.argv[1:])])}", flush=True)
     if a.coverage:
         recs = coverage(a.seeds, int(a.n), [int(t) for t in a.coverage_trials.split(",")])
@@ -295,7 +304,7 @@ def main(argv=None):
     path = write_lake(rows, a.workdir)
     args = {"path": path, "workers": a.workers, "memory_limit": a.memory_limit, "trials": a.trials, "grid": a.grid,
             "fit_rows": int(a.fit_rows), "breakdown_tasks": a.breakdown, "warmup": not a.no_warmup,
-            "repeat": int(a.repeat)}
+            "repeat": int(a.repeat), "sync": a.sync}
     out = subprocess.run([sys.executable, __file__, "--child", json.dumps(args)], stdout=subprocess.PIPE, text=True)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if out.returncode != 0 or not lines:
@@ -304,7 +313,8 @@ def main(argv=None):
     r = json.loads(lines[-1])
     print(json.dumps(r), flush=True)
     T = a.trials
-    where = f"{a.workers} workers x {a.memory_limit}" if a.workers else "dask's threads (2)"
+    where = (f"{a.workers} workers x {a.memory_limit}" if a.workers
+             else "dask's synchronous scheduler (1 thread)" if a.sync else "dask's threads (2)")
     if a.repeat > 1:
         where += f", fastest of {a.repeat} alternating runs"
     print(f"\n| {rows:,} rows, {where} | n_trials=1 s | n_trials={T} s | ratio | CPU s, 1 -> {T} | CPU ratio |")

@@ -58,8 +58,9 @@ TINY = {
     "bench_small_files.py": (lambda d: ["--rows", "2e4", "--files", "200,4", "--workers", "1", "--memory-limit", "1GiB",
                                        "--workdir", d],
                              r"\| 200 \| 100 \| [0-9.]+ \| [0-9.]+x \| 0\.0e\+00 \|\n\| 4 \| 5,000 \| [0-9.]+ \| 1\.00x \|"),
-    "bench_bands.py": (lambda d: ["--rows", "2e4", "--workers", "0", "--trials", "2", "--grid", "4", "--fit-rows", "2e3",
-                                  "--no-warmup", "--repeat", "2", "--workdir", d],
+    "bench_bands.py": (lambda d: ["--rows", "2e4", "--workers", "0", "--sync", "--trials", "2", "--grid", "4",
+                                  "--fit-rows", "2e3", "--no-warmup", "--repeat", "2", "--workdir", d],
+                       r"dask's synchronous scheduler \(1 thread\), fastest of 2 alternating runs[\s\S]*"
                        r"\| importances of every feature \(StratPD/CatStratPD\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \| "
                        r"[0-9.]+ -> [0-9.]+ \| [0-9.]+x \|[\s\S]*# strat: every run's wall s, n_trials=1: [0-9.]+, [0-9.]+; "
                        r"n_trials=2: [0-9.]+, [0-9.]+"),

@@ -643,7 +643,8 @@ def _plan_scan(ddf, scans, n_rows: int, sample_rows: int, encoder, target, colum
     grouping = {fs.feature: group_from(fs, n_rows, ddf.npartitions, n_sets) for fs in scans}
     n_buckets = memory.n_buckets(combine_peak_bytes(scans, n_rows, ddf.npartitions, fan_in, n_sets, arity, grouping)
                                  * (KEEP_STATE_FACTOR if keep and parts_dir is None else 1),
-                                 n_rows=n_rows, parallel=memory.parallelism())
+                                 n_rows=n_rows, parallel=memory.parallelism(),
+                                 max_rows=memory.TRIAL_BUCKET_ROWS if n_trials else None)
     opts = dict(finish_options or {})
     opts["dtypes"] = {fs.feature: dtypes.get(fs.feature) for fs in scans}
     opts["run_params"] = {"sample_rows": sample_rows, "n_partitions": ddf.npartitions,
