@@ -50,12 +50,12 @@ def run_categorical(data, *, target: str, feature: str, features=None, stratify_
                     nan_as_level: bool = False, tree_method: str = DEFAULT_TREE_METHOD, progress=None,
                     storage_options=None, filters=None, centered: bool = False, n_trials: int = 1,
                     bootstrap: bool = True, subsample_size: float = 0.75, band=(0.05, 0.95), row_id=None,
-                    stratification=None):
+                    stratification=None, keep_suspect: bool = False):
     """Validate and run the shared pipeline for one categorical feature; returns (run,
     dtype), the result (with ``centered``) in ``run.results[feature]``."""
     trials, fraction, trial_opts = trial_args(n_trials, bootstrap, subsample_size, band, row_id)
     request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
-                           as_kind="categorical", row_id=row_id,
+                           as_kind="categorical", row_id=row_id, keep_suspect=keep_suspect,
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
                     random_state=random_state, n_trials=trials, trial_fraction=fraction, nan_as_level=nan_as_level,
@@ -89,6 +89,7 @@ def catstratpd(
     band=(0.05, 0.95),
     row_id=None,
     stratification=None,
+    keep_suspect: bool = False,
 ) -> CatStratPDResult:
     """Model-free partial dependence of ``target`` on categorical ``feature`` (CatStratPD).
 
@@ -151,6 +152,13 @@ def catstratpd(
     stratification : Stratification, optional
         A fitted stratification: no sample and no tree fit, one scan under its trees (its
         tree parameters are used; see :func:`daskpd.stratpd`).
+    keep_suspect : bool, default False
+        Keep in the default stratifying columns the ones the tree sample flags: likely
+        identifiers (integer or text columns distinct in >= 99 % of sampled rows,
+        near-unique text such as titles, UUID and fixed-size binary keys), row numbers,
+        likely leaks and dates stored as strings.  By default they are left out of the
+        stratifying columns daskpd chooses (one warning counts them); a column named in
+        ``features`` / ``stratify_on`` is always used, with its warning.
 
     Returns
     -------
@@ -165,5 +173,5 @@ def catstratpd(
         random_state=random_state, nan_as_level=nan_as_level, tree_method=tree_method,
         progress=progress, storage_options=storage_options, filters=filters, centered=centered,
         n_trials=n_trials, bootstrap=bootstrap, subsample_size=subsample_size, band=band, row_id=row_id,
-        stratification=stratification)
+        stratification=stratification, keep_suspect=keep_suspect)
     return driver_side(run.results[feature])

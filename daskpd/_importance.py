@@ -304,6 +304,7 @@ IMPORTANCE_CONSTRAINTS = {
     "min_slopes_per_x": [POSITIVE_INT],
     "few_slopes": [StrOptions(*FEW_SLOPES_RULES)],
     "skip_unusable": ["boolean", None],
+    "default_stratify_on": ["boolean", None],
     "nan_as_level": ["boolean"],
     "pvalues": ["boolean"],
     "pvalues_n_trials": [POSITIVE_INT],
@@ -315,14 +316,22 @@ IMPORTANCE_CONSTRAINTS = {
 
 
 def importance_request(data, target, features=None, *, stratify_on=None, categorical_features=None,
-                       numeric_features=None, storage_options=None, filters=None, row_id=None):
+                       numeric_features=None, storage_options=None, filters=None, row_id=None,
+                       keep_suspect: bool = False, skip_unusable: bool | None = None,
+                       default_stratify_on: bool | None = None):
     """The request :func:`strat_curves_and_importances` opens for these arguments (its
-    columns, kinds and stratifying columns): a job's incremental run opens the whole
-    lake's with it to key the first-pass cache entries of its new files as a later run
-    over the lake keys them."""
+    columns, kinds and stratifying columns, and which of them are default sets): a job's
+    incremental run opens the whole lake's with it to key the first-pass cache entries
+    of its new files as a later run over the lake keys them."""
+    if skip_unusable is None:
+        skip_unusable = features is None
+    if default_stratify_on is None:
+        default_stratify_on = stratify_on is None and skip_unusable
     return open_request(data, target, features, categorical=categorical_features, numeric=numeric_features,
                         stratify_on=stratifying_columns(features, stratify_on), storage_options=storage_options,
-                        filters=filters, partition_bytes=partition_bytes(), row_id=row_id)
+                        filters=filters, partition_bytes=partition_bytes(), row_id=row_id,
+                        keep_suspect=keep_suspect, default_features=skip_unusable,
+                        default_stratify_on=default_stratify_on)
 
 
 @renamed_params(RENAMED)
@@ -362,6 +371,8 @@ def strat_curves_and_importances(
     base_state=None,
     keep_state: bool = False,
     first_pass_cache=None,
+    keep_suspect: bool = False,
+    default_stratify_on: bool | None = None,
 ) -> ImportanceResult:
     """StratPD / CatStratPD curves of every feature and their importances, in one scan.
 
@@ -375,9 +386,10 @@ def strat_curves_and_importances(
         stratified on the others in it (unless ``stratify_on`` says otherwise), as in
         :func:`daskpd.stratpd` and a job.  Default: every column but ``target``, less the datetime
         columns (convert them to numbers to score them), the hive partition keys of a
-        parquet lake (``sale_year=2011/`` directories) and the columns the tree sample
-        shows to be constant or empty; one warning counts and names what was left out
-        (``params["skipped_features"]`` keeps it).  A feature named here is always
+        parquet lake (``sale_year=2011/`` directories), the columns the tree sample
+        shows to be constant or empty, and the suspect columns (``keep_suspect``); one
+        warning counts and names what was left out (``params["skipped_features"]``
+        keeps it).  A feature named here is always
         scored, and a constant one raises a :class:`DataError` naming it.
     categorical_features : list of str, optional
         Columns to treat as categorical (e.g. integer codes).  Besides these, columns
@@ -433,8 +445,13 @@ def strat_curves_and_importances(
         test is exact at that size), on the workers -- no extra pass over the data.
 
     skip_unusable : bool, optional
-        Leave constant / empty features out instead of raising (default: when
-        ``features`` is None).  For callers whose own default set fills ``features``.
+        ``features`` is a default set (default: when ``features`` is None): constant /
+        empty features are left out instead of raising, and so are the suspect columns
+        (``keep_suspect``).  For callers whose own default set fills ``features``.
+    default_stratify_on : bool, optional
+        The stratifying columns are a default set, of which the suspect columns are left
+        out (default: when ``stratify_on`` is None and ``features`` is a default set).
+        For callers whose own default set fills ``stratify_on``.
     stratification : Stratification, optional
         Scan under these fitted trees: no sample, no fit (see :func:`daskpd.stratpd`);
         not with ``pvalues`` (they refit trees on the sample).
@@ -449,6 +466,14 @@ def strat_curves_and_importances(
         once the state is gone: save it first) when every worker sees that directory
         (a filesystem the workers share: a ``LocalCluster``, a shared mount), so the
         sums never travel to the client; otherwise the client gathers them.
+    keep_suspect : bool, default False
+        Keep in the default features and stratifying columns the ones the tree sample
+        flags: likely identifiers (integer or text columns distinct in >= 99 % of
+        sampled rows, near-unique text such as titles, UUID and fixed-size binary keys),
+        row numbers (0..n-1 or 1..n, once or once per file), likely leaks (a column that
+        predicts the target almost perfectly) and dates stored as strings.  By default
+        they are left out, counted in the warning; a column named in ``features`` /
+        ``stratify_on`` is always used, with its warning.
     first_pass_cache : FirstPassCache, optional
         A parquet lake's pass 1 (the tree sample, the row count, the distinct values)
         kept per file in a directory (``daskpd.FirstPassCache(directory, stamps)``): a
@@ -466,16 +491,17 @@ def strat_curves_and_importances(
                         "leave one of them out")
 
     # columns and kinds: the request's one resolution
-    stratify_on = stratifying_columns(features, stratify_on)
+    if skip_unusable is None:
+        skip_unusable = features is None
     request = importance_request(data, target, features, stratify_on=stratify_on,
                                  categorical_features=categorical_features, numeric_features=numeric_features,
                                  storage_options=storage_options, filters=filters,
-                                 row_id=row_id)
+                                 row_id=row_id, keep_suspect=keep_suspect, skip_unusable=skip_unusable,
+                                 default_stratify_on=default_stratify_on)
+    stratify_on = stratifying_columns(features, stratify_on)
     declared = list(request.categorical)
     feats, kinds = list(request.features), dict(request.kinds)
     left_out: dict[str, str] = dict(request.left_out)
-    if skip_unusable is None:
-        skip_unusable = features is None
     if not feats:
         raise DataError("no features to score (features is empty, or the data has only the target)")
     msl_for = {f: (cat_min_samples_leaf if kinds[f] == "categorical" else min_samples_leaf) for f in feats}
@@ -562,7 +588,7 @@ def strat_curves_and_importances(
               "random_state": random_state,
               "pvalues": pvalues, "pvalues_n_trials": pvalues_n_trials if pvalues else None,
               "pvalues_sample_size": pvalues_sample_size if pvalues else None,
-              "skipped_features": dict(left_out)}
+              "skipped_features": dict(left_out), "keep_suspect": keep_suspect}
     if n_trials > 1:  # how often rows repeat in the columns the trials are drawn from (every curve's: one pass)
         params["row_repeats"] = next(iter(curves.values())).params.get("row_repeats")
     return ImportanceResult(table=table, curves=curves, target=target, kinds=kinds, n_rows=n_rows,

@@ -48,6 +48,7 @@ def fit_stratification(
     progress=None,
     storage_options: dict | None = None,
     filters=None,
+    keep_suspect: bool = False,
 ) -> Stratification:
     """The stratifying trees of every feature, fitted on the tree sample (pass 1 and the
     fit of :func:`daskpd.importances`, no scan).
@@ -56,11 +57,13 @@ def fit_stratification(
     features use ``min_samples_leaf``, categorical ones ``cat_min_samples_leaf``).
     Pass the result as ``stratification=`` to :func:`daskpd.stratpd`,
     :func:`daskpd.catstratpd`, :func:`daskpd.importances` or :func:`scan_state`;
-    :meth:`Stratification.save` / :meth:`Stratification.load` keep it.
+    :meth:`Stratification.save` / :meth:`Stratification.load` keep it.  The features and
+    stratifying columns it leaves out (constant, suspect: ``keep_suspect``) are in
+    ``params["left_out"]``.
     """
     stratify_on = stratifying_columns(features, stratify_on)
     request = open_request(data, target, features, categorical=categorical_features, numeric=numeric_features,
-                           stratify_on=stratify_on,
+                           stratify_on=stratify_on, keep_suspect=keep_suspect,
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     kinds = dict(request.kinds)
     msl_for = {f: (cat_min_samples_leaf if kinds[f] == "categorical" else min_samples_leaf) for f in request.features}

@@ -34,6 +34,7 @@ STRAT_CONSTRAINTS = {
     "tree_method": [StrOptions(*TREE_METHODS)],
     "random_state": [NON_NEGATIVE_INT],
     "stratification": [InstancesOf(Stratification, "a daskpd.Stratification"), None],
+    "keep_suspect": ["boolean"],
     **IO_CONSTRAINTS,
 }
 
@@ -91,6 +92,7 @@ def stratpd(
     band=(0.05, 0.95),
     row_id=None,
     stratification: Stratification | None = None,
+    keep_suspect: bool = False,
 ) -> StratPDResult:
     """Model-free partial dependence of ``target`` on numeric ``feature`` (StratPD).
 
@@ -175,6 +177,13 @@ def stratpd(
         (``min_samples_leaf``, ``sample_size``, ``max_bins``, ``tree_method``,
         ``random_state``) are used and those given here are ignored.  See
         docs/pipeline.md, "Stratifications and scan states".
+    keep_suspect : bool, default False
+        Keep in the default stratifying columns the ones the tree sample flags: likely
+        identifiers (integer or text columns distinct in >= 99 % of sampled rows,
+        near-unique text such as titles, UUID and fixed-size binary keys), row numbers,
+        likely leaks and dates stored as strings.  By default they are left out of the
+        stratifying columns daskpd chooses (one warning counts them); a column named in
+        ``features`` / ``stratify_on`` is always used, with its warning.
 
     Returns
     -------
@@ -182,7 +191,7 @@ def stratpd(
     """
     trials, fraction, trial_opts = trial_args(n_trials, bootstrap, subsample_size, band, row_id)
     request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
-                           as_kind="numeric", row_id=row_id,
+                           as_kind="numeric", row_id=row_id, keep_suspect=keep_suspect,
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
                     tree_method=tree_method, random_state=random_state, progress=progress,

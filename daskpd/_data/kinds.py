@@ -6,7 +6,10 @@ A column's kind comes from its dtype (:func:`kind_of`):
 * ``categorical``: strings, object, pandas ``category``, and **booleans**;
 * ``datetime``: datetimes (with or without a time zone) and timedeltas;
 * ``unsupported``: nested and binary types (struct, list, map, bytes, ...) -- never a
-  feature.
+  feature; but keys stored as binary -- UUIDs, fixed-size binary of at most ``KEY_BYTES``
+  bytes (:func:`key_type`) -- are categorical: each value a level.  They are identifiers,
+  left out of the default features and stratifying columns (:mod:`daskpd._data.suspects`)
+  and used only when named.
 
 Booleans are categorical because a two-level column has an effect, not a slope: its
 curve is the difference between the levels, and every measure taken from it
@@ -26,12 +29,27 @@ import pandas as pd
 import pyarrow as pa
 
 
-__all__ = ["kind_of", "is_numeric_like", "datetime_message", "unsupported_message"]
+__all__ = ["kind_of", "is_numeric_like", "datetime_message", "unsupported_message", "key_type"]
+
+#: a fixed-size binary column this wide at most holds keys (a UUID: 16, a SHA-256: 32)
+KEY_BYTES = 64
+
+
+def key_type(arrow_type) -> bool:
+    """A column of keys by its stored type: a UUID (arrow's ``arrow.uuid`` extension,
+    DuckDB's UUID) or fixed-size binary of at most ``KEY_BYTES`` bytes."""
+    if arrow_type is None:
+        return False
+    if isinstance(arrow_type, pa.ExtensionType):
+        if getattr(arrow_type, "extension_name", "") in ("arrow.uuid", "uuid"):
+            return True
+        arrow_type = arrow_type.storage_type
+    return pa.types.is_fixed_size_binary(arrow_type) and arrow_type.byte_width <= KEY_BYTES
 
 
 def _nested(t) -> bool:
-    """A nested or binary arrow type (None: not known)."""
-    if t is None:
+    """A nested or binary arrow type (None: not known); keys (:func:`key_type`) are not."""
+    if t is None or key_type(t):
         return False
     return (pa.types.is_nested(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
             or pa.types.is_fixed_size_binary(t))

@@ -17,6 +17,13 @@ wording for each error:
 * the **stratifying columns** of a model-free request: the ones named, or every column
   but the target and those excluded, less nested, binary and partly missing columns.
 
+Columns of keys by their stored type (UUIDs, fixed-size binary) are left out of both
+default sets as likely identifiers; the others that would mislead (identifiers, row
+numbers, leaks, dates stored as strings: :mod:`daskpd._data.suspects`) are found on the
+tree sample, and the pipeline leaves them out of the sets the request marks as defaults
+(:attr:`Request.default_features`, :attr:`Request.default_strat`) unless
+:attr:`Request.keep_suspect`.
+
 A column whose types differ across a lake's files is an error when it is read, named
 with the files that hold each type; columns that are not read are never inspected beyond
 their type.
@@ -31,9 +38,10 @@ import numpy as np
 import pandas as pd
 
 from .._errors import DataError, InvalidParameterError
-from .kinds import datetime_message, is_numeric_like, kind_of, unsupported_message
+from .kinds import datetime_message, is_numeric_like, key_type, kind_of, unsupported_message
 from .read import filter_columns, short_list
 from .source import Dataset, open_dataset
+from .suspects import KEEP_HINT, SUSPECT_WHYS, WHY_IDENTIFIER
 
 __all__ = ["Request", "open_request", "left_out_note", "column_list"]
 
@@ -54,6 +62,12 @@ class Request:
     #: columns read by the pass that draws bootstrap trials only, hashed into the rows'
     #: trial weights so that rows alike in every other column draw their own
     row_id: list[str] = field(default_factory=list)
+    #: the features / the stratifying columns are a default set (not named by the caller):
+    #: the pipeline leaves the columns the tree sample flags out of them
+    default_features: bool = False
+    default_strat: bool = False
+    #: suspect columns stay in the default sets (with their warnings)
+    keep_suspect: bool = False
 
     @property
     def dtypes(self):
@@ -154,7 +168,9 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
                  stratify_on=None,
                  exclude: Sequence[str] = (), columns: Sequence[str] | None = None, as_kind: str | None = None,
                  model_free: bool = True, storage_options=None, filters=None, spread: bool = False,
-                 partition_bytes: int | None = None, names: dict | None = None, row_id=None) -> Request:
+                 partition_bytes: int | None = None, names: dict | None = None, row_id=None,
+                 keep_suspect: bool = False, default_features: bool | None = None,
+                 default_stratify_on: bool | None = None) -> Request:
     """Open ``data`` and resolve the request (see the module docstring).
 
     ``features``: a column name or a list of them, or None for the default set;
@@ -168,7 +184,10 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
     parquet files are gathered into partitions of about this size; ``names``: how messages
     name the parameters (default ``parameter categorical_features``, ...; a job names its keys);
     ``row_id``: columns that tell rows apart for the bootstrap trials (read by the scan
-    only, left out of the default feature and stratifying sets).
+    only, left out of the default feature and stratifying sets).  ``default_features`` /
+    ``default_stratify_on``: the features / stratifying columns given are the caller's
+    default set (default: when None is given), of which suspect columns are left out
+    unless ``keep_suspect`` (see the module docstring).
     """
     names = ({k: f"parameter {k}" for k in ("exclude", "columns", "stratify_on", "row_id")}
              | {"categorical": "parameter categorical_features", "numeric": "parameter numeric_features"}
@@ -235,6 +254,8 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
                     why = "datetime"
                 elif c in ds.hive_keys:
                     why = "hive partition key"
+            if why is None and not keep_suspect and _key_column(ds, c):
+                why = WHY_IDENTIFIER
             if why is None:
                 feats.append(c)
             else:
@@ -272,14 +293,15 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
                 if c == target or c in exclude:
                     continue
                 why = _usable(ds, c)
+                if why is None and not keep_suspect and _key_column(ds, c):
+                    why = WHY_IDENTIFIER
                 if why is None:
                     strat.append(c)
                 elif c not in left_out:  # the default features' note names it already
                     unusable[c] = why
             if unusable:
-                warnings.warn(left_out_note("daskpd", unusable, len(strat), "name the stratifying columns to use "
-                                            "them").replace("default features", "stratifying columns"),
-                              UserWarning, stacklevel=3)
+                warnings.warn(left_out_note("daskpd", unusable, len(strat), "name them in stratify_on= to use them",
+                                            what="stratifying columns"), UserWarning, stacklevel=3)
         else:
             strat = list(dict.fromkeys(column_list(stratify_on)))
             _missing(ds, strat, names["stratify_on"])
@@ -288,8 +310,19 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
                 if ds.kind(c) == "unsupported":
                     raise DataError(unsupported_message(c, ds.type_name(c), role="stratifying column"))
             strat = [c for c in strat if c != target]
+    if default_features is None:
+        default_features = features is None
+    if default_stratify_on is None:
+        default_stratify_on = stratify_on is None
     return Request(dataset=ds, target=target, features=feats, kinds=kinds, categorical=declared, stratify_on=strat,
-                   left_out=left_out, numeric=numeric, filters=filters or None, row_id=row_id)
+                   left_out=left_out, numeric=numeric, filters=filters or None, row_id=row_id,
+                   default_features=bool(default_features), default_strat=bool(default_stratify_on and model_free),
+                   keep_suspect=bool(keep_suspect))
+
+
+def _key_column(ds: Dataset, column: str) -> bool:
+    """A column of keys by its stored type (a UUID, fixed-size binary)."""
+    return ds.lake is not None and key_type(ds.lake.types.get(column))
 
 
 def _check_filter_columns(data, filters, storage_options, partition_bytes) -> None:
@@ -315,17 +348,24 @@ def _numeric_categories(ds: Dataset, column: str) -> bool:
     return bool(pd.to_numeric(pd.Series(dtype.categories).astype(object), errors="coerce").notna().all())
 
 
-def left_out_note(who: str, left_out: dict, n_used: int, hint: str = "name them in features= to use them") -> str:
+def left_out_note(who: str, left_out: dict, n_used: int, hint: str = "name them in features= to use them",
+                  keep: str = KEEP_HINT, what: str = "default features") -> str:
     """"importances: 3 of 52 columns left out of the default features: 2 constant ('a',
-    'b'); 1 hive partition key ('sale_year'); name them in features= to use them"."""
+    'b'); 1 hive partition key ('sale_year'); name them in features= to use them"; when
+    suspect columns are among them, ``keep`` (the option that keeps them) is named too."""
     why: dict[str, list] = {}
     for f, w in left_out.items():
         why.setdefault(w, []).append(f)
     parts = [f"{len(fs)} {w if len(fs) == 1 else _plural(w)} ({', '.join(map(repr, fs[:10]))}"
              f"{', ...' if len(fs) > 10 else ''})" for w, fs in why.items()]
-    return (f"{who}: {len(left_out)} of {len(left_out) + n_used} columns left out of the default features: "
+    n_suspect = sum(len(fs) for w, fs in why.items() if w in SUSPECT_WHYS)
+    if n_suspect:
+        hint += f"; {keep} keeps the {'suspect column' if n_suspect == 1 else f'{n_suspect} suspect columns'}"
+    return (f"{who}: {len(left_out)} of {len(left_out) + n_used} columns left out of the {what}: "
             f"{'; '.join(parts)}; {hint}")
 
 
 def _plural(why: str) -> str:
-    return why.replace("key", "keys") if why.endswith("key") else why
+    if why in ("likely identifier", "row number", "likely leak") or why.endswith("key"):
+        return why + "s"
+    return why

@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
-from .._data.request import Request
+from .._data.request import Request, left_out_note
+from .._data.suspects import KEEP_HINT, SUSPECT_WHYS, leave_out, suspect_columns
 from .._engine import hashing, memory, scheduler
 from .._engine.hashing import Sample, SampleJob
 from .._engine.plan import Kept, build_pass, run_pass
@@ -137,24 +138,6 @@ def _solve_kept(results: dict, kept: dict, scan, progress) -> dict:
     return results
 
 
-def _constant_target(results: dict, kinds: dict, target: str, value: float) -> None:
-    """Every row has the same target: every partial dependence is exactly flat zero (the
-    tree cannot split, so no position gathers ``min_slopes_per_x`` slopes and the curve
-    would otherwise come out empty, with advice that does not apply)."""
-    import warnings
-
-    for f, res in results.items():
-        if kinds.get(f) == "categorical" or not hasattr(res, "slope"):
-            continue
-        has = np.asarray(res.count) > 0
-        res.pd = np.where(has, 0.0, np.nan)
-        res.slope = np.where(has, 0.0, np.nan)
-        res.supported = has.copy()
-        res.params["constant_target"] = value
-    warnings.warn(f"target {target!r} is constant (every row holds {value:g}): every partial dependence is flat "
-                  "zero", UserWarning, stacklevel=4)
-
-
 def _same(sample: Sample) -> Sample:
     return sample
 
@@ -198,42 +181,6 @@ def _check_sample(sample: pd.DataFrame, target, features, kinds, nan_as_level, s
     return skipped
 
 
-#: the rows of the (hash-ordered, so uniform) tree sample the warnings look at
-WARN_ROWS = 10_000
-#: a column holding this share of distinct values per (non-missing) row looks like an identifier
-ID_SHARE = 0.99
-#: |Spearman| (numeric) or the R^2 of the category means (categorical) at which a column
-#: predicts the target almost perfectly (a dominant honest feature comes close: 0.983 for
-#: y = 10 x1 + x2 + noise, 0.9995 for x1 in the StratPD paper's y = x1^2 + x2 + 100)
-LEAK_SCORE = 0.9999
-#: the R^2 of a categorical column's means at which it predicts the target almost perfectly
-LEAK_R2 = 0.995
-
-
-def _is_text(dtype) -> bool:
-    return (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
-            or (isinstance(dtype, pd.CategoricalDtype)
-                and (pd.api.types.is_object_dtype(dtype.categories.dtype)
-                     or pd.api.types.is_string_dtype(dtype.categories.dtype))))
-
-
-def _date_like(values: pd.Series) -> str | None:
-    """A string that parses as a date, when every one of a few distinct strings does."""
-    import warnings
-
-    texts = [str(v) for v in pd.unique(values.dropna().astype(str))[:20]]
-    if not texts or not all(any(c.isdigit() for c in t) and any(c in "-/:." for c in t) and len(t) >= 6
-                            for t in texts):
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            parsed = pd.to_datetime(pd.Series(texts), errors="coerce", format="mixed")
-        except (ValueError, TypeError):
-            return None
-    return texts[0] if parsed.notna().all() else None
-
-
 def _user_stacklevel() -> int:
     """The ``stacklevel`` of the first frame outside daskpd, for a warning raised by the
     caller of this function (the user's line, whatever the depth of the call)."""
@@ -247,86 +194,60 @@ def _user_stacklevel() -> int:
     return level
 
 
-def sample_warnings(sample: pd.DataFrame, target: str, features, strat_cols, kinds: dict) -> list[str]:
-    """One line for each column of the request whose defaults would mislead, read on the
-    tree sample already drawn (its first ``WARN_ROWS`` rows; no extra pass):
+def check_target_range(target: str, y_range, n_rows: int) -> None:
+    """A DataError when every row holds the same target (``y_range``: its min and max
+    over all rows): no partial dependence to estimate, every curve would be flat zero."""
+    if y_range is None or y_range[0] != y_range[1]:
+        return
+    raise DataError(f"target {target!r} is constant: every row with a value holds {y_range[0]:g} (of {n_rows:,} "
+                    "rows read), so there is no partial dependence to estimate (every curve would be flat zero); "
+                    "check the target column and the filters")
 
-    * a likely **identifier**: an integer or string column with a distinct value in
-      at least ``ID_SHARE`` of its rows (a curve over it means nothing, and the trees
-      can split rows apart on it);
-    * a likely **leak**: a column that predicts the target almost perfectly (|Spearman|
-      >= ``LEAK_SCORE`` = 0.9999 for a number; for categories, their means explaining
-      >= ``LEAK_R2`` = 0.995 of the target's variance, with at most a tenth as many
-      levels as rows) -- as
-      a feature it takes the importance, as a stratifying column it leaves nothing to
-      stratify;
-    * **dates as strings**: a string column whose values parse as dates (a level per
-      date; a number such as the year gives a curve).
 
-    Needs at least two columns besides the target (one column explains the target by
-    construction) and 100 rows.
-    """
-    columns = list(dict.fromkeys([*features, *strat_cols]))
-    sub = sample.iloc[:WARN_ROWS]
-    if len(sub) < 100 or target not in sub:
-        return []
-    y = pd.Series(as_float(sub[target]))
-    ok_y = np.isfinite(y.to_numpy())
-    y_rank = None
-    out = []
-    for c in columns:
-        if c == target or c not in sub:
-            continue
-        col = sub[c]
-        dtype = col.dtype
-        valid = col.notna().to_numpy()
-        n = int(valid.sum())
-        if n < 100:
-            continue
-        text = _is_text(dtype)
-        if text:
-            when = _date_like(col)
-            if when is not None:
-                out.append(f"column {c!r} holds dates as strings (e.g. {when!r}): each date is a category; "
-                           "convert it to a number (e.g. the year) for a curve")
-                continue
-        nuniq = int(col[valid].nunique())
-        if (text or pd.api.types.is_integer_dtype(dtype)) and nuniq >= ID_SHARE * n:
-            out.append(f"column {c!r} looks like an identifier ({nuniq:,} distinct values in {n:,} sampled rows); "
-                       "leave it out of features / stratify_on")
-            continue
-        if len(columns) < 2:
-            continue
-        both = valid & ok_y
-        if both.sum() < 100:
-            continue
-        kind = kinds.get(c) or ("categorical" if text or pd.api.types.is_bool_dtype(dtype) else "numeric")
-        if kind == "numeric" and not text:
-            from scipy.stats import rankdata
+def leave_out_suspects(request: Request, sample: Sample, features: list, strat_cols: list, kinds: dict,
+                       warn: bool = True) -> tuple[list, list, dict]:
+    """``(features, strat_cols, left)``: the suspect columns of the tree sample
+    (:func:`daskpd._data.suspects.suspect_columns`) taken out of the request's default
+    sets (``left``: the features left out, ``{feature: why}``, for the caller's counted
+    note); a note counting the stratifying columns left out (those that are not
+    features left out), and with ``warn`` a warning for each suspect still used."""
+    import warnings
 
-            x = as_float(col) if not isinstance(dtype, pd.CategoricalDtype) else col.cat.codes.to_numpy(float)
-            if both.all():
-                if y_rank is None:
-                    y_rank = rankdata(y.to_numpy())
-                ry = y_rank
-            else:
-                ry = rankdata(y.to_numpy()[both])
-            rx = rankdata(x[both])
-            with np.errstate(invalid="ignore", divide="ignore"):
-                score = abs(float(np.corrcoef(rx, ry)[0, 1]))
-            what, bar = f"|Spearman| {score:.4f}", LEAK_SCORE
-        else:
-            if nuniq > both.sum() / 10:
-                continue
-            yy = y[both].to_numpy()
-            groups = pd.Series(yy).groupby(col[both].astype(object).to_numpy()).transform("mean").to_numpy()
-            tot = float(((yy - yy.mean()) ** 2).sum())
-            score = 1.0 - float(((yy - groups) ** 2).sum()) / tot if tot > 0 else 0.0
-            what, bar = f"R^2 {score:.3f} of its category means", LEAK_R2
-        if np.isfinite(score) and score >= bar:
-            out.append(f"column {c!r} predicts {target!r} almost perfectly ({what} on the sample): a leak? "
-                       "leave it out of features / stratify_on")
-    return out
+    suspects = suspect_columns(sample.frame, request.target, [*features, *strat_cols], kinds,
+                               n_rows=sample.n_rows, lake=request.dataset.lake)
+    if not suspects:
+        return features, strat_cols, {}
+    features, strat_cols, left_f, left_s, lines = leave_out(
+        suspects, features, strat_cols, default_features=request.default_features,
+        default_strat=request.default_strat, keep=request.keep_suspect)
+    only_strat = {c: w for c, w in left_s.items() if c not in left_f}
+    if only_strat:
+        warnings.warn(left_out_note("daskpd", only_strat, len(strat_cols), "name them in stratify_on= to use them",
+                                    what="stratifying columns"), UserWarning, stacklevel=_user_stacklevel())
+    for line in lines if warn else ():
+        warnings.warn(line, UserWarning, stacklevel=_user_stacklevel())
+    return features, strat_cols, left_f
+
+
+def _whys(left: dict) -> str:
+    return "; ".join(f"{c!r} ({w})" for c, w in list(left.items())[:10]) + ("; ..." if len(left) > 10 else "")
+
+
+def check_strata(features, strat_cols, request: Request) -> None:
+    """A DataError naming the first feature with no other column to be stratified on:
+    its tree would be one leaf, every position would lack slopes (or every category a
+    comparison), and the advice of an empty curve would not apply."""
+    for f in features:
+        if any(c != f for c in strat_cols):
+            continue
+        cols = ", ".join(map(repr, strat_cols)) or "none"
+        raise DataError(f"feature {f!r} has no other column to be stratified on (the stratifying columns: {cols}): "
+                        "partial dependence compares rows alike in the other columns, and there are none. Name at "
+                        "least one other column in features / stratify_on (a job: its 'features' or 'stratify_on' "
+                        "keys)" + (f", or pass {KEEP_HINT} to keep the suspect columns left out"
+                                   if request.default_strat and not request.keep_suspect else "")
+                        + "; with no other column the partial dependence is the marginal curve "
+                        f"(daskpd.marginal(data, [{f!r}], target={request.target!r}))")
 
 
 def _coder(f, kind, sample: Sample, max_bins, nan_as_level, dtype) -> KeyCoder:
@@ -552,17 +473,21 @@ def run_strat(
         sample, sample_passes = Sample(sample_h.value.frame, sample.n_rows, sample.distinct), 2
     skipped = _check_sample(sample.frame, target, features, kinds, nan_as_level, set(skip_constant),
                             filters=request.filters)
-    if warn_sample:
-        import warnings
-
-        for line in sample_warnings(sample.frame, target, features, strat_cols, kinds):
-            warnings.warn(line, UserWarning, stacklevel=_user_stacklevel())
+    check_target_range(target, y_range, sample.n_rows)
+    # suspect columns (identifiers, row numbers, leaks, dates as strings) leave the default sets
+    features, strat_cols, suspect = leave_out_suspects(request, sample, features, strat_cols, kinds, warn_sample)
+    skipped.update(suspect)
     if skipped:
         features = [f for f in features if f not in skipped]
         if not features:
-            raise DataError(f"every feature is constant or empty (in a sample of {len(sample.frame):,} rows): "
-                            f"{', '.join(map(repr, skipped))}")
+            if not set(skipped.values()) & set(SUSPECT_WHYS):
+                raise DataError(f"every feature is constant or empty (in a sample of {len(sample.frame):,} rows): "
+                                f"{', '.join(map(repr, skipped))}")
+            raise DataError(f"every default feature was left out (on a sample of {len(sample.frame):,} rows): "
+                            f"{_whys(skipped)}; name the features to use, or pass {KEEP_HINT} to keep the suspect "
+                            "columns")
 
+    check_strata(features, strat_cols, request)
     # the trees, fitted in parallel next to the sample (on the workers when there is a cluster)
     t1 = time.perf_counter()
     from dask import delayed
@@ -590,7 +515,8 @@ def run_strat(
                                  min_samples_leaf=msl[f] if trees[i] is not None else None))
     strat = _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample,
                             dtypes, {"min_samples_leaf": msl, "sample_size": sample_size, "max_bins": max_bins,
-                                     "tree_method": tree_method, "nan_as_level": bool(nan_as_level)})
+                                     "tree_method": tree_method, "nan_as_level": bool(nan_as_level),
+                                     "left_out": dict(skipped)})
     if fit_only:
         return StratRun(results={}, scan=None, sample=sample.frame, n_rows=sample.n_rows,
                         n_partitions=ddf.npartitions, kinds=kinds,
@@ -612,8 +538,6 @@ def run_strat(
     stamp_repeats(results, n_trials, sketch, scan.weight_columns)
     if state is not None:  # the categorical features' finish summaries
         attach_categorical_summaries(state, strat)
-    if y_range is not None and y_range[0] == y_range[1]:
-        _constant_target(results, kinds, target, y_range[0])
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}
     return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings, skipped=skipped,
@@ -720,6 +644,14 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
     finished from the merged state."""
     target, features, kinds = request.target, list(request.features), dict(request.kinds)
     strat_cols = list(request.stratify_on)
+    # default sets: less the columns the fit left out (suspect, constant)
+    dropped = {}
+    if request.default_features:
+        dropped = {f: strat.params.get("left_out", {}).get(f, "not in stratification=") for f in features
+                   if f not in strat.features}
+        features = [f for f in features if f not in dropped]
+    if request.default_strat and set(strat.stratify_on) <= set(strat_cols):
+        strat_cols = list(strat.stratify_on)
     strat.check_request(target, features, strat_cols)
     fss = [strat.scan_of(f) for f in features]
     for fs in fss:
@@ -775,9 +707,8 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
         t4 = time.perf_counter()
         attach_categorical_summaries(state, strat)
         phases["categorical_summary_s"] = time.perf_counter() - t4
-    if y_range is not None and y_range[0] == y_range[1]:
-        _constant_target(results, kinds, target, y_range[0])
+    check_target_range(target, y_range, n_rows)
     timings = {"sample_s": t1 - t0, "fit_s": 0.0, "scan_s": time.perf_counter() - t1, **phases}
     return StratRun(results=results, scan=scan, sample=pd.DataFrame(), n_rows=int(n_rows),
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings, n_passes=2,
-                    stratification=strat, state=state)
+                    stratification=strat, state=state, skipped=dropped)

@@ -89,6 +89,9 @@ def test_a_lake_filtered_on_its_partition_key(tmp_path):
 @pytest.mark.realdata
 def test_bulldozer_csv_default_path(shared_data):
     df = pd.read_csv(shared_data / "bulldozer_valid.csv", low_memory=False)
-    with pytest.warns(UserWarning, match=r"1 constant \('Backhoe_Mounting'\)"):
+    with pytest.warns(UserWarning, match=r"3 of 52 columns left out of the default features: 1 constant "
+                                         r"\('Backhoe_Mounting'\); 1 likely identifier \('SalesID'\); 1 dates as "
+                                         r"strings \('saledate'\)"):
         t = daskpd.importances(df, target="SalePrice", sample_size=20_000, progress=False)
-    assert "Backhoe_Mounting" not in t.index and "YearMade" in t.index and len(t) == 51
+    assert "Backhoe_Mounting" not in t.index and "YearMade" in t.index and len(t) == 49
+    assert "SalesID" not in t.index and "saledate" not in t.index

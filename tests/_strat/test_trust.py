@@ -13,7 +13,7 @@ import pytest
 
 import daskpd
 from daskpd import DataError, InvalidParameterError
-from daskpd._strat.pipeline import sample_warnings
+from daskpd._data.suspects import sample_warnings
 
 
 @pytest.fixture(scope="module")
