@@ -588,7 +588,8 @@ def strat_curves_and_importances(
               "random_state": random_state,
               "pvalues": pvalues, "pvalues_n_trials": pvalues_n_trials if pvalues else None,
               "pvalues_sample_size": pvalues_sample_size if pvalues else None,
-              "skipped_features": dict(left_out), "keep_suspect": keep_suspect}
+              "skipped_features": dict(left_out), "skipped_stratify_on": dict(run.skipped_strat),
+              "keep_suspect": keep_suspect}
     if n_trials > 1:  # how often rows repeat in the columns the trials are drawn from (every curve's: one pass)
         params["row_repeats"] = next(iter(curves.values())).params.get("row_repeats")
     return ImportanceResult(table=table, curves=curves, target=target, kinds=kinds, n_rows=n_rows,

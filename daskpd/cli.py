@@ -214,6 +214,9 @@ def _cmd_validate(args) -> int:
         print("  note: the run leaves out of the default features: "
               + ", ".join(f"{f!r} ({why})" for f, why in left_out.items())
               + "; " + _left_out_hint(left_out))
+    if args.check_data and spec.features is None and spec.model_free:
+        print("  note: the run also leaves out of the default features the columns its tree sample shows to be "
+              "identifiers, row numbers, leaks or dates stored as strings (keep_suspect = true keeps them)")
     return EXIT_OK
 
 
@@ -221,13 +224,17 @@ def _left_out_hint(left_out: dict) -> str:
     """What to do about the columns the run leaves out, by why: a datetime or a constant
     column cannot be scored as it is; a hive key can (declared in 'numeric' or
     'categorical')."""
+    from ._data.suspects import SUSPECT_WHYS
+
     why = set(left_out.values())
     hints = []
     if "datetime" in why:
         hints.append("convert a datetime to a number (days since an epoch, the year) in the data to score it")
     if "hive partition key" in why:
         hints.append("list a hive key in 'numeric' or 'categorical' to score it")
-    if why - {"datetime", "hive partition key"}:
+    if why & set(SUSPECT_WHYS):
+        hints.append("list a likely identifier in 'features' (or set keep_suspect = true) to use it")
+    if why - {"datetime", "hive partition key", *SUSPECT_WHYS}:
         hints.append("the other columns cannot be scored as they are")
     return "; ".join(hints)
 

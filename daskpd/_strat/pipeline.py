@@ -117,7 +117,8 @@ class StratRun:
     n_partitions: int
     kinds: dict
     timings: dict = field(default_factory=dict)
-    skipped: dict = field(default_factory=dict)  # {feature: why} left out by skip_constant
+    skipped: dict = field(default_factory=dict)  # {feature: why} left out by skip_constant, or as suspect
+    skipped_strat: dict = field(default_factory=dict)  # {column: why} suspect, left out of the stratifying columns
     n_passes: int = 2  # over the data: the sample, the scan (3: the sample drawn again, see SampleJob)
     stratification: Stratification | None = None  # the trees fitted (or the one given)
     state: ScanState | None = None  # with keep_state: the merged sums (base_state included)
@@ -205,18 +206,19 @@ def check_target_range(target: str, y_range, n_rows: int) -> None:
 
 
 def leave_out_suspects(request: Request, sample: Sample, features: list, strat_cols: list, kinds: dict,
-                       warn: bool = True) -> tuple[list, list, dict]:
-    """``(features, strat_cols, left)``: the suspect columns of the tree sample
-    (:func:`daskpd._data.suspects.suspect_columns`) taken out of the request's default
-    sets (``left``: the features left out, ``{feature: why}``, for the caller's counted
-    note); a note counting the stratifying columns left out (those that are not
-    features left out), and with ``warn`` a warning for each suspect still used."""
+                       warn: bool = True) -> tuple[list, list, dict, dict]:
+    """``(features, strat_cols, left, left_strat)``: the suspect columns of the tree
+    sample (:func:`daskpd._data.suspects.suspect_columns`) taken out of the request's
+    default sets (``left``: the features left out, ``{feature: why}``, for the caller's
+    counted note; ``left_strat``: the stratifying columns left out that are not features
+    left out, counted in a note here), and with ``warn`` a warning for each suspect still
+    used."""
     import warnings
 
     suspects = suspect_columns(sample.frame, request.target, [*features, *strat_cols], kinds,
                                n_rows=sample.n_rows, lake=request.dataset.lake)
     if not suspects:
-        return features, strat_cols, {}
+        return features, strat_cols, {}, {}
     features, strat_cols, left_f, left_s, lines = leave_out(
         suspects, features, strat_cols, default_features=request.default_features,
         default_strat=request.default_strat, keep=request.keep_suspect)
@@ -226,7 +228,7 @@ def leave_out_suspects(request: Request, sample: Sample, features: list, strat_c
                                     what="stratifying columns"), UserWarning, stacklevel=_user_stacklevel())
     for line in lines if warn else ():
         warnings.warn(line, UserWarning, stacklevel=_user_stacklevel())
-    return features, strat_cols, left_f
+    return features, strat_cols, left_f, only_strat
 
 
 def _whys(left: dict) -> str:
@@ -475,7 +477,8 @@ def run_strat(
                             filters=request.filters)
     check_target_range(target, y_range, sample.n_rows)
     # suspect columns (identifiers, row numbers, leaks, dates as strings) leave the default sets
-    features, strat_cols, suspect = leave_out_suspects(request, sample, features, strat_cols, kinds, warn_sample)
+    features, strat_cols, suspect, skipped_strat = leave_out_suspects(request, sample, features, strat_cols, kinds,
+                                                                      warn_sample)
     skipped.update(suspect)
     if skipped:
         features = [f for f in features if f not in skipped]
@@ -521,7 +524,7 @@ def run_strat(
         return StratRun(results={}, scan=None, sample=sample.frame, n_rows=sample.n_rows,
                         n_partitions=ddf.npartitions, kinds=kinds,
                         timings={"sample_s": t1 - t0, "fit_s": t2 - t1}, skipped=skipped, n_passes=sample_passes,
-                        stratification=strat)
+                        stratification=strat, skipped_strat=skipped_strat)
     parts_dir = _parts_dir(keep_state)
     ddf, columns = _scan_input(request, ddf, columns, n_trials)
     scan, fan_in, arity = _plan_scan(ddf, scans, sample.n_rows, len(sample.frame), encoder, target, columns, dtypes,
@@ -541,7 +544,7 @@ def run_strat(
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}
     return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings, skipped=skipped,
-                    n_passes=sample_passes + 1, stratification=strat, state=state)
+                    n_passes=sample_passes + 1, stratification=strat, state=state, skipped_strat=skipped_strat)
 
 
 def _scan_input(request: Request, ddf, columns: list, n_trials: int):

@@ -78,10 +78,18 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         # the new files' pass 1 for the cache (the next run that refits reads it): submitted first at a low
         # priority, it runs on the threads the scan leaves free, mostly while the driver finishes the curves
         pending = start_new_files_cache(spec, lake, lake_feats, columns, first_pass_cache, plan.new_files)
+    # the features and stratifying columns the spec leaves to the job are default sets: the
+    # suspect columns the tree sample flags leave them (unless keep_suspect)
+    default_strat = spec.stratify_on is None and spec.features is None
+    call_columns = dict(columns)
+    if under.get("stratification") is not None:  # the stratifying columns the stratification was fitted on
+        call_columns["stratify_on"] = list(under["stratification"].stratify_on)
     with warnings.catch_warnings():  # the job logs the note itself (run_job's log stream), once
         warnings.filterwarnings("ignore", message="importances: .* left out of the default features")
+        warnings.filterwarnings("ignore", message="daskpd: .* left out of the stratifying columns")
         out = strat_curves_and_importances(
-            data, features=curve_feats, **columns,
+            data, features=curve_feats, **call_columns, keep_suspect=spec.keep_suspect,
+            default_stratify_on=default_strat and not under.get("stratification"),
             n_trials=p_imp["n_trials"], bootstrap=p_imp["bootstrap"], subsample_size=subsample,
             row_id=p_imp.get("row_id"),
             pvalues=p_imp["pvalues"], pvalues_n_trials=p_imp["pvalues_n_trials"],
@@ -107,6 +115,8 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
     skipped = {**stats.get("skipped_features", {}), **out.params.get("skipped_features", {})}
     if skipped:
         stats["skipped_features"] = skipped
+    if out.params.get("skipped_stratify_on"):
+        stats["skipped_stratify_on"] = dict(out.params["skipped_stratify_on"])
     for f in curve_feats:
         if f not in out.curves:
             continue

@@ -103,7 +103,7 @@ def open_job_request(spec: JobSpec, data) -> Request:
                            filters=spec.source.filters or None, partition_bytes=partition_bytes(),
                            names={k: f"key {k!r}" for k in ("categorical", "numeric", "exclude")}
                            | {"columns": "key 'source.columns'", "row_id": "keys 'importances.row_id' / 'model.row_id'"},
-                           row_id=job_row_id(spec))
+                           row_id=job_row_id(spec), keep_suspect=spec.keep_suspect)
     if not request.features:
         raise DataError(f"no features: the data has only the target column {spec.target!r}"
                         + (f" and columns left out of the default features ({', '.join(request.left_out)})"

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._data.suspects import SUSPECT_WHYS
 from ..results.base import CURVE_HEAD, TABLE_HEAD, write_parquet
 from .execute import RunResult
 from .spec import JobSpec
@@ -24,6 +25,8 @@ __all__ = ["CURVE_COLUMNS", "IMPORTANCE_COLUMNS", "ICE_COLUMNS", "curves_frame",
 CURVE_COLUMNS = ["method", *CURVE_HEAD]
 #: the leading columns of importances.parquet (the shared table head; measures follow)
 IMPORTANCE_COLUMNS = ["method", *TABLE_HEAD]
+#: the spec key that keeps the suspect columns in the default sets (the notes' hint)
+KEEP_KEY = "keep_suspect = true"
 #: the leading columns of ice.parquet
 ICE_COLUMNS = ["feature", "line", "x", "category", "ice"]
 _TEXT = ("method", "feature", "kind")
@@ -209,6 +212,10 @@ def print_summary(out, spec: JobSpec, res: RunResult, imp: pd.DataFrame, manifes
     if rows is not None:
         p(f"rows read: {rows:,}   input: {manifest['input']['fingerprint']['n_files']} file(s), "
           f"fingerprint {manifest['input']['fingerprint']['sha256'][:12]}")
+    left = manifest.get("skipped_features") or {}
+    if left:
+        p(f"left out of the default features: {', '.join(f'{f} ({why})' for f, why in left.items())}"
+          + (f"; {KEEP_KEY} keeps the suspect ones" if set(left.values()) & set(SUSPECT_WHYS) else ""))
     p()
     for (method, feature), r in res.curves.items():
         p(f"{method:<11} " + r.summary().replace("\n", "\n" + " " * 12))

@@ -28,6 +28,7 @@ from typing import Any
 
 from .._errors import DataError
 from .._data.request import left_out_note
+from .outputs import KEEP_KEY
 from ..results.base import dump_json
 from . import execute, inputs, outputs, store
 from . import incremental as nightly
@@ -233,7 +234,13 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                         skipped = stats["skipped_features"]
                         log_line(log, "daskpd: note: " + left_out_note(f"job {spec.name!r}", skipped,
                                                                        len(feats) - len(set(skipped) & set(feats)),
-                                                                       "list them in 'features' to use them"))
+                                                                       "list them in 'features' to use them",
+                                                                       keep=KEEP_KEY))
+                    if stats.get("skipped_stratify_on"):
+                        left = stats["skipped_stratify_on"]
+                        log_line(log, "daskpd: note: " + left_out_note(
+                            f"job {spec.name!r}", left, len(feats) - len(set(left) & set(feats)),
+                            "list them in 'stratify_on' to use them", keep=KEEP_KEY, what="stratifying columns"))
                     if spec.model_based:
                         t0 = time.perf_counter()
                         execute.model_based(spec, request.dataset, model, model_inputs, model_feats, cats, progress,

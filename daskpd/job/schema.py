@@ -72,7 +72,7 @@ METHOD_FUNCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 
 #: top-level keys shared by every model-free method: taken from stratpd
-TOP_LEVEL = ("daskpd._stratpd", "stratpd", ("sample_size", "tree_method", "random_state"))
+TOP_LEVEL = ("daskpd._stratpd", "stratpd", ("sample_size", "tree_method", "random_state", "keep_suspect"))
 #: keys of the [model] table that are a model-based function's parameters (the trials'
 #: keys are passed to every model-based method of the job)
 MODEL_LEVEL = ("daskpd.model._fpd", "partial_dependence", ("response", "n_trials", "bootstrap", "subsample_size",

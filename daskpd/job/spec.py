@@ -360,6 +360,7 @@ class JobSpec:
     numeric: tuple[str, ...] = ()  # columns read as numbers (a hive key such as month=7/)
     stratify_on: tuple[str, ...] | None = None  # None: the features (each stratified on the others)
     run: RunSpec = field(default_factory=RunSpec)  # [run]: incremental runs and the refit policy
+    keep_suspect: bool = False  # suspect columns stay in the default features / stratifying columns
 
     @property
     def model_free(self) -> tuple[str, ...]:
@@ -609,7 +610,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
         sample_size=top["sample_size"], random_state=top["random_state"], source=src, output=output,
         cluster=cluster, model=model, params={m: params[m] for m in methods if m in params},
         spec_path=spec_path, spec_text=spec_text, tree_method=top["tree_method"],
-        numeric=top["numeric"], stratify_on=top["stratify_on"], run=run,
+        numeric=top["numeric"], stratify_on=top["stratify_on"], run=run, keep_suspect=top["keep_suspect"],
     )
 
 
