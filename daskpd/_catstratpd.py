@@ -22,6 +22,7 @@ from ._validation import validate_params
 from ._errors import DataError, InvalidParameterError
 from ._positional import deprecate_positional_args
 from ._stratpd import STRAT_CONSTRAINTS, TRIAL_CONSTRAINTS, stratifying_columns, thin_message, trial_args
+from .results.support import no_support_reason
 
 __all__ = ["catstratpd"]
 
@@ -36,8 +37,13 @@ _CAT_CONSTRAINTS = {
 }
 
 
-def driver_side(res: CatStratPDResult) -> CatStratPDResult:
-    """The warning of a result finished on a worker, emitted where the user sees it."""
+def driver_side(res: CatStratPDResult, strict: bool = True) -> CatStratPDResult:
+    """The warning of a result finished on a worker, emitted where the user sees it.
+    ``strict`` (a curve asked for alone): no leaf holding two categories is a DataError
+    saying what would work (importances flag such a feature ``no_support`` instead)."""
+    if strict and res.n_leaves_used == 0 and len(res.categories) > 1 and res.n_ignored > 0:
+        raise DataError(f"CatStratPD for feature {res.feature!r}: {no_support_reason(res)} (each category alone "
+                        "would be placed at its marginal mean y: that is not a partial dependence)")
     message = no_shared_leaf_message(res) or thin_message(res, "CatStratPD", "a single category")
     if message:
         warnings.warn(message, UserWarning, stacklevel=3)

@@ -58,6 +58,7 @@ from ._data.request import left_out_note, open_request
 from ._engine.memory import partition_bytes
 from .results import Result, table_frame
 from .results.curves import repeats_note
+from .results.support import SUPPORT_NOTE, curve_support, no_support_reason, support_flag, support_order
 from ._positional import deprecate_positional_args, renamed_params
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
 from ._stratpd import driver_side as numeric_driver_side
@@ -249,10 +250,13 @@ class ImportanceResult(Result):
 
     def to_frame(self) -> pd.DataFrame:
         """:attr:`table` as an importance table: feature, kind, importance, rank (1 = most
-        important), then the other measures, in the table's order."""
+        important among the supported features; then ``low_support``, then
+        ``no_support``), then the other measures, in the table's order."""
         t = self.table
+        ranked = support_order(t, "importance").index
+        rank = pd.Series(np.arange(1, len(t) + 1), index=ranked).reindex(t.index).to_numpy()
         return table_frame(t.index, t["kind"], t["importance"],
-                           {c: t[c].to_numpy() for c in t.columns if c not in ("kind", "importance")})
+                           {c: t[c].to_numpy() for c in t.columns if c not in ("kind", "importance")}, rank=rank)
 
     def metadata(self) -> dict:
         return {"method": "importances", "target": self.target, "kinds": self.kinds, "n_rows": self.n_rows,
@@ -260,14 +264,23 @@ class ImportanceResult(Result):
                 "n_trials": self.n_trials, "params": self.params, "timings": self.timings}
 
     def summary(self) -> str:
-        cols = [c for c in ("importance", "importance_std", "impact", "pd_variance", "importance_pvalue")
-                if c in self.table]
+        cols = [c for c in ("importance", "importance_std", "impact", "pd_variance", "importance_pvalue",
+                            "support_share", "support") if c in self.table]
         sort_by = self.params.get("sort_by", "importance")
+        shown = self.table[cols].copy()
+        if "support_share" in shown:
+            shown["support_share"] = [f"{v:.0%}" for v in shown["support_share"]]
+        flagged = "support" in shown and (shown["support"] != "ok").any()
+        left = self.params.get("skipped_features") or {}
         return (f"importances of {len(self.table)} features for {self.target!r} ({self.n_rows:,} rows, "
                 f"{self.n_passes} passes over {self.n_partitions} partitions, trials={self.n_trials})\n"
                 f"sorted by {sort_by} ({MEASURE_SHORT[sort_by]}); "
                 + "; ".join(f"{m}: {MEASURE_SHORT[m]}" for m in MEASURES if m != sort_by) + "\n"
-                + self.table[cols].to_string(float_format=lambda v: f"{v:.4g}") + repeats_note(self.params))
+                + shown.to_string(float_format=lambda v: f"{v:.4g}")
+                + (f"\n{SUPPORT_NOTE}" if flagged else "")
+                + (f"\nleft out of the default features: {', '.join(f'{f} ({w})' for f, w in left.items())}"
+                   if left else "")
+                + repeats_note(self.params))
 
     def plot(self, ax=None, **kwargs):
         """Horizontal bars (error bars = trial standard deviation); see plot_importances."""
@@ -533,16 +546,23 @@ def strat_curves_and_importances(
     raw = np.full((n_sets, len(feats), 3), np.nan)
     n_pos = np.zeros(len(feats), dtype="int64")
     n_used = np.zeros(len(feats))
+    support = np.zeros((len(feats), 2))  # rows used, rows with a value
     for i, f in enumerate(feats):
         res = run.results[f]
-        curves[f] = (numeric_driver_side(run, res, min_slopes_per_x=min_slopes_per_x) if kinds[f] == "numeric"
-                     else categorical_driver_side(res))
+        curves[f] = (numeric_driver_side(run, res, min_slopes_per_x=min_slopes_per_x, strict=False)
+                     if kinds[f] == "numeric" else categorical_driver_side(res, strict=False))
+        support[i] = curve_support(res)
         for s, (pdv, cnt) in enumerate(_curve_arrays(res, n_sets)):
             raw[s, i] = curve_measures(pdv, cnt, kinds[f])
             if s == 0:
                 ok = np.isfinite(pdv)
                 n_pos[i] = int(ok.sum())
                 n_used[i] = float(cnt[ok].sum())
+    flags = np.array([support_flag(u, w) for u, w in support], dtype=object)
+    if len(flags) and (flags == "no_support").all():
+        raise DataError("no feature has support: " + "; ".join(f"{f!r}: {no_support_reason(run.results[f])}"
+                                                                for f in feats[:5]) + ("; ..." if len(feats) > 5 else ""))
+    raw[:, flags == "no_support", :] = np.nan  # no estimate: no measure (a bare marginal is not a PD)
     vals = np.stack([_normalize(raw[s]) for s in range(n_sets)]) if normalize else raw.copy()
 
     table = pd.DataFrame(index=pd.Index(feats, name="feature"))
@@ -567,6 +587,7 @@ def strat_curves_and_importances(
         t0 = time.perf_counter()
         pv, null_df = _permutation_pvalues(run, feats, msl_for, pvalues_n_trials, pvalues_sample_size, progress,
                                            tree_method)
+        pv[flags == "no_support"] = np.nan
         for j, m in enumerate(MEASURES):
             table[f"{m}_pvalue"] = pv[:, j]
         timings["pvalues_s"] = time.perf_counter() - t0
@@ -574,7 +595,12 @@ def strat_curves_and_importances(
         table[f"{m}_raw"] = raw[0, :, j]
     table["n_positions"] = n_pos
     table["n_rows"] = n_used.astype("int64") if np.all(n_used == np.round(n_used)) else n_used
-    table = table.sort_values(sort_by, ascending=False, kind="stable", na_position="last")
+    used = support[:, 0]
+    table["support_rows"] = used.astype("int64") if np.all(used == np.round(used)) else used
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table["support_share"] = np.where(support[:, 1] > 0, used / np.where(support[:, 1] > 0, support[:, 1], 1), 0.0)
+    table["support"] = pd.array(flags, dtype="str")
+    table = support_order(table, sort_by)
 
     n_rows = int(next(iter(curves.values())).n_rows)
     params = {"features": feats, "categorical": declared, "numeric": list(request.numeric), "stratify_on": None if stratify_on is None else list(stratify_on),

@@ -18,7 +18,9 @@ from ._strat.state import Stratification
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, TREE_METHODS
 from ._validation import (IO_CONSTRAINTS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, InstancesOf,
                           Interval, Percentiles, StrOptions, validate_params)
+from ._errors import DataError
 from .results import StratPDResult
+from .results.support import LOW_SUPPORT_SHARE, no_support_reason
 
 __all__ = ["stratpd"]
 
@@ -207,10 +209,14 @@ def stratifying_columns(features, stratify_on):
     return stratify_on if stratify_on is not None else features
 
 
-def driver_side(run, res: StratPDResult, *, min_slopes_per_x: int) -> StratPDResult:
+def driver_side(run, res: StratPDResult, *, min_slopes_per_x: int, strict: bool = True) -> StratPDResult:
     """What a curve finished on a worker still needs on the driver: the run's timings,
-    and the empty-curve warning where the user sees it."""
+    and the empty-curve warning where the user sees it.  ``strict`` (a curve asked for
+    alone): every row in a leaf holding a single x value is a DataError saying what would
+    work (importances flag such a feature ``no_support`` instead)."""
     res.params["timings"] = {k: round(v, 4) for k, v in run.timings.items()}
+    if strict and res.n_used <= 0 and res.n_ignored > 0:
+        raise DataError(f"StratPD for feature {res.feature!r}: {no_support_reason(res)}")
     message = empty_curve_message(res, min_slopes_per_x) or thin_message(res, "StratPD", "a single x value")
     if message:
         warnings.warn(message, UserWarning, stacklevel=3)
@@ -218,7 +224,8 @@ def driver_side(run, res: StratPDResult, *, min_slopes_per_x: int) -> StratPDRes
 
 
 #: a warning when more than this share of the rows fell in leaves that cannot contribute
-THIN_SHARE = 0.5
+#: (the importance table's low_support rule: :mod:`daskpd.results.support`)
+THIN_SHARE = 1.0 - LOW_SUPPORT_SHARE
 
 
 def thin_message(res, method: str, what: str) -> str | None:

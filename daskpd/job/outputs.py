@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .._data.suspects import SUSPECT_WHYS
+from ..results.support import SUPPORT_NOTE
 from ..results.base import CURVE_HEAD, TABLE_HEAD, write_parquet
 from .execute import RunResult
 from .spec import JobSpec
@@ -204,6 +205,14 @@ def method_title(method: str) -> str:
             "marginal": "Marginal plot", "pd_variance": "PD-variance importance (model)"}.get(method, method)
 
 
+def _support_text(row) -> str:
+    """A flagged feature's support after its importance (empty when it is supported)."""
+    flag = row.get("support")
+    if flag is None or pd.isna(flag) or str(flag) == "ok":
+        return ""
+    return f"  {flag}: {int(row['support_rows']):,} rows used ({float(row['support_share']):.0%} of those with a value)"
+
+
 def print_summary(out, spec: JobSpec, res: RunResult, imp: pd.DataFrame, manifest: dict, final: Path,
                    pruned: list[str]) -> None:
     p = lambda s="": print(s, file=out)  # noqa: E731
@@ -226,7 +235,9 @@ def print_summary(out, spec: JobSpec, res: RunResult, imp: pd.DataFrame, manifes
                                        if method == "importances" else ":"))
         width = max(len(str(f)) for f in t["feature"])
         for _, row in t.iterrows():
-            p(f"  {int(row['rank']):>3}. {str(row['feature']):<{width}}  {row['importance']:.4f}")
+            p(f"  {int(row['rank']):>3}. {str(row['feature']):<{width}}  {row['importance']:.4f}" + _support_text(row))
+        if "support" in t.columns and (t["support"].astype(str) != "ok").any():
+            p("  " + SUPPORT_NOTE.replace("\n", "\n  "))
     p()
     p(f"wrote {final}")
     if spec.output.report:

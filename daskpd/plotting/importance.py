@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..results.support import support_order
 from ._base import FONT, MAX_LABELS, fit_figure, get_axes, new_figure, short_label
 
 __all__ = ["plot_importances", "plot_curves"]
@@ -39,7 +40,7 @@ def plot_importances(result, ax=None, *, column: str = "importance", top_k: int 
         raise ValueError(f"column {column!r} is not in the importances table; it has {', '.join(map(str, table.columns))}")
     if top_k is not None and (not isinstance(top_k, (int, np.integer)) or isinstance(top_k, bool) or top_k < 1):
         raise ValueError(f"top_k must be a positive integer or None; got {top_k!r}")
-    t = table.sort_values(column, ascending=False, kind="stable", na_position="last")
+    t = support_order(table, column)  # the supported features first, by value
     n_all = len(t)
     if top_k is None and n_all > MAX_LABELS:
         top_k = MAX_LABELS
@@ -56,25 +57,34 @@ def plot_importances(result, ax=None, *, column: str = "importance", top_k: int 
     kinds = t["kind"].tolist() if "kind" in t.columns else ["numeric"] * n
     colors = [_COLORS.get(k, "#777") for k in kinds]
     xerr = t[error].to_numpy(dtype="float64") if error else None
-    ax.barh(pos, np.nan_to_num(vals), xerr=xerr, color=colors, ecolor="#333", capsize=3 if xerr is not None else 0,
-            height=0.7)
+    flags = t["support"].astype(str).tolist() if "support" in t.columns else ["ok"] * n
+    bars = ax.barh(pos, np.nan_to_num(vals), xerr=xerr, color=colors, ecolor="#333",
+                   capsize=3 if xerr is not None else 0, height=0.7)
+    for bar, flag in zip(bars, flags):  # a flagged feature's bar is pale and hatched, never like a supported one
+        if flag != "ok":
+            bar.set_alpha(0.35)
+            bar.set_hatch("//")
     ax.set_yticks(pos)
     ax.set_yticklabels([short_label(f) for f in t.index], fontsize=FONT if n > 20 else None)
     if show_values:
         hi = np.nanmax(vals + (np.nan_to_num(xerr) if xerr is not None else 0)) if n else 0
         for p, v, e in zip(pos, vals, xerr if xerr is not None else [None] * n):
             label = "n/a" if not np.isfinite(v) else (f"{v:.3g}" if e is None or not np.isfinite(e) else f"{v:.3g} ± {e:.2g}")
+            flag = flags[n - 1 - p]
+            label += "" if flag == "ok" else f" ({flag.replace('_', ' ')})"
             ax.text((0 if not np.isfinite(v) else v) + (e if e is not None and np.isfinite(e) else 0) + 0.01 * (hi or 1),
                     p, label, va="center", fontsize=FONT)
         if n and np.isfinite(hi) and hi > 0:
             ax.set_xlim(0, hi * 1.25)
     ax.set_xlabel(column.replace("_", " "))
     present = sorted(set(kinds))
-    if len(present) > 1:
+    if len(present) > 1 or set(flags) != {"ok"}:
         from matplotlib.patches import Patch
 
-        ax.legend(handles=[Patch(color=_COLORS.get(k, "#777"), label=k) for k in present], loc="lower right",
-                  fontsize=8)
+        handles = [Patch(color=_COLORS.get(k, "#777"), label=k) for k in present] if len(present) > 1 else []
+        if set(flags) != {"ok"}:
+            handles.append(Patch(facecolor="#bbb", alpha=0.5, hatch="//", label="low / no support (ranked last)"))
+        ax.legend(handles=handles, loc="lower right", fontsize=8)
     target = getattr(result, "target", None)
     default = f"StratPD {column.replace('_', ' ')}" + (f" for {target}" if target else "")
     if n_all > n:
@@ -100,8 +110,7 @@ def plot_curves(result, top_k: int = 6, *, ncols: int = 3, column: str = "import
     table = result.table
     if column not in table.columns:
         raise ValueError(f"column {column!r} is not in the importances table")
-    feats = [f for f in table.sort_values(column, ascending=False, kind="stable", na_position="last").index
-             if f in result.curves][:top_k]
+    feats = [f for f in support_order(table, column).index if f in result.curves][:top_k]
     n = max(1, len(feats))
     ncols = min(ncols, n)
     nrows = math.ceil(n / ncols)

@@ -245,13 +245,16 @@ def curve_frame(feature, kind: str, positions, pd_values, *, count=None, support
     return pd.DataFrame(cols)
 
 
-def table_frame(features, kinds, importance, extra: dict | None = None) -> pd.DataFrame:
+def table_frame(features, kinds, importance, extra: dict | None = None, rank=None) -> pd.DataFrame:
     """An importance table: :data:`TABLE_HEAD` then ``extra``, in the given row order;
-    ``rank`` 1 is the largest importance (ties: first listed; NaN last)."""
+    ``rank`` 1 is the largest importance (ties: first listed; NaN last), unless the
+    ranks are given."""
     imp = np.asarray(importance, dtype="float64")
-    order = pd.Series(imp).sort_values(ascending=False, kind="stable", na_position="last").index.to_numpy()
-    rank = np.empty(len(imp), dtype="int64")
-    rank[order] = np.arange(1, len(imp) + 1)
+    if rank is None:
+        order = pd.Series(imp).sort_values(ascending=False, kind="stable", na_position="last").index.to_numpy()
+        rank = np.empty(len(imp), dtype="int64")
+        rank[order] = np.arange(1, len(imp) + 1)
+    rank = np.asarray(rank, dtype="int64")
     cols = {"feature": list(features), "kind": list(kinds), "importance": imp, "rank": rank}
     for k, v in (extra or {}).items():
         cols[k] = v
