@@ -68,6 +68,8 @@ def run_categorical(data, *, target: str, feature: str, features=None, stratify_
                     tree_method=tree_method, progress=progress, finish_options={"centered": centered, **trial_opts},
                     stratification=stratification)
     dtype = request.dtypes[feature]
+    if request.target_boolean:
+        run.results[feature].params["target_boolean"] = True
     return run, dtype
 
 

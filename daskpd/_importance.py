@@ -272,7 +272,8 @@ class ImportanceResult(Result):
             shown["support_share"] = [f"{v:.0%}" for v in shown["support_share"]]
         flagged = "support" in shown and (shown["support"] != "ok").any()
         left = self.params.get("skipped_features") or {}
-        return (f"importances of {len(self.table)} features for {self.target!r} ({self.n_rows:,} rows, "
+        target = f"{self.target!r}" + (" (boolean, read as 0/1)" if self.params.get("target_boolean") else "")
+        return (f"importances of {len(self.table)} features for {target} ({self.n_rows:,} rows, "
                 f"{self.n_passes} passes over {self.n_partitions} partitions, trials={self.n_trials})\n"
                 f"sorted by {sort_by} ({MEASURE_SHORT[sort_by]}); "
                 + "; ".join(f"{m}: {MEASURE_SHORT[m]}" for m in MEASURES if m != sort_by) + "\n"
@@ -552,6 +553,8 @@ def strat_curves_and_importances(
         curves[f] = (numeric_driver_side(run, res, min_slopes_per_x=min_slopes_per_x, strict=False)
                      if kinds[f] == "numeric" else categorical_driver_side(res, strict=False))
         support[i] = curve_support(res)
+        if request.target_boolean:
+            res.params["target_boolean"] = True
         for s, (pdv, cnt) in enumerate(_curve_arrays(res, n_sets)):
             raw[s, i] = curve_measures(pdv, cnt, kinds[f])
             if s == 0:
@@ -615,7 +618,7 @@ def strat_curves_and_importances(
               "pvalues": pvalues, "pvalues_n_trials": pvalues_n_trials if pvalues else None,
               "pvalues_sample_size": pvalues_sample_size if pvalues else None,
               "skipped_features": dict(left_out), "skipped_stratify_on": dict(run.skipped_strat),
-              "keep_suspect": keep_suspect}
+              "keep_suspect": keep_suspect, "target_boolean": request.target_boolean}
     if n_trials > 1:  # how often rows repeat in the columns the trials are drawn from (every curve's: one pass)
         params["row_repeats"] = next(iter(curves.values())).params.get("row_repeats")
     return ImportanceResult(table=table, curves=curves, target=target, kinds=kinds, n_rows=n_rows,

@@ -199,7 +199,10 @@ def stratpd(
                     tree_method=tree_method, random_state=random_state, progress=progress,
                     finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes, **trial_opts},
                     n_trials=trials, trial_fraction=fraction, stratification=stratification)
-    return driver_side(run, run.results[feature], min_slopes_per_x=min_slopes_per_x)
+    res = run.results[feature]
+    if request.target_boolean:
+        res.params["target_boolean"] = True
+    return driver_side(run, res, min_slopes_per_x=min_slopes_per_x)
 
 
 def stratifying_columns(features, stratify_on):

@@ -78,6 +78,12 @@ class Request:
             out[c] = np.dtype("float64")
         return out
 
+    @property
+    def target_boolean(self) -> bool:
+        """The target is boolean: read as 0/1 (its partial dependence is the change in the
+        share of True)."""
+        return self.target is not None and pd.api.types.is_bool_dtype(self.dataset.dtypes[self.target])
+
     def read_columns(self, *extra: str) -> list[str]:
         """The columns a model-free run reads: target, features, stratifying columns, ``extra``."""
         cols = [self.target, *self.features, *(self.stratify_on or ()), *extra]

@@ -205,6 +205,23 @@ def check_target_range(target: str, y_range, n_rows: int) -> None:
                     "check the target column and the filters")
 
 
+def target_std(sample: pd.DataFrame, target: str) -> float | None:
+    """The target's standard deviation on the tree sample (the plots' scale for a curve
+    not distinguishable from flat), or None."""
+    y = as_float(sample[target])
+    y = y[np.isfinite(y)]
+    return float(np.std(y, ddof=1)) if len(y) > 1 else None
+
+
+def stamp_target_std(results: dict, strat: Stratification) -> None:
+    """``params["target_std"]`` of every result: the target's spread on the tree sample
+    the stratification was fitted on."""
+    value = strat.params.get("target_std")
+    for res in results.values():
+        if value is not None and hasattr(res, "params"):
+            res.params["target_std"] = value
+
+
 def leave_out_suspects(request: Request, sample: Sample, features: list, strat_cols: list, kinds: dict,
                        warn: bool = True) -> tuple[list, list, dict, dict]:
     """``(features, strat_cols, left, left_strat)``: the suspect columns of the tree
@@ -519,7 +536,7 @@ def run_strat(
     strat = _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample,
                             dtypes, {"min_samples_leaf": msl, "sample_size": sample_size, "max_bins": max_bins,
                                      "tree_method": tree_method, "nan_as_level": bool(nan_as_level),
-                                     "left_out": dict(skipped)})
+                                     "left_out": dict(skipped), "target_std": target_std(sample.frame, target)})
     if fit_only:
         return StratRun(results={}, scan=None, sample=sample.frame, n_rows=sample.n_rows,
                         n_partitions=ddf.npartitions, kinds=kinds,
@@ -541,6 +558,7 @@ def run_strat(
     stamp_repeats(results, n_trials, sketch, scan.weight_columns)
     if state is not None:  # the categorical features' finish summaries
         attach_categorical_summaries(state, strat)
+    stamp_target_std(results, strat)
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}
     return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings, skipped=skipped,
@@ -711,6 +729,7 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
         attach_categorical_summaries(state, strat)
         phases["categorical_summary_s"] = time.perf_counter() - t4
     check_target_range(target, y_range, n_rows)
+    stamp_target_std(results, strat)
     timings = {"sample_s": t1 - t0, "fit_s": 0.0, "scan_s": time.perf_counter() - t1, **phases}
     return StratRun(results=results, scan=scan, sample=pd.DataFrame(), n_rows=int(n_rows),
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings, n_passes=2,

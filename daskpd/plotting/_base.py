@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["pyplot", "get_axes", "new_figure", "fit_ticklabels", "fit_figure", "count_bars", "label_categories",
+__all__ = ["pyplot", "get_axes", "value_label", "new_figure", "fit_ticklabels", "fit_figure", "count_bars", "label_categories",
            "pick_labels", "short_label", "refit_strips", "COUNT_FRACTION", "MAX_LABELS", "MAX_BARS",
            "SEPARATE_BARS", "FONT"]
 
@@ -34,6 +34,13 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def value_label(res, suffix: str = "") -> str:
+    """The value axis of a model-free curve: "partial dependence of y", saying how a
+    boolean target was read."""
+    boolean = " (True = 1, False = 0)" if (getattr(res, "params", None) or {}).get("target_boolean") else ""
+    return f"partial dependence of {res.target}{boolean}{suffix}"
 
 
 def new_figure(nrows=1, ncols=1, figsize=(6, 4), **kw):

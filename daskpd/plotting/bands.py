@@ -9,7 +9,17 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["band_label", "draw_band", "draw_band_bars", "trials_of"]
+__all__ = ["band_label", "draw_band", "draw_band_bars", "trials_of", "flat_limits", "is_flat", "thin_curve",
+           "FLAT_SPAN", "TRIAL_POINTS"]
+
+#: a curve whose band could hold a flat line is drawn on a value axis spanning at least
+#: this many standard deviations of the target (``params["target_std"]``): a zoom onto its
+#: wiggles would make noise look like an effect
+FLAT_SPAN = 2.0
+#: trial curves are drawn through at most this many points (their mean over equal slices
+#: of the x range): adjacent positions a hair apart would draw a trial's jumps as
+#: vertical streaks
+TRIAL_POINTS = 150
 
 
 def band_label(res) -> str:
@@ -23,10 +33,47 @@ def trials_of(res):
     return fn() if fn is not None else getattr(res, "trials_pd", None)
 
 
+def is_flat(res) -> bool:
+    """Whether ``res`` has a band that could hold a flat line (the summary's "NOT
+    distinguishable from flat")."""
+    from ..results.curves import flat_within_band
+
+    b = res.band() if hasattr(res, "band") else None
+    return b is not None and bool(flat_within_band(res.pd, b["lo"], b["hi"]))
+
+
+def flat_limits(res, lo: float, hi: float) -> tuple[float, float]:
+    """The value axis ``(lo, hi)`` of a curve, widened when its band could hold a flat line
+    to span at least ``FLAT_SPAN`` standard deviations of the target, about its middle."""
+    std = (getattr(res, "params", None) or {}).get("target_std")
+    if not std or not np.isfinite(std) or not is_flat(res):
+        return lo, hi
+    span = FLAT_SPAN * float(std)
+    if hi - lo >= span:
+        return lo, hi
+    mid = (lo + hi) / 2
+    return mid - span / 2, mid + span / 2
+
+
+def thin_curve(x, y, n_points: int = TRIAL_POINTS):
+    """``(x, y)`` through at most ``n_points`` points: the mean of the finite points in
+    each of ``n_points`` equal slices of the x range (all points when fewer)."""
+    x, y = np.asarray(x, dtype="float64"), np.asarray(y, dtype="float64")
+    m = np.isfinite(x) & np.isfinite(y)
+    x, y = x[m], y[m]
+    if len(x) <= n_points or x[-1] <= x[0]:
+        return x, y
+    k = np.minimum(((x - x[0]) / (x[-1] - x[0]) * n_points).astype(int), n_points - 1)
+    n = np.bincount(k, minlength=n_points)
+    has = n > 0
+    return (np.bincount(k, x, n_points)[has] / n[has]), (np.bincount(k, y, n_points)[has] / n[has])
+
+
 def draw_band(ax, res, x, *, color, show_band: bool = True, show_trials: bool = False, where=None):
     """A shaded ``band()`` over numeric positions ``x`` (only where ``where`` is True, and
-    the band finite); with ``show_trials``, every trial curve as a thin line.  Nothing
-    when ``res`` has no trials.  Returns the (lo, hi) drawn, or None."""
+    the band finite); with ``show_trials``, every trial curve as a faint line through at
+    most ``TRIAL_POINTS`` points (:func:`thin_curve`).  Nothing when ``res`` has no
+    trials.  Returns the (lo, hi) drawn, or None."""
     b = res.band() if hasattr(res, "band") else None
     if b is None:
         return None
@@ -38,7 +85,8 @@ def draw_band(ax, res, x, *, color, show_band: bool = True, show_trials: bool = 
         T = trials_of(res)
         for k, t in enumerate(T):
             m = np.isfinite(t) if where is None else np.isfinite(t) & np.asarray(where, dtype=bool)
-            ax.plot(x[m], t[m], "-", color=color, lw=0.5, alpha=0.25, label="trials" if k == 0 else None)
+            tx, ty = thin_curve(x[m], t[m])
+            ax.plot(tx, ty, "-", color=color, lw=0.6, alpha=0.18, label="trials" if k == 0 else None)
     if show_band and ok.any():
         ax.fill_between(x, np.where(ok, b["lo"], np.nan), np.where(ok, b["hi"], np.nan), color=color, alpha=0.2,
                         lw=0, label=band_label(res))

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import FONT, MAX_LABELS, count_bars, get_axes, short_label
-from .bands import draw_band_bars
+from ._base import FONT, MAX_LABELS, count_bars, get_axes, short_label, value_label
+from .bands import draw_band_bars, flat_limits
 
 __all__ = ["plot_catstratpd"]
 
@@ -40,7 +40,9 @@ def plot_catstratpd(res, ax=None, *, kind: str = "auto", top_k: int = MAX_LABELS
                     show_trials: bool = False):
     """Draw ``res`` (a CatStratPDResult); returns the matplotlib Axes.  With trials
     (``n_trials > 1``) each category's band is an interval (``show_band``), and
-    ``show_trials`` adds every trial's effect as a dot."""
+    ``show_trials`` adds every trial's effect as a dot; effects whose bands could hold a
+    flat line are drawn on a value axis spanning at least two standard deviations of the
+    target (``params["target_std"]``)."""
     if kind not in ("auto", "bar", "strip"):
         raise ValueError(f"kind must be 'auto', 'bar' or 'strip'; got {kind!r}")
     if not isinstance(top_k, (int, np.integer)) or top_k < 1:
@@ -81,11 +83,15 @@ def _bar(res, ax, ok, labels, count, top_k, show_counts, color, show_band=True, 
         for yi, v, c in zip(y, vals, count[shown]):
             ax.text(v + (0.01 * span if v >= 0 else -0.01 * span), yi, f"n={int(c):,}" if c == int(c) else f"n={c:.3g}",
                     va="center", ha="left" if v >= 0 else "right", fontsize=FONT, color="#555")
-        lo, hi = min(0.0, np.min(vals)), max(0.0, np.max(vals))
-        ax.set_xlim(lo - 0.15 * span, hi + 0.2 * span)
+    drawn = None
     if show_band or show_trials:
-        draw_band_bars(ax, res, y, shown, color="#c0392b", horizontal=True, show_trials=show_trials)
-    ax.set_xlabel(f"partial dependence of {res.target}" + (" (mean-centred)" if res.centered else ""))
+        drawn = draw_band_bars(ax, res, y, shown, color="#c0392b", horizontal=True, show_trials=show_trials)
+    if show_counts or drawn is not None:  # the value axis: the effects, their labels and the band
+        both = np.concatenate([vals, *(drawn or ())]) if len(vals) else np.zeros(1)
+        span = (np.nanmax(both) - np.nanmin(both)) or 1.0
+        lo, hi = min(0.0, np.nanmin(both)), max(0.0, np.nanmax(both))
+        ax.set_xlim(*flat_limits(res, lo - 0.15 * span, hi + (0.2 if show_counts else 0.05) * span))
+    ax.set_xlabel(value_label(res, " (mean-centred)" if res.centered else ""))
     ax.set_ylabel(res.feature + note)
     return ax
 
@@ -109,7 +115,11 @@ def _strip(res, ax, ok, labels, count, label_k, show_counts, show_band=True, sho
         count_bars(ax, x, c, label="rows", log=bool(c.max() > 50 * max(1.0, np.median(c))), ranks=True)
     ax.scatter(x, vals, s=size, c=colors, alpha=0.8, linewidths=0)
     if show_band or show_trials:
-        draw_band_bars(ax, res, x, order, color="#c0392b", show_trials=show_trials)
+        drawn = draw_band_bars(ax, res, x, order, color="#c0392b", show_trials=show_trials)
+        if drawn is not None and len(vals):  # the value axis: the effects and the band, on the target's
+            both = np.concatenate([vals, *drawn])  # scale when the band could hold a flat line
+            pad = 0.08 * ((np.nanmax(both) - np.nanmin(both)) or 1.0)
+            ax.set_ylim(*flat_limits(res, np.nanmin(both) - pad, np.nanmax(both) + pad))
     if res.n_groups > 1:
         _group_legend(ax, groups, c)
     # name the label_k lowest and highest categories, fanned out so that they do not overlap
@@ -124,7 +134,7 @@ def _strip(res, ax, ok, labels, count, label_k, show_counts, show_band=True, sho
     ax.set_xticks([])
     ax.set_xlim(-1, max(1, len(order)))
     ax.set_xlabel(f"{res.feature}: {len(order):,} categories by effect (size: rows)")
-    ax.set_ylabel(f"partial dependence of {res.target}" + (" (mean-centred)" if res.centered else ""))
+    ax.set_ylabel(value_label(res, " (mean-centred)" if res.centered else ""))
     return ax
 
 
