@@ -99,13 +99,33 @@ class Request:
 
     def project(self, columns: Sequence[str] | None = None):
         """The dask DataFrame of ``columns`` (default: :meth:`read_columns`); the columns
-        declared numeric as float64."""
+        declared numeric as float64, keys stored as binary (UUIDs, fixed-size binary) as
+        their text (:func:`as_key_text`)."""
         ddf = self.dataset.project(self.read_columns() if columns is None else columns)
+        keys = [c for c in ddf.columns if self.dataset.lake is not None
+                and key_type(self.dataset.lake.types.get(c))]
+        if keys:
+            ddf = ddf.map_partitions(as_key_text, keys, meta=ddf._meta.astype({c: object for c in keys}))
         cast = [c for c in self.numeric if c in set(ddf.columns)]
         if not cast:
             return ddf
         meta = ddf._meta.astype({c: "float64" for c in cast})
         return ddf.map_partitions(as_numbers, cast, meta=meta)
+
+
+def as_key_text(df, columns):
+    """``df`` with key ``columns`` (UUID objects, 16-byte values as UUIDs, other bytes as
+    hex) as text: levels every encoder and writer reads (a partition kernel)."""
+    import uuid
+
+    def text(v):
+        if v is None or (isinstance(v, float) and v != v):
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return str(uuid.UUID(bytes=bytes(v))) if len(v) == 16 else bytes(v).hex()
+        return str(v)
+
+    return df.assign(**{c: df[c].map(text, na_action="ignore").astype(object) for c in columns})
 
 
 def as_numbers(df, columns):
