@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..results.support import SUPPORT_NOTE
+
 from ..results.base import atomic_path
 
 __all__ = ["write_report", "render_report", "importance_figure", "embed_png", "page"]
@@ -163,6 +165,12 @@ def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFra
         parts.append(f"<h3>{esc(p['title'])}</h3>" + embed_png(run_dir / p["file"], p["title"]))
         t = imp[imp["method"] == p["method"]]
         parts.append(html_table(t.drop(columns=["method"]).reset_index(drop=True)))
+        if "support" in t.columns and (t["support"].astype(str) != "ok").any():
+            parts.append(f"<p class=\"meta\">{esc(SUPPORT_NOTE.replace(chr(10), ' '))}</p>")
+    left = manifest.get("skipped_features") or {}
+    if left:
+        parts.append("<p class=\"meta\">Left out of the default features: "
+                     + esc(", ".join(f"{f} ({why})" for f, why in left.items())) + "</p>")
 
     # -------- curves
     parts.append("<h2 id=\"curves\">Curves</h2>")

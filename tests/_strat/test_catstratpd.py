@@ -741,13 +741,21 @@ def test_bad_data(small):
     assert res.categories.dtype == np.float64 and res.n_missing_x == 50
 
 
-def test_warns_when_no_leaf_holds_two_categories():
+def test_no_leaf_holding_two_categories_is_an_error_and_a_no_support_flag():
     df = pd.DataFrame({"x": np.repeat(np.arange(6), 10), "y": np.repeat(np.arange(6.0), 10)})
     df["c"] = df.x.map(lambda v: f"c{v}")
+    with pytest.raises(DataError, match=r"^CatStratPD for feature 'c': no leaf of its tree holds two categories: the "
+                                        r"other columns separate them completely; raise min_samples_leaf"):
+        daskpd.catstratpd(df, target="y", feature="c", min_samples_leaf=10)
+    # the same curve among others: marginal means only, flagged and left without importance
+    df["z"] = np.tile(np.arange(10.0), 6)
     with pytest.warns(UserWarning, match="no leaf of the stratifying tree holds two or more categories"):
-        res = daskpd.catstratpd(df, target="y", feature="c", min_samples_leaf=10)
-    assert res.n_groups == 6 and res.n_used == 0
-    np.testing.assert_allclose(res.pd, np.arange(6.0))  # marginal means
+        res = daskpd.strat_curves_and_importances(df, target="y", features=["x", "c", "z"],
+                                                  cat_min_samples_leaf=10, progress=False)
+    cur = res.curves["c"]
+    assert cur.n_groups == 6 and cur.n_used == 0
+    np.testing.assert_allclose(cur.pd, np.arange(6.0))  # marginal means
+    assert res.table.loc["c", "support"] == "no_support" and np.isnan(res.table.loc["c", "importance"])
 
 
 @pytest.mark.parametrize("n_rows, K, T, L", [(5000, 40, 3, None), (300, 5000, 2, None), (2000, 7, 0, None),

@@ -1,4 +1,5 @@
-"""Runs that end badly end cleanly: a constant target (flat zero curves), a disk too
+"""Runs that end badly end cleanly: degenerate requests (a constant target, one feature
+with nothing to stratify on: exit 2, one line, nothing written), a disk too
 small (refused before computing), ``kill -9`` while the synthetic dataset is written
 (cleaned up by the next run), SIGTERM on daskpd's own LocalCluster (one line, no
 tracebacks).  Real processes, real files."""
@@ -37,24 +38,7 @@ def constant_target_frame(n: int = 3000) -> pd.DataFrame:
     return df
 
 
-# ------------------------------------------------------------------ constant target
-def test_constant_target_gives_flat_zero_curves_and_says_why():
-    df = constant_target_frame()
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        r = daskpd.stratpd(df, target="y", feature="x1")
-    msgs = [str(x.message) for x in w]
-    assert any("target 'y' is constant (every row holds 5)" in m for m in msgs), msgs
-    assert not any("min_slopes_per_x" in m for m in msgs), msgs  # no misleading advice
-    assert r.supported.all() and np.all(r.pd == 0.0) and np.all(r.slope == 0.0)
-    c = daskpd.catstratpd(df, target="y", feature="c")
-    assert np.all(c.pd == 0.0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        imp = daskpd.importances(df, target="y")
-    assert (imp["importance"] == 0).all()
-
-
+# ------------------------------------------------------------------ degenerate requests
 def test_constant_target_is_decided_on_all_rows_not_the_sample():
     """One row in 20,000 differs: not constant (the sample of 2,000 rows may miss it)."""
     df = constant_target_frame(20000)
@@ -65,15 +49,71 @@ def test_constant_target_is_decided_on_all_rows_not_the_sample():
     assert not any("is constant" in str(x.message) for x in w)
 
 
+def run_cli(spec, out, dask_cluster, capsys):
+    code = cli.main(["run", str(spec), "--output", str(out), "--scheduler", dask_cluster, "--no-progress",
+                     "--run-id", "r1"])
+    return code, capsys.readouterr()
+
+
 @pytest.mark.cluster
-def test_constant_target_in_a_job(dask_cluster, tmp_path):
-    constant_target_frame().to_parquet(tmp_path / "d.parquet", index=False)
-    spec = spec_file(tmp_path, 'name = "flat"\ntarget = "y"\nmethods = ["stratpd"]\n[output]\nplots = false\n'
-                               'report = false\n[source]\npath = "d.parquet"\n')
-    assert cli.main(["run", str(spec), "--output", str(tmp_path / "out"), "--scheduler", dask_cluster,
-                     "--no-progress", "--run-id", "r1", "-q"]) == 0
-    curves = pd.read_parquet(tmp_path / "out" / "flat" / "r1" / "curves.parquet")
-    assert len(curves) > 100 and (curves["pd"] == 0).all() and curves["supported"].all()
+@pytest.mark.parametrize("case", ["constant target", "nothing to stratify on"])
+def test_degenerate_jobs_exit_2_with_one_line_and_write_nothing(dask_cluster, tmp_path, capsys, case):
+    if case == "constant target":
+        constant_target_frame().to_parquet(tmp_path / "d.parquet", index=False)
+        want = "daskpd: error: target 'y' is constant: every row with a value holds 5 (of 3,000 rows read)"
+    else:
+        r = np.random.default_rng(0)
+        pd.DataFrame({"x": r.uniform(size=2000), "y": r.normal(size=2000)}).to_parquet(tmp_path / "d.parquet",
+                                                                                       index=False)
+        want = "daskpd: error: feature 'x' has no other column to be stratified on (the stratifying columns: 'x')"
+    spec = spec_file(tmp_path, 'name = "flat"\ntarget = "y"\n[output]\nplots = false\nreport = false\n[source]\n'
+                               'path = "d.parquet"\n')
+    code, got = run_cli(spec, tmp_path / "out", dask_cluster, capsys)
+    assert code == 2
+    assert got.err.splitlines()[-1].startswith(want), got.err
+    assert "Traceback" not in got.err and not got.out
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.parquet"))
+
+
+@pytest.mark.cluster
+def test_a_job_leaves_suspects_out_and_shows_support(dask_cluster, tmp_path, capsys):
+    """Default features on a table with a row number, a title and a thinly supported
+    categorical: the summary names what was left out and flags the thin feature;
+    ``keep_suspect = true`` brings the suspects back."""
+    r = np.random.default_rng(0)
+    n = 4000
+    df = pd.DataFrame({"x1": r.uniform(size=n), "x2": r.uniform(size=n)})
+    k = np.where(r.uniform(size=n) < 0.01, r.integers(0, 4, n), (df.x2 * 4).astype(int).clip(0, 3))
+    df["c"] = np.array(list("abcd"))[k]
+    df["y"] = df.x1 + 3.0 * k + r.normal(0, 0.1, n)
+    df = df.sort_values("y").reset_index(drop=True)
+    df.insert(0, "row", np.arange(n))
+    df["title"] = [f"Title {i}" for i in r.permutation(n)]
+    df.to_parquet(tmp_path / "d.parquet", index=False)
+    text = 'name = "s"\ntarget = "y"\nmethods = ["importances"]\n{}[source]\npath = "d.parquet"\n'
+    spec = spec_file(tmp_path, text.format(""))
+    code, got = run_cli(spec, tmp_path / "out", dask_cluster, capsys)
+    assert code == 0, got.err
+    assert ("left out of the default features: row (row number), title (likely identifier); keep_suspect = true "
+            "keeps the suspect ones") in got.out
+    assert "daskpd: note: job 's': 2 of 5 columns left out of the default features: 1 row number ('row'); 1 likely " \
+           "identifier ('title')" in got.err
+    line = next(x for x in got.out.splitlines() if x.strip().startswith("3. c"))
+    assert "low_support:" in line and "rows used" in line, got.out
+    run = tmp_path / "out" / "s" / "r1"
+    imp = pd.read_parquet(run / "importances.parquet").set_index("feature")
+    assert list(imp.index) == ["x1", "x2", "c"] and imp.loc["c", "support"] == "low_support"
+    assert imp.loc["c", "rank"] == 3 and {"support_rows", "support_share"} <= set(imp.columns)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["skipped_features"] == {"row": "row number", "title": "likely identifier"}
+    report = (run / "report.html").read_text()
+    assert "low_support" in report and "support_<wbr>share" in report and "ranked after the supported" in report
+    assert "Left out of the default features: row (row number), title (likely identifier)" in report
+    spec = spec_file(tmp_path, text.format("keep_suspect = true\n"), "keep.toml")
+    code, got = run_cli(spec, tmp_path / "out2", dask_cluster, capsys)
+    assert code == 0 and "left out of the default features" not in got.out
+    imp = pd.read_parquet(tmp_path / "out2" / "s" / "r1" / "importances.parquet")
+    assert {"row", "title"} <= set(imp["feature"])
 
 
 # ------------------------------------------------------------------ free space
