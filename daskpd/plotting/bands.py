@@ -83,10 +83,13 @@ def draw_band(ax, res, x, *, color, show_band: bool = True, show_trials: bool = 
         ok &= np.asarray(where, dtype=bool)
     if show_trials:
         T = trials_of(res)
-        for k, t in enumerate(T):
+        label = "trials"
+        for t in T:
             m = np.isfinite(t) if where is None else np.isfinite(t) & np.asarray(where, dtype=bool)
             tx, ty = thin_curve(x[m], t[m])
-            ax.plot(tx, ty, "-", color=color, lw=0.6, alpha=0.18, label="trials" if k == 0 else None)
+            if len(tx) > 1:  # a trial without values here draws nothing
+                ax.plot(tx, ty, "-", color=color, lw=0.6, alpha=0.18, label=label)
+                label = None
     if show_band and ok.any():
         ax.fill_between(x, np.where(ok, b["lo"], np.nan), np.where(ok, b["hi"], np.nan), color=color, alpha=0.2,
                         lw=0, label=band_label(res))
