@@ -161,12 +161,8 @@ def catstratpd(
         A fitted stratification: no sample and no tree fit, one scan under its trees (its
         tree parameters are used; see :func:`daskpd.stratpd`).
     keep_suspect : bool, default False
-        Keep in the default stratifying columns the ones the tree sample flags: likely
-        identifiers (integer or text columns distinct in >= 99 % of sampled rows,
-        near-unique text such as titles, UUID and fixed-size binary keys), row numbers,
-        likely leaks and dates stored as strings.  By default they are left out of the
-        stratifying columns daskpd chooses (one warning counts them); a column named in
-        ``features`` / ``stratify_on`` is always used, with its warning.
+        Keep the suspect columns (likely identifiers, row numbers, leaks, dates stored as
+        strings) in the default stratifying columns; see :func:`daskpd.stratpd`.
 
     Returns
     -------

@@ -21,7 +21,8 @@ from dask.sizeof import sizeof
 
 from .._engine.hashing import sort_labels
 from ..results import CurveResult
-from ..results.curves import DEFAULT_BAND, anchored_trials, band_columns, band_note, band_settings, trial_band
+from ..results.curves import (DEFAULT_BAND, anchored_trials, band_columns, band_is_flat, band_note, band_settings,
+                              trial_band)
 from .categorical_buckets import fold_summaries, solve_buckets, solve_explicit
 from .categorical_gram import solve_gram
 from .trees import tree_method_of
@@ -142,6 +143,11 @@ class CatStratPDResult(CurveResult):
         if self.trials_pd is None or len(self.trials_pd) < 2:
             return None
         return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), anchor=self._anchor())
+
+    def is_flat(self) -> bool:
+        """Whether the bands could hold a flat line (the plot then draws the effects on the
+        target's scale); False without trials."""
+        return band_is_flat(self)
 
     def __repr__(self) -> str:
         return (f"CatStratPDResult(feature={self.feature!r}, target={self.target!r}, "

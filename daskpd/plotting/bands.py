@@ -35,11 +35,9 @@ def trials_of(res):
 
 def is_flat(res) -> bool:
     """Whether ``res`` has a band that could hold a flat line (the summary's "NOT
-    distinguishable from flat")."""
-    from ..results.curves import flat_within_band
-
-    b = res.band() if hasattr(res, "band") else None
-    return b is not None and bool(flat_within_band(res.pd, b["lo"], b["hi"]))
+    distinguishable from flat"): the result's own ``is_flat()``."""
+    fn = getattr(res, "is_flat", None)
+    return bool(fn()) if fn is not None else False
 
 
 def flat_limits(res, lo: float, hi: float) -> tuple[float, float]:

@@ -18,7 +18,7 @@ from .._engine.repeats import repeats_text
 from .base import CurveResult
 
 __all__ = ["StratPDResult", "interval_slopes", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES", "DEFAULT_BAND", "band_settings",
-           "trial_band", "flat_within_band", "band_columns", "band_note", "repeats_note", "anchored_trials"]
+           "trial_band", "flat_within_band", "band_is_flat", "band_columns", "band_note", "repeats_note", "anchored_trials"]
 
 #: what an interval with 0 < slope_count < min_slopes_per_x contributes (see :func:`interval_slopes`)
 FEW_SLOPES_RULES = ("interpolate", "flat")
@@ -75,6 +75,12 @@ def flat_within_band(pd_values, lo, hi) -> bool | None:
     if not ok.any():
         return None
     return bool(np.max(hi[ok] - lo[ok]) >= np.max(y[ok]) - np.min(y[ok]))
+
+
+def band_is_flat(res) -> bool:
+    """``res.band()`` could hold a flat line (:func:`flat_within_band`); False without one."""
+    b = res.band()
+    return b is not None and bool(flat_within_band(res.pd, b["lo"], b["hi"]))
 
 
 def band_columns(b: dict | None) -> dict:
@@ -209,6 +215,11 @@ class StratPDResult(CurveResult):
         if self.trials_pd is None or len(self.trials_pd) < 2:
             return None
         return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), anchor=self._anchor())
+
+    def is_flat(self) -> bool:
+        """Whether the band could hold a flat line (:func:`flat_within_band`; the plot then
+        draws the curve on the target's scale); False without a band."""
+        return band_is_flat(self)
 
     def __repr__(self) -> str:
         sup = int(self.supported.sum())
