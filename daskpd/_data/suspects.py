@@ -232,6 +232,8 @@ def suspect_columns(sample: pd.DataFrame, target: str, columns: Sequence[str], k
             ranks.append(rankdata(y.to_numpy()))
         return ranks[0]
 
+    # the leak rule needs two columns that vary (one explains the target by construction)
+    varying = sum(int(sub[c].nunique(dropna=True) > 1) for c in columns)
     out: dict[str, Suspect] = {}
     for c in columns:
         col = sub[c]
@@ -271,7 +273,7 @@ def suspect_columns(sample: pd.DataFrame, target: str, columns: Sequence[str], k
                                                  "rows hold a value no other row holds, as titles or free text do); "
                                                  "leave it out of features / stratify_on")
                 continue
-        if len(columns) < 2:
+        if varying < 2:
             continue
         kind = kinds.get(c) or ("categorical" if text or pd.api.types.is_bool_dtype(dtype) else "numeric")
         leak = _leak(c, col, kind, text, y, ok_y, y_rank, nuniq)

@@ -253,9 +253,10 @@ def _whys(left: dict) -> str:
 
 
 def check_strata(features, strat_cols, request: Request) -> None:
-    """A DataError naming the first feature with no other column to be stratified on:
-    its tree would be one leaf, every position would lack slopes (or every category a
-    comparison), and the advice of an empty curve would not apply."""
+    """A DataError naming the first (numeric) feature with no other column to be
+    stratified on: its tree would be one leaf giving one slope per position, the curve
+    would be empty and the advice of an empty curve would not apply.  (A categorical
+    feature's one leaf compares every category: its effects are the marginal ones.)"""
     for f in features:
         if any(c != f for c in strat_cols):
             continue
@@ -507,7 +508,7 @@ def run_strat(
                             f"{_whys(skipped)}; name the features to use, or pass {KEEP_HINT} to keep the suspect "
                             "columns")
 
-    check_strata(features, strat_cols, request)
+    check_strata([f for f in features if kinds[f] == "numeric"], strat_cols, request)
     # the trees, fitted in parallel next to the sample (on the workers when there is a cluster)
     t1 = time.perf_counter()
     from dask import delayed

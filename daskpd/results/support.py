@@ -43,7 +43,7 @@ SUPPORT_LEVELS = ("ok", "low_support", "no_support")
 #: one line saying what the flags mean
 SUPPORT_NOTE = (f"low_support: fewer than {LOW_SUPPORT_ROWS} rows, or under {LOW_SUPPORT_SHARE:.0%} of the rows with a "
                 "value, compared with\nanother value in their leaf (ranked after the supported features); "
-                "no_support: none (importance NaN, ranked last)")
+                "no_support: none\n(importance NaN, ranked last)")
 
 
 def curve_support(res) -> tuple[float, float]:

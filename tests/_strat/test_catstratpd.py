@@ -748,7 +748,9 @@ def test_no_leaf_holding_two_categories_is_an_error_and_a_no_support_flag():
                                         r"other columns separate them completely; raise min_samples_leaf"):
         daskpd.catstratpd(df, target="y", feature="c", min_samples_leaf=10)
     # the same curve among others: marginal means only, flagged and left without importance
-    df["z"] = np.tile(np.arange(10.0), 6)
+    df = pd.DataFrame({"x": np.repeat(np.arange(6), 100), "y": np.repeat(np.arange(6.0), 100),
+                       "z": np.tile(np.arange(10.0), 60)})
+    df["c"] = df.x.map(lambda v: f"c{v}")
     with pytest.warns(UserWarning, match="no leaf of the stratifying tree holds two or more categories"):
         res = daskpd.strat_curves_and_importances(df, target="y", features=["x", "c", "z"],
                                                   cat_min_samples_leaf=10, progress=False)

@@ -119,7 +119,7 @@ def test_merge_names_the_files_whose_cutoff_is_too_low():
 
 
 def test_cache_is_off_for_other_inputs(tmp_path):
-    df = pd.DataFrame({"x1": np.arange(50.0), "x2": np.arange(50.0) % 7, TARGET: np.arange(50.0) % 5})
+    df = pd.DataFrame({"x1": np.arange(400.0) % 20, "x2": np.arange(400.0) % 7, TARGET: np.arange(400.0) % 5})
     cache = FirstPassCache(tmp_path / "c", {})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
