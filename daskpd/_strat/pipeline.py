@@ -252,15 +252,17 @@ def _whys(left: dict) -> str:
     return "; ".join(f"{c!r} ({w})" for c, w in list(left.items())[:10]) + ("; ..." if len(left) > 10 else "")
 
 
-def check_strata(features, strat_cols, request: Request) -> None:
+def check_strata(features, strat_cols, request: Request, sample: pd.DataFrame) -> None:
     """A DataError naming the first (numeric) feature with no other column to be
-    stratified on: its tree would be one leaf giving one slope per position, the curve
+    stratified on (none, or only columns constant on the tree ``sample``): its tree would
+    be one leaf giving one slope per position, the curve
     would be empty and the advice of an empty curve would not apply.  (A categorical
     feature's one leaf compares every category: its effects are the marginal ones.)"""
+    constant = {c for c in strat_cols if c in sample and sample[c].nunique(dropna=False) < 2}
     for f in features:
-        if any(c != f for c in strat_cols):
+        if any(c != f and c not in constant for c in strat_cols):
             continue
-        cols = ", ".join(map(repr, strat_cols)) or "none"
+        cols = ", ".join(f"{c!r}" + (" (constant)" if c in constant else "") for c in strat_cols) or "none"
         raise DataError(f"feature {f!r} has no other column to be stratified on (the stratifying columns: {cols}): "
                         "partial dependence compares rows alike in the other columns, and there are none. Name at "
                         "least one other column in features / stratify_on (a job: its 'features' or 'stratify_on' "
@@ -508,7 +510,7 @@ def run_strat(
                             f"{_whys(skipped)}; name the features to use, or pass {KEEP_HINT} to keep the suspect "
                             "columns")
 
-    check_strata([f for f in features if kinds[f] == "numeric"], strat_cols, request)
+    check_strata([f for f in features if kinds[f] == "numeric"], strat_cols, request, sample.frame)
     # the trees, fitted in parallel next to the sample (on the workers when there is a cluster)
     t1 = time.perf_counter()
     from dask import delayed

@@ -434,9 +434,9 @@ def test_documented_entry_points_after_a_bare_import():
 
     code = ("import daskpd, pandas as pd\n"
             "assert 'daskpd._importance' not in __import__('sys').modules\n"
-            "df = pd.DataFrame({'x': [0., 1, 2, 3] * 30, 'z': [1., 0, 1, 0] * 30})\n"
-            "df['y'] = 2 * df.x + df.z\n"
-            "res = daskpd.strat_curves_and_importances(df, 'y', min_samples_leaf=2)\n"
+            "df = pd.DataFrame({'x': [0., 1, 2, 3] * 30, 'z': [1., 0, 0, 1, 1, 0] * 20})\n"
+            "df['y'] = 2 * df.x + df.z + [0.01, -0.02, 0.03] * 40\n"
+            "res = daskpd.strat_curves_and_importances(df, 'y', min_samples_leaf=2, min_slopes_per_x=1)\n"
             "print(list(res.table.index), callable(daskpd.importances), daskpd.plotting.__name__)\n"
             "try:\n    daskpd.no_such_thing\nexcept AttributeError as e:\n    print('AttributeError', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

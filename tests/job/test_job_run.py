@@ -313,7 +313,9 @@ rows_per_file = 10000
 # ------------------------------------------------------------------ bad data: exit 2, nothing written
 @pytest.mark.cluster
 def test_bad_data_exit_2_and_nothing_written(dask_cluster, tmp_path, capsys):
-    df = pd.DataFrame({"x": np.arange(200.0), "c": 1.0, "y": np.arange(200.0) ** 2})
+    r = np.random.default_rng(0)
+    df = pd.DataFrame({"x": np.arange(200.0), "c": 1.0, "z": r.uniform(size=200)})
+    df["y"] = df.x ** 2 + 1e4 * df.z
     df.to_parquet(tmp_path / "d.parquet")
     out = tmp_path / "out"
     # a feature the data lacks: found before anything is written
@@ -334,10 +336,10 @@ def test_bad_data_exit_2_and_nothing_written(dask_cluster, tmp_path, capsys):
     assert cli.main(["run", str(spec), "--output", str(out), "--scheduler", dask_cluster, "--no-progress",
                      "--run-id", "r1"]) == 0
     err = capsys.readouterr().err
-    assert "1 of 2 columns left out of the default features: 1 constant ('c')" in err
+    assert "1 of 3 columns left out of the default features: 1 constant ('c')" in err
     m = json.loads((out / "ok" / "r1" / "manifest.json").read_text())
     assert m["skipped_features"] == {"c": "constant"}
-    assert [p["feature"] for p in m["plots"] if p["kind"] == "curve"] == ["x"]
+    assert [p["feature"] for p in m["plots"] if p["kind"] == "curve"] == ["x", "z"]
 
 
 def test_unreachable_scheduler_exit_2(tmp_path, capsys):
