@@ -252,24 +252,28 @@ def _whys(left: dict) -> str:
     return "; ".join(f"{c!r} ({w})" for c, w in list(left.items())[:10]) + ("; ..." if len(left) > 10 else "")
 
 
-def check_strata(features, strat_cols, request: Request, sample: pd.DataFrame) -> None:
+def check_strata(features, strat_cols, request: Request, sample: pd.DataFrame, min_slopes_per_x: int = 5) -> None:
     """A DataError naming the first (numeric) feature with no other column to be
-    stratified on (none, or only columns constant on the tree ``sample``): its tree would
-    be one leaf giving one slope per position, the curve
-    would be empty and the advice of an empty curve would not apply.  (A categorical
-    feature's one leaf compares every category: its effects are the marginal ones.)"""
+    stratified on (none, or only columns constant on the tree ``sample``) when
+    ``min_slopes_per_x`` > 1: its tree would be one leaf giving one slope per position,
+    the curve would be empty and the advice of an empty curve would not apply.  (With
+    ``min_slopes_per_x=1`` the one leaf gives the marginal curve, as stratx does; a
+    categorical feature's one leaf compares every category: its marginal effects.)"""
+    if min_slopes_per_x <= 1:
+        return
     constant = {c for c in strat_cols if c in sample and sample[c].nunique(dropna=False) < 2}
     for f in features:
         if any(c != f and c not in constant for c in strat_cols):
             continue
         cols = ", ".join(f"{c!r}" + (" (constant)" if c in constant else "") for c in strat_cols) or "none"
         raise DataError(f"feature {f!r} has no other column to be stratified on (the stratifying columns: {cols}): "
-                        "partial dependence compares rows alike in the other columns, and there are none. Name at "
-                        "least one other column in features / stratify_on (a job: its 'features' or 'stratify_on' "
-                        "keys)" + (f", or pass {KEEP_HINT} to keep the suspect columns left out"
-                                   if request.default_strat and not request.keep_suspect else "")
+                        "partial dependence compares rows alike in the other columns, and with none its tree is one "
+                        f"leaf, one slope per x, fewer than min_slopes_per_x={min_slopes_per_x}. Name at least one "
+                        "other column in features / stratify_on (a job: its 'features' or 'stratify_on' keys)"
+                        + (f", or pass {KEEP_HINT} to keep the suspect columns left out"
+                           if request.default_strat and not request.keep_suspect else "")
                         + "; with no other column the partial dependence is the marginal curve "
-                        f"(daskpd.marginal(data, [{f!r}], target={request.target!r}))")
+                        f"(daskpd.marginal(data, [{f!r}], target={request.target!r}), or min_slopes_per_x=1)")
 
 
 def _coder(f, kind, sample: Sample, max_bins, nan_as_level, dtype) -> KeyCoder:
@@ -510,7 +514,8 @@ def run_strat(
                             f"{_whys(skipped)}; name the features to use, or pass {KEEP_HINT} to keep the suspect "
                             "columns")
 
-    check_strata([f for f in features if kinds[f] == "numeric"], strat_cols, request, sample.frame)
+    check_strata([f for f in features if kinds[f] == "numeric"], strat_cols, request, sample.frame,
+                 int((finish_options or {}).get("min_slopes_per_x", 5)))
     # the trees, fitted in parallel next to the sample (on the workers when there is a cluster)
     t1 = time.perf_counter()
     from dask import delayed
