@@ -23,7 +23,8 @@ import pandas as pd
 from .plan import Job
 
 __all__ = ["row_hash", "content_hash", "keyed_hash", "bootstrap_weights", "bootstrap_counts", "TrialDraw",
-           "PackedDraw", "trial_draw", "PACKED_TRIALS", "SampleJob", "Sample",
+           "PackedDraw", "trial_draw", "PACKED_TRIALS", "leaf_weights", "name_salt", "fold_of", "unit_of", "sample_hash", "hash_order", "SampleJob",
+           "Sample",
            "distinct_capped", "SAMPLE_MARGIN", "HASH_COLUMN"]
 
 _HASH = "__daskpd_hash__"
@@ -51,6 +52,19 @@ def keyed_hash(h: np.ndarray, random_state: int, salt: int) -> np.ndarray:
     seed = _mix64(np.array([(int(random_state) & 0xFFFFFFFF) << 20 | (int(salt) & 0xFFFFF)], dtype="uint64"))[0]
     with np.errstate(over="ignore"):
         return _mix64(h + seed)
+
+
+def hash_order(columns) -> list:
+    """The columns in the order the sample's row hash reads them: by name, so that a
+    row's hash (its place in the sample, its fold) does not depend on how the columns
+    were listed or read."""
+    return sorted(columns, key=str)
+
+
+def sample_hash(df: pd.DataFrame, random_state: int) -> np.ndarray:
+    """The row hash the tree sample is drawn by (bottom-k) and the honest folds are
+    cut by: :func:`row_hash` of the frame's columns in :func:`hash_order`."""
+    return row_hash(df[hash_order(df.columns)], random_state, salt=0)
 
 
 def row_hash(df: pd.DataFrame, random_state: int, salt: int = 0) -> np.ndarray:
@@ -219,6 +233,33 @@ def trial_draw(n_trials: int, random_state: int, fraction: float | None = None) 
     seeds = np.array([_mix64(np.array([(int(random_state) & 0xFFFFFFFF) << 20 | ((t + 1) & 0xFFFFF)],
                                       dtype="uint64"))[0] for t in range(n_trials)], dtype=np.uint64)
     return TrialDraw(seeds, -1.0 if fraction is None else float(fraction))
+
+
+def fold_of(h: np.ndarray) -> np.ndarray:
+    """The cross-fitting fold (0 or 1) of rows with hashes ``h`` (:func:`row_hash`): its
+    lowest bit, independent of the top bits that pick the bottom-k sample."""
+    return (np.asarray(h, dtype=np.uint64) & np.uint64(1)).astype(np.uint8)
+
+
+def unit_of(h: np.ndarray, split: int) -> np.ndarray:
+    """Which of ``split`` parts of its leaf a row falls in (the hash's next bits)."""
+    return ((np.asarray(h, dtype=np.uint64) >> np.uint64(1)) % np.uint64(split)).astype(np.int64)
+
+
+def name_salt(name: str) -> int:
+    """A 20-bit salt from a name (stable across processes and runs: not Python's hash)."""
+    import zlib
+
+    return zlib.crc32(str(name).encode("utf-8")) & 0xFFFFF
+
+
+def leaf_weights(leaves: np.ndarray, n_trials: int, random_state: int, salt: int) -> np.ndarray:
+    """The leaf bootstrap of the model-free curves: Poisson(1) counts, shape
+    ``(len(leaves), n_trials)`` uint8, for leaf numbers ``leaves`` -- a pure function of
+    the leaf, the seed and ``salt`` (the feature's :func:`name_salt`), so every bucket,
+    scheduler and incremental night draws the same weight for the same leaf."""
+    content = keyed_hash(np.asarray(leaves, dtype=np.uint64), random_state, salt)
+    return trial_draw(n_trials, random_state).counts(content)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -409,15 +450,19 @@ class Sample:
     ``limit``: while merging, the smallest hash bound below which a partition that left
     rows out kept every row (None: none left rows out); ``exact`` (finished sample):
     False when such a partition may have left out a row of the bottom k -- the sample
-    must then be drawn again without bounds (:class:`SampleJob`).
+    must then be drawn again without bounds (:class:`SampleJob`).  ``hashes`` (finished
+    sample): each row's hash (:func:`row_hash`, ascending), which also gives its
+    cross-fitting fold (:func:`fold_of`).
     """
 
-    def __init__(self, frame: pd.DataFrame, n_rows: int, distinct: dict, limit=None, exact: bool = True):
+    def __init__(self, frame: pd.DataFrame, n_rows: int, distinct: dict, limit=None, exact: bool = True,
+                 hashes: np.ndarray | None = None):
         self.frame = frame
         self.n_rows = n_rows
         self.distinct = distinct
         self.limit = limit
         self.exact = exact
+        self.hashes = hashes
 
 
 #: how many times its share of the sample a partition ships at most, when the partition
@@ -454,7 +499,7 @@ class SampleJob(Job):
 
     def map(self, ctx):
         df = ctx.df
-        h = row_hash(df, self.random_state, salt=0)
+        h = sample_hash(df, self.random_state)
         limit = self.bound(len(df))
         keep = None
         if limit is not None:
@@ -493,8 +538,9 @@ class SampleJob(Job):
         if merged.limit is not None:  # a left-out row is at or above its partition's bound
             h = frame[_HASH].to_numpy()
             exact = len(h) >= self.k and h[self.k - 1] < merged.limit
+        hashes = frame[_HASH].to_numpy(dtype=np.uint64)
         frame = frame.drop(columns=_HASH).reset_index(drop=True)
-        return Sample(frame, merged.n_rows, merged.distinct, exact=exact)
+        return Sample(frame, merged.n_rows, merged.distinct, exact=exact, hashes=hashes)
 
 
 @sizeof.register(Sample)

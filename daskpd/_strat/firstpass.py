@@ -45,7 +45,7 @@ import pandas as pd
 from .._data.encode import as_float
 from .._data.gather import Group
 from .._data.request import as_numbers
-from .._engine.hashing import HASH_COLUMN, SAMPLE_MARGIN, Sample, SampleJob, distinct_capped, row_hash
+from .._engine.hashing import HASH_COLUMN, SAMPLE_MARGIN, Sample, SampleJob, distinct_capped, sample_hash
 from .._engine.plan import Job
 
 __all__ = ["TargetRange", "FilePartial", "file_partial", "merged_sample", "FirstPassCache", "FirstPass",
@@ -53,7 +53,7 @@ __all__ = ["TargetRange", "FilePartial", "file_partial", "merged_sample", "First
            "CACHE_FORMAT", "DROPPED"]
 
 #: the layout of a cache entry; another format is a miss
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: rows hashed with their columns by name (hashing.sample_hash)
 #: an entry's distinct values of a feature, left out: the union of that feature's values
 #: over the files of the cache's witness exceeds the cap, and so does the union over any
 #: lake holding those files (the entry is read again when one of them is gone)
@@ -96,7 +96,7 @@ def file_partial(df: pd.DataFrame, job: SampleJob, target: str) -> FilePartial:
     """The partial of one file's rows ``df`` (see the module docstring); ``job`` gives k,
     the random state, the caps and the bound (its ``n_partitions``: the lake's files)."""
     n, k = len(df), job.k
-    h = row_hash(df, job.random_state, salt=0)
+    h = sample_hash(df, job.random_state)
     bound = job.bound(n)
     idx = np.flatnonzero(h < bound) if bound is not None else np.arange(n)
     cutoff = bound if bound is not None and len(idx) < n else None
@@ -426,7 +426,7 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
         keep.add(cache.witness_name(token))
     cache.stats["bytes"] = cache.prune(keep)
     t3 = time.perf_counter()
-    return FirstPass(Sample(sample.frame, sample.n_rows, sample.distinct), y_range,
+    return FirstPass(Sample(sample.frame, sample.n_rows, sample.distinct, hashes=sample.hashes), y_range,
                      {"read_s": t1 - t0, "merge_s": t2 - t1, "store_s": t3 - t2})
 
 

@@ -57,7 +57,6 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         kinds = "numeric" if "stratpd" in want else "categorical"
         raise DataError(f"methods {', '.join(want)}: none of the features is {kinds} "
                         f"(features: {', '.join(feats)}; categorical: {', '.join(cats) or 'none'})")
-    subsample = p_imp["subsample_size"] if 0 < p_imp["subsample_size"] < 1 else 0.75  # unused when bootstrapping
     columns = dict(target=spec.target,
                    stratify_on=list(spec.stratify_on) if spec.stratify_on is not None else list(feats),
                    categorical_features=list(cats),
@@ -82,13 +81,12 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         warnings.filterwarnings("ignore", message="importances: .* left out of the default features")
         out = strat_curves_and_importances(
             data, features=curve_feats, **columns,
-            n_trials=p_imp["n_trials"], bootstrap=p_imp["bootstrap"], subsample_size=subsample,
-            row_id=p_imp.get("row_id"),
+            n_trials=p_imp["n_trials"],
             pvalues=p_imp["pvalues"], pvalues_n_trials=p_imp["pvalues_n_trials"],
             pvalues_sample_size=p_imp["pvalues_sample_size"], min_samples_leaf=p_num["min_samples_leaf"],
             cat_min_samples_leaf=p_cat["min_samples_leaf"], min_slopes_per_x=p_num["min_slopes_per_x"],
             few_slopes=p_num["few_slopes"], max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
-            tree_method=spec.tree_method, random_state=spec.random_state, progress=progress,
+            tree_method=spec.tree_method, honest=spec.honest, random_state=spec.random_state, progress=progress,
             skip_unusable=spec.features is None and not under.get("stratification"),  # the default feature set:
             first_pass_cache=None if under.get("stratification") else first_pass_cache,
             **under)  # constant columns are left out, counted

@@ -37,7 +37,7 @@ STATE_DIR = "state"
 SPEC_KEYS_IGNORED = ("run", "spec_path", "output", "cluster", "description")
 #: top-level spec keys that only the model-free methods read (their sample, trees and
 #: stratifying columns): a job without model-free methods ignores them
-MODEL_FREE_KEYS = ("sample_size", "tree_method", "stratify_on")
+MODEL_FREE_KEYS = ("sample_size", "tree_method", "honest", "stratify_on")
 
 
 @dataclass

@@ -102,7 +102,7 @@ def open_job_request(spec: JobSpec, data) -> Request:
                            model_free=False, storage_options=spec.source.storage_options or None,
                            filters=spec.source.filters or None, partition_bytes=partition_bytes(),
                            names={k: f"key {k!r}" for k in ("categorical", "numeric", "exclude")}
-                           | {"columns": "key 'source.columns'", "row_id": "keys 'importances.row_id' / 'model.row_id'"},
+                           | {"columns": "key 'source.columns'", "row_id": "key 'model.row_id'"},
                            row_id=job_row_id(spec))
     if not request.features:
         raise DataError(f"no features: the data has only the target column {spec.target!r}"
@@ -284,12 +284,10 @@ def prepare_model(spec: JobSpec, request: Request, stats: dict):
 
 
 def job_row_id(spec: JobSpec, read: bool = False) -> list[str]:
-    """The columns a job's trials tell rows apart by: ``[importances] row_id`` and
-    ``[model] row_id`` (never default features); with ``read``, only those of tables
-    with trials (``n_trials`` > 1: the columns the run reads for them)."""
-    p_imp = spec.params.get("importances") or {}
-    imp = p_imp.get("row_id") if not read or ("importances" in spec.methods and p_imp.get("n_trials", 1) > 1) \
-        else None
+    """The columns the model-based methods' trials tell rows apart by: ``[model] row_id``
+    (never default features); with ``read``, only with trials (``n_trials`` > 1: the
+    columns the run reads for them).  (The model-free curves' trials resample leaves,
+    not rows.)"""
     m = spec.model
     model = m.row_id if m is not None and (not read or (spec.model_based and m.n_trials > 1)) else None
-    return list(dict.fromkeys([*column_list(imp), *column_list(model)]))
+    return list(dict.fromkeys(column_list(model)))

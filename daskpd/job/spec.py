@@ -202,7 +202,7 @@ _TOP = {
     "numeric": _Key(lambda v: _str_list(v, allow_str=True), ()),
     "stratify_on": _Key(lambda v: _str_list(v, allow_str=True)),
     "methods": _Key(lambda v: _str_list(v, allow_str=True)),
-    # sample_size, tree_method, random_state: stratpd's (schema.top_params)
+    # sample_size, tree_method, honest, random_state: stratpd's (schema.top_params)
     "source": _Key(_table, required=True),
     "output": _Key(_table, {}),
     "cluster": _Key(_table, {}),
@@ -357,6 +357,7 @@ class JobSpec:
     spec_path: str | None = None
     spec_text: str | None = None
     tree_method: str = "hist"  # the stratifying trees: "hist" (daskpd's) or "exact" (scikit-learn's)
+    honest: bool = True  # 2-fold cross-fitted trees (False: one tree stratifies every row, as stratx)
     numeric: tuple[str, ...] = ()  # columns read as numbers (a hive key such as month=7/)
     stratify_on: tuple[str, ...] | None = None  # None: the features (each stratified on the others)
     run: RunSpec = field(default_factory=RunSpec)  # [run]: incremental runs and the refit policy
@@ -608,7 +609,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
         exclude=top["exclude"], categorical=top["categorical"], methods=methods,
         sample_size=top["sample_size"], random_state=top["random_state"], source=src, output=output,
         cluster=cluster, model=model, params={m: params[m] for m in methods if m in params},
-        spec_path=spec_path, spec_text=spec_text, tree_method=top["tree_method"],
+        spec_path=spec_path, spec_text=spec_text, tree_method=top["tree_method"], honest=top["honest"],
         numeric=top["numeric"], stratify_on=top["stratify_on"], run=run,
     )
 

@@ -100,7 +100,7 @@ class ALEResult(CurveResult):
         model are fixed; each trial re-weights the rows' local effects and the centring."""
         if self.trials_pd is None:
             return None
-        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)))
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.ale)
 
     def summary(self) -> str:
         return super().summary() + band_note(self)

@@ -91,7 +91,7 @@ class PDResult(CurveResult):
         see :func:`daskpd.results.curves.trial_band`), None without trials."""
         if self.trials_pd is None or self.outputs is not None:
             return None
-        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)))
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.average)
 
     # -- scikit-learn's Bunch: result["average"], result["grid_values"], result["individual"]
 

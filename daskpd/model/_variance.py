@@ -101,7 +101,7 @@ class PDVarianceResult(Result):
         :func:`daskpd.results.curves.trial_band`), None without trials."""
         if self.trials_values is None:
             return None
-        return trial_band(self.trials_values, tuple(self.params.get("band", DEFAULT_BAND)))
+        return trial_band(self.trials_values, tuple(self.params.get("band", DEFAULT_BAND)), center=self.values)
 
     def _band_columns(self, name: str) -> dict:
         b = self.band()

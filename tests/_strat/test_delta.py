@@ -186,12 +186,21 @@ def test_runs_block_solves_the_merged_table():
     view = RunView(ov[:, 0].astype(np.uint16), old_codes[order].astype(np.uint16), kmap, lambda j: old_vals[:, j])
     delta = Table(new["leaf"].to_numpy(np.int32), new["code"].to_numpy(np.int64),
                   new[["n", "s"]].to_numpy(np.float64))
-    (got,) = effects_of_runs(runs_block([view], delta, K, 2, 1))
-    want = solve_table(both["leaf"].to_numpy(), both["code"].to_numpy(), both["n"].to_numpy(float),
-                       both["s"].to_numpy(float), K, solver="direct")
-    assert want.n_groups == got.n_groups == 3 and want.n_ignored > 0
-    np.testing.assert_array_equal(got.group, want.group)
-    for k in ("count", "sum_y", "count_used", "n_leaves_cat"):
-        np.testing.assert_allclose(getattr(got, k), getattr(want, k), rtol=1e-12)
-    np.testing.assert_allclose(got.effect, want.effect, rtol=1e-9, atol=1e-9)
-    assert (got.n_ignored, got.n_leaves, got.n_leaves_used) == (want.n_ignored, want.n_leaves, want.n_leaves_used)
+    from daskpd._strat.leafboot import weights_of_leaves
+
+    sets = effects_of_runs(runs_block([view], delta, K, 3, "c", 4))
+    W = weights_of_leaves("c", np.arange(300), 2, 4)
+    lf = both["leaf"].to_numpy()
+    for st, got in enumerate(sets):  # the curve's, then each trial's: every leaf's cells times its weight
+        w = np.ones(len(both)) if st == 0 else W[lf, st - 1].astype(float)
+        keep = w > 0
+        want = solve_table(lf[keep], both["code"].to_numpy()[keep], (both["n"].to_numpy(float) * w)[keep],
+                           (both["s"].to_numpy(float) * w)[keep], K, solver="direct")
+        assert want.n_groups == got.n_groups and want.n_ignored > 0
+        assert st > 0 or got.n_groups == 3
+        np.testing.assert_array_equal(got.group, want.group)
+        for k in ("count", "sum_y", "count_used", "n_leaves_cat"):
+            np.testing.assert_allclose(getattr(got, k), getattr(want, k), rtol=1e-12)
+        np.testing.assert_allclose(got.effect, want.effect, rtol=1e-9, atol=1e-9)
+        assert (got.n_ignored, got.n_leaves, got.n_leaves_used) == (want.n_ignored, want.n_leaves,
+                                                                   want.n_leaves_used)
