@@ -82,8 +82,6 @@ nan_as_level = true
 
 [importances]
 n_trials = 3
-bootstrap = false
-subsample_size = 0.5
 
 [partial_dependence]
 grid_resolution = 20
@@ -198,8 +196,7 @@ def test_wrong_types(tmp_path, line, key, expected):
     ("catstratpd", 'nan_as_level = "yes"', "key 'catstratpd.nan_as_level': expected true or false"),
     ("importances", "n_trials = 2.5", "key 'importances.n_trials': expected an integer >= 1, got float 2.5"),
     ("output", "keep = -1", "key 'output.keep': expected an integer >= 0"),
-    ("importances", "bootstrap = false\nsubsample_size = 1.0",
-     "key 'importances.subsample_size': expected a number in (0, 1), got float 1.0"),
+    ("importances", "bootstrap = false", "unknown key 'importances.bootstrap'"),
     ("cluster", "n_workers = 0", "key 'cluster.n_workers': expected an integer >= 1"),
 ])
 def test_wrong_types_in_tables(tmp_path, table, line, expected):
