@@ -23,7 +23,8 @@ import pandas as pd
 from .plan import Job
 
 __all__ = ["row_hash", "content_hash", "keyed_hash", "bootstrap_weights", "bootstrap_counts", "TrialDraw",
-           "PackedDraw", "trial_draw", "PACKED_TRIALS", "leaf_weights", "name_salt", "fold_of", "unit_of", "sample_hash", "hash_order", "SampleJob",
+           "trial_draw", "leaf_weights", "name_salt", "fold_of", "unit_of", "fold_hash", "sample_hash", "value_hash", "hash_order",
+           "SampleJob",
            "Sample",
            "distinct_capped", "SAMPLE_MARGIN", "HASH_COLUMN"]
 
@@ -55,16 +56,81 @@ def keyed_hash(h: np.ndarray, random_state: int, salt: int) -> np.ndarray:
 
 
 def hash_order(columns) -> list:
-    """The columns in the order the sample's row hash reads them: by name, so that a
-    row's hash (its place in the sample, its fold) does not depend on how the columns
-    were listed or read."""
+    """The columns of the sample's hash, in a fixed order (by name; the hash itself does
+    not depend on the order: :func:`sample_hash`)."""
     return sorted(columns, key=str)
 
 
+@numba.njit(cache=True, nogil=True)
+def _add_mixed(out, bits, canonical_float):
+    """``out += mix64(v)`` for every row's 64-bit pattern ``v`` (``canonical_float``: the
+    patterns are float64s, whose NaNs and -0.0 are made one first)."""
+    c1, c2 = _U64(0xBF58476D1CE4E5B9), _U64(0x94D049BB133111EB)
+    s30, s27, s31 = _U64(30), _U64(27), _U64(31)
+    for i in range(bits.shape[0]):
+        v = _U64(bits[i])
+        if canonical_float:
+            if (v & _EXP64) == _EXP64 and (v & _MAN64) != _U64(0):
+                v = _NAN64
+            elif v == _NEG64:
+                v = _U64(0)
+        v ^= v >> s30
+        v *= c1
+        v ^= v >> s27
+        v *= c2
+        v ^= v >> s31
+        out[i] += v
+
+
+def value_hash(df: pd.DataFrame) -> np.ndarray:
+    """A uint64 per row of its *values*, whatever their storage and the columns' order:
+    every number (integer of any width, float, boolean, nullable or not) hashed as the
+    float64 of its value, dates as their int64 nanoseconds, anything else by pandas'
+    hash of its values (strings alike whether object, arrow or categorical), and the
+    columns' hashes added up.  A lake written by another engine (other integer widths,
+    dictionary-encoded strings), or read with its columns in another order, gives its
+    rows the same hashes."""
+    out = np.zeros(len(df), dtype=np.uint64)
+    for i in range(df.shape[1]):
+        col = df.iloc[:, i]
+        dt = col.dtype
+        if pd.api.types.is_bool_dtype(dt) or (pd.api.types.is_numeric_dtype(dt)
+                                               and not isinstance(dt, pd.CategoricalDtype)):
+            bits = np.ascontiguousarray(col.to_numpy(dtype="float64", na_value=np.nan)).view(np.uint64)
+            _add_mixed(out, bits, True)
+        elif getattr(col.array, "asi8", None) is not None:  # dates and durations: their nanoseconds
+            _add_mixed(out, np.ascontiguousarray(col.array.asi8).view(np.uint64), False)
+        else:
+            vals = col.to_numpy() if isinstance(dt, np.dtype) else col.array
+            _add_mixed(out, np.ascontiguousarray(pd.util.hash_array(vals), dtype=np.uint64), False)
+    return out
+
+
+#: the salt of the honest folds' hash (:func:`fold_hash`)
+FOLD_SALT = 0x3F01D
+
+
+def fold_hash(df: pd.DataFrame, random_state: int) -> np.ndarray:
+    """The hash a row's cross-fitting fold and part of a leaf are cut by (:func:`fold_of`,
+    :func:`unit_of`): the seeded :func:`value_hash` of the row, and for rows alike in
+    every column, their occurrence in the frame (0, 1, 2, ...) mixed in -- copies of a
+    record are separate draws, and fall in folds and parts as separate rows do (grouped
+    by their content, a cell of a leaf would hold the copies of one target value and not
+    the other's).  The same whatever the partitioning for data without copies of a
+    record; with copies, the same for the same partitioning."""
+    h = value_hash(df)
+    if len(h) > 1:
+        rank = pd.Series(h).groupby(h, sort=False).cumcount().to_numpy(dtype=np.uint64)
+        if rank.any():
+            h = h + _mix64(rank * np.uint64(0x9E3779B97F4A7C15))
+    return keyed_hash(h, random_state, FOLD_SALT)
+
+
 def sample_hash(df: pd.DataFrame, random_state: int) -> np.ndarray:
-    """The row hash the tree sample is drawn by (bottom-k) and the honest folds are
-    cut by: :func:`row_hash` of the frame's columns in :func:`hash_order`."""
-    return row_hash(df[hash_order(df.columns)], random_state, salt=0)
+    """The row hash the tree sample is drawn by (bottom-k) and the honest folds are cut
+    by: the seeded :func:`value_hash` of the rows (the same for the same values, however
+    they are stored or their columns ordered)."""
+    return keyed_hash(value_hash(df), random_state, 0)
 
 
 def row_hash(df: pd.DataFrame, random_state: int, salt: int = 0) -> np.ndarray:
@@ -160,16 +226,10 @@ def bootstrap_counts(df: pd.DataFrame, columns: Sequence[str], n_trials: int, ra
 
 
 class TrialDraw:
-    """The trial weights as a function of the rows' content hashes (:func:`content_hash`
-    of the weight columns): ``counts(h)`` gives what :func:`bootstrap_counts` gives for
-    the rows of those hashes.  A row's weights being a pure function of its 8-byte hash,
-    raw rows can carry the hash instead of their ``n_trials`` weight bytes and draw them
-    where they are summed; or, up to :data:`PACKED_TRIALS` trials, the word of
-    :meth:`pack` holding the weights themselves (drawn once a row instead of once a row
-    and feature).
-
-    The draw reads the hash's top 63 bits (its lowest bit is cleared first), so that a
-    word of :meth:`pack` can hold any row's hash next to the bit that says so."""
+    """The trial weights as a function of hashes (a row's :func:`content_hash` of the
+    weight columns, or a leaf's :func:`keyed_hash`): ``counts(h)`` gives what
+    :func:`bootstrap_counts` gives for the rows of those hashes.  The draw reads the
+    hash's top 63 bits (its lowest bit is cleared first)."""
 
     def __init__(self, seeds: np.ndarray, fraction: float):
         self.seeds = np.ascontiguousarray(seeds, dtype=np.uint64)
@@ -183,48 +243,12 @@ class TrialDraw:
         """uint8 weights, shape (len(content), n_trials)."""
         return _draw_counts(np.ascontiguousarray(content, dtype=np.uint64), self.seeds, _POISSON1_CDF, self.fraction)
 
-    def pack(self, content: np.ndarray) -> np.ndarray:
-        """One uint64 word a row (at most :data:`PACKED_TRIALS` trials): the row's weights,
-        3 bits a trial (trial t at bits 3t to 3t + 2), when every one is below 8; else
-        (about one row in 5,000 with 20 Poisson trials) the top bit set and below it the
-        row's hash without its lowest bit, which the draw does not read.  :meth:`unpack`
-        gives :meth:`counts` exactly."""
-        if self.n_trials > PACKED_TRIALS:
-            raise ValueError(f"a 64-bit word holds the weights of at most {PACKED_TRIALS} trials, not {self.n_trials}")
-        content = np.ascontiguousarray(content, dtype=np.uint64)
-        return _pack_counts(self.counts(content), content)
-
-    def unpack(self, words: np.ndarray) -> np.ndarray:
-        """The (rows, trials) uint8 weights of the words of :meth:`pack`."""
-        return _unpack_words(np.ascontiguousarray(words, dtype=np.uint64), self.seeds, _POISSON1_CDF, self.fraction)
-
     def __eq__(self, other) -> bool:
         return (isinstance(other, TrialDraw) and self.fraction == other.fraction
                 and np.array_equal(self.seeds, other.seeds))
 
     def __hash__(self) -> int:
         return hash((self.fraction, self.seeds.tobytes()))
-
-
-class PackedDraw:
-    """The draw of rows that carry the words of :meth:`TrialDraw.pack` in place of their
-    hashes: ``counts(words)`` unpacks them (what the draw gives for those rows)."""
-
-    def __init__(self, draw: TrialDraw):
-        self.draw = draw
-
-    @property
-    def n_trials(self) -> int:
-        return self.draw.n_trials
-
-    def counts(self, words: np.ndarray) -> np.ndarray:
-        return self.draw.unpack(words)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, PackedDraw) and self.draw == other.draw
-
-    def __hash__(self) -> int:
-        return hash(("packed", self.draw))
 
 
 def trial_draw(n_trials: int, random_state: int, fraction: float | None = None) -> TrialDraw:
@@ -236,8 +260,8 @@ def trial_draw(n_trials: int, random_state: int, fraction: float | None = None) 
 
 
 def fold_of(h: np.ndarray) -> np.ndarray:
-    """The cross-fitting fold (0 or 1) of rows with hashes ``h`` (:func:`row_hash`): its
-    lowest bit, independent of the top bits that pick the bottom-k sample."""
+    """The cross-fitting fold (0 or 1) of rows with hashes ``h`` (:func:`fold_hash`): its
+    lowest bit."""
     return (np.asarray(h, dtype=np.uint64) & np.uint64(1)).astype(np.uint8)
 
 
@@ -313,45 +337,6 @@ def _draw_counts(content, seeds, cdf, fraction):
                     while k < K and Q[k] <= m:
                         k += 1
                     out[i, t] = k
-    return out
-
-
-#: the trials whose weights one 64-bit word of :meth:`TrialDraw.pack` holds (3 bits each)
-PACKED_TRIALS = 20
-_ESCAPE = np.uint64(1) << np.uint64(63)
-
-
-@numba.njit(cache=True, nogil=True)
-def _pack_counts(counts, content):
-    """:meth:`TrialDraw.pack` of rows whose weights are ``counts``."""
-    n, T = counts.shape
-    out = np.empty(n, np.uint64)
-    for i in range(n):
-        p = np.uint64(0)
-        top = np.uint8(0)
-        for t in range(T):
-            k = counts[i, t]
-            p |= np.uint64(k) << np.uint64(3 * t)
-            top = max(top, k)
-        out[i] = p if top < 8 else _ESCAPE | (content[i] >> np.uint64(1))
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
-def _unpack_words(words, seeds, cdf, fraction):
-    """:meth:`TrialDraw.unpack`: a word's 3-bit fields, or the draw of the hash it holds."""
-    n, T = words.shape[0], seeds.shape[0]
-    out = np.empty((n, T), np.uint8)
-    seven = np.uint64(7)
-    for i in range(n):
-        p = words[i]
-        if p >= _ESCAPE:
-            c = np.empty(1, np.uint64)
-            c[0] = p << np.uint64(1)
-            out[i] = _draw_counts(c, seeds, cdf, fraction)[0]
-        else:
-            for t in range(T):
-                out[i, t] = np.uint8((p >> np.uint64(3 * t)) & seven)
     return out
 
 
@@ -450,19 +435,15 @@ class Sample:
     ``limit``: while merging, the smallest hash bound below which a partition that left
     rows out kept every row (None: none left rows out); ``exact`` (finished sample):
     False when such a partition may have left out a row of the bottom k -- the sample
-    must then be drawn again without bounds (:class:`SampleJob`).  ``hashes`` (finished
-    sample): each row's hash (:func:`row_hash`, ascending), which also gives its
-    cross-fitting fold (:func:`fold_of`).
+    must then be drawn again without bounds (:class:`SampleJob`).
     """
 
-    def __init__(self, frame: pd.DataFrame, n_rows: int, distinct: dict, limit=None, exact: bool = True,
-                 hashes: np.ndarray | None = None):
+    def __init__(self, frame: pd.DataFrame, n_rows: int, distinct: dict, limit=None, exact: bool = True):
         self.frame = frame
         self.n_rows = n_rows
         self.distinct = distinct
         self.limit = limit
         self.exact = exact
-        self.hashes = hashes
 
 
 #: how many times its share of the sample a partition ships at most, when the partition
@@ -538,9 +519,8 @@ class SampleJob(Job):
         if merged.limit is not None:  # a left-out row is at or above its partition's bound
             h = frame[_HASH].to_numpy()
             exact = len(h) >= self.k and h[self.k - 1] < merged.limit
-        hashes = frame[_HASH].to_numpy(dtype=np.uint64)
         frame = frame.drop(columns=_HASH).reset_index(drop=True)
-        return Sample(frame, merged.n_rows, merged.distinct, exact=exact, hashes=hashes)
+        return Sample(frame, merged.n_rows, merged.distinct, exact=exact)
 
 
 @sizeof.register(Sample)

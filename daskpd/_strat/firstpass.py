@@ -53,7 +53,7 @@ __all__ = ["TargetRange", "FilePartial", "file_partial", "merged_sample", "First
            "CACHE_FORMAT", "DROPPED"]
 
 #: the layout of a cache entry; another format is a miss
-CACHE_FORMAT = 2  # 2: rows hashed with their columns by name (hashing.sample_hash)
+CACHE_FORMAT = 2  # 2: rows hashed by their values (hashing.sample_hash)
 #: an entry's distinct values of a feature, left out: the union of that feature's values
 #: over the files of the cache's witness exceeds the cap, and so does the union over any
 #: lake holding those files (the entry is read again when one of them is gone)
@@ -426,7 +426,7 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
         keep.add(cache.witness_name(token))
     cache.stats["bytes"] = cache.prune(keep)
     t3 = time.perf_counter()
-    return FirstPass(Sample(sample.frame, sample.n_rows, sample.distinct, hashes=sample.hashes), y_range,
+    return FirstPass(Sample(sample.frame, sample.n_rows, sample.distinct), y_range,
                      {"read_s": t1 - t0, "merge_s": t2 - t1, "store_s": t3 - t2})
 
 

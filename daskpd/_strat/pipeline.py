@@ -31,7 +31,7 @@ import pandas as pd
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
 from .._data.request import Request
 from .._engine import hashing, memory, scheduler
-from .._engine.hashing import Sample, SampleJob, fold_of, hash_order
+from .._engine.hashing import Sample, SampleJob, fold_hash, fold_of, hash_order
 from .._engine.plan import Kept, build_pass, run_pass
 from .._engine.progress import plan_stages, stage
 from .._errors import DataError
@@ -154,17 +154,24 @@ def _same(sample: Sample) -> Sample:
     return sample
 
 
-def _fit(sample: Sample, target, other, encoder, min_samples_leaf, random_state, tree_method, binned, honest):
-    if honest:
-        return fit_honest(sample.frame, fold_of(sample.hashes), target, other, encoder, min_samples_leaf,
-                          random_state, tree_method=tree_method, binned=binned)
+def _folds(sample: Sample, hash_columns, random_state) -> np.ndarray:
+    """The sample's rows' cross-fitting folds (those the scan gives the same rows)."""
+    return fold_of(fold_hash(sample.frame[list(hash_columns)], random_state))
+
+
+def _fit(sample: Sample, target, other, encoder, min_samples_leaf, random_state, tree_method, binned, folds_of):
+    """A feature's stratification: one tree on the sample, or with ``folds_of`` (the
+    fold hash's columns: honest) a tree per fold."""
+    if folds_of:
+        return fit_honest(sample.frame, _folds(sample, folds_of, random_state), target, other, encoder,
+                          min_samples_leaf, random_state, tree_method=tree_method, binned=binned)
     return fit_tree(sample.frame, target, other, encoder, min_samples_leaf, random_state, tree_method=tree_method,
                     binned=binned)
 
 
-def _bin(sample: Sample, target, columns, encoder, honest):
-    if honest:  # each fold's rows binned on their own: its tree's thresholds fall between its own values
-        folds = fold_of(sample.hashes)
+def _bin(sample: Sample, target, columns, encoder, folds_of, random_state):
+    if folds_of:  # each fold's rows binned on their own: its tree's thresholds fall between its own values
+        folds = _folds(sample, folds_of, random_state)
         return tuple(bin_sample(sample.frame.loc[folds == k], target, columns, encoder) for k in (0, 1))
     return bin_sample(sample.frame, target, columns, encoder)
 
@@ -549,8 +556,7 @@ def run_strat(
                 *build_pass(ddf, [SampleJob(sample_size, random_state, margin=None)], name="daskpd-sample",
                             fan_in=SAMPLE_FAN_IN),
                 progress=progress)
-        sample, sample_passes = Sample(sample_h.value.frame, sample.n_rows, sample.distinct,
-                                       hashes=sample_h.value.hashes), 2
+        sample, sample_passes = Sample(sample_h.value.frame, sample.n_rows, sample.distinct), 2
     skipped = _check_sample(sample.frame, target, features, kinds, nan_as_level, set(skip_constant),
                             filters=request.filters)
     if warn_sample:
@@ -570,15 +576,18 @@ def run_strat(
     from dask.base import tokenize
 
     encoder = FeatureEncoder.fit(sample.frame, list(dict.fromkeys([*strat_cols, *features])))
+    # the columns of the rows' fold hash: every column read
+    hash_cols = hash_order(sample.frame.columns)
+    folds_of = hash_cols if honest else None
     token = tokenize(sample_h.ref.key, target, strat_cols, tree_method, random_state, min_samples_leaf,
-                     min_samples_leaf_for, honest)
-    binned = (delayed(_bin, pure=True)(sample_h.ref, target, strat_cols, encoder, honest,
+                     min_samples_leaf_for, folds_of)
+    binned = (delayed(_bin, pure=True)(sample_h.ref, target, strat_cols, encoder, folds_of, random_state,
                                        dask_key_name=f"daskpd-bin-{token}")
               if tree_method == "hist" else None)
     others = {f: [c for c in strat_cols if c != f] for f in features}
     msl = {f: min_samples_leaf_for.get(f, min_samples_leaf) for f in features}
     tasks = [delayed(_fit, pure=True)(sample_h.ref, target, others[f], encoder, msl[f], random_state, tree_method,
-                                      binned, honest, dask_key_name=f"daskpd-fit-{token}-{i}")
+                                      binned, folds_of, dask_key_name=f"daskpd-fit-{token}-{i}")
              for i, f in enumerate(features)]
     with stage("fit trees"):
         trees = scheduler.compute(*tasks, progress=progress)
@@ -592,7 +601,7 @@ def run_strat(
         coder = _coder(f, kinds[f], sample, max_bins, nan_as_level, dtypes.get(f))
         scans.append(FeatureScan(f, kinds[f], others[f], trees[i], coder, leaf_index, n_leaves,
                                  min_samples_leaf=msl[f] if trees[i] is not None else None, split=split))
-    strat = _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample,
+    strat = _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample, hash_cols,
                             dtypes, {"min_samples_leaf": msl, "sample_size": sample_size, "max_bins": max_bins,
                                      "tree_method": tree_method, "nan_as_level": bool(nan_as_level),
                                      "honest": bool(honest)})
@@ -634,8 +643,7 @@ def _plan_scan(ddf, scans, n_rows: int, sample_rows: int, encoder, target, dtype
     grouping = {fs.feature: group_from(fs, n_rows, ddf.npartitions) for fs in scans}
     n_buckets = memory.n_buckets(combine_peak_bytes(scans, n_rows, ddf.npartitions, fan_in, arity, grouping)
                                  * (KEEP_STATE_FACTOR if keep and parts_dir is None else 1),
-                                 n_rows=n_rows, parallel=memory.parallelism(),
-                                 max_rows=memory.TRIAL_BUCKET_ROWS if n_trials else None)
+                                 n_rows=n_rows, parallel=memory.parallelism())
     opts = dict(finish_options or {})
     opts["dtypes"] = {fs.feature: dtypes.get(fs.feature) for fs in scans}
     opts["run_params"] = {"sample_rows": sample_rows, "n_partitions": ddf.npartitions,
@@ -685,14 +693,14 @@ def _fresh(coder: KeyCoder) -> KeyCoder:
     return KeyCoder(coder.kind, edges=coder.edges, values=coder.values, nan_level=coder.nan_level)
 
 
-def _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample, dtypes,
+def _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample, hash_cols, dtypes,
                     params) -> Stratification:
     fss = [replace(fs, coder=_fresh(fs.coder)) for fs in scans]
     return Stratification(target=request.target, features=list(features), kinds={f: kinds[f] for f in features},
                           stratify_on=list(strat_cols), scans=fss, encoder=encoder, random_state=int(random_state),
                           params=params, dtypes={f: dtypes.get(f) for f in features}, fitted_rows=int(sample.n_rows),
                           sample_rows=len(sample.frame), sample_id=sample_id(sample.frame),
-                          hash_columns=hash_order(sample.frame.columns))
+                          hash_columns=hash_cols)
 
 
 def run_under(request: Request, strat: Stratification, *, n_trials: int = 0,

@@ -34,7 +34,7 @@ from dask.sizeof import sizeof
 import pandas as pd
 
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
-from .._engine.hashing import fold_of, sample_hash, unit_of
+from .._engine.hashing import fold_hash, fold_of, hash_order, unit_of
 from .._engine.plan import Job, Kept
 from .._engine.sums import Rows, Table, reduce_tables
 from . import categorical_buckets
@@ -208,8 +208,8 @@ class StratScan(Job):
     encoder: FeatureEncoder
     n_trials: int = 0  # leaf-bootstrap trials, made by the finish (daskpd._strat.leafboot)
     random_state: int = 0
-    # the columns (in order) a row's hash is of: pass 1's (the sample's), for the folds of
-    # honest trees and the parts of split leaves (None: every column of the partition)
+    # the columns a row's fold hash is of (pass 1's), for the folds of honest trees and the
+    # parts of split leaves (None: every column of the partition)
     hash_columns: list | None = None
     n_buckets: int = 1
     expected_rows: int = 0  # rows per partition, for the map's grouping decision
@@ -241,9 +241,9 @@ class StratScan(Job):
         X = ctx.cached(("strat-X", id(self.encoder)), lambda: self.encoder.transform(df))
         col = {c: j for j, c in enumerate(self.encoder.columns)}
         # the rows' hashes (the sample's: the same columns, seed and salt): folds and leaf parts
-        cols = list(self.hash_columns) if self.hash_columns is not None else list(df.columns)
-        h = (ctx.cached(("row-hash", self.random_state, tuple(cols)),
-                        lambda: sample_hash(df[cols], self.random_state))
+        cols = list(self.hash_columns) if self.hash_columns is not None else hash_order(df.columns)
+        h = (ctx.cached(("fold-hash", self.random_state, tuple(cols)),
+                        lambda: fold_hash(df[cols], self.random_state))
              if any(fs.needs_hash for fs in self.features) else None)
         piece = ScanPiece({}, {})
         for fs in self.features:

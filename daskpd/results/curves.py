@@ -186,7 +186,8 @@ def anchored_trials(trials_pd, center, anchor: int | None) -> np.ndarray | None:
 
 def band_note(res) -> str:
     """The summary's words about a curve's band (``res.band()``): its level, trials and
-    where it exists, and the flat flag; empty without trials."""
+    where it exists, the flat flag, and for the model-free curves what it holds; empty
+    without trials."""
     b = res.band()
     if b is None:
         return ""
@@ -200,9 +201,11 @@ def band_note(res) -> str:
     note = f"\n  {level} band over {n_trials} trials{where}"
     flat = flat_test(res, b)
     if flat:
-        note += f": NOT distinguishable from flat (a flat line fits in its {level} simultaneous band)"
+        note += ": NOT distinguishable from flat (a flat line fits its simultaneous band)"
     elif flat is None:
         note += ": too few trials to test flatness"
+    if type(res).__name__ in ("StratPDResult", "CatStratPDResult"):
+        note += "\n  the band: the rows' spread given the strata, not the trees' bias on continuous columns"
     return note + repeats_note(res.params)
 
 

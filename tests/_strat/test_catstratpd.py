@@ -26,11 +26,11 @@ from daskpd import DataError
 def leaves_of(run, df):
     """Leaf (unit: a leaf of the tree of the row's other fold, or part of a leaf) of every
     row of ``df`` under the run's fitted stratification."""
-    from daskpd._engine.hashing import sample_hash
+    from daskpd._engine.hashing import fold_hash
 
     fs = run.scan.features[0]
     X = run.scan.encoder.transform(df)
-    h = sample_hash(df[run.scan.hash_columns], run.scan.random_state) if fs.needs_hash else None
+    h = fold_hash(df[run.scan.hash_columns], run.scan.random_state) if fs.needs_hash else None
     return fs.leaves(X, [run.scan.encoder.columns.index(c) for c in fs.other], h)
 
 

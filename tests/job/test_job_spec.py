@@ -102,7 +102,7 @@ keep = 3
     assert spec.source.filters == [[("sale_year", ">=", 2005), ("state", "in", ("CA", "NY"))]]
     assert spec.source.storage_options == {"anon": True} and spec.source.fingerprint == "content"
     assert spec.params["stratpd"]["max_bins"] is None and spec.params["stratpd"]["min_samples_leaf"] == 10
-    assert spec.params["importances"]["bootstrap"] is False
+    assert spec.params["importances"]["n_trials"] == 3 and "bootstrap" not in spec.params["importances"]
     assert spec.model.path == str(tmp_path / "m.skops") and spec.model.format == "skops"
     assert spec.model_based == ("partial_dependence",)
     assert spec.output.dir == str(tmp_path.parent / "runs") and spec.output.keep == 3
