@@ -18,12 +18,12 @@ from .._validation import NO_VALIDATION, POSITIVE_INT, Interval, StrOptions, val
 from ..results import Result
 from ..results.curves import DEFAULT_BAND, repeats_note, trial_band
 from ._fpd import PDJob, engine_notice, known_rows
-from ._hstat_pass import EvalPoints, PointsJob, RestJob, finish_h, h_plan, value_classes
+from ._hstat_pass import EvalPoints, HJob, PointsJob, RestJob, finish_h, h_plan, value_classes
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import ENGINES, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
 
-__all__ = ["h_statistic", "HStatisticResult", "h_items", "h_pass", "HPass"]
+__all__ = ["h_statistic", "HStatisticResult", "h_items", "h_points", "h_pass", "h_notice", "HPass", "DEFAULT_POINTS"]
 
 #: the evaluation points' default number (R hstats' ``n_max``)
 DEFAULT_POINTS = 500
@@ -118,7 +118,7 @@ class HStatisticResult(Result):
             return s
 
         lines = [f"H-statistic (Friedman & Popescu) at {self.n_points:,} points, PDs over {self.n_rows:,} rows"
-                 + (f", {int(100 * (self.params['band'][1] - self.params['band'][0]))}% band over "
+                 + (f", {100 * (self.params['band'][1] - self.params['band'][0]):.0f}% band over "
                     f"{self.n_trials} trials" if b is not None else "")]
         idx = {p: i for i, p in enumerate(self.pairs)}
         top = self.ranking()[:5]
@@ -194,11 +194,12 @@ class HPass:
 
     plan: object  # _hstat_pass.HPlan
     points: EvalPoints
-    jobs: list
+    job: HJob
 
-    def finish(self, parts: list, pred, kinds: dict, params: dict) -> HStatisticResult:
-        pd_part = parts[0]
-        rest = parts[1] if len(parts) > 1 else None
+    def finish(self, part, pred, kinds: dict, params: dict) -> HStatisticResult:
+        """The result from the pass's finished :class:`HJob` partial."""
+        pd_part = part.parts[0]
+        rest = part.parts[1] if len(part.parts) > 1 else None
         response = pred.predict(self.points.frame) if self.plan.totals else None
         got = finish_h(self.plan, self.points, pd_part, rest, response)
         with_trials = self.points.weights.shape[0] > 1
@@ -214,20 +215,26 @@ class HPass:
 
         return HStatisticResult(self.plan.pairs, col(got["pairs"], 0), col(got["pairs"], 1), self.plan.totals,
                                 col(got["totals"], 0), col(got["totals"], 1),
-                                {f: kinds[f] for f in self.plan.features}, self.points.m, self.points.n_rows,
+                                {f: kinds[f] for f in self.plan.features}, self.points.m, pd_part.n_rows,
                                 pred.response, pred.target_class, params, trials(got["pairs"]),
                                 trials(got["totals"]))
 
 
-def h_pass(run, pairs: list, totals: list, n_points: int, random_state: int, trials, progress=None) -> HPass:
-    """Pass 1 (the evaluation points) and the jobs of the statistics' pass."""
-    pred = run.predictor
-    plan1 = Plan([PointsJob(int(n_points), int(random_state))], predictor=pred, weight=run.weight, trials=trials)
+def h_points(run, n_points: int, random_state: int, trials, progress=None) -> EvalPoints:
+    """Pass 1: the evaluation points (the ``n_points`` rows of smallest keyed hash)."""
+    plan1 = Plan([PointsJob(int(n_points), int(random_state))], predictor=run.predictor, weight=run.weight,
+                 trials=trials)
     with stage_label(f"h_statistic: the evaluation points ({n_points:,} rows of smallest keyed hash)"):
         (pts,), _ = run_jobs(run.ddf, plan1, progress=progress, name="daskpd-hpoints", warn=False)
     points = EvalPoints.of(pts, run.weight, trials)
     if points.m == 0:
         raise DataError("data has no rows")
+    return points
+
+
+def h_pass(run, pairs: list, totals: list, points: EvalPoints) -> HPass:
+    """The job of the statistics' pass at ``points`` (:func:`h_points`)."""
+    pred = run.predictor
     hp = h_plan(points, pairs, totals)
     jobs = [PDJob(hp.pd_items, run.kinds)]
     if totals:
@@ -235,7 +242,7 @@ def h_pass(run, pairs: list, totals: list, n_points: int, random_state: int, tri
         if pred.tree is not None:
             thr = [value_classes(pred.tree, pred.tree.position(pred.columns.index(f))) for f in totals]
         jobs.append(RestJob(list(totals), points.frame[pred.columns].reset_index(drop=True), thr))
-    return HPass(hp, points, jobs)
+    return HPass(hp, points, HJob(jobs))
 
 
 @validate_params({
@@ -321,15 +328,15 @@ def h_statistic(
     run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             storage_options=storage_options, filters=filters, row_id=trial_row_id(trials))
-    hp = h_pass(run, items, totals, n_points, random_state, trials, progress)
+    hp = h_pass(run, items, totals, h_points(run, n_points, random_state, trials, progress))
     pred = run.predictor
-    plan = Plan(hp.jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
+    plan = Plan([hp.job], predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
     notice, label = h_notice(hp, run, pred, model, filters, sets=1 if trials is None else 1 + trials.n)
     with stage_label(label):
-        parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-hstat")
+        (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-hstat")
     params = {"n_points": int(n_points), "sample_weight": run.weight, "model": pred.describe(), "engine": notice,
               "random_state": int(random_state), **trial_params(trials, band, plan.repeats)}
-    return hp.finish(parts, pred, run.kinds, params)
+    return hp.finish(part, pred, run.kinds, params)
 
 
 def h_notice(hp: HPass, run, pred, model, filters=None, sets: int = 1):

@@ -40,7 +40,7 @@ from .._engine.repeats import content_of
 from .._errors import DataError
 from ._predictor import float_matrix
 
-__all__ = ["PointsJob", "EvalPoints", "RestJob", "h_plan", "finish_h", "H_SALT"]
+__all__ = ["PointsJob", "EvalPoints", "RestJob", "HJob", "h_plan", "finish_h", "H_SALT"]
 
 #: the evaluation sample's hash salt (the trials' weights use salts 1..T, ICE's lines 7)
 H_SALT = 0x4853
@@ -248,6 +248,33 @@ class RestJob:
                     out += counts[:, sel] @ R.reshape(int(sel.sum()), -1)
             sums.append(out)
         return _RowsPartial(sums)
+
+
+@dataclass
+class _HPartial:
+    parts: list
+
+    @classmethod
+    def combine(cls, parts):
+        return cls([type(ps[0]).combine(list(ps)) for ps in zip(*(p.parts for p in parts))])
+
+
+@dataclass
+class HJob:
+    """The statistic's jobs (a PDJob, and a RestJob with totals) as ONE job of a pass:
+    one partial, so a merged plan (:mod:`daskpd.model._multi`) keeps it as one."""
+
+    jobs: list
+
+    def map(self, ctx):
+        return _HPartial([j.map(ctx) for j in self.jobs])
+
+    def finish_plan(self, merged, plan):
+        out = []
+        for job, part in zip(self.jobs, merged.parts):
+            fin = getattr(job, "finish_plan", None)
+            out.append(fin(part, plan) if fin is not None else part)
+        return _HPartial(out)
 
 
 # ---------------------------------------------------------------------------------
