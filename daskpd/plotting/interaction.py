@@ -51,8 +51,7 @@ def plot_h_statistic(res, ax=None, *, top_k: int | None = None, target=None, cma
     fig = ax.figure
     import matplotlib
 
-    cm = matplotlib.colormaps[cmap].copy() if isinstance(cmap, str) else cmap
-    cm.set_bad("#eeeeee")
+    cm = (matplotlib.colormaps[cmap] if isinstance(cmap, str) else cmap).with_extremes(bad="#eeeeee")
     finite = mat[np.isfinite(mat)]
     vmax = max(float(finite.max()) if finite.size else 1.0, 1e-12)
     im = ax.imshow(np.ma.masked_invalid(mat), cmap=cm, vmin=0.0, vmax=vmax, aspect="equal")
