@@ -312,12 +312,14 @@ def _item_name(it) -> str:
 
 
 def engine_notice(who: str, pred: Predictor, items, grids: dict, kinds: dict, n_rows: int | None, *,
-                  need_rows: bool = False, model=None, stacklevel: int = 4, sets: int = 1, cells: dict | None = None):
+                  need_rows: bool = False, model=None, stacklevel: int = 4, sets: int = 1, cells: dict | None = None,
+                  knob: str = "grid_resolution (the cost grows with the grid cells)"):
     """Which engine computes each PD item and what it costs, before the pass: ``(params,
     label)`` -- a dict for the result's params and a one-line label for the progress
     lines -- and a UserWarning with advice when brute force with ``predict`` has more
     than :data:`SLOW_PREDICTIONS` rows x grid cells to predict.  ``cells`` ({item: number
-    of cells}): items evaluated at given points, not on the cartesian grid."""
+    of cells}): items evaluated at given points, not on the cartesian grid; ``knob``: the
+    parameter the advice says to reduce."""
     per = {}
     for it in items:
         n_cells = int(np.prod([len(grids[f]) for f in it])) if cells is None else int(cells[it])
@@ -342,11 +344,11 @@ def engine_notice(who: str, pred: Predictor, items, grids: dict, kinds: dict, n_
              f"{rows} x {total:,} grid cells, {cost}")
     if slow and n_rows is not None and n_rows * slow > SLOW_PREDICTIONS:
         warnings.warn(f"{who}: brute force calls the model on {n_rows * slow:.1e} rows ({n_rows:,} rows x {slow:,} "
-                      "grid cells). " + _advice(pred, model), UserWarning, stacklevel=stacklevel)
+                      "grid cells). " + _advice(pred, model, knob), UserWarning, stacklevel=stacklevel)
     return params, label
 
 
-def _advice(pred: Predictor, model) -> str:
+def _advice(pred: Predictor, model, knob: str = "grid_resolution (the cost grows with the grid cells)") -> str:
     """Why the tree engine is not used, and what to do."""
     model = pred.model if model is None else model
     tips = []
@@ -362,7 +364,7 @@ def _advice(pred: Predictor, model) -> str:
     elif pred.tree is None and pred.method != "call" and any(k in type(model).__name__ for k in (
             "Tree", "Forest", "GradientBoosting")):
         tips.append("engine='auto' uses the tree engine for this model (unless engine='predict' was passed)")
-    tips.append("reduce grid_resolution (the cost grows with the grid cells), or pass a sample of the rows")
+    tips.append(f"reduce {knob}, or pass a sample of the rows")
     return "To make it faster: " + "; ".join(tips) + "."
 
 

@@ -350,4 +350,5 @@ def h_notice(hp: HPass, run, pred, model, filters=None, sets: int = 1):
             items.append((f"{f} | the rest",))
             cells[items[-1]] = hp.points.m
     return engine_notice("h_statistic", pred, items, hp.plan.grids, run.kinds, known_rows(run.dataset, filters),
-                         model=model, sets=sets, cells=cells, stacklevel=5)
+                         model=model, sets=sets, cells=cells, stacklevel=5,
+                         knob="n_points (each point costs one prediction per row and statistic)")
