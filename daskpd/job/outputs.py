@@ -15,11 +15,12 @@ import pandas as pd
 
 from ..results.base import CURVE_HEAD, TABLE_HEAD, write_parquet
 from .execute import RunResult
+from .report import INTERACTIONS_FILE
 from .spec import JobSpec
 from .store import safe_name
 
-__all__ = ["CURVE_COLUMNS", "IMPORTANCE_COLUMNS", "ICE_COLUMNS", "INTERACTION_COLUMNS", "curves_frame",
-           "importances_frame", "ice_frame", "interactions_frame", "INTERACTIONS_FILE",
+__all__ = ["CURVE_COLUMNS", "IMPORTANCE_COLUMNS", "ICE_COLUMNS", "curves_frame", "importances_frame", "ice_frame",
+           "interactions_frame",
            "write_tables", "write_plots", "curve_figure", "row_stats", "method_title", "print_summary", "versions", "output_bytes"]
 
 #: the leading columns of curves.parquet (the shared curve head; method columns follow)
@@ -28,9 +29,6 @@ CURVE_COLUMNS = ["method", *CURVE_HEAD]
 IMPORTANCE_COLUMNS = ["method", *TABLE_HEAD]
 #: the leading columns of ice.parquet
 ICE_COLUMNS = ["feature", "line", "x", "category", "ice"]
-#: the leading columns of interactions.parquet (the H-statistic's frame, ``method`` first)
-INTERACTION_COLUMNS = ["method", "feature_1", "feature_2", "h2"]
-INTERACTIONS_FILE = "interactions.parquet"
 _TEXT = ("method", "feature", "kind")
 
 

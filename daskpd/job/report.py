@@ -19,7 +19,10 @@ import pandas as pd
 
 from ..results.base import atomic_path
 
-__all__ = ["write_report", "render_report", "importance_figure", "embed_png", "page"]
+__all__ = ["write_report", "render_report", "importance_figure", "embed_png", "page", "INTERACTIONS_FILE"]
+
+#: the run's interaction table (the H-statistic's), which the report shows with its plot
+INTERACTIONS_FILE = "interactions.parquet"
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0 auto;max-width:1100px;padding:1.2em;
@@ -169,8 +172,6 @@ def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFra
 
     # -------- interactions (the H-statistic: its plot, summary and table)
     if inter_plots:
-        from .outputs import INTERACTIONS_FILE
-
         parts.append("<h2 id=\"interactions\">Interactions</h2>")
         table = pd.read_parquet(run_dir / INTERACTIONS_FILE) if (run_dir / INTERACTIONS_FILE).exists() else None
         summ = {s["method"]: s["summary"] for s in manifest.get("summaries", []) if s.get("feature") is None}
