@@ -3,8 +3,8 @@
 Model-free: :func:`stratpd` (numeric features), :func:`catstratpd` (categorical
 features), :func:`importances` and :func:`strat_curves_and_importances` (every feature,
 one scan).  Model-based: :func:`partial_dependence` (Friedman PD, brute or tree
-recursion), :func:`ice`, :func:`pd_variance`, :func:`marginal`, :func:`ale`,
-:func:`compare`.  Input: :func:`read_csv` (CSV with reader options); any function also
+recursion), :func:`ice`, :func:`pd_variance`, :func:`h_statistic`, :func:`marginal`,
+:func:`ale`, :func:`compare`.  Input: :func:`read_csv` (CSV with reader options); any function also
 takes a pandas or dask DataFrame or a parquet path, glob, directory or URL.
 
 Every function runs on the current ``distributed.Client`` if there is one (else dask's
@@ -37,6 +37,7 @@ _API = {
     "marginal": "daskpd.model._marginal",
     "pd_variance": "daskpd.model._variance",
     "compare": "daskpd.model._compare",
+    "h_statistic": "daskpd.model._hstat",
     # input
     "read_csv": "daskpd._data.read",
     # result classes
@@ -50,6 +51,7 @@ _API = {
     "MarginalResult": "daskpd.model._marginal",
     "PDVarianceResult": "daskpd.model._variance",
     "ComparisonResult": "daskpd.model._compare",
+    "HStatisticResult": "daskpd.model._hstat",
     # errors and warnings
     "DataError": "daskpd._errors",
     "InvalidParameterError": "daskpd._errors",

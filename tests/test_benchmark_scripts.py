@@ -77,6 +77,11 @@ TINY = {
                                   r"bit for bit: True"),
     "bench_bands_stratx.py": (lambda d: ["--n", "1000", "--trials", "3", "--skip-stratx", "--workdir", d],
                               r"\| StratPD x1 \| daskpd \| 3 \| [0-9.]+ \|[\s\S]*\| CatStratPD c \| daskpd \| 3 \| [0-9.]+ \|"),
+    "bench_h_statistic.py": (lambda d: ["--rows", "2e3", "--brute-rows", "1e3", "--points", "30", "--trees", "5",
+                                        "--accuracy-rows", "150", "--accuracy-points", "40", "--seeds", "2",
+                                        "--population-rows", "1e3"],
+                             r"max \|H² brute - tree\| = [0-9.e+-]+[\s\S]*\| 2,000 \| [0-9.]+ \| [0-9.]+ \(2 x [0-9.]+\) \| "
+                             r"[0-9.]+x \|[\s\S]*\| 40 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|"),
     "bench_drift.py": (lambda d: ["--pairs", "1", "--n", "500", "--trials", "2", "--designs", "discrete"],
                        r"\| discrete \| x2 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \|"),
 }

@@ -25,6 +25,7 @@ class RunResult:
     def __init__(self):
         self.curves: dict = {}  # (method, feature) -> a CurveResult
         self.tables: dict = {}  # method -> a result whose to_frame() is an importance table
+        self.interactions: dict = {}  # method -> an interaction table (h_statistic's HStatisticResult)
         self.figures: dict = {}
         self.phases: list = []  # the model plan's phases, by name
         self.stratification = None  # the model-free stratification (daskpd.Stratification)
@@ -193,6 +194,8 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
         r = out.results[method]
         if method == "pd_variance":
             res.tables[method] = r
+        elif method == "h_statistic":
+            res.interactions[method] = r
         else:
             for f in mfeats:
                 res.curves[(method, f)] = r[f]

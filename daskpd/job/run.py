@@ -298,8 +298,10 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     "host": platform.node(),
                     **stats,
                     "plots": plots,
-                    "summaries": [{"method": m, "feature": f, "summary": r.summary()}
-                                  for (m, f), r in res.curves.items()],
+                    "summaries": [*({"method": m, "feature": f, "summary": r.summary()}
+                                    for (m, f), r in res.curves.items()),
+                                  *({"method": m, "feature": None, "summary": r.summary()}
+                                    for m, r in res.interactions.items())],
                 }
                 if spec.output.report:
                     from .report import write_report

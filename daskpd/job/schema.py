@@ -68,6 +68,7 @@ METHOD_FUNCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "ale": ("daskpd.model._ale", "ale", ("bins",)),
     "marginal": ("daskpd.model._marginal", "marginal", ("bins", "binning")),
     "pd_variance": ("daskpd.model._variance", "pd_variance", ("grid_resolution", "percentiles")),
+    "h_statistic": ("daskpd.model._hstat", "h_statistic", ("n_points", "total")),
 }
 
 #: top-level keys shared by every model-free method: taken from stratpd

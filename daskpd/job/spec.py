@@ -48,7 +48,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 RESERVED_NAMES = {"latest", "LATEST", "history", ".cache", "cache"}
 
 MODEL_FREE_METHODS = ("stratpd", "catstratpd", "importances")
-MODEL_METHODS = ("partial_dependence", "ice", "ale", "marginal", "pd_variance")
+MODEL_METHODS = ("partial_dependence", "ice", "ale", "marginal", "pd_variance", "h_statistic")
 METHODS = MODEL_FREE_METHODS + MODEL_METHODS
 assert set(METHODS) == set(METHOD_FUNCTIONS)
 DEFAULT_METHODS = MODEL_FREE_METHODS
