@@ -63,7 +63,8 @@ class HStatisticResult(Result):
         if self.trials_h2 is None:
             return None
         b = tuple(self.params.get("band", DEFAULT_BAND))
-        return {"pairs": trial_band(self.trials_h2, b), "total": trial_band(self.trials_h2_total, b)}
+        return {"pairs": trial_band(self.trials_h2, b, center=self.h2),
+                "total": trial_band(self.trials_h2_total, b, center=self.h2_total)}
 
     def __repr__(self) -> str:
         top = self.ranking()[:3]
