@@ -68,9 +68,7 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         strat = plan.stratification
         curve_feats = [f for f in curve_feats if f in strat.features]
         data = _new_files(spec, data, plan.new_files)
-        t0 = time.perf_counter()
         under = {"stratification": strat, "base_state": plan.load_state(), "keep_state": True}
-        load_s = time.perf_counter() - t0
     elif spec.run.incremental:  # the scan's buckets write the sums next to the runs (hard-linked into the state)
         under = {"keep_state": str(plan.job_dir) if plan is not None and plan.job_dir is not None else True}
     pending = None
@@ -94,8 +92,6 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
             **under)  # constant columns are left out, counted
     res.stratification, res.state = out.stratification, out.state
     phases = {k: round(float(v), 3) for k, v in (getattr(out, "timings", None) or {}).items()}
-    if under.get("base_state") is not None:
-        phases["load_state_s"] = round(load_s, 3)
     if pending is not None:
         from .._strat.firstpass import finish_cache_files
 

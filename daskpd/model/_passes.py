@@ -20,7 +20,7 @@ from .._engine.hashing import trial_draw
 from .._engine.plan import Job, build_pass
 from .._engine.repeats import RepeatSketch, RepeatsJob, content_of, warn_repeats
 from .._errors import DataError
-from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, Interval, Percentiles
+from .._validation import N_TRIALS, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, Interval, Percentiles
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, float_matrix
 
 __all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs", "Trials", "set_sums", "TRIAL_CONSTRAINTS", "trial_params",
@@ -130,7 +130,7 @@ class ModelContext:
 
 #: the trials' parameters of every model-based function that has them
 TRIAL_CONSTRAINTS = {
-    "n_trials": [POSITIVE_INT],
+    "n_trials": [N_TRIALS],
     "bootstrap": ["boolean"],
     "subsample_size": [Interval(Real, 0, 1, closed="neither")],
     "band": [Percentiles()],

@@ -211,7 +211,7 @@ def test_a_job_with_only_model_based_methods_runs_incrementally(dask_cluster, tm
     assert m1["incremental"]["model"]["reason"] == "no earlier run of this job keeps a state"
     assert "daskpd: full run: no earlier run of this job keeps a state" in lines
     assert set(m1["incremental"]["schema"]) == {"SalePrice", *FEATURES}
-    assert sorted(p.name for p in (r1 / "state").iterdir()) == ["files.json", "model"]  # no trees, no sums
+    assert sorted(p.name for p in (r1 / "state").iterdir()) == ["files.json", "model", "seal.json"]  # no trees, no sums
     assert m1["state"]["bytes"] == nightly.state_bytes(r1) and m1["state"]["sums_bytes"] == 0
     assert m1["state"]["n_rows"] == 4500 and "stratification" not in m1
     assert model_state.kept_rows(r1 / "state") == (4500, 4500)
