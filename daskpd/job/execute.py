@@ -144,6 +144,12 @@ def first_pass_stats(cache, log, new_files_only: bool = False) -> dict:
     ``new_files_only``: an incremental run, which kept the new files' pass 1
     (:func:`start_new_files_cache`) and ran none over the lake."""
     st = cache.stats
+    bad = st.get("unusable") or []
+    if bad:  # damaged entries: their files were read again (never a stale or altered pass 1)
+        shown = "; ".join(f"cache/firstpass/{n} {what}" for n, what in bad[:3])
+        log_line(log, f"daskpd: first-pass cache: {len(bad)} entr{'y' if len(bad) == 1 else 'ies'} not used, "
+                      f"{'its file' if len(bad) == 1 else 'their files'} read again: {shown}"
+                      + (f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""))
     if st.get("off"):
         log_line(log, f"daskpd: first-pass cache not used: {st['off']}")
         return {"used": False, "reason": st["off"]}
@@ -157,7 +163,8 @@ def first_pass_stats(cache, log, new_files_only: bool = False) -> dict:
              + (f"; read again, their cached rows stopping above the sample's cutoff: {', '.join(again)}"
                 if again else ""))
     return {"used": True, "hits": int(st["hits"]), "misses": int(st["misses"]), "read_again": list(again),
-            "bytes": int(st["bytes"]), "path": "cache/firstpass"}
+            "bytes": int(st["bytes"]), "path": "cache/firstpass",
+            **({"unusable": [{"entry": n, "what": w} for n, w in bad]} if bad else {})}
 
 
 def method_defaults(method: str) -> dict:

@@ -160,7 +160,9 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
 
             t0 = time.perf_counter()
             fp_mode = "content" if spec.source.synthetic else spec.source.fingerprint
-            stamps = inputs.file_stamps(data_path, spec.source.storage_options, fp_mode)
+            lake = request.dataset.lake  # its footers' checksums, in the files' fingerprints
+            stamps = inputs.file_stamps(data_path, spec.source.storage_options, fp_mode,
+                                        {f.path: f.digest for f in lake.files} if lake is not None else None)
             fp = inputs.fingerprint(data_path, spec.source.storage_options, fp_mode, stamps=stamps)
             timings["fingerprint"] = time.perf_counter() - t0
             plan = None
