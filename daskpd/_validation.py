@@ -386,7 +386,7 @@ NON_NEGATIVE_INT = Interval(Integral, 0, None, closed="left")
 #: trials at 90 % and a few thousand at 99 % (so that each tail holds tens of trials); the
 #: trials' memory grows with their number (every (leaf, position) cell of a scan keeps
 #: its sums once per trial, every curve its trial curves), which a run checks before it
-#: scans (docs/jobs.md, "Memory")
+#: scans (docs/jobs.md, "Memory (before computing)")
 MAX_TRIALS = 10_000
 
 

@@ -1,5 +1,5 @@
 """The seal of a kept state: every file's size and checksum, recorded with it and verified
-before the state is used (docs/jobs.md, "The kept state").
+before the state is used (docs/jobs.md, "The kept state cannot lie").
 
 A run's ``state/`` (the files covered, the stratification, the sums, the model-based
 partials) is written, then sealed: ``state/seal.json`` lists every file under ``state/``
