@@ -198,12 +198,8 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list, columns=()) -> Pla
         if spec.model_free:  # the trees and the kept sums' rows
             strat = Stratification.load(sdir / "stratification.pkl")
             where = f"{base}/{STATE_DIR}/sums"
-            if new:  # opened now (memory-mapped): its files were verified
-                state = ScanState.load(sdir / "sums")
-                state_rows = state.n_rows
-            else:
-                state_rows = int(ScanState.read_meta(sdir / "sums")["n_rows"])
-            fitted_rows = strat.fitted_rows
+            state = ScanState.load(sdir / "sums")  # opened now, memory-mapped (its files were verified)
+            state_rows, fitted_rows = state.n_rows, strat.fitted_rows
         else:  # only model-based methods: the kept partials' rows, and those their grids and bins were built from
             where = f"{base}/{STATE_DIR}/{model_state.MODEL_DIR}/meta.json"
             state_rows, fitted_rows = model_state.kept_rows(sdir)
