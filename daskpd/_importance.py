@@ -52,7 +52,7 @@ from ._strat.scan import leaf_numbering
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
 from ._strat.state import ScanState
 from ._strat.firstpass import FirstPassCache
-from ._validation import POSITIVE_INT, ColumnNames, InstancesOf, Interval, StrOptions, validate_params
+from ._validation import N_TRIALS, POSITIVE_INT, ColumnNames, InstancesOf, Interval, StrOptions, validate_params
 from ._errors import DataError, InvalidParameterError
 from ._data.request import left_out_note, open_request
 from ._engine.memory import partition_bytes
@@ -296,7 +296,7 @@ IMPORTANCE_CONSTRAINTS = {
     **STRAT_CONSTRAINTS,
     "categorical_features": [ColumnNames(allow_single=True), None],
     "numeric_features": [ColumnNames(allow_single=True), None],
-    "n_trials": [POSITIVE_INT],
+    "n_trials": [N_TRIALS],
     "normalize": ["boolean"],
     "sort_by": [StrOptions(*MEASURES)],
     "cat_min_samples_leaf": [POSITIVE_INT],

@@ -13,7 +13,7 @@ from ._positional import deprecate_positional_args, renamed_params
 from ._strat.pipeline import run_strat, run_under
 from ._strat.state import ScanState, Stratification
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
-from ._validation import IO_CONSTRAINTS, NO_VALIDATION, POSITIVE_INT, ColumnNames, InstancesOf, validate_params
+from ._validation import IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, POSITIVE_INT, ColumnNames, InstancesOf, validate_params
 
 __all__ = ["fit_stratification", "scan_state", "Stratification", "ScanState"]
 
@@ -72,7 +72,7 @@ def fit_stratification(
     "data": NO_VALIDATION,
     "stratification": [InstancesOf(Stratification, "a daskpd.Stratification")],
     "features": [ColumnNames(allow_single=True), None],
-    "n_trials": [POSITIVE_INT],
+    "n_trials": [N_TRIALS],
     **IO_CONSTRAINTS,
 })
 def scan_state(

@@ -16,8 +16,8 @@ from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, empty_curve_me
 from ._strat.pipeline import run_strat
 from ._strat.state import Stratification
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, TREE_METHODS
-from ._validation import (IO_CONSTRAINTS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, InstancesOf,
-                          Interval, Percentiles, StrOptions, validate_params)
+from ._validation import (IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames,
+                          InstancesOf, Interval, Percentiles, StrOptions, validate_params)
 from .results import StratPDResult
 
 __all__ = ["stratpd"]
@@ -41,7 +41,7 @@ STRAT_CONSTRAINTS = {
 # -- trials and their band (stratpd, catstratpd, importances) ----------------------
 #: the trials' parameters, shared by stratpd, catstratpd and importances
 TRIAL_CONSTRAINTS = {
-    "n_trials": [POSITIVE_INT],
+    "n_trials": [N_TRIALS],
     "band": [Percentiles()],
 }
 

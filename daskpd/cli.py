@@ -9,7 +9,8 @@ Exit status: 0 success; 2 a bad job spec, bad input data, bad arguments or an ou
 that cannot be written -- read-only, permission denied, disk full (one line
 ``daskpd: error: ...`` on stderr, no traceback, nothing written); 1 an unexpected
 failure (traceback, nothing written); 3 ``history --fail-on-drift``: a curve drifted
-(status ``drifted``: beyond its noise and the threshold);
+(status ``drifted``: beyond its noise and the threshold) -- and 2 when the newest run
+directory has no readable manifest (its drift cannot be checked);
 128+N killed by signal N (SIGTERM: 143, SIGINT: 130) -- the run leaves nothing.
 """
 from __future__ import annotations
@@ -106,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--alpha", type=float, default=0.01, metavar="A",
                    help="family-wise false-alarm level of each curve's test against its noise (default 0.01)")
     h.add_argument("--fail-on-drift", action="store_true",
-                   help="exit with status 3 if a curve drifted (status 'drifted') between the last two runs")
+                   help="exit with status 3 if a curve drifted (status 'drifted') between the last two runs, and 2 "
+                        "if the newest run directory has no readable manifest")
     h.add_argument("--json", nargs="?", const="-", metavar="PATH",
                    help="write the JSON summary of the last two runs (what drift.json holds) to PATH, atomically; "
                         "without PATH (or with -) print it")
@@ -257,7 +259,7 @@ def _check_content(spec, request, cats) -> dict:
 
 def _cmd_history(args) -> int:
     from ._errors import DataError
-    from .job.history import HistoryError, history, summary, write_summary
+    from .job.history import HistoryError, history, summary, unfinished_newest, write_summary
 
     if args.last < 2:
         return _die("--last must be >= 2")
@@ -270,6 +272,11 @@ def _cmd_history(args) -> int:
         if os.path.isdir(args.json) or not os.path.isdir(parent):
             return _die(f"--json {args.json!r}: expected a file path in an existing directory")
     target = None
+    unfinished = unfinished_newest(args.job_dir) if os.path.isdir(args.job_dir) else None
+    if unfinished is not None:
+        if args.fail_on_drift:  # the newest run cannot be checked: the scheduler must not take that for "no drift"
+            return _die(f"{unfinished}; --fail-on-drift cannot tell whether its curves drifted")
+        print(f"daskpd: warning: {unfinished}; comparing the complete runs before it", file=sys.stderr)
     try:
         h = history(args.job_dir, features=args.feature, last=args.last, threshold=args.threshold, alpha=args.alpha,
                     output=None if args.no_write else (args.output or True))

@@ -19,7 +19,7 @@ import pandas as pd
 
 from .hive import partition_keys
 from .kinds import kind_of
-from .lake import pandas_dtype, reconcile
+from .lake import footer_stamp, pandas_dtype, reconcile
 from .read import CHUNK_ROWS, check_columns, lake_file_reader, lake_stamps, open_frame, project
 
 __all__ = ["Dataset", "open_dataset", "spread_chunk_rows"]
@@ -100,11 +100,15 @@ class Dataset:
         return lake_file_reader(data, self.lake, storage_options, filters)
 
     def file_stamps(self) -> dict:
-        """A parquet lake's ``{path: (size, stamp)}`` (:func:`daskpd._data.read.lake_stamps`)."""
+        """A parquet lake's ``{path: (size, stamp)}`` (:func:`daskpd._data.read.lake_stamps`,
+        listed now), each stamp with the checksum of the file's footer as this dataset
+        read it (:func:`daskpd._data.lake.footer_stamp`)."""
         if self.source is None:
             return {}
         data, storage_options, _ = self.source
-        return lake_stamps(data, storage_options)
+        digests = {f.path: f.digest for f in self.lake.files} if self.lake is not None else {}
+        return {p: (size, footer_stamp(stamp, digests.get(p, "")))
+                for p, (size, stamp) in lake_stamps(data, storage_options).items()}
 
     def check(self, columns: Sequence[str], what: str = "") -> None:
         """:class:`~daskpd.DataError` naming every column of ``columns`` the input lacks."""

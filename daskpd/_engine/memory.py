@@ -30,8 +30,9 @@ from dask.utils import parse_bytes
 
 from .scheduler import current_client
 
-__all__ = ["task_memory", "partition_bytes", "cluster_memory", "split_every", "arity", "fan_in", "n_buckets",
-           "parallelism", "MAX_BUCKETS", "MIN_BUCKET_ROWS"]
+__all__ = ["task_memory", "thread_memory", "usable_thread_memory", "driver_memory", "format_bytes", "partition_bytes",
+           "cluster_memory", "split_every", "arity", "fan_in", "n_buckets", "parallelism", "MAX_BUCKETS",
+           "MIN_BUCKET_ROWS"]
 
 #: buckets are powers of two up to this many (the numeric reduction folds results over
 #: this many fixed leaf groups, which makes its sums independent of the bucket count)
@@ -77,17 +78,43 @@ def task_memory() -> int:
     cfg = _config("task-memory", "auto")
     if cfg not in (None, "auto"):
         return int(parse_bytes(cfg) if isinstance(cfg, str) else cfg)
-    workers = _workers()
-    per_thread = None
-    if workers is not None:
-        limits = [w["memory_limit"] / max(1, w["nthreads"]) for w in workers if w.get("memory_limit")]
-        if limits:
-            per_thread = min(limits)
-    if per_thread is None:
-        import psutil
+    return max(1 << 24, int(thread_memory() * _FRACTION))
 
-        per_thread = psutil.virtual_memory().total / (os.cpu_count() or 1)
-    return max(1 << 24, int(per_thread * _FRACTION))
+
+def thread_memory() -> int:
+    """The most bytes one task can hold before its worker is in trouble: the smallest
+    per-thread memory limit of the workers (``memory_limit / nthreads``), or on dask's
+    threads the machine's memory per core.  A run refuses a plan whose largest task
+    would exceed it (:func:`daskpd._strat.pipeline.check_scan_memory`)."""
+    workers = _workers()
+    limits = [w["memory_limit"] / max(1, w["nthreads"]) for w in workers or () if w.get("memory_limit")]
+    if limits:
+        return int(min(limits))
+    import psutil
+
+    return int(psutil.virtual_memory().total / (os.cpu_count() or 1))
+
+
+def usable_thread_memory() -> int:
+    """:func:`thread_memory` up to the fraction where dask pauses a worker (config
+    ``distributed.worker.memory.pause``, 0.8 by default): what one task may hold at most."""
+    frac = dask.config.get("distributed.worker.memory.pause", 0.8)
+    frac = 0.8 if frac is None or frac is False else float(frac)
+    return int(thread_memory() * frac)
+
+
+def driver_memory() -> int:
+    """The memory available to this process (the driver) now."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def format_bytes(n: float) -> str:
+    """``n`` bytes as messages print them (``2.00 GiB``)."""
+    from dask.utils import format_bytes as fmt
+
+    return fmt(int(n))
 
 
 #: a partition of small files takes at most this share of the task memory, within these bounds

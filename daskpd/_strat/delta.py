@@ -103,9 +103,30 @@ class NumericSummary:
 
 
 def _seg_hash(leaf, start, random_state):
-    # the hash of numeric._segment_sample: keyed by (leaf, start code)
-    return keyed_hash((np.asarray(leaf).astype(np.uint64) << np.uint64(32)) | np.asarray(start).astype(np.uint64),
-                      random_state, salt=0xF00D)
+    """The hash of numeric._segment_sample, keyed by (leaf, start code):
+    ``keyed_hash((leaf << 32) | start, random_state, salt=0xF00D)``, the same bits, in
+    one compiled loop (no temporaries)."""
+    leaf, start = np.asarray(leaf), np.asarray(start)
+    if leaf.ndim != 1 or len(leaf) < 64:
+        return keyed_hash((leaf.astype(np.uint64) << np.uint64(32)) | start.astype(np.uint64),
+                          random_state, salt=0xF00D)
+    seed = keyed_hash(np.zeros(1, np.uint64), random_state, salt=0xF00D)  # mix64(0 + s): gives s back below
+    return _seg_hash_kernel(leaf.astype(np.int64, copy=False), start.astype(np.int64, copy=False),
+                            _unmix64(seed)[0])
+
+
+@numba.njit(cache=True, nogil=True)
+def _seg_hash_kernel(leaf, start, seed):
+    """splitmix64's finaliser of ``((leaf << 32) | start) + seed`` (hashing._mix64)."""
+    out = np.empty(leaf.shape[0], np.uint64)
+    c1, c2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+    s30, s27, s31, s32 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(32)
+    for i in range(leaf.shape[0]):
+        z = ((np.uint64(leaf[i]) << s32) | np.uint64(start[i])) + seed
+        z = (z ^ (z >> s30)) * c1
+        z = (z ^ (z >> s27)) * c2
+        out[i] = z ^ (z >> s31)
+    return out
 
 
 def _unmix64(z: np.ndarray) -> np.ndarray:
@@ -246,22 +267,45 @@ class RunView:
         return len(self.leaf)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _before(oleaf, okey, kmap, i, a, b):
+    """Whether cell ``i`` of the run comes before (leaf ``a``, code ``b``)."""
+    lm = np.int64(oleaf[i])
+    return lm < a or (lm == a and kmap[np.int64(okey[i])] < b)
+
+
 @numba.njit(cache=True, nogil=True)
 def _lower_bound(oleaf, okey, kmap, ql, qk):
-    """Per query (leaf, code): the first cell at or after it."""
+    """Per query (leaf, code): the first cell at or after it.  Queries in order (a
+    grouped table's cells) are searched from the previous query's answer, by doubling
+    steps then halving them: the pages of the run are read in order, and a dense batch
+    of queries costs about one pass over the run instead of a search from the whole
+    range each (a query out of order starts from the beginning again)."""
     m = oleaf.shape[0]
     out = np.empty(ql.shape[0], np.int64)
+    start = 0
+    pa, pb = np.int64(-1), np.int64(-1)
     for t in range(ql.shape[0]):
-        lo, hi = 0, m
-        a, b = ql[t], qk[t]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lm = np.int64(oleaf[mid])
-            if lm < a or (lm == a and kmap[np.int64(okey[mid])] < b):
-                lo = mid + 1
-            else:
-                hi = mid
+        a, b = np.int64(ql[t]), np.int64(qk[t])
+        if a < pa or (a == pa and b < pb):
+            start = 0
+        pa, pb = a, b
+        lo = start
+        if lo < m and _before(oleaf, okey, kmap, lo, a, b):
+            step = 1
+            while lo + step < m and _before(oleaf, okey, kmap, lo + step, a, b):
+                lo += step
+                step *= 2
+            hi = min(lo + step, m)  # cell lo comes before the query; cell hi does not (or is the end)
+            lo += 1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if _before(oleaf, okey, kmap, mid, a, b):
+                    lo = mid + 1
+                else:
+                    hi = mid
         out[t] = lo
+        start = lo
     return out
 
 

@@ -631,19 +631,112 @@ def run_strat(
                     n_passes=sample_passes + 1, stratification=strat, state=state)
 
 
+@dataclass
+class ScanSizing:
+    """The scan's reduction as the memory model sizes it (:func:`size_scan`): its fan-in,
+    arithmetic arity, grouping level per feature and bucket count, and about how many
+    bytes its largest task holds (``task_bytes``: a bucket's share of the largest combine
+    plus its finish's trial arrays, ``trial_bytes``) and its results take on the driver
+    (``result_bytes``)."""
+
+    fan_in: int
+    arity: int
+    grouping: dict
+    n_buckets: int
+    task_bytes: float
+    trial_bytes: float
+    result_bytes: float
+
+
+#: what a bucket's finish holds, with trials, per (position, statistics set) of its
+#: features and per ((leaf, position) group, trial): the per-position sums and curves of
+#: every set, and per group its leaf's trial weights and every set's slope sums (one
+#: byte and two float64 a trial: :func:`daskpd._strat.numeric._segments`)
+FINISH_BYTES_PER_POSITION_SET = 200
+FINISH_BYTES_PER_GROUP_TRIAL = 17
+
+
+def _finish_trial_bytes(scans, n_rows: int, n_buckets: int, n_sets: int) -> float:
+    """What the trials add to a bucket's finish, about (:data:`FINISH_BYTES_PER_POSITION_SET`,
+    :data:`FINISH_BYTES_PER_GROUP_TRIAL`): every feature's per-position arrays of every
+    set (a bucket's leaves reach every position), and per (leaf, position) group of the
+    bucket (its share of the occupied cells) the trials' weights and slope sums."""
+    T = n_sets - 1
+    if T <= 0:
+        return 0.0
+    groups = max((_occupied(fs, n_rows) for fs in scans), default=0.0) / max(1, n_buckets)
+    return (FINISH_BYTES_PER_GROUP_TRIAL * groups * T
+            + FINISH_BYTES_PER_POSITION_SET * n_sets * sum(fs.coder.n_keys for fs in scans))
+
+
+def _result_bytes(scans, n_sets: int) -> float:
+    """The results on the driver, about: per feature a curve per set over its positions
+    (the trial curves and what is kept with them: 2 arrays of float64)."""
+    return float(sum(2.0 * 8 * n_sets * fs.coder.n_keys for fs in scans))
+
+
+def size_scan(scans, n_rows: int, n_partitions: int, n_trials: int, keep=False, parts_dir=None) -> ScanSizing:
+    """The memory model's sizing of a scan of ``scans`` over ``n_partitions`` partitions
+    of ``n_rows`` rows with ``n_trials`` trials: its reduction (twice the memory per
+    bucket when it keeps its state, ``keep`` truthy, and sends it to the driver; a bucket
+    that writes its sums to ``parts_dir`` itself lets them go at once), and the bytes of
+    its largest task and of its results."""
+    n_sets = 1 + n_trials
+    arity = memory.arity(n_partitions)
+    fan_in = memory.fan_in(n_partitions, map_output_bytes(scans, n_rows, n_partitions))
+    grouping = {fs.feature: group_from(fs, n_rows, n_partitions) for fs in scans}
+    peak = combine_peak_bytes(scans, n_rows, n_partitions, fan_in, arity, grouping) \
+        * (KEEP_STATE_FACTOR if keep and parts_dir is None else 1)
+    n_buckets = memory.n_buckets(peak, n_rows=n_rows, parallel=memory.parallelism())
+    trial = _finish_trial_bytes(scans, n_rows, n_buckets, n_sets)
+    # a bucket's share of the largest combine, with as much again of working arrays (as n_buckets counts it)
+    task = 2.0 * peak / n_buckets + trial
+    return ScanSizing(fan_in, arity, grouping, n_buckets, task, trial, _result_bytes(scans, n_sets))
+
+
+def check_scan_memory(scans, n_rows: int, n_partitions: int, n_trials: int, keep=False, parts_dir=None,
+                      sizing: ScanSizing | None = None) -> ScanSizing:
+    """:func:`size_scan`, or a :class:`DataError` with the figures when its largest task
+    cannot fit in a worker thread's memory (:func:`daskpd._engine.memory.usable_thread_memory`)
+    or its results in the driver's (:func:`daskpd._engine.memory.driver_memory`), before
+    anything of the scan runs; the message gives the most trials that would fit."""
+    sz = sizing if sizing is not None else size_scan(scans, n_rows, n_partitions, n_trials, keep, parts_dir)
+    worker, driver = memory.usable_thread_memory(), memory.driver_memory()
+    if sz.task_bytes <= worker and sz.result_bytes <= driver:
+        return sz
+
+    def fits(t: int) -> bool:
+        z = size_scan(scans, n_rows, n_partitions, t, keep, parts_dir)
+        return z.task_bytes <= worker and z.result_bytes <= driver
+
+    lo, hi = 0, n_trials  # the most trials that fit: fits(lo), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    fb = memory.format_bytes
+    if sz.task_bytes > worker:
+        part = "every leaf" if sz.n_buckets == 1 else f"1/{sz.n_buckets} of the leaves"
+        what = (f"its largest task (the finish of a bucket holding {part}) needs about {fb(sz.task_bytes)}"
+                + (f" ({fb(sz.trial_bytes)} of it the trials' weights and per-position sums)" if sz.trial_bytes else "")
+                + f" and a worker thread has {fb(worker)} (its share of memory_limit, up to dask's pause "
+                  "threshold)")
+    else:
+        what = f"its results need about {fb(sz.result_bytes)} on the driver, which has {fb(driver)} available"
+    trials = f"n_trials = {n_trials:,}" if n_trials else "the scan"
+    more = (f"at most about {lo:,} trials fit: lower n_trials" if n_trials and lo >= 1 else
+            "lower n_trials" if n_trials else "lower max_bins, raise min_samples_leaf or stratify on fewer columns")
+    raise DataError(f"{trials} does not fit in memory: {what}; {more}, or give the workers more memory "
+                    "(nothing was scanned)")
+
+
 def _plan_scan(ddf, scans, n_rows: int, sample_rows: int, encoder, target, dtypes, n_trials: int,
                random_state: int, finish_options, keep, parts_dir=None,
                hash_columns=None) -> tuple[StratScan, int, int]:
     """``(scan, fan_in, arity)``: the scan job of ``scans`` over ``ddf`` (``n_rows`` rows),
-    its reduction sized by the memory model (twice the memory per bucket when it keeps its
-    state, ``keep`` truthy, and sends it to the driver; a bucket that writes its sums to
-    ``parts_dir`` itself lets them go at once)."""
-    arity = memory.arity(ddf.npartitions)
-    fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, n_rows, ddf.npartitions))
-    grouping = {fs.feature: group_from(fs, n_rows, ddf.npartitions) for fs in scans}
-    n_buckets = memory.n_buckets(combine_peak_bytes(scans, n_rows, ddf.npartitions, fan_in, arity, grouping)
-                                 * (KEEP_STATE_FACTOR if keep and parts_dir is None else 1),
-                                 n_rows=n_rows, parallel=memory.parallelism())
+    its reduction sized by the memory model (:func:`size_scan`), refused when it cannot
+    fit (:func:`check_scan_memory`)."""
+    sz = check_scan_memory(scans, n_rows, ddf.npartitions, n_trials, keep, parts_dir)
+    fan_in, arity, grouping, n_buckets = sz.fan_in, sz.arity, sz.grouping, sz.n_buckets
     opts = dict(finish_options or {})
     opts["dtypes"] = {fs.feature: dtypes.get(fs.feature) for fs in scans}
     opts["run_params"] = {"sample_rows": sample_rows, "n_partitions": ddf.npartitions,

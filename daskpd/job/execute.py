@@ -68,9 +68,7 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         strat = plan.stratification
         curve_feats = [f for f in curve_feats if f in strat.features]
         data = _new_files(spec, data, plan.new_files)
-        t0 = time.perf_counter()
         under = {"stratification": strat, "base_state": plan.load_state(), "keep_state": True}
-        load_s = time.perf_counter() - t0
     elif spec.run.incremental:  # the scan's buckets write the sums next to the runs (hard-linked into the state)
         under = {"keep_state": str(plan.job_dir) if plan is not None and plan.job_dir is not None else True}
     pending = None
@@ -93,8 +91,6 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
             **under)  # constant columns are left out, counted
     res.stratification, res.state = out.stratification, out.state
     phases = {k: round(float(v), 3) for k, v in (getattr(out, "timings", None) or {}).items()}
-    if under.get("base_state") is not None:
-        phases["load_state_s"] = round(load_s, 3)
     if pending is not None:
         from .._strat.firstpass import finish_cache_files
 
@@ -147,6 +143,12 @@ def first_pass_stats(cache, log, new_files_only: bool = False) -> dict:
     ``new_files_only``: an incremental run, which kept the new files' pass 1
     (:func:`start_new_files_cache`) and ran none over the lake."""
     st = cache.stats
+    bad = st.get("unusable") or []
+    if bad:  # damaged entries: their files were read again (never a stale or altered pass 1)
+        shown = "; ".join(f"cache/firstpass/{n} {what}" for n, what in bad[:3])
+        log_line(log, f"daskpd: first-pass cache: {len(bad)} entr{'y' if len(bad) == 1 else 'ies'} not used, "
+                      f"{'its file' if len(bad) == 1 else 'their files'} read again: {shown}"
+                      + (f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""))
     if st.get("off"):
         log_line(log, f"daskpd: first-pass cache not used: {st['off']}")
         return {"used": False, "reason": st["off"]}
@@ -160,7 +162,8 @@ def first_pass_stats(cache, log, new_files_only: bool = False) -> dict:
              + (f"; read again, their cached rows stopping above the sample's cutoff: {', '.join(again)}"
                 if again else ""))
     return {"used": True, "hits": int(st["hits"]), "misses": int(st["misses"]), "read_again": list(again),
-            "bytes": int(st["bytes"]), "path": "cache/firstpass"}
+            "bytes": int(st["bytes"]), "path": "cache/firstpass",
+            **({"unusable": [{"entry": n, "what": w} for n, w in bad]} if bad else {})}
 
 
 def method_defaults(method: str) -> dict:

@@ -149,12 +149,18 @@ def damaged_pages_named(spec: JobSpec, data_path: str, columns):
 
 
 # ------------------------------------------------------------------ fingerprint
-def file_stamps(path: str, storage_options: dict | None = None, mode: str = "metadata") -> list[dict]:
+def file_stamps(path: str, storage_options: dict | None = None, mode: str = "metadata",
+                footers: dict | None = None) -> list[dict]:
     """Every input file as ``{"path": full path, "rel": path relative to the source,
     "size": bytes, "stamp": ...}``, sorted by path: the stamp is the ETag / checksum the
-    filesystem reports, else the modification time (``metadata``), or sha256 of the
-    bytes (``content``).  Hidden files (``.name``) and ``_SUCCESS``-style markers are
-    skipped; ``_metadata`` is kept."""
+    filesystem reports, else the modification time and, for a parquet file, the checksum
+    of its footer's bytes (``metadata``; ``footers`` maps the files' paths, as the lake
+    reader lists them, to their :attr:`daskpd._data.lake.FileFooter.digest` when the
+    footers were read already: the others' are read now), or sha256 of the bytes
+    (``content``).  Hidden files (``.name``) and ``_SUCCESS``-style markers are skipped;
+    ``_metadata`` is kept."""
+    from .._data.lake import footer_digest, footer_stamp
+
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
@@ -183,9 +189,12 @@ def file_stamps(path: str, storage_options: dict | None = None, mode: str = "met
                     fh.update(block)
             stamp = fh.hexdigest()
         else:
-            stamp = str(info.get("ETag") or info.get("etag") or info.get("checksum") or info.get("md5Hash")
-                        or info.get("mtime") or info.get("LastModified") or info.get("last_modified")
+            tag = info.get("ETag") or info.get("etag") or info.get("checksum") or info.get("md5Hash")
+            stamp = str(tag or info.get("mtime") or info.get("LastModified") or info.get("last_modified")
                         or info.get("updated") or "")
+            if not tag:  # a modification time, which a rewrite may restore: the footer's bytes too
+                digest = (footers or {}).get(f)
+                stamp = footer_stamp(stamp, footer_digest(fs, f, size) if digest is None else digest)
         full = f if "://" not in path else fs.unstrip_protocol(f)
         out.append({"path": full, "rel": rel, "size": size, "stamp": stamp})
     return out
@@ -197,7 +206,8 @@ def fingerprint(path: str, storage_options: dict | None = None, mode: str = "met
 
     ``metadata`` (default, cheap on a lake): sha256 over each file's path (relative to
     the source), size and modification time (or ETag/checksum when the filesystem
-    reports one).  ``content``: sha256 over each file's bytes instead of its
+    reports one) and, for a parquet file, the checksum of its footer's bytes (read
+    anyway when the lake is opened).  ``content``: sha256 over each file's bytes instead of its
     modification time (reads every byte once; for small inputs).  Hidden files
     (``.name``) and ``_SUCCESS``-style markers are skipped; ``_metadata`` is kept.
     ``stamps``: :func:`file_stamps` already listed.

@@ -100,11 +100,6 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
     job_dir = out_root / spec.name
     if out_root.exists() and not out_root.is_dir():
         raise DataError(f"output {str(out_root)!r} exists and is not a directory")
-    if not explicit_id and (job_dir / run_id).exists():  # two runs in one second
-        i = 2
-        while (job_dir / f"{run_id}-{i}").exists():
-            i += 1
-        run_id = f"{run_id}-{i}"
 
     created: list[Path] = []  # directories this run created, removed again on failure if empty
     tmp: Path | None = None
@@ -115,6 +110,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
     client = cluster = where = None
     res = RunResult()
     stats: dict[str, Any] = {}
+    lock = contextlib.ExitStack()  # the job's lock: from before the plan until the run is committed
     with store.signals_raise():
         try:
             # ---- the input, checked before anything is written
@@ -148,7 +144,14 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     created.append(p)
             store.check_free_space(job_dir, outputs.output_bytes(spec, len(feats)), "the run's outputs")
             writing = (job_dir, None, "(nothing was computed or written)")
-            job_dir.mkdir(parents=True, exist_ok=True)
+            waited = lock.enter_context(store.job_lock(job_dir, lambda line: log_line(log, line)))
+            if waited and not explicit_id:  # its id: when it really starts, after the run it waited for
+                run_id = store.default_run_id()
+            if not explicit_id:  # a run of that id exists (two runs in one second)
+                run_id = store.free_run_id(job_dir, run_id)
+            if waited:
+                log_line(log, f"daskpd: the other run ended after {waited:.1f} s of waiting; this one goes on as "
+                              f"run {run_id}")
             store.clean_stale(job_dir)
             tmp = job_dir / f".{run_id}.tmp-{os.getpid()}"
             store.rmtree(tmp)
@@ -157,7 +160,9 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
 
             t0 = time.perf_counter()
             fp_mode = "content" if spec.source.synthetic else spec.source.fingerprint
-            stamps = inputs.file_stamps(data_path, spec.source.storage_options, fp_mode)
+            lake = request.dataset.lake  # its footers' checksums, in the files' fingerprints
+            stamps = inputs.file_stamps(data_path, spec.source.storage_options, fp_mode,
+                                        {f.path: f.digest for f in lake.files} if lake is not None else None)
             fp = inputs.fingerprint(data_path, spec.source.storage_options, fp_mode, stamps=stamps)
             timings["fingerprint"] = time.perf_counter() - t0
             plan = None
@@ -168,6 +173,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 t0 = time.perf_counter()
                 plan = nightly.plan(spec, job_dir, request, stamps, read_extra)
                 timings["plan"] = time.perf_counter() - t0
+                if plan.verify_s:
+                    timings["verify_state"] = plan.verify_s
                 if spec.run.incremental:
                     log_line(log, f"daskpd: {plan.mode} run: {plan.reason}")
 
@@ -267,8 +274,10 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                             step = "the model-based state"
                             m_bytes = model_state.save(tmp, *res.model_state, mplan.sha256, mplan.key,
                                                        mplan.fitted_rows)
-                            stats["state"].update(bytes=n_bytes + m_bytes, model_bytes=m_bytes)
-                            timings["save_state"] = time.perf_counter() - t1
+                            stats["state"].update(model_bytes=m_bytes)
+                        step = "the state's seal"
+                        stats["state"]["bytes"] = nightly.seal_state(tmp, plan)
+                        timings["save_state"] = time.perf_counter() - t1
                         step = None
                 step = "the plots"
                 plots = outputs.write_plots(res, imp, tmp / "plots", spec) if spec.output.plots else []
@@ -361,6 +370,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     if p.name != ".cache":
                         with contextlib.suppress(OSError):
                             p.rmdir()  # only if empty: never remove anything but what this run made
+                lock.close()
             execute.close(None if client is not None and where == execute.CURRENT_CLIENT else client, cluster,
                           quiet=isinstance(sys.exc_info()[1], JobTerminated))
 

@@ -913,7 +913,7 @@ def partial_dependence(
                                       sets=1 if trials is None else 1 + trials.n)
         params["engine"] = notice
         with stage_label(label):
-            (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd")
+            (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd", rows=known_rows(run.dataset))
         params.update(trial_params(trials, band, plan.repeats))
         parts = [part] if len(preds) == 1 else part.parts
     per_output = []

@@ -244,7 +244,8 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     if jobs:
         plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
         with stage_label(" | ".join(labels) or None):
-            parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-model-methods", warn=False)
+            parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-model-methods", warn=False,
+                                rows=known_rows(run.dataset))
         if trials is not None:  # how often rows repeat: kept, and summed, with the partials
             parts.append(plan.sketch)
         phases.append("model")

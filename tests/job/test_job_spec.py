@@ -194,7 +194,7 @@ def test_wrong_types(tmp_path, line, key, expected):
     ("stratpd", "min_samples_leaf = 0", "key 'stratpd.min_samples_leaf': expected an integer >= 1, got integer 0"),
     ("stratpd", "max_bins = true", "key 'stratpd.max_bins': expected an integer >= 2 or false, got boolean true"),
     ("catstratpd", 'nan_as_level = "yes"', "key 'catstratpd.nan_as_level': expected true or false"),
-    ("importances", "n_trials = 2.5", "key 'importances.n_trials': expected an integer >= 1, got float 2.5"),
+    ("importances", "n_trials = 2.5", "key 'importances.n_trials': expected an integer in [1, 10000], got float 2.5"),
     ("output", "keep = -1", "key 'output.keep': expected an integer >= 0"),
     ("importances", "bootstrap = false", "unknown key 'importances.bootstrap'"),
     ("cluster", "n_workers = 0", "key 'cluster.n_workers': expected an integer >= 1"),
@@ -422,6 +422,6 @@ def test_model_trials_keys(tmp_path):
     assert (m.n_trials, m.bootstrap, m.subsample_size, m.band) == (20, False, 0.5, (0.1, 0.9))
     assert load_spec(write(tmp_path, MINIMAL + '[model]\npath = "m.skops"\n')).model.n_trials == 1
     errs = errors_of(tmp_path, text.replace("n_trials = 20", "n_trials = 0"))
-    assert len(errs) == 1 and errs[0] == "key 'model.n_trials': expected an integer >= 1, got integer 0", errs
+    assert len(errs) == 1 and errs[0] == "key 'model.n_trials': expected an integer in [1, 10000], got integer 0", errs
     errs = errors_of(tmp_path, text + '[partial_dependence]\nmethod = "recursion"\n')
     assert len(errs) == 1 and "recursion" in errs[0] and "model.n_trials" in errs[0], errs
