@@ -31,7 +31,7 @@ from .lake import LakeSchema, read_footers, reconcile
 from .read import ARROW_TO_PANDAS, filter_columns, named
 
 __all__ = ["DeltaSource", "IcebergSource", "read_delta", "read_iceberg", "TableSnapshot", "table_source",
-           "snapshot", "open_table", "changes", "table_groups"]
+           "snapshot", "open_table", "changes", "table_groups", "files_dataset", "lake_of"]
 
 
 @dataclass(frozen=True)
@@ -270,18 +270,25 @@ def open_table(source, storage_options: dict | None = None, filters=None):
     return named(frame, snap.name), lake, snap, (reader, files, keep)
 
 
+def files_dataset(reader: GroupReader, files):
+    """The :mod:`pyarrow.dataset` of a table's data files, each with the partition
+    values it does not store (its partition expression), in the reader's schema."""
+    import pyarrow.dataset as pds
+
+    fmt = pds.ParquetFileFormat()
+    fs = reader.arrow_fs()
+    frags = [fmt.make_fragment(f.path, filesystem=fs, partition_expression=reader.partition_expression(f.path))
+             for f in files]
+    return pds.FileSystemDataset(frags, reader.schema, fmt, fs)
+
+
 def _pruned(reader: GroupReader, files, filters):
     """The files whose partition values the filters leave (None: every file)."""
     if not filters or not reader.constants:
         return None
-    import pyarrow.dataset as pds
-
     from .gather import filter_expression
 
-    fmt = pds.ParquetFileFormat()
-    frags = [fmt.make_fragment(f.path, filesystem=reader.arrow_fs(), partition_expression=reader.partition_expression(
-        f.path)) for f in files]
-    dset = pds.FileSystemDataset(frags, reader.schema, fmt, reader.arrow_fs())
+    dset = files_dataset(reader, files)
     return {frag.path for frag in dset.get_fragments(filter=filter_expression(filters))}
 
 
