@@ -27,8 +27,8 @@ def night(i: int) -> str:
     return f"2026-12-{i + 1:02d}"
 
 
-def rows_of(i: int, rows: int) -> pd.DataFrame:
-    return GEN.chunk(i, rows).assign(date=night(i))
+def rows_of(chunk: int, rows: int, date: str) -> pd.DataFrame:
+    return GEN.chunk(chunk, rows).assign(date=date)
 
 
 def _s3_keys(storage_options: dict) -> dict:
@@ -69,7 +69,7 @@ class Lake:
         """One more night: ``rows`` rows in ``files`` files."""
         i = self.nights
         self.nights += 1
-        parts = [rows_of(100 * i + j, rows // files) for j in range(files)]
+        parts = [rows_of(100 * i + j, rows // files, night(i)) for j in range(files)]
         if self.kind == "hive":
             fs = self.fs()
             fs.makedirs(f"{self.root}/date={night(i)}", exist_ok=True)
@@ -109,7 +109,7 @@ class Lake:
     def rewrite(self, i: int) -> None:
         """Night ``i``'s rows replaced by other rows (the hive lake: its file rewritten in
         place; a table: an overwrite of the whole table)."""
-        df = rows_of(1000 + i, 500)
+        df = rows_of(1000 + i, 500, night(i))
         if self.kind == "hive":
             with self.fs().open(f"{self.root}/date={night(i)}/part-0.parquet", "wb") as fh:
                 df.drop(columns="date").to_parquet(fh, index=False)

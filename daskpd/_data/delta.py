@@ -69,6 +69,7 @@ def is_delta_table(path: str, storage_options: dict | None = None) -> bool:
 
     try:
         fs, root = fsspec.core.url_to_fs(path, **fsspec_options(storage_options))
+        fs.invalidate_cache(root)  # a listing cached by an earlier call in this process may be stale
         return bool(fs.isdir(root.rstrip("/") + "/_delta_log"))
     except Exception:  # an unreachable store: the parquet reader reports it
         return False
@@ -183,6 +184,7 @@ def changes(kept: dict, now: dict, storage_options: dict | None) -> str | None:
         return None
     fs, root = fsspec.core.url_to_fs(now["location"], **fsspec_options(storage_options))
     root = root.rstrip("/")
+    fs.invalidate_cache(f"{root}/_delta_log")  # a listing cached earlier in this process may be stale
     schema = None
     for v in range(old + 1, new + 1):
         actions = _commit(fs, root, v)
@@ -198,10 +200,11 @@ def changes(kept: dict, now: dict, storage_options: dict | None) -> str | None:
         if removed:
             if not any(r.get("dataChange", True) for r in removed) and not any(a.get("dataChange", True)
                                                                               for a in added):
-                return (f"Delta {what} rewrote {len(removed)} file(s) into {len(added)} (compaction) since "
-                        f"version {old}")
-            return (f"Delta {what} removed {len(removed)} file(s) since version {old} "
-                    f"({'an overwrite' if added else 'a delete'})")
+                return f"Delta {what} compacted {len(removed)} file(s) into {len(added)} since version {old}"
+            if added:
+                return (f"Delta {what} replaced {len(removed)} file(s) with {len(added)} (an overwrite, update or "
+                        f"merge) since version {old}")
+            return f"Delta {what} removed {len(removed)} file(s) (a delete) since version {old}"
         for a in actions:
             if "metaData" in a:
                 md = a["metaData"]

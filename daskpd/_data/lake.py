@@ -157,6 +157,8 @@ def list_parquet_files(path: str, storage_options: dict | None = None):
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    if not _is_local(fs):
+        fs.invalidate_cache()  # an object store's listings cached earlier in this process may be stale
     if any(c in root for c in "*?["):
         infos = fs.glob(root, detail=True)
         base = ""

@@ -139,7 +139,7 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list, columns=()) -> Pla
     table = request.dataset.table
     why = changes(old_files.get("table"), table) if old_files.get("table") or table is not None else None
     if why:
-        return full(f"{why} (the state of run {base})", base)
+        return full(f"{why}, kept by run {base}", base)
     if old_files.get("mode") != spec.source.fingerprint and table is None:
         return full(f"the fingerprint mode changed since run {base} ({old_files.get('mode')} -> "
                     f"{spec.source.fingerprint})", base)

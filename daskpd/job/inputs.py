@@ -185,6 +185,8 @@ def file_stamps(path: str, storage_options: dict | None = None, mode: str = "met
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    if "://" in path:
+        fs.invalidate_cache()  # an object store's listings cached earlier in this process may be stale
     if any(c in root for c in "*?["):
         files = sorted(fs.glob(root))
         base = root.split("*", 1)[0].rsplit("/", 1)[0]

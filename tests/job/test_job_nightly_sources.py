@@ -107,7 +107,8 @@ def nightly_cycle(tmp_path: Path, lake: Lake, scheduler: str, storage_options=No
     rw, mw, _ = run("r6")
     reason = mw["incremental"]["reason"]
     assert mw["incremental"]["mode"] == "full" and "\n" not in reason, reason
-    want = {"hive": "changed since run r5", "delta": "an overwrite", "iceberg": "since snapshot"}[lake.kind]
+    want = {"hive": "changed since run r5", "delta": "(an overwrite, update or merge)",
+            "iceberg": "since snapshot"}[lake.kind]
     assert want in reason, reason
 
 
@@ -116,3 +117,21 @@ def nightly_cycle(tmp_path: Path, lake: Lake, scheduler: str, storage_options=No
 def test_nightly_appends_are_incremental_deletes_and_overwrites_full(dask_cluster, tmp_path, kind):
     lake = Lake(kind, str(tmp_path / "lake"), catalog_dir=str(tmp_path / "catalog"))
     nightly_cycle(tmp_path, lake, dask_cluster)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("kind", KINDS)
+def test_nightly_on_s3(dask_cluster, tmp_path, s3_bucket, kind):
+    """The same nights on a real S3 server (SeaweedFS on 127.0.0.1) through s3fs: the
+    lake's files fingerprinted by their ETags, the tables read through their logs."""
+    bucket, so = s3_bucket
+    lake = Lake(kind, f"{bucket}/lake", storage_options=so, catalog_dir=str(tmp_path / "catalog"))
+    nightly_cycle(tmp_path, lake, dask_cluster, storage_options=so)
+    if kind == "hive":  # the stamps are the S3 server's ETags
+        import s3fs
+
+        out = tmp_path / "out" / "nightly"
+        kept = json.loads((out / "r6" / "state" / "files.json").read_text())["files"]
+        fs = s3fs.S3FileSystem(skip_instance_cache=True, **so)
+        etags = {f"s3://{k}": v["ETag"] for k, v in fs.find(f"{bucket}/lake", detail=True).items()}
+        assert kept and all(f["stamp"] == etags[f["path"]] for f in kept), (kept, etags)
