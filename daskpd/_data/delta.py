@@ -7,8 +7,9 @@ version from the table's log (``_delta_log/NNN.json``, newline-delimited JSON ac
 and says in one line why they are not appends only.  Reading the files is
 :mod:`daskpd._data.tables`' part.
 
-Deletion vectors (rows deleted without rewriting their file) are applied: the kept rows
-of each such file come with the snapshot, and the reader drops the others.  A table
+Deletion vectors (rows deleted without rewriting their file) are applied: the rows each
+such file keeps (read by delta-rs) come with the snapshot, and the reader drops the
+others.  A table
 that maps column names to other physical names (``delta.columnMapping.mode``) is
 refused, naming the table and the mode.
 """
@@ -134,9 +135,9 @@ def snapshot(source, storage_options: dict | None) -> dict:
         mask = keep.get(uri) if keep else None
         rows = row.get("num_records")
         if mask is not None:
-            rows = int(sum(mask))
+            rows = int(mask.sum())
         files.append((uri, int(row["size_bytes"]), None if rows is None else int(rows),
-                      f"{row['modification_time']}" + (f"+dv{len(mask) - sum(mask)}" if mask is not None else ""),
+                      f"{row['modification_time']}" + (f"-{len(mask) - rows}" if mask is not None else ""),
                       values, mask))
     return {"name": name, "location": root, "version": version, "id": str(meta.id), "schema": schema,
             "partition_columns": parts, "files": files, "fsspec_options": fsspec_options(storage_options),
@@ -154,9 +155,11 @@ def _deletion_vectors(dt, name: str) -> dict:
     except Exception as exc:
         raise DataError(f"{name}: its deletion vectors cannot be read ({type(exc).__name__}: "
                         f"{' '.join(str(exc).split())}); the rows they delete cannot be left out") from None
+    import numpy as np
+
     out = {}
     for uri, mask in zip(batches.column("filepath").to_pylist(), batches.column("selection_vector").to_pylist()):
-        out[_local(unquote(uri))] = mask
+        out[_local(unquote(uri))] = np.asarray(mask, dtype=bool)
     return out
 
 

@@ -175,7 +175,8 @@ class GroupReader:
         #: path -> {column: value} of the columns a file does not store (a Delta table's
         #: partition columns), typed by ``schema``
         self.constants = constants or {}
-        #: path -> the rows a Delta deletion vector keeps (booleans over the file's rows)
+        #: path -> the rows a file keeps (a Delta deletion vector, Iceberg position deletes:
+        #: a numpy boolean over the file's rows)
         self.masks = masks or {}
 
     def __dask_tokenize__(self):
@@ -185,7 +186,8 @@ class GroupReader:
                 [(k, None if v is None else list(v)) for k, v in self.keys.items()], repr(self.filters),
                 sorted(self.arrow_to_pandas.items()), self.convert_string, self.categories,
                 _digest(repr(sorted(self.constants.items()))) if self.constants else None,
-                _digest(repr(sorted(self.masks.items()))) if self.masks else None)
+                _digest(repr(sorted((p, _digest(np.packbits(m).tobytes().hex()), len(m))
+                                    for p, m in self.masks.items()))) if self.masks else None)
 
     def arrow_fs(self):
         return _arrow_fs(self.fs)
@@ -328,11 +330,9 @@ def _rows_of(mask, piece, fs) -> list:
     with fs.open_input_file(path) as fh:
         md = pq.ParquetFile(fh).metadata
     if len(rgs) == md.num_row_groups:
-        return list(mask)
-    starts = [0]
-    for i in range(md.num_row_groups):
-        starts.append(starts[-1] + md.row_group(i).num_rows)
-    return [b for i in rgs for b in mask[starts[i]:starts[i + 1]]]
+        return mask
+    starts = np.cumsum([0] + [md.row_group(i).num_rows for i in range(md.num_row_groups)])
+    return np.concatenate([mask[starts[i]:starts[i + 1]] for i in rgs])
 
 
 def file_reader(lake: LakeSchema, paths, fs, filters, arrow_to_pandas: dict, *, hive: bool = True,

@@ -9,9 +9,10 @@ pruned by the filters' partition values and column statistics); :func:`changes` 
 the snapshots since a kept one and says in one line why they are not appends only.
 Reading the files is :mod:`daskpd._data.tables`' part.
 
-Delete files (position or equality deletes of merge-on-read writes) are refused with
-an error naming the table and a file they apply to; so are data files that are not
-parquet.
+Position delete files (of merge-on-read deletes, updates and merges) are applied: the
+rows they name are dropped when a data file is read.  Equality deletes and deletion
+vectors are refused with an error naming the table and a file they apply to; so are
+data files that are not parquet.
 """
 from __future__ import annotations
 
@@ -128,25 +129,32 @@ def snapshot(source, storage_options: dict | None, filters=None) -> dict:
     schema_id = snap.schema_id if snap.schema_id is not None else table.metadata.current_schema_id
     schema = table.schemas()[schema_id]
     try:
-        tasks = list(table.scan(snapshot_id=snap.snapshot_id, row_filter=_expression(filters)).plan_files())
-    except ValueError:  # a filter column the table lacks: planned unpruned, the reader names it
-        tasks = list(table.scan(snapshot_id=snap.snapshot_id).plan_files())
-    with_deletes = [t for t in tasks if t.delete_files]
-    if with_deletes:
-        first = with_deletes[0]
-        kinds = sorted({d.content.name.lower().replace("_", " ") for d in first.delete_files})
-        raise DataError(f"{name}: {len(with_deletes)} of its {len(tasks)} data files have delete files "
-                        f"({', '.join(kinds)} of merge-on-read deletes, updates or merges), e.g. "
-                        f"{first.file.file_path}; daskpd does not apply Iceberg delete files: rewrite the table's "
-                        "data files (compaction) or read a snapshot from before the deletes (snapshot_id)")
+        try:
+            tasks = list(table.scan(snapshot_id=snap.snapshot_id, row_filter=_expression(filters)).plan_files())
+        except ValueError as exc:  # a filter column the table lacks: planned unpruned, the reader names it
+            if "equality deletes" in str(exc):
+                raise
+            tasks = list(table.scan(snapshot_id=snap.snapshot_id).plan_files())
+    except ValueError as exc:
+        if "equality deletes" not in str(exc):
+            raise
+        raise DataError(f"{name} has equality deletes (of merge-on-read deletes, updates or merges); daskpd applies "
+                        "position delete files only: rewrite the table's data files (compaction) or read a snapshot "
+                        "from before the deletes (snapshot_id)") from None
     other = [t.file for t in tasks if t.file.file_format != FileFormat.PARQUET]
     if other:
         raise DataError(f"{name}: data file {other[0].file_path} is {other[0].file_format.name}; daskpd reads "
                         "Iceberg tables of parquet data files only")
     location = table.metadata.location.rstrip("/")
-    files = [(t.file.file_path, int(t.file.file_size_in_bytes), int(t.file.record_count),
-              str(int(t.file.record_count)), {}, None) for t in tasks]
     fs = _fs(table, location, storage_options)
+    keep = _position_deletes(tasks, fs, name)
+    files = []
+    for t in tasks:
+        path, n = t.file.file_path, int(t.file.record_count)
+        mask = keep.get(path)
+        gone = 0 if mask is None else int(n - mask.sum())
+        files.append((path, int(t.file.file_size_in_bytes), n - gone, f"{n}" + (f"-{gone}" if gone else ""), {},
+                      mask))
     label = source.table or location
     return {"name": name, "location": location, "version": int(snap.snapshot_id), "id": str(table.metadata.table_uuid),
             "schema": schema_to_pyarrow(schema, include_field_ids=False), "partition_columns": [], "files": files,
@@ -154,6 +162,44 @@ def snapshot(source, storage_options: dict | None, filters=None) -> dict:
             "record": {"format": "iceberg", "location": location, "table": label,
                        "id": str(table.metadata.table_uuid), "snapshot_id": int(snap.snapshot_id),
                        "schema_id": int(schema_id)}}
+
+
+def _position_deletes(tasks, fs, name: str) -> dict:
+    """``{data file: keep mask}`` of the data files that position delete files apply to
+    (each delete file read once: its ``file_path`` and ``pos`` columns); equality
+    deletes and deletion vectors (puffin) are refused, naming the table and a file."""
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from pyiceberg.manifest import DataFileContent, FileFormat
+
+    deletes = {}
+    for t in tasks:
+        for d in t.delete_files:
+            if d.content == DataFileContent.EQUALITY_DELETES or d.file_format != FileFormat.PARQUET:
+                what = "equality deletes" if d.content == DataFileContent.EQUALITY_DELETES else \
+                    f"deletes stored as {d.file_format.name} (deletion vectors)"
+                raise DataError(f"{name}: data file {t.file.file_path} has {what} ({d.file_path}); daskpd applies "
+                                "position delete files only: rewrite the table's data files (compaction) or read a "
+                                "snapshot from before the deletes (snapshot_id)")
+            deletes[d.file_path] = None
+    if not deletes:
+        return {}
+    positions: dict = {}
+    for path in deletes:
+        with fs.open(fs._strip_protocol(path), "rb") as fh:
+            table = pq.read_table(fh, columns=["file_path", "pos"])
+        for target in pc.unique(table.column("file_path")).to_pylist():
+            pos = table.filter(pc.equal(table.column("file_path"), target)).column("pos").to_numpy()
+            positions.setdefault(target, []).append(pos)
+    out = {}
+    for t in tasks:
+        got = positions.get(t.file.file_path)
+        if got:
+            mask = np.ones(int(t.file.record_count), dtype=bool)
+            mask[np.concatenate(got)] = False
+            out[t.file.file_path] = mask
+    return out
 
 
 def field_names(schema) -> dict:
