@@ -146,7 +146,10 @@ class Dataset:
             data, storage_options, filters = self.source
             ds = open_dataset([str(p) for p in paths], storage_options=storage_options, filters=filters,
                               partition_bytes=partition_bytes)
-            ds._agree = self.lake
+            keys = {c: self.dtypes[c] for c in self.hive_keys if c in ds.frame.columns}
+            if keys:  # the keys' categories: every value of the whole lake
+                ds.frame = ds.frame.astype(keys)
+            ds._agree, ds.hive_keys, ds.dtypes, ds.columns = self.lake, self.hive_keys, self.dtypes, self.columns
             return ds
         reader, files, keep = got
         chosen = [f for f in files if f.path.split("://", 1)[-1] in want and (keep is None or f.path in keep)]

@@ -135,3 +135,46 @@ def test_nightly_on_s3(dask_cluster, tmp_path, s3_bucket, kind):
         fs = s3fs.S3FileSystem(skip_instance_cache=True, **so)
         etags = {f"s3://{k}": v["ETag"] for k, v in fs.find(f"{bucket}/lake", detail=True).items()}
         assert kept and all(f["stamp"] == etags[f["path"]] for f in kept), (kept, etags)
+
+
+@pytest.mark.cluster
+def test_hive_keys_as_features_keep_their_types_on_incremental_nights(dask_cluster, tmp_path):
+    """A hive key declared numeric (``day=3/``) and one declared categorical
+    (``region=b/``) are features: a night that adds a new day and a new region is
+    incremental, the keys read with the whole lake's types, and its result equals a
+    full scan under the same stratification."""
+    from nightly_lakes import GEN
+
+    root = tmp_path / "lake"
+
+    def night(day: int, region: str, rows: int):
+        d = root / f"region={region}" / f"day={day}"
+        d.mkdir(parents=True)
+        df = GEN.chunk(day, rows)
+        df["SalePrice"] += 500 * day + (2000 if region == "b" else 0)
+        df.to_parquet(d / "part-0.parquet", index=False)
+
+    for day in range(4):
+        night(day, "ab"[day % 2], 1500)
+    feats = ["YearMade", "MachineHours", "ModelID", "day", "region"]
+    spec = tmp_path / "job.toml"
+    spec.write_text(SPEC.format(features=json.dumps(feats), source=f'[source]\npath = "{root}"')
+                    .replace('categorical = ["ModelID"]', 'categorical = ["ModelID", "region"]\nnumeric = ["day"]'))
+    kw = dict(scheduler=dask_cluster, output=tmp_path / "out", progress=False, out=False, log=False)
+    r1 = run_job(spec, run_id="r1", **kw)
+    night(4, "c", 800)  # a new day and a new region
+    r2 = run_job(spec, run_id="r2", **kw)
+    m2 = manifest(r2)
+    assert m2["incremental"]["mode"] == "incremental", m2["incremental"]
+    assert m2["incremental"]["schema"] == manifest(r1)["incremental"]["schema"]
+    strat = daskpd.Stratification.load(r1 / "state" / "stratification.pkl")
+    whole = daskpd.strat_curves_and_importances(str(root), target="SalePrice", features=feats,
+                                                categorical_features=["ModelID", "region"], numeric_features=["day"],
+                                                stratification=strat, progress=False)
+    got = pd.read_parquet(r2 / "importances.parquet").set_index("feature")["importance"].sort_index()
+    np.testing.assert_allclose(got.to_numpy(), whole.table["importance"].sort_index().to_numpy(), rtol=1e-9)
+    curves = pd.read_parquet(r2 / "curves.parquet")
+    for f, res in whole.curves.items():
+        np.testing.assert_allclose(curves[curves["feature"] == f]["pd"].to_numpy(dtype=float),
+                                   np.asarray(res.pd, dtype=float), rtol=1e-9, atol=1e-9, err_msg=f)
+    assert curves.loc[curves["feature"] == "day", "x"].max() == 4  # the new day has a position
