@@ -261,3 +261,12 @@ def test_iceberg_snapshots_that_are_not_appends_are_named(tmp_path):
     table = ice.catalog.load_table(ice.table_name)
     table.manage_snapshots().rollback_to_snapshot(table.snapshots()[0].snapshot_id).commit()
     assert "is not an ancestor of the snapshot" in changes(later, open_dataset(ice.data()).table)
+
+
+def test_delta_column_mapping_is_refused_naming_the_table(tmp_path):
+    root = str(tmp_path / "mapped")
+    deltalake.write_deltalake(root, GEN.chunk(0, 20), configuration={"delta.columnMapping.mode": "name"})
+    with pytest.raises(DataError, match=rf"Delta table '{root}' \(version 0\) maps its columns to other physical "
+                                        r"names \(delta.columnMapping.mode = 'name'\); daskpd reads the data files' "
+                                        "columns by name and does not support column mapping"):
+        open_dataset(root)
