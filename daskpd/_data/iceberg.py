@@ -141,6 +141,9 @@ def snapshot(source, storage_options: dict | None, filters=None) -> dict:
         raise DataError(f"{name} has equality deletes (of merge-on-read deletes, updates or merges); daskpd applies "
                         "position delete files only: rewrite the table's data files (compaction) or read a snapshot "
                         "from before the deletes (snapshot_id)") from None
+    pruned = None
+    if not tasks and filters:  # every file pruned: the table's files still say its columns
+        tasks, pruned = list(table.scan(snapshot_id=snap.snapshot_id).plan_files()), []
     other = [t.file for t in tasks if t.file.file_format != FileFormat.PARQUET]
     if other:
         raise DataError(f"{name}: data file {other[0].file_path} is {other[0].file_format.name}; daskpd reads "
@@ -158,7 +161,7 @@ def snapshot(source, storage_options: dict | None, filters=None) -> dict:
     label = source.table or location
     return {"name": name, "location": location, "version": int(snap.snapshot_id), "id": str(table.metadata.table_uuid),
             "schema": schema_to_pyarrow(schema, include_field_ids=False), "partition_columns": [], "files": files,
-            "fs": fs, "field_names": field_names(schema), "table": table,
+            "fs": fs, "field_names": field_names(schema), "table": table, "pruned": pruned,
             "record": {"format": "iceberg", "location": location, "table": label,
                        "id": str(table.metadata.table_uuid), "snapshot_id": int(snap.snapshot_id),
                        "schema_id": int(schema_id)}}

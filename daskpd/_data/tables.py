@@ -130,6 +130,7 @@ class TableSnapshot:
     field_names: dict = field(default_factory=dict)  # Iceberg: field id -> column name
     extra: dict = field(default_factory=dict)  # what changes() needs (the loaded Iceberg table)
     storage_options: dict | None = None
+    pruned: list | None = None  # the files the filters leave, when planning found none (an empty list)
 
     def path_of(self, uri: str) -> str:
         return self.fs._strip_protocol(uri)
@@ -163,7 +164,7 @@ def snapshot(source, storage_options: dict | None = None, filters=None) -> Table
         fs, fmt = got["fs"], "iceberg"
     return TableSnapshot(fmt, got["name"], got["location"], got["version"], got["schema"], got["partition_columns"],
                          got["files"], fs, got["record"], got.get("field_names") or {},
-                         {"table": got["table"]} if "table" in got else {}, storage_options)
+                         {"table": got["table"]} if "table" in got else {}, storage_options, got.get("pruned"))
 
 
 def changes(kept: dict | None, now: TableSnapshot | None) -> str | None:
@@ -259,7 +260,7 @@ def open_table(source, storage_options: dict | None = None, filters=None):
     reader = GroupReader(snap.fs, schema, {}, filters, ARROW_TO_PANDAS, True if convert is None else bool(convert),
                          constants=constants, masks=masks)
     files = ordered(lake)
-    keep = _pruned(reader, files, filters)
+    keep = _pruned(reader, files, filters) if snap.pruned is None else set(snap.pruned)
     groups = table_groups([f for f in files if keep is None or f.path in keep])
     meta = reader.meta(list(schema.names))
     if groups:

@@ -178,3 +178,22 @@ def test_hive_keys_as_features_keep_their_types_on_incremental_nights(dask_clust
         np.testing.assert_allclose(curves[curves["feature"] == f]["pd"].to_numpy(dtype=float),
                                    np.asarray(res.pd, dtype=float), rtol=1e-9, atol=1e-9, err_msg=f)
     assert curves.loc[curves["feature"] == "day", "x"].max() == 4  # the new day has a position
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+def test_validate_check_data_reads_a_tables_files(tmp_path, kind, capsys):
+    """``daskpd validate --check-data`` checks a table's snapshot: its data files with
+    the partition values they do not store, under the spec's filters."""
+    from daskpd import cli
+
+    lake = Lake(kind, str(tmp_path / "lake"), catalog_dir=str(tmp_path / "catalog"))
+    lake.append(500)
+    lake.append(500)
+    spec = write_spec(tmp_path, lake)
+    spec.write_text(spec.read_text().replace("[output]", 'filters = [["date", "==", "2026-12-02"]]\n[output]'))
+    assert cli.main(["validate", str(spec), "--check-data"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "ok: job 'nightly'" in out and "features: YearMade, MachineHours, ProductGroup, ModelID" in out
+    spec.write_text(spec.read_text().replace("2026-12-02", "2027-01-01"))
+    assert cli.main(["validate", str(spec), "--check-data"]) == 2
+    assert "has no rows left after source.filters" in capsys.readouterr().err
