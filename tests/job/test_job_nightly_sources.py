@@ -147,12 +147,12 @@ def test_hive_keys_as_features_keep_their_types_on_incremental_nights(dask_clust
 
     root = tmp_path / "lake"
 
-    def night(day: int, region: str, rows: int):
+    def night(day: int, region: str, rows: int, part: int = 0):
         d = root / f"region={region}" / f"day={day}"
-        d.mkdir(parents=True)
-        df = GEN.chunk(day, rows)
+        d.mkdir(parents=True, exist_ok=True)
+        df = GEN.chunk(10 * day + part, rows)
         df["SalePrice"] += 500 * day + (2000 if region == "b" else 0)
-        df.to_parquet(d / "part-0.parquet", index=False)
+        df.to_parquet(d / f"part-{part}.parquet", index=False)
 
     for day in range(4):
         night(day, "ab"[day % 2], 1500)
@@ -166,6 +166,11 @@ def test_hive_keys_as_features_keep_their_types_on_incremental_nights(dask_clust
     r2 = run_job(spec, run_id="r2", **kw)
     m2 = manifest(r2)
     assert m2["incremental"]["mode"] == "incremental", m2["incremental"]
+    night(2, "a", 400, part=1)  # a late file in an old partition: appended too
+    r2 = run_job(spec, run_id="r3", **kw)
+    m2 = manifest(r2)
+    assert m2["incremental"]["mode"] == "incremental", m2["incremental"]
+    assert m2["incremental"]["new_files"] == [str(root / "region=a" / "day=2" / "part-1.parquet")]
     assert m2["incremental"]["schema"] == manifest(r1)["incremental"]["schema"]
     strat = daskpd.Stratification.load(r1 / "state" / "stratification.pkl")
     whole = daskpd.strat_curves_and_importances(str(root), target="SalePrice", features=feats,
