@@ -126,7 +126,10 @@ def snapshot(source, storage_options: dict | None, filters=None) -> dict:
     base = _name(source)
     snap = _pick(table, source, base)
     name = f"{base} (snapshot {snap.snapshot_id})"
-    schema_id = snap.schema_id if snap.schema_id is not None else table.metadata.current_schema_id
+    pinned = source.snapshot_id is not None or source.timestamp is not None
+    # the current table reads with its current schema (a column renamed since is renamed); a pinned
+    # snapshot with the schema it was written with
+    schema_id = snap.schema_id if pinned and snap.schema_id is not None else table.metadata.current_schema_id
     schema = table.schemas()[schema_id]
     try:
         try:

@@ -270,3 +270,13 @@ def test_delta_column_mapping_is_refused_naming_the_table(tmp_path):
                                         r"names \(delta.columnMapping.mode = 'name'\); daskpd reads the data files' "
                                         "columns by name and does not support column mapping"):
         open_dataset(root)
+
+
+def test_iceberg_renamed_column_is_refused_naming_file_and_names(tmp_path):
+    ice = grown("iceberg", tmp_path, nights=1)
+    table = ice.catalog.load_table(ice.table_name)
+    with table.update_schema() as up:
+        up.rename_column("MachineHours", "Hours")
+    with pytest.raises(DataError, match=r"Iceberg table 'lake.events' \(snapshot \d+\): data file .* holds column "
+                                        r"'MachineHours' \(field id \d+\), which the table now calls 'Hours'"):
+        open_dataset(ice.data())
