@@ -135,7 +135,7 @@ class ComparisonResult(Result):
                 with np.errstate(invalid="ignore"), warnings.catch_warnings():
                     warnings.simplefilter("ignore", RuntimeWarning)
                     spread = np.nanstd(tr[:, ok], axis=1, ddof=1)
-                b = trial_band(spread[:, None], band)
+                b = trial_band(spread[:, None], band, center=row["pd_variance"])
                 row.update({"pd_variance_std": float(b["std"][0]), "pd_variance_lo": float(b["lo"][0]),
                             "pd_variance_hi": float(b["hi"][0])})
             rows.append(row)
@@ -302,7 +302,7 @@ def compare(
     elif stratpd is True or (stratpd is None and target is not None):
         sp = run_stratpd(ds.frame, target=target, feature=feature,  # the frame opened above: no second read
                          progress=progress, storage_options=storage_options,
-                         filters=filters, **{"row_id": row_id, **(stratpd_kwargs or {})})
+                         filters=filters, **(stratpd_kwargs or {}))
         out_curves["StratPD"] = (np.asarray(sp.x), np.asarray(sp.pd))
         results["StratPD"] = sp
     out_curves["FPD"] = (fpd.grid_values[0], fpd.average)
