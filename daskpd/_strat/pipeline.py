@@ -260,13 +260,16 @@ def _whys(left: dict) -> str:
     return "; ".join(f"{c!r} ({w})" for c, w in list(left.items())[:10]) + ("; ..." if len(left) > 10 else "")
 
 
-def check_strata(features, strat_cols, request: Request, sample: pd.DataFrame, min_slopes_per_x: int = 5) -> None:
+def check_strata(features, strat_cols, request: Request, sample: pd.DataFrame, min_slopes_per_x: int = 5,
+                 left_suspect=()) -> None:
     """A DataError naming the first (numeric) feature with no other column to be
     stratified on (none, or only columns constant on the tree ``sample``) when
     ``min_slopes_per_x`` > 1: its tree would be one leaf giving one slope per position,
     the curve would be empty and the advice of an empty curve would not apply.  (With
     ``min_slopes_per_x=1`` the one leaf gives the marginal curve, as stratx does; a
-    categorical feature's one leaf compares every category: its marginal effects.)"""
+    categorical feature's one leaf compares every category: its marginal effects.)
+    ``left_suspect``: the suspect columns left out of the stratifying columns (the message
+    names them and the option that keeps them)."""
     if min_slopes_per_x <= 1:
         return
     constant = {c for c in strat_cols if c in sample and sample[c].nunique(dropna=False) < 2}
@@ -278,8 +281,8 @@ def check_strata(features, strat_cols, request: Request, sample: pd.DataFrame, m
                         "partial dependence compares rows alike in the other columns, and with none its tree is one "
                         f"leaf, one slope per x, fewer than min_slopes_per_x={min_slopes_per_x}. Name at least one "
                         "other column in features / stratify_on (a job: its 'features' or 'stratify_on' keys)"
-                        + (f", or pass {KEEP_HINT} to keep the suspect columns left out"
-                           if request.default_strat and not request.keep_suspect else "")
+                        + (f", or pass {KEEP_HINT} to keep the suspect columns left out ({_whys(left_suspect)})"
+                           if left_suspect else "")
                         + "; with no other column the partial dependence is the marginal curve "
                         f"(daskpd.marginal(data, [{f!r}], target={request.target!r}), or min_slopes_per_x=1)")
 
@@ -522,7 +525,9 @@ def run_strat(
                             "columns")
 
     check_strata([f for f in features if kinds[f] == "numeric"], strat_cols, request, sample.frame,
-                 int((finish_options or {}).get("min_slopes_per_x", 5)))
+                 int((finish_options or {}).get("min_slopes_per_x", 5)),
+                 {c: w for c, w in {**skipped, **skipped_strat}.items()
+                  if w in SUSPECT_WHYS and c in request.stratify_on})
     # the trees, fitted in parallel next to the sample (on the workers when there is a cluster)
     t1 = time.perf_counter()
     from dask import delayed

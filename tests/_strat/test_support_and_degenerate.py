@@ -118,8 +118,14 @@ def test_nothing_to_stratify_on_is_an_error_naming_the_feature():
     with pytest.raises(DataError, match=r"^feature 'x' has no other column to be stratified on \(the stratifying "
                                         r"columns: 'x'\).*daskpd\.marginal\(data, \['x'\], target='y'\)"):
         daskpd.stratpd(df, target="y", feature="x", progress=False)
-    with pytest.raises(DataError, match="has no other column to be stratified on"):
+    with pytest.raises(DataError, match="has no other column to be stratified on") as err:
         daskpd.importances(df, target="y", progress=False)
+    assert "keep_suspect" not in str(err.value)  # nothing was left out: no advice to keep it
+    # the only other column left out as a row number: the message names it and the option
+    with pytest.raises(DataError, match=r"has no other column to be stratified on \(the stratifying columns: 'x'\)"
+                                        r".*pass keep_suspect=True to keep the suspect columns left out "
+                                        r"\('row' \(row number\)\)"):
+        daskpd.stratpd(df.assign(row=np.arange(2000)), target="y", feature="x", progress=False)
     # a categorical feature's one leaf compares every category: its marginal effects
     c = daskpd.catstratpd(df.assign(c=(df.x * 3).astype(int).astype(str)), target="y", feature="c",
                           stratify_on=["c"], progress=False)
