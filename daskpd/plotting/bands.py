@@ -12,7 +12,7 @@ import numpy as np
 __all__ = ["band_label", "draw_band", "draw_band_bars", "trials_of", "flat_limits", "is_flat", "thin_curve",
            "FLAT_SPAN", "TRIAL_POINTS"]
 
-#: a curve whose band could hold a flat line is drawn on a value axis spanning at least
+#: a curve not distinguishable from flat (a flat line fits its simultaneous band) is drawn on a value axis spanning at least
 #: this many standard deviations of the target (``params["target_std"]``): a zoom onto its
 #: wiggles would make noise look like an effect
 FLAT_SPAN = 2.0
@@ -34,14 +34,14 @@ def trials_of(res):
 
 
 def is_flat(res) -> bool:
-    """Whether ``res`` has a band that could hold a flat line (the summary's "NOT
-    distinguishable from flat"): the result's own ``is_flat()``."""
+    """Whether ``res`` is not distinguishable from flat (the summary's line: a flat line
+    fits its simultaneous band): the result's own ``is_flat()``."""
     fn = getattr(res, "is_flat", None)
     return bool(fn()) if fn is not None else False
 
 
 def flat_limits(res, lo: float, hi: float) -> tuple[float, float]:
-    """The value axis ``(lo, hi)`` of a curve, widened when its band could hold a flat line
+    """The value axis ``(lo, hi)`` of a curve, widened when it is not distinguishable from flat
     to span at least ``FLAT_SPAN`` standard deviations of the target, about its middle."""
     std = (getattr(res, "params", None) or {}).get("target_std")
     if not std or not np.isfinite(std) or not is_flat(res):

@@ -117,7 +117,7 @@ def _strip(res, ax, ok, labels, count, label_k, show_counts, show_band=True, sho
     if show_band or show_trials:
         drawn = draw_band_bars(ax, res, x, order, color="#c0392b", show_trials=show_trials)
         if drawn is not None and len(vals):  # the value axis: the effects and the band, on the target's
-            both = np.concatenate([vals, *drawn])  # scale when the band could hold a flat line
+            both = np.concatenate([vals, *drawn])  # scale when not distinguishable from flat
             pad = 0.08 * ((np.nanmax(both) - np.nanmin(both)) or 1.0)
             ax.set_ylim(*flat_limits(res, np.nanmin(both) - pad, np.nanmax(both) + pad))
     if res.n_groups > 1:

@@ -1,8 +1,9 @@
-"""A flat effect looks flat: a StratPD / CatStratPD curve whose band could hold a flat line
-is drawn on a value axis spanning at least ``FLAT_SPAN`` standard deviations of the
-target (``params["target_std"]``, from the tree sample), not zoomed onto its noise; trial
-curves are faint lines whose segments are never vertical, and leaf slope segments are
-short ticks, not streaks across the axes.  Measured on the drawn figure (Agg renderer)."""
+"""A flat effect looks flat: a StratPD / CatStratPD curve not distinguishable from flat (a
+flat line fits its simultaneous band) is drawn on a value axis spanning at least
+``FLAT_SPAN`` standard deviations of the target (``params["target_std"]``, from the tree
+sample), not zoomed onto its noise; trial curves are faint lines whose segments are never
+vertical, and leaf slope segments are short ticks, not streaks across the axes.  Measured
+on the drawn figure (Agg renderer)."""
 from __future__ import annotations
 
 import warnings
