@@ -236,7 +236,9 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
         ds.check([target])
         _readable(ds, [target])
         if not is_numeric_like(ds.dtypes[target]):
-            raise DataError(f"target {target!r} must be numeric; it has dtype {ds.dtypes[target]}")
+            raise DataError(f"target {target!r} must be numeric; it has dtype {ds.dtypes[target]}: convert it to "
+                            f"numbers, or a label of two classes to a boolean (e.g. data[{target!r}] == 'yes'), which "
+                            "is read as 0/1 (the partial dependence of the share of True)")
     declared = column_list(categorical)
     _missing(ds, declared, names["categorical"])
     if target is not None and target in declared:

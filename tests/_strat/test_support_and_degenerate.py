@@ -144,6 +144,14 @@ def test_a_constant_target_is_an_error():
             call()
 
 
+def test_a_text_target_is_an_error_saying_how_to_convert_it():
+    df = pd.DataFrame({"x1": np.arange(200.0), "x2": np.arange(200.0) % 7, "y": np.where(np.arange(200) % 3, "yes", "no")})
+    with pytest.raises(DataError, match=r"^target 'y' must be numeric; it has dtype \w+: convert it to numbers, or a "
+                                        r"label of two classes to a boolean \(e\.g\. data\['y'\] == 'yes'\), which is "
+                                        r"read as 0/1"):
+        daskpd.importances(df, target="y", progress=False)
+
+
 def test_a_boolean_target_is_read_as_0_1_and_says_so():
     import matplotlib
 
