@@ -22,7 +22,7 @@ from dask.sizeof import sizeof
 from .._engine.hashing import sort_labels
 from ..results import CurveResult
 from ..results.curves import (DEFAULT_BAND, anchored_trials, band_columns, band_is_flat, band_note, band_settings,
-                              trial_band)
+                              boolean_note, trial_band)
 from .categorical_buckets import fold_summaries, solve_buckets, solve_explicit
 from .categorical_gram import solve_gram
 from .trees import tree_method_of
@@ -192,7 +192,7 @@ class CatStratPDResult(CurveResult):
                 f"  rows used {self.n_used:,} of {self.n_rows:,}; ignored {self.n_ignored:,} in single-category "
                 f"leaves\n"
                 f"  dropped {self.n_missing_x:,} missing {self.feature}, {self.n_bad_y:,} missing/inf {self.target}"
-                f"{band_note(self)}")
+                f"{boolean_note(self)}{band_note(self)}")
 
     def plot(self, ax=None, **kwargs):
         """Sorted effects; bars with counts for few categories, a strip for many.

@@ -19,7 +19,7 @@ from .base import CurveResult
 
 __all__ = ["StratPDResult", "interval_slopes", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES", "DEFAULT_BAND", "band_settings",
            "trial_band", "align_trials", "simultaneous_q", "flat_test", "flat_within_band", "band_is_flat",
-           "band_columns", "band_note", "repeats_note", "anchored_trials"]
+           "band_columns", "band_note", "boolean_note", "repeats_note", "anchored_trials"]
 
 #: what an interval with 0 < slope_count < min_slopes_per_x contributes (see :func:`interval_slopes`)
 FEW_SLOPES_RULES = ("interpolate", "flat")
@@ -216,6 +216,13 @@ def band_note(res) -> str:
     return note + repeats_note(res.params)
 
 
+def boolean_note(res) -> str:
+    """The summary's line for a boolean target (read as 0/1); empty otherwise."""
+    if not (getattr(res, "params", None) or {}).get("target_boolean"):
+        return ""
+    return f"\n  target {res.target!r} is boolean, read as 0/1 (True = 1): pd is the change in the share of True"
+
+
 def repeats_note(params: dict) -> str:
     """The summary's line when rows repeat in the columns the trial weights are drawn
     from (``params["row_repeats"]``: :func:`daskpd._engine.repeats.repeats_text`)."""
@@ -362,7 +369,7 @@ class StratPDResult(CurveResult):
         lines.append(f"  {self.n_leaves} leaves; rows used {self.n_used:,} of {self.n_rows:,}; ignored "
                      f"{self.n_ignored:,} in single-x leaves")
         lines.append(f"  dropped {self.n_missing_x:,} missing x, {self.n_bad_y:,} missing/inf y")
-        return "\n".join(lines) + band_note(self)
+        return "\n".join(lines) + boolean_note(self) + band_note(self)
 
     @property
     def n_trials(self) -> int:

@@ -166,6 +166,11 @@ def test_a_boolean_target_is_read_as_0_1_and_says_so():
     np.testing.assert_array_equal(res.pd, ref.pd)  # exactly the 0/1 target's curve
     assert res.params["target_boolean"] and "target_boolean" not in ref.params
     assert "True = 1" in res.plot().get_ylabel()
+    assert "target 'y' is boolean, read as 0/1 (True = 1)" in res.summary()
+    assert "boolean" not in ref.summary()
+    cat = daskpd.catstratpd(df.assign(c=(df.x1 * 4).astype(int)), target="y", feature="c", stratify_on=["x2"],
+                            progress=False)
+    assert "target 'y' is boolean, read as 0/1 (True = 1)" in cat.summary()
     imp = quiet(daskpd.strat_curves_and_importances, df, target="y", progress=False)
     assert "for 'y' (boolean, read as 0/1)" in imp.summary()
     plt.close("all")
