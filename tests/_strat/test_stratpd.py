@@ -328,8 +328,8 @@ def test_finished_on_workers_equal_the_in_memory_kernels_and_warnings_reach_the_
             empty = daskpd.stratpd(df, target="y", feature="x1", min_slopes_per_x=100_000)
         cats = pd.DataFrame({"x": np.repeat(np.arange(6), 40), "y": np.repeat(np.arange(6.0), 40)})
         cats["c"] = cats.x.map(lambda v: f"c{v}")
-        with pytest.raises(DataError, match="no leaf of its tree holds two categories"):
-            daskpd.catstratpd(cats, target="y", feature="c", min_samples_leaf=10)
+        with pytest.raises(DataError, match="no leaf of its tree holds two categories"):  # x named: a leak by
+            daskpd.catstratpd(cats, target="y", feature="c", min_samples_leaf=10, stratify_on=["x"])  # its rule
         with pytest.raises(DataError, match="float column with non-integer values"):
             daskpd.catstratpd(cats.assign(f=cats.x + 0.5), target="y", feature="f")
     workers = {t["worker"] for t in ts.data if "daskpd-strat-finish-" in str(t["key"])}
