@@ -36,6 +36,8 @@ Runs, each in a fresh subprocess (so each peak RSS is its own), at n = n_small
 * the same with the trees fitted on a 20,000-row sample and ``min_samples_leaf=3`` (so
   that leaves still hold ~15 of the 1e5 rows) -- the setting for speed;
 * daskpd defaults with ``--trials`` bootstrap trials (numeric data; one scan all the same);
+* daskpd with ``honest=False`` (numeric data): one tree fitted on the sample stratifies
+  every row, stratx's estimator, whose numbers it should reproduce;
 * stratx 0.5 ``importances(X, y)`` through ``benchmarks/stratx_runner.py``: numeric data
   in the stratx-new venv (stratx's defaults: min_samples_leaf=15, min_slopes_per_x=5); mixed data with ``catcolnames={"c1","c2"}`` in the stratx-old
   venv (its CatStratPD needs numpy < 1.24), under an address-space limit
@@ -288,6 +290,7 @@ RUNS = [
     ("daskpd_numeric", "numeric", "small", "daskpd `importances`, defaults"),
     ("daskpd_numeric_sample", "numeric", "small", "daskpd, trees on a 20k-row sample, min_samples_leaf=3"),
     ("daskpd_numeric_trials", "numeric", "small", "daskpd, defaults, bootstrap trials"),
+    ("daskpd_numeric_stratx", "numeric", "small", "daskpd, `honest=False` (stratx's estimator)"),
     ("stratx_numeric3", "numeric3", "small", "stratx 0.5 `importances` (stratx-new venv)"),
     ("daskpd_numeric3", "numeric3", "small", "daskpd `importances`, defaults"),
     ("daskpd_numeric3_sample", "numeric3", "small", "daskpd, trees on a 20k-row sample, min_samples_leaf=3"),
@@ -406,6 +409,7 @@ def main(argv=None):
         runs = {f"daskpd_{dataset}": {}, f"daskpd_{dataset}_sample": fast}
         if dataset == "numeric":
             runs["daskpd_numeric_trials"] = {"n_trials": a.trials}
+            runs["daskpd_numeric_stratx"] = {"honest": False}
         for key, kw in runs.items():
             results[key] = run_daskpd(path, dataset, kw, timeout)
             log(key)
