@@ -36,8 +36,9 @@ Runs, each in a fresh subprocess (so each peak RSS is its own), at n = n_small
 * the same with the trees fitted on a 20,000-row sample and ``min_samples_leaf=3`` (so
   that leaves still hold ~15 of the 1e5 rows) -- the setting for speed;
 * daskpd defaults with ``--trials`` bootstrap trials (numeric data; one scan all the same);
-* daskpd with ``honest=False`` (numeric data): one tree fitted on the sample stratifies
-  every row, stratx's estimator, whose numbers it should reproduce;
+* daskpd with ``honest=False`` (numeric data, unless ``--skip-stratx``): one tree fitted
+  on the sample stratifies every row, stratx's estimator, whose numbers it should
+  reproduce;
 * stratx 0.5 ``importances(X, y)`` through ``benchmarks/stratx_runner.py``: numeric data
   in the stratx-new venv (stratx's defaults: min_samples_leaf=15, min_slopes_per_x=5); mixed data with ``catcolnames={"c1","c2"}`` in the stratx-old
   venv (its CatStratPD needs numpy < 1.24), under an address-space limit
@@ -409,7 +410,8 @@ def main(argv=None):
         runs = {f"daskpd_{dataset}": {}, f"daskpd_{dataset}_sample": fast}
         if dataset == "numeric":
             runs["daskpd_numeric_trials"] = {"n_trials": a.trials}
-            runs["daskpd_numeric_stratx"] = {"honest": False}
+            if not a.skip_stratx:  # stratx's estimator, next to stratx
+                runs["daskpd_numeric_stratx"] = {"honest": False}
         for key, kw in runs.items():
             results[key] = run_daskpd(path, dataset, kw, timeout)
             log(key)
