@@ -34,7 +34,8 @@ from ._grids import pd_grid, pd_grid_plan
 from ..results.curves import DEFAULT_BAND, trial_band
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._setup import MODEL_CONSTRAINTS, open_model_data, prepare_model_run
+from ._arrays import ColumnOrIndex, ColumnOrValues, open_model_input, resolve_columns
+from ._setup import MODEL_CONSTRAINTS, prepare_model_run
 from ._ale import ALEJob, ale_specs, finish_ale
 from ._fpd import PDJob, pd_results
 from ._marginal import MarginalJob, finish_marginal, marginal_ranks, marginal_spec
@@ -169,8 +170,8 @@ def _curve_of(obj, name):
 
 @validate_params({
     **{k: v for k, v in MODEL_CONSTRAINTS.items() if k != "categorical_features"},
-    "feature": ["column"],
-    "target": ["column", None],
+    "feature": [ColumnOrIndex()],
+    "target": [ColumnOrValues(), None],
     "stratpd": NO_VALIDATION,  # None, True/False, or a curve (checked by _curve_of)
     "curves": [dict, None],
     "grid_resolution": [Interval(Integral, 2, None, closed="left")],
@@ -206,6 +207,7 @@ def compare(
     band=(0.05, 0.95),
     random_state: int = 0,
     row_id=None,
+    feature_names=None,
 ) -> ComparisonResult:
     """StratPD, FPD, ALE and marginal curves of numeric ``feature``, for one overlaid figure.
 
@@ -245,7 +247,10 @@ def compare(
     -------
     ComparisonResult
     """
-    ds = open_model_data(data, storage_options, filters)  # the request's one opening
+    mi = open_model_input(data, feature_names=feature_names, model=model, target=target, sample_weight=sample_weight,
+                          storage_options=storage_options, filters=filters)  # the request's one opening
+    ds, target, sample_weight = mi.dataset, mi.target, mi.sample_weight
+    feature = resolve_columns(feature, ds, "feature")
     ds.check([feature])
     if target is not None:
         ds.check([target], "target")
@@ -262,6 +267,7 @@ def compare(
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, [feature], columns=columns, response=response, target_class=target_class,
                             engine="auto", sample_weight=sample_weight, extra_columns=[target] if target else [],
+                            reserved=[target] if target else [],
                             storage_options=storage_options, filters=filters, row_id=trial_row_id(trials))
     if run.kinds[feature] != "numeric":
         raise DataError(f"feature {feature!r} is categorical; the comparison figure is for numeric features")

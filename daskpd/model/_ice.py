@@ -33,7 +33,8 @@ from ._fpd import curves_matrix, engine_of, row_chunk
 from ._grids import build_grids, check_grid_arg
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
+from ._arrays import ColumnOrIndex, grid_names, open_model_input, resolve_columns
+from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, prepare_model_run
 
 __all__ = ["ice", "ICEResult"]
 
@@ -304,7 +305,7 @@ def finish_ice(job: ICEJob, part: _ICEPartial, pred, *, centered: bool, params: 
 @validate_params({
     **MODEL_CONSTRAINTS,
     **GRID_CONSTRAINTS,
-    "feature": ["column"],
+    "feature": [ColumnOrIndex()],
     "n_lines": [POSITIVE_INT, None],
     "centered": ["boolean"],
     "random_state": [NON_NEGATIVE_INT],
@@ -342,14 +343,16 @@ def ice(
     subsample_size: float = 0.75,
     band=(0.05, 0.95),
     row_id=None,
+    feature_names=None,
 ) -> ICEResult:
     """ICE curves of ``feature`` for every row of ``data`` (see the module docstring).
 
     Parameters
     ----------
     model, data, grid_resolution, percentiles, grid, response, target_class, columns,
-    categorical_features, engine, batch_rows, progress, storage_options, filters
-        As :func:`daskpd.partial_dependence` (one feature; ``grid`` may be an array).
+    categorical_features, engine, batch_rows, progress, storage_options, filters, feature_names
+        As :func:`daskpd.partial_dependence` (one feature, a column name or index;
+        ``grid`` may be an array; ``data`` may be a numpy or dask array).
     n_lines : int or None, default 100
         Curves returned for plotting: a uniform sample of rows chosen by a keyed hash of
         their content (reproducible for a given ``random_state``, independent of the
@@ -377,7 +380,10 @@ def ice(
     -------
     ICEResult
     """
-    ds = open_model_data(data, storage_options, filters)  # the request's one opening
+    mi = open_model_input(data, feature_names=feature_names, model=model, sample_weight=sample_weight,
+                          storage_options=storage_options, filters=filters)  # the request's one opening
+    ds, sample_weight = mi.dataset, mi.sample_weight
+    feature = resolve_columns(feature, ds, "feature")
     ds.check([feature])
     id_columns = id_columns or []
     ds.check(id_columns, "id_columns")
@@ -386,7 +392,7 @@ def ice(
     bad = [c for c in id_columns if c in ("partition", "row", feature) or c.startswith("ice_")]
     if bad:
         raise InvalidParameterError(f"ice: parameter id_columns: {bad} clash with the ICE table's own columns")
-    grid = check_grid_arg(grid, [feature])
+    grid = check_grid_arg(grid_names(grid, ds), [feature])
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, [feature], columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,

@@ -34,7 +34,8 @@ from .._engine.stats import order_statistics, summarize, type1_ranks
 from ._common import BinStats, level_codes
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params, trial_row_id
 from ._predictor import resolve_predictor
-from ._setup import MODEL_CONSTRAINTS, check_features, check_weight, model_available, open_model_data
+from ._arrays import ColumnOrValues, categorical_names, open_model_input
+from ._setup import MODEL_CONSTRAINTS, check_features, check_weight, model_available
 
 __all__ = ["marginal", "MarginalResult"]
 
@@ -266,7 +267,7 @@ def rows_with_finite(df: pd.DataFrame, column: str) -> pd.DataFrame:
 @validate_params({
     **MODEL_CONSTRAINTS,
     "features": NO_VALIDATION,  # check_features, against the data
-    "target": ["column", None],
+    "target": [ColumnOrValues(), None],
     "model": NO_VALIDATION,  # None, or resolve_predictor
     "bins": [POSITIVE_INT],
     "binning": [StrOptions("quantile", "uniform")],
@@ -294,17 +295,20 @@ def marginal(
     band=(0.05, 0.95),
     random_state: int = 0,
     row_id=None,
+    feature_names=None,
 ):
     """Marginal plot (M-plot) of ``target`` and/or of ``model``'s prediction per bin of each feature.
 
     Parameters
     ----------
-    data : pandas DataFrame, dask DataFrame, or parquet path / glob / directory / URL
-    features : str or list of str
-        One pass computes every feature.
-    target : str, optional
+    data : pandas DataFrame, dask DataFrame, numpy or dask array, or parquet path / glob / directory / URL
+    features : str or int, or a list of them
+        Columns by name or index; one pass computes every feature.
+    target : str or array, optional
         Numeric response column: its mean per bin (rows with a missing/inf target are
-        dropped and counted in ``n_bad_y``; the bins are computed without them).
+        dropped and counted in ``n_bad_y``; the bins are computed without them).  With
+        in-memory data (an array, a pandas DataFrame) it may be the values themselves,
+        one per row (scikit-learn's ``y``); they are named ``y`` (a Series: its name).
     model : fitted model or function, optional
         Its mean prediction per bin.  At least one of ``target`` and ``model`` is needed.
     bins : int, default 20
@@ -314,7 +318,7 @@ def marginal(
         Equal-count (exact type-1 quantile) or equal-width bins.
     sample_weight : str or array, optional
         Weighted means and spreads.
-    response, target_class, columns, categorical_features, progress, storage_options, filters
+    response, target_class, columns, categorical_features, progress, storage_options, filters, feature_names
         As :func:`daskpd.partial_dependence`.
     n_trials, bootstrap, subsample_size, band, random_state, row_id
         T > 1: bootstrap trials in the same pass (as :func:`daskpd.partial_dependence`):
@@ -327,7 +331,9 @@ def marginal(
     """
     if target is None and model is None:
         raise InvalidParameterError("marginal needs target= (a column) and/or model= (a fitted model)")
-    ds = open_model_data(data, storage_options, filters)  # the request's one opening
+    mi = open_model_input(data, feature_names=feature_names, model=model, target=target, sample_weight=sample_weight,
+                          storage_options=storage_options, filters=filters)  # the request's one opening
+    ds, target, sample_weight = mi.dataset, mi.target, mi.sample_weight
     items, single = check_features(features, ds, allow_pairs=False)
     feats = [it[0] for it in items]
     if target is not None:
@@ -344,7 +350,8 @@ def marginal(
                                  target_class=target_class, engine="predict")
     elif response != "auto" or target_class is not None or columns is not None:
         raise InvalidParameterError("parameters response, target_class and columns apply only with model=")
-    kinds = open_request(ds, target, feats, categorical=categorical_features, model_free=False).kinds
+    kinds = open_request(ds, target, feats, categorical=categorical_names(categorical_features, ds),
+                         model_free=False).kinds
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     ds.check(trial_row_id(trials), "parameter row_id")
     cols = list(dict.fromkeys([*feats, *([target] if target else []), *([wcol] if wcol else []),

@@ -32,7 +32,8 @@ from ._ice import ICEJob, finish_ice, ice
 from ._marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
 from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._setup import open_model_data, prepare_model_run
+from ._arrays import open_model_data
+from ._setup import prepare_model_run
 from ._variance import finish_pd_variance, pd_variance
 
 __all__ = ["model_methods"]

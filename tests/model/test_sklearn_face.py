@@ -202,8 +202,9 @@ def test_target_given_as_values_names_the_parameter_and_the_fix(data):
     assert "stratpd: parameter target must be a column name" in msg
     assert "a pandas Series (400 rows" in msg and "data.assign(target=values)" in msg
     assert "\n" not in msg  # the values are not printed
-    with pytest.raises(InvalidParameterError, match="marginal: parameter target .* numpy array of shape"):
-        daskpd.marginal(X, "a", target=y.to_numpy())
+    # the model-based marginal plot takes y's values with in-memory data (scikit-learn's y), not with a lake
+    with pytest.raises(InvalidParameterError, match="parameter target: values can be given only with in-memory data"):
+        daskpd.marginal(dd.from_pandas(X, npartitions=2), "a", target=y.to_numpy())
 
 
 @pytest.mark.parametrize("make", ["forest", "linear"])
