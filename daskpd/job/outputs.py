@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..model._ice import ICE_COLUMNS as ICE_TABLE
 from ..results.base import CURVE_HEAD, TABLE_HEAD, write_parquet
 from .execute import RunResult
 from .spec import JobSpec
@@ -24,8 +25,8 @@ __all__ = ["CURVE_COLUMNS", "IMPORTANCE_COLUMNS", "ICE_COLUMNS", "curves_frame",
 CURVE_COLUMNS = ["method", *CURVE_HEAD]
 #: the leading columns of importances.parquet (the shared table head; measures follow)
 IMPORTANCE_COLUMNS = ["method", *TABLE_HEAD]
-#: the leading columns of ice.parquet
-ICE_COLUMNS = ["feature", "line", "x", "category", "ice"]
+#: the columns of ice.parquet: the one long ICE table (daskpd.model._ice), x and category both
+ICE_COLUMNS = list(ICE_TABLE)
 _TEXT = ("method", "feature", "kind")
 
 

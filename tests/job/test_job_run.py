@@ -516,8 +516,9 @@ grid_resolution = 20
     truth = Bulldozer.year_effect(ym.x.to_numpy())
     assert np.corrcoef(ym.pd.to_numpy(), truth)[0, 1] > 0.97
     ice = pd.read_parquet(final / "ice.parquet")
-    assert list(ice.columns) == ["feature", "line", "x", "category", "ice", "index"]
-    assert ice.groupby("feature").line.nunique().to_dict() == {"MachineHours": 15, "ProductGroup": 15, "YearMade": 15}
+    assert list(ice.columns) == ["feature", "partition", "row", "x", "category", "ice"]  # the one long ICE table
+    lines = ice.groupby("feature")[["partition", "row"]].apply(lambda g: len(g.drop_duplicates())).to_dict()
+    assert lines == {"MachineHours": 15, "ProductGroup": 15, "YearMade": 15}
     imp = pd.read_parquet(final / "importances.parquet")
     assert set(imp.method) == {"pd_variance"} and imp.sort_values("rank").feature.iloc[0] == "YearMade"
     assert len(list((final / "plots").glob("*.png"))) == 1 + 2 + 4 * 3  # pd_variance chart + 2 StratPD + 12
