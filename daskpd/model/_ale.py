@@ -44,7 +44,7 @@ from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
 from ._ale2d import ALE2DJob, ALE2DSpec, finish_ale2d
-from ._common import ROW_COUNTS, BinStats, input_rows, level_codes
+from ._common import ROW_COUNTS, BinStats, class_columns, input_rows, level_codes, require_class, response_note
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._arrays import open_model_input
@@ -104,7 +104,7 @@ class ALEResult(CurveResult):
         return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)))
 
     def summary(self) -> str:
-        return super().summary() + band_note(self)
+        return super().summary() + response_note(self) + band_note(self)
 
     def __repr__(self) -> str:
         what = "edges" if self.kind == "numeric" else "levels"
@@ -115,7 +115,7 @@ class ALEResult(CurveResult):
         """``pd`` is the ALE; ``count``/``weight``/``delta``/``delta_std`` as above."""
         return {"positions": self.x, "pd": self.ale, "count": self.count.astype("int64"),
                 "extra": {"weight": self.weight, "delta": self.delta, "delta_std": self.delta_std,
-                          **band_columns(self.band())}}
+                          **band_columns(self.band()), **class_columns(self, len(self.x))}}
 
     def metadata(self) -> dict:
         return {"method": "ale", "feature": self.feature, "kind": self.kind, "response": self.response,
@@ -557,6 +557,7 @@ def ale(
     mi = open_model_input(data, feature_names=feature_names, model=model, sample_weight=sample_weight,
                           storage_options=storage_options, filters=filters)  # the request's one opening
     ds, sample_weight = mi.dataset, mi.sample_weight
+    require_class(model, response, target_class, "ale")
     items, single = check_features(features, ds, allow_pairs=True)
     singles = [it[0] for it in items if len(it) == 1]
     pairs = [it for it in items if len(it) == 2]

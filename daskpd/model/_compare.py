@@ -34,6 +34,7 @@ from ._grids import pd_grid, pd_grid_plan
 from ..results.curves import DEFAULT_BAND, trial_band
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
+from ._common import require_class
 from ._arrays import ColumnOrIndex, ColumnOrValues, open_model_input, resolve_columns
 from ._setup import MODEL_CONSTRAINTS, prepare_model_run
 from ._ale import ALEJob, ale_specs, finish_ale
@@ -250,6 +251,7 @@ def compare(
     mi = open_model_input(data, feature_names=feature_names, model=model, target=target, sample_weight=sample_weight,
                           storage_options=storage_options, filters=filters)  # the request's one opening
     ds, target, sample_weight = mi.dataset, mi.target, mi.sample_weight
+    require_class(model, response, target_class, "compare")
     feature = resolve_columns(feature, ds, "feature")
     ds.check([feature])
     if target is not None:

@@ -35,7 +35,8 @@ from .._errors import InvalidParameterError, SklearnDifferenceWarning
 from .._errors import DataError
 from ..results import CurveResult, curve_frame
 from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
-from ._common import DEFAULT_METHOD, all_classes, auto_recursion, warn_method
+from ._common import (DEFAULT_METHOD, all_classes, auto_recursion, class_columns, is_class_output, response_label,
+                      response_note, warn_method)
 from ._grids import build_grids, check_grid_arg
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, resolve_predictor
@@ -171,7 +172,9 @@ class PDResult(CurveResult):
         feature in the head, the second in ``feature_2``, ``kind_2``, ``x_2`` | ``category_2``.
         A result holding every class stacks them, with a ``target_class`` column."""
         if self.outputs is None:
-            return self._curve(self.average, self.band())
+            c = self._curve(self.average, self.band())
+            c["extra"].update(class_columns(self, len(c["pd"])))
+            return c
         cs = [self._curve(self.average[k], self.output(self.outputs[k]).band()) for k in range(self.n_outputs)]
         extra = {k: np.concatenate([c["extra"][k] for c in cs]) for k in cs[0]["extra"]}
         labels = np.empty(sum(len(c["pd"]) for c in cs), dtype=object)
@@ -198,7 +201,25 @@ class PDResult(CurveResult):
                            extra=c["extra"])
 
     def summary(self) -> str:
-        return super().summary() + band_note(self)
+        """A few lines: the grid, the range, the rows; a classifier's response (for a
+        binary one, that it is the positive class); with every class, one line each."""
+        if self.outputs is None:
+            return super().summary() + response_note(self) + band_note(self)
+        what = "categories" if self.kinds[0] == "categorical" else "positions"
+        classes = is_class_output(self)
+        name = self.feature if len(self.features) == 1 else " x ".join(self.features)
+        lines = [f"{name}: {self.n_outputs} {'classes' if classes else 'outputs'}, one curve each "
+                 f"(result.output(c) for one){f', {self.n_rows:,} rows' if self.n_rows else ''}"]
+        width = max(len(self._output_label(c)) for c in self.outputs)
+        for c in self.outputs:
+            y = np.asarray(self.output(c).average, dtype="float64").reshape(-1)
+            ok = np.isfinite(y)
+            rng = f"[{np.min(y[ok]):.4g}, {np.max(y[ok]):.4g}]" if ok.any() else "[nan, nan]"
+            lines.append(f"  {self._output_label(c):<{width}}  {y.size} {what}, range {rng}")
+        return "\n".join(lines)
+
+    def _output_label(self, c) -> str:
+        return response_label(self.response, c) or f"output {c}"
 
     def metadata(self) -> dict:
         return {"method": "partial_dependence", "pd_method": self.method, "engine": self.engine,
@@ -206,14 +227,14 @@ class PDResult(CurveResult):
                 "target_class": self.target_class, "n_rows": self.n_rows, "weight_sum": self.weight_sum,
                 "kind": self.pd_kind, "outputs": self.outputs, "params": self.params}
 
-    def plot(self, ax=None, **kwargs):
+    def plot(self, ax=None, target_class=None, **kwargs):
+        """The curve (1-way) or surface (2-way).  A result holding every class draws one
+        curve per class on one axes (1-way) or one panel per class (2-way, returning
+        the panels); ``target_class`` draws that class alone."""
         from ..plotting.model import plot_pd
 
-        if self.outputs is not None:
-            raise InvalidParameterError(f"this partial dependence holds one curve per class {self.outputs}; plot "
-                                        "one with result.output(target_class).plot(), or draw every feature with "
-                                        "daskpd.plotting.PartialDependenceDisplay")
-
+        if target_class is not None:
+            return plot_pd(self.output(target_class), ax=ax, **kwargs)
         return plot_pd(self, ax=ax, **kwargs)
 
 

@@ -35,6 +35,7 @@ from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from ..results import CurveResult, dump_json, with_metadata
 from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
+from ._common import class_columns, require_class, response_note
 from ._fpd import curves_matrix, engine_of, row_chunk
 from ._grids import build_grids, check_grid_arg
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params, trial_row_id
@@ -126,7 +127,8 @@ class ICEResult(CurveResult):
 
     def curve(self) -> dict:
         """The PD over all rows (centred when ``centered``); the lines: :meth:`lines_frame`."""
-        return {"positions": self.grid, "pd": self.pd, "extra": band_columns(self.band())}
+        return {"positions": self.grid, "pd": self.pd,
+                "extra": {**band_columns(self.band()), **class_columns(self, len(self.grid))}}
 
     def lines_frame(self) -> pd.DataFrame:
         """The sampled curves as the long ICE table (the module docstring): ``feature``,
@@ -142,7 +144,7 @@ class ICEResult(CurveResult):
         return pd.DataFrame({self.feature: self.grid, "pd": self.pd})
 
     def summary(self) -> str:
-        return f"{super().summary()}, {len(self.lines)} ICE lines{band_note(self)}"
+        return f"{super().summary()}, {len(self.lines)} ICE lines{response_note(self)}{band_note(self)}"
 
     def metadata(self) -> dict:
         return {"method": "ice", "feature": self.feature, "kind": self.kind, "centered": self.centered,
@@ -413,6 +415,7 @@ def ice(
     mi = open_model_input(data, feature_names=feature_names, model=model, sample_weight=sample_weight,
                           storage_options=storage_options, filters=filters)  # the request's one opening
     ds, sample_weight = mi.dataset, mi.sample_weight
+    require_class(model, response, target_class, "ice")
     feature = resolve_columns(feature, ds, "feature")
     ds.check([feature])
     id_columns = id_columns or []

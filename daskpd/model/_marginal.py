@@ -31,7 +31,7 @@ from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
 from .._data.request import open_request
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks
-from ._common import BinStats, level_codes
+from ._common import BinStats, class_columns, level_codes, require_class, response_note
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params, trial_row_id
 from ._predictor import resolve_predictor
 from ._arrays import ColumnOrValues, categorical_names, open_model_input
@@ -72,6 +72,11 @@ class MarginalResult(CurveResult):
         return self.y_mean if self.y_mean is not None else self.pred_mean
 
     @property
+    def target_class(self):
+        """The class whose probability (decision function) ``pred_mean`` averages, or None."""
+        return (self.params.get("model") or {}).get("target_class")
+
+    @property
     def n_trials(self) -> int:
         return 1 if self.trials_pd is None else len(self.trials_pd)
 
@@ -83,7 +88,7 @@ class MarginalResult(CurveResult):
         return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)))
 
     def summary(self) -> str:
-        return super().summary() + band_note(self)
+        return super().summary() + response_note(self) + band_note(self)
 
     def __repr__(self) -> str:
         return (f"MarginalResult(feature={self.feature!r}, bins={len(self.x)}, target={self.target!r}, "
@@ -93,12 +98,13 @@ class MarginalResult(CurveResult):
         """``pd`` is the mean target (else the mean prediction); the bins' edges, weights,
         means and spreads follow."""
         extra = {"lo": self.lo, "hi": self.hi, "weight": self.weight, "y_mean": self.y_mean, "y_std": self.y_std,
-                 "pred_mean": self.pred_mean, "pred_std": self.pred_std, **band_columns(self.band())}
+                 "pred_mean": self.pred_mean, "pred_std": self.pred_std, **band_columns(self.band()),
+                 **class_columns(self, len(self.x))}
         return {"positions": self.x, "pd": self.pd, "count": self.count.astype("int64"), "extra": extra}
 
     def metadata(self) -> dict:
         return {"method": "marginal", "feature": self.feature, "kind": self.kind, "target": self.target,
-                "response": self.response, "n_rows": self.n_rows, "n_missing": self.n_missing,
+                "response": self.response, "target_class": self.target_class, "n_rows": self.n_rows, "n_missing": self.n_missing,
                 "n_bad_y": self.n_bad_y, "binning": self.binning, "params": self.params}
 
     def plot(self, ax=None, **kwargs):
@@ -334,6 +340,8 @@ def marginal(
     mi = open_model_input(data, feature_names=feature_names, model=model, target=target, sample_weight=sample_weight,
                           storage_options=storage_options, filters=filters)  # the request's one opening
     ds, target, sample_weight = mi.dataset, mi.target, mi.sample_weight
+    if model is not None:
+        require_class(model, response, target_class, "marginal")
     items, single = check_features(features, ds, allow_pairs=False)
     feats = [it[0] for it in items]
     if target is not None:

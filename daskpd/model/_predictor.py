@@ -70,7 +70,8 @@ class Predictor:
     def describe(self) -> dict:
         return {"model": type(self.model).__name__ if self.method != "call" else getattr(self.model, "__name__", "function"),
                 "response": self.response, "target_class": json_clean(self.target_class), "columns": self.columns,
-                "tree_engine": self.tree is not None}
+                "tree_engine": self.tree is not None,
+                "classes": None if self.classes is None else json_clean(list(self.classes))}
 
     # -- inputs
 

@@ -44,6 +44,7 @@ from .._errors import DataError, InvalidParameterError
 from ..results import Result, table_frame
 from ..results.curves import DEFAULT_BAND, trial_band
 from .._engine.progress import stage_label
+from ._common import class_columns, require_class
 from ._fpd import PDJob, engine_notice, known_rows, pd_results
 from ._grids import build_grids, check_grid_arg
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
@@ -126,14 +127,14 @@ class PDVarianceResult(Result):
             kinds = [self.pd[f].kinds[0] for f in self.features]
             frame = table_frame(self.features, kinds, self.values,
                                 {"n_rows": np.full(len(self.features), self.n_rows, dtype="int64"),
-                                 **self._band_columns("importance")})
+                                 **self._band_columns("importance"), **class_columns(self, len(self.features))})
             return frame.sort_values("rank", kind="stable").reset_index(drop=True)
         frame = pd.DataFrame({
             "feature_1": [p[0] for p in self.features], "feature_2": [p[1] for p in self.features],
             "interaction": self.values,
             "importance_2_given_1": [c[0] for c in self.conditional],
             "importance_1_given_2": [c[1] for c in self.conditional],
-            **self._band_columns("interaction"),
+            **self._band_columns("interaction"), **class_columns(self, len(self.features)),
         })
         order = frame["interaction"].sort_values(ascending=False, kind="stable", na_position="last").index
         return frame.loc[order].reset_index(drop=True)
@@ -223,6 +224,7 @@ def pd_variance(
     mi = open_model_input(data, feature_names=feature_names, model=model, sample_weight=sample_weight,
                           storage_options=storage_options, filters=filters)  # the request's one opening
     ds, sample_weight = mi.dataset, mi.sample_weight
+    require_class(model, response, target_class, "pd_variance")
     features = resolve_columns(features, ds)
     # the model's columns first (features default to them)
     probe = prepare_model_run(model, ds, [], columns=columns, response=response, target_class=target_class,

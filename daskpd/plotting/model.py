@@ -29,15 +29,78 @@ def _target(res, target=None):
 
 def _ylabel(res, what="partial dependence", target=None):
     """``what`` of the model's response, naming the target when it is known: e.g.
-    "partial dependence of predicted price", "ALE of P[churn = yes]"."""
+    "partial dependence of predicted price", "ALE of P[churn = yes]"; a binary
+    classifier's positive class (``classes_[1]``) is said to be one."""
     resp = getattr(res, "response", None)
     tc = getattr(res, "target_class", None)
     t = _target(res, target)
+    classes = ((getattr(res, "params", None) or {}).get("model") or {}).get("classes")
+    positive = " (positive class)" if classes is not None and len(classes) == 2 and tc == classes[1] else ""
     if resp == "predict_proba":
-        return f"{what} of P[{t} = {tc}]" if t else f"{what} of P[class = {tc}]"
+        return (f"{what} of P[{t} = {tc}]" if t else f"{what} of P[class = {tc}]") + positive
     if resp == "decision_function":
-        return f"{what} of the decision function" + (f" for {t} = {tc}" if t else f" (class {tc})")
+        return f"{what} of the decision function" + (f" for {t} = {tc}" if t else f" (class {tc})") + positive
     return f"{what} of predicted {t}" if t else f"{what} of the prediction"
+
+
+def _response_words(res) -> str:
+    """A classifier's response as a label ("P[class = yes] (positive class)"); empty otherwise."""
+    full = _ylabel(res, "")
+    return full[4:] if full.startswith(" of P[") or full.startswith(" of the decision") else ""
+
+
+def _output_name(res, c) -> str:
+    if res.response == "predict_proba":
+        return f"P[class = {c}]"
+    if res.response == "decision_function":
+        return f"class {c}"
+    return f"output {c}"
+
+
+def _plot_outputs(res, ax=None, *, title=None, target=None, kind="auto"):
+    """A PD holding every class (or output): 1-way, one curve per class on one axes
+    (points for categories, side by side); 2-way, one panel per class."""
+    names = [_output_name(res, c) for c in res.outputs]
+    if len(res.features) == 2:
+        axes = _grid_axes(len(res.outputs), min(3, len(res.outputs)), ax, size=(5.2, 4.4))
+        for a, c, name in zip(axes, res.outputs, names):
+            plot_pd(res.output(c), ax=a, kind=kind, title=f"2-way PD, {name}", target=target)
+        return _tidy(axes)
+    cat = res.kinds[0] == "categorical"
+    ax = get_axes(ax, figsize=_size(cat))
+    x = res.grid_values[0]
+    colors = _class_colors(len(res.outputs))
+    pos = np.arange(len(x), dtype=float) if cat else np.asarray(x, dtype=float)
+    width = 0.7 / len(res.outputs)
+    for k, (c, name) in enumerate(zip(res.outputs, names)):
+        one = res.output(c)
+        y = np.asarray(one.average, dtype=float)
+        if cat:
+            off = pos + (k - (len(res.outputs) - 1) / 2) * width if len(x) <= SEPARATE_BARS else pos
+            ax.plot(off, y, "o", color=colors[k], ms=5 if len(x) <= SEPARATE_BARS else 2.5, label=name)
+            draw_band_bars(ax, one, off, color=colors[k])
+        else:
+            ax.plot(pos, y, "-", color=colors[k], lw=2, label=name)
+            draw_band(ax, one, pos, color=colors[k])
+    hidden = label_categories(ax, pos, _labels(x)) if cat else 0
+    if cat:
+        ax.set_xlim(-0.6, len(x) - 0.4)
+    ax.set_xlabel(res.features[0] + unnamed_note(hidden))
+    what = "class probability" if res.response == "predict_proba" else (
+        "decision function" if res.response == "decision_function" else "prediction")
+    t = _target(res, target)
+    ax.set_ylabel(f"partial dependence of the {what}" + (f" ({t})" if t else ""))
+    ax.set_title(title if title is not None else f"PD ({res.method}): {res.features[0]}, "
+                 f"{len(res.outputs)} {'classes' if res.response in ('predict_proba', 'decision_function') else 'outputs'}")
+    ax.legend(loc="best", fontsize="small", ncol=1 if len(names) <= 8 else 2)
+    return ax
+
+
+def _class_colors(n: int):
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
 
 
 def _baseline(y) -> float:
@@ -75,6 +138,8 @@ def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", le
     target on the value axis."""
     if kind not in ("auto", "line", "heatmap", "contour"):
         raise ValueError(f"kind must be 'auto', 'line', 'heatmap' or 'contour'; got {kind!r}")
+    if getattr(res, "outputs", None) is not None:
+        return _plot_outputs(res, ax, title=title, target=target, kind=kind)
     if len(res.features) == 1:
         ax = get_axes(ax, figsize=_size(res.kinds[0] == "categorical"))
         x, y = res.grid_values[0], res.average
@@ -239,7 +304,9 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
                                   ("prediction", res.pred_mean, res.pred_std, _BLUE)):
         if mean is None or show not in ("both", key):
             continue
-        label = f"mean {res.target}" if key == "y" else (f"mean predicted {res.target}" if res.target else "mean prediction")
+        label = f"mean {res.target}" if key == "y" else (f"mean {_response_words(res)}" if _response_words(res)
+                                                          else f"mean predicted {res.target}" if res.target
+                                                          else "mean prediction")
         ax.plot(x, mean, "-o" if len(x) <= SEPARATE_BARS else "-", color=color, lw=2 if len(x) <= SEPARATE_BARS else 1,
                 ms=3, label=label)
         if band:
@@ -252,7 +319,9 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
     hidden = label_categories(ax, x, _labels(res.x), priority=res.count) if cat else 0
     ax.set_xlabel(res.feature + unnamed_note(hidden, "rows"))
     t = _target(res, target)
-    ax.set_ylabel(f"{t + ' / prediction' if t else 'prediction'}: mean per bin (+-1 std)")
+    pred = _response_words(res) or "prediction" if res.pred_mean is not None else None
+    what = " / ".join(w for w in (t if res.y_mean is not None else None, pred) if w)
+    ax.set_ylabel(f"{what}: mean per bin (+-1 std)")
     ax.set_title(title if title is not None else f"Marginal plot: {res.feature}")
     ax.legend(loc="best", fontsize="small")
     return ax
