@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import FONT, MAX_LABELS, count_bars, get_axes, short_label
-from .bands import draw_band_bars
+from .bands import draw_band_bars, trials_of
 
 __all__ = ["plot_catstratpd"]
 
@@ -75,15 +75,26 @@ def _bar(res, ax, ok, labels, count, top_k, show_counts, color, show_band=True, 
     ax.set_yticks(y)
     ax.set_yticklabels([short_label(t) for t in labels[shown]], fontsize=FONT if len(shown) > 20 else 9)
     ax.axvline(0, color="#444", lw=0.8)
-    if show_counts:
-        span = (np.max(vals) - np.min(vals)) if len(vals) else 1.0
-        span = span or 1.0
-        for yi, v, c in zip(y, vals, count[shown]):
-            ax.text(v + (0.01 * span if v >= 0 else -0.01 * span), yi, f"n={int(c):,}" if c == int(c) else f"n={c:.3g}",
-                    va="center", ha="left" if v >= 0 else "right", fontsize=FONT, color="#555")
-        lo, hi = min(0.0, np.min(vals)), max(0.0, np.max(vals))
-        ax.set_xlim(lo - 0.15 * span, hi + 0.2 * span)
-    if show_band or show_trials:
+    # the axis holds every bar, band and trial (nothing clipped), with a little room
+    ends = [vals, [0.0]]
+    b = res.band() if (show_band or show_trials) and hasattr(res, "band") else None
+    if b is not None:
+        ends += [b["lo"][shown], b["hi"][shown]]
+        if show_trials:
+            ends.append(np.asarray(trials_of(res))[:, shown].ravel())
+    ends = np.concatenate([np.asarray(e, dtype="float64").ravel() for e in ends])
+    ends = ends[np.isfinite(ends)]
+    lo, hi = float(ends.min()), float(ends.max())
+    pad = 0.06 * ((hi - lo) or 1.0)
+    ax.set_xlim(lo - pad, hi + pad)
+    if show_counts:  # the rows of each category, in a column right of the axes: clear of every bar and band
+        right = ax.secondary_yaxis("right")
+        right.set_yticks(y)
+        right.set_yticklabels([f"n={int(c):,}" if c == int(c) else f"n={c:.3g}" for c in count[shown]],
+                              fontsize=FONT, color="#555")
+        right.tick_params(axis="y", length=0)
+        right.spines["right"].set_visible(False)
+    if b is not None:
         draw_band_bars(ax, res, y, shown, color="#c0392b", horizontal=True, show_trials=show_trials)
     ax.set_xlabel(f"partial dependence of {res.target}" + (" (mean-centred)" if res.centered else ""))
     ax.set_ylabel(res.feature + note)

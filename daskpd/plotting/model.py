@@ -233,8 +233,14 @@ def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None,
     cat = res.kind == "categorical"
     ax = get_axes(ax, figsize=_size(cat))
     x = np.arange(len(res.x)) if cat else np.asarray(res.x, dtype=float)
-    ax.plot(x, res.ale, "-o" if len(x) < 40 else "-", color=color, lw=2 if len(x) <= SEPARATE_BARS else 1.2, ms=4,
-            label="ALE")
+    if cat:  # a value per level: points (on bars from 0 up to 60 levels), never a line between levels
+        few = len(x) <= SEPARATE_BARS
+        if few:
+            ax.bar(x, np.asarray(res.ale, dtype=float), color=color, alpha=0.35, width=0.6)
+        ax.plot(x, res.ale, "o", color=color, ms=6 if few else 2.5, label="ALE")
+    else:
+        ax.plot(x, res.ale, "-o" if len(x) < 40 else "-", color=color, lw=2 if len(x) <= SEPARATE_BARS else 1.2,
+                ms=4, label="ALE")
     if cat and (show_band or show_trials):
         draw_band_bars(ax, res, x, color=color, show_trials=show_trials)
     elif not cat:
@@ -307,12 +313,18 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
         label = f"mean {res.target}" if key == "y" else (f"mean {_response_words(res)}" if _response_words(res)
                                                           else f"mean predicted {res.target}" if res.target
                                                           else "mean prediction")
-        ax.plot(x, mean, "-o" if len(x) <= SEPARATE_BARS else "-", color=color, lw=2 if len(x) <= SEPARATE_BARS else 1,
-                ms=3, label=label)
-        if band:
-            ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.15, lw=0)
+        if cat:  # a mean per level: points with their +-1 std, side by side; no line between levels
+            off = 0.15 if show == "both" and res.y_mean is not None and res.pred_mean is not None else 0.0
+            xs = x + (-off if key == "y" else off) if len(x) <= SEPARATE_BARS else x
+            ax.errorbar(xs, mean, yerr=std if band else None, fmt="o", color=color,
+                        ms=5 if len(x) <= SEPARATE_BARS else 2.5, elinewidth=1, alpha=0.9, label=label)
+        else:
+            ax.plot(x, mean, "-o" if len(x) <= SEPARATE_BARS else "-", color=color,
+                    lw=2 if len(x) <= SEPARATE_BARS else 1, ms=3, label=label)
+            if band:
+                ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.15, lw=0)
         if show_band and key == ("y" if res.y_mean is not None else "prediction"):
-            draw_band_bars(ax, res, x, color=color)
+            draw_band_bars(ax, res, xs if cat else x, color=color)
         drew = True
     if not drew:
         raise ValueError(f"nothing to plot: the result has no {show!r} curve")
@@ -407,6 +419,7 @@ def plot_pd_variance(res, ax=None, *, kind: str = "summary", top_k: int | None =
 # through the line styles and markers
 _STYLE = {
     "StratPD": dict(color="#1f4e8c", lw=2.5, ls="-"),
+    "CatStratPD": dict(color="#1f4e8c", lw=2.5, ls="-"),
     "FPD": dict(color="#c0392b", lw=2, ls="--"),
     "ALE": dict(color="#8e44ad", lw=2, ls="-."),
     "marginal (y)": dict(color="#2ca02c", lw=1.5, ls=":", marker="o", ms=3),
@@ -415,8 +428,42 @@ _STYLE = {
 _EXTRA = ["#8c564b", "#17becf", "#7f7f7f", "#bcbd22"]
 
 
-def plot_comparison(res, ax=None, *, align="left", title=None):
-    """All curves on one axes, vertically aligned (see :func:`daskpd.model._compare.align_curves`)."""
+_MARKERS = {"StratPD": "o", "CatStratPD": "o", "FPD": "s", "ALE": "D", "marginal (y)": "^",
+            "marginal (prediction)": "v"}
+
+
+def _plot_comparison_categories(res, ax, align, title):
+    """A categorical feature: every method's value per category as points (one marker
+    and colour per method), side by side at each category; categories in the order of
+    the first curve's value."""
+    al = res.aligned(align)
+    order = res.category_order(align)
+    ax = get_axes(ax, figsize=(8, 5.2))
+    pos = {c: i for i, c in enumerate(order)}
+    few = len(order) <= SEPARATE_BARS
+    width = 0.7 / max(1, len(al)) if few else 0.0
+    for i, (name, (lab, y)) in enumerate(al.items()):
+        st = _STYLE.get(name, dict(color=_EXTRA[i % len(_EXTRA)]))
+        x = np.array([pos[c] for c in lab], dtype=float) + (i - (len(al) - 1) / 2) * width
+        ax.plot(x, y, ls="none", marker=_MARKERS.get(name, "P"), ms=6 if few else 3, color=st["color"],
+                alpha=0.9, label=name)
+    ax.axhline(0, color="#bbb", lw=0.6)
+    hidden = label_categories(ax, np.arange(len(order)), order)
+    ax.set_xlim(-0.6, len(order) - 0.4)
+    ax.set_xlabel(res.feature + unnamed_note(hidden))
+    what = {"auto": "centred over the common categories", "mean": "centred over the common categories",
+            "left": "0 at the first common category", None: "as computed"}[align]
+    ax.set_ylabel(f"effect on {res.target or 'prediction'} ({what})")
+    ax.set_title(title if title is not None else f"{res.feature}: CatStratPD vs FPD vs ALE vs marginal")
+    ax.legend(loc="best", fontsize="small")
+    return ax
+
+
+def plot_comparison(res, ax=None, *, align="auto", title=None):
+    """All curves on one axes, vertically aligned (see :func:`daskpd.model._compare.align_curves`);
+    a categorical feature's as points per category."""
+    if getattr(res, "kind", "numeric") != "numeric":
+        return _plot_comparison_categories(res, ax, align, title)
     ax = get_axes(ax, figsize=(7, 4.5))
     al = res.aligned(align)
     for i, (name, (x, y)) in enumerate(al.items()):
@@ -424,7 +471,8 @@ def plot_comparison(res, ax=None, *, align="left", title=None):
         ax.plot(x, y, label=name, **st)
     ax.axhline(0, color="#bbb", lw=0.6)
     ax.set_xlabel(res.feature)
-    what = {"left": "aligned at the common left end", "mean": "centred", None: "as computed"}[align]
+    what = {"auto": "aligned at the common left end", "left": "aligned at the common left end", "mean": "centred",
+            None: "as computed"}[align]
     ax.set_ylabel(f"effect on {res.target or 'prediction'} ({what})")
     ax.set_title(title if title is not None else f"{res.feature}: StratPD vs FPD vs ALE vs marginal")
     ax.legend(loc="best", fontsize="small")
