@@ -55,7 +55,7 @@ def run_categorical(data, *, target: str, feature: str, features=None, stratify_
     dtype), the result (with ``centered``) in ``run.results[feature]``."""
     trials, fraction, trial_opts = trial_args(n_trials, bootstrap, subsample_size, band, row_id)
     request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
-                           as_kind="categorical", row_id=row_id,
+                           as_kind="categorical", row_id=row_id, names={"features": "parameter feature"},
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
                     random_state=random_state, n_trials=trials, trial_fraction=fraction, nan_as_level=nan_as_level,

@@ -141,6 +141,14 @@ class StrOptions(Constraint):
     def __str__(self):
         return "one of " + ", ".join(map(repr, self.options))
 
+    def hint(self, name, value):
+        if not isinstance(value, str):
+            return None
+        import difflib
+
+        near = difflib.get_close_matches(value, self.options, n=1)
+        return f"Did you mean {near[0]!r}?" if near else None
+
 
 class Boolean(Constraint):
     """True or False (Python or numpy booleans; not 0/1)."""

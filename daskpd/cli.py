@@ -115,7 +115,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _die(msg: str, code: int = EXIT_USAGE) -> int:
+def _die(msg, code: int = EXIT_USAGE) -> int:
+    """``daskpd: error: ...`` on stderr: one line, or for a job spec with several
+    problems, one line per problem (each naming its key)."""
+    problems = getattr(msg, "errors", None)
+    if problems is not None and len(problems) > 1:  # a SpecError
+        print(f"daskpd: error: {msg.source}: {len(problems)} problems:", file=sys.stderr)
+        for p in problems:
+            print("  - " + " ".join(str(p).split()), file=sys.stderr)
+        return code
     msg = " ".join(str(msg).split())  # one line
     print(f"daskpd: error: {msg}", file=sys.stderr)
     return code

@@ -32,7 +32,7 @@ import pandas as pd
 
 from .._errors import DataError, InvalidParameterError
 from .kinds import datetime_message, is_numeric_like, kind_of, unsupported_message
-from .read import filter_columns, short_list
+from .read import did_you_mean, filter_columns, short_list
 from .source import Dataset, open_dataset
 
 __all__ = ["Request", "open_request", "left_out_note", "column_list"]
@@ -129,7 +129,8 @@ def _missing(dataset: Dataset, names: Sequence[str], what: str) -> None:
     missing = [c for c in names if c not in set(dataset.columns)]
     if missing:
         raise DataError(f"{what} names column{'s' if len(missing) > 1 else ''} {short_list(map(repr, missing))} "
-                        f"not found in {dataset.label}; available columns: {short_list(dataset.columns)}")
+                        f"not found in {dataset.label}{did_you_mean(missing, dataset.columns)}: "
+                        f"{short_list(dataset.columns)}")
 
 
 def _readable(dataset: Dataset, names: Sequence[str]) -> None:
@@ -138,6 +139,20 @@ def _readable(dataset: Dataset, names: Sequence[str]) -> None:
         conflict = dataset.conflict(c)
         if conflict is not None:
             raise DataError(conflict)
+
+
+def _usable_default(dataset: Dataset, column: str, how: str, others: Sequence[str]) -> str | None:
+    """:func:`_usable` of a column that is only in a default set (every column but the
+    target, ``column`` and ``others``): a column that cannot be read says that leaving it
+    out works, and ``how`` (``{c}``: the column, ``{others}``: the other columns)."""
+    try:
+        return _usable(dataset, column)
+    except DataError as exc:
+        rest = [c for c in others if c != column]
+        listed = repr(rest) if len(rest) <= 10 else "[...]"
+        raise DataError(f"{exc}. Or leave it out: {column!r} was only one of the default columns (every column "
+                        f"but the target), and the call works without it: {how.format(c=column, others=listed)}"
+                        ) from None
 
 
 def _usable(dataset: Dataset, column: str) -> str | None:
@@ -170,7 +185,7 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
     ``row_id``: columns that tell rows apart for the bootstrap trials (read by the scan
     only, left out of the default feature and stratifying sets).
     """
-    names = ({k: f"parameter {k}" for k in ("exclude", "columns", "stratify_on", "row_id")}
+    names = ({k: f"parameter {k}" for k in ("exclude", "columns", "stratify_on", "row_id", "target", "features")}
              | {"categorical": "parameter categorical_features", "numeric": "parameter numeric_features"}
              | dict(names or {}))
     if target is not None and not isinstance(target, str):
@@ -188,7 +203,7 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
         _missing(ds, columns, names["columns"])
         available = [c for c in available if c in set(columns)]
     if target is not None:
-        ds.check([target])
+        ds.check([target], names["target"])
         _readable(ds, [target])
         if not is_numeric_like(ds.dtypes[target]):
             raise DataError(f"target {target!r} must be numeric; it has dtype {ds.dtypes[target]}")
@@ -229,7 +244,8 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
         for c in available:
             if c == target or c in exclude:
                 continue
-            why = _usable(ds, c)
+            why = _usable_default(ds, c, names.get("leave_out", "pass features={others}"),
+                                  [a for a in available if a != target and a not in exclude])
             if why is None and c not in declared and c not in numeric:
                 if ds.kind(c) == "datetime":
                     why = "datetime"
@@ -241,7 +257,7 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
                 left_out[c] = why
     else:
         feats = list(dict.fromkeys(column_list(features)))
-        ds.check(feats)
+        ds.check(feats, names["features"])
         _readable(ds, feats)
         if target is not None and target in feats:
             raise InvalidParameterError(f"feature {target!r} is the target; partial dependence of a column on "
@@ -271,7 +287,8 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
             for c in available:
                 if c == target or c in exclude:
                     continue
-                why = _usable(ds, c)
+                why = _usable_default(ds, c, names.get("leave_out", "pass stratify_on={others} (or features=)"),
+                                      [a for a in available if a != target and a not in exclude])
                 if why is None:
                     strat.append(c)
                 elif c not in left_out:  # the default features' note names it already

@@ -101,8 +101,9 @@ def open_job_request(spec: JobSpec, data) -> Request:
                            columns=None if spec.source.columns is None else list(spec.source.columns),
                            model_free=False, storage_options=spec.source.storage_options or None,
                            filters=spec.source.filters or None, partition_bytes=partition_bytes(),
-                           names={k: f"key {k!r}" for k in ("categorical", "numeric", "exclude")}
-                           | {"columns": "key 'source.columns'", "row_id": "keys 'importances.row_id' / 'model.row_id'"},
+                           names={k: f"key {k!r}" for k in ("categorical", "numeric", "exclude", "target", "features")}
+                           | {"columns": "key 'source.columns'", "row_id": "keys 'importances.row_id' / 'model.row_id'",
+                              "leave_out": "add it to the job's key 'exclude' (exclude = [{c!r}])"},
                            row_id=job_row_id(spec))
     if not request.features:
         raise DataError(f"no features: the data has only the target column {spec.target!r}"

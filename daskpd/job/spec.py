@@ -62,7 +62,8 @@ REFIT_POLICIES = ("always", "never", "auto")
 
 
 class SpecError(ValueError):
-    """An invalid job spec.  ``errors`` holds one message per problem."""
+    """An invalid job spec.  ``errors`` holds one message per problem, each naming its key;
+    the message lists them one per line."""
 
     def __init__(self, source: str, errors: list[str]):
         self.source = source
@@ -70,7 +71,7 @@ class SpecError(ValueError):
         if len(self.errors) == 1:
             msg = f"{source}: {self.errors[0]}"
         else:
-            msg = f"{source}: {len(self.errors)} problems: " + "; ".join(self.errors)
+            msg = f"{source}: {len(self.errors)} problems:" + "".join(f"\n  - {e}" for e in self.errors)
         super().__init__(msg)
 
 
@@ -103,10 +104,18 @@ def _int(minimum: int, maximum: int | None = None):
     return check
 
 
+def _near(value, options) -> str:
+    """`` (did you mean 'x'?)`` for a value close to one of ``options``, else empty."""
+    if not isinstance(value, str):
+        return ""
+    near = difflib.get_close_matches(value, [str(o) for o in options], n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
 def _choice(options):
     def check(v):
         if v not in options:
-            raise _Bad(f"expected one of {', '.join(map(repr, options))}, got {_describe(v)}")
+            raise _Bad(f"expected one of {', '.join(map(repr, options))}, got {_describe(v)}{_near(v, options)}")
         return v
     return check
 
@@ -458,7 +467,8 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
         bad = [m for m in methods if m not in METHODS]
         if bad:
             errors.append(f"key 'methods': unknown method{'s' if len(bad) > 1 else ''} "
-                          f"{', '.join(map(repr, bad))}; expected some of {', '.join(METHODS)}")
+                          f"{', '.join(repr(m) + _near(m, METHODS) for m in bad)}; expected some of "
+                          f"{', '.join(METHODS)}")
         if not methods:
             errors.append(f"key 'methods': expected at least one of {', '.join(METHODS)}")
     methods = tuple(m for m in methods if m in METHODS)
@@ -479,7 +489,8 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
     if isinstance(top.get("source"), dict):
         s = _validate_table(top["source"], _SOURCE, "source.", errors)
         has_path, has_syn = s.get("path") is not None, s.get("synthetic") is not None
-        if has_path == has_syn:
+        given = [k for k in ("path", "synthetic") if k in top["source"]]  # an invalid one is reported already
+        if has_path == has_syn and len(given) != 1:
             errors.append("table [source]: expected exactly one of 'source.path' (parquet/CSV file, glob, "
                           "directory or URL) and 'source.synthetic' (one of " + ", ".join(map(repr, SYNTHETIC)) + ")")
         if has_syn:

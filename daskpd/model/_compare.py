@@ -345,9 +345,9 @@ def compare(
     ds, target, sample_weight = mi.dataset, mi.target, mi.sample_weight
     require_class(model, response, target_class, "compare")
     feature = resolve_columns(feature, ds, "feature")
-    ds.check([feature])
+    ds.check([feature], "parameter feature")
     if target is not None:
-        ds.check([target], "target")
+        ds.check([target], "parameter target")
         if target == feature:
             raise DataError(f"feature {feature!r} is the target")
     if stratpd is True and target is None:

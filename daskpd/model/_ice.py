@@ -417,7 +417,7 @@ def ice(
     ds, sample_weight = mi.dataset, mi.sample_weight
     require_class(model, response, target_class, "ice")
     feature = resolve_columns(feature, ds, "feature")
-    ds.check([feature])
+    ds.check([feature], "parameter feature")
     id_columns = id_columns or []
     ds.check(id_columns, "id_columns")
     if id_columns and path is None:

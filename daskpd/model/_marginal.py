@@ -345,7 +345,7 @@ def marginal(
     items, single = check_features(features, ds, allow_pairs=False)
     feats = [it[0] for it in items]
     if target is not None:
-        ds.check([target], "target")
+        ds.check([target], "parameter target")
         if target in feats:
             raise InvalidParameterError(f"feature {target!r} is the target")
     ds, wcol = check_weight(sample_weight, ds)

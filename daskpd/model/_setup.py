@@ -88,7 +88,7 @@ def check_features(features, dataset: Dataset, *, allow_pairs: bool, name: str =
     dup = [it for i, it in enumerate(items) if it in items[:i]]
     if dup:
         raise InvalidParameterError(f"parameter {name} lists {dup[0]!r} more than once")
-    dataset.check([c for it in items for c in it])
+    dataset.check([c for it in items for c in it], f"parameter {name}")
     return items, single
 
 
@@ -112,7 +112,7 @@ def check_weight(sample_weight, dataset: Dataset) -> tuple[Dataset, str | None]:
     if sample_weight is None:
         return dataset, None
     if isinstance(sample_weight, str):
-        dataset.check([sample_weight], "sample_weight")
+        dataset.check([sample_weight], "parameter sample_weight")
         return dataset, sample_weight
     if dataset.is_pandas:
         n = len(dataset.frame)

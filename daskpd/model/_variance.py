@@ -256,7 +256,7 @@ def pd_variance(
     if len(set(items)) != len(items):
         raise InvalidParameterError("parameter features lists an entry more than once")
     flat = list(dict.fromkeys(f for it in items for f in it))
-    ds.check(flat)
+    ds.check(flat, "parameter features")
     grid = check_grid_arg(grid_names(grid, ds), flat)
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,

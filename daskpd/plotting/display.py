@@ -127,7 +127,7 @@ class PartialDependenceDisplay(_SkDisplay):
             raise InvalidParameterError(f"{caller}: ICE lines cannot be drawn for 2-way entries {bad}; give them "
                                         "kind='average'")
         flat = list(dict.fromkeys(f for e in entries for f in e))
-        ds.check(flat)
+        ds.check(flat, "parameter features")
         grid = check_grid_arg(grid_names(custom_values, ds), flat)
         response = "auto" if response_method is None else response_method
         classes = all_classes(estimator, response, target)

@@ -305,7 +305,7 @@ def test_all_problems_reported_at_once(tmp_path):
     errs = errors_of(tmp_path, 'name = "a..b"\nbogus = 1\n[source]\npath = "missing.parquet"\n', data=False)
     assert len(errs) == 4, errs
     msg = str(SpecError("job.toml", errs))
-    assert msg.startswith("job.toml: 4 problems: ")
+    assert msg.splitlines() == ["job.toml: 4 problems:", *(f"  - {e}" for e in errs)]  # one problem per line
 
 
 def test_invalid_toml_and_missing_file(tmp_path):
