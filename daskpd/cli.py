@@ -204,7 +204,7 @@ def _cmd_validate(args) -> int:
             left_out = dict(request.left_out)
             if not spec.source.synthetic and not spec.source.is_csv and spec.model_free:
                 left_out.update(_check_content(spec, request, cats))
-            if spec.model_based:
+            if spec.model_based and spec.model.fit is None:
                 from .job.inputs import prepare_model
 
                 prepare_model(spec, request, {})  # loads it (trust rules apply) and checks its columns

@@ -331,13 +331,19 @@ def connect(spec: JobSpec, scheduler, security, n_workers, threads_per_worker, l
     return client, cl, "local"
 
 
-def quiet_logs() -> None:
+#: the loggers of a cluster's shutdown chatter
+CHATTY_LOGGERS = ("distributed", "tornado", "asyncio")
+
+
+def quiet_logs() -> dict:
     """Silence distributed's shutdown chatter in this process (run on our own
-    LocalCluster's workers too when a signal ends the run)."""
+    LocalCluster's workers too); returns the levels it replaced."""
     import logging
 
-    for name in ("distributed", "tornado", "asyncio"):
+    before = {name: logging.getLogger(name).level for name in CHATTY_LOGGERS}
+    for name in CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    return before
 
 
 def quiet_worker(driver_pid: int) -> None:
@@ -365,16 +371,25 @@ def quiet_worker(driver_pid: int) -> None:
 def close(client, cluster, quiet: bool = False) -> None:
     """Close the client, then the LocalCluster we started (never an existing cluster).
 
-    ``quiet`` (a signal ended the run): the workers of our own LocalCluster, still busy
-    with tasks, would log heartbeat failures (CommClosedError tracebacks) and the nannies
-    kill warnings while everything is torn down; the one line the user should see is
-    "terminated by signal ...", so their logs are silenced first.  The logging of an
-    existing cluster is never touched.
+    Our own LocalCluster is torn down in silence, however the run ended: a worker whose
+    heartbeat falls between the scheduler's closing and its own (on a loaded machine,
+    or under a signal while tasks run) logs "Failed to communicate with scheduler during
+    heartbeat" with a CommClosedError traceback, and a nanny kills a worker slow to
+    exit with a warning; nothing is lost then, and the run has said what it did.  So
+    before closing, the workers' logs are silenced and their stdout / stderr pointed at
+    /dev/null (:func:`quiet_worker`), and this process's distributed loggers (our
+    scheduler and nannies) are silenced until the cluster is closed, then restored.
+    ``quiet`` (a signal ended the run) silences this process's loggers for the client
+    too.  The logging of an existing cluster is never touched.
     """
-    if quiet:
-        quiet_logs()  # this process: the client, and our LocalCluster's scheduler and nannies
-        if cluster is not None and client is not None:
+    import logging
+
+    own = cluster is not None and client is not None
+    before = quiet_logs() if (quiet or own) else {}
+    try:
+        if own:
             pid = os.getpid()
+
             def quiet_workers():
                 with contextlib.suppress(Exception):  # a worker already gone: nothing to quiet
                     client.run(quiet_worker, pid)
@@ -382,19 +397,11 @@ def close(client, cluster, quiet: bool = False) -> None:
             th = threading.Thread(target=quiet_workers, daemon=True)
             th.start()
             th.join(5)  # a worker that cannot answer is not waited for
-    import logging
-
-    # our own LocalCluster: a worker process slow to exit (its threads winding down) is
-    # killed by its nanny after a few seconds, which the nanny logs as a warning at the
-    # end of every run; nothing is lost then, so that one logger is quiet while we close
-    nanny = logging.getLogger("distributed.nanny")
-    level = nanny.level
-    if cluster is not None:
-        nanny.setLevel(logging.ERROR)
-    try:
         for obj in (client, cluster):
             if obj is not None:
                 with contextlib.suppress(Exception):
                     obj.close(timeout=10)
     finally:
-        nanny.setLevel(level)
+        if not quiet:  # a signal ends the process: its loggers stay quiet
+            for name, level in before.items():
+                logging.getLogger(name).setLevel(level)

@@ -18,7 +18,7 @@ from .._errors import DataError
 from .spec import JobSpec, SpecError
 from .store import check_free_space, clean_stale, rmtree
 
-__all__ = ["synthetic_path", "make_generator", "ensure_synthetic", "job_data", "open_job_request",
+__all__ = ["synthetic_path", "make_generator", "ensure_synthetic", "ensure_model", "job_data", "open_job_request",
            "categorical_features", "schema_stats", "damaged_pages_named", "fingerprint", "file_stamps", "load_model", "model_inputs",
            "prepare_model", "log_line", "job_row_id"]
 
@@ -46,6 +46,41 @@ def make_generator(spec: JobSpec):
         return GENERATORS[src.synthetic](random_state=src.random_state, **params)
     except (TypeError, ValueError) as exc:
         raise SpecError(spec.spec_path or "job spec", [f"key 'source.params': {exc}"]) from None
+
+
+#: rows a job's own model (``[model] fit``) is fitted on, at most
+FIT_ROWS = 200_000
+
+
+def ensure_model(spec: JobSpec, out_root: Path, log) -> JobSpec:
+    """``spec`` with ``[model] fit`` made a model file: fitted on the synthetic source's
+    first rows (at most :data:`FIT_ROWS`; :func:`daskpd.datasets.fit_model`) and saved
+    with joblib under ``OUTPUT/.cache/models/`` once; the run then loads it like any model
+    file (a file daskpd wrote itself, so trusted).  Other specs are returned as they are."""
+    import dataclasses
+
+    if spec.model is None or spec.model.fit is None:
+        return spec
+    import joblib
+    import sklearn
+
+    from ..datasets import fit_model
+    from ..results.base import atomic_path
+
+    src = spec.source
+    key = json.dumps([src.synthetic, src.random_state, sorted(src.params.items()), min(src.rows, FIT_ROWS),
+                      spec.model.fit, spec.random_state, sklearn.__version__], default=str)
+    path = out_root / ".cache" / "models" / f"{src.synthetic}-{spec.model.fit}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.joblib"
+    if not path.is_file():
+        n = min(src.rows, FIT_ROWS)
+        log_line(log, f"daskpd: fitting the job's model ({spec.model.fit}) on {n:,} rows of the synthetic "
+                      f"{src.synthetic} dataset, saved to {path}")
+        model = fit_model(make_generator(spec), n, spec.model.fit, random_state=spec.random_state)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            joblib.dump(model, tmp)
+    return dataclasses.replace(spec, model=dataclasses.replace(spec.model, path=str(path), format="joblib",
+                                                               trust_model=True))
 
 
 def ensure_synthetic(spec: JobSpec, out_root: Path, log) -> Path:

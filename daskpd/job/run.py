@@ -127,6 +127,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                         created.append(p)
                 writing = (out_root, None, "(nothing was computed or written)")
                 data_path = str(inputs.ensure_synthetic(spec, out_root, log))
+                spec = inputs.ensure_model(spec, out_root, log)  # [model] fit: the run's own model file
                 writing = None
             else:
                 data_path = spec.source.path

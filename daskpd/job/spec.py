@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .._data.request import column_list
+from ..datasets import MODEL_FITS  # a job's own model ([model] fit): for demos, no file needed
 from .schema import METHOD_FUNCTIONS, BadValue as _Bad, Key as _Key, describe_value as _describe
 from .schema import method_params, model_params, top_params
 
@@ -262,7 +263,8 @@ _CLUSTER = {
 }
 
 _MODEL = {
-    "path": _Key(_str, required=True),
+    "path": _Key(_str),
+    "fit": _Key(_choice(MODEL_FITS)),
     "format": _Key(_choice(MODEL_FORMATS), "auto"),
     "trust_model": _Key(_bool, False),
     "trusted_types": _Key(_str_list, ()),
@@ -321,6 +323,7 @@ class ModelSpec:
     subsample_size: float = 0.75
     band: tuple[float, float] = (0.05, 0.95)
     row_id: tuple[str, ...] | None = None  # columns that tell rows apart in the trials' weights
+    fit: str | None = None  # a model the run fits on its synthetic source (path: set when it is saved)
 
 
 @dataclass(frozen=True)
@@ -551,7 +554,23 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
     model = None
     if isinstance(top.get("model"), dict):
         mt = _validate_table(top["model"], {**_MODEL, **model_params()}, "model.", errors)
-        mpath = mt.get("path")
+        mpath, fit = mt.get("path"), mt.get("fit")
+        if "path" in top["model"] and "fit" in top["model"]:
+            errors.append("table [model]: give one of 'model.path' (a saved model) and 'model.fit' (a model the run "
+                          "fits on its synthetic source), not both")
+        elif "path" not in top["model"] and "fit" not in top["model"]:
+            errors.append("missing required key 'model.path' (the saved model; or 'model.fit' with a synthetic "
+                          "source)")
+        if fit is not None:
+            if src is not None and src.synthetic is None:
+                errors.append(f"key 'model.fit': a job fits {fit!r} on a synthetic source only (a demo); for your "
+                              "data, fit the model yourself, save it with skops and give 'model.path'")
+            model = ModelSpec(path="", format="skops", trust_model=True, trusted_types=(),
+                              features=mt.get("features"), columns=mt.get("columns"),
+                              response=mt.get("response", "auto"), target_class=mt.get("target_class"),
+                              n_trials=mt.get("n_trials", 1), bootstrap=mt.get("bootstrap", True),
+                              subsample_size=mt.get("subsample_size", 0.75), band=tuple(mt.get("band", (0.05, 0.95))),
+                              row_id=tuple(column_list(mt.get("row_id"))) or None, fit=fit)
         if isinstance(mpath, str):
             mpath = _resolve_local(expand_env(mpath, "model.path", errors), base)
             if "://" in mpath:
