@@ -25,7 +25,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "jobs.md"
 #: keys whose value in the example is an illustration: they have no default
 EXAMPLES = {"name", "description", "target", "features", "exclude", "categorical", "numeric", "stratify_on", "methods", "source.path",
             "source.columns", "source.filters", "source.storage_options", "source.read_options",
-            "source.synthetic", "source.rows", "source.params", "model.path", "model.trusted_types",
+            "source.synthetic", "source.rows", "source.params", "model.path", "model.fit", "model.trusted_types",
             "model.features", "model.columns", "model.target_class", "cluster.scheduler", "cluster.n_workers",
             "cluster.threads_per_worker", "output.dir", "importances.row_id", "model.row_id"}
 NO_DEFAULT = (None, (), [], {}, "")

@@ -233,10 +233,10 @@ def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None,
     cat = res.kind == "categorical"
     ax = get_axes(ax, figsize=_size(cat))
     x = np.arange(len(res.x)) if cat else np.asarray(res.x, dtype=float)
-    if cat:  # a value per level: points (on bars from 0 up to 60 levels), never a line between levels
+    if cat:  # a value per level: points on stems from 0 (the rows are the wide grey bars), never a line
         few = len(x) <= SEPARATE_BARS
         if few:
-            ax.bar(x, np.asarray(res.ale, dtype=float), color=color, alpha=0.35, width=0.6)
+            ax.vlines(x, 0, np.asarray(res.ale, dtype=float), color=color, lw=2, alpha=0.6)
         ax.plot(x, res.ale, "o", color=color, ms=6 if few else 2.5, label="ALE")
     else:
         ax.plot(x, res.ale, "-o" if len(x) < 40 else "-", color=color, lw=2 if len(x) <= SEPARATE_BARS else 1.2,
