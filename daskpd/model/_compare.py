@@ -254,7 +254,7 @@ def _curve_of(obj, name):
 
 
 @validate_params({
-    **{k: v for k, v in MODEL_CONSTRAINTS.items() if k != "categorical_features"},
+    **MODEL_CONSTRAINTS,
     "feature": [ColumnOrIndex()],
     "target": [ColumnOrValues(), None],
     "stratpd": NO_VALIDATION,  # None, True/False, or a curve (checked by _curve_of)
@@ -293,6 +293,7 @@ def compare(
     random_state: int = 0,
     row_id=None,
     feature_names=None,
+    categorical_features=None,
 ) -> ComparisonResult:
     """StratPD (CatStratPD), FPD, ALE and marginal curves of ``feature``, for one overlaid figure.
 
@@ -323,8 +324,9 @@ def compare(
     bins : int, default 20
         Quantile bins of ALE and of the marginal plot (numeric feature).
     sample_weight, response, target_class, columns, batch_rows, progress, storage_options, filters,
-    feature_names
-        As :func:`daskpd.partial_dependence` (weights apply to FPD, ALE and marginal).
+    feature_names, categorical_features
+        As :func:`daskpd.partial_dependence` (weights apply to FPD, ALE and marginal;
+        ``categorical_features`` makes a numeric column of codes categorical).
     stratpd_kwargs : dict, optional
         Extra arguments of :func:`daskpd.stratpd` / :func:`daskpd.catstratpd` (e.g.
         ``min_samples_leaf``).
@@ -361,7 +363,7 @@ def compare(
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, [feature], columns=columns, response=response, target_class=target_class,
                             engine="auto", sample_weight=sample_weight, extra_columns=[target] if target else [],
-                            reserved=[target] if target else [],
+                            reserved=[target] if target else [], categorical_features=categorical_features,
                             storage_options=storage_options, filters=filters, row_id=trial_row_id(trials))
     kind = run.kinds[feature]
     if target is not None:

@@ -34,7 +34,7 @@ from sklearn.inspection import PartialDependenceDisplay as _SkDisplay
 from sklearn.utils import Bunch
 
 from .._errors import InvalidParameterError
-from ..model._common import DEFAULT_METHOD, all_classes, warn_method
+from ..model._common import DEFAULT_METHOD, all_classes, show_class, warn_method
 from ..model._fpd import PDJob, pd_results, resolve_pd_method
 from ..model._grids import check_grid_arg, grids_and_quantiles
 from ..model._ice import ICEJob, finish_ice
@@ -133,7 +133,7 @@ class PartialDependenceDisplay(_SkDisplay):
         classes = all_classes(estimator, response, target)
         if classes:
             raise InvalidParameterError(f"{caller}: parameter target is required for a multi-class model: one of "
-                                        f"{classes} (the class whose panels are drawn)")
+                                        f"[{', '.join(map(show_class, classes))}] (the class whose panels are drawn)")
         run = prepare_model_run(estimator, ds, flat, columns=columns, response=response, target_class=target,
                                 engine=engine, sample_weight=sample_weight,
                                 categorical_features=categorical_features,

@@ -453,7 +453,7 @@ def _plot_comparison_categories(res, ax, align, title):
     ax.set_xlabel(res.feature + unnamed_note(hidden))
     what = {"auto": "centred over the common categories", "mean": "centred over the common categories",
             "left": "0 at the first common category", None: "as computed"}[align]
-    ax.set_ylabel(f"effect on {res.target or 'prediction'} ({what})")
+    ax.set_ylabel(f"effect on {res.target or 'prediction'}\n({what})")
     ax.set_title(title if title is not None else f"{res.feature}: CatStratPD vs FPD vs ALE vs marginal")
     ax.legend(loc="best", fontsize="small")
     return ax
@@ -473,7 +473,7 @@ def plot_comparison(res, ax=None, *, align="auto", title=None):
     ax.set_xlabel(res.feature)
     what = {"auto": "aligned at the common left end", "left": "aligned at the common left end", "mean": "centred",
             None: "as computed"}[align]
-    ax.set_ylabel(f"effect on {res.target or 'prediction'} ({what})")
+    ax.set_ylabel(f"effect on {res.target or 'prediction'}\n({what})")
     ax.set_title(title if title is not None else f"{res.feature}: StratPD vs FPD vs ALE vs marginal")
     ax.legend(loc="best", fontsize="small")
     return ax

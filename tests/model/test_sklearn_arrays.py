@@ -190,3 +190,45 @@ def test_dask_array_on_a_cluster(client, xy, model):
     local = daskpd.ale(model, X, 1, bins=6, progress=False)
     dist = daskpd.ale(model, Xd, 1, bins=6, progress=False)
     np.testing.assert_allclose(dist.ale, local.ale, rtol=0, atol=1e-12)
+
+
+def test_pipeline_with_a_column_transformer_on_an_array(xy):
+    """A Pipeline whose ColumnTransformer selects columns by index, fitted on a numpy
+    array: every function takes the array and indices, with scikit-learn's numbers."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.inspection import PartialDependenceDisplay as SkDisplay
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, SplineTransformer
+
+    from daskpd.plotting import PartialDependenceDisplay
+
+    X, y = xy
+    pipe = make_pipeline(ColumnTransformer([("oh", OneHotEncoder(handle_unknown="ignore"), [3]),
+                                            ("spline", SplineTransformer(n_knots=6), [0, 1, 2])]), Ridge(alpha=1e-3))
+    pipe.fit(X, y)
+    q = dict(progress=False, method="brute")
+    r = daskpd.partial_dependence(pipe, X, [0, 3], categorical_features=[3], grid_resolution=8, **q)
+    for f, ours in zip((0, 3), r.values()):
+        sk = sk_pd(pipe, X, [f], categorical_features=[3], grid_resolution=8, method="brute")
+        np.testing.assert_array_equal(ours["grid_values"][0], sk["grid_values"][0])
+        np.testing.assert_allclose(ours["average"], sk["average"], rtol=0, atol=1e-10)
+    assert r["x3"].engine == "predict" and r["x3"].kinds == ("categorical",)
+    ice = daskpd.ice(pipe, X, 0, grid_resolution=6, n_lines=None, progress=False)
+    ind = sk_pd(pipe, X, [0], grid_resolution=6, method="brute", kind="individual")["individual"][0]
+    np.testing.assert_allclose(ice.lines, ind, rtol=0, atol=1e-10)
+    ale = daskpd.ale(pipe, X, 3, categorical_features=[3], progress=False)
+    assert ale.kind == "categorical" and len(ale.x) == 4
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", daskpd.SklearnDifferenceWarning)
+        ours = PartialDependenceDisplay.from_estimator(pipe, X, [1, (0, 2)], feature_names=NAMES, grid_resolution=6,
+                                                       progress=False)
+    theirs = SkDisplay.from_estimator(pipe, X, [1, (0, 2)], feature_names=NAMES, grid_resolution=6)
+    for u, v in zip(ours.pd_results, theirs.pd_results):
+        np.testing.assert_allclose(u["average"], v["average"], rtol=0, atol=1e-10)
+    plt.close("all")

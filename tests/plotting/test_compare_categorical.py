@@ -100,3 +100,14 @@ def test_categorical_ale_and_marginal_plots_draw_no_line_between_levels(data):
     ax = mp.plot()
     for ln in ax.get_lines():
         assert ln.get_linestyle() == "None" or len(ln.get_xdata()) <= 2  # points and error bars only
+
+
+def test_codes_declared_categorical(data):
+    """Numeric codes (scikit-learn's arrays): categorical_features makes compare treat them as categories."""
+    df, _ = data
+    codes = df.g.cat.codes.to_numpy().astype(float)
+    X = np.column_stack([codes, df.x.to_numpy()])
+    m = HistGradientBoostingRegressor(max_iter=20, categorical_features=[0], random_state=0).fit(X, df.y)
+    r = daskpd.compare(m, X, 0, target=df.y.to_numpy(), categorical_features=[0], stratpd=False, **Q)
+    assert r.kind == "categorical" and r.feature == "x0" and r.target == "y"
+    assert sorted(r.to_frame().x0.unique()) == ["0.0", "1.0", "2.0", "3.0", "4.0", "5.0"]

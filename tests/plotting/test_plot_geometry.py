@@ -327,3 +327,15 @@ def test_catstratpd_counts_clear_of_bands_and_no_band_clipped(n):
     for t in ax.child_axes[0].get_yticklabels():
         b = t.get_window_extent(fig.canvas.get_renderer())
         assert b.x0 >= ax.bbox.x1 - 1 and b.x1 <= fig.bbox.x1 + 1
+
+
+def test_comparison_labels_stay_in_the_figure():
+    """A long target name: the value axis' label wraps onto two lines inside the figure."""
+    from daskpd.model import ComparisonResult
+
+    x = np.linspace(0, 15, 50)
+    res = ComparisonResult(feature="median_income", target="median_house_value",
+                           curves={"StratPD": (x, x ** 1.5), "FPD": (x, 2 * x), "ALE": (x, 1.8 * x)})
+    ax = res.plot()
+    check_axes(ax)
+    assert ax.get_ylabel() == "effect on median_house_value\n(aligned at the common left end)"
