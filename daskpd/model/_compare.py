@@ -238,7 +238,7 @@ class ComparisonResult(Result):
         return None if T is None else np.asarray(T, dtype="float64")
 
     def plot(self, ax=None, align="auto", **kwargs):
-        from ..plotting.model import plot_comparison
+        from ..plotting.comparison import plot_comparison
 
         return plot_comparison(self, ax=ax, align=align, **kwargs)
 
