@@ -313,6 +313,14 @@ def prepare_model(spec: JobSpec, request: Request, stats: dict):
     stats["model_type"] = f"{type(model).__module__}.{type(model).__qualname__}"
     if not any(hasattr(model, m) for m in ("predict", "predict_proba", "decision_function")):
         raise DataError(f"model file {spec.model.path!r} holds a {type(model).__name__}, which has no predict method")
+    classes = getattr(model, "classes_", None) if hasattr(model, "predict_proba") else None
+    if (classes is not None and spec.model.target_class is None and spec.model.response != "predict"
+            and getattr(classes, "ndim", 1) == 1 and len(classes) > 2):
+        from ..model._common import show_class
+
+        raise DataError(f"key 'model.target_class' is required: the model is a classifier of {len(classes)} classes "
+                        f"([{', '.join(map(show_class, classes))}]); the job's methods explain one class's "
+                        "probability")
     inputs, mfeats = model_inputs(spec, model, request, request.features)
     stats["model_inputs"] = inputs
     stats["model_features"] = mfeats

@@ -85,3 +85,25 @@ def test_mixed_types_in_a_default_column_say_exclude_works(tmp_path, capsys):
     spec.write_text(f'name = "x"\ntarget = "y"\nexclude = ["m"]\n[source]\npath = "{lake}"\n')
     rc, out, err = run(["validate", str(spec), "--check-data"], capsys)
     assert rc == 0 and "features: x, z" in out, err
+
+
+def test_a_multiclass_model_needs_the_job_key_target_class(tmp_path, capsys):
+    import joblib
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(2)
+    df = pd.DataFrame({"a": rng.normal(size=300), "b": rng.normal(size=300)})
+    df["y"] = np.digitize(df.a + df.b, [-0.5, 0.5]).astype(float)
+    df.to_parquet(tmp_path / "data.parquet")
+    joblib.dump(LogisticRegression().fit(df[["a", "b"]], np.array(["lo", "mid", "hi"])[df.y.astype(int)]),
+                tmp_path / "m.joblib")
+    spec = tmp_path / "job.toml"
+    spec.write_text('name = "x"\ntarget = "y"\nmethods = ["ale"]\n[source]\npath = "data.parquet"\n'
+                    '[model]\npath = "m.joblib"\ntrust_model = true\n')
+    rc, _, err = run(["validate", str(spec), "--check-data"], capsys)
+    assert rc == 2 and err.count("\n") == 1
+    assert ("key 'model.target_class' is required: the model is a classifier of 3 classes (['hi', 'lo', 'mid'])"
+            in err), err
+    spec.write_text(spec.read_text() + 'target_class = "hi"\n')
+    rc, out, err = run(["validate", str(spec), "--check-data"], capsys)
+    assert rc == 0, err
