@@ -192,7 +192,7 @@ class ComparisonResult(Result):
             columns=["method", self.feature, "value", "aligned"])
 
     def metadata(self) -> dict:
-        return {"method": "comparison", "feature": self.feature, "target": self.target,
+        return {"method": "comparison", "feature": self.feature, "kind": self.kind, "target": self.target,
                 "curves": list(self.curves), "params": self.params}
 
     def measures(self) -> pd.DataFrame:
