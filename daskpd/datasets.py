@@ -318,6 +318,7 @@ def fit_model(gen: _Generator, n: int, kind: str = "hist_gradient_boosting", *, 
     df = gen.frame(n)
     X = df.drop(columns=[gen.target])
     X = X.astype({c: "category" for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])})
-    model = HistGradientBoostingRegressor(max_iter=100, learning_rate=0.1, categorical_features="from_dtype",
-                                          random_state=random_state)
+    # small (50 trees of 15 leaves): a demo's model, quick to fit and to explain
+    model = HistGradientBoostingRegressor(max_iter=50, max_leaf_nodes=15, learning_rate=0.2,
+                                          categorical_features="from_dtype", random_state=random_state)
     return model.fit(X, df[gen.target])

@@ -49,7 +49,7 @@ def make_generator(spec: JobSpec):
 
 
 #: rows a job's own model (``[model] fit``) is fitted on, at most
-FIT_ROWS = 200_000
+FIT_ROWS = 50_000
 
 
 def ensure_model(spec: JobSpec, out_root: Path, log) -> JobSpec:
