@@ -1,9 +1,10 @@
 #!/usr/bin/env python
-"""The cost of bootstrap bands, and how often they cover the truth.
+"""The cost of trials and their bands, and how often the bands cover the truth.
 
     .venv/bin/python benchmarks/bench_bands.py --rows 1e7 [--trials 20] [--workers 2 | --workers 0 [--sync]]
-        [--memory-limit 2.5GiB] [--grid 20] [--workdir DIR] [--breakdown] [--repeat N]
-    .venv/bin/python benchmarks/bench_bands.py --coverage [--seeds 40] [--n 2000] [--coverage-trials 20,100]
+        [--memory-limit 2.5GiB] [--grid 20] [--workdir DIR] [--breakdown] [--repeat N] [--one-tree]
+    .venv/bin/python benchmarks/bench_bands.py --coverage [--seeds 40] [--n 3000] [--coverage-trials 100]
+        [--designs all | NAME,...] [--schemes honest,one-tree] [--no-models]
 
 **Cost.** Writes ``--rows`` rows of :class:`daskpd.datasets.Lake` as parquet files of
 500,000 rows into ``--workdir`` (default: ``daskpd-bench`` under the system's temporary
@@ -34,13 +35,12 @@ drift of the machine's speed hits both), and reports the fastest run of each (wi
 CPU and breakdown); every run's wall time is printed too.
 
 **Coverage** (``--coverage``, in memory, dask's threads): over ``--seeds`` data sets of
-``--n`` rows with a known generator, how often the 90 % band holds the true curve:
-StratPD (numeric feature x1) and CatStratPD (4 levels) of
-``y = 0.5 x1^2 + 4 x2 + effect[c] + N(0, 1)``, with x2 discrete (the stratifying tree
-can separate it exactly) and with x2 continuous (the tree approximates it: the band is
-of the rows given the tree, and does not hold the bias of the stratification); and the
-Friedman PD of the fixed model ``f = x1^2 + 3 x1 x2 + sin(4 x2)`` against its exact PD
-on the population.  Each for every T in ``--coverage-trials``.
+``--n`` rows from generators with a known truth (``benchmarks/coverage_designs.py``:
+StratPD and CatStratPD on discrete, codependent and continuous stratifying columns, a
+feature with no effect, and the Friedman PD, ICE average, ALE and marginal means of a
+fixed model), how often the 90 % band holds the truth, whether its width is right, the
+estimate's slope on the truth (shrinkage), and how often a flat truth is called flat;
+for each T in ``--coverage-trials`` and each of ``--schemes``.
 """
 from __future__ import annotations
 
@@ -89,7 +89,8 @@ def breakdown(records) -> dict:
 
 
 def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fit_rows: int,
-          breakdown_tasks: bool = False, warmup: bool = True, repeat: int = 1, sync: bool = False) -> dict:
+          breakdown_tasks: bool = False, warmup: bool = True, repeat: int = 1, sync: bool = False,
+          honest: bool = True) -> dict:
     import glob
     import warnings
 
@@ -116,13 +117,14 @@ def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fi
             dask.config.set(scheduler="sync")
         else:
             dask.config.set(scheduler="threads", num_workers=2)
-    rec = {"workers": workers, "memory_limit": memory_limit, "trials": trials, "grid": grid, "sync": sync}
+    rec = {"workers": workers, "memory_limit": memory_limit, "trials": trials, "grid": grid, "sync": sync,
+           "honest": honest}
     # warm up every process (imports, numba kernels), on two files
     first = sorted(glob.glob(os.path.join(path, "*.parquet")))[:2]
     small = pd.concat([pd.read_parquet(f) for f in first]).head(20_000)
     for t in sorted({1, 2, trials}) if warmup else ():  # the many-trial kernels (rows carrying hashes) too
         daskpd.strat_curves_and_importances(small, target="y", categorical_features=["k5000"], n_trials=t,
-                                            progress=False, sample_size=5_000)
+                                            progress=False, sample_size=5_000, honest=honest)
         daskpd.partial_dependence(model, small[cols], PD_FEATURES, grid_resolution=5, n_trials=t, progress=False)
     def cpu(split=False):
         """CPU seconds of this process and of every worker process so far."""
@@ -147,11 +149,11 @@ def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fi
 
             with get_task_stream(client) as ts:
                 res = daskpd.strat_curves_and_importances(path, target="y", categorical_features=["k5000"],
-                                                          n_trials=t, progress=False)
+                                                          n_trials=t, progress=False, honest=honest)
             m["tasks"] = breakdown(ts.data)
         else:
             res = daskpd.strat_curves_and_importances(path, target="y", categorical_features=["k5000"], n_trials=t,
-                                                      progress=False)
+                                                      progress=False, honest=honest)
         m["s"] = time.perf_counter() - t0
         d1, w1 = cpu(split=True)
         m["cpu"], m["driver_cpu"], m["workers_cpu"] = (d1 - d0) + (w1 - w0), d1 - d0, w1 - w0
@@ -184,83 +186,6 @@ def child(path: str, workers: int, memory_limit: str, trials: int, grid: int, fi
     return rec
 
 
-# ---------------------------------------------------------------------------------
-# coverage
-
-
-EFFECTS = (0.0, 1.0, 3.0, 2.5)
-
-
-def _strat_data(seed: int, n: int, discrete: bool):
-    import numpy as np
-    import pandas as pd
-
-    rng = np.random.default_rng(seed)
-    x1 = rng.integers(0, 11, n).astype(float)
-    x2 = rng.integers(0, 5, n) / 4 if discrete else rng.uniform(0, 1, n)
-    c = rng.integers(0, 4, n)
-    y = 0.5 * x1 ** 2 + 4 * x2 + np.asarray(EFFECTS)[c] + rng.normal(0, 1, n)
-    return pd.DataFrame({"x1": x1, "x2": x2, "c": c.astype(str), "y": y})
-
-
-def _pd_model(d):
-    import numpy as np
-
-    x1, x2 = d["x1"].to_numpy(float), d["x2"].to_numpy(float)
-    return x1 ** 2 + 3 * x1 * x2 + np.sin(4 * x2)
-
-
-def coverage(seeds: int, n: int, trials_list) -> list:
-    import warnings
-
-    import numpy as np
-    import pandas as pd
-
-    import daskpd
-
-    warnings.simplefilter("ignore")
-    eff = np.asarray(EFFECTS)
-    out = []
-    for T in trials_list:
-        for design in ("x2 discrete", "x2 continuous"):
-            hits = {"StratPD x1": [0, 0], "CatStratPD c": [0, 0]}
-            t0 = time.perf_counter()
-            for seed in range(seeds):
-                res = daskpd.strat_curves_and_importances(_strat_data(seed, n, design == "x2 discrete"),
-                                                          target="y", categorical_features=["c"], n_trials=T,
-                                                          random_state=seed, progress=False)
-                for name, f in (("StratPD x1", "x1"), ("CatStratPD c", "c")):
-                    r = res.curves[f]
-                    b = r.band()
-                    if f == "x1":
-                        a = int(np.flatnonzero(r.supported)[0])
-                        truth = 0.5 * r.x ** 2 - 0.5 * r.x[a] ** 2
-                    else:
-                        truth = eff[np.asarray(r.categories).astype(int)]
-                        truth = truth - truth[int(np.argmin(r.pd))]
-                    ok = np.isfinite(b["lo"]) & (b["hi"] > b["lo"])
-                    hits[name][0] += int(((truth[ok] >= b["lo"][ok]) & (truth[ok] <= b["hi"][ok])).sum())
-                    hits[name][1] += int(ok.sum())
-            for name, (h, m) in hits.items():
-                out.append({"curve": name, "design": design, "trials": T, "coverage": h / m, "positions": m,
-                            "seconds": time.perf_counter() - t0})
-        h = m = 0
-        t0 = time.perf_counter()
-        for seed in range(seeds):
-            rng = np.random.default_rng(seed)
-            d = pd.DataFrame({"x1": rng.uniform(0, 1, n), "x2": rng.uniform(0, 1, n)})
-            r = daskpd.partial_dependence(_pd_model, d, "x1", grid={"x1": np.linspace(0, 1, 11)}, n_trials=T,
-                                          random_state=seed, progress=False)
-            v = r.grid_values[0]
-            truth = v ** 2 + 1.5 * v + (1 - np.cos(4.0)) / 4
-            b = r.band()
-            h += int(((truth >= b["lo"]) & (truth <= b["hi"])).sum())
-            m += len(v)
-        out.append({"curve": "Friedman PD x1", "design": "fixed model", "trials": T, "coverage": h / m,
-                    "positions": m, "seconds": time.perf_counter() - t0})
-    return out
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=float, default=1e7)
@@ -270,13 +195,19 @@ def main(argv=None):
     ap.add_argument("--sync", action="store_true",
                     help="with --workers 0: dask's synchronous scheduler (one thread) instead of its threads")
     ap.add_argument("--grid", type=int, default=20, help="grid_resolution of the 3-feature PD (0: no PD)")
+    ap.add_argument("--one-tree", action="store_true",
+                    help="the importances with honest=False (one tree a feature, stratx's), to compare the cost")
     ap.add_argument("--fit-rows", type=float, default=1e5)
     ap.add_argument("--workdir", default=os.environ.get("DASKPD_BENCH_DIR", os.path.join(tempfile.gettempdir(),
                                                                                         "daskpd-bench")))
     ap.add_argument("--coverage", action="store_true", help="measure the bands' coverage instead of their cost")
     ap.add_argument("--seeds", type=int, default=40)
-    ap.add_argument("--n", type=float, default=2000)
-    ap.add_argument("--coverage-trials", default="20,100")
+    ap.add_argument("--n", type=float, default=3000)
+    ap.add_argument("--coverage-trials", default="100")
+    ap.add_argument("--designs", default="all",
+                    help="comma-separated design names of benchmarks/coverage_designs.py (default: all)")
+    ap.add_argument("--schemes", default="honest,one-tree", help="honest (default trees), one-tree (stratx's), or both")
+    ap.add_argument("--no-models", action="store_true", help="skip the model-based curves")
     ap.add_argument("--breakdown", action="store_true",
                     help="also print the importances' task time per task group (a cluster run: --workers >= 1)")
     ap.add_argument("--no-warmup", action="store_true",
@@ -289,12 +220,24 @@ def main(argv=None):
         ap.error("--sync runs without a cluster: use it with --workers 0")
     print(f"# {os.cpu_count()} cores, command: {' '.join([sys.argv[0], *(argv or sys.argv[1:])])}", flush=True)
     if a.coverage:
-        recs = coverage(a.seeds, int(a.n), [int(t) for t in a.coverage_trials.split(",")])
-        print(f"\n| curve | design | trials | coverage of the 90% band | positions ({a.seeds} seeds x "
-              f"{int(a.n):,} rows) |")
-        print("|---|---|---|---|---|")
+        from coverage_designs import coverage
+
+        designs = None if a.designs == "all" else [d.strip() for d in a.designs.split(",")]
+        schemes = tuple({"honest": True, "one-tree": False}[s.strip()] for s in a.schemes.split(","))
+        recs = coverage(a.seeds, int(a.n), [int(t) for t in a.coverage_trials.split(",")], designs, schemes,
+                        models=not a.no_models, log=lambda r: print("#", json.dumps(r, default=str), flush=True))
+        print(f"\n{a.seeds} seeds x {int(a.n):,} rows; coverage of the nominal 90 % band at the positions with a band "
+              "of nonzero width; z sd: sd of (estimate - truth) / band std (1: the band's width is right); slope: "
+              "the estimate regressed on the truth, pooled over seeds (each seed centred; median of the seeds' own "
+              "slopes); flat: share of seeds whose summary says NOT distinguishable from flat")
+        print("\n| curve | design | trees | trials | coverage | z sd | slope (median of seeds) | flat | s |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for r in recs:
-            print(f"| {r['curve']} | {r['design']} | {r['trials']} | {r['coverage']:.3f} | {r['positions']} |")
+            trees = {True: "honest", False: "one tree", None: "-"}[r["honest"]]
+            sep = "" if r["separable"] else " (continuous strata)"
+            print(f"| {r['curve']} | {r['design']}{sep} | {trees} | {r['trials']} | {r['coverage']:.3f} | "
+                  f"{r['z_sd']:.2f} | {r['pooled_slope']:.3f} ({r['slope']:.3f}) | "
+                  f"{r['flat_rate']:.2f} | {r['seconds']:.0f} |")
         return 0
     if a.child:
         print(json.dumps(child(**json.loads(a.child))), flush=True)
@@ -304,7 +247,7 @@ def main(argv=None):
     path = write_lake(rows, a.workdir)
     args = {"path": path, "workers": a.workers, "memory_limit": a.memory_limit, "trials": a.trials, "grid": a.grid,
             "fit_rows": int(a.fit_rows), "breakdown_tasks": a.breakdown, "warmup": not a.no_warmup,
-            "repeat": int(a.repeat), "sync": a.sync}
+            "repeat": int(a.repeat), "sync": a.sync, "honest": not a.one_tree}
     out = subprocess.run([sys.executable, __file__, "--child", json.dumps(args)], stdout=subprocess.PIPE, text=True)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if out.returncode != 0 or not lines:
@@ -317,6 +260,7 @@ def main(argv=None):
              else "dask's synchronous scheduler (1 thread)" if a.sync else "dask's threads (2)")
     if a.repeat > 1:
         where += f", fastest of {a.repeat} alternating runs"
+    where += ", one tree a feature (honest=False)" if a.one_tree else ", honest trees"
     print(f"\n| {rows:,} rows, {where} | n_trials=1 s | n_trials={T} s | ratio | CPU s, 1 -> {T} | CPU ratio |")
     print("|---|---|---|---|---|---|")
     for key, what in (("strat", "importances of every feature (StratPD/CatStratPD)"),

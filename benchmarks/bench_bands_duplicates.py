@@ -1,12 +1,11 @@
 #!/usr/bin/env python
-"""How the bootstrap bands treat rows that are exact duplicates.
+"""How the trials' bands treat rows that are exact duplicates.
 
     .venv/bin/python benchmarks/bench_bands_duplicates.py [--rows 20000] [--binary 6] [--trials 200]
         [--strat-rows 6000]
 
-daskpd draws a row's trial weights from its content hash (the hashed columns: for a
-model's PD the model's input columns; for StratPD/CatStratPD the features and the
-target), so that the trials do not depend on the partitioning.  Rows identical in every
+daskpd draws a row's trial weights for the model-based curves from its content hash
+(the model's input columns), so that the trials do not depend on the partitioning.  Rows identical in every
 hashed column therefore get the same weights in every trial: to the bootstrap they are
 one row weighted by their multiplicity, and the spread of the trials grows with it.
 
@@ -20,9 +19,9 @@ predictions on the grid: the same estimator, the weights of a row bootstrap), an
 result's ``params["row_repeats"]`` (how often rows repeat in the hashed columns, measured
 in the same pass) with its square root, the spread's predicted factor; and the standard
 deviation of daskpd's trials when ``row_id`` names a row number (every row its own
-weights: the row bootstrap's spread).  Then (``--strat-rows``) the same for StratPD: the
-spread of its trials without and with ``row_id`` against StratPD rerun on explicit
-Poisson(1) resamples of the rows.
+weights: the row bootstrap's spread).  Then (``--strat-rows``) StratPD, whose trials
+resample the stratification's leaves, not rows (duplicates are nothing to them): the
+spread of its trials against StratPD rerun on explicit Poisson(1) resamples of the rows.
 """
 from __future__ import annotations
 
@@ -56,10 +55,10 @@ def spreads(X: pd.DataFrame, y: np.ndarray, trials: int, seed: int) -> tuple:
 def stratpd_spreads(n: int, trials: int, seed: int) -> tuple:
     """StratPD of ``x1`` over ``n`` rows of two small integer features, a three-level
     category and an integer target (many rows alike): the trials' standard deviation at
-    each position without ``row_id`` and with a row number as ``row_id``, and that of
-    StratPD rerun on ``trials`` explicit Poisson(1) resamples of the rows (each row its
-    own weight), every curve shifted to 0 at its first position as the band's trials
-    are; and ``row_repeats``."""
+    each position (a bootstrap of the leaves), and that of StratPD rerun on ``trials``
+    explicit Poisson(1) resamples of the rows (each row its own weight; every rerun fits
+    its own trees), every curve shifted to 0 at its first position as the band's trials
+    are."""
     import dask
 
     import daskpd
@@ -70,13 +69,12 @@ def stratpd_spreads(n: int, trials: int, seed: int) -> tuple:
     df["row"] = np.arange(n)
     kw = dict(target="y", feature="x1", features=["x1", "x2", "c"], progress=False)
     with dask.config.set(scheduler="sync"):
-        shared = daskpd.stratpd(df, n_trials=trials, random_state=seed, **kw)
-        apart = daskpd.stratpd(df, n_trials=trials, random_state=seed, row_id="row", **kw)
+        ours = daskpd.stratpd(df, n_trials=trials, random_state=seed, **kw)
         draws = np.random.default_rng(seed).poisson(1.0, (trials, n))
-        ref = np.vstack([daskpd.stratpd(df.loc[np.repeat(np.arange(n), w)], **kw).pd for w in draws])
+        ref = np.vstack([daskpd.stratpd(df.loc[np.repeat(np.arange(n), w)], random_state=seed, **kw).pd
+                         for w in draws])
     ref = ref - ref[:, [0]]
-    return (np.asarray(shared.x), shared.band()["std"], apart.band()["std"], np.nanstd(ref, axis=0, ddof=1),
-            shared.params["row_repeats"])
+    return np.asarray(ours.x), ours.band()["std"], np.nanstd(ref, axis=0, ddof=1)
 
 
 def main(argv=None) -> int:
@@ -106,14 +104,13 @@ def main(argv=None) -> int:
                   f"| {c:.4f} | {c / b:.2f} |")
     if args.strat_rows:
         m = int(args.strat_rows)
-        x, shared, apart, ref, rep = stratpd_spreads(m, args.trials, args.seed)
+        x, ours, ref = stratpd_spreads(m, args.trials, args.seed)
         print(f"\n# StratPD of x1, {m:,} rows (x1, x2 small integers, c three levels, y an integer), "
-              f"{args.trials} trials; row_repeats {rep:.4g} (square root {np.sqrt(rep):.1f})")
-        print("| x1 | sd of daskpd's trials | sd with `row_id` (a row number) | sd over explicit row resamples "
-              "| ratio without / with `row_id` to the resamples' |")
-        print("|---|---|---|---|---|")
-        for v, a, b, c in zip(x[1:], shared[1:], apart[1:], ref[1:]):  # position 0 is every trial's zero
-            print(f"| {v:g} | {a:.4f} | {b:.4f} | {c:.4f} | {a / c:.1f} / {b / c:.2f} |")
+              f"{args.trials} trials (a bootstrap of the leaves)")
+        print("| x1 | band std of daskpd's trials | sd over explicit row resamples | ratio |")
+        print("|---|---|---|---|")
+        for v, a, c in zip(x[1:], ours[1:], ref[1:]):  # position 0 is every trial's zero
+            print(f"| {v:g} | {a:.4f} | {c:.4f} | {a / c:.2f} |")
     return 0
 
 

@@ -47,19 +47,20 @@ def driver_side(res: CatStratPDResult) -> CatStratPDResult:
 @validate_params(_CAT_CONSTRAINTS)
 def run_categorical(data, *, target: str, feature: str, features=None, stratify_on=None, min_samples_leaf: int = 5,
                     sample_size: int = DEFAULT_SAMPLE_SIZE, random_state: int = 0,
-                    nan_as_level: bool = False, tree_method: str = DEFAULT_TREE_METHOD, progress=None,
+                    nan_as_level: bool = False, tree_method: str = DEFAULT_TREE_METHOD, honest: bool = True,
+                    progress=None,
                     storage_options=None, filters=None, centered: bool = False, n_trials: int = 1,
-                    bootstrap: bool = True, subsample_size: float = 0.75, band=(0.05, 0.95), row_id=None,
-                    stratification=None):
+                    band=(0.05, 0.95), stratification=None):
     """Validate and run the shared pipeline for one categorical feature; returns (run,
     dtype), the result (with ``centered``) in ``run.results[feature]``."""
-    trials, fraction, trial_opts = trial_args(n_trials, bootstrap, subsample_size, band, row_id)
+    trials, trial_opts = trial_args(n_trials, band)
     request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
-                           as_kind="categorical", row_id=row_id, names={"features": "parameter feature"},
+                           as_kind="categorical", names={"features": "parameter feature"},
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
-                    random_state=random_state, n_trials=trials, trial_fraction=fraction, nan_as_level=nan_as_level,
-                    tree_method=tree_method, progress=progress, finish_options={"centered": centered, **trial_opts},
+                    random_state=random_state, n_trials=trials, nan_as_level=nan_as_level,
+                    tree_method=tree_method, honest=honest, progress=progress,
+                    finish_options={"centered": centered, **trial_opts},
                     stratification=stratification)
     dtype = request.dtypes[feature]
     return run, dtype
@@ -79,15 +80,13 @@ def catstratpd(
     nan_as_level: bool = False,
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     tree_method: str = DEFAULT_TREE_METHOD,
+    honest: bool = True,
     random_state: int = 0,
     progress=None,
     storage_options: dict | None = None,
     filters=None,
     n_trials: int = 1,
-    bootstrap: bool = True,
-    subsample_size: float = 0.75,
     band=(0.05, 0.95),
-    row_id=None,
     stratification=None,
 ) -> CatStratPDResult:
     """Model-free partial dependence of ``target`` on categorical ``feature`` (CatStratPD).
@@ -124,8 +123,11 @@ def catstratpd(
         -- then it is scikit-learn's exact tree, up to ties -- and 65,535 percentile bins
         beyond; grown to full size; faster to fit, see docs/benchmarks.md).  "exact":
         scikit-learn's ``DecisionTreeRegressor`` (exact thresholds, as stratx).
+    honest : bool, default True
+        Honest stratification by 2-fold cross-fitting (see :func:`daskpd.stratpd`);
+        False: one tree stratifies every row, as stratx.
     random_state : int, default 0
-        Seeds the sample, the tree and the bootstrap weights.
+        Seeds the sample, the tree and the trials' leaf weights.
     progress : bool or None
         Progress on stderr: None/True (default): a bar on a terminal, one line per
         stage (tasks done, elapsed time; no carriage returns) in a log or pipe;
@@ -133,21 +135,14 @@ def catstratpd(
     storage_options, filters
         Passed to ``dask.dataframe.read_parquet`` for path inputs.
     n_trials : int, default 1
-        1: the effects alone (stratx's default).  T > 1: T bootstrap (or subsample)
-        trials ride the same scan (row weights from a seeded row hash); the result
-        carries ``trials_pd`` (T effect vectors, NaN where a trial drew no row of the
-        category), ``trials_supported`` and a band (:meth:`band`).  The band is the
-        sampling variability of the rows given the stratifying tree, which is fitted
-        once and shared by every trial (see docs/catstratpd.md).
-    bootstrap : bool, default True
-        Poisson(1) bootstrap weights; False: subsamples of fraction ``subsample_size``.
-    subsample_size : float, default 0.75
-        The subsample fraction when ``bootstrap=False``.
+        1: the effects alone (stratx's default).  T > 1: T trials, each a bootstrap of
+        the stratification's leaves, made by the finish from the same sums (see
+        :func:`daskpd.stratpd`); the result carries ``trials_pd`` (T effect vectors,
+        NaN where a trial drew no leaf of the category) and a band (:meth:`band`).  The
+        band is the sampling variability of the effects given the stratification (see
+        docs/catstratpd.md).
     band : (float, float), default (0.05, 0.95)
-        The percentiles of the trials the band spans (a 90 % interval).
-    row_id : str or list of str, optional
-        With ``n_trials`` > 1: columns that tell rows apart, hashed into the trial
-        weights (see :func:`daskpd.stratpd`).
+        The lower and upper probabilities of the band, centred on ``pd`` (a 90 % band).
     stratification : Stratification, optional
         A fitted stratification: no sample and no tree fit, one scan under its trees (its
         tree parameters are used; see :func:`daskpd.stratpd`).
@@ -162,8 +157,7 @@ def catstratpd(
     run, dtype = run_categorical.__wrapped__(
         data, target=target, feature=feature, features=features, stratify_on=stratify_on,
         min_samples_leaf=min_samples_leaf, sample_size=sample_size,
-        random_state=random_state, nan_as_level=nan_as_level, tree_method=tree_method,
+        random_state=random_state, nan_as_level=nan_as_level, tree_method=tree_method, honest=honest,
         progress=progress, storage_options=storage_options, filters=filters, centered=centered,
-        n_trials=n_trials, bootstrap=bootstrap, subsample_size=subsample_size, band=band, row_id=row_id,
-        stratification=stratification)
+        n_trials=n_trials, band=band, stratification=stratification)
     return driver_side(run.results[feature])

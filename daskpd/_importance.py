@@ -7,9 +7,9 @@ is far larger than the others and the sample must be drawn again, see ``n_passes
 1. a bottom-k sample (by keyed row hash, partition-invariant);
 2. the p stratifying trees are fitted on the sample, in parallel (on the workers when
    a ``distributed.Client`` is active); then ONE scan applies all p trees and builds
-   all p per-(leaf, x) aggregate tables.  Bootstrap / subsample trials ride the same
-   scan as per-row weight columns (a keyed hash of the row: Poisson(1) for the
-   bootstrap, Bernoulli(subsample_size) for subsampling), so trials cost no re-read.
+   all p per-(leaf, x) aggregate tables.  Trials are a bootstrap of each
+   stratification's leaves, made by the finish from the same sums
+   (:mod:`daskpd._strat.leafboot`): they cost no re-read and nothing rides the rows.
 
 Every measure is then computed on the driver from the p curves (small arrays).
 
@@ -36,7 +36,7 @@ import os
 import time
 import warnings
 from dataclasses import dataclass, field
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Sequence
 
 import numpy as np
@@ -52,7 +52,7 @@ from ._strat.scan import leaf_numbering
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
 from ._strat.state import ScanState
 from ._strat.firstpass import FirstPassCache
-from ._validation import POSITIVE_INT, ColumnNames, InstancesOf, Interval, StrOptions, validate_params
+from ._validation import N_TRIALS, POSITIVE_INT, ColumnNames, InstancesOf, Interval, StrOptions, validate_params
 from ._errors import DataError, InvalidParameterError
 from ._data.request import left_out_note, open_request
 from ._engine.memory import partition_bytes
@@ -150,8 +150,10 @@ def _null_measures(sub: pd.DataFrame, scan, msl_for: dict, perm_seed, tree_metho
                    ) -> np.ndarray:
     """(p, 3) raw measures on ``sub`` with y permuted by ``perm_seed`` (None: not permuted).
 
-    The trees are refitted on the permuted y (as the reference's p-values do); the keys
-    (bins, values, levels) are the main run's.  The scan's own kernels, in memory.
+    The trees are refitted on the permuted y (as the reference's p-values do; one tree
+    fitted on the rows it stratifies, for the observed statistic as for every
+    permutation, so the test is exact); the keys (bins, values, levels) are the main
+    run's.  The scan's own kernels, in memory.
     """
     from dataclasses import replace
 
@@ -167,7 +169,7 @@ def _null_measures(sub: pd.DataFrame, scan, msl_for: dict, perm_seed, tree_metho
         tree = fit_tree(df, target, fs.other, scan.encoder, msl_for[fs.feature], scan.random_state,
                         tree_method=tree_method)
         index, n_leaves = leaf_numbering(tree, scan.random_state, i)
-        feats.append(replace(fs, tree=tree, leaf_index=index, n_leaves=n_leaves))
+        feats.append(replace(fs, tree=tree, leaf_index=index, n_leaves=n_leaves, split=1))
     opts = {**scan.finish_options, "n_segments": 0}
     job = replace(scan, features=feats, n_trials=0, n_buckets=1, expected_rows=len(df), finish_options=opts)
     with warnings.catch_warnings():
@@ -294,10 +296,7 @@ IMPORTANCE_CONSTRAINTS = {
     **STRAT_CONSTRAINTS,
     "categorical_features": [ColumnNames(allow_single=True), None],
     "numeric_features": [ColumnNames(allow_single=True), None],
-    "n_trials": [POSITIVE_INT],
-    "bootstrap": ["boolean"],
-    "subsample_size": [Interval(Real, 0, 1, closed="neither")],
-    "row_id": [ColumnNames(allow_single=True), None],
+    "n_trials": [N_TRIALS],
     "normalize": ["boolean"],
     "sort_by": [StrOptions(*MEASURES)],
     "cat_min_samples_leaf": [POSITIVE_INT],
@@ -315,14 +314,14 @@ IMPORTANCE_CONSTRAINTS = {
 
 
 def importance_request(data, target, features=None, *, stratify_on=None, categorical_features=None,
-                       numeric_features=None, storage_options=None, filters=None, row_id=None):
+                       numeric_features=None, storage_options=None, filters=None):
     """The request :func:`strat_curves_and_importances` opens for these arguments (its
     columns, kinds and stratifying columns): a job's incremental run opens the whole
     lake's with it to key the first-pass cache entries of its new files as a later run
     over the lake keys them."""
     return open_request(data, target, features, categorical=categorical_features, numeric=numeric_features,
                         stratify_on=stratifying_columns(features, stratify_on), storage_options=storage_options,
-                        filters=filters, partition_bytes=partition_bytes(), row_id=row_id)
+                        filters=filters, partition_bytes=partition_bytes())
 
 
 @renamed_params(RENAMED)
@@ -337,9 +336,6 @@ def strat_curves_and_importances(
     numeric_features: Sequence[str] | None = None,
     stratify_on: Sequence[str] | None = None,
     n_trials: int = 1,
-    bootstrap: bool = True,
-    subsample_size: float = 0.75,
-    row_id: Sequence[str] | None = None,
     normalize: bool = True,
     sort_by: str = "importance",
     min_samples_leaf: int = 15,
@@ -350,6 +346,7 @@ def strat_curves_and_importances(
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     max_bins: int | None = DEFAULT_MAX_BINS,
     tree_method: str = DEFAULT_TREE_METHOD,
+    honest: bool = True,
     random_state: int = 0,
     pvalues: bool = False,
     pvalues_n_trials: int = 80,
@@ -395,17 +392,10 @@ def strat_curves_and_importances(
         columns scored while the trees stratified on every column; that answer is
         ``stratify_on=`` every column but the target (docs/importances.md, "Changes").
     n_trials : int, default 1
-        1: one estimate on all rows, no spread (as stratx).  T > 1: T bootstrap (or
-        subsample) trials riding the same scan; the table gets ``*_std`` columns, the
-        standard deviation (ddof=1) over trials.  The point estimates stay the all-rows
-        values.  Trials re-weight rows; the trees (fitted on the sample) are shared.
-    bootstrap : bool, default True
-        Trials are Poisson(1) bootstrap re-weightings; False: subsamples of fraction
-        ``subsample_size`` (0/1 weights).
-    row_id : str or list of str, optional
-        With ``n_trials`` > 1: columns that tell rows apart (an identifier, a
-        timestamp), hashed into the trial weights so that rows alike in every column
-        read draw their own (see :func:`daskpd.stratpd`); read by the scan only.
+        1: one estimate on all rows, no spread (as stratx).  T > 1: T trials, each a
+        bootstrap of every feature's leaves made by the finish from the same sums (see
+        :func:`daskpd.stratpd`); the table gets ``*_std`` columns, the standard
+        deviation (ddof=1) over trials.  The point estimates stay the all-rows values.
     normalize : bool, default True
         Divide each measure by its sum over the features (per trial, too).
     sort_by : {"importance", "impact", "pd_variance"}
@@ -420,9 +410,9 @@ def strat_curves_and_importances(
     nan_as_level : bool, default False
         Categorical features: a missing value is a level of its own (else such rows
         are dropped from that feature's curve).
-    sample_size, max_bins, tree_method, random_state, progress, storage_options, filters
-        As for :func:`daskpd.stratpd`.  ``random_state`` also seeds the trial weights
-        and the permutations: results are deterministic given it.
+    sample_size, max_bins, tree_method, honest, random_state, progress, storage_options, filters
+        As for :func:`daskpd.stratpd`.  ``random_state`` also seeds the trials' leaf
+        weights and the permutations: results are deterministic given it.
     pvalues : bool, default False
         Permutation p-values (y shuffled, trees refitted, ``pvalues_n_trials`` times),
         ``(r + 1) / (N + 1)`` with r the draws whose raw measure reaches the observed
@@ -460,7 +450,6 @@ def strat_curves_and_importances(
     -------
     ImportanceResult
     """
-    trial_fraction = None if bootstrap else subsample_size
     if pvalues and stratification is not None:
         raise DataError("pvalues=True refits trees on the tree sample, which stratification= skips: "
                         "leave one of them out")
@@ -469,8 +458,7 @@ def strat_curves_and_importances(
     stratify_on = stratifying_columns(features, stratify_on)
     request = importance_request(data, target, features, stratify_on=stratify_on,
                                  categorical_features=categorical_features, numeric_features=numeric_features,
-                                 storage_options=storage_options, filters=filters,
-                                 row_id=row_id)
+                                 storage_options=storage_options, filters=filters)
     declared = list(request.categorical)
     feats, kinds = list(request.features), dict(request.kinds)
     left_out: dict[str, str] = dict(request.left_out)
@@ -485,8 +473,8 @@ def strat_curves_and_importances(
     run = run_strat(
         request, min_samples_leaf=min_samples_leaf,
         min_samples_leaf_for=msl_for, sample_size=sample_size, max_bins=max_bins, random_state=random_state,
-        n_trials=n_trials if n_trials > 1 else 0, trial_fraction=trial_fraction, nan_as_level=nan_as_level,
-        tree_method=tree_method, progress=progress,
+        n_trials=n_trials if n_trials > 1 else 0, nan_as_level=nan_as_level,
+        tree_method=tree_method, honest=honest, progress=progress,
         finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes},
         skip_constant=feats if skip_unusable else (), later_stages=("p-values",) if pvalues else (),
         stratification=stratification, base_state=base_state,
@@ -552,19 +540,16 @@ def strat_curves_and_importances(
 
     n_rows = int(next(iter(curves.values())).n_rows)
     params = {"features": feats, "categorical": declared, "numeric": list(request.numeric), "stratify_on": None if stratify_on is None else list(stratify_on),
-              "n_trials": n_trials, "bootstrap": bootstrap, "subsample_size": trial_fraction,
-              "row_id": list(request.row_id) if n_trials > 1 else [],
+              "n_trials": n_trials,
               "normalize": normalize, "sort_by": sort_by, "min_samples_leaf": min_samples_leaf,
               "cat_min_samples_leaf": cat_min_samples_leaf, "min_slopes_per_x": min_slopes_per_x,
               "few_slopes": few_slopes,
               "nan_as_level": nan_as_level,
-              "sample_size": sample_size, "max_bins": max_bins, "tree_method": tree_method,
+              "sample_size": sample_size, "max_bins": max_bins, "tree_method": tree_method, "honest": honest,
               "random_state": random_state,
               "pvalues": pvalues, "pvalues_n_trials": pvalues_n_trials if pvalues else None,
               "pvalues_sample_size": pvalues_sample_size if pvalues else None,
               "skipped_features": dict(left_out)}
-    if n_trials > 1:  # how often rows repeat in the columns the trials are drawn from (every curve's: one pass)
-        params["row_repeats"] = next(iter(curves.values())).params.get("row_repeats")
     return ImportanceResult(table=table, curves=curves, target=target, kinds=kinds, n_rows=n_rows,
                             n_partitions=run.n_partitions, n_passes=run.n_passes, sample_rows=run.sample_rows,
                             n_trials=n_trials, trials=trials_df, null=null_df, params=params, timings=timings,

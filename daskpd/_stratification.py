@@ -7,16 +7,13 @@ scans data under one and returns the mergeable :class:`~daskpd._strat.state.Scan
 """
 from __future__ import annotations
 
-from numbers import Real
-
 from ._data.request import open_request
 from ._engine.memory import partition_bytes
 from ._positional import deprecate_positional_args, renamed_params
 from ._strat.pipeline import run_strat, run_under
 from ._strat.state import ScanState, Stratification
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
-from ._validation import IO_CONSTRAINTS, NO_VALIDATION, POSITIVE_INT, ColumnNames, InstancesOf, Interval, \
-    validate_params
+from ._validation import IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, POSITIVE_INT, ColumnNames, InstancesOf, validate_params
 
 __all__ = ["fit_stratification", "scan_state", "Stratification", "ScanState"]
 
@@ -44,6 +41,7 @@ def fit_stratification(
     sample_size: int = 200_000,
     max_bins: int | None = 1000,
     tree_method: str = "hist",
+    honest: bool = True,
     random_state: int = 0,
     progress=None,
     storage_options: dict | None = None,
@@ -66,7 +64,7 @@ def fit_stratification(
     msl_for = {f: (cat_min_samples_leaf if kinds[f] == "categorical" else min_samples_leaf) for f in request.features}
     run = run_strat(request, min_samples_leaf=min_samples_leaf, min_samples_leaf_for=msl_for,
                     sample_size=sample_size, max_bins=max_bins, random_state=random_state, nan_as_level=nan_as_level,
-                    tree_method=tree_method, progress=progress, fit_only=True)
+                    tree_method=tree_method, honest=honest, progress=progress, fit_only=True)
     return run.stratification
 
 
@@ -74,10 +72,7 @@ def fit_stratification(
     "data": NO_VALIDATION,
     "stratification": [InstancesOf(Stratification, "a daskpd.Stratification")],
     "features": [ColumnNames(allow_single=True), None],
-    "n_trials": [POSITIVE_INT],
-    "bootstrap": ["boolean"],
-    "subsample_size": [Interval(Real, 0, 1, closed="neither")],
-    "row_id": [ColumnNames(allow_single=True), None],
+    "n_trials": [N_TRIALS],
     **IO_CONSTRAINTS,
 })
 def scan_state(
@@ -86,9 +81,6 @@ def scan_state(
     *,
     features=None,
     n_trials: int = 1,
-    bootstrap: bool = True,
-    subsample_size: float = 0.75,
-    row_id=None,
     progress=None,
     storage_options: dict | None = None,
     filters=None,
@@ -96,10 +88,10 @@ def scan_state(
     """The merged sums of one scan of ``data`` under ``stratification`` (no finish).
 
     ``features``: a subset of the stratification's (default: all).  ``n_trials`` > 1:
-    the sums of that many bootstrap (or ``subsample_size``) trials ride along, as in
-    :func:`daskpd.stratpd`, with ``row_id`` hashed into their weights.  States of the
-    same stratification and trials (and ``row_id``) add (``a + b``);
-    :meth:`ScanState.finish` gives ``{feature: result}``.
+    its finish makes that many trials (a bootstrap of the leaves, as in
+    :func:`daskpd.stratpd`; the sums themselves do not depend on it).  States of the
+    same stratification and trials add (``a + b``); :meth:`ScanState.finish` gives
+    ``{feature: result}``.
     """
     strat = stratification
     feats = list(strat.features) if features is None else ([features] if isinstance(features, str) else
@@ -107,8 +99,7 @@ def scan_state(
     request = open_request(data, strat.target, feats, stratify_on=list(strat.stratify_on),
                            categorical=[f for f in feats if strat.kinds.get(f) == "categorical"] or None,
                            numeric=None, storage_options=storage_options, filters=filters,
-                           partition_bytes=partition_bytes(), row_id=row_id)
+                           partition_bytes=partition_bytes())
     trials = int(n_trials) if n_trials > 1 else 0
-    run = run_under(request, strat, n_trials=trials, trial_fraction=None if bootstrap or not trials else
-                    float(subsample_size), progress=progress, keep_state="only")
+    run = run_under(request, strat, n_trials=trials, progress=progress, keep_state="only")
     return run.state

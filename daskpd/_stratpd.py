@@ -7,17 +7,17 @@ The pipeline (sample, trees, one scan, curves finished next to the data) is
 from __future__ import annotations
 
 import warnings
-from numbers import Integral, Real
+from numbers import Integral
 
-from ._data.request import column_list, open_request
+from ._data.request import open_request
 from ._engine.memory import partition_bytes
 from ._positional import deprecate_positional_args
 from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, empty_curve_message
 from ._strat.pipeline import run_strat
 from ._strat.state import Stratification
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, TREE_METHODS
-from ._validation import (IO_CONSTRAINTS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, InstancesOf,
-                          Interval, Percentiles, StrOptions, validate_params)
+from ._validation import (IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames,
+                          InstancesOf, Interval, Percentiles, StrOptions, validate_params)
 from .results import StratPDResult
 
 __all__ = ["stratpd"]
@@ -32,32 +32,26 @@ STRAT_CONSTRAINTS = {
     "sample_size": [Interval(Integral, 2, None, closed="left")],
     "max_bins": [Interval(Integral, 2, None, closed="left"), None],
     "tree_method": [StrOptions(*TREE_METHODS)],
+    "honest": ["boolean"],
     "random_state": [NON_NEGATIVE_INT],
     "stratification": [InstancesOf(Stratification, "a daskpd.Stratification"), None],
     **IO_CONSTRAINTS,
 }
 
-# -- bootstrap trials and their band (stratpd and catstratpd) ---------------------
-#: the trials' parameters, shared by stratpd and catstratpd
+# -- trials and their band (stratpd, catstratpd, importances) ----------------------
+#: the trials' parameters, shared by stratpd, catstratpd and importances
 TRIAL_CONSTRAINTS = {
-    "n_trials": [POSITIVE_INT],
-    "bootstrap": ["boolean"],
-    "subsample_size": [Interval(Real, 0, 1, closed="neither")],
+    "n_trials": [N_TRIALS],
     "band": [Percentiles()],
-    "row_id": [ColumnNames(allow_single=True), None],
 }
 
 
-def trial_args(n_trials: int, bootstrap: bool, subsample_size: float, band,
-               row_id=None) -> tuple[int, float | None, dict]:
-    """``(n_trials, trial_fraction, finish options)`` for :func:`run_strat`: no trial set
-    at all for ``n_trials=1`` (the curve is then today's, bit for bit)."""
+def trial_args(n_trials: int, band) -> tuple[int, dict]:
+    """``(n_trials, finish options)`` for :func:`run_strat`: no trial set at all for
+    ``n_trials=1`` (the curve is then today's, bit for bit)."""
     if n_trials <= 1:
-        return 0, None, {}
-    return int(n_trials), (None if bootstrap else float(subsample_size)), {
-        "band": [float(band[0]), float(band[1])], "bootstrap": bool(bootstrap),
-        "subsample_size": None if bootstrap else float(subsample_size),
-        "row_id": list(dict.fromkeys(column_list(row_id)))}
+        return 0, {}
+    return int(n_trials), {"band": [float(band[0]), float(band[1])]}
 
 
 @deprecate_positional_args(("target", "feature"))
@@ -81,15 +75,13 @@ def stratpd(
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     max_bins: int | None = DEFAULT_MAX_BINS,
     tree_method: str = DEFAULT_TREE_METHOD,
+    honest: bool = True,
     random_state: int = 0,
     progress=None,
     storage_options: dict | None = None,
     filters=None,
     n_trials: int = 1,
-    bootstrap: bool = True,
-    subsample_size: float = 0.75,
     band=(0.05, 0.95),
-    row_id=None,
     stratification: Stratification | None = None,
 ) -> StratPDResult:
     """Model-free partial dependence of ``target`` on numeric ``feature`` (StratPD).
@@ -137,6 +129,15 @@ def stratpd(
         -- then it is scikit-learn's exact tree, up to ties -- and 65,535 percentile bins
         beyond; grown to full size; faster to fit, see docs/benchmarks.md).  "exact":
         scikit-learn's ``DecisionTreeRegressor`` (exact thresholds, as stratx).
+    honest : bool, default True
+        Honest stratification by 2-fold cross-fitting: the tree sample's rows are split
+        in two folds by row hash, a tree is fitted on each, and every row is stratified
+        by the tree of the other fold -- the trees never stratify the rows they were fitted
+        on, which otherwise shrinks the curve toward flat (trees split on the rows' own
+        noise).  A stratification with fewer than 30 leaves splits each leaf in parts
+        by row hash, the units its trials resample.  False: one tree fitted on the
+        sample stratifies every row (stratx's estimator, for comparison with it).  See
+        docs/stratpd.md, "Honest stratification".
     random_state : int, default 0
         Seeds the sample, the tree and the plotted segment sample.
     progress : bool or None
@@ -146,29 +147,18 @@ def stratpd(
     storage_options, filters
         Passed to ``dask.dataframe.read_parquet`` for path inputs.
     n_trials : int, default 1
-        1: the curve alone (as stratx's default).  T > 1: T bootstrap (or subsample)
-        trials ride the same scan (row weights from a seeded row hash: reproducible,
-        independent of partitioning, no second read); the result then carries
-        ``trials_pd`` (T curves), ``trials_supported`` and a band (:meth:`band`;
-        ``to_frame()`` adds ``pd_std, pd_lo, pd_hi``).  ``pd`` stays the all-rows
-        curve.  The band is the sampling variability of the rows *given the
-        stratifying tree*: the tree is fitted once, on the sample, and shared by every
-        trial (see docs/stratpd.md).
-    bootstrap : bool, default True
-        Trials are Poisson(1) bootstrap re-weightings of the rows; False: subsamples of
-        fraction ``subsample_size`` (0/1 weights), as stratx's ``bootstrap=False``.
-    subsample_size : float, default 0.75
-        The subsample fraction when ``bootstrap=False``.
+        1: the curve alone (as stratx's default).  T > 1: T trials, each a bootstrap of
+        the stratification's leaves (every leaf drawn a Poisson(1) number of times,
+        seeded: reproducible, independent of partitioning), made by the finish from the
+        same sums: no row carries anything more through the scan.  The result then
+        carries ``trials_pd`` (T curves, on the curve's own support) and a band
+        (:meth:`band`; ``to_frame()`` adds ``pd_std, pd_lo, pd_hi``).  ``pd`` stays the
+        all-rows curve.  The band is the sampling variability of the curve *given the
+        stratification*: it does not hold the stratification's own bias where the trees
+        only approximate continuous stratifying columns (see docs/stratpd.md).
     band : (float, float), default (0.05, 0.95)
-        The percentiles of the trials the band spans (a 90 % interval).
-    row_id : str or list of str, optional
-        With ``n_trials`` > 1: columns that tell rows apart (an identifier, a
-        timestamp), hashed into the rows' trial weights besides the columns read, so
-        that rows alike in every column read but not in these draw their own weights.
-        Without it, identical rows draw the same weights and the band is about
-        ``sqrt(params["row_repeats"])`` times a row bootstrap's (a
-        ``RepeatedRowsWarning`` says so).  Read by the scan only: the sample, the trees
-        and ``pd`` do not depend on it.  Never a default feature or stratifying column.
+        The lower and upper probabilities of the band, centred on ``pd`` (a 90 %
+        band: ``pd +- t std``, Student's t quantiles; see docs/stratpd.md).
     stratification : Stratification, optional
         A fitted stratification (:func:`daskpd.fit_stratification`, or one saved by a
         job): no sample and no tree fit, one scan under its trees; its tree parameters
@@ -180,14 +170,14 @@ def stratpd(
     -------
     StratPDResult
     """
-    trials, fraction, trial_opts = trial_args(n_trials, bootstrap, subsample_size, band, row_id)
+    trials, trial_opts = trial_args(n_trials, band)
     request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
-                           as_kind="numeric", row_id=row_id, names={"features": "parameter feature"},
+                           as_kind="numeric", names={"features": "parameter feature"},
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
-                    tree_method=tree_method, random_state=random_state, progress=progress,
+                    tree_method=tree_method, honest=honest, random_state=random_state, progress=progress,
                     finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes, **trial_opts},
-                    n_trials=trials, trial_fraction=fraction, stratification=stratification)
+                    n_trials=trials, stratification=stratification)
     return driver_side(run, run.results[feature], min_slopes_per_x=min_slopes_per_x)
 
 

@@ -40,7 +40,8 @@ from ._errors import InvalidParameterError
 
 __all__ = [
     "Constraint", "Interval", "StrOptions", "Boolean", "InstancesOf", "ColumnName", "ColumnNames",
-    "Percentiles", "Callables", "ArrayLike", "ArrayOrColumn", "IO_CONSTRAINTS", "POSITIVE_INT", "NON_NEGATIVE_INT", "NoneConstraint", "NO_VALIDATION", "make_constraint", "validate_params",
+    "Percentiles", "Callables", "ArrayLike", "ArrayOrColumn", "IO_CONSTRAINTS", "POSITIVE_INT", "NON_NEGATIVE_INT",
+    "N_TRIALS", "MAX_TRIALS", "TrialCount", "NoneConstraint", "NO_VALIDATION", "make_constraint", "validate_params",
     "validate_parameter", "get_constraints", "InvalidParameterError",
 ]
 
@@ -388,6 +389,30 @@ PROGRESS = ["boolean", None]
 POSITIVE_INT = Interval(Integral, 1, None, closed="left")
 #: an integer >= 0 (seeds, trial counts)
 NON_NEGATIVE_INT = Interval(Integral, 0, None, closed="left")
+
+#: the most bootstrap trials a result may carry: a percentile band wants about 1,000
+#: trials at 90 % and a few thousand at 99 % (so that each tail holds tens of trials); the
+#: trials' memory grows with their number (every (leaf, position) cell of a scan keeps
+#: its sums once per trial, every curve its trial curves), which a run checks before it
+#: scans (docs/jobs.md, "Memory (before computing)")
+MAX_TRIALS = 10_000
+
+
+class TrialCount(Interval):
+    """A count of bootstrap trials: an integer in [1, :data:`MAX_TRIALS`]."""
+
+    def __init__(self):
+        super().__init__(Integral, 1, MAX_TRIALS, closed="both")
+
+    def hint(self, name, value):
+        if _is_int(value) and value > MAX_TRIALS:
+            return (f"{MAX_TRIALS:,} trials already give a 99 % percentile band tens of trials in each tail, and "
+                    "every trial adds the sums of every cell of the scan and a curve per result")
+        return None
+
+
+#: the constraint of every ``n_trials`` parameter
+N_TRIALS = TrialCount()
 
 
 class ArrayLike(Constraint):

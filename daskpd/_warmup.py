@@ -8,7 +8,7 @@ a cluster every worker process compiles the same kernels at the same time.
 :func:`compile_kernels` runs every method once on a small synthetic table (the lake
 generator's column kinds: small and large integers, floats, strings, a high-cardinality
 integer code, a boolean), in this process with dask's threads, with one and with several
-bootstrap trials, so that the cache holds the kernels for the argument types the methods
+trials, so that the cache holds the kernels for the argument types the methods
 pass.  Run it where the cache will be read: after installing into an image or a shared
 environment, or once on a machine before its first job.  Nothing is written but numba's
 cache; the results are discarded.
@@ -54,7 +54,7 @@ def _steps(rows: int) -> list[tuple[str, Callable]]:
         ("importances, 3 trials", lambda: daskpd.importances(df, target="y", n_trials=3, **cat)),
         ("stratpd", lambda: [daskpd.stratpd(df, target="y", feature=f, **q) for f in ("x1", "x7", "flag")]),
         ("stratpd, 3 trials", lambda: [daskpd.stratpd(df, target="y", feature=f, n_trials=3, **q) for f in ("x1", "x7")]),
-        ("stratpd, 3 subsamples", lambda: daskpd.stratpd(df, target="y", feature="x5", n_trials=3, bootstrap=False, **q)),
+        ("stratpd, one tree", lambda: daskpd.stratpd(df, target="y", feature="x5", n_trials=3, honest=False, **q)),
         ("catstratpd", lambda: [daskpd.catstratpd(df, target="y", feature=f, **q) for f in ("s50", "flag")]),
         ("catstratpd, 3 trials", lambda: daskpd.catstratpd(df, target="y", feature="s50", n_trials=3, **q)),
         # two leaves of 70,000 rows: groups whose trial counts can pass 2^16 (the CG block

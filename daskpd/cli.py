@@ -9,7 +9,8 @@ Exit status: 0 success; 2 a bad job spec, bad input data, bad arguments or an ou
 that cannot be written -- read-only, permission denied, disk full (one line
 ``daskpd: error: ...`` on stderr, no traceback, nothing written); 1 an unexpected
 failure (traceback, nothing written); 3 ``history --fail-on-drift``: a curve drifted
-(status ``drifted``: beyond its noise and the threshold);
+(status ``drifted``: beyond its noise and the threshold) -- and 2 when the newest run
+directory has no readable manifest (its drift cannot be checked);
 128+N killed by signal N (SIGTERM: 143, SIGINT: 130) -- the run leaves nothing.
 """
 from __future__ import annotations
@@ -106,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--alpha", type=float, default=0.01, metavar="A",
                    help="family-wise false-alarm level of each curve's test against its noise (default 0.01)")
     h.add_argument("--fail-on-drift", action="store_true",
-                   help="exit with status 3 if a curve drifted (status 'drifted') between the last two runs")
+                   help="exit with status 3 if a curve drifted (status 'drifted') between the last two runs, and 2 "
+                        "if the newest run directory has no readable manifest")
     h.add_argument("--json", nargs="?", const="-", metavar="PATH",
                    help="write the JSON summary of the last two runs (what drift.json holds) to PATH, atomically; "
                         "without PATH (or with -) print it")
@@ -218,11 +220,27 @@ def _cmd_validate(args) -> int:
     if feats is not None:
         print(f"  features: {', '.join(feats)}" + (f" (categorical: {', '.join(cats) or 'none'})" if cats is not None
                                                    else ""))
+    never = _never_incremental(spec)
+    if never:
+        print(f"  note: [run] incremental = true, but every night is a full run: {never}")
     if left_out:
         print("  note: the run leaves out of the default features: "
               + ", ".join(f"{f!r} ({why})" for f, why in left_out.items())
               + "; " + _left_out_hint(left_out))
     return EXIT_OK
+
+
+def _never_incremental(spec) -> str | None:
+    """Why no night of an incremental job can be incremental (one line), or None."""
+    if not spec.run.incremental:
+        return None
+    from .job.incremental import never_incremental
+
+    why = never_incremental(spec)
+    if why is None and spec.run.refit == "always":
+        fitted = "the trees are fitted" if spec.model_free else "the grids and bins are built"
+        why = f'refit = "always": {fitted} again on every run (the state is kept for a later refit policy)'
+    return why
 
 
 def _left_out_hint(left_out: dict) -> str:
@@ -253,7 +271,14 @@ def _check_content(spec, request, cats) -> dict:
     else:
         curve = [f for f in feats if (f in cats and "catstratpd" in want) or (f not in cats and "stratpd" in want)]
     so = spec.source.storage_options or None
+    table = request.dataset.table
     try:
+        if table is not None:  # the snapshot's data files, with the partition values they do not store
+            from ._data.tables import files_dataset
+
+            reader, files, _ = request.dataset.file_reader()
+            return check_content(None, request.read_schema(), curve, spec.source.filters, label=table.name,
+                                 skip_unusable=spec.features is None, dataset=files_dataset(reader, files))
         return check_content(spec.source.path, request.read_schema(), curve, spec.source.filters, so,
                              label=spec.source.path, skip_unusable=spec.features is None)
     except DataError as exc:
@@ -265,7 +290,7 @@ def _check_content(spec, request, cats) -> dict:
 
 def _cmd_history(args) -> int:
     from ._errors import DataError
-    from .job.history import HistoryError, history, summary, write_summary
+    from .job.history import HistoryError, history, summary, unfinished_newest, write_summary
 
     if args.last < 2:
         return _die("--last must be >= 2")
@@ -278,6 +303,11 @@ def _cmd_history(args) -> int:
         if os.path.isdir(args.json) or not os.path.isdir(parent):
             return _die(f"--json {args.json!r}: expected a file path in an existing directory")
     target = None
+    unfinished = unfinished_newest(args.job_dir) if os.path.isdir(args.job_dir) else None
+    if unfinished is not None:
+        if args.fail_on_drift:  # the newest run cannot be checked: the scheduler must not take that for "no drift"
+            return _die(f"{unfinished}; --fail-on-drift cannot tell whether its curves drifted")
+        print(f"daskpd: warning: {unfinished}; comparing the complete runs before it", file=sys.stderr)
     try:
         h = history(args.job_dir, features=args.feature, last=args.last, threshold=args.threshold, alpha=args.alpha,
                     output=None if args.no_write else (args.output or True))

@@ -90,3 +90,67 @@ def reference_stratpd(x, y, leaf, min_slopes_per_x, bins=None, few_slopes="inter
         "ignored": ignored,
         "n_leaves": len(leaves),
     }
+
+
+def reference_leaf_trial(x, y, leaf, weights, min_slopes_per_x, bins=None, few_slopes="interpolate"):
+    """One trial of the leaf bootstrap, plainly: every leaf's slope segments (as in
+    :func:`reference_stratpd`) counted ``weights[leaf]`` times in the mean slope at each
+    position, integrated over the all-rows curve's support -- an interval has a slope in
+    the trial wherever it has one in the curve: the trial's mean where its leaves drew a
+    slope, else the trial's slopes of the nearest such intervals interpolated linearly
+    in x (held at the ends).  Returns the trial's pd at the curve's positions."""
+    x = np.asarray(x, float)
+    y = np.asarray(y, float)
+    leaf = np.asarray(leaf)
+    pos_of_row = x if bins is None else np.asarray(bins, float)
+    positions = sorted(set(pos_of_row.tolist()))
+    index = {p: i for i, p in enumerate(positions)}
+    ux = [float(p) for p in positions] if bins is None else [float(np.mean(x[pos_of_row == p])) for p in positions]
+    segments = []  # (start index, end index, slope, leaf)
+    for lf in sorted(set(leaf.tolist())):
+        m = leaf == lf
+        lp = sorted(set(pos_of_row[m].tolist()))
+        xbar = [float(np.mean(x[m][pos_of_row[m] == p])) for p in lp]
+        ybar = [float(np.mean(y[m][pos_of_row[m] == p])) for p in lp]
+        for i in range(len(lp) - 1):
+            segments.append((index[lp[i]], index[lp[i + 1]], (ybar[i + 1] - ybar[i]) / (xbar[i + 1] - xbar[i]), lf))
+    n = len(positions)
+    cnt0, cnt_t, avg_t = [], [], []
+    for i in range(n):
+        cover = [(sl, lf) for a, b, sl, lf in segments if a <= i < b]
+        cnt0.append(len(cover))
+        wsum = sum(float(weights[lf]) for _, lf in cover)
+        cnt_t.append(wsum)
+        avg_t.append(sum(float(weights[lf]) * sl for sl, lf in cover) / wsum if wsum > 0 else float("nan"))
+    valid = [cnt0[i] >= min_slopes_per_x for i in range(n - 1)] + [False]
+    defined = list(valid)
+    if few_slopes == "interpolate":  # the curve's few-slope intervals between two valid ones
+        vk = [i for i in range(n) if valid[i]]
+        for i in range(n - 1):
+            if not valid[i] and cnt0[i] > 0 and vk and vk[0] < i < vk[-1]:
+                defined[i] = True
+    own = [valid[i] and cnt_t[i] > 0 for i in range(n)]
+    ok = [i for i in range(n) if own[i]]
+    used = [0.0] * n
+    for i in range(n - 1):
+        if own[i]:
+            used[i] = avg_t[i]
+        elif defined[i] and ok:
+            left = [k for k in ok if k < i]
+            right = [k for k in ok if k > i]
+            if left and right:
+                j, k = left[-1], right[0]
+                used[i] = avg_t[j] + (avg_t[k] - avg_t[j]) * (ux[i] - ux[j]) / (ux[k] - ux[j])
+            else:
+                used[i] = avg_t[(left or right)[-1 if left else 0]]
+    supported = [defined[i] or (i > 0 and defined[i - 1]) for i in range(n)]
+    pd_ = [float("nan")] * n
+    if any(supported):
+        first = supported.index(True)
+        value = 0.0
+        for i in range(first, n):
+            if i > first:
+                value += (used[i - 1] if defined[i - 1] else 0.0) * (ux[i] - ux[i - 1])
+            if supported[i]:
+                pd_[i] = value
+    return {"x": np.array(ux), "pd": np.array(pd_)}

@@ -22,8 +22,12 @@ before the data is opened:
 
 Only the columns a computation reads are required to agree (all columns when the caller
 does not say which); hive partition columns come from directory names and are left to
-the reader.  Footers are cached per (file, size, modification time), so the public
-functions that open the same lake twice read them once.
+the reader.  Footers are cached per (file, size, modification time -- and on a local disk
+the inode's change time, which a rewrite moves even when it restores the modification
+time), so the public functions that open the same lake twice read them once.  Each
+footer keeps the checksum of its bytes (:attr:`FileFooter.digest`): a file's fingerprint
+(:func:`footer_stamp`) is its size and modification time / ETag with it, which a rewrite
+of the same size whose modification time was restored does not fool.
 """
 from __future__ import annotations
 
@@ -42,11 +46,13 @@ import pyarrow as pa
 from .._errors import DataError
 
 __all__ = ["FileFooter", "LakeSchema", "list_parquet_files", "read_footers", "reconcile", "inspect_lake",
-           "damage_of"]
+           "damage_of", "footer_stamp", "footer_digest", "FOOTER_READ"]
 
 log = logging.getLogger("daskpd.data")
 
 _MAGIC = b"PAR1"
+#: the bytes read at the end of a file for its footer (pyarrow's default, one read for most footers)
+FOOTER_READ = 64 << 10
 _CACHE: "OrderedDict[tuple, FileFooter]" = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 100_000  # footers (a few KB each)
@@ -69,6 +75,8 @@ class FileFooter:
     size: int
     schema: pa.Schema
     metadata: object  # pyarrow.parquet.FileMetaData (row groups and their statistics)
+    #: XXH3-64 of the footer's bytes (the thrift metadata, its length and the magic), hex
+    digest: str = ""
 
     @property
     def num_rows(self) -> int:
@@ -157,6 +165,8 @@ def list_parquet_files(path: str, storage_options: dict | None = None):
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    if not _is_local(fs):
+        fs.invalidate_cache()  # an object store's listings cached earlier in this process may be stale
     if any(c in root for c in "*?["):
         infos = fs.glob(root, detail=True)
         base = ""
@@ -176,6 +186,8 @@ def list_parquet_files(path: str, storage_options: dict | None = None):
                 continue
         stamp = (info.get("mtime") or info.get("ETag") or info.get("etag") or info.get("LastModified")
                  or info.get("last_modified") or info.get("updated") or info.get("created") or "")
+        if info.get("ctime_ns"):  # a local file: its inode's change time too, which no rewrite keeps
+            stamp = f"{stamp}/{info['ctime_ns']}"
         files.append((name, int(info.get("size") or 0), str(stamp)))
     return fs, files
 
@@ -204,7 +216,8 @@ def _find_local(root: str) -> dict:
                 except OSError:  # a dangling link: listed as fsspec lists it, with no size
                     out[path] = {"name": path, "size": 0, "type": "other", "mtime": 0}
                     continue
-                out[path] = {"name": path, "size": st.st_size, "type": "file", "mtime": st.st_mtime}
+                out[path] = {"name": path, "size": st.st_size, "type": "file", "mtime": st.st_mtime,
+                             "ctime_ns": st.st_ctime_ns}
     return out
 
 
@@ -235,16 +248,57 @@ def damage_of(fs, path: str, size: int, exc: BaseException | None = None) -> str
 
 
 def _read_footer(fs, path: str, size: int) -> FileFooter | str:
+    """The footer of one file, read as its last bytes (one read of :data:`FOOTER_READ`
+    bytes for most files) and parsed from them, with their checksum; or what is wrong."""
     import pyarrow.parquet as pq
+    import xxhash
 
-    if size == 0:
+    if size < 12:
         return damage_of(fs, path, size)
     try:
         with fs.open(path, "rb") as fh:
-            pf = pq.ParquetFile(fh)
-            return FileFooter(path, size, pf.schema_arrow, pf.metadata)
+            footer = _footer_bytes(fh, size)
+        if footer is None:
+            return damage_of(fs, path, size)
+        pf = pq.ParquetFile(pa.BufferReader(footer))
+        return FileFooter(path, size, pf.schema_arrow, pf.metadata, xxhash.xxh3_64_hexdigest(footer))
     except (OSError, pa.ArrowException, ValueError, EOFError) as exc:
         return damage_of(fs, path, size, exc)
+
+
+def _footer_bytes(fh, size: int) -> bytes | None:
+    """A parquet file's footer (its thrift metadata, their length and the magic) read
+    from the open file ``fh`` of ``size`` bytes; None when it does not end like one."""
+    n = min(size, FOOTER_READ)
+    fh.seek(size - n)
+    tail = fh.read(n)
+    length = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 else -1
+    if tail[-4:] != _MAGIC or not 0 < length <= size - 12:
+        return None
+    if length + 8 > len(tail):  # a footer larger than the first read
+        fh.seek(size - length - 8)
+        tail = fh.read(length + 8)
+    return tail[-(length + 8):]
+
+
+def footer_digest(fs, path: str, size: int) -> str:
+    """:attr:`FileFooter.digest` of one file read now ("" for a file that is not parquet)."""
+    import xxhash
+
+    if size < 12:
+        return ""
+    try:
+        with fs.open(path, "rb") as fh:
+            footer = _footer_bytes(fh, size)
+    except OSError:
+        return ""
+    return "" if footer is None else xxhash.xxh3_64_hexdigest(footer)
+
+
+def footer_stamp(stamp, digest: str) -> str:
+    """A file's fingerprint: its modification time / ETag (``stamp``) and the checksum
+    of its footer's bytes (:attr:`FileFooter.digest`; ``stamp`` alone without one)."""
+    return f"{stamp} footer:{digest}" if digest else str(stamp)
 
 
 def read_footers(fs, files: list[tuple[str, int, str]], display=None) -> list[FileFooter]:
@@ -581,7 +635,7 @@ def _dataset(path, lake: LakeSchema, storage_options):
 
 
 def check_content(path, lake: LakeSchema, features: Sequence[str], filters=None, storage_options=None,
-                  label: str | None = None, skip_unusable: bool = False) -> dict:
+                  label: str | None = None, skip_unusable: bool = False, dataset=None) -> dict:
     """What a run finds in its sample pass, found ahead: no rows (after ``filters``), a
     feature with no values or a single value.  With ``skip_unusable`` (the run's default
     feature set, which leaves such features out with a note) those features are returned
@@ -599,7 +653,7 @@ def check_content(path, lake: LakeSchema, features: Sequence[str], filters=None,
     import pyarrow.parquet as pq
 
     expr = pq.filters_to_expression(filters) if filters else None
-    dset = _dataset(path, lake, storage_options)
+    dset = dataset if dataset is not None else _dataset(path, lake, storage_options)
     cols = [c for c in unknown if c in dset.schema.names]
     if filters and not cols:
         cols = [dset.schema.names[0]]

@@ -23,7 +23,9 @@ import pandas as pd
 from .plan import Job
 
 __all__ = ["row_hash", "content_hash", "keyed_hash", "bootstrap_weights", "bootstrap_counts", "TrialDraw",
-           "PackedDraw", "trial_draw", "PACKED_TRIALS", "SampleJob", "Sample",
+           "trial_draw", "leaf_weights", "name_salt", "fold_of", "unit_of", "fold_hash", "sample_hash", "value_hash", "hash_order",
+           "SampleJob",
+           "Sample",
            "distinct_capped", "SAMPLE_MARGIN", "HASH_COLUMN"]
 
 _HASH = "__daskpd_hash__"
@@ -51,6 +53,84 @@ def keyed_hash(h: np.ndarray, random_state: int, salt: int) -> np.ndarray:
     seed = _mix64(np.array([(int(random_state) & 0xFFFFFFFF) << 20 | (int(salt) & 0xFFFFF)], dtype="uint64"))[0]
     with np.errstate(over="ignore"):
         return _mix64(h + seed)
+
+
+def hash_order(columns) -> list:
+    """The columns of the sample's hash, in a fixed order (by name; the hash itself does
+    not depend on the order: :func:`sample_hash`)."""
+    return sorted(columns, key=str)
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_mixed(out, bits, canonical_float):
+    """``out += mix64(v)`` for every row's 64-bit pattern ``v`` (``canonical_float``: the
+    patterns are float64s, whose NaNs and -0.0 are made one first)."""
+    c1, c2 = _U64(0xBF58476D1CE4E5B9), _U64(0x94D049BB133111EB)
+    s30, s27, s31 = _U64(30), _U64(27), _U64(31)
+    for i in range(bits.shape[0]):
+        v = _U64(bits[i])
+        if canonical_float:
+            if (v & _EXP64) == _EXP64 and (v & _MAN64) != _U64(0):
+                v = _NAN64
+            elif v == _NEG64:
+                v = _U64(0)
+        v ^= v >> s30
+        v *= c1
+        v ^= v >> s27
+        v *= c2
+        v ^= v >> s31
+        out[i] += v
+
+
+def value_hash(df: pd.DataFrame) -> np.ndarray:
+    """A uint64 per row of its *values*, whatever their storage and the columns' order:
+    every number (integer of any width, float, boolean, nullable or not) hashed as the
+    float64 of its value, dates as their int64 nanoseconds, anything else by pandas'
+    hash of its values (strings alike whether object, arrow or categorical), and the
+    columns' hashes added up.  A lake written by another engine (other integer widths,
+    dictionary-encoded strings), or read with its columns in another order, gives its
+    rows the same hashes."""
+    out = np.zeros(len(df), dtype=np.uint64)
+    for i in range(df.shape[1]):
+        col = df.iloc[:, i]
+        dt = col.dtype
+        if pd.api.types.is_bool_dtype(dt) or (pd.api.types.is_numeric_dtype(dt)
+                                               and not isinstance(dt, pd.CategoricalDtype)):
+            bits = np.ascontiguousarray(col.to_numpy(dtype="float64", na_value=np.nan)).view(np.uint64)
+            _add_mixed(out, bits, True)
+        elif getattr(col.array, "asi8", None) is not None:  # dates and durations: their nanoseconds
+            _add_mixed(out, np.ascontiguousarray(col.array.asi8).view(np.uint64), False)
+        else:
+            vals = col.to_numpy() if isinstance(dt, np.dtype) else col.array
+            _add_mixed(out, np.ascontiguousarray(pd.util.hash_array(vals), dtype=np.uint64), False)
+    return out
+
+
+#: the salt of the honest folds' hash (:func:`fold_hash`)
+FOLD_SALT = 0x3F01D
+
+
+def fold_hash(df: pd.DataFrame, random_state: int) -> np.ndarray:
+    """The hash a row's cross-fitting fold and part of a leaf are cut by (:func:`fold_of`,
+    :func:`unit_of`): the seeded :func:`value_hash` of the row, and for rows alike in
+    every column, their occurrence in the frame (0, 1, 2, ...) mixed in -- copies of a
+    record are separate draws, and fall in folds and parts as separate rows do (grouped
+    by their content, a cell of a leaf would hold the copies of one target value and not
+    the other's).  The same whatever the partitioning for data without copies of a
+    record; with copies, the same for the same partitioning."""
+    h = value_hash(df)
+    if len(h) > 1:
+        rank = pd.Series(h).groupby(h, sort=False).cumcount().to_numpy(dtype=np.uint64)
+        if rank.any():
+            h = h + _mix64(rank * np.uint64(0x9E3779B97F4A7C15))
+    return keyed_hash(h, random_state, FOLD_SALT)
+
+
+def sample_hash(df: pd.DataFrame, random_state: int) -> np.ndarray:
+    """The row hash the tree sample is drawn by (bottom-k): the seeded
+    :func:`value_hash` of the rows (the same for the same values, however they are
+    stored or their columns ordered).  The honest folds use :func:`fold_hash`."""
+    return keyed_hash(value_hash(df), random_state, 0)
 
 
 def row_hash(df: pd.DataFrame, random_state: int, salt: int = 0) -> np.ndarray:
@@ -146,16 +226,10 @@ def bootstrap_counts(df: pd.DataFrame, columns: Sequence[str], n_trials: int, ra
 
 
 class TrialDraw:
-    """The trial weights as a function of the rows' content hashes (:func:`content_hash`
-    of the weight columns): ``counts(h)`` gives what :func:`bootstrap_counts` gives for
-    the rows of those hashes.  A row's weights being a pure function of its 8-byte hash,
-    raw rows can carry the hash instead of their ``n_trials`` weight bytes and draw them
-    where they are summed; or, up to :data:`PACKED_TRIALS` trials, the word of
-    :meth:`pack` holding the weights themselves (drawn once a row instead of once a row
-    and feature).
-
-    The draw reads the hash's top 63 bits (its lowest bit is cleared first), so that a
-    word of :meth:`pack` can hold any row's hash next to the bit that says so."""
+    """The trial weights as a function of hashes (a row's :func:`content_hash` of the
+    weight columns, or a leaf's :func:`keyed_hash`): ``counts(h)`` gives what
+    :func:`bootstrap_counts` gives for the rows of those hashes.  The draw reads the
+    hash's top 63 bits (its lowest bit is cleared first)."""
 
     def __init__(self, seeds: np.ndarray, fraction: float):
         self.seeds = np.ascontiguousarray(seeds, dtype=np.uint64)
@@ -169,21 +243,6 @@ class TrialDraw:
         """uint8 weights, shape (len(content), n_trials)."""
         return _draw_counts(np.ascontiguousarray(content, dtype=np.uint64), self.seeds, _POISSON1_CDF, self.fraction)
 
-    def pack(self, content: np.ndarray) -> np.ndarray:
-        """One uint64 word a row (at most :data:`PACKED_TRIALS` trials): the row's weights,
-        3 bits a trial (trial t at bits 3t to 3t + 2), when every one is below 8; else
-        (about one row in 5,000 with 20 Poisson trials) the top bit set and below it the
-        row's hash without its lowest bit, which the draw does not read.  :meth:`unpack`
-        gives :meth:`counts` exactly."""
-        if self.n_trials > PACKED_TRIALS:
-            raise ValueError(f"a 64-bit word holds the weights of at most {PACKED_TRIALS} trials, not {self.n_trials}")
-        content = np.ascontiguousarray(content, dtype=np.uint64)
-        return _pack_counts(self.counts(content), content)
-
-    def unpack(self, words: np.ndarray) -> np.ndarray:
-        """The (rows, trials) uint8 weights of the words of :meth:`pack`."""
-        return _unpack_words(np.ascontiguousarray(words, dtype=np.uint64), self.seeds, _POISSON1_CDF, self.fraction)
-
     def __eq__(self, other) -> bool:
         return (isinstance(other, TrialDraw) and self.fraction == other.fraction
                 and np.array_equal(self.seeds, other.seeds))
@@ -192,33 +251,39 @@ class TrialDraw:
         return hash((self.fraction, self.seeds.tobytes()))
 
 
-class PackedDraw:
-    """The draw of rows that carry the words of :meth:`TrialDraw.pack` in place of their
-    hashes: ``counts(words)`` unpacks them (what the draw gives for those rows)."""
-
-    def __init__(self, draw: TrialDraw):
-        self.draw = draw
-
-    @property
-    def n_trials(self) -> int:
-        return self.draw.n_trials
-
-    def counts(self, words: np.ndarray) -> np.ndarray:
-        return self.draw.unpack(words)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, PackedDraw) and self.draw == other.draw
-
-    def __hash__(self) -> int:
-        return hash(("packed", self.draw))
-
-
 def trial_draw(n_trials: int, random_state: int, fraction: float | None = None) -> TrialDraw:
     """The :class:`TrialDraw` of ``n_trials`` trials seeded by ``random_state`` (Poisson(1)
     counts, or with ``fraction`` 0/1 subsample weights)."""
     seeds = np.array([_mix64(np.array([(int(random_state) & 0xFFFFFFFF) << 20 | ((t + 1) & 0xFFFFF)],
                                       dtype="uint64"))[0] for t in range(n_trials)], dtype=np.uint64)
     return TrialDraw(seeds, -1.0 if fraction is None else float(fraction))
+
+
+def fold_of(h: np.ndarray) -> np.ndarray:
+    """The cross-fitting fold (0 or 1) of rows with hashes ``h`` (:func:`fold_hash`): its
+    lowest bit."""
+    return (np.asarray(h, dtype=np.uint64) & np.uint64(1)).astype(np.uint8)
+
+
+def unit_of(h: np.ndarray, split: int) -> np.ndarray:
+    """Which of ``split`` parts of its leaf a row falls in (the hash's next bits)."""
+    return ((np.asarray(h, dtype=np.uint64) >> np.uint64(1)) % np.uint64(split)).astype(np.int64)
+
+
+def name_salt(name: str) -> int:
+    """A 20-bit salt from a name (stable across processes and runs: not Python's hash)."""
+    import zlib
+
+    return zlib.crc32(str(name).encode("utf-8")) & 0xFFFFF
+
+
+def leaf_weights(leaves: np.ndarray, n_trials: int, random_state: int, salt: int) -> np.ndarray:
+    """The leaf bootstrap of the model-free curves: Poisson(1) counts, shape
+    ``(len(leaves), n_trials)`` uint8, for leaf numbers ``leaves`` -- a pure function of
+    the leaf, the seed and ``salt`` (the feature's :func:`name_salt`), so every bucket,
+    scheduler and incremental night draws the same weight for the same leaf."""
+    content = keyed_hash(np.asarray(leaves, dtype=np.uint64), random_state, salt)
+    return trial_draw(n_trials, random_state).counts(content)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -272,45 +337,6 @@ def _draw_counts(content, seeds, cdf, fraction):
                     while k < K and Q[k] <= m:
                         k += 1
                     out[i, t] = k
-    return out
-
-
-#: the trials whose weights one 64-bit word of :meth:`TrialDraw.pack` holds (3 bits each)
-PACKED_TRIALS = 20
-_ESCAPE = np.uint64(1) << np.uint64(63)
-
-
-@numba.njit(cache=True, nogil=True)
-def _pack_counts(counts, content):
-    """:meth:`TrialDraw.pack` of rows whose weights are ``counts``."""
-    n, T = counts.shape
-    out = np.empty(n, np.uint64)
-    for i in range(n):
-        p = np.uint64(0)
-        top = np.uint8(0)
-        for t in range(T):
-            k = counts[i, t]
-            p |= np.uint64(k) << np.uint64(3 * t)
-            top = max(top, k)
-        out[i] = p if top < 8 else _ESCAPE | (content[i] >> np.uint64(1))
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
-def _unpack_words(words, seeds, cdf, fraction):
-    """:meth:`TrialDraw.unpack`: a word's 3-bit fields, or the draw of the hash it holds."""
-    n, T = words.shape[0], seeds.shape[0]
-    out = np.empty((n, T), np.uint8)
-    seven = np.uint64(7)
-    for i in range(n):
-        p = words[i]
-        if p >= _ESCAPE:
-            c = np.empty(1, np.uint64)
-            c[0] = p << np.uint64(1)
-            out[i] = _draw_counts(c, seeds, cdf, fraction)[0]
-        else:
-            for t in range(T):
-                out[i, t] = np.uint8((p >> np.uint64(3 * t)) & seven)
     return out
 
 
@@ -454,7 +480,7 @@ class SampleJob(Job):
 
     def map(self, ctx):
         df = ctx.df
-        h = row_hash(df, self.random_state, salt=0)
+        h = sample_hash(df, self.random_state)
         limit = self.bound(len(df))
         keep = None
         if limit is not None:

@@ -8,10 +8,7 @@ would exceed it is split into ``n_buckets`` independent reductions (:func:`n_buc
 so that no task holds more than about one budget; the rest of a worker's memory is
 managed by dask (results beyond its ``target`` fraction are spilled to disk).  A
 reduction also has at least a bucket per thread while its buckets keep
-``MIN_BUCKET_ROWS`` rows each, so that the buckets' finishes keep every thread busy;
-and, with bootstrap trials, enough buckets that none holds more than
-``TRIAL_BUCKET_ROWS`` rows: a bucket's finish then sorts its raw rows and walks them
-once per set, and smaller buckets keep that work in the caches.
+``MIN_BUCKET_ROWS`` rows each, so that the buckets' finishes keep every thread busy.
 
 ``daskpd.split-every`` is the fan-in of the reduction trees and ``daskpd.buckets``
 forces a bucket count (both ``"auto"`` by default).  Float sums add up to 32 partials
@@ -33,8 +30,9 @@ from dask.utils import parse_bytes
 
 from .scheduler import current_client
 
-__all__ = ["task_memory", "partition_bytes", "cluster_memory", "split_every", "arity", "fan_in", "n_buckets",
-           "parallelism", "MAX_BUCKETS", "MIN_BUCKET_ROWS", "TRIAL_BUCKET_ROWS"]
+__all__ = ["task_memory", "thread_memory", "usable_thread_memory", "driver_memory", "format_bytes", "partition_bytes",
+           "cluster_memory", "split_every", "arity", "fan_in", "n_buckets", "parallelism", "MAX_BUCKETS",
+           "MIN_BUCKET_ROWS"]
 
 #: buckets are powers of two up to this many (the numeric reduction folds results over
 #: this many fixed leaf groups, which makes its sums independent of the bucket count)
@@ -80,17 +78,43 @@ def task_memory() -> int:
     cfg = _config("task-memory", "auto")
     if cfg not in (None, "auto"):
         return int(parse_bytes(cfg) if isinstance(cfg, str) else cfg)
-    workers = _workers()
-    per_thread = None
-    if workers is not None:
-        limits = [w["memory_limit"] / max(1, w["nthreads"]) for w in workers if w.get("memory_limit")]
-        if limits:
-            per_thread = min(limits)
-    if per_thread is None:
-        import psutil
+    return max(1 << 24, int(thread_memory() * _FRACTION))
 
-        per_thread = psutil.virtual_memory().total / (os.cpu_count() or 1)
-    return max(1 << 24, int(per_thread * _FRACTION))
+
+def thread_memory() -> int:
+    """The most bytes one task can hold before its worker is in trouble: the smallest
+    per-thread memory limit of the workers (``memory_limit / nthreads``), or on dask's
+    threads the machine's memory per core.  A run refuses a plan whose largest task
+    would exceed it (:func:`daskpd._strat.pipeline.check_scan_memory`)."""
+    workers = _workers()
+    limits = [w["memory_limit"] / max(1, w["nthreads"]) for w in workers or () if w.get("memory_limit")]
+    if limits:
+        return int(min(limits))
+    import psutil
+
+    return int(psutil.virtual_memory().total / (os.cpu_count() or 1))
+
+
+def usable_thread_memory() -> int:
+    """:func:`thread_memory` up to the fraction where dask pauses a worker (config
+    ``distributed.worker.memory.pause``, 0.8 by default): what one task may hold at most."""
+    frac = dask.config.get("distributed.worker.memory.pause", 0.8)
+    frac = 0.8 if frac is None or frac is False else float(frac)
+    return int(thread_memory() * frac)
+
+
+def driver_memory() -> int:
+    """The memory available to this process (the driver) now."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def format_bytes(n: float) -> str:
+    """``n`` bytes as messages print them (``2.00 GiB``)."""
+    from dask.utils import format_bytes as fmt
+
+    return fmt(int(n))
 
 
 #: a partition of small files takes at most this share of the task memory, within these bounds
@@ -162,11 +186,6 @@ def fan_in(n_partitions: int = 0, map_output_bytes: float | None = None) -> int:
 
 #: a bucket of fewer rows than this is not split off only to keep another thread busy
 MIN_BUCKET_ROWS = 1 << 17
-#: with trials, a bucket holds at most this many rows: its finish sorts its raw rows and
-#: walks them once per set (their trial weights, rows x trials bytes, with them), which
-#: runs faster while a feature's arrays stay in the caches -- 1e7 rows with 20 trials on
-#: dask's threads (2) took 13.8 s in 4 buckets, 12.3-12.6 s in 8 and 11.8 s in 16
-TRIAL_BUCKET_ROWS = 1 << 20
 
 
 def parallelism() -> int:
@@ -182,17 +201,14 @@ def parallelism() -> int:
     return max(1, int(n)) if n else (os.cpu_count() or 1)
 
 
-def n_buckets(peak_bytes: float, budget: int | None = None, n_rows: int = 0, parallel: int = 1,
-              max_rows: int | None = None) -> int:
+def n_buckets(peak_bytes: float, budget: int | None = None, n_rows: int = 0, parallel: int = 1) -> int:
     """Buckets for a reduction whose largest combine task would hold ``peak_bytes``
     (inputs and output) undivided: the smallest power of two that brings a bucket's
     share (plus as much again of working arrays) within the task memory, in
     [1, MAX_BUCKETS]; at least as many as ``parallel`` threads (rounded up to a
     power of two) while each bucket keeps :data:`MIN_BUCKET_ROWS` of the ``n_rows``
-    rows, so that the buckets' finishes keep every thread busy; and at least enough
-    that a bucket holds at most ``max_rows`` of them (None: no such bound; the scan
-    passes :data:`TRIAL_BUCKET_ROWS` with trials).  Config ``daskpd.buckets``
-    overrides.
+    rows, so that the buckets' finishes keep every thread busy.  Config
+    ``daskpd.buckets`` overrides.
     """
     cfg = _config("buckets", "auto")
     if cfg not in (None, "auto"):
@@ -206,7 +222,4 @@ def n_buckets(peak_bytes: float, budget: int | None = None, n_rows: int = 0, par
     floor = 1
     while floor < min(int(parallel), MAX_BUCKETS) and 2 * floor * MIN_BUCKET_ROWS <= int(n_rows):
         floor *= 2
-    if max_rows:
-        while floor < MAX_BUCKETS and floor * int(max_rows) < int(n_rows):
-            floor *= 2
     return max(b, floor)

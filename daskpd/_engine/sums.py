@@ -9,8 +9,8 @@ code of a float, a category code) and ``values`` (float64, one column per statis
 * :func:`merge_tables` merges tables (a k-way merge of the sorted runs, summing equal
   keys);
 * :func:`reduce_tables` groups several tables, or batches of :class:`Rows` (one
-  feature's raw rows: keys and the row's y, x and trial weights, expanded into the
-  statistics as they are summed), into one table: into a dense (leaf, key) grid when
+  feature's raw rows: keys and the row's y and x, expanded into the statistics as they
+  are summed), into one table: into a dense (leaf, key) grid when
   the keys are codes whose grid is not much larger than the rows (no sort at all),
   else by one of the above.
 
@@ -30,9 +30,7 @@ from dask.sizeof import sizeof
 import numpy as np
 import pandas as pd
 
-from .hashing import PackedDraw
-
-__all__ = ["Table", "Rows", "SortedRows", "DrawCache", "sort_rows", "group_inputs", "chunk_sets", "group_sums", "merge_tables",
+__all__ = ["Table", "Rows", "group_inputs", "chunk_sets", "group_sums", "merge_tables",
            "reduce_tables", "float_keys", "keys_to_float", "TreeNodes", "tree_nodes", "fold_tree", "tree_state",
            "tree_put", "tree_done", "tree_out", "tree_scratch", "whole_range"]
 
@@ -71,56 +69,30 @@ class Table:
 
 @dataclass
 class Rows:
-    """Raw rows of one feature's keyed sums, compact: ``(leaf, key)``, the row's ``y``,
-    ``x`` (None unless x is summed) and trial weights ``w`` (rows x trials, or None).
-
-    With many trials a row carries one 8-byte word ``h`` instead of its weights (``w``
-    None), and ``draw`` turns the words into the weights where the rows are summed: the
-    same weights, fewer bytes through the merges (20 trials: 8 bytes a row instead of
-    20).  The word holds the weights packed 3 bits a trial (``draw`` a
-    :class:`daskpd._engine.hashing.PackedDraw`, up to 20 trials), or the row's content hash
-    (``draw`` a :class:`~daskpd._engine.hashing.TrialDraw`, which draws them from it).
-
-    Summed, a row adds ``[1, y, x]`` to statistics set 0 and ``[w_t, w_t y, w_t x]`` to
-    set t (without the ``x`` column when ``x`` is None) -- the layout of the tables.
-    """
+    """Raw rows of one feature's keyed sums, compact: ``(leaf, key)``, the row's ``y``
+    and ``x`` (None unless x is summed).  Summed, a row adds ``[1, y, x]`` (without the
+    ``x`` column when ``x`` is None) -- the layout of the tables."""
 
     leaf: np.ndarray  # uint16 or int32 (the narrowest that holds the leaves)
     key: np.ndarray  # uint16 or int32 codes
     y: np.ndarray
     x: np.ndarray | None = None
-    w: np.ndarray | None = None  # float64, or uint8 when the weights are small whole numbers
-    h: np.ndarray | None = None  # uint64 words: packed weights or content hashes, turned into weights by ``draw``
-    draw: object | None = None
     grouped = False
 
     def __len__(self) -> int:
         return len(self.leaf)
 
     @property
-    def n_trials(self) -> int:
-        if self.h is not None:
-            return self.draw.n_trials
-        return 0 if self.w is None else self.w.shape[1]
-
-    def weights(self) -> np.ndarray | None:
-        """The rows' trial weights (from their words when they carry those)."""
-        return self.draw.counts(self.h) if self.h is not None else self.w
-
-    @property
     def n_stats(self) -> int:
-        return (2 if self.x is None else 3) * (1 + self.n_trials)
+        return 2 if self.x is None else 3
 
     @property
     def nbytes(self) -> int:
-        return int(self.leaf.nbytes + self.key.nbytes + self.y.nbytes + (0 if self.x is None else self.x.nbytes)
-                   + (0 if self.w is None else self.w.nbytes) + (0 if self.h is None else self.h.nbytes))
+        return int(self.leaf.nbytes + self.key.nbytes + self.y.nbytes + (0 if self.x is None else self.x.nbytes))
 
     def _args(self):
         x = self.x if self.x is not None else self.y[:0]
-        w = self.weights()
-        w = w if w is not None else np.zeros((len(self.y), 0))
-        return self.y, x, np.ascontiguousarray(w), self.x is not None
+        return self.y, x, self.x is not None
 
     @classmethod
     def concat(cls, parts: Sequence["Rows"]) -> "Rows":
@@ -128,11 +100,9 @@ class Rows:
         parts = list(parts)
         if len(parts) == 1:
             return parts[0]
-        has_x, has_w, has_h = parts[0].x is not None, parts[0].w is not None, parts[0].h is not None
+        has_x = parts[0].x is not None
         return cls(np.concatenate([p.leaf for p in parts]), np.concatenate([p.key for p in parts]),
-                   np.concatenate([p.y for p in parts]), np.concatenate([p.x for p in parts]) if has_x else None,
-                   np.concatenate([p.w for p in parts], axis=0) if has_w else None,
-                   np.concatenate([p.h for p in parts]) if has_h else None, parts[0].draw)
+                   np.concatenate([p.y for p in parts]), np.concatenate([p.x for p in parts]) if has_x else None)
 
     def split(self, bounds: np.ndarray) -> list["Rows"]:
         """The rows by runs of leaves ``bounds[b] <= leaf < bounds[b + 1]`` (a stable
@@ -148,9 +118,7 @@ class Rows:
         parts = list(parts)
         first = parts[0]
         same = all(p.leaf.dtype == first.leaf.dtype and p.key.dtype == first.key.dtype
-                   and (p.x is None) == (first.x is None) and (p.w is None) == (first.w is None)
-                   and (p.w is None or (p.w.dtype == first.w.dtype and p.w.shape[1] == first.w.shape[1]))
-                   and (p.h is None) == (first.h is None)
+                   and (p.x is None) == (first.x is None)
                    for p in parts)
         if len(bounds) == 2 or not same:
             return cls.concat(parts).split(bounds)
@@ -169,27 +137,20 @@ def _cut_rows(parts: list, bounds: np.ndarray) -> list:
         start[1:] += _count_rows(p.leaf, bucket_of_leaf, nb, lo)
     np.cumsum(start, out=start)
     n, has_x = int(start[-1]), first.x is not None
-    hashed = first.h is not None  # the words travel in the weights' place (one uint64 column)
-    T = 1 if hashed else first.n_trials
     leaf, key, y = np.empty(n, first.leaf.dtype), np.empty(n, first.key.dtype), np.empty(n, first.y.dtype)
     x = np.empty(n if has_x else 0, first.y.dtype)
-    w = np.empty((n, T), np.uint64 if hashed else first.w.dtype if first.w is not None else np.float64)
     pos = start[:-1].copy()
     for p in parts:
         px = p.x if p.x is not None else p.y[:0]
-        pw = p.h.reshape(-1, 1) if hashed else p._args()[2]
-        _scatter_rows(p.leaf, p.key, p.y, px, pw, has_x, bucket_of_leaf, lo, pos, leaf, key, y, x, w)
+        _scatter_rows(p.leaf, p.key, p.y, px, has_x, bucket_of_leaf, lo, pos, leaf, key, y, x)
 
     def cut(arr, a, z):
         # each run owns its memory: runs travel to different tasks, and a worker that
         # spills one must free its bytes (a view would keep the whole array alive)
         return arr[a:z].copy() if nb > 1 else arr[a:z]
 
-    if hashed:
-        return [Rows(cut(leaf, a, z), cut(key, a, z), cut(y, a, z), cut(x, a, z) if has_x else None, None,
-                     cut(w[:, 0], a, z), first.draw) for a, z in zip(start[:-1], start[1:])]
-    return [Rows(cut(leaf, a, z), cut(key, a, z), cut(y, a, z), cut(x, a, z) if has_x else None,
-                 cut(w, a, z) if first.w is not None else None) for a, z in zip(start[:-1], start[1:])]
+    return [Rows(cut(leaf, a, z), cut(key, a, z), cut(y, a, z), cut(x, a, z) if has_x else None)
+            for a, z in zip(start[:-1], start[1:])]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -201,9 +162,8 @@ def _count_rows(leaf, bucket_of_leaf, nb, lo):
 
 
 @numba.njit(cache=True, nogil=True)
-def _scatter_rows(leaf, key, y, x, w, has_x, bucket_of_leaf, lo, pos, out_l, out_k, out_y, out_x, out_w):
+def _scatter_rows(leaf, key, y, x, has_x, bucket_of_leaf, lo, pos, out_l, out_k, out_y, out_x):
     """The rows appended to their runs at ``pos`` (advanced in place)."""
-    T = w.shape[1]
     for i in range(leaf.shape[0]):
         b = bucket_of_leaf[leaf[i] - lo]
         p = pos[b]
@@ -213,32 +173,22 @@ def _scatter_rows(leaf, key, y, x, w, has_x, bucket_of_leaf, lo, pos, out_l, out
         out_y[p] = y[i]
         if has_x:
             out_x[p] = x[i]
-        for t in range(T):
-            out_w[p, t] = w[i, t]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _add_row(out, g, i, y, x, w, has_x):
-    k = 3 if has_x else 2
+def _add_row(out, g, i, y, x, has_x):
     out[g, 0] += 1.0
     out[g, 1] += y[i]
     if has_x:
         out[g, 2] += x[i]
-    for t in range(w.shape[1]):
-        wt = w[i, t]
-        o = k * (t + 1)
-        out[g, o] += wt
-        out[g, o + 1] += wt * y[i]
-        if has_x:
-            out[g, o + 2] += wt * x[i]
 
 
 @numba.njit(cache=True, nogil=True)
-def _accumulate_rows(acc, touched, leaves, keys, y, x, w, has_x, lo, n_keys):
+def _accumulate_rows(acc, touched, leaves, keys, y, x, has_x, lo, n_keys):
     for i in range(leaves.shape[0]):
         c = (np.int64(leaves[i]) - lo) * n_keys + keys[i]
         touched[c] = True
-        _add_row(acc, c, i, y, x, w, has_x)
+        _add_row(acc, c, i, y, x, has_x)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -265,7 +215,7 @@ def run_starts(sorted_keys):
 
 
 @numba.njit(cache=True, nogil=True)
-def _segment_rows(sorted_keys, order, y, x, w, has_x, m):
+def _segment_rows(sorted_keys, order, y, x, has_x, m):
     n = sorted_keys.shape[0]
     n_groups = _n_runs(sorted_keys)
     keys = np.empty(n_groups, np.int64)
@@ -275,7 +225,7 @@ def _segment_rows(sorted_keys, order, y, x, w, has_x, m):
         if i == 0 or sorted_keys[i] != sorted_keys[i - 1]:
             g += 1
             keys[g] = sorted_keys[i]
-        _add_row(out, g, order[i], y, x, w, has_x)
+        _add_row(out, g, order[i], y, x, has_x)
     return keys, out
 
 
@@ -553,119 +503,12 @@ def reduce_tables(tables: Sequence, n_keys: int | None = None) -> Table:
         sorted_keys, order = _radix_sort(packed, nbits)
         y = np.concatenate([t.y for t in live])
         x = np.concatenate([t.x for t in live]) if live[0].x is not None else y[:0]
-        w = _weights_of(live, len(y))
-        pk, sums = _segment_rows(sorted_keys, order, y, x, w, live[0].x is not None, m)
+        pk, sums = _segment_rows(sorted_keys, order, y, x, live[0].x is not None, m)
         return Table(*_unpack(pk, kbits, decode), sums)
     if all(t.grouped for t in live):
         return merge_tables(live)
     return group_sums(np.concatenate([t.leaf for t in live]), np.concatenate([t.key for t in live]),
                       np.concatenate([t.values for t in live], axis=0))
-
-
-# ---------------------------------------------------------------------------------
-# raw rows with trial weights, summed one statistics set at a time
-
-
-@dataclass
-class SortedRows:
-    """Raw rows sorted by (leaf, key) once (stable: a group's rows in input order), whose
-    statistics sets are summed one at a time (:meth:`set_stats`): with T trial weights
-    per row, the (groups x 3 (1 + T)) table of :func:`reduce_tables` is never built, and
-    every sum adds the same terms in the same order as it does, so the same bits."""
-
-    leaf: np.ndarray  # int32, one per (leaf, key) group, sorted
-    key: np.ndarray  # int64
-    starts: np.ndarray  # first sorted row of every group
-    y: np.ndarray  # the rows' y, x, trial weights, in sorted order
-    x: np.ndarray | None
-    w: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.leaf)
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.leaf.nbytes + self.key.nbytes + self.starts.nbytes + self.y.nbytes + self.w.nbytes
-                   + (0 if self.x is None else self.x.nbytes))
-
-    @property
-    def max_weight(self) -> int:
-        """The largest weight a row has in any set (at least 1: set 0 counts it once)."""
-        return max(1, int(self.w.max()) if self.w.size else 1)
-
-    def set_stats(self, s: int):
-        """``(n, sum_y, sum_x)`` per group of statistics set ``s`` (0: every row once;
-        t: weighted by trial t's weights); ``sum_x`` is None without x."""
-        has_x = self.x is not None
-        x = self.x if has_x else self.y[:0]
-        n, sy, sx = _set_sums(self.starts, self.y, x, self.w, int(s) - 1, has_x)
-        return n, sy, (sx if has_x else None)
-
-
-@numba.njit(cache=True, nogil=True)
-def _set_sums(starts, y, x, w, t, has_x):
-    """Per group: ``[n, sum y, sum x]`` of one set (``t`` < 0: set 0, else trial column
-    ``t``), the terms as :func:`_add_row` adds them."""
-    g_n = starts.shape[0]
-    m = y.shape[0]
-    n = np.zeros(g_n)
-    sy = np.zeros(g_n)
-    sx = np.zeros(g_n if has_x else 0)
-    for g in range(g_n):
-        a = starts[g]
-        b = starts[g + 1] if g + 1 < g_n else m
-        if t < 0:
-            for i in range(a, b):
-                n[g] += 1.0
-                sy[g] += y[i]
-                if has_x:
-                    sx[g] += x[i]
-        else:
-            for i in range(a, b):
-                wt = w[i, t]
-                n[g] += wt
-                sy[g] += wt * y[i]
-                if has_x:
-                    sx[g] += wt * x[i]
-    return n, sy, sx
-
-
-@numba.njit(cache=True, nogil=True)
-def _gather_words(order, w):
-    """``w[order]`` of a (rows, words) array."""
-    n = order.shape[0]
-    T = w.shape[1]
-    ow = np.empty((n, T), w.dtype)
-    for i in range(n):
-        r = order[i]
-        for t in range(T):
-            ow[i, t] = w[r, t]
-    return ow
-
-
-def _gather_rows(order, y, x, w, has_x):
-    """``y``, ``x`` and the (rows, trials) uint8 weights ``w`` in ``order``, one array at a
-    time (a random gather from one array at a time stays in the caches better than one
-    from all of them at once), the weights moved as wider words when their row's bytes
-    allow it (a row of 20 trials: five 4-byte words instead of 20 bytes)."""
-    oy = np.take(y, order)
-    ox = np.take(x, order) if has_x else np.zeros(0)
-    T = w.shape[1]
-    if w.dtype == np.uint8 and T and w.flags.c_contiguous:
-        for dt in (np.uint64, np.uint32, np.uint16):
-            size = np.dtype(dt).itemsize
-            if T % size == 0:
-                return oy, ox, _gather_words(order, w.view(dt)).view(np.uint8)
-    return oy, ox, (_gather_words(order, w) if T else np.empty((len(order), 0), w.dtype))
-
-
-def _weights_of(live: list, n: int) -> np.ndarray:
-    """The trial weights of batches of :class:`Rows`, in order, (n, 0) without trials."""
-    if live[0].h is not None:
-        return live[0].draw.counts(np.concatenate([t.h for t in live]))
-    if live[0].w is not None:
-        return np.ascontiguousarray(np.concatenate([t.w for t in live], axis=0))
-    return np.zeros((n, 0))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -681,145 +524,49 @@ def whole_range(n):
     return True, top
 
 
-def _same_hashes(a: list, b: list) -> bool:
-    """Whether two lists of batches' hash arrays hold the same rows, batch by batch."""
-    return len(a) == len(b) and all(len(u) == len(v) and np.array_equal(u, v) for u, v in zip(a, b))
-
-
-class DrawCache:
-    """The trial weights drawn from the hashes of one list of :class:`Rows` batches, for
-    the next features of a bucket whose rows are the same (one bucket holding every row
-    of every feature: each feature's rows are the partitions' rows in order): their
-    weights are the same, so they are gathered, not drawn again.  Rows carrying their
-    weights packed (:class:`~daskpd._engine.hashing.PackedDraw`) are not cached:
-    sorting their 8-byte words and unpacking them is cheaper than moving every row's
-    weight bytes with the sort."""
-
-    def __init__(self):
-        self.hashes = None
-        self.weights = None
-
-    @classmethod
-    def for_features(cls, tables: Sequence) -> "DrawCache | None":
-        """A cache when two features' raw rows (lists of :class:`Rows` carrying hashes
-        whose weights are drawn) are the same rows, else None: a feature whose rows no other feature shares sorts
-        its rows' 8-byte hashes and draws the weights in sorted order, instead of drawing
-        them in row order and moving every row's weight bytes with the sort (20 trials:
-        20 bytes a row, read at random).  Either way the same weights, the same bits."""
-        seen = []
-        for parts in tables:
-            parts = parts if isinstance(parts, list) else [parts]
-            live = [p for p in parts if isinstance(p, Rows) and len(p)]
-            if not live or live[0].h is None or isinstance(live[0].draw, PackedDraw):
-                continue
-            hs = [t.h for t in live]
-            if any(_same_hashes(hs, other) for other in seen):
-                return cls()
-            seen.append(hs)
-        return None
-
-    def weights_of(self, live: list) -> np.ndarray:
-        """The (rows, trials) weights of the batches' hashes, in order."""
-        hs = [t.h for t in live]
-        if self.hashes is not None and _same_hashes(hs, self.hashes):
-            return self.weights
-        self.hashes, self.weights = hs, live[0].draw.counts(np.concatenate(hs))
-        return self.weights
-
-
-def sort_rows(parts: Sequence[Rows], draws: DrawCache | None = None) -> SortedRows:
-    """Batches of :class:`Rows` (in order) sorted by (leaf, key): see :class:`SortedRows`.
-    ``draws``: a :class:`DrawCache` shared by a bucket's features (rows carrying hashes)."""
-    live = [p for p in parts if p is not None and len(p)]
-    if not live:
-        p = parts[0]
-        T = p.n_trials
-        return SortedRows(np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0),
-                          None if p.x is None else np.zeros(0), np.zeros((0, T), np.uint8))
-    leaf = np.concatenate([t.leaf for t in live]).astype(np.int64)
-    packed, nbits, kbits, decode = _pack(leaf, np.concatenate([t.key for t in live]).astype(np.int64))
-    del leaf
-    sorted_keys, order = _radix_sort(packed, nbits)
-    starts = run_starts(sorted_keys)
-    gl, gk = _unpack(sorted_keys[starts], kbits, decode)
-    del sorted_keys
-    has_x = live[0].x is not None
-    y = np.concatenate([t.y for t in live]).astype(np.float64, copy=False)
-    x = np.concatenate([t.x for t in live]).astype(np.float64, copy=False) if has_x else y[:0]
-    if live[0].h is not None and draws is not None:  # the weights drawn once for every feature with these rows
-        y, x, w = _gather_rows(order, y, x, draws.weights_of(live), has_x)
-    elif live[0].h is not None:  # the words sorted (8 bytes a row), the weights unpacked or drawn from them
-        h = np.take(np.concatenate([t.h for t in live]), order)
-        y = np.take(y, order)
-        x = np.take(x, order) if has_x else x
-        w = live[0].draw.counts(h)
-        del h
-    else:
-        y, x, w = _gather_rows(order, y, x, _weights_of(live, len(y)), has_x)
-    return SortedRows(gl, gk, starts, y, x if has_x else None, w)
-
-
 # ---------------------------------------------------------------------------------
 # a bucket's groups, for the finishers' one pass over every set
 
 
-def group_inputs(table, k: int):
-    """A bucket's groups as the finishers' one-pass kernels read them: ``(gstarts, y, x,
-    w, vals, from_rows)`` of :class:`SortedRows` (raw rows: every set's sums of a group
-    are made from its rows in the pass, the terms in the order :func:`reduce_tables`
-    adds them) or of a merged table (every set's sums read from its row)."""
-    if isinstance(table, SortedRows):
-        y = table.y
-        x = table.x if table.x is not None else y[:0]
-        return table.starts, y, x, table.w, np.zeros((0, 1)), True
-    e = np.zeros(0)
-    return np.zeros(0, np.int64), e, e, np.zeros((0, 0), np.uint8), np.ascontiguousarray(table.values), False
+def group_inputs(table: Table, k: int, weights: np.ndarray | None, n_trials: int):
+    """A bucket's merged table as the finishers' one-pass kernels read it: ``(vals,
+    gw)`` -- the groups' statistics (``k`` a group: ``n``, ``sum y`` and, binned, ``sum
+    x``) and each group's leaf bootstrap weights (groups x trials, uint8: the weights of
+    the group's leaf, :func:`daskpd._engine.hashing.leaf_weights`, given per leaf of the
+    table in ``weights`` (leaves ``table.leaf[0]`` on), None without trials)."""
+    vals = np.ascontiguousarray(table.values[:, :k])
+    if not n_trials or not len(table):
+        return vals, np.zeros((len(table), max(0, int(n_trials))), np.uint8)
+    leaf = np.asarray(table.leaf, np.int64)
+    return vals, np.ascontiguousarray(weights[leaf - leaf[0]])
 
 
 @numba.njit(cache=True, nogil=True)
-def chunk_sets(g0, m, gstarts, y, x, w, vals, from_rows, k, has_x, cn, cy, cx):
+def chunk_sets(g0, m, vals, gw, has_x, cn, cy, cx):
     """Every set's ``(n, sum y, sum x)`` of groups ``g0 <= g < g0 + m`` (the inputs of
     :func:`group_inputs`) into rows ``0 .. m - 1`` of ``cn``, ``cy``, ``cx`` (groups x
-    sets): from a group's raw rows, set 0 every row once and set t weighted by trial t,
-    row by row over every trial's column (each set's terms still in row order, as
-    :func:`reduce_tables` adds them); or read from a merged table's row (``k`` statistics
-    a set).  ``cx`` is 0 without x.
+    sets): set 0 read from the merged table's row, set t its leaf's trial-t weight times
+    set 0's (a leaf drawn ``w`` times counts ``w`` times, rows and sums alike).  ``cx``
+    is 0 without x.
 
     The finishers call it once a chunk of groups, never once a group: a helper taking
     arrays, called (or inlined) in a large kernel's loop, kept numba's reference counts
     of its arrays in that loop (atomic calls every group, most of a numeric finish's
     time with one trial)."""
     S = cn.shape[1]
-    n_groups = gstarts.shape[0]
     for j in range(m):
         g = g0 + j
-        if from_rows:
-            a0 = gstarts[g]
-            b0 = gstarts[g + 1] if g + 1 < n_groups else y.shape[0]
-            for s in range(S):
-                cn[j, s] = 0.0
-                cy[j, s] = 0.0
-                cx[j, s] = 0.0
-            for i in range(a0, b0):
-                cn[j, 0] += 1.0
-                cy[j, 0] += y[i]
-                if has_x:
-                    cx[j, 0] += x[i]
-            for i in range(a0, b0):
-                yi = y[i]
-                for t in range(S - 1):
-                    wt = float(w[i, t])
-                    cn[j, t + 1] += wt
-                    cy[j, t + 1] += wt * yi
-                if has_x:
-                    xi = x[i]
-                    for t in range(S - 1):
-                        cx[j, t + 1] += float(w[i, t]) * xi
-        else:
-            for s in range(S):
-                cn[j, s] = vals[g, k * s]
-                cy[j, s] = vals[g, k * s + 1]
-                cx[j, s] = vals[g, k * s + 2] if has_x else 0.0
+        n0 = vals[g, 0]
+        y0 = vals[g, 1]
+        x0 = vals[g, 2] if has_x else 0.0
+        cn[j, 0] = n0
+        cy[j, 0] = y0
+        cx[j, 0] = x0
+        for t in range(S - 1):
+            wt = float(gw[g, t])
+            cn[j, t + 1] = wt * n0
+            cy[j, t + 1] = wt * y0
+            cx[j, t + 1] = wt * x0
 
 
 # ---------------------------------------------------------------------------------
@@ -1095,6 +842,5 @@ def fold_tree(parts: Sequence[TreeNodes], n_keys: int, n_cols: int, n_virtual: i
 
 # dask's memory manager counts these by their arrays (spilling decisions need it)
 sizeof.register(TreeNodes)(lambda o: o.nbytes)
-sizeof.register(SortedRows)(lambda o: o.nbytes)
 sizeof.register(Table)(lambda o: o.nbytes)
 sizeof.register(Rows)(lambda o: o.nbytes)

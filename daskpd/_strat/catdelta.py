@@ -34,6 +34,7 @@ import numpy as np
 from .._engine.sums import Table, reduce_tables
 from .categorical_gram import LeafSums, solve_gram
 from .categorical_solve import TILE, scatter_upper
+from .leafboot import table_leaf_weights
 
 __all__ = ["CatSummary", "cat_summary", "apply_cat_delta", "effects_of_summary"]
 
@@ -92,18 +93,22 @@ def _empty(n_sets: int, K: int) -> CatSummary:
     return CatSummary(np.zeros((n_sets, len(VECTORS), K)), np.zeros((n_sets, 3)), np.zeros((n_sets, K, K)))
 
 
-def _add_terms(summary: CatSummary, table: Table, k: int, sign: float) -> None:
+def _add_terms(summary: CatSummary, table: Table, sign: float, feature: str, random_state: int) -> None:
     """Add ``sign`` times the terms of the leaves of ``table`` (grouped: sorted by leaf,
-    then code; ``k`` statistics a set: rows, sum of y) to ``summary``, in place."""
+    then code; its first two statistics: rows, sum of y) to ``summary``, in place: set t
+    each leaf's terms times its trial-t weight (the leaf's rows and sum of y scaled by
+    it; every term is of degree one in them)."""
     K = summary.K
     leaf = np.asarray(table.leaf, np.int64)
     code = np.asarray(table.key, np.int64)
+    weights = table_leaf_weights(table, feature, summary.n_sets - 1, random_state)
     for s in range(summary.n_sets):
-        n = table.values[:, k * s]
+        scale = 1.0 if s == 0 else weights[leaf - leaf[0], s - 1].astype(np.float64)
+        n = table.values[:, 0] * scale
         m = n > 0
         if not m.any():
             continue
-        lf, c, nn, yy = leaf[m], code[m], n[m], table.values[m, k * s + 1]
+        lf, c, nn, yy = leaf[m], code[m], n[m], (table.values[:, 1] * scale)[m]
         first = np.flatnonzero(np.r_[True, lf[1:] != lf[:-1]])
         sizes = np.diff(np.r_[first, len(lf)])
         lid = np.repeat(np.arange(len(first)), sizes)
@@ -126,10 +131,10 @@ def _add_terms(summary: CatSummary, table: Table, k: int, sign: float) -> None:
             scatter_upper(summary.gram[s], cm, nm, sign * w, starts, TILE)
 
 
-def cat_summary(table: Table, K: int, k: int, n_sets: int) -> CatSummary:
+def cat_summary(table: Table, K: int, n_sets: int, feature: str, random_state: int) -> CatSummary:
     """The summary of a feature's merged (leaf, category) sums."""
     summary = _empty(n_sets, K)
-    _add_terms(summary, table, k, 1.0)
+    _add_terms(summary, table, 1.0, feature, random_state)
     return summary
 
 
@@ -187,7 +192,7 @@ def _old_cells(runs: list, leaves: np.ndarray, n_values: int) -> list:
     return out
 
 
-def apply_cat_delta(summary: CatSummary, runs: list, delta: Table, k: int) -> CatSummary:
+def apply_cat_delta(summary: CatSummary, runs: list, delta: Table, feature: str, random_state: int) -> CatSummary:
     """The summary of the old sums (``runs``, ``summary`` in the current codes) plus
     ``delta`` (grouped, current codes): the touched leaves' old terms off, their new
     terms on."""
@@ -198,11 +203,11 @@ def apply_cat_delta(summary: CatSummary, runs: list, delta: Table, k: int) -> Ca
     old = _old_cells(runs, leaves, delta.values.shape[1])
     if old:
         before = old[0] if len(old) == 1 else reduce_tables(old, summary.K)
-        _add_terms(summary, before, k, -1.0)
+        _add_terms(summary, before, -1.0, feature, random_state)
         after = reduce_tables([before, delta], summary.K)
     else:
         after = delta
-    _add_terms(summary, after, k, 1.0)
+    _add_terms(summary, after, 1.0, feature, random_state)
     return summary
 
 

@@ -132,16 +132,19 @@ class CatStratPDResult(CurveResult):
         return int(np.flatnonzero(ok)[np.argmin(self.pd[ok])])
 
     def trial_curves(self) -> np.ndarray | None:
-        """The trials' effects, shifted to 0 at the lowest category of ``pd`` (as ``pd``
-        is) unless centred; None without trials."""
-        return anchored_trials(self.trials_pd, self._anchor())
+        """The trials' effects aligned on ``pd`` (at its lowest category, or by their mean
+        difference for a trial without it, or for centred effects); None without trials."""
+        return anchored_trials(self.trials_pd, self.pd, self._anchor())
 
     def band(self) -> dict | None:
-        """``{"std", "lo", "hi", "n"}`` over the trials per category (see
-        :func:`daskpd.results.curves.trial_band`), None with fewer than 2 trials."""
+        """``{"std", "lo", "hi", "n"}`` per category: the band centred on ``pd`` from the
+        leaf-bootstrap trials (see :func:`daskpd.results.curves.trial_band`), the leaves
+        a category appears in (with another) as its clusters; None with fewer than 2
+        trials."""
         if self.trials_pd is None or len(self.trials_pd) < 2:
             return None
-        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), anchor=self._anchor())
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.pd, align=True,
+                          anchor=self._anchor(), clusters=np.maximum(self.n_leaves_cat, 1))
 
     def __repr__(self) -> str:
         return (f"CatStratPDResult(feature={self.feature!r}, target={self.target!r}, "

@@ -28,9 +28,10 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine import scheduler
-from .._engine.sums import (SortedRows, Table, TreeNodes, chunk_sets, fold_tree, group_inputs, tree_done, tree_out,
+from .._engine.sums import (Table, TreeNodes, chunk_sets, fold_tree, group_inputs, tree_done, tree_out,
                             tree_put, tree_scratch, tree_state, whole_range)
 from .categorical_gram import LeafSums, gram_link, solve_gram
+from .leafboot import table_leaf_weights
 from .categorical_solve import (CG_MAXITER, Effects, forest_link, ground, number_groups, uf_find, uf_flatten,
                                 uf_join)
 from .virtual import N_VIRTUAL, virtual_of
@@ -160,9 +161,10 @@ def _push_empty(ts, a, z, t_z, top, t_lo, t_hi, sh_lo, sh_hi):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, top, t_lo, t_hi, sh_lo, sh_hi, b_n):
+def _prepare(leaf, code, vb, vals, gw, K, S, tbuf, top, t_lo, t_hi, sh_lo, sh_hi, b_n):
     """One pass over a bucket's (leaf, category) groups, sorted, leaf by leaf, for every
-    statistics set at once (each set skips the groups its weights leave empty).  Per
+    statistics set at once (set t: the leaf bootstrap's trial t, each leaf's groups
+    weighted by its weight ``gw``; a set skips the leaves its weights leave empty).  Per
     leaf and set: N, S (the set's rows and sum of y in the leaf), the r / diag / 1 / N
     terms of its groups when the leaf holds >= 2 of the set's categories, the set's
     spanning forest.  Returns the per-(virtual bucket, category) ``vectors`` and per
@@ -249,7 +251,7 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
             N[s] = 0.0
             Sy[s] = 0.0
             m[s] = 0
-        chunk_sets(a, z - a, gstarts, y, x, w, vals, from_rows, k, False, ln, ly, lx)
+        chunk_sets(a, z - a, vals, gw, False, ln, ly, lx)
         # without a branch per set: a set's absent group adds a zero (its sums are +-0.0,
         # y being finite) to sums that are never -0.0, which leaves their bits as they are
         for j in range(z - a):
@@ -326,19 +328,16 @@ def _prepare(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, K, S, tbuf, t
             b_leaf[:n_bl].copy())
 
 
-def _count_type(table, k: int):
+def _count_type(table, max_weight: int):
     """The type :func:`_prepare` writes the CG block's counts in: uint16 when every
-    (group, set) count is a whole number below 2^16 -- raw rows: a group's rows times the
-    largest trial weight; a merged table: its count columns -- else float64.  (Written
-    narrow from the start: a 1e7-row bucket of 5,000 categories with 20 trials filled a
-    100 MB float64 block, faulting its pages in, only to narrow it afterwards.)"""
-    if isinstance(table, SortedRows):
-        rows = int(np.diff(np.r_[table.starts, len(table.y)]).max(initial=0))
-        return np.uint16 if rows * table.max_weight < 2 ** 16 else np.float64
+    (group, set) count -- a group's rows times at most the largest leaf weight -- is a
+    whole number below 2^16, else float64.  (Written narrow from the start: a 1e7-row
+    bucket of 5,000 categories with 20 trials filled a 100 MB float64 block, faulting its
+    pages in, only to narrow it afterwards.)"""
     if not len(table):
         return np.uint16
-    whole, top = whole_range(np.ascontiguousarray(table.values[:, ::k]))
-    return np.uint16 if whole and top < 2 ** 16 else np.float64
+    whole, top = whole_range(np.ascontiguousarray(table.values[:, 0]))
+    return np.uint16 if whole and top * max(1, max_weight) < 2 ** 16 else np.float64
 
 
 def _narrow(n: np.ndarray) -> np.ndarray:
@@ -357,9 +356,10 @@ def _narrow(n: np.ndarray) -> np.ndarray:
 
 
 def prepare(picked, fs, job, span=None):
-    """A bucket's merged table of one feature (a Table, or :class:`SortedRows`) ->
-    (CGBucket, BucketSummary), every set in one pass (:func:`_prepare`).  ``span``: the
-    bucket's virtual buckets ``(lo, hi, shared_lo, shared_hi)`` (None: every one)."""
+    """A bucket's merged table of one feature -> (CGBucket, BucketSummary), every set in
+    one pass (:func:`_prepare`; the trials a bootstrap of the leaves,
+    :mod:`daskpd._strat.leafboot`).  ``span``: the bucket's virtual buckets ``(lo, hi,
+    shared_lo, shared_hi)`` (None: every one)."""
     table, counters = picked
     span = tuple(span) if span is not None else (0, N_VIRTUAL, False, False)
     K = fs.coder.n_keys
@@ -369,9 +369,10 @@ def prepare(picked, fs, job, span=None):
     vb = virtual_of(leaf, fs.n_leaves)
     S = int(job.n_sets)
     tbuf = tree_scratch(int(K), 6 * (S - 1)) if S > 1 else np.zeros((1, 1))
-    b_n = np.empty((len(leaf), S), _count_type(table, k))
+    vals, gw = group_inputs(table, k, table_leaf_weights(table, fs.feature, S - 1, job.random_state), S - 1)
+    b_n = np.empty((len(leaf), S), _count_type(table, int(gw.max(initial=1))))
     (vv, vc, vx, sv, sx, forests, tree, b_code, n_b, b_w, b_start, b_vb, b_leaf) = _prepare(
-        leaf, code, vb, *group_inputs(table, k), k, int(K), S, tbuf, N_VIRTUAL.bit_length() - 1, int(span[0]),
+        leaf, code, vb, vals, gw, int(K), S, tbuf, N_VIRTUAL.bit_length() - 1, int(span[0]),
         int(span[1]), bool(span[2]), bool(span[3]), b_n)
     b_n = b_n[:n_b]
     sizes = np.diff(np.r_[b_start, len(b_code)])

@@ -36,6 +36,7 @@ from .categorical_buckets import cg_sets
 from .categorical_gram import CHUNK_LEAVES, LeafSums, solve_gram
 from .categorical_solve import Effects, forest_link, ground, number_groups, uf_flatten
 from .delta import RunView
+from .leafboot import weights_of_leaves
 
 __all__ = ["RunsBlock", "runs_block", "effects_of_runs"]
 
@@ -190,10 +191,23 @@ def _per_set(n, m: int, dtype) -> np.ndarray:
     return out
 
 
-def runs_block(runs: list, delta, K: int, k: int, n_sets: int) -> RunsBlock:
+def _set_columns(v: RunView, n_sets: int, feature: str, random_state: int) -> list:
+    """Per set, the (rows, sum of y) columns of a run's cells: set 0's, and set t's
+    scaled by the cell's leaf's trial-t weight (:mod:`daskpd._strat.leafboot`)."""
+    n0, s0 = np.asarray(v.column(0)), np.asarray(v.column(1))
+    out = [(n0, s0)]
+    if n_sets > 1:
+        leaf = np.asarray(v.leaf, np.int64)
+        lo = int(leaf[0])
+        w = weights_of_leaves(feature, np.arange(lo, int(leaf[-1]) + 1), n_sets - 1, random_state)[leaf - lo]
+        out += [(n0 * w[:, t], s0 * w[:, t]) for t in range(n_sets - 1)]
+    return out
+
+
+def runs_block(runs: list, delta, K: int, n_sets: int, feature: str, random_state: int) -> RunsBlock:
     """The :class:`RunsBlock` of the old runs (:class:`~daskpd._strat.delta.RunView` s,
     current codes through their ``kmap``) and ``delta`` (a grouped Table in the current
-    codes, or None); ``k`` statistics a set (rows, sum of y)."""
+    codes, or None), every set (the trials: each leaf's cells times its bootstrap weight)."""
     views = [r for r in runs if len(r)]
     if delta is not None and len(delta):
         views.append(RunView(delta.leaf, delta.key, np.arange(K, dtype=np.int64), lambda j: delta.values[:, j]))
@@ -207,11 +221,11 @@ def runs_block(runs: list, delta, K: int, k: int, n_sets: int) -> RunsBlock:
     N = np.zeros((L, n_sets))
     Sy = np.zeros((L, n_sets))
     before = starts[:-1].copy()  # where each leaf's cells of the next run go
-    for v, cnt in zip(views, counts):
+    columns = [_set_columns(v, n_sets, feature, random_state) for v in views]
+    for v, cols, cnt in zip(views, columns, counts):
         shift = before - (np.cumsum(cnt) - cnt)
-        for s in range(n_sets):
-            _place(v.leaf, v.key, v.kmap, v.column(k * s), v.column(k * s + 1), shift, code, n[:, s], N[:, s],
-                   Sy[:, s], s == 0)
+        for s, (ncol, scol) in enumerate(cols):
+            _place(v.leaf, v.key, v.kmap, ncol, scol, shift, code, n[:, s], N[:, s], Sy[:, s], s == 0)
         before += cnt
     SN = np.divide(Sy, N, out=np.zeros_like(Sy), where=N > 0)
     new_starts, w, count, used, nlc, diag, rn, multi, scal, parent = _merge_leaves(code, n, starts, N, SN, K)
@@ -223,9 +237,9 @@ def runs_block(runs: list, delta, K: int, k: int, n_sets: int) -> RunsBlock:
     # the terms linear in the cells: sum_y and the s_lc part of r, run by run
     sum_y = np.zeros((K, n_sets))
     rs = np.zeros((K, n_sets))
-    for v in views:
-        for s in range(n_sets):
-            _linear(v.leaf, v.key, v.kmap, v.column(k * s + 1), multi[:, s], sum_y[:, s], rs[:, s])
+    for v, cols in zip(views, columns):
+        for s, (_, scol) in enumerate(cols):
+            _linear(v.leaf, v.key, v.kmap, scol, multi[:, s], sum_y[:, s], rs[:, s])
     setups = []
     for s in range(n_sets):
         cnt = np.ascontiguousarray(count[:, s])

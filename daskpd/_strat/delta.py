@@ -1,12 +1,13 @@
 """StratPD's finish updated by the cells appended rows change (incremental runs).
 
 A StratPD curve is a function of per-position aggregates of a feature's (leaf, position)
-sums (:mod:`daskpd._strat.numeric`): per statistics set the rows, the segments starting
-and ending at each position and the sums of their slopes, plus ``sum x`` per position
-(binned features), the rows in single-position leaves, the leaves with rows and a
-bottom-k sample of set 0's segments keyed by a hash of (leaf, start).  A
+sums (:mod:`daskpd._strat.numeric`): per statistics set (the curve's, and each trial's:
+the same segments, each weighted by its leaf's bootstrap weight) the rows, the segments
+starting and ending at each position and the sums of their slopes, plus ``sum x`` per
+position (binned features), the rows in single-position leaves, the leaves with rows
+and a bottom-k sample of the segments keyed by a hash of (leaf, start).  A
 :class:`NumericSummary` keeps them, with each leaf's present cells and rows (which give
-the ignored rows and the leaf count), ``sets x (positions + leaves)`` numbers.
+the ignored rows and the leaf counts), ``sets x positions + leaves`` numbers.
 
 Rows appended to the data add sums to some cells (new or present ones).  A segment
 changes only when one of its ends is such a cell or such a cell appears inside it, so
@@ -14,7 +15,7 @@ for every touched cell the neighbours of its window -- the previous and next pre
 cells of its leaf in the old sums -- are looked up (binary search in the sorted runs of
 the old state, which may be memory-mapped: only the pages of those cells are read), the
 window's old segments are taken off the aggregates and its new segments (old + new
-sums) are put on (:func:`apply_delta`).  The curve is then the same sweep and integral
+sums) are put on (:func:`apply_delta`), in every trial with their leaf's weight.  The curve is then the same sweep and integral
 (:func:`daskpd._strat.numeric.curve_from_sums`, given the summary as one bucket).  The
 result equals a full finish of the merged sums up to rounding (float sums added in
 another order).  The segment sample (a display sample, set 0's segments with the k
@@ -32,6 +33,7 @@ import numpy as np
 
 from .._engine.hashing import keyed_hash
 from .._engine.sums import Table, TreeNodes
+from .leafboot import weights_of_leaves
 from .numeric import BucketSums, bucket_sums, fold_slope_sums
 from .virtual import N_VIRTUAL
 
@@ -51,10 +53,10 @@ class NumericSummary:
     ends: np.ndarray  # (sets, P)
     add: np.ndarray  # (sets, P) sums of the slopes of segments starting at a position
     sub: np.ndarray  # (sets, P) ... ending there
-    sum_x: np.ndarray | None  # (P,) set 0's sum of x (binned features)
-    leaf_cells: np.ndarray  # (sets, L) present cells per leaf
-    leaf_rows: np.ndarray  # (sets, L) rows per leaf
-    segments: tuple  # (hash, start code, end code, slope), set 0's bottom k
+    sum_x: np.ndarray | None  # (P,) the sum of x (binned features)
+    leaf_cells: np.ndarray  # (L,) present cells per leaf
+    leaf_rows: np.ndarray  # (L,) rows per leaf
+    segments: tuple  # (hash, start code, end code, slope), the bottom k
 
     @property
     def n_sets(self) -> int:
@@ -101,9 +103,30 @@ class NumericSummary:
 
 
 def _seg_hash(leaf, start, random_state):
-    # the hash of numeric._segment_sample: keyed by (leaf, start code)
-    return keyed_hash((np.asarray(leaf).astype(np.uint64) << np.uint64(32)) | np.asarray(start).astype(np.uint64),
-                      random_state, salt=0xF00D)
+    """The hash of numeric._segment_sample, keyed by (leaf, start code):
+    ``keyed_hash((leaf << 32) | start, random_state, salt=0xF00D)``, the same bits, in
+    one compiled loop (no temporaries)."""
+    leaf, start = np.asarray(leaf), np.asarray(start)
+    if leaf.ndim != 1 or len(leaf) < 64:
+        return keyed_hash((leaf.astype(np.uint64) << np.uint64(32)) | start.astype(np.uint64),
+                          random_state, salt=0xF00D)
+    seed = keyed_hash(np.zeros(1, np.uint64), random_state, salt=0xF00D)  # mix64(0 + s): gives s back below
+    return _seg_hash_kernel(leaf.astype(np.int64, copy=False), start.astype(np.int64, copy=False),
+                            _unmix64(seed)[0])
+
+
+@numba.njit(cache=True, nogil=True)
+def _seg_hash_kernel(leaf, start, seed):
+    """splitmix64's finaliser of ``((leaf << 32) | start) + seed`` (hashing._mix64)."""
+    out = np.empty(leaf.shape[0], np.uint64)
+    c1, c2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+    s30, s27, s31, s32 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(32)
+    for i in range(leaf.shape[0]):
+        z = ((np.uint64(leaf[i]) << s32) | np.uint64(start[i])) + seed
+        z = (z ^ (z >> s30)) * c1
+        z = (z ^ (z >> s27)) * c2
+        out[i] = z ^ (z >> s31)
+    return out
 
 
 def _unmix64(z: np.ndarray) -> np.ndarray:
@@ -134,15 +157,11 @@ def _bottom_k(seg, k: int):
     return seg
 
 
-def _leaf_stats(table: Table, k: int, n_sets: int, n_leaves: int):
+def _leaf_stats(table: Table, n_leaves: int):
     leaf = np.asarray(table.leaf, dtype=np.int64)
-    cells = np.zeros((n_sets, n_leaves), np.int64)
-    rows = np.zeros((n_sets, n_leaves))
-    for s in range(n_sets):
-        n = table.values[:, k * s]
-        cells[s] = np.bincount(leaf[n > 0], minlength=n_leaves)
-        rows[s] = np.bincount(leaf, weights=n, minlength=n_leaves)
-    return cells, rows
+    n = table.values[:, 0]
+    return np.bincount(leaf[n > 0], minlength=n_leaves).astype(np.int64), np.bincount(leaf, weights=n,
+                                                                                      minlength=n_leaves)
 
 
 def summary_from_buckets(sums: list, table_stats, fs, n_sets: int, random_state: int,
@@ -169,39 +188,39 @@ def summary_from_buckets(sums: list, table_stats, fs, n_sets: int, random_state:
                           sum_x, cells, rows, seg)
 
 
-def leaf_stats(table: Table, fs, n_sets: int):
-    """Per leaf and set: present cells and rows of a feature's merged table."""
-    return _leaf_stats(table, fs.stats_per_set, n_sets, fs.n_leaves)
+def leaf_stats(table: Table, fs):
+    """Per leaf: present cells and rows of a feature's merged table."""
+    return _leaf_stats(table, fs.n_leaves)
 
 
-def bucket_leaf_stats(table: Table, fs, n_sets: int) -> tuple:
+def bucket_leaf_stats(table: Table, fs) -> tuple:
     """``(first leaf, cells, rows)``: :func:`leaf_stats` over the leaves of one bucket's
     table (a run of leaves), for :func:`summary_from_buckets`."""
     if not len(table):
-        return 0, np.zeros((n_sets, 0), np.int64), np.zeros((n_sets, 0))
+        return 0, np.zeros(0, np.int64), np.zeros(0)
     lo, hi = int(table.leaf[0]), int(table.leaf[-1]) + 1
     t = Table(np.asarray(table.leaf, np.int64) - lo, table.key, table.values)
-    cells, rows = _leaf_stats(t, fs.stats_per_set, n_sets, hi - lo)
+    cells, rows = _leaf_stats(t, hi - lo)
     return lo, cells, rows
 
 
-def gather_leaf_stats(parts: list, n_sets: int, n_leaves: int) -> tuple:
+def gather_leaf_stats(parts: list, n_leaves: int) -> tuple:
     """The buckets' :func:`bucket_leaf_stats` as ``(cells, rows)`` over every leaf."""
-    cells = np.zeros((n_sets, n_leaves), np.int64)
-    rows = np.zeros((n_sets, n_leaves))
+    cells = np.zeros(n_leaves, np.int64)
+    rows = np.zeros(n_leaves)
     for lo, c, r in parts:
-        cells[:, lo:lo + c.shape[1]] += c
-        rows[:, lo:lo + r.shape[1]] += r
+        cells[lo:lo + len(c)] += c
+        rows[lo:lo + len(r)] += r
     return cells, rows
 
 
 def numeric_summary(table: Table, fs, n_sets: int, random_state: int, n_segments: int) -> NumericSummary:
     """The summary of a feature's merged (leaf, code) sums (by the finish's own kernel)."""
     b = bucket_sums(table, fs, n_sets, random_state=random_state, n_segments=n_segments)
-    return summary_from_buckets([b], leaf_stats(table, fs, n_sets), fs, n_sets, random_state, n_segments)
+    return summary_from_buckets([b], leaf_stats(table, fs), fs, n_sets, random_state, n_segments)
 
 
-def summary_bucket(summary: NumericSummary, counters) -> BucketSums:
+def summary_bucket(summary: NumericSummary, counters, feature: str) -> BucketSums:
     """The summary as the one bucket :func:`curve_from_sums` finishes."""
     P = summary.count.shape[1]
     zeros = np.zeros(P, np.int32)
@@ -215,13 +234,18 @@ def summary_bucket(summary: NumericSummary, counters) -> BucketSums:
         a = np.asarray(a, dtype="float64")
         return TreeNodes.root(a[1:].T, N_VIRTUAL) if len(a) > 1 else None
 
-    single = summary.leaf_cells == 1
-    ignored = np.array([summary.leaf_rows[s][single[s]].sum() for s in range(summary.n_sets)])
-    n_leaves = int((summary.leaf_cells[0] > 0).sum())
+    single = np.flatnonzero(summary.leaf_cells == 1)
+    ignored = np.zeros(summary.n_sets)
+    ignored[0] = summary.leaf_rows[single].sum()
+    if summary.n_sets > 1 and len(single):  # a trial's: its leaves' weights times their rows
+        w = weights_of_leaves(feature, single, summary.n_sets - 1, summary.random_state)
+        ignored[1:] = summary.leaf_rows[single] @ w.astype(np.float64)
+    n_leaves = int((summary.leaf_cells > 0).sum())
     return BucketSums(summary.count, summary.starts, summary.ends, ignored, n_leaves,
                       tab(summary.add[0]), tab(summary.sub[0]),
                       None if summary.sum_x is None else [tab(summary.sum_x)], summary.segments,
-                      tuple(counters) if counters is not None else None, trials(summary.add), trials(summary.sub))
+                      tuple(counters) if counters is not None else None, trials(summary.add), trials(summary.sub),
+                      int((summary.leaf_cells >= 2).sum()))
 
 
 # ---------------------------------------------------------------------------------
@@ -243,22 +267,45 @@ class RunView:
         return len(self.leaf)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _before(oleaf, okey, kmap, i, a, b):
+    """Whether cell ``i`` of the run comes before (leaf ``a``, code ``b``)."""
+    lm = np.int64(oleaf[i])
+    return lm < a or (lm == a and kmap[np.int64(okey[i])] < b)
+
+
 @numba.njit(cache=True, nogil=True)
 def _lower_bound(oleaf, okey, kmap, ql, qk):
-    """Per query (leaf, code): the first cell at or after it."""
+    """Per query (leaf, code): the first cell at or after it.  Queries in order (a
+    grouped table's cells) are searched from the previous query's answer, by doubling
+    steps then halving them: the pages of the run are read in order, and a dense batch
+    of queries costs about one pass over the run instead of a search from the whole
+    range each (a query out of order starts from the beginning again)."""
     m = oleaf.shape[0]
     out = np.empty(ql.shape[0], np.int64)
+    start = 0
+    pa, pb = np.int64(-1), np.int64(-1)
     for t in range(ql.shape[0]):
-        lo, hi = 0, m
-        a, b = ql[t], qk[t]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lm = np.int64(oleaf[mid])
-            if lm < a or (lm == a and kmap[np.int64(okey[mid])] < b):
-                lo = mid + 1
-            else:
-                hi = mid
+        a, b = np.int64(ql[t]), np.int64(qk[t])
+        if a < pa or (a == pa and b < pb):
+            start = 0
+        pa, pb = a, b
+        lo = start
+        if lo < m and _before(oleaf, okey, kmap, lo, a, b):
+            step = 1
+            while lo + step < m and _before(oleaf, okey, kmap, lo + step, a, b):
+                lo += step
+                step *= 2
+            hi = min(lo + step, m)  # cell lo comes before the query; cell hi does not (or is the end)
+            lo += 1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if _before(oleaf, okey, kmap, mid, a, b):
+                    lo = mid + 1
+                else:
+                    hi = mid
         out[t] = lo
+        start = lo
     return out
 
 
@@ -376,7 +423,6 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
     their ``kmap``; ``summary`` over the current codes) plus ``delta`` (a grouped table
     in the current codes): see the module docstring."""
     P = fs.coder.n_keys
-    k = fs.stats_per_set
     binned = bool(fs.binned)
     xvals = np.zeros(1) if binned else np.asarray(fs.coder.values, dtype="float64")
     count, starts, ends = summary.count.copy(), summary.starts.copy(), summary.ends.copy()
@@ -387,7 +433,7 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
     dleaf = np.asarray(delta.leaf, np.int64)
     dkey = np.asarray(delta.key, np.int64)
     # each run (or part of one) holds a range of leaves: only the delta cells in its range
-    # are looked up there (a scan's parts hold disjoint ranges), one search shared by the sets
+    # are looked up there (a scan's parts hold disjoint ranges)
     spans = []
     for r in runs:
         if not len(r):
@@ -396,11 +442,9 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
         a, b = int(np.searchsorted(dleaf, lo, "left")), int(np.searchsorted(dleaf, hi, "right"))
         if b > a:
             spans.append((r, lo, hi, a, _lower_bound(r.leaf, r.key, r.kmap, dleaf[a:b], dkey[a:b])))
-    for s in range(n_sets):
-        dn_all = delta.values[:, k * s]
-        t = np.flatnonzero(dn_all > 0)
-        if len(t) == 0:
-            continue
+    dn_all = delta.values[:, 0]
+    t = np.flatnonzero(dn_all > 0)
+    if len(t):
         ql, qk = dleaf[t], dkey[t]
         prev = np.full(len(t), -1, np.int64)
         nxt = np.full(len(t), np.iinfo(np.int64).max, np.int64)
@@ -408,7 +452,7 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
             ta, tb = np.searchsorted(t, [a, a + len(p)])
             if tb <= ta:
                 continue
-            pa, pb = _neighbours(r.leaf, r.key, r.kmap, r.column(k * s), p[t[ta:tb] - a], ql[ta:tb], qk[ta:tb])
+            pa, pb = _neighbours(r.leaf, r.key, r.kmap, r.column(0), p[t[ta:tb] - a], ql[ta:tb], qk[ta:tb])
             prev[ta:tb] = np.maximum(prev[ta:tb], pa)
             nxt[ta:tb] = np.minimum(nxt[ta:tb], np.where(pb < 0, np.iinfo(np.int64).max, pb))
         # the window cells: touched cells and their neighbours, as leaf * P + code
@@ -425,33 +469,42 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
             qi, ri = _exact(r, ul[ua:ub], uc[ua:ub])
             if len(qi):
                 qi = qi + ua
-                on[qi] += r.column(k * s)[ri]
-                osy[qi] += r.column(k * s + 1)[ri]
+                on[qi] += r.column(0)[ri]
+                osy[qi] += r.column(1)[ri]
                 if binned:
-                    osx[qi] += r.column(k * s + 2)[ri]
+                    osx[qi] += r.column(2)[ri]
         dn, dsy, dsx = np.zeros(U), np.zeros(U), np.zeros(U)
         di = np.searchsorted(ck, dleaf[t] * P + dkey[t])
         dn[di] = dn_all[t]
-        dsy[di] = delta.values[t, k * s + 1]
+        dsy[di] = delta.values[t, 1]
         if binned:
-            dsx[di] = delta.values[t, k * s + 2]
+            dsx[di] = delta.values[t, 2]
         oa, ob, osl, ol, na, nb, nsl, nl = _window(ul, uc, on, osy, osx, dn, dsy, dsx, xvals, binned)
-        count[s] += np.bincount(qk, weights=dn_all[t], minlength=P)
-        starts[s] += np.bincount(na, minlength=P) - np.bincount(oa, minlength=P)
-        ends[s] += np.bincount(nb, minlength=P) - np.bincount(ob, minlength=P)
-        add[s] += np.bincount(na, weights=nsl, minlength=P) - np.bincount(oa, weights=osl, minlength=P)
-        sub[s] += np.bincount(nb, weights=nsl, minlength=P) - np.bincount(ob, weights=osl, minlength=P)
-        L = cells.shape[1]
-        cells[s] += np.bincount(ul[(dn > 0) & (on <= 0)], minlength=L)
-        rows[s] += np.bincount(ql, weights=dn_all[t], minlength=L)
-        if s == 0:
-            if binned:
-                sum_x += np.bincount(qk, weights=delta.values[t, 2], minlength=P)
-            if summary.n_segments > 0 and len(na):
-                h = _seg_hash(nl, na, summary.random_state)
-                # a kept segment a window took off (its start keeps its hash): replaced
-                keep = ~_member(seg[0], _seg_hash(ol, oa, summary.random_state))
-                seg = _bottom_k(tuple(np.concatenate([a[keep], b]) for a, b in zip(seg, (h, na, nb, nsl))),
-                                summary.n_segments)
+        # every set: the windows' segments (and the new rows), each with its leaf's weight (1 for the curve)
+        T = n_sets - 1
+        touched = np.unique(np.concatenate([ql, ol, nl]))
+        lw = np.ones((len(touched), 1 + T))
+        if T:
+            lw[:, 1:] = weights_of_leaves(fs.feature, touched, T, summary.random_state)
+        wq, wo, wn = (lw[np.searchsorted(touched, a)] for a in (ql, ol, nl))
+        for s in range(n_sets):
+            count[s] += np.bincount(qk, weights=wq[:, s] * dn_all[t], minlength=P)
+            starts[s] += np.bincount(na, weights=wn[:, s], minlength=P) - np.bincount(oa, weights=wo[:, s], minlength=P)
+            ends[s] += np.bincount(nb, weights=wn[:, s], minlength=P) - np.bincount(ob, weights=wo[:, s], minlength=P)
+            add[s] += (np.bincount(na, weights=wn[:, s] * nsl, minlength=P)
+                       - np.bincount(oa, weights=wo[:, s] * osl, minlength=P))
+            sub[s] += (np.bincount(nb, weights=wn[:, s] * nsl, minlength=P)
+                       - np.bincount(ob, weights=wo[:, s] * osl, minlength=P))
+        L = cells.shape[0]
+        cells += np.bincount(ul[(dn > 0) & (on <= 0)], minlength=L)
+        rows += np.bincount(ql, weights=dn_all[t], minlength=L)
+        if binned:
+            sum_x += np.bincount(qk, weights=delta.values[t, 2], minlength=P)
+        if summary.n_segments > 0 and len(na):
+            h = _seg_hash(nl, na, summary.random_state)
+            # a kept segment a window took off (its start keeps its hash): replaced
+            keep = ~_member(seg[0], _seg_hash(ol, oa, summary.random_state))
+            seg = _bottom_k(tuple(np.concatenate([a[keep], b]) for a, b in zip(seg, (h, na, nb, nsl))),
+                            summary.n_segments)
     return NumericSummary(summary.n_segments, summary.random_state, count, starts, ends, add, sub, sum_x, cells,
                           rows, seg)

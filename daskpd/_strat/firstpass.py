@@ -20,8 +20,12 @@ and merged with the partials of later files:
 * **the cache** (:class:`FirstPassCache`): one pickle per file under a directory,
   named by a hash of the pass's parameters (the columns read and their dtypes, the
   filters, the random state, the caps) and the file's fingerprint (path, size,
-  modification time / ETag, or its bytes' hash), written atomically; entries of files
-  no longer in the lake (or of other parameters) are removed after each run.  A run
+  modification time / ETag and footer, or its bytes' hash), written atomically behind a
+  header line holding its format and the XXH3-128 checksum of the pickle, which is
+  verified before the pickle is read: a damaged entry (cut, altered, of another format)
+  is a miss -- its file is read again -- and is named in :attr:`FirstPassCache.stats`
+  (``unusable``); entries of files no longer in the lake (or of other parameters) are
+  removed after each run.  A run
   that reads only some files (an incremental job run under kept trees) keeps their
   entries alone (:func:`cache_files`), as this pass over the lake would write them.
 
@@ -41,11 +45,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import xxhash
 
 from .._data.encode import as_float
 from .._data.gather import Group
 from .._data.request import as_numbers
-from .._engine.hashing import HASH_COLUMN, SAMPLE_MARGIN, Sample, SampleJob, distinct_capped, row_hash
+from .._engine.hashing import HASH_COLUMN, SAMPLE_MARGIN, Sample, SampleJob, distinct_capped, sample_hash
 from .._engine.plan import Job
 
 __all__ = ["TargetRange", "FilePartial", "file_partial", "merged_sample", "FirstPassCache", "FirstPass",
@@ -53,7 +58,9 @@ __all__ = ["TargetRange", "FilePartial", "file_partial", "merged_sample", "First
            "CACHE_FORMAT", "DROPPED"]
 
 #: the layout of a cache entry; another format is a miss
-CACHE_FORMAT = 1
+CACHE_FORMAT = 3  # 3: rows hashed by their values (hashing.sample_hash), entries checksummed
+#: an entry's first line: ``daskpd-first-pass <format> xxh3_128=<hex>``, then the pickle
+_HEADER = b"daskpd-first-pass"
 #: an entry's distinct values of a feature, left out: the union of that feature's values
 #: over the files of the cache's witness exceeds the cap, and so does the union over any
 #: lake holding those files (the entry is read again when one of them is gone)
@@ -96,7 +103,7 @@ def file_partial(df: pd.DataFrame, job: SampleJob, target: str) -> FilePartial:
     """The partial of one file's rows ``df`` (see the module docstring); ``job`` gives k,
     the random state, the caps and the bound (its ``n_partitions``: the lake's files)."""
     n, k = len(df), job.k
-    h = row_hash(df, job.random_state, salt=0)
+    h = sample_hash(df, job.random_state)
     bound = job.bound(n)
     idx = np.flatnonzero(h < bound) if bound is not None else np.arange(n)
     cutoff = bound if bound is not None and len(idx) < n else None
@@ -192,7 +199,7 @@ class FirstPassCache:
     def __init__(self, directory, stamps: dict | None = None):
         self.directory = Path(directory)
         self.stamps = None if stamps is None else {_norm(p): tuple(v) for p, v in stamps.items()}
-        self.stats: dict = {"hits": 0, "misses": 0, "read_again": [], "bytes": 0, "off": None}
+        self.stats: dict = _new_stats()
 
     def name(self, token: str, path: str, stamps: dict | None = None) -> str | None:
         """The entry of file ``path`` (``stamps``: the files' fingerprints, default the
@@ -204,19 +211,42 @@ class FirstPassCache:
         return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:40] + ".pkl"
 
     def load(self, name: str) -> FilePartial | None:
+        """The entry ``name``, or None: absent, or unusable -- its checksum or format
+        wrong (recorded in ``stats["unusable"]`` as ``(entry, what)``)."""
         try:
-            with open(self.directory / name, "rb") as fh:
-                got = pickle.load(fh)
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError, ValueError):
+            data = (self.directory / name).read_bytes()
+        except FileNotFoundError:
             return None
-        if not isinstance(got, dict) or got.get("format") != CACHE_FORMAT:
-            return None
+        except OSError as exc:
+            return self._unusable(name, f"cannot be read ({exc.strerror or type(exc).__name__})")
+        head, _, payload = data.partition(b"\n")
+        parts = head.split(b" ")
+        if len(parts) != 3 or parts[0] != _HEADER or not parts[2].startswith(b"xxh3_128="):
+            return self._unusable(name, "is not a first-pass cache entry of this daskpd (no checksum header)")
+        if parts[1] != str(CACHE_FORMAT).encode():
+            return self._unusable(name, f"is of another format ({parts[1].decode(errors='replace')}; this daskpd "
+                                        f"writes {CACHE_FORMAT})")
+        if xxhash.xxh3_128_hexdigest(payload).encode() != parts[2][len(b"xxh3_128="):]:
+            return self._unusable(name, "was cut or altered (its checksum differs from the one recorded)")
+        try:
+            got = pickle.loads(payload)
+        except Exception as exc:  # noqa: BLE001 -- a whole entry of classes this daskpd no longer has
+            return self._unusable(name, f"cannot be unpickled ({type(exc).__name__})")
+        if not isinstance(got, dict) or not isinstance(got.get("partial"), FilePartial):
+            return self._unusable(name, "does not hold a file's first pass")
         return got["partial"]
 
+    def _unusable(self, name: str, what: str) -> None:
+        self.stats.setdefault("unusable", []).append((name, what))
+        return None
+
     def store(self, name: str, partial: FilePartial, path: str) -> None:
-        """Write one entry atomically (a temporary file renamed over it)."""
-        self._write(name, pickle.dumps({"format": CACHE_FORMAT, "path": path, "partial": partial},
-                                       protocol=pickle.HIGHEST_PROTOCOL))
+        """Write one entry atomically (a temporary file renamed over it), behind its
+        checksum header."""
+        payload = pickle.dumps({"format": CACHE_FORMAT, "path": path, "partial": partial},
+                               protocol=pickle.HIGHEST_PROTOCOL)
+        head = b"%s %d xxh3_128=%s\n" % (_HEADER, CACHE_FORMAT, xxhash.xxh3_128_hexdigest(payload).encode())
+        self._write(name, head + payload)
 
     def _write(self, name: str, data: bytes) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -235,18 +265,29 @@ class FirstPassCache:
 
     def witness(self, token: str) -> dict:
         """``{feature: entry names}``: features whose distinct values over those files'
-        entries exceed the cap (see :data:`DROPPED`); ``{}`` when there is none."""
+        entries exceed the cap (see :data:`DROPPED`); ``{}`` when there is none, or when
+        the witness is unusable (its checksum or format wrong: the entries that left
+        values out are then read again)."""
+        name = self.witness_name(token)
         try:
-            got = json.loads((self.directory / self.witness_name(token)).read_text())
-        except (OSError, ValueError):
+            got = json.loads((self.directory / name).read_text())
+        except FileNotFoundError:
             return {}
-        if not isinstance(got, dict) or got.get("format") != CACHE_FORMAT:
+        except (OSError, ValueError) as exc:
+            self._unusable(name, f"cannot be read ({type(exc).__name__})")
             return {}
-        return {str(c): set(v) for c, v in (got.get("features") or {}).items()}
+        features = got.get("features") if isinstance(got, dict) else None
+        if not isinstance(features, dict) or got.get("format") != CACHE_FORMAT or \
+                got.get("xxh3_128") != xxhash.xxh3_128_hexdigest(_canonical(features)):
+            self._unusable(name, "was cut or altered, or is of another format (its checksum differs)")
+            return {}
+        return {str(c): set(v) for c, v in features.items()}
 
     def store_witness(self, token: str, features: dict) -> None:
+        features = {c: sorted(v) for c, v in features.items()}
         self._write(self.witness_name(token), json.dumps(
-            {"format": CACHE_FORMAT, "features": {c: sorted(v) for c, v in features.items()}}).encode())
+            {"format": CACHE_FORMAT, "features": features,
+             "xxh3_128": xxhash.xxh3_128_hexdigest(_canonical(features))}).encode())
 
     def size(self) -> int:
         """The bytes of the entries kept."""
@@ -353,7 +394,11 @@ def _lake_files(request, ddf, cache: FirstPassCache, k: int, random_state: int, 
 
 
 def _new_stats() -> dict:
-    return {"hits": 0, "misses": 0, "read_again": [], "bytes": 0, "off": None}
+    return {"hits": 0, "misses": 0, "read_again": [], "bytes": 0, "off": None, "unusable": []}
+
+
+def _canonical(features: dict) -> bytes:
+    return json.dumps(features, sort_keys=True, separators=(",", ":")).encode()
 
 
 def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state: int, caps: dict, target: str,

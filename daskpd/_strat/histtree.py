@@ -36,7 +36,7 @@ except ImportError as exc:  # pragma: no cover
     raise ImportError("daskpd.histtree needs numba (pip install numba)") from exc
 
 __all__ = ["HistTree", "ColumnBins", "MAX_TREE_BINS", "MAX_TREE_BINS_LIMIT", "bin_columns", "bin_columns_auto",
-           "auto_max_bins"]
+           "auto_max_bins", "apply_routed"]
 
 #: default bins per column (code max_bins is the missing-value bin)
 MAX_TREE_BINS = 1023
@@ -388,10 +388,12 @@ _LANES = 8
 
 
 @numba.njit(cache=True, nogil=True)
-def _apply(X, thr, meta, leaf_map):
+def _apply(X, thr, meta, leaf_map, fold, roots):
     """``leaf_map[leaf node]`` of every row.  Node k: ``thr[k]``, ``meta[k]`` = (column in X,
     or -1 for a leaf) << 32 | (2 * left child + missing-goes-left); the right child is
-    the left child + 1.
+    the left child + 1.  Row i descends from node ``roots[fold[i]]`` (several trees'
+    nodes in one array: :class:`daskpd._strat.trees.HonestTrees`), or from ``roots[0]``
+    when ``fold`` is empty.
 
     ``_LANES`` rows descend at once, one level each per round and without branching on
     the comparison, so that their independent descents overlap; a lane whose row reaches
@@ -402,6 +404,7 @@ def _apply(X, thr, meta, leaf_map):
     (threshold, column, child) row of floats.
     """
     n = X.shape[0]
+    routed = fold.shape[0] > 0
     out = np.empty(n, leaf_map.dtype)
     ks = np.zeros(_LANES, np.int64)
     rows = np.full(_LANES, -1, np.int64)
@@ -410,6 +413,7 @@ def _apply(X, thr, meta, leaf_map):
     for r in range(_LANES):
         if nxt < n:
             rows[r] = nxt
+            ks[r] = roots[fold[nxt]] if routed else roots[0]
             nxt += 1
             active += 1
     while active > 0:
@@ -427,14 +431,24 @@ def _apply(X, thr, meta, leaf_map):
                 ks[r] = (code >> 1) + 1 - go
             else:  # a leaf: this lane takes the next row
                 out[i] = leaf_map[k]
-                ks[r] = 0
                 if nxt < n:
                     rows[r] = nxt
+                    ks[r] = roots[fold[nxt]] if routed else roots[0]
                     nxt += 1
                 else:
                     rows[r] = -1
                     active -= 1
     return out
+
+
+_NO_FOLD = np.zeros(0, np.uint8)
+_ROOT = np.zeros(1, np.int64)
+
+
+def apply_routed(X, thr, meta, leaf_map, fold, roots) -> np.ndarray:
+    """:func:`_apply` over several trees' concatenated nodes, row i from ``roots[fold[i]]``."""
+    return _apply(X, thr, meta, leaf_map, np.ascontiguousarray(fold, dtype=np.uint8),
+                  np.ascontiguousarray(roots, dtype=np.int64))
 
 
 class HistTree:
@@ -513,7 +527,19 @@ class HistTree:
             raise ValueError(f"columns must give {self.n_features_in_} positions in X's {X.shape[1]} columns")
         if leaf_map is None:
             leaf_map = np.arange(self.node_count, dtype=np.int64)
-        return _apply(X, self.threshold_, self.node_meta(columns), leaf_map)
+        return _apply(X, self.threshold_, self.node_meta(columns), leaf_map, _NO_FOLD, _ROOT)
+
+    def check_columns(self, X, columns) -> tuple:
+        """``(X as float64, columns)`` checked as :meth:`apply` checks them."""
+        X = np.asarray(X, dtype="float64")
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D; got shape {X.shape}")
+        if columns is None:
+            columns = np.arange(self.n_features_in_)
+        columns = np.asarray(columns, dtype=np.int64)
+        if len(columns) != self.n_features_in_ or (len(columns) and not 0 <= columns.min() <= columns.max() < X.shape[1]):
+            raise ValueError(f"columns must give {self.n_features_in_} positions in X's {X.shape[1]} columns")
+        return X, columns
 
     def node_meta(self, columns: np.ndarray) -> np.ndarray:
         """The nodes as :func:`_apply` reads them: (column in X, or -1 for a leaf) << 32 |

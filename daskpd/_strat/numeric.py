@@ -34,13 +34,15 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine.hashing import keyed_hash
-from .._engine.sums import (SortedRows, Table, TreeNodes, chunk_sets, fold_tree, group_inputs, reduce_tables,
-                            tree_nodes, whole_range)
+from .._engine.sums import (Table, TreeNodes, chunk_sets, fold_tree, group_inputs, reduce_tables, tree_nodes,
+                            whole_range)
 from ..results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, StratPDResult, band_settings, interval_slopes
+from .leafboot import table_leaf_weights
 from .trees import tree_method_of
 from .virtual import N_VIRTUAL, virtual_of
 
-__all__ = ["bucket_sums", "curve_from_sums", "fold_slope_sums", "sweep", "integrate", "interval_slopes", "support_counts", "BucketSums",
+__all__ = ["bucket_sums", "curve_from_sums", "fold_slope_sums", "sweep", "integrate", "integrate_trial", "interval_slopes",
+           "support_counts", "BucketSums",
            "empty_curve_message", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES"]
 
 @dataclass
@@ -62,6 +64,7 @@ class BucketSums:
     # the fixed tree of TreeNodes (None without trials)
     add_trials: TreeNodes | None = None
     sub_trials: TreeNodes | None = None
+    n_slope_leaves: int = 0  # leaves with >= 2 positions: the independent units of the trials
 
     @property
     def nbytes(self) -> int:
@@ -118,46 +121,46 @@ CHUNK = 128
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xvals, P, S, shift):
-    """One pass over a bucket's (leaf, code) groups, sorted, for every statistics set at
-    once.  Per group, each set's ``(n, sum y, sum x)`` (from the group's raw rows, the terms in row order as :func:`~daskpd._engine.sums.reduce_tables` adds them, or read from a merged table); per set,
-    the slope segments between the leaf's adjacent present positions (a set skips the
-    groups its weights leave empty).  Returns, as (sets, P) arrays, per code the rows
-    and the segments starting and ending there; per set the rows in single-position
-    leaves; set 0's leaves with rows; the per-(virtual bucket, code) sums of the slopes
-    of segments starting (``add``) and ending (``sub``) there, every set a column, in
-    (virtual bucket, code) order, each cell's terms in row order; set 0's segments
-    (start, end, slope, leaf); and set 0's sum of x per group (binned features).
-    ``shift``: the bits of the packed counts' rows (:func:`_count_bits`).
+def _segments(leaf, code, vb, vals, gw, k, binned, xvals, P, S, shift):
+    """One pass over a bucket's (leaf, code) groups, sorted: the leaves' slope segments
+    between adjacent present positions, and every trial's (leaf bootstrap: a leaf drawn
+    ``w`` times counts ``w`` times) from the same segments.  Returns, as (sets, P)
+    arrays, per code the rows and the segments starting and ending there (set t: each
+    weighted by its leaf's weight ``gw``); per set the rows in single-position leaves;
+    the leaves with rows; the per-(virtual bucket, code) sums of the slopes of segments
+    starting (``add``) and ending (``sub``) there, every set a column, in (virtual
+    bucket, code) order, each cell's terms in group order; the segments (start, end,
+    slope, leaf); and the sum of x per group (binned features).  ``shift``: the bits of
+    the packed counts' rows (:func:`_count_bits`).
 
-    The groups are taken a chunk at a time (:data:`CHUNK` groups, never across a virtual
-    bucket): first every set's sums of the chunk's groups, then set by set through the
-    chunk, the set's state in registers and its (sets x P) rows of the accumulators
-    contiguous.  Each set's terms are added in group order as group by group would add
-    them: the same bits."""
+    The groups are read a chunk at a time (:data:`CHUNK` groups, never across a virtual
+    bucket, :func:`~daskpd._engine.sums.chunk_sets`)."""
     G = leaf.shape[0]
-    # per (set, code) one word a group: its rows (whole numbers, below bit ``shift``) and
-    # its present groups (above); starts = present groups - the set's last in a leaf,
-    # ends = present groups - its first in a leaf, counted once a leaf
+    T = S - 1
+    # per code one word a group: its rows (whole numbers, below bit ``shift``) and its
+    # present groups (above); starts = present groups - the leaf's last, ends = present
+    # groups - the leaf's first
     unit = np.int64(1) << np.int64(shift)
-    packed = np.zeros((S, P), np.int64)
-    firsts = np.zeros((S, P), np.int64)
-    lasts = np.zeros((S, P), np.int64)
+    packed = np.zeros(P, np.int64)
+    firsts = np.zeros(P, np.int64)
+    lasts = np.zeros(P, np.int64)
+    tcount = np.zeros((S, P))
+    tstarts = np.zeros((S, P))
+    tends = np.zeros((S, P))
     ignored = np.zeros(S)
     n_leaves = 0
-    # per set, carried from chunk to chunk
-    has_prev = np.zeros(S, np.bool_)
-    pcode = np.zeros(S, np.int64)
-    pyb = np.zeros(S)
-    px = np.zeros(S)
-    run_rows = np.zeros(S)
-    run_len = np.zeros(S, np.int64)
-    pleaf = np.full(S, -1, np.int64)
-    lj = np.empty(CHUNK, np.int64)
-    # a chunk's sums, (groups, sets)
-    cn = np.empty((CHUNK, S))
-    cy = np.empty((CHUNK, S))
-    cx = np.empty((CHUNK, S))
+    n_multi = 0  # leaves with >= 2 positions (a slope)
+    has_prev = False
+    pcode = np.int64(0)
+    pyb = 0.0
+    px = 0.0
+    run_rows = 0.0
+    run_len = 0
+    pleaf = np.int64(-1)
+    pg = 0  # the previous present group (its leaf's weights)
+    cn = np.empty((CHUNK, 1))
+    cy = np.empty((CHUNK, 1))
+    cx = np.empty((CHUNK, 1))
     # per virtual bucket scratch of the slope sums, flushed when the virtual bucket changes
     acc_a = np.zeros((S, P))
     acc_s = np.zeros((S, P))
@@ -196,107 +199,95 @@ def _segments(leaf, code, vb, gstarts, y, x, w, vals, from_rows, k, binned, xval
                 ns = 0
             cur_vb = v
         m = g1 - g0
-        chunk_sets(g0, m, gstarts, y, x, w, vals, from_rows, k, binned, cn, cy, cx)
-        if binned:
-            for j in range(m):
-                sx0[g0 + j] = cx[j, 0]
-        for s in range(S):
-            # the chunk's groups with the set's rows, listed without a branch (with
-            # trials a set's absence is a coin flip no branch predictor learns)
-            nl = 0
-            for j in range(m):
-                lj[nl] = j
-                nl += 1 if cn[j, s] > 0.0 else 0
-            hp = has_prev[s]
-            pc = pcode[s]
-            pl = pleaf[s]
-            pyb_s = pyb[s]
-            px_s = px[s]
-            rr = run_rows[s]
-            rl = run_len[s]
-            for q in range(nl):
-                j = lj[q]
-                g = g0 + j
-                lf = leaf[g]
-                if lf != pl:  # the set's first group in a leaf (the skipped groups add nothing)
-                    if rl == 1:
-                        ignored[s] += rr
-                    if rl > 0:
-                        lasts[s, pc] += 1
-                    rl = 0
-                    rr = 0.0
-                    hp = False
-                    pl = lf
-                n = cn[j, s]
-                c = code[g]
-                packed[s, c] += np.int64(n) + unit
-                if s == 0 and rl == 0:
-                    n_leaves += 1
-                yb = cy[j, s] / n
-                xx = cx[j, s] / n if binned else xvals[c]
-                if hp:
-                    slope = (yb - pyb_s) / (xx - px_s)
-                    acc_a[s, pc] += slope
-                    acc_s[s, c] += slope
-                    if s == 0:  # a trial's segments start and end where set 0's do (its rows are among set 0's)
-                        if not t_a[pc]:
-                            t_a[pc] = True
-                            c_a[na] = pc
-                            na += 1
-                        if not t_s[c]:
-                            t_s[c] = True
-                            c_s[ns] = c
-                            ns += 1
-                        seg_a[k0] = pc
-                        seg_b[k0] = c
-                        seg_s[k0] = slope
-                        seg_l[k0] = lf
-                        k0 += 1
-                else:
-                    firsts[s, c] += 1
-                rr += n
-                rl += 1
-                hp = True
-                pc = c
-                pyb_s = yb
-                px_s = xx
-            has_prev[s] = hp
-            pcode[s] = pc
-            pleaf[s] = pl
-            pyb[s] = pyb_s
-            px[s] = px_s
-            run_rows[s] = rr
-            run_len[s] = rl
+        chunk_sets(g0, m, vals, gw, binned, cn, cy, cx)
+        for j in range(m):
+            g = g0 + j
+            n = cn[j, 0]
+            if not n > 0.0:
+                continue
+            if binned:
+                sx0[g] = cx[j, 0]
+            lf = leaf[g]
+            if lf != pleaf:  # the first group of a leaf
+                if run_len == 1:
+                    ignored[0] += run_rows
+                    for t in range(T):
+                        ignored[1 + t] += gw[pg, t] * run_rows
+                if run_len > 0:
+                    lasts[pcode] += 1
+                run_len = 0
+                run_rows = 0.0
+                has_prev = False
+                pleaf = lf
+                n_leaves += 1
+            c = code[g]
+            packed[c] += np.int64(n) + unit
+            for t in range(T):
+                tcount[1 + t, c] += gw[g, t] * n
+            yb = cy[j, 0] / n
+            xx = cx[j, 0] / n if binned else xvals[c]
+            if has_prev:
+                if run_len == 1:
+                    n_multi += 1
+                slope = (yb - pyb) / (xx - px)
+                acc_a[0, pcode] += slope
+                acc_s[0, c] += slope
+                for t in range(T):
+                    w = float(gw[g, t])
+                    acc_a[1 + t, pcode] += w * slope
+                    acc_s[1 + t, c] += w * slope
+                    tstarts[1 + t, pcode] += w
+                    tends[1 + t, c] += w
+                if not t_a[pcode]:
+                    t_a[pcode] = True
+                    c_a[na] = pcode
+                    na += 1
+                if not t_s[c]:
+                    t_s[c] = True
+                    c_s[ns] = c
+                    ns += 1
+                seg_a[k0] = pcode
+                seg_b[k0] = c
+                seg_s[k0] = slope
+                seg_l[k0] = lf
+                k0 += 1
+            else:
+                firsts[c] += 1
+            run_rows += n
+            run_len += 1
+            has_prev = True
+            pcode = c
+            pyb = yb
+            px = xx
+            pg = g
         g0 = g1
-    for s in range(S):
-        if run_len[s] == 1:
-            ignored[s] += run_rows[s]
-        if run_len[s] > 0:
-            lasts[s, pcode[s]] += 1
+    if run_len == 1:
+        ignored[0] += run_rows
+        for t in range(T):
+            ignored[1 + t] += gw[pg, t] * run_rows
+    if run_len > 0:
+        lasts[pcode] += 1
     present = packed >> np.int64(shift)
-    count = (packed & (unit - 1)).astype(np.float64)
-    starts = (present - lasts).astype(np.float64)
-    ends = (present - firsts).astype(np.float64)
+    tcount[0] = (packed & (unit - 1)).astype(np.float64)
+    tstarts[0] = (present - lasts).astype(np.float64)
+    tends[0] = (present - firsts).astype(np.float64)
     if cur_vb >= 0:
         n_add = _flush(acc_a, t_a, c_a, na, cur_vb, add_v, add_c, add_x, n_add)
         n_sub = _flush(acc_s, t_s, c_s, ns, cur_vb, sub_v, sub_c, sub_x, n_sub)
-    return (count, starts, ends, ignored, n_leaves, add_v[:n_add].copy(), add_c[:n_add].copy(),
+    return (tcount, tstarts, tends, ignored, n_leaves, n_multi, add_v[:n_add].copy(), add_c[:n_add].copy(),
             add_x[:n_add].copy(), sub_v[:n_sub].copy(), sub_c[:n_sub].copy(), sub_x[:n_sub].copy(),
             seg_a[:k0], seg_b[:k0], seg_s[:k0], seg_l[:k0], sx0)
 
 
 def _count_bits(table, k: int, leaf: np.ndarray) -> int:
-    """The bits :func:`_segments` gives a (position, set)'s rows in its packed word, the
-    rest counting its present groups (at most one a leaf): enough for the bucket's rows
-    of any set (raw rows: rows x their largest weight; a merged table: its largest
-    column sum of counts, which must be whole numbers)."""
-    if isinstance(table, SortedRows):
-        total = len(table.y) * table.max_weight
-    elif len(table):
-        n = np.ascontiguousarray(table.values[:, ::k])
+    """The bits :func:`_segments` gives a position's rows in its packed word, the rest
+    counting its present groups (at most one a leaf): enough for the bucket's rows (the
+    merged table's sum of counts, which must be whole numbers)."""
+    if len(table):
+        n = np.ascontiguousarray(table.values[:, 0])
         if not whole_range(n)[0]:
             raise ValueError("StratPD's per-(leaf, position) counts must be whole numbers >= 0")
-        total = int(n.sum(axis=0).max())
+        total = int(n.sum())
     else:
         total = 0
     leaves = 1 + int(np.count_nonzero(leaf[1:] != leaf[:-1])) if len(leaf) else 0
@@ -307,20 +298,23 @@ def _count_bits(table, k: int, leaf: np.ndarray) -> int:
     return shift
 
 
-def bucket_sums(table, fs, n_sets: int, *, counters=None, random_state: int = 0,
+def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: int = 0,
                 n_segments: int = 500, span=None) -> BucketSums:
-    """A bucket's merged (leaf, code) sums of one numeric feature (a Table, or
-    :class:`SortedRows`) -> :class:`BucketSums`: one pass for every set (:func:`_segments`).
-    ``span``: the bucket's virtual buckets ``(lo, hi, shared_lo, shared_hi)``
-    (:func:`daskpd._engine.sums.tree_nodes`; None: every one, none shared)."""
+    """A bucket's merged (leaf, code) sums of one numeric feature -> :class:`BucketSums`:
+    one pass for every set (:func:`_segments`; the trials a bootstrap of the leaves,
+    :mod:`daskpd._strat.leafboot`).  ``span``: the bucket's virtual buckets ``(lo, hi,
+    shared_lo, shared_hi)`` (:func:`daskpd._engine.sums.tree_nodes`; None: every one,
+    none shared)."""
     P = fs.coder.n_keys
     k = fs.stats_per_set
     leaf = table.leaf.astype(np.int64)
     code = np.asarray(table.key, dtype=np.int64)
     vb = virtual_of(leaf, fs.n_leaves)
     xvals = np.zeros(1) if fs.binned else np.asarray(fs.coder.values, dtype="float64")
-    (count, starts, ends, ignored, n_leaves, av, ac, ax, sv, sc, sx_, sa, sb, ss, sl, sx0) = _segments(
-        leaf, code, vb, *group_inputs(table, k), k, bool(fs.binned), xvals, P, int(n_sets), _count_bits(table, k, leaf))
+    T = int(n_sets) - 1
+    vals, gw = group_inputs(table, k, table_leaf_weights(table, fs.feature, T, random_state), T)
+    (count, starts, ends, ignored, n_leaves, n_multi, av, ac, ax, sv, sc, sx_, sa, sb, ss, sl, sx0) = _segments(
+        leaf, code, vb, vals, gw, k, bool(fs.binned), xvals, P, int(n_sets), _count_bits(table, k, leaf))
     # the positions are set 0's (every trial is read at them)
     sum_x = [_vsum(vb, code, sx0, P)] if fs.binned else None
     segments = _segment_sample(sl, sa, sb, ss, n_segments, random_state)
@@ -332,7 +326,7 @@ def bucket_sums(table, fs, n_sets: int, *, counters=None, random_state: int = 0,
         ax, sx_ = np.ascontiguousarray(ax[:, :1]), np.ascontiguousarray(sx_[:, :1])
     return BucketSums(count, starts, ends,
                       ignored, int(n_leaves), Table(av, ac, ax), Table(sv, sc, sx_), sum_x, segments, counters,
-                      add_t, sub_t)
+                      add_t, sub_t, int(n_multi))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -412,6 +406,35 @@ def integrate(ux, slope, slope_count, min_slopes_per_x, few_slopes=DEFAULT_FEW_S
     return pd_, supported
 
 
+def integrate_trial(ux, slope, slope_count, curve_count, min_slopes_per_x, few_slopes=DEFAULT_FEW_SLOPES):
+    """A trial's pd over the curve's own support (``curve_count``: set 0's slope
+    counts): an interval has a slope in the trial wherever it has one in the curve --
+    the trial's mean where its leaves drew any slope there, else its slopes of the
+    nearest intervals where they did, interpolated linearly in x (held at the ends) --
+    so every trial is estimated, and 0, where the curve is, whatever leaves it drew."""
+    used0, defined0 = interval_slopes(ux, slope, curve_count, min_slopes_per_x, few_slopes)
+    c0 = np.asarray(curve_count)
+    valid0 = c0 >= min_slopes_per_x
+    valid0[-1:] = False
+    own = valid0 & (np.asarray(slope_count) > 0)
+    used = np.where(own, slope, 0.0)
+    fill = defined0 & ~own
+    k = np.flatnonzero(own)
+    if fill.any() and len(k):
+        i = np.flatnonzero(fill)
+        used[i] = np.interp(ux[i], ux[k], np.asarray(slope)[k])
+    supported = defined0.copy()
+    supported[1:] |= defined0[:-1]
+    pd_ = np.full(len(ux), np.nan)
+    if not supported.any() or (fill.any() and not len(k)):
+        return pd_
+    first = int(np.argmax(supported))
+    pd_[first] = 0.0
+    pd_[first + 1:] = np.cumsum(np.where(defined0, used, 0.0)[first:-1] * np.diff(ux[first:]))
+    pd_[~supported] = np.nan
+    return pd_
+
+
 def support_counts(ux, slope, slope_count, min_slopes_per_x, few_slopes=DEFAULT_FEW_SLOPES) -> dict:
     """Within the curve (from its first to its last supported position): intervals no leaf
     slope covers (flat steps), intervals with a few slopes interpolated or flat, and the
@@ -454,6 +477,7 @@ def curve_from_sums(fs, sums: list, job):
     ends = np.sum([b.ends for b in sums], axis=0)
     ignored = np.sum([b.ignored for b in sums], axis=0)
     n_leaves = int(sum(b.n_leaves for b in sums))
+    n_slope_leaves = int(sum(b.n_slope_leaves for b in sums))
     counters = next((b.counters for b in sums if b.counters is not None), (0, 0, 0))
     pos = np.flatnonzero(count[0] > 0)
     if fs.binned:
@@ -463,12 +487,12 @@ def curve_from_sums(fs, sums: list, job):
         ux = np.asarray(fs.coder.values, dtype="float64")[pos]
     add, sub = fold_slope_sums(sums, P, n_sets)
     add, sub = add[:, pos], sub[:, pos]
-    curves = []
-    for s in range(n_sets):
-        mean, c = sweep(add[s], sub[s], starts[s][pos], ends[s][pos])
-        pdv, supported = integrate(ux, mean, c, msx, few)
-        curves.append((pdv, supported, mean, c))
-    pd_, supported, mean, c = curves[0]
+    mean, c = sweep(add[0], sub[0], starts[0][pos], ends[0][pos])
+    pd_, supported = integrate(ux, mean, c, msx, few)
+    trials = []
+    for s in range(1, n_sets):
+        mean_t, c_t = sweep(add[s], sub[s], starts[s][pos], ends[s][pos])
+        trials.append(integrate_trial(ux, mean_t, c_t, c, msx, few))
     # the segment sample: bottom-k by hash over the buckets
     seg = [np.concatenate([b.segments[j] for b in sums]) for j in range(4)]
     k = int(opts.get("n_segments", 500))
@@ -492,13 +516,13 @@ def curve_from_sums(fs, sums: list, job):
         "n_trials": job.n_trials,
         **opts.get("run_params", {}),
     }
-    params.update(band_settings(opts, n_sets))
+    params.update(band_settings(opts, n_sets, n_slope_leaves))
     return StratPDResult(
         feature=fs.feature, target=job.target, x=ux, pd=pd_, slope=np.where(c >= msx, mean, np.nan), slope_count=c,
         count=count[0][pos], supported=supported, n_rows=int(counters[0]), n_used=int(n_valid - ignored[0]),
         n_ignored=int(ignored[0]), n_missing_x=int(counters[1]), n_bad_y=int(counters[2]), n_leaves=n_leaves,
         binned=bool(fs.binned), params=params, segments=segments,
-        trials_pd=np.vstack([cv[0] for cv in curves[1:]]) if n_sets > 1 else None,
+        trials_pd=np.vstack(trials) if trials else None,
         set_counts=count[:, pos],
     )
 

@@ -6,8 +6,9 @@ tree per feature, fitted in parallel next to the sample -> pass 2: ONE scan appl
 every tree, its reduction split into buckets of leaves, each curve finished next to its
 data (:class:`daskpd._strat.scan.StratScan`) -> only the curves reach the driver.
 
-Passes over the data: two per request, whatever the number of features and bootstrap
-trials (the scan's trees are fitted on the sample, so the two cannot be fused); three
+Passes over the data: two per request, whatever the number of features and trials
+(the trials are a bootstrap of the leaves, made by the finish: nothing rides the rows;
+the scan's trees are fitted on the sample, so the two cannot be fused); three
 when a partition holds over ``SAMPLE_MARGIN`` times the mean partition's rows and the
 sample's rows, which the partitions ship only about their share of, must be drawn again
 without that bound (:class:`daskpd._engine.hashing.SampleJob`).  The sample and the
@@ -21,7 +22,7 @@ import shutil
 import tempfile
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -30,16 +31,15 @@ import pandas as pd
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
 from .._data.request import Request
 from .._engine import hashing, memory, scheduler
-from .._engine.hashing import Sample, SampleJob
+from .._engine.hashing import Sample, SampleJob, fold_hash, fold_of, hash_order
 from .._engine.plan import Kept, build_pass, run_pass
 from .._engine.progress import plan_stages, stage
-from .._engine.repeats import RepeatsJob, stamp_repeats
 from .._errors import DataError
 from .categorical import category_values, effects_iterative
 from .firstpass import FirstPassCache, TargetRange, cached_first_pass
-from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype, leaf_numbering, trial_row_bytes
+from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype, leaf_numbering, split_of
 from .state import ScanState, Stratification, attach_categorical_summaries, extend_coder, sample_id, state_from_parts
-from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_tree
+from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_honest, fit_tree
 
 __all__ = ["StratRun", "run_strat", "first_pass_inputs", "NUMERIC_VALUES_CAP", "CATEGORY_LEVELS_CAP"]
 
@@ -78,15 +78,10 @@ def _parts_dir(keep_state) -> str | None:
     return d
 
 
-def _kept_state(parts, scan, strat_id, n_rows, y_range, n_partitions, parts_dir, sketch=None,
-                row_id=()) -> ScanState:
-    """``state_from_parts`` (with the rows' :class:`~daskpd._engine.repeats.RepeatSketch`
-    and, with trials, the ``row_id`` columns hashed into their weights);
-    the scratch directory of the buckets' files goes with the state's runs (removed once
-    they are garbage: save the state before)."""
+def _kept_state(parts, scan, strat_id, n_rows, y_range, n_partitions, parts_dir) -> ScanState:
+    """``state_from_parts``; the scratch directory of the buckets' files goes with the
+    state's runs (removed once they are garbage: save the state before)."""
     state = state_from_parts(parts, scan, strat_id, n_rows, y_range, n_partitions)
-    state.sketch = sketch
-    state.row_id = list(row_id) if scan.n_trials else []
     if parts_dir is not None:
         scratch = _Scratch(parts_dir)
         for st in state.features.values():
@@ -159,12 +154,25 @@ def _same(sample: Sample) -> Sample:
     return sample
 
 
-def _fit(sample: Sample, target, other, encoder, min_samples_leaf, random_state, tree_method, binned):
+def _folds(sample: Sample, hash_columns, random_state) -> np.ndarray:
+    """The sample's rows' cross-fitting folds (those the scan gives the same rows)."""
+    return fold_of(fold_hash(sample.frame[list(hash_columns)], random_state))
+
+
+def _fit(sample: Sample, target, other, encoder, min_samples_leaf, random_state, tree_method, binned, folds_of):
+    """A feature's stratification: one tree on the sample, or with ``folds_of`` (the
+    fold hash's columns: honest) a tree per fold."""
+    if folds_of:
+        return fit_honest(sample.frame, _folds(sample, folds_of, random_state), target, other, encoder,
+                          min_samples_leaf, random_state, tree_method=tree_method, binned=binned)
     return fit_tree(sample.frame, target, other, encoder, min_samples_leaf, random_state, tree_method=tree_method,
                     binned=binned)
 
 
-def _bin(sample: Sample, target, columns, encoder):
+def _bin(sample: Sample, target, columns, encoder, folds_of, random_state):
+    if folds_of:  # each fold's rows binned on their own: its tree's thresholds fall between its own values
+        folds = _folds(sample, folds_of, random_state)
+        return tuple(bin_sample(sample.frame.loc[folds == k], target, columns, encoder) for k in (0, 1))
     return bin_sample(sample.frame, target, columns, encoder)
 
 
@@ -355,14 +363,14 @@ def _coder(f, kind, sample: Sample, max_bins, nan_as_level, dtype) -> KeyCoder:
     return KeyCoder("categorical", values=vals, nan_level=bool(nan_as_level))
 
 
-def _raw_row_bytes(fs, n_sets: int) -> int:
+def _raw_row_bytes(fs) -> int:
     """Bytes a map ships per row of a feature it does not group (see StratScan.map)."""
     index = np.dtype(index_dtype(fs.n_leaves)).itemsize + np.dtype(index_dtype(fs.coder.n_keys)).itemsize
-    return index + 8 * (fs.stats_per_set - 1) + trial_row_bytes(n_sets)  # y (and x), the trials' weights or hash
+    return index + 8 * (fs.stats_per_set - 1)  # y (and x)
 
 
-def _grouped_bytes(fs, n_sets: int) -> int:
-    return 4 + 8 + 8 * fs.stats_per_set * n_sets  # leaf, key, the sums of every set
+def _grouped_bytes(fs) -> int:
+    return 4 + 8 + 8 * fs.stats_per_set  # leaf, key, the sums
 
 
 def _occupied(fs, rows: float) -> float:
@@ -371,46 +379,46 @@ def _occupied(fs, rows: float) -> float:
     return cells * -np.expm1(-rows / cells)
 
 
-def _map_bytes(fs, rows_per_part: float, n_sets: int) -> float:
-    if groups_at_map(fs, rows_per_part, n_sets):
-        return _occupied(fs, rows_per_part) * _grouped_bytes(fs, n_sets)
-    return rows_per_part * _raw_row_bytes(fs, n_sets)
+def _map_bytes(fs, rows_per_part: float) -> float:
+    if groups_at_map(fs, rows_per_part):
+        return _occupied(fs, rows_per_part) * _grouped_bytes(fs)
+    return rows_per_part * _raw_row_bytes(fs)
 
 
 #: a merge groups a feature's raw rows once grouping shrinks their bytes by this much
 GROUP_SHRINK = 0.8
 
 
-def group_from(fs, n_rows: int, n_partitions: int, n_sets: int) -> int:
+def group_from(fs, n_rows: int, n_partitions: int) -> int:
     """How many partitions a merge must cover before it groups a feature's raw rows
     (:meth:`StratScan.combine`): the fewest whose expected (leaf, key) groups take at most
     ``GROUP_SHRINK`` of the rows' bytes; ``n_partitions + 1`` when none do (the rows are
     then grouped once, next to their bucket's finish); 0 for a feature the maps group."""
     rows_per_part = n_rows / max(1, n_partitions)
-    if groups_at_map(fs, rows_per_part, n_sets):
+    if groups_at_map(fs, rows_per_part):
         return 0
-    raw, grouped = _raw_row_bytes(fs, n_sets), _grouped_bytes(fs, n_sets)
+    raw, grouped = _raw_row_bytes(fs), _grouped_bytes(fs)
     for c in range(1, n_partitions + 1):
         if _occupied(fs, c * rows_per_part) * grouped <= GROUP_SHRINK * c * rows_per_part * raw:
             return c
     return n_partitions + 1
 
 
-def map_output_bytes(scans: list, n_rows: int, n_partitions: int, n_sets: int) -> float:
+def map_output_bytes(scans: list, n_rows: int, n_partitions: int) -> float:
     """What the scan's maps ship, all partitions together, about."""
     rows_per_part = n_rows / max(1, n_partitions)
-    return n_partitions * sum(_map_bytes(fs, rows_per_part, n_sets) for fs in scans)
+    return n_partitions * sum(_map_bytes(fs, rows_per_part) for fs in scans)
 
 
-def _node_bytes(fs, covered: int, n_rows: int, n_partitions: int, n_sets: int, g: int) -> float:
+def _node_bytes(fs, covered: int, n_rows: int, n_partitions: int, g: int) -> float:
     """A merged node covering ``covered`` partitions (raw rows until ``g = group_from``)."""
     rows_per_part = n_rows / max(1, n_partitions)
     if covered < g:
-        return covered * rows_per_part * _raw_row_bytes(fs, n_sets)
-    return _occupied(fs, covered * rows_per_part) * _grouped_bytes(fs, n_sets)
+        return covered * rows_per_part * _raw_row_bytes(fs)
+    return _occupied(fs, covered * rows_per_part) * _grouped_bytes(fs)
 
 
-def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int, n_sets: int,
+def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int,
                        arity: int | None = None, grouping: dict | None = None) -> float:
     """The most bytes a combine task of the scan holds (its inputs, the partials of the
     arithmetic levels it adds itself and its output), about, summed over every feature,
@@ -427,7 +435,7 @@ def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int,
     rows_per_part = n_rows / max(1, n_partitions)
     arity = fan_in if arity is None else arity
     if grouping is None:
-        grouping = {fs.feature: group_from(fs, n_rows, n_partitions, n_sets) for fs in scans}
+        grouping = {fs.feature: group_from(fs, n_rows, n_partitions) for fs in scans}
     peak = 0.0
     k = 1
     while True:
@@ -436,9 +444,9 @@ def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int,
         total = 0.0
         for fs in scans:
             g = grouping[fs.feature]
-            ins = n_children * (_map_bytes(fs, rows_per_part, n_sets) if k == 1 else
-                                _node_bytes(fs, k, n_rows, n_partitions, n_sets, g))
-            total += ins + _node_bytes(fs, parent, n_rows, n_partitions, n_sets, g) * (2 if fan_in > arity else 1)
+            ins = n_children * (_map_bytes(fs, rows_per_part) if k == 1 else
+                                _node_bytes(fs, k, n_rows, n_partitions, g))
+            total += ins + _node_bytes(fs, parent, n_rows, n_partitions, g) * (2 if fan_in > arity else 1)
         peak = max(peak, total)
         if parent >= n_partitions:
             return peak
@@ -464,7 +472,6 @@ def run_strat(
     n_trials: int = 0,
     nan_as_level: bool = False,
     min_samples_leaf_for: dict[str, int] | None = None,
-    trial_fraction: float | None = None,
     tree_method: str = DEFAULT_TREE_METHOD,
     progress=None,
     finish_options: dict | None = None,
@@ -476,6 +483,7 @@ def run_strat(
     base_state: ScanState | None = None,
     fit_only: bool = False,
     first_pass_cache: FirstPassCache | None = None,
+    honest: bool = True,
 ) -> StratRun:
     """Run the pipeline for the request's features (each stratified on the request's
     stratifying columns minus itself; :func:`daskpd._data.request.open_request`).
@@ -504,13 +512,12 @@ def run_strat(
     if not features:
         raise DataError("no features to compute")
     if stratification is not None:
-        return run_under(request, stratification, n_trials=n_trials, trial_fraction=trial_fraction,
+        return run_under(request, stratification, n_trials=n_trials,
                          progress=progress, finish_options=finish_options, keep_state=keep_state,
                          base_state=base_state, later_stages=later_stages)
     if base_state is not None:
         raise DataError("base_state= needs the stratification= it was scanned under")
     strat_cols = list(request.stratify_on)
-    columns = request.read_columns()
     ddf, caps = first_pass_inputs(request)
     dtypes = {f: ddf.dtypes[f] for f in features}
 
@@ -569,14 +576,19 @@ def run_strat(
     from dask.base import tokenize
 
     encoder = FeatureEncoder.fit(sample.frame, list(dict.fromkeys([*strat_cols, *features])))
+    # the columns of the rows' fold hash: every column read
+    hash_cols = hash_order(sample.frame.columns)
+    folds_of = hash_cols if honest else None
     token = tokenize(sample_h.ref.key, target, strat_cols, tree_method, random_state, min_samples_leaf,
-                     min_samples_leaf_for)
-    binned = (delayed(_bin, pure=True)(sample_h.ref, target, strat_cols, encoder, dask_key_name=f"daskpd-bin-{token}")
+                     min_samples_leaf_for, folds_of)
+    binned = (delayed(_bin, pure=True)(sample_h.ref, target, strat_cols, encoder, folds_of, random_state,
+                                       dask_key_name=f"daskpd-bin-{token}")
               if tree_method == "hist" else None)
     others = {f: [c for c in strat_cols if c != f] for f in features}
     msl = {f: min_samples_leaf_for.get(f, min_samples_leaf) for f in features}
     tasks = [delayed(_fit, pure=True)(sample_h.ref, target, others[f], encoder, msl[f], random_state, tree_method,
-                                      binned, dask_key_name=f"daskpd-fit-{token}-{i}") for i, f in enumerate(features)]
+                                      binned, folds_of, dask_key_name=f"daskpd-fit-{token}-{i}")
+             for i, f in enumerate(features)]
     with stage("fit trees"):
         trees = scheduler.compute(*tasks, progress=progress)
     del sample_h  # the scan needs neither the sample nor its future
@@ -584,32 +596,31 @@ def run_strat(
 
     scans = []
     for i, f in enumerate(features):
-        leaf_index, n_leaves = leaf_numbering(trees[i], random_state, i)
+        split = split_of(trees[i], honest)
+        leaf_index, n_leaves = leaf_numbering(trees[i], random_state, i, split)
         coder = _coder(f, kinds[f], sample, max_bins, nan_as_level, dtypes.get(f))
         scans.append(FeatureScan(f, kinds[f], others[f], trees[i], coder, leaf_index, n_leaves,
-                                 min_samples_leaf=msl[f] if trees[i] is not None else None))
-    strat = _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample,
+                                 min_samples_leaf=msl[f] if trees[i] is not None else None, split=split))
+    strat = _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample, hash_cols,
                             dtypes, {"min_samples_leaf": msl, "sample_size": sample_size, "max_bins": max_bins,
-                                     "tree_method": tree_method, "nan_as_level": bool(nan_as_level)})
+                                     "tree_method": tree_method, "nan_as_level": bool(nan_as_level),
+                                     "honest": bool(honest)})
     if fit_only:
         return StratRun(results={}, scan=None, sample=sample.frame, n_rows=sample.n_rows,
                         n_partitions=ddf.npartitions, kinds=kinds,
                         timings={"sample_s": t1 - t0, "fit_s": t2 - t1}, skipped=skipped, n_passes=sample_passes,
                         stratification=strat)
     parts_dir = _parts_dir(keep_state)
-    ddf, columns = _scan_input(request, ddf, columns, n_trials)
-    scan, fan_in, arity = _plan_scan(ddf, scans, sample.n_rows, len(sample.frame), encoder, target, columns, dtypes,
-                                     n_trials, trial_fraction, random_state, finish_options, bool(keep_state),
-                                     parts_dir)
+    scan, fan_in, arity = _plan_scan(ddf, scans, sample.n_rows, len(sample.frame), encoder, target, dtypes,
+                                     n_trials, random_state, finish_options, bool(keep_state), parts_dir,
+                                     strat.hash_columns)
     # pass 2: one scan, every feature, each finished next to its data
-    results, kept, parts, sketch = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
+    results, kept, parts = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
     state = None
     if keep_state:
-        state = _kept_state(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions, parts_dir, sketch,
-                            request.row_id)
+        state = _kept_state(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions, parts_dir)
     if kept:  # categorical features with many categories: CG rounds over their buckets
         results = _solve_kept(results, kept, scan, progress)
-    stamp_repeats(results, n_trials, sketch, scan.weight_columns)
     if state is not None:  # the categorical features' finish summaries
         attach_categorical_summaries(state, strat)
     if y_range is not None and y_range[0] == y_range[1]:
@@ -620,76 +631,154 @@ def run_strat(
                     n_passes=sample_passes + 1, stratification=strat, state=state)
 
 
-def _scan_input(request: Request, ddf, columns: list, n_trials: int):
-    """``(frame, weight columns)`` of the scan: pass 1's frame and columns, or with trials
-    and ``row_id`` a projection that also reads the ``row_id`` columns, hashed into the
-    trial weights (pass 1 does not read them: the sample, the trees and the curve do not
-    depend on them)."""
-    if not n_trials or not request.row_id:
-        return ddf, columns
-    cols = request.trial_columns()
-    return request.project(cols), cols
+@dataclass
+class ScanSizing:
+    """The scan's reduction as the memory model sizes it (:func:`size_scan`): its fan-in,
+    arithmetic arity, grouping level per feature and bucket count, and about how many
+    bytes its largest task holds (``task_bytes``: a bucket's share of the largest combine
+    plus its finish's trial arrays, ``trial_bytes``) and its results take on the driver
+    (``result_bytes``)."""
+
+    fan_in: int
+    arity: int
+    grouping: dict
+    n_buckets: int
+    task_bytes: float
+    trial_bytes: float
+    result_bytes: float
 
 
-def _plan_scan(ddf, scans, n_rows: int, sample_rows: int, encoder, target, columns, dtypes, n_trials: int,
-               trial_fraction, random_state: int, finish_options, keep, parts_dir=None) -> tuple[StratScan, int, int]:
-    """``(scan, fan_in, arity)``: the scan job of ``scans`` over ``ddf`` (``n_rows`` rows),
-    its reduction sized by the memory model (twice the memory per bucket when it keeps its
-    state, ``keep`` truthy, and sends it to the driver; a bucket that writes its sums to
-    ``parts_dir`` itself lets them go at once)."""
+#: what a bucket's finish holds, with trials, per (position, statistics set) of its
+#: features and per ((leaf, position) group, trial): the per-position sums and curves of
+#: every set, and per group its leaf's trial weights and every set's slope sums (one
+#: byte and two float64 a trial: :func:`daskpd._strat.numeric._segments`)
+FINISH_BYTES_PER_POSITION_SET = 200
+FINISH_BYTES_PER_GROUP_TRIAL = 17
+
+
+def _finish_trial_bytes(scans, n_rows: int, n_buckets: int, n_sets: int) -> float:
+    """What the trials add to a bucket's finish, about (:data:`FINISH_BYTES_PER_POSITION_SET`,
+    :data:`FINISH_BYTES_PER_GROUP_TRIAL`): every feature's per-position arrays of every
+    set (a bucket's leaves reach every position), and per (leaf, position) group of the
+    bucket (its share of the occupied cells) the trials' weights and slope sums."""
+    T = n_sets - 1
+    if T <= 0:
+        return 0.0
+    groups = max((_occupied(fs, n_rows) for fs in scans), default=0.0) / max(1, n_buckets)
+    return (FINISH_BYTES_PER_GROUP_TRIAL * groups * T
+            + FINISH_BYTES_PER_POSITION_SET * n_sets * sum(fs.coder.n_keys for fs in scans))
+
+
+def _result_bytes(scans, n_sets: int) -> float:
+    """The results on the driver, about: per feature a curve per set over its positions
+    (the trial curves and what is kept with them: 2 arrays of float64)."""
+    return float(sum(2.0 * 8 * n_sets * fs.coder.n_keys for fs in scans))
+
+
+def size_scan(scans, n_rows: int, n_partitions: int, n_trials: int, keep=False, parts_dir=None) -> ScanSizing:
+    """The memory model's sizing of a scan of ``scans`` over ``n_partitions`` partitions
+    of ``n_rows`` rows with ``n_trials`` trials: its reduction (twice the memory per
+    bucket when it keeps its state, ``keep`` truthy, and sends it to the driver; a bucket
+    that writes its sums to ``parts_dir`` itself lets them go at once), and the bytes of
+    its largest task and of its results."""
     n_sets = 1 + n_trials
-    arity = memory.arity(ddf.npartitions)
-    fan_in = memory.fan_in(ddf.npartitions, map_output_bytes(scans, n_rows, ddf.npartitions, n_sets))
-    grouping = {fs.feature: group_from(fs, n_rows, ddf.npartitions, n_sets) for fs in scans}
-    n_buckets = memory.n_buckets(combine_peak_bytes(scans, n_rows, ddf.npartitions, fan_in, n_sets, arity, grouping)
-                                 * (KEEP_STATE_FACTOR if keep and parts_dir is None else 1),
-                                 n_rows=n_rows, parallel=memory.parallelism(),
-                                 max_rows=memory.TRIAL_BUCKET_ROWS if n_trials else None)
+    arity = memory.arity(n_partitions)
+    fan_in = memory.fan_in(n_partitions, map_output_bytes(scans, n_rows, n_partitions))
+    grouping = {fs.feature: group_from(fs, n_rows, n_partitions) for fs in scans}
+    peak = combine_peak_bytes(scans, n_rows, n_partitions, fan_in, arity, grouping) \
+        * (KEEP_STATE_FACTOR if keep and parts_dir is None else 1)
+    n_buckets = memory.n_buckets(peak, n_rows=n_rows, parallel=memory.parallelism())
+    trial = _finish_trial_bytes(scans, n_rows, n_buckets, n_sets)
+    # a bucket's share of the largest combine, with as much again of working arrays (as n_buckets counts it)
+    task = 2.0 * peak / n_buckets + trial
+    return ScanSizing(fan_in, arity, grouping, n_buckets, task, trial, _result_bytes(scans, n_sets))
+
+
+def check_scan_memory(scans, n_rows: int, n_partitions: int, n_trials: int, keep=False, parts_dir=None,
+                      sizing: ScanSizing | None = None) -> ScanSizing:
+    """:func:`size_scan`, or a :class:`DataError` with the figures when its largest task
+    cannot fit in a worker thread's memory (:func:`daskpd._engine.memory.usable_thread_memory`)
+    or its results in the driver's (:func:`daskpd._engine.memory.driver_memory`), before
+    anything of the scan runs; the message gives the most trials that would fit."""
+    sz = sizing if sizing is not None else size_scan(scans, n_rows, n_partitions, n_trials, keep, parts_dir)
+    worker, driver = memory.usable_thread_memory(), memory.driver_memory()
+    if sz.task_bytes <= worker and sz.result_bytes <= driver:
+        return sz
+
+    def fits(t: int) -> bool:
+        z = size_scan(scans, n_rows, n_partitions, t, keep, parts_dir)
+        return z.task_bytes <= worker and z.result_bytes <= driver
+
+    lo, hi = 0, n_trials  # the most trials that fit: fits(lo), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    fb = memory.format_bytes
+    if sz.task_bytes > worker:
+        part = "every leaf" if sz.n_buckets == 1 else f"1/{sz.n_buckets} of the leaves"
+        what = (f"its largest task (the finish of a bucket holding {part}) needs about {fb(sz.task_bytes)}"
+                + (f" ({fb(sz.trial_bytes)} of it the trials' weights and per-position sums)" if sz.trial_bytes else "")
+                + f" and a worker thread has {fb(worker)} (its share of memory_limit, up to dask's pause "
+                  "threshold)")
+    else:
+        what = f"its results need about {fb(sz.result_bytes)} on the driver, which has {fb(driver)} available"
+    trials = f"n_trials = {n_trials:,}" if n_trials else "the scan"
+    more = (f"at most about {lo:,} trials fit: lower n_trials" if n_trials and lo >= 1 else
+            "lower n_trials" if n_trials else "lower max_bins, raise min_samples_leaf or stratify on fewer columns")
+    raise DataError(f"{trials} does not fit in memory: {what}; {more}, or give the workers more memory "
+                    "(nothing was scanned)")
+
+
+def _plan_scan(ddf, scans, n_rows: int, sample_rows: int, encoder, target, dtypes, n_trials: int,
+               random_state: int, finish_options, keep, parts_dir=None,
+               hash_columns=None) -> tuple[StratScan, int, int]:
+    """``(scan, fan_in, arity)``: the scan job of ``scans`` over ``ddf`` (``n_rows`` rows),
+    its reduction sized by the memory model (:func:`size_scan`), refused when it cannot
+    fit (:func:`check_scan_memory`)."""
+    sz = check_scan_memory(scans, n_rows, ddf.npartitions, n_trials, keep, parts_dir)
+    fan_in, arity, grouping, n_buckets = sz.fan_in, sz.arity, sz.grouping, sz.n_buckets
     opts = dict(finish_options or {})
     opts["dtypes"] = {fs.feature: dtypes.get(fs.feature) for fs in scans}
     opts["run_params"] = {"sample_rows": sample_rows, "n_partitions": ddf.npartitions,
                           "n_buckets": n_buckets, "fan_in": fan_in}
     scan = StratScan(target=target, features=scans, encoder=encoder, n_trials=n_trials,
-                     trial_fraction=trial_fraction, random_state=random_state, weight_columns=columns,
+                     random_state=random_state, hash_columns=hash_columns,
                      n_buckets=n_buckets, expected_rows=n_rows // max(1, ddf.npartitions), group_from=grouping,
                      finish_options=opts, keep_state=keep, state_dir=parts_dir)
     return scan, fan_in, arity
 
 
 def _scan(ddf, scan: StratScan, progress, fan_in, arity, parts_dir=None):
-    """The scan as the stage "scan and finish": ``(results, kept, parts, sketch)`` -- the
+    """The scan as the stage "scan and finish": ``(results, kept, parts)`` -- the
     finished results, the categorical buckets kept on the workers for CG rounds (or
-    None), with ``keep_state`` the buckets' state parts, and with trials the rows'
-    :class:`~daskpd._engine.repeats.RepeatSketch` (else None).  A failed scan removes the
+    None), and with ``keep_state`` the buckets' state parts.  A failed scan removes the
     scratch directory its buckets were writing their state parts to (``parts_dir``)."""
     try:
         with stage("scan and finish"):
-            results, parts, sketch = _run_scan(ddf, scan, progress, fan_in, arity)
+            results, parts = _run_scan(ddf, scan, progress, fan_in, arity)
     except BaseException:
         if parts_dir is not None:
             shutil.rmtree(parts_dir, ignore_errors=True)
         raise
     results, kept = (results.result, results.kept) if isinstance(results, Kept) else (results, None)
-    return results, kept, parts, sketch
+    return results, kept, parts
 
 
 def _run_scan(ddf, scan: StratScan, progress, fan_in, arity):
-    """``run_pass`` of the scan (with trials, a :class:`RepeatsJob` riding it), and with
-    ``keep_state`` the buckets' merged tables, each gathered on its own by the driver (the
-    same graph, one submission): ``(results, tables or None, sketch or None)``."""
-    riders = [RepeatsJob(scan.weight_columns)] if scan.n_trials else []
+    """``run_pass`` of the scan, and with ``keep_state`` the buckets' merged tables, each
+    gathered on its own by the driver (the same graph, one submission): ``(results,
+    tables or None)``."""
     if not scan.keep_state:
-        results, *sketch = run_pass(ddf, [scan, *riders], name="daskpd-strat", progress=progress, fan_in=fan_in,
-                                    arity=arity)
-        return results, None, (sketch[0] if sketch else None)
-    out, *ridden = build_pass(ddf, [scan, *riders], name="daskpd-strat", fan_in=fan_in, arity=arity)
+        (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)
+        return results, None
+    (out,) = build_pass(ddf, [scan], name="daskpd-strat", fan_in=fan_in, arity=arity)
     assert isinstance(out, WithState)
-    res, sums, r = out.result, out.sums, len(ridden)
+    res, sums = out.result, out.sums
     if isinstance(res, Kept):
-        values, refs = scheduler.compute_keeping([res.result, *ridden, *sums], [res.kept], progress=progress)
-        return Kept(values[0], refs[0]), values[1 + r:], (values[1] if r else None)
-    values = scheduler.compute_streamed(res, *ridden, *sums, progress=progress)
-    return values[0], list(values[1 + r:]), (values[1] if r else None)
+        values, refs = scheduler.compute_keeping([res.result, *sums], [res.kept], progress=progress)
+        return Kept(values[0], refs[0]), values[1:]
+    values = scheduler.compute_streamed(res, *sums, progress=progress)
+    return values[0], list(values[1:])
 
 
 def _fresh(coder: KeyCoder) -> KeyCoder:
@@ -697,17 +786,17 @@ def _fresh(coder: KeyCoder) -> KeyCoder:
     return KeyCoder(coder.kind, edges=coder.edges, values=coder.values, nan_level=coder.nan_level)
 
 
-def _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample, dtypes,
+def _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample, hash_cols, dtypes,
                     params) -> Stratification:
-    fss = [FeatureScan(fs.feature, fs.kind, fs.other, fs.tree, _fresh(fs.coder), fs.leaf_index, fs.n_leaves,
-                       fs.min_samples_leaf) for fs in scans]
+    fss = [replace(fs, coder=_fresh(fs.coder)) for fs in scans]
     return Stratification(target=request.target, features=list(features), kinds={f: kinds[f] for f in features},
                           stratify_on=list(strat_cols), scans=fss, encoder=encoder, random_state=int(random_state),
                           params=params, dtypes={f: dtypes.get(f) for f in features}, fitted_rows=int(sample.n_rows),
-                          sample_rows=len(sample.frame), sample_id=sample_id(sample.frame))
+                          sample_rows=len(sample.frame), sample_id=sample_id(sample.frame),
+                          hash_columns=hash_cols)
 
 
-def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, trial_fraction: float | None = None,
+def run_under(request: Request, strat: Stratification, *, n_trials: int = 0,
               progress=None, finish_options: dict | None = None, keep_state: bool = False,
               base_state: ScanState | None = None, later_stages: Sequence[str] = ()) -> StratRun:
     """The scan of ``request`` under a fitted stratification: no sample, no fit.
@@ -725,7 +814,10 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
     for fs in fss:
         if kinds[fs.feature] != fs.kind:
             raise DataError(f"feature {fs.feature!r} is {kinds[fs.feature]} here but {fs.kind} in stratification=")
-    columns = request.read_columns()
+    # the rows' hashes are of the columns the stratification's sample hashed (when this
+    # data has them all: then a row of the sample falls in the fold it was fitted in)
+    hashed = list(strat.hash_columns) if set(strat.hash_columns) <= set(request.dataset.columns) else []
+    columns = request.read_columns(*hashed)
     ddf = request.project(columns)
     dtypes = {f: ddf.dtypes[f] for f in features}
     exact = {fs.feature: CATEGORY_LEVELS_CAP if fs.kind == "categorical" else NUMERIC_VALUES_CAP
@@ -739,23 +831,21 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
     vocab, y_range = vocab_h.value, range_h.value
     del vocab_h, range_h
     t1 = time.perf_counter()
-    scans = [FeatureScan(fs.feature, fs.kind, fs.other, fs.tree,
-                         extend_coder(fs.coder, vocab.distinct.get(fs.feature), dtypes.get(fs.feature), fs.feature),
-                         fs.leaf_index, fs.n_leaves, fs.min_samples_leaf) for fs in fss]
+    scans = [replace(fs, coder=extend_coder(fs.coder, vocab.distinct.get(fs.feature), dtypes.get(fs.feature),
+                                            fs.feature)) for fs in fss]
     n_rows = vocab.n_rows
     merge = base_state is not None
     keep = "only" if merge or keep_state == "only" else bool(keep_state)
     parts_dir = None if merge else _parts_dir(keep_state)  # the new files' sums: gathered (small)
-    ddf, columns = _scan_input(request, ddf, columns, n_trials)
-    scan, fan_in, arity = _plan_scan(ddf, scans, n_rows, strat.sample_rows, strat.encoder, target, columns, dtypes,
-                                     n_trials, trial_fraction, strat.random_state, finish_options, keep, parts_dir)
-    results, kept, parts, sketch = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
+    scan, fan_in, arity = _plan_scan(ddf, scans, n_rows, strat.sample_rows, strat.encoder, target, dtypes,
+                                     n_trials, strat.random_state, finish_options, keep, parts_dir,
+                                     hashed or None)
+    results, kept, parts = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
     t2 = time.perf_counter()
     phases = {"positions_s": t1 - t0, "new_scan_s": t2 - t1}
     state = None
     if keep:
-        state = _kept_state(parts, scan, strat.id, n_rows, y_range, ddf.npartitions, parts_dir, sketch,
-                            request.row_id)
+        state = _kept_state(parts, scan, strat.id, n_rows, y_range, ddf.npartitions, parts_dir)
     phases["gather_state_s"] = time.perf_counter() - t2
     if merge:
         t3 = time.perf_counter()
@@ -770,7 +860,6 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0, tri
     else:
         if kept:
             results = _solve_kept(results, kept, scan, progress)
-        stamp_repeats(results, n_trials, sketch, scan.weight_columns)
     if state is not None and not merge:  # the categorical features' finish summaries
         t4 = time.perf_counter()
         attach_categorical_summaries(state, strat)

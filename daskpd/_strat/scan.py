@@ -2,8 +2,9 @@
 
 :class:`StratScan` is the engine job of the model-free methods.  On each partition
 (``map``) it applies every feature's stratifying tree and turns the rows into keyed
-sums per (leaf, key) -- ``[n, sum y]``, plus ``sum x`` for a binned feature, and the
-same weighted per bootstrap trial -- and hands each *bucket* of leaves its own table.
+sums per (leaf, key) -- ``[n, sum y]``, plus ``sum x`` for a binned feature -- and
+hands each *bucket* of leaves its own table.  Trials ride the finish, not the rows: each
+is a bootstrap of the leaves (:mod:`daskpd._strat.leafboot`).
 Leaves are numbered in a seeded random order (``leaf_index``) and bucket ``b`` of ``B``
 holds the leaves ``ceil(b L / B) <= leaf < ceil((b + 1) L / B)``, so buckets are
 balanced and a bucket's tables merge (``combine``) without the others.
@@ -33,10 +34,9 @@ from dask.sizeof import sizeof
 import pandas as pd
 
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
-from .._engine.hashing import PACKED_TRIALS, PackedDraw, trial_draw
+from .._engine.hashing import fold_hash, fold_of, hash_order, unit_of
 from .._engine.plan import Job, Kept
-from .._engine.repeats import content_of
-from .._engine.sums import DrawCache, Rows, Table, reduce_tables, sort_rows
+from .._engine.sums import Rows, Table, reduce_tables
 from . import categorical_buckets
 from .categorical import effects_explicit, fold_for_solve
 from .categorical_buckets import prepare
@@ -44,10 +44,11 @@ from .categorical_gram import gram_link
 from .delta import bucket_leaf_stats
 from .numeric import bucket_sums, curve_from_sums
 from .runs import write_part
+from .trees import HonestTrees, leaf_nodes
 from .virtual import N_VIRTUAL, bucket_bounds
 
 __all__ = ["FeatureScan", "StratScan", "ScanPiece", "WithState", "N_VIRTUAL", "leaf_numbering", "bucket_bounds",
-           "trial_row_bytes", "HASHED_TRIALS"]
+           "split_of", "MIN_UNITS"]
 
 #: a map groups its rows itself when the feature's (leaf, key) grid has at most this
 #: many cells per partition row (few cells: partitions shrink a lot); else it ships rows
@@ -58,31 +59,11 @@ MAP_GROUP_CELLS_PER_ROW = 2
 #: many statistics sets at once as this many bytes of dense G hold (at least one)
 GRAM_CHAIN_BYTES = 256 << 20
 
-#: with more trials than this, a raw row carries one 8-byte word instead of one weight
-#: byte per trial: its weights packed 3 bits a trial (up to PACKED_TRIALS trials, drawn in
-#: the map), or its content hash (the weights drawn from it where the rows are summed)
-HASHED_TRIALS = 8
-
-
-def trial_row_bytes(n_sets: int) -> int:
-    """The bytes a raw row carries for its trials: a weight byte per trial, or one word."""
-    t = max(0, int(n_sets) - 1)
-    return 8 if t > HASHED_TRIALS else t
-
-
-def groups_at_map(fs, rows_per_partition: float, n_sets: int = 1) -> bool:
+def groups_at_map(fs, rows_per_partition: float) -> bool:
     """Whether a map groups a feature's rows itself: its (leaf, key) grid has at most
-    ``MAP_GROUP_CELLS_PER_ROW`` cells per partition row and, with trials (``n_sets`` > 1:
-    a cell holds the sums of every set, a row one byte per trial), the full grid takes
-    no more bytes than the rows."""
+    ``MAP_GROUP_CELLS_PER_ROW`` cells per partition row."""
     cells = float(fs.n_leaves) * fs.coder.n_keys
-    rows = max(1.0, rows_per_partition)
-    if cells > MAP_GROUP_CELLS_PER_ROW * rows:
-        return False
-    if n_sets <= 1:
-        return True
-    k = fs.stats_per_set
-    return cells * (12 + 8 * k * n_sets) <= rows * (4 + 8 * (k - 1) + trial_row_bytes(n_sets))
+    return cells <= MAP_GROUP_CELLS_PER_ROW * max(1.0, rows_per_partition)
 
 
 def index_dtype(n: int):
@@ -91,20 +72,34 @@ def index_dtype(n: int):
     return np.uint16 if n <= 1 << 16 else np.int32
 
 
-def leaf_numbering(tree, random_state: int, salt: int) -> tuple[np.ndarray | None, int]:
-    """``(leaf_index, n_leaves)``: the tree's leaf node ids -> leaves 0..L-1 in a seeded
-    random order (so that buckets of consecutive leaves are balanced)."""
+def leaf_numbering(tree, random_state: int, salt: int, split: int = 1) -> tuple[np.ndarray | None, int]:
+    """``(leaf_index, n_leaves)``: the tree's leaf node ids -> leaves in a seeded random
+    order (so that buckets of consecutive leaves are balanced), each leaf ``split``
+    consecutive numbers (its parts, :func:`split_of`): a node's index is its first.
+    ``n_leaves`` counts the numbers (leaves x split)."""
     if tree is None:
-        return None, 1
-    if hasattr(tree, "feature_"):  # daskpd's HistTree
-        is_leaf = np.asarray(tree.feature_) < 0
-    else:  # scikit-learn
-        is_leaf = np.asarray(tree.tree_.children_left) < 0
+        return None, int(split)
+    is_leaf = leaf_nodes(tree)
     nodes = np.flatnonzero(is_leaf)
     perm = np.random.default_rng([int(random_state), 0x1EAF, int(salt)]).permutation(len(nodes))
     index = np.full(len(is_leaf), -1, dtype=np.int64)
-    index[nodes] = perm
-    return index, len(nodes)
+    index[nodes] = perm * int(split)
+    return index, len(nodes) * int(split)
+
+
+#: a stratification with fewer leaves than this splits each leaf into parts (by row hash)
+#: until it has at least this many: the units the trials resample (a bootstrap of a few
+#: clusters is short and erratic; :mod:`daskpd._strat.leafboot`)
+MIN_UNITS = 30
+
+
+def split_of(tree, honest: bool) -> int:
+    """How many parts each leaf of an honest stratification is split into: enough for
+    :data:`MIN_UNITS` units (1 with that many leaves; for a non-honest one, stratx's
+    estimator leaf for leaf; and with nothing to stratify on)."""
+    if not honest or tree is None:
+        return 1
+    return max(1, -(-MIN_UNITS // max(1, int(leaf_nodes(tree).sum()))))
 
 
 @dataclass
@@ -114,11 +109,13 @@ class FeatureScan:
     feature: str
     kind: str  # "numeric" | "categorical"
     other: list  # the tree's input columns, in order
-    tree: object | None  # fitted HistTree or DecisionTreeRegressor, or None (one stratum)
+    # fitted HistTree or DecisionTreeRegressor, HonestTrees (a tree per fold), or None (one stratum)
+    tree: object | None
     coder: KeyCoder
     leaf_index: np.ndarray | None
-    n_leaves: int
+    n_leaves: int  # the units rows fall in: leaves x split
     min_samples_leaf: int | None = None
+    split: int = 1  # each leaf's parts (by row hash): the units of the leaf bootstrap
 
     @property
     def binned(self) -> bool:
@@ -129,13 +126,30 @@ class FeatureScan:
         """``[n, sum_y]``, plus ``sum_x`` when binned (a leaf's bin sits at its own mean x)."""
         return 3 if self.binned else 2
 
-    def leaves(self, X: np.ndarray, columns) -> np.ndarray:
-        """Leaf (0..L-1) of every row of X (``columns``: the tree's inputs' positions in X)."""
+    @property
+    def honest(self) -> bool:
+        return isinstance(self.tree, HonestTrees)
+
+    @property
+    def needs_hash(self) -> bool:
+        """Whether a row's unit depends on its hash (its fold, or its part of a leaf)."""
+        return self.honest or self.split > 1
+
+    def leaves(self, X: np.ndarray, columns, h: np.ndarray | None = None) -> np.ndarray:
+        """Unit (0..n_leaves-1) of every row of X (``columns``: the tree's inputs'
+        positions in X; ``h``: the rows' hashes, :func:`daskpd._engine.hashing.row_hash`,
+        when :attr:`needs_hash`)."""
         if self.tree is None or len(columns) == 0:
-            return np.zeros(X.shape[0], dtype=np.int64)
-        if hasattr(self.tree, "feature_"):
-            return self.tree.apply(X, columns, leaf_map=self.leaf_map())
-        return self.leaf_map()[self.tree.apply(X[:, columns].astype("float32"))]
+            base = np.zeros(X.shape[0], dtype=np.int64)
+        elif self.honest:
+            base = self.tree.apply(X, columns, self.leaf_map(), fold_of(h))
+        elif hasattr(self.tree, "feature_"):
+            base = self.tree.apply(X, columns, leaf_map=self.leaf_map())
+        else:
+            base = self.leaf_map()[self.tree.apply(X[:, columns].astype("float32"))]
+        if self.split > 1:
+            base = base + unit_of(h, self.split).astype(base.dtype)
+        return base
 
     def leaf_map(self) -> np.ndarray:
         """``leaf_index`` as int32 (the tables' leaf type)."""
@@ -192,10 +206,11 @@ class StratScan(Job):
     target: str
     features: list  # of FeatureScan
     encoder: FeatureEncoder
-    n_trials: int = 0  # bootstrap / subsample trials riding the scan
-    trial_fraction: float | None = None  # None: Poisson(1) bootstrap; f: Bernoulli(f) subsample
+    n_trials: int = 0  # leaf-bootstrap trials, made by the finish (daskpd._strat.leafboot)
     random_state: int = 0
-    weight_columns: list = field(default_factory=list)  # hashed for the trial weights
+    # the columns a row's fold hash is of (pass 1's), for the folds of honest trees and the
+    # parts of split leaves (None: every column of the partition)
+    hash_columns: list | None = None
     n_buckets: int = 1
     expected_rows: int = 0  # rows per partition, for the map's grouping decision
     group_from: dict = field(default_factory=dict)  # {feature: partitions a merge covers before it groups raw rows}
@@ -210,10 +225,12 @@ class StratScan(Job):
 
     @property
     def n_sets(self) -> int:
+        """The statistics sets the finish makes: the curve's and one per trial (the
+        tables hold the first only: a trial is its leaves' weights)."""
         return 1 + int(self.n_trials)
 
     def _group_at_map(self, fs: FeatureScan) -> bool:
-        return groups_at_map(fs, self.expected_rows, self.n_sets)
+        return groups_at_map(fs, self.expected_rows)
 
     # -- map / combine -------------------------------------------------------------
 
@@ -223,15 +240,11 @@ class StratScan(Job):
         y_ok = np.isfinite(y)
         X = ctx.cached(("strat-X", id(self.encoder)), lambda: self.encoder.transform(df))
         col = {c: j for j, c in enumerate(self.encoder.columns)}
-        W = H = draw = None
-        if self.n_trials:
-            draw = trial_draw(self.n_trials, self.random_state, self.trial_fraction)
-            H = content_of(ctx, self.weight_columns)  # shared with the pass's RepeatsJob
-            if self.n_trials <= HASHED_TRIALS:
-                W = draw.counts(H)
-            elif self.n_trials <= PACKED_TRIALS:  # the rows carry one word: their weights, 3 bits a trial
-                H, draw = draw.pack(H), PackedDraw(draw)
-            # else the rows carry H, the weights are drawn where they are summed
+        # the rows' hashes (the sample's: the same columns, seed and salt): folds and leaf parts
+        cols = list(self.hash_columns) if self.hash_columns is not None else hash_order(df.columns)
+        h = (ctx.cached(("fold-hash", self.random_state, tuple(cols)),
+                        lambda: fold_hash(df[cols], self.random_state))
+             if any(fs.needs_hash for fs in self.features) else None)
         piece = ScanPiece({}, {})
         for fs in self.features:
             s = df[fs.feature]
@@ -240,14 +253,13 @@ class StratScan(Job):
             ok = x_ok & y_ok
             every = bool(ok.all())
             sel = slice(None) if every else ok
-            leaf = fs.leaves(X[sel], [col[c] for c in fs.other])
+            leaf = fs.leaves(X[sel], [col[c] for c in fs.other], None if h is None else h[sel])
             if x is not None:
                 key = fs.coder.encode_float(x[sel])
             else:
                 key = fs.coder.encode(s if every else s[ok])
             rows = Rows(leaf.astype(index_dtype(fs.n_leaves), copy=False), key.astype(index_dtype(fs.coder.n_keys)),
-                        y[sel], x[sel] if fs.binned else None, W[sel] if W is not None else None,
-                        H[sel] if W is None and H is not None else None, draw if W is None else None)
+                        y[sel], x[sel] if fs.binned else None)
             piece.tables[fs.feature] = reduce_tables([rows], fs.coder.n_keys) if self._group_at_map(fs) else rows
             piece.counters[fs.feature] = (len(df), int((~x_ok).sum()), int((x_ok & ~y_ok).sum()))
         return piece
@@ -320,16 +332,10 @@ class StratScan(Job):
         summary)}}`` -- O(positions) arrays and the categorical least-squares terms."""
         numeric, categorical, kept, stats = {}, {}, {}, {}
         counters = piece.counters or {}
-        # features holding the same rows draw their trial weights once
-        draws = DrawCache.for_features([piece.tables[fs.feature] for fs in self.features]) if self.n_sets > 1 else None
         for i, fs in enumerate(self.features):
             table = piece.tables[fs.feature]
             if isinstance(table, (Rows, list)):  # raw rows (a list: the parts of combine_finish, in order)
-                parts = table if isinstance(table, list) else [table]
-                # with trials, sorted once and summed set by set: never (cells x 3 (1 + T)); a
-                # kept state stays the merged table (what an incremental run merges into)
-                table = (sort_rows(parts, draws) if self.n_sets > 1 and not self.keep_state
-                         else reduce_tables(parts, fs.coder.n_keys))
+                table = reduce_tables(table if isinstance(table, list) else [table], fs.coder.n_keys)
             if self.keep_state:
                 kept[fs.feature] = (write_part(self.state_dir, f"bucket-{bucket}.feature-{i}", table)
                                     if self.state_dir else table)
@@ -338,7 +344,7 @@ class StratScan(Job):
             span = self.virtual_span(fs, bucket)
             if fs.kind == "numeric":
                 if self.keep_state:  # the per-leaf counts of the state's finish summary (this bucket's leaves)
-                    stats[fs.feature] = bucket_leaf_stats(table, fs, self.n_sets)
+                    stats[fs.feature] = bucket_leaf_stats(table, fs)
                 numeric[fs.feature] = bucket_sums(table, fs, self.n_sets, counters=counters.get(fs.feature),
                                                   random_state=self.random_state,
                                                   n_segments=self.finish_options.get("n_segments", 500), span=span)

@@ -32,14 +32,13 @@ import json
 import os
 import pickle
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from .. import __version__
 from .._data.encode import KeyCoder
-from .._engine.repeats import RepeatSketch, merge_sketches, stamp_repeats
 from .._engine.sums import Table, reduce_tables
 from .._errors import DataError
 from ..results.base import atomic_path, dump_json
@@ -56,7 +55,7 @@ __all__ = ["Stratification", "ScanState", "FeatureState", "FORMAT_VERSION", "ext
            "sample_id", "attach_categorical_summaries"]
 
 #: the on-disk format of stratifications and states (raised on any incompatible change)
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: :meth:`ScanState.merge_finish` merges and finishes this many features at a time
 MERGE_THREADS = 2
 #: an incremental finish compacts a feature's runs into one when they would exceed this
@@ -68,8 +67,6 @@ COMPACT_SHARE = 0.5
 CAT_GRAM_MAX_BYTES = 1 << 28
 _STRAT_MAGIC = "daskpd-stratification"
 _STATE_MAGIC = "daskpd-scan-state"
-#: the file of a saved state holding its rows' RepeatSketch (absent: not kept)
-_SKETCH_FILE = "repeats.npz"
 
 
 def _minor(version: str) -> str:
@@ -115,6 +112,8 @@ class Stratification:
     sample_rows: int
     sample_id: str
     id: str = ""
+    #: the columns, in order, of the rows' hashes (pass 1's frame): a row's fold and part of a leaf
+    hash_columns: list = field(default_factory=list)
 
     def __post_init__(self):
         if not self.id:
@@ -349,11 +348,8 @@ def _check_mergeable(self, other) -> None:
     if other.stratification_id != self.stratification_id:
         raise DataError(f"the states were scanned under different stratifications ({self.stratification_id} "
                         f"and {other.stratification_id})")
-    if (other.n_trials, other.trial_fraction) != (self.n_trials, self.trial_fraction):
+    if other.n_trials != self.n_trials:
         raise DataError(f"the states carry different trials (n_trials {self.n_trials} and {other.n_trials})")
-    if list(other.row_id) != list(self.row_id):
-        raise DataError(f"the states' trials tell rows apart by different row_id columns ({list(self.row_id)} and "
-                        f"{list(other.row_id)})")
     if list(other.features) != list(self.features):
         raise DataError(f"the states hold different features ({list(self.features)} and {list(other.features)})")
 
@@ -370,8 +366,7 @@ class ScanState:
 
     stratification_id: str
     target: str
-    n_trials: int
-    trial_fraction: float | None
+    n_trials: int  # the trials its finish summaries hold (the sums themselves hold none)
     features: dict  # {feature: FeatureState}
     n_rows: int
     y_range: tuple | None
@@ -380,12 +375,6 @@ class ScanState:
     #: after :meth:`delta_finish`: {feature: "delta" | "runs" | "merge"}, how each was finished
     finish_modes: dict = field(default_factory=dict, repr=False, compare=False)
     finish_seconds: dict = field(default_factory=dict, repr=False, compare=False)
-    #: with trials, the rows' :class:`~daskpd._engine.repeats.RepeatSketch` (how often
-    #: rows repeat in the weight columns; None: not kept)
-    sketch: RepeatSketch | None = field(default=None, repr=False, compare=False)
-    #: with trials, the ``row_id`` columns hashed into the trial weights besides the
-    #: columns read (states merge only with states of the same)
-    row_id: list = field(default_factory=list)
 
     @property
     def n_sets(self) -> int:
@@ -411,9 +400,9 @@ class ScanState:
             feats[f] = FeatureState(coder, reduce_tables(tables, coder.n_keys), _add_counters(a.counters, b.counters))
         ranges = [r for r in (self.y_range, other.y_range) if r is not None]
         y_range = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
-        return ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction, feats,
+        return ScanState(self.stratification_id, self.target, self.n_trials, feats,
                          self.n_rows + other.n_rows, y_range, self.n_partitions + other.n_partitions,
-                         dict(self.dtypes), sketch=merge_sketches(self.sketch, other.sketch), row_id=self.row_id)
+                         dict(self.dtypes))
 
     __add__ = merge
 
@@ -427,15 +416,13 @@ class ScanState:
         fss = []
         for f, st in self.features.items():
             fs = stratification.scan_of(f)
-            fss.append(FeatureScan(fs.feature, fs.kind, fs.other, fs.tree, st.coder, fs.leaf_index, fs.n_leaves,
-                                   fs.min_samples_leaf))
+            fss.append(replace(fs, coder=st.coder))
         opts = dict(finish_options or {})
         opts["dtypes"] = {f: self.dtypes.get(f) for f in self.features}
         opts.setdefault("run_params", {"sample_rows": stratification.sample_rows,
                                        "n_partitions": self.n_partitions, "n_buckets": 1, "fan_in": 0})
         return StratScan(target=self.target, features=fss, encoder=stratification.encoder, n_trials=self.n_trials,
-                         trial_fraction=self.trial_fraction, random_state=stratification.random_state, n_buckets=1,
-                         finish_options=opts)
+                         random_state=stratification.random_state, n_buckets=1, finish_options=opts)
 
     def finish(self, stratification: Stratification, finish_options: dict | None = None) -> dict:
         """``{feature: StratPDResult | CatStratPDResult}`` from the sums, by the scan's own
@@ -458,13 +445,13 @@ class ScanState:
             else:  # conjugate gradients where the sums are: here (sending the whole merged
                 # bucket to one worker can exceed that worker's memory; the rounds are sequential)
                 out[fs.feature] = effects_iterative(fs, [bucket], [summary], scan, local=True)
-        return stamp_repeats(out, self.n_trials, self.sketch)
+        return out
 
     def subset(self, features) -> "ScanState":
         """The state of some of its features (the same rows and trials)."""
-        return ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction,
+        return ScanState(self.stratification_id, self.target, self.n_trials,
                          {f: self.features[f] for f in features}, self.n_rows, self.y_range, self.n_partitions,
-                         {f: self.dtypes.get(f) for f in features}, sketch=self.sketch, row_id=self.row_id)
+                         {f: self.dtypes.get(f) for f in features})
 
     def merge_finish(self, other: "ScanState", stratification: Stratification,
                      finish_options: dict | None = None) -> tuple["ScanState", dict]:
@@ -487,9 +474,9 @@ class ScanState:
         else:
             done = {f: work(ab) for f, ab in one.items()}
         first = next(iter(done.values()))[0]
-        state = ScanState(first.stratification_id, first.target, first.n_trials, first.trial_fraction,
+        state = ScanState(first.stratification_id, first.target, first.n_trials,
                           {f: done[f][0].features[f] for f in self.features}, first.n_rows, first.y_range,
-                          first.n_partitions, dict(self.dtypes), sketch=first.sketch, row_id=first.row_id)
+                          first.n_partitions, dict(self.dtypes))
         return state, {f: done[f][1][f] for f in self.features}
 
     def delta_finish(self, other: "ScanState", stratification: Stratification,
@@ -516,10 +503,10 @@ class ScanState:
         counters = {f: _add_counters(a.counters, other.features[f].counters) for f, a in self.features.items()}
         ranges = [r for r in (self.y_range, other.y_range) if r is not None]
         y_range = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
-        shell = ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction,
+        shell = ScanState(self.stratification_id, self.target, self.n_trials,
                           {f: FeatureState(coders[f], Table.empty(0), counters[f]) for f in self.features},
                           self.n_rows + other.n_rows, y_range, self.n_partitions + other.n_partitions,
-                          dict(self.dtypes), sketch=merge_sketches(self.sketch, other.sketch), row_id=self.row_id)
+                          dict(self.dtypes))
         scan = shell.scan_job(stratification, opts)
         n_sets = self.n_sets
 
@@ -539,13 +526,13 @@ class ScanState:
                     _explicit_summary(coder.n_keys, n_sets):
                 summary = summary.recode(_kmap(a.coder, coder), coder.n_keys)
                 summary = apply_cat_delta(summary, [v for r in a.runs for v in r.views(coder)],
-                                          _recode(b.table, b.coder, coder), fs.stats_per_set)
+                                          _recode(b.table, b.coder, coder), f, stratification.random_state)
                 result = result_of_effects(fs, scan, effects_of_summary(summary, counters[f]), counters[f])
                 mode = "delta"
             elif fs.kind == "categorical" and not _explicit_summary(coder.n_keys, n_sets):
                 # too many categories for kept normal equations: conjugate gradients over the runs, unmerged
                 block = runs_block([v for r in a.runs for v in r.views(coder)], _recode(b.table, b.coder, coder),
-                                   coder.n_keys, fs.stats_per_set, n_sets)
+                                   coder.n_keys, n_sets, f, stratification.random_state)
                 result = result_of_effects(fs, scan, effects_of_runs(block), counters[f])
                 summary, mode = None, "runs"
             elif fs.kind == "numeric" and isinstance(summary, NumericSummary) and summary.n_sets == n_sets and \
@@ -553,18 +540,18 @@ class ScanState:
                 summary = summary.recode(_kmap(a.coder, coder), coder.n_keys)
                 summary = apply_delta(summary, [v for r in a.runs for v in r.views(coder)], _recode(b.table, b.coder, coder), fs,
                                       n_sets)
-                result = scan.numeric_final(i, summary_bucket(summary, counters[f]))
+                result = scan.numeric_final(i, summary_bucket(summary, counters[f], f))
                 mode = "delta"
             else:
                 merged = FeatureState(coder, reduce_tables([_recode(r.table(), r.coder, coder) for r in runs],
                                                            coder.n_keys), counters[f])
-                one = ScanState(self.stratification_id, self.target, self.n_trials, self.trial_fraction, {f: merged},
+                one = ScanState(self.stratification_id, self.target, self.n_trials, {f: merged},
                                 shell.n_rows, y_range, shell.n_partitions, {f: self.dtypes.get(f)})
                 result = one.finish(stratification, opts)[f]
                 if fs.kind == "numeric":
                     summary = numeric_summary(merged.table, fs, n_sets, stratification.random_state, k)
                 else:  # the next run updates it (None: too many categories for explicit normal equations)
-                    summary = (cat_summary(merged.table, coder.n_keys, fs.stats_per_set, n_sets)
+                    summary = (cat_summary(merged.table, coder.n_keys, n_sets, f, stratification.random_state)
                                if _explicit_summary(coder.n_keys, n_sets) else None)
                 mode = "merge"
             if compact:
@@ -582,12 +569,12 @@ class ScanState:
         else:
             done = {i: work(i) for i in order}
         names = [fs.feature for fs in scan.features]
-        state = ScanState(shell.stratification_id, shell.target, shell.n_trials, shell.trial_fraction,
+        state = ScanState(shell.stratification_id, shell.target, shell.n_trials,
                           {names[i]: done[i][0] for i in range(len(names))}, shell.n_rows, y_range,
-                          shell.n_partitions, dict(self.dtypes), sketch=shell.sketch, row_id=shell.row_id)
+                          shell.n_partitions, dict(self.dtypes))
         state.finish_modes = {names[i]: done[i][2][0] for i in range(len(names))}
         state.finish_seconds = {names[i]: done[i][2][1] for i in range(len(names))}
-        return state, stamp_repeats({names[i]: done[i][1] for i in range(len(names))}, self.n_trials, shell.sketch)
+        return state, {names[i]: done[i][1] for i in range(len(names))}
 
     # -- files ---------------------------------------------------------------------
 
@@ -597,7 +584,7 @@ class ScanState:
         path = os.fspath(path)
         meta = {"format": _STATE_MAGIC, "format_version": FORMAT_VERSION, "daskpd_version": __version__,
                 "stratification_id": self.stratification_id, "target": self.target, "n_trials": self.n_trials,
-                "trial_fraction": self.trial_fraction, "row_id": list(self.row_id), "n_rows": self.n_rows,
+                "n_rows": self.n_rows,
                 "y_range": None if self.y_range is None else list(self.y_range), "n_partitions": self.n_partitions,
                 "features": []}
         self._write(path, meta)
@@ -635,9 +622,6 @@ class ScanState:
                 fh.write(dump_json(meta))
             with open(os.path.join(tmp, "dtypes.pkl"), "wb") as fh:
                 pickle.dump(self.dtypes, fh, protocol=4)
-            if self.sketch is not None:
-                with open(os.path.join(tmp, _SKETCH_FILE), "wb") as fh:
-                    np.savez(fh, keys=self.sketch.keys, counts=self.sketch.counts, k=np.int64(self.sketch.k))
             if os.path.isdir(path):  # an old state: moved aside only once the new one is complete
                 aside = f"{path}.old-{os.getpid()}"
                 os.rename(path, aside)
@@ -680,13 +664,8 @@ class ScanState:
             feats[fm["feature"]] = FeatureState(coder, None, tuple(int(c) for c in fm["counters"]), runs=runs,
                                                 summary=summary)
         y_range = None if meta["y_range"] is None else tuple(meta["y_range"])
-        sketch = None
-        if os.path.exists(os.path.join(path, _SKETCH_FILE)):
-            with np.load(os.path.join(path, _SKETCH_FILE), allow_pickle=False) as z:
-                sketch = RepeatSketch(z["keys"], z["counts"], int(z["k"]))
-        return cls(meta["stratification_id"], meta["target"], int(meta["n_trials"]), meta["trial_fraction"], feats,
-                   int(meta["n_rows"]), y_range, int(meta.get("n_partitions", 0)), dtypes, sketch=sketch,
-                   row_id=list(meta.get("row_id") or []))
+        return cls(meta["stratification_id"], meta["target"], int(meta["n_trials"]), feats,
+                   int(meta["n_rows"]), y_range, int(meta.get("n_partitions", 0)), dtypes)
 
 
 def _write_vocab(path: str, c: KeyCoder) -> None:
@@ -744,8 +723,8 @@ def attach_categorical_summaries(state: ScanState, stratification: Stratificatio
     for f, st in state.features.items():
         fs = stratification.scan_of(f)
         if fs.kind == "categorical" and st.summary is None and _explicit_summary(st.coder.n_keys, n_sets):
-            st.summary = cat_summary(_table_of_runs(st, fs.stats_per_set * n_sets), st.coder.n_keys,
-                                     fs.stats_per_set, n_sets)
+            st.summary = cat_summary(_table_of_runs(st, fs.stats_per_set), st.coder.n_keys, n_sets, f,
+                                     stratification.random_state)
 
 
 def _merge_finish(a: ScanState, b: ScanState, stratification: Stratification, finish_options) -> tuple:
@@ -769,7 +748,7 @@ def state_from_parts(parts: list, scan: StratScan, stratification_id: str, n_row
     feats = {}
     for fs in scan.features:  # each feature's tables are let go once concatenated (peak: the state + one)
         got = [p[0].pop(fs.feature) for p in parts]
-        m = fs.stats_per_set * scan.n_sets
+        m = fs.stats_per_set
         if got and isinstance(got[0], dict):  # written by the buckets
             sources = [(scan.state_dir, g) for g in got if g["n_cells"]]
             run = Run(fs.coder, None, sources) if sources else Run(fs.coder, Table.empty(m))
@@ -783,10 +762,10 @@ def state_from_parts(parts: list, scan: StratScan, stratification_id: str, n_row
         if fs.kind == "numeric" and all(nb is not None and fs.feature in nb for nb in numeric) and \
                 all(st is not None and fs.feature in st for st in stats):
             summary = summary_from_buckets([nb[fs.feature] for nb in numeric],
-                                           gather_leaf_stats([st[fs.feature] for st in stats], scan.n_sets,
-                                                             fs.n_leaves), fs, scan.n_sets, scan.random_state, k)
+                                           gather_leaf_stats([st[fs.feature] for st in stats], fs.n_leaves), fs,
+                                           scan.n_sets, scan.random_state, k)
         feats[fs.feature] = FeatureState(fs.coder, None, tuple(counters.get(fs.feature, (0, 0, 0))), runs=[run],
                                          summary=summary)
     dtypes = dict(scan.finish_options.get("dtypes") or {})
-    return ScanState(stratification_id, scan.target, scan.n_trials, scan.trial_fraction, feats, int(n_rows),
+    return ScanState(stratification_id, scan.target, scan.n_trials, feats, int(n_rows),
                      y_range, int(n_partitions), dtypes)

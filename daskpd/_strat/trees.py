@@ -16,10 +16,10 @@ import pandas as pd
 
 from .._data.encode import FeatureEncoder, as_float
 from . import histtree
-from .histtree import HistTree, bin_columns
+from .histtree import HistTree, apply_routed, bin_columns
 
-__all__ = ["fit_tree", "bin_sample", "BinnedSample", "TREE_METHODS", "DEFAULT_TREE_METHOD", "bin_edges",
-           "DEFAULT_SAMPLE_SIZE", "DEFAULT_MAX_BINS", "tree_method_of"]
+__all__ = ["fit_tree", "fit_honest", "HonestTrees", "bin_sample", "BinnedSample", "TREE_METHODS",
+           "DEFAULT_TREE_METHOD", "bin_edges", "DEFAULT_SAMPLE_SIZE", "DEFAULT_MAX_BINS", "tree_method_of", "leaf_nodes"]
 
 #: rows used to fit each stratifying tree (all rows when the data has fewer)
 DEFAULT_SAMPLE_SIZE = 200_000
@@ -56,7 +56,62 @@ def tree_method_of(tree) -> str | None:
     """"hist", "exact" or None (no tree: a single stratum)."""
     if tree is None:
         return None
+    if isinstance(tree, HonestTrees):
+        return tree_method_of(tree.trees[0])
     return "hist" if isinstance(tree, HistTree) else "exact"
+
+
+def leaf_nodes(tree) -> np.ndarray:
+    """Whether each node of a tree (HistTree, scikit-learn's, or :class:`HonestTrees`:
+    their nodes one after the other) is a leaf."""
+    if isinstance(tree, HonestTrees):
+        return np.concatenate([leaf_nodes(t) for t in tree.trees])
+    if hasattr(tree, "feature_"):  # daskpd's HistTree
+        return np.asarray(tree.feature_) < 0
+    return np.asarray(tree.tree_.children_left) < 0
+
+
+def _node_count(tree) -> int:
+    return tree.node_count if isinstance(tree, HistTree) else int(tree.tree_.node_count)
+
+
+class HonestTrees:
+    """A feature's stratification fitted by 2-fold cross-fitting: ``trees[k]`` was fitted
+    on the tree sample's rows of fold k (:func:`daskpd._engine.hashing.fold_of`), and a
+    row of fold f is stratified by ``trees[1 - f]``, a tree that never saw it.  The
+    nodes are numbered one tree after the other (tree 0's, then tree 1's)."""
+
+    def __init__(self, trees):
+        self.trees = tuple(trees)
+        counts = [_node_count(t) for t in self.trees]
+        self.offsets = np.cumsum([0, *counts])[:-1].astype(np.int64)
+        self.node_count = int(sum(counts))
+
+    def get_n_leaves(self) -> int:
+        return int(leaf_nodes(self).sum())
+
+    def apply(self, X, columns, leaf_map, fold) -> np.ndarray:
+        """``leaf_map[node]`` of every row of X, row i through the tree of the other fold
+        than ``fold[i]``."""
+        fold = np.asarray(fold, dtype=np.uint8)
+        if isinstance(self.trees[0], HistTree):
+            X, columns = self.trees[0].check_columns(X, columns)
+            metas = []
+            for t, o in zip(self.trees, self.offsets):
+                m = t.node_meta(columns)
+                inner = (m >> np.int64(32)) >= 0
+                metas.append(np.where(inner, m + 2 * o, m))  # children numbered in the joint array
+            thr = np.concatenate([t.threshold_ for t in self.trees])
+            roots = self.offsets[::-1].copy()  # fold 0 -> tree 1, fold 1 -> tree 0
+            return apply_routed(X, thr, np.concatenate(metas), leaf_map, fold, roots)
+        out = np.empty(len(X), leaf_map.dtype)
+        Xc = np.asarray(X)[:, columns].astype("float32")
+        for f in (0, 1):
+            rows = np.flatnonzero(fold == f)
+            if len(rows):
+                t = 1 - f
+                out[rows] = leaf_map[self.trees[t].apply(Xc[rows]) + self.offsets[t]]
+        return out
 
 
 def bin_sample(sample: pd.DataFrame, target: str, columns: Sequence[str], encoder: FeatureEncoder) -> BinnedSample:
@@ -76,6 +131,27 @@ def bin_sample(sample: pd.DataFrame, target: str, columns: Sequence[str], encode
         max_bins = int(TREE_BINS)
         B, bins = bin_columns(X, max_bins)
     return BinnedSample(columns=columns, B=B, bins=bins, y=y[ok], max_bins=max_bins)
+
+
+def fit_honest(sample: pd.DataFrame, folds: np.ndarray, target: str, other: Sequence[str], encoder: FeatureEncoder,
+               min_samples_leaf: int, random_state: int, tree_method: str = DEFAULT_TREE_METHOD,
+               binned: tuple | None = None):
+    """:class:`HonestTrees`: one tree of y on ``other`` per fold of the sample's rows
+    (``folds``: 0 or 1 per row of ``sample``); ``binned``: each fold's rows binned on
+    their own (:func:`bin_sample`: a fold's tree is then scikit-learn's exact tree of
+    that fold, thresholds between its own values); None if no columns, or a fold has no
+    row."""
+    if not list(other):
+        return None
+    trees = []
+    for k in (0, 1):
+        rows = np.asarray(folds) == k
+        t = fit_tree(sample.loc[rows], target, other, encoder, min_samples_leaf, random_state,
+                     tree_method=tree_method, binned=None if binned is None else binned[k])
+        if t is None:
+            return None
+        trees.append(t)
+    return HonestTrees(trees)
 
 
 def fit_tree(sample: pd.DataFrame, target: str, other: Sequence[str], encoder: FeatureEncoder,

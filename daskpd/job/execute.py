@@ -25,6 +25,7 @@ class RunResult:
     def __init__(self):
         self.curves: dict = {}  # (method, feature) -> a CurveResult
         self.tables: dict = {}  # method -> a result whose to_frame() is an importance table
+        self.interactions: dict = {}  # method -> an interaction table (h_statistic's HStatisticResult)
         self.figures: dict = {}
         self.phases: list = []  # the model plan's phases, by name
         self.stratification = None  # the model-free stratification (daskpd.Stratification)
@@ -57,7 +58,6 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         kinds = "numeric" if "stratpd" in want else "categorical"
         raise DataError(f"methods {', '.join(want)}: none of the features is {kinds} "
                         f"(features: {', '.join(feats)}; categorical: {', '.join(cats) or 'none'})")
-    subsample = p_imp["subsample_size"] if 0 < p_imp["subsample_size"] < 1 else 0.75  # unused when bootstrapping
     columns = dict(target=spec.target,
                    stratify_on=list(spec.stratify_on) if spec.stratify_on is not None else list(feats),
                    categorical_features=list(cats),
@@ -68,9 +68,7 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         strat = plan.stratification
         curve_feats = [f for f in curve_feats if f in strat.features]
         data = _new_files(spec, data, plan.new_files)
-        t0 = time.perf_counter()
         under = {"stratification": strat, "base_state": plan.load_state(), "keep_state": True}
-        load_s = time.perf_counter() - t0
     elif spec.run.incremental:  # the scan's buckets write the sums next to the runs (hard-linked into the state)
         under = {"keep_state": str(plan.job_dir) if plan is not None and plan.job_dir is not None else True}
     pending = None
@@ -82,20 +80,17 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         warnings.filterwarnings("ignore", message="importances: .* left out of the default features")
         out = strat_curves_and_importances(
             data, features=curve_feats, **columns,
-            n_trials=p_imp["n_trials"], bootstrap=p_imp["bootstrap"], subsample_size=subsample,
-            row_id=p_imp.get("row_id"),
+            n_trials=p_imp["n_trials"],
             pvalues=p_imp["pvalues"], pvalues_n_trials=p_imp["pvalues_n_trials"],
             pvalues_sample_size=p_imp["pvalues_sample_size"], min_samples_leaf=p_num["min_samples_leaf"],
             cat_min_samples_leaf=p_cat["min_samples_leaf"], min_slopes_per_x=p_num["min_slopes_per_x"],
             few_slopes=p_num["few_slopes"], max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
-            tree_method=spec.tree_method, random_state=spec.random_state, progress=progress,
+            tree_method=spec.tree_method, honest=spec.honest, random_state=spec.random_state, progress=progress,
             skip_unusable=spec.features is None and not under.get("stratification"),  # the default feature set:
             first_pass_cache=None if under.get("stratification") else first_pass_cache,
             **under)  # constant columns are left out, counted
     res.stratification, res.state = out.stratification, out.state
     phases = {k: round(float(v), 3) for k, v in (getattr(out, "timings", None) or {}).items()}
-    if under.get("base_state") is not None:
-        phases["load_state_s"] = round(load_s, 3)
     if pending is not None:
         from .._strat.firstpass import finish_cache_files
 
@@ -133,14 +128,15 @@ def start_new_files_cache(spec: JobSpec, lake, features, columns: dict, cache, f
 
 
 def _new_files(spec: JobSpec, data, files):
-    """The dataset of an incremental run's new ``files`` (no file: no row to scan)."""
+    """The dataset of an incremental run's new ``files`` (no file: no row to scan), read
+    as the whole input reads them (:meth:`daskpd._data.source.Dataset.restrict`: the same
+    columns and types, hive keys and a table's partition columns included)."""
     from .._data.source import open_dataset
     from .._engine.memory import partition_bytes
 
     if not files:
         return open_dataset(data.frame.iloc[:0] if data.is_pandas else data.frame._meta)
-    return open_dataset(list(files), storage_options=spec.source.storage_options or None,
-                        filters=spec.source.filters or None, partition_bytes=partition_bytes())
+    return data.restrict(list(files), partition_bytes=partition_bytes())
 
 
 def first_pass_stats(cache, log, new_files_only: bool = False) -> dict:
@@ -148,6 +144,12 @@ def first_pass_stats(cache, log, new_files_only: bool = False) -> dict:
     ``new_files_only``: an incremental run, which kept the new files' pass 1
     (:func:`start_new_files_cache`) and ran none over the lake."""
     st = cache.stats
+    bad = st.get("unusable") or []
+    if bad:  # damaged entries: their files were read again (never a stale or altered pass 1)
+        shown = "; ".join(f"cache/firstpass/{n} {what}" for n, what in bad[:3])
+        log_line(log, f"daskpd: first-pass cache: {len(bad)} entr{'y' if len(bad) == 1 else 'ies'} not used, "
+                      f"{'its file' if len(bad) == 1 else 'their files'} read again: {shown}"
+                      + (f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""))
     if st.get("off"):
         log_line(log, f"daskpd: first-pass cache not used: {st['off']}")
         return {"used": False, "reason": st["off"]}
@@ -161,7 +163,8 @@ def first_pass_stats(cache, log, new_files_only: bool = False) -> dict:
              + (f"; read again, their cached rows stopping above the sample's cutoff: {', '.join(again)}"
                 if again else ""))
     return {"used": True, "hits": int(st["hits"]), "misses": int(st["misses"]), "read_again": list(again),
-            "bytes": int(st["bytes"]), "path": "cache/firstpass"}
+            "bytes": int(st["bytes"]), "path": "cache/firstpass",
+            **({"unusable": [{"entry": n, "what": w} for n, w in bad]} if bad else {})}
 
 
 def method_defaults(method: str) -> dict:
@@ -195,6 +198,8 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
         r = out.results[method]
         if method == "pd_variance":
             res.tables[method] = r
+        elif method == "h_statistic":
+            res.interactions[method] = r
         else:
             for f in mfeats:
                 res.curves[(method, f)] = r[f]

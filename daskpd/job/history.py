@@ -91,13 +91,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["HistoryError", "History", "history", "load_runs", "curve_distance", "drift_table", "compare", "band_z",
+__all__ = ["HistoryError", "History", "history", "load_runs", "unfinished_newest", "curve_distance", "drift_table", "compare", "band_z",
            "critical_z", "pair_cause", "run_trials", "summary", "write_summary", "rank_rows", "Run", "COLUMNS",
            "IMPORTANCE_FOR", "GRID_POINTS", "SCALE_FLOOR", "MAX_WINDOW", "NOISE_FLOOR", "ALPHA", "STATUS_ORDER",
            "RANKED_BY", "curve_noise"]
@@ -151,6 +152,8 @@ def load_runs(job_dir: str | os.PathLike) -> list[Run]:
             imp = pd.read_parquet(p / "importances.parquet")
         except (OSError, ValueError) as exc:
             raise HistoryError(f"run {rid!r} in {str(job_dir)!r} is unreadable: {exc}") from exc
+        if not isinstance(manifest, dict):
+            raise HistoryError(f"run {rid!r} in {str(job_dir)!r} is unreadable: its manifest.json is not a JSON object")
         runs.append(Run(rid, p, manifest, curves, imp))
     if not runs:
         hint = ""
@@ -158,6 +161,46 @@ def load_runs(job_dir: str | os.PathLike) -> list[Run]:
             hint = " (this looks like an output root: pass OUTPUT/JOB_NAME)"
         raise HistoryError(f"no runs in {str(job_dir)!r}: expected run directories holding manifest.json{hint}")
     return runs
+
+
+#: directories of a job directory that are not runs (the history's default output, the first-pass cache)
+NOT_RUNS = ("history", "cache")
+#: what a run directory holds besides its manifest
+_RUN_FILES = ("curves.parquet", "importances.parquet", "ice.parquet", "report.html", "plots", "state")
+_DEFAULT_ID = re.compile(r"^\d{8}T\d{6}Z(-\d+)?$")
+
+
+def _manifest_problem(p: Path) -> str | None:
+    """Why the run directory ``p`` has no readable manifest, or None."""
+    try:
+        got = json.loads((p / "manifest.json").read_text())
+    except FileNotFoundError:
+        return "has no manifest.json (the run did not complete, or its manifest was removed)"
+    except (OSError, ValueError) as exc:
+        return f"has a manifest.json that cannot be read ({type(exc).__name__})"
+    if not isinstance(got, dict):
+        return "has a manifest.json that is not a JSON object"
+    return None
+
+
+def unfinished_newest(job_dir: str | os.PathLike) -> str | None:
+    """When the newest run directory of the job (by run id, as :func:`load_runs` orders
+    them) has no readable manifest: a one-line sentence naming it and why; else None.
+    A run directory is a visible directory (not ``history`` or ``cache``) holding a
+    manifest or a run's files, or named like a default run id."""
+    job_dir = Path(job_dir)
+    try:
+        entries = sorted(p for p in job_dir.iterdir() if not p.name.startswith(".") and not p.is_symlink()
+                         and p.is_dir() and p.name not in NOT_RUNS)
+    except OSError:
+        return None
+    runs = [p for p in entries if (p / "manifest.json").exists() or _DEFAULT_ID.match(p.name)
+            or any((p / f).exists() for f in _RUN_FILES)]
+    if not runs:
+        return None
+    newest = max(runs, key=lambda p: p.name)
+    why = _manifest_problem(newest)
+    return None if why is None else f"the newest run directory {newest.name!r} of {str(job_dir)!r} {why}"
 
 
 def _numeric_points(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

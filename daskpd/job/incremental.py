@@ -12,6 +12,11 @@ are scanned, under the same trees (or, in a job with only model-based methods, t
 grids and bins), and their sums are added; anything else -> a full run, with the reason
 in one line.  The refit policy decides when appended rows are enough to fit the trees
 (build the grids and bins) again (``always`` / ``never`` / ``auto``).
+
+Every file of ``state/`` is sealed (:mod:`.seal`: ``state/seal.json``, each file's size
+and checksum) once the run has written it, and the seal is verified before anything of
+the state is read: a missing, truncated or altered file, or a state of another format,
+is a full run whose reason names the file.
 """
 from __future__ import annotations
 
@@ -22,14 +27,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._data.lake import read_footers
+from .._data.tables import changes
 from .._errors import DataError
 from .._strat.state import ScanState, Stratification
 from ..results.base import atomic_path, dump_json
 from . import model_state
+from .seal import StateDamaged, seal, verify
 from .spec import MODEL_FREE_METHODS, MODEL_METHODS, JobSpec
 from .store import list_runs
 
-__all__ = ["Plan", "plan", "save_state", "reuse_run", "STATE_DIR", "SPEC_KEYS_IGNORED", "schema_of", "state_bytes"]
+__all__ = ["Plan", "plan", "never_incremental", "save_state", "seal_state", "reuse_run", "STATE_DIR",
+           "SPEC_KEYS_IGNORED", "schema_of", "state_bytes"]
 
 #: the run directory's sub-directory holding the state
 STATE_DIR = "state"
@@ -37,7 +45,7 @@ STATE_DIR = "state"
 SPEC_KEYS_IGNORED = ("run", "spec_path", "output", "cluster", "description")
 #: top-level spec keys that only the model-free methods read (their sample, trees and
 #: stratifying columns): a job without model-free methods ignores them
-MODEL_FREE_KEYS = ("sample_size", "tree_method", "stratify_on")
+MODEL_FREE_KEYS = ("sample_size", "tree_method", "honest", "stratify_on")
 
 
 @dataclass
@@ -51,13 +59,16 @@ class Plan:
     new_files: list = field(default_factory=list)
     base_run: str | None = None
     stratification: Stratification | None = None
-    state_path: Path | None = None  # the base run's sums (read only when there are new files)
+    state: ScanState | None = None  # the base run's sums, opened (memory-mapped) once verified
     stamps: list = field(default_factory=list)  # every input file now (inputs.file_stamps)
     new_rows: int = 0
     job_dir: Path | None = None  # where a full run's scan writes its sums (a scratch directory inside)
+    #: the base state's files as verified (:func:`daskpd.job.seal.verify`): their digests, reused by the new seal
+    verified: dict = field(default_factory=dict, repr=False)
+    verify_s: float = 0.0  # the seconds the verification took
 
     def load_state(self) -> ScanState:
-        return ScanState.load(self.state_path)
+        return self.state
 
     def manifest(self) -> dict:
         return {"mode": self.mode, "reason": self.reason, "new_files": list(self.new_files),
@@ -83,49 +94,79 @@ def schema_of(request, columns=()) -> dict:
     return {c: str(dtypes[c]) for c in request.read_columns(*columns) if c in dtypes.index}
 
 
-def _footer_rows(files: list[dict], storage_options) -> int:
-    """Rows of the files (``file_stamps`` entries) from their footers, read by the lake
-    reader's :func:`~daskpd._data.lake.read_footers` (cached, in parallel, a damaged file
-    named)."""
+def _footer_rows(request, files: list[dict], storage_options) -> int:
+    """Rows of the files (``file_stamps`` entries) from their footers: those the request
+    read when it opened the lake, else read by the lake reader's
+    :func:`~daskpd._data.lake.read_footers` (cached, in parallel, a damaged file named);
+    a table's files count the rows its log records."""
     import fsspec
 
-    fs, _ = fsspec.core.url_to_fs(files[0]["path"], **(storage_options or {}))
-    return sum(f.num_rows for f in read_footers(fs, [(f["path"], f["size"], str(f["stamp"])) for f in files]))
+    if all(f.get("rows") is not None for f in files):
+        return sum(int(f["rows"]) for f in files)
+    lake = getattr(request.dataset, "lake", None)
+    opened = {f.path: f.num_rows for f in lake.files} if lake is not None else {}
+    rows = sum(opened[f["path"]] for f in files if f["path"] in opened)
+    rest = [f for f in files if f["path"] not in opened]
+    if rest:
+        fs, _ = fsspec.core.url_to_fs(rest[0]["path"], **(storage_options or {}))
+        rows += sum(f.num_rows for f in read_footers(fs, [(f["path"], f["size"], str(f["stamp"])) for f in rest]))
+    return rows
 
 
 def _base_run(job_dir: Path) -> str | None:
+    """The newest complete run that keeps a state (whole or damaged: :func:`plan`
+    verifies it)."""
     for r in reversed(list_runs(job_dir)):
-        if (job_dir / r / STATE_DIR / "files.json").is_file():
+        if (job_dir / r / STATE_DIR).is_dir():
             return r
     return None
+
+
+def _read_files(path: Path, base: str) -> dict:
+    """``files.json`` of a state: ``{"mode": ..., "files": [{"rel", "size", "stamp", ...}]}``
+    (a :class:`StateDamaged` naming it when it is not)."""
+    where = f"{base}/{STATE_DIR}/files.json"
+    try:
+        got = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise StateDamaged(where, f"cannot be read ({type(exc).__name__})") from None
+    files = got.get("files") if isinstance(got, dict) else None
+    if not isinstance(files, list) or not all(isinstance(f, dict) and {"rel", "size", "stamp"} <= set(f)
+                                              for f in files):
+        raise StateDamaged(where, "lacks its 'files' list (each file's rel, size and stamp)")
+    return got
 
 
 def plan(spec: JobSpec, job_dir: Path, request, stamps: list, columns=()) -> Plan:
     """The plan of this run (see the module docstring); ``columns``: more columns whose
     types count in the schema (a job with only model-based methods: the model's inputs)."""
+    import time
 
     def full(reason, base=None):
         return Plan("full", reason, base_run=base, stamps=stamps, job_dir=Path(job_dir))
 
     if not spec.run.incremental:
         return full("incremental runs are off ([run] incremental = false)")
-    if spec.source.is_csv:
-        return full("CSV sources are read in full")
-    if request.dataset.hive_keys:
-        return full("hive-partitioned lakes are read in full (the partition keys live in directory names)")
-    p_imp = spec.params.get("importances") or {}
-    if p_imp.get("pvalues"):
-        return full("importances.pvalues refits trees on the sample: recomputed in full")
+    never = never_incremental(spec)
+    if never:
+        return full(never)
     base = _base_run(job_dir)
     if base is None:
         return full("no earlier run of this job keeps a state")
     sdir = job_dir / base / STATE_DIR
+    t0 = time.perf_counter()
+    try:
+        verified = verify(sdir, f"{base}/{STATE_DIR}")
+        old_files = _read_files(sdir / "files.json", base)
+    except StateDamaged as exc:
+        return full(f"the state of run {base} is damaged: {exc}", base)
+    verify_s = time.perf_counter() - t0
     try:
         manifest = json.loads((job_dir / base / "manifest.json").read_text())
-        old_files = json.loads((sdir / "files.json").read_text())
     except (OSError, ValueError) as exc:
-        return full(f"the state of run {base} cannot be read ({type(exc).__name__})", base)
-    old_spec, new_spec = _spec_key(manifest.get("spec", {})), _spec_key(spec.to_dict())
+        return full(f"run {base}'s manifest.json cannot be read ({type(exc).__name__})", base)
+    manifest = manifest if isinstance(manifest, dict) else {}
+    old_spec, new_spec = _spec_key(manifest.get("spec") or {}), _spec_key(spec.to_dict())
     if old_spec != new_spec:
         keys = sorted(k for k in set(old_spec) | set(new_spec) if old_spec.get(k) != new_spec.get(k))
         return full(f"the job spec changed since run {base} (key(s) {', '.join(keys)})", base)
@@ -136,7 +177,11 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list, columns=()) -> Pla
         c = diff[0]
         return full(f"the schema changed since run {base}: column {c!r} {old_schema.get(c, 'absent')} -> "
                     f"{schema.get(c, 'absent')}", base)
-    if old_files.get("mode") != spec.source.fingerprint:
+    table = request.dataset.table
+    why = changes(old_files.get("table"), table) if old_files.get("table") or table is not None else None
+    if why:
+        return full(f"{why}, kept by run {base}", base)
+    if old_files.get("mode") != spec.source.fingerprint and table is None:
         return full(f"the fingerprint mode changed since run {base} ({old_files.get('mode')} -> "
                     f"{spec.source.fingerprint})", base)
     now = {f["rel"]: f for f in stamps}
@@ -146,20 +191,25 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list, columns=()) -> Pla
             return full(f"file {f['rel']!r} was removed since run {base}", base)
         if (cur["size"], cur["stamp"]) != (f["size"], f["stamp"]):
             return full(f"file {f['rel']!r} changed since run {base} (size or "
-                        f"{'content' if spec.source.fingerprint == 'content' else 'modification time / etag'})", base)
+                        f"{'content' if spec.source.fingerprint == 'content' else 'modification time / etag / footer'})",
+                        base)
     seen = {f["rel"] for f in old_files["files"]}
     new_stamps = [f for f in stamps if f["rel"] not in seen]
     new = [f["path"] for f in new_stamps]
-    strat = None
+    strat = state = None
+    where = f"{base}/{STATE_DIR}/stratification.pkl"
     try:
         if spec.model_free:  # the trees and the kept sums' rows
             strat = Stratification.load(sdir / "stratification.pkl")
-            state_rows, fitted_rows = int(ScanState.read_meta(sdir / "sums")["n_rows"]), strat.fitted_rows
+            where = f"{base}/{STATE_DIR}/sums"
+            state = ScanState.load(sdir / "sums")  # opened now, memory-mapped (its files were verified)
+            state_rows, fitted_rows = state.n_rows, strat.fitted_rows
         else:  # only model-based methods: the kept partials' rows, and those their grids and bins were built from
+            where = f"{base}/{STATE_DIR}/{model_state.MODEL_DIR}/meta.json"
             state_rows, fitted_rows = model_state.kept_rows(sdir)
-    except DataError as exc:
-        return full(f"the state of run {base} cannot be used: {exc}", base)
-    new_rows = _footer_rows(new_stamps, spec.source.storage_options) if new else 0
+    except Exception as exc:  # noqa: BLE001 -- verified, yet unreadable here (another daskpd's classes, ...)
+        return full(f"the state of run {base} cannot be used: {where}: {type(exc).__name__}: {exc}", base)
+    new_rows = _footer_rows(request, new_stamps, spec.source.storage_options) if new else 0
     fitted, verb = ("the trees", "fitted") if spec.model_free else ("the grids and bins", "built")
     if spec.run.refit == "always":
         return full(f'refit = "always": {fitted} are {verb} again on every run', base)
@@ -171,14 +221,28 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list, columns=()) -> Pla
                         f"{'on' if spec.model_free else 'from'}", base)
     reason = (f"{len(new)} new file(s) ({new_rows:,} rows) since run {base}" if new else
               f"no new files since run {base}")
-    return Plan("incremental", reason, new, base, strat, sdir / "sums" if strat is not None else None, stamps,
-                new_rows, Path(job_dir))
+    return Plan("incremental", reason, new, base, strat, state, stamps, new_rows, Path(job_dir), verified, verify_s)
+
+
+def never_incremental(spec: JobSpec) -> str | None:
+    """Why no night of this job can be incremental, in one line (the job spec says it
+    all), or None."""
+    if spec.source.is_csv:
+        return "CSV sources are read in full (a CSV file has no footer that counts its rows)"
+    if spec.source.synthetic:
+        return None
+    p_imp = spec.params.get("importances") or {}
+    if "importances" in spec.methods and p_imp.get("pvalues"):
+        return "importances.pvalues refits trees on the sample: recomputed in full"
+    return None
 
 
 def save_state(run_dir: Path, stratification: Stratification | None, state: ScanState | None, stamps: list,
-               mode: str) -> int:
-    """Write ``state/`` into the (temporary) run directory: the files covered and, for
-    the model-free methods, the stratification and the sums; return its bytes."""
+               mode: str, table: dict | None = None) -> int:
+    """Write ``state/`` into the (temporary) run directory: the files covered (and the
+    version of a table source) and, for the model-free methods, the stratification and
+    the sums; return its bytes.  The state is sealed by :func:`seal_state` once
+    everything of it is written."""
     sdir = run_dir / STATE_DIR
     sdir.mkdir()
     if stratification is not None:
@@ -191,7 +255,14 @@ def save_state(run_dir: Path, stratification: Stratification | None, state: Scan
                 if scratch is not None:
                     scratch.close()
     with atomic_path(sdir / "files.json") as tmp:
-        Path(tmp).write_text(dump_json({"mode": mode, "files": stamps}))
+        Path(tmp).write_text(dump_json({"mode": mode, "files": stamps, **({"table": table} if table else {})}))
+    return state_bytes(run_dir)
+
+
+def seal_state(run_dir: Path, plan: Plan | None = None) -> int:
+    """Seal the run's ``state/`` (:func:`daskpd.job.seal.seal`; the files hard-linked
+    from the base run's verified state are not read again); return the state's bytes."""
+    seal(Path(run_dir) / STATE_DIR, plan.verified if plan is not None else None)
     return state_bytes(run_dir)
 
 

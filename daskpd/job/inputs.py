@@ -12,6 +12,7 @@ from pathlib import Path
 
 
 from .._data.read import read_csv
+from .._data.tables import read_delta, read_iceberg
 from .._data.request import Request, column_list, open_request
 from .._engine.memory import partition_bytes
 from .._errors import DataError
@@ -19,7 +20,8 @@ from .spec import JobSpec, SpecError
 from .store import check_free_space, clean_stale, rmtree
 
 __all__ = ["synthetic_path", "make_generator", "ensure_synthetic", "ensure_model", "job_data", "open_job_request",
-           "categorical_features", "schema_stats", "damaged_pages_named", "fingerprint", "file_stamps", "load_model", "model_inputs",
+           "categorical_features", "schema_stats", "damaged_pages_named", "fingerprint", "file_stamps", "input_stamps",
+           "table_record", "load_model", "model_inputs",
            "prepare_model", "log_line", "job_row_id"]
 
 
@@ -116,11 +118,38 @@ def ensure_synthetic(spec: JobSpec, out_root: Path, log) -> Path:
     return path
 
 
-def job_data(spec: JobSpec, data_path: str):
-    """The job's ``data`` as the library takes it: CSV with its reader options, or the path."""
-    if spec.source.is_csv:
-        return read_csv(data_path, **(spec.source.read_options or {}))
+def job_data(spec: JobSpec, data_path: str | None):
+    """The job's ``data`` as the library takes it: CSV with its reader options, a Delta or
+    Iceberg table at its pinned version (a directory holding ``_delta_log/`` is found a
+    Delta table when opened), or the path."""
+    src = spec.source
+    if src.is_csv:
+        return read_csv(data_path, **(src.read_options or {}))
+    if src.is_iceberg:
+        return read_iceberg(src.iceberg, metadata=None if src.iceberg else data_path, catalog=src.catalog,
+                            snapshot_id=src.snapshot_id, timestamp=src.timestamp, **src.catalog_properties)
+    if src.format == "delta" or src.version is not None or src.timestamp is not None:
+        return read_delta(data_path, version=src.version, timestamp=src.timestamp)
     return data_path
+
+
+def input_stamps(spec: JobSpec, request: Request, data_path: str | None, mode: str) -> list[dict]:
+    """Every input file (:func:`file_stamps`, with the footers' checksums the request
+    read); a table's data files of the snapshot read
+    (their path, size, the stamp its log records, and their rows)."""
+    table = request.dataset.table
+    if table is not None:
+        return table.stamps()
+    lake = request.dataset.lake  # its footers' checksums, in the files' fingerprints
+    return file_stamps(data_path, spec.source.storage_options, mode,
+                       {f.path: f.digest for f in lake.files} if lake is not None else None)
+
+
+def table_record(request: Request) -> dict:
+    """The manifest's record of a table source (format, location, id, version or
+    snapshot), or {}."""
+    table = request.dataset.table
+    return {} if table is None else {"format": table.format, "table": dict(table.record)}
 
 
 def open_job_request(spec: JobSpec, data) -> Request:
@@ -137,7 +166,7 @@ def open_job_request(spec: JobSpec, data) -> Request:
                            model_free=False, storage_options=spec.source.storage_options or None,
                            filters=spec.source.filters or None, partition_bytes=partition_bytes(),
                            names={k: f"key {k!r}" for k in ("categorical", "numeric", "exclude", "target", "features")}
-                           | {"columns": "key 'source.columns'", "row_id": "keys 'importances.row_id' / 'model.row_id'",
+                           | {"columns": "key 'source.columns'", "row_id": "key 'model.row_id'",
                               "leave_out": "add it to the job's key 'exclude' (exclude = [{c!r}])"},
                            row_id=job_row_id(spec))
     if not request.features:
@@ -173,7 +202,8 @@ def damaged_pages_named(spec: JobSpec, data_path: str, columns):
     try:
         yield
     except OSError as exc:
-        if spec.source.is_csv or type(exc).__module__.startswith("distributed"):
+        if spec.source.is_csv or type(exc).__module__.startswith("distributed") or not isinstance(data_path, str) \
+                or spec.source.is_iceberg or spec.source.format == "delta":
             raise
         from .._data.lake import inspect_lake, unreadable_file
 
@@ -185,15 +215,23 @@ def damaged_pages_named(spec: JobSpec, data_path: str, columns):
 
 
 # ------------------------------------------------------------------ fingerprint
-def file_stamps(path: str, storage_options: dict | None = None, mode: str = "metadata") -> list[dict]:
+def file_stamps(path: str, storage_options: dict | None = None, mode: str = "metadata",
+                footers: dict | None = None) -> list[dict]:
     """Every input file as ``{"path": full path, "rel": path relative to the source,
     "size": bytes, "stamp": ...}``, sorted by path: the stamp is the ETag / checksum the
-    filesystem reports, else the modification time (``metadata``), or sha256 of the
-    bytes (``content``).  Hidden files (``.name``) and ``_SUCCESS``-style markers are
-    skipped; ``_metadata`` is kept."""
+    filesystem reports, else the modification time and, for a parquet file, the checksum
+    of its footer's bytes (``metadata``; ``footers`` maps the files' paths, as the lake
+    reader lists them, to their :attr:`daskpd._data.lake.FileFooter.digest` when the
+    footers were read already: the others' are read now), or sha256 of the bytes
+    (``content``).  Hidden files (``.name``) and ``_SUCCESS``-style markers are skipped;
+    ``_metadata`` is kept."""
+    from .._data.lake import footer_digest, footer_stamp
+
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    if "://" in path:
+        fs.invalidate_cache()  # an object store's listings cached earlier in this process may be stale
     if any(c in root for c in "*?["):
         files = sorted(fs.glob(root))
         base = root.split("*", 1)[0].rsplit("/", 1)[0]
@@ -219,9 +257,12 @@ def file_stamps(path: str, storage_options: dict | None = None, mode: str = "met
                     fh.update(block)
             stamp = fh.hexdigest()
         else:
-            stamp = str(info.get("ETag") or info.get("etag") or info.get("checksum") or info.get("md5Hash")
-                        or info.get("mtime") or info.get("LastModified") or info.get("last_modified")
+            tag = info.get("ETag") or info.get("etag") or info.get("checksum") or info.get("md5Hash")
+            stamp = str(tag or info.get("mtime") or info.get("LastModified") or info.get("last_modified")
                         or info.get("updated") or "")
+            if not tag:  # a modification time, which a rewrite may restore: the footer's bytes too
+                digest = (footers or {}).get(f)
+                stamp = footer_stamp(stamp, footer_digest(fs, f, size) if digest is None else digest)
         full = f if "://" not in path else fs.unstrip_protocol(f)
         out.append({"path": full, "rel": rel, "size": size, "stamp": stamp})
     return out
@@ -233,7 +274,8 @@ def fingerprint(path: str, storage_options: dict | None = None, mode: str = "met
 
     ``metadata`` (default, cheap on a lake): sha256 over each file's path (relative to
     the source), size and modification time (or ETag/checksum when the filesystem
-    reports one).  ``content``: sha256 over each file's bytes instead of its
+    reports one) and, for a parquet file, the checksum of its footer's bytes (read
+    anyway when the lake is opened).  ``content``: sha256 over each file's bytes instead of its
     modification time (reads every byte once; for small inputs).  Hidden files
     (``.name``) and ``_SUCCESS``-style markers are skipped; ``_metadata`` is kept.
     ``stamps``: :func:`file_stamps` already listed.
@@ -328,12 +370,10 @@ def prepare_model(spec: JobSpec, request: Request, stats: dict):
 
 
 def job_row_id(spec: JobSpec, read: bool = False) -> list[str]:
-    """The columns a job's trials tell rows apart by: ``[importances] row_id`` and
-    ``[model] row_id`` (never default features); with ``read``, only those of tables
-    with trials (``n_trials`` > 1: the columns the run reads for them)."""
-    p_imp = spec.params.get("importances") or {}
-    imp = p_imp.get("row_id") if not read or ("importances" in spec.methods and p_imp.get("n_trials", 1) > 1) \
-        else None
+    """The columns the model-based methods' trials tell rows apart by: ``[model] row_id``
+    (never default features); with ``read``, only with trials (``n_trials`` > 1: the
+    columns the run reads for them).  (The model-free curves' trials resample leaves,
+    not rows.)"""
     m = spec.model
     model = m.row_id if m is not None and (not read or (spec.model_based and m.n_trials > 1)) else None
-    return list(dict.fromkeys([*column_list(imp), *column_list(model)]))
+    return list(dict.fromkeys(column_list(model)))

@@ -1,7 +1,8 @@
 """Write a computed run into its (temporary) directory, straight from the shared result
 format (:mod:`daskpd.results`): ``curves.parquet`` (every curve's frame, a ``method``
 column first), ``importances.parquet`` (every importance table), ``ice.parquet`` (the
-ICE lines), plots, and the row counts and summaries of the manifest.
+ICE lines), ``interactions.parquet`` (the H-statistic's table), plots, and the row counts
+and summaries of the manifest.
 """
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ import pandas as pd
 from ..model._ice import ICE_COLUMNS as ICE_TABLE
 from ..results.base import CURVE_HEAD, TABLE_HEAD, write_parquet
 from .execute import RunResult
+from .report import INTERACTIONS_FILE
 from .spec import JobSpec
 from .store import safe_name
 
 __all__ = ["CURVE_COLUMNS", "IMPORTANCE_COLUMNS", "ICE_COLUMNS", "curves_frame", "importances_frame", "ice_frame",
+           "interactions_frame",
            "write_tables", "write_plots", "curve_figure", "row_stats", "method_title", "print_summary", "versions", "output_bytes"]
 
 #: the leading columns of curves.parquet (the shared curve head; method columns follow)
@@ -85,8 +88,20 @@ def ice_frame(curves: dict) -> pd.DataFrame | None:
     return _concat(frames, ICE_COLUMNS, {})
 
 
+def interactions_frame(interactions: dict) -> pd.DataFrame | None:
+    """Every interaction table (``{method: result}``), ``method`` first (None when no
+    interaction method ran)."""
+    frames = []
+    for method, r in interactions.items():
+        t = r.to_frame()
+        t.insert(0, "method", pd.array([method] * len(t), dtype="string"))
+        frames.append(t)
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
 def write_tables(run_dir: Path, res: RunResult, meta: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """curves.parquet, importances.parquet (and ice.parquet); returns (curves, importances)."""
+    """curves.parquet, importances.parquet (and ice.parquet, interactions.parquet);
+    returns (curves, importances)."""
     curves = curves_frame(res.curves)
     imp = importances_frame(res.tables)
     write_parquet(curves, run_dir / "curves.parquet", meta)
@@ -94,6 +109,9 @@ def write_tables(run_dir: Path, res: RunResult, meta: dict) -> tuple[pd.DataFram
     ice = ice_frame(res.curves)
     if ice is not None:
         write_parquet(ice, run_dir / "ice.parquet", meta)
+    inter = interactions_frame(res.interactions)
+    if inter is not None:
+        write_parquet(inter, run_dir / INTERACTIONS_FILE, meta)
     return curves, imp
 
 
@@ -164,6 +182,13 @@ def write_plots(res: RunResult, imp: pd.DataFrame, plot_dir: Path, spec: JobSpec
         plt.close(fig)
         entries.append({"file": f"plots/{fn}", "kind": "importance", "method": str(method), "feature": None,
                         "title": f"{method_title(method)}"})
+    for method, r in res.interactions.items():
+        fig = curve_figure(method, None, r, spec.target)
+        fn = name_for(f"interaction-{safe_name(method)}")
+        fig.savefig(plot_dir / fn, dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        entries.append({"file": f"plots/{fn}", "kind": "interaction", "method": method, "feature": None,
+                        "title": method_title(method)})
     for (method, feature), r in res.curves.items():
         fig = curve_figure(method, feature, r, spec.target)
         fn = name_for(f"{safe_name(method)}-{safe_name(feature)}")
@@ -199,7 +224,8 @@ def curve_figure(method: str, feature, r, target):
 def method_title(method: str) -> str:
     return {"stratpd": "StratPD", "catstratpd": "CatStratPD", "importances": "StratImpact importance",
             "partial_dependence": "Partial dependence (model)", "ice": "ICE (model)", "ale": "ALE (model)",
-            "marginal": "Marginal plot", "pd_variance": "PD-variance importance (model)"}.get(method, method)
+            "marginal": "Marginal plot", "pd_variance": "PD-variance importance (model)",
+            "h_statistic": "Friedman's H-statistic (model)"}.get(method, method)
 
 
 def print_summary(out, spec: JobSpec, res: RunResult, imp: pd.DataFrame, manifest: dict, final: Path,
@@ -213,6 +239,10 @@ def print_summary(out, spec: JobSpec, res: RunResult, imp: pd.DataFrame, manifes
     p()
     for (method, feature), r in res.curves.items():
         p(f"{method:<11} " + r.summary().replace("\n", "\n" + " " * 12))
+    for method, r in res.interactions.items():
+        p()
+        p(f"{method_title(method)}:")
+        p("  " + r.summary().replace("\n", "\n  "))
     for method in imp["method"].unique() if len(imp) else []:
         t = imp[imp["method"] == method]
         p()

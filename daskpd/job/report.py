@@ -19,7 +19,10 @@ import pandas as pd
 
 from ..results.base import atomic_path
 
-__all__ = ["write_report", "render_report", "importance_figure", "embed_png", "page"]
+__all__ = ["write_report", "render_report", "importance_figure", "embed_png", "page", "INTERACTIONS_FILE"]
+
+#: the run's interaction table (the H-statistic's), which the report shows with its plot
+INTERACTIONS_FILE = "interactions.parquet"
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0 auto;max-width:1100px;padding:1.2em;
@@ -124,8 +127,12 @@ def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFra
              f" &middot; finished {esc(manifest.get('finished_at'))}</p>"]
     if manifest.get("description"):
         parts.append(f"<p>{esc(manifest['description'])}</p>")
-    parts.append('<nav><a href="#importance">Importance</a><a href="#curves">Curves</a>'
-                 '<a href="#rows">Rows</a><a href="#run">Run</a><a href="#spec">Spec</a></nav>')
+    plots = manifest.get("plots", [])
+    inter_plots = [p for p in plots if p["kind"] == "interaction"]
+    parts.append('<nav><a href="#importance">Importance</a>'
+                 + ('<a href="#interactions">Interactions</a>' if inter_plots else '')
+                 + '<a href="#curves">Curves</a><a href="#rows">Rows</a><a href="#run">Run</a>'
+                 '<a href="#spec">Spec</a></nav>')
 
     # -------- overview
     inp = manifest.get("input", {})
@@ -148,7 +155,6 @@ def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFra
     ]
     parts.append("<h2 id=\"overview\">Overview</h2>" + _kv_table(overview))
 
-    plots = manifest.get("plots", [])
     # -------- importance
     parts.append("<h2 id=\"importance\">Importance</h2>")
     imp_plots = [p for p in plots if p["kind"] == "importance"]
@@ -163,6 +169,19 @@ def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFra
         parts.append(f"<h3>{esc(p['title'])}</h3>" + embed_png(run_dir / p["file"], p["title"]))
         t = imp[imp["method"] == p["method"]]
         parts.append(html_table(t.drop(columns=["method"]).reset_index(drop=True)))
+
+    # -------- interactions (the H-statistic: its plot, summary and table)
+    if inter_plots:
+        parts.append("<h2 id=\"interactions\">Interactions</h2>")
+        table = pd.read_parquet(run_dir / INTERACTIONS_FILE) if (run_dir / INTERACTIONS_FILE).exists() else None
+        summ = {s["method"]: s["summary"] for s in manifest.get("summaries", []) if s.get("feature") is None}
+        for p in inter_plots:
+            parts.append(f"<h3>{esc(p['title'])}</h3>"
+                         f"<p class=\"summary\">{esc(summ.get(p['method'], '')).replace(chr(10), '<br>')}</p>"
+                         + embed_png(run_dir / p["file"], p["title"]))
+            if table is not None:
+                parts.append(html_table(table[table["method"] == p["method"]].drop(columns=["method"])
+                                        .reset_index(drop=True)))
 
     # -------- curves
     parts.append("<h2 id=\"curves\">Curves</h2>")

@@ -100,11 +100,6 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
     job_dir = out_root / spec.name
     if out_root.exists() and not out_root.is_dir():
         raise DataError(f"output {str(out_root)!r} exists and is not a directory")
-    if not explicit_id and (job_dir / run_id).exists():  # two runs in one second
-        i = 2
-        while (job_dir / f"{run_id}-{i}").exists():
-            i += 1
-        run_id = f"{run_id}-{i}"
 
     created: list[Path] = []  # directories this run created, removed again on failure if empty
     tmp: Path | None = None
@@ -115,6 +110,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
     client = cluster = where = None
     res = RunResult()
     stats: dict[str, Any] = {}
+    lock = contextlib.ExitStack()  # the job's lock: from before the plan until the run is committed
     with store.signals_raise():
         try:
             # ---- the input, checked before anything is written
@@ -149,7 +145,14 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     created.append(p)
             store.check_free_space(job_dir, outputs.output_bytes(spec, len(feats)), "the run's outputs")
             writing = (job_dir, None, "(nothing was computed or written)")
-            job_dir.mkdir(parents=True, exist_ok=True)
+            waited = lock.enter_context(store.job_lock(job_dir, lambda line: log_line(log, line)))
+            if waited and not explicit_id:  # its id: when it really starts, after the run it waited for
+                run_id = store.default_run_id()
+            if not explicit_id:  # a run of that id exists (two runs in one second)
+                run_id = store.free_run_id(job_dir, run_id)
+            if waited:
+                log_line(log, f"daskpd: the other run ended after {waited:.1f} s of waiting; this one goes on as "
+                              f"run {run_id}")
             store.clean_stale(job_dir)
             tmp = job_dir / f".{run_id}.tmp-{os.getpid()}"
             store.rmtree(tmp)
@@ -158,7 +161,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
 
             t0 = time.perf_counter()
             fp_mode = "content" if spec.source.synthetic else spec.source.fingerprint
-            stamps = inputs.file_stamps(data_path, spec.source.storage_options, fp_mode)
+            stamps = inputs.input_stamps(spec, request, data_path, fp_mode)
             fp = inputs.fingerprint(data_path, spec.source.storage_options, fp_mode, stamps=stamps)
             timings["fingerprint"] = time.perf_counter() - t0
             plan = None
@@ -169,6 +172,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 t0 = time.perf_counter()
                 plan = nightly.plan(spec, job_dir, request, stamps, read_extra)
                 timings["plan"] = time.perf_counter() - t0
+                if plan.verify_s:
+                    timings["verify_state"] = plan.verify_s
                 if spec.run.incremental:
                     log_line(log, f"daskpd: {plan.mode} run: {plan.reason}")
 
@@ -193,7 +198,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 timings["total"] = time.perf_counter() - t_start
                 manifest["finished_at"] = store.now().isoformat(timespec="seconds")
                 manifest["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
-                manifest["input"]["fingerprint"] = fp
+                manifest["input"].update(fingerprint=fp, **inputs.table_record(request))
             else:
                 # ---- the cluster
                 t0 = time.perf_counter()
@@ -218,7 +223,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
 
                 # ---- compute (distributed's text progress bar writes to stdout: keep stdout for the summary)
                 with contextlib.redirect_stdout(sys.stderr) if progress else contextlib.nullcontext(), \
-                        inputs.damaged_pages_named(spec, data_path, needed):
+                        inputs.damaged_pages_named(spec, data_path if request.dataset.table is None else None,
+                                                   needed):
                     if spec.model_free:
                         t0 = time.perf_counter()
                         # a full run reads pass 1 from the cache; an incremental one keeps its new files' pass 1 in it
@@ -258,7 +264,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     if res.state is not None or (not spec.model_free and res.model_state is not None):
                         step = "the scan state"
                         t1 = time.perf_counter()
-                        n_bytes = nightly.save_state(tmp, res.stratification, res.state, stamps, fp_mode)
+                        n_bytes = nightly.save_state(tmp, res.stratification, res.state, stamps, fp_mode,
+                                                     inputs.table_record(request).get("table"))
                         timings["save_state"] = time.perf_counter() - t1
                         stats["state"] = {"path": nightly.STATE_DIR, "bytes": n_bytes,
                                           "sums_bytes": 0 if res.state is None else res.state.nbytes,
@@ -268,8 +275,10 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                             step = "the model-based state"
                             m_bytes = model_state.save(tmp, *res.model_state, mplan.sha256, mplan.key,
                                                        mplan.fitted_rows)
-                            stats["state"].update(bytes=n_bytes + m_bytes, model_bytes=m_bytes)
-                            timings["save_state"] = time.perf_counter() - t1
+                            stats["state"].update(model_bytes=m_bytes)
+                        step = "the state's seal"
+                        stats["state"]["bytes"] = nightly.seal_state(tmp, plan)
+                        timings["save_state"] = time.perf_counter() - t1
                         step = None
                 step = "the plots"
                 plots = outputs.write_plots(res, imp, tmp / "plots", spec) if spec.output.plots else []
@@ -286,9 +295,10 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     "finished_at": finished.isoformat(timespec="seconds"),
                     "spec": spec.to_dict(),
                     "spec_toml": spec.spec_text,
-                    "input": {"path": data_path, "format": "csv" if spec.source.is_csv else "parquet",
+                    "input": {"path": data_path or spec.source.label,
+                              "format": "csv" if spec.source.is_csv else "parquet",
                               "filters": spec.source.filters, "fingerprint": fp,
-                              "columns_read": needed},
+                              "columns_read": needed, **inputs.table_record(request)},
                     "target": spec.target,
                     "features": feats,
                     "categorical": cats,
@@ -299,8 +309,10 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     "host": platform.node(),
                     **stats,
                     "plots": plots,
-                    "summaries": [{"method": m, "feature": f, "summary": r.summary()}
-                                  for (m, f), r in res.curves.items()],
+                    "summaries": [*({"method": m, "feature": f, "summary": r.summary()}
+                                    for (m, f), r in res.curves.items()),
+                                  *({"method": m, "feature": None, "summary": r.summary()}
+                                    for m, r in res.interactions.items())],
                 }
                 if spec.output.report:
                     from .report import write_report
@@ -360,6 +372,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     if p.name != ".cache":
                         with contextlib.suppress(OSError):
                             p.rmdir()  # only if empty: never remove anything but what this run made
+                lock.close()
             execute.close(None if client is not None and where == execute.CURRENT_CLIENT else client, cluster,
                           quiet=isinstance(sys.exc_info()[1], JobTerminated))
 

@@ -62,17 +62,17 @@ METHOD_FUNCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "stratpd": ("daskpd._stratpd", "stratpd", ("min_samples_leaf", "min_slopes_per_x", "few_slopes", "max_bins")),
     "catstratpd": ("daskpd._catstratpd", "catstratpd", ("min_samples_leaf", "nan_as_level")),
     "importances": ("daskpd._importance", "strat_curves_and_importances",
-                    ("n_trials", "bootstrap", "subsample_size", "row_id", "pvalues", "pvalues_n_trials",
-                     "pvalues_sample_size")),
+                    ("n_trials", "pvalues", "pvalues_n_trials", "pvalues_sample_size")),
     "partial_dependence": ("daskpd.model._fpd", "partial_dependence", ("grid_resolution", "percentiles", "method")),
     "ice": ("daskpd.model._ice", "ice", ("grid_resolution", "percentiles", "n_lines", "centered")),
     "ale": ("daskpd.model._ale", "ale", ("bins",)),
     "marginal": ("daskpd.model._marginal", "marginal", ("bins", "binning")),
     "pd_variance": ("daskpd.model._variance", "pd_variance", ("grid_resolution", "percentiles")),
+    "h_statistic": ("daskpd.model._hstat", "h_statistic", ("n_points", "total")),
 }
 
 #: top-level keys shared by every model-free method: taken from stratpd
-TOP_LEVEL = ("daskpd._stratpd", "stratpd", ("sample_size", "tree_method", "random_state"))
+TOP_LEVEL = ("daskpd._stratpd", "stratpd", ("sample_size", "tree_method", "honest", "random_state"))
 #: keys of the [model] table that are a model-based function's parameters (the trials'
 #: keys are passed to every model-based method of the job)
 MODEL_LEVEL = ("daskpd.model._fpd", "partial_dependence", ("response", "n_trials", "bootstrap", "subsample_size",

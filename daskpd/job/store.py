@@ -8,6 +8,12 @@ Layout of a job directory::
         cache/firstpass/        ([run] first_pass_cache) pass 1 per input file (daskpd._strat.firstpass)
         .RUN_ID.tmp-PID/        only while a run is in progress
 
+Concurrency: a run holds an exclusive lock on its job directory (``flock`` on the
+directory itself, :func:`job_lock`) from before it plans until it has committed and
+pruned; a second run of the same job in the same output root waits for it and says so,
+then plans on the state the first one left (and takes the next free run id).  The lock
+goes with its process: a killed run holds nothing.
+
 Atomicity: a run is written into ``.RUN_ID.tmp-PID`` and renamed to ``RUN_ID`` at the
 end by :func:`commit` (one ``rename``; on Linux an existing run of the same id is
 swapped out with ``renameat2(RENAME_EXCHANGE)``, so readers see either the old or the
@@ -26,6 +32,7 @@ import datetime as _dt
 import errno
 import hashlib
 import os
+import time
 import re
 import shutil
 import signal
@@ -37,7 +44,8 @@ from ..results.base import OUTPUT_FAULTS, OutputError, atomic_path
 
 __all__ = ["JobTerminated", "now", "default_run_id", "pid_alive", "rmtree", "clean_stale", "list_runs", "commit",
            "update_latest", "prune", "signals_raise", "signals_blocked", "safe_name", "sha256_file", "TMP_RE",
-           "check_free_space", "OutputError", "output_fault", "FIRST_PASS_DIR", "first_pass_cache"]
+           "check_free_space", "OutputError", "output_fault", "FIRST_PASS_DIR", "first_pass_cache", "job_lock",
+           "free_run_id"]
 
 #: the job directory's sub-directory holding pass 1 per input file ([run] first_pass_cache)
 FIRST_PASS_DIR = "cache/firstpass"
@@ -100,6 +108,75 @@ def clean_stale(job_dir: Path) -> list[str]:
             rmtree(p)
             removed.append(p.name)
     return removed
+
+
+def _in_progress(job_dir: Path) -> str:
+    """The runs in progress in ``job_dir`` (their temporary directories), as a message names them."""
+    found = []
+    with contextlib.suppress(OSError):
+        for p in job_dir.iterdir():
+            m = TMP_RE.match(p.name)
+            if m and p.name.endswith(f".tmp-{m['pid']}") and not m["run"].startswith("daskpd-state-") \
+                    and pid_alive(int(m["pid"])):
+                found.append(f"run {m['run']}, pid {m['pid']}")
+    return f" ({'; '.join(sorted(found))})" if found else ""
+
+
+@contextlib.contextmanager
+def job_lock(job_dir: Path, say=None):
+    """Hold the job's lock while the block runs: an exclusive ``flock`` on the job
+    directory (made when missing), which its process holds until the block ends or it
+    dies.  A run that finds it taken says so (``say``: a callable taking one line) and
+    waits.  Yields the seconds waited (0.0: the lock was free), or None where the file
+    system cannot lock a directory (then ``say`` tells that runs are not serialised)."""
+    import fcntl
+
+    say = say or (lambda line: None)
+    t0 = time.perf_counter()
+    blocked = False
+    while True:
+        job_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(job_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                say(f"daskpd: another run of this job is in progress in {str(job_dir)!r}{_in_progress(job_dir)}; "
+                    "waiting for it to finish")
+                blocked = True
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:  # BlockingIOError is handled above: no locks on this file system
+            os.close(fd)
+            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF, errno.ENOSYS):
+                raise
+            say(f"daskpd: note: the file system of {str(job_dir)!r} cannot lock it ({os.strerror(exc.errno)}): "
+                "runs of this job started at the same time are not serialised")
+            yield None
+            return
+        except BaseException:
+            os.close(fd)
+            raise
+        try:  # the directory may have gone while this run waited (an empty one, removed by a failed run)
+            same = os.path.samestat(os.fstat(fd), os.stat(job_dir))
+        except OSError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        yield time.perf_counter() - t0 if blocked else 0.0
+    finally:
+        os.close(fd)
+
+
+def free_run_id(job_dir: Path, run_id: str) -> str:
+    """``run_id``, or when a run of that id exists, ``run_id-2``, ``-3``, ... (the first free)."""
+    if not (job_dir / run_id).exists():
+        return run_id
+    i = 2
+    while (job_dir / f"{run_id}-{i}").exists():
+        i += 1
+    return f"{run_id}-{i}"
 
 
 def check_free_space(where: Path, need: int, what: str) -> None:

@@ -101,7 +101,7 @@ class ALEResult(CurveResult):
         model are fixed; each trial re-weights the rows' local effects and the centring."""
         if self.trials_pd is None:
             return None
-        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)))
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.ale)
 
     def summary(self) -> str:
         return super().summary() + response_note(self) + band_note(self)
@@ -473,15 +473,21 @@ def finish_ale(sp: _ALESpec, part: _ALEFeaturePartial, pred, params, source=None
 
 def _trial_curves(sp: _ALESpec, part: _ALEFeaturePartial) -> np.ndarray:
     """The centred ALE of every trial: the finish above with the trial's weights (the
-    bins, and for a categorical feature the level order, are the all-rows ones)."""
+    bins, and for a categorical feature the level order, are the all-rows ones).  A
+    numeric feature's trials are centred with the all-rows bins' weights: its bins are
+    quantiles of the rows, which fix how many rows each holds in any sample of the data
+    (centring by a trial's Poisson weights would add a spread no sample has); a
+    categorical feature's level frequencies do vary from sample to sample, and its
+    trials are centred by their own."""
     nb = part.stats.w.shape[0]
+    b = part.stats.w
     out = []
     for tr in part.trials:
         W, S = tr[0, :nb], tr[1, :nb]
         delta = np.where(W > 0, S / np.where(W > 0, W, 1), 0.0)
         fJ = np.concatenate([[0.0], np.cumsum(delta)])
         if sp.kind == "numeric":
-            fJ = fJ - np.sum((fJ[:-1] + fJ[1:]) / 2 * W) / np.sum(W) if W.sum() > 0 else np.full(len(fJ), np.nan)
+            fJ = fJ - np.sum((fJ[:-1] + fJ[1:]) / 2 * b) / np.sum(b) if W.sum() > 0 else np.full(len(fJ), np.nan)
         else:
             lw = tr[2, :len(fJ)]
             fJ = fJ - np.sum(fJ * lw / lw.sum()) if lw.sum() > 0 else np.full(len(fJ), np.nan)

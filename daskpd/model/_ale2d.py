@@ -96,7 +96,7 @@ class ALE2DResult(CurveResult):
         cells it leaves empty, the first-order corrections and the centring."""
         if self.trials_pd is None:
             return None
-        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)))
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.ale)
 
     def summary(self) -> str:
         return super().summary() + response_note(self) + band_note(self)

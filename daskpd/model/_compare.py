@@ -219,7 +219,7 @@ class ComparisonResult(Result):
                     t = tr[:, ok]
                     spread = (np.nanstd(t, axis=1, ddof=1) if self.kind == "numeric"
                               else (np.nanmax(t, axis=1) - np.nanmin(t, axis=1)) / 4)
-                b = trial_band(spread[:, None], band)
+                b = trial_band(spread[:, None], band, center=row["pd_variance"])
                 row.update({"pd_variance_std": float(b["std"][0]), "pd_variance_lo": float(b["lo"][0]),
                             "pd_variance_hi": float(b["hi"][0])})
             rows.append(row)
@@ -396,7 +396,7 @@ def compare(
         free = run_stratpd if kind == "numeric" else run_catstratpd
         sp = free(ds.frame, target=target, feature=feature,  # the frame opened above: no second read
                   progress=progress, storage_options=storage_options,
-                  filters=filters, **{"row_id": row_id, **(stratpd_kwargs or {})})
+                  filters=filters, **(stratpd_kwargs or {}))
         out_curves[free_name] = _curve_of(sp, free_name)
         results[free_name] = sp
     out_curves["FPD"] = (fpd.grid_values[0], fpd.average)

@@ -93,7 +93,7 @@ class PDResult(CurveResult):
         see :func:`daskpd.results.curves.trial_band`), None without trials."""
         if self.trials_pd is None or self.outputs is not None:
             return None
-        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)))
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.average)
 
     # -- scikit-learn's Bunch: result["average"], result["grid_values"], result["individual"]
 
@@ -334,15 +334,18 @@ def _item_name(it) -> str:
 
 
 def engine_notice(who: str, pred: Predictor, items, grids: dict, kinds: dict, n_rows: int | None, *,
-                  need_rows: bool = False, model=None, stacklevel: int = 4, sets: int = 1):
+                  need_rows: bool = False, model=None, stacklevel: int = 4, sets: int = 1, cells: dict | None = None,
+                  knob: str = "grid_resolution (the cost grows with the grid cells)"):
     """Which engine computes each PD item and what it costs, before the pass: ``(params,
     label)`` -- a dict for the result's params and a one-line label for the progress
     lines -- and a UserWarning with advice when brute force with ``predict`` has more
-    than :data:`SLOW_PREDICTIONS` rows x grid cells to predict."""
+    than :data:`SLOW_PREDICTIONS` rows x grid cells to predict.  ``cells`` ({item: number
+    of cells}): items evaluated at given points, not on the cartesian grid; ``knob``: the
+    parameter the advice says to reduce."""
     per = {}
     for it in items:
-        cells = int(np.prod([len(grids[f]) for f in it]))
-        per[_item_name(it)] = (engine_of(pred, it, kinds, need_rows, sets), cells)
+        n_cells = int(np.prod([len(grids[f]) for f in it])) if cells is None else int(cells[it])
+        per[_item_name(it)] = (engine_of(pred, it, kinds, need_rows, sets), n_cells)
     total = sum(c for _, c in per.values())
     slow = sum(c for e, c in per.values() if e == "predict")
     engines = list(dict.fromkeys(e for e, _ in per.values()))
@@ -363,11 +366,11 @@ def engine_notice(who: str, pred: Predictor, items, grids: dict, kinds: dict, n_
              f"{rows} x {total:,} grid cells, {cost}")
     if slow and n_rows is not None and n_rows * slow > SLOW_PREDICTIONS:
         warnings.warn(f"{who}: brute force calls the model on {n_rows * slow:.1e} rows ({n_rows:,} rows x {slow:,} "
-                      "grid cells). " + _advice(pred, model), UserWarning, stacklevel=stacklevel)
+                      "grid cells). " + _advice(pred, model, knob), UserWarning, stacklevel=stacklevel)
     return params, label
 
 
-def _advice(pred: Predictor, model) -> str:
+def _advice(pred: Predictor, model, knob: str = "grid_resolution (the cost grows with the grid cells)") -> str:
     """Why the tree engine is not used, and what to do."""
     model = pred.model if model is None else model
     tips = []
@@ -383,7 +386,7 @@ def _advice(pred: Predictor, model) -> str:
     elif pred.tree is None and pred.method != "call" and any(k in type(model).__name__ for k in (
             "Tree", "Forest", "GradientBoosting")):
         tips.append("engine='auto' uses the tree engine for this model (unless engine='predict' was passed)")
-    tips.append("reduce grid_resolution (the cost grows with the grid cells), or pass a sample of the rows")
+    tips.append(f"reduce {knob}, or pass a sample of the rows")
     return "To make it faster: " + "; ".join(tips) + "."
 
 
@@ -393,22 +396,37 @@ def tree_targets(pred: Predictor, features, grids):
     return [pred.tree.position(j) for j in js], [pred.tree.grid_codes(j, g) for j, g in zip(js, grids)]
 
 
-def grid_cells(grids) -> np.ndarray:
-    """The cartesian grid, row-major (the first feature slowest), one column per feature."""
+def grid_cells(grids, points=None) -> np.ndarray:
+    """The cartesian grid, row-major (the first feature slowest), one column per feature;
+    or, with ``points`` (``(cells, features)`` indices into the grids), those cells."""
+    if points is not None:
+        pts = np.asarray(points, dtype=np.intp).reshape(len(points), len(grids))
+        return np.stack([np.asarray(g, dtype="float64")[pts[:, d]] for d, g in enumerate(grids)], axis=1)
     if len(grids) == 1:
         return np.asarray(grids[0], dtype="float64").reshape(-1, 1)
     mesh = np.meshgrid(*[np.asarray(g, dtype="float64") for g in grids], indexing="ij")
     return np.stack([m.reshape(-1) for m in mesh], axis=1)
 
 
-def curves_matrix(ctx, features, grids, kinds, r0: int, r1: int) -> np.ndarray:
-    """Responses of rows ``r0:r1`` at every grid cell: shape ``(cells, rows)`` (cells flattened)."""
+def n_cells_of(grids, points=None) -> int:
+    """The cells of a PD item: its cartesian grid's, or its ``points``'."""
+    return int(np.prod([len(g) for g in grids])) if points is None else len(points)
+
+
+def curves_matrix(ctx, features, grids, kinds, r0: int, r1: int, points=None) -> np.ndarray:
+    """Responses of rows ``r0:r1`` at every grid cell: shape ``(cells, rows)`` (cells
+    flattened; with ``points``, the cells are those points: see :func:`grid_cells`)."""
     pred = ctx.plan.predictor
     if use_tree(pred, features, kinds):
         targets, codes = tree_targets(pred, features, grids)
-        R = pred.tree.curves(ctx.tree_X()[r0:r1], targets, codes, None, need_rows=True)
+        R = pred.tree.curves(ctx.tree_X()[r0:r1], targets, codes, None, need_rows=True, points=points)
         return R.reshape(-1, r1 - r0)
-    assignments, n_cells = cell_assignments(features, grids)
+    if points is None:
+        assignments, n_cells = cell_assignments(features, grids)
+    else:
+        pts = np.asarray(points, dtype=np.intp).reshape(len(points), len(features))
+        assignments = [(f, np.asarray(g)[pts[:, d]]) for d, (f, g) in enumerate(zip(features, grids))]
+        n_cells = len(pts)
     base = ctx.inputs()
     base = base.iloc[r0:r1] if pred.as_frame else base[r0:r1]
     return pred.predict_copies(base, assignments, n_cells, ctx.plan.batch_rows)
@@ -423,13 +441,14 @@ def row_chunk(ctx, n_cells: int) -> int:
     return per
 
 
-def curve_sums(ctx, features, grids, kinds, rows: list | None = None) -> np.ndarray:
-    """Weighted sums over the partition's rows of the response at every grid cell (flat).
-    With a list ``rows``, each row's curve is appended to it too (``(rows, cells)`` blocks,
-    in row order): scikit-learn's ``individual``."""
+def curve_sums(ctx, features, grids, kinds, rows: list | None = None, points=None) -> np.ndarray:
+    """Weighted sums over the partition's rows of the response at every grid cell (flat;
+    with ``points``, at those cells only).  With a list ``rows``, each row's curve is
+    appended to it too (``(rows, cells)`` blocks, in row order): scikit-learn's
+    ``individual``."""
     pred = ctx.plan.predictor
     n = ctx.n
-    n_cells = int(np.prod([len(g) for g in grids]))
+    n_cells = n_cells_of(grids, points)
     w = ctx.weights
     if ctx.n_sets > 1:  # bootstrap trials: the rows' curves summed with every weight set
         out = np.zeros((ctx.n_sets, n_cells))
@@ -437,7 +456,7 @@ def curve_sums(ctx, features, grids, kinds, rows: list | None = None) -> np.ndar
         step = row_chunk(ctx, n_cells)
         for r0 in range(0, n, step):
             r1 = min(n, r0 + step)
-            R = curves_matrix(ctx, features, grids, kinds, r0, r1)
+            R = curves_matrix(ctx, features, grids, kinds, r0, r1, points)
             out += set_sums(R, W[r0:r1])
             if rows is not None:
                 rows.append(R.T.copy())
@@ -452,13 +471,13 @@ def curve_sums(ctx, features, grids, kinds, rows: list | None = None) -> np.ndar
         for r0 in range(0, n, step):
             r1 = min(n, r0 + step)
             out += pred.tree.curves(X[r0:r1], targets, gs, None if w is None else w[r0:r1],
-                                    need_rows=False).reshape(-1)
+                                    need_rows=False, points=points).reshape(-1)
         return out
     out = np.zeros(n_cells)
     step = row_chunk(ctx, n_cells)
     for r0 in range(0, n, step):
         r1 = min(n, r0 + step)
-        R = curves_matrix(ctx, features, grids, kinds, r0, r1)
+        R = curves_matrix(ctx, features, grids, kinds, r0, r1, points)
         out += R @ w[r0:r1] if w is not None else R.sum(axis=1)
         if rows is not None:
             rows.append(R.T.copy())
@@ -471,7 +490,8 @@ SHIP_NODES = 1 << 16
 
 
 def exact_weights(ctx, items):
-    """tree-exact on one partition for PD ``items`` (``(features, grids)`` each), in one
+    """tree-exact on one partition for PD ``items`` (``(features, grids)`` or
+    ``(features, grids, points)`` each), in one
     walk of every row through every tree (several walks only when the per-node weights of
     all items at once would exceed :data:`EXACT_SET_CELLS`): per item the per-node
     weights ``W_S`` (nodes, weight sets) -- or, for very large forests, the cell sums
@@ -481,9 +501,9 @@ def exact_weights(ctx, items):
     C = ctx.set_counts()  # the trials' counts as they are drawn, when the sets' weights are just those
     W = ctx.set_weights() if C is None else None
     S = ctx.n_sets
-    targets = [tree_targets(pred, feats, grids) for feats, grids in items]
+    targets = [tree_targets(pred, it[0], it[1]) for it in items]
     groups, cur, size = [], [], 0
-    for k, (feats, _) in enumerate(items):
+    for k, (feats, *_) in enumerate(items):
         add = flat.n_nodes * S * (1 << len(feats))
         if cur and size + add > EXACT_SET_CELLS:
             groups.append(cur)
@@ -504,12 +524,18 @@ def exact_weights(ctx, items):
     out = []
     for k in range(len(items)):
         t, codes = targets[k]
-        cells = grid_cells(codes)
+        cells = grid_cells(codes, item_points(items[k]))
         if flat.n_nodes > max(SHIP_NODES, cells.shape[0]):
             out.append((None, flat.cell_sums(Ws[k], wsum, t, cells)))
         else:
             out.append((Ws[k], None))
     return out
+
+
+def item_points(item):
+    """A PD item's ``points`` (None: its cartesian grid); items are ``(features, grids)``
+    or ``(features, grids, points)``."""
+    return item[2] if len(item) > 2 else None
 
 
 @dataclass
@@ -537,7 +563,7 @@ class _PDPartial:
 
 @dataclass
 class PDJob:
-    items: list  # list of (features tuple, grids list)
+    items: list  # list of (features tuple, grids list) or (features, grids, points): :func:`item_points`
     kinds: dict
     individual: bool = False  # also keep every row's curve (scikit-learn's kind="individual")
 
@@ -546,20 +572,20 @@ class PDJob:
         set_wsum = ctx.set_wsum() if ctx.n_sets > 1 else None
         if not self.individual:
             sets = ctx.n_sets
-            exact = [k for k, (feats, _) in enumerate(self.items)
-                     if engine_of(pred, feats, self.kinds, sets=sets) == "tree-exact"]
+            exact = [k for k, it in enumerate(self.items)
+                     if engine_of(pred, it[0], self.kinds, sets=sets) == "tree-exact"]
             got = dict(zip(exact, exact_weights(ctx, [self.items[k] for k in exact]))) if exact else {}
             sums, leaves = [], []
-            for k, (feats, grids) in enumerate(self.items):
+            for k, it in enumerate(self.items):
+                feats, grids, points = it[0], it[1], item_points(it)
                 if k in got:
                     W, s = got[k]
                     if s is None:
-                        cells = int(np.prod([len(g) for g in grids]))
-                        s = np.zeros((sets, cells))
+                        s = np.zeros((sets, n_cells_of(grids, points)))
                     sums.append(s if set_wsum is not None else s[0])
                     leaves.append(W)
                 else:
-                    sums.append(curve_sums(ctx, feats, grids, self.kinds))
+                    sums.append(curve_sums(ctx, feats, grids, self.kinds, points=points))
                     leaves.append(None)
             return _PDPartial(sums, ctx.wsum(), ctx.n, None, set_wsum,
                               leaves if any(x is not None for x in leaves) else None)
@@ -578,12 +604,12 @@ class PDJob:
         pred = plan.predictor
         flat = pred.tree.flat()
         sums = list(merged.sums)
-        for i, ((feats, grids), W) in enumerate(zip(self.items, merged.leaves)):
+        for i, (it, W) in enumerate(zip(self.items, merged.leaves)):
             if W is None:  # another engine, or cells summed per partition
                 continue
-            targets, codes = tree_targets(pred, feats, grids)
+            targets, codes = tree_targets(pred, it[0], it[1])
             wsum = [merged.wsum] if merged.set_wsum is None else [merged.wsum, *merged.set_wsum[1:]]
-            s = flat.cell_sums(W, wsum, targets, grid_cells(codes))
+            s = flat.cell_sums(W, wsum, targets, grid_cells(codes, item_points(it)))
             sums[i] = s if merged.set_wsum is not None else s[0]
         return replace(merged, sums=sums, leaves=None)
 
@@ -920,7 +946,7 @@ def partial_dependence(
                                       sets=1 if trials is None else 1 + trials.n)
         params["engine"] = notice
         with stage_label(label):
-            (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd")
+            (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd", rows=known_rows(run.dataset))
         params.update(trial_params(trials, band, plan.repeats))
         parts = [part] if len(preds) == 1 else part.parts
     per_output = []

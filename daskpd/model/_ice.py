@@ -119,7 +119,7 @@ class ICEResult(CurveResult):
         None without trials (see :func:`daskpd.results.curves.trial_band`)."""
         if self.trials_pd is None:
             return None
-        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)))
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.pd)
 
     def __repr__(self) -> str:
         return (f"ICEResult(feature={self.feature!r}, grid={len(self.grid)}, lines={len(self.lines)}, "

@@ -85,7 +85,7 @@ class MarginalResult(CurveResult):
         fixed), None without trials (see :func:`daskpd.results.curves.trial_band`)."""
         if self.trials_pd is None:
             return None
-        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)))
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.pd)
 
     def summary(self) -> str:
         return super().summary() + response_note(self) + band_note(self)

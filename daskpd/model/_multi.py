@@ -28,6 +28,7 @@ from ._ale import ALEJob, ale, ale_specs, ale_summary_kinds, finish_ale
 from .._engine.progress import stage_label
 from ._fpd import PDJob, engine_notice, known_rows, partial_dependence, pd_results, resolve_pd_method
 from ._grids import pd_grid, pd_grid_plan
+from ._hstat import h_items, h_notice, h_pass, h_points, h_statistic
 from ._ice import ICEJob, finish_ice, ice
 from ._marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
 from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
@@ -39,7 +40,7 @@ from ._variance import finish_pd_variance, pd_variance
 __all__ = ["model_methods"]
 
 #: the methods :func:`model_methods` runs, in output order
-MODEL_METHODS = ("partial_dependence", "ice", "ale", "marginal", "pd_variance")
+MODEL_METHODS = ("partial_dependence", "ice", "ale", "marginal", "pd_variance", "h_statistic")
 #: each method's parameters a caller may set (the defaults are the public functions')
 PARAMETERS = {
     "partial_dependence": ("grid_resolution", "percentiles", "method"),
@@ -47,12 +48,13 @@ PARAMETERS = {
     "ale": ("bins",),
     "marginal": ("bins", "binning"),
     "pd_variance": ("grid_resolution", "percentiles"),
+    "h_statistic": ("n_points", "total"),
 }
 
 
 def _defaults(method: str) -> dict:
     fn = {"partial_dependence": partial_dependence, "ice": ice, "ale": ale, "marginal": marginal,
-          "pd_variance": pd_variance}[method]
+          "pd_variance": pd_variance, "h_statistic": h_statistic}[method]
     sig = inspect.signature(fn)
     return {k: sig.parameters[k].default for k in PARAMETERS[method]}
 
@@ -60,10 +62,13 @@ def _defaults(method: str) -> dict:
 @dataclass
 class MethodsRun:
     """What :func:`model_methods` returns: ``results[method]`` is ``{feature: result}``
-    for the curve methods and one :class:`~daskpd.model._variance.PDVarianceResult` for
-    ``pd_variance``; ``phases`` names the phases that ran, in order ("summary", "order
-    statistics", "level order", "marginal bins", "model").  "marginal bins" (a summary and
-    quantiles of the rows whose target is finite) runs only when some target is missing.  Each is one pass over the data, except "order
+    for the curve methods, one :class:`~daskpd.model._variance.PDVarianceResult` for
+    ``pd_variance`` and one :class:`~daskpd.model._hstat.HStatisticResult` for
+    ``h_statistic`` (every pair of the features, and each one's total H²); ``phases``
+    names the phases that ran, in order ("summary", "order statistics", "level order",
+    "marginal bins", "h points", "model").  "marginal bins" (a summary and quantiles of
+    the rows whose target is finite) runs only when some target is missing; "h points"
+    (the H-statistic's evaluation sample) only with ``h_statistic`` and no ``layout``.  Each is one pass over the data, except "order
     statistics": none when the summaries' distinct values answer, one when the candidate
     ranges fit in memory, a few more on a lake."""
 
@@ -77,8 +82,8 @@ class MethodsRun:
 class Layout:
     """What fixes a merged plan's sums, given the model and the methods' parameters:
     every grid (``{(grid_resolution, percentiles): {feature: grid}}``), ALE's bin edges /
-    level orders and where each order came from, the marginal plot's bins, and partial
-    dependence's resolved method.  Given a layout, the pass's partials are sums over the
+    level orders and where each order came from, the marginal plot's bins, partial
+    dependence's resolved method and the H-statistic's evaluation points.  Given a layout, the pass's partials are sums over the
     rows (ICE's sampled lines: the rows of smallest seeded hash), so the partials of two
     sets of rows add up to those of their union (:func:`model_methods`' ``base_parts``)."""
 
@@ -88,6 +93,7 @@ class Layout:
     ale_sources: dict | None = None
     marginal: list | None = None
     pd_method: str = "brute"
+    h_points: object = None  # the H-statistic's evaluation points (EvalPoints)
 
 
 def _grid_key(method: str, p: dict):
@@ -154,9 +160,15 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
             raise ValueError(f"the layout is of features {layout.features}, not {feats}")
         grids, ale_specs_, sources, mspecs = layout.grids, layout.ale, layout.ale_sources, layout.marginal
         pd_method = layout.pd_method
-    else:
+    elif set(params) - {"h_statistic"}:  # the H-statistic needs no grid: its own points
         grids, ale_specs_, sources, mspecs = _layout(run, feats, params, target, with_target, progress, phases)
+    else:
+        grids, ale_specs_, sources, mspecs = {}, None, None, None
     mp = params.get("marginal")
+    hpts = getattr(layout, "h_points", None) if layout is not None else None
+    if "h_statistic" in params and hpts is None:
+        hpts = h_points(run, params["h_statistic"]["n_points"], random_state, trials, progress)
+        phases.append("h points")
 
     # 3. the jobs, one pass
     jobs, finish, labels = [], [], []
@@ -218,11 +230,23 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         jobs.append(PDJob([(it, [g[it[0]]]) for it in items], kinds))
         finish.append(("pd_variance", lambda part, g=g, meta=meta: finish_pd_variance(
             "importance", items, pd_results(items, g, kinds, pred, part, meta), kinds, pred, part.n_rows, meta)))
+    if "h_statistic" in params:
+        p = params["h_statistic"]
+        pairs, totals = h_items(None, feats, pred.columns, p["total"])
+        hp = h_pass(run, pairs, totals, hpts)
+        meta = {"n_points": p["n_points"], "sample_weight": None, "model": pred.describe(),
+                "random_state": random_state, **tparams}
+        metas.append(meta)  # the trials' params, completed once the pass has run
+        meta["engine"], lab = h_notice(hp, run, pred, model, sets=sets)
+        labels.append(lab)
+        jobs.append(hp.job)
+        finish.append(("h_statistic", lambda part, hp=hp, meta=meta: hp.finish(part, pred, kinds, meta)))
     parts = []
     if jobs:
         plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
         with stage_label(" | ".join(labels) or None):
-            parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-model-methods", warn=False)
+            parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-model-methods", warn=False,
+                                rows=known_rows(run.dataset))
         if trials is not None:  # how often rows repeat: kept, and summed, with the partials
             parts.append(plan.sketch)
         phases.append("model")
@@ -248,7 +272,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         else:
             results[name] = out
     ordered = {m: results[m] for m in MODEL_METHODS if m in results}
-    return MethodsRun(ordered, phases, Layout(feats, grids, ale_specs_, sources, mspecs, pd_method), parts)
+    return MethodsRun(ordered, phases, Layout(feats, grids, ale_specs_, sources, mspecs, pd_method, hpts), parts)
 
 
 def _layout(run, feats, params, target, with_target, progress, phases):

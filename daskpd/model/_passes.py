@@ -20,7 +20,7 @@ from .._engine.hashing import trial_draw
 from .._engine.plan import Job, build_pass
 from .._engine.repeats import RepeatSketch, RepeatsJob, content_of, warn_repeats
 from .._errors import DataError
-from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, Interval, Percentiles
+from .._validation import N_TRIALS, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, Interval, Percentiles
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, float_matrix
 
 __all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs", "Trials", "set_sums", "TRIAL_CONSTRAINTS", "trial_params",
@@ -135,7 +135,7 @@ class ModelContext:
 
 #: the trials' parameters of every model-based function that has them
 TRIAL_CONSTRAINTS = {
-    "n_trials": [POSITIVE_INT],
+    "n_trials": [N_TRIALS],
     "bootstrap": ["boolean"],
     "subsample_size": [Interval(Real, 0, 1, closed="neither")],
     "band": [Percentiles()],
@@ -257,13 +257,44 @@ class ModelJob(Job):
         return fin(merged) if fin is not None else merged
 
 
-def run_jobs(ddf, plan: Plan, *, progress=None, name="daskpd-model", extra=(), warn: bool = True):
+#: what a model pass with trials holds per (row of a partition, statistics set): the rows'
+#: weights of every set (float64, :meth:`PassContext.set_weights`) and their trial counts
+#: (one byte a trial)
+TRIAL_ROW_BYTES = 9
+
+
+def check_trial_memory(trials: "Trials | None", rows: int | None, n_partitions: int) -> None:
+    """A :class:`DataError` with the figures, before anything runs, when a partition's
+    trial weights (:data:`TRIAL_ROW_BYTES` per row and set, the partitions' mean rows)
+    cannot fit in a worker thread's memory (:func:`daskpd._engine.memory.usable_thread_memory`);
+    the message gives the most trials that would fit."""
+    from .._engine import memory
+
+    if trials is None or not rows:
+        return
+    per_row = float(rows) / max(1, n_partitions) * TRIAL_ROW_BYTES
+    need, have = per_row * (1 + trials.n), memory.usable_thread_memory()
+    if need <= have:
+        return
+    most = int(have // per_row) - 1
+    raise DataError(f"n_trials = {trials.n:,} does not fit in memory: a partition of about "
+                    f"{rows / max(1, n_partitions):,.0f} rows holds its rows' weights of every trial, about "
+                    f"{memory.format_bytes(need)}, and a worker thread has {memory.format_bytes(have)} (its share of "
+                    "memory_limit, up to dask's pause threshold); "
+                    + (f"at most about {most:,} trials fit: lower n_trials, " if most >= 1 else "")
+                    + "read the data in smaller partitions or give the workers more memory (nothing was computed)")
+
+
+def run_jobs(ddf, plan: Plan, *, progress=None, name="daskpd-model", extra=(), warn: bool = True,
+             rows: int | None = None):
     """Run every job of ``plan`` in ONE pass (:func:`daskpd._engine.plan.build_pass`);
     returns the list of finished jobs (followed by the results of ``extra`` dask objects,
     computed in the same submission).  With trials, the same pass measures how often rows
     repeat in the weight columns (:attr:`Plan.sketch`; with ``warn``, a
     ``RepeatedRowsWarning`` when they do: a caller that adds earlier rows' partials
-    warns of the sum itself)."""
+    warns of the sum itself); ``rows`` (the data's rows, when known): the trials' memory
+    is checked first (:func:`check_trial_memory`)."""
+    check_trial_memory(plan.trials, rows, ddf.npartitions)
     jobs = [ModelJob(j, plan) for j in plan.jobs]
     riders = [RepeatsJob(plan.weight_columns(ddf.columns))] if plan.trials is not None else []
     out = scheduler.compute(*build_pass(ddf, [*jobs, *riders], name=name), *extra, progress=progress)

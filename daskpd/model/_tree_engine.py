@@ -823,16 +823,20 @@ class TreeEnsemble:
                 cur = end[keep]
         return const, const_sum
 
-    def curves(self, X64: np.ndarray, targets: Sequence[int], grids: Sequence[np.ndarray], weights, need_rows: bool):
+    def curves(self, X64: np.ndarray, targets: Sequence[int], grids: Sequence[np.ndarray], weights, need_rows: bool,
+               points: np.ndarray | None = None):
         """Response of every row of ``X64`` with ``targets`` set to every grid cell.
 
         Returns the (weighted) sums over rows, shape ``cells``, when the model is linear
         and ``need_rows`` is false; else the response matrix, shape ``cells + (n,)``.
+        ``points`` (``(cells, len(targets))`` indices into the grids): the cells are
+        those points, not the cartesian grid (shape ``(len(points),)`` [+ ``(n,)``]).
         """
         if len(targets) == 1 and not self.split_kinds(targets[0])[0] and not np.isnan(
                 np.asarray(grids[0], dtype="float64")).any():
-            return self._curves_1d(X64, targets[0], grids[0], weights, need_rows)
-        return self._curves_combos(X64, targets, grids, weights, need_rows)
+            out = self._curves_1d(X64, targets[0], grids[0], weights, need_rows)
+            return out if points is None else out[np.asarray(points)[:, 0]]
+        return self._curves_combos(X64, targets, grids, weights, need_rows, points)
 
     def _curves_1d(self, X64, f, grid, weights, need_rows):
         n = X64.shape[0]
@@ -872,11 +876,13 @@ class TreeEnsemble:
         acc[order] = acc_sorted
         return acc + (const_sum + self.init[0] * wsum)
 
-    def _curves_combos(self, X64, targets, grids, weights, need_rows):
+    def _curves_combos(self, X64, targets, grids, weights, need_rows, points=None):
         """Several target features (or categorical splits / NaN grid values): each tree once
-        per combination of classes of grid values taking the same branches."""
+        per combination of classes of grid values taking the same branches (at the
+        ``points`` only, when given: indices into the grids, one column per target)."""
         n = X64.shape[0]
-        shape = tuple(len(g) for g in grids)
+        shape = tuple(len(g) for g in grids) if points is None else (len(points),)
+        pts = None if points is None else np.asarray(points, dtype=np.intp).reshape(len(points), len(targets))
         if self.float32:
             Xw = np.ascontiguousarray(X64, dtype=np.float32)
             if Xw is X64:
@@ -929,10 +935,14 @@ class TreeEnsemble:
                     V[combo] = v
                 else:
                     S[combo] = reduce(v)
-            if rows_mode:
-                raw[t.channel] += V[np.ix_(*invs)] if len(invs) > 1 else V[invs[0]]
+            if pts is not None:  # the classes of each point's values
+                at = tuple(inv[pts[:, d]] for d, inv in enumerate(invs))
             else:
-                acc += S[np.ix_(*invs)] if len(invs) > 1 else S[invs[0]]
+                at = np.ix_(*invs) if len(invs) > 1 else invs[0]
+            if rows_mode:
+                raw[t.channel] += V[at]
+            else:
+                acc += S[at]
         if not rows_mode:
             wsum = float(w.sum()) if w is not None else float(n)
             return acc + (const_sum + self.init[0] * wsum)

@@ -103,7 +103,7 @@ class PDVarianceResult(Result):
         :func:`daskpd.results.curves.trial_band`), None without trials."""
         if self.trials_values is None:
             return None
-        return trial_band(self.trials_values, tuple(self.params.get("band", DEFAULT_BAND)))
+        return trial_band(self.trials_values, tuple(self.params.get("band", DEFAULT_BAND)), center=self.values)
 
     def _band_columns(self, name: str) -> dict:
         b = self.band()
@@ -274,7 +274,8 @@ def pd_variance(
     notice, label = engine_notice("pd_variance", pred, items, grids, run.kinds, known_rows(run.dataset, filters),
                                   need_rows=trials is not None, model=model)
     with stage_label(label):
-        (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pdvar")
+        (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pdvar",
+                              rows=known_rows(run.dataset, filters))
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "sample_weight": run.weight,
               "model": pred.describe(), "custom_grid": sorted(grid), "engine": notice, **trial_params(trials, band, plan.repeats)}
     return finish_pd_variance(measure, items, pd_results(items, grids, run.kinds, pred, part, params), run.kinds,

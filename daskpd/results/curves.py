@@ -18,63 +18,155 @@ from .._engine.repeats import repeats_text
 from .base import CurveResult
 
 __all__ = ["StratPDResult", "interval_slopes", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES", "DEFAULT_BAND", "band_settings",
-           "trial_band", "flat_within_band", "band_columns", "band_note", "repeats_note", "anchored_trials"]
+           "trial_band", "align_trials", "simultaneous_q", "flat_test", "flat_within_band", "band_columns", "band_note", "repeats_note", "anchored_trials"]
 
 #: what an interval with 0 < slope_count < min_slopes_per_x contributes (see :func:`interval_slopes`)
 FEW_SLOPES_RULES = ("interpolate", "flat")
 DEFAULT_FEW_SLOPES = "interpolate"
 
 
-#: the default percentile interval of a curve's trials (a 90 % band)
+#: the default band: its lower and upper probabilities (a 90 % band)
 DEFAULT_BAND = (0.05, 0.95)
 
 
-def band_settings(finish_options: dict, n_sets: int) -> dict:
+def band_settings(finish_options: dict, n_sets: int, clusters: int | None = None) -> dict:
     """The band's settings a StratPD/CatStratPD result's ``params`` record, from the
     scan's finish options (:func:`daskpd._stratpd.trial_args`): none without trials, so
-    the params of ``n_trials=1`` are those of a run without bands."""
+    the params of ``n_trials=1`` are those of a run without bands.  ``clusters``: the
+    independent units the trials resample (StratPD: the leaves holding a slope)."""
     if n_sets <= 1:
         return {}
-    return {k: finish_options[k] for k in ("band", "bootstrap", "subsample_size", "row_id") if k in finish_options}
+    out = {k: finish_options[k] for k in ("band",) if k in finish_options}
+    if clusters is not None:
+        out["band_clusters"] = int(clusters)
+    return out
 
 
-def trial_band(trials, band=DEFAULT_BAND, anchor: int | None = None) -> dict:
-    """The summary band of a curve's trial curves (``trials``: ``(T, positions...)``).
+def align_trials(trials, center, anchor: int | None = None) -> np.ndarray:
+    """Trial curves (trials, positions...) shifted onto ``center``: each by its difference
+    from ``center`` at position ``anchor`` where it has a value there, else (or with no
+    anchor) by its mean difference over the positions where both have one; a trial
+    sharing no position with ``center`` stays as it is."""
+    T = np.array(trials, dtype="float64", copy=True)
+    if T.size == 0 or center is None:
+        return T
+    flat = T.reshape(len(T), -1)
+    c = np.asarray(center, dtype="float64").reshape(-1)
+    diff = c[None, :] - flat
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        shift = np.nanmean(diff, axis=1)
+    if anchor is not None:
+        at = diff[:, int(anchor)]
+        shift = np.where(np.isfinite(at), at, shift)
+    flat += np.where(np.isfinite(shift), shift, 0.0)[:, None]
+    return flat.reshape(T.shape)
 
-    ``anchor``: the position the curve is 0 at (StratPD's first supported position,
-    CatStratPD's lowest category); every trial is shifted to 0 there first, and a trial
-    with no value there is left out.  Returns ``{"std", "lo", "hi", "n"}`` per position:
-    the standard deviation over trials (ddof=1), the ``band`` percentiles (numpy's
-    linear interpolation) and the number of trials with a value; NaN where fewer than
-    two trials have one.
+
+def trial_band(trials, band=DEFAULT_BAND, *, center=None, align: bool = False, anchor: int | None = None,
+               clusters=None) -> dict:
+    """The band of a curve (or of any estimate) from its trials (``trials``: ``(T,
+    positions...)``), centred on the estimate ``center`` (the curve the user sees).
+
+    With ``align`` (a curve known up to a constant: StratPD's, CatStratPD's) the trials
+    are first aligned on it (:func:`align_trials`: at ``anchor``, the position the curve
+    is 0 at by construction, or by their mean difference), so that a trial missing one
+    sparse position still counts.  Then, where at least two trials
+    have a value, ``std`` is their standard deviation (ddof=1) and the band is
+    ``center + q std`` with ``q`` Student's t quantiles of ``band``'s probabilities.
+    ``clusters`` (a number, or one per position): the independent units the trials
+    resample (the stratification's leaves, for StratPD and CatStratPD); with few of
+    them the bootstrap spread is short by ``(m - 1) / m`` and itself uncertain, so
+    ``std`` is scaled by ``sqrt(m / (m - 1))`` and the t quantiles take ``min(T, m) - 1``
+    degrees of freedom (a small-sample cluster-robust correction); without, ``T - 1``.
+    Returns ``{"std", "lo", "hi", "n"}`` per position, NaN where fewer than two trials
+    have a value.
     """
+    from scipy.special import stdtrit
+
     T = np.asarray(trials, dtype="float64")
-    if anchor is not None and T.size:
-        flat = T.reshape(len(T), -1)
-        flat = flat - flat[:, [int(anchor)]]  # a trial without the anchor becomes all NaN
-        T = flat.reshape(T.shape)
-    n = np.isfinite(T).sum(axis=0) if T.size else np.zeros(T.shape[1:], dtype=int)
+    shape = T.shape[1:]
+    if center is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            center = np.nanmean(T, axis=0) if len(T) else np.full(shape, np.nan)
+    center = np.broadcast_to(np.asarray(center, dtype="float64"), shape)
+    if align:
+        T = align_trials(T, center, anchor)
+    n = np.isfinite(T).sum(axis=0) if T.size else np.zeros(shape, dtype=int)
     with warnings.catch_warnings():  # positions with < 2 trials: NaN, quietly
         warnings.simplefilter("ignore", RuntimeWarning)
-        std = np.nanstd(T, axis=0, ddof=1) if len(T) > 1 else np.full(T.shape[1:], np.nan)
-        lo, hi = (np.nanquantile(T, q, axis=0) if len(T) else np.full(T.shape[1:], np.nan) for q in band)
-    few = n < 2
-    for a in (std, lo, hi):
-        a[few] = np.nan
-    return {"std": std, "lo": lo, "hi": hi, "n": n}
+        std = np.nanstd(T, axis=0, ddof=1) if len(T) > 1 else np.full(shape, np.nan)
+    df = np.maximum(n - 1, 1).astype("float64")
+    if clusters is not None:
+        m = np.broadcast_to(np.asarray(clusters, dtype="float64"), shape)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            std = std * np.sqrt(np.where(m > 1, m / (m - 1), np.nan))
+        df = np.minimum(df, np.maximum(m - 1, 1))
+    lo = center + stdtrit(df, float(band[0])) * std
+    hi = center + stdtrit(df, float(band[1])) * std
+    few = (n < 2) | ~np.isfinite(center)
+    out = {"std": np.where(few, np.nan, std), "lo": np.where(few, np.nan, lo), "hi": np.where(few, np.nan, hi),
+           "n": n}
+    return out
+
+
+def simultaneous_q(trials, center, std, level: float, df: float | None = None) -> float:
+    """The sup-t critical value of a simultaneous band from the trials (aligned on
+    ``center``): over trials, ``max |trial - center| / std`` across the positions with a
+    band; its order statistic ``ceil(level (T + 1))`` of T (what a new draw stays below
+    with probability ``level``), scaled by Student's t over the normal quantile at
+    ``df`` degrees of freedom (the spread itself is estimated: :func:`trial_band`).  NaN
+    with fewer than two trials."""
+    from scipy.special import ndtri, stdtrit
+
+    T = np.asarray(trials, dtype="float64").reshape(len(trials), -1)
+    c = np.asarray(center, dtype="float64").reshape(-1)
+    sd = np.asarray(std, dtype="float64").reshape(-1)
+    ok = np.isfinite(c) & np.isfinite(sd) & (sd > 0)
+    if len(T) < 2 or not ok.any():
+        return float("nan")
+    with np.errstate(invalid="ignore"):
+        z = np.abs(T[:, ok] - c[ok]) / sd[ok]
+    m = np.nanmax(np.where(np.isfinite(z), z, -np.inf), axis=1)
+    m = np.sort(m[np.isfinite(m)])
+    if len(m) < 2:
+        return float("nan")
+    k = min(len(m), int(np.ceil(level * (len(m) + 1))))
+    upper = 0.5 + level / 2
+    scale = float(stdtrit(df, upper) / ndtri(upper)) if df is not None and df >= 1 else 1.0
+    return float(m[k - 1]) * scale
 
 
 def flat_within_band(pd_values, lo, hi) -> bool | None:
-    """Whether the band is wider than the curve's range: the widest interval of the band
-    is at least ``max(pd) - min(pd)`` over the positions that have one.  Then the band
-    could hold a flat line as well as the curve, and the curve is not distinguishable
-    from flat.  None when no position has a band."""
+    """Whether a flat line fits inside the band: ``max(lo) <= min(hi)`` over the
+    positions that have one (None when none has).  Given a simultaneous band
+    (:func:`flat_test`), the curve is then not distinguishable from flat."""
     y = np.asarray(pd_values, dtype="float64")
     lo, hi = np.asarray(lo, dtype="float64"), np.asarray(hi, dtype="float64")
     ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(y)
     if not ok.any():
         return None
-    return bool(np.max(hi[ok] - lo[ok]) >= np.max(y[ok]) - np.min(y[ok]))
+    return bool(np.max(lo[ok]) <= np.min(hi[ok]))
+
+
+def flat_test(res, b: dict | None = None) -> bool | None:
+    """Whether ``res``'s curve is not distinguishable from flat: a flat line fits in
+    its simultaneous band at the band's level -- ``pd +- q std`` at every position, ``q``
+    the sup-t critical value of the trials (:func:`simultaneous_q`), which holds the
+    whole of a flat truth with the band's probability (a pointwise band would leave a
+    flat truth out somewhere far more often).  None without a band."""
+    b = res.band() if b is None else b
+    if b is None:
+        return None
+    band = tuple(res.params.get("band", DEFAULT_BAND))
+    trials = res.trial_curves() if hasattr(res, "trial_curves") else res.trials_pd
+    clusters = res.params.get("band_clusters")
+    df = len(trials) - 1 if clusters is None else min(len(trials) - 1, int(clusters) - 1)
+    q = simultaneous_q(trials, res.pd, b["std"], band[1] - band[0], df)
+    if not np.isfinite(q):
+        return None
+    return flat_within_band(res.pd, res.pd - q * b["std"], res.pd + q * b["std"])
 
 
 def band_columns(b: dict | None) -> dict:
@@ -84,26 +176,36 @@ def band_columns(b: dict | None) -> dict:
     return {"pd_std": b["std"], "pd_lo": b["lo"], "pd_hi": b["hi"]}
 
 
-def anchored_trials(trials_pd, anchor: int | None) -> np.ndarray | None:
-    """Trial curves (trials, positions) shifted to 0 at position ``anchor`` (a curve's
-    own zero; unshifted when None); None without trials."""
+def anchored_trials(trials_pd, center, anchor: int | None) -> np.ndarray | None:
+    """Trial curves (trials, positions) aligned on the curve ``center``
+    (:func:`align_trials`); None without trials."""
     if trials_pd is None:
         return None
-    T = np.asarray(trials_pd, dtype="float64")
-    return T - T[:, [anchor]] if anchor is not None else T
+    return align_trials(trials_pd, center, anchor)
 
 
 def band_note(res) -> str:
-    """The summary's words about a curve's band (``res.band()``): its level and trials,
-    and the flat flag; empty without a band."""
+    """The summary's words about a curve's band (``res.band()``): its level, trials and
+    where it exists, the flat flag, and for the model-free curves what it holds; empty
+    without trials."""
     b = res.band()
     if b is None:
         return ""
-    band, n_trials, pd_values = res.params.get("band", DEFAULT_BAND), res.n_trials, res.pd
+    band, n_trials = res.params.get("band", DEFAULT_BAND), res.n_trials
     level = f"{100 * (band[1] - band[0]):.0f}%"
-    note = f"\n  {level} band over {n_trials} trials"
-    if flat_within_band(pd_values, b["lo"], b["hi"]):
-        note += f": NOT distinguishable from flat (the {level} band is wider than the curve's range)"
+    have = np.isfinite(np.asarray(b["lo"], dtype="float64"))
+    shown = np.isfinite(np.asarray(res.pd, dtype="float64"))
+    if not have.any():
+        return f"\n  no band: fewer than two of the {n_trials} trials have a value anywhere"
+    where = "" if have.sum() >= shown.sum() else f" (at {int(have.sum()):,} of {int(shown.sum()):,} positions)"
+    note = f"\n  {level} band over {n_trials} trials{where}"
+    flat = flat_test(res, b)
+    if flat:
+        note += ": NOT distinguishable from flat (a flat line fits its simultaneous band)"
+    elif flat is None:
+        note += ": too few trials to test flatness"
+    if type(res).__name__ in ("StratPDResult", "CatStratPDResult"):
+        note += "\n  the band: the rows' spread given the strata, not the trees' bias on continuous columns"
     return note + repeats_note(res.params)
 
 
@@ -199,16 +301,19 @@ class StratPDResult(CurveResult):
         return int(sup[0]) if len(sup) else None
 
     def trial_curves(self) -> np.ndarray | None:
-        """The trial curves shifted to 0 at this curve's first supported position (as
-        ``pd`` is; NaN for a trial not supported there); None without trials."""
-        return anchored_trials(self.trials_pd, self._anchor())
+        """The trial curves aligned on this one (0 at its first supported position, as
+        ``pd`` is); None without trials."""
+        return anchored_trials(self.trials_pd, self.pd, self._anchor())
 
     def band(self) -> dict | None:
-        """``{"std", "lo", "hi", "n"}`` over the trials at every position (see
-        :func:`trial_band`; ``params["band"]`` the percentiles), None with fewer than 2 trials."""
+        """``{"std", "lo", "hi", "n"}`` at every position: the band centred on ``pd``
+        from the leaf-bootstrap trials (see :func:`trial_band`; ``params["band"]`` its
+        probabilities, ``params["band_clusters"]`` the leaves it resamples), None with
+        fewer than 2 trials."""
         if self.trials_pd is None or len(self.trials_pd) < 2:
             return None
-        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), anchor=self._anchor())
+        return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.pd, align=True,
+                          anchor=self._anchor(), clusters=self.params.get("band_clusters"))
 
     def __repr__(self) -> str:
         sup = int(self.supported.sum())

@@ -10,7 +10,7 @@ import pytest
 
 import daskpd
 from daskpd._engine import memory
-from daskpd._engine.memory import MAX_BUCKETS, MIN_BUCKET_ROWS, TRIAL_BUCKET_ROWS, n_buckets, parallelism
+from daskpd._engine.memory import MAX_BUCKETS, MIN_BUCKET_ROWS, n_buckets, parallelism
 
 
 @pytest.mark.parametrize("parallel,n_rows,expected", [
@@ -33,25 +33,10 @@ def test_the_memory_asks_for_more_buckets_than_the_threads_and_the_config_overri
         assert n_buckets(3 * float(1 << 30), budget=1 << 30, n_rows=10 ** 9, parallel=8) == 1
 
 
-@pytest.mark.parametrize("parallel,n_rows,expected", [
-    (1, 10 ** 7, 16),  # 10 buckets' worth of rows, rounded up to a power of two
-    (1, TRIAL_BUCKET_ROWS, 1),
-    (1, TRIAL_BUCKET_ROWS + 1, 2),
-    (32, 10 ** 7, 32),  # the threads ask for more
-    (1, 10 ** 12, MAX_BUCKETS),
-])
-def test_with_trials_no_bucket_holds_more_than_trial_bucket_rows(parallel, n_rows, expected):
-    assert n_buckets(0.0, budget=1 << 30, n_rows=n_rows, parallel=parallel, max_rows=TRIAL_BUCKET_ROWS) == expected
-    # the memory may ask for more; the config still overrides
-    assert n_buckets(40 * float(1 << 30), budget=1 << 30, n_rows=n_rows, max_rows=TRIAL_BUCKET_ROWS) == MAX_BUCKETS
-    with dask.config.set({"daskpd.buckets": 2}):
-        assert n_buckets(0.0, budget=1 << 30, n_rows=n_rows, max_rows=TRIAL_BUCKET_ROWS) == 2
-
-
-def test_the_scan_bounds_its_buckets_rows_only_with_trials(monkeypatch):
-    """A 20,000-row table (a bucket bound of 5,000 rows monkeypatched in) is scanned in 4
-    buckets with trials, in 1 without; the curves and their trials are those of one
-    bucket, bit for bit."""
+def test_trials_are_the_bits_of_one_bucket_whatever_the_bucket_count():
+    """A 20,000-row table scanned in 1 and in 4 buckets (the config forces them): the
+    curves and their trials are those of one bucket, bit for bit, and trials change no
+    bucket count (they ride the finish, not the rows)."""
     rng = np.random.default_rng(5)
     n = 20_000
     df = pd.DataFrame({"x1": rng.uniform(0, 10, n).round(1), "x2": rng.uniform(0, 10, n)})
@@ -59,9 +44,9 @@ def test_the_scan_bounds_its_buckets_rows_only_with_trials(monkeypatch):
     kw = dict(target="y", random_state=2, progress=False)
     with dask.config.set(scheduler="sync"):
         one = daskpd.strat_curves_and_importances(df, n_trials=3, **kw)
-        monkeypatch.setattr(memory, "TRIAL_BUCKET_ROWS", 5_000)
         plain = daskpd.strat_curves_and_importances(df, **kw)
-        four = daskpd.strat_curves_and_importances(df, n_trials=3, **kw)
+        with dask.config.set({"daskpd.buckets": 4}):
+            four = daskpd.strat_curves_and_importances(df, n_trials=3, **kw)
     assert one.curves["x1"].params["n_buckets"] == plain.curves["x1"].params["n_buckets"] == 1
     assert four.curves["x1"].params["n_buckets"] == 4
     for f in ("x1", "x2"):

@@ -1,6 +1,6 @@
-"""How often rows repeat in the trials' weight columns (daskpd._engine.repeats): the
-bottom-k sketch against a plain count of every row's content, on any partitioning, and
-what every banded result records and says of it."""
+"""How often rows repeat in the model-based trials' weight columns
+(daskpd._engine.repeats): the bottom-k sketch against a plain count of every row's
+content, on any partitioning, and what every banded result records and says of it."""
 from __future__ import annotations
 
 import warnings
@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 import daskpd
-from daskpd import ScanState
 from daskpd._engine.hashing import content_hash
 from daskpd._engine.repeats import RepeatSketch
 
@@ -86,40 +85,16 @@ def repeated():
     return df
 
 
-def test_stratpd_and_catstratpd_record_the_repeats_of_the_rows_they_draw_from(repeated):
-    df = repeated
-    want = _reference(df[["x1", "x2", "c", "y"]])
-    assert want > 10
-    import dask.dataframe as dd
-
-    from daskpd._importance import strat_curves_and_importances
-
-    for data in (df, dd.from_pandas(df, npartitions=5)):
-        with pytest.warns(daskpd.RepeatedRowsWarning, match=r"rows repeat .* \(y, x1, x2, c\).* about \d"):
-            num = daskpd.stratpd(data, target="y", feature="x1", features=["x1", "x2", "c"], n_trials=4,
-                                 progress=False)
-        with pytest.warns(daskpd.RepeatedRowsWarning):
-            cat = daskpd.catstratpd(data, target="y", feature="c", features=["x1", "x2", "c"], n_trials=4,
-                                    progress=False)
-        for res in (num, cat):
-            assert res.params["row_repeats"] == pytest.approx(want, rel=1e-12)
-            assert f"rows repeat {want:.3g} times" in res.summary()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", daskpd.RepeatedRowsWarning)  # no trials: no band, no warning
-        one = daskpd.stratpd(df, target="y", feature="x1", features=["x1", "x2", "c"], progress=False)
-    assert "row_repeats" not in one.params and "rows repeat" not in one.summary()
-    imp = strat_curves_and_importances(df, target="y", features=["x1", "x2", "c"], n_trials=3, progress=False)
-    assert imp.params["row_repeats"] == pytest.approx(want, rel=1e-12)
-    assert "rows repeat" in imp.summary()
-
-
-def test_unique_rows_say_nothing(repeated):
-    df = repeated.assign(u=np.random.default_rng(4).normal(size=len(repeated)))
+def test_model_free_trials_resample_leaves_and_say_nothing_of_repeats(repeated):
+    """StratPD's and CatStratPD's trials draw leaves, not rows (daskpd._strat.leafboot):
+    rows alike in every column need nothing to tell them apart, and nothing is said."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", daskpd.RepeatedRowsWarning)
-        res = daskpd.stratpd(df, target="y", feature="u", n_trials=3, progress=False)
-    assert res.params["row_repeats"] == 1.0
-    assert "rows repeat" not in res.summary()
+        num = daskpd.stratpd(repeated, target="y", feature="x1", features=["x1", "x2", "c"], n_trials=4,
+                             progress=False)
+    assert "row_repeats" not in num.params and "rows repeat" not in num.summary()
+    with pytest.raises(TypeError, match="row_id"):
+        daskpd.stratpd(repeated, target="y", feature="x1", n_trials=3, row_id="x2", progress=False)
 
 
 def test_model_family_records_the_repeats_of_the_models_inputs(repeated):
@@ -138,95 +113,3 @@ def test_model_family_records_the_repeats_of_the_models_inputs(repeated):
             assert res.params["row_repeats"] == pytest.approx(want, rel=1e-12)
             assert "rows repeat" in res.summary()
     assert "row_repeats" not in daskpd.partial_dependence(model, df, "x1", method="brute", progress=False).params
-
-
-def test_kept_states_merge_their_sketches(repeated, tmp_path):
-    df = repeated
-    feats = ["x1", "x2", "c"]
-    strat = daskpd.fit_stratification(df, target="y", features=feats, progress=False)
-    a, b = df.iloc[:4000], df.iloc[4000:]
-    sa = daskpd.scan_state(a, strat, n_trials=3, progress=False)
-    sa.save(tmp_path / "a")
-    sa = ScanState.load(tmp_path / "a")
-    sb = daskpd.scan_state(b, strat, n_trials=3, progress=False)
-    want = _reference(df[["x1", "x2", "c", "y"]])
-    for got in ((sa + sb).finish(strat), sa.delta_finish(sb, strat)[1], sa.merge_finish(sb, strat)[1]):
-        assert {f: r.params["row_repeats"] for f, r in got.items()} == pytest.approx({f: want for f in feats})
-    assert sa.finish(strat)["x1"].params["row_repeats"] == pytest.approx(_reference(a[["x1", "x2", "c", "y"]]))
-
-
-@pytest.mark.cluster
-def test_real_cluster_measures_the_same_repeats(repeated, client):
-    """On real scheduler and worker processes the sketches are made on the workers and
-    merged by the pass's tree: the same figure as the exact count."""
-    import dask.dataframe as dd
-    from sklearn.ensemble import HistGradientBoostingRegressor
-
-    ddf = dd.from_pandas(repeated, npartitions=4)
-    res = daskpd.stratpd(ddf, target="y", feature="x1", features=["x1", "x2", "c"], n_trials=3, progress=False)
-    assert res.params["row_repeats"] == pytest.approx(_reference(repeated[["x1", "x2", "c", "y"]]), rel=1e-12)
-    num = repeated.assign(c=repeated.c.map({"p": 0, "q": 1, "r": 2}))
-    model = HistGradientBoostingRegressor(max_iter=10, random_state=0).fit(num[["x1", "x2", "c"]], num.y)
-    pd_ = daskpd.partial_dependence(model, dd.from_pandas(num, npartitions=3), "x1", method="brute", n_trials=3,
-                                    progress=False)
-    assert pd_.params["row_repeats"] == pytest.approx(_reference(num[["x1", "x2", "c"]]), rel=1e-12)
-
-
-def test_row_id_tells_repeated_rows_apart(repeated):
-    """With row_id the trials draw every row its own weights: no repeats, narrower bands
-    (the row bootstrap's), the same curve, the same trials on any partitioning; the id
-    is read by the scan only and is never a default feature."""
-    import dask.dataframe as dd
-
-    df = repeated.assign(id=np.arange(len(repeated), dtype="int64"))
-    kw = dict(target="y", feature="x1", n_trials=40, progress=False)
-    with pytest.warns(daskpd.RepeatedRowsWarning, match="row_id="):
-        shared = daskpd.stratpd(df, features=["x1", "x2", "c"], **kw)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", daskpd.RepeatedRowsWarning)
-        own = daskpd.stratpd(df, row_id="id", **kw)
-        again = daskpd.stratpd(dd.from_pandas(df, npartitions=6), row_id=["id"], **kw)
-    assert own.params["stratified_on"] == ["x2", "c"]  # the id is not a default stratifying column
-    assert own.params["row_id"] == ["id"] and own.params["row_repeats"] == 1.0
-    np.testing.assert_array_equal(own.pd, shared.pd)
-    np.testing.assert_array_equal(own.trials_pd, again.trials_pd)
-    assert np.nanmean(own.band()["std"]) < 0.5 * np.nanmean(shared.band()["std"])
-    # the reference: a Poisson(1) row bootstrap's spread of the same curve, each row its own weight
-    rng = np.random.default_rng(0)
-    ref = []
-    for _ in range(40):
-        w = rng.poisson(1.0, len(df))
-        ref.append(daskpd.stratpd(df.loc[np.repeat(np.arange(len(df)), w)], target="y", feature="x1",
-                                  progress=False).pd)
-    ref_sd = np.nanstd(np.vstack(ref) - np.vstack(ref)[:, [0]], axis=0, ddof=1)[1:]
-    ours = own.band()["std"][1:]
-    assert 0.6 < np.nanmean(ours) / np.nanmean(ref_sd) < 1.6
-    imp = daskpd.importances(df, target="y", features=["x1", "x2", "c"], n_trials=3, row_id="id", progress=False)
-    assert "importance_std" in imp
-
-
-def test_row_id_errors_and_states(repeated, tmp_path):
-    df = repeated.assign(id=np.arange(len(repeated), dtype="int64"))
-    with pytest.raises(daskpd.DataError, match="row_id names column 'nope'"):
-        daskpd.stratpd(df, target="y", feature="x1", n_trials=3, row_id="nope", progress=False)
-    with pytest.raises(daskpd.DataError, match="row_id"):
-        daskpd.partial_dependence(_model(df), df, "x1", method="brute", n_trials=3, row_id="nope", progress=False)
-    feats = ["x1", "x2", "c"]
-    strat = daskpd.fit_stratification(df, target="y", features=feats, progress=False)
-    a = daskpd.scan_state(df.iloc[:3000], strat, n_trials=3, row_id="id", progress=False)
-    b = daskpd.scan_state(df.iloc[3000:], strat, n_trials=3, row_id="id", progress=False)
-    c = daskpd.scan_state(df.iloc[3000:], strat, n_trials=3, progress=False)
-    a.save(tmp_path / "a")
-    a = ScanState.load(tmp_path / "a")
-    assert a.row_id == ["id"] and (a + b).finish(strat)["x1"].params["row_repeats"] == 1.0
-    whole = daskpd.scan_state(df, strat, n_trials=3, row_id="id", progress=False).finish(strat)
-    np.testing.assert_allclose((a + b).finish(strat)["x1"].trials_pd, whole["x1"].trials_pd, rtol=1e-12)
-    with pytest.raises(daskpd.DataError, match="different row_id"):
-        a + c
-
-
-def _model(df):
-    from sklearn.tree import DecisionTreeRegressor
-
-    X = df[["x1", "x2"]]
-    return DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, df.y)

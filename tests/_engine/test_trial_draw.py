@@ -43,32 +43,18 @@ def test_counts_equal_their_definition(fraction):
         assert abs(got.mean() - fraction) < 0.01
 
 
-@pytest.mark.parametrize("fraction", [None, 0.5])
-@pytest.mark.parametrize("n_trials", [20, 9, 1])
-def test_packed_words_give_the_draws_back(n_trials, fraction):
-    """A row's word holds its weights 3 bits a trial, or (a weight of 8 or more) its hash:
-    unpacked, every row's weights are the draw's, bit for bit, both kinds of word among
-    them (Poisson draws), and a row's weights 0..7 sit in its word's fields."""
-    rng = np.random.default_rng(8)
-    h = rng.integers(0, 1 << 64, 400_000, dtype=np.uint64, endpoint=False)
-    h[:4] = [0, 1, (1 << 64) - 1, (1 << 63)]
-    draw = trial_draw(n_trials, 3, fraction)
-    words = draw.pack(h)
-    counts = draw.counts(h)
-    np.testing.assert_array_equal(draw.unpack(words), counts)
-    escaped = words >= np.uint64(1 << 63)
-    np.testing.assert_array_equal(escaped, counts.max(axis=1) >= 8)
-    if fraction is None and n_trials == 20:  # about one row in 5,000
-        assert 20 <= escaped.sum() <= 200
-    elif fraction is not None:  # 0/1 weights always fit
-        assert not escaped.any()
-    shifts = np.uint64(3) * np.arange(n_trials, dtype=np.uint64)
-    fields = (words[~escaped, None] >> shifts) & np.uint64(7)
-    np.testing.assert_array_equal(fields, counts[~escaped])
-    # the escaped words hold the hash's top 63 bits: the draw of the hash with either lowest bit
-    np.testing.assert_array_equal(draw.counts(h ^ np.uint64(1)), counts)
+def test_leaf_weights_are_a_function_of_the_leaf_the_seed_and_the_feature():
+    """The leaf bootstrap's weights: Poisson(1) counts drawn from (leaf, seed, feature),
+    whatever else is drawn with them; another seed or feature, other weights."""
+    from daskpd._engine.hashing import name_salt
+    from daskpd._strat.leafboot import weights_of_leaves
 
-
-def test_more_trials_than_a_word_holds_are_refused():
-    with pytest.raises(ValueError, match="at most 20 trials, not 21"):
-        trial_draw(21, 0).pack(np.zeros(3, np.uint64))
+    leaves = np.arange(200_000)
+    w = weights_of_leaves("x1", leaves, 20, 3)
+    assert w.shape == (200_000, 20) and w.dtype == np.uint8
+    assert abs(w.mean() - 1.0) < 0.01 and abs(w.var() - 1.0) < 0.02
+    np.testing.assert_array_equal(weights_of_leaves("x1", leaves[::-7], 20, 3), w[::-7])  # any subset, any order
+    np.testing.assert_array_equal(weights_of_leaves("x1", leaves[:50], 5, 3), w[:50, :5])  # fewer trials: a prefix
+    assert not np.array_equal(weights_of_leaves("x1", leaves[:50], 5, 4), w[:50, :5])
+    assert not np.array_equal(weights_of_leaves("x2", leaves[:50], 5, 3), w[:50, :5])
+    assert name_salt("x1") == name_salt("x1") != name_salt("x2")

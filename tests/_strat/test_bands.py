@@ -1,7 +1,8 @@
-"""StratPD / CatStratPD bootstrap trials and their band: the band covers the truth at
-about its nominal level on data with a known generator, the trials are reproducible and
-do not depend on the scheduler or the partitioning, n_trials=1 is the curve alone, and
-the summary flags a curve its band cannot tell from flat."""
+"""StratPD / CatStratPD trials (a bootstrap of the stratification's leaves) and their
+band: the band covers the truth at about its nominal level on data with a known
+generator, is centred on the curve and exists wherever the curve does, the trials are
+reproducible and do not depend on the scheduler or the partitioning, n_trials=1 is the
+curve alone, and the summary flags a curve its band cannot tell from flat."""
 from __future__ import annotations
 
 import warnings
@@ -13,7 +14,7 @@ import pytest
 
 import daskpd
 from daskpd import InvalidParameterError
-from daskpd.results.curves import flat_within_band, trial_band
+from daskpd.results.curves import align_trials, flat_within_band, simultaneous_q, trial_band
 
 EFFECTS = np.array([0.0, 1.0, 3.0, 2.5])
 
@@ -45,13 +46,12 @@ def curves(df):
 
 
 def test_coverage_of_the_band_on_known_truth():
-    """Over 15 seeds x 2,000 rows with 60 trials, the 90 % band holds the true curve at
-    80-97 % of the positions for StratPD and for CatStratPD (60 trials: the percentile
-    interval of T trials covers about 0.9 (T - 1)/(T + 1), 0.87 at T=60; the docs'
-    figure, 40 seeds, is benchmarks/bench_bands.py --coverage).  Both curves ride one
+    """Over 12 seeds x 2,000 rows with 60 trials, the 90 % band holds the true curve at
+    82-98 % of the positions for StratPD and for CatStratPD (the docs' figures, more
+    seeds and designs, are benchmarks/bench_bands.py --coverage).  Both curves ride one
     scan (strat_curves_and_importances: the same finish and result as stratpd/catstratpd)."""
     hits = {"x1": [0, 0], "c": [0, 0]}
-    for seed in range(15):
+    for seed in range(12):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = daskpd.strat_curves_and_importances(make(seed), "y", categorical_features=["c"], n_trials=60,
@@ -69,8 +69,8 @@ def test_coverage_of_the_band_on_known_truth():
             hits[f][0] += int(((truth[ok] >= b["lo"][ok]) & (truth[ok] <= b["hi"][ok])).sum())
             hits[f][1] += int(ok.sum())
     for f, (h, n) in hits.items():
-        assert n >= (140 if f == "x1" else 40), (f, n)
-        assert 0.80 <= h / n <= 0.97, (f, h / n, n)
+        assert n >= (110 if f == "x1" else 30), (f, n)
+        assert 0.82 <= h / n <= 0.98, (f, h / n, n)
 
 
 def test_band_shape_columns_and_params(curves):
@@ -81,14 +81,25 @@ def test_band_shape_columns_and_params(curves):
         f = r.to_frame()
         for col, key in (("pd_std", "std"), ("pd_lo", "lo"), ("pd_hi", "hi")):
             np.testing.assert_array_equal(f[col].to_numpy(), b[key])
-        assert r.params["band"] == [0.05, 0.95] and r.params["bootstrap"] is True
+        assert r.params["band"] == [0.05, 0.95]
         ok = np.isfinite(b["lo"])
-        assert (b["lo"][ok] <= b["hi"][ok]).all()
-        # the band is of the trials aligned on the curve's anchor (0 there in every trial)
+        # the band exists wherever the curve does, is centred on it and holds it
+        np.testing.assert_array_equal(ok, np.isfinite(r.pd))
+        np.testing.assert_allclose((b["lo"][ok] + b["hi"][ok]) / 2, r.pd[ok], rtol=1e-12, atol=1e-12)
+        assert (b["lo"][ok] <= r.pd[ok]).all() and (r.pd[ok] <= b["hi"][ok]).all()
+        # the trials are aligned on the curve (0 at its anchor in every trial)
         T = r.trial_curves()
         a = int(np.flatnonzero(np.isfinite(r.pd) & (r.pd == 0))[0])
-        assert np.all(T[np.isfinite(T[:, a]), a] == 0)
-        np.testing.assert_allclose(b["hi"], np.nanquantile(T, 0.95, axis=0), equal_nan=True)
+        assert np.all(T[:, a] == 0)
+        # pd +- t_{df} std: with m leaves resampled, std is the trials' times sqrt(m / (m - 1))
+        from scipy.stats import t as student
+
+        m = r.params["band_clusters"] if r is s else np.maximum(r.n_leaves_cat, 1)
+        df_ = np.minimum(7, np.asarray(m) - 1)
+        std = np.nanstd(T, axis=0, ddof=1) * np.sqrt(m / (np.asarray(m) - 1.0))
+        np.testing.assert_allclose(b["std"][ok], std[ok] if np.ndim(std) else std, rtol=1e-12)
+        np.testing.assert_allclose(b["hi"][ok], (r.pd + student.ppf(0.95, df_) * std)[ok], rtol=1e-9, atol=1e-12)
+    assert s.params["band_clusters"] == s.n_leaves  # every leaf holds a slope here
     assert "90% band over 8 trials" in s.summary() and "90% band over 8 trials" in c.summary()
 
 
@@ -103,7 +114,7 @@ def test_n_trials_1_is_the_curve_alone_and_trials_keep_it(df, curves):
     for one, many in ((s1, s), (c1, c)):
         assert one.trials_pd is None and one.band() is None and one.n_trials == 1
         assert not {"pd_std", "pd_lo", "pd_hi"} & set(one.to_frame().columns)
-        assert not {"band", "bootstrap", "subsample_size"} & set(one.params) and one.params["n_trials"] == 0
+        assert not {"band", "band_clusters"} & set(one.params) and one.params["n_trials"] == 0
         np.testing.assert_array_equal(one.pd, many.pd)
         np.testing.assert_array_equal(one.count, many.count)
     np.testing.assert_array_equal(s1.slope, s.slope)
@@ -143,21 +154,51 @@ def test_trials_reproducible_and_partition_independent(df, on_threads, client):
     assert not np.allclose(t["mem"].trials_pd, t["other"].trials_pd, equal_nan=True)
 
 
-def test_flat_flag():
-    """A curve whose band is wider than its rise and fall is flagged in summary()."""
+def test_band_functions():
+    """The band's pieces on hand-made trials: trials aligned at the anchor or, without
+    a value there, by their mean difference; a centred t band; a flat line fits a band
+    iff max(lo) <= min(hi)."""
+    trials = np.array([[0.0, 1.0, np.nan], [0.0, 3.0, 2.0], [1.0, 5.0, np.nan], [np.nan, 2.0, 3.0]])
+    center = np.array([0.0, 2.0, 2.5])
+    al = align_trials(trials, center, anchor=0)
+    np.testing.assert_array_equal(al[2], [0.0, 4.0, np.nan])  # shifted by its value at the anchor
+    np.testing.assert_array_equal(al[3], [np.nan, 1.75, 2.75])  # no anchor: by its mean difference (+0.25 - 0.5) / 2
+    b = trial_band(trials, (0.05, 0.95), center=center, align=True, anchor=0)
+    assert b["n"].tolist() == [3, 4, 2]
+    assert b["std"][0] == 0 and b["lo"][0] == b["hi"][0] == 0
+    from scipy.stats import t as student
+
+    sd1 = np.std(al[:, 1], ddof=1)
+    np.testing.assert_allclose([b["lo"][1], b["hi"][1]], 2.0 + student.ppf([0.05, 0.95], 3) * sd1)
+    b1 = trial_band(trials[:1], (0.05, 0.95), center=center, align=True, anchor=0)
+    assert np.isnan(b1["lo"]).all()  # one trial: no band
+    # few clusters: the spread scaled by sqrt(m / (m - 1)), t with m - 1 degrees of freedom
+    bc = trial_band(trials, (0.05, 0.95), center=center, align=True, anchor=0, clusters=3)
+    np.testing.assert_allclose(bc["std"][1], sd1 * np.sqrt(1.5))
+    np.testing.assert_allclose(bc["hi"][1], 2.0 + student.ppf(0.95, 2) * sd1 * np.sqrt(1.5))
+    # a curve known absolutely (a model's PD): the trials are not shifted
+    ba = trial_band(np.array([[1.0, 2.0], [3.0, 4.0]]), (0.05, 0.95), center=np.array([2.0, 3.0]))
+    np.testing.assert_allclose(ba["std"], [np.sqrt(2.0)] * 2)
     assert flat_within_band([0.0, 0.5, -0.2], [0.0, -1.0, -0.5], [0.0, 1.0, 0.6]) is True
     assert flat_within_band([0.0, 2.5, 4.5], [0.0, 2.0, 4.0], [0.0, 3.0, 5.0]) is False
+    assert flat_within_band([0.0, 0.5], [-0.1, 0.2], [0.1, 0.8]) is False  # wide, but no flat line fits
     assert flat_within_band([0.0], [np.nan], [np.nan]) is None
-    b = trial_band(np.array([[0.0, 1.0, np.nan], [0.0, 3.0, 2.0], [1.0, 5.0, np.nan]]), (0.0, 1.0), anchor=0)
-    np.testing.assert_array_equal(b["lo"][:2], [0.0, 1.0])  # the third trial is shifted by its anchor value 1
-    np.testing.assert_array_equal(b["hi"][:2], [0.0, 4.0])
-    assert np.isnan(b["lo"][2]) and b["n"][2] == 1  # one trial only: no band
+    # the sup-t critical value: the order statistic ceil(level (T + 1)) over trials of the
+    # largest standardised deviation (T = 4: level 0.6 -> the 3rd of 4)
+    T = np.array([[0.0, 1.0], [0.0, 3.0], [0.0, -1.0], [0.0, 2.0]])
+    assert simultaneous_q(T, np.zeros(2), np.array([1.0, 1.0]), 0.6) == 2.0
+    assert simultaneous_q(T, np.zeros(2), np.array([1.0, 1.0]), 0.99) == 3.0
+
+
+def test_flat_flag():
+    """y does not depend on x1: the summary says the curve is not distinguishable from
+    flat (a flat line fits in its simultaneous band)."""
     rng = np.random.default_rng(5)
     df = pd.DataFrame({"x1": rng.integers(0, 11, 2000).astype(float), "x2": rng.integers(0, 5, 2000) / 4})
     df["y"] = 4 * df.x2 + rng.normal(0, 1, 2000)  # y does not depend on x1
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        flat = daskpd.stratpd(df, target="y", feature="x1", n_trials=10, progress=False)
+        flat = daskpd.stratpd(df, target="y", feature="x1", n_trials=20, progress=False)
     assert "NOT distinguishable from flat" in flat.summary(), flat.summary()
 
 
@@ -166,18 +207,7 @@ def test_steep_curve_is_not_flagged(curves):
     assert "NOT distinguishable" not in curves[1].summary()
 
 
-def test_subsample_trials(df):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        r = daskpd.stratpd(df, target="y", feature="x1", n_trials=4, bootstrap=False, subsample_size=0.5,
-                           progress=False)
-    assert r.params["bootstrap"] is False and r.params["subsample_size"] == 0.5
-    # 0/1 weights: every trial's row count at a position is at most the all-rows count
-    assert (r.set_counts[1:] <= r.set_counts[0]).all() and (r.set_counts[1:] < r.set_counts[0]).any()
-
-
-@pytest.mark.parametrize("kw, name", [({"n_trials": 0}, "n_trials"), ({"band": (0.9, 0.1)}, "band"),
-                                      ({"subsample_size": 1.5}, "subsample_size"), ({"bootstrap": "yes"}, "bootstrap")])
+@pytest.mark.parametrize("kw, name", [({"n_trials": 0}, "n_trials"), ({"band": (0.9, 0.1)}, "band")])
 def test_bad_trial_parameters(df, kw, name):
     for fn, feature in ((daskpd.stratpd, "x1"), (daskpd.catstratpd, "c")):
         with pytest.raises(InvalidParameterError, match=name):
@@ -202,26 +232,18 @@ def test_plots_draw_the_band(curves):
     plt.close("all")
 
 
-@pytest.mark.parametrize("packed", [True, False])
-def test_many_trials_ride_as_one_word_with_the_same_weights(df, monkeypatch, packed):
-    """With more than ``HASHED_TRIALS`` trials the raw rows carry one 8-byte word: their
-    weights packed (drawn in the map) or their hash (the weights drawn where the rows are
-    summed).  Either way the same trials as the rows carrying their weight bytes (up to
-    the reassociation of float sums where the smaller rows change the planner's
-    grouping), and partition independent."""
-    from daskpd._strat import scan
-
-    if not packed:
-        monkeypatch.setattr(scan, "PACKED_TRIALS", 0)
-    kw = dict(target="y", categorical_features=["c"], n_trials=12, random_state=5, progress=False)
+def test_the_band_exists_where_the_curve_does_on_a_sparse_tail():
+    """A pure-noise feature on a sparse, heavy-tailed x: every trial is estimated where
+    the curve is (no trial drops out on one sparse position), so the band exists at
+    every position of the curve and the summary speaks of the band where it is."""
+    rng = np.random.default_rng(7)
+    n = 3000
+    df = pd.DataFrame({"noise": np.round(rng.lognormal(0, 1.5, n), 1), "x2": rng.uniform(0, 1, n)})
+    df["y"] = 3 * df.x2 + rng.normal(0, 1, n)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        hashed = daskpd.strat_curves_and_importances(df, **kw)
-        parts3 = daskpd.strat_curves_and_importances(dd.from_pandas(df, npartitions=3), **kw)
-        monkeypatch.setattr(scan, "HASHED_TRIALS", 100)
-        weighted = daskpd.strat_curves_and_importances(df, **kw)
-    assert scan.trial_row_bytes(13) == 12
-    for f in ("x1", "c"):
-        for other in (parts3, weighted):
-            np.testing.assert_allclose(hashed.curves[f].trials_pd, other.curves[f].trials_pd, rtol=1e-9, atol=1e-9,
-                                       equal_nan=True)
+        r = daskpd.stratpd(df, target="y", feature="noise", n_trials=20, progress=False)
+    b = r.band()
+    np.testing.assert_array_equal(np.isfinite(b["lo"]), np.isfinite(r.pd))
+    assert np.isfinite(r.trials_pd[:, np.isfinite(r.pd)]).all()
+    assert "90% band over 20 trials" in r.summary() and "positions)" not in r.summary()

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import daskpd
-from daskpd._engine.hashing import bootstrap_weights
+from daskpd._strat.leafboot import weights_of_leaves
 from daskpd._strat import categorical_gram, categorical_solve
 from daskpd._catstratpd import run_categorical, solve_effects
 from daskpd import DataError
@@ -24,10 +24,14 @@ from daskpd import DataError
 
 
 def leaves_of(run, df):
-    """Leaf of every row of ``df`` under the run's fitted stratifying tree."""
+    """Leaf (unit: a leaf of the tree of the row's other fold, or part of a leaf) of every
+    row of ``df`` under the run's fitted stratification."""
+    from daskpd._engine.hashing import fold_hash
+
     fs = run.scan.features[0]
     X = run.scan.encoder.transform(df)
-    return fs.leaves(X, [run.scan.encoder.columns.index(c) for c in fs.other])
+    h = fold_hash(df[run.scan.hash_columns], run.scan.random_state) if fs.needs_hash else None
+    return fs.leaves(X, [run.scan.encoder.columns.index(c) for c in fs.other], h)
 
 
 def leaf_table(df, target, feature, leaf, nan_as_level=False, weight=None):
@@ -214,7 +218,7 @@ def test_two_disjoint_groups_are_placed_by_their_marginal_means():
         "c": ["A", "A", "B", "B", "C", "C", "C", "D"],
         "y": [1.0, 1, 3, 3, 12, 12, 12, 15],
     })
-    res = daskpd.catstratpd(df, target="y", feature="c", min_samples_leaf=1)
+    res = daskpd.catstratpd(df, target="y", feature="c", min_samples_leaf=1, honest=False)
     assert res.n_groups == 2 and res.n_leaves == 2
     # group 1: deltas A=0, B=2, mean y 2 -> A=1, B=3; group 2: C=0, D=3, mean y 12.75 -> C=12, D=15
     # then shifted so that the smallest is 0
@@ -237,7 +241,7 @@ def test_sawtooth_models_across_yearmade_strata():
             for _ in range(6):
                 rows.append((year, f"M{i:02d}", 2.0 * (year - 2000) + (5.0 if i % 2 == 0 else -5.0)))
     df = pd.DataFrame(rows, columns=["YearMade", "ModelID", "price"])
-    res = daskpd.catstratpd(df, target="price", feature="ModelID")
+    res = daskpd.catstratpd(df, target="price", feature="ModelID", honest=False)  # stratx's leaf for leaf
     expect = np.where(np.arange(n_models) % 2 == 0, 10.0, 0.0)
     np.testing.assert_allclose(res.pd, expect, atol=1e-9)
     assert res.n_groups == 1
@@ -397,7 +401,7 @@ def test_nullable_integer_codes_with_missing_as_a_level_sort_it_last():
     miss = np.arange(len(df)) % 11 == 0
     df["c"] = pd.array(np.where(miss, None, codes), dtype="Int64")
     df.loc[miss, "y"] = 3.0 * df.s[miss] - 4.0
-    res = daskpd.catstratpd(df, target="y", feature="c", nan_as_level=True)
+    res = daskpd.catstratpd(df, target="y", feature="c", nan_as_level=True, honest=False)
     assert res.categories.dtype == "Int64" and pd.isna(res.categories[-1])
     assert list(res.categories[:-1]) == sorted(set(codes[~miss].tolist()))
     t = pd.Series(truth.to_numpy(), index=np.arange(len(truth)) * 7 + 3).reindex(list(res.categories[:-1]))
@@ -406,20 +410,22 @@ def test_nullable_integer_codes_with_missing_as_a_level_sort_it_last():
 
 
 def test_bool_and_object_labels():
+    """A bool feature's effects are those of the same rows labelled with strings (one
+    tree on every row: honest folds are drawn from the rows' content, labels included)."""
     df, _ = strata_data(noise=0.5, seed=9, n_cats=2, n_strata=5)
     df["c"] = df.c == "m001"
-    res = daskpd.catstratpd(df, target="y", feature="c")
+    res = daskpd.catstratpd(df, target="y", feature="c", honest=False)
     assert list(res.categories) == [False, True] and res.categories.dtype == bool
     df["c"] = df.c.map({False: "no", True: "yes"}).astype(object)
-    res2 = daskpd.catstratpd(df, target="y", feature="c")
+    res2 = daskpd.catstratpd(df, target="y", feature="c", honest=False)
     np.testing.assert_allclose(res2.pd, res.pd)
 
 
 # ---------------------------------------------------------------------------------
-# bootstrap trials, solvers, scale
+# trials (a bootstrap of the leaves), solvers, scale
 
 
-def test_trials_ride_the_scan_and_match_the_weighted_reference():
+def test_trials_are_a_leaf_bootstrap_and_match_the_weighted_reference():
     df, _ = strata_data(noise=0.0, seed=10)
     run, dtype = run_categorical(df, target="y", feature="c", n_trials=3)
     res = run.results["c"]
@@ -431,12 +437,14 @@ def test_trials_ride_the_scan_and_match_the_weighted_reference():
         d = tr[ok] - res.pd[ok]
         np.testing.assert_allclose(d, d[0], atol=1e-8)
     assert "pd_std" in res.to_frame()
-    # with noise, trial 2 is the weighted least squares with its own bootstrap weights
+    # with noise, trial 2 is the least squares of its draw of the leaves: each leaf's rows
+    # weighted by the leaf's weight
     df, _ = strata_data(noise=2.0, seed=10)
     run, dtype = run_categorical(df, target="y", feature="c", n_trials=3)
     res = run.results["c"]
-    w = bootstrap_weights(df, run.scan.weight_columns, 3, 0)[:, 1]
-    g, marg = leaf_table(df, "y", "c", leaves_of(run, df), weight=w)
+    leaves = leaves_of(run, df)
+    w = weights_of_leaves("c", leaves, 3, run.scan.random_state)[:, 1]
+    g, marg = leaf_table(df, "y", "c", leaves, weight=w)
     ref = reference_effects(g, marg)
     got = pd.Series(res.trials_pd[1], index=res.categories.astype(object)).dropna()
     np.testing.assert_allclose(got.to_numpy(), ref.reindex(got.index).to_numpy(), atol=1e-9)
@@ -745,7 +753,7 @@ def test_warns_when_no_leaf_holds_two_categories():
     df = pd.DataFrame({"x": np.repeat(np.arange(6), 10), "y": np.repeat(np.arange(6.0), 10)})
     df["c"] = df.x.map(lambda v: f"c{v}")
     with pytest.warns(UserWarning, match="no leaf of the stratifying tree holds two or more categories"):
-        res = daskpd.catstratpd(df, target="y", feature="c", min_samples_leaf=10)
+        res = daskpd.catstratpd(df, target="y", feature="c", min_samples_leaf=10, honest=False)
     assert res.n_groups == 6 and res.n_used == 0
     np.testing.assert_allclose(res.pd, np.arange(6.0))  # marginal means
 
@@ -754,14 +762,15 @@ def test_warns_when_no_leaf_holds_two_categories():
                                            (0, 7, 2, None), (140_000, 2, 1, 1), (140_000, 2, 0, 1)])
 def test_prepare_sums_every_set_in_one_pass_as_group_sums_of_each_set(n_rows, K, T, L):
     """A bucket's per (virtual bucket, category) terms of every statistics set, made in
-    one pass over its rows, are each set's group_sums of the six columns (its rows in
-    its leaves, in the same order: the same bits); the scalars and the rows the CG
-    products use are each set's own.  The CG block's counts are kept in the narrowest
-    type that holds them, also where a group counts 2^16 rows or more (one leaf of two
-    categories: raw rows with a trial, and a merged table)."""
+    one pass over its merged table, are each set's group_sums of the six columns (set t:
+    every leaf's rows and sums times its trial-t weight; the same bits); the scalars and
+    the rows the CG products use are each set's own.  The CG block's counts are kept in
+    the narrowest type that holds them, also where a group counts 2^16 rows or more (one
+    leaf of two categories)."""
     from daskpd._data.encode import KeyCoder
-    from daskpd._engine.sums import Rows, fold_tree, group_sums, sort_rows, tree_nodes
+    from daskpd._engine.sums import Rows, fold_tree, group_sums, reduce_tables, tree_nodes
     from daskpd._strat.categorical_buckets import prepare
+    from daskpd._strat.leafboot import weights_of_leaves
     from daskpd._strat.scan import FeatureScan
     from daskpd._strat.virtual import N_VIRTUAL, virtual_of
 
@@ -769,28 +778,28 @@ def test_prepare_sums_every_set_in_one_pass_as_group_sums_of_each_set(n_rows, K,
     L = L or max(1, n_rows // 6)
     leaf, code = rng.integers(0, L, n_rows), rng.integers(0, K, n_rows)
     y = rng.normal(size=n_rows) * 1e3
-    w = rng.poisson(1.0, (n_rows, T)).astype(np.uint8)
-    rows = sort_rows([Rows(leaf.astype(np.int32), code.astype(np.int32), y, None, w if T else None)])
+    table = reduce_tables([Rows(leaf.astype(np.int32), code.astype(np.int32), y, None)], K)
     fs = FeatureScan("c", "categorical", [], None, KeyCoder("categorical", values=np.arange(K)), None, L)
-    if T == 0 and n_rows >= 2 ** 16:  # the merged table the one-set scan finishes from
-        from daskpd._engine.sums import reduce_tables
+    bucket, summary = prepare((table, None), fs, type("Job", (), {"n_sets": T + 1, "random_state": 3})())
+    tl = np.asarray(table.leaf, np.int64)
+    W = np.ones((len(tl), T + 1))
+    if T and len(tl):
+        W[:, 1:] = weights_of_leaves("c", np.arange(L), T, 3)[tl]
 
-        rows = reduce_tables([Rows(leaf.astype(np.int32), code.astype(np.int32), y, None, None)], K)
-    bucket, summary = prepare((rows, None), fs, type("Job", (), {"n_sets": T + 1})())
-    top = max([float(rows.set_stats(st)[0].max(initial=0)) for st in range(T + 1)]) if T or n_rows < 2 ** 16 else \
-        float(rows.values[:, 0].max())
+    def set_stats(st):
+        return table.values[:, 0] * W[:, st], table.values[:, 1] * W[:, st]
+
+    top = max([float(set_stats(st)[0].max(initial=0)) for st in range(T + 1)])
     assert bucket.block.n.dtype == (np.uint8 if top < 2 ** 8 else np.float32 if top >= 2 ** 16 else np.uint16)
-    if isinstance(rows, type(summary.vectors)):
-        rows.set_stats = lambda st: (rows.values[:, 0], rows.values[:, 1], None)
     for st in range(T + 1):
-        n, s, _ = rows.set_stats(st)
+        n, s = set_stats(st)
         keep = n > 0
-        lf, cd, n, s = rows.leaf[keep].astype(np.int64), rows.key[keep], n[keep], s[keep]
+        lf, cd, n, s = tl[keep], np.asarray(table.key)[keep], n[keep], s[keep]
         first = np.flatnonzero(np.r_[True, lf[1:] != lf[:-1]]) if len(lf) else np.zeros(0, np.int64)
         size = np.diff(np.r_[first, len(lf)])
         N, S = np.zeros(len(first)), np.zeros(len(first))
         for q, (a, m) in enumerate(zip(first, size)):
-            for i in range(a, a + m):  # in row order
+            for i in range(a, a + m):  # in group order
                 N[q] += n[i]
                 S[q] += s[i]
         N, S = np.repeat(N, size), np.repeat(S, size)
@@ -820,14 +829,15 @@ def test_prepare_sums_every_set_in_one_pass_as_group_sums_of_each_set(n_rows, K,
 def test_forests_link_each_sets_categories_through_its_own_leaves(seed, K, per_leaf):
     """Each set's spanning forest (a bucket's, and the kept-state finish's from its
     cells) has the components of a plain union over that set's leaves holding >= 2 of
-    its categories: the leaves come in an order where a set's
-    categories fall into one component, split again (a leaf of new categories) and
-    rejoin, and a trial drops rows (weight 0) that would have linked them."""
+    its categories: the leaves come in an order where a set's categories fall into one
+    component, split again (a leaf of new categories) and rejoin, and a trial draws no
+    copy (weight 0) of leaves that would have linked them."""
     from daskpd._data.encode import KeyCoder
-    from daskpd._engine.sums import Rows, sort_rows
+    from daskpd._engine.sums import Rows, reduce_tables
     from daskpd._strat.categorical_buckets import prepare
     from daskpd._strat.categorical_solve import uf_flatten
     from daskpd._strat.catruns import _merge_leaves
+    from daskpd._strat.leafboot import weights_of_leaves
     from daskpd._strat.scan import FeatureScan
 
     rng = np.random.default_rng(seed)
@@ -844,17 +854,19 @@ def test_forests_link_each_sets_categories_through_its_own_leaves(seed, K, per_l
                 code.append(int(c))
     leaf, code = np.array(leaf), np.array(code)
     n_rows = len(leaf)
-    w = (rng.poisson(0.7, (n_rows, T))).astype(np.uint8)
-    rows = sort_rows([Rows(leaf.astype(np.int32), code.astype(np.int32), rng.normal(size=n_rows), None, w)])
+    table = reduce_tables([Rows(leaf.astype(np.int32), code.astype(np.int32), rng.normal(size=n_rows), None)], K)
     fs = FeatureScan("c", "categorical", [], None, KeyCoder("categorical", values=np.arange(K)), None, L)
-    _, summary = prepare((rows, None), fs, type("Job", (), {"n_sets": T + 1})())
+    _, summary = prepare((table, None), fs, type("Job", (), {"n_sets": T + 1, "random_state": seed})())
+    tl = np.asarray(table.leaf, np.int64)
+    W = np.column_stack([np.ones(len(tl)), weights_of_leaves("c", np.arange(L), T, seed)[tl]])
+    assert (W == 0).any()
     # the kept-state finish links the same forests from a block of (leaf, category) cells
-    n_all = np.column_stack([rows.set_stats(st)[0] for st in range(T + 1)])
-    starts = np.r_[np.flatnonzero(np.r_[True, rows.leaf[1:] != rows.leaf[:-1]]), len(rows.leaf)].astype(np.int64)
+    n_all = table.values[:, :1] * W
+    starts = np.r_[np.flatnonzero(np.r_[True, tl[1:] != tl[:-1]]), len(tl)].astype(np.int64)
     N = np.add.reduceat(n_all, starts[:-1], axis=0)
-    kept = _merge_leaves(rows.key.astype(np.int32), n_all.copy(), starts, N, np.zeros_like(N), K)[-1]
+    kept = _merge_leaves(np.asarray(table.key).astype(np.int32), n_all.copy(), starts, N, np.zeros_like(N), K)[-1]
     for st in range(T + 1):
-        n, _, _ = rows.set_stats(st)
+        n = n_all[:, st]
         parent = list(range(K))
 
         def find(c):
@@ -862,8 +874,8 @@ def test_forests_link_each_sets_categories_through_its_own_leaves(seed, K, per_l
                 c = parent[c]
             return c
 
-        for q in np.unique(rows.leaf):
-            cats = np.unique(rows.key[(rows.leaf == q) & (n > 0)])
+        for q in np.unique(tl):
+            cats = np.unique(np.asarray(table.key)[(tl == q) & (n > 0)])
             if len(cats) >= 2:
                 for c in cats[1:]:
                     a, b = find(int(cats[0])), find(int(c))

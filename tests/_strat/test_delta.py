@@ -134,13 +134,16 @@ def test_many_categories_are_solved_over_the_runs_unmerged(data, strat, n_trials
     kw = {"n_trials": n_trials} if n_trials > 1 else {}
     state = daskpd.scan_state(a, strat, progress=False, **kw)
     assert state.features["c"].summary is None
-    seen = a
+    # the full finish of the merged sums (a scan of the data at once has the same sums but
+    # for the copies of a record, whose folds follow their order within a partition)
+    whole = state
     for step, b in enumerate([b1, b2]):  # a new level each time; the second over two saved runs
-        merged, got = state.delta_finish(daskpd.scan_state(b, strat, progress=False, **kw), strat)
+        new = daskpd.scan_state(b, strat, progress=False, **kw)
+        merged, got = state.delta_finish(new, strat)
         assert merged.finish_modes["c"] == "runs" and merged.features["c"].summary is None
         assert len(merged.features["c"].runs) == step + 2
-        seen = pd.concat([seen, b], ignore_index=True)
-        want = daskpd.scan_state(seen, strat, progress=False, **kw).finish(strat)["c"]
+        whole = whole + new
+        want = whole.finish(strat)["c"]
         g = got["c"]
         assert g.params["solver"] == want.params["solver"] == "cg"
         # the same system, its products summed in another order: equal to the CG's tolerance
@@ -154,8 +157,9 @@ def test_many_categories_are_solved_over_the_runs_unmerged(data, strat, n_trials
         state = ScanState.load(tmp_path / f"s{step}")
     # conjugate gradients that do not converge: the explicit system, summed from the runs
     monkeypatch.setattr(buckets_mod, "CG_MAXITER", 1)
-    _, got = state.delta_finish(daskpd.scan_state(b1, strat, progress=False, **kw), strat)
-    want = daskpd.scan_state(pd.concat([seen, b1], ignore_index=True), strat, progress=False, **kw).finish(strat)["c"]
+    again = daskpd.scan_state(b1, strat, progress=False, **kw)
+    _, got = state.delta_finish(again, strat)
+    want = (whole + again).finish(strat)["c"]
     assert got["c"].params["solver"] == want.params["solver"] == "cg+dense"
     pd.testing.assert_frame_equal(got["c"].to_frame(), want.to_frame(), rtol=1e-10)
 
@@ -186,12 +190,21 @@ def test_runs_block_solves_the_merged_table():
     view = RunView(ov[:, 0].astype(np.uint16), old_codes[order].astype(np.uint16), kmap, lambda j: old_vals[:, j])
     delta = Table(new["leaf"].to_numpy(np.int32), new["code"].to_numpy(np.int64),
                   new[["n", "s"]].to_numpy(np.float64))
-    (got,) = effects_of_runs(runs_block([view], delta, K, 2, 1))
-    want = solve_table(both["leaf"].to_numpy(), both["code"].to_numpy(), both["n"].to_numpy(float),
-                       both["s"].to_numpy(float), K, solver="direct")
-    assert want.n_groups == got.n_groups == 3 and want.n_ignored > 0
-    np.testing.assert_array_equal(got.group, want.group)
-    for k in ("count", "sum_y", "count_used", "n_leaves_cat"):
-        np.testing.assert_allclose(getattr(got, k), getattr(want, k), rtol=1e-12)
-    np.testing.assert_allclose(got.effect, want.effect, rtol=1e-9, atol=1e-9)
-    assert (got.n_ignored, got.n_leaves, got.n_leaves_used) == (want.n_ignored, want.n_leaves, want.n_leaves_used)
+    from daskpd._strat.leafboot import weights_of_leaves
+
+    sets = effects_of_runs(runs_block([view], delta, K, 3, "c", 4))
+    W = weights_of_leaves("c", np.arange(300), 2, 4)
+    lf = both["leaf"].to_numpy()
+    for st, got in enumerate(sets):  # the curve's, then each trial's: every leaf's cells times its weight
+        w = np.ones(len(both)) if st == 0 else W[lf, st - 1].astype(float)
+        keep = w > 0
+        want = solve_table(lf[keep], both["code"].to_numpy()[keep], (both["n"].to_numpy(float) * w)[keep],
+                           (both["s"].to_numpy(float) * w)[keep], K, solver="direct")
+        assert want.n_groups == got.n_groups and want.n_ignored > 0
+        assert st > 0 or got.n_groups == 3
+        np.testing.assert_array_equal(got.group, want.group)
+        for k in ("count", "sum_y", "count_used", "n_leaves_cat"):
+            np.testing.assert_allclose(getattr(got, k), getattr(want, k), rtol=1e-12)
+        np.testing.assert_allclose(got.effect, want.effect, rtol=1e-9, atol=1e-9)
+        assert (got.n_ignored, got.n_leaves, got.n_leaves_used) == (want.n_ignored, want.n_leaves,
+                                                                   want.n_leaves_used)

@@ -16,7 +16,7 @@ import daskpd
 from daskpd._data.lake import list_parquet_files
 from daskpd._data.request import open_request
 from daskpd._strat.firstpass import FirstPassCache, file_partial, merged_sample
-from daskpd._engine.hashing import SampleJob, row_hash
+from daskpd._engine.hashing import SampleJob, sample_hash
 from daskpd._strat.pipeline import run_strat
 
 TARGET = "y"
@@ -64,7 +64,7 @@ def test_cached_first_pass_is_bit_identical_as_the_lake_changes(tmp_path):
     lake.mkdir()
     for i, n in enumerate([400, 500, 600, 450]):
         write(lake, i, n)
-    write(lake, 4, 9000)  # over 4x the mean file: its margin bound is below the sample's cutoff
+    write(lake, 4, 20000)  # far over 4x the mean file: its margin bound is below the sample's cutoff
 
     plain = run(lake)
     cache = FirstPassCache(cdir)  # the files' size and modification time, listed by each run
@@ -103,7 +103,7 @@ def test_merge_names_the_files_whose_cutoff_is_too_low():
     job = SampleJob(200, 0, {}, n_partitions=len(frames), margin=4)
     parts = {p: file_partial(df, job, "y").sample for p, df in frames.items()}
     for p, s in parts.items():  # every row below the cutoff is kept
-        h = row_hash(frames[p], 0)
+        h = sample_hash(frames[p], 0)
         assert s.n_rows == len(frames[p])
         if s.limit is not None:
             assert (h < s.limit).sum() == len(s.frame)
@@ -168,7 +168,7 @@ def test_values_past_the_cap_are_left_out_of_the_entries_while_the_union_overflo
 
     cache, got = both()
     assert got.sample.distinct["z"] is None and len(got.sample.distinct["w"]) == 7
-    kept = [pd.read_pickle(p) for p in cdir.glob("*.pkl")]
+    kept = [entry(p) for p in cdir.glob("*.pkl")]
     assert len(kept) == 3 and all(e["partial"].sample.distinct["z"] == DROPPED for e in kept)
     cache, got = both()  # a rerun: the union still overflows, every entry is used
     assert (cache.stats["hits"], cache.stats["misses"]) == (3, 0)
@@ -219,9 +219,93 @@ def test_entries_of_appended_files_alone_are_those_of_a_pass_over_the_lake(tmp_p
     new = [str(lake / "part-3.parquet"), str(lake / "part-4.parquet")]
     assert cache_files(req, req.project(), cache, new, 200, 0, caps, TARGET)
     assert (cache.stats["hits"], cache.stats["misses"]) == (0, 2) and entries(cdir) == 5
-    kept = {e["path"]: e["partial"] for e in map(pd.read_pickle, cdir.glob("*.pkl"))}
+    kept = {e["path"]: e["partial"] for e in map(entry, cdir.glob("*.pkl"))}
     assert all(kept[p].sample.distinct["z"] == DROPPED for p in new)  # the union overflows: left out
     assert cache_files(req, req.project(), cache, new, 200, 0, caps, TARGET)  # already kept: nothing read
     assert (cache.stats["hits"], cache.stats["misses"]) == (2, 0)
     cache, got = pass_one_both_ways(lake, cdir, ["z", "w"], caps)  # bit for bit the unbounded pass
     assert (cache.stats["hits"], cache.stats["misses"], cache.stats["read_again"]) == (5, 0, [])
+
+
+def entry(path) -> dict:
+    """A cache entry's content (behind its checksum header)."""
+    import pickle
+
+    return pickle.loads(path.read_bytes().split(b"\n", 1)[1])
+
+
+def rewrite_in_place(path, df) -> None:
+    """``df`` written over ``path`` with the same size (uncompressed, fixed-width columns)
+    and the old modification time restored: only the footer's bytes (its statistics)
+    and the inode's change time tell the new file from the old."""
+    st = os.stat(path)
+    tmp = path.with_suffix(".new")
+    df.to_parquet(tmp, index=False, compression=None)
+    assert os.path.getsize(tmp) == st.st_size
+    with open(path, "r+b") as fh:  # in place: the same inode
+        fh.write(tmp.read_bytes())
+    os.remove(tmp)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(path).st_mtime_ns == st.st_mtime_ns and os.path.getsize(path) == st.st_size
+
+
+def test_a_same_size_rewrite_with_its_mtime_restored_is_not_served_from_the_cache(tmp_path):
+    lake, cdir = tmp_path / "lake", tmp_path / "cache"
+    lake.mkdir()
+    rng = np.random.default_rng(3)
+    frames = []
+    for i in range(3):
+        df = pd.DataFrame({"x1": rng.normal(size=500), "x2": rng.normal(size=500)})
+        df[TARGET] = df.x1 ** 2 + df.x2
+        df.to_parquet(lake / f"part-{i}.parquet", index=False, compression=None)
+        frames.append(df)
+
+    def go(cache=None):
+        req = open_request(str(lake), TARGET, None, stratify_on=None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return run_strat(req, sample_size=K, min_samples_leaf=10, first_pass_cache=cache, warn_sample=False)
+
+    cache = FirstPassCache(cdir)
+    go(cache)
+    assert (cache.stats["hits"], cache.stats["misses"]) == (0, 3)
+    changed = frames[1].assign(**{TARGET: frames[1][TARGET] * 3 + 1})  # other values, the same bytes a row
+    rewrite_in_place(lake / "part-1.parquet", changed)
+    got = go(cache)
+    assert (cache.stats["hits"], cache.stats["misses"]) == (2, 1)  # the rewritten file was read again
+    want = go()
+    for f in ("x1", "x2"):
+        pd.testing.assert_frame_equal(got.results[f].to_frame(), want.results[f].to_frame(), check_exact=True)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "random bytes", "foreign format", "old format", "empty"])
+def test_a_damaged_entry_is_read_again_and_named(tmp_path, damage):
+    lake, cdir = tmp_path / "lake", tmp_path / "cache"
+    lake.mkdir()
+    for i, n in enumerate([400, 500, 600]):
+        write(lake, i, n)
+    plain = run(lake)
+    cache = FirstPassCache(cdir)
+    run(lake, cache)
+    victim = sorted(cdir.glob("*.pkl"))[1]
+    data = victim.read_bytes()
+    if damage == "truncate":
+        victim.write_bytes(data[: len(data) // 2])
+    elif damage == "random bytes":  # the same size, a stretch of the pickle replaced
+        mid = len(data) // 2
+        victim.write_bytes(data[:mid] + os.urandom(64) + data[mid + 64:])
+    elif damage == "foreign format":
+        victim.write_bytes(b"PK\x03\x04 not an entry at all")
+    elif damage == "old format":  # an entry of the layout without a checksum header
+        import pickle
+
+        victim.write_bytes(pickle.dumps({"format": 1, "path": "x", "partial": entry(victim)["partial"]}))
+    else:
+        victim.write_bytes(b"")
+    got = run(lake, cache)
+    assert_same(plain, got)  # never the damaged entry's pass 1
+    assert (cache.stats["hits"], cache.stats["misses"]) == (2, 1)
+    assert [n for n, _ in cache.stats["unusable"]] == [victim.name]
+    assert entry(victim)["partial"] is not None  # written again, whole
+    run(lake, cache)
+    assert (cache.stats["hits"], cache.stats["misses"], cache.stats["unusable"]) == (3, 0, [])

@@ -124,7 +124,7 @@ def test_categorical_inferred_declared_and_bool():
     t = r.table
     assert t.kind.to_dict() == {"x1": "numeric", "grp": "categorical", "flag": "categorical", "code": "categorical",
                                 "z": "numeric"}
-    assert list(t.index[:4]) == ["x1", "grp", "code", "flag"] and t.index[-1] == "z"
+    assert list(t.index[:2]) == ["x1", "grp"] and set(t.index[2:4]) == {"code", "flag"} and t.index[-1] == "z"
     assert t.loc["z", "importance"] < 0.02
     # categorical truth: mean-centred effects, weighted by the category counts
     counts = df.grp.value_counts()
@@ -260,9 +260,6 @@ def test_real_cluster_equals_in_memory(tmp_path, dask_cluster):
     assert len(maps) == 5 == remote_lin.n_partitions
     finishes = [t for t in ts.data if re.search(r"daskpd-strat-finish-(numeric|categorical)-", str(t["key"]))]
     assert len(finishes) == len(remote_lin.curves) == 5  # curves finished on the workers
-    sketch = [t for t in ts.data if re.fullmatch(r"daskpd-strat-finish-[0-9a-f]+-1", str(t["key"]))]
-    assert len(sketch) == 1  # the rows' repeats, measured in the same pass (daskpd._engine.repeats)
-    assert remote_lin.params["row_repeats"] == local_lin.params["row_repeats"] == 1.0
     for loc, rem in ((local_lin, remote_lin), (local_mix, remote_mix)):
         assert list(loc.table.index) == list(rem.table.index)
         pd.testing.assert_frame_equal(loc.table, rem.table, rtol=1e-9, atol=1e-12)
@@ -288,12 +285,6 @@ def test_trials_deterministic_and_spread(linear_df, linear_result):
     one = strat_curves_and_importances(linear_df, target="y", random_state=3)
     assert not any(c.endswith("_std") for c in one.table.columns) and one.trials is None
     pd.testing.assert_series_equal(one.table.importance, t.importance)
-    # subsample trials (0/1 weights) differ from the bootstrap ones, also deterministic
-    sub = strat_curves_and_importances(linear_df, target="y", n_trials=4, bootstrap=False, subsample_size=0.5, random_state=3)
-    sub2 = strat_curves_and_importances(linear_df, target="y", n_trials=4, bootstrap=False, subsample_size=0.5, random_state=3)
-    pd.testing.assert_frame_equal(sub.table, sub2.table, check_exact=True)
-    assert not np.allclose(sub.table.importance_std, t.importance_std)
-    assert list(sub.table.index) == list(t.index)
 
 
 def test_trial_spread_is_partition_invariant(linear_df):
@@ -334,7 +325,7 @@ def test_public_function_options(linear_df, linear_result, tmp_path):
     # features are the analysis columns: x1 stratified on x3 only; the previous meaning
     # (every column stratifies) is stratify_on= every column but the target
     old = importances(linear_df, target="y", normalize=False, features=["x3", "x1"], sort_by="pd_variance",
-                      stratify_on=[c for c in linear_df.columns if c != "y"])
+                      stratify_on=[c for c in linear_df.columns if c != "y"], random_state=3)
     assert old.loc["x1", "importance"] == pytest.approx(linear_result.table.loc["x1", "importance_raw"], rel=1e-12)
     assert raw.loc["x1", "importance"] != old.loc["x1", "importance"]
     assert isinstance(linear_result, ImportanceResult) and "x1=" in repr(linear_result)
@@ -361,7 +352,6 @@ def test_public_function_options(linear_df, linear_result, tmp_path):
     (dict(categorical_features=[3]),
      "importances: parameter categorical_features must be a column name or a list of column names"),
     (dict(sort_by="gain"), "sort_by must be one of"),
-    (dict(bootstrap=False, subsample_size=1.5), r"subsample_size must be a number in \(0, 1\)"),
     (dict(normalize="yes"), "normalize must be True or False"),
     (dict(features=["x1", "ghost"]), "'ghost'"),
     (dict(features=["x1", "y"]), "'y' is the target"),

@@ -186,7 +186,7 @@ def _scan(df, tree, max_bins, m, n_buckets=1, n_trials=0, few_slopes="interpolat
     index, n_leaves = leaf_numbering(tree, 0, 0)
     fs = FeatureScan("x", "numeric", ["a", "b"], tree, coder, index, n_leaves)
     return StratScan(target="y", features=[fs], encoder=FeatureEncoder.fit(df, ["a", "b", "x"]), n_trials=n_trials,
-                     weight_columns=["x", "a", "b", "y"], n_buckets=n_buckets, expected_rows=len(df),
+                     n_buckets=n_buckets, expected_rows=len(df),
                      finish_options={"min_slopes_per_x": m, "few_slopes": few_slopes})
 
 
@@ -244,7 +244,7 @@ def test_in_memory_kernels_equal_dask_and_every_bucket_count_to_the_bit():
 def test_one_task_level_adds_the_same_bits_as_a_tree_of_tasks():
     """fan_in=8 (a task per arithmetic level) and fan_in=64 (one task adding every level
     itself, as the scan does when its map outputs are small): 20 partitions, the same
-    bits, numeric and binned, with bootstrap trials, locally and on dask."""
+    bits, numeric and binned, with trials, locally and on dask."""
     rng = np.random.default_rng(8)
     n = 4000
     # few leaves and positions: every (leaf, x) cell gets rows from many partitions, so
@@ -311,30 +311,24 @@ def test_raw_rows_kept_up_the_tree_give_the_same_bits_for_every_bucket_count_and
 
 
 @pytest.mark.parametrize("with_x", [False, True])
-@pytest.mark.parametrize("weights", [None, "uint8", "float64", "mixed"])
-def test_rows_cut_while_concatenated_equal_concatenated_then_cut(with_x, weights):
+def test_rows_cut_while_concatenated_equal_concatenated_then_cut(with_x):
     """``Rows.concat_split`` (what a combine that keeps rows raw does before cutting its
     output) gives exactly the pieces of ``Rows.concat(...).split(...)``: the same rows,
-    in the same order, with the same dtypes -- also when the parts' weights differ in
-    dtype (it then concatenates first)."""
+    in the same order, with the same dtypes."""
     from daskpd._engine.sums import Rows
 
     rng = np.random.default_rng(5)
     lo, hi = 40, 140  # the parts hold the leaves of one bucket, 40 <= leaf < 140
     bounds = np.array([40, 47, 90, 90, 140])  # an empty run in the middle
     parts = []
-    for i, n in enumerate([0, 500, 37, 1200]):
-        w = None
-        if weights is not None:
-            dt = "float64" if weights == "float64" or (weights == "mixed" and i == 3) else "uint8"
-            w = rng.poisson(1.0, (n, 2)).astype(dt)
+    for n in [0, 500, 37, 1200]:
         parts.append(Rows(rng.integers(lo, hi, n).astype(np.uint16), rng.integers(0, 900, n).astype(np.uint16),
-                          rng.normal(size=n), rng.normal(size=n) if with_x else None, w))
+                          rng.normal(size=n), rng.normal(size=n) if with_x else None))
     got = Rows.concat_split(parts, bounds)
     want = Rows.concat(parts).split(bounds)
     assert len(got) == len(want) == 4 and len(got[2]) == 0
     for g, e in zip(got, want):
-        for field in ("leaf", "key", "y", "x", "w"):
+        for field in ("leaf", "key", "y", "x"):
             a, b = getattr(g, field), getattr(e, field)
             assert (a is None) == (b is None), field
             if a is not None:
@@ -383,7 +377,8 @@ def test_gaps_and_few_slopes_are_bit_identical_across_buckets_and_schedulers(few
 
 def test_scan_sums_x_only_for_binned_features():
     """Exact-valued x is its own key and a category has no x: only a binned feature's
-    table carries sum_x (in every trial's set too); the curves are unchanged by it."""
+    table carries sum_x; trials add nothing to the tables (they resample leaves, in the
+    finish); the curves are unchanged by it."""
     rng = np.random.default_rng(11)
     n = 2000
     df = pd.DataFrame({"x": rng.integers(0, 40, n).astype(float), "z": rng.normal(size=n),
@@ -397,12 +392,11 @@ def test_scan_sums_x_only_for_binned_features():
                                                                                                    dtype=object)),
                          None, 1)]
     for n_trials in (0, 3):
-        job = StratScan(target="y", features=feats, encoder=enc, n_trials=n_trials, weight_columns=list(df.columns),
-                        expected_rows=n)
+        job = StratScan(target="y", features=feats, encoder=enc, n_trials=n_trials, expected_rows=n)
         piece = job.combine([job.map(PartitionContext(df))])
         assert [f.stats_per_set for f in feats] == [2, 3, 2]
         for f in feats:
-            assert piece.tables[f.feature].values.shape[1] == f.stats_per_set * (1 + n_trials)
+            assert piece.tables[f.feature].values.shape[1] == f.stats_per_set
     # the binned feature's sum_x is its rows' sum of x, per bin
     z = piece.tables["z"]
     np.testing.assert_allclose(np.bincount(z.key, weights=z.values[:, 2]),
@@ -459,7 +453,7 @@ def _assert_same_bits(a, b, where="result"):
 def test_last_merge_hands_raw_rows_to_the_finish_without_concatenating_them(max_bins):
     """``StratScan.combine_finish`` (the last merge of a bucket) gives the finish the
     parts' raw rows as a list instead of their concatenation: exactly what
-    ``finish_bucket(combine(...))`` gives, to the bit, with bootstrap trials."""
+    ``finish_bucket(combine(...))`` gives, to the bit, with trials."""
     from dataclasses import replace
 
     from daskpd._engine.sums import Rows
@@ -477,86 +471,6 @@ def test_last_merge_hands_raw_rows_to_the_finish_without_concatenating_them(max_
     _assert_same_bits(job.combine_finish(maps, 0), job.finish_bucket(merged, 0))
     grouped = replace(job, group_from={"x": 5})  # grouped by the last merge itself: the same path as before
     _assert_same_bits(grouped.combine_finish(maps, 0), grouped.finish_bucket(grouped.combine(maps, 0), 0))
-
-
-@pytest.mark.parametrize("with_x", [True, False])
-def test_sorted_rows_sum_every_set_as_the_full_table(with_x):
-    """Raw rows with trial weights sorted once and summed set by set (the finish's path
-    with trials) give the groups and the bits of the (groups x 3 (1 + T)) table, dense
-    grid or sorted, whatever the batches."""
-    from daskpd._engine.sums import Rows, reduce_tables, sort_rows
-
-    rng = np.random.default_rng(4)
-    parts = []
-    for n in (0, 700, 45, 1300):
-        parts.append(Rows(rng.integers(3, 40, n).astype(np.uint16), rng.integers(0, 60, n).astype(np.uint16),
-                          rng.normal(size=n), rng.normal(size=n) if with_x else None,
-                          rng.poisson(1.0, (n, 5)).astype(np.uint8)))
-    k = 3 if with_x else 2
-    sr = sort_rows(parts)
-    for n_keys in (60, 1 << 20):  # the dense grid, then the sort
-        table = reduce_tables(parts, n_keys)
-        np.testing.assert_array_equal(sr.leaf, table.leaf)
-        np.testing.assert_array_equal(sr.key, table.key)
-        for s in range(6):
-            n, sy, sx = sr.set_stats(s)
-            np.testing.assert_array_equal(n, table.values[:, k * s])
-            np.testing.assert_array_equal(sy, table.values[:, k * s + 1])
-            if with_x:
-                np.testing.assert_array_equal(sx, table.values[:, k * s + 2])
-            else:
-                assert sx is None
-    assert sr.set_stats(0)[0].sum() == 2045 and len(sort_rows(parts[:1])) == 0
-
-
-
-@pytest.mark.parametrize("packed", [False, True])
-@pytest.mark.parametrize("fraction", [None, 0.5])
-def test_rows_carrying_hashes_sum_as_rows_carrying_their_weights(fraction, packed):
-    """Raw rows with many trials carry one word -- their content hash, or their weights
-    packed -- and unpack or draw their weights where they are summed: concatenated, cut,
-    grouped (dense grid or sorted) and sorted for the finish, they give the bits of the
-    same rows carrying the drawn weights."""
-    from daskpd._engine.hashing import PackedDraw, trial_draw
-    from daskpd._engine.sums import DrawCache, Rows, reduce_tables, sort_rows
-
-    base = trial_draw(20, 9, fraction)
-    draw = PackedDraw(base) if packed else base
-    rng = np.random.default_rng(6)
-    hashed, weighted = [], []
-    for n in (0, 800, 45, 1300):
-        leaf, key = rng.integers(3, 40, n).astype(np.uint16), rng.integers(0, 60, n).astype(np.uint16)
-        y, x, h = rng.normal(size=n), rng.normal(size=n), rng.integers(0, 1 << 63, n).astype(np.uint64)
-        if packed and n == 800 and fraction is None:  # a row whose weights do not fit in 3 bits: the word holds its hash
-            while base.counts(h[:1]).max() < 8:
-                h[0] += np.uint64(2)
-        hashed.append(Rows(leaf, key, y, x, None, base.pack(h) if packed else h, draw))
-        weighted.append(Rows(leaf, key, y, x, base.counts(h)))
-    assert hashed[1].n_trials == 20 and hashed[1].n_stats == 63 and hashed[1].nbytes == 800 * 28
-    bounds = np.array([3, 10, 25, 40])
-    cut_h, cut_w = Rows.concat_split(hashed, bounds), Rows.concat_split(weighted, bounds)
-    for a, b in [*zip(cut_h, cut_w), (Rows.concat(hashed), Rows.concat(weighted))]:
-        assert a.w is None and a.draw is draw
-        np.testing.assert_array_equal(a.weights(), b.w)
-        np.testing.assert_array_equal(a.y, b.y)
-    for n_keys in (60, 1 << 20):  # the dense grid, then the sort
-        np.testing.assert_array_equal(reduce_tables(hashed, n_keys).values, reduce_tables(weighted, n_keys).values)
-    # sorted with the hashes and drawn after, or drawn first (once for the features that
-    # hold the same rows: DrawCache) and moved with the rows
-    cache = DrawCache.for_features([hashed, list(hashed), cut_h[:2]])
-    # rows whose weights are drawn from their hashes draw them once for the features that
-    # share them; packed weights are unpacked by each feature (cheaper than moving them)
-    assert (cache is None) == packed and DrawCache.for_features([hashed, cut_h[:2], weighted]) is None
-    sw = sort_rows(weighted)
-    for sh in (sort_rows(hashed), sort_rows(hashed, cache), sort_rows(list(hashed), cache)):
-        np.testing.assert_array_equal(sh.w, sw.w)
-        np.testing.assert_array_equal(sh.y, sw.y)
-        np.testing.assert_array_equal(sh.x, sw.x)
-        for s in (0, 1, 20):
-            for a, b in zip(sh.set_stats(s), sw.set_stats(s)):
-                np.testing.assert_array_equal(a, b)
-    assert packed or cache.weights is not None  # drawn once, for both
-    assert sw.set_stats(20)[0].sum() == sw.w[:, 19].sum() > 0
 
 
 def test_tree_fold_of_the_trials_does_not_depend_on_how_the_virtual_buckets_are_cut():
@@ -626,50 +540,52 @@ def test_packed_counts_take_the_bits_the_bucket_needs():
 
 
 @pytest.mark.parametrize("binned", [False, True])
-def test_each_trial_of_the_finish_is_the_reference_on_its_resampled_rows(binned):
-    """The finish's one pass over raw rows with trial weights gives every trial the
-    plain reference's curve of that trial's rows (each row repeated by its weight), at
-    the trial's positions; with leaves of more (leaf, position) groups than the pass
-    makes sums of at once (:data:`daskpd._strat.numeric.CHUNK`), so a leaf's state
-    crosses chunks, and sets absent from whole runs of groups."""
-    from daskpd._engine.sums import Rows, sort_rows
+def test_each_trial_of_the_finish_is_the_reference_of_its_leaf_draw(binned):
+    """The finish's one pass gives every trial the plain reference's curve of that
+    trial's draw of the leaves (each leaf's segments counted its Poisson weight times,
+    on the curve's own support: :func:`reference.reference_leaf_trial`); with leaves of
+    more (leaf, position) groups than the pass reads at once
+    (:data:`daskpd._strat.numeric.CHUNK`), so a leaf's state crosses chunks, a leaf
+    holding a single position, and a run of positions that only a few leaves reach."""
+    from daskpd._strat.leafboot import weights_of_leaves
     from daskpd._strat.numeric import CHUNK
+    from reference import reference_leaf_trial
 
     rng = np.random.default_rng(11)
-    n, T = 6000, 4
-    leaf = np.sort(rng.integers(0, 5, n))
-    if binned:  # ~300 bins, one x value each: a trial's mean x of a bin is set 0's
+    n, T, L = 6000, 6, 12
+    leaf = np.sort(rng.integers(0, L, n))
+    if binned:  # ~300 bins
         grid = np.linspace(0, 10, 301)
         coder = KeyCoder("numeric", edges=grid[1:-1])
-        mids = (grid[:-1] + grid[1:]) / 2
-        mids = mids[np.unique(coder.encode_float(mids), return_index=True)[1]]
-        xv = mids[rng.integers(0, len(mids), n)]
+        xv = rng.uniform(0, 10, n)
     else:
         xv = np.round(rng.uniform(0, 10, n), 2)  # ~1,000 distinct positions
         coder = KeyCoder("numeric", values=np.unique(xv))
+    xv[leaf == 3] = xv[leaf == 3][0]  # a leaf of a single position (no slope)
+    far = leaf >= 10  # two leaves reach past 10: a few slopes there
+    xv[far] += 2.0 * rng.random(far.sum())
+    if not binned:
+        xv = np.round(xv, 2)
+        coder = KeyCoder("numeric", values=np.unique(xv))
     y = 0.7 * xv + rng.normal(size=n) + leaf
-    w = rng.poisson(1.0, (n, T)).astype(np.uint8)
-    w[(xv > 3) & (xv < 4), 1] = 0  # trial 2 skips a run of positions in every leaf
     key = coder.encode_float(xv)
-    fs = FeatureScan("x", "numeric", [], None, coder, None, int(leaf.max()) + 1)
+    fs = FeatureScan("x", "numeric", [], None, coder, None, L)
     assert fs.binned == binned
-    groups_in_leaf = max(len(np.unique(key[leaf == lf])) for lf in range(5))
-    assert groups_in_leaf > 2 * CHUNK
-    job = StratScan(target="y", features=[fs], encoder=FeatureEncoder([], {}), n_trials=T,
-                    finish_options={"min_slopes_per_x": 1, "few_slopes": "flat"})
-    cut = [0, 1000, 1001, 3500, n]  # raw rows arriving in batches
-    parts = [Rows(leaf[a:b].astype(np.uint16), key[a:b].astype(np.uint16), y[a:b], xv[a:b] if binned else None,
-                  w[a:b]) for a, b in zip(cut[:-1], cut[1:])]
-    res = curve_from_sums(fs, [bucket_sums(sort_rows(parts), fs, T + 1, counters=(n, 0, 0))], job)
+    assert max(len(np.unique(key[leaf == lf])) for lf in range(L)) > 2 * CHUNK
+    job = StratScan(target="y", features=[fs], encoder=FeatureEncoder([], {}), n_trials=T, random_state=7,
+                    finish_options={"min_slopes_per_x": 3, "few_slopes": "interpolate"})
+    vals = np.column_stack([np.ones(n), y, xv]) if binned else np.column_stack([np.ones(n), y])
+    table = group_sums(leaf, key, vals)
+    res = curve_from_sums(fs, [bucket_sums(table, fs, T + 1, counters=(n, 0, 0), random_state=7)], job)
+    W = weights_of_leaves("x", np.arange(L), T, 7)
+    assert (W == 0).any() and (W > 1).any()
+    ref0 = reference_stratpd(xv, y, leaf, 3, bins=key.astype(float) if binned else None)
+    np.testing.assert_allclose(res.pd, ref0["pd"], rtol=1e-9, atol=1e-9, equal_nan=True)
     for t in range(T):
-        r = np.repeat(np.arange(n), w[:, t])
-        ref = reference_stratpd(xv[r], y[r], leaf[r], 1, bins=key[r] if binned else None, few_slopes="flat")
-        if binned:  # the trial's positions are its bins: compare at the bins it holds
-            held = np.unique(key[r])
-            at = np.searchsorted(np.unique(key), held)
-        else:
-            at = np.searchsorted(res.x, ref["x"])
-            np.testing.assert_array_equal(res.x[at], ref["x"])
-        got = res.trials_pd[t][at]
-        np.testing.assert_allclose(got, ref["pd"], rtol=1e-9, atol=1e-9, equal_nan=True)
-        assert np.isfinite(got).sum() > 100
+        ref = reference_leaf_trial(xv, y, leaf, W[:, t], 3, bins=key.astype(float) if binned else None)
+        np.testing.assert_allclose(res.x, ref["x"], rtol=1e-12)
+        np.testing.assert_allclose(res.trials_pd[t], ref["pd"], rtol=1e-9, atol=1e-9, equal_nan=True)
+        np.testing.assert_array_equal(np.isfinite(res.trials_pd[t]), np.isfinite(res.pd))
+    # a trial's rows per position: its leaves' rows, each times the leaf's weight
+    np.testing.assert_array_equal(res.set_counts[1:], np.stack([np.bincount(key, W[leaf, t], coder.n_keys)
+                                                                for t in range(T)])[:, np.unique(key)])

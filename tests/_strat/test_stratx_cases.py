@@ -128,7 +128,7 @@ def test_every_case_has_a_reference_output():
 def _stratpd(case, tree_method):
     return daskpd.stratpd(case["df"], target=case["target"], feature=case["feature"], features=case["stratify_on"],
                           min_samples_leaf=case["min_samples_leaf"], min_slopes_per_x=case["min_slopes_per_x"],
-                          tree_method=tree_method, max_bins=None)
+                          tree_method=tree_method, max_bins=None, honest=False)
 
 
 def _check_numeric(res, want):
@@ -174,7 +174,7 @@ def _finish_on_one_leaf(case):
 
 def _catstratpd(case, tree_method):
     return daskpd.catstratpd(case["df"], target=case["target"], feature=case["feature"], features=case["stratify_on"],
-                             min_samples_leaf=case["min_samples_leaf"], tree_method=tree_method)
+                             min_samples_leaf=case["min_samples_leaf"], tree_method=tree_method, honest=False)
 
 
 @pytest.mark.parametrize("tree_method", TREE_METHODS)

@@ -56,7 +56,7 @@ def test_numeric_integration_reproduces_stratx_from_daskpd_slopes(name):
     case, want = CASES[name], EXPECTED[name]
     res = daskpd.stratpd(case["df"], target=case["target"], feature=case["feature"], features=case["stratify_on"],
                          min_samples_leaf=case["min_samples_leaf"], min_slopes_per_x=1, tree_method="exact",
-                         max_bins=None)
+                         max_bins=None, honest=False)
     pd_, kept = stratx_integrate(res.x, res.slope, res.slope_count, case["min_slopes_per_x"])
     np.testing.assert_array_equal(res.x[kept], want["pdpx"])
     np.testing.assert_allclose(pd_[kept], want["pdpy"], rtol=1e-12, atol=1e-12)

@@ -154,6 +154,11 @@ def test_appended_files_add_to_the_model_based_sums(dask_cluster, tmp_path):
     assert m3["incremental"]["model"]["mode"] == "full"
     assert m3["incremental"]["model"]["reason"].startswith("the model file changed since run r2 (sha256 ")
     assert m3["model_phases"][0] == "summary"
+    # no new file: the model-free curves are those of the kept sums, r2's
+    c2, c3 = (pd.read_parquet(r / "curves.parquet") for r in (r2, r3))
+    c2, c3 = (c[c.method == "stratpd"].reset_index(drop=True) for c in (c2, c3))
+    assert len(c3) and m3["state"]["n_rows"] == m2["state"]["n_rows"]
+    pd.testing.assert_frame_equal(c3, c2, check_exact=False, rtol=1e-12)
     # changed parameters (the layout key) or a model-free part in full: a full run, the reason named
     key = model_state.layout_key(spec, m1["model_inputs"], m1["model_features"], m1["categorical"])
     sha = model_state.model_sha256(tmp_path / "model.joblib")
@@ -211,7 +216,7 @@ def test_a_job_with_only_model_based_methods_runs_incrementally(dask_cluster, tm
     assert m1["incremental"]["model"]["reason"] == "no earlier run of this job keeps a state"
     assert "daskpd: full run: no earlier run of this job keeps a state" in lines
     assert set(m1["incremental"]["schema"]) == {"SalePrice", *FEATURES}
-    assert sorted(p.name for p in (r1 / "state").iterdir()) == ["files.json", "model"]  # no trees, no sums
+    assert sorted(p.name for p in (r1 / "state").iterdir()) == ["files.json", "model", "seal.json"]  # no trees, no sums
     assert m1["state"]["bytes"] == nightly.state_bytes(r1) and m1["state"]["sums_bytes"] == 0
     assert m1["state"]["n_rows"] == 4500 and "stratification" not in m1
     assert model_state.kept_rows(r1 / "state") == (4500, 4500)

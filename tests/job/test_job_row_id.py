@@ -1,6 +1,7 @@
-"""A job whose rows repeat: ``[importances] row_id`` and ``[model] row_id`` tell them
-apart in the trials' weights, on a real cluster -- the id column is read, never a
-default feature, and the bands are those of the library called with ``row_id``."""
+"""A job whose rows repeat: ``[model] row_id`` tells them apart in the model-based
+trials' weights, on a real cluster -- the id column is read, never a default feature,
+and the bands are those of the library called with ``row_id``; the model-free trials
+resample leaves and need none."""
 from __future__ import annotations
 
 import json
@@ -24,7 +25,6 @@ sample_size = 5000
 path = "rows.parquet"
 [importances]
 n_trials = 4
-row_id = "id"
 [model]
 path = "model.joblib"
 trust_model = true
@@ -58,7 +58,7 @@ def test_job_trials_tell_repeated_rows_apart_by_row_id(dask_cluster, tmp_path):
     assert m["features"] == ["x1", "x2"]  # the id is never a default feature
     assert m["input"]["columns_read"] == ["y", "x1", "x2", "id"]
     imp = pd.read_parquet(final / "importances.parquet")
-    want = daskpd.strat_curves_and_importances(df, target="y", features=["x1", "x2"], n_trials=4, row_id="id",
+    want = daskpd.strat_curves_and_importances(df, target="y", features=["x1", "x2"], n_trials=4,
                                                sample_size=5000, progress=False)
     got = imp.set_index("feature").loc[["x1", "x2"], "importance_std"].to_numpy()
     np.testing.assert_allclose(got, want.table.loc[["x1", "x2"], "importance_std"].to_numpy(), rtol=1e-9)

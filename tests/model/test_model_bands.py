@@ -9,6 +9,7 @@ import warnings
 
 import dask.dataframe as dd
 import numpy as np
+from scipy.stats import t as student
 import pandas as pd
 import pytest
 
@@ -60,7 +61,8 @@ def test_pd_band_covers_the_population_pd():
 
 def test_pd_trials_are_weighted_averages(df):
     """Trial t is the PD weighted by trial t's bootstrap weights (the row hash of the
-    model's columns), and the band's columns are the trials' std and percentiles."""
+    model's columns), and the band's columns are the trials' std and the band centred on
+    the PD (Student's t quantiles at T - 1 degrees of freedom)."""
     r = daskpd.partial_dependence(model, df, "x1", grid=GRID, n_trials=5, random_state=7, progress=False)
     W = bootstrap_weights(df, ["x1", "x2"], 5, 7)
     for t in range(5):
@@ -68,7 +70,7 @@ def test_pd_trials_are_weighted_averages(df):
         np.testing.assert_allclose(r.trials_pd[t], ref.average, rtol=1e-12)
     f = r.to_frame()
     np.testing.assert_allclose(f["pd_std"], np.std(r.trials_pd, axis=0, ddof=1))
-    np.testing.assert_allclose(f["pd_lo"], np.quantile(r.trials_pd, 0.05, axis=0))
+    np.testing.assert_allclose(f["pd_lo"], r.average + student.ppf(0.05, 4) * np.std(r.trials_pd, axis=0, ddof=1))
     assert r.params["n_trials"] == 5 and "90% band over 5 trials" in r.summary()
     # 2-way: one band per cell
     r2 = daskpd.partial_dependence(model, df, ("x1", "x2"), grid={"x1": GRID["x1"], "x2": np.array([0.2, 0.8])},
@@ -125,12 +127,18 @@ def test_pd_n_trials_1_is_today(df):
 
 
 def test_ale_trials_are_weighted_ales(df):
-    """ALE trial t is the ALE with trial t's weights (same bins: unweighted quantiles)."""
+    """ALE trial t is the ALE with trial t's weights (same bins: unweighted quantiles), up
+    to its centring: a trial is centred by the all-rows bins' weights (quantile bins hold
+    the same rows in any sample of the data)."""
     r = daskpd.ale(model, df, "x1", bins=8, n_trials=4, random_state=2, progress=False)
     W = bootstrap_weights(df, ["x1", "x2"], 4, 2)
+    w = np.asarray(r.count, float)[1:]
     for t in range(4):
         ref = daskpd.ale(model, df, "x1", bins=8, sample_weight=W[:, t], progress=False)
-        np.testing.assert_allclose(r.trials_pd[t], ref.ale, rtol=1e-10, atol=1e-12)
+        d = r.trials_pd[t] - ref.ale
+        np.testing.assert_allclose(d, d[0], rtol=0, atol=1e-12)  # the same curve, another constant
+        mid = (r.trials_pd[t][:-1] + r.trials_pd[t][1:]) / 2
+        assert abs(float((w * mid).sum() / w.sum())) < 1e-12
     one = daskpd.ale(model, df, "x1", bins=8, progress=False)
     np.testing.assert_array_equal(r.ale, one.ale)  # the all-rows curve is today's
     assert one.trials_pd is None and "pd_lo" in r.to_frame() and "pd_lo" not in one.to_frame()
@@ -253,7 +261,7 @@ def test_ale2d_trials_are_weighted_surfaces(df):
     assert r.trials_pd.shape == (4, *r.ale.shape) and b["std"].shape == r.ale.shape
     np.testing.assert_allclose(b["std"], np.std(r.trials_pd, axis=0, ddof=1))
     f = r.to_frame()
-    np.testing.assert_allclose(f["pd_hi"], np.quantile(r.trials_pd, 0.95, axis=0).reshape(-1))
+    np.testing.assert_allclose(f["pd_hi"], (r.ale + student.ppf(0.95, 3) * b["std"]).reshape(-1))
     assert one.trials_pd is None and one.band() is None and "pd_std" not in one.to_frame()
     assert "90% band over 4 trials" in r.summary() and r.params["n_trials"] == 4
 
@@ -265,7 +273,7 @@ def test_pd_variance_trials_on_known_truth(df):
     """The model's PD in x1 is v^2 + 3 v m + const with m the (weighted) mean of x2, so
     trial t's importance of x1 is exactly std(g^2 + 3 g m_t) with m_t the mean of x2
     under trial t's weights; ``importance_std`` / ``_lo`` / ``_hi`` are the trials' std
-    and percentiles.  Without trials the table has no band columns."""
+    and the band centred on the values.  Without trials the table has no band columns."""
     kw = dict(grid=GRID_PV, progress=False)
     r = daskpd.pd_variance(model, df, ["x1", "x2"], n_trials=6, random_state=5, **kw)
     W = bootstrap_weights(df, ["x1", "x2"], 6, 5)
@@ -280,7 +288,8 @@ def test_pd_variance_trials_on_known_truth(df):
     np.testing.assert_allclose(r.values, one.values, rtol=1e-12)  # the same PDs, summed per weight set
     f = r.to_frame().set_index("feature")
     np.testing.assert_allclose(f.loc["x1", "importance_std"], np.std(exact, ddof=1), rtol=1e-9)
-    np.testing.assert_allclose(f.loc["x1", "importance_lo"], np.quantile(exact, 0.05), rtol=1e-9)
+    np.testing.assert_allclose(f.loc["x1", "importance_lo"],
+                               r.values[0] + student.ppf(0.05, 5) * np.std(exact, ddof=1), rtol=1e-9)
     assert f.loc["x1", "importance_std"] > 0 and r.params["n_trials"] == 6
     assert "importance_std" not in one.to_frame() and one.trials_values is None
 

@@ -13,7 +13,8 @@ def test_gap_is_a_dashed_flat_step():
     x = np.array([0, 1, 2, 10, 11, 12] * 3, dtype=float)
     z = (x >= 10).astype(float)
     df = pd.DataFrame({"x": x, "z": z, "y": x ** 2 + 100 * z})
-    res = daskpd.stratpd(df, target="y", feature="x", min_samples_leaf=1, min_slopes_per_x=1, max_bins=None)
+    res = daskpd.stratpd(df, target="y", feature="x", min_samples_leaf=1, min_slopes_per_x=1, max_bins=None,
+                         honest=False)  # stratx's leaves: the hand-made strata
     np.testing.assert_allclose(res.pd, [0, 1, 4, 4, 25, 48])
     assert res.params["support"]["empty_intervals"] == 1
     assert "flat over 1 intervals no leaf slope covers" in res.summary()
@@ -39,6 +40,7 @@ def test_unsupported_position_inside_a_gap_is_skipped():
     # slopes over [1, 2) and [4, 5); x=3 sits in a single-x leaf: unsupported, not drawn
     df = pd.DataFrame({"x": [1.0, 2, 3, 3, 4, 5], "s": [0.0, 0, 1, 1, 2, 2], "y": [1.0, 2, 9, 9, 5, 7]})
     res = daskpd.stratpd(df, target="y", feature="x", features=["s"], min_samples_leaf=1, min_slopes_per_x=1, max_bins=None,
+                         honest=False,
                          tree_method="exact")
     np.testing.assert_array_equal(res.supported, [True, True, False, True, True])
     solid, gaps = curve_pieces(res)
