@@ -21,7 +21,9 @@ from ._fpd import PDJob, engine_notice, known_rows
 from ._hstat_pass import EvalPoints, HJob, PointsJob, RestJob, finish_h, h_plan, value_classes
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._setup import ENGINES, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
+from ._arrays import open_model_input, resolve_columns
+from ._common import class_columns, require_class, response_note
+from ._setup import ENGINES, MODEL_CONSTRAINTS, prepare_model_run
 
 __all__ = ["h_statistic", "HStatisticResult", "h_items", "h_points", "h_pass", "h_notice", "HPass", "DEFAULT_POINTS"]
 
@@ -92,7 +94,7 @@ class HStatisticResult(Result):
                     "h2": np.asarray(h2, dtype="float64"), "h_raw": np.asarray(raw, dtype="float64"),
                     "statistic": pd.array([stat] * n, dtype="string"),
                     "n_points": np.full(n, self.n_points, dtype="int64"),
-                    "n_rows": np.full(n, self.n_rows, dtype="int64")}
+                    "n_rows": np.full(n, self.n_rows, dtype="int64"), **class_columns(self, n)}
             if b is not None:
                 cols.update({"h2_std": b[key]["std"], "h2_lo": b[key]["lo"], "h2_hi": b[key]["hi"]})
             f = pd.DataFrame(cols)
@@ -131,7 +133,7 @@ class HStatisticResult(Result):
             order = np.argsort(-np.nan_to_num(self.h2_total, nan=-np.inf), kind="stable")
             lines.append("  total H²: " + ", ".join(f"{self.features[i]} {fmt(self.h2_total[i], i, 'total')}"
                                                     for i in order))
-        return "\n".join(lines) + repeats_note(self.params)
+        return "\n".join(lines) + response_note(self) + repeats_note(self.params)
 
     def metadata(self) -> dict:
         return {"method": "h_statistic", "pairs": [list(p) for p in self.pairs], "features": list(self.features),
@@ -280,6 +282,7 @@ def h_statistic(
     band=(0.05, 0.95),
     random_state: int = 0,
     row_id=None,
+    feature_names=None,
 ) -> HStatisticResult:
     """Friedman and Popescu's H-statistic: pairwise H²_jk and each feature's total H²_j.
 
@@ -292,12 +295,13 @@ def h_statistic(
     Parameters
     ----------
     model, data, sample_weight, response, target_class, columns, categorical_features,
-    engine, batch_rows, progress, storage_options, filters
-        As :func:`daskpd.partial_dependence`.
+    engine, batch_rows, progress, storage_options, filters, feature_names
+        As :func:`daskpd.partial_dependence` (``data`` may be a numpy or dask array;
+        a multi-class classifier needs ``target_class``).
     pairs : list, optional
-        Pairs ``(a, b)``, or column names (every pair of them).  Default: every pair of
-        ``features``.  ``[]``: the totals only.
-    features : list of str, optional
+        Pairs ``(a, b)``, or columns (every pair of them), by name or index.  Default:
+        every pair of ``features``.  ``[]``: the totals only.
+    features : list of str or int, optional
         The features whose total H² is computed (and, when ``pairs`` is None, whose
         pairs are).  Default: the features of ``pairs``, or every model input.
     total : bool, default True
@@ -317,7 +321,11 @@ def h_statistic(
     -------
     HStatisticResult
     """
-    ds = open_model_data(data, storage_options, filters)
+    mi = open_model_input(data, feature_names=feature_names, model=model, sample_weight=sample_weight,
+                          storage_options=storage_options, filters=filters)  # the request's one opening
+    ds, sample_weight = mi.dataset, mi.sample_weight
+    require_class(model, response, target_class, "h_statistic")
+    pairs, features = resolve_columns(pairs, ds, "pairs"), resolve_columns(features, ds)
     probe = prepare_model_run(model, ds, [], columns=columns, response=response, target_class=target_class,
                               engine=engine, sample_weight=sample_weight, storage_options=storage_options,
                               filters=filters)

@@ -13,7 +13,7 @@ from ._base import (MAX_LABELS, SEPARATE_BARS, count_bars, fit_figure, get_axes,
                     short_label, unnamed_note)
 from .bands import draw_band, draw_band_bars
 
-__all__ = ["plot_pd", "plot_ice", "plot_ale", "plot_ale2d", "plot_marginal", "plot_pd_variance"]
+__all__ = ["plot_pd", "plot_ice", "plot_ale", "plot_ale2d", "plot_marginal", "plot_pd_variance", "response_words"]
 
 _BLUE = "#1f4e8c"
 
@@ -44,7 +44,7 @@ def _ylabel(res, what="partial dependence", target=None):
     return f"{what} of predicted {t}" if t else f"{what} of the prediction"
 
 
-def _response_words(res) -> str:
+def response_words(res) -> str:
     """A classifier's response as a label ("P[class = yes] (positive class)"); empty otherwise."""
     full = _ylabel(res, "")
     return full[4:] if full.startswith(" of P[") or full.startswith(" of the decision") else ""
@@ -311,7 +311,7 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
                                   ("prediction", res.pred_mean, res.pred_std, _BLUE)):
         if mean is None or show not in ("both", key):
             continue
-        label = f"mean {res.target}" if key == "y" else (f"mean {_response_words(res)}" if _response_words(res)
+        label = f"mean {res.target}" if key == "y" else (f"mean {response_words(res)}" if response_words(res)
                                                           else f"mean predicted {res.target}" if res.target
                                                           else "mean prediction")
         if cat:  # a mean per level: points with their +-1 std, side by side; no line between levels
@@ -332,7 +332,7 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
     hidden = label_categories(ax, x, _labels(res.x), priority=res.count) if cat else 0
     ax.set_xlabel(res.feature + unnamed_note(hidden, "rows"))
     t = _target(res, target)
-    pred = _response_words(res) or "prediction" if res.pred_mean is not None else None
+    pred = response_words(res) or "prediction" if res.pred_mean is not None else None
     what = " / ".join(w for w in (t if res.y_mean is not None else None, pred) if w)
     ax.set_ylabel(f"{what}: mean per bin (+-1 std)")
     ax.set_title(title if title is not None else f"Marginal plot: {res.feature}")

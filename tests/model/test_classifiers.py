@@ -86,14 +86,16 @@ def test_multiclass_pd_per_class_summary_table_and_plot(iris):
             assert min(b.x1, c.x1) - max(b.x0, c.x0) <= 1 or min(b.y1, c.y1) - max(b.y0, c.y0) <= 1
 
 
-@pytest.mark.parametrize("call", ["ice", "ale", "marginal", "pd_variance", "compare"])
+@pytest.mark.parametrize("call", ["ice", "ale", "marginal", "pd_variance", "compare", "h_statistic"])
 def test_one_response_functions_ask_for_the_class(iris, call):
     X, y, m = iris
     fn = {"ice": lambda **k: daskpd.ice(m, X, "petal_length", **k, **Q),
           "ale": lambda **k: daskpd.ale(m, X, "petal_length", **k, **Q),
           "marginal": lambda **k: daskpd.marginal(X, "petal_length", model=m, **k, **Q),
           "pd_variance": lambda **k: daskpd.pd_variance(m, X, **k, **Q),
-          "compare": lambda **k: daskpd.compare(m, X, "petal_length", stratpd=False, **k, **Q)}[call]
+          "compare": lambda **k: daskpd.compare(m, X, "petal_length", stratpd=False, **k, **Q),
+          "h_statistic": lambda **k: daskpd.h_statistic(m, X, ["petal_length", "petal_width"], n_points=30, **k,
+                                                        **Q)}[call]
     with pytest.raises(InvalidParameterError, match=rf"{call}: parameter target_class is required for a multi-class "
                                                     r"classifier: one of \['setosa', 'versicolor', 'virginica'\]"):
         fn()
@@ -123,6 +125,9 @@ def test_binary_names_the_positive_class_everywhere(cancer, tmp_path):
         assert "P[class = malignant] (positive class)" in ax.get_ylabel(), name
     pv = daskpd.pd_variance(m, X, [f, "mean_texture"], grid_resolution=6, **Q)
     assert (pv.to_frame().target_class == "malignant").all()
+    h = daskpd.h_statistic(m, X, [f, "mean_texture"], n_points=30, **Q)
+    assert (h.to_frame().target_class == "malignant").all() and "the positive class, classes_[1]" in h.summary()
+    assert "of P[class = malignant] (positive class)" in h.plot().get_title()
     # the other class, asked for: named as such
     other = daskpd.partial_dependence(m, X, f, grid_resolution=8, method="brute", target_class="benign", **Q)
     assert "P[class = 'benign'] (the negative class, classes_[0], given as target_class" in other.summary()

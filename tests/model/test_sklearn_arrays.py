@@ -49,11 +49,13 @@ def _calls(model, y):
         "marginal": lambda X, t=y, **k: daskpd.marginal(X, 0, target=t, model=model, bins=6, **k, **q).y_mean,
         "compare": lambda X, t=y, **k: daskpd.compare(model, X, 2, target=t, grid_resolution=8, bins=6,
                                                       stratpd=False, **k, **q).to_frame()["value"].to_numpy(),
+        "h_statistic": lambda X, **k: daskpd.h_statistic(model, X, [(0, 1), (1, 2)], features=[1], n_points=40,
+                                                         **k, **q).to_frame()["h2"].to_numpy(),
     }
 
 
 @pytest.mark.parametrize("name", ["partial_dependence", "partial_dependence 2-way", "ice", "ale", "pd_variance",
-                                  "marginal", "compare"])
+                                  "marginal", "compare", "h_statistic"])
 def test_array_equals_the_dataframe(xy, model, name):
     X, y = xy
     call = _calls(model, y)[name]
@@ -91,6 +93,8 @@ def test_names_indices_and_sklearns_numbers(xy, model):
     # indices count a DataFrame's columns too, as in scikit-learn
     frame = pd.DataFrame(X, columns=NAMES)
     assert daskpd.ale(named_model, frame, 3, progress=False).feature == "d"
+    h = daskpd.h_statistic(model, X, [(1, 2)], features=[0], feature_names=NAMES, n_points=30, progress=False)
+    assert h.pairs == [("b", "c")] and h.features == ["a"]
     # a list of indices is separate 1-way PDs here: warned as a list of names is
     with pytest.warns(daskpd.SklearnDifferenceWarning, match="ONE 2-way"):
         daskpd.partial_dependence(model, X, [0, 1], method="brute", grid_resolution=4, progress=False)
