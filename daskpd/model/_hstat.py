@@ -126,13 +126,13 @@ class HStatisticResult(Result):
         idx = {p: i for i, p in enumerate(self.pairs)}
         top = self.ranking()[:5]
         if top:
-            lines.append("  pairs H²: " + ", ".join(f"{a} x {c} {fmt(v, idx[(a, c)], 'pairs')}"
-                                                    for (a, c), v in top)
-                         + (f" (and {len(self.pairs) - len(top)} more)" if len(self.pairs) > len(top) else ""))
+            items = [f"{a} x {c} {fmt(v, idx[(a, c)], 'pairs')}" for (a, c), v in top]
+            more = [f"(and {len(self.pairs) - len(top)} more)"] if len(self.pairs) > len(top) else []
+            lines += _wrapped("  pairs H²: ", items, more)
         if self.features:
             order = np.argsort(-np.nan_to_num(self.h2_total, nan=-np.inf), kind="stable")
-            lines.append("  total H²: " + ", ".join(f"{self.features[i]} {fmt(self.h2_total[i], i, 'total')}"
-                                                    for i in order))
+            lines += _wrapped("  total H²: ", [f"{self.features[i]} {fmt(self.h2_total[i], i, 'total')}"
+                                               for i in order])
         return "\n".join(lines) + response_note(self) + repeats_note(self.params)
 
     def metadata(self) -> dict:
@@ -144,6 +144,26 @@ class HStatisticResult(Result):
         from ..plotting.interaction import plot_h_statistic
 
         return plot_h_statistic(self, ax=ax, **kwargs)
+
+
+def _wrapped(head: str, items: list, tail=(), width: int = 96) -> list:
+    """``head`` and ``items`` joined by commas in lines of at most ``width`` characters
+    (an item is never cut), continued under the first item; ``tail`` ends the last line."""
+    lines, cur = [], head
+    for i, it in enumerate(items):
+        piece = it + ("," if i < len(items) - 1 else "")
+        if cur.strip() and cur != head and len(cur) + 1 + len(piece) > width:
+            lines.append(cur)
+            cur = " " * len(head) + piece
+        else:
+            cur += ("" if cur == head else " ") + piece
+    for t in tail:
+        if len(cur) + 1 + len(t) > width:
+            lines.append(cur)
+            cur = " " * len(head) + t
+        else:
+            cur += " " + t
+    return lines + [cur]
 
 
 # ---------------------------------------------------------------------------------
@@ -332,7 +352,8 @@ def h_statistic(
     model_cols = list(probe.predictor.columns)
     items, totals = h_items(pairs, features, model_cols, total)
     flat = list(dict.fromkeys([*(f for p in items for f in p), *totals]))
-    ds.check(flat)
+    ds.check(list(dict.fromkeys(f for p in items for f in p)), "parameter pairs")
+    ds.check(totals, "parameter features")
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,

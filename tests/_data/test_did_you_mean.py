@@ -43,6 +43,10 @@ def df():
      "parameter target", "house_value", "median_house_value"),
     (lambda d, m: daskpd.partial_dependence(m, d, "median_income", sample_weight="populaton", **Q),
      "parameter sample_weight", "populaton", "population"),
+    (lambda d, m: daskpd.h_statistic(m, d, [("median_income", "latitud")], **Q),
+     "parameter pairs", "latitud", "latitude"),
+    (lambda d, m: daskpd.h_statistic(m, d, [], features=["populaton"], **Q),
+     "parameter features", "populaton", "population"),
 ])
 def test_a_typo_names_the_parameter_and_the_column_meant(df, call, param, typo, right):
     m = LinearRegression().fit(df[["median_income", "population", "latitude"]], df.median_house_value)
