@@ -104,9 +104,17 @@ def test_readme_demo_command_on_local_cluster(tmp_path):
     model_based = [f"{m}-{f}.png" for m in ("ale", "ice", "marginal", "partial_dependence")
                    for f in ("MachineHours", "ProductGroup", "YearMade")]
     assert pngs == sorted(["catstratpd-ModelID.png", "catstratpd-ProductGroup.png", "importance-importances.png",
-                           "importance-pd_variance.png", "stratpd-MachineHours.png", "stratpd-YearMade.png",
-                           *model_based])
+                           "importance-pd_variance.png", "interaction-h_statistic.png", "stratpd-MachineHours.png",
+                           "stratpd-YearMade.png", *model_based])
     assert (run / "ice.parquet").is_file()
+    # Friedman's H²: every pair of the model's three features and each total; the generator is additive in them
+    h = pd.read_parquet(run / "interactions.parquet")
+    pairs = h[h.statistic == "pair"]
+    assert set(map(frozenset, zip(pairs.feature_1, pairs.feature_2))) == set(
+        map(frozenset, [("YearMade", "MachineHours"), ("YearMade", "ProductGroup"), ("MachineHours", "ProductGroup")]))
+    assert len(pairs) == 3
+    assert set(h[h.statistic == "total"].feature_1) == {"YearMade", "MachineHours", "ProductGroup"}
+    assert h.h2.between(0, 0.2).all(), h[["feature_1", "feature_2", "h2"]]
     assert hidden(job_dir) == []
 
     curves = pd.read_parquet(run / "curves.parquet")
