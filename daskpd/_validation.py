@@ -368,7 +368,7 @@ def warnings_at_callers_line():
             g = frame.f_globals
             warnings.warn_explicit(w.message, w.category, frame.f_code.co_filename, frame.f_lineno,
                                    module=g.get("__name__"), registry=g.setdefault("__warningregistry__", {}),
-                                   module_globals=g, source=w.source)
+                                   source=w.source)
 
 
 def validate_params(parameter_constraints: dict, *, signature_of=None):

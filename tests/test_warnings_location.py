@@ -70,3 +70,18 @@ def test_warnings_before_an_error_still_reach_the_caller():
                 warnings.warn("first", UserWarning)
                 raise ValueError("boom")
     assert [str(w.message) for w in rec] == ["first"]
+
+
+def test_a_warning_reaches_code_run_as_a_script_string():
+    """``python -c`` code (module ``__main__`` with a built-in loader) gets its warning."""
+    import subprocess
+    import sys
+
+    code = ("import warnings, numpy as np, pandas as pd, daskpd\n"
+            "warnings.simplefilter('always')\n"
+            "df = pd.DataFrame({'a': np.arange(300.) % 5, 'b': np.arange(300.) % 7})\n"
+            "df['y'] = df.a + df.b\n"
+            "daskpd.stratpd(df, target='y', feature='a', min_slopes_per_x=10**6, progress=False)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "<string>:5: UserWarning: StratPD for feature 'a'" in out.stderr, out.stderr[-2000:]
