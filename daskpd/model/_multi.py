@@ -75,6 +75,8 @@ class MethodsRun:
     phases: list = field(default_factory=list)
     layout: "Layout | None" = None  # what fixed the sums (to run the same plan again on more rows)
     parts: list = field(default_factory=list)  # the pass's merged partials (with ``base_parts``: their sum)
+    #: with ``apart``: ``(results of this pass's rows alone, results of base_parts alone)``
+    apart: tuple | None = None
 
 
 @dataclass
@@ -93,6 +95,8 @@ class Layout:
     marginal: list | None = None
     pd_method: str = "brute"
     h_points: object = None  # the H-statistic's evaluation points (EvalPoints)
+    #: the rows the layout was built from, per feature: numeric ``(min, max)``, categorical its levels
+    support: dict | None = None
 
 
 def _grid_key(method: str, p: dict):
@@ -106,7 +110,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
                   target_class=None, columns=None, categorical_features=None, random_state: int = 0,
                   batch_rows: int = DEFAULT_BATCH_ROWS, progress=None, n_trials: int = 1, bootstrap: bool = True,
                   subsample_size: float = 0.75, band=(0.05, 0.95), row_id=None, layout: Layout | None = None,
-                  base_parts: list | None = None) -> MethodsRun:
+                  base_parts: list | None = None, apart: bool = False) -> MethodsRun:
     """Run ``methods`` (``{method: {parameter: value}}``, parameters as the public
     functions') for ``features`` in one merged plan (see the module docstring).
 
@@ -124,7 +128,9 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     the only pass is the methods' one), and ``base_parts`` (that call's ``parts``) are
     added to this pass's partials, so the results are those of the earlier rows and
     these together, under the earlier grids.  The result's ``layout`` and ``parts`` are
-    what a later call takes.
+    what a later call takes.  ``apart`` (with ``base_parts``): the curves of this pass's
+    rows alone and of the earlier rows alone are finished too (``MethodsRun.apart``:
+    the same finishers on each side's partials), for a new-against-old comparison.
     """
     unknown = [m for m in methods if m not in MODEL_METHODS]
     if unknown:
@@ -160,9 +166,12 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         grids, ale_specs_, sources, mspecs = layout.grids, layout.ale, layout.ale_sources, layout.marginal
         pd_method = layout.pd_method
     elif set(params) - {"h_statistic"}:  # the H-statistic needs no grid: its own points
-        grids, ale_specs_, sources, mspecs = _layout(run, feats, params, target, with_target, progress, phases)
+        grids, ale_specs_, sources, mspecs, support = _layout(run, feats, params, target, with_target, progress,
+                                                              phases)
     else:
-        grids, ale_specs_, sources, mspecs = {}, None, None, None
+        grids, ale_specs_, sources, mspecs, support = {}, None, None, None, None
+    if layout is not None:
+        support = getattr(layout, "support", None)  # a layout kept by an earlier daskpd has none
     mp = params.get("marginal")
     hpts = getattr(layout, "h_points", None) if layout is not None else None
     if "h_statistic" in params and hpts is None:
@@ -240,7 +249,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         labels.append(lab)
         jobs.append(hp.job)
         finish.append(("h_statistic", lambda part, hp=hp, meta=meta: hp.finish(part, pred, kinds, meta)))
-    parts = []
+    parts, own = [], None
     if jobs:
         plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
         with stage_label(" | ".join(labels) or None):
@@ -252,6 +261,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         if base_parts is not None:  # the earlier rows' partials: the same jobs, summed
             if len(base_parts) != len(parts):
                 raise ValueError(f"base_parts holds {len(base_parts)} partials; this plan makes {len(parts)}")
+            own = parts
             parts = [type(b).combine([b, p]) for b, p in zip(base_parts, parts)]
         if trials is not None:  # the rows' repeats, with the earlier rows' when they are added
             repeats = parts[-1].repeats()
@@ -260,24 +270,28 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
                 m.update(trial_params(trials, band, repeats))
 
     # 4. each method's finisher
-    results: dict = {}
-    it_parts = iter(parts)
-    for name, fin in finish:
-        brute_free = name == "partial_dependence" and pd_method != "brute"
-        part = None if brute_free else next(it_parts)
-        out = fin(part)
-        if isinstance(name, tuple):
-            results.setdefault(name[0], {})[name[1]] = out
-        else:
-            results[name] = out
-    ordered = {m: results[m] for m in MODEL_METHODS if m in results}
-    return MethodsRun(ordered, phases, Layout(feats, grids, ale_specs_, sources, mspecs, pd_method, hpts), parts)
+    def finish_all(parts):
+        results: dict = {}
+        it_parts = iter(parts)
+        for name, fin in finish:
+            brute_free = name == "partial_dependence" and pd_method != "brute"
+            part = None if brute_free else next(it_parts)
+            out = fin(part)
+            if isinstance(name, tuple):
+                results.setdefault(name[0], {})[name[1]] = out
+            else:
+                results[name] = out
+        return {m: results[m] for m in MODEL_METHODS if m in results}
+
+    sides = (finish_all(own), finish_all(base_parts)) if apart and own is not None else None
+    return MethodsRun(finish_all(parts), phases,
+                      Layout(feats, grids, ale_specs_, sources, mspecs, pd_method, hpts, support), parts, sides)
 
 
 def _layout(run, feats, params, target, with_target, progress, phases):
     """Passes 1 and 2 (and 3): the summary, the grids' and bins' order statistics, ALE's
     level order, the marginal plot's own bins; returns (grids, ALE specs, ALE order
-    sources, marginal specs)."""
+    sources, marginal specs, the rows' support: each feature's range or levels)."""
     kinds = run.kinds
     # 1. one summary pass (ALE may need the other model inputs too)
     want = {f: kinds[f] for f in feats}
@@ -287,6 +301,8 @@ def _layout(run, feats, params, target, with_target, progress, phases):
         want = {**want, target: "numeric"}  # are the marginal plot's bins those of all rows?
     sums = summarize(run.ddf, want, progress=progress)
     phases.append("summary")
+    support = {f: ((float(sums[f].vmin), float(sums[f].vmax)) if kinds[f] == "numeric" else
+                   [v for v in (sums[f].uniques if sums[f].uniques is not None else [])]) for f in feats if f in sums}
     # The marginal plot bins the rows it averages: with a target, those whose target is
     # finite.  When every target is finite these are all rows (the shared summaries and
     # quantiles serve); else its bins take a summary and quantiles of their own.
@@ -340,7 +356,7 @@ def _layout(run, feats, params, target, with_target, progress, phases):
             phases.append("marginal bins")
         mspecs = [marginal_spec(f, kinds[f], msums[f], mp["bins"], mp["binning"], mstats.get(f, {}))
                   for f in feats]
-    return grids, ale_specs_, sources, mspecs
+    return grids, ale_specs_, sources, mspecs, support
 
 
 def _finish_marginals(mspecs, part, target, pred, mp, meta) -> dict:
