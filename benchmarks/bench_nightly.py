@@ -2,7 +2,7 @@
 """Nightly runs that cost what changed: a full job run, files appended, an incremental rerun.
 
     .venv/bin/python benchmarks/bench_nightly.py --rows 1e7 [--append 1e6] [--workers 2]
-        [--memory-limit 2.5GiB] [--workdir DIR] [--tiny]
+        [--memory-limit 2.5GiB] [--source parquet|delta] [--workdir DIR] [--tiny]
 
 Writes ``--rows`` rows of :class:`daskpd.datasets.Lake` (the ten-feature lake of
 ``bench_lake.py``, parquet files of 500,000 rows; reused when already in ``--workdir``),
@@ -19,6 +19,13 @@ importances and every curve (``[run] incremental = true``, ``refit = "never"``):
 6. **incremental, first-pass cache on**: step 4 again from the same state (steps 4 and 5
    removed), with ``first_pass_cache = true``: the rerun also keeps the new files' pass 1
    in the job's first-pass cache, for the next run that fits the trees again.
+
+``--source delta``: the linked files become a Delta Lake table
+(``deltalake.convert_to_deltalake``: a log whose first commit adds them, the files left
+as they are), the rows are appended as two commits of one file each
+(``deltalake.write_deltalake(mode="append")``), and the job names the table's directory:
+the incremental rerun reads the two commits from the table's log.  Step 1 is left out
+(it measures the parquet job without a state).
 
 Then checks the incremental run against a full scan of every file under the same
 stratification (``daskpd.strat_curves_and_importances(..., stratification=...)``) and
@@ -80,8 +87,9 @@ def link_lake(base: str, lake: str) -> None:
                 shutil.copy2(os.path.join(base, f), os.path.join(lake, f))
 
 
-def append(lake: str, rows: int) -> list[str]:
-    """``rows`` new rows of the same lake as two files (chunks the base never wrote)."""
+def append(lake: str, rows: int, source: str = "parquet") -> list[str]:
+    """``rows`` new rows of the same lake as two files (chunks the base never wrote); a
+    Delta table's as two commits."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -90,8 +98,15 @@ def append(lake: str, rows: int) -> list[str]:
     gen = Lake(random_state=0)
     out = []
     for j, n in enumerate((rows // 2, rows - rows // 2)):
+        table = pa.Table.from_pandas(gen.chunk(90_000 + j, n), preserve_index=False)
+        if source == "delta":
+            from deltalake import DeltaTable, write_deltalake
+
+            write_deltalake(lake, table, mode="append")
+            out.append(f"version {DeltaTable(lake).version()}")
+            continue
         p = os.path.join(lake, f"part-9{j:04d}.parquet")
-        pq.write_table(pa.Table.from_pandas(gen.chunk(90_000 + j, n), preserve_index=False), p)
+        pq.write_table(table, p)
         out.append(p)
     return out
 
@@ -104,6 +119,8 @@ def nightly_args(description: str, argv=None):
     ap.add_argument("--append", type=float, default=1e6, help="rows appended, as two files")
     ap.add_argument("--workers", type=int, default=2, help="worker processes (0: an in-process cluster)")
     ap.add_argument("--memory-limit", default="2.5GiB")
+    ap.add_argument("--source", choices=("parquet", "delta"), default="parquet",
+                    help="the lake as parquet files, or as a Delta Lake table")
     ap.add_argument("--tiny", action="store_true", help="20,000 rows + 4,000 appended, in-process (a test)")
     ap.add_argument("--workdir", default=os.environ.get("DASKPD_BENCH_DIR", os.path.join(tempfile.gettempdir(),
                                                                                         "daskpd-bench")))
@@ -150,6 +167,12 @@ def main(argv=None):
     try:
         lake = os.path.join(run_root, "lake")
         link_lake(base, lake)
+        if a.source == "delta":
+            from deltalake import convert_to_deltalake
+
+            t0 = time.perf_counter()
+            convert_to_deltalake(lake)
+            print(f"# the lake's files made a Delta table in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         out = os.path.join(run_root, "runs")
 
         def spec(incremental: bool) -> str:
@@ -198,13 +221,14 @@ def main(argv=None):
             return final, rec
 
         recs = {}
-        if not a.tiny:
+        if not a.tiny and a.source == "parquet":
             _, recs["plain"] = timed("plain full run (no state kept)", spec(False), "plain")
         full_dir, recs["full"] = timed("full run keeping the state", spec(True), "full")
         t0 = time.perf_counter()
-        new = append(lake, extra)
-        print(f"# appended {extra:,} rows as {len(new)} files in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-        inc_dir, recs["incremental"] = timed(f"incremental rerun (+{extra:,} rows, {len(new)} files)", spec(True),
+        new = append(lake, extra, a.source)
+        what = "commits" if a.source == "delta" else "files"
+        print(f"# appended {extra:,} rows as {len(new)} {what} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        inc_dir, recs["incremental"] = timed(f"incremental rerun (+{extra:,} rows, {len(new)} {what})", spec(True),
                                              "incremental")
         _, recs["none"] = timed("rerun, no new files", spec(True), "none")
 
@@ -238,7 +262,8 @@ def main(argv=None):
                                  "incremental-cache", first_pass_cache=True)
 
         full = recs["full"]["wall_s"]
-        print(f"\n{rows:,} rows + {extra:,} appended; {a.workers or 'in-process'} worker(s)"
+        print(f"\n{rows:,} rows + {extra:,} appended ({'a Delta table' if a.source == 'delta' else 'parquet files'}); "
+              f"{a.workers or 'in-process'} worker(s)"
               f"{'' if not a.workers else ' x ' + a.memory_limit}\n")
         print("| run | wall s | / full run | mode | driver peak GiB | worker peaks GiB | workers restarted |")
         print("|---|---:|---:|---|---:|---|---:|")

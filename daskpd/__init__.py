@@ -3,9 +3,11 @@
 Model-free: :func:`stratpd` (numeric features), :func:`catstratpd` (categorical
 features), :func:`importances` and :func:`strat_curves_and_importances` (every feature,
 one scan).  Model-based: :func:`partial_dependence` (Friedman PD, brute or tree
-recursion), :func:`ice`, :func:`pd_variance`, :func:`h_statistic`, :func:`marginal`,
-:func:`ale`, :func:`compare`.  Input: :func:`read_csv` (CSV with reader options); any function also
-takes a pandas or dask DataFrame or a parquet path, glob, directory or URL.
+recursion), :func:`ice`, :func:`pd_variance`, :func:`h_statistic`, :func:`marginal`, :func:`ale`,
+:func:`compare`.  Input: :func:`read_csv` (CSV with reader options), :func:`read_delta`
+(a Delta Lake table at a version), :func:`read_iceberg` (an Apache Iceberg table at a
+snapshot); any function also takes a pandas or dask DataFrame or a parquet path, glob,
+directory (a Delta table's too) or URL.
 
 Every function runs on the current ``distributed.Client`` if there is one (else dask's
 threads) and returns a small result object (``to_frame()``, ``to_parquet()``,
@@ -40,6 +42,8 @@ _API = {
     "h_statistic": "daskpd.model._hstat",
     # input
     "read_csv": "daskpd._data.read",
+    "read_delta": "daskpd._data.tables",
+    "read_iceberg": "daskpd._data.tables",
     # result classes
     "StratPDResult": "daskpd.results.curves",
     "CatStratPDResult": "daskpd._strat.categorical",

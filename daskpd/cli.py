@@ -212,11 +212,27 @@ def _cmd_validate(args) -> int:
     if feats is not None:
         print(f"  features: {', '.join(feats)}" + (f" (categorical: {', '.join(cats) or 'none'})" if cats is not None
                                                    else ""))
+    never = _never_incremental(spec)
+    if never:
+        print(f"  note: [run] incremental = true, but every night is a full run: {never}")
     if left_out:
         print("  note: the run leaves out of the default features: "
               + ", ".join(f"{f!r} ({why})" for f, why in left_out.items())
               + "; " + _left_out_hint(left_out))
     return EXIT_OK
+
+
+def _never_incremental(spec) -> str | None:
+    """Why no night of an incremental job can be incremental (one line), or None."""
+    if not spec.run.incremental:
+        return None
+    from .job.incremental import never_incremental
+
+    why = never_incremental(spec)
+    if why is None and spec.run.refit == "always":
+        fitted = "the trees are fitted" if spec.model_free else "the grids and bins are built"
+        why = f'refit = "always": {fitted} again on every run (the state is kept for a later refit policy)'
+    return why
 
 
 def _left_out_hint(left_out: dict) -> str:
@@ -247,7 +263,14 @@ def _check_content(spec, request, cats) -> dict:
     else:
         curve = [f for f in feats if (f in cats and "catstratpd" in want) or (f not in cats and "stratpd" in want)]
     so = spec.source.storage_options or None
+    table = request.dataset.table
     try:
+        if table is not None:  # the snapshot's data files, with the partition values they do not store
+            from ._data.tables import files_dataset
+
+            reader, files, _ = request.dataset.file_reader()
+            return check_content(None, request.read_schema(), curve, spec.source.filters, label=table.name,
+                                 skip_unusable=spec.features is None, dataset=files_dataset(reader, files))
         return check_content(spec.source.path, request.read_schema(), curve, spec.source.filters, so,
                              label=spec.source.path, skip_unusable=spec.features is None)
     except DataError as exc:

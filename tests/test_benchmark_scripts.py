@@ -30,7 +30,8 @@ BENCH = REPO / "benchmarks"
 SCRIPTS = sorted(BENCH.glob("*.py"))
 BENCH_DOC = REPO / "docs" / "benchmarks.md"
 
-#: script -> (arguments for a tiny run, given a temporary directory; what its output must contain)
+#: script (then, for a second run of one script, a label) -> (arguments for a tiny run, given a temporary
+#: directory; what its output must contain)
 TINY = {
     "bench_stratpd.py": (lambda d: ["--sizes", "2e3", "--stratx-max", "0", "--workdir", d],
                          r"\| 2000 \| 1001 \| [0-9.]+ \| [0-9,]+ \| 0\.[0-9]{3} \|"),
@@ -72,6 +73,10 @@ TINY = {
                          r"\| incremental rerun \(\+4,000 rows, 2 files\) \| [0-9.]+ \| [0-9.]+ \| incremental \|[\s\S]*"
                          r"rows True, importance max \|diff\| [0-9.e+-]+[\s\S]*"
                          r"first-pass cache: incremental rerun [0-9.]+ s vs [0-9.]+ s"),
+    # the same nights on a Delta Lake table: the rows appended as two commits of its log
+    "bench_nightly.py --source delta": (lambda d: ["--tiny", "--source", "delta", "--workdir", d],
+                                        r"\| incremental rerun \(\+4,000 rows, 2 commits\) \| [0-9.]+ \| [0-9.]+ \| "
+                                        r"incremental \|[\s\S]*rows True, importance max \|diff\| [0-9.e+-]+"),
     "bench_first_pass_cache.py": (lambda d: ["--tiny", "--workdir", d],
                                   r"\| next night \(\+4,000 rows\), cache on \| [0-9.]+ \| [0-9.]+ \| 2 of 6 \|[\s\S]*"
                                   r"bit for bit: True"),
@@ -91,7 +96,8 @@ NEEDS_STRATX = {"stratx_runner.py"}
 
 def test_every_benchmark_is_run_or_needs_stratx():
     names = {p.name for p in SCRIPTS}
-    assert names == set(TINY) | NEEDS_STRATX, "add a tiny run to TINY for every new benchmark script"
+    assert names == {n.split()[0] for n in TINY} | NEEDS_STRATX, \
+        "add a tiny run to TINY for every new benchmark script"
 
 
 @pytest.mark.parametrize("name", sorted(NEEDS_STRATX))
@@ -174,7 +180,8 @@ def _run_tiny(name: str, tmp_path: Path):
     work.mkdir(parents=True)
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(
         [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    return subprocess.run([sys.executable, str(BENCH / name), *args(str(work))], capture_output=True, text=True,
+    return subprocess.run([sys.executable, str(BENCH / name.split()[0]), *args(str(work))], capture_output=True,
+                          text=True,
                           cwd=tmp_path, env=env, timeout=600)
 
 
@@ -188,7 +195,7 @@ def tiny_runs(request, tmp_path_factory):
     order = sorted(names, key=lambda n: (SLOW_FIRST.index(n) if n in SLOW_FIRST else len(SLOW_FIRST), n))
     pool = ThreadPoolExecutor(max_workers=2)
     root = tmp_path_factory.mktemp("bench")
-    futures = {n: pool.submit(_run_tiny, n, root / n.removesuffix(".py")) for n in order}
+    futures = {n: pool.submit(_run_tiny, n, root / n.replace(".py", "").replace(" ", "_")) for n in order}
     yield futures
     pool.shutdown(wait=True, cancel_futures=True)
 

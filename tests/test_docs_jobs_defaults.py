@@ -27,7 +27,9 @@ EXAMPLES = {"name", "description", "target", "features", "exclude", "categorical
             "source.columns", "source.filters", "source.storage_options", "source.read_options",
             "source.synthetic", "source.rows", "source.params", "model.path", "model.trusted_types",
             "model.features", "model.columns", "model.target_class", "cluster.scheduler", "cluster.n_workers",
-            "cluster.threads_per_worker", "output.dir", "model.row_id"}
+            "cluster.threads_per_worker", "output.dir", "model.row_id",
+            "source.version", "source.timestamp", "source.iceberg", "source.catalog", "source.catalog_properties",
+            "source.snapshot_id"}
 NO_DEFAULT = (None, (), [], {}, "")
 TABLES = {"source", "output", "cluster", "model", "run"}
 

@@ -164,7 +164,7 @@ class GroupReader:
     partition, and pickles as its options."""
 
     def __init__(self, fs, schema: pa.Schema, keys: dict, filters, arrow_to_pandas: dict, convert_string: bool,
-                 categories: bool = True):
+                 categories: bool = True, constants: dict | None = None, masks: dict | None = None):
         self.fs = fs
         self.schema = schema  # the files' schema, then the hive keys (int32 or string)
         self.keys = keys  # hive key -> every value of it in the lake (a pandas Index)
@@ -172,13 +172,25 @@ class GroupReader:
         self.arrow_to_pandas = dict(arrow_to_pandas)
         self.convert_string = convert_string
         self.categories = categories
+        #: path -> {column: value} of the columns a file does not store (a Delta table's
+        #: partition columns), typed by ``schema``
+        self.constants = constants or {}
+        #: path -> the rows a file keeps (a Delta deletion vector, Iceberg position deletes:
+        #: a numpy boolean over the file's rows)
+        self.masks = masks or {}
 
     def __dask_tokenize__(self):
         from dask.base import tokenize
 
         return ("daskpd-gathered-parquet", tokenize(self.fs), self.schema.to_string(),
                 [(k, None if v is None else list(v)) for k, v in self.keys.items()], repr(self.filters),
-                sorted(self.arrow_to_pandas.items()), self.convert_string, self.categories)
+                sorted(self.arrow_to_pandas.items()), self.convert_string, self.categories,
+                _digest(repr(sorted(self.constants.items()))) if self.constants else None,
+                _digest(repr(sorted((p, _digest(np.packbits(m).tobytes().hex()), len(m))
+                                    for p, m in self.masks.items()))) if self.masks else None)
+
+    def arrow_fs(self):
+        return _arrow_fs(self.fs)
 
     def _mapper(self):
         if not self.convert_string:
@@ -216,13 +228,50 @@ class GroupReader:
     def __call__(self, group: Group, columns: Sequence[str] | None = None) -> pd.DataFrame:
         columns = list(self.schema.names) if columns is None else list(columns)
         fs = _arrow_fs(self.fs)
-        table = self._scan(group, columns, fs) if self.filters else self._read(group, columns, fs)
+        if self.masks and any(path in self.masks for path, _, _ in group.pieces):
+            table = self._masked(group, columns, fs)
+        else:
+            table = self._scan(group, columns, fs) if self.filters else self._read(group, columns, fs)
         return self.to_pandas(table, columns)
+
+    def _masked(self, group: Group, columns: list, fs) -> pa.Table:
+        """Files with deletion vectors: their rows read, the deleted ones dropped, then
+        the filters applied to what is left."""
+        need = list(dict.fromkeys([*columns, *(c for g in ([self.filters] if self.filters and isinstance(
+            self.filters[0][0], str) else (self.filters or [])) for c, _, _ in g)]))
+        tables = []
+        for piece in group.pieces:
+            t = self._read(Group((piece,)), need, fs)
+            mask = self.masks.get(piece[0])
+            if mask is not None:
+                t = t.filter(pa.array(_rows_of(mask, piece, fs), type=pa.bool_()))
+            tables.append(t)
+        t = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
+        if self.filters:
+            t = t.filter(filter_expression(self.filters))
+        return t.select(columns)
 
     def _partitioning(self):
         import pyarrow.dataset as pds
 
         return pds.HivePartitioning(pa.schema([self.schema.field(k) for k in self.keys])) if self.keys else None
+
+    def _constant_names(self) -> list:
+        return list(next(iter(self.constants.values()))) if self.constants else []
+
+    def partition_expression(self, path: str, part=None):
+        """What the file ``path`` holds in every row of the columns it does not store:
+        its hive keys (parsed from the path) or its constants, as an expression."""
+        import pyarrow.dataset as pds
+
+        if part is not None:
+            return part.parse(path)
+        values = self.constants.get(path)
+        if not values:
+            return None
+        terms = [pds.field(k).is_null() if v is None else pds.field(k) == pa.scalar(v, self.schema.field(k).type)
+                 for k, v in values.items()]
+        return reduce(operator.and_, terms)
 
     def _read(self, group: Group, columns: list, fs) -> pa.Table:
         """No filters: each file's row groups read with :mod:`pyarrow.parquet` (the
@@ -231,7 +280,8 @@ class GroupReader:
         import pyarrow.parquet as pq
 
         part = self._partitioning()
-        stored = [c for c in columns if c not in self.keys]
+        consts = self._constant_names()
+        stored = [c for c in columns if c not in self.keys and c not in consts]
         tables = []
         for path, rgs, size in group.pieces:
             with fs.open_input_file(path) as fh:
@@ -246,6 +296,10 @@ class GroupReader:
                     if k in columns:
                         typ = self.schema.field(k).type
                         t = t.append_column(pa.field(k, typ), pa.repeat(pa.scalar(values.get(k), typ), t.num_rows))
+            for k, v in self.constants.get(path, {}).items():
+                if k in columns:
+                    typ = self.schema.field(k).type
+                    t = t.append_column(pa.field(k, typ), pa.repeat(pa.scalar(v, typ), t.num_rows))
             tables.append(t)
         if len(tables) == 1:
             return tables[0]
@@ -262,10 +316,23 @@ class GroupReader:
         fmt = pds.ParquetFileFormat()
         part = self._partitioning()
         frags = [fmt.make_fragment(path, filesystem=fs, row_groups=list(rgs), file_size=size,
-                                   partition_expression=part.parse(path) if part is not None else None)
+                                   partition_expression=self.partition_expression(path, part))
                  for path, rgs, size in group.pieces]
         dset = pds.FileSystemDataset(frags, self.schema, fmt, fs)
         return dset.to_table(columns=columns, filter=filter_expression(self.filters), use_threads=False)
+
+
+def _rows_of(mask, piece, fs) -> list:
+    """The part of a file's keep ``mask`` that covers the row groups of ``piece``."""
+    import pyarrow.parquet as pq
+
+    path, rgs, _ = piece
+    with fs.open_input_file(path) as fh:
+        md = pq.ParquetFile(fh).metadata
+    if len(rgs) == md.num_row_groups:
+        return mask
+    starts = np.cumsum([0] + [md.row_group(i).num_rows for i in range(md.num_row_groups)])
+    return np.concatenate([mask[starts[i]:starts[i + 1]] for i in rgs])
 
 
 def file_reader(lake: LakeSchema, paths, fs, filters, arrow_to_pandas: dict, *, hive: bool = True,

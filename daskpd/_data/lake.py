@@ -165,6 +165,8 @@ def list_parquet_files(path: str, storage_options: dict | None = None):
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    if not _is_local(fs):
+        fs.invalidate_cache()  # an object store's listings cached earlier in this process may be stale
     if any(c in root for c in "*?["):
         infos = fs.glob(root, detail=True)
         base = ""
@@ -633,7 +635,7 @@ def _dataset(path, lake: LakeSchema, storage_options):
 
 
 def check_content(path, lake: LakeSchema, features: Sequence[str], filters=None, storage_options=None,
-                  label: str | None = None, skip_unusable: bool = False) -> dict:
+                  label: str | None = None, skip_unusable: bool = False, dataset=None) -> dict:
     """What a run finds in its sample pass, found ahead: no rows (after ``filters``), a
     feature with no values or a single value.  With ``skip_unusable`` (the run's default
     feature set, which leaves such features out with a note) those features are returned
@@ -651,7 +653,7 @@ def check_content(path, lake: LakeSchema, features: Sequence[str], filters=None,
     import pyarrow.parquet as pq
 
     expr = pq.filters_to_expression(filters) if filters else None
-    dset = _dataset(path, lake, storage_options)
+    dset = dataset if dataset is not None else _dataset(path, lake, storage_options)
     cols = [c for c in unknown if c in dset.schema.names]
     if filters and not cols:
         cols = [dset.schema.names[0]]

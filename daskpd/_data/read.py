@@ -396,13 +396,16 @@ def open_frame(data, *, storage_options: dict | None = None, filters=None, parti
     )
 
 
-def project(frame, lake, columns: Sequence[str] | None, *, label: str = "data", chunk_rows: int = CHUNK_ROWS):
+def project(frame, lake, columns: Sequence[str] | None, *, label: str = "data", chunk_rows: int = CHUNK_ROWS,
+            agree=None):
     """The dask DataFrame of ``columns`` (all when None) of an opened input.
 
     A pandas frame becomes ``chunk_rows``-row partitions.  For parquet, the columns read
     must be in every file with types that go together (a DataError names the column and
     the files otherwise) and safe widenings are cast (:mod:`daskpd._data.lake`); dask
-    pushes the selection into the reader, so other columns are never read.
+    pushes the selection into the reader, so other columns are never read.  ``agree``:
+    the files whose types are reconciled (default: ``lake``'s; some of a lake's files
+    are read with the types of the whole lake).
     """
     import dask.dataframe as dd
 
@@ -411,7 +414,7 @@ def project(frame, lake, columns: Sequence[str] | None, *, label: str = "data", 
     if lake is not None:
         if columns is None:  # every column of every file, and the hive keys
             columns = list(dict.fromkeys([*lake.types, *map(str, frame.columns)]))
-        agreed = reconcile(lake.files, columns, lake.display.get)
+        agreed = reconcile((agree or lake).files, columns, lake.display.get)
         check_columns(frame.columns, columns, source=label)
         frame = frame[columns]
         return apply_widening(frame, agreed)

@@ -21,6 +21,7 @@ from .hive import partition_keys
 from .kinds import kind_of
 from .lake import footer_stamp, pandas_dtype, reconcile
 from .read import CHUNK_ROWS, check_columns, lake_file_reader, lake_stamps, open_frame, project
+from .tables import lake_of, open_table, table_groups, table_source
 
 __all__ = ["Dataset", "open_dataset", "spread_chunk_rows"]
 
@@ -59,6 +60,10 @@ class Dataset:
         self.columns: list[str] = list(dtypes.index)
         #: a parquet lake's ``(data, storage_options, filters)`` as opened (:meth:`file_reader`)
         self.source: tuple | None = None
+        #: a Delta / Iceberg table's snapshot (:class:`daskpd._data.tables.TableSnapshot`), or None
+        self.table = None
+        self._files = None  # a table's (reader, files, keep)
+        self._agree = None  # the lake whose files' types a restricted dataset keeps (:meth:`restrict`)
 
     @property
     def is_pandas(self) -> bool:
@@ -94,6 +99,8 @@ class Dataset:
     def file_reader(self):
         """A parquet lake read one file at a time (:func:`daskpd._data.read.lake_file_reader`:
         ``(reader, files, keep)``), or a string saying why it cannot be."""
+        if self._files is not None:
+            return self._files
         if self.lake is None or self.source is None:
             return "the input is not a parquet lake"
         data, storage_options, filters = self.source
@@ -102,7 +109,10 @@ class Dataset:
     def file_stamps(self) -> dict:
         """A parquet lake's ``{path: (size, stamp)}`` (:func:`daskpd._data.read.lake_stamps`,
         listed now), each stamp with the checksum of the file's footer as this dataset
-        read it (:func:`daskpd._data.lake.footer_stamp`)."""
+        read it (:func:`daskpd._data.lake.footer_stamp`); a table's from its snapshot (a
+        table's data files are never rewritten in place)."""
+        if self.table is not None:
+            return {f["path"]: (f["size"], f["stamp"]) for f in self.table.stamps()}
         if self.source is None:
             return {}
         data, storage_options, _ = self.source
@@ -121,7 +131,41 @@ class Dataset:
     def project(self, columns: Sequence[str] | None):
         """The dask DataFrame of ``columns`` (all if None), without opening the input again."""
         chunk = spread_chunk_rows(len(self.frame)) if self.is_pandas and self.spread else CHUNK_ROWS
-        return project(self.frame, self.lake, columns, label=self.label, chunk_rows=chunk)
+        return project(self.frame, self.lake, columns, label=self.label, chunk_rows=chunk, agree=self._agree)
+
+    def restrict(self, paths, partition_bytes: int | None = None) -> "Dataset":
+        """The same input restricted to the files ``paths`` (an incremental night's new
+        files), read by the same reader: the same columns with the same types (a hive
+        key a categorical over every value of the whole lake, a table's partition
+        columns, the widenings of the whole lake).  A lake that cannot be read file by
+        file (:meth:`file_reader` says why) opens ``paths`` as a lake of their own, read
+        with the whole lake's widenings."""
+        import dask.dataframe as dd
+
+        from .gather import plan
+
+        want = {str(p).split("://", 1)[-1] for p in paths}
+        got = self.file_reader()
+        if isinstance(got, str):
+            data, storage_options, filters = self.source
+            ds = open_dataset([str(p) for p in paths], storage_options=storage_options, filters=filters,
+                              partition_bytes=partition_bytes)
+            keys = {c: self.dtypes[c] for c in self.hive_keys if c in ds.frame.columns}
+            if keys:  # the keys' categories: every value of the whole lake
+                ds.frame = ds.frame.astype(keys)
+            ds._agree, ds.hive_keys, ds.dtypes, ds.columns = self.lake, self.hive_keys, self.dtypes, self.columns
+            return ds
+        reader, files, keep = got
+        chosen = [f for f in files if f.path.split("://", 1)[-1] in want and (keep is None or f.path in keep)]
+        groups = table_groups(chosen) if self.table is not None or not partition_bytes else \
+            plan(chosen, partition_bytes)
+        meta = reader.meta(list(reader.schema.names))
+        frame = dd.from_map(reader, groups, meta=meta, divisions=None, label="read-new-files",
+                            enforce_metadata=False) if groups else dd.from_pandas(meta, npartitions=1, sort=False)
+        ds = Dataset(frame, self.label, lake=lake_of(self.lake, chosen), hive_keys=self.hive_keys)
+        ds.source, ds.table, ds._files, ds._agree = self.source, self.table, (reader, chosen, None), self.lake
+        ds.dtypes, ds.columns = self.dtypes, self.columns
+        return ds
 
 
 def open_dataset(data, *, storage_options=None, filters=None, spread: bool = False,
@@ -131,6 +175,12 @@ def open_dataset(data, *, storage_options=None, filters=None, spread: bool = Fal
     size (:func:`daskpd._data.read.grouping`)."""
     if isinstance(data, Dataset):
         return data
+    table = table_source(data, storage_options)
+    if table is not None:
+        frame, lake, snap, files = open_table(table, storage_options, filters)
+        ds = Dataset(frame, snap.name, lake=lake, spread=spread)
+        ds.table, ds._files = snap, files
+        return ds
     frame, lake, label = open_frame(data, storage_options=storage_options, filters=filters,
                                     partition_bytes=partition_bytes)
     keys = partition_keys(data, storage_options) if lake is not None else []

@@ -127,9 +127,9 @@ def fold_hash(df: pd.DataFrame, random_state: int) -> np.ndarray:
 
 
 def sample_hash(df: pd.DataFrame, random_state: int) -> np.ndarray:
-    """The row hash the tree sample is drawn by (bottom-k) and the honest folds are cut
-    by: the seeded :func:`value_hash` of the rows (the same for the same values, however
-    they are stored or their columns ordered)."""
+    """The row hash the tree sample is drawn by (bottom-k): the seeded
+    :func:`value_hash` of the rows (the same for the same values, however they are
+    stored or their columns ordered).  The honest folds use :func:`fold_hash`."""
     return keyed_hash(value_hash(df), random_state, 0)
 
 

@@ -162,14 +162,15 @@ def start_new_files_cache(spec: JobSpec, lake, features, columns: dict, cache, f
 
 
 def _new_files(spec: JobSpec, data, files):
-    """The dataset of an incremental run's new ``files`` (no file: no row to scan)."""
+    """The dataset of an incremental run's new ``files`` (no file: no row to scan), read
+    as the whole input reads them (:meth:`daskpd._data.source.Dataset.restrict`: the same
+    columns and types, hive keys and a table's partition columns included)."""
     from .._data.source import open_dataset
     from .._engine.memory import partition_bytes
 
     if not files:
         return open_dataset(data.frame.iloc[:0] if data.is_pandas else data.frame._meta)
-    return open_dataset(list(files), storage_options=spec.source.storage_options or None,
-                        filters=spec.source.filters or None, partition_bytes=partition_bytes())
+    return data.restrict(list(files), partition_bytes=partition_bytes())
 
 
 def first_pass_stats(cache, log, new_files_only: bool = False) -> dict:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._data.lake import read_footers
+from .._data.tables import changes
 from .._errors import DataError
 from .._strat.state import ScanState, Stratification
 from ..results.base import atomic_path, dump_json
@@ -35,8 +36,8 @@ from .seal import StateDamaged, seal, verify
 from .spec import MODEL_FREE_METHODS, MODEL_METHODS, JobSpec
 from .store import list_runs
 
-__all__ = ["Plan", "plan", "save_state", "seal_state", "reuse_run", "STATE_DIR", "SPEC_KEYS_IGNORED", "schema_of",
-           "state_bytes"]
+__all__ = ["Plan", "plan", "never_incremental", "save_state", "seal_state", "reuse_run", "STATE_DIR",
+           "SPEC_KEYS_IGNORED", "schema_of", "state_bytes"]
 
 #: the run directory's sub-directory holding the state
 STATE_DIR = "state"
@@ -99,9 +100,12 @@ def schema_of(request, columns=()) -> dict:
 def _footer_rows(request, files: list[dict], storage_options) -> int:
     """Rows of the files (``file_stamps`` entries) from their footers: those the request
     read when it opened the lake, else read by the lake reader's
-    :func:`~daskpd._data.lake.read_footers` (cached, in parallel, a damaged file named)."""
+    :func:`~daskpd._data.lake.read_footers` (cached, in parallel, a damaged file named);
+    a table's files count the rows its log records."""
     import fsspec
 
+    if all(f.get("rows") is not None for f in files):
+        return sum(int(f["rows"]) for f in files)
     lake = getattr(request.dataset, "lake", None)
     opened = {f.path: f.num_rows for f in lake.files} if lake is not None else {}
     rows = sum(opened[f["path"]] for f in files if f["path"] in opened)
@@ -146,13 +150,9 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list, columns=()) -> Pla
 
     if not spec.run.incremental:
         return full("incremental runs are off ([run] incremental = false)")
-    if spec.source.is_csv:
-        return full("CSV sources are read in full")
-    if request.dataset.hive_keys:
-        return full("hive-partitioned lakes are read in full (the partition keys live in directory names)")
-    p_imp = spec.params.get("importances") or {}
-    if p_imp.get("pvalues"):
-        return full("importances.pvalues refits trees on the sample: recomputed in full")
+    never = never_incremental(spec)
+    if never:
+        return full(never)
     base = _base_run(job_dir)
     if base is None:
         return full("no earlier run of this job keeps a state")
@@ -180,7 +180,11 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list, columns=()) -> Pla
         c = diff[0]
         return full(f"the schema changed since run {base}: column {c!r} {old_schema.get(c, 'absent')} -> "
                     f"{schema.get(c, 'absent')}", base)
-    if old_files.get("mode") != spec.source.fingerprint:
+    table = request.dataset.table
+    why = changes(old_files.get("table"), table) if old_files.get("table") or table is not None else None
+    if why:
+        return full(f"{why}, kept by run {base}", base)
+    if old_files.get("mode") != spec.source.fingerprint and table is None:
         return full(f"the fingerprint mode changed since run {base} ({old_files.get('mode')} -> "
                     f"{spec.source.fingerprint})", base)
     now = {f["rel"]: f for f in stamps}
@@ -228,11 +232,25 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list, columns=()) -> Pla
     return Plan("incremental", reason, new, base, strat, state, stamps, new_rows, Path(job_dir), verified, verify_s)
 
 
+def never_incremental(spec: JobSpec) -> str | None:
+    """Why no night of this job can be incremental, in one line (the job spec says it
+    all), or None."""
+    if spec.source.is_csv:
+        return "CSV sources are read in full (a CSV file has no footer that counts its rows)"
+    if spec.source.synthetic:
+        return None
+    p_imp = spec.params.get("importances") or {}
+    if "importances" in spec.methods and p_imp.get("pvalues"):
+        return "importances.pvalues refits trees on the sample: recomputed in full"
+    return None
+
+
 def save_state(run_dir: Path, stratification: Stratification | None, state: ScanState | None, stamps: list,
-               mode: str) -> int:
-    """Write ``state/`` into the (temporary) run directory: the files covered and, for
-    the model-free methods, the stratification and the sums; return its bytes.  The
-    state is sealed by :func:`seal_state` once everything of it is written."""
+               mode: str, table: dict | None = None) -> int:
+    """Write ``state/`` into the (temporary) run directory: the files covered (and the
+    version of a table source) and, for the model-free methods, the stratification and
+    the sums; return its bytes.  The state is sealed by :func:`seal_state` once
+    everything of it is written."""
     sdir = run_dir / STATE_DIR
     sdir.mkdir()
     if stratification is not None:
@@ -245,7 +263,7 @@ def save_state(run_dir: Path, stratification: Stratification | None, state: Scan
                 if scratch is not None:
                     scratch.close()
     with atomic_path(sdir / "files.json") as tmp:
-        Path(tmp).write_text(dump_json({"mode": mode, "files": stamps}))
+        Path(tmp).write_text(dump_json({"mode": mode, "files": stamps, **({"table": table} if table else {})}))
     return state_bytes(run_dir)
 
 

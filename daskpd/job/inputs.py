@@ -12,6 +12,7 @@ from pathlib import Path
 
 
 from .._data.read import read_csv
+from .._data.tables import read_delta, read_iceberg
 from .._data.request import Request, column_list, open_request
 from .._engine.memory import partition_bytes
 from .._errors import DataError
@@ -19,7 +20,8 @@ from .spec import JobSpec, SpecError
 from .store import check_free_space, clean_stale, rmtree
 
 __all__ = ["synthetic_path", "make_generator", "ensure_synthetic", "job_data", "open_job_request",
-           "categorical_features", "schema_stats", "damaged_pages_named", "fingerprint", "file_stamps", "load_model", "model_inputs",
+           "categorical_features", "schema_stats", "damaged_pages_named", "fingerprint", "file_stamps", "input_stamps",
+           "table_record", "load_model", "model_inputs",
            "prepare_model", "log_line", "job_row_id"]
 
 
@@ -81,11 +83,38 @@ def ensure_synthetic(spec: JobSpec, out_root: Path, log) -> Path:
     return path
 
 
-def job_data(spec: JobSpec, data_path: str):
-    """The job's ``data`` as the library takes it: CSV with its reader options, or the path."""
-    if spec.source.is_csv:
-        return read_csv(data_path, **(spec.source.read_options or {}))
+def job_data(spec: JobSpec, data_path: str | None):
+    """The job's ``data`` as the library takes it: CSV with its reader options, a Delta or
+    Iceberg table at its pinned version (a directory holding ``_delta_log/`` is found a
+    Delta table when opened), or the path."""
+    src = spec.source
+    if src.is_csv:
+        return read_csv(data_path, **(src.read_options or {}))
+    if src.is_iceberg:
+        return read_iceberg(src.iceberg, metadata=None if src.iceberg else data_path, catalog=src.catalog,
+                            snapshot_id=src.snapshot_id, timestamp=src.timestamp, **src.catalog_properties)
+    if src.format == "delta" or src.version is not None or src.timestamp is not None:
+        return read_delta(data_path, version=src.version, timestamp=src.timestamp)
     return data_path
+
+
+def input_stamps(spec: JobSpec, request: Request, data_path: str | None, mode: str) -> list[dict]:
+    """Every input file (:func:`file_stamps`, with the footers' checksums the request
+    read); a table's data files of the snapshot read
+    (their path, size, the stamp its log records, and their rows)."""
+    table = request.dataset.table
+    if table is not None:
+        return table.stamps()
+    lake = request.dataset.lake  # its footers' checksums, in the files' fingerprints
+    return file_stamps(data_path, spec.source.storage_options, mode,
+                       {f.path: f.digest for f in lake.files} if lake is not None else None)
+
+
+def table_record(request: Request) -> dict:
+    """The manifest's record of a table source (format, location, id, version or
+    snapshot), or {}."""
+    table = request.dataset.table
+    return {} if table is None else {"format": table.format, "table": dict(table.record)}
 
 
 def open_job_request(spec: JobSpec, data) -> Request:
@@ -137,7 +166,8 @@ def damaged_pages_named(spec: JobSpec, data_path: str, columns):
     try:
         yield
     except OSError as exc:
-        if spec.source.is_csv or type(exc).__module__.startswith("distributed"):
+        if spec.source.is_csv or type(exc).__module__.startswith("distributed") or not isinstance(data_path, str) \
+                or spec.source.is_iceberg or spec.source.format == "delta":
             raise
         from .._data.lake import inspect_lake, unreadable_file
 
@@ -164,6 +194,8 @@ def file_stamps(path: str, storage_options: dict | None = None, mode: str = "met
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    if "://" in path:
+        fs.invalidate_cache()  # an object store's listings cached earlier in this process may be stale
     if any(c in root for c in "*?["):
         files = sorted(fs.glob(root))
         base = root.split("*", 1)[0].rsplit("/", 1)[0]

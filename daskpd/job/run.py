@@ -160,9 +160,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
 
             t0 = time.perf_counter()
             fp_mode = "content" if spec.source.synthetic else spec.source.fingerprint
-            lake = request.dataset.lake  # its footers' checksums, in the files' fingerprints
-            stamps = inputs.file_stamps(data_path, spec.source.storage_options, fp_mode,
-                                        {f.path: f.digest for f in lake.files} if lake is not None else None)
+            stamps = inputs.input_stamps(spec, request, data_path, fp_mode)
             fp = inputs.fingerprint(data_path, spec.source.storage_options, fp_mode, stamps=stamps)
             timings["fingerprint"] = time.perf_counter() - t0
             plan = None
@@ -206,7 +204,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 timings["total"] = time.perf_counter() - t_start
                 manifest["finished_at"] = store.now().isoformat(timespec="seconds")
                 manifest["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
-                manifest["input"]["fingerprint"] = fp
+                manifest["input"].update(fingerprint=fp, **inputs.table_record(request))
             else:
                 # ---- the cluster
                 t0 = time.perf_counter()
@@ -231,7 +229,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
 
                 # ---- compute (distributed's text progress bar writes to stdout: keep stdout for the summary)
                 with contextlib.redirect_stdout(sys.stderr) if progress else contextlib.nullcontext(), \
-                        inputs.damaged_pages_named(spec, data_path, needed):
+                        inputs.damaged_pages_named(spec, data_path if request.dataset.table is None else None,
+                                                   needed):
                     if spec.model_free:
                         t0 = time.perf_counter()
                         # a full run reads pass 1 from the cache; an incremental one keeps its new files' pass 1 in it
@@ -278,7 +277,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     if res.state is not None or (not spec.model_free and res.model_state is not None):
                         step = "the scan state"
                         t1 = time.perf_counter()
-                        n_bytes = nightly.save_state(tmp, res.stratification, res.state, stamps, fp_mode)
+                        n_bytes = nightly.save_state(tmp, res.stratification, res.state, stamps, fp_mode,
+                                                     inputs.table_record(request).get("table"))
                         timings["save_state"] = time.perf_counter() - t1
                         stats["state"] = {"path": nightly.STATE_DIR, "bytes": n_bytes,
                                           "sums_bytes": 0 if res.state is None else res.state.nbytes,
@@ -308,9 +308,10 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                     "finished_at": finished.isoformat(timespec="seconds"),
                     "spec": spec.to_dict(),
                     "spec_toml": spec.spec_text,
-                    "input": {"path": data_path, "format": "csv" if spec.source.is_csv else "parquet",
+                    "input": {"path": data_path or spec.source.label,
+                              "format": "csv" if spec.source.is_csv else "parquet",
                               "filters": spec.source.filters, "fingerprint": fp,
-                              "columns_read": needed},
+                              "columns_read": needed, **inputs.table_record(request)},
                     "target": spec.target,
                     "features": feats,
                     "categorical": cats,

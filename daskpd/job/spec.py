@@ -57,7 +57,7 @@ DEFAULT_METHODS = MODEL_FREE_METHODS
 SYNTHETIC = ("bulldozer", "quadratic", "linear")
 FILTER_OPS = ("=", "==", "!=", "<", "<=", ">", ">=", "in", "not in")
 MODEL_FORMATS = ("auto", "skops", "joblib", "pickle")
-SOURCE_FORMATS = ("auto", "parquet", "csv")
+SOURCE_FORMATS = ("auto", "parquet", "csv", "delta", "iceberg")
 #: when an incremental run refits the stratifying trees (docs/jobs.md, "Nightly runs")
 REFIT_POLICIES = ("always", "never", "auto")
 
@@ -165,6 +165,21 @@ def _filters(v):
     return [[triple(t, f"item {j + 1}") for j, t in enumerate(v)]]
 
 
+def _timestamp(v):
+    """A table's pinned time: a TOML date-time, or an ISO 8601 string."""
+    import datetime as _dt
+
+    if isinstance(v, _dt.datetime):
+        return v.isoformat()
+    if isinstance(v, str):
+        try:
+            _dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+        except ValueError:
+            raise _Bad(f"expected an ISO 8601 date-time (e.g. 2026-12-01T00:00:00Z), got {_describe(v)}") from None
+        return v
+    raise _Bad(f"expected a date-time (TOML or an ISO 8601 string), got {_describe(v)}")
+
+
 def _class_label(v):
     if isinstance(v, bool) or not isinstance(v, (str, int)):
         raise _Bad(f"expected a class label (string or integer), got {_describe(v)}")
@@ -220,7 +235,7 @@ def _share(v):
 
 _RUN = {
     "incremental": _Key(_bool, False),
-    "refit": _Key(_choice(REFIT_POLICIES), "always"),
+    "refit": _Key(_choice(REFIT_POLICIES), "auto"),
     "refit_share": _Key(_share, 0.1),
     "first_pass_cache": _Key(_bool, False),
 }
@@ -264,6 +279,12 @@ _SOURCE = {
     "read_options": _Key(_table, {}),
     "fingerprint": _Key(_choice(("metadata", "content")), "metadata"),
     "synthetic": _Key(_choice(SYNTHETIC)),
+    "iceberg": _Key(_str),
+    "catalog": _Key(_str),
+    "catalog_properties": _Key(_table, {}),
+    "version": _Key(_int(0)),
+    "snapshot_id": _Key(_int(0)),
+    "timestamp": _Key(_timestamp),
     "rows": _Key(_int(1)),
     "rows_per_file": _Key(_int(1), 50_000),
     "random_state": _Key(_int(0), 0),
@@ -316,6 +337,12 @@ class SourceSpec:
     random_state: int
     params: dict
     read_options: dict = field(default_factory=dict)  # dask.dataframe.read_csv options (CSV sources)
+    iceberg: str | None = None  # an Iceberg table named through its catalog ("namespace.table")
+    catalog: str | None = None  # that catalog's name (pyiceberg's; default "default")
+    catalog_properties: dict = field(default_factory=dict)  # its properties (else pyiceberg's configuration)
+    version: int | None = None  # a Delta table's pinned version
+    snapshot_id: int | None = None  # an Iceberg table's pinned snapshot
+    timestamp: str | None = None  # a table's pinned time (ISO 8601)
 
     @property
     def is_url(self) -> bool:
@@ -327,6 +354,16 @@ class SourceSpec:
             return self.format == "csv"
         p = (self.path or "").lower()
         return p.endswith((".csv", ".csv.gz", ".csv.bz2"))
+
+    @property
+    def is_iceberg(self) -> bool:
+        return self.iceberg is not None or self.format == "iceberg" or (
+            self.format == "auto" and (self.path or "").endswith(".metadata.json"))
+
+    @property
+    def label(self) -> str:
+        """How the manifest and messages name the source."""
+        return f"iceberg:{self.iceberg}" if self.iceberg else str(self.path or self.synthetic)
 
 
 @dataclass(frozen=True)
@@ -365,7 +402,7 @@ class OutputSpec:
 @dataclass(frozen=True)
 class RunSpec:
     incremental: bool = False  # reuse the previous run's stratification and sums; scan only appended files
-    refit: str = "always"  # "always" | "never" | "auto" (refit past refit_share of appended rows)
+    refit: str = "auto"  # "always" | "never" | "auto" (refit past refit_share of appended rows)
     refit_share: float = 0.1  # auto: refit once the rows appended since the fit exceed this share of its rows
     first_pass_cache: bool = False  # keep pass 1 per file (JOB/cache/firstpass): a rerun reads only unseen files in it
 
@@ -521,10 +558,13 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
     src = None
     if isinstance(top.get("source"), dict):
         s = _validate_table(top["source"], _SOURCE, "source.", errors)
-        has_path, has_syn = s.get("path") is not None, s.get("synthetic") is not None
-        if has_path == has_syn:
+        has_path, has_syn, has_ice = (s.get(k) is not None for k in ("path", "synthetic", "iceberg"))
+        if has_path + has_syn + has_ice != 1:
             errors.append("table [source]: expected exactly one of 'source.path' (parquet/CSV file, glob, "
-                          "directory or URL) and 'source.synthetic' (one of " + ", ".join(map(repr, SYNTHETIC)) + ")")
+                          "directory or URL, a Delta table's directory, an Iceberg table's metadata JSON), "
+                          "'source.iceberg' (an Iceberg table through its catalog) and 'source.synthetic' (one of "
+                          + ", ".join(map(repr, SYNTHETIC)) + ")")
+        _check_table_keys(s, top["source"], errors)
         if has_syn:
             if s.get("rows") is None:
                 errors.append("missing required key 'source.rows' (rows of the synthetic dataset)")
@@ -533,7 +573,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
                     errors.append(f"key 'source.{k}' applies to files only, not to a synthetic source")
             if s.get("format") != "auto":
                 errors.append("key 'source.format' applies to files only, not to a synthetic source")
-        elif has_path:
+        elif has_path or has_ice:
             for k in ("rows", "rows_per_file", "random_state", "params"):
                 if k in top["source"]:
                     errors.append(f"key 'source.{k}' applies only to a synthetic source")
@@ -548,8 +588,13 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
             storage_options=s.get("storage_options") or {}, fingerprint=s.get("fingerprint", "metadata"),
             synthetic=s.get("synthetic"), rows=s.get("rows"), rows_per_file=s.get("rows_per_file", 50_000),
             random_state=s.get("random_state", 0), params=s.get("params") or {},
-            read_options=s.get("read_options") or {},
+            read_options=s.get("read_options") or {}, iceberg=s.get("iceberg"), catalog=s.get("catalog"),
+            catalog_properties={k: str(v) for k, v in (s.get("catalog_properties") or {}).items()},
+            version=s.get("version"), snapshot_id=s.get("snapshot_id"), timestamp=s.get("timestamp"),
         )
+        if src.format == "delta" and check_files and isinstance(src.path, str) and "://" not in src.path \
+                and not os.path.isdir(os.path.join(src.path, "_delta_log")):
+            errors.append(f"key 'source.format': \"delta\", but {src.path!r} holds no _delta_log/ directory")
         if src.read_options and not src.is_csv:
             errors.append("key 'source.read_options': applies to CSV sources only (source.path ending in .csv, "
                           "or source.format = \"csv\")")
@@ -576,7 +621,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
 
     # run
     r = _validate_table(top.get("run") or {}, _RUN, "run.", errors)
-    run = RunSpec(incremental=r.get("incremental", False), refit=r.get("refit", "always"),
+    run = RunSpec(incremental=r.get("incremental", False), refit=r.get("refit", "auto"),
                   refit_share=r.get("refit_share", 0.1), first_pass_cache=r.get("first_pass_cache", False))
 
     # history
@@ -661,6 +706,31 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
         spec_path=spec_path, spec_text=spec_text, tree_method=top["tree_method"], honest=top["honest"],
         numeric=top["numeric"], stratify_on=top["stratify_on"], run=run, history=history,
     )
+
+
+#: the [source] keys that pin or name a table, and the sources they apply to
+_TABLE_KEYS = {"version": "a Delta table", "snapshot_id": "an Iceberg table", "catalog": "an Iceberg table",
+               "catalog_properties": "an Iceberg table"}
+
+
+def _check_table_keys(s: dict, given: dict, errors: list[str]) -> None:
+    """The keys of a Delta / Iceberg source: each with the source it applies to."""
+    fmt, path = s.get("format", "auto"), s.get("path") or ""
+    iceberg = s.get("iceberg") is not None or fmt == "iceberg" or (fmt == "auto" and path.endswith(".metadata.json"))
+    if s.get("iceberg") is not None and fmt not in ("auto", "iceberg"):
+        errors.append(f"key 'source.format': {fmt!r}, but 'source.iceberg' names an Iceberg table")
+    for k, what in _TABLE_KEYS.items():
+        if k not in given:
+            continue
+        if what == "an Iceberg table" and not iceberg:
+            errors.append(f"key 'source.{k}': applies to an Iceberg table only ('source.iceberg', or a path to a "
+                          "metadata JSON)")
+        elif what == "a Delta table" and (iceberg or fmt in ("csv", "parquet") or s.get("synthetic") is not None):
+            errors.append(f"key 'source.{k}': applies to a Delta table only (a directory holding _delta_log/)")
+    if "timestamp" in given and ("version" in given or "snapshot_id" in given):
+        errors.append("keys 'source.timestamp' and 'source.version' / 'source.snapshot_id': give one or the other")
+    if "timestamp" in given and (fmt in ("csv", "parquet") or s.get("synthetic") is not None):
+        errors.append("key 'source.timestamp': applies to a Delta or Iceberg table only")
 
 
 def _model_format(path: str) -> str | None:

@@ -84,3 +84,32 @@ def test_the_read_options_survive_repeated_reads(lake):
     pd.testing.assert_frame_equal(first, second)
     pd.testing.assert_frame_equal(first.reset_index(drop=True), pd.read_parquet(path, columns=["y", "a", "c"]))
     assert dict(ARROW_TO_PANDAS) == {"split_blocks": True}
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_restrict_reads_some_files_with_the_whole_lakes_types(tmp_path, many):
+    """An incremental night's new files are read as the whole lake reads them: a hive
+    key a categorical over every value of the lake (not only the new files' values), a
+    column widened across the lake (int in the new file, float in an older one) with the
+    widened type.  ``many``: enough files for the lake to be read gathered."""
+    n = 70 if many else 3
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(n):
+        d = tmp_path / "lake" / f"region={'ab'[i % 2]}" / f"day={i}"
+        d.mkdir(parents=True)
+        df = pd.DataFrame({"x": rng.integers(0, 9, 20), "y": rng.normal(size=20)})
+        if i == 0:
+            df["x"] = df["x"].astype("float64")  # widened to float64 across the lake
+        df.to_parquet(d / "part-0.parquet", index=False)
+        paths.append(str(d / "part-0.parquet"))
+    ds = open_dataset(str(tmp_path / "lake"), partition_bytes=1 << 20)
+    new = ds.restrict(paths[-2:], partition_bytes=1 << 20)
+    whole = ds.project(None).compute()
+    got = new.project(None).compute()
+    assert len(got) == 40
+    assert dict(got.dtypes) == dict(whole.dtypes)  # categories included
+    assert list(got["day"].cat.categories) == list(whole["day"].cat.categories)
+    assert got["x"].dtype == np.float64
+    tail = whole[whole["day"].isin([n - 2, n - 1])].reset_index(drop=True)
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), tail)

@@ -71,14 +71,14 @@ def test_refit_nightly_reads_only_the_new_files_in_pass_one(dask_cluster, tmp_pa
 
     GEN.chunk(11, 700).to_parquet(lake / "part-011.parquet", index=False)
     log = io.StringIO()
-    r2 = run_job(spec, run_id="r3", first_pass_cache=True, log=log, **kw)  # refit = "always": a full run
+    r2 = run_job(spec, run_id="r3", first_pass_cache=True, refit="always", log=log, **kw)  # a full run
     m2 = manifest(r2)
     assert m2["incremental"]["mode"] == "full" and m2["stratification"]["refitted"] is True
     assert (m2["first_pass_cache"]["hits"], m2["first_pass_cache"]["misses"]) == (4, 1)
     assert "daskpd: first pass: 4 file(s) from the cache, 1 read" in log.getvalue()
     assert len(list((out / "fp" / "cache" / "firstpass").iterdir())) == 5
 
-    r3 = run_job(spec, run_id="r4", log=False, **kw)  # the same run without the cache
+    r3 = run_job(spec, run_id="r4", refit="always", log=False, **kw)  # the same run without the cache
     m3 = manifest(r3)
     assert "first_pass_cache" not in m3
     assert m3["stratification"]["id"] == m2["stratification"]["id"]  # the same sample and trees

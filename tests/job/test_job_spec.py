@@ -425,3 +425,56 @@ def test_model_trials_keys(tmp_path):
     assert len(errs) == 1 and errs[0] == "key 'model.n_trials': expected an integer in [1, 10000], got integer 0", errs
     errs = errors_of(tmp_path, text + '[partial_dependence]\nmethod = "recursion"\n')
     assert len(errs) == 1 and "recursion" in errs[0] and "model.n_trials" in errs[0], errs
+
+
+# ------------------------------------------------------------------ table sources and incremental runs
+def test_table_source_keys(tmp_path):
+    """A Delta table (its directory, a pinned version or timestamp), an Iceberg table
+    through its catalog or by its metadata JSON (a pinned snapshot), each key checked
+    against the source it applies to."""
+    (tmp_path / "events" / "_delta_log").mkdir(parents=True)
+    spec = load_spec(write(tmp_path, MINIMAL.replace('"data.parquet"', '"events"\nversion = 3')))
+    assert (spec.source.path, spec.source.version, spec.source.is_iceberg) == (str(tmp_path / "events"), 3, False)
+    spec = load_spec(write(tmp_path, MINIMAL.replace('"data.parquet"', '"events"\ntimestamp = 2026-12-01T00:00:00Z')))
+    assert spec.source.timestamp == "2026-12-01T00:00:00+00:00"
+    ice = MINIMAL.replace('path = "data.parquet"', 'iceberg = "ns.events"\ncatalog = "prod"\nsnapshot_id = 12\n'
+                          'catalog_properties = { type = "sql", uri = "sqlite:///c.db" }')
+    spec = load_spec(write(tmp_path, ice))
+    s = spec.source
+    assert (s.path, s.iceberg, s.catalog, s.snapshot_id, s.is_iceberg) == (None, "ns.events", "prod", 12, True)
+    assert s.catalog_properties == {"type": "sql", "uri": "sqlite:///c.db"} and s.label == "iceberg:ns.events"
+    (tmp_path / "v1.metadata.json").write_text("{}")
+    assert load_spec(write(tmp_path, MINIMAL.replace("data.parquet", "v1.metadata.json"))).source.is_iceberg
+
+    errs = errors_of(tmp_path, MINIMAL.replace('path = "data.parquet"', 'path = "data.parquet"\niceberg = "ns.t"'))
+    assert any("expected exactly one of 'source.path'" in e for e in errs)
+    assert errors_of(tmp_path, MINIMAL.replace('"data.parquet"', '"data.parquet"\nsnapshot_id = 3')) == [
+        "key 'source.snapshot_id': applies to an Iceberg table only ('source.iceberg', or a path to a metadata JSON)"]
+    assert errors_of(tmp_path, ice.replace("snapshot_id = 12", "version = 2")) == [
+        "key 'source.version': applies to a Delta table only (a directory holding _delta_log/)"]
+    assert errors_of(tmp_path, ice.replace("snapshot_id = 12", 'snapshot_id = 12\ntimestamp = "2026-01-01"')) == [
+        "keys 'source.timestamp' and 'source.version' / 'source.snapshot_id': give one or the other"]
+    assert errors_of(tmp_path, ice.replace("snapshot_id = 12", 'timestamp = "yesterday"')) == [
+        "key 'source.timestamp': expected an ISO 8601 date-time (e.g. 2026-12-01T00:00:00Z), got string 'yesterday'"]
+    assert errors_of(tmp_path, MINIMAL.replace('"data.parquet"', '"data.parquet"\nformat = "delta"')) == [
+        f"key 'source.format': \"delta\", but {str(tmp_path / 'data.parquet')!r} holds no _delta_log/ directory"]
+
+
+def test_incremental_defaults_to_refit_auto_and_validate_says_when_no_night_can_be(tmp_path, capsys):
+    spec = load_spec(write(tmp_path, MINIMAL + "[run]\nincremental = true\n"))
+    assert (spec.run.incremental, spec.run.refit, spec.run.refit_share) == (True, "auto", 0.1)
+    assert cli.main(["validate", str(write(tmp_path, MINIMAL + "[run]\nincremental = true\n"))]) == 0
+    assert "note" not in capsys.readouterr().out
+    (tmp_path / "d.csv").write_text("x,y\n1,2\n")
+    spec = write(tmp_path, MINIMAL.replace("data.parquet", "d.csv") + "[run]\nincremental = true\n")
+    assert cli.main(["validate", str(spec)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "  note: [run] incremental = true, but every night is a full run: CSV sources are read in full (a CSV " \
+           "file has no footer that counts its rows)" in out
+    spec = write(tmp_path, MINIMAL + '[importances]\npvalues = true\n[run]\nincremental = true\n')
+    assert cli.main(["validate", str(spec)]) == 0
+    assert "every night is a full run: importances.pvalues refits trees on the sample" in capsys.readouterr().out
+    spec = write(tmp_path, MINIMAL + '[run]\nincremental = true\nrefit = "always"\n')
+    assert cli.main(["validate", str(spec)]) == 0
+    assert 'every night is a full run: refit = "always": the trees are fitted again on every run' in \
+        capsys.readouterr().out
