@@ -41,7 +41,7 @@ __all__ = ["comparison_states", "Comparison", "MAX_POSITIONS", "CHUNK_CELLS"]
 
 #: a numeric feature's positions in the comparison: at most this many (bins of about
 #: equal new-row mass; exact values when it has no more)
-MAX_POSITIONS = 32
+MAX_POSITIONS = 12
 #: the old sums are merged into the comparison's positions this many cells at a time
 CHUNK_CELLS = 1 << 21
 

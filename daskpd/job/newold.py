@@ -29,7 +29,7 @@ from .drift import DriftRecord, compare_curves, decide, points_frame, record_fra
 from .seal import DIGEST, SEAL_NAME, StateDamaged, file_digest
 from .store import list_runs
 
-__all__ = ["Reference", "Comparison", "references", "model_free", "model_based", "finish", "write",
+__all__ = ["Reference", "Comparison", "references", "model_free", "compare_states", "model_based", "finish", "write",
            "manifest_record", "DRIFT_DIR", "TESTS"]
 
 #: the run directory's sub-directory holding its comparisons
@@ -144,25 +144,39 @@ def _note(rows) -> str:
 def model_free(spec, ref: Reference, stratification, curves: dict, finish_options: dict, *, new_state=None,
                old_state=None, whole_state=None) -> list[DriftRecord]:
     """The records of the model-free curves (``curves``: ``{(method, feature): result}``)
-    of one comparison: the new rows' state and the old rows' (or all the rows'), put on
-    shared positions and cells (:func:`daskpd._strat.apart.comparison_states`), finished
-    with ``[history] n_trials`` trials and compared feature by feature."""
-    from .._strat.apart import comparison_states
+    of one comparison of a run (:func:`compare_states` with ``[history] n_trials``)."""
+    methods = {f: m for (m, f) in curves if m in ("stratpd", "catstratpd")}
+    return compare_states(new_state, stratification, methods, spec.history.n_trials, finish_options,
+                          old_state=old_state, whole_state=whole_state)
 
-    want = {f: m for (m, f) in curves if m in ("stratpd", "catstratpd")}
-    feats = [f for f in new_state.features if f in want]
+
+def compare_states(new_state, stratification, methods: dict, n_trials: int, finish_options: dict | None = None, *,
+                   old_state=None, whole_state=None, max_positions: int | None = None) -> list[DriftRecord]:
+    """The new rows' curves against the old rows', feature by feature (undecided
+    records: :func:`daskpd.job.drift.decide` tests them together).  ``new_state``: the
+    sums of the new rows; ``old_state`` those of the rows before them, or
+    ``whole_state`` those of all the rows (the new rows' sums are taken off), all
+    scanned under ``stratification``; ``methods``: ``{feature: "stratpd" |
+    "catstratpd"}``, the features to compare.  Both sides are put on shared positions
+    and cells (:func:`daskpd._strat.apart.comparison_states`) and finished with
+    ``n_trials`` leaf-bootstrap trials, paired by leaf; a numeric feature on at most
+    ``max_positions`` positions (default :data:`daskpd._strat.apart.MAX_POSITIONS`)."""
+    from .._strat.apart import MAX_POSITIONS, comparison_states
+
+    feats = [f for f in new_state.features if f in methods]
     if not feats:
         return []
-    cmp_ = comparison_states(new_state.subset(feats), stratification, spec.history.n_trials,
+    cmp_ = comparison_states(new_state.subset(feats), stratification, n_trials,
                              old=None if old_state is None else old_state.subset(feats),
-                             whole=None if whole_state is None else whole_state.subset(feats))
+                             whole=None if whole_state is None else whole_state.subset(feats),
+                             max_positions=max_positions or MAX_POSITIONS)
     new = cmp_.new.finish(stratification, finish_options)
     old = cmp_.old.finish(stratification, finish_options)
     out = []
     for f in feats:
         coder = cmp_.new.features[f].coder
         rows = cmp_.rows[f]
-        out.append(compare_curves(new[f], old[f], method=want[f], feature=f, paired=True,
+        out.append(compare_curves(new[f], old[f], method=methods[f], feature=f, paired=True,
                                   edges=coder.edges if coder.binned else None, rows_new=rows[1], rows_old=rows[3],
                                   note=_note(rows)))
     return out
