@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """How often a nightly job's drift test fires, on data with a known generator.
 
-    .venv/bin/python benchmarks/bench_drift.py [--test new-vs-old] [--nights 200] [--old 20000] [--new 2000]
+    .venv/bin/python benchmarks/bench_drift.py [--test new-vs-old] [--nights 200] [--null-nights N] [--old 20000] [--new 2000]
         [--trials 100] [--job-trials 1] [--designs discrete,continuous] [--refit never,always]
         [--changes none,x2,c] [--step 0.25] [--threshold 0.1] [--alpha 0.01]
     .venv/bin/python benchmarks/bench_drift.py --test between-runs [--pairs 100] [--n 2000] [--trials 20]
@@ -116,7 +116,8 @@ def new_vs_old(a) -> int:
             for planted in a.changes.split(","):
                 t0 = time.perf_counter()
                 any_, right, wrong, ratio, mdc = [], [], [], [], []
-                for i in range(a.nights):
+                nights = a.null_nights if planted == "none" and a.null_nights else a.nights
+                for i in range(nights):
                     recs = night(i, a, design, refit, planted)
                     target = CHANGED[planted]
                     flags = {r.feature for r in recs if r.status == "drifted"}
@@ -129,7 +130,7 @@ def new_vs_old(a) -> int:
                             mdc.append(r.mdc)
                 secs = time.perf_counter() - t0
                 changed = "n/a" if CHANGED[planted] is None else f"{np.mean(right):.3f}"
-                print(f"| {design} | {refit} | {planted} | {np.mean(any_):.3f} ({sum(any_)}/{a.nights}) | {changed} "
+                print(f"| {design} | {refit} | {planted} | {np.mean(any_):.3f} ({sum(any_)}/{nights}) | {changed} "
                       f"| {np.mean(wrong):.3f} | {np.nanmedian(ratio):.2f} | {np.nanmedian(mdc):.3f} | {secs:.0f} |",
                       flush=True)
     return 0
@@ -153,6 +154,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--test", choices=("new-vs-old", "between-runs"), default="new-vs-old")
     ap.add_argument("--nights", type=int, default=200, help="new-vs-old: simulated nights per setting")
+    ap.add_argument("--null-nights", type=int, default=None,
+                    help="new-vs-old: nights without a planted change (default --nights)")
     ap.add_argument("--old", type=float, default=20000, help="new-vs-old: the old rows")
     ap.add_argument("--new", type=float, default=2000, help="new-vs-old: the appended rows")
     ap.add_argument("--job-trials", type=int, default=1, help="new-vs-old: the job's [importances] n_trials")
