@@ -111,7 +111,8 @@ def _curve_points(res) -> dict:
     clusters = np.full(len(pdv), float(m) if m else np.inf)
     x = pos.astype("float64")
     extra = c.get("extra") or {}
-    slot = np.asarray(extra["lo"], dtype="float64") if "lo" in extra else x  # a marginal plot's bins: their edges
+    lo = extra.get("lo")  # a marginal plot's bins: their edges (None: a bin a value)
+    slot = np.asarray(lo, dtype="float64") if lo is not None and np.ndim(lo) == 1 and len(lo) == len(x) else x
     return {"kind": "numeric", "at": x[ok], "slot": slot[ok], "pd": pdv[ok],
             "trials": None if trials is None else trials[:, ok], "clusters": clusters[ok], "group": np.zeros(ok.sum()),
             "count": np.asarray(c.get("count", np.full(len(pdv), np.nan)), dtype="float64")[ok]}

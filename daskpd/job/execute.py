@@ -217,9 +217,12 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
 
     methods = {m: dict(spec.params.get(m) or method_defaults(m)) for m in spec.model_based}
     under = {}
+    # the nightly comparison of an incremental night: the new files' curves and the kept rows' finished apart
+    nightly_cmp = next((c for c in res.comparisons if c.reference.test == "new-vs-old" and not c.reference.skip),
+                       None)
     if mplan is not None and mplan.mode == "incremental":
         ddf = _new_files(spec, ddf, mplan.new_files)
-        under = {"layout": mplan.layout, "base_parts": mplan.load_parts()}
+        under = {"layout": mplan.layout, "base_parts": mplan.load_parts(), "apart": nightly_cmp is not None}
     out = model_methods(model, ddf, list(mfeats), methods, target=spec.target, response=spec.model.response,
                         target_class=spec.model.target_class, columns=list(inputs),
                         categorical_features=[c for c in cats if c in inputs] or None,
@@ -238,6 +241,23 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
             for f in mfeats:
                 res.curves[(method, f)] = r[f]
     res.phases = list(out.phases)
+    if under.get("apart") and out.apart is not None:
+        model_comparison(spec, mfeats, out, under["base_parts"], nightly_cmp)
+
+
+def model_comparison(spec: JobSpec, mfeats, out, base_parts, cmp_) -> None:
+    """Add the model-based curves of an incremental night to its new-against-old
+    comparison (:func:`daskpd.job.newold.model_based`): the new files' curves and the
+    kept rows', under the kept grids and bins, each with its row-bootstrap trials."""
+    from . import model_state, newold
+
+    def flat(results):
+        return {(m, f): results[m][f] for m in spec.model_based if m in results
+                and m not in ("pd_variance", "h_statistic") for f in mfeats if f in results[m]}
+
+    rows_old = model_state.partial_rows(base_parts)
+    rows_new = model_state.partial_rows(out.parts) - rows_old
+    cmp_.records.extend(newold.model_based(flat(out.apart[0]), flat(out.apart[1]), rows_new, rows_old))
 
 
 def dashboard(client) -> str | None:

@@ -265,9 +265,10 @@ def log_comparisons(log, comparisons: list) -> None:
     from .inputs import log_line
 
     for c in comparisons:
-        if not c.records:
-            continue
         ref = c.reference
+        if not c.records:
+            log_line(log, f"daskpd: {ref.test}: not compared ({ref.skip or 'no curve to compare'})")
+            continue
         rows = max((r.rows_new for r in c.records if np.isfinite(r.rows_new)), default=np.nan)
         what = (f"{len(ref.new_files)} new file(s)" + (f", {rows:,.0f} rows" if np.isfinite(rows) else "")
                 + f" against run {ref.run_id}")
@@ -278,4 +279,9 @@ def log_comparisons(log, comparisons: list) -> None:
         else:
             log_line(log, f"daskpd: {ref.test} ({what}): no drift in {len(c.records)} curve(s) at level "
                           f"{c.alpha:g}")
+        for r in c.records:
+            if np.isfinite(r.trials_needed) and r.trials_needed > r.n_trials:
+                log_line(log, f"daskpd: warning: {ref.test} {r.method} {r.feature}: {r.n_trials} trials are too few "
+                              f"to find a change of {c.threshold:g} of the curve's scale; [history] n_trials = "
+                              f"{int(r.trials_needed)} would")
 

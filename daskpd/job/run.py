@@ -260,11 +260,10 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 curves, imp = outputs.write_tables(tmp, res, {"job": spec.name, "run_id": run_id})
                 for cmp_ in res.comparisons:  # each comparison's curves tested together
                     newold.finish(cmp_)
-                if newold.write(tmp, res.comparisons, run_id):
+                if res.comparisons:  # RUN/drift/ (when a curve was compared), the manifest and the log
+                    newold.write(tmp, res.comparisons, run_id)
                     stats["drift"] = newold.manifest_record(res.comparisons)
                     outputs.log_comparisons(log, res.comparisons)
-                elif res.comparisons:
-                    stats["drift"] = newold.manifest_record(res.comparisons)
                 if plan is not None:
                     stats["incremental"] = {**plan.manifest(), "schema": nightly.schema_of(request, read_extra),
                                             **({"model": mplan.manifest()} if mplan is not None else {})}

@@ -134,6 +134,12 @@ def test_a_refit_night_and_a_window_compare_too(dask_cluster, tmp_path):
     m3 = {d["test"]: d for d in json.loads((r3 / "manifest.json").read_text())["drift"]}
     assert m3["new-vs-old"]["ref_run_id"] == "r2" and m3["window"]["ref_run_id"] == "r1"
     assert (m3["window"]["new_files"], m3["window"]["rows_new"], m3["window"]["n_trials"]) == (2, 4000, 50)
+    # the run's report says it first
+    from daskpd.job.report import render_report
+
+    man3 = json.loads((r3 / "manifest.json").read_text())
+    html = render_report(r3, man3, pd.read_parquet(r3 / "curves.parquet"), pd.read_parquet(r3 / "importances.parquet"))
+    assert "Drift: new rows against old" in html and "<b class=\"warn\">drift</b>: catstratpd c" in html
     t3 = comparisons(r3)
     for test in ("new-vs-old", "window"):
         drifted = t3.loc[test].index[t3.loc[test, "status"] == "drifted"].tolist()
@@ -155,3 +161,58 @@ def test_history_keys_are_checked(tmp_path, key, value, message):
     spec.write_text(SPEC.format(lake=lake, refit="never", history='[history]\nwindow = 2\nbaseline = "r1"'))
     with pytest.raises(SpecError, match="give one or the other"):
         load_spec(spec)
+
+
+MODEL_SPEC = """
+name = "m"
+target = "y"
+features = ["x1", "x2"]
+methods = ["partial_dependence", "marginal"]
+[source]
+path = "{lake}"
+[model]
+path = "{model}"
+trust_model = true
+n_trials = 30
+row_id = "id"
+[partial_dependence]
+grid_resolution = 5
+[marginal]
+bins = 5
+[output]
+plots = false
+report = false
+[run]
+incremental = true
+refit = "never"
+"""
+
+
+def test_model_based_curves_of_an_incremental_night_are_compared(dask_cluster, tmp_path):
+    import joblib
+    from sklearn.tree import DecisionTreeRegressor
+
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    for i in range(3):  # an id column: the model's trials weight each row on its own
+        chunk(i, 4000).assign(id=np.arange(4000) + 4000 * i).to_parquet(lake / f"p{i:03d}.parquet", index=False)
+    fit = chunk(99, 4000)
+    joblib.dump(DecisionTreeRegressor(max_depth=6, random_state=0).fit(fit[["x1", "x2"]], fit["y"]),
+                tmp_path / "model.joblib")
+    spec = tmp_path / "job.toml"
+    spec.write_text(MODEL_SPEC.format(lake=lake, model=tmp_path / "model.joblib"))
+    out = tmp_path / "out"
+    run_job(spec, scheduler=dask_cluster, output=out, run_id="r1", progress=False, out=False, log=False)
+    # the appended rows' y is 8 higher at x2 = 1: their marginal plot (mean y a bin, whose noise x1's 0.5 x1^2
+    # makes ~0.6) moves there; the model, and so its partial dependence on the rows' x, does not
+    chunk(11, 3000, x2_step=8.0).assign(id=np.arange(3000) + 20_000).to_parquet(lake / "p011.parquet", index=False)
+    r2 = run_job(spec, scheduler=dask_cluster, output=out, run_id="r2", progress=False, out=False, log=False)
+    m2 = json.loads((r2 / "manifest.json").read_text())
+    assert m2["incremental"]["model"]["mode"] == "incremental"
+    t = pd.read_parquet(r2 / "drift" / "comparisons.parquet").set_index(["method", "feature"])
+    assert sorted(t.index) == sorted((m, f) for m in ("partial_dependence", "marginal") for f in ("x1", "x2"))
+    assert (t["rows_new"] == 3000).all() and (t["rows_old"] == 12000).all() and not t["paired"].any()
+    assert t.loc[("marginal", "x2"), "status"] == "drifted"
+    assert t.drop(index=[("marginal", "x2")])["status"].eq("ok").all(), t[["status", "z", "z_crit", "drift_sig"]]
+    assert m2["drift"][0]["drifted"][0]["feature"] == "x2"
+    assert t.loc[("marginal", "x2"), "where"].startswith("x2 in [1, 1]: +")
