@@ -242,22 +242,9 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
                 res.curves[(method, f)] = r[f]
     res.phases = list(out.phases)
     if under.get("apart") and out.apart is not None:
-        model_comparison(spec, mfeats, out, under["base_parts"], nightly_cmp)
+        from . import newold
 
-
-def model_comparison(spec: JobSpec, mfeats, out, base_parts, cmp_) -> None:
-    """Add the model-based curves of an incremental night to its new-against-old
-    comparison (:func:`daskpd.job.newold.model_based`): the new files' curves and the
-    kept rows', under the kept grids and bins, each with its row-bootstrap trials."""
-    from . import model_state, newold
-
-    def flat(results):
-        return {(m, f): results[m][f] for m in spec.model_based if m in results
-                and m not in ("pd_variance", "h_statistic") for f in mfeats if f in results[m]}
-
-    rows_old = model_state.partial_rows(base_parts)
-    rows_new = model_state.partial_rows(out.parts) - rows_old
-    cmp_.records.extend(newold.model_based(flat(out.apart[0]), flat(out.apart[1]), rows_new, rows_old))
+        nightly_cmp.records.extend(newold.model_night(spec.model_based, mfeats, out))
 
 
 def dashboard(client) -> str | None:

@@ -98,6 +98,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .history_newold import HistoryError
+
 __all__ = ["HistoryError", "History", "history", "load_runs", "unfinished_newest", "curve_distance", "drift_table", "compare", "band_z",
            "critical_z", "pair_cause", "run_trials", "summary", "write_summary", "rank_rows", "Run", "COLUMNS",
            "IMPORTANCE_FOR", "GRID_POINTS", "SCALE_FLOOR", "MAX_WINDOW", "NOISE_FLOOR", "ALPHA", "STATUS_ORDER",
@@ -122,10 +124,6 @@ ALPHA = 0.01
 STATUS_ORDER = ("drifted", "noisy", "ok", "n/a", "new", "gone")
 #: what the drift table of the last two runs (and the page's sections) are ordered by
 RANKED_BY = "status (drifted, noisy, ok, n/a, new, gone), then z (the change in noise units), largest first; then drift"
-
-
-class HistoryError(ValueError):
-    """Not a job directory, or too few runs to compare."""
 
 
 @dataclass

@@ -15,7 +15,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["latest", "summary", "format_table", "html_section", "pinned", "SHOWN_COLUMNS"]
+__all__ = ["HistoryError", "latest", "summary", "format_table", "html_section", "pinned", "SHOWN_COLUMNS"]
+
+
+class HistoryError(ValueError):
+    """Not a job directory, or too few runs to compare (``daskpd.job.history.HistoryError``)."""
+
 
 #: the columns printed and shown on the page, in this order
 SHOWN_COLUMNS = ["test", "ref_run_id", "method", "feature", "status", "drift", "drift_sig", "z", "z_crit", "mdc",
@@ -32,8 +37,6 @@ def _read(run_path: Path, name: str) -> pd.DataFrame:
     try:
         return pd.read_parquet(p)
     except (OSError, ValueError) as exc:
-        from .history import HistoryError
-
         raise HistoryError(f"{p} is unreadable: {exc}") from exc
 
 
@@ -97,9 +100,7 @@ def format_table(run, table: pd.DataFrame) -> str:
 
 def pinned(runs: list, against: str | None, window: int | None):
     """The run ``--against RUN_ID`` or ``--window N`` (the run N runs before the newest)
-    names, or None; a :class:`daskpd.job.history.HistoryError` when there is none."""
-    from .history import HistoryError
-
+    names, or None; a :class:`HistoryError` when there is none."""
     if against is None and window is None:
         return None
     ids = [r.run_id for r in runs]

@@ -29,7 +29,7 @@ from .drift import DriftRecord, compare_curves, decide, points_frame, record_fra
 from .seal import DIGEST, SEAL_NAME, StateDamaged, file_digest
 from .store import list_runs
 
-__all__ = ["Reference", "Comparison", "references", "model_free", "compare_states", "model_based", "finish", "write",
+__all__ = ["Reference", "Comparison", "references", "model_free", "compare_states", "model_based", "model_night", "finish", "write",
            "manifest_record", "DRIFT_DIR", "TESTS"]
 
 #: the run directory's sub-directory holding its comparisons
@@ -193,6 +193,21 @@ def model_based(new_results: dict, old_results: dict, rows_new: float, rows_old:
             continue
         out.append(compare_curves(r, o, method=m, feature=f, paired=False, rows_new=rows_new, rows_old=rows_old))
     return out
+
+
+def model_night(methods, features, out) -> list[DriftRecord]:
+    """:func:`model_based` of an incremental night's model-based plan: ``out`` (a
+    :class:`daskpd.model._multi.MethodsRun` made with ``apart=True``) holds the new files'
+    results and the kept rows' (each counting its rows)."""
+
+    def flat(results):
+        return {(m, f): results[m][f] for m in methods if m in results
+                and m not in ("pd_variance", "h_statistic") for f in features if f in results[m]}
+
+    new, old = flat(out.apart[0]), flat(out.apart[1])
+    rows = [(float(getattr(r, "n_rows", np.nan)), float(getattr(old[k], "n_rows", np.nan)))
+            for k, r in new.items() if k in old]
+    return model_based(new, old, *(rows[0] if rows else (np.nan, np.nan)))
 
 
 def finish(cmp_: Comparison) -> Comparison:

@@ -95,8 +95,6 @@ class Layout:
     marginal: list | None = None
     pd_method: str = "brute"
     h_points: object = None  # the H-statistic's evaluation points (EvalPoints)
-    #: the rows the layout was built from, per feature: numeric ``(min, max)``, categorical its levels
-    support: dict | None = None
 
 
 def _grid_key(method: str, p: dict):
@@ -166,12 +164,9 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         grids, ale_specs_, sources, mspecs = layout.grids, layout.ale, layout.ale_sources, layout.marginal
         pd_method = layout.pd_method
     elif set(params) - {"h_statistic"}:  # the H-statistic needs no grid: its own points
-        grids, ale_specs_, sources, mspecs, support = _layout(run, feats, params, target, with_target, progress,
-                                                              phases)
+        grids, ale_specs_, sources, mspecs = _layout(run, feats, params, target, with_target, progress, phases)
     else:
-        grids, ale_specs_, sources, mspecs, support = {}, None, None, None, None
-    if layout is not None:
-        support = getattr(layout, "support", None)  # a layout kept by an earlier daskpd has none
+        grids, ale_specs_, sources, mspecs = {}, None, None, None
     mp = params.get("marginal")
     hpts = getattr(layout, "h_points", None) if layout is not None else None
     if "h_statistic" in params and hpts is None:
@@ -285,13 +280,13 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
 
     sides = (finish_all(own), finish_all(base_parts)) if apart and own is not None else None
     return MethodsRun(finish_all(parts), phases,
-                      Layout(feats, grids, ale_specs_, sources, mspecs, pd_method, hpts, support), parts, sides)
+                      Layout(feats, grids, ale_specs_, sources, mspecs, pd_method, hpts), parts, sides)
 
 
 def _layout(run, feats, params, target, with_target, progress, phases):
     """Passes 1 and 2 (and 3): the summary, the grids' and bins' order statistics, ALE's
     level order, the marginal plot's own bins; returns (grids, ALE specs, ALE order
-    sources, marginal specs, the rows' support: each feature's range or levels)."""
+    sources, marginal specs)."""
     kinds = run.kinds
     # 1. one summary pass (ALE may need the other model inputs too)
     want = {f: kinds[f] for f in feats}
@@ -301,8 +296,6 @@ def _layout(run, feats, params, target, with_target, progress, phases):
         want = {**want, target: "numeric"}  # are the marginal plot's bins those of all rows?
     sums = summarize(run.ddf, want, progress=progress)
     phases.append("summary")
-    support = {f: ((float(sums[f].vmin), float(sums[f].vmax)) if kinds[f] == "numeric" else
-                   [v for v in (sums[f].uniques if sums[f].uniques is not None else [])]) for f in feats if f in sums}
     # The marginal plot bins the rows it averages: with a target, those whose target is
     # finite.  When every target is finite these are all rows (the shared summaries and
     # quantiles serve); else its bins take a summary and quantiles of their own.
@@ -356,7 +349,7 @@ def _layout(run, feats, params, target, with_target, progress, phases):
             phases.append("marginal bins")
         mspecs = [marginal_spec(f, kinds[f], msums[f], mp["bins"], mp["binning"], mstats.get(f, {}))
                   for f in feats]
-    return grids, ale_specs_, sources, mspecs, support
+    return grids, ale_specs_, sources, mspecs
 
 
 def _finish_marginals(mspecs, part, target, pred, mp, meta) -> dict:
