@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["DriftRecord", "compare_curves", "decide", "critical", "trials_needed", "ALPHA", "THRESHOLD",
-           "SCALE_FLOOR", "POWER", "MAX_TRIALS", "RECORD_COLUMNS", "POINT_COLUMNS", "record_frame", "points_frame"]
+           "SCALE_FLOOR", "POWER", "MAX_TRIALS", "POINT_COLUMNS"]
 
 #: family-wise false-alarm level of one comparison (all its curves)
 ALPHA = 0.01
@@ -429,38 +429,6 @@ def _why(r: DriftRecord, beyond: bool, threshold: float) -> str:
     return head + tail + (f"; {r.note}" if r.note else "")
 
 
-#: the columns of a comparison's table (:func:`record_frame`)
-RECORD_COLUMNS = ["method", "feature", "kind", "status", "drift", "drift_sig", "z", "z_crit", "p_value", "level",
-                  "mdc", "n_trials", "trials_needed", "n_points", "scale", "paired", "rows_new", "rows_old", "where",
-                  "why"]
-#: the columns of a comparison's points (:func:`points_frame`)
+#: the columns of a comparison's points (:func:`daskpd.job.newold.points_frame`)
 POINT_COLUMNS = ["method", "feature", "x", "category", "x_lo", "x_hi", "group", "new", "old", "new_se", "old_se",
                  "change", "se", "df", "t", "testable", "change_lo", "change_hi", "significant"]
-
-
-def record_frame(records: list[DriftRecord]) -> pd.DataFrame:
-    """One row a curve (:data:`RECORD_COLUMNS`)."""
-    rows = [{c: (r.n_points if c == "n_points" else getattr(r, c)) for c in RECORD_COLUMNS} for r in records]
-    return pd.DataFrame(rows, columns=RECORD_COLUMNS)
-
-
-def points_frame(records: list[DriftRecord]) -> pd.DataFrame:
-    """Every record's points (:data:`POINT_COLUMNS`), with the change's simultaneous band
-    at the curve's level (``change_lo``, ``change_hi``: ``change -+ z_crit(p) se``) and
-    whether the point is beyond it (``significant``)."""
-    frames = []
-    for r in records:
-        p = r.points.copy()
-        if not len(p):
-            continue
-        if np.isfinite(r.level):
-            crit = critical(r.level, r.n_points, p["df"].to_numpy())
-        else:
-            crit = np.full(len(p), np.nan)
-        p["change_lo"] = p["change"] - crit * p["se"]
-        p["change_hi"] = p["change"] + crit * p["se"]
-        p["significant"] = p["testable"].to_numpy() & (np.abs(p["t"].to_numpy()) > crit)
-        frames.append(p[POINT_COLUMNS])
-    if not frames:
-        return pd.DataFrame(columns=POINT_COLUMNS)
-    return pd.concat(frames, ignore_index=True)

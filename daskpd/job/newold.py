@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .drift import DriftRecord, compare_curves, decide, points_frame, record_frame
+from .drift import POINT_COLUMNS, DriftRecord, compare_curves, critical, decide
 from .seal import DIGEST, SEAL_NAME, StateDamaged, file_digest
 from .store import list_runs
 
 __all__ = ["Reference", "Comparison", "references", "model_free", "compare_states", "model_based", "model_night", "finish", "write",
-           "manifest_record", "DRIFT_DIR", "TESTS"]
+           "manifest_record", "record_frame", "points_frame", "RECORD_COLUMNS", "DRIFT_DIR", "TESTS"]
 
 #: the run directory's sub-directory holding its comparisons
 DRIFT_DIR = "drift"
@@ -208,6 +208,38 @@ def model_night(methods, features, out) -> list[DriftRecord]:
     rows = [(float(getattr(r, "n_rows", np.nan)), float(getattr(old[k], "n_rows", np.nan)))
             for k, r in new.items() if k in old]
     return model_based(new, old, *(rows[0] if rows else (np.nan, np.nan)))
+
+
+#: the columns of a comparison's table (:func:`record_frame`)
+RECORD_COLUMNS = ["method", "feature", "kind", "status", "drift", "drift_sig", "z", "z_crit", "p_value", "level",
+                  "mdc", "n_trials", "trials_needed", "n_points", "scale", "paired", "rows_new", "rows_old", "where",
+                  "why"]
+def record_frame(records: list[DriftRecord]) -> pd.DataFrame:
+    """One row a curve (:data:`RECORD_COLUMNS`)."""
+    rows = [{c: (r.n_points if c == "n_points" else getattr(r, c)) for c in RECORD_COLUMNS} for r in records]
+    return pd.DataFrame(rows, columns=RECORD_COLUMNS)
+
+
+def points_frame(records: list[DriftRecord]) -> pd.DataFrame:
+    """Every record's points (:data:`POINT_COLUMNS`), with the change's simultaneous band
+    at the curve's level (``change_lo``, ``change_hi``: ``change -+ z_crit(p) se``) and
+    whether the point is beyond it (``significant``)."""
+    frames = []
+    for r in records:
+        p = r.points.copy()
+        if not len(p):
+            continue
+        if np.isfinite(r.level):
+            crit = critical(r.level, r.n_points, p["df"].to_numpy())
+        else:
+            crit = np.full(len(p), np.nan)
+        p["change_lo"] = p["change"] - crit * p["se"]
+        p["change_hi"] = p["change"] + crit * p["se"]
+        p["significant"] = p["testable"].to_numpy() & (np.abs(p["t"].to_numpy()) > crit)
+        frames.append(p[POINT_COLUMNS])
+    if not frames:
+        return pd.DataFrame(columns=POINT_COLUMNS)
+    return pd.concat(frames, ignore_index=True)
 
 
 def finish(cmp_: Comparison) -> Comparison:

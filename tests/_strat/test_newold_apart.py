@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 
 import daskpd
-from daskpd.job.drift import _holm, critical, decide, points_frame, record_frame
-from daskpd.job.newold import compare_states
+from daskpd.job.drift import _holm, critical, decide
+from daskpd.job.newold import compare_states, points_frame, record_frame
 
 EFFECTS = np.array([0.0, 1.0, 3.0, 2.5])
 METHODS = {"x1": "stratpd", "x2": "stratpd", "c": "catstratpd"}
