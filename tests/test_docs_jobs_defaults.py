@@ -29,16 +29,16 @@ EXAMPLES = {"name", "description", "target", "features", "exclude", "categorical
             "model.features", "model.columns", "model.target_class", "cluster.scheduler", "cluster.n_workers",
             "cluster.threads_per_worker", "output.dir", "model.row_id",
             "source.version", "source.timestamp", "source.iceberg", "source.catalog", "source.catalog_properties",
-            "source.snapshot_id"}
+            "source.snapshot_id", "history.baseline", "history.window"}
 NO_DEFAULT = (None, (), [], {}, "")
-TABLES = {"source", "output", "cluster", "model", "run"}
+TABLES = {"source", "output", "cluster", "model", "run", "history"}
 
 
 def library_keys() -> dict[str, spec._Key]:
     """dotted key -> the library's Key (check and default) for every key of a job spec."""
     keys = {k: v for k, v in {**spec._TOP, **schema.top_params()}.items() if k not in TABLES}
     for table, kmap in (("source", spec._SOURCE), ("output", spec._OUTPUT), ("cluster", spec._CLUSTER),
-                        ("run", spec._RUN),
+                        ("run", spec._RUN), ("history", spec._HISTORY),
                         ("model", {**spec._MODEL, **schema.model_params()}), *schema.method_params().items()):
         keys.update({f"{table}.{k}": v for k, v in kmap.items()})
     return keys

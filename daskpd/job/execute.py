@@ -31,6 +31,7 @@ class RunResult:
         self.stratification = None  # the model-free stratification (daskpd.Stratification)
         self.state = None  # its merged sums (daskpd.ScanState), kept for incremental runs
         self.model_state = None  # (layout, partials) of the model-based plan, kept for incremental runs
+        self.comparisons: list = []  # the run's new-against-old comparisons (daskpd.job.newold.Comparison)
 
 
 def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats: dict, plan=None,
@@ -76,19 +77,20 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         # the new files' pass 1 for the cache (the next run that refits reads it): submitted first at a low
         # priority, it runs on the threads the scan leaves free, mostly while the driver finishes the curves
         pending = start_new_files_cache(spec, lake, lake_feats, columns, first_pass_cache, plan.new_files)
+    common = dict(min_samples_leaf=p_num["min_samples_leaf"], cat_min_samples_leaf=p_cat["min_samples_leaf"],
+                  min_slopes_per_x=p_num["min_slopes_per_x"], few_slopes=p_num["few_slopes"],
+                  max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
+                  tree_method=spec.tree_method, honest=spec.honest, random_state=spec.random_state, progress=progress,
+                  **columns)
     with warnings.catch_warnings():  # the job logs the note itself (run_job's log stream), once
         warnings.filterwarnings("ignore", message="importances: .* left out of the default features")
         out = strat_curves_and_importances(
-            data, features=curve_feats, **columns,
-            n_trials=p_imp["n_trials"],
+            data, features=curve_feats, n_trials=p_imp["n_trials"],
             pvalues=p_imp["pvalues"], pvalues_n_trials=p_imp["pvalues_n_trials"],
-            pvalues_sample_size=p_imp["pvalues_sample_size"], min_samples_leaf=p_num["min_samples_leaf"],
-            cat_min_samples_leaf=p_cat["min_samples_leaf"], min_slopes_per_x=p_num["min_slopes_per_x"],
-            few_slopes=p_num["few_slopes"], max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
-            tree_method=spec.tree_method, honest=spec.honest, random_state=spec.random_state, progress=progress,
+            pvalues_sample_size=p_imp["pvalues_sample_size"],
             skip_unusable=spec.features is None and not under.get("stratification"),  # the default feature set:
             first_pass_cache=None if under.get("stratification") else first_pass_cache,
-            **under)  # constant columns are left out, counted
+            **common, **under)  # constant columns are left out, counted
     res.stratification, res.state = out.stratification, out.state
     phases = {k: round(float(v), 3) for k, v in (getattr(out, "timings", None) or {}).items()}
     if pending is not None:
@@ -111,6 +113,38 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
             res.curves[(method, f)] = r
     if "importances" in want:
         res.tables["importances"] = out
+    if res.comparisons:
+        t0 = time.perf_counter()
+
+        def scan(files):  # the files' sums alone, under this run's trees (no trials: the comparison picks its own)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # the run warned about these columns already
+                got = strat_curves_and_importances(_new_files(spec, lake, files), n_trials=1,
+                                                   features=[f for f in curve_feats if f in out.stratification.features],
+                                                   stratification=out.stratification, keep_state=True, **common)
+            return got.state
+
+        model_free_comparisons(spec, res, plan, out, scan,
+                               {"min_slopes_per_x": p_num["min_slopes_per_x"], "few_slopes": p_num["few_slopes"]})
+        phases["new_vs_old_s"] = round(time.perf_counter() - t0, 3)
+
+
+def model_free_comparisons(spec: JobSpec, res: RunResult, plan, out, scan, finish_options: dict) -> None:
+    """Fill ``res.comparisons`` with the model-free curves' records (:mod:`.newold`):
+    an incremental night's nightly comparison takes the new files' sums and the kept
+    ones; any other (a refit night, a baseline, a window) scans its new files under
+    this run's trees (``scan``) and takes their sums off all the rows'."""
+    from . import newold
+
+    for cmp_ in res.comparisons:
+        ref = cmp_.reference
+        if ref.skip:
+            continue
+        if ref.test == "new-vs-old" and plan.mode == "incremental":
+            sides = {"new_state": out.new_state, "old_state": plan.load_state()}
+        else:
+            sides = {"new_state": scan(ref.new_files), "whole_state": out.state}
+        cmp_.records.extend(newold.model_free(spec, ref, out.stratification, res.curves, finish_options, **sides))
 
 
 def start_new_files_cache(spec: JobSpec, lake, features, columns: dict, cache, files):
@@ -183,9 +217,12 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
 
     methods = {m: dict(spec.params.get(m) or method_defaults(m)) for m in spec.model_based}
     under = {}
+    # the nightly comparison of an incremental night: the new files' curves and the kept rows' finished apart
+    nightly_cmp = next((c for c in res.comparisons if c.reference.test == "new-vs-old" and not c.reference.skip),
+                       None)
     if mplan is not None and mplan.mode == "incremental":
         ddf = _new_files(spec, ddf, mplan.new_files)
-        under = {"layout": mplan.layout, "base_parts": mplan.load_parts()}
+        under = {"layout": mplan.layout, "base_parts": mplan.load_parts(), "apart": nightly_cmp is not None}
     out = model_methods(model, ddf, list(mfeats), methods, target=spec.target, response=spec.model.response,
                         target_class=spec.model.target_class, columns=list(inputs),
                         categorical_features=[c for c in cats if c in inputs] or None,
@@ -204,6 +241,10 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
             for f in mfeats:
                 res.curves[(method, f)] = r[f]
     res.phases = list(out.phases)
+    if under.get("apart") and out.apart is not None:
+        from . import newold
+
+        nightly_cmp.records.extend(newold.model_night(spec.model_based, mfeats, out))
 
 
 def dashboard(client) -> str | None:

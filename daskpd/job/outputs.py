@@ -21,6 +21,7 @@ from .spec import JobSpec
 from .store import safe_name
 
 __all__ = ["CURVE_COLUMNS", "IMPORTANCE_COLUMNS", "ICE_COLUMNS", "curves_frame", "importances_frame", "ice_frame",
+           "log_comparisons",
            "interactions_frame",
            "write_tables", "write_plots", "curve_figure", "row_stats", "method_title", "print_summary", "versions", "output_bytes"]
 
@@ -257,3 +258,31 @@ def print_summary(out, spec: JobSpec, res: RunResult, imp: pd.DataFrame, manifes
         p(f"report: {final / 'report.html'}")
     if pruned:
         p(f"removed {len(pruned)} old run(s) (output.keep = {spec.output.keep}): {', '.join(pruned)}")
+
+
+def log_comparisons(log, comparisons: list) -> None:
+    """One line per new-against-old comparison of the run (:mod:`.newold`) on ``log``:
+    what it compared and which curves drifted, where."""
+    from .inputs import log_line
+
+    for c in comparisons:
+        ref = c.reference
+        if not c.records:
+            log_line(log, f"daskpd: {ref.test}: not compared ({ref.skip or 'no curve to compare'})")
+            continue
+        rows = max((r.rows_new for r in c.records if np.isfinite(r.rows_new)), default=np.nan)
+        what = (f"{len(ref.new_files)} new file(s)" + (f", {rows:,.0f} rows" if np.isfinite(rows) else "")
+                + f" against run {ref.run_id}")
+        drifted = [r for r in c.records if r.status == "drifted"]
+        if drifted:
+            body = "; ".join(f"{r.method} {r.feature} ({r.where})" for r in drifted)
+            log_line(log, f"daskpd: {ref.test} ({what}): {len(drifted)} curve(s) drifted: {body}")
+        else:
+            log_line(log, f"daskpd: {ref.test} ({what}): no drift in {len(c.records)} curve(s) at level "
+                          f"{c.alpha:g}")
+        for r in c.records:
+            if np.isfinite(r.trials_needed) and r.trials_needed > r.n_trials:
+                log_line(log, f"daskpd: warning: {ref.test} {r.method} {r.feature}: {r.n_trials} trials are too few "
+                              f"to find a change of {c.threshold:g} of the curve's scale; [history] n_trials = "
+                              f"{int(r.trials_needed)} would")
+

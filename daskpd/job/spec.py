@@ -33,6 +33,7 @@ __all__ = [
     "ClusterSpec",
     "OutputSpec",
     "RunSpec",
+    "HistorySpec",
     "REFIT_POLICIES",
     "load_spec",
     "parse_spec",
@@ -233,6 +234,7 @@ _TOP = {
     "cluster": _Key(_table, {}),
     "model": _Key(_table),
     "run": _Key(_table, {}),
+    "history": _Key(_table, {}),
 }
 
 def _share(v):
@@ -246,6 +248,36 @@ _RUN = {
     "refit": _Key(_choice(REFIT_POLICIES), "auto"),
     "refit_share": _Key(_share, 0.1),
     "first_pass_cache": _Key(_bool, False),
+}
+
+def _level(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
+        raise _Bad(f"expected a number in (0, 1), got {_describe(v)}")
+    return float(v)
+
+
+def _positive(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        raise _Bad(f"expected a number > 0, got {_describe(v)}")
+    return float(v)
+
+
+def _run_id(v):
+    v = _str(v)
+    try:
+        check_name(v, "run id")
+    except ValueError as exc:
+        raise _Bad(str(exc)) from None
+    return v
+
+
+#: [history]: the drift test of every run (docs/drift.md)
+_HISTORY = {
+    "n_trials": _Key(_int(2, 10_000), 100),
+    "alpha": _Key(_level, 0.01),
+    "threshold": _Key(_positive, 0.1),
+    "baseline": _Key(_run_id),
+    "window": _Key(_int(1)),
 }
 
 _SOURCE = {
@@ -388,6 +420,15 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
+class HistorySpec:
+    n_trials: int = 100  # the trials of the new-against-old comparison (its own: the sums hold none)
+    alpha: float = 0.01  # family-wise false-alarm level of a comparison (all its curves)
+    threshold: float = 0.1  # a drifted curve moved by more than this share of its scale
+    baseline: str | None = None  # also compare the rows since this run with the rows up to it
+    window: int | None = None  # also compare the last N runs' new rows with the rows before them
+
+
+@dataclass(frozen=True)
 class JobSpec:
     name: str
     description: str
@@ -410,6 +451,7 @@ class JobSpec:
     numeric: tuple[str, ...] = ()  # columns read as numbers (a hive key such as month=7/)
     stratify_on: tuple[str, ...] | None = None  # None: the features (each stratified on the others)
     run: RunSpec = field(default_factory=RunSpec)  # [run]: incremental runs and the refit policy
+    history: HistorySpec = field(default_factory=HistorySpec)  # [history]: the drift test
 
     @property
     def model_free(self) -> tuple[str, ...]:
@@ -596,6 +638,13 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
     run = RunSpec(incremental=r.get("incremental", False), refit=r.get("refit", "auto"),
                   refit_share=r.get("refit_share", 0.1), first_pass_cache=r.get("first_pass_cache", False))
 
+    # history
+    hs = _validate_table(top.get("history") or {}, _HISTORY, "history.", errors)
+    if hs.get("baseline") is not None and hs.get("window") is not None:
+        errors.append("keys 'history.baseline' and 'history.window': give one or the other")
+    history = HistorySpec(n_trials=hs.get("n_trials", 100), alpha=hs.get("alpha", 0.01),
+                          threshold=hs.get("threshold", 0.1), baseline=hs.get("baseline"), window=hs.get("window"))
+
     # model
     model = None
     if isinstance(top.get("model"), dict):
@@ -685,7 +734,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
         sample_size=top["sample_size"], random_state=top["random_state"], source=src, output=output,
         cluster=cluster, model=model, params={m: params[m] for m in methods if m in params},
         spec_path=spec_path, spec_text=spec_text, tree_method=top["tree_method"], honest=top["honest"],
-        numeric=top["numeric"], stratify_on=top["stratify_on"], run=run,
+        numeric=top["numeric"], stratify_on=top["stratify_on"], run=run, history=history,
     )
 
 
