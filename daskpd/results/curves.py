@@ -63,6 +63,13 @@ def align_trials(trials, center, anchor: int | None = None) -> np.ndarray:
     return flat.reshape(T.shape)
 
 
+#: the fewest degrees of freedom the effective units give a band: with two or three
+#: leaves carrying the variance, the error and the spread are the same few leaves' noise
+#: and their ratio is bounded (a self-normalised sum), lighter-tailed than Student's t
+#: at ``units - 1`` degrees of freedom
+MIN_UNITS_DF = 4.0
+
+
 def trial_band(trials, band=DEFAULT_BAND, *, center=None, align: bool = False, anchor: int | None = None,
                clusters=None, units=None) -> dict:
     """The band of a curve (or of any estimate) from its trials (``trials``: ``(T,
@@ -81,8 +88,8 @@ def trial_band(trials, band=DEFAULT_BAND, *, center=None, align: bool = False, a
     degrees of freedom (a small-sample cluster-robust correction); without, ``T - 1``.
     ``units`` (one per position, NaN where unknown): the clusters the spread effectively
     rests on (:mod:`daskpd._strat.bandunits`; fewer than ``clusters`` when a few carry
-    most of the variance); the degrees of freedom are then at most ``units - 1`` (at
-    least 1).
+    most of the variance); the degrees of freedom are then at most ``max(units - 1,``
+    :data:`MIN_UNITS_DF` ``)``.
     Returns ``{"std", "lo", "hi", "n"}`` per position, NaN where fewer than two trials
     have a value.
     """
@@ -109,7 +116,7 @@ def trial_band(trials, band=DEFAULT_BAND, *, center=None, align: bool = False, a
         df = np.minimum(df, np.maximum(m - 1, 1))
     if units is not None:
         u = np.broadcast_to(np.asarray(units, dtype="float64"), shape)
-        df = np.where(np.isfinite(u), np.minimum(df, np.maximum(u - 1, 1)), df)
+        df = np.where(np.isfinite(u), np.minimum(df, np.maximum(u - 1, MIN_UNITS_DF)), df)
     lo = center + stdtrit(df, float(band[0])) * std
     hi = center + stdtrit(df, float(band[1])) * std
     few = (n < 2) | ~np.isfinite(center)
@@ -172,7 +179,7 @@ def flat_test(res, b: dict | None = None) -> bool | None:
     df = len(trials) - 1 if clusters is None else min(len(trials) - 1, int(clusters) - 1)
     units = getattr(res, "band_units", None)
     if units is not None and np.isfinite(units).any():  # the band's typical degrees of freedom
-        df = min(df, max(float(np.nanmedian(units)) - 1, 1.0))
+        df = min(df, max(float(np.nanmedian(units)) - 1, MIN_UNITS_DF))
     q = simultaneous_q(trials, res.pd, b["std"], band[1] - band[0], df)
     if not np.isfinite(q):
         return None

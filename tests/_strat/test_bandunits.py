@@ -99,7 +99,7 @@ def test_the_band_rests_on_the_leaves_that_carry_its_variance():
     b = r.band()
     T = r.trial_curves()
     std = np.nanstd(T, axis=0, ddof=1) * np.sqrt(m / (m - 1))
-    df_ = np.minimum(np.minimum(39, m - 1), np.maximum(u - 1, 1))
+    df_ = np.minimum(np.minimum(39, m - 1), np.maximum(u - 1, 4))
     ok = np.isfinite(u)
     np.testing.assert_allclose(b["hi"][ok], (r.pd + student.ppf(0.95, df_) * std)[ok], rtol=1e-9)
     # wider than a band on m - 1 degrees of freedom
