@@ -367,8 +367,11 @@ def warnings_at_callers_line():
         if token is not None:
             _IN_CALL.reset(token)
         frame = _callers_frame()
+        # daskpd's own notices either name a daskpd file or, issued with a stacklevel,
+        # already the caller's: keep those
+        ours = (_PACKAGE, *(() if frame is None else (frame.f_code.co_filename,)))
         for w in caught:
-            if issubclass(w.category, _INTERNAL_NOTICES) and not str(w.filename).startswith(_PACKAGE):
+            if issubclass(w.category, _INTERNAL_NOTICES) and not str(w.filename).startswith(ours):
                 continue
             if frame is None:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)

@@ -85,3 +85,13 @@ def test_a_warning_reaches_code_run_as_a_script_string():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "<string>:5: UserWarning: StratPD for feature 'a'" in out.stderr, out.stderr[-2000:]
+
+
+def test_daskpd_notices_issued_at_the_callers_line_are_kept():
+    """A FutureWarning daskpd raises with a stacklevel that already names the caller's
+    file (a renamed parameter) is daskpd's own: not dropped with the third-party notices."""
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        with warnings_at_callers_line():
+            warnings.warn("renamed", FutureWarning, stacklevel=1)  # this file: the caller's line
+    assert [(str(w.message), w.filename) for w in rec] == [("renamed", __file__)]
