@@ -61,7 +61,7 @@ def run_categorical(data, *, target: str, feature: str, features=None, stratify_
     dtype), the result (with ``centered``) in ``run.results[feature]``."""
     trials, trial_opts = trial_args(n_trials, band)
     request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
-                           as_kind="categorical", keep_suspect=keep_suspect,
+                           as_kind="categorical", names={"features": "parameter feature"}, keep_suspect=keep_suspect,
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
                     random_state=random_state, n_trials=trials, nan_as_level=nan_as_level,

@@ -234,6 +234,8 @@ class ImportanceResult(Result):
     # with keep_state / stratification=: the stratification the scan ran under and the merged sums
     stratification: object = field(default=None, repr=False, compare=False)
     state: object = field(default=None, repr=False, compare=False)
+    # with base_state: the sums of ``data`` alone (the new files), before they were added to base_state's
+    new_state: object = field(default=None, repr=False, compare=False)
 
     @property
     def n_partition_reads(self) -> int:
@@ -465,7 +467,8 @@ def strat_curves_and_importances(
         are added to these, and the curves and measures cover both.
     keep_state : bool or path, default False
         Keep the scan's merged sums: ``result.state`` (a :class:`ScanState`, with
-        ``base_state`` added) and ``result.stratification``.  A directory: each bucket
+        ``base_state`` added; ``result.new_state``: the sums of ``data`` alone) and
+        ``result.stratification``.  A directory: each bucket
         of the scan writes its sums there itself (a scratch directory inside, removed
         once the state is gone: save it first) when every worker sees that directory
         (a filesystem the workers share: a ``LocalCluster``, a shared mount), so the
@@ -610,7 +613,7 @@ def strat_curves_and_importances(
     return ImportanceResult(table=table, curves=curves, target=target, kinds=kinds, n_rows=n_rows,
                             n_partitions=run.n_partitions, n_passes=run.n_passes, sample_rows=run.sample_rows,
                             n_trials=n_trials, trials=trials_df, null=null_df, params=params, timings=timings,
-                            stratification=run.stratification, state=run.state)
+                            stratification=run.stratification, state=run.state, new_state=run.new_state)
 
 
 def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=DEFAULT_TREE_METHOD):

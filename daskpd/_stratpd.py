@@ -183,7 +183,7 @@ def stratpd(
     """
     trials, trial_opts = trial_args(n_trials, band)
     request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
-                           as_kind="numeric", keep_suspect=keep_suspect,
+                           as_kind="numeric", names={"features": "parameter feature"}, keep_suspect=keep_suspect,
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
                     tree_method=tree_method, honest=honest, random_state=random_state, progress=progress,

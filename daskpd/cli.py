@@ -1,16 +1,19 @@
 """The ``daskpd`` command line.
 
     daskpd run JOB.toml [--scheduler ADDRESS] [--scheduler-timeout S] [--output DIR] [--run-id ID]
-                        [--incremental] [--refit {always,never,auto}] [--first-pass-cache] [TLS options]
+                        [--incremental] [--refit {always,never,auto}] [--first-pass-cache] [--fail-on-drift]
+                        [TLS options]
     daskpd validate JOB.toml [--check-data]
-    daskpd history OUTPUT/JOB_NAME [--last N] [--threshold X] [--alpha A] [--fail-on-drift] [--json [PATH]]
+    daskpd history OUTPUT/JOB_NAME [--last N] [--threshold X] [--alpha A] [--against RUN_ID | --window N]
+                                   [--fail-on-drift] [--json [PATH]]
 
 Exit status: 0 success; 2 a bad job spec, bad input data, bad arguments or an output
 that cannot be written -- read-only, permission denied, disk full (one line
 ``daskpd: error: ...`` on stderr, no traceback, nothing written); 1 an unexpected
-failure (traceback, nothing written); 3 ``history --fail-on-drift``: a curve drifted
-(status ``drifted``: beyond its noise and the threshold) -- and 2 when the newest run
-directory has no readable manifest (its drift cannot be checked);
+failure (traceback, nothing written); 3 ``run --fail-on-drift``: the run's new rows
+drifted from the old ones, ``history --fail-on-drift``: a curve drifted (status
+``drifted``: beyond its noise and the threshold) -- and 2 when the newest run directory
+has no readable manifest (its drift cannot be checked);
 128+N killed by signal N (SIGTERM: 143, SIGINT: 130) -- the run leaves nothing.
 """
 from __future__ import annotations
@@ -75,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--first-pass-cache", action="store_true",
                    help="keep pass 1 per input file in the job directory; the next run reads only the files it has "
                         "not seen in pass 1 (the spec's [run] first_pass_cache = true)")
+    r.add_argument("--fail-on-drift", action="store_true",
+                   help="exit with status 3 when the run's new rows drifted from the old ones (its new-against-old "
+                        "comparisons, written to RUN/drift/ and the manifest; docs/drift.md)")
     r.add_argument("--no-progress", action="store_true", help="no progress (default: a bar on a terminal, one line per stage in a log)")
     r.add_argument("-q", "--quiet", action="store_true", help="print only the run directory")
 
@@ -106,8 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 0.1)")
     h.add_argument("--alpha", type=float, default=0.01, metavar="A",
                    help="family-wise false-alarm level of each curve's test against its noise (default 0.01)")
+    h.add_argument("--against", metavar="RUN_ID",
+                   help="also compare the newest run's curves with this run's (a pinned baseline)")
+    h.add_argument("--window", type=int, metavar="N",
+                   help="also compare the newest run's curves with those of the run N runs before it")
     h.add_argument("--fail-on-drift", action="store_true",
-                   help="exit with status 3 if a curve drifted (status 'drifted') between the last two runs, and 2 "
+                   help="exit with status 3 if a curve drifted (status 'drifted'): in the newest run's new rows "
+                        "against the old ones, between the last two runs, or against --against / --window; and 2 "
                         "if the newest run directory has no readable manifest")
     h.add_argument("--json", nargs="?", const="-", metavar="PATH",
                    help="write the JSON summary of the last two runs (what drift.json holds) to PATH, atomically; "
@@ -117,7 +128,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _die(msg: str, code: int = EXIT_USAGE) -> int:
+def _die(msg, code: int = EXIT_USAGE) -> int:
+    """``daskpd: error: ...`` on stderr: one line, or for a job spec with several
+    problems, one line per problem (each naming its key)."""
+    problems = getattr(msg, "errors", None)
+    if problems is not None and len(problems) > 1:  # a SpecError
+        print(f"daskpd: error: {msg.source}: {len(problems)} problems:", file=sys.stderr)
+        for p in problems:
+            print("  - " + " ".join(str(p).split()), file=sys.stderr)
+        return code
     msg = " ".join(str(msg).split())  # one line
     print(f"daskpd: error: {msg}", file=sys.stderr)
     return code
@@ -180,7 +199,16 @@ def _cmd_run(args) -> int:
         return _die(exc)
     if args.quiet:
         print(final)
+    if args.fail_on_drift and _run_drifted(final):
+        return EXIT_DRIFT
     return EXIT_OK
+
+
+def _run_drifted(run_dir) -> bool:
+    """Whether the run's manifest says a new-against-old comparison found drift."""
+    with open(os.path.join(run_dir, "manifest.json"), encoding="utf-8") as fh:
+        tests = json.load(fh).get("drift") or []
+    return any(t.get("status") == "drift" for t in tests)
 
 
 def _cmd_validate(args) -> int:
@@ -198,7 +226,7 @@ def _cmd_validate(args) -> int:
             left_out = dict(request.left_out)
             if not spec.source.synthetic and not spec.source.is_csv and spec.model_free:
                 left_out.update(_check_content(spec, request, cats))
-            if spec.model_based:
+            if spec.model_based and spec.model.fit is None:
                 from .job.inputs import prepare_model
 
                 prepare_model(spec, request, {})  # loads it (trust rules apply) and checks its columns
@@ -297,6 +325,10 @@ def _cmd_history(args) -> int:
         return _die("--threshold must be >= 0")
     if not 0 < args.alpha < 1:
         return _die(f"--alpha must be between 0 and 1 (exclusive); got {args.alpha:g}")
+    if args.against is not None and args.window is not None:
+        return _die("--against and --window: give one or the other")
+    if args.window is not None and args.window < 1:
+        return _die(f"--window must be >= 1; got {args.window}")
     if args.json not in (None, "-"):
         parent = os.path.dirname(os.path.abspath(args.json))
         if os.path.isdir(args.json) or not os.path.isdir(parent):
@@ -309,7 +341,8 @@ def _cmd_history(args) -> int:
         print(f"daskpd: warning: {unfinished}; comparing the complete runs before it", file=sys.stderr)
     try:
         h = history(args.job_dir, features=args.feature, last=args.last, threshold=args.threshold, alpha=args.alpha,
-                    output=None if args.no_write else (args.output or True))
+                    output=None if args.no_write else (args.output or True), against=args.against,
+                    window=args.window)
         if args.json not in (None, "-"):
             target = args.json
             write_summary(h, args.json)
@@ -335,8 +368,7 @@ def _cmd_history(args) -> int:
             print(f"\nwrote {h.written}")
         if args.json:
             print(f"wrote {args.json}")
-    latest = h.latest_pair()
-    if args.fail_on_drift and len(latest) and (latest["status"] == "drifted").any():
+    if args.fail_on_drift and h.drifted():
         return EXIT_DRIFT
     return EXIT_OK
 

@@ -29,7 +29,10 @@ import pandas as pd
 
 from .results.base import atomic_path
 
-__all__ = ["Quadratic", "Bulldozer", "Linear", "Lake", "write_parquet", "GENERATORS"]
+__all__ = ["Quadratic", "Bulldozer", "Linear", "Lake", "write_parquet", "fit_model", "GENERATORS", "MODEL_FITS"]
+
+#: the models :func:`fit_model` fits (a job's ``[model] fit``)
+MODEL_FITS = ("hist_gradient_boosting",)
 
 
 @dataclass
@@ -113,11 +116,19 @@ class Linear(_Generator):
 
 @dataclass
 class Bulldozer(_Generator):
-    """SalePrice = 20000 + f(YearMade) - 1.5*MachineHours + model[ModelID] + group[ProductGroup] + noise."""
+    """SalePrice = 20000 + f(YearMade) - 1.5*MachineHours + model[ModelID] + group[ProductGroup] + noise.
+
+    Every model belongs to one product group, and by default every machine of a model
+    is listed in it (as in the real auctions), so that ProductGroup is a function of
+    ModelID: given the model, its effect cannot be told apart from the model's.
+    ``group_share`` > 0 lists that share of the machines in a product group drawn at
+    random instead (a model sold in several configurations): ProductGroup's effect is
+    then identifiable beside ModelID's."""
 
     n_models: int = 200
     noise: float = 2000.0
     year_range: tuple = (1960, 2011)
+    group_share: float = 0.0
 
     target = "SalePrice"
     features = ("YearMade", "MachineHours", "ProductGroup", "ModelID")
@@ -125,6 +136,8 @@ class Bulldozer(_Generator):
     group_effect = (0.0, 8000.0, -5000.0, 3000.0, 12000.0, 6000.0)
 
     def __post_init__(self):
+        if not 0 <= self.group_share <= 1:
+            raise ValueError(f"group_share must be in [0, 1]; got {self.group_share}")
         r = np.random.default_rng([int(self.random_state), 1 << 30])
         lo, hi = self.year_range
         k = self.n_models
@@ -149,8 +162,12 @@ class Bulldozer(_Generator):
         age = 2012 - year
         hours = np.round(age * r.uniform(100, 600, rows), 1)
         g = self.model_group[m]
+        noise = r.normal(0, self.noise, rows)
+        if self.group_share > 0:  # drawn after the rest: group_share = 0 keeps the same rows
+            other = r.uniform(0, 1, rows) < self.group_share
+            g = np.where(other, r.integers(0, len(self.groups), rows), g)
         price = (20000 + self.year_effect(year) - 1.5 * hours + self.model_effect[m]
-                 + np.asarray(self.group_effect)[g] + r.normal(0, self.noise, rows))
+                 + np.asarray(self.group_effect)[g] + noise)
         return pd.DataFrame({
             "YearMade": year.astype("int64"),
             "MachineHours": hours,
@@ -286,3 +303,22 @@ def write_parquet(gen: _Generator, n: int, path, *, rows_per_file: int | None = 
             pq.write_table(pa.Table.from_pandas(chunk, preserve_index=False),
                            os.path.join(tmp, f"part-{i:05d}.parquet"))
     return path
+
+
+def fit_model(gen: _Generator, n: int, kind: str = "hist_gradient_boosting", *, random_state: int = 0):
+    """A model of ``gen``'s target fitted on its first ``n`` rows (a job's ``[model]
+    fit``, for demos): scikit-learn's HistGradientBoostingRegressor with the non-numeric
+    columns as pandas categories, so that the model encodes them itself
+    (``categorical_features="from_dtype"``; it then predicts on their strings too) and
+    daskpd's exact tree engine computes its partial dependence."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    if kind not in MODEL_FITS:
+        raise ValueError(f"unknown model {kind!r}; expected one of {', '.join(MODEL_FITS)}")
+    df = gen.frame(n)
+    X = df.drop(columns=[gen.target])
+    X = X.astype({c: "category" for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])})
+    # small (50 trees of 15 leaves): a demo's model, quick to fit and to explain
+    model = HistGradientBoostingRegressor(max_iter=50, max_leaf_nodes=15, learning_rate=0.2,
+                                          categorical_features="from_dtype", random_state=random_state)
+    return model.fit(X, df[gen.target])

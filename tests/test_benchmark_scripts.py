@@ -91,8 +91,15 @@ TINY = {
                                            "--designs", "discrete", "--workdir", d],
                                 r"\| StratPD \| discrete \| honest \| 3 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \([0-9.]+\) \|[\s\S]*"
                                 r"\| StratPD \| discrete \| one tree \| 3 \|[\s\S]*\| marginal \| fixed model \| - \| 3 \|"),
-    "bench_drift.py": (lambda d: ["--pairs", "1", "--n", "500", "--trials", "2", "--designs", "discrete"],
-                       r"\| discrete \| x2 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \|"),
+    "bench_drift.py": (lambda d: ["--nights", "1", "--old", "2000", "--new", "500", "--trials", "20", "--designs",
+                                  "discrete", "--refit", "never,always", "--changes", "none,c"],
+                       r"\| discrete \| never \| none \| [0-9.]+ \([01]/1\) \| n/a \| [0-9.]+ \|[\s\S]*"
+                       r"\| discrete \| always \| c \| [0-9.]+ \([01]/1\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|"),
+    # the comparison of consecutive runs' curves (daskpd history)
+    "bench_drift.py --test between-runs": (lambda d: ["--test", "between-runs", "--pairs", "1", "--n", "500",
+                                                      "--trials", "2", "--designs", "discrete"],
+                                           r"\| discrete \| x2 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| "
+                                           r"[0-9.]+ \| [0-9]+ \|"),
 }
 #: scripts that need stratx (its own virtualenv); compiled, not run
 NEEDS_STRATX = {"stratx_runner.py"}

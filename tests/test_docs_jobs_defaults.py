@@ -25,20 +25,20 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "jobs.md"
 #: keys whose value in the example is an illustration: they have no default
 EXAMPLES = {"name", "description", "target", "features", "exclude", "categorical", "numeric", "stratify_on", "methods", "source.path",
             "source.columns", "source.filters", "source.storage_options", "source.read_options",
-            "source.synthetic", "source.rows", "source.params", "model.path", "model.trusted_types",
+            "source.synthetic", "source.rows", "source.params", "model.path", "model.fit", "model.trusted_types",
             "model.features", "model.columns", "model.target_class", "cluster.scheduler", "cluster.n_workers",
             "cluster.threads_per_worker", "output.dir", "model.row_id",
             "source.version", "source.timestamp", "source.iceberg", "source.catalog", "source.catalog_properties",
-            "source.snapshot_id"}
+            "source.snapshot_id", "history.baseline", "history.window"}
 NO_DEFAULT = (None, (), [], {}, "")
-TABLES = {"source", "output", "cluster", "model", "run"}
+TABLES = {"source", "output", "cluster", "model", "run", "history"}
 
 
 def library_keys() -> dict[str, spec._Key]:
     """dotted key -> the library's Key (check and default) for every key of a job spec."""
     keys = {k: v for k, v in {**spec._TOP, **schema.top_params()}.items() if k not in TABLES}
     for table, kmap in (("source", spec._SOURCE), ("output", spec._OUTPUT), ("cluster", spec._CLUSTER),
-                        ("run", spec._RUN),
+                        ("run", spec._RUN), ("history", spec._HISTORY),
                         ("model", {**spec._MODEL, **schema.model_params()}), *schema.method_params().items()):
         keys.update({f"{table}.{k}": v for k, v in kmap.items()})
     return keys

@@ -10,6 +10,8 @@ Filters apply to every source: pushed into the parquet reader, applied row-wise 
 """
 from __future__ import annotations
 
+import difflib
+
 import glob as _glob
 import operator
 import os
@@ -38,6 +40,25 @@ def short_list(names: Iterable, limit: int = 20) -> str:
     if len(names) > limit:
         return ", ".join(names[:limit]) + f", ... ({len(names)} in all)"
     return ", ".join(names)
+
+
+def did_you_mean(missing: Iterable, available: Iterable) -> str:
+    """What follows "column ... not found in data": ``. Did you mean 'price'? Available
+    columns`` for names close to available ones (difflib's ratio >= 0.6, or the same name
+    in another case), else ``; available columns``."""
+    avail = [str(a) for a in available]
+    lower = {a.lower(): a for a in avail}
+    hints = []
+    for m in missing:
+        m = str(m)
+        near = [lower[m.lower()]] if m.lower() in lower else difflib.get_close_matches(m, avail, n=1, cutoff=0.6)
+        if near:
+            hints.append((m, near[0]))
+    if not hints:
+        return "; available columns"
+    if len(hints) == 1 and len(list(missing)) == 1:
+        return f". Did you mean {hints[0][1]!r}? Available columns"
+    return ". Did you mean " + ", ".join(f"{near!r} for {m!r}" for m, near in hints) + "? Available columns"
 
 
 def _is_url(path: str) -> bool:
@@ -353,7 +374,7 @@ def check_columns(available: Sequence, wanted: Iterable, source: str = "data") -
     if missing:
         raise DataError(
             f"column{'s' if len(missing) > 1 else ''} {short_list(map(repr, missing))} "
-            f"not found in {source}; available columns: {short_list(available)}"
+            f"not found in {source}{did_you_mean(missing, available)}: {short_list(available)}"
         )
 
 

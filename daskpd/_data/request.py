@@ -39,7 +39,7 @@ import pandas as pd
 
 from .._errors import DataError, InvalidParameterError
 from .kinds import datetime_message, is_numeric_like, key_type, kind_of, unsupported_message
-from .read import filter_columns, short_list
+from .read import did_you_mean, filter_columns, short_list
 from .source import Dataset, open_dataset
 from .suspects import KEEP_HINT, SUSPECT_WHYS, WHY_IDENTIFIER
 
@@ -169,7 +169,8 @@ def _missing(dataset: Dataset, names: Sequence[str], what: str) -> None:
     missing = [c for c in names if c not in set(dataset.columns)]
     if missing:
         raise DataError(f"{what} names column{'s' if len(missing) > 1 else ''} {short_list(map(repr, missing))} "
-                        f"not found in {dataset.label}; available columns: {short_list(dataset.columns)}")
+                        f"not found in {dataset.label}{did_you_mean(missing, dataset.columns)}: "
+                        f"{short_list(dataset.columns)}")
 
 
 def _readable(dataset: Dataset, names: Sequence[str]) -> None:
@@ -178,6 +179,20 @@ def _readable(dataset: Dataset, names: Sequence[str]) -> None:
         conflict = dataset.conflict(c)
         if conflict is not None:
             raise DataError(conflict)
+
+
+def _usable_default(dataset: Dataset, column: str, how: str, others: Sequence[str]) -> str | None:
+    """:func:`_usable` of a column that is only in a default set (every column but the
+    target, ``column`` and ``others``): a column that cannot be read says that leaving it
+    out works, and ``how`` (``{c}``: the column, ``{others}``: the other columns)."""
+    try:
+        return _usable(dataset, column)
+    except DataError as exc:
+        rest = [c for c in others if c != column]
+        listed = repr(rest) if len(rest) <= 10 else "[...]"
+        raise DataError(f"{exc}. Or leave it out: {column!r} was only one of the default columns (every column "
+                        f"but the target), and the call works without it: {how.format(c=column, others=listed)}"
+                        ) from None
 
 
 def _usable(dataset: Dataset, column: str) -> str | None:
@@ -215,7 +230,7 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
     default set (default: when None is given), of which suspect columns are left out
     unless ``keep_suspect`` (see the module docstring).
     """
-    names = ({k: f"parameter {k}" for k in ("exclude", "columns", "stratify_on", "row_id")}
+    names = ({k: f"parameter {k}" for k in ("exclude", "columns", "stratify_on", "row_id", "target", "features")}
              | {"categorical": "parameter categorical_features", "numeric": "parameter numeric_features"}
              | dict(names or {}))
     if target is not None and not isinstance(target, str):
@@ -233,7 +248,7 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
         _missing(ds, columns, names["columns"])
         available = [c for c in available if c in set(columns)]
     if target is not None:
-        ds.check([target])
+        ds.check([target], names["target"])
         _readable(ds, [target])
         if not is_numeric_like(ds.dtypes[target]):
             raise DataError(f"target {target!r} must be numeric; it has dtype {ds.dtypes[target]}: convert it to "
@@ -276,7 +291,8 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
         for c in available:
             if c == target or c in exclude:
                 continue
-            why = _usable(ds, c)
+            why = _usable_default(ds, c, names.get("leave_out", "pass features={others}"),
+                                  [a for a in available if a != target and a not in exclude])
             if why is None and c not in declared and c not in numeric:
                 if ds.kind(c) == "datetime":
                     why = "datetime"
@@ -290,7 +306,7 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
                 left_out[c] = why
     else:
         feats = list(dict.fromkeys(column_list(features)))
-        ds.check(feats)
+        ds.check(feats, names["features"])
         _readable(ds, feats)
         if target is not None and target in feats:
             raise InvalidParameterError(f"feature {target!r} is the target; partial dependence of a column on "
@@ -320,7 +336,8 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
             for c in available:
                 if c == target or c in exclude:
                     continue
-                why = _usable(ds, c)
+                why = _usable_default(ds, c, names.get("leave_out", "pass stratify_on={others} (or features=)"),
+                                      [a for a in available if a != target and a not in exclude])
                 if why is None and not keep_suspect and _key_column(ds, c):
                     why = WHY_IDENTIFIER
                 if why is None:

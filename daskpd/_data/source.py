@@ -42,7 +42,7 @@ class Dataset:
     """
 
     def __init__(self, frame, label: str = "data", *, lake=None, hive_keys: Sequence[str] = (),
-                 spread: bool = False):
+                 spread: bool = False, positions: Sequence[str] | None = None):
         self.frame = frame
         self.lake = lake
         self.label = label
@@ -58,6 +58,9 @@ class Dataset:
             dtypes = pd.Series({**known, **{c: t for c, t in dtypes.items() if c not in known}}, dtype=object)
         self.dtypes: pd.Series = dtypes
         self.columns: list[str] = list(dtypes.index)
+        #: the columns an integer index names (scikit-learn's ``features=[0]``): the
+        #: input's own columns, without those daskpd added (weights, a target given as values)
+        self.positions: list[str] = list(self.columns if positions is None else positions)
         #: a parquet lake's ``(data, storage_options, filters)`` as opened (:meth:`file_reader`)
         self.source: tuple | None = None
         #: a Delta / Iceberg table's snapshot (:class:`daskpd._data.tables.TableSnapshot`), or None
@@ -126,7 +129,7 @@ class Dataset:
 
     def with_column(self, name: str, values) -> "Dataset":
         """A pandas input with one more column (e.g. weights given as an array)."""
-        return Dataset(self.frame.assign(**{name: values}), self.label, spread=self.spread)
+        return Dataset(self.frame.assign(**{name: values}), self.label, spread=self.spread, positions=self.positions)
 
     def project(self, columns: Sequence[str] | None):
         """The dask DataFrame of ``columns`` (all if None), without opening the input again."""

@@ -33,6 +33,7 @@ import numpy as np
 
 from .._engine.hashing import keyed_hash
 from .._engine.sums import Table, TreeNodes
+from .bandunits import fold_terms, leaf_terms
 from .leafboot import weights_of_leaves
 from .numeric import BucketSums, bucket_sums, fold_slope_sums
 from .virtual import N_VIRTUAL
@@ -57,6 +58,8 @@ class NumericSummary:
     leaf_cells: np.ndarray  # (L,) present cells per leaf
     leaf_rows: np.ndarray  # (L,) rows per leaf
     segments: tuple  # (hash, start code, end code, slope), the bottom k
+    # (4, P) with trials: the terms of the band's effective units per code (daskpd._strat.bandunits)
+    units: np.ndarray | None = None
 
     @property
     def n_sets(self) -> int:
@@ -65,13 +68,16 @@ class NumericSummary:
     @property
     def nbytes(self) -> int:
         arrs = [self.count, self.starts, self.ends, self.add, self.sub, self.leaf_cells, self.leaf_rows,
-                *self.segments, *([] if self.sum_x is None else [self.sum_x])]
+                *self.segments, *([] if self.sum_x is None else [self.sum_x]),
+                *([] if self.units is None else [self.units])]
         return int(sum(a.nbytes for a in arrs))
 
     def arrays(self) -> dict:
         out = {k: getattr(self, k) for k in ("count", "starts", "ends", "add", "sub", "leaf_cells", "leaf_rows")}
         if self.sum_x is not None:
             out["sum_x"] = self.sum_x
+        if self.units is not None:
+            out["units"] = self.units
         out.update({f"seg{j}": a for j, a in enumerate(self.segments)})
         out["meta"] = np.array([self.n_segments, self.random_state], dtype=np.int64)
         return out
@@ -81,7 +87,7 @@ class NumericSummary:
         meta = a["meta"]
         return cls(int(meta[0]), int(meta[1]), a["count"], a["starts"], a["ends"], a["add"], a["sub"],
                    a["sum_x"] if "sum_x" in a else None, a["leaf_cells"], a["leaf_rows"],
-                   tuple(a[f"seg{j}"] for j in range(4)))
+                   tuple(a[f"seg{j}"] for j in range(4)), a["units"] if "units" in a else None)
 
     def recode(self, mapping: np.ndarray | None, n_keys: int) -> "NumericSummary":
         """The summary over a superset vocabulary (``mapping``: old code -> new code,
@@ -99,7 +105,7 @@ class NumericSummary:
         return NumericSummary(self.n_segments, self.random_state, grow(self.count), grow(self.starts),
                               grow(self.ends), grow(self.add), grow(self.sub),
                               None if self.sum_x is None else grow(self.sum_x), self.leaf_cells, self.leaf_rows,
-                              seg)
+                              seg, None if self.units is None else grow(self.units))
 
 
 def _seg_hash(leaf, start, random_state):
@@ -183,9 +189,10 @@ def summary_from_buckets(sums: list, table_stats, fs, n_sets: int, random_state:
     sum_x = fold([b.sum_x[0] for b in sums]) if fs.binned else None
     seg = _bottom_k(tuple(np.concatenate([b.segments[j] for b in sums]) for j in range(4)), n_segments)
     cells, rows = table_stats
+    units = fold_terms([b.units for b in sums], P) if n_sets > 1 and all(b.units is not None for b in sums) else None
     return NumericSummary(int(n_segments), int(random_state), np.sum([b.count for b in sums], axis=0),
                           np.sum([b.starts for b in sums], axis=0), np.sum([b.ends for b in sums], axis=0), add, sub,
-                          sum_x, cells, rows, seg)
+                          sum_x, cells, rows, seg, units)
 
 
 def leaf_stats(table: Table, fs):
@@ -245,7 +252,8 @@ def summary_bucket(summary: NumericSummary, counters, feature: str) -> BucketSum
                       tab(summary.add[0]), tab(summary.sub[0]),
                       None if summary.sum_x is None else [tab(summary.sum_x)], summary.segments,
                       tuple(counters) if counters is not None else None, trials(summary.add), trials(summary.sub),
-                      int((summary.leaf_cells >= 2).sum()))
+                      int((summary.leaf_cells >= 2).sum()),
+                      None if summary.units is None else Table(zeros, codes, np.ascontiguousarray(summary.units.T)))
 
 
 # ---------------------------------------------------------------------------------
@@ -430,6 +438,7 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
     sum_x = None if summary.sum_x is None else summary.sum_x.copy()
     cells, rows = summary.leaf_cells.copy(), summary.leaf_rows.copy()
     seg = summary.segments
+    units = None if summary.units is None else summary.units.copy()
     dleaf = np.asarray(delta.leaf, np.int64)
     dkey = np.asarray(delta.key, np.int64)
     # each run (or part of one) holds a range of leaves: only the delta cells in its range
@@ -500,6 +509,8 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
         rows += np.bincount(ql, weights=dn_all[t], minlength=L)
         if binned:
             sum_x += np.bincount(qk, weights=delta.values[t, 2], minlength=P)
+        if units is not None:  # the touched leaves' terms, old and new (each a function of its whole leaf)
+            units += _touched_terms(runs, dleaf[t], dkey[t], dn_all[t], P)
         if summary.n_segments > 0 and len(na):
             h = _seg_hash(nl, na, summary.random_state)
             # a kept segment a window took off (its start keeps its hash): replaced
@@ -507,4 +518,29 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
             seg = _bottom_k(tuple(np.concatenate([a[keep], b]) for a, b in zip(seg, (h, na, nb, nsl))),
                             summary.n_segments)
     return NumericSummary(summary.n_segments, summary.random_state, count, starts, ends, add, sub, sum_x, cells,
-                          rows, seg)
+                          rows, seg, units)
+
+
+def _touched_terms(runs: list, dleaf, dkey, dn, P: int) -> np.ndarray:
+    """(4, P): the change of the band's effective-unit terms (:mod:`.bandunits`) of the
+    leaves the delta cells (``dleaf``, ``dkey``, rows ``dn``) touch: their old cells (read
+    from the runs, a leaf's cells consecutive in each) give the old terms, with the delta
+    the new ones."""
+    touched = np.unique(dleaf)
+    ol, oc, on = [], [], []
+    for r in runs:
+        if not len(r):
+            continue
+        a = np.searchsorted(r.leaf, touched, "left")
+        b = np.searchsorted(r.leaf, touched, "right")
+        has = b > a
+        if not has.any():
+            continue
+        idx = np.concatenate([np.arange(i, j) for i, j in zip(a[has], b[has])])
+        ol.append(np.asarray(r.leaf[idx], np.int64))
+        oc.append(r.kmap[np.asarray(r.key[idx], np.int64)])
+        on.append(np.asarray(r.column(0)[idx], np.float64))
+    ol, oc, on = (np.concatenate(x) if x else np.zeros(0) for x in (ol, oc, on))
+    old = leaf_terms(ol, oc, on, P)
+    new = leaf_terms(np.concatenate([ol, dleaf]), np.concatenate([oc, dkey]), np.concatenate([on, dn]), P)
+    return new - old

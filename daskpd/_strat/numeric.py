@@ -37,6 +37,7 @@ from .._engine.hashing import keyed_hash
 from .._engine.sums import (Table, TreeNodes, chunk_sets, fold_tree, group_inputs, reduce_tables, tree_nodes,
                             whole_range)
 from ..results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, StratPDResult, band_settings, interval_slopes
+from .bandunits import effective_units, fold_terms, terms_table
 from .leafboot import table_leaf_weights
 from .trees import tree_method_of
 from .virtual import N_VIRTUAL, virtual_of
@@ -65,10 +66,14 @@ class BucketSums:
     add_trials: TreeNodes | None = None
     sub_trials: TreeNodes | None = None
     n_slope_leaves: int = 0  # leaves with >= 2 positions: the independent units of the trials
+    # per (virtual bucket, code) the terms of the band's effective units (None without trials;
+    # :mod:`daskpd._strat.bandunits`)
+    units: Table | None = None
 
     @property
     def nbytes(self) -> int:
-        tabs = [self.add, self.sub, *(self.sum_x or []), *(t for t in (self.add_trials, self.sub_trials) if t)]
+        tabs = [self.add, self.sub, *(self.sum_x or []), *(t for t in (self.add_trials, self.sub_trials) if t),
+                *([self.units] if self.units is not None else [])]
         return int(self.count.nbytes * 3 + sum(t.nbytes for t in tabs))
 
 
@@ -318,7 +323,9 @@ def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: i
     # the positions are set 0's (every trial is read at them)
     sum_x = [_vsum(vb, code, sx0, P)] if fs.binned else None
     segments = _segment_sample(sl, sa, sb, ss, n_segments, random_state)
-    add_t = sub_t = None
+    add_t = sub_t = units = None
+    if n_sets > 1:
+        units = terms_table(table, vb, P)
     if n_sets > 1:  # set 0 per virtual bucket (folded in their order: the bits of one set); the trials by the tree
         lo, hi, shared_lo, shared_hi = span if span is not None else (0, N_VIRTUAL, False, False)
         add_t = tree_nodes(av, ac, ax[:, 1:], lo, hi, N_VIRTUAL, shared_lo, shared_hi)
@@ -326,7 +333,7 @@ def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: i
         ax, sx_ = np.ascontiguousarray(ax[:, :1]), np.ascontiguousarray(sx_[:, :1])
     return BucketSums(count, starts, ends,
                       ignored, int(n_leaves), Table(av, ac, ax), Table(sv, sc, sx_), sum_x, segments, counters,
-                      add_t, sub_t, int(n_multi))
+                      add_t, sub_t, int(n_multi), units)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -490,6 +497,9 @@ def curve_from_sums(fs, sums: list, job):
     mean, c = sweep(add[0], sub[0], starts[0][pos], ends[0][pos])
     pd_, supported = integrate(ux, mean, c, msx, few)
     trials = []
+    units = None
+    if n_sets > 1 and all(b.units is not None for b in sums):
+        units = effective_units(fold_terms([b.units for b in sums], P), pos)
     for s in range(1, n_sets):
         mean_t, c_t = sweep(add[s], sub[s], starts[s][pos], ends[s][pos])
         trials.append(integrate_trial(ux, mean_t, c_t, c, msx, few))
@@ -523,7 +533,7 @@ def curve_from_sums(fs, sums: list, job):
         n_ignored=int(ignored[0]), n_missing_x=int(counters[1]), n_bad_y=int(counters[2]), n_leaves=n_leaves,
         binned=bool(fs.binned), params=params, segments=segments,
         trials_pd=np.vstack(trials) if trials else None,
-        set_counts=count[:, pos],
+        set_counts=count[:, pos], band_units=units,
     )
 
 

@@ -117,6 +117,7 @@ class StratRun:
     n_passes: int = 2  # over the data: the sample, the scan (3: the sample drawn again, see SampleJob)
     stratification: Stratification | None = None  # the trees fitted (or the one given)
     state: ScanState | None = None  # with keep_state: the merged sums (base_state included)
+    new_state: ScanState | None = None  # with base_state: the sums of the data scanned alone
 
     @property
     def sample_rows(self) -> int:
@@ -813,8 +814,10 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0,
     if keep:
         state = _kept_state(parts, scan, strat.id, n_rows, y_range, ddf.npartitions, parts_dir)
     phases["gather_state_s"] = time.perf_counter() - t2
+    new_state = None
     if merge:
         t3 = time.perf_counter()
+        new_state = state
         state, results = base_state.delta_finish(state, strat, finish_options)
         phases["merge_finish_s"] = time.perf_counter() - t3
         modes, secs = state.finish_modes, state.finish_seconds
@@ -835,4 +838,4 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0,
     timings = {"sample_s": t1 - t0, "fit_s": 0.0, "scan_s": time.perf_counter() - t1, **phases}
     return StratRun(results=results, scan=scan, sample=pd.DataFrame(), n_rows=int(n_rows),
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings, n_passes=2,
-                    stratification=strat, state=state, skipped=dropped)
+                    stratification=strat, state=state, new_state=new_state, skipped=dropped)

@@ -536,7 +536,8 @@ class ScanState:
                 result = result_of_effects(fs, scan, effects_of_runs(block), counters[f])
                 summary, mode = None, "runs"
             elif fs.kind == "numeric" and isinstance(summary, NumericSummary) and summary.n_sets == n_sets and \
-                    summary.n_segments == k and summary.random_state == stratification.random_state:
+                    summary.n_segments == k and summary.random_state == stratification.random_state and \
+                    (summary.units is not None or n_sets == 1):  # a summary kept without the band's terms: merged
                 summary = summary.recode(_kmap(a.coder, coder), coder.n_keys)
                 summary = apply_delta(summary, [v for r in a.runs for v in r.views(coder)], _recode(b.table, b.coder, coder), fs,
                                       n_sets)

@@ -31,6 +31,7 @@ class RunResult:
         self.stratification = None  # the model-free stratification (daskpd.Stratification)
         self.state = None  # its merged sums (daskpd.ScanState), kept for incremental runs
         self.model_state = None  # (layout, partials) of the model-based plan, kept for incremental runs
+        self.comparisons: list = []  # the run's new-against-old comparisons (daskpd.job.newold.Comparison)
 
 
 def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats: dict, plan=None,
@@ -76,27 +77,28 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         # the new files' pass 1 for the cache (the next run that refits reads it): submitted first at a low
         # priority, it runs on the threads the scan leaves free, mostly while the driver finishes the curves
         pending = start_new_files_cache(spec, lake, lake_feats, columns, first_pass_cache, plan.new_files)
+    common = dict(min_samples_leaf=p_num["min_samples_leaf"], cat_min_samples_leaf=p_cat["min_samples_leaf"],
+                  min_slopes_per_x=p_num["min_slopes_per_x"], few_slopes=p_num["few_slopes"],
+                  max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
+                  tree_method=spec.tree_method, honest=spec.honest, random_state=spec.random_state, progress=progress,
+                  **columns)
     # the features and stratifying columns the spec leaves to the job are default sets: the
     # suspect columns the tree sample flags leave them (unless keep_suspect)
     default_strat = spec.stratify_on is None and spec.features is None
-    call_columns = dict(columns)
+    call = dict(common)
     if under.get("stratification") is not None:  # the stratifying columns the stratification was fitted on
-        call_columns["stratify_on"] = list(under["stratification"].stratify_on)
+        call["stratify_on"] = list(under["stratification"].stratify_on)
     with warnings.catch_warnings():  # the job logs the note itself (run_job's log stream), once
         warnings.filterwarnings("ignore", message="importances: .* left out of the default features")
         warnings.filterwarnings("ignore", message="daskpd: .* left out of the stratifying columns")
         out = strat_curves_and_importances(
-            data, features=curve_feats, **call_columns, keep_suspect=spec.keep_suspect,
-            default_stratify_on=default_strat and not under.get("stratification"),
-            n_trials=p_imp["n_trials"],
+            data, features=curve_feats, keep_suspect=spec.keep_suspect,
+            default_stratify_on=default_strat and not under.get("stratification"), n_trials=p_imp["n_trials"],
             pvalues=p_imp["pvalues"], pvalues_n_trials=p_imp["pvalues_n_trials"],
-            pvalues_sample_size=p_imp["pvalues_sample_size"], min_samples_leaf=p_num["min_samples_leaf"],
-            cat_min_samples_leaf=p_cat["min_samples_leaf"], min_slopes_per_x=p_num["min_slopes_per_x"],
-            few_slopes=p_num["few_slopes"], max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
-            tree_method=spec.tree_method, honest=spec.honest, random_state=spec.random_state, progress=progress,
+            pvalues_sample_size=p_imp["pvalues_sample_size"],
             skip_unusable=spec.features is None and not under.get("stratification"),  # the default feature set:
             first_pass_cache=None if under.get("stratification") else first_pass_cache,
-            **under)  # constant columns are left out, counted
+            **call, **under)  # constant columns are left out, counted
     res.stratification, res.state = out.stratification, out.state
     phases = {k: round(float(v), 3) for k, v in (getattr(out, "timings", None) or {}).items()}
     if pending is not None:
@@ -121,6 +123,39 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
             res.curves[(method, f)] = r
     if "importances" in want:
         res.tables["importances"] = out
+    if res.comparisons:
+        t0 = time.perf_counter()
+
+        def scan(files):  # the files' sums alone, under this run's trees (no trials: the comparison picks its own)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # the run warned about these columns already
+                got = strat_curves_and_importances(_new_files(spec, lake, files), n_trials=1,
+                                                   features=[f for f in curve_feats if f in out.stratification.features],
+                                                   stratification=out.stratification, keep_state=True,
+                                                   **{**common, "stratify_on": list(out.stratification.stratify_on)})
+            return got.state
+
+        model_free_comparisons(spec, res, plan, out, scan,
+                               {"min_slopes_per_x": p_num["min_slopes_per_x"], "few_slopes": p_num["few_slopes"]})
+        phases["new_vs_old_s"] = round(time.perf_counter() - t0, 3)
+
+
+def model_free_comparisons(spec: JobSpec, res: RunResult, plan, out, scan, finish_options: dict) -> None:
+    """Fill ``res.comparisons`` with the model-free curves' records (:mod:`.newold`):
+    an incremental night's nightly comparison takes the new files' sums and the kept
+    ones; any other (a refit night, a baseline, a window) scans its new files under
+    this run's trees (``scan``) and takes their sums off all the rows'."""
+    from . import newold
+
+    for cmp_ in res.comparisons:
+        ref = cmp_.reference
+        if ref.skip:
+            continue
+        if ref.test == "new-vs-old" and plan.mode == "incremental":
+            sides = {"new_state": out.new_state, "old_state": plan.load_state()}
+        else:
+            sides = {"new_state": scan(ref.new_files), "whole_state": out.state}
+        cmp_.records.extend(newold.model_free(spec, ref, out.stratification, res.curves, finish_options, **sides))
 
 
 def start_new_files_cache(spec: JobSpec, lake, features, columns: dict, cache, files):
@@ -193,9 +228,12 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
 
     methods = {m: dict(spec.params.get(m) or method_defaults(m)) for m in spec.model_based}
     under = {}
+    # the nightly comparison of an incremental night: the new files' curves and the kept rows' finished apart
+    nightly_cmp = next((c for c in res.comparisons if c.reference.test == "new-vs-old" and not c.reference.skip),
+                       None)
     if mplan is not None and mplan.mode == "incremental":
         ddf = _new_files(spec, ddf, mplan.new_files)
-        under = {"layout": mplan.layout, "base_parts": mplan.load_parts()}
+        under = {"layout": mplan.layout, "base_parts": mplan.load_parts(), "apart": nightly_cmp is not None}
     out = model_methods(model, ddf, list(mfeats), methods, target=spec.target, response=spec.model.response,
                         target_class=spec.model.target_class, columns=list(inputs),
                         categorical_features=[c for c in cats if c in inputs] or None,
@@ -214,6 +252,10 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
             for f in mfeats:
                 res.curves[(method, f)] = r[f]
     res.phases = list(out.phases)
+    if under.get("apart") and out.apart is not None:
+        from . import newold
+
+        nightly_cmp.records.extend(newold.model_night(spec.model_based, mfeats, out))
 
 
 def dashboard(client) -> str | None:
@@ -346,13 +388,19 @@ def connect(spec: JobSpec, scheduler, security, n_workers, threads_per_worker, l
     return client, cl, "local"
 
 
-def quiet_logs() -> None:
+#: the loggers of a cluster's shutdown chatter
+CHATTY_LOGGERS = ("distributed", "tornado", "asyncio")
+
+
+def quiet_logs() -> dict:
     """Silence distributed's shutdown chatter in this process (run on our own
-    LocalCluster's workers too when a signal ends the run)."""
+    LocalCluster's workers too); returns the levels it replaced."""
     import logging
 
-    for name in ("distributed", "tornado", "asyncio"):
+    before = {name: logging.getLogger(name).level for name in CHATTY_LOGGERS}
+    for name in CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    return before
 
 
 def quiet_worker(driver_pid: int) -> None:
@@ -380,16 +428,25 @@ def quiet_worker(driver_pid: int) -> None:
 def close(client, cluster, quiet: bool = False) -> None:
     """Close the client, then the LocalCluster we started (never an existing cluster).
 
-    ``quiet`` (a signal ended the run): the workers of our own LocalCluster, still busy
-    with tasks, would log heartbeat failures (CommClosedError tracebacks) and the nannies
-    kill warnings while everything is torn down; the one line the user should see is
-    "terminated by signal ...", so their logs are silenced first.  The logging of an
-    existing cluster is never touched.
+    Our own LocalCluster is torn down in silence, however the run ended: a worker whose
+    heartbeat falls between the scheduler's closing and its own (on a loaded machine,
+    or under a signal while tasks run) logs "Failed to communicate with scheduler during
+    heartbeat" with a CommClosedError traceback, and a nanny kills a worker slow to
+    exit with a warning; nothing is lost then, and the run has said what it did.  So
+    before closing, the workers' logs are silenced and their stdout / stderr pointed at
+    /dev/null (:func:`quiet_worker`), and this process's distributed loggers (our
+    scheduler and nannies) are silenced until the cluster is closed, then restored.
+    ``quiet`` (a signal ended the run) silences this process's loggers for the client
+    too.  The logging of an existing cluster is never touched.
     """
-    if quiet:
-        quiet_logs()  # this process: the client, and our LocalCluster's scheduler and nannies
-        if cluster is not None and client is not None:
+    import logging
+
+    own = cluster is not None and client is not None
+    before = quiet_logs() if (quiet or own) else {}
+    try:
+        if own:
             pid = os.getpid()
+
             def quiet_workers():
                 with contextlib.suppress(Exception):  # a worker already gone: nothing to quiet
                     client.run(quiet_worker, pid)
@@ -397,19 +454,11 @@ def close(client, cluster, quiet: bool = False) -> None:
             th = threading.Thread(target=quiet_workers, daemon=True)
             th.start()
             th.join(5)  # a worker that cannot answer is not waited for
-    import logging
-
-    # our own LocalCluster: a worker process slow to exit (its threads winding down) is
-    # killed by its nanny after a few seconds, which the nanny logs as a warning at the
-    # end of every run; nothing is lost then, so that one logger is quiet while we close
-    nanny = logging.getLogger("distributed.nanny")
-    level = nanny.level
-    if cluster is not None:
-        nanny.setLevel(logging.ERROR)
-    try:
         for obj in (client, cluster):
             if obj is not None:
                 with contextlib.suppress(Exception):
                     obj.close(timeout=10)
     finally:
-        nanny.setLevel(level)
+        if not quiet:  # a signal ends the process: its loggers stay quiet
+            for name, level in before.items():
+                logging.getLogger(name).setLevel(level)

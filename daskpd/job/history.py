@@ -98,6 +98,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .history_newold import HistoryError
+
 __all__ = ["HistoryError", "History", "history", "load_runs", "unfinished_newest", "curve_distance", "drift_table", "compare", "band_z",
            "critical_z", "pair_cause", "run_trials", "summary", "write_summary", "rank_rows", "Run", "COLUMNS",
            "IMPORTANCE_FOR", "GRID_POINTS", "SCALE_FLOOR", "MAX_WINDOW", "NOISE_FLOOR", "ALPHA", "STATUS_ORDER",
@@ -122,10 +124,6 @@ ALPHA = 0.01
 STATUS_ORDER = ("drifted", "noisy", "ok", "n/a", "new", "gone")
 #: what the drift table of the last two runs (and the page's sections) are ordered by
 RANKED_BY = "status (drifted, noisy, ok, n/a, new, gone), then z (the change in noise units), largest first; then drift"
-
-
-class HistoryError(ValueError):
-    """Not a job directory, or too few runs to compare."""
 
 
 @dataclass
@@ -668,6 +666,18 @@ class History:
     written: Path | None = None
     features: list[str] | None = field(default=None)
     alpha: float = ALPHA
+    #: the newest run's new-against-old comparisons (:mod:`.history_newold`): one row a curve, and their points
+    new_vs_old: pd.DataFrame = field(default_factory=pd.DataFrame)
+    new_vs_old_points: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: ``--against`` / ``--window``: the pinned run and the newest run's curves against its (``compare``)
+    pinned: "Run | None" = None
+    against: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def drifted(self) -> bool:
+        """Whether a curve drifted: between the last two runs, in the newest run's
+        new-against-old comparisons, or against the pinned run."""
+        return any(len(t) and (t["status"] == "drifted").any()
+                   for t in (self.latest_pair(), self.new_vs_old, self.against))
 
     def latest_pair(self) -> pd.DataFrame:
         if not len(self.table):
@@ -700,8 +710,17 @@ class History:
 
     def format_latest(self) -> str:
         t = self.latest_pair()
+        from . import history_newold
+
+        extra = "\n\n" + history_newold.format_table(self.runs[-1], self.new_vs_old)
+        if self.pinned is not None:
+            a = rank_rows(self.against)
+            extra += (f"\n\n{self.pinned.run_id} -> {self.runs[-1].run_id} (--against / --window: the curves of "
+                      "the two runs)\n" + a[["method", "feature", "drift", "z", "z_crit", "drift_sig", "status",
+                                              "cause"]].to_string(index=False, float_format=lambda v: f"{v:.4f}",
+                                                                  na_rep="-"))
         if len(self.runs) < 2:
-            return f"{self.job_dir.name}: 1 run ({self.runs[0].run_id}); nothing to compare yet"
+            return f"{self.job_dir.name}: 1 run ({self.runs[0].run_id}); nothing to compare yet" + extra
         head = (f"{self.job_dir.name}: {len(self.runs)} runs; {self.runs[-2].run_id} -> {self.runs[-1].run_id} "
                 f"(drifted: the change beyond the noise > {self.threshold:g} of the curve's size, at family-wise "
                 f"level {self.alpha:g} per curve; sorted by {RANKED_BY})")
@@ -715,7 +734,7 @@ class History:
         if noisy:
             tail += (f"; {noisy} curve(s) noisy: drift above the threshold that has no noise estimate to test it "
                      "against (raw drift)")
-        return f"{head}\n{body}\n{tail}"
+        return f"{head}\n{body}\n{tail}{extra}"
 
 
 def _subtitle(row) -> str:
@@ -748,12 +767,23 @@ def summary(h: History) -> dict:
     pair = [r.run_id for r in h.runs[-2:]] if len(h.runs) >= 2 else []
     strat = {r.run_id: _dig(r.manifest, "stratification") for r in h.runs[-2:]} if pair else {}
     incr = _dig(h.runs[-1].manifest, "incremental") if pair else None
-    return {"daskpd_drift": SUMMARY_VERSION, "job": h.job_dir.name, "runs": len(h.runs), "compared": pair,
-            "threshold": h.threshold, "alpha": h.alpha,
-            "status": "drift" if counts["drifted"] else ("no-drift" if pair else "one-run"),
-            "counts": counts, "drifted": drifted, "noisy": noisy,
-            "stratification": strat, "incremental": incr,
-            "curves": t.drop(columns=["n_common"]).to_dict("records") if len(t) else []}
+    from . import history_newold
+
+    nvo = history_newold.summary(h.runs[-1], h.new_vs_old)
+    out = {"daskpd_drift": SUMMARY_VERSION, "job": h.job_dir.name, "runs": len(h.runs), "compared": pair,
+           "threshold": h.threshold, "alpha": h.alpha,
+           "status": "drift" if h.drifted() else ("no-drift" if pair or nvo["status"] != "not-compared"
+                                                  else "one-run"),
+           "counts": counts, "drifted": drifted, "noisy": noisy,
+           "stratification": strat, "incremental": incr,
+           "curves": t.drop(columns=["n_common"]).to_dict("records") if len(t) else [], "new_vs_old": nvo}
+    if h.pinned is not None:
+        a = rank_rows(h.against)
+        out["against"] = {"run_id": h.pinned.run_id,
+                          "counts": {st: int((a["status"] == st).sum()) for st in STATUS_ORDER} if len(a) else {},
+                          "drifted": a[a["status"] == "drifted"][keys].to_dict("records") if len(a) else [],
+                          "curves": a.drop(columns=["n_common"]).to_dict("records") if len(a) else []}
+    return out
 
 
 def write_summary(h: History, path) -> Path:
@@ -949,6 +979,14 @@ def _write(h: History, out_dir: Path, last: int) -> Path:
                      "part of the drift beyond the noise (z &gt; z_crit, Bonferroni); drifted = drift_sig &gt; "
                      "threshold; noisy = raw drift above the threshold with no noise estimate; cause: data, "
                      "refit (the stratifying trees were refitted) or data+refit; see docs/jobs.md.</p>")
+        from . import history_newold
+
+        parts.append(history_newold.html_section(h.runs[-1], h.new_vs_old, h.new_vs_old_points, tmp / "plots"))
+        if h.pinned is not None and len(h.against):
+            parts.append(f"<h2>Against run {esc(h.pinned.run_id)} (--against / --window)</h2>")
+            parts.append(html_table(rank_rows(h.against)[["method", "feature", "curve_distance", "curve_max", "drift",
+                                                           "noise_source", "z", "z_crit", "drift_sig", "status",
+                                                           "cause"]].reset_index(drop=True)))
         parts.append("<h2>Importance across runs</h2>")
         for m in ("importances", "pd_variance"):
             fn = tmp / "plots" / f"importance-{m}.png"
@@ -978,8 +1016,10 @@ def _write(h: History, out_dir: Path, last: int) -> Path:
 
 
 def history(job_dir: str | os.PathLike, *, features=None, last: int = 10, threshold: float = 0.1,
-            alpha: float = ALPHA, output=True) -> History:
-    """Compare the runs of a job.  ``output``: True (JOB_DIR/history), a directory, or None/False."""
+            alpha: float = ALPHA, output=True, against: str | None = None, window: int | None = None) -> History:
+    """Compare the runs of a job.  ``output``: True (JOB_DIR/history), a directory, or None/False.
+    ``against`` (a run id) or ``window`` (N): also compare the newest run's curves with
+    that run's (the N-th run before the newest)."""
     job_dir = Path(job_dir)
     runs = load_runs(job_dir)
     if features:
@@ -991,8 +1031,18 @@ def history(job_dir: str | os.PathLike, *, features=None, last: int = 10, thresh
     table = drift_table(runs, threshold, alpha)
     if features and len(table):
         table = table[table["feature"].isin(list(features))].reset_index(drop=True)
+    from . import history_newold
+
+    nvo, nvo_pts = history_newold.latest(runs[-1], features)
+    pin = history_newold.pinned(runs, against, window)
+    pinned_table = pd.DataFrame()
+    if pin is not None:
+        pinned_table = compare(pin, runs[-1], threshold, alpha)
+        if features and len(pinned_table):
+            pinned_table = pinned_table[pinned_table["feature"].isin(list(features))].reset_index(drop=True)
     h = History(job_dir=job_dir, runs=runs, table=table, threshold=threshold,
-                features=list(features) if features else None, alpha=alpha)
+                features=list(features) if features else None, alpha=alpha, new_vs_old=nvo,
+                new_vs_old_points=nvo_pts, pinned=pin, against=pinned_table)
     if output:
         out_dir = job_dir / "history" if output is True else Path(output)
         h.written = _write(h, out_dir.resolve(), last)

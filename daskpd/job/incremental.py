@@ -42,7 +42,7 @@ __all__ = ["Plan", "plan", "never_incremental", "save_state", "seal_state", "reu
 #: the run directory's sub-directory holding the state
 STATE_DIR = "state"
 #: spec keys whose change does not change the sums (an incremental run may follow)
-SPEC_KEYS_IGNORED = ("run", "spec_path", "output", "cluster", "description")
+SPEC_KEYS_IGNORED = ("run", "spec_path", "output", "cluster", "description", "history")
 #: top-level spec keys that only the model-free methods read (their sample, trees and
 #: stratifying columns): a job without model-free methods ignores them
 MODEL_FREE_KEYS = ("sample_size", "tree_method", "honest", "stratify_on", "keep_suspect")
@@ -66,6 +66,9 @@ class Plan:
     #: the base state's files as verified (:func:`daskpd.job.seal.verify`): their digests, reused by the new seal
     verified: dict = field(default_factory=dict, repr=False)
     verify_s: float = 0.0  # the seconds the verification took
+    #: a full run that refits the trees although the base run's files are unchanged: the files appended since
+    #: (the new-against-old comparison scans them again under the new trees); None for any other full run
+    appended: list | None = None
 
     def load_state(self) -> ScanState:
         return self.state
@@ -211,14 +214,19 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list, columns=()) -> Pla
         return full(f"the state of run {base} cannot be used: {where}: {type(exc).__name__}: {exc}", base)
     new_rows = _footer_rows(request, new_stamps, spec.source.storage_options) if new else 0
     fitted, verb = ("the trees", "fitted") if spec.model_free else ("the grids and bins", "built")
+    def refit(reason):
+        p = full(reason, base)
+        p.appended, p.new_rows = list(new), new_rows
+        return p
+
     if spec.run.refit == "always":
-        return full(f'refit = "always": {fitted} are {verb} again on every run', base)
+        return refit(f'refit = "always": {fitted} are {verb} again on every run')
     if spec.run.refit == "auto":
         since = state_rows + new_rows - fitted_rows
         if since > spec.run.refit_share * fitted_rows:
-            return full(f'refit = "auto": {since:,} rows appended since {fitted} were {verb} exceed '
-                        f"{spec.run.refit_share:.0%} of the {fitted_rows:,} rows they were {verb} "
-                        f"{'on' if spec.model_free else 'from'}", base)
+            return refit(f'refit = "auto": {since:,} rows appended since {fitted} were {verb} exceed '
+                         f"{spec.run.refit_share:.0%} of the {fitted_rows:,} rows they were {verb} "
+                         f"{'on' if spec.model_free else 'from'}")
     reason = (f"{len(new)} new file(s) ({new_rows:,} rows) since run {base}" if new else
               f"no new files since run {base}")
     return Plan("incremental", reason, new, base, strat, state, stamps, new_rows, Path(job_dir), verified, verify_s)

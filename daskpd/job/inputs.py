@@ -19,7 +19,7 @@ from .._errors import DataError
 from .spec import JobSpec, SpecError
 from .store import check_free_space, clean_stale, rmtree
 
-__all__ = ["synthetic_path", "make_generator", "ensure_synthetic", "job_data", "open_job_request",
+__all__ = ["synthetic_path", "make_generator", "ensure_synthetic", "ensure_model", "job_data", "open_job_request",
            "categorical_features", "schema_stats", "damaged_pages_named", "fingerprint", "file_stamps", "input_stamps",
            "table_record", "load_model", "model_inputs",
            "prepare_model", "log_line", "job_row_id"]
@@ -48,6 +48,41 @@ def make_generator(spec: JobSpec):
         return GENERATORS[src.synthetic](random_state=src.random_state, **params)
     except (TypeError, ValueError) as exc:
         raise SpecError(spec.spec_path or "job spec", [f"key 'source.params': {exc}"]) from None
+
+
+#: rows a job's own model (``[model] fit``) is fitted on, at most
+FIT_ROWS = 50_000
+
+
+def ensure_model(spec: JobSpec, out_root: Path, log) -> JobSpec:
+    """``spec`` with ``[model] fit`` made a model file: fitted on the synthetic source's
+    first rows (at most :data:`FIT_ROWS`; :func:`daskpd.datasets.fit_model`) and saved
+    with joblib under ``OUTPUT/.cache/models/`` once; the run then loads it like any model
+    file (a file daskpd wrote itself, so trusted).  Other specs are returned as they are."""
+    import dataclasses
+
+    if spec.model is None or spec.model.fit is None:
+        return spec
+    import joblib
+    import sklearn
+
+    from ..datasets import fit_model
+    from ..results.base import atomic_path
+
+    src = spec.source
+    key = json.dumps([src.synthetic, src.random_state, sorted(src.params.items()), min(src.rows, FIT_ROWS),
+                      spec.model.fit, spec.random_state, sklearn.__version__], default=str)
+    path = out_root / ".cache" / "models" / f"{src.synthetic}-{spec.model.fit}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.joblib"
+    if not path.is_file():
+        n = min(src.rows, FIT_ROWS)
+        log_line(log, f"daskpd: fitting the job's model ({spec.model.fit}) on {n:,} rows of the synthetic "
+                      f"{src.synthetic} dataset, saved to {path}")
+        model = fit_model(make_generator(spec), n, spec.model.fit, random_state=spec.random_state)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            joblib.dump(model, tmp)
+    return dataclasses.replace(spec, model=dataclasses.replace(spec.model, path=str(path), format="joblib",
+                                                               trust_model=True))
 
 
 def ensure_synthetic(spec: JobSpec, out_root: Path, log) -> Path:
@@ -130,8 +165,9 @@ def open_job_request(spec: JobSpec, data) -> Request:
                            columns=None if spec.source.columns is None else list(spec.source.columns),
                            model_free=False, storage_options=spec.source.storage_options or None,
                            filters=spec.source.filters or None, partition_bytes=partition_bytes(),
-                           names={k: f"key {k!r}" for k in ("categorical", "numeric", "exclude")}
-                           | {"columns": "key 'source.columns'", "row_id": "key 'model.row_id'"},
+                           names={k: f"key {k!r}" for k in ("categorical", "numeric", "exclude", "target", "features")}
+                           | {"columns": "key 'source.columns'", "row_id": "key 'model.row_id'",
+                              "leave_out": "add it to the job's key 'exclude' (exclude = [{c!r}])"},
                            row_id=job_row_id(spec), keep_suspect=spec.keep_suspect)
     if not request.features:
         raise DataError(f"no features: the data has only the target column {spec.target!r}"
@@ -319,6 +355,14 @@ def prepare_model(spec: JobSpec, request: Request, stats: dict):
     stats["model_type"] = f"{type(model).__module__}.{type(model).__qualname__}"
     if not any(hasattr(model, m) for m in ("predict", "predict_proba", "decision_function")):
         raise DataError(f"model file {spec.model.path!r} holds a {type(model).__name__}, which has no predict method")
+    classes = getattr(model, "classes_", None) if hasattr(model, "predict_proba") else None
+    if (classes is not None and spec.model.target_class is None and spec.model.response != "predict"
+            and getattr(classes, "ndim", 1) == 1 and len(classes) > 2):
+        from ..model._common import show_class
+
+        raise DataError(f"key 'model.target_class' is required: the model is a classifier of {len(classes)} classes "
+                        f"([{', '.join(map(show_class, classes))}]); the job's methods explain one class's "
+                        "probability")
     inputs, mfeats = model_inputs(spec, model, request, request.features)
     stats["model_inputs"] = inputs
     stats["model_features"] = mfeats

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .._data.suspects import SUSPECT_WHYS
+from ..model._ice import ICE_COLUMNS as ICE_TABLE
 from ..results.support import SUPPORT_NOTE
 from ..results.base import CURVE_HEAD, TABLE_HEAD, write_parquet
 from .execute import RunResult
@@ -22,6 +23,7 @@ from .spec import JobSpec
 from .store import safe_name
 
 __all__ = ["CURVE_COLUMNS", "IMPORTANCE_COLUMNS", "ICE_COLUMNS", "curves_frame", "importances_frame", "ice_frame",
+           "log_comparisons",
            "interactions_frame",
            "write_tables", "write_plots", "curve_figure", "row_stats", "method_title", "print_summary", "versions", "output_bytes"]
 
@@ -31,8 +33,8 @@ CURVE_COLUMNS = ["method", *CURVE_HEAD]
 IMPORTANCE_COLUMNS = ["method", *TABLE_HEAD]
 #: the spec key that keeps the suspect columns in the default sets (the notes' hint)
 KEEP_KEY = "keep_suspect = true"
-#: the leading columns of ice.parquet
-ICE_COLUMNS = ["feature", "line", "x", "category", "ice"]
+#: the columns of ice.parquet: the one long ICE table (daskpd.model._ice), x and category both
+ICE_COLUMNS = list(ICE_TABLE)
 _TEXT = ("method", "feature", "kind")
 
 
@@ -274,3 +276,31 @@ def print_summary(out, spec: JobSpec, res: RunResult, imp: pd.DataFrame, manifes
         p(f"report: {final / 'report.html'}")
     if pruned:
         p(f"removed {len(pruned)} old run(s) (output.keep = {spec.output.keep}): {', '.join(pruned)}")
+
+
+def log_comparisons(log, comparisons: list) -> None:
+    """One line per new-against-old comparison of the run (:mod:`.newold`) on ``log``:
+    what it compared and which curves drifted, where."""
+    from .inputs import log_line
+
+    for c in comparisons:
+        ref = c.reference
+        if not c.records:
+            log_line(log, f"daskpd: {ref.test}: not compared ({ref.skip or 'no curve to compare'})")
+            continue
+        rows = max((r.rows_new for r in c.records if np.isfinite(r.rows_new)), default=np.nan)
+        what = (f"{len(ref.new_files)} new file(s)" + (f", {rows:,.0f} rows" if np.isfinite(rows) else "")
+                + f" against run {ref.run_id}")
+        drifted = [r for r in c.records if r.status == "drifted"]
+        if drifted:
+            body = "; ".join(f"{r.method} {r.feature} ({r.where})" for r in drifted)
+            log_line(log, f"daskpd: {ref.test} ({what}): {len(drifted)} curve(s) drifted: {body}")
+        else:
+            log_line(log, f"daskpd: {ref.test} ({what}): no drift in {len(c.records)} curve(s) at level "
+                          f"{c.alpha:g}")
+        for r in c.records:
+            if np.isfinite(r.trials_needed) and r.trials_needed > r.n_trials:
+                log_line(log, f"daskpd: warning: {ref.test} {r.method} {r.feature}: {r.n_trials} trials are too few "
+                              f"to find a change of {c.threshold:g} of the curve's scale; [history] n_trials = "
+                              f"{int(r.trials_needed)} would")
+

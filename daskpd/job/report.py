@@ -121,6 +121,40 @@ def band_meta(curve: pd.DataFrame) -> str:
             f"{_fmt(rng)}")
 
 
+#: the columns of the report's drift table (RUN/drift/comparisons.parquet has them all)
+DRIFT_COLUMNS = ["test", "ref_run_id", "method", "feature", "status", "drift_sig", "z", "z_crit", "mdc", "where",
+                 "why"]
+
+
+def _drift_section(run_dir: Path, drift: list) -> str:
+    """The run's new-against-old comparisons (docs/drift.md): what each compared, or why
+    it was not made, and one row a curve, drifted curves first."""
+    from .newold import DRIFT_DIR
+
+    out = ["<h2 id=\"drift\">Drift: new rows against old</h2>"]
+    for t in drift:
+        if t.get("skipped"):
+            out.append(f"<p class=\"meta\">{esc(t.get('test'))}: not made ({esc(t['skipped'])})</p>")
+            continue
+        verdict = ("<b class=\"warn\">drift</b>: " + esc(", ".join(f"{d['method']} {d['feature']}"
+                                                                    for d in t.get("drifted", [])))
+                   if t.get("status") == "drift" else "no drift")
+        out.append(f"<p>{esc(t.get('test'))}: {esc(t.get('new_files'))} new file(s), {_fmt(t.get('rows_new'))} rows "
+                   f"against the {_fmt(t.get('rows_old'))} rows of run {esc(t.get('ref_run_id'))} &mdash; {verdict} "
+                   f"<span class=\"meta\">(level {esc(t.get('alpha'))} a comparison, threshold "
+                   f"{esc(t.get('threshold'))}, {esc(t.get('n_trials'))} trials)</span></p>")
+    path = run_dir / DRIFT_DIR / "comparisons.parquet"
+    if path.is_file():
+        t = pd.read_parquet(path)
+        t = t.assign(_s=(t["status"] != "drifted").astype(int)).sort_values(["_s", "z"], ascending=[True, False])
+        out.append(html_table(t[DRIFT_COLUMNS].reset_index(drop=True)))
+        out.append("<p class=\"meta\">drifted: a point moved beyond the paired trials' noise (z &gt; z_crit, "
+                   "Bonferroni-t over the points, Holm across the curves) by more than the threshold of the "
+                   "curve's scale; mdc: the change this test finds with probability 0.8; see docs/drift.md. "
+                   "drift/points.parquet holds every position.</p>")
+    return "\n".join(out)
+
+
 def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFrame, imp: pd.DataFrame) -> str:
     run_dir = Path(run_dir)
     job, run_id = manifest.get("job"), manifest.get("run_id")
@@ -131,7 +165,8 @@ def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFra
         parts.append(f"<p>{esc(manifest['description'])}</p>")
     plots = manifest.get("plots", [])
     inter_plots = [p for p in plots if p["kind"] == "interaction"]
-    parts.append('<nav><a href="#importance">Importance</a>'
+    drift = manifest.get("drift") or []
+    parts.append('<nav>' + ('<a href="#drift">Drift</a>' if drift else '') + '<a href="#importance">Importance</a>'
                  + ('<a href="#interactions">Interactions</a>' if inter_plots else '')
                  + '<a href="#curves">Curves</a><a href="#rows">Rows</a><a href="#run">Run</a>'
                  '<a href="#spec">Spec</a></nav>')
@@ -156,6 +191,8 @@ def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFra
                     f"{cl.get('threads', '?')} threads"),
     ]
     parts.append("<h2 id=\"overview\">Overview</h2>" + _kv_table(overview))
+    if drift:
+        parts.append(_drift_section(run_dir, drift))
 
     # -------- importance
     parts.append("<h2 id=\"importance\">Importance</h2>")

@@ -32,7 +32,7 @@ from .outputs import KEEP_KEY
 from ..results.base import dump_json
 from . import execute, inputs, outputs, store
 from . import incremental as nightly
-from . import model_state
+from . import model_state, newold
 from .execute import RunResult
 from .inputs import fingerprint, load_model, log_line, open_job_request, prepare_model
 from .outputs import CURVE_COLUMNS, IMPORTANCE_COLUMNS, curves_frame, importances_frame
@@ -124,6 +124,7 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                         created.append(p)
                 writing = (out_root, None, "(nothing was computed or written)")
                 data_path = str(inputs.ensure_synthetic(spec, out_root, log))
+                spec = inputs.ensure_model(spec, out_root, log)  # [model] fit: the run's own model file
                 writing = None
             else:
                 data_path = spec.source.path
@@ -186,14 +187,21 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 log_line(log, f"daskpd: model-based methods: {mplan.mode} ({mplan.reason})")
             reuse = (plan is not None and plan.mode == "incremental" and not plan.new_files
                      and (mplan is None or mplan.mode == "incremental"))
+            h = spec.history
+            res.comparisons = [newold.Comparison(ref, alpha=h.alpha, threshold=h.threshold, n_trials=h.n_trials)
+                               for ref in newold.references(spec, job_dir, plan)]
             if reuse:  # nothing changed since the base run: its results are the results (hard links)
+                for cmp_ in res.comparisons:
+                    cmp_.reference.skip = (cmp_.reference.skip
+                                           or f"no new input since run {plan.base_run}: its results are reused")
                 writing = (job_dir, tmp, "(no run was written)")
                 t0 = time.perf_counter()
                 manifest = nightly.reuse_run(job_dir / plan.base_run, tmp, {
                     "run_id": run_id, "started_at": started.isoformat(timespec="seconds"),
                     "spec": spec.to_dict(), "spec_toml": spec.spec_text,
                     "incremental": {**plan.manifest(), "schema": nightly.schema_of(request, read_extra),
-                                    **({"model": mplan.manifest()} if mplan is not None else {})}})
+                                    **({"model": mplan.manifest()} if mplan is not None else {})},
+                    "drift": newold.manifest_record(res.comparisons)})
                 timings["write"] = time.perf_counter() - t0
                 timings["total"] = time.perf_counter() - t_start
                 manifest["finished_at"] = store.now().isoformat(timespec="seconds")
@@ -258,6 +266,12 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 writing = (job_dir, tmp, "(no run was written)")
                 t0 = time.perf_counter()
                 curves, imp = outputs.write_tables(tmp, res, {"job": spec.name, "run_id": run_id})
+                for cmp_ in res.comparisons:  # each comparison's curves tested together
+                    newold.finish(cmp_)
+                if res.comparisons:  # RUN/drift/ (when a curve was compared), the manifest and the log
+                    newold.write(tmp, res.comparisons, run_id)
+                    stats["drift"] = newold.manifest_record(res.comparisons)
+                    outputs.log_comparisons(log, res.comparisons)
                 if plan is not None:
                     stats["incremental"] = {**plan.manifest(), "schema": nightly.schema_of(request, read_extra),
                                             **({"model": mplan.manifest()} if mplan is not None else {})}

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .._data.request import column_list
+from ..datasets import MODEL_FITS  # a job's own model ([model] fit): for demos, no file needed
 from .schema import METHOD_FUNCTIONS, BadValue as _Bad, Key as _Key, describe_value as _describe
 from .schema import method_params, model_params, top_params
 
@@ -32,6 +33,7 @@ __all__ = [
     "ClusterSpec",
     "OutputSpec",
     "RunSpec",
+    "HistorySpec",
     "REFIT_POLICIES",
     "load_spec",
     "parse_spec",
@@ -62,7 +64,8 @@ REFIT_POLICIES = ("always", "never", "auto")
 
 
 class SpecError(ValueError):
-    """An invalid job spec.  ``errors`` holds one message per problem."""
+    """An invalid job spec.  ``errors`` holds one message per problem, each naming its key;
+    the message lists them one per line."""
 
     def __init__(self, source: str, errors: list[str]):
         self.source = source
@@ -70,7 +73,7 @@ class SpecError(ValueError):
         if len(self.errors) == 1:
             msg = f"{source}: {self.errors[0]}"
         else:
-            msg = f"{source}: {len(self.errors)} problems: " + "; ".join(self.errors)
+            msg = f"{source}: {len(self.errors)} problems:" + "".join(f"\n  - {e}" for e in self.errors)
         super().__init__(msg)
 
 
@@ -103,10 +106,18 @@ def _int(minimum: int, maximum: int | None = None):
     return check
 
 
+def _near(value, options) -> str:
+    """`` (did you mean 'x'?)`` for a value close to one of ``options``, else empty."""
+    if not isinstance(value, str):
+        return ""
+    near = difflib.get_close_matches(value, [str(o) for o in options], n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
 def _choice(options):
     def check(v):
         if v not in options:
-            raise _Bad(f"expected one of {', '.join(map(repr, options))}, got {_describe(v)}")
+            raise _Bad(f"expected one of {', '.join(map(repr, options))}, got {_describe(v)}{_near(v, options)}")
         return v
     return check
 
@@ -223,6 +234,7 @@ _TOP = {
     "cluster": _Key(_table, {}),
     "model": _Key(_table),
     "run": _Key(_table, {}),
+    "history": _Key(_table, {}),
 }
 
 def _share(v):
@@ -236,6 +248,36 @@ _RUN = {
     "refit": _Key(_choice(REFIT_POLICIES), "auto"),
     "refit_share": _Key(_share, 0.1),
     "first_pass_cache": _Key(_bool, False),
+}
+
+def _level(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
+        raise _Bad(f"expected a number in (0, 1), got {_describe(v)}")
+    return float(v)
+
+
+def _positive(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        raise _Bad(f"expected a number > 0, got {_describe(v)}")
+    return float(v)
+
+
+def _run_id(v):
+    v = _str(v)
+    try:
+        check_name(v, "run id")
+    except ValueError as exc:
+        raise _Bad(str(exc)) from None
+    return v
+
+
+#: [history]: the drift test of every run (docs/drift.md)
+_HISTORY = {
+    "n_trials": _Key(_int(2, 10_000), 100),
+    "alpha": _Key(_level, 0.01),
+    "threshold": _Key(_positive, 0.1),
+    "baseline": _Key(_run_id),
+    "window": _Key(_int(1)),
 }
 
 _SOURCE = {
@@ -274,7 +316,8 @@ _CLUSTER = {
 }
 
 _MODEL = {
-    "path": _Key(_str, required=True),
+    "path": _Key(_str),
+    "fit": _Key(_choice(MODEL_FITS)),
     "format": _Key(_choice(MODEL_FORMATS), "auto"),
     "trust_model": _Key(_bool, False),
     "trusted_types": _Key(_str_list, ()),
@@ -349,6 +392,7 @@ class ModelSpec:
     subsample_size: float = 0.75
     band: tuple[float, float] = (0.05, 0.95)
     row_id: tuple[str, ...] | None = None  # columns that tell rows apart in the trials' weights
+    fit: str | None = None  # a model the run fits on its synthetic source (path: set when it is saved)
 
 
 @dataclass(frozen=True)
@@ -376,6 +420,15 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
+class HistorySpec:
+    n_trials: int = 100  # the trials of the new-against-old comparison (its own: the sums hold none)
+    alpha: float = 0.01  # family-wise false-alarm level of a comparison (all its curves)
+    threshold: float = 0.1  # a drifted curve moved by more than this share of its scale
+    baseline: str | None = None  # also compare the rows since this run with the rows up to it
+    window: int | None = None  # also compare the last N runs' new rows with the rows before them
+
+
+@dataclass(frozen=True)
 class JobSpec:
     name: str
     description: str
@@ -399,6 +452,7 @@ class JobSpec:
     stratify_on: tuple[str, ...] | None = None  # None: the features (each stratified on the others)
     run: RunSpec = field(default_factory=RunSpec)  # [run]: incremental runs and the refit policy
     keep_suspect: bool = False  # suspect columns stay in the default features / stratifying columns
+    history: HistorySpec = field(default_factory=HistorySpec)  # [history]: the drift test
 
     @property
     def model_free(self) -> tuple[str, ...]:
@@ -497,7 +551,8 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
         bad = [m for m in methods if m not in METHODS]
         if bad:
             errors.append(f"key 'methods': unknown method{'s' if len(bad) > 1 else ''} "
-                          f"{', '.join(map(repr, bad))}; expected some of {', '.join(METHODS)}")
+                          f"{', '.join(repr(m) + _near(m, METHODS) for m in bad)}; expected some of "
+                          f"{', '.join(METHODS)}")
         if not methods:
             errors.append(f"key 'methods': expected at least one of {', '.join(METHODS)}")
     methods = tuple(m for m in methods if m in METHODS)
@@ -518,7 +573,8 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
     if isinstance(top.get("source"), dict):
         s = _validate_table(top["source"], _SOURCE, "source.", errors)
         has_path, has_syn, has_ice = (s.get(k) is not None for k in ("path", "synthetic", "iceberg"))
-        if has_path + has_syn + has_ice != 1:
+        given = [k for k in ("path", "synthetic", "iceberg") if k in top["source"]]  # an invalid one is reported already
+        if has_path + has_syn + has_ice != 1 and len(given) != 1:
             errors.append("table [source]: expected exactly one of 'source.path' (parquet/CSV file, glob, "
                           "directory or URL, a Delta table's directory, an Iceberg table's metadata JSON), "
                           "'source.iceberg' (an Iceberg table through its catalog) and 'source.synthetic' (one of "
@@ -583,11 +639,34 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
     run = RunSpec(incremental=r.get("incremental", False), refit=r.get("refit", "auto"),
                   refit_share=r.get("refit_share", 0.1), first_pass_cache=r.get("first_pass_cache", False))
 
+    # history
+    hs = _validate_table(top.get("history") or {}, _HISTORY, "history.", errors)
+    if hs.get("baseline") is not None and hs.get("window") is not None:
+        errors.append("keys 'history.baseline' and 'history.window': give one or the other")
+    history = HistorySpec(n_trials=hs.get("n_trials", 100), alpha=hs.get("alpha", 0.01),
+                          threshold=hs.get("threshold", 0.1), baseline=hs.get("baseline"), window=hs.get("window"))
+
     # model
     model = None
     if isinstance(top.get("model"), dict):
         mt = _validate_table(top["model"], {**_MODEL, **model_params()}, "model.", errors)
-        mpath = mt.get("path")
+        mpath, fit = mt.get("path"), mt.get("fit")
+        if "path" in top["model"] and "fit" in top["model"]:
+            errors.append("table [model]: give one of 'model.path' (a saved model) and 'model.fit' (a model the run "
+                          "fits on its synthetic source), not both")
+        elif "path" not in top["model"] and "fit" not in top["model"]:
+            errors.append("missing required key 'model.path' (the saved model; or 'model.fit' with a synthetic "
+                          "source)")
+        if fit is not None:
+            if src is not None and src.synthetic is None:
+                errors.append(f"key 'model.fit': a job fits {fit!r} on a synthetic source only (a demo); for your "
+                              "data, fit the model yourself, save it with skops and give 'model.path'")
+            model = ModelSpec(path="", format="skops", trust_model=True, trusted_types=(),
+                              features=mt.get("features"), columns=mt.get("columns"),
+                              response=mt.get("response", "auto"), target_class=mt.get("target_class"),
+                              n_trials=mt.get("n_trials", 1), bootstrap=mt.get("bootstrap", True),
+                              subsample_size=mt.get("subsample_size", 0.75), band=tuple(mt.get("band", (0.05, 0.95))),
+                              row_id=tuple(column_list(mt.get("row_id"))) or None, fit=fit)
         if isinstance(mpath, str):
             mpath = _resolve_local(expand_env(mpath, "model.path", errors), base)
             if "://" in mpath:
@@ -657,6 +736,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
         cluster=cluster, model=model, params={m: params[m] for m in methods if m in params},
         spec_path=spec_path, spec_text=spec_text, tree_method=top["tree_method"], honest=top["honest"],
         numeric=top["numeric"], stratify_on=top["stratify_on"], run=run, keep_suspect=top["keep_suspect"],
+        history=history,
     )
 
 

@@ -44,10 +44,11 @@ from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
 from ._ale2d import ALE2DJob, ALE2DSpec, finish_ale2d
-from ._common import ROW_COUNTS, BinStats, input_rows, level_codes
+from ._common import ROW_COUNTS, BinStats, class_columns, input_rows, level_codes, require_class, response_note
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._setup import MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
+from ._arrays import open_model_input
+from ._setup import MODEL_CONSTRAINTS, check_features, prepare_model_run
 
 __all__ = ["ale", "ALEResult"]
 
@@ -103,7 +104,7 @@ class ALEResult(CurveResult):
         return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.ale)
 
     def summary(self) -> str:
-        return super().summary() + band_note(self)
+        return super().summary() + response_note(self) + band_note(self)
 
     def __repr__(self) -> str:
         what = "edges" if self.kind == "numeric" else "levels"
@@ -114,7 +115,7 @@ class ALEResult(CurveResult):
         """``pd`` is the ALE; ``count``/``weight``/``delta``/``delta_std`` as above."""
         return {"positions": self.x, "pd": self.ale, "count": self.count.astype("int64"),
                 "extra": {"weight": self.weight, "delta": self.delta, "delta_std": self.delta_std,
-                          **band_columns(self.band())}}
+                          **band_columns(self.band()), **class_columns(self, len(self.x))}}
 
     def metadata(self) -> dict:
         return {"method": "ale", "feature": self.feature, "kind": self.kind, "response": self.response,
@@ -524,16 +525,17 @@ def ale(
     band=(0.05, 0.95),
     random_state: int = 0,
     row_id=None,
+    feature_names=None,
 ):
     """Accumulated local effects of one or more features (see the module docstring).
 
     Parameters
     ----------
     model, data, response, target_class, columns, categorical_features, batch_rows,
-    progress, storage_options, filters
-        As :func:`daskpd.partial_dependence`.
-    features : str, pair, or list of them
-        A column name gives the 1-D ALE; a pair (tuple) of two numeric columns gives
+    progress, storage_options, filters, feature_names
+        As :func:`daskpd.partial_dependence` (``data`` may be a numpy or dask array).
+    features : str or int, pair, or list of them
+        A column (name or index) gives the 1-D ALE; a pair (tuple) of two numeric columns gives
         their second-order (2-D) ALE (:mod:`daskpd.model._ale2d`), as
         :func:`daskpd.partial_dependence`'s 2-way rule.  All are computed in one pass
         over the data.
@@ -558,7 +560,10 @@ def ale(
     ALEResult (a pair: ALE2DResult), or a dict ``{feature or pair: result}`` when
     ``features`` is a list.
     """
-    ds = open_model_data(data, storage_options, filters)  # the request's one opening
+    mi = open_model_input(data, feature_names=feature_names, model=model, sample_weight=sample_weight,
+                          storage_options=storage_options, filters=filters)  # the request's one opening
+    ds, sample_weight = mi.dataset, mi.sample_weight
+    require_class(model, response, target_class, "ale")
     items, single = check_features(features, ds, allow_pairs=True)
     singles = [it[0] for it in items if len(it) == 1]
     pairs = [it for it in items if len(it) == 2]

@@ -40,7 +40,7 @@ from .._errors import DataError
 from ..results import CurveResult, curve_frame
 from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
 from .._engine.plan import merge_keyed, sum_fields
-from ._common import ROW_COUNTS, BinStats, input_rows
+from ._common import ROW_COUNTS, BinStats, input_rows, response_note
 from ._passes import trial_bin_sums
 
 __all__ = ["ALE2DResult"]
@@ -99,7 +99,7 @@ class ALE2DResult(CurveResult):
         return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.ale)
 
     def summary(self) -> str:
-        return super().summary() + band_note(self)
+        return super().summary() + response_note(self) + band_note(self)
 
     @property
     def feature(self) -> tuple:

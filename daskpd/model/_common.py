@@ -23,11 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .._errors import SklearnDifferenceWarning
+from .._errors import InvalidParameterError, SklearnDifferenceWarning
 from ._predictor import Predictor, is_classifier
 
 __all__ = ["DEFAULT_METHOD", "DefaultMethod", "auto_recursion", "warn_method", "regression_outputs", "all_classes",
-           "BinStats", "ROW_COUNTS", "input_rows", "level_codes"]
+           "response_label", "show_class", "response_note", "class_columns", "is_class_output", "require_class", "BinStats", "ROW_COUNTS",
+           "input_rows", "level_codes"]
 
 
 # ---------------------------------------------------------------------------------
@@ -101,6 +102,69 @@ def all_classes(model, response, target_class, pred_probe=None):
     if classes is None or np.ndim(classes) != 1 or len(classes) <= 2:
         return None
     return list(np.asarray(classes))
+
+
+def show_class(v) -> str:
+    """A class label as messages write it: ``'yes'``, ``2`` (numpy scalars as Python's)."""
+    return repr(v.item() if isinstance(v, np.generic) else v)
+
+
+def require_class(model, response, target_class, caller: str) -> None:
+    """The functions that explain one response need ``target_class`` for a multi-class
+    classifier (``partial_dependence`` gives every class instead, as scikit-learn)."""
+    classes = all_classes(model, response, target_class)
+    if classes and is_classifier(model):
+        raise InvalidParameterError(
+            f"{caller}: parameter target_class is required for a multi-class classifier: one of "
+            f"[{', '.join(map(show_class, classes))}] (the "
+            f"class whose {'probability' if response in ('auto', 'predict_proba') else 'decision function'} is "
+            "explained); daskpd.partial_dependence gives every class at once")
+
+
+def _classes_of(res):
+    model = (getattr(res, "params", None) or {}).get("model") or {}
+    return model.get("classes")
+
+
+def response_label(response, target_class, classes=None) -> str:
+    """What a result explains, in words: ``P[class = 'yes']``, ``decision function of
+    class 'yes'``; empty for a regressor's prediction or a function's output."""
+    if response == "predict_proba":
+        return f"P[class = {show_class(target_class)}]"
+    if response == "decision_function":
+        if classes is not None and len(classes) == 2:
+            return f"decision function towards class {show_class(target_class)}"
+        return f"decision function of class {show_class(target_class)}"
+    return ""
+
+
+def response_note(res) -> str:
+    """A summary line naming a classifier's response; for a binary classifier, that it is
+    the positive class (``classes_[1]``, scikit-learn's) or the other one."""
+    label = response_label(getattr(res, "response", None), getattr(res, "target_class", None), _classes_of(res))
+    if not label:
+        return ""
+    classes = _classes_of(res)
+    tc = getattr(res, "target_class", None)
+    if classes is not None and len(classes) == 2:
+        which = ("the positive class, classes_[1]; target_class= for the other" if tc == classes[1]
+                 else "the negative class, classes_[0], given as target_class")
+        return f"\n  response: {label} ({which}; classes {classes})"
+    return f"\n  response: {label}" + (f" (classes {classes})" if classes is not None else "")
+
+
+def is_class_output(res) -> bool:
+    """Whether a result's outputs are a classifier's classes (else a regressor's outputs)."""
+    return getattr(res, "response", None) in ("predict_proba", "decision_function")
+
+
+def class_columns(res, n: int) -> dict:
+    """A ``target_class`` column (``n`` rows) for a result that explains a class."""
+    if getattr(res, "response", None) not in ("predict_proba", "decision_function"):
+        return {}
+    labels = np.empty(n, dtype=object)
+    labels[:] = [getattr(res, "target_class", None)] * n
+    return {"target_class": labels}
 
 
 # ---------------------------------------------------------------------------------

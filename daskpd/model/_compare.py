@@ -1,5 +1,6 @@
-"""The comparison figure's data: StratPD, Friedman PD, ALE and the marginal plot of one
-feature, on one set of axes (as the StratPD paper's figures do).
+"""The comparison figure's data: StratPD (CatStratPD for a categorical feature), Friedman
+PD, ALE and the marginal plot of one feature, on one set of axes (as the StratPD paper's
+figures do).
 
 The model-based curves (FPD by brute force over all rows, ALE, and the marginal means of
 the target and of the prediction) come from ONE pass over the data (after the summary
@@ -13,6 +14,13 @@ supported x), so :meth:`ComparisonResult.aligned` shifts each curve vertically:
 (StratPD's convention), ``"mean"`` centres each to mean 0 over the common x range,
 ``None`` leaves them as computed.  Only vertical shifts: the shapes, which are what the
 methods disagree on, are untouched.
+
+For a categorical feature every curve is a value per category (CatStratPD's effects,
+FPD on the observed levels, ALE on its ordered levels, the marginal means per level),
+matched by the categories' labels; ``"left"`` makes every curve 0 at the first category
+all of them have (in the figure's order: by the first curve's value), ``"mean"`` centres
+each over the categories all have.  ``"auto"`` (the default) is ``"left"`` for a numeric
+feature and ``"mean"`` for a categorical one.
 """
 from __future__ import annotations
 
@@ -28,13 +36,16 @@ from .._validation import NO_VALIDATION, POSITIVE_INT, Interval, Percentiles, va
 from .._errors import DataError, InvalidParameterError
 from .._data.request import open_request
 from ..results import Result
+from .._catstratpd import catstratpd as run_catstratpd
 from .._stratpd import stratpd as run_stratpd
 from .._engine.stats import summarize
 from ._grids import pd_grid, pd_grid_plan
 from ..results.curves import DEFAULT_BAND, trial_band
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._setup import MODEL_CONSTRAINTS, open_model_data, prepare_model_run
+from ._common import require_class
+from ._arrays import ColumnOrIndex, ColumnOrValues, open_model_input, resolve_columns
+from ._setup import MODEL_CONSTRAINTS, prepare_model_run
 from ._ale import ALEJob, ale_specs, finish_ale
 from ._fpd import PDJob, pd_results
 from ._marginal import MarginalJob, finish_marginal, marginal_ranks, marginal_spec
@@ -42,7 +53,7 @@ from ._variance import finish_pd_variance, importance_of
 
 __all__ = ["compare", "ComparisonResult"]
 
-ALIGN = ("left", "mean", None)
+ALIGN = ("auto", "left", "mean", None)
 
 
 def _finite(x, y):
@@ -56,7 +67,8 @@ def _finite(x, y):
 def align_curves(curves: dict, how="left") -> dict:
     """Vertically shifted copies of ``curves`` ({name: (x, y)}); see the module docstring."""
     if how not in ALIGN:
-        raise InvalidParameterError(f"parameter align must be 'left', 'mean' or None; got {how!r}")
+        raise InvalidParameterError(f"parameter align must be 'auto', 'left', 'mean' or None; got {how!r}")
+    how = "left" if how == "auto" else how
     clean = {k: _finite(*v) for k, v in curves.items()}
     clean = {k: v for k, v in clean.items() if len(v[0])}
     if how is None or not clean:
@@ -73,6 +85,57 @@ def align_curves(curves: dict, how="left") -> dict:
             xs = np.linspace(lo, hi, 201) if hi > lo else np.array([lo])
             shift = float(np.mean(np.interp(xs, x, y)))
         out[k] = (x, y - shift)
+    return out
+
+
+def _labels(x) -> np.ndarray:
+    out = np.empty(len(x), dtype=object)
+    out[:] = [str(v) for v in x]
+    return out
+
+
+def category_order(curves: dict) -> list:
+    """The categories of every curve, as text, in the figure's order: the first curve's
+    categories by its value (unsupported last), then those only other curves have."""
+    order = []
+    for i, (x, y) in enumerate(curves.values()):
+        lab, y = _labels(x), np.asarray(y, dtype="float64")
+        if i == 0:
+            o = np.argsort(np.where(np.isfinite(y), y, np.inf), kind="stable")
+            order.extend(lab[o])
+        else:
+            seen = set(order)
+            order.extend(v for v in lab if v not in seen)
+    return list(dict.fromkeys(order))
+
+
+def align_categories(curves: dict, how="mean") -> dict:
+    """:func:`align_curves` for a categorical feature: ``{name: (labels, y)}`` (labels as
+    text, the finite values only) shifted to 0 at the first common category (``"left"``)
+    or to mean 0 over the common categories (``"mean"``); see the module docstring."""
+    if how not in ALIGN:
+        raise InvalidParameterError(f"parameter align must be 'auto', 'left', 'mean' or None; got {how!r}")
+    how = "mean" if how == "auto" else how
+    clean = {}
+    for k, (x, y) in curves.items():
+        lab, y = _labels(x), np.asarray(y, dtype="float64")
+        ok = np.isfinite(y)
+        if ok.any():
+            clean[k] = (lab[ok], y[ok])
+    if how is None or not clean:
+        return clean
+    common = set.intersection(*(set(v[0]) for v in clean.values()))
+    order = [c for c in category_order(clean) if c in common]
+    out = {}
+    for k, (lab, y) in clean.items():
+        at = {c: v for c, v in zip(lab, y)}
+        if not order:  # nothing in common: each about its own mean
+            shift = float(np.mean(y))
+        elif how == "left":
+            shift = at[order[0]]
+        else:
+            shift = float(np.mean([at[c] for c in order]))
+        out[k] = (lab, y - shift)
     return out
 
 
@@ -93,17 +156,35 @@ class ComparisonResult(Result):
     curves: dict
     results: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
+    kind: str = "numeric"  # "categorical": every curve is a value per category
 
     def __repr__(self) -> str:
         return f"ComparisonResult(feature={self.feature!r}, curves={list(self.curves)})"
 
-    def aligned(self, how="left") -> dict:
+    def aligned(self, how="auto") -> dict:
+        """The curves shifted vertically (the module docstring): ``{name: (x, y)}``,
+        ``x`` the categories as text for a categorical feature."""
+        if self.kind != "numeric":
+            return align_categories(self.curves, how)
         return align_curves(self.curves, how)
 
-    def to_frame(self, align="left") -> pd.DataFrame:
+    def category_order(self, how="auto") -> list:
+        """A categorical feature's categories (text) in the figure's order: by the first
+        aligned curve's value (the model-free one when there is one), then the rest."""
+        return category_order(self.aligned(how))
+
+    def to_frame(self, align="auto") -> pd.DataFrame:
+        """One row per method and position (category): ``method``, the feature's
+        positions (categories), ``value`` as computed and ``aligned``."""
         al = self.aligned(align)
         rows = []
         for name, (x, y) in self.curves.items():
+            if self.kind != "numeric":
+                lab, ya = align_categories({name: (x, y)}, None).get(name, (np.empty(0, dtype=object), np.empty(0)))
+                at = dict(zip(*al[name])) if name in al else {}
+                rows.append(pd.DataFrame({"method": name, self.feature: lab, "value": ya,
+                                          "aligned": np.array([at.get(c, np.nan) for c in lab], dtype="float64")}))
+                continue
             xa, ya = _finite(x, y)
             yal = al[name][1] if name in al else np.full(len(xa), np.nan)
             rows.append(pd.DataFrame({"method": name, self.feature: xa, "value": ya, "aligned": yal}))
@@ -111,14 +192,14 @@ class ComparisonResult(Result):
             columns=["method", self.feature, "value", "aligned"])
 
     def metadata(self) -> dict:
-        return {"method": "comparison", "feature": self.feature, "target": self.target,
+        return {"method": "comparison", "feature": self.feature, "kind": self.kind, "target": self.target,
                 "curves": list(self.curves), "params": self.params}
 
     def measures(self) -> pd.DataFrame:
         """One row per curve: ``method`` and ``pd_variance``, the spread of the curve over
         its positions (Greenwell et al.'s flatness: the standard deviation, ddof=1, of
-        its finite values; the FPD row is :func:`daskpd.pd_variance`'s importance of the
-        feature on the same grid).  With bootstrap trials (``n_trials`` > 1) the curves
+        its finite values, or range/4 for a categorical feature; the FPD row is
+        :func:`daskpd.pd_variance`'s importance of the feature on the same grid).  With bootstrap trials (``n_trials`` > 1) the curves
         that have them (FPD, ALE, the marginal plot's mean of y, else of the prediction,
         and StratPD run with ``stratpd_kwargs={"n_trials": T}``) add
         ``pd_variance_std``, ``pd_variance_lo``, ``pd_variance_hi``: the standard
@@ -127,14 +208,17 @@ class ComparisonResult(Result):
         band = tuple(self.params.get("band", DEFAULT_BAND))
         rows = []
         for name, (x, y) in self.curves.items():
-            x, y = np.asarray(x, dtype="float64"), np.asarray(y, dtype="float64")
-            ok = np.isfinite(x) & np.isfinite(y)
-            row = {"method": name, "pd_variance": float(importance_of(y[ok], "numeric")) if ok.sum() > 1 else np.nan}
+            y = np.asarray(y, dtype="float64")
+            ok = np.isfinite(y) & (np.isfinite(np.asarray(x, dtype="float64")) if self.kind == "numeric" else True)
+            row = {"method": name,
+                   "pd_variance": float(importance_of(y[ok], self.kind)) if ok.sum() > 1 else np.nan}
             tr = self._trials_of(name)
             if tr is not None and tr.shape[-1] == len(y):
                 with np.errstate(invalid="ignore"), warnings.catch_warnings():
                     warnings.simplefilter("ignore", RuntimeWarning)
-                    spread = np.nanstd(tr[:, ok], axis=1, ddof=1)
+                    t = tr[:, ok]
+                    spread = (np.nanstd(t, axis=1, ddof=1) if self.kind == "numeric"
+                              else (np.nanmax(t, axis=1) - np.nanmin(t, axis=1)) / 4)
                 b = trial_band(spread[:, None], band, center=row["pd_variance"])
                 row.update({"pd_variance_std": float(b["std"][0]), "pd_variance_lo": float(b["lo"][0]),
                             "pd_variance_hi": float(b["hi"][0])})
@@ -153,8 +237,8 @@ class ComparisonResult(Result):
         T = getattr(r, "trials_pd", None)
         return None if T is None else np.asarray(T, dtype="float64")
 
-    def plot(self, ax=None, align="left", **kwargs):
-        from ..plotting.model import plot_comparison
+    def plot(self, ax=None, align="auto", **kwargs):
+        from ..plotting.comparison import plot_comparison
 
         return plot_comparison(self, ax=ax, align=align, **kwargs)
 
@@ -162,15 +246,17 @@ class ComparisonResult(Result):
 def _curve_of(obj, name):
     if isinstance(obj, (tuple, list)) and len(obj) == 2:
         return np.asarray(obj[0]), np.asarray(obj[1])
+    if hasattr(obj, "categories") and hasattr(obj, "pd"):  # a CatStratPD result
+        return np.asarray(obj.categories, dtype=object), np.asarray(obj.pd, dtype="float64")
     if hasattr(obj, "x") and hasattr(obj, "pd"):
         return np.asarray(obj.x), np.asarray(obj.pd)
     raise DataError(f"curve {name!r} must be a result with .x and .pd, or a pair (x, y); got {type(obj).__name__}")
 
 
 @validate_params({
-    **{k: v for k, v in MODEL_CONSTRAINTS.items() if k != "categorical_features"},
-    "feature": ["column"],
-    "target": ["column", None],
+    **MODEL_CONSTRAINTS,
+    "feature": [ColumnOrIndex()],
+    "target": [ColumnOrValues(), None],
     "stratpd": NO_VALIDATION,  # None, True/False, or a curve (checked by _curve_of)
     "curves": [dict, None],
     "grid_resolution": [Interval(Integral, 2, None, closed="left")],
@@ -206,33 +292,44 @@ def compare(
     band=(0.05, 0.95),
     random_state: int = 0,
     row_id=None,
+    feature_names=None,
+    categorical_features=None,
 ) -> ComparisonResult:
-    """StratPD, FPD, ALE and marginal curves of numeric ``feature``, for one overlaid figure.
+    """StratPD (CatStratPD), FPD, ALE and marginal curves of ``feature``, for one overlaid figure.
 
     Parameters
     ----------
     model : fitted model or function
         For FPD, ALE and the marginal mean prediction.
-    data : pandas DataFrame, dask DataFrame, or parquet path / glob / directory / URL
-    feature : str
-        A numeric model input column.
-    target : str, optional
-        Response column: the marginal plot of ``y`` and (by default) StratPD use it.
+    data : pandas DataFrame, dask DataFrame, numpy or dask array, or parquet path / glob / directory / URL
+    feature : str or int
+        A model input column (name or index), numeric or categorical.  A categorical
+        feature gives a value per category for every method (CatStratPD instead of
+        StratPD; FPD on the observed levels; ALE on its ordered levels; the marginal
+        means per level), drawn as points.
+    target : str or array, optional
+        Response column: the marginal plot of ``y`` and (by default) StratPD / CatStratPD
+        use it.  With in-memory data it may be the values (scikit-learn's ``y``).
     stratpd : None, bool, or a precomputed curve
-        None: run :func:`daskpd.stratpd` when ``target`` is given; True: run it (needs
-        ``target``); False: no StratPD curve; a result with ``.x``/``.pd`` or a pair
-        ``(x, y)``: use it.
+        None: run :func:`daskpd.stratpd` (:func:`daskpd.catstratpd` for a categorical
+        feature) when ``target`` is given; True: run it (needs ``target``); False: no
+        model-free curve; a result with ``.x``/``.pd`` (``.categories``/``.pd``) or a
+        pair ``(x, y)``: use it.
     curves : dict {name: result or (x, y)}, optional
         More precomputed curves to overlay.
     grid_resolution, percentiles : default 100, (0.05, 0.95)
-        FPD grid, as :func:`daskpd.partial_dependence` makes it (scikit-learn's rule,
-        missing values included); ``percentiles=(0, 1)`` spans the full range.
+        FPD grid of a numeric feature, as :func:`daskpd.partial_dependence` makes it
+        (scikit-learn's rule, missing values included); ``percentiles=(0, 1)`` spans the
+        full range.
     bins : int, default 20
-        Quantile bins of ALE and of the marginal plot.
-    sample_weight, response, target_class, columns, batch_rows, progress, storage_options, filters
-        As :func:`daskpd.partial_dependence` (weights apply to FPD, ALE and marginal).
+        Quantile bins of ALE and of the marginal plot (numeric feature).
+    sample_weight, response, target_class, columns, batch_rows, progress, storage_options, filters,
+    feature_names, categorical_features
+        As :func:`daskpd.partial_dependence` (weights apply to FPD, ALE and marginal;
+        ``categorical_features`` makes a numeric column of codes categorical).
     stratpd_kwargs : dict, optional
-        Extra arguments of :func:`daskpd.stratpd` (e.g. ``min_samples_leaf``).
+        Extra arguments of :func:`daskpd.stratpd` / :func:`daskpd.catstratpd` (e.g.
+        ``min_samples_leaf``).
     n_trials, bootstrap, subsample_size, band, random_state, row_id
         T > 1 bootstrap trials in the same pass (as :func:`daskpd.partial_dependence`):
         FPD, ALE and the marginal plot carry their bands (``results``), and
@@ -245,10 +342,14 @@ def compare(
     -------
     ComparisonResult
     """
-    ds = open_model_data(data, storage_options, filters)  # the request's one opening
-    ds.check([feature])
+    mi = open_model_input(data, feature_names=feature_names, model=model, target=target, sample_weight=sample_weight,
+                          storage_options=storage_options, filters=filters)  # the request's one opening
+    ds, target, sample_weight = mi.dataset, mi.target, mi.sample_weight
+    require_class(model, response, target_class, "compare")
+    feature = resolve_columns(feature, ds, "feature")
+    ds.check([feature], "parameter feature")
     if target is not None:
-        ds.check([target], "target")
+        ds.check([target], "parameter target")
         if target == feature:
             raise DataError(f"feature {feature!r} is the target")
     if stratpd is True and target is None:
@@ -262,26 +363,17 @@ def compare(
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, [feature], columns=columns, response=response, target_class=target_class,
                             engine="auto", sample_weight=sample_weight, extra_columns=[target] if target else [],
+                            reserved=[target] if target else [], categorical_features=categorical_features,
                             storage_options=storage_options, filters=filters, row_id=trial_row_id(trials))
-    if run.kinds[feature] != "numeric":
-        raise DataError(f"feature {feature!r} is categorical; the comparison figure is for numeric features")
+    kind = run.kinds[feature]
     if target is not None:
         open_request(ds, target, [], model_free=False)  # the target: a numeric column
-    sums = summarize(run.ddf, {feature: "numeric"}, progress=progress)
-    s = sums[feature]
-    if s.n == 0:
-        raise DataError(f"feature {feature!r} has no non-missing values")
-    # every quantile the three methods need, resolved together
-    extra_ranks = {}
-    grid, pd_plan = pd_grid_plan(s, "numeric", grid_resolution, percentiles)  # partial_dependence's grid
-    if pd_plan is not None:
-        extra_ranks[feature] = [*pd_plan[0], *pd_plan[1]]
-    extra_ranks.setdefault(feature, []).extend(marginal_ranks(s, bins, "quantile"))
-    specs, _, _, stats = ale_specs(run, [feature], bins=bins, order={}, progress=progress, summaries=sums,
-                                   extra_ranks=extra_ranks)
-    if grid is None:
-        grid = pd_grid(feature, stats[feature], pd_plan, grid_resolution)
-    mspec = marginal_spec(feature, "numeric", s, bins, "quantile", stats.get(feature, {}))
+    if kind == "numeric":
+        grid, specs, mspec = _numeric_plan(run, feature, grid_resolution, percentiles, bins, progress)
+    else:  # the levels: PD's grid, ALE's ordered levels, the marginal means per level
+        specs, _, sums, _ = ale_specs(run, [feature], bins=bins, order={}, progress=progress)
+        grid = np.asarray(sums[feature].uniques, dtype=object)
+        mspec = marginal_spec(feature, "categorical", sums[feature], bins, "quantile", {})
     pred = run.predictor
     jobs = [PDJob([((feature,), [grid])], run.kinds), ALEJob(specs), MarginalJob([mspec], target, True)]
     plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
@@ -296,15 +388,17 @@ def compare(
     marg = finish_marginal(mspec, mp.feats[feature], target=target, response=pred.response, binning="quantile",
                            params=params)
     results, out_curves = {}, {}
+    free_name = "StratPD" if kind == "numeric" else "CatStratPD"
     if ext_sp is not None:
-        out_curves["StratPD"] = ext_sp
-        results["StratPD"] = stratpd
+        out_curves[free_name] = ext_sp
+        results[free_name] = stratpd
     elif stratpd is True or (stratpd is None and target is not None):
-        sp = run_stratpd(ds.frame, target=target, feature=feature,  # the frame opened above: no second read
-                         progress=progress, storage_options=storage_options,
-                         filters=filters, **(stratpd_kwargs or {}))
-        out_curves["StratPD"] = (np.asarray(sp.x), np.asarray(sp.pd))
-        results["StratPD"] = sp
+        free = run_stratpd if kind == "numeric" else run_catstratpd
+        sp = free(ds.frame, target=target, feature=feature,  # the frame opened above: no second read
+                  progress=progress, storage_options=storage_options,
+                  filters=filters, **(stratpd_kwargs or {}))
+        out_curves[free_name] = _curve_of(sp, free_name)
+        results[free_name] = sp
     out_curves["FPD"] = (fpd.grid_values[0], fpd.average)
     results["FPD"] = fpd
     if pdv is not None:
@@ -318,4 +412,24 @@ def compare(
     for k, v in extra_curves.items():
         out_curves[k] = v
         results[k] = extra[k]
-    return ComparisonResult(feature=feature, target=target, curves=out_curves, results=results, params=params)
+    return ComparisonResult(feature=feature, target=target, curves=out_curves, results=results, params=params,
+                            kind=kind)
+
+
+def _numeric_plan(run, feature, grid_resolution, percentiles, bins, progress):
+    """A numeric feature's PD grid, ALE edges and marginal bins, every quantile they need
+    resolved in the same order-statistics passes."""
+    sums = summarize(run.ddf, {feature: "numeric"}, progress=progress)
+    s = sums[feature]
+    if s.n == 0:
+        raise DataError(f"feature {feature!r} has no non-missing values")
+    extra_ranks = {}
+    grid, pd_plan = pd_grid_plan(s, "numeric", grid_resolution, percentiles)  # partial_dependence's grid
+    if pd_plan is not None:
+        extra_ranks[feature] = [*pd_plan[0], *pd_plan[1]]
+    extra_ranks.setdefault(feature, []).extend(marginal_ranks(s, bins, "quantile"))
+    specs, _, _, stats = ale_specs(run, [feature], bins=bins, order={}, progress=progress, summaries=sums,
+                                   extra_ranks=extra_ranks)
+    if grid is None:
+        grid = pd_grid(feature, stats[feature], pd_plan, grid_resolution)
+    return grid, specs, marginal_spec(feature, "numeric", s, bins, "quantile", stats.get(feature, {}))

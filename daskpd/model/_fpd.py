@@ -35,11 +35,13 @@ from .._errors import InvalidParameterError, SklearnDifferenceWarning
 from .._errors import DataError
 from ..results import CurveResult, curve_frame
 from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
-from ._common import DEFAULT_METHOD, all_classes, auto_recursion, warn_method
+from ._common import (DEFAULT_METHOD, all_classes, auto_recursion, class_columns, is_class_output, response_label,
+                      response_note, warn_method)
 from ._grids import build_grids, check_grid_arg
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, resolve_predictor
-from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, open_model_data, prepare_model_run
+from ._arrays import grid_names, open_model_input, resolve_columns
+from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, prepare_model_run
 from ._tree_engine import TREE_CELLS
 from .._engine.progress import stage_label
 
@@ -170,7 +172,9 @@ class PDResult(CurveResult):
         feature in the head, the second in ``feature_2``, ``kind_2``, ``x_2`` | ``category_2``.
         A result holding every class stacks them, with a ``target_class`` column."""
         if self.outputs is None:
-            return self._curve(self.average, self.band())
+            c = self._curve(self.average, self.band())
+            c["extra"].update(class_columns(self, len(c["pd"])))
+            return c
         cs = [self._curve(self.average[k], self.output(self.outputs[k]).band()) for k in range(self.n_outputs)]
         extra = {k: np.concatenate([c["extra"][k] for c in cs]) for k in cs[0]["extra"]}
         labels = np.empty(sum(len(c["pd"]) for c in cs), dtype=object)
@@ -197,7 +201,25 @@ class PDResult(CurveResult):
                            extra=c["extra"])
 
     def summary(self) -> str:
-        return super().summary() + band_note(self)
+        """A few lines: the grid, the range, the rows; a classifier's response (for a
+        binary one, that it is the positive class); with every class, one line each."""
+        if self.outputs is None:
+            return super().summary() + response_note(self) + band_note(self)
+        what = "categories" if self.kinds[0] == "categorical" else "positions"
+        classes = is_class_output(self)
+        name = self.feature if len(self.features) == 1 else " x ".join(self.features)
+        lines = [f"{name}: {self.n_outputs} {'classes' if classes else 'outputs'}, one curve each "
+                 f"(result.output(c) for one){f', {self.n_rows:,} rows' if self.n_rows else ''}"]
+        width = max(len(self._output_label(c)) for c in self.outputs)
+        for c in self.outputs:
+            y = np.asarray(self.output(c).average, dtype="float64").reshape(-1)
+            ok = np.isfinite(y)
+            rng = f"[{np.min(y[ok]):.4g}, {np.max(y[ok]):.4g}]" if ok.any() else "[nan, nan]"
+            lines.append(f"  {self._output_label(c):<{width}}  {y.size} {what}, range {rng}")
+        return "\n".join(lines)
+
+    def _output_label(self, c) -> str:
+        return response_label(self.response, c) or f"output {c}"
 
     def metadata(self) -> dict:
         return {"method": "partial_dependence", "pd_method": self.method, "engine": self.engine,
@@ -205,14 +227,14 @@ class PDResult(CurveResult):
                 "target_class": self.target_class, "n_rows": self.n_rows, "weight_sum": self.weight_sum,
                 "kind": self.pd_kind, "outputs": self.outputs, "params": self.params}
 
-    def plot(self, ax=None, **kwargs):
+    def plot(self, ax=None, target_class=None, **kwargs):
+        """The curve (1-way) or surface (2-way).  A result holding every class draws one
+        curve per class on one axes (1-way) or one panel per class (2-way, returning
+        the panels); ``target_class`` draws that class alone."""
         from ..plotting.model import plot_pd
 
-        if self.outputs is not None:
-            raise InvalidParameterError(f"this partial dependence holds one curve per class {self.outputs}; plot "
-                                        "one with result.output(target_class).plot(), or draw every feature with "
-                                        "daskpd.plotting.PartialDependenceDisplay")
-
+        if target_class is not None:
+            return plot_pd(self.output(target_class), ax=ax, **kwargs)
         return plot_pd(self, ax=ax, **kwargs)
 
 
@@ -761,6 +783,7 @@ def partial_dependence(
     band=(0.05, 0.95),
     random_state: int = 0,
     row_id=None,
+    feature_names=None,
 ):
     """Friedman partial dependence of a fitted model, computed over all rows of ``data``.
 
@@ -769,14 +792,16 @@ def partial_dependence(
     model : fitted model or function
         An object with ``predict`` / ``predict_proba`` / ``decision_function`` (e.g. a
         scikit-learn estimator or pipeline), or a function ``f(DataFrame) -> array``.
-    data : pandas DataFrame, dask DataFrame, or parquet path / glob / directory / URL
-        The rows to average over.  Only the model's input columns (and the weight
-        column) are read.
-    features : str, pair of str, or list of str and pairs
+    data : pandas DataFrame, dask DataFrame, numpy or dask array, or parquet path / glob / directory / URL
+        The rows to average over (scikit-learn's ``X``).  Only the model's input
+        columns (and the weight column) are read.  An array's columns are named by
+        ``feature_names`` (else the model's ``feature_names_in_``, else ``x0, x1, ...``).
+    features : str or int, pair of them, or list of them and pairs
         A feature (1-way PD), a tuple ``(a, b)`` (2-way PD), or a list of them; all are
-        computed in one pass over the data.  **A list of names is one 1-way PD per name**
-        (scikit-learn reads ``["x1", "x2"]`` as one 2-way PD; daskpd warns, see
-        docs/model.md); ``("x1",)`` is an explicit 1-way entry.
+        computed in one pass over the data.  A feature is a column name or a column
+        index (``0`` is data's first column, as in scikit-learn).  **A list is one
+        1-way PD per entry** (scikit-learn reads ``["x1", "x2"]`` as one 2-way PD;
+        daskpd warns, see docs/model.md); ``("x1",)`` is an explicit 1-way entry.
     kind : {"average", "individual", "both"}, default "average"
         scikit-learn's ``kind``: ``individual`` keeps every row's curve (ICE, all rows,
         in data order: the driver holds rows x grid cells numbers -- small data only; for
@@ -789,7 +814,8 @@ def partial_dependence(
         exactly over all rows).
     grid : dict {feature: values} or array, optional
         Custom grid values (an array is accepted when a single feature is requested);
-        overrides ``grid_resolution`` and ``percentiles`` for that feature.
+        overrides ``grid_resolution`` and ``percentiles`` for that feature.  A key is
+        a column name or index.
     method : {"brute", "recursion", "auto"}, default "brute"
         ``brute`` averages the predictions over ``data``; ``recursion`` delegates to
         scikit-learn's tree recursion (averages over the training data; tree models
@@ -812,9 +838,10 @@ def partial_dependence(
     columns : list of str, optional
         The model's input columns in order; needed only when the model has no
         ``feature_names_in_`` and ``data`` has other columns.
-    categorical_features : list of str, optional
-        Numeric columns to treat as categorical (grid = their distinct values).
-        Non-numeric columns are categorical anyway.
+    categorical_features : list of str or int, or boolean mask, optional
+        Numeric columns to treat as categorical (grid = their distinct values), by name,
+        index, or a mask of one entry per column (scikit-learn's forms).  Non-numeric
+        columns are categorical anyway.
     engine : {"auto", "tree", "predict"}, default "auto"
         Brute-force engine: ``tree`` walks scikit-learn tree models interval by
         interval (same numbers as ``predict``, much faster); ``auto`` uses it when the
@@ -849,6 +876,9 @@ def partial_dependence(
         rows with the same inputs draw their own weights.  Without it such rows draw
         the same weights and the band is about ``sqrt(params["row_repeats"])`` times a
         row bootstrap's (a ``RepeatedRowsWarning`` says so).
+    feature_names : list of str, optional
+        The names of an array's columns (scikit-learn's ``feature_names``); with a
+        table it may only repeat the table's own column names.
 
     Returns
     -------
@@ -878,11 +908,14 @@ def partial_dependence(
     if kind != "average" and method == "recursion":
         raise InvalidParameterError(f"partial_dependence: kind={kind!r} needs every row's predictions; "
                                     "method='recursion' gives only the average. Use method='brute' (or 'auto')")
-    ds = open_model_data(data, storage_options, filters)  # the request's one opening
+    mi = open_model_input(data, feature_names=feature_names, model=model, sample_weight=sample_weight,
+                          storage_options=storage_options, filters=filters)  # the request's one opening
+    ds, sample_weight = mi.dataset, mi.sample_weight
+    features = resolve_columns(features, ds)
     items, single = check_features(features, ds, allow_pairs=True)
     _warn_features(features, items, single)
     flat = list(dict.fromkeys(f for it in items for f in it))
-    grid = check_grid_arg(grid, flat)
+    grid = check_grid_arg(grid_names(grid, ds), flat)
     classes = all_classes(model, response, target_class)
     run = prepare_model_run(model, ds, flat, columns=columns, response=response,
                             target_class=classes[0] if classes else target_class,

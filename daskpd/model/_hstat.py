@@ -21,7 +21,9 @@ from ._fpd import PDJob, engine_notice, known_rows
 from ._hstat_pass import EvalPoints, HJob, PointsJob, RestJob, finish_h, h_plan, value_classes
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._setup import ENGINES, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
+from ._arrays import open_model_input, resolve_columns
+from ._common import class_columns, require_class, response_note
+from ._setup import ENGINES, MODEL_CONSTRAINTS, prepare_model_run
 
 __all__ = ["h_statistic", "HStatisticResult", "h_items", "h_points", "h_pass", "h_notice", "HPass", "DEFAULT_POINTS"]
 
@@ -92,7 +94,7 @@ class HStatisticResult(Result):
                     "h2": np.asarray(h2, dtype="float64"), "h_raw": np.asarray(raw, dtype="float64"),
                     "statistic": pd.array([stat] * n, dtype="string"),
                     "n_points": np.full(n, self.n_points, dtype="int64"),
-                    "n_rows": np.full(n, self.n_rows, dtype="int64")}
+                    "n_rows": np.full(n, self.n_rows, dtype="int64"), **class_columns(self, n)}
             if b is not None:
                 cols.update({"h2_std": b[key]["std"], "h2_lo": b[key]["lo"], "h2_hi": b[key]["hi"]})
             f = pd.DataFrame(cols)
@@ -124,14 +126,14 @@ class HStatisticResult(Result):
         idx = {p: i for i, p in enumerate(self.pairs)}
         top = self.ranking()[:5]
         if top:
-            lines.append("  pairs H²: " + ", ".join(f"{a} x {c} {fmt(v, idx[(a, c)], 'pairs')}"
-                                                    for (a, c), v in top)
-                         + (f" (and {len(self.pairs) - len(top)} more)" if len(self.pairs) > len(top) else ""))
+            items = [f"{a} x {c} {fmt(v, idx[(a, c)], 'pairs')}" for (a, c), v in top]
+            more = [f"(and {len(self.pairs) - len(top)} more)"] if len(self.pairs) > len(top) else []
+            lines += _wrapped("  pairs H²: ", items, more)
         if self.features:
             order = np.argsort(-np.nan_to_num(self.h2_total, nan=-np.inf), kind="stable")
-            lines.append("  total H²: " + ", ".join(f"{self.features[i]} {fmt(self.h2_total[i], i, 'total')}"
-                                                    for i in order))
-        return "\n".join(lines) + repeats_note(self.params)
+            lines += _wrapped("  total H²: ", [f"{self.features[i]} {fmt(self.h2_total[i], i, 'total')}"
+                                               for i in order])
+        return "\n".join(lines) + response_note(self) + repeats_note(self.params)
 
     def metadata(self) -> dict:
         return {"method": "h_statistic", "pairs": [list(p) for p in self.pairs], "features": list(self.features),
@@ -142,6 +144,26 @@ class HStatisticResult(Result):
         from ..plotting.interaction import plot_h_statistic
 
         return plot_h_statistic(self, ax=ax, **kwargs)
+
+
+def _wrapped(head: str, items: list, tail=(), width: int = 96) -> list:
+    """``head`` and ``items`` joined by commas in lines of at most ``width`` characters
+    (an item is never cut), continued under the first item; ``tail`` ends the last line."""
+    lines, cur = [], head
+    for i, it in enumerate(items):
+        piece = it + ("," if i < len(items) - 1 else "")
+        if cur.strip() and cur != head and len(cur) + 1 + len(piece) > width:
+            lines.append(cur)
+            cur = " " * len(head) + piece
+        else:
+            cur += ("" if cur == head else " ") + piece
+    for t in tail:
+        if len(cur) + 1 + len(t) > width:
+            lines.append(cur)
+            cur = " " * len(head) + t
+        else:
+            cur += " " + t
+    return lines + [cur]
 
 
 # ---------------------------------------------------------------------------------
@@ -280,6 +302,7 @@ def h_statistic(
     band=(0.05, 0.95),
     random_state: int = 0,
     row_id=None,
+    feature_names=None,
 ) -> HStatisticResult:
     """Friedman and Popescu's H-statistic: pairwise H²_jk and each feature's total H²_j.
 
@@ -292,12 +315,13 @@ def h_statistic(
     Parameters
     ----------
     model, data, sample_weight, response, target_class, columns, categorical_features,
-    engine, batch_rows, progress, storage_options, filters
-        As :func:`daskpd.partial_dependence`.
+    engine, batch_rows, progress, storage_options, filters, feature_names
+        As :func:`daskpd.partial_dependence` (``data`` may be a numpy or dask array;
+        a multi-class classifier needs ``target_class``).
     pairs : list, optional
-        Pairs ``(a, b)``, or column names (every pair of them).  Default: every pair of
-        ``features``.  ``[]``: the totals only.
-    features : list of str, optional
+        Pairs ``(a, b)``, or columns (every pair of them), by name or index.  Default:
+        every pair of ``features``.  ``[]``: the totals only.
+    features : list of str or int, optional
         The features whose total H² is computed (and, when ``pairs`` is None, whose
         pairs are).  Default: the features of ``pairs``, or every model input.
     total : bool, default True
@@ -317,14 +341,19 @@ def h_statistic(
     -------
     HStatisticResult
     """
-    ds = open_model_data(data, storage_options, filters)
+    mi = open_model_input(data, feature_names=feature_names, model=model, sample_weight=sample_weight,
+                          storage_options=storage_options, filters=filters)  # the request's one opening
+    ds, sample_weight = mi.dataset, mi.sample_weight
+    require_class(model, response, target_class, "h_statistic")
+    pairs, features = resolve_columns(pairs, ds, "pairs"), resolve_columns(features, ds)
     probe = prepare_model_run(model, ds, [], columns=columns, response=response, target_class=target_class,
                               engine=engine, sample_weight=sample_weight, storage_options=storage_options,
                               filters=filters)
     model_cols = list(probe.predictor.columns)
     items, totals = h_items(pairs, features, model_cols, total)
     flat = list(dict.fromkeys([*(f for p in items for f in p), *totals]))
-    ds.check(flat)
+    ds.check(list(dict.fromkeys(f for p in items for f in p)), "parameter pairs")
+    ds.check(totals, "parameter features")
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,

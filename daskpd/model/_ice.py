@@ -12,8 +12,14 @@ Three outputs, from one pass over the data:
   uniform sample without replacement), or every curve when ``n_lines=None`` (driver
   memory then grows with the rows: for small data only);
 * optionally the full table, written by the workers as one parquet file per partition
-  under ``path`` (columns ``partition``, ``row``, the ``id_columns``, the feature's own
-  value, and ``ice_000`` ... one per grid value), never collected on the driver.
+  under ``path``, never collected on the driver.
+
+Every ICE table has ONE long layout (:func:`ice_frame`, :data:`ICE_COLUMNS`): one row per
+(data row, grid value) -- ``feature``, the row's id ``partition`` and ``row`` (its
+partition and its position in it), the ``id_columns`` when asked for, the grid value
+(``x``, or ``category`` for a categorical feature) and the prediction ``ice``.  The
+sampled lines (:meth:`ICEResult.lines_frame`), the written table and a job's
+``ice.parquet`` all have it, and a sampled line's id is its row's id in the written table.
 """
 from __future__ import annotations
 
@@ -29,15 +35,43 @@ from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from ..results import CurveResult, dump_json, with_metadata
 from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
+from ._common import class_columns, require_class, response_note
 from ._fpd import curves_matrix, engine_of, row_chunk
 from ._grids import build_grids, check_grid_arg
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
+from ._arrays import ColumnOrIndex, grid_names, open_model_input, resolve_columns
+from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, prepare_model_run
 
-__all__ = ["ice", "ICEResult"]
+__all__ = ["ice", "ICEResult", "ICE_COLUMNS", "ice_columns", "ice_frame"]
 
-PART_COLUMN = "__daskpd_partition__"
+#: the columns of every ICE table, in order (``x`` for a numeric feature, ``category`` for a
+#: categorical one; the ``id_columns`` of :func:`ice` go between ``row`` and them)
+ICE_COLUMNS = ("feature", "partition", "row", "x", "category", "ice")
+
+
+def ice_columns(kind: str, id_columns=()) -> list:
+    """The columns of an ICE table of a feature of ``kind``, in order."""
+    return ["feature", "partition", "row", *id_columns, "x" if kind == "numeric" else "category", "ice"]
+
+
+def ice_frame(feature: str, kind: str, grid, partition, row, values, ids: dict | None = None) -> pd.DataFrame:
+    """The long ICE table of some rows: ``values`` is ``(rows, len(grid))``; ``partition``
+    and ``row`` (one per row, or a partition number for all) are the rows' ids; ``ids``
+    are more columns of one value per row (the ``id_columns``)."""
+    values = np.asarray(values, dtype="float64")
+    k, g = values.shape
+    cols = {"feature": np.full(k * g, feature, dtype=object),
+            "partition": np.repeat(np.broadcast_to(np.asarray(partition, dtype="int32"), (k,)), g),
+            "row": np.repeat(np.asarray(row, dtype="int64"), g)}
+    for c, v in (ids or {}).items():
+        cols[c] = np.repeat(np.asarray(v), g)
+    if kind == "numeric":
+        cols["x"] = np.tile(np.asarray(grid, dtype="float64"), k)
+    else:
+        cols["category"] = np.tile(np.asarray([str(v) for v in grid], dtype=object), k)
+    cols["ice"] = values.reshape(-1)
+    return pd.DataFrame(cols)
 
 
 @dataclass(repr=False)
@@ -49,6 +83,7 @@ class ICEResult(CurveResult):
     ``lines``        sampled curves, shape ``(n_lines, len(grid))`` (centred when ``centered``)
     ``line_x``       each sampled row's own value of ``feature``
     ``line_index``   each sampled row's index label in its partition
+    ``line_partition``, ``line_row``  each sampled row's id: its partition, its position in it
     ``path``         where the full table was written (or None)
     """
 
@@ -68,6 +103,8 @@ class ICEResult(CurveResult):
     path: str | None = None
     params: dict = field(default_factory=dict)
     trials_pd: np.ndarray | None = None  # (n_trials, grid): the PD (centred when ``centered``) per trial
+    line_partition: np.ndarray | None = None
+    line_row: np.ndarray | None = None
 
     @property
     def x(self) -> np.ndarray:
@@ -90,27 +127,24 @@ class ICEResult(CurveResult):
 
     def curve(self) -> dict:
         """The PD over all rows (centred when ``centered``); the lines: :meth:`lines_frame`."""
-        return {"positions": self.grid, "pd": self.pd, "extra": band_columns(self.band())}
+        return {"positions": self.grid, "pd": self.pd,
+                "extra": {**band_columns(self.band()), **class_columns(self, len(self.grid))}}
 
     def lines_frame(self) -> pd.DataFrame:
-        """The sampled curves, long: ``feature``, ``line``, ``x`` | ``category``, ``ice``,
-        ``index`` (the row's index label in its partition)."""
-        k, g = self.lines.shape
-        pos = np.tile(np.asarray(self.grid, dtype="float64" if self.kind == "numeric" else object), k)
-        return pd.DataFrame({
-            "feature": np.full(k * g, self.feature, dtype=object),
-            "line": np.repeat(np.arange(k), g),
-            ("x" if self.kind == "numeric" else "category"): pos,
-            "ice": self.lines.reshape(-1).astype("float64"),
-            "index": np.repeat(np.asarray(self.line_index, dtype=object), g),
-        })
+        """The sampled curves as the long ICE table (the module docstring): ``feature``,
+        ``partition``, ``row``, ``x`` | ``category``, ``ice`` -- the layout of the table
+        ``path=`` writes, where each line's ``(partition, row)`` finds its row."""
+        k = len(self.lines)
+        part = np.full(k, -1) if self.line_partition is None else self.line_partition
+        row = np.arange(k) if self.line_row is None else self.line_row
+        return ice_frame(self.feature, self.kind, self.grid, part, row, self.lines)
 
     def pd_frame(self) -> pd.DataFrame:
         """Deprecated: the PD is :meth:`to_frame` (``x`` | ``category``, ``pd``)."""
         return pd.DataFrame({self.feature: self.grid, "pd": self.pd})
 
     def summary(self) -> str:
-        return f"{super().summary()}, {len(self.lines)} ICE lines{band_note(self)}"
+        return f"{super().summary()}, {len(self.lines)} ICE lines{response_note(self)}{band_note(self)}"
 
     def metadata(self) -> dict:
         return {"method": "ice", "feature": self.feature, "kind": self.kind, "centered": self.centered,
@@ -132,6 +166,7 @@ class _ICEPartial:
     hashes: np.ndarray | None
     xs: np.ndarray
     index: np.ndarray
+    ids: np.ndarray  # (rows, 2): each line's partition and position in it
     n_written: int
     keep: int | None
     trial_sums: np.ndarray | None = None  # with trials: (T, grid) trial-weighted sums of the rows' curves
@@ -142,17 +177,18 @@ class _ICEPartial:
         lines = np.concatenate([p.lines for p in parts], axis=0)
         xs = np.concatenate([p.xs for p in parts])
         index = np.concatenate([p.index for p in parts])
+        ids = np.concatenate([p.ids for p in parts], axis=0)
         hashes = None
         keep = parts[0].keep
         if keep is not None:
             hashes = np.concatenate([p.hashes for p in parts])
             if len(hashes) > keep:
                 sel = np.sort(np.argpartition(hashes, keep - 1)[:keep])
-                lines, xs, index, hashes = lines[sel], xs[sel], index[sel], hashes[sel]
+                lines, xs, index, ids, hashes = lines[sel], xs[sel], index[sel], ids[sel], hashes[sel]
         ts = None if parts[0].trial_sums is None else np.sum([p.trial_sums for p in parts], axis=0)
         tw = None if parts[0].trial_wsum is None else np.sum([p.trial_wsum for p in parts], axis=0)
         return cls(np.sum([p.sums for p in parts], axis=0), float(sum(p.wsum for p in parts)),
-                   int(sum(p.n_rows for p in parts)), lines, hashes, xs, index,
+                   int(sum(p.n_rows for p in parts)), lines, hashes, xs, index, ids,
                    int(sum(p.n_written for p in parts)), keep, ts, tw)
 
 
@@ -227,7 +263,8 @@ class ICEJob:
             hashes = None
         else:
             lines, rows, hashes = best_lines, best_rows, best_h
-        return _ICEPartial(sums, ctx.wsum(), n, lines, hashes, xs_all[rows], index_all[rows], n_written, keep,
+        ids = np.column_stack([np.full(len(rows), ctx.index, dtype="int64"), np.asarray(rows, dtype="int64")])
+        return _ICEPartial(sums, ctx.wsum(), n, lines, hashes, xs_all[rows], index_all[rows], ids, n_written, keep,
                            tsums, None if W is None else W.sum(axis=0))
 
     def _write(self, ctx, R, r0, r1, writer, fh):
@@ -236,15 +273,10 @@ class ICEJob:
         import pyarrow.parquet as pq
 
         df = ctx.df.iloc[r0:r1]
-        part = int(ctx.df[PART_COLUMN].iloc[0])
-        cols = {"partition": np.full(r1 - r0, part, dtype="int32"), "row": np.arange(r0, r1, dtype="int64")}
-        for c in self.id_columns:
-            cols[c] = df[c].to_numpy()
-        fx = df[self.feature]
-        cols[self.feature] = as_float(fx) if self.kinds[self.feature] == "numeric" else fx.astype(str).to_numpy()
-        for j in range(R.shape[0]):
-            cols[f"ice_{j:03d}"] = R[j]
-        table = pa.Table.from_pandas(pd.DataFrame(cols), preserve_index=False)
+        part = ctx.index
+        frame = ice_frame(self.feature, self.kinds[self.feature], self.grid, part, np.arange(r0, r1), R.T,
+                          {c: df[c].to_numpy() for c in self.id_columns})
+        table = pa.Table.from_pandas(frame, preserve_index=False)
         if writer is None:
             fs, root = fsspec.core.url_to_fs(self.path, **(self.storage_options or {}))
             table = with_metadata(table, {"feature": self.feature, "grid": self.grid}, key=b"daskpd_ice")
@@ -280,10 +312,10 @@ def finish_ice(job: ICEJob, part: _ICEPartial, pred, *, centered: bool, params: 
         raise DataError("data has no rows")
     if part.wsum <= 0:
         raise DataError("the sample weights sum to 0")
-    lines, xs, index = part.lines, part.xs, part.index
+    lines, xs, index, ids = part.lines, part.xs, part.index, part.ids
     if job.n_lines is not None and len(lines):
         o = np.argsort(part.hashes, kind="stable")
-        lines, xs, index = lines[o], xs[o], index[o]
+        lines, xs, index, ids = lines[o], xs[o], index[o], ids[o]
     pdv = part.sums / part.wsum
     trials = None
     if part.trial_sums is not None:
@@ -298,13 +330,14 @@ def finish_ice(job: ICEJob, part: _ICEPartial, pred, *, centered: bool, params: 
     return ICEResult(feature=f, kind=job.kinds[f], grid=job.grid, pd=pdv, lines=lines, line_x=xs, line_index=index,
                      centered=bool(centered), engine=engine_of(pred, (f,), job.kinds, need_rows=True),
                      response=pred.response, target_class=pred.target_class, n_rows=part.n_rows,
-                     weight_sum=part.wsum, path=path, params=params, trials_pd=trials)
+                     weight_sum=part.wsum, path=path, params=params, trials_pd=trials,
+                     line_partition=ids[:, 0].astype("int32"), line_row=ids[:, 1])
 
 
 @validate_params({
     **MODEL_CONSTRAINTS,
     **GRID_CONSTRAINTS,
-    "feature": ["column"],
+    "feature": [ColumnOrIndex()],
     "n_lines": [POSITIVE_INT, None],
     "centered": ["boolean"],
     "random_state": [NON_NEGATIVE_INT],
@@ -342,14 +375,16 @@ def ice(
     subsample_size: float = 0.75,
     band=(0.05, 0.95),
     row_id=None,
+    feature_names=None,
 ) -> ICEResult:
     """ICE curves of ``feature`` for every row of ``data`` (see the module docstring).
 
     Parameters
     ----------
     model, data, grid_resolution, percentiles, grid, response, target_class, columns,
-    categorical_features, engine, batch_rows, progress, storage_options, filters
-        As :func:`daskpd.partial_dependence` (one feature; ``grid`` may be an array).
+    categorical_features, engine, batch_rows, progress, storage_options, filters, feature_names
+        As :func:`daskpd.partial_dependence` (one feature, a column name or index;
+        ``grid`` may be an array; ``data`` may be a numpy or dask array).
     n_lines : int or None, default 100
         Curves returned for plotting: a uniform sample of rows chosen by a keyed hash of
         their content (reproducible for a given ``random_state``, independent of the
@@ -377,16 +412,20 @@ def ice(
     -------
     ICEResult
     """
-    ds = open_model_data(data, storage_options, filters)  # the request's one opening
-    ds.check([feature])
+    mi = open_model_input(data, feature_names=feature_names, model=model, sample_weight=sample_weight,
+                          storage_options=storage_options, filters=filters)  # the request's one opening
+    ds, sample_weight = mi.dataset, mi.sample_weight
+    require_class(model, response, target_class, "ice")
+    feature = resolve_columns(feature, ds, "feature")
+    ds.check([feature], "parameter feature")
     id_columns = id_columns or []
     ds.check(id_columns, "id_columns")
     if id_columns and path is None:
         raise InvalidParameterError("ice: parameter id_columns is only used with path= (the written ICE table)")
-    bad = [c for c in id_columns if c in ("partition", "row", feature) or c.startswith("ice_")]
+    bad = [c for c in id_columns if c in ICE_COLUMNS]
     if bad:
         raise InvalidParameterError(f"ice: parameter id_columns: {bad} clash with the ICE table's own columns")
-    grid = check_grid_arg(grid, [feature])
+    grid = check_grid_arg(grid_names(grid, ds), [feature])
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, [feature], columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
@@ -399,12 +438,6 @@ def ice(
     if path is not None:
         path = os.fspath(path)
         _prepare_path(path, storage_options, overwrite)
-
-        def _tag(p, partition_info=None):
-            return p.assign(**{PART_COLUMN: np.int32(partition_info["number"] if partition_info else 0)})
-
-        meta = ddf._meta.assign(**{PART_COLUMN: np.int32(0)})
-        ddf = ddf.map_partitions(_tag, meta=meta)
     job = ICEJob(feature, g, run.kinds, n_lines, random_state, path, id_columns, storage_options)
     plan = Plan([job], predictor=run.predictor, weight=run.weight, batch_rows=batch_rows, trials=trials)
     (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-ice")
@@ -417,6 +450,6 @@ def ice(
 
         fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
         with fs.open(f"{root.rstrip('/')}/_daskpd_ice.json", "w") as fh:
-            fh.write(dump_json({**res.metadata(), "grid": g, "columns": [f"ice_{j:03d}" for j in range(len(g))],
+            fh.write(dump_json({**res.metadata(), "grid": g, "columns": ice_columns(run.kinds[feature], id_columns),
                                 "rows_written": part.n_written}))
     return res

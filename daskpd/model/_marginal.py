@@ -31,10 +31,11 @@ from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
 from .._data.request import open_request
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks
-from ._common import BinStats, level_codes
+from ._common import BinStats, class_columns, level_codes, require_class, response_note
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params, trial_row_id
 from ._predictor import resolve_predictor
-from ._setup import MODEL_CONSTRAINTS, check_features, check_weight, model_available, open_model_data
+from ._arrays import ColumnOrValues, categorical_names, open_model_input
+from ._setup import MODEL_CONSTRAINTS, check_features, check_weight, model_available
 
 __all__ = ["marginal", "MarginalResult"]
 
@@ -71,6 +72,11 @@ class MarginalResult(CurveResult):
         return self.y_mean if self.y_mean is not None else self.pred_mean
 
     @property
+    def target_class(self):
+        """The class whose probability (decision function) ``pred_mean`` averages, or None."""
+        return (self.params.get("model") or {}).get("target_class")
+
+    @property
     def n_trials(self) -> int:
         return 1 if self.trials_pd is None else len(self.trials_pd)
 
@@ -82,7 +88,7 @@ class MarginalResult(CurveResult):
         return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.pd)
 
     def summary(self) -> str:
-        return super().summary() + band_note(self)
+        return super().summary() + response_note(self) + band_note(self)
 
     def __repr__(self) -> str:
         return (f"MarginalResult(feature={self.feature!r}, bins={len(self.x)}, target={self.target!r}, "
@@ -92,12 +98,13 @@ class MarginalResult(CurveResult):
         """``pd`` is the mean target (else the mean prediction); the bins' edges, weights,
         means and spreads follow."""
         extra = {"lo": self.lo, "hi": self.hi, "weight": self.weight, "y_mean": self.y_mean, "y_std": self.y_std,
-                 "pred_mean": self.pred_mean, "pred_std": self.pred_std, **band_columns(self.band())}
+                 "pred_mean": self.pred_mean, "pred_std": self.pred_std, **band_columns(self.band()),
+                 **class_columns(self, len(self.x))}
         return {"positions": self.x, "pd": self.pd, "count": self.count.astype("int64"), "extra": extra}
 
     def metadata(self) -> dict:
         return {"method": "marginal", "feature": self.feature, "kind": self.kind, "target": self.target,
-                "response": self.response, "n_rows": self.n_rows, "n_missing": self.n_missing,
+                "response": self.response, "target_class": self.target_class, "n_rows": self.n_rows, "n_missing": self.n_missing,
                 "n_bad_y": self.n_bad_y, "binning": self.binning, "params": self.params}
 
     def plot(self, ax=None, **kwargs):
@@ -266,7 +273,7 @@ def rows_with_finite(df: pd.DataFrame, column: str) -> pd.DataFrame:
 @validate_params({
     **MODEL_CONSTRAINTS,
     "features": NO_VALIDATION,  # check_features, against the data
-    "target": ["column", None],
+    "target": [ColumnOrValues(), None],
     "model": NO_VALIDATION,  # None, or resolve_predictor
     "bins": [POSITIVE_INT],
     "binning": [StrOptions("quantile", "uniform")],
@@ -294,17 +301,20 @@ def marginal(
     band=(0.05, 0.95),
     random_state: int = 0,
     row_id=None,
+    feature_names=None,
 ):
     """Marginal plot (M-plot) of ``target`` and/or of ``model``'s prediction per bin of each feature.
 
     Parameters
     ----------
-    data : pandas DataFrame, dask DataFrame, or parquet path / glob / directory / URL
-    features : str or list of str
-        One pass computes every feature.
-    target : str, optional
+    data : pandas DataFrame, dask DataFrame, numpy or dask array, or parquet path / glob / directory / URL
+    features : str or int, or a list of them
+        Columns by name or index; one pass computes every feature.
+    target : str or array, optional
         Numeric response column: its mean per bin (rows with a missing/inf target are
-        dropped and counted in ``n_bad_y``; the bins are computed without them).
+        dropped and counted in ``n_bad_y``; the bins are computed without them).  With
+        in-memory data (an array, a pandas DataFrame) it may be the values themselves,
+        one per row (scikit-learn's ``y``); they are named ``y`` (a Series: its name).
     model : fitted model or function, optional
         Its mean prediction per bin.  At least one of ``target`` and ``model`` is needed.
     bins : int, default 20
@@ -314,7 +324,7 @@ def marginal(
         Equal-count (exact type-1 quantile) or equal-width bins.
     sample_weight : str or array, optional
         Weighted means and spreads.
-    response, target_class, columns, categorical_features, progress, storage_options, filters
+    response, target_class, columns, categorical_features, progress, storage_options, filters, feature_names
         As :func:`daskpd.partial_dependence`.
     n_trials, bootstrap, subsample_size, band, random_state, row_id
         T > 1: bootstrap trials in the same pass (as :func:`daskpd.partial_dependence`):
@@ -327,11 +337,15 @@ def marginal(
     """
     if target is None and model is None:
         raise InvalidParameterError("marginal needs target= (a column) and/or model= (a fitted model)")
-    ds = open_model_data(data, storage_options, filters)  # the request's one opening
+    mi = open_model_input(data, feature_names=feature_names, model=model, target=target, sample_weight=sample_weight,
+                          storage_options=storage_options, filters=filters)  # the request's one opening
+    ds, target, sample_weight = mi.dataset, mi.target, mi.sample_weight
+    if model is not None:
+        require_class(model, response, target_class, "marginal")
     items, single = check_features(features, ds, allow_pairs=False)
     feats = [it[0] for it in items]
     if target is not None:
-        ds.check([target], "target")
+        ds.check([target], "parameter target")
         if target in feats:
             raise InvalidParameterError(f"feature {target!r} is the target")
     ds, wcol = check_weight(sample_weight, ds)
@@ -344,7 +358,8 @@ def marginal(
                                  target_class=target_class, engine="predict")
     elif response != "auto" or target_class is not None or columns is not None:
         raise InvalidParameterError("parameters response, target_class and columns apply only with model=")
-    kinds = open_request(ds, target, feats, categorical=categorical_features, model_free=False).kinds
+    kinds = open_request(ds, target, feats, categorical=categorical_names(categorical_features, ds),
+                         model_free=False).kinds
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     ds.check(trial_row_id(trials), "parameter row_id")
     cols = list(dict.fromkeys([*feats, *([target] if target else []), *([wcol] if wcol else []),

@@ -33,7 +33,8 @@ from ._ice import ICEJob, finish_ice, ice
 from ._marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
 from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._setup import open_model_data, prepare_model_run
+from ._arrays import open_model_data
+from ._setup import prepare_model_run
 from ._variance import finish_pd_variance, pd_variance
 
 __all__ = ["model_methods"]
@@ -75,6 +76,8 @@ class MethodsRun:
     phases: list = field(default_factory=list)
     layout: "Layout | None" = None  # what fixed the sums (to run the same plan again on more rows)
     parts: list = field(default_factory=list)  # the pass's merged partials (with ``base_parts``: their sum)
+    #: with ``apart``: ``(results of this pass's rows alone, results of base_parts alone)``
+    apart: tuple | None = None
 
 
 @dataclass
@@ -106,7 +109,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
                   target_class=None, columns=None, categorical_features=None, random_state: int = 0,
                   batch_rows: int = DEFAULT_BATCH_ROWS, progress=None, n_trials: int = 1, bootstrap: bool = True,
                   subsample_size: float = 0.75, band=(0.05, 0.95), row_id=None, layout: Layout | None = None,
-                  base_parts: list | None = None) -> MethodsRun:
+                  base_parts: list | None = None, apart: bool = False) -> MethodsRun:
     """Run ``methods`` (``{method: {parameter: value}}``, parameters as the public
     functions') for ``features`` in one merged plan (see the module docstring).
 
@@ -124,7 +127,9 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     the only pass is the methods' one), and ``base_parts`` (that call's ``parts``) are
     added to this pass's partials, so the results are those of the earlier rows and
     these together, under the earlier grids.  The result's ``layout`` and ``parts`` are
-    what a later call takes.
+    what a later call takes.  ``apart`` (with ``base_parts``): the curves of this pass's
+    rows alone and of the earlier rows alone are finished too (``MethodsRun.apart``:
+    the same finishers on each side's partials), for a new-against-old comparison.
     """
     unknown = [m for m in methods if m not in MODEL_METHODS]
     if unknown:
@@ -240,7 +245,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         labels.append(lab)
         jobs.append(hp.job)
         finish.append(("h_statistic", lambda part, hp=hp, meta=meta: hp.finish(part, pred, kinds, meta)))
-    parts = []
+    parts, own = [], None
     if jobs:
         plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
         with stage_label(" | ".join(labels) or None):
@@ -252,6 +257,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         if base_parts is not None:  # the earlier rows' partials: the same jobs, summed
             if len(base_parts) != len(parts):
                 raise ValueError(f"base_parts holds {len(base_parts)} partials; this plan makes {len(parts)}")
+            own = parts
             parts = [type(b).combine([b, p]) for b, p in zip(base_parts, parts)]
         if trials is not None:  # the rows' repeats, with the earlier rows' when they are added
             repeats = parts[-1].repeats()
@@ -260,18 +266,22 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
                 m.update(trial_params(trials, band, repeats))
 
     # 4. each method's finisher
-    results: dict = {}
-    it_parts = iter(parts)
-    for name, fin in finish:
-        brute_free = name == "partial_dependence" and pd_method != "brute"
-        part = None if brute_free else next(it_parts)
-        out = fin(part)
-        if isinstance(name, tuple):
-            results.setdefault(name[0], {})[name[1]] = out
-        else:
-            results[name] = out
-    ordered = {m: results[m] for m in MODEL_METHODS if m in results}
-    return MethodsRun(ordered, phases, Layout(feats, grids, ale_specs_, sources, mspecs, pd_method, hpts), parts)
+    def finish_all(parts):
+        results: dict = {}
+        it_parts = iter(parts)
+        for name, fin in finish:
+            brute_free = name == "partial_dependence" and pd_method != "brute"
+            part = None if brute_free else next(it_parts)
+            out = fin(part)
+            if isinstance(name, tuple):
+                results.setdefault(name[0], {})[name[1]] = out
+            else:
+                results[name] = out
+        return {m: results[m] for m in MODEL_METHODS if m in results}
+
+    sides = (finish_all(own), finish_all(base_parts)) if apart and own is not None else None
+    return MethodsRun(finish_all(parts), phases,
+                      Layout(feats, grids, ale_specs_, sources, mspecs, pd_method, hpts), parts, sides)
 
 
 def _layout(run, feats, params, target, with_target, progress, phases):

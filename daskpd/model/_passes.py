@@ -47,6 +47,11 @@ class ModelContext:
         return len(self.df)
 
     @property
+    def index(self) -> int:
+        """The partition's number in the pass (its rows' ids start with it)."""
+        return self.ctx.index
+
+    @property
     def weights(self):
         if not self._w_done:
             self._w_done = True

@@ -70,7 +70,8 @@ class Predictor:
     def describe(self) -> dict:
         return {"model": type(self.model).__name__ if self.method != "call" else getattr(self.model, "__name__", "function"),
                 "response": self.response, "target_class": json_clean(self.target_class), "columns": self.columns,
-                "tree_engine": self.tree is not None}
+                "tree_engine": self.tree is not None,
+                "classes": None if self.classes is None else json_clean(list(self.classes))}
 
     # -- inputs
 
@@ -342,8 +343,13 @@ def resolve_predictor(model, available: Sequence[str], dtypes: pd.Series | None 
                                 f"{list(map(json_clean, classes))}")
         hits = np.flatnonzero(classes == target_class)
         if len(hits) != 1:
+            import difflib
+
+            near = difflib.get_close_matches(str(target_class), [str(c) for c in classes], n=1)
             raise InvalidParameterError(f"parameter target_class={target_class!r} is not one of the model's classes "
-                            f"{list(map(json_clean, classes))}")
+                                        f"{list(map(json_clean, classes))}"
+                                        + (f"; did you mean {json_clean(classes[[str(c) for c in classes].index(near[0])])!r}?"
+                                           if near else ""))
         idx = int(hits[0])
         if method == "predict_proba":
             column = idx

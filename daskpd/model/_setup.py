@@ -18,19 +18,17 @@ import pandas as pd
 
 from .._data.request import open_request
 from .._data.kinds import is_numeric_like
-from .._data.source import Dataset, open_dataset
-from .._engine.memory import partition_bytes
+from .._data.source import Dataset
 from .._errors import DataError, InvalidParameterError
 from .._validation import (IO_CONSTRAINTS, NO_VALIDATION, POSITIVE_INT, ArrayLike, ArrayOrColumn, ColumnNames,
                            Interval, Percentiles, StrOptions)
 
+from ._arrays import WEIGHT_COLUMN, categorical_names, open_model_data, resolve_columns
 from ._predictor import Predictor, resolve_predictor
 
 __all__ = ["MODEL_CONSTRAINTS", "GRID_CONSTRAINTS", "RESPONSES", "ENGINES", "ModelRun", "prepare_model_run",
            "open_model_data", "check_features", "check_weight", "model_available", "WEIGHT_COLUMN"]
 
-#: the column an array of weights becomes (pandas input)
-WEIGHT_COLUMN = "__daskpd_weight__"
 RESPONSES = ("auto", "predict", "predict_proba", "decision_function")
 ENGINES = ("auto", "tree", "predict")
 
@@ -42,7 +40,8 @@ MODEL_CONSTRAINTS = {
     "response": [StrOptions(*RESPONSES)],
     "target_class": NO_VALIDATION,  # one of the model's classes_ (or an output column)
     "columns": [ColumnNames(allow_empty=False), None],
-    "categorical_features": [ColumnNames(), None],
+    "categorical_features": NO_VALIDATION,  # names, indices or a boolean mask: categorical_names
+    "feature_names": [ColumnNames(allow_empty=False), None],  # an array's column names
     **IO_CONSTRAINTS,
 }
 
@@ -56,19 +55,16 @@ GRID_CONSTRAINTS = {
 }
 
 
-def open_model_data(data, storage_options=None, filters=None) -> Dataset:
-    """The request's one opening of ``data`` (pandas input: partitions to use every core)."""
-    return open_dataset(data, storage_options=storage_options, filters=filters, spread=True,
-                        partition_bytes=partition_bytes())
-
-
 def check_features(features, dataset: Dataset, *, allow_pairs: bool, name: str = "features"):
     """Normalise ``features`` to (items, single).
 
     ``items`` is a list of tuples of column names (1-tuples for 1-way, 2-tuples for
     2-way).  ``single`` tells whether the caller passed one item (a str, or a pair when
-    pairs are allowed) rather than a list.
+    pairs are allowed) rather than a list.  Integer entries are column indices
+    (scikit-learn's ``features=[0]``): they become the names of those columns.
     """
+    features = resolve_columns(features, dataset, name)
+
     def one(item):
         if isinstance(item, str):
             return (item,)
@@ -92,7 +88,7 @@ def check_features(features, dataset: Dataset, *, allow_pairs: bool, name: str =
     dup = [it for i, it in enumerate(items) if it in items[:i]]
     if dup:
         raise InvalidParameterError(f"parameter {name} lists {dup[0]!r} more than once")
-    dataset.check([c for it in items for c in it])
+    dataset.check([c for it in items for c in it], f"parameter {name}")
     return items, single
 
 
@@ -116,7 +112,7 @@ def check_weight(sample_weight, dataset: Dataset) -> tuple[Dataset, str | None]:
     if sample_weight is None:
         return dataset, None
     if isinstance(sample_weight, str):
-        dataset.check([sample_weight], "sample_weight")
+        dataset.check([sample_weight], "parameter sample_weight")
         return dataset, sample_weight
     if dataset.is_pandas:
         n = len(dataset.frame)
@@ -149,14 +145,16 @@ class ModelRun:
 
 def prepare_model_run(model, data, features: Sequence[str], *, columns=None, response="auto", target_class=None,
                       engine="auto", sample_weight=None, categorical_features=None, extra_columns=(),
-                      storage_options=None, filters=None, need_model_columns=True, row_id=()) -> ModelRun:
+                      storage_options=None, filters=None, need_model_columns=True, row_id=(),
+                      reserved=()) -> ModelRun:
     """Validate the model and the columns against ``data`` (a :class:`Dataset`, or any
     input, then opened here), and project the needed columns (and ``row_id``: the
-    trials' columns that tell rows apart)."""
+    trials' columns that tell rows apart).  ``reserved`` columns (a target) are no
+    model input unless the model names them."""
     ds = open_model_data(data, storage_options, filters)
     ds, wcol = check_weight(sample_weight, ds)
     dtypes = ds.dtypes
-    model_avail = model_available(model, columns, ds.columns, [wcol])
+    model_avail = model_available(model, columns, ds.columns, [wcol, *reserved])
     pred = resolve_predictor(model, model_avail, dtypes, columns=columns, response=response,
                              target_class=target_class, engine=engine)
     if need_model_columns:
@@ -164,6 +162,7 @@ def prepare_model_run(model, data, features: Sequence[str], *, columns=None, res
         if missing:
             raise DataError(f"feature{'s' if len(missing) > 1 else ''} {missing} not among the model's input columns "
                             f"{pred.columns}")
+    categorical_features = categorical_names(categorical_features, ds)
     kinds = open_request(ds, None, list(features), categorical=categorical_features, model_free=False).kinds
     if wcol is not None and not is_numeric_like(dtypes[wcol]):
         raise DataError(f"sample_weight column {wcol!r} is not numeric (dtype {dtypes[wcol]})")

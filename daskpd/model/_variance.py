@@ -44,11 +44,13 @@ from .._errors import DataError, InvalidParameterError
 from ..results import Result, table_frame
 from ..results.curves import DEFAULT_BAND, trial_band
 from .._engine.progress import stage_label
+from ._common import class_columns, require_class
 from ._fpd import PDJob, engine_notice, known_rows, pd_results
 from ._grids import build_grids, check_grid_arg
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, open_model_data, prepare_model_run
+from ._arrays import grid_names, open_model_input, resolve_columns
+from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, prepare_model_run
 
 __all__ = ["pd_variance", "PDVarianceResult"]
 
@@ -125,14 +127,14 @@ class PDVarianceResult(Result):
             kinds = [self.pd[f].kinds[0] for f in self.features]
             frame = table_frame(self.features, kinds, self.values,
                                 {"n_rows": np.full(len(self.features), self.n_rows, dtype="int64"),
-                                 **self._band_columns("importance")})
+                                 **self._band_columns("importance"), **class_columns(self, len(self.features))})
             return frame.sort_values("rank", kind="stable").reset_index(drop=True)
         frame = pd.DataFrame({
             "feature_1": [p[0] for p in self.features], "feature_2": [p[1] for p in self.features],
             "interaction": self.values,
             "importance_2_given_1": [c[0] for c in self.conditional],
             "importance_1_given_2": [c[1] for c in self.conditional],
-            **self._band_columns("interaction"),
+            **self._band_columns("interaction"), **class_columns(self, len(self.features)),
         })
         order = frame["interaction"].sort_values(ascending=False, kind="stable", na_position="last").index
         return frame.loc[order].reset_index(drop=True)
@@ -181,18 +183,19 @@ def pd_variance(
     band=(0.05, 0.95),
     random_state: int = 0,
     row_id=None,
+    feature_names=None,
 ) -> PDVarianceResult:
     """Feature importance or pairwise interaction from the variance of partial dependence.
 
     Parameters
     ----------
     model, data, sample_weight, response, target_class, columns, categorical_features,
-    engine, batch_rows, progress, storage_options, filters
-        As :func:`daskpd.partial_dependence`.
+    engine, batch_rows, progress, storage_options, filters, feature_names
+        As :func:`daskpd.partial_dependence` (``data`` may be a numpy or dask array).
     features : list, optional
-        ``measure="importance"``: feature names (default: every model input column).
-        ``measure="interaction"``: pairs ``(a, b)``, or names (every pair of them is
-        used); default: every pair of model input columns.
+        ``measure="importance"``: features, by name or index (default: every model
+        input column).  ``measure="interaction"``: pairs ``(a, b)``, or features (every
+        pair of them is used); default: every pair of model input columns.
     measure : {"importance", "interaction"}, default "importance"
         What is measured: each feature's importance (the variance of its 1-way PD) or
         each pair's interaction.  (``method=`` is its deprecated name: ``method`` is
@@ -218,7 +221,11 @@ def pd_variance(
     """
     if grid_resolution is None:
         grid_resolution = 100 if measure == "importance" else 20
-    ds = open_model_data(data, storage_options, filters)  # the request's one opening
+    mi = open_model_input(data, feature_names=feature_names, model=model, sample_weight=sample_weight,
+                          storage_options=storage_options, filters=filters)  # the request's one opening
+    ds, sample_weight = mi.dataset, mi.sample_weight
+    require_class(model, response, target_class, "pd_variance")
+    features = resolve_columns(features, ds)
     # the model's columns first (features default to them)
     probe = prepare_model_run(model, ds, [], columns=columns, response=response, target_class=target_class,
                               engine=engine, sample_weight=sample_weight, categorical_features=None,
@@ -249,8 +256,8 @@ def pd_variance(
     if len(set(items)) != len(items):
         raise InvalidParameterError("parameter features lists an entry more than once")
     flat = list(dict.fromkeys(f for it in items for f in it))
-    ds.check(flat)
-    grid = check_grid_arg(grid, flat)
+    ds.check(flat, "parameter features")
+    grid = check_grid_arg(grid_names(grid, ds), flat)
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,

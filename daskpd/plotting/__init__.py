@@ -2,7 +2,8 @@
 
 One module per family: :mod:`.strat` (StratPD), :mod:`.catstrat` (CatStratPD),
 :mod:`.importance` (importance bars and curve grids), :mod:`.model` (FPD, ICE, ALE,
-marginal, PD variance, comparison figure), :mod:`.interaction` (the H-statistic's heat map).  Result objects' ``plot()`` methods call
+marginal, PD variance), :mod:`.comparison` (the comparison figure), :mod:`.interaction` (the
+H-statistic's heat map).  Result objects' ``plot()`` methods call
 these functions.  :class:`PartialDependenceDisplay` (:mod:`.display`) is scikit-learn's
 display, computed by daskpd (imported on first use).  What they all draw with (pyplot,
 axes, tick labels, count bars) is in :mod:`._base`, which imports nothing of daskpd.

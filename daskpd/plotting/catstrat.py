@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import FONT, MAX_LABELS, count_bars, get_axes, short_label, value_label
-from .bands import draw_band_bars, flat_limits
+from .bands import draw_band_bars, flat_limits, trials_of
 
 __all__ = ["plot_catstratpd"]
 
@@ -77,20 +77,28 @@ def _bar(res, ax, ok, labels, count, top_k, show_counts, color, show_band=True, 
     ax.set_yticks(y)
     ax.set_yticklabels([short_label(t) for t in labels[shown]], fontsize=FONT if len(shown) > 20 else 9)
     ax.axvline(0, color="#444", lw=0.8)
-    if show_counts:
-        span = (np.max(vals) - np.min(vals)) if len(vals) else 1.0
-        span = span or 1.0
-        for yi, v, c in zip(y, vals, count[shown]):
-            ax.text(v + (0.01 * span if v >= 0 else -0.01 * span), yi, f"n={int(c):,}" if c == int(c) else f"n={c:.3g}",
-                    va="center", ha="left" if v >= 0 else "right", fontsize=FONT, color="#555")
-    drawn = None
-    if show_band or show_trials:
-        drawn = draw_band_bars(ax, res, y, shown, color="#c0392b", horizontal=True, show_trials=show_trials)
-    if show_counts or drawn is not None:  # the value axis: the effects, their labels and the band
-        both = np.concatenate([vals, *(drawn or ())]) if len(vals) else np.zeros(1)
-        span = (np.nanmax(both) - np.nanmin(both)) or 1.0
-        lo, hi = min(0.0, np.nanmin(both)), max(0.0, np.nanmax(both))
-        ax.set_xlim(*flat_limits(res, lo - 0.15 * span, hi + (0.2 if show_counts else 0.05) * span))
+    # the axis holds every bar, band and trial (nothing clipped), with a little room; on the
+    # target's scale when the effects are not distinguishable from flat
+    ends = [vals, [0.0]]
+    b = res.band() if (show_band or show_trials) and hasattr(res, "band") else None
+    if b is not None:
+        ends += [b["lo"][shown], b["hi"][shown]]
+        if show_trials:
+            ends.append(np.asarray(trials_of(res))[:, shown].ravel())
+    ends = np.concatenate([np.asarray(e, dtype="float64").ravel() for e in ends])
+    ends = ends[np.isfinite(ends)]
+    lo, hi = float(ends.min()), float(ends.max())
+    pad = 0.06 * ((hi - lo) or 1.0)
+    ax.set_xlim(*flat_limits(res, lo - pad, hi + pad))
+    if show_counts:  # the rows of each category, in a column right of the axes: clear of every bar and band
+        right = ax.secondary_yaxis("right")
+        right.set_yticks(y)
+        right.set_yticklabels([f"n={int(c):,}" if c == int(c) else f"n={c:.3g}" for c in count[shown]],
+                              fontsize=FONT, color="#555")
+        right.tick_params(axis="y", length=0)
+        right.spines["right"].set_visible(False)
+    if b is not None:
+        draw_band_bars(ax, res, y, shown, color="#c0392b", horizontal=True, show_trials=show_trials)
     ax.set_xlabel(value_label(res, " (mean-centred)" if res.centered else ""))
     ax.set_ylabel(res.feature + note)
     return ax

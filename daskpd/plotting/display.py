@@ -34,39 +34,35 @@ from sklearn.inspection import PartialDependenceDisplay as _SkDisplay
 from sklearn.utils import Bunch
 
 from .._errors import InvalidParameterError
-from ..model._common import DEFAULT_METHOD, all_classes, warn_method
+from ..model._common import DEFAULT_METHOD, all_classes, show_class, warn_method
 from ..model._fpd import PDJob, pd_results, resolve_pd_method
 from ..model._grids import check_grid_arg, grids_and_quantiles
 from ..model._ice import ICEJob, finish_ice
 from ..model._passes import Plan, run_jobs
 from ..model._predictor import DEFAULT_BATCH_ROWS
-from ..model._setup import open_model_data, prepare_model_run
+from ..model._arrays import grid_names, open_model_input, resolve_columns
+from ..model._setup import prepare_model_run
 
 __all__ = ["PartialDependenceDisplay"]
 
 _DECILES = np.arange(0.1, 1.0, 0.1)
 
 
-def _entries(features, columns) -> list[tuple]:
+def _entries(features, ds) -> list[tuple]:
     """scikit-learn's ``features``: a list whose entries are a name / index or a pair."""
-    if isinstance(features, (str, numbers.Integral)):
+    features = resolve_columns(features, ds)
+    if isinstance(features, str):
         features = [features]
-
-    def name(f):
-        if isinstance(f, str):
-            return f
-        if isinstance(f, numbers.Integral) and not isinstance(f, bool) and 0 <= f < len(columns):
-            return columns[int(f)]
-        raise InvalidParameterError(f"PartialDependenceDisplay.from_estimator: parameter features: {f!r} is "
-                                    f"neither a column name nor a column index in [0, {len(columns) - 1}]")
-
+    if not isinstance(features, (list, tuple)) or not features:
+        raise InvalidParameterError("PartialDependenceDisplay.from_estimator: parameter features must be a column "
+                                    f"(name or index) or a list of columns and pairs; got {features!r}")
     out = []
     for e in features:
-        fx = (e,) if isinstance(e, (str, numbers.Integral)) else tuple(e)
-        if not 1 <= len(fx) <= 2:
+        fx = (e,) if isinstance(e, str) else tuple(e) if isinstance(e, (list, tuple)) else None
+        if fx is None or not 1 <= len(fx) <= 2 or not all(isinstance(f, str) for f in fx):
             raise InvalidParameterError("PartialDependenceDisplay.from_estimator: parameter features: each entry "
-                                        f"must be a column or a pair of columns; got {e!r}")
-        out.append(tuple(name(f) for f in fx))
+                                        f"must be a column (name or index) or a pair of columns; got {e!r}")
+        out.append(fx)
     return out
 
 
@@ -113,13 +109,15 @@ class PartialDependenceDisplay(_SkDisplay):
         """Partial dependence (and ICE) panels of ``features``, one per entry, on a grid
         of ``n_cols`` columns (scikit-learn's parameters; ``columns``, ``engine``,
         ``batch_rows``, ``progress``, ``storage_options``, ``filters`` are daskpd's, as
-        in :func:`daskpd.partial_dependence`).  ``feature_names`` names the columns of
-        ``X`` for integer entries of ``features`` (a DataFrame's own names by default).
+        in :func:`daskpd.partial_dependence`).  ``X`` may be a numpy or dask array,
+        whose columns ``feature_names`` names (else the model's ``feature_names_in_``,
+        else ``x0, x1, ...``); an integer entry of ``features`` is a column index.
         Returns the display, drawn."""
         caller = "PartialDependenceDisplay.from_estimator"
-        ds = open_model_data(X, storage_options, filters)
-        names = list(feature_names) if feature_names is not None else list(ds.columns)
-        entries = _entries(features, names)
+        mi = open_model_input(X, feature_names=feature_names, model=estimator, sample_weight=sample_weight,
+                              storage_options=storage_options, filters=filters, caller=caller)
+        ds, sample_weight = mi.dataset, mi.sample_weight
+        entries = _entries(features, ds)
         kinds_ = [kind] * len(entries) if isinstance(kind, str) else list(kind)
         if len(kinds_) != len(entries) or any(k not in ("average", "individual", "both") for k in kinds_):
             raise InvalidParameterError(f"{caller}: parameter kind must be 'average', 'individual', 'both' or a "
@@ -129,13 +127,13 @@ class PartialDependenceDisplay(_SkDisplay):
             raise InvalidParameterError(f"{caller}: ICE lines cannot be drawn for 2-way entries {bad}; give them "
                                         "kind='average'")
         flat = list(dict.fromkeys(f for e in entries for f in e))
-        ds.check(flat)
-        grid = check_grid_arg(custom_values, flat)
+        ds.check(flat, "parameter features")
+        grid = check_grid_arg(grid_names(custom_values, ds), flat)
         response = "auto" if response_method is None else response_method
         classes = all_classes(estimator, response, target)
         if classes:
             raise InvalidParameterError(f"{caller}: parameter target is required for a multi-class model: one of "
-                                        f"{classes} (the class whose panels are drawn)")
+                                        f"[{', '.join(map(show_class, classes))}] (the class whose panels are drawn)")
         run = prepare_model_run(estimator, ds, flat, columns=columns, response=response, target_class=target,
                                 engine=engine, sample_weight=sample_weight,
                                 categorical_features=categorical_features,

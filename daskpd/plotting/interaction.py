@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import FONT, MAX_LABELS, fit_figure, new_figure, short_label
+from .model import response_words
 
 __all__ = ["plot_h_statistic", "ANNOTATE"]
 
@@ -72,7 +73,9 @@ def plot_h_statistic(res, ax=None, *, top_k: int | None = None, target=None, cma
     cb.set_label("pairwise H²", fontsize=9)
     cb.ax.tick_params(labelsize=FONT)
     more = f"; top {k} of {n_all}" if n_all > k else ""
-    ax.set_title(f"Friedman's H² ({res.n_points:,} points, {res.n_rows:,} rows{more})", fontsize=10)
+    of = response_words(res)  # a classifier's class, named
+    ax.set_title(f"Friedman's H²{' of ' + of if of else ''}\n({res.n_points:,} points, {res.n_rows:,} rows{more})"
+                 if of else f"Friedman's H² ({res.n_points:,} points, {res.n_rows:,} rows{more})", fontsize=10)
     if with_totals:
         bx = axes[1]
         y = np.arange(k)

@@ -1,6 +1,7 @@
 """Plots of the model-based family: PD (1-way lines / bars, 2-way heatmap or contour),
-ICE, ALE (1-D curves, 2-D heatmap or contour), marginal plots, PD variance (summary bars and detailed panels) and the
-StratPD / FPD / ALE / marginal comparison.  matplotlib is imported only when drawing.
+ICE, ALE (1-D curves, 2-D heatmap or contour), marginal plots, PD variance (summary bars
+and detailed panels); the comparison figure is :mod:`daskpd.plotting.comparison`.
+matplotlib is imported only when drawing.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ._base import (MAX_LABELS, SEPARATE_BARS, count_bars, fit_figure, get_axes,
                     short_label, unnamed_note)
 from .bands import draw_band, draw_band_bars
 
-__all__ = ["plot_pd", "plot_ice", "plot_ale", "plot_ale2d", "plot_marginal", "plot_pd_variance", "plot_comparison"]
+__all__ = ["plot_pd", "plot_ice", "plot_ale", "plot_ale2d", "plot_marginal", "plot_pd_variance", "response_words"]
 
 _BLUE = "#1f4e8c"
 
@@ -29,15 +30,78 @@ def _target(res, target=None):
 
 def _ylabel(res, what="partial dependence", target=None):
     """``what`` of the model's response, naming the target when it is known: e.g.
-    "partial dependence of predicted price", "ALE of P[churn = yes]"."""
+    "partial dependence of predicted price", "ALE of P[churn = yes]"; a binary
+    classifier's positive class (``classes_[1]``) is said to be one."""
     resp = getattr(res, "response", None)
     tc = getattr(res, "target_class", None)
     t = _target(res, target)
+    classes = ((getattr(res, "params", None) or {}).get("model") or {}).get("classes")
+    positive = " (positive class)" if classes is not None and len(classes) == 2 and tc == classes[1] else ""
     if resp == "predict_proba":
-        return f"{what} of P[{t} = {tc}]" if t else f"{what} of P[class = {tc}]"
+        return (f"{what} of P[{t} = {tc}]" if t else f"{what} of P[class = {tc}]") + positive
     if resp == "decision_function":
-        return f"{what} of the decision function" + (f" for {t} = {tc}" if t else f" (class {tc})")
+        return f"{what} of the decision function" + (f" for {t} = {tc}" if t else f" (class {tc})") + positive
     return f"{what} of predicted {t}" if t else f"{what} of the prediction"
+
+
+def response_words(res) -> str:
+    """A classifier's response as a label ("P[class = yes] (positive class)"); empty otherwise."""
+    full = _ylabel(res, "")
+    return full[4:] if full.startswith(" of P[") or full.startswith(" of the decision") else ""
+
+
+def _output_name(res, c) -> str:
+    if res.response == "predict_proba":
+        return f"P[class = {c}]"
+    if res.response == "decision_function":
+        return f"class {c}"
+    return f"output {c}"
+
+
+def _plot_outputs(res, ax=None, *, title=None, target=None, kind="auto"):
+    """A PD holding every class (or output): 1-way, one curve per class on one axes
+    (points for categories, side by side); 2-way, one panel per class."""
+    names = [_output_name(res, c) for c in res.outputs]
+    if len(res.features) == 2:
+        axes = _grid_axes(len(res.outputs), min(3, len(res.outputs)), ax, size=(5.2, 4.4))
+        for a, c, name in zip(axes, res.outputs, names):
+            plot_pd(res.output(c), ax=a, kind=kind, title=f"2-way PD, {name}", target=target)
+        return _tidy(axes)
+    cat = res.kinds[0] == "categorical"
+    ax = get_axes(ax, figsize=_size(cat))
+    x = res.grid_values[0]
+    colors = _class_colors(len(res.outputs))
+    pos = np.arange(len(x), dtype=float) if cat else np.asarray(x, dtype=float)
+    width = 0.7 / len(res.outputs)
+    for k, (c, name) in enumerate(zip(res.outputs, names)):
+        one = res.output(c)
+        y = np.asarray(one.average, dtype=float)
+        if cat:
+            off = pos + (k - (len(res.outputs) - 1) / 2) * width if len(x) <= SEPARATE_BARS else pos
+            ax.plot(off, y, "o", color=colors[k], ms=5 if len(x) <= SEPARATE_BARS else 2.5, label=name)
+            draw_band_bars(ax, one, off, color=colors[k])
+        else:
+            ax.plot(pos, y, "-", color=colors[k], lw=2, label=name)
+            draw_band(ax, one, pos, color=colors[k])
+    hidden = label_categories(ax, pos, _labels(x)) if cat else 0
+    if cat:
+        ax.set_xlim(-0.6, len(x) - 0.4)
+    ax.set_xlabel(res.features[0] + unnamed_note(hidden))
+    what = "class probability" if res.response == "predict_proba" else (
+        "decision function" if res.response == "decision_function" else "prediction")
+    t = _target(res, target)
+    ax.set_ylabel(f"partial dependence of the {what}" + (f" ({t})" if t else ""))
+    ax.set_title(title if title is not None else f"PD ({res.method}): {res.features[0]}, "
+                 f"{len(res.outputs)} {'classes' if res.response in ('predict_proba', 'decision_function') else 'outputs'}")
+    ax.legend(loc="best", fontsize="small", ncol=1 if len(names) <= 8 else 2)
+    return ax
+
+
+def _class_colors(n: int):
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
 
 
 def _baseline(y) -> float:
@@ -75,6 +139,8 @@ def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", le
     target on the value axis."""
     if kind not in ("auto", "line", "heatmap", "contour"):
         raise ValueError(f"kind must be 'auto', 'line', 'heatmap' or 'contour'; got {kind!r}")
+    if getattr(res, "outputs", None) is not None:
+        return _plot_outputs(res, ax, title=title, target=target, kind=kind)
     if len(res.features) == 1:
         ax = get_axes(ax, figsize=_size(res.kinds[0] == "categorical"))
         x, y = res.grid_values[0], res.average
@@ -168,8 +234,14 @@ def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None,
     cat = res.kind == "categorical"
     ax = get_axes(ax, figsize=_size(cat))
     x = np.arange(len(res.x)) if cat else np.asarray(res.x, dtype=float)
-    ax.plot(x, res.ale, "-o" if len(x) < 40 else "-", color=color, lw=2 if len(x) <= SEPARATE_BARS else 1.2, ms=4,
-            label="ALE")
+    if cat:  # a value per level: points on stems from 0 (the rows are the wide grey bars), never a line
+        few = len(x) <= SEPARATE_BARS
+        if few:
+            ax.vlines(x, 0, np.asarray(res.ale, dtype=float), color=color, lw=2, alpha=0.6)
+        ax.plot(x, res.ale, "o", color=color, ms=6 if few else 2.5, label="ALE")
+    else:
+        ax.plot(x, res.ale, "-o" if len(x) < 40 else "-", color=color, lw=2 if len(x) <= SEPARATE_BARS else 1.2,
+                ms=4, label="ALE")
     if cat and (show_band or show_trials):
         draw_band_bars(ax, res, x, color=color, show_trials=show_trials)
     elif not cat:
@@ -239,20 +311,30 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
                                   ("prediction", res.pred_mean, res.pred_std, _BLUE)):
         if mean is None or show not in ("both", key):
             continue
-        label = f"mean {res.target}" if key == "y" else (f"mean predicted {res.target}" if res.target else "mean prediction")
-        ax.plot(x, mean, "-o" if len(x) <= SEPARATE_BARS else "-", color=color, lw=2 if len(x) <= SEPARATE_BARS else 1,
-                ms=3, label=label)
-        if band:
-            ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.15, lw=0)
+        label = f"mean {res.target}" if key == "y" else (f"mean {response_words(res)}" if response_words(res)
+                                                          else f"mean predicted {res.target}" if res.target
+                                                          else "mean prediction")
+        if cat:  # a mean per level: points with their +-1 std, side by side; no line between levels
+            off = 0.15 if show == "both" and res.y_mean is not None and res.pred_mean is not None else 0.0
+            xs = x + (-off if key == "y" else off) if len(x) <= SEPARATE_BARS else x
+            ax.errorbar(xs, mean, yerr=std if band else None, fmt="o", color=color,
+                        ms=5 if len(x) <= SEPARATE_BARS else 2.5, elinewidth=1, alpha=0.9, label=label)
+        else:
+            ax.plot(x, mean, "-o" if len(x) <= SEPARATE_BARS else "-", color=color,
+                    lw=2 if len(x) <= SEPARATE_BARS else 1, ms=3, label=label)
+            if band:
+                ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.15, lw=0)
         if show_band and key == ("y" if res.y_mean is not None else "prediction"):
-            draw_band_bars(ax, res, x, color=color)
+            draw_band_bars(ax, res, xs if cat else x, color=color)
         drew = True
     if not drew:
         raise ValueError(f"nothing to plot: the result has no {show!r} curve")
     hidden = label_categories(ax, x, _labels(res.x), priority=res.count) if cat else 0
     ax.set_xlabel(res.feature + unnamed_note(hidden, "rows"))
     t = _target(res, target)
-    ax.set_ylabel(f"{t + ' / prediction' if t else 'prediction'}: mean per bin (+-1 std)")
+    pred = response_words(res) or "prediction" if res.pred_mean is not None else None
+    what = " / ".join(w for w in (t if res.y_mean is not None else None, pred) if w)
+    ax.set_ylabel(f"{what}: mean per bin (+-1 std)")
     ax.set_title(title if title is not None else f"Marginal plot: {res.feature}")
     ax.legend(loc="best", fontsize="small")
     return ax
@@ -332,31 +414,3 @@ def plot_pd_variance(res, ax=None, *, kind: str = "summary", top_k: int | None =
             a.set_ylabel(f"importance of {f_var}")
             a.set_title(f"inter({f_var}|{f_fix}) = {val:.3g}")
     return _tidy(axes)
-
-
-# distinct hues (blue, red, purple, green, orange), apart also for the common colour deficiencies
-# through the line styles and markers
-_STYLE = {
-    "StratPD": dict(color="#1f4e8c", lw=2.5, ls="-"),
-    "FPD": dict(color="#c0392b", lw=2, ls="--"),
-    "ALE": dict(color="#8e44ad", lw=2, ls="-."),
-    "marginal (y)": dict(color="#2ca02c", lw=1.5, ls=":", marker="o", ms=3),
-    "marginal (prediction)": dict(color="#ff7f0e", lw=1.2, ls=":", marker="s", ms=2),
-}
-_EXTRA = ["#8c564b", "#17becf", "#7f7f7f", "#bcbd22"]
-
-
-def plot_comparison(res, ax=None, *, align="left", title=None):
-    """All curves on one axes, vertically aligned (see :func:`daskpd.model._compare.align_curves`)."""
-    ax = get_axes(ax, figsize=(7, 4.5))
-    al = res.aligned(align)
-    for i, (name, (x, y)) in enumerate(al.items()):
-        st = dict(_STYLE.get(name, dict(color=_EXTRA[i % len(_EXTRA)], lw=1.5, ls="-")))
-        ax.plot(x, y, label=name, **st)
-    ax.axhline(0, color="#bbb", lw=0.6)
-    ax.set_xlabel(res.feature)
-    what = {"left": "aligned at the common left end", "mean": "centred", None: "as computed"}[align]
-    ax.set_ylabel(f"effect on {res.target or 'prediction'} ({what})")
-    ax.set_title(title if title is not None else f"{res.feature}: StratPD vs FPD vs ALE vs marginal")
-    ax.legend(loc="best", fontsize="small")
-    return ax

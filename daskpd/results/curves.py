@@ -64,8 +64,15 @@ def align_trials(trials, center, anchor: int | None = None) -> np.ndarray:
     return flat.reshape(T.shape)
 
 
+#: the fewest degrees of freedom the effective units give a band: with two or three
+#: leaves carrying the variance, the error and the spread are the same few leaves' noise
+#: and their ratio is bounded (a self-normalised sum), lighter-tailed than Student's t
+#: at ``units - 1`` degrees of freedom
+MIN_UNITS_DF = 4.0
+
+
 def trial_band(trials, band=DEFAULT_BAND, *, center=None, align: bool = False, anchor: int | None = None,
-               clusters=None) -> dict:
+               clusters=None, units=None) -> dict:
     """The band of a curve (or of any estimate) from its trials (``trials``: ``(T,
     positions...)``), centred on the estimate ``center`` (the curve the user sees).
 
@@ -80,6 +87,10 @@ def trial_band(trials, band=DEFAULT_BAND, *, center=None, align: bool = False, a
     them the bootstrap spread is short by ``(m - 1) / m`` and itself uncertain, so
     ``std`` is scaled by ``sqrt(m / (m - 1))`` and the t quantiles take ``min(T, m) - 1``
     degrees of freedom (a small-sample cluster-robust correction); without, ``T - 1``.
+    ``units`` (one per position, NaN where unknown): the clusters the spread effectively
+    rests on (:mod:`daskpd._strat.bandunits`; fewer than ``clusters`` when a few carry
+    most of the variance); the degrees of freedom are then at most ``max(units - 1,``
+    :data:`MIN_UNITS_DF` ``)``.
     Returns ``{"std", "lo", "hi", "n"}`` per position, NaN where fewer than two trials
     have a value.
     """
@@ -104,6 +115,9 @@ def trial_band(trials, band=DEFAULT_BAND, *, center=None, align: bool = False, a
         with np.errstate(invalid="ignore", divide="ignore"):
             std = std * np.sqrt(np.where(m > 1, m / (m - 1), np.nan))
         df = np.minimum(df, np.maximum(m - 1, 1))
+    if units is not None:
+        u = np.broadcast_to(np.asarray(units, dtype="float64"), shape)
+        df = np.where(np.isfinite(u), np.minimum(df, np.maximum(u - 1, MIN_UNITS_DF)), df)
     lo = center + stdtrit(df, float(band[0])) * std
     hi = center + stdtrit(df, float(band[1])) * std
     few = (n < 2) | ~np.isfinite(center)
@@ -164,6 +178,9 @@ def flat_test(res, b: dict | None = None) -> bool | None:
     trials = res.trial_curves() if hasattr(res, "trial_curves") else res.trials_pd
     clusters = res.params.get("band_clusters")
     df = len(trials) - 1 if clusters is None else min(len(trials) - 1, int(clusters) - 1)
+    units = getattr(res, "band_units", None)
+    if units is not None and np.isfinite(units).any():  # the band's typical degrees of freedom
+        df = min(df, max(float(np.nanmedian(units)) - 1, MIN_UNITS_DF))
     q = simultaneous_q(trials, res.pd, b["std"], band[1] - band[0], df)
     if not np.isfinite(q):
         return None
@@ -300,6 +317,8 @@ class StratPDResult(CurveResult):
     segments: dict = field(default_factory=dict)  # a sample of per-leaf slope segments
     trials_pd: np.ndarray | None = None  # (n_trials, len(x)) when bootstrap trials were run
     set_counts: np.ndarray | None = None  # (1 + n_trials, len(x)): rows (trial weight) per position
+    # (len(x),) with trials: the leaves the band's spread effectively rests on (its degrees of freedom + 1)
+    band_units: np.ndarray | None = None
 
     kind = "numeric"
 
@@ -322,12 +341,13 @@ class StratPDResult(CurveResult):
     def band(self) -> dict | None:
         """``{"std", "lo", "hi", "n"}`` at every position: the band centred on ``pd``
         from the leaf-bootstrap trials (see :func:`trial_band`; ``params["band"]`` its
-        probabilities, ``params["band_clusters"]`` the leaves it resamples), None with
-        fewer than 2 trials."""
+        probabilities, ``params["band_clusters"]`` the leaves it resamples,
+        ``band_units`` the leaves its spread effectively rests on per position), None
+        with fewer than 2 trials."""
         if self.trials_pd is None or len(self.trials_pd) < 2:
             return None
         return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.pd, align=True,
-                          anchor=self._anchor(), clusters=self.params.get("band_clusters"))
+                          anchor=self._anchor(), clusters=self.params.get("band_clusters"), units=self.band_units)
 
     def is_flat(self) -> bool:
         """Whether the curve is not distinguishable from flat (:func:`flat_test`; the plot

@@ -47,7 +47,7 @@ def curves(df):
 
 def test_coverage_of_the_band_on_known_truth():
     """Over 12 seeds x 2,000 rows with 60 trials, the 90 % band holds the true curve at
-    80-98 % of the positions for StratPD and for CatStratPD (these seeds give 0.817 for
+    80-98 % of the positions for StratPD and for CatStratPD (these seeds give 0.825 for
     x1; the docs' figures, over 40 seeds and more designs, are bench_bands.py --coverage:
     a curve's errors at its positions move together, so 12 seeds weigh like 12 draws).  Both curves ride one
     scan (strat_curves_and_importances: the same finish and result as stratpd/catstratpd)."""

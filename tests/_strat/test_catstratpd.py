@@ -687,7 +687,7 @@ def test_frame_parquet_summary_and_plots(tmp_path):
     assert meta["method"] == "catstratpd" and meta["n_categories"] == 12 and meta["centered"] is True
     assert "12 categories" in res.summary() and "CatStratPDResult" in repr(res)
     ax = res.plot()
-    assert len(ax.get_yticklabels()) == 12 and "n=" in ax.texts[0].get_text()
+    assert len(ax.get_yticklabels()) == 12 and ax.child_axes[0].get_yticklabels()[0].get_text().startswith("n=")
     ax.figure.savefig(tmp_path / "bar.png")
     # 1,000 categories: a strip sorted by effect, a few named, counts on a twin axis
     leaf, cat, n, s, _ = synthetic_sums(1000, 3000, seed=3, noise=1.0)

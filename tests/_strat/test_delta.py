@@ -69,6 +69,12 @@ def _same_results(got: dict, want: dict, n_trials: int):
         assert (g.n_used, g.n_ignored, g.n_leaves, g.n_rows) == (w.n_used, w.n_ignored, w.n_leaves, w.n_rows)
         if n_trials > 1:
             _close(g.trials_pd, w.trials_pd)
+            # the band's effective units: the touched leaves' terms replaced, as a full finish counts them
+            assert g.band_units is not None and np.isfinite(w.band_units).any()
+            _close(g.band_units, w.band_units)
+            _close(g.band()["hi"], w.band()["hi"])
+        else:
+            assert g.band_units is None and w.band_units is None
         if f != "x1":  # the vocabulary of x1 grows: its sample is rehashed (module docstring of delta.py)
             for k in ("x0", "x1", "slope"):
                 _close(np.sort(g.segments[k]), np.sort(w.segments[k]))

@@ -73,11 +73,16 @@ def hidden(job_dir: Path) -> list[str]:
 # ------------------------------------------------------------------ the README demo
 @pytest.mark.cluster
 def test_readme_demo_command_on_local_cluster(tmp_path):
-    """`daskpd run jobs/demo.toml --output demo-output`, exactly as the README says (LocalCluster)."""
+    """`daskpd run jobs/demo.toml --output demo-output`, exactly as the README says (LocalCluster):
+    every method, no warning about itself, nothing but daskpd's own lines on stderr."""
     out = tmp_path / "demo-output"
     p = subprocess.run([str(DASKPD), "run", "jobs/demo.toml", "--output", str(out)], cwd=REPO,
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
+    info = [line for line in p.stderr.splitlines() if not line.startswith("daskpd: progress stage")]
+    assert all(line.startswith(("daskpd: writing the synthetic", "daskpd: fitting the job's model", "daskpd: job ",
+                                "daskpd: cluster ", "daskpd: dashboard ")) for line in info), info
+    assert "warning" not in p.stderr.lower() and "Traceback" not in p.stderr
     # a summary line per feature, and the importance table
     for f in FEATURES:
         assert any(line.split()[1:2] == [f + ":"] for line in p.stdout.splitlines()), (f, p.stdout)
@@ -96,14 +101,27 @@ def test_readme_demo_command_on_local_cluster(tmp_path):
     for f in ("curves.parquet", "importances.parquet", "manifest.json", "report.html"):
         assert (run / f).is_file(), f
     pngs = sorted(p.name for p in (run / "plots").glob("*.png"))
-    assert pngs == ["catstratpd-ModelID.png", "catstratpd-ProductGroup.png", "importance-importances.png",
-                    "stratpd-MachineHours.png", "stratpd-YearMade.png"]
+    model_based = [f"{m}-{f}.png" for m in ("ale", "ice", "marginal", "partial_dependence")
+                   for f in ("MachineHours", "ProductGroup", "YearMade")]
+    assert pngs == sorted(["catstratpd-ModelID.png", "catstratpd-ProductGroup.png", "importance-importances.png",
+                           "importance-pd_variance.png", "interaction-h_statistic.png", "stratpd-MachineHours.png",
+                           "stratpd-YearMade.png", *model_based])
+    assert (run / "ice.parquet").is_file()
+    # Friedman's H²: every pair of the model's three features and each total; the generator is additive in them
+    h = pd.read_parquet(run / "interactions.parquet")
+    pairs = h[h.statistic == "pair"]
+    assert set(map(frozenset, zip(pairs.feature_1, pairs.feature_2))) == set(
+        map(frozenset, [("YearMade", "MachineHours"), ("YearMade", "ProductGroup"), ("MachineHours", "ProductGroup")]))
+    assert len(pairs) == 3
+    assert set(h[h.statistic == "total"].feature_1) == {"YearMade", "MachineHours", "ProductGroup"}
+    assert h.h2.between(0, 0.2).all(), h[["feature_1", "feature_2", "h2"]]
     assert hidden(job_dir) == []
 
     curves = pd.read_parquet(run / "curves.parquet")
     # the shared curve head (daskpd.results), a method column first
     assert list(curves.columns[:9]) == ["method", "feature", "kind", "x", "category", "pd", "count", "supported",
                                         "n_rows"]
+    assert set(curves.method) == {"stratpd", "catstratpd", "partial_dependence", "ice", "ale", "marginal"}
     num = curves[curves.method == "stratpd"]
     cat = curves[curves.method == "catstratpd"]
     assert set(num.feature) == {"YearMade", "MachineHours"} and num.category.isna().all() and num.x.notna().all()
@@ -115,6 +133,12 @@ def test_readme_demo_command_on_local_cluster(tmp_path):
     truth = gen.truth("YearMade", ym.x.to_numpy())
     rmse = float(np.sqrt(np.mean((ym.pd.to_numpy() - truth) ** 2)))
     assert rmse < 0.1 * (truth.max() - truth.min()), rmse
+    # ProductGroup is identifiable beside ModelID in the demo's data: CatStratPD and the model's PD order the
+    # groups as their true effects do
+    true_order = [g for _, g in sorted(zip(Bulldozer.group_effect, Bulldozer.groups))]
+    for method in ("catstratpd", "partial_dependence"):
+        pg = curves[(curves.method == method) & (curves.feature == "ProductGroup")].sort_values("pd")
+        assert list(pg.category) == true_order, (method, pg[["category", "pd"]])
 
     imp = pd.read_parquet(run / "importances.parquet")
     assert list(imp.columns[:5]) == ["method", "feature", "kind", "importance", "rank"]
@@ -518,8 +542,9 @@ grid_resolution = 20
     truth = Bulldozer.year_effect(ym.x.to_numpy())
     assert np.corrcoef(ym.pd.to_numpy(), truth)[0, 1] > 0.97
     ice = pd.read_parquet(final / "ice.parquet")
-    assert list(ice.columns) == ["feature", "line", "x", "category", "ice", "index"]
-    assert ice.groupby("feature").line.nunique().to_dict() == {"MachineHours": 15, "ProductGroup": 15, "YearMade": 15}
+    assert list(ice.columns) == ["feature", "partition", "row", "x", "category", "ice"]  # the one long ICE table
+    lines = ice.groupby("feature")[["partition", "row"]].apply(lambda g: len(g.drop_duplicates())).to_dict()
+    assert lines == {"MachineHours": 15, "ProductGroup": 15, "YearMade": 15}
     imp = pd.read_parquet(final / "importances.parquet")
     assert set(imp.method) == {"pd_variance"} and imp.sort_values("rank").feature.iloc[0] == "YearMade"
     assert len(list((final / "plots").glob("*.png"))) == 1 + 2 + 4 * 3  # pd_variance chart + 2 StratPD + 12

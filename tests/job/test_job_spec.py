@@ -302,7 +302,7 @@ def test_all_problems_reported_at_once(tmp_path):
     errs = errors_of(tmp_path, 'name = "a..b"\nbogus = 1\n[source]\npath = "missing.parquet"\n', data=False)
     assert len(errs) == 4, errs
     msg = str(SpecError("job.toml", errs))
-    assert msg.startswith("job.toml: 4 problems: ")
+    assert msg.splitlines() == ["job.toml: 4 problems:", *(f"  - {e}" for e in errs)]  # one problem per line
 
 
 def test_invalid_toml_and_missing_file(tmp_path):
@@ -425,6 +425,23 @@ def test_model_trials_keys(tmp_path):
     assert len(errs) == 1 and errs[0] == "key 'model.n_trials': expected an integer in [1, 10000], got integer 0", errs
     errs = errors_of(tmp_path, text + '[partial_dependence]\nmethod = "recursion"\n')
     assert len(errs) == 1 and "recursion" in errs[0] and "model.n_trials" in errs[0], errs
+
+
+def test_model_fit_only_with_a_synthetic_source(tmp_path):
+    syn = ('name = "d"\ntarget = "SalePrice"\nmethods = ["partial_dependence"]\n'
+           '[source]\nsynthetic = "bulldozer"\nrows = 1000\n')
+    spec = load_spec(write(tmp_path, syn + '[model]\nfit = "hist_gradient_boosting"\n', data=False))
+    assert spec.model.fit == "hist_gradient_boosting" and spec.model.path == ""
+    errs = errors_of(tmp_path, syn + '[model]\nfit = "hist_gradient_boosting"\npath = "m.skops"\n', data=False)
+    assert any("give one of 'model.path' (a saved model) and 'model.fit'" in e for e in errs), errs
+    errs = errors_of(tmp_path, syn + '[model]\nfit = "hist_gradient_bosting"\n', data=False)
+    assert any("(did you mean 'hist_gradient_boosting'?)" in e for e in errs), errs
+    errs = errors_of(tmp_path, syn + "[model]\nn_trials = 2\n", data=False)
+    assert any("missing required key 'model.path'" in e for e in errs), errs
+    errs = errors_of(tmp_path, MINIMAL.replace('target = "y"', 'target = "y"\nmethods = ["ale"]')
+                     + '[model]\nfit = "hist_gradient_boosting"\n')
+    assert any("key 'model.fit': a job fits 'hist_gradient_boosting' on a synthetic source only" in e
+               for e in errs), errs
 
 
 # ------------------------------------------------------------------ table sources and incremental runs

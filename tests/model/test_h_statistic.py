@@ -211,6 +211,13 @@ def test_frame_matrix_parquet_and_pairs_arguments(tmp_path):
     every = daskpd.h_statistic(additive_x13, X, progress=False)  # every pair of the model's inputs
     assert every.pairs == PAIRS and every.features == ["x1", "x2", "x3"]
     assert "HStatisticResult(pairs=3" in repr(every)
+    # long names: the summary wraps between entries, every line within ~100 characters
+    wide = X.rename(columns=lambda c: f"a_rather_long_feature_name_{c}")
+    long = daskpd.h_statistic(lambda d: additive_x13(d.rename(columns=lambda c: c[-2:])), wide, n_points=30,
+                              progress=False)
+    lines = long.summary().splitlines()
+    assert max(map(len, lines)) <= 100 and len(lines) >= 4, lines
+    assert sum(line.count(" x a_rather") for line in lines) == 3  # every pair, none cut
 
 
 # ------------------------------------------------------------------ a real cluster and the merged plan

@@ -290,8 +290,8 @@ def test_real_cluster_pd_ice_ale_equal_local(tmp_path, local_ale, client, models
                                _sk(m, X, ["a", "b"], grid_resolution=10)["average"][0], atol=TOL)
     sk_ice = sk_pd(m, X, ["b"], method="brute", grid_resolution=10, kind="individual")["individual"][0]
     np.testing.assert_allclose(ice_remote.lines, sk_ice, atol=TOL)
-    written = pd.read_parquet(tmp_path / "ice").sort_values(["partition", "row"])
-    np.testing.assert_allclose(written.filter(like="ice_").to_numpy(), sk_ice, atol=TOL)
+    written = pd.read_parquet(tmp_path / "ice").sort_values(["partition", "row", "x"])  # the long ICE table
+    np.testing.assert_allclose(written.ice.to_numpy().reshape(len(X), -1), sk_ice, atol=TOL)
     np.testing.assert_array_equal(ale_remote.x, local_ale.x)
     np.testing.assert_allclose(ale_remote.ale, local_ale.ale, atol=1e-12)
 
@@ -322,7 +322,8 @@ def test_pd_plots_render(tmp_path, models, reg_data):
     (dict(features="nope"), "'nope' not found"),
     (dict(features=("a", "a")), "two different columns"),
     (dict(features=["a", "a"]), "more than once"),
-    (dict(features=3), "must be a column name"),
+    (dict(features=9), r"column index 9 is out of range: data has 4 columns"),  # an index: scikit-learn's form
+    (dict(features=1.5), "must be a column name"),
     (dict(grid_resolution=1), "grid_resolution must be an integer >= 2"),
     (dict(percentiles=(0.9, 0.1)), r"percentiles must be a pair of numbers \(lo, hi\) with 0 <= lo < hi <= 1"),
     (dict(percentiles=(0, 2)), r"percentiles must be .* 0 <= lo < hi <= 1; got \(0, 2\)"),

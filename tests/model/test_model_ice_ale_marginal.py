@@ -75,10 +75,16 @@ def test_ice_line_sample_is_seeded_and_independent_of_partitioning(data, hgb):
     ind = sk_pd(hgb, X, ["a"], method="brute", grid_resolution=10, kind="individual")["individual"][0]
     np.testing.assert_allclose(a.lines, ind[a.line_index.astype(int)], atol=TOL)
     np.testing.assert_allclose(a.pd, ind.mean(axis=0), atol=TOL)  # the PD uses every row
-    f = a.lines_frame()
-    assert len(f) == 25 * 10 and list(f.columns) == ["feature", "line", "x", "ice", "index"]
+    f = a.lines_frame()  # the one long ICE table: row id (partition, row), grid value, prediction
+    assert len(f) == 25 * 10 and list(f.columns) == ["feature", "partition", "row", "x", "ice"]
     np.testing.assert_allclose(f.ice.to_numpy().reshape(25, 10), a.lines)
     np.testing.assert_allclose(f.x.to_numpy()[:10], a.grid)
+    assert (f.partition == 0).all()  # one partition in memory: the row is the row's position
+    np.testing.assert_array_equal(f.row.to_numpy()[::10], a.line_index.astype(int))
+    fb = b.lines_frame()  # 7 partitions: the ids differ, each names its row there
+    starts = np.r_[0, np.cumsum([len(p) for p in dd.from_pandas(X, npartitions=7).partitions])]
+    np.testing.assert_array_equal(starts[fb.partition.to_numpy()[::10]] + fb.row.to_numpy()[::10],
+                                  a.line_index.astype(int))
     head = a.to_frame()  # the PD over all rows, in the shared curve head
     assert list(head.columns) == ["feature", "kind", "x", "pd", "count", "supported", "n_rows"]
     np.testing.assert_allclose(head.pd, a.pd)
@@ -93,14 +99,21 @@ def test_ice_full_table_written_by_the_workers(tmp_path, data, hgb):
                      id_columns=["key"])
     files = sorted(p.name for p in out.iterdir())
     assert files == ["_daskpd_ice.json", "part.00000.parquet", "part.00001.parquet", "part.00002.parquet"]
-    t = pd.read_parquet(out).sort_values(["partition", "row"]).reset_index(drop=True)
-    assert len(t) == len(X) and list(t.columns[:4]) == ["partition", "row", "key", "c"]
-    np.testing.assert_array_equal(t.key, Xk.key)
+    t = pd.read_parquet(out).sort_values(["partition", "row", "x"]).reset_index(drop=True)
+    # long: one row per (data row, grid value), the layout of lines_frame() and of a job's ice.parquet
+    assert len(t) == len(X) * 12 and list(t.columns) == ["feature", "partition", "row", "key", "x", "ice"]
+    assert (t.feature == "c").all()
+    np.testing.assert_array_equal(t.key.to_numpy()[::12], Xk.key)
+    np.testing.assert_allclose(t.x.to_numpy().reshape(-1, 12), np.tile(res.grid, (len(X), 1)))
     ind = sk_pd(hgb, X, ["c"], method="brute", grid_resolution=12, kind="individual")["individual"][0]
-    np.testing.assert_allclose(t[[f"ice_{j:03d}" for j in range(12)]].to_numpy(), ind, atol=TOL)
+    np.testing.assert_allclose(t.ice.to_numpy().reshape(-1, 12), ind, atol=TOL)
+    lines = res.lines_frame()  # the sampled lines are rows of the table, by their ids
+    both = lines.merge(t, on=["feature", "partition", "row", "x"], suffixes=("", "_table"))
+    assert len(both) == len(lines) == 5 * 12
+    np.testing.assert_array_equal(both.ice, both.ice_table)
     meta = json.loads((out / "_daskpd_ice.json").read_text())
     np.testing.assert_allclose(meta["grid"], res.grid)
-    assert meta["rows_written"] == len(X)
+    assert meta["rows_written"] == len(X) and meta["columns"] == list(t.columns)
     with pytest.raises(DataError, match="already exists"):
         daskpd.ice(hgb, X, "c", grid_resolution=12, path=out)
     again = daskpd.ice(hgb, X, "c", grid_resolution=12, path=out, overwrite=True)

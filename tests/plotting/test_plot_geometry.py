@@ -271,3 +271,71 @@ def test_job_figures_are_the_librarys():
         check_axes(ax, categorical=cat)
         if method not in ("stratpd", "catstratpd"):
             assert "price" in ax.get_ylabel()
+
+
+def catstrat_with_trials(n, seed=0):
+    """Effects of both signs, the top one with a wide band (its band used to be clipped)."""
+    rng = np.random.default_rng(seed)
+    base = catstrat(n)
+    eff = np.linspace(-3, 6, n) + rng.normal(scale=0.3, size=n)
+    eff -= eff.min()
+    eff[np.argmax(eff)] += 2.0
+    spread = np.full(n, 0.3)
+    spread[np.argmax(eff)] = 3.0  # a wide band on the top bar
+    trials = eff + rng.normal(size=(20, n)) * spread
+    trials -= trials[:, [int(np.argmin(eff))]]  # 0 at the anchor, as the library's trials are
+    base.pd, base.trials_pd = eff, trials
+    return base
+
+
+@pytest.mark.parametrize("n", [3, 12, 30])
+def test_catstratpd_counts_clear_of_bands_and_no_band_clipped(n):
+    res = catstrat_with_trials(n)
+    ax = res.plot(kind="bar")
+    fig = ax.figure
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    x0, x1 = ax.get_xlim()
+    (bands,) = [c for c in ax.collections if "band" in str(c.get_label())]
+    segs = bands.get_segments()
+    assert len(segs) == n
+    for s in segs:  # every band inside the x limits: nothing clipped at the axis
+        assert x0 <= s[:, 0].min() and s[:, 0].max() <= x1
+    band_boxes = [bands.get_transform().transform(s) for s in segs]
+    bars = [p.get_window_extent(r) for p in ax.patches if isinstance(p, Rectangle)]
+    (right,) = ax.child_axes  # the n= column
+    labels = [t.label2 for t in right.yaxis.get_major_ticks() if t.label2.get_visible() and t.label2.get_text()]
+    assert len(labels) == n and all(t.get_text().startswith("n=") for t in labels)
+    for t in labels:
+        b = t.get_window_extent(r)
+        assert b.x0 >= ax.bbox.x1 - 1 and b.x1 <= fig.bbox.x1 + 1  # right of the axes, inside the figure
+        for pts in band_boxes:
+            assert not (pts[:, 0].min() <= b.x1 and b.x0 <= pts[:, 0].max() and
+                        pts[:, 1].min() - 2 <= b.y1 and b.y0 <= pts[:, 1].max() + 2), t.get_text()
+        for bar in bars:
+            assert not overlap(b, bar), t.get_text()
+    check_axes(ax, categorical="y", draw=False)
+    # the same in a job's figure (constrained layout)
+    from daskpd.job.outputs import curve_figure
+
+    fig = curve_figure("catstratpd", res.feature, res, "price")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    x0, x1 = ax.get_xlim()
+    (bands,) = [c for c in ax.collections if "band" in str(c.get_label())]
+    assert all(x0 <= s[:, 0].min() and s[:, 0].max() <= x1 for s in bands.get_segments())
+    for t in ax.child_axes[0].get_yticklabels():
+        b = t.get_window_extent(fig.canvas.get_renderer())
+        assert b.x0 >= ax.bbox.x1 - 1 and b.x1 <= fig.bbox.x1 + 1
+
+
+def test_comparison_labels_stay_in_the_figure():
+    """A long target name: the value axis' label wraps onto two lines inside the figure."""
+    from daskpd.model import ComparisonResult
+
+    x = np.linspace(0, 15, 50)
+    res = ComparisonResult(feature="median_income", target="median_house_value",
+                           curves={"StratPD": (x, x ** 1.5), "FPD": (x, 2 * x), "ALE": (x, 1.8 * x)})
+    ax = res.plot()
+    check_axes(ax)
+    assert ax.get_ylabel() == "effect on median_house_value\n(aligned at the common left end)"

@@ -181,7 +181,7 @@ def test_classifier_axes_name_the_class():
     X = pd.DataFrame({"a": rng.normal(size=500), "b": rng.normal(size=500)})
     m = LogisticRegression().fit(X, np.where(X["a"] > 0, "yes", "no"))
     r = daskpd.partial_dependence(m, X, ["a"], grid_resolution=10)["a"]
-    assert r.plot(target="churn").get_ylabel() == "partial dependence of P[churn = yes]"
+    assert r.plot(target="churn").get_ylabel() == "partial dependence of P[churn = yes] (positive class)"
 
 
 # ------------------------------------------------------------------ ALE / StratPD counts

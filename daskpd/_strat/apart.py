@@ -1,0 +1,195 @@
+"""New rows against old under one stratification: the two comparison states.
+
+Given the state of some new rows (an incremental run's new files) and that of the rows
+before them (or of all the rows, from which the new rows' sums are taken off), both
+scanned under one :class:`~daskpd._strat.state.Stratification`, :func:`comparison_states`
+returns two states that can be finished by the scan's own kernels
+(:meth:`~daskpd._strat.state.ScanState.finish`) into two curves per feature that
+differ only by what the rows say:
+
+* **the same positions**: a numeric feature's positions are merged into at most
+  ``max_positions`` bins of about equal new-row mass (its exact values are kept when it
+  has no more), a categorical feature keeps its levels (the union of both states');
+* **the same cells**: both states keep only the (leaf, position) cells that both hold.
+  A StratPD curve's slope in a leaf is the chord between the positions the leaf holds,
+  so the curve depends on how densely the rows fill the leaves: a night's few rows
+  skip positions the old rows fill, and on a curved effect the two curves then differ
+  by a bias that has nothing to do with drift (on ``0.5 x1^2`` with 11 values, 3 % of
+  the curve's range at 20,000 new rows against 100,000 old ones: 40 standard errors).
+  Restricted to the same cells, both curves are made of the same chords, and under an
+  unchanged generator their difference has mean zero.
+
+Both states finish with ``n_trials`` trials: a state's sums hold no trial set (a trial
+is a Poisson weight of every leaf, :mod:`daskpd._strat.leafboot`), so the comparison
+picks its own trial count, and trial ``t`` of the two curves weights every leaf alike:
+the trials are paired by leaf.  Only the cells the new rows touch are finished, so the
+cost follows the new rows; the old sums are read once (memory-mapped) to merge them
+into the comparison's positions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .._data.encode import KeyCoder
+from .._engine.sums import Table
+from .state import FeatureState, ScanState, Stratification, union_coder
+
+__all__ = ["comparison_states", "Comparison", "MAX_POSITIONS", "CHUNK_CELLS"]
+
+#: a numeric feature's positions in the comparison: at most this many (bins of about
+#: equal new-row mass; exact values when it has no more)
+MAX_POSITIONS = 12
+#: the old sums are merged into the comparison's positions this many cells at a time
+CHUNK_CELLS = 1 << 21
+
+
+@dataclass
+class Comparison:
+    """What :func:`comparison_states` made: the two states (``new``, ``old``) and per
+    feature the rows of each side inside the shared cells and in all (``rows``:
+    ``{feature: (new_kept, new_all, old_kept, old_all)}``)."""
+
+    new: ScanState
+    old: ScanState
+    rows: dict
+
+
+def _labels(coder: KeyCoder) -> pd.Index:
+    vals = pd.Index(np.asarray(coder.values, dtype=object), dtype=object)
+    return vals
+
+
+def _target(coder: KeyCoder, new_counts: np.ndarray, max_positions: int):
+    """The comparison's coder of a feature and, for the union coder ``coder``, its code
+    -> comparison code (numeric: monotone) and each code's x (exact values; None when
+    binned)."""
+    K = coder.n_keys
+    if coder.kind == "categorical":
+        return coder, np.arange(K, dtype=np.int64), None
+    xval = None if coder.binned else np.asarray(coder.values, dtype="float64")
+    if K <= max_positions:
+        return coder, np.arange(K, dtype=np.int64), xval
+    c = np.cumsum(new_counts)
+    total = c[-1] if len(c) else 0.0
+    if total <= 0:
+        cut = np.linspace(0, K, max_positions + 1).round().astype(np.int64)[1:-1]
+    else:  # boundaries at equal shares of the new rows
+        cut = np.searchsorted(c, total * np.arange(1, max_positions) / max_positions, side="left") + 1
+    cut = np.unique(np.clip(cut, 1, K - 1))
+    mapping = np.searchsorted(cut, np.arange(K), side="right").astype(np.int64)
+    if coder.binned:
+        edges = np.asarray(coder.edges, dtype="float64")
+        new_edges = np.r_[edges[0], edges[cut], edges[-1]]
+    else:
+        new_edges = np.r_[-np.inf, (xval[cut - 1] + xval[cut]) / 2, np.inf]
+    return KeyCoder("numeric", edges=new_edges), mapping, xval
+
+
+def _to_union(st: FeatureState, union: KeyCoder) -> np.ndarray:
+    """The state's code -> the union coder's code."""
+    c = st.coder
+    if c.binned:
+        return np.arange(c.n_keys, dtype=np.int64)
+    if c.kind == "numeric":
+        return np.searchsorted(np.asarray(union.values, "float64"), np.asarray(c.values, "float64")).astype(np.int64)
+    m = _labels(union).get_indexer(_labels(c)).astype(np.int64)
+    if c.nan_level:
+        m = np.append(m, union.n_keys - 1)
+    return m
+
+
+def _reduce(leaf, key, vals, n_keys: int) -> Table:
+    """Sums per (leaf, key) of raw cells, sorted."""
+    if not len(leaf):
+        return Table.empty(vals.shape[1])
+    comb = leaf.astype(np.int64) * n_keys + key
+    u, inv = np.unique(comb, return_inverse=True)
+    out = np.zeros((len(u), vals.shape[1]))
+    for j in range(vals.shape[1]):
+        out[:, j] = np.bincount(inv, weights=vals[:, j], minlength=len(u))
+    return Table((u // n_keys).astype(np.int32), (u % n_keys).astype(np.int64), out)
+
+
+def _side(st: FeatureState, to_union: np.ndarray, mapping: np.ndarray, xval, target: KeyCoder) -> Table:
+    """A feature's sums in the comparison's codes: every run of the state read once,
+    ``CHUNK_CELLS`` cells at a time (memory-mapped runs stay on disk)."""
+    code = mapping[to_union]  # state code -> comparison code
+    x_of = None if xval is None or not target.binned else xval[to_union]
+    width = 3 if target.binned else 2
+    parts = []
+    for run in st.runs:
+        for v in run.views(st.coder):
+            for a in range(0, len(v), CHUNK_CELLS):
+                b = min(len(v), a + CHUNK_CELLS)
+                k = v.kmap[np.asarray(v.key[a:b], np.int64)]
+                n = np.asarray(v.column(0)[a:b], dtype="float64")
+                cols = [n, np.asarray(v.column(1)[a:b], dtype="float64")]
+                if width == 3:
+                    cols.append(np.asarray(v.column(2)[a:b], dtype="float64") if st.coder.binned else n * x_of[k])
+                parts.append(_reduce(np.asarray(v.leaf[a:b], np.int64), code[k], np.column_stack(cols),
+                                     target.n_keys))
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return Table.empty(width)
+    if len(parts) == 1:
+        return parts[0]
+    return _reduce(np.concatenate([p.leaf for p in parts]), np.concatenate([p.key for p in parts]),
+                   np.concatenate([p.values for p in parts]), target.n_keys)
+
+
+def _cells(t: Table, n_keys: int) -> np.ndarray:
+    return t.leaf.astype(np.int64) * n_keys + t.key
+
+
+def _take(t: Table, idx: np.ndarray) -> Table:
+    return Table(t.leaf[idx], t.key[idx], t.values[idx])
+
+
+def comparison_states(new: ScanState, stratification: Stratification, n_trials: int, *, old: ScanState | None = None,
+                      whole: ScanState | None = None, max_positions: int = MAX_POSITIONS) -> Comparison:
+    """The new rows' and the old rows' comparison states (see the module docstring):
+    ``old``, the state of the rows before the new ones, or ``whole``, the state of all
+    the rows (the old ones and the new ones), from which the new rows' sums are taken
+    off (their counts exactly; a cell left without rows is dropped)."""
+    if (old is None) == (whole is None):
+        raise ValueError("give exactly one of old= (the rows before the new ones) and whole= (all the rows)")
+    base = old if old is not None else whole
+    for s in (new, base):
+        if s.stratification_id != stratification.id:
+            raise ValueError(f"a state was scanned under stratification {s.stratification_id}, not {stratification.id}")
+    feats_new, feats_old, rows = {}, {}, {}
+    for f, a in new.features.items():
+        b = base.features[f]
+        union = union_coder(b.coder, a.coder, new.dtypes.get(f) if new.dtypes.get(f) is not None else base.dtypes.get(f))
+        ua = _to_union(a, union)
+        fine = _side(a, ua, np.arange(union.n_keys, dtype=np.int64), None, union)
+        counts = np.bincount(fine.key, weights=fine.values[:, 0], minlength=union.n_keys)
+        target, mapping, xval = _target(union, counts, max_positions)
+        tn = _side(a, ua, mapping, xval, target)
+        tb = _side(b, _to_union(b, union), mapping, xval, target)
+        K = target.n_keys
+        cn, cb = _cells(tn, K), _cells(tb, K)
+        both, i_n, i_b = np.intersect1d(cn, cb, assume_unique=True, return_indices=True)
+        if whole is not None:  # old = whole - new, on the new rows' cells (the others are the old rows' alone)
+            vals = tb.values[i_b] - tn.values[i_n]
+            keep = vals[:, 0] > 0.5  # counts are whole numbers: a cell the new rows alone fill is dropped
+            old_rows = float(tb.values[:, 0].sum() - tn.values[:, 0].sum())
+            tb = Table(tb.leaf[i_b][keep], tb.key[i_b][keep], vals[keep])
+            i_n = i_n[keep]
+            counters_old = tuple(int(x) - int(y) for x, y in zip(b.counters, a.counters))
+        else:
+            old_rows = float(tb.values[:, 0].sum())
+            tb = _take(tb, i_b)
+            counters_old = tuple(b.counters)
+        new_rows = float(tn.values[:, 0].sum())
+        tn = _take(tn, i_n)
+        rows[f] = (float(tn.values[:, 0].sum()), new_rows, float(tb.values[:, 0].sum()), old_rows)
+        feats_new[f] = FeatureState(target, tn, a.counters)
+        feats_old[f] = FeatureState(target, tb, counters_old)
+    n_old = base.n_rows - (new.n_rows if whole is not None else 0)
+    mk = lambda s, feats, n: ScanState(s.stratification_id, s.target, int(n_trials), feats, int(n), s.y_range,  # noqa: E731
+                                        s.n_partitions, dict(s.dtypes))
+    return Comparison(mk(new, feats_new, new.n_rows), mk(base, feats_old, n_old), rows)

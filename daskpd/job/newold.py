@@ -1,0 +1,304 @@
+"""A run's new-against-old comparisons (docs/drift.md): which rows are new, the two
+curves of every feature under one stratification (or one model-based layout), and the
+drift test (:mod:`.drift`).
+
+The **nightly** comparison is the default: the files appended since the base run (the
+newest run keeping a state) against the rows of that run, on every run of an
+incremental job whose old files did not change -- an incremental night (the new files'
+sums against the kept ones) and a night that refits the trees (the new files scanned
+once more under the new trees, their sums taken off all the rows'). ``[history]
+baseline`` (a run id) and ``[history] window`` (N) add one more: the files appended
+since that run (the N-th newest run keeping a state) against its rows, the files since
+scanned under this run's trees.  Model-based curves are compared on incremental nights
+(the new files' partials against the kept ones, under the kept grids and bins).
+
+Each comparison is one family: its curves' p-values are adjusted together
+(:func:`daskpd.job.drift.decide`), and the run writes them into ``drift/``
+(:func:`write`) and its manifest (:func:`manifest_record`).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .drift import POINT_COLUMNS, DriftRecord, compare_curves, critical, decide
+from .seal import DIGEST, SEAL_NAME, StateDamaged, file_digest
+from .store import list_runs
+
+__all__ = ["Reference", "Comparison", "references", "model_free", "compare_states", "model_based", "model_night", "finish", "write",
+           "manifest_record", "record_frame", "points_frame", "RECORD_COLUMNS", "DRIFT_DIR", "TESTS"]
+
+#: the run directory's sub-directory holding its comparisons
+DRIFT_DIR = "drift"
+#: the comparisons a run can make, in the order the tables list them
+TESTS = ("new-vs-old", "baseline", "window")
+#: below this share of the new rows in the cells both sides hold, the record says so
+SHARED_NOTE = 0.5
+
+
+@dataclass
+class Reference:
+    """What a comparison compares: ``test`` (one of :data:`TESTS`), the reference run
+    (``run_id``: its rows are the old ones), the new files (full paths) and, when it
+    cannot be made, why (``skip``)."""
+
+    test: str
+    run_id: str | None
+    new_files: list = field(default_factory=list)
+    skip: str = ""
+
+
+@dataclass
+class Comparison:
+    """One comparison of a run: its reference, its records (decided by :func:`finish`)
+    and its settings."""
+
+    reference: Reference
+    records: list = field(default_factory=list)
+    alpha: float = 0.01
+    threshold: float = 0.1
+    n_trials: int = 0
+
+
+def _files_of(job_dir: Path, run_id: str) -> list[dict]:
+    """The input files a run's state covers (``state/files.json``), its size and
+    checksum checked against the state's seal first."""
+    sdir = job_dir / run_id / "state"
+    where = f"{run_id}/state/files.json"
+    try:
+        seal = json.loads((sdir / SEAL_NAME).read_bytes())
+        want = seal["files"]["files.json"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise StateDamaged(f"{run_id}/state/{SEAL_NAME}", "cannot be read or does not list files.json") from None
+    path = sdir / "files.json"
+    try:
+        if path.stat().st_size != want.get("bytes") or file_digest(path) != want.get(DIGEST):
+            raise StateDamaged(where, "does not match its seal")
+        got = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise StateDamaged(where, f"cannot be read ({type(exc).__name__})") from None
+    return list(got.get("files") or [])
+
+
+def _since(job_dir: Path, run_id: str, stamps: list) -> tuple[list, str]:
+    """(the files appended since ``run_id``, "") or ([], why not)."""
+    try:
+        old = _files_of(job_dir, run_id)
+    except StateDamaged as exc:
+        return [], f"the file list of run {run_id} cannot be used: {exc}"
+    now = {f["rel"]: f for f in stamps}
+    for f in old:
+        cur = now.get(f["rel"])
+        if cur is None:
+            return [], f"file {f['rel']!r} of run {run_id} was removed since"
+        if (cur["size"], cur["stamp"]) != (f["size"], f["stamp"]):
+            return [], f"file {f['rel']!r} of run {run_id} changed since"
+    seen = {f["rel"] for f in old}
+    new = [f["path"] for f in stamps if f["rel"] not in seen]
+    return new, "" if new else f"no file appended since run {run_id}"
+
+
+def references(spec, job_dir: Path, plan) -> list[Reference]:
+    """The comparisons this run makes (see the module docstring), each with its new files
+    or why it cannot be made."""
+    out = []
+    if plan is None or not spec.run.incremental:
+        return out
+    if plan.mode == "incremental":
+        out.append(Reference("new-vs-old", plan.base_run, list(plan.new_files),
+                             "" if plan.new_files else f"no file appended since run {plan.base_run}"))
+    elif plan.appended is not None:
+        out.append(Reference("new-vs-old", plan.base_run, list(plan.appended),
+                             "" if plan.appended else f"no file appended since run {plan.base_run}"))
+    else:
+        out.append(Reference("new-vs-old", plan.base_run, [],
+                             f"this run is full ({plan.reason})" if plan.base_run else "no earlier run keeps a state"))
+    h = spec.history
+    if h.baseline is None and h.window is None:
+        return out
+    kept = [r for r in list_runs(job_dir) if (job_dir / r / "state").is_dir()]
+    if h.baseline is not None:
+        test, ref = "baseline", h.baseline
+        why = "" if ref in kept else f"run {ref} ([history] baseline) is not a complete run keeping a state"
+    else:
+        test = "window"
+        ref = kept[-h.window] if len(kept) >= h.window else None
+        why = "" if ref else f"[history] window = {h.window}: only {len(kept)} earlier run(s) keep a state"
+    new, why2 = _since(job_dir, ref, plan.stamps) if not why else ([], why)
+    out.append(Reference(test, ref, new, why or why2))
+    return out
+
+
+def _note(rows) -> str:
+    new_kept, new_all, old_kept, old_all = rows
+    if new_all > 0 and new_kept < SHARED_NOTE * new_all:
+        return (f"only {new_kept / new_all:.0%} of the new rows fall in cells the old rows hold (new positions, "
+                "categories or leaves): the rest is not compared")
+    return ""
+
+
+def model_free(spec, ref: Reference, stratification, curves: dict, finish_options: dict, *, new_state=None,
+               old_state=None, whole_state=None) -> list[DriftRecord]:
+    """The records of the model-free curves (``curves``: ``{(method, feature): result}``)
+    of one comparison of a run (:func:`compare_states` with ``[history] n_trials``)."""
+    methods = {f: m for (m, f) in curves if m in ("stratpd", "catstratpd")}
+    return compare_states(new_state, stratification, methods, spec.history.n_trials, finish_options,
+                          old_state=old_state, whole_state=whole_state)
+
+
+def compare_states(new_state, stratification, methods: dict, n_trials: int, finish_options: dict | None = None, *,
+                   old_state=None, whole_state=None, max_positions: int | None = None) -> list[DriftRecord]:
+    """The new rows' curves against the old rows', feature by feature (undecided
+    records: :func:`daskpd.job.drift.decide` tests them together).  ``new_state``: the
+    sums of the new rows; ``old_state`` those of the rows before them, or
+    ``whole_state`` those of all the rows (the new rows' sums are taken off), all
+    scanned under ``stratification``; ``methods``: ``{feature: "stratpd" |
+    "catstratpd"}``, the features to compare.  Both sides are put on shared positions
+    and cells (:func:`daskpd._strat.apart.comparison_states`) and finished with
+    ``n_trials`` leaf-bootstrap trials, paired by leaf; a numeric feature on at most
+    ``max_positions`` positions (default :data:`daskpd._strat.apart.MAX_POSITIONS`)."""
+    from .._strat.apart import MAX_POSITIONS, comparison_states
+
+    feats = [f for f in new_state.features if f in methods]
+    if not feats:
+        return []
+    cmp_ = comparison_states(new_state.subset(feats), stratification, n_trials,
+                             old=None if old_state is None else old_state.subset(feats),
+                             whole=None if whole_state is None else whole_state.subset(feats),
+                             max_positions=max_positions or MAX_POSITIONS)
+    new = cmp_.new.finish(stratification, finish_options)
+    old = cmp_.old.finish(stratification, finish_options)
+    out = []
+    for f in feats:
+        coder = cmp_.new.features[f].coder
+        rows = cmp_.rows[f]
+        out.append(compare_curves(new[f], old[f], method=methods[f], feature=f, paired=True,
+                                  edges=coder.edges if coder.binned else None, rows_new=rows[1], rows_old=rows[3],
+                                  note=_note(rows)))
+    return out
+
+
+def model_based(new_results: dict, old_results: dict, rows_new: float, rows_old: float) -> list[DriftRecord]:
+    """The records of the model-based curves of an incremental night: ``{(method,
+    feature): result}`` of the new files' partials and of the kept ones, under the kept
+    layout; their trials are row bootstraps of disjoint rows (independent)."""
+    out = []
+    for (m, f), r in new_results.items():
+        o = old_results.get((m, f))
+        if o is None:
+            continue
+        out.append(compare_curves(r, o, method=m, feature=f, paired=False, rows_new=rows_new, rows_old=rows_old))
+    return out
+
+
+def model_night(methods, features, out) -> list[DriftRecord]:
+    """:func:`model_based` of an incremental night's model-based plan: ``out`` (a
+    :class:`daskpd.model._multi.MethodsRun` made with ``apart=True``) holds the new files'
+    results and the kept rows' (each counting its rows)."""
+
+    def flat(results):
+        return {(m, f): results[m][f] for m in methods if m in results
+                and m not in ("pd_variance", "h_statistic") for f in features if f in results[m]}
+
+    new, old = flat(out.apart[0]), flat(out.apart[1])
+    rows = [(float(getattr(r, "n_rows", np.nan)), float(getattr(old[k], "n_rows", np.nan)))
+            for k, r in new.items() if k in old]
+    return model_based(new, old, *(rows[0] if rows else (np.nan, np.nan)))
+
+
+#: the columns of a comparison's table (:func:`record_frame`)
+RECORD_COLUMNS = ["method", "feature", "kind", "status", "drift", "drift_sig", "z", "z_crit", "p_value", "level",
+                  "mdc", "n_trials", "trials_needed", "n_points", "scale", "paired", "rows_new", "rows_old", "where",
+                  "why"]
+def record_frame(records: list[DriftRecord]) -> pd.DataFrame:
+    """One row a curve (:data:`RECORD_COLUMNS`)."""
+    rows = [{c: (r.n_points if c == "n_points" else getattr(r, c)) for c in RECORD_COLUMNS} for r in records]
+    return pd.DataFrame(rows, columns=RECORD_COLUMNS)
+
+
+def points_frame(records: list[DriftRecord]) -> pd.DataFrame:
+    """Every record's points (:data:`POINT_COLUMNS`), with the change's simultaneous band
+    at the curve's level (``change_lo``, ``change_hi``: ``change -+ z_crit(p) se``) and
+    whether the point is beyond it (``significant``)."""
+    frames = []
+    for r in records:
+        p = r.points.copy()
+        if not len(p):
+            continue
+        if np.isfinite(r.level):
+            crit = critical(r.level, r.n_points, p["df"].to_numpy())
+        else:
+            crit = np.full(len(p), np.nan)
+        p["change_lo"] = p["change"] - crit * p["se"]
+        p["change_hi"] = p["change"] + crit * p["se"]
+        p["significant"] = p["testable"].to_numpy() & (np.abs(p["t"].to_numpy()) > crit)
+        frames.append(p[POINT_COLUMNS])
+    if not frames:
+        return pd.DataFrame(columns=POINT_COLUMNS)
+    return pd.concat(frames, ignore_index=True)
+
+
+def finish(cmp_: Comparison) -> Comparison:
+    """Decide the comparison's records together (:func:`daskpd.job.drift.decide`)."""
+    decide(cmp_.records, cmp_.alpha, cmp_.threshold)
+    return cmp_
+
+
+def tables(comparisons: list[Comparison], run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(one row a curve and comparison, one row a point), with ``run_id``, ``test`` and
+    ``ref_run_id`` first."""
+    recs, pts = [], []
+    for c in comparisons:
+        if not c.records:
+            continue
+        head = {"run_id": run_id, "test": c.reference.test, "ref_run_id": c.reference.run_id}
+        t = record_frame(c.records)
+        recs.append(pd.concat([pd.DataFrame([head] * len(t)), t], axis=1))
+        p = points_frame(c.records)
+        if len(p):
+            pts.append(pd.concat([pd.DataFrame([head] * len(p)), p], axis=1))
+    rec = pd.concat(recs, ignore_index=True) if recs else pd.DataFrame()
+    return rec, (pd.concat(pts, ignore_index=True) if pts else pd.DataFrame())
+
+
+def write(run_dir: Path, comparisons: list[Comparison], run_id: str) -> list[str]:
+    """``drift/comparisons.parquet`` and ``drift/points.parquet`` in the (temporary) run
+    directory; their paths relative to it (none without a record)."""
+    from ..results.base import write_parquet
+
+    rec, pts = tables(comparisons, run_id)
+    if not len(rec):
+        return []
+    d = Path(run_dir) / DRIFT_DIR
+    d.mkdir(exist_ok=True)
+    write_parquet(rec, d / "comparisons.parquet")
+    write_parquet(pts if len(pts) else pd.DataFrame(columns=["run_id"]), d / "points.parquet")
+    return [f"{DRIFT_DIR}/comparisons.parquet", f"{DRIFT_DIR}/points.parquet"]
+
+
+def manifest_record(comparisons: list[Comparison]) -> list[dict]:
+    """The manifest's ``drift``: per comparison its test, reference, new files, rows,
+    settings, status counts and drifted curves (or why it was not made)."""
+    out = []
+    for c in comparisons:
+        ref = c.reference
+        item = {"test": ref.test, "ref_run_id": ref.run_id, "new_files": len(ref.new_files)}
+        if ref.skip or not c.records:
+            item["skipped"] = ref.skip or "no curve to compare"
+            out.append(item)
+            continue
+        counts = {s: sum(r.status == s for r in c.records) for s in ("drifted", "ok", "untested")}
+        rows_new = [r.rows_new for r in c.records if np.isfinite(r.rows_new)]
+        rows_old = [r.rows_old for r in c.records if np.isfinite(r.rows_old)]
+        item.update({"alpha": c.alpha, "threshold": c.threshold, "n_trials": c.n_trials,
+                     "rows_new": int(max(rows_new)) if rows_new else None,
+                     "rows_old": int(max(rows_old)) if rows_old else None,
+                     "status": "drift" if counts["drifted"] else "no-drift", "counts": counts,
+                     "drifted": [{"method": r.method, "feature": r.feature, "drift_sig": r.drift_sig, "z": r.z,
+                                  "z_crit": r.z_crit, "where": r.where} for r in c.records if r.status == "drifted"]})
+        out.append(item)
+    return out

@@ -1,0 +1,80 @@
+"""The new-against-old comparison of two states under one stratification (in memory):
+the old side taken as its own state or as all the rows less the new ones gives the same
+curves and test; the same rows on both sides give a change of exactly 0; Holm's levels
+and the Bonferroni-t critical values are those of the textbook; too few trials say how
+many would do."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import daskpd
+from daskpd.job.drift import _holm, critical, decide
+from daskpd.job.newold import compare_states, points_frame, record_frame
+
+EFFECTS = np.array([0.0, 1.0, 3.0, 2.5])
+METHODS = {"x1": "stratpd", "x2": "stratpd", "c": "catstratpd"}
+
+
+def frame(seed: int, n: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    x1 = rng.integers(0, 11, n).astype(float)
+    x2 = rng.uniform(0, 1, n)
+    c = rng.integers(0, 4, n)
+    y = 0.5 * x1 ** 2 + 4 * x2 + EFFECTS[c] + rng.normal(0, 1, n)
+    return pd.DataFrame({"x1": x1, "x2": x2, "c": c.astype(str), "y": y})
+
+
+KW = dict(target="y", categorical_features=["c"], n_trials=1, progress=False, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def states():
+    old, new = frame(0, 8000), frame(1, 1500)
+    base = daskpd.strat_curves_and_importances(old, keep_state=True, **KW)
+    strat = base.stratification
+    got = daskpd.strat_curves_and_importances(new, stratification=strat, base_state=base.state, keep_state=True,
+                                              **KW)
+    return strat, base.state, got.new_state, got.state
+
+
+def test_the_old_rows_alone_or_all_rows_less_the_new_give_the_same_test(states):
+    strat, old, new, whole = states
+    a = decide(compare_states(new, strat, METHODS, 40, old_state=old))
+    b = decide(compare_states(new, strat, METHODS, 40, whole_state=whole))
+    pa, pb = points_frame(a), points_frame(b)
+    assert len(pa) > 20 and list(pa["feature"].unique()) == ["x1", "x2", "c"]
+    cols = ["x", "new", "old", "change", "se", "t"]
+    np.testing.assert_allclose(pa[cols].to_numpy(float), pb[cols].to_numpy(float), rtol=1e-9, atol=1e-9)
+    ra, rb = record_frame(a), record_frame(b)
+    assert ra["status"].tolist() == rb["status"].tolist() == ["ok", "ok", "ok"]  # one generator: no drift
+    assert (ra["rows_new"] == 1500).all() and (ra["rows_old"] == 8000).all() and (rb["rows_old"] == 8000).all()
+    # the continuous x2 is compared on at most 12 positions of about equal new-row mass
+    assert pa[pa["feature"] == "x2"].shape[0] <= 12
+
+
+def test_the_same_rows_on_both_sides_change_nothing(states):
+    strat, old, _, _ = states
+    recs = decide(compare_states(old, strat, METHODS, 30, old_state=old))
+    pts = points_frame(recs)
+    assert np.abs(pts["change"].to_numpy(float)).max() < 1e-9
+    assert [r.status for r in recs] == ["ok", "ok", "ok"] and all(r.drift < 1e-9 for r in recs)
+
+
+def test_too_few_trials_name_the_trials_needed(states):
+    strat, old, new, _ = states
+    recs = decide(compare_states(new, strat, METHODS, 3, old_state=old))
+    x1 = next(r for r in recs if r.feature == "x1")
+    assert x1.n_trials == 3 and np.isfinite(x1.trials_needed) and x1.trials_needed > 3
+    assert f"3 trials are too few to find a change of 0.1: T >= {int(x1.trials_needed)} would" in x1.why
+
+
+def test_holm_levels_and_bonferroni_t_critical_values():
+    # p-values 0.001, 0.004, 0.02 at 0.01: the first two rejected at 0.01/3 and 0.01/2, the third tested at 0.01
+    assert _holm([0.02, 0.001, 0.004], 0.01) == pytest.approx([0.01, 0.01 / 3, 0.01 / 2])
+    # the second not rejected (0.006 > 0.005): it and everything after keep its level
+    assert _holm([0.001, 0.006, 0.007], 0.01) == pytest.approx([0.01 / 3, 0.005, 0.005])
+    assert float(critical(0.05, 1, np.inf)) == pytest.approx(stats.norm.ppf(0.975))
+    assert float(critical(0.01, 10, 19)) == pytest.approx(stats.t.ppf(1 - 0.01 / 20, 19))
