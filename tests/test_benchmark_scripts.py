@@ -34,9 +34,15 @@ BENCH_DOC = REPO / "docs" / "benchmarks.md"
 #: directory; what its output must contain)
 TINY = {
     "bench_stratpd.py": (lambda d: ["--sizes", "2e3", "--stratx-max", "0", "--workdir", d],
-                         r"\| 2000 \| 1001 \| [0-9.]+ \| [0-9,]+ \| 0\.[0-9]{3} \|"),
+                         # one row per scheme (seconds, MiB, RMSE, max err, slope), then their ratios
+                         r"\| 2000 \| 1001 \| honest \| [0-9.]+ \| [0-9,]+ \| [0-9.]+ \| [0-9.]+ \| -?[0-9.]+ \|[\s\S]*"
+                         r"\| 2000 \| 1001 \| one-tree \| [0-9.]+ \| [0-9,]+ \| [0-9.]+ \| [0-9.]+ \| -?[0-9.]+ \|[\s\S]*"
+                         r"honest / one-tree[\s\S]*\| 2,000 \| [0-9.]+x \| [0-9.]+x \| [0-9.]+x \| [0-9.]+x \|"),
     "bench_catstratpd.py": (lambda d: ["--sizes", "2e3", "--levels", "20", "--skip-stratx", "--workdir", d],
-                            r"\| 2,000 \| 20 \| [0-9.]+ \| n/a \|"),
+                            r"\| 2,000 \| 20 \| honest \| [0-9.]+ \| n/a \| - \| [0-9,]+ \| - \| [0-9.]+ \| [0-9.]+ \| "
+                            r"-?[0-9.]+ \|[\s\S]*\| 2,000 \| 20 \| one-tree \| [0-9.]+ \| n/a \| - \| [0-9,]+ \| - \| "
+                            r"[0-9.]+ \| [0-9.]+ \| -?[0-9.]+ \|[\s\S]*honest / one-tree[\s\S]*"
+                            r"\| 2,000 \| [0-9.]+x \| [0-9.]+x \| [0-9.]+x \| [0-9.]+x \|"),
     "bench_importances.py": (lambda d: ["--n-small", "2e3", "--n-large", "4e3", "--trials", "2", "--skip-stratx",
                                         "--workdir", d],
                              # the partition reads: daskpd's map tasks, counted (never 0)
