@@ -2,7 +2,7 @@
 """CatStratPD: daskpd (honest trees and one tree) vs stratx 0.5, side by side in one run.
 
     .venv/bin/python benchmarks/bench_catstratpd.py [--sizes 1e4,1e5,1e6] [--levels 1000]
-        [--schemes honest,one-tree] [--repeat 1] [--workdir DIR] [--stratx-python PATH]
+        [--schemes honest,one-tree] [--repeat 1] [--seeds 1] [--workdir DIR] [--stratx-python PATH]
         [--stratx-timeout 900] [--out results.json]
 
 For every size it writes one synthetic table (a directory of 4 parquet files) with a
@@ -33,7 +33,10 @@ the known ``b`` over the categories the run estimates (finite effect): effects a
 defined up to a constant, so they are aligned to ``b`` by their mean difference over
 those categories (the same as centring both on their means); then RMSE and max abs
 error, and the least-squares slope of the estimate on ``b`` (1: no shrinkage).
-Categories are weighted equally.  stratx runs once per size; its figures are shown on
+Categories are weighted equally.  ``--seeds K`` also draws data sets 1 .. K-1 of every
+size (the same generator and effects ``b`` seeded by the data set's number, one untimed
+run per scheme each) and prints each scheme's mean RMSE over the K data sets, the range
+of their slopes, and honest against one-tree data set by data set.  stratx runs once per size; its figures are shown on
 each scheme's row, with the speed-up over that scheme.  Make the stratx venv
 with ``benchmarks/setup_stratx.sh old``; without it the stratx columns say why.
 """
@@ -51,7 +54,7 @@ import time
 
 import numpy as np
 
-from bench_stratpd import SCHEMES, curve_error, fastest, parse_schemes
+from bench_stratpd import SCHEMES, curve_error, fastest, parse_schemes, print_seed_table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_STRATX = os.path.join(os.environ.get("STRATX_VENV_ROOT", os.path.expanduser("~/.cache/daskpd-bench")),
@@ -175,6 +178,8 @@ def main(argv=None):
     p.add_argument("--schemes", default="honest,one-tree",
                    help="comma list: honest (daskpd's default), one-tree (honest=False)")
     p.add_argument("--repeat", type=int, default=1, help="runs per scheme and size; the fastest is shown")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="data sets per size (seed 0, 1, ...): the error against the truth over all of them")
     p.add_argument("--out", help="write all measurements as JSON here")
     p.add_argument("--child-daskpd", help=argparse.SUPPRESS)
     p.add_argument("--child-out", help=argparse.SUPPRESS)
@@ -187,7 +192,7 @@ def main(argv=None):
     schemes = parse_schemes(a.schemes)
     sizes = [int(float(s)) for s in a.sizes.split(",") if s.strip()]
     os.makedirs(a.workdir, exist_ok=True)
-    rows = []
+    rows, errors = [], {}
     for n in sizes:
         path = write_data(os.path.join(a.workdir, f"cat_{n}_{a.levels}"), n, a.levels)
         runs = {name: [] for name in schemes}
@@ -201,6 +206,14 @@ def main(argv=None):
             if r.get("ok"):
                 r.update(effect_error(r["categories"], r["effects"], a.levels))
         rows.append({"n": n, "levels": a.levels, "daskpd": ours, "stratx": s})
+        errors[n] = {name: [effect_error(d["categories"], d["effects"], a.levels) if d.get("ok") else {}]
+                     for name, d in ours.items()}
+        for seed in range(1, max(1, a.seeds)):  # further data sets: the error only, one untimed run each
+            other = write_data(os.path.join(a.workdir, f"cat_{n}_{a.levels}_seed{seed}"), n, a.levels, seed=seed)
+            for name in schemes:
+                d = run_daskpd(other, a.workdir, timeout=1800, honest=SCHEMES[name])
+                errors[n][name].append(effect_error(d["categories"], d["effects"], a.levels, seed=seed)
+                                       if d.get("ok") else {})
         line = f"n={n:,}: " + ", ".join(f"daskpd {name} {fmt_s(d)} s" for name, d in ours.items())
         line += f", stratx {fmt_s(s)} s" if s.get("ok") else f", stratx: {s.get('error')}"
         print(line, file=sys.stderr, flush=True)
@@ -225,6 +238,7 @@ def main(argv=None):
             cells = [f"{h[k] / o[k]:.2f}x" if h.get("ok") and o.get("ok") and o.get(k) else "n/a"
                      for k in ("seconds", "peak_rss_bytes", "rmse", "max_err")]
             print(f"| {r['n']:,} | " + " | ".join(cells) + " |")
+    print_seed_table(errors, schemes)
     for r in rows:
         for name, d in r["daskpd"].items():
             if not d.get("ok"):

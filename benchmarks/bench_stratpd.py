@@ -3,7 +3,7 @@
 wall time, peak memory and the curve's error against the truth.
 
     .venv/bin/python benchmarks/bench_stratpd.py --sizes 1e4,1e5,1e6,1e7 --stratx-max 1e6
-        [--schemes honest,one-tree] [--repeat 1]
+        [--schemes honest,one-tree] [--repeat 1] [--seeds 1]
 
 Data: ``daskpd.datasets.Quadratic(decimals=2, x1_max=10)`` written as parquet files of
 250,000 rows into ``--workdir`` (a temporary directory by default; reused when there).
@@ -27,7 +27,11 @@ positions (finite ``pd``): partial dependence is defined up to a constant, so th
 is first aligned to the truth by their mean difference over those positions
 (``pd - mean(pd - truth)``); then RMSE and max abs error of the aligned curve, and the
 slope of the least-squares line of the estimate on the truth (1: no shrinkage; the
-alignment does not change it).  Positions are weighted equally.
+alignment does not change it).  Positions are weighted equally.  One data set's error
+moves with its realisation: ``--seeds K`` also draws data sets 1 .. K-1 of every size
+(``Quadratic(random_state=seed)``, one untimed run per scheme each) and prints each
+scheme's mean RMSE over the K data sets, the range of their slopes, and honest against
+one-tree data set by data set.
 """
 from __future__ import annotations
 
@@ -161,10 +165,69 @@ def _fmt_mb(rep, key="peak_rss_bytes"):
     return f"{rep[key] / 2**20:,.0f}" if rep.get("ok") and rep.get(key) else "n/a"
 
 
-def bench_stratpd(sizes, workdir: Path, decimals: int, stratx_max: float, params: dict,
-                  schemes: list[str], repeat: int = 1) -> list[dict]:
+def _pd_error(report: dict, gen) -> dict:
+    """The curve's error against ``gen``'s truth (:func:`curve_error`) from a measurement."""
     import numpy as np
 
+    if not report.get("ok"):
+        return {}
+    x = np.array(report["x"], float)
+    p = np.array([np.nan if v is None else v for v in report["pd"]], float)
+    ok = np.isfinite(p)
+    return curve_error(p[ok], gen.truth("x1", x[ok]))
+
+
+def seed_errors(n: int, seeds: int, workdir: Path, decimals: int, params: dict, schemes: list[str]) -> dict:
+    """``{scheme: [error of data set 1, 2, ... seeds - 1]}`` at ``n`` rows: the same
+    generator with ``random_state`` = 1 .. seeds - 1, one run per scheme (data set 0 is
+    the main table's)."""
+    from daskpd.datasets import Quadratic, write_parquet
+
+    out = {name: [] for name in schemes}
+    for seed in range(1, seeds):
+        gen = Quadratic(random_state=seed, decimals=decimals, x1_max=10.0)
+        path = workdir / f"quad-{decimals}-{n}-seed{seed}"
+        write_parquet(gen, n, path, rows_per_file=min(n, 250_000), overwrite=False)
+        for name in schemes:
+            rep = measure_in_subprocess("stratpd", data=str(path), target="y", feature="x1",
+                                        params={**params, "honest": SCHEMES[name]})
+            out[name].append(_pd_error(rep, gen))
+    return out
+
+
+def print_seed_table(errors: dict, schemes: list[str]) -> None:
+    """The error against the truth over several data sets per size (``errors``:
+    ``{n: {scheme: [error dicts, data set 0 first]}}``): each scheme's mean RMSE and its
+    range, its slopes' range, and honest against one-tree data set by data set."""
+    import numpy as np
+
+    if not errors or max(len(v) for e in errors.values() for v in e.values()) < 2:
+        return
+    both = {"honest", "one-tree"} <= set(schemes)
+    print(f"\n# error against the truth over {max(len(v) for e in errors.values() for v in e.values())} "
+          "data sets (0, 1, ...: data set 0 is the table above's)")
+    head = "| n | scheme | data sets | RMSE, mean (min-max) | slope on truth, min-max |"
+    print(head + (" honest / one-tree RMSE, mean (min-max) | data sets with honest <= one-tree |" if both else ""))
+    print("|---" * (head.count("|") - 1 + (2 if both else 0)) + "|")
+    for n, by in errors.items():
+        for name in schemes:
+            r = np.array([e.get("rmse", np.nan) for e in by[name]], float)
+            s = np.array([e.get("slope", np.nan) for e in by[name]], float)
+            line = (f"| {n:,} | {name} | {np.isfinite(r).sum()} | {np.nanmean(r):.4f} ({np.nanmin(r):.4f}-"
+                    f"{np.nanmax(r):.4f}) | {np.nanmin(s):.4f}-{np.nanmax(s):.4f} |")
+            if both:
+                if name == "honest":
+                    o = np.array([e.get("rmse", np.nan) for e in by["one-tree"]], float)
+                    q = r / o
+                    line += (f" {np.nanmean(q):.2f}x ({np.nanmin(q):.2f}-{np.nanmax(q):.2f}) "
+                             f"| {int(np.sum(r <= o))} of {int(np.isfinite(q).sum())} |")
+                else:
+                    line += " | |"
+            print(line)
+
+
+def bench_stratpd(sizes, workdir: Path, decimals: int, stratx_max: float, params: dict,
+                  schemes: list[str], repeat: int = 1, seeds: int = 1, errors: dict | None = None) -> list[dict]:
     from daskpd.datasets import Quadratic, write_parquet
 
     rows = []
@@ -183,14 +246,12 @@ def bench_stratpd(sizes, workdir: Path, decimals: int, stratx_max: float, params
         ref = {"ok": False, "error": "skipped (n > --stratx-max)"}
         if n <= stratx_max:
             ref = run_stratx("stratpd", str(path), "y", feature="x1")
+        extra = seed_errors(n, seeds, workdir, decimals, params, schemes) if seeds > 1 else {}
         for name in schemes:
             ours = fastest(runs[name])
-            err = {}
-            if ours.get("ok"):
-                x = np.array(ours["x"], float)
-                p = np.array([np.nan if v is None else v for v in ours["pd"]], float)
-                ok = np.isfinite(p)
-                err = curve_error(p[ok], gen.truth("x1", x[ok]))
+            err = _pd_error(ours, gen)
+            if errors is not None:
+                errors.setdefault(n, {})[name] = [err, *extra.get(name, [])]
             row = {"n": n, "distinct_x": int(10 ** decimals * 10 + 1), "scheme": name, "daskpd_s": _fmt_s(ours),
                    "daskpd_peak_MiB": _fmt_mb(ours), "rmse": _fmt_err(err, "rmse"),
                    "max_err": _fmt_err(err, "max_err"), "slope": _fmt_err(err, "slope", 4),
@@ -250,6 +311,8 @@ def main(argv=None):
     ap.add_argument("--schemes", default="honest,one-tree",
                     help="comma list: honest (daskpd's default), one-tree (honest=False)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per scheme and size; the fastest is shown")
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="data sets per size (random_state 0, 1, ...): the error against the truth over all of them")
     a = ap.parse_args(argv)
     schemes = parse_schemes(a.schemes)
     workdir = Path(a.workdir)
@@ -261,8 +324,11 @@ def main(argv=None):
     print("| n | distinct x | scheme | daskpd s | daskpd peak MiB | RMSE vs truth | max abs err | slope on truth "
           "| leaves | rows with slopes | stratx s | stratx peak MiB | speed-up | data gen s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    rows = bench_stratpd(sizes, workdir, a.decimals, a.stratx_max, params, schemes, max(1, a.repeat))
+    errors = {}
+    rows = bench_stratpd(sizes, workdir, a.decimals, a.stratx_max, params, schemes, max(1, a.repeat),
+                         max(1, a.seeds), errors)
     print_ratios(rows, schemes)
+    print_seed_table(errors, schemes)
     return 0 if all(r["rmse"] for r in rows) else 1
 
 
