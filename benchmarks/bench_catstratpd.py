@@ -119,10 +119,24 @@ def child_daskpd(path: str, out: str, honest: bool) -> None:
                "n_rows": res.n_rows, "n_used": res.n_used, "solver": res.params.get("solver")}, open(out, "w"))
 
 
-def run_daskpd(path: str, workdir: str, timeout: float, honest: bool = True) -> dict:
-    out = os.path.join(workdir, "daskpd.json")
+def _report_path(workdir: str, who: str) -> str:
+    """A subprocess's report file, this process's own: two runs sharing ``--workdir`` (the
+    data is reused) never read each other's reports."""
+    out = os.path.join(workdir, f"{who}-{os.getpid()}.json")
     if os.path.exists(out):
         os.remove(out)
+    return out
+
+
+def _read_report(out: str) -> dict:
+    with open(out) as f:
+        rep = json.load(f)
+    os.remove(out)
+    return rep
+
+
+def run_daskpd(path: str, workdir: str, timeout: float, honest: bool = True) -> dict:
+    out = _report_path(workdir, "daskpd")
     cmd = [sys.executable, os.path.abspath(__file__), "--child-daskpd", path, "--child-out", out,
            "--child-honest", str(int(honest))]
     try:
@@ -131,15 +145,13 @@ def run_daskpd(path: str, workdir: str, timeout: float, honest: bool = True) -> 
         return {"ok": False, "error": f"timed out after {timeout:.0f} s"}
     if p.returncode != 0 or not os.path.exists(out):
         return {"ok": False, "error": (p.stderr.strip().splitlines() or ["?"])[-1]}
-    return json.load(open(out))
+    return _read_report(out)
 
 
 def run_stratx(path: str, workdir: str, python: str, timeout: float) -> dict:
     if not os.path.exists(python):
         return {"ok": False, "error": f"no stratx venv at {python} (run benchmarks/setup_stratx.sh old)"}
-    out = os.path.join(workdir, "stratx.json")
-    if os.path.exists(out):
-        os.remove(out)
+    out = _report_path(workdir, "stratx")
     cmd = [python, os.path.join(HERE, "stratx_runner.py"), "--method", "catstratpd", "--data", path,
            "--target", "y", "--feature", "x", "--out", out]
     try:
@@ -148,7 +160,7 @@ def run_stratx(path: str, workdir: str, python: str, timeout: float) -> dict:
         return {"ok": False, "error": f"timed out after {timeout:.0f} s"}
     if not os.path.exists(out):
         return {"ok": False, "error": (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]}
-    return json.load(open(out))
+    return _read_report(out)
 
 
 # ----------------------------------------------------------------------------- main
