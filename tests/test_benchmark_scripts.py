@@ -98,17 +98,29 @@ TINY = {
                                         "--population-rows", "1e3"],
                              r"max \|H² brute - tree\| = [0-9.e+-]+[\s\S]*\| 2,000 \| [0-9.]+ \| [0-9.]+ \(2 x [0-9.]+\) \| "
                              r"[0-9.]+x \|[\s\S]*\| 40 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|"),
+    "bench_bands.py coverage": (lambda d: ["--coverage", "--seeds", "2", "--n", "600", "--coverage-trials", "3",
+                                           "--designs", "discrete", "--workdir", d],
+                                r"\| StratPD \| discrete \| honest \| 3 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \([0-9.]+\) \|[\s\S]*"
+                                r"\| StratPD \| discrete \| one tree \| 3 \|[\s\S]*\| marginal \| fixed model \| - \| 3 \|"),
     "bench_drift.py": (lambda d: ["--pairs", "1", "--n", "500", "--trials", "2", "--designs", "discrete"],
                        r"\| discrete \| x2 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \|"),
 }
 #: scripts that need stratx (its own virtualenv); compiled, not run
 NEEDS_STRATX = {"stratx_runner.py"}
+#: modules of a script (imported by it, run through its tiny runs), not scripts themselves
+MODULES = {"coverage_designs.py": "bench_bands.py"}
 
 
 def test_every_benchmark_is_run_or_needs_stratx():
     names = {p.name for p in SCRIPTS}
-    assert names == {n.split()[0] for n in TINY} | NEEDS_STRATX, \
+    assert names == {n.split()[0] for n in TINY} | NEEDS_STRATX | set(MODULES), \
         "add a tiny run to TINY for every new benchmark script"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_a_benchmark_module_is_imported_by_its_script(module):
+    script = (BENCH / MODULES[module]).read_text(encoding="utf-8")
+    assert f"from {module[:-3]} import" in script or f"import {module[:-3]}" in script
 
 
 @pytest.mark.parametrize("name", sorted(NEEDS_STRATX))

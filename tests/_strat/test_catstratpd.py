@@ -720,7 +720,7 @@ def small():
     (dict(feature="y"), "is the target"),
     (dict(feature=3), "feature must be a column name"),
     (dict(min_samples_leaf=0), "min_samples_leaf must be an integer >= 1"),
-    (dict(n_trials=0), "n_trials must be an integer >= 1"),
+    (dict(n_trials=0), r"n_trials must be an integer in \[1, 10000\]"),
     (dict(centered="yes"), "centered must be True or False"),
     (dict(nan_as_level=1), "nan_as_level must be True or False"),
     (dict(features=["s", "zz"]), "'zz' not found"),

@@ -344,7 +344,7 @@ def test_public_function_options(linear_df, linear_result, tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(n_trials=0), "n_trials must be an integer >= 1"),
+    (dict(n_trials=0), r"n_trials must be an integer in \[1, 10000\]"),
     (dict(n_trials=2.5), "n_trials"),
     (dict(n_trials=True), "n_trials"),
     (dict(categorical_features=["nope"]), "categorical_features names column 'nope' not found"),

@@ -326,7 +326,7 @@ def test_finished_on_workers_equal_the_in_memory_kernels_and_warnings_reach_the_
             run = run_strat(open_request(df, "y", ["x1", "x2"]), finish_options={"min_slopes_per_x": 5})
         with pytest.warns(UserWarning, match="min_slopes_per_x=100000"):
             empty = daskpd.stratpd(df, target="y", feature="x1", min_slopes_per_x=100_000)
-        cats = pd.DataFrame({"x": np.repeat(np.arange(6), 10), "y": np.repeat(np.arange(6.0), 10)})
+        cats = pd.DataFrame({"x": np.repeat(np.arange(6), 40), "y": np.repeat(np.arange(6.0), 40)})
         cats["c"] = cats.x.map(lambda v: f"c{v}")
         with pytest.warns(UserWarning, match="no leaf of the stratifying tree holds two or more categories"):
             daskpd.catstratpd(cats, target="y", feature="c", min_samples_leaf=10)

@@ -53,7 +53,6 @@ KINDS = {
     "seal.json": "seal.json",
     "state.json": "sums/state.json",
     "dtypes.pkl": "sums/dtypes.pkl",
-    "repeats.npz": "sums/repeats.npz",
     "vocabulary pickle": "sums/feature-0.vocab.pkl",
     "run vocabulary pickle": "sums/feature-3.run-0.vocab.pkl",
     "leaf .npy": "sums/feature-1.run-0.part-0.leaf.npy",
@@ -75,7 +74,7 @@ SEAL_SAYS = {"truncate": ("cannot be read",), "random bytes": ("cannot be read",
 RUNS = [("sums .npy", "random bytes"), ("dtypes.pkl", "truncate"), ("vocabulary pickle", "truncate"),
         ("files.json", "missing keys"), ("stratification.pkl", "wrong format"), ("seal.json", "delete"),
         ("state.json", "missing keys"), ("leaf .npy", "delete"), ("key .npy", "wrong format"),
-        ("counts .npy", "random bytes"), ("summary .npz", "missing keys"), ("repeats.npz", "truncate"),
+        ("counts .npy", "random bytes"), ("summary .npz", "missing keys"),
         ("run vocabulary pickle", "random bytes")]
 
 
