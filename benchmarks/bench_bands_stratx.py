@@ -7,11 +7,11 @@ on the same data.
 
 Writes ``--n`` rows of ``y = 0.5 x1^2 + 4 x2 + N(0, 1)`` (x1 integers 0..10, x2 ~ U(0, 1))
 as parquet into ``--workdir`` and computes StratPD of y on x1 with ``--trials``
-bootstrap trials (resampling the rows with replacement; min_samples_leaf=15,
-min_slopes_per_x=5, the defaults of both):
+bootstrap trials (min_samples_leaf=15, min_slopes_per_x=5, the defaults of both):
 
-* **daskpd**: ``daskpd.stratpd(df, target="y", feature="x1", n_trials=T)``: Poisson(1)
-  row weights from the row hash in the same scan, the stratifying tree fitted once;
+* **daskpd**: ``daskpd.stratpd(df, target="y", feature="x1", n_trials=T)``, its
+  defaults: honest trees fitted once, each trial a bootstrap of their leaves (every
+  stratum a Poisson(1) weight), finished from the same sums;
 * **stratx 0.5**, in its own virtualenv (``benchmarks/setup_stratx.sh new``; the venv's
   python is ``$STRATX_VENV_ROOT/stratx-new/bin/python``, default root
   ``~/.cache/daskpd-bench``): stratx's ``plot_stratpd(n_trials=T, bootstrap=True)``

@@ -33,10 +33,21 @@ BENCH_DOC = REPO / "docs" / "benchmarks.md"
 #: script (then, for a second run of one script, a label) -> (arguments for a tiny run, given a temporary
 #: directory; what its output must contain)
 TINY = {
-    "bench_stratpd.py": (lambda d: ["--sizes", "2e3", "--stratx-max", "0", "--workdir", d],
-                         r"\| 2000 \| 1001 \| [0-9.]+ \| [0-9,]+ \| 0\.[0-9]{3} \|"),
-    "bench_catstratpd.py": (lambda d: ["--sizes", "2e3", "--levels", "20", "--skip-stratx", "--workdir", d],
-                            r"\| 2,000 \| 20 \| [0-9.]+ \| n/a \|"),
+    "bench_stratpd.py": (lambda d: ["--sizes", "2e3", "--stratx-max", "0", "--seeds", "2", "--workdir", d],
+                         # one row per scheme (seconds, MiB, RMSE, max err, slope), then their ratios
+                         r"\| 2000 \| 1001 \| honest \| [0-9.]+ \| [0-9,]+ \| [0-9.]+ \| [0-9.]+ \| -?[0-9.]+ \|[\s\S]*"
+                         r"\| 2000 \| 1001 \| one-tree \| [0-9.]+ \| [0-9,]+ \| [0-9.]+ \| [0-9.]+ \| -?[0-9.]+ \|[\s\S]*"
+                         r"honest / one-tree[\s\S]*\| 2,000 \| [0-9.]+x \| [0-9.]+x \| [0-9.]+x \| [0-9.]+x \|"
+                         # --seeds 2: each scheme's error over both data sets, honest against one-tree
+                         r"[\s\S]*over 2 data sets[\s\S]*\| 2,000 \| honest \| 2 \| [0-9.]+ \([0-9.]+-[0-9.]+\) \| "
+                         r"[0-9.]+-[0-9.]+ \| [0-9.]+x \([0-9.]+-[0-9.]+\) \| [0-2] of 2 \|"),
+    "bench_catstratpd.py": (lambda d: ["--sizes", "2e3", "--levels", "20", "--skip-stratx", "--seeds", "2",
+                                       "--workdir", d],
+                            r"\| 2,000 \| 20 \| honest \| [0-9.]+ \| n/a \| - \| [0-9,]+ \| - \| [0-9.]+ \| [0-9.]+ \| "
+                            r"-?[0-9.]+ \|[\s\S]*\| 2,000 \| 20 \| one-tree \| [0-9.]+ \| n/a \| - \| [0-9,]+ \| - \| "
+                            r"[0-9.]+ \| [0-9.]+ \| -?[0-9.]+ \|[\s\S]*honest / one-tree[\s\S]*"
+                            r"\| 2,000 \| [0-9.]+x \| [0-9.]+x \| [0-9.]+x \| [0-9.]+x \|"
+                            r"[\s\S]*over 2 data sets[\s\S]*\| 2,000 \| one-tree \| 2 \| [0-9.]+ \("),
     "bench_importances.py": (lambda d: ["--n-small", "2e3", "--n-large", "4e3", "--trials", "2", "--skip-stratx",
                                         "--workdir", d],
                              # the partition reads: daskpd's map tasks, counted (never 0)

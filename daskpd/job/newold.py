@@ -116,7 +116,7 @@ def references(spec, job_dir: Path, plan) -> list[Reference]:
                              "" if plan.appended else f"no file appended since run {plan.base_run}"))
     else:
         out.append(Reference("new-vs-old", plan.base_run, [],
-                             f"this run is full ({plan.reason})" if plan.base_run else "no earlier run keeps a state"))
+                             "this run is a full run (incremental.reason says why)" if plan.base_run else "no earlier run keeps a state"))
     h = spec.history
     if h.baseline is None and h.window is None:
         return out
