@@ -57,7 +57,9 @@ def plot_importances(result, ax=None, *, column: str = "importance", top_k: int 
     kinds = t["kind"].tolist() if "kind" in t.columns else ["numeric"] * n
     colors = [_COLORS.get(k, "#777") for k in kinds]
     xerr = t[error].to_numpy(dtype="float64") if error else None
-    flags = t["support"].astype(str).tolist() if "support" in t.columns else ["ok"] * n
+    # a row without a flag (a model-based measure in a job's table, which has no support) is not flagged
+    flags = ([f if isinstance(f, str) else "ok" for f in t["support"].tolist()] if "support" in t.columns
+             else ["ok"] * n)
     bars = ax.barh(pos, np.nan_to_num(vals), xerr=xerr, color=colors, ecolor="#333",
                    capsize=3 if xerr is not None else 0, height=0.7)
     for bar, flag in zip(bars, flags):  # a flagged feature's bar is pale and hatched, never like a supported one

@@ -116,7 +116,7 @@ def test_a_kept_summary_without_the_terms_is_merged_in_full(tmp_path):
     """A state kept before the band's terms existed: its next night merges the runs
     (the terms are a function of whole leaves) and counts them as a full finish does."""
     a, b = _codependent(2, 4000), _codependent(3, 1000)
-    strat = daskpd.fit_stratification(a, target="y", features=["x1"], progress=False)
+    strat = daskpd.fit_stratification(a, target="y", features=["x1"], stratify_on=["x2"], progress=False)
     kw = dict(n_trials=5, progress=False)
     base = daskpd.scan_state(a, strat, **kw)
     merged, _ = base.delta_finish(daskpd.scan_state(a.iloc[:10], strat, **kw), strat)

@@ -95,6 +95,14 @@ def test_importance_plot_puts_flagged_features_last_and_marks_them():
     flagged = [b for b in bars if b.get_hatch()]
     assert len(flagged) == 1 and flagged[0].get_y() < min(b.get_y() for b in bars if not b.get_hatch())
     assert any("low support" in t.get_text() for t in ax.texts)
+    # a row without a flag (a model-based measure next to these in a job's table) is drawn unflagged
+    from daskpd.plotting.importance import plot_importances
+
+    t = res.table.copy()
+    t["support"] = t["support"].astype(object)
+    t.loc[t["support"] == "ok", "support"] = np.nan
+    ax = plot_importances(t)
+    assert len([b for b in ax.patches if b.get_hatch()]) == 1
     plt.close("all")
 
 
