@@ -61,25 +61,39 @@ def hash_order(columns) -> list:
     return sorted(columns, key=str)
 
 
+_U64 = np.uint64
+_EXP64, _MAN64, _NAN64, _NEG64 = _U64(0x7FF0000000000000), _U64(0x000FFFFFFFFFFFFF), _U64(0x7FF8000000000000), \
+    _U64(0x8000000000000000)
+_EXP32, _MAN32, _NAN32, _NEG32 = _U64(0x7F800000), _U64(0x007FFFFF), _U64(0x7FC00000), _U64(0x80000000)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _mixed(v, float_width):
+    """splitmix64's finaliser of one 64-bit pattern ``v`` (``float_width`` 64 or 32: a
+    float's bits, whose NaNs and -0.0 are made one first, as pandas does; 0: as is)."""
+    if float_width == 64:
+        if (v & _EXP64) == _EXP64 and (v & _MAN64) != _U64(0):
+            v = _NAN64
+        elif v == _NEG64:
+            v = _U64(0)
+    elif float_width == 32:
+        if (v & _EXP32) == _EXP32 and (v & _MAN32) != _U64(0):
+            v = _NAN32
+        elif v == _NEG32:
+            v = _U64(0)
+    v ^= v >> _U64(30)
+    v *= _U64(0xBF58476D1CE4E5B9)
+    v ^= v >> _U64(27)
+    v *= _U64(0x94D049BB133111EB)
+    v ^= v >> _U64(31)
+    return v
+
+
 @numba.njit(cache=True, nogil=True)
-def _add_mixed(out, bits, canonical_float):
-    """``out += mix64(v)`` for every row's 64-bit pattern ``v`` (``canonical_float``: the
-    patterns are float64s, whose NaNs and -0.0 are made one first)."""
-    c1, c2 = _U64(0xBF58476D1CE4E5B9), _U64(0x94D049BB133111EB)
-    s30, s27, s31 = _U64(30), _U64(27), _U64(31)
+def _add_mixed(out, bits, float_width):
+    """``out += mix64(v)`` for every row's 64-bit pattern ``v`` (:func:`_mixed`)."""
     for i in range(bits.shape[0]):
-        v = _U64(bits[i])
-        if canonical_float:
-            if (v & _EXP64) == _EXP64 and (v & _MAN64) != _U64(0):
-                v = _NAN64
-            elif v == _NEG64:
-                v = _U64(0)
-        v ^= v >> s30
-        v *= c1
-        v ^= v >> s27
-        v *= c2
-        v ^= v >> s31
-        out[i] += v
+        out[i] += _mixed(_U64(bits[i]), float_width)
 
 
 def value_hash(df: pd.DataFrame) -> np.ndarray:
@@ -97,12 +111,12 @@ def value_hash(df: pd.DataFrame) -> np.ndarray:
         if pd.api.types.is_bool_dtype(dt) or (pd.api.types.is_numeric_dtype(dt)
                                                and not isinstance(dt, pd.CategoricalDtype)):
             bits = np.ascontiguousarray(col.to_numpy(dtype="float64", na_value=np.nan)).view(np.uint64)
-            _add_mixed(out, bits, True)
+            _add_mixed(out, bits, 64)
         elif getattr(col.array, "asi8", None) is not None:  # dates and durations: their nanoseconds
-            _add_mixed(out, np.ascontiguousarray(col.array.asi8).view(np.uint64), False)
+            _add_mixed(out, np.ascontiguousarray(col.array.asi8).view(np.uint64), 0)
         else:
             vals = col.to_numpy() if isinstance(dt, np.dtype) else col.array
-            _add_mixed(out, np.ascontiguousarray(pd.util.hash_array(vals), dtype=np.uint64), False)
+            _add_mixed(out, np.ascontiguousarray(pd.util.hash_array(vals), dtype=np.uint64), 0)
     return out
 
 
@@ -142,37 +156,15 @@ def row_hash(df: pd.DataFrame, random_state: int, salt: int = 0) -> np.ndarray:
     return keyed_hash(content_hash(df), random_state, salt)
 
 
-_U64 = np.uint64
-_EXP64, _MAN64, _NAN64, _NEG64 = _U64(0x7FF0000000000000), _U64(0x000FFFFFFFFFFFFF), _U64(0x7FF8000000000000), \
-    _U64(0x8000000000000000)
-_EXP32, _MAN32, _NAN32, _NEG32 = _U64(0x7F800000), _U64(0x007FFFFF), _U64(0x7FC00000), _U64(0x80000000)
 
 
 @numba.njit(cache=True, nogil=True)
 def _combine_bits(out, bits, mult, float_width):
     """``out = (out ^ h) * mult`` with ``h`` pandas' hash of a numeric column given as its
-    unsigned bit patterns (``float_width`` 64 or 32: a float column, whose NaNs and -0.0
-    are canonicalised first, as pandas does; 0: integers and booleans)."""
-    c1, c2 = _U64(0xBF58476D1CE4E5B9), _U64(0x94D049BB133111EB)
-    s30, s27, s31 = _U64(30), _U64(27), _U64(31)
+    unsigned bit patterns (``float_width`` 64 or 32: a float column; 0: integers and
+    booleans; :func:`_mixed`)."""
     for i in range(bits.shape[0]):
-        v = _U64(bits[i])
-        if float_width == 64:
-            if (v & _EXP64) == _EXP64 and (v & _MAN64) != _U64(0):
-                v = _NAN64
-            elif v == _NEG64:
-                v = _U64(0)
-        elif float_width == 32:
-            if (v & _EXP32) == _EXP32 and (v & _MAN32) != _U64(0):
-                v = _NAN32
-            elif v == _NEG32:
-                v = _U64(0)
-        v ^= v >> s30
-        v *= c1
-        v ^= v >> s27
-        v *= c2
-        v ^= v >> s31
-        out[i] = (out[i] ^ v) * mult
+        out[i] = (out[i] ^ _mixed(_U64(bits[i]), float_width)) * mult
 
 
 @numba.njit(cache=True, nogil=True)
