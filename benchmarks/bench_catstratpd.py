@@ -15,7 +15,7 @@ categorical feature ``x`` of ``--levels`` integer codes, codependent with the nu
 then, in this order, each in a fresh subprocess (so that peak RSS is that run's own):
 
 * daskpd, once per scheme (``--schemes``, both by default; the schemes alternate):
-  ``daskpd.catstratpd(path, "y", "x")`` on dask's threaded scheduler (the default
+  ``daskpd.catstratpd(path, target="y", feature="x")`` on dask's threaded scheduler (the default
   without a distributed Client), default parameters (min_samples_leaf=5, trees fitted
   on a 200,000-row sample).  ``honest`` is the default (2-fold cross-fitted trees: each
   row is stratified by the tree fitted on the other half of the sample); ``one-tree``

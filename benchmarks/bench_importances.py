@@ -196,7 +196,7 @@ def daskpd_child(args) -> dict:
     from dask.callbacks import Callback
 
     import daskpd
-    from daskpd.importance import strat_curves_and_importances
+    from daskpd import strat_curves_and_importances
 
     cats = CATEGORICAL[args.dataset]
     # warm up imports (dask, sklearn, pyarrow, scipy) outside the clock, on a tiny table

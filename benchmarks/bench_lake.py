@@ -16,7 +16,7 @@ for each worker count, in a fresh process:
   aggregation of y per partition (``df.groupby(feature)[y].agg(["sum", "count"])``); the
   read is ``dask.dataframe.read_parquet`` with daskpd's own conversion (a block per
   column: ``arrow_to_pandas={"split_blocks": True}``), so that both sides read alike;
-* ``daskpd.importances(lake, "y", categorical_features=["k5000"], keep_suspect=True)``
+* ``daskpd.importances(lake, target="y", categorical_features=["k5000"], keep_suspect=True)``
   with the defaults otherwise (``keep_suspect``: all ten features, as the floor reads them;
   by default x6, an integer with a distinct value in almost every row, is left out as a
   likely identifier);
@@ -154,9 +154,9 @@ def child(path: str, workers: int, memory_limit: str, n_trials: int, skip_floor:
     first = sorted(glob.glob(os.path.join(path, "*.parquet")))[:2]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        daskpd.importance.strat_curves_and_importances(pd.concat([pd.read_parquet(f) for f in first]).head(20_000),
-                                                       target=TARGET, categorical_features=["k5000"], progress=False,
-                                                       sample_size=5_000, keep_suspect=True)
+        daskpd.strat_curves_and_importances(pd.concat([pd.read_parquet(f) for f in first]).head(20_000),
+                                            target=TARGET, categorical_features=["k5000"], progress=False,
+                                            sample_size=5_000, keep_suspect=True)
         floor(first, features, TARGET)
     with RSSSampler(pids) as rss_floor:
         if not skip_floor:
@@ -164,8 +164,8 @@ def child(path: str, workers: int, memory_limit: str, n_trials: int, skip_floor:
     t0 = time.perf_counter()
     with RSSSampler(pids) as rss, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = daskpd.importance.strat_curves_and_importances(path, target=TARGET, categorical_features=["k5000"],
-                                                             n_trials=n_trials, progress=False, keep_suspect=True)
+        res = daskpd.strat_curves_and_importances(path, target=TARGET, categorical_features=["k5000"],
+                                                  n_trials=n_trials, progress=False, keep_suspect=True)
     rec["importances_s"] = time.perf_counter() - t0
     if not skip_floor:
         rec["ratio"] = rec["importances_s"] / rec["floor_s"]

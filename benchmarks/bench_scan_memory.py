@@ -9,7 +9,7 @@ The data is ``bench_importances.py``'s ``mixed`` table (8 numeric + 2 categorica
 features, files of 500,000 rows, written chunk by chunk into ``--workdir``, a temporary
 directory by default; reused when already there).  Each (trials, split_every) setting
 runs in its own fresh process on dask's threaded scheduler:
-``daskpd.importance.strat_curves_and_importances(data, "y", categorical_features=["c2"],
+``daskpd.strat_curves_and_importances(data, target="y", categorical_features=["c2"],
 n_trials=T)`` after a warm-up on 2,000 rows, while a thread samples the process RSS
 every 50 ms.  The samples are split into phases by the call's own ``timings`` (sample
 pass, then tree fits, then the scan and finish), and the peak of each phase is printed
@@ -44,7 +44,7 @@ def child(data: str, n_trials: int, split_every: str) -> dict:
     import dask
     import psutil
 
-    from daskpd.importance import strat_curves_and_importances
+    from daskpd import strat_curves_and_importances
 
     bi = bench_importances()
     proc = psutil.Process()

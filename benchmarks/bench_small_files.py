@@ -9,7 +9,7 @@ count into ``--workdir`` (default: ``daskpd-bench`` under the system's temporary
 directory, or ``$DASKPD_BENCH_DIR``; reused when already there), with the same rows in
 each layout, then starts one ``LocalCluster(n_workers=W, threads_per_worker=1,
 memory_limit=...)`` on 127.0.0.1 and times ``daskpd.strat_curves_and_importances(lake,
-"y", categorical_features=["k5000"])`` on each layout (``--repeat`` rounds, the layouts
+target="y", categorical_features=["k5000"])`` on each layout (``--repeat`` rounds, the layouts
 alternated within a round), after a warm-up request on a small lake.  Prints one line per
 call (seconds, partitions read, passes) and a table with each layout's time against the
 fewest files' time, and how far apart the importance tables are.
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     ref = counts[-1]
     cols = ["importance", "impact", "pd_variance"]
     print(f"\n{rows:,} rows, {args.workers} workers x 1 thread, {args.memory_limit}; "
-          f"daskpd.strat_curves_and_importances(lake, 'y', categorical_features=['k5000'])\n")
+          f"daskpd.strat_curves_and_importances(lake, target='y', categorical_features=['k5000'])\n")
     print("| files | rows per file | seconds (best) | vs " + f"{ref:,} files | max |importance difference| |")
     print("|---:|---:|---:|---:|---:|")
     for c in counts:

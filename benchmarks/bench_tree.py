@@ -5,7 +5,7 @@ scikit-learn's exact tree (``tree_method="exact"``), through the public API.
     .venv/bin/python benchmarks/bench_tree.py [--sizes 1e5,2e5] [--seeds 3] [--n-importances 1e5]
         [--stratpd-sizes 1e5,1e6] [--skip-importances] [--workdir DIR]
 
-Part 1, fit time: ``daskpd.importance.strat_curves_and_importances`` on ``--sizes`` rows of
+Part 1, fit time: ``daskpd.strat_curves_and_importances`` on ``--sizes`` rows of
 bench_importances' ``numeric3`` data (10 features at 3 decimals, 1,000 to ~5,700 distinct
 values a column) in memory, once per tree method after a warm-up, on dask's threads.  The
 printed fit time is the call's ``timings["fit_s"]``: the ten stratifying trees (each on
@@ -46,7 +46,7 @@ METHODS = ("hist", "exact")
 def part1(sizes):
     import dask
 
-    from daskpd.importance import strat_curves_and_importances
+    from daskpd import strat_curves_and_importances
 
     print("part 1: ten stratifying trees (importances, p = 10, numeric3 data), fit seconds (timings['fit_s'])")
     print(f"{'rows':>9} {'method':>6} {'fit s':>7} {'call s':>7}")
@@ -67,7 +67,7 @@ def part1(sizes):
 
 
 def part2(seeds, n, workdir):
-    from daskpd.importance import strat_curves_and_importances
+    from daskpd import strat_curves_and_importances
 
     print(f"\npart 2: importances at n = {n:,}, p = 10: time and max |error| of the normalised importances")
     print(f"{'data':>9} {'seed':>4} {'method':>6} {'time s':>7} {'fit s':>6} {'max err':>8}")

@@ -64,7 +64,7 @@ _API = {
 }
 
 #: public subpackages and modules, imported on first use
-_SUBMODULES = ("datasets", "io", "job", "model", "plotting", "results", "cli", "importance")
+_SUBMODULES = ("datasets", "io", "job", "model", "plotting", "results", "cli")
 
 __all__ = sorted(_API)
 

@@ -20,7 +20,6 @@ from ._strat.pipeline import run_strat
 from ._strat.trees import DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
 from ._validation import validate_params
 from ._errors import DataError, InvalidParameterError
-from ._positional import deprecate_positional_args
 from ._stratpd import STRAT_CONSTRAINTS, TRIAL_CONSTRAINTS, stratifying_columns, thin_message, trial_args
 from .results.support import no_support_reason
 
@@ -74,7 +73,6 @@ def run_categorical(data, *, target: str, feature: str, features=None, stratify_
     return run, dtype
 
 
-@deprecate_positional_args(("target", "feature"))
 @validate_params(_CAT_CONSTRAINTS)
 def catstratpd(
     data,

@@ -59,7 +59,6 @@ from ._engine.memory import partition_bytes
 from .results import Result, table_frame
 from .results.curves import repeats_note
 from .results.support import SUPPORT_NOTE, curve_support, no_support_reason, support_flag, support_order
-from ._positional import deprecate_positional_args, renamed_params
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
 from ._stratpd import driver_side as numeric_driver_side
 
@@ -304,9 +303,6 @@ class ImportanceResult(Result):
 # the public functions
 
 
-#: deprecated parameter names -> the names every function uses (scikit-learn's)
-RENAMED = {"categorical": "categorical_features", "numeric": "numeric_features"}
-
 #: the parameters of :func:`strat_curves_and_importances` (and of :func:`importances`)
 IMPORTANCE_CONSTRAINTS = {
     **STRAT_CONSTRAINTS,
@@ -349,8 +345,6 @@ def importance_request(data, target, features=None, *, stratify_on=None, categor
                         default_stratify_on=default_stratify_on)
 
 
-@renamed_params(RENAMED)
-@deprecate_positional_args(("target",))
 @validate_params(IMPORTANCE_CONSTRAINTS)
 def strat_curves_and_importances(
     data,
@@ -407,12 +401,11 @@ def strat_curves_and_importances(
     categorical_features : list of str, optional
         Columns to treat as categorical (e.g. integer codes).  Besides these, columns
         of dtype object, string, category and bool are categorical.  (The model-based
-        functions' parameter of the same name; ``categorical=`` is its deprecated name.)
+        functions' parameter of the same name.)
     numeric_features : list of str, optional
         Columns to read as numbers though their dtype says categories: a hive key of a
         parquet lake (``month=7/`` directories; read as categories and left out of the
-        default features otherwise), codes stored as strings.  (``numeric=`` is its
-        deprecated name.)
+        default features otherwise), codes stored as strings.
     stratify_on : list of str, optional
         The stratifying columns, when they should differ from ``features`` (default:
         ``features`` when given, else every column but ``target``); each feature's tree
@@ -642,8 +635,6 @@ def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=D
     return pv, null_df
 
 
-@renamed_params(RENAMED)
-@deprecate_positional_args(("target",))
 @validate_params(IMPORTANCE_CONSTRAINTS, signature_of=strat_curves_and_importances)
 def importances(data, *, target, **kwargs) -> pd.DataFrame:
     """Importance and impact of every feature, one scan of the data (a DataFrame).

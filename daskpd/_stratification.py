@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from ._data.request import open_request
 from ._engine.memory import partition_bytes
-from ._positional import deprecate_positional_args, renamed_params
 from ._strat.pipeline import run_strat, run_under
 from ._strat.state import ScanState, Stratification
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
@@ -18,8 +17,6 @@ from ._validation import IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, POSITIVE_INT, 
 __all__ = ["fit_stratification", "scan_state", "Stratification", "ScanState"]
 
 
-@renamed_params({"categorical": "categorical_features", "numeric": "numeric_features"})
-@deprecate_positional_args(("target",))
 @validate_params({
     **{k: v for k, v in STRAT_CONSTRAINTS.items() if k != "stratification"},
     "categorical_features": [ColumnNames(allow_single=True), None],

@@ -11,7 +11,6 @@ from numbers import Integral
 
 from ._data.request import open_request
 from ._engine.memory import partition_bytes
-from ._positional import deprecate_positional_args
 from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, empty_curve_message
 from ._strat.pipeline import run_strat
 from ._strat.state import Stratification
@@ -57,7 +56,6 @@ def trial_args(n_trials: int, band) -> tuple[int, dict]:
     return int(n_trials), {"band": [float(band[0]), float(band[1])]}
 
 
-@deprecate_positional_args(("target", "feature"))
 @validate_params({
     **STRAT_CONSTRAINTS,
     "feature": ["column"],

@@ -215,7 +215,7 @@ class ColumnName(Constraint):
         if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
             return None
         return (f"daskpd reads {name} from data by name, so pass the name of a column of data; to use separate "
-                f"values (e.g. y in stratpd(X, y, 'x1')), add them to data first: "
+                f"values (e.g. y in stratpd(X, target=y, feature='x1')), add them to data first: "
                 f"data.assign({name}=values), then {name}={name!r}")
 
 
@@ -411,7 +411,7 @@ def validate_params(parameter_constraints: dict, *, signature_of=None):
             try:
                 bound = sig.bind(*args, **kwargs)
             except TypeError as exc:
-                raise TypeError(f"{caller}(): {exc}") from None
+                raise TypeError(_bind_error(caller, sig, args, exc)) from None
             bound.apply_defaults()
             arguments = bound.arguments
             with warnings_at_callers_line():
@@ -435,6 +435,20 @@ def validate_params(parameter_constraints: dict, *, signature_of=None):
         return wrapper
 
     return decorator
+
+
+def _bind_error(caller: str, sig: inspect.Signature, args: tuple, exc: TypeError) -> str:
+    """The message of a call that does not fit the signature: too many positional
+    arguments names the positional parameters and the keyword-only ones to pass by name
+    (``stratpd(df, "y", "x1")``); any other mismatch is Python's message (an unknown
+    keyword names it)."""
+    positional = [p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(args) <= len(positional) or any(p.kind is p.VAR_POSITIONAL for p in sig.parameters.values()):
+        return f"{caller}(): {exc}"
+    required = [p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    by_name = f"then {', '.join(required)} by name" if required else "the others by name"
+    return (f"{caller}() takes {len(positional)} positional argument{'s' if len(positional) != 1 else ''} "
+            f"({', '.join(positional)}; {by_name}); got {len(args)}")
 
 
 def get_constraints(func) -> dict:

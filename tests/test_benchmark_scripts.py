@@ -8,7 +8,7 @@ skipped with the scripts' own switches; its runner, ``stratx_runner.py``, needs 
 and is only checked for syntax.
 
 Public API: ``import daskpd`` and its public modules (``daskpd.datasets``,
-``daskpd.importance``, ``daskpd.io``, ...); never a module or attribute whose name starts
+``daskpd.io``, ``daskpd.plotting``, ...); never a module or attribute whose name starts
 with an underscore (``daskpd._strat``, ``daskpd._engine``, ...), so that the benchmarks
 measure what users call and survive refactors of the internals.
 """

@@ -1,12 +1,10 @@
 """One name per parameter across the public API: a parameter name shared by several
 public functions has one default everywhere (the exceptions are listed here with their
 reason, and docs/parameters.md says the same), the grid parameters default to
-scikit-learn's, and the deprecated names still work with a FutureWarning naming the new
-spelling."""
+scikit-learn's, and a former name of a parameter is an unknown keyword."""
 from __future__ import annotations
 
 import inspect
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -67,23 +65,25 @@ def small():
     return df
 
 
-def test_deprecated_names_warn_and_mean_the_same(small):
+def test_former_names_are_a_type_error_naming_them(small):
+    """One name per parameter and no aliases: a former spelling is an unknown keyword,
+    refused before any work with the parameter's name."""
     new = daskpd.importances(small, target="y", categorical_features=["c"], progress=False)
-    with pytest.warns(FutureWarning, match=r"parameter categorical= is renamed categorical_features="):
-        old = daskpd.importances(small, target="y", categorical=["c"], progress=False)
-    pd.testing.assert_frame_equal(old, new)
     assert new.loc["c", "kind"] == "categorical"
-    with pytest.raises(TypeError, match="pass categorical_features= only"):
-        daskpd.importances(small, target="y", categorical=["c"], categorical_features=["c"])
-
-    from sklearn.linear_model import LinearRegression
-
-    m = LinearRegression().fit(small[["a", "c"]], small.y)
-    kw = dict(grid_resolution=4, progress=False)
-    want = daskpd.pd_variance(m, small[["a", "c"]], measure="interaction", **kw)
-    with pytest.warns(FutureWarning, match=r"pd_variance\(\): parameter method= is renamed measure="):
-        got = daskpd.pd_variance(m, small[["a", "c"]], method="interaction", **kw)
-    np.testing.assert_array_equal(got.values, want.values)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)
-        daskpd.pd_variance(m, small[["a", "c"]], **kw)  # the new names: no warning
+    former = [
+        ("importances", lambda: daskpd.importances(small, target="y", categorical=["c"]), "categorical"),
+        ("strat_curves_and_importances",
+         lambda: daskpd.strat_curves_and_importances(small, target="y", numeric=["c"]), "numeric"),
+        ("fit_stratification", lambda: daskpd.fit_stratification(small, target="y", categorical=["c"]), "categorical"),
+        ("pd_variance", lambda: daskpd.pd_variance(None, small[["a", "c"]], method="interaction"), "method"),
+        ("partial_dependence", lambda: daskpd.partial_dependence(None, small, "a", custom_values={}), "custom_values"),
+        ("partial_dependence", lambda: daskpd.partial_dependence(None, small, "a", response_method="predict"),
+         "response_method"),
+    ]
+    for fn, call, old in former:
+        with pytest.raises(TypeError, match=rf"^{fn}\(\): got an unexpected keyword argument '{old}'$"):
+            call()
+    for fn in FUNCTIONS:  # no public function still lists a former name
+        assert not {"categorical", "numeric", "custom_values", "response_method"} & \
+            set(inspect.signature(getattr(daskpd, fn)).parameters), fn
+    assert not hasattr(daskpd.ICEResult, "pd_frame")  # the PD of an ICE result is to_frame()

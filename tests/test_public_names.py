@@ -31,5 +31,11 @@ def test_getmembers_walks_the_package():
 
 
 def test_public_submodules_import():
-    for name in ("datasets", "io", "job", "model", "plotting", "results", "cli", "importance"):
+    for name in ("datasets", "io", "job", "model", "plotting", "results", "cli"):
         assert importlib.import_module(f"daskpd.{name}") is getattr(daskpd, name)
+
+
+def test_no_former_names():
+    """No aliases kept for names that changed before the first release: the importance
+    functions are ``daskpd.importances`` / ``daskpd.strat_curves_and_importances``."""
+    assert "importance" not in dir(daskpd) and not hasattr(daskpd, "importance")

@@ -48,11 +48,6 @@ from .._engine.progress import stage_label
 __all__ = ["partial_dependence", "PDResult"]
 
 
-#: the warning of a deprecated parameter name (one name per parameter across the package)
-ALIAS_MESSAGE = ("partial_dependence: parameter {old} is deprecated and will be removed in daskpd 0.3.0; "
-                 "pass {new}= (the name every model-based function uses)")
-
-
 # ---------------------------------------------------------------------------------
 # result
 
@@ -751,8 +746,6 @@ def _warn_features(features, items, single) -> None:
     "features": NO_VALIDATION,  # check_features: names, pairs and lists of them, against the data
     "method": [StrOptions("brute", "recursion", "auto")],
     "kind": [StrOptions(*KINDS)],
-    "response_method": [StrOptions("auto", "predict", "predict_proba", "decision_function"), None],
-    "custom_values": [dict, None],
     **TRIAL_CONSTRAINTS,
 })
 def partial_dependence(
@@ -775,8 +768,6 @@ def partial_dependence(
     progress=None,
     storage_options=None,
     filters=None,
-    response_method: str | None = None,
-    custom_values: dict | None = None,
     n_trials: int = 1,
     bootstrap: bool = True,
     subsample_size: float = 0.75,
@@ -815,7 +806,7 @@ def partial_dependence(
     grid : dict {feature: values} or array, optional
         Custom grid values (an array is accepted when a single feature is requested);
         overrides ``grid_resolution`` and ``percentiles`` for that feature.  A key is
-        a column name or index.
+        a column name or index.  (scikit-learn's ``custom_values``.)
     method : {"brute", "recursion", "auto"}, default "brute"
         ``brute`` averages the predictions over ``data``; ``recursion`` delegates to
         scikit-learn's tree recursion (averages over the training data; tree models
@@ -829,6 +820,7 @@ def partial_dependence(
         average of the predictions (brute only; the individual curves are unweighted).
     response : {"auto", "predict", "predict_proba", "decision_function"}
         ``auto``: ``predict_proba`` for classifiers, ``predict`` otherwise.
+        (scikit-learn's ``response_method``.)
     target_class : optional
         Class whose probability/decision is explained (default: the positive class
         ``classes_[1]`` of a binary classifier; for a multi-class classifier, every class,
@@ -854,9 +846,6 @@ def partial_dependence(
         "bar" / "log" force a form; False: nothing.
     storage_options, filters
         Passed to ``dask.dataframe.read_parquet`` for path inputs.
-    response_method, custom_values
-        Deprecated names of ``response`` and ``grid`` (scikit-learn's); they warn
-        (``FutureWarning``) and are removed in daskpd 0.3.0.
     n_trials : int, default 1
         T > 1: T bootstrap trials in the same pass (every row's predictions summed with
         T+1 weight sets; weights from a seeded row hash, so reproducible and
@@ -888,19 +877,6 @@ def partial_dependence(
     (``(n_outputs, n_rows, *grid)``), ``result.keys()``, ``result.to_bunch()``; its
     attributes keep daskpd's shapes (``result.average`` is ``(*grid)`` for one output).
     """
-    if response_method is not None:
-        if response not in ("auto", response_method):
-            raise InvalidParameterError(f"partial_dependence: parameters response={response!r} and "
-                                        f"response_method={response_method!r} disagree; response_method is "
-                                        "the deprecated name of response, pass response only")
-        warnings.warn(ALIAS_MESSAGE.format(old="response_method", new="response"), FutureWarning, stacklevel=3)
-        response = response_method
-    if custom_values is not None:
-        if grid is not None:
-            raise InvalidParameterError("partial_dependence: pass either grid or custom_values (the deprecated name "
-                                        "of grid), not both")
-        warnings.warn(ALIAS_MESSAGE.format(old="custom_values", new="grid"), FutureWarning, stacklevel=3)
-        grid = custom_values
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     if trials is not None and method == "recursion":
         raise InvalidParameterError("partial_dependence: n_trials > 1 re-weights the rows of data; "

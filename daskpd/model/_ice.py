@@ -139,10 +139,6 @@ class ICEResult(CurveResult):
         row = np.arange(k) if self.line_row is None else self.line_row
         return ice_frame(self.feature, self.kind, self.grid, part, row, self.lines)
 
-    def pd_frame(self) -> pd.DataFrame:
-        """Deprecated: the PD is :meth:`to_frame` (``x`` | ``category``, ``pd``)."""
-        return pd.DataFrame({self.feature: self.grid, "pd": self.pd})
-
     def summary(self) -> str:
         return f"{super().summary()}, {len(self.lines)} ICE lines{response_note(self)}{band_note(self)}"
 

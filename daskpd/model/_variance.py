@@ -38,7 +38,6 @@ import pandas as pd
 
 from numbers import Integral
 
-from .._positional import renamed_params
 from .._validation import NO_VALIDATION, Interval, StrOptions, validate_params
 from .._errors import DataError, InvalidParameterError
 from ..results import Result, table_frame
@@ -149,7 +148,6 @@ class PDVarianceResult(Result):
         return plot_pd_variance(self, ax=ax, kind=kind, **kwargs)
 
 
-@renamed_params({"method": "measure"})
 @validate_params({
     **MODEL_CONSTRAINTS,
     **GRID_CONSTRAINTS,
@@ -198,8 +196,8 @@ def pd_variance(
         pair of them is used); default: every pair of model input columns.
     measure : {"importance", "interaction"}, default "importance"
         What is measured: each feature's importance (the variance of its 1-way PD) or
-        each pair's interaction.  (``method=`` is its deprecated name: ``method`` is
-        :func:`daskpd.partial_dependence`'s brute / recursion.)
+        each pair's interaction.  (``method`` is :func:`daskpd.partial_dependence`'s
+        brute / recursion.)
     grid_resolution : int, optional
         Grid size per numeric feature; default 100 for importance, 20 for interaction
         (a 2-way PD costs ``grid_resolution**2`` predictions per row).

@@ -77,7 +77,7 @@ def test_a_directory_holding_delta_log_is_a_delta_table_wherever_a_path_is_taken
     ds = open_dataset(str(tmp_path / "delta"))
     assert ds.table is not None and ds.label == f"Delta table {str(tmp_path / 'delta')!r} (version 2)"
     assert len(ds.project(None).compute()) == 3000
-    r = daskpd.stratpd(str(tmp_path / "delta"), "SalePrice", "YearMade", progress=False, sample_size=2000)
+    r = daskpd.stratpd(str(tmp_path / "delta"), target="SalePrice", feature="YearMade", progress=False, sample_size=2000)
     assert r.n_rows == 3000
 
 

@@ -83,8 +83,8 @@ def engine_lake(request, rows, tmp_path_factory):
 def test_an_engines_lake_gives_the_plain_lakes_answer(engine_lake, plain):
     name, root, columns = engine_lake
     feats = list(columns)
-    got = daskpd.importances(root, "y", features=feats, stratify_on=feats)
-    want = daskpd.importances(plain, "y", features=list(columns.values()), stratify_on=list(columns.values()))
+    got = daskpd.importances(root, target="y", features=feats, stratify_on=feats)
+    want = daskpd.importances(plain, target="y", features=list(columns.values()), stratify_on=list(columns.values()))
     got = got.rename(index=columns)
     pd.testing.assert_frame_equal(got[["importance", "impact", "pd_variance"]],
                                   want[["importance", "impact", "pd_variance"]].loc[got.index], obj=name)
@@ -98,14 +98,14 @@ def test_an_engines_lake_with_the_default_features(engine_lake):
     name, root, columns = engine_lake
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        t = daskpd.importances(root, "y")
+        t = daskpd.importances(root, target="y")
     notes = " ".join(str(w.message) for w in seen if "left out of the default features" in str(w.message))
     assert "1 datetime ('when')" in notes and "1 hive partition key ('part')" in notes, (name, notes)
     if name in ("duckdb", "polars"):  # they write list (and struct) columns
         assert "nested or binary" in notes and "'tags'" in notes
         with pytest.raises(DataError, match=r"^feature 'tags' has type (large_)?list.*cannot be a feature"):
-            daskpd.importances(root, "y", features=["tags"])
+            daskpd.importances(root, target="y", features=["tags"])
     assert set(columns) <= set(t.index) and "when" not in t.index and "part" not in t.index
     with pytest.raises(DataError, match=r"^feature 'when' is a datetime \(datetime64\[") as err:
-        daskpd.stratpd(root, "y", "when")
+        daskpd.stratpd(root, target="y", feature="when")
     assert "\n" not in str(err.value)

@@ -55,7 +55,7 @@ def test_coverage_of_the_band_on_known_truth():
     for seed in range(12):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = daskpd.strat_curves_and_importances(make(seed), "y", categorical_features=["c"], n_trials=60,
+            res = daskpd.strat_curves_and_importances(make(seed), target="y", categorical_features=["c"], n_trials=60,
                                                       random_state=seed, progress=False)
         for f in hits:
             r = res.curves[f]

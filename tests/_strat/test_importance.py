@@ -426,7 +426,7 @@ def test_documented_entry_points_after_a_bare_import():
             "assert 'daskpd._importance' not in __import__('sys').modules\n"
             "df = pd.DataFrame({'x': [0., 1, 2, 3] * 30, 'z': [1., 0, 0, 1, 1, 0] * 20})\n"
             "df['y'] = 2 * df.x + df.z + [0.01, -0.02, 0.03] * 40\n"
-            "res = daskpd.strat_curves_and_importances(df, 'y', min_samples_leaf=2, min_slopes_per_x=1)\n"
+            "res = daskpd.strat_curves_and_importances(df, target='y', min_samples_leaf=2, min_slopes_per_x=1)\n"
             "print(list(res.table.index), callable(daskpd.importances), daskpd.plotting.__name__)\n"
             "try:\n    daskpd.no_such_thing\nexcept AttributeError as e:\n    print('AttributeError', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -436,11 +436,13 @@ def test_documented_entry_points_after_a_bare_import():
     assert lines[1] == "AttributeError module 'daskpd' has no attribute 'no_such_thing'"
 
 
-def test_the_former_module_name_warns_and_forwards():
-    import daskpd.importance as old
+def test_the_importance_functions_have_one_name():
+    """``daskpd.importances`` / ``daskpd.strat_curves_and_importances``; there is no
+    ``daskpd.importance`` module or attribute."""
     from daskpd._importance import strat_curves_and_importances
 
-    with pytest.warns(FutureWarning, match=r"daskpd.importance.strat_curves_and_importances is deprecated .* "
-                                           r"0\.3\.0; use daskpd.strat_curves_and_importances"):
-        assert old.strat_curves_and_importances is strat_curves_and_importances
     assert daskpd.strat_curves_and_importances is strat_curves_and_importances
+    assert not hasattr(daskpd, "importance") and "importance" not in dir(daskpd)
+    import pkgutil
+
+    assert "importance" not in {m.name for m in pkgutil.iter_modules(daskpd.__path__)}

@@ -1,6 +1,6 @@
 """What a new user can trust: one meaning of ``features`` (the analysis columns, each
 stratified on the others; ``stratify_on`` overrides) in every model-free function;
-``target``/``feature`` by name (positional: a FutureWarning naming the call to write);
+``target``/``feature`` by name only (positional: a TypeError naming them);
 warnings for likely identifiers, leaks, dates stored as strings and thin curves; one-line
 errors for filters; hive keys declared numeric; summaries in short lines."""
 from __future__ import annotations
@@ -59,18 +59,18 @@ def test_features_are_the_analysis_columns_in_every_function(leaky):
 
 
 # ---------------------------------------------------------------- keyword safety
-def test_positional_target_and_feature_warn_with_the_call_to_write(leaky):
+def test_positional_target_and_feature_are_a_type_error_naming_them(leaky):
     df = leaky[["x1", "x2", "y"]]
-    with pytest.warns(FutureWarning, match=r"^stratpd\(data, 'y', 'x1'\) passes target and feature by position; "
-                                           r"write stratpd\(data, target='y', feature='x1'\)\. They are "
-                                           r"keyword-only from daskpd 0\.3\.0\.$"):
-        pos = daskpd.stratpd(df, "y", "x1", progress=False)
-    kw = daskpd.stratpd(df, target="y", feature="x1", progress=False)
-    np.testing.assert_array_equal(pos.pd, kw.pd)
-    with pytest.warns(FutureWarning, match=r"write importances\(data, target='y'\)\. It is keyword-only"):
+    with pytest.raises(TypeError, match=r"^stratpd\(\) takes 1 positional argument \(data; then target, feature by "
+                                        r"name\); got 3$"):
+        daskpd.stratpd(df, "y", "x1", progress=False)
+    with pytest.raises(TypeError, match=r"^importances\(\) takes 1 positional argument \(data; then target by "
+                                        r"name\); got 2$"):
         daskpd.importances(df, "y", progress=False)
-    with pytest.raises(TypeError, match=r"catstratpd\(\) takes 1 positional argument \(then target, feature by "
-                                        r"name\); got 4"):
+    with pytest.raises(TypeError, match=r"^fit_stratification\(\) takes 1 positional argument \(data; then target"):
+        daskpd.fit_stratification(df, "y")
+    with pytest.raises(TypeError, match=r"^catstratpd\(\) takes 1 positional argument \(data; then target, feature "
+                                        r"by name\); got 4$"):
         daskpd.catstratpd(df, "y", "x1", "x2")
     with pytest.raises(TypeError, match="missing a required argument: 'target'"):
         daskpd.stratpd(df, feature="x1")

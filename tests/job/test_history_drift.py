@@ -179,7 +179,7 @@ def in_memory_run(seed: int, change: float = 0.0) -> hist.Run:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = daskpd.strat_curves_and_importances(shifted_data(seed, N, change), "y", features=["x2"],
+        res = daskpd.strat_curves_and_importances(shifted_data(seed, N, change), target="y", features=["x2"],
                                                   stratify_on=["x1", "x2", "c"], categorical_features=["c"],
                                                   n_trials=TRIALS, random_state=seed, progress=False)
     curves = curves_frame({("stratpd", f): r for f, r in res.curves.items()})

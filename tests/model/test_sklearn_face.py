@@ -67,28 +67,24 @@ def test_equals_sklearn_keys_shapes_values(models, data, name, kind, features):
     assert set(ours) == set(sk)  # iterating gives the keys, as a Bunch
 
 
-def test_recursion_and_aliases_equal_sklearn_defaults(models, data):
+def test_recursion_and_renamed_parameters_equal_sklearn_defaults(models, data):
+    """scikit-learn's ``custom_values`` / ``response_method`` are ``grid`` / ``response``
+    here, with the same numbers; the scikit-learn names are an unknown keyword."""
     X, _, _ = data
     m = models["reg"]
     sk = sk_pd(m, X, ["a"], custom_values={"a": [-1.0, 0.0, 1.0]})  # sklearn's default: auto -> recursion
-    with pytest.warns(FutureWarning, match=r"custom_values is deprecated .* removed in daskpd 0\.3\.0; pass grid="):
-        with pytest.warns(FutureWarning, match=r"response_method is deprecated .* pass response="):
-            ours = daskpd.partial_dependence(m, X, "a", custom_values={"a": [-1.0, 0.0, 1.0]}, method="auto",
-                                             response_method="auto")
+    ours = daskpd.partial_dependence(m, X, "a", grid={"a": [-1.0, 0.0, 1.0]}, method="auto")
     assert ours.method == "recursion"
     _assert_same_bunch(ours, sk)
-    _assert_same_bunch(daskpd.partial_dependence(m, X, "a", grid={"a": [-1.0, 0.0, 1.0]}, method="auto"), sk)
     sk = sk_pd(models["clf3"], X, ["a"], method="brute", response_method="decision_function", grid_resolution=5)
-    with pytest.warns(FutureWarning, match="response_method is deprecated"):
-        ours = daskpd.partial_dependence(models["clf3"], X, "a", method="brute", response_method="decision_function",
-                                         grid_resolution=5)
-    _assert_same_bunch(ours, sk)
     _assert_same_bunch(daskpd.partial_dependence(models["clf3"], X, "a", method="brute", response="decision_function",
                                                  grid_resolution=5), sk)
-    with pytest.raises(InvalidParameterError, match="disagree"):
-        daskpd.partial_dependence(m, X, "a", response="predict", response_method="predict_proba")
-    with pytest.raises(InvalidParameterError, match="either grid or custom_values"):
-        daskpd.partial_dependence(m, X, "a", grid={"a": [0.0]}, custom_values={"a": [0.0]})
+    with pytest.raises(TypeError, match=r"^partial_dependence\(\): got an unexpected keyword argument "
+                                        r"'response_method'$"):
+        daskpd.partial_dependence(m, X, "a", response_method="predict")
+    with pytest.raises(TypeError, match=r"^partial_dependence\(\): got an unexpected keyword argument "
+                                        r"'custom_values'$"):
+        daskpd.partial_dependence(m, X, "a", custom_values={"a": [0.0]})
     with pytest.raises(InvalidParameterError, match="method='recursion' gives only the average"):
         daskpd.partial_dependence(m, X, "a", kind="both", method="recursion")
 
