@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import warnings
 
-import pandas as pd
-
 from ._data.request import open_request
 from ._engine.memory import partition_bytes
 from ._strat.categorical import CatStratPDResult, no_shared_leaf_message
-from ._strat.categorical_solve import solve_effects
 from ._strat.pipeline import run_strat
 from ._strat.trees import DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
 from ._validation import validate_params
-from ._errors import DataError, InvalidParameterError
+from ._errors import DataError
 from ._stratpd import STRAT_CONSTRAINTS, TRIAL_CONSTRAINTS, stratifying_columns, thin_message, trial_args
 from .results.support import no_support_reason
 

@@ -53,7 +53,7 @@ from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_ME
 from ._strat.state import ScanState
 from ._strat.firstpass import FirstPassCache
 from ._validation import N_TRIALS, POSITIVE_INT, ColumnNames, InstancesOf, Interval, StrOptions, validate_params
-from ._errors import DataError, InvalidParameterError
+from ._errors import DataError
 from ._data.request import left_out_note, open_request
 from ._engine.memory import partition_bytes
 from .results import Result, table_frame

@@ -22,7 +22,7 @@ from __future__ import annotations
 import abc
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from .._errors import DataError, InvalidParameterError
-from .kinds import datetime_message, is_numeric_like, key_type, kind_of, unsupported_message
+from .kinds import datetime_message, is_numeric_like, key_type, unsupported_message
 from .read import did_you_mean, filter_columns, short_list
 from .source import Dataset, open_dataset
 from .suspects import KEEP_HINT, SUSPECT_WHYS, WHY_IDENTIFIER

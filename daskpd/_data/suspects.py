@@ -34,7 +34,6 @@ import numpy as np
 import pandas as pd
 
 from .encode import as_float
-from .kinds import key_type
 
 __all__ = ["Suspect", "suspect_columns", "sample_warnings", "leave_out", "footer_row_number",
            "WHY_IDENTIFIER", "WHY_ROW_NUMBER", "WHY_LEAK", "WHY_DATES", "SUSPECT_WHYS", "KEEP_HINT"]

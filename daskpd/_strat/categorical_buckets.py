@@ -210,7 +210,6 @@ def _prepare(leaf, code, vb, vals, gw, K, S, tbuf, top, t_lo, t_hi, sh_lo, sh_hi
     ts = tree_state(K if S > 1 else 1, top, tbuf)
     t_z = t_hi - 1 if sh_hi else t_hi
     n_vec = 0
-    sca = np.zeros(3 * S)
     n_vb = 0
     for g in range(G):
         if g == 0 or vb[g] != vb[g - 1]:

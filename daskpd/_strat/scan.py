@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from dask.sizeof import sizeof
-import pandas as pd
 
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
 from .._engine.hashing import fold_hash, fold_of, hash_order, unit_of

@@ -28,7 +28,6 @@ from pathlib import Path
 
 from .._data.lake import read_footers
 from .._data.tables import changes
-from .._errors import DataError
 from .._strat.state import ScanState, Stratification
 from ..results.base import atomic_path, dump_json
 from . import model_state

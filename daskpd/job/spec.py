@@ -327,6 +327,11 @@ _MODEL = {
     "target_class": _Key(_class_label),
 }
 
+#: {method: {parameter: inspect.Parameter}}: not bound here (so a bare annotation), derived from
+#: the library on first use by the module ``__getattr__`` below
+METHOD_PARAMS: dict
+
+
 def __getattr__(name):
     if name == "METHOD_PARAMS":  # derived from the library on first use (daskpd.job.schema)
         return method_params()

@@ -20,7 +20,7 @@ from .._engine.hashing import trial_draw
 from .._engine.plan import Job, build_pass
 from .._engine.repeats import RepeatSketch, RepeatsJob, content_of, warn_repeats
 from .._errors import DataError
-from .._validation import N_TRIALS, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, Interval, Percentiles
+from .._validation import N_TRIALS, NON_NEGATIVE_INT, ColumnNames, Interval, Percentiles
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, float_matrix
 
 __all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs", "Trials", "set_sums", "TRIAL_CONSTRAINTS", "trial_params",

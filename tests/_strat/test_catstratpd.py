@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 import daskpd
 from daskpd._strat.leafboot import weights_of_leaves
 from daskpd._strat import categorical_gram, categorical_solve
-from daskpd._catstratpd import run_categorical, solve_effects
+from daskpd._catstratpd import run_categorical
+from daskpd._strat.categorical_solve import solve_effects
 from daskpd import DataError
 
 # ---------------------------------------------------------------------------------
