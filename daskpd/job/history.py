@@ -201,13 +201,13 @@ def unfinished_newest(job_dir: str | os.PathLike) -> str | None:
     return None if why is None else f"the newest run directory {newest.name!r} of {str(job_dir)!r} {why}"
 
 
-def _numeric_points(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def numeric_points(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     d = df[df["supported"].astype(bool) & np.isfinite(df["pd"]) & np.isfinite(df["x"])]
     d = d.sort_values("x", kind="stable")
     return d["x"].to_numpy(dtype=float), d["pd"].to_numpy(dtype=float)
 
 
-def _categorical_points(df: pd.DataFrame) -> pd.Series:
+def categorical_points(df: pd.DataFrame) -> pd.Series:
     d = df[df["supported"].astype(bool) & np.isfinite(df["pd"]) & df["category"].notna()]
     return pd.Series(d["pd"].to_numpy(dtype=float), index=d["category"].astype(str).to_numpy()).groupby(level=0).mean()
 
@@ -224,15 +224,15 @@ def _big_categories(df: pd.DataFrame, share: float):
     return pd.Index(d["category"].astype(str).to_numpy()[keep]).unique()
 
 
-def _is_categorical(df: pd.DataFrame) -> bool:
+def is_categorical(df: pd.DataFrame) -> bool:
     return bool(df["category"].notna().any())
 
 
 def curve_range(df: pd.DataFrame) -> float:
-    if _is_categorical(df):
-        s = _categorical_points(df)
+    if is_categorical(df):
+        s = categorical_points(df)
         return float(s.max() - s.min()) if len(s) else np.nan
-    _, y = _numeric_points(df)
+    _, y = numeric_points(df)
     return float(y.max() - y.min()) if len(y) else np.nan
 
 
@@ -275,17 +275,17 @@ def _counts(df: pd.DataFrame, key: str) -> pd.Series:
 
 def curve_distance(prev: pd.DataFrame, cur: pd.DataFrame, floor: float = 0.0) -> dict:
     """``{curve_rms, curve_distance, curve_max, support_overlap, n_common, scale}`` of two curves of one feature."""
-    return {k: v for k, v in _align(prev, cur, floor).items() if not k.startswith("_")}
+    return {k: v for k, v in align_curves(prev, cur, floor).items() if not k.startswith("_")}
 
 
-def _align(prev: pd.DataFrame, cur: pd.DataFrame, floor: float = 0.0) -> dict:
+def align_curves(prev: pd.DataFrame, cur: pd.DataFrame, floor: float = 0.0) -> dict:
     """:func:`curve_distance`'s figures, plus (keys starting with ``_``) the common points
     (``_at``: grid x or categories), the local move at each as a fraction of ``scale``
     (``_local``: what ``curve_max`` is the maximum of; 0 where it is not counted)."""
     nan = {"curve_rms": np.nan, "curve_distance": np.nan, "curve_max": np.nan, "support_overlap": np.nan,
            "n_common": 0, "scale": np.nan}
-    if _is_categorical(prev) or _is_categorical(cur):
-        a, b = _categorical_points(prev), _categorical_points(cur)
+    if is_categorical(prev) or is_categorical(cur):
+        a, b = categorical_points(prev), categorical_points(cur)
         union = a.index.union(b.index)
         common = a.index.intersection(b.index)
         overlap = len(common) / len(union) if len(union) else np.nan
@@ -299,8 +299,8 @@ def _align(prev: pd.DataFrame, cur: pd.DataFrame, floor: float = 0.0) -> dict:
         # the parts that did not move stay at 0: offset = the row-weighted median difference
         offset = _weighted_median(yb - ya, _counts(prev, "category").reindex(common).to_numpy())
     else:
-        xa, pa = _numeric_points(prev)
-        xb, pb = _numeric_points(cur)
+        xa, pa = numeric_points(prev)
+        xb, pb = numeric_points(cur)
         if len(xa) < 2 or len(xb) < 2:
             return nan
         lo, hi = max(xa[0], xb[0]), min(xa[-1], xb[-1])
@@ -345,7 +345,7 @@ def _raw(imp: pd.DataFrame, method: str) -> pd.Series:
     return pd.Series(t[col].to_numpy(dtype=float), index=t["feature"].astype(str).to_numpy())
 
 
-def _shares(imp: pd.DataFrame, method: str) -> pd.Series:
+def importance_shares(imp: pd.DataFrame, method: str) -> pd.Series:
     v = _raw(imp, method)
     tot = np.nansum(np.abs(v.to_numpy()))
     return v / tot if tot > 0 else v
@@ -440,11 +440,11 @@ def band_z(prev: pd.DataFrame, cur: pd.DataFrame, aligned: dict | None = None) -
     """
     if not (_has_band(prev) and _has_band(cur)):
         return None
-    al = aligned if aligned is not None else _align(prev, cur)
+    al = aligned if aligned is not None else align_curves(prev, cur)
     if al.get("_at") is None or not np.isfinite(al["scale"]):
         return None
     scale = al["scale"]
-    if _is_categorical(prev) or _is_categorical(cur):
+    if is_categorical(prev) or is_categorical(cur):
         ka, pa, sa = _band_series(prev, "category")
         kb, pb, sb = _band_series(cur, "category")
         A = pd.DataFrame({"pd": pa, "s": sa}, index=ka)
@@ -574,7 +574,7 @@ def compare(prev: Run, cur: Run, threshold: float = 0.1, alpha: float = ALPHA) -
     for run, tag in ((prev, "prev"), (cur, "cur")):
         for m in set(IMPORTANCE_FOR.values()):
             stds[(tag, m)] = _trial_std(run.importances, m)
-            shares[(tag, m)] = _shares(run.importances, m)
+            shares[(tag, m)] = importance_shares(run.importances, m)
             raw[(tag, m)] = _raw(run.importances, m)
             ranks[(tag, m)] = _ranks(run.importances, m)
             totals[(tag, m)] = float(np.nansum(np.abs(raw[(tag, m)].to_numpy())))
@@ -604,7 +604,7 @@ def compare(prev: Run, cur: Run, threshold: float = 0.1, alpha: float = ALPHA) -
             continue
         a = prev.curves[(prev.curves["method"] == method) & (prev.curves["feature"] == feature)]
         b = cur.curves[(cur.curves["method"] == method) & (cur.curves["feature"] == feature)]
-        al = _align(a, b, floors.get(method, 0.0))
+        al = align_curves(a, b, floors.get(method, 0.0))
         row.update({k: v for k, v in al.items() if not k.startswith("_")})
         shape = [al["curve_distance"], al["curve_max"], abs(row["importance_change"])]
         shape = [t for t in shape if np.isfinite(t)]
@@ -852,18 +852,18 @@ def feature_figure(runs: list[Run], method: str, feature: str, subtitle: str = "
             continue
         st = styles[i]
         label = f"{r.run_id} (newest)" if i == n - 1 else (f"{r.run_id} (previous)" if i == n - 2 else r.run_id)
-        if _is_categorical(d):
+        if is_categorical(d):
             cat = True
             if order is None:
-                order = _cat_order(runs[-1], method, feature, None) or list(_categorical_points(d).index)
-            s = _categorical_points(d)
+                order = _cat_order(runs[-1], method, feature, None) or list(categorical_points(d).index)
+            s = categorical_points(d)
             s = s - s.mean() if len(s) else s
             y = s.reindex(order).to_numpy()
             ms = (5 if i == n - 1 else 3.5) if len(order) <= 40 else (3 if i == n - 1 else 2)
             ax.plot(np.arange(len(order)), y, "o", ms=ms, color=st["color"], alpha=st["alpha"], zorder=st["zorder"],
                     label=label)
         else:
-            x, y = _numeric_points(d)
+            x, y = numeric_points(d)
             ax.plot(x, y, "-", label=label, **st)
     if cat:
         hidden = label_categories(ax, np.arange(len(order)), order) if order else 0
@@ -883,7 +883,7 @@ def feature_figure(runs: list[Run], method: str, feature: str, subtitle: str = "
 
 def _cat_order(run: Run, method: str, feature: str, fallback) -> list[str]:
     d = run.curves[(run.curves["method"] == method) & (run.curves["feature"] == feature)]
-    s = _categorical_points(d) if len(d) else fallback
+    s = categorical_points(d) if len(d) else fallback
     if s is None or not len(s):
         return []
     return list(s.sort_values(kind="stable").index)
@@ -912,7 +912,7 @@ def importance_figure(runs: list[Run], method: str, features=None):
 
     rows = []
     for r in runs:
-        for f, v in _shares(r.importances, method).items():
+        for f, v in importance_shares(r.importances, method).items():
             if features is None or f in features:
                 rows.append((r.run_id, f, v))
     if not rows:
@@ -947,7 +947,7 @@ def importance_figure(runs: list[Run], method: str, features=None):
     return fig
 
 
-def _write(h: History, out_dir: Path, last: int) -> Path:
+def write_history(h: History, out_dir: Path, last: int) -> Path:
     from .report import embed_png, esc, html_table, page
     from ..results.base import write_parquet
     from .store import commit, rmtree, safe_name
@@ -1045,5 +1045,5 @@ def history(job_dir: str | os.PathLike, *, features=None, last: int = 10, thresh
                 new_vs_old_points=nvo_pts, pinned=pin, against=pinned_table)
     if output:
         out_dir = job_dir / "history" if output is True else Path(output)
-        h.written = _write(h, out_dir.resolve(), last)
+        h.written = write_history(h, out_dir.resolve(), last)
     return h
