@@ -94,6 +94,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import history_newold
 from .history_newold import HistoryError
 from .history_curves import GRID_POINTS, MAX_WINDOW, band_z, curve_distance, curve_noise
 from .history_render import NEWEST_COLOR, feature_figure, importance_figure, run_styles, write_history
@@ -124,8 +125,6 @@ def history(job_dir: str | os.PathLike, *, features=None, last: int = 10, thresh
     table = drift_table(runs, threshold, alpha)
     if features and len(table):
         table = table[table["feature"].isin(list(features))].reset_index(drop=True)
-    from . import history_newold
-
     nvo, nvo_pts = history_newold.latest(runs[-1], features)
     pin = history_newold.pinned(runs, against, window)
     pinned_table = pd.DataFrame()

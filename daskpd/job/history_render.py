@@ -11,6 +11,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..plotting import label_categories, new_figure, pyplot
+from ..results.base import write_parquet
+from . import history_newold
+from .report import embed_png, esc, html_table, page
+from .store import commit, rmtree, safe_name
 from .history_curves import categorical_points, is_categorical, numeric_points
 from .history_runs import Run
 from .history_stats import RANKED_BY, History, importance_shares, rank_rows, write_summary
@@ -48,8 +53,6 @@ def _run_label(run_id: str) -> str:
 
 
 def _plot_feature(runs: list[Run], method: str, feature: str, path: Path, subtitle: str = "") -> None:
-    from ..plotting import pyplot
-
     fig = feature_figure(runs, method, feature, subtitle)
     fig.savefig(path, dpi=100)
     pyplot().close(fig)
@@ -59,8 +62,6 @@ def feature_figure(runs: list[Run], method: str, feature: str, subtitle: str = "
     """One curve across ``runs`` (oldest first): the newest in a strong colour on top, the
     previous one in blue, older ones grey and fading; categories in the newest run's
     order, at most 30 named; labels >= 8 pt, horizontal where they fit."""
-    from ..plotting import label_categories, new_figure
-
     n = len(runs)
     styles = run_styles(n)
     fig, ax = new_figure(figsize=(8, 4.4))
@@ -114,8 +115,6 @@ MAX_IMPORTANCE_LINES = 10
 
 
 def _plot_importance(runs: list[Run], method: str, path: Path, features=None) -> bool:
-    from ..plotting import pyplot
-
     fig = importance_figure(runs, method, features)
     if fig is None:
         return False
@@ -128,8 +127,6 @@ def importance_figure(runs: list[Run], method: str, features=None):
     """Each feature's share of the importance across ``runs`` (the 10 largest in the newest
     run), run ids horizontal (timestamps on two lines) and thinned to what fits; None
     when no run has the ``method`` table."""
-    from ..plotting import label_categories, new_figure
-
     rows = []
     for r in runs:
         for f, v in importance_shares(r.importances, method).items():
@@ -168,10 +165,6 @@ def importance_figure(runs: list[Run], method: str, features=None):
 
 
 def write_history(h: History, out_dir: Path, last: int) -> Path:
-    from .report import embed_png, esc, html_table, page
-    from ..results.base import write_parquet
-    from .store import commit, rmtree, safe_name
-
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
     rmtree(tmp)
@@ -199,8 +192,6 @@ def write_history(h: History, out_dir: Path, last: int) -> Path:
                      "part of the drift beyond the noise (z &gt; z_crit, Bonferroni); drifted = drift_sig &gt; "
                      "threshold; noisy = raw drift above the threshold with no noise estimate; cause: data, "
                      "refit (the stratifying trees were refitted) or data+refit; see docs/jobs.md.</p>")
-        from . import history_newold
-
         parts.append(history_newold.html_section(h.runs[-1], h.new_vs_old, h.new_vs_old_points, tmp / "plots"))
         if h.pinned is not None and len(h.against):
             parts.append(f"<h2>Against run {esc(h.pinned.run_id)} (--against / --window)</h2>")

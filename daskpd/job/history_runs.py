@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from .history_newold import HistoryError
+from .store import list_runs
 
 
 @dataclass
@@ -26,8 +27,6 @@ class Run:
 
 
 def load_runs(job_dir: str | os.PathLike) -> list[Run]:
-    from .store import list_runs
-
     job_dir = Path(job_dir)
     if not job_dir.is_dir():
         raise HistoryError(f"{str(job_dir)!r} is not a directory (expected OUTPUT/JOB_NAME of a daskpd job)")

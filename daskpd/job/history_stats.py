@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..results.base import atomic_path, dump_json
+from . import history_newold
 from .history_curves import align_curves, band_z, curve_noise, curve_range
 from .history_runs import Run
 
@@ -278,8 +280,6 @@ class History:
 
     def format_latest(self) -> str:
         t = self.latest_pair()
-        from . import history_newold
-
         extra = "\n\n" + history_newold.format_table(self.runs[-1], self.new_vs_old)
         if self.pinned is not None:
             a = rank_rows(self.against)
@@ -335,8 +335,6 @@ def summary(h: History) -> dict:
     pair = [r.run_id for r in h.runs[-2:]] if len(h.runs) >= 2 else []
     strat = {r.run_id: _dig(r.manifest, "stratification") for r in h.runs[-2:]} if pair else {}
     incr = _dig(h.runs[-1].manifest, "incremental") if pair else None
-    from . import history_newold
-
     nvo = history_newold.summary(h.runs[-1], h.new_vs_old)
     out = {"daskpd_drift": SUMMARY_VERSION, "job": h.job_dir.name, "runs": len(h.runs), "compared": pair,
            "threshold": h.threshold, "alpha": h.alpha,
@@ -356,8 +354,6 @@ def summary(h: History) -> dict:
 
 def write_summary(h: History, path) -> Path:
     """Write :func:`summary` to ``path`` atomically (strict JSON: NaN as null)."""
-    from ..results.base import atomic_path, dump_json
-
     path = Path(path)
     with atomic_path(path) as tmp:
         Path(tmp).write_text(dump_json(summary(h)), encoding="utf-8")
