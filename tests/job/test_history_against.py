@@ -101,6 +101,7 @@ def test_against_a_run_of_the_same_generator_does_not_flag(nights, capsys):
     for rid in ("r1", "r2"):
         shutil.copytree(nights / rid, job / rid, symlinks=True)
     h = history(job, output=None, against="r1")
+    assert h.pinned.run_id == "r1" and (h.against["drift"] > 0).all()  # two different curves of each feature
     assert set(h.against["status"]) == {"ok"}, h.against[["feature", "z", "z_crit", "drift", "drift_sig"]]
     assert (h.against["noise_source"] == "band").all()
     assert cli.main(["history", str(job), "--against", "r1", "--fail-on-drift", "--no-write"]) == 0
