@@ -133,6 +133,10 @@ def test_never_keeps_the_grids_and_says_so(dask_cluster, tmp_path, model_path):
     assert t.loc[("partial_dependence", "x1"), "why"].endswith(
         "the new rows hold values outside the kept grids and bins, which do not reach them (the run's log names them)")
     assert "outside the kept grids" not in t.loc[("partial_dependence", "x2"), "why"]
+    # every new x1 lies beyond ALE's and the marginal plot's kept bins: those curves of the new rows do not exist
+    for m in ("ale", "marginal"):
+        assert t.loc[(m, "x1"), "status"] == "untested"
+        assert t.loc[(m, "x1"), "why"].startswith("untested: no new row falls inside the kept bins; the new rows hold")
 
 
 def test_outside_layout_names_new_categories_and_both_ends():
