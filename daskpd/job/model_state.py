@@ -51,8 +51,11 @@ def layout_key(spec: JobSpec, inputs, features, categorical) -> dict:
     """What fixes the layout and the partials besides the model: the methods and their
     parameters, the model's inputs and explained features, the categorical columns, the
     target, the response and the trials (JSON-able)."""
-    from .execute import method_defaults
     from ..results.base import json_clean
+    from .spec import METHOD_PARAMS
+
+    def method_defaults(method):  # as execute.method_defaults (imported here, it would import this module back)
+        return {k: v.default for k, v in METHOD_PARAMS[method].items()}
 
     m = spec.model
     return json_clean({
