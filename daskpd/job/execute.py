@@ -32,6 +32,7 @@ class RunResult:
         self.state = None  # its merged sums (daskpd.ScanState), kept for incremental runs
         self.model_state = None  # (layout, partials) of the model-based plan, kept for incremental runs
         self.comparisons: list = []  # the run's new-against-old comparisons (daskpd.job.newold.Comparison)
+        self.notes: list = []  # lines for the run's log, found while computing ("daskpd: " is added)
 
 
 def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats: dict, plan=None,
@@ -231,6 +232,8 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
     # the nightly comparison of an incremental night: the new files' curves and the kept rows' finished apart
     nightly_cmp = next((c for c in res.comparisons if c.reference.test == "new-vs-old" and not c.reference.skip),
                        None)
+    if mplan is not None and mplan.mode == "incremental" and mplan.new_files:
+        _check_layout(spec, _new_files(spec, ddf, mplan.new_files), mplan, nightly_cmp, progress, res)
     if mplan is not None and mplan.mode == "incremental":
         ddf = _new_files(spec, ddf, mplan.new_files)
         under = {"layout": mplan.layout, "base_parts": mplan.load_parts(), "apart": nightly_cmp is not None}
@@ -255,7 +258,46 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
     if under.get("apart") and out.apart is not None:
         from . import newold
 
-        nightly_cmp.records.extend(newold.model_night(spec.model_based, mfeats, out))
+        records = newold.model_night(spec.model_based, mfeats, out)
+        outside = {it["feature"] for it in mplan.outside}
+        for r in records:  # compared under the kept layout, which does not reach the new values
+            if r.feature in outside:
+                r.note = "; ".join(filter(None, [r.note, "the new rows hold values outside the kept grids and "
+                                                 "bins, which do not reach them (the run's log names them)"]))
+        nightly_cmp.records.extend(records)
+
+
+def _check_layout(spec: JobSpec, new, mplan, nightly_cmp, progress, res: RunResult) -> None:
+    """An incremental night's model-based plan, before its pass: do the new files hold
+    values outside the range the kept grids and bins were built from (one summary pass
+    over their feature columns)?  If so, with ``[run] refit = "auto"`` the plan runs in
+    full (the grids and bins built again from every row); with ``"never"`` the layout is
+    kept; either way the run's log and manifest name the features and the values."""
+    from . import model_state
+
+    try:
+        outside = model_state.outside_layout(mplan.layout, new, progress)
+    except (DataError, TypeError, ValueError) as exc:  # the check only: the night goes on under the kept layout
+        res.notes.append(f"note: the new files' values could not be checked against the kept model-based grids "
+                         f"and bins ({type(exc).__name__}: {exc})")
+        return
+    if not outside:
+        return
+    mplan.outside = outside
+    what = model_state.describe_outside(outside)
+    if spec.run.refit == "never":
+        res.notes.append(f"warning: the model-based grids and bins of run {mplan.base_run} are kept "
+                         f"([run] refit = \"never\") although the new rows fall outside them: {what}. Partial "
+                         "dependence and ICE are not evaluated at those values, ALE and the marginal plot leave "
+                         "those rows out; refit = \"auto\" builds them again")
+        return
+    mplan.rebuild(f"the new rows fall outside the grids and bins of run {mplan.base_run} ({what}): they are built "
+                  "again from all the rows")
+    res.notes.append(f"model-based methods: full after all: the curves are computed again on grids and bins "
+                     f"extended to the new values ({what})")
+    if nightly_cmp is not None and not nightly_cmp.records and not spec.model_free:
+        nightly_cmp.reference.skip = ("the model-based grids and bins were built again (the new rows fall outside "
+                                      "the kept ones): no new-against-old comparison of their curves")
 
 
 def dashboard(client) -> str | None:

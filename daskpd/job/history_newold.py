@@ -103,6 +103,10 @@ def pinned(runs: list, against: str | None, window: int | None):
     names, or None; a :class:`HistoryError` when there is none."""
     if against is None and window is None:
         return None
+    if against is not None and window is not None:
+        raise HistoryError("--against and --window: give one or the other")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1):
+        raise HistoryError(f"--window {window}: expected an integer >= 1 (the run that many runs before the newest)")
     ids = [r.run_id for r in runs]
     if against is not None:
         if against not in ids[:-1]:

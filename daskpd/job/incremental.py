@@ -278,9 +278,11 @@ def state_bytes(run_dir: Path) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(sdir) for f in fs)
 
 
-def _link_tree(src: Path, dst: Path) -> None:
-    for d, _, files in os.walk(src):
+def _link_tree(src: Path, dst: Path, skip: tuple = ()) -> None:
+    for d, dirs, files in os.walk(src):
         rel = Path(d).relative_to(src)
+        if rel == Path("."):
+            dirs[:] = [x for x in dirs if x not in skip]
         (dst / rel).mkdir(parents=True, exist_ok=True)
         for f in files:
             if rel == Path(".") and f == "manifest.json":
@@ -294,9 +296,15 @@ def _link_tree(src: Path, dst: Path) -> None:
 def reuse_run(base_dir: Path, tmp: Path, updates: dict) -> dict:
     """A run whose input did not change since ``base_dir``: that run's files (tables,
     plots, report, state) as hard links in ``tmp``, and its manifest with ``updates``
-    and ``reused_from``; returns the manifest (not yet written)."""
+    and ``reused_from``; returns the manifest (not yet written).  The base run's
+    new-against-old comparisons (``drift/``) are not this run's: it has no new rows (its
+    manifest's ``drift`` says so), so they are left out."""
+    from .newold import DRIFT_DIR
+
     manifest = json.loads((base_dir / "manifest.json").read_text())
-    _link_tree(base_dir, tmp)
+    _link_tree(base_dir, tmp, skip=(DRIFT_DIR,))
+    if isinstance(manifest.get("files"), dict):
+        manifest["files"] = {f: v for f, v in manifest["files"].items() if not f.startswith(DRIFT_DIR + "/")}
     manifest.update(updates)
     manifest["reused_from"] = base_dir.name
     manifest["stratification"] = {**manifest.get("stratification", {}), "refitted": False}

@@ -28,12 +28,14 @@ from .._errors import DataError
 from ..results.base import atomic_path, dump_json
 from .spec import JobSpec
 
-__all__ = ["ModelPlan", "plan", "save", "kept_rows", "partial_rows", "layout_key", "model_sha256", "MODEL_DIR", "state_bytes"]
+__all__ = ["ModelPlan", "plan", "save", "kept_rows", "partial_rows", "layout_key", "model_sha256", "MODEL_DIR", "state_bytes",
+           "outside_layout", "describe_outside"]
 
 #: the sub-directory of a run's ``state/`` holding the model-based state
 MODEL_DIR = "model"
-#: the version of the state's pickle layout (a run kept by another version runs in full)
-VERSION = 2
+#: the version of the state's pickle layout (a run kept by another version runs in full); 3: the layout
+#: records the range of every feature it was built from (``Layout.ranges``)
+VERSION = 3
 
 
 def model_sha256(path: str | os.PathLike) -> str:
@@ -49,8 +51,11 @@ def layout_key(spec: JobSpec, inputs, features, categorical) -> dict:
     """What fixes the layout and the partials besides the model: the methods and their
     parameters, the model's inputs and explained features, the categorical columns, the
     target, the response and the trials (JSON-able)."""
-    from .execute import method_defaults
     from ..results.base import json_clean
+    from .spec import METHOD_PARAMS
+
+    def method_defaults(method):  # as execute.method_defaults (imported here, it would import this module back)
+        return {k: v.default for k, v in METHOD_PARAMS[method].items()}
 
     m = spec.model
     return json_clean({
@@ -79,13 +84,27 @@ class ModelPlan:
     layout: object = None
     state_path: Path | None = None
     fitted_rows: int | None = None
+    #: the new files' values outside the kept layout (:func:`outside_layout`), found on an incremental night
+    outside: list = field(default_factory=list)
+    #: True when they made this run build the grids and bins again (``[run] refit = "auto"``)
+    rebuilt: bool = False
 
     def load_parts(self) -> list:
         with open(self.state_path, "rb") as fh:
             return pickle.load(fh)["parts"]
 
     def manifest(self) -> dict:
-        return {"mode": self.mode, "reason": self.reason, "base_run": self.base_run, "model_sha256": self.sha256}
+        out = {"mode": self.mode, "reason": self.reason, "base_run": self.base_run, "model_sha256": self.sha256}
+        if self.outside:
+            out.update(outside_layout=self.outside, layout_rebuilt=self.rebuilt)
+        return out
+
+    def rebuild(self, why: str) -> None:
+        """Run in full after all (the new files' values fall outside the kept layout):
+        the grids and bins are built again from every row."""
+        self.mode, self.reason, self.rebuilt = "full", why, True
+        self.layout = self.state_path = self.fitted_rows = None
+        self.new_files = []
 
 
 def plan(spec: JobSpec, job_dir: Path, free_plan, sha256: str, key: dict) -> ModelPlan:
@@ -167,3 +186,89 @@ def partial_rows(parts: list) -> int:
 def state_bytes(run_dir: Path) -> int:
     mdir = Path(run_dir) / "state" / MODEL_DIR
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(mdir) for f in fs)
+
+
+#: at most this many new categories are named in a note (the manifest lists them all)
+NAMED_LEVELS = 5
+
+
+def outside_layout(layout, dataset, progress=None) -> list[dict]:
+    """The new files' (``dataset``: :func:`daskpd.job.execute._new_files`) values outside
+    the range the kept ``layout`` was built from, one summary pass over their feature
+    columns: ``{"feature", "kind": "numeric", "layout_range": [lo, hi], "new_range": [lo,
+    hi], "grid": [first, last] of partial dependence's grid, or None}`` (a value below or
+    above the range) or ``{"feature", "kind": "categorical", "new_levels": [...]}`` (a
+    category it never saw).  Empty when the layout records no ranges (an older state) or
+    nothing falls outside."""
+    from .._engine.stats import summarize
+
+    ranges = getattr(layout, "ranges", None) or {}
+    frame = getattr(dataset, "frame", None)
+    if frame is None or not ranges:
+        return []
+    kinds = {f: r["kind"] for f, r in ranges.items() if f in set(map(str, frame.columns))}
+    if not kinds:
+        return []
+    if not hasattr(frame, "npartitions"):  # pandas
+        import dask.dataframe as dd
+
+        frame = dd.from_pandas(frame, npartitions=1, sort=False)
+    sums = summarize(frame[list(kinds)], kinds, progress=progress)
+    out = []
+    for f in layout.features:
+        r, s = ranges.get(f), sums.get(f)
+        if r is None or s is None or s.n == 0:
+            continue
+        if r["kind"] == "categorical":
+            old = set(r["levels"])
+            new = [str(v) for v in (s.uniques if s.uniques is not None else []) if str(v) not in old]
+            if new:
+                out.append({"feature": f, "kind": "categorical", "new_levels": new})
+        elif r.get("vmin") is not None and (s.vmin < r["vmin"] or s.vmax > r["vmax"]):
+            grid = _pd_grid(layout, f)
+            out.append({"feature": f, "kind": "numeric", "layout_range": [r["vmin"], r["vmax"]],
+                        "new_range": [float(s.vmin), float(s.vmax)], "grid": grid})
+    return out
+
+
+def _pd_grid(layout, feature):
+    """[first, last] value of the feature's partial dependence / ICE grid in the layout, or None."""
+    import numpy as np
+
+    for grids in (layout.grids or {}).values():
+        g = grids.get(feature)
+        if g is not None and len(g):
+            try:
+                g = np.asarray(g, dtype=float)
+            except (TypeError, ValueError):
+                return None
+            return [float(g.min()), float(g.max())]
+    return None
+
+
+def _num(v: float) -> str:
+    return f"{v:.6g}"
+
+
+def describe_outside(items: list[dict]) -> str:
+    """One clause per feature: what of the new rows falls outside the kept layout."""
+    parts = []
+    for it in items:
+        if it["kind"] == "categorical":
+            lv = it["new_levels"]
+            named = ", ".join(repr(v) for v in lv[:NAMED_LEVELS]) + (f" and {len(lv) - NAMED_LEVELS} more"
+                                                                     if len(lv) > NAMED_LEVELS else "")
+            parts.append(f"feature {it['feature']!r}: {len(lv)} new categor{'y' if len(lv) == 1 else 'ies'} "
+                         f"({named})")
+            continue
+        (lo, hi), (nlo, nhi) = it["layout_range"], it["new_range"]
+        side = []
+        if nlo < lo:
+            side.append(f"down to {_num(nlo)}")
+        if nhi > hi:
+            side.append(f"up to {_num(nhi)}")
+        grid = (f"; the partial dependence grid spans [{_num(it['grid'][0])}, {_num(it['grid'][1])}]"
+                if it.get("grid") else "")
+        parts.append(f"feature {it['feature']!r}: new values {' and '.join(side)}, beyond the range "
+                     f"[{_num(lo)}, {_num(hi)}] the grids and bins were built from{grid}")
+    return "; ".join(parts)

@@ -207,7 +207,14 @@ def model_night(methods, features, out) -> list[DriftRecord]:
     new, old = flat(out.apart[0]), flat(out.apart[1])
     rows = [(float(getattr(r, "n_rows", np.nan)), float(getattr(old[k], "n_rows", np.nan)))
             for k, r in new.items() if k in old]
-    return model_based(new, old, *(rows[0] if rows else (np.nan, np.nan)))
+    rows = rows[0] if rows else (np.nan, np.nan)
+    recs = model_based(new, old, *rows)
+    for (m, f) in old:  # a curve the new rows leave undefined: none of them falls inside its kept bins
+        if (m, f) not in new:
+            kind = getattr(old[(m, f)], "kind", "numeric")
+            recs.append(DriftRecord(m, f, kind, pd.DataFrame(columns=POINT_COLUMNS), 0, False, np.nan, *rows,
+                                    "no new row falls inside the kept bins"))
+    return recs
 
 
 #: the columns of a comparison's table (:func:`record_frame`)

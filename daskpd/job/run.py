@@ -259,6 +259,8 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                         t0 = time.perf_counter()
                         execute.model_based(spec, request.dataset, model, model_inputs, model_feats, cats, progress,
                                             res, mplan)
+                        for note in res.notes:
+                            log_line(log, f"daskpd: {note}")
                         stats["model_phases"] = res.phases
                         timings["model_based"] = time.perf_counter() - t0
 

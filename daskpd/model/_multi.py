@@ -96,6 +96,9 @@ class Layout:
     marginal: list | None = None
     pd_method: str = "brute"
     h_points: object = None  # the H-statistic's evaluation points (EvalPoints)
+    #: what the layout was built from, per feature: ``{"kind", "vmin", "vmax"}`` (numeric) or ``{"kind",
+    #: "levels"}`` (categorical), so a later call can tell which new values fall outside it (None: not recorded)
+    ranges: dict | None = None
 
 
 def _grid_key(method: str, p: dict):
@@ -159,13 +162,15 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     elif "partial_dependence" in params:
         pd_method = resolve_pd_method(params["partial_dependence"]["method"], pred, kinds, items, run.weight)
 
+    ranges = None
     if layout is not None:
         if list(layout.features) != feats:
             raise ValueError(f"the layout is of features {layout.features}, not {feats}")
         grids, ale_specs_, sources, mspecs = layout.grids, layout.ale, layout.ale_sources, layout.marginal
-        pd_method = layout.pd_method
+        pd_method, ranges = layout.pd_method, getattr(layout, "ranges", None)
     elif set(params) - {"h_statistic"}:  # the H-statistic needs no grid: its own points
-        grids, ale_specs_, sources, mspecs = _layout(run, feats, params, target, with_target, progress, phases)
+        grids, ale_specs_, sources, mspecs, ranges = _layout(run, feats, params, target, with_target, progress,
+                                                             phases)
     else:
         grids, ale_specs_, sources, mspecs = {}, None, None, None
     mp = params.get("marginal")
@@ -209,14 +214,15 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         meta = {"bins": params["ale"]["bins"], "sample_weight": None, "model": pred.describe(), **tparams}
         metas.append(meta)  # the trials' params, completed once the pass has run
         jobs.append(ALEJob(ale_specs_))
-        finish.append(("ale", lambda part, meta=meta: {
-            sp.feature: finish_ale(sp, part.feats[sp.feature], pred, meta, sources.get(sp.feature))
-            for sp in ale_specs_}))
+        finish.append(("ale", lambda part, meta=meta, side=False: _kept({
+            sp.feature: _side(side, finish_ale, sp, part.feats[sp.feature], pred, meta, sources.get(sp.feature))
+            for sp in ale_specs_})))
     if mp is not None:
         meta = {"bins": mp["bins"], "sample_weight": None, "model": pred.describe(), **tparams}
         metas.append(meta)  # the trials' params, completed once the pass has run
         jobs.append(MarginalJob(mspecs, target if with_target else None, True))
-        finish.append(("marginal", lambda part, meta=meta: _finish_marginals(mspecs, part, target, pred, mp, meta)))
+        finish.append(("marginal", lambda part, meta=meta, side=False: _finish_marginals(mspecs, part, target, pred,
+                                                                                          mp, meta, side)))
     if "pd_variance" in params:
         p = params["pd_variance"]
         key = _grid_key("pd_variance", p)
@@ -266,28 +272,30 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
                 m.update(trial_params(trials, band, repeats))
 
     # 4. each method's finisher
-    def finish_all(parts):
+    def finish_all(parts, side=False):
+        """``side``: one side of ``apart`` (its rows may leave a feature of ALE or the
+        marginal plot with no row inside the kept bins: that curve is left out)."""
         results: dict = {}
         it_parts = iter(parts)
         for name, fin in finish:
             brute_free = name == "partial_dependence" and pd_method != "brute"
             part = None if brute_free else next(it_parts)
-            out = fin(part)
+            out = fin(part, side=True) if side and name in ("ale", "marginal") else fin(part)
             if isinstance(name, tuple):
                 results.setdefault(name[0], {})[name[1]] = out
             else:
                 results[name] = out
         return {m: results[m] for m in MODEL_METHODS if m in results}
 
-    sides = (finish_all(own), finish_all(base_parts)) if apart and own is not None else None
+    sides = (finish_all(own, True), finish_all(base_parts, True)) if apart and own is not None else None
     return MethodsRun(finish_all(parts), phases,
-                      Layout(feats, grids, ale_specs_, sources, mspecs, pd_method, hpts), parts, sides)
+                      Layout(feats, grids, ale_specs_, sources, mspecs, pd_method, hpts, ranges), parts, sides)
 
 
 def _layout(run, feats, params, target, with_target, progress, phases):
     """Passes 1 and 2 (and 3): the summary, the grids' and bins' order statistics, ALE's
     level order, the marginal plot's own bins; returns (grids, ALE specs, ALE order
-    sources, marginal specs)."""
+    sources, marginal specs, the features' ranges: :attr:`Layout.ranges`)."""
     kinds = run.kinds
     # 1. one summary pass (ALE may need the other model inputs too)
     want = {f: kinds[f] for f in feats}
@@ -350,15 +358,42 @@ def _layout(run, feats, params, target, with_target, progress, phases):
             phases.append("marginal bins")
         mspecs = [marginal_spec(f, kinds[f], msums[f], mp["bins"], mp["binning"], mstats.get(f, {}))
                   for f in feats]
-    return grids, ale_specs_, sources, mspecs
+    return grids, ale_specs_, sources, mspecs, {f: feature_range(sums[f]) for f in feats if f in sums}
 
 
-def _finish_marginals(mspecs, part, target, pred, mp, meta) -> dict:
+def feature_range(summary) -> dict:
+    """:attr:`Layout.ranges`' entry of one column summary (JSON-able)."""
+    if summary.kind == "categorical":
+        return {"kind": "categorical", "levels": [str(v) for v in (summary.uniques if summary.uniques is not None
+                                                                    else [])]}
+    ok = summary.n > 0
+    return {"kind": "numeric", "vmin": float(summary.vmin) if ok else None,
+            "vmax": float(summary.vmax) if ok else None}
+
+
+def _side(side: bool, fn, *args):
+    """``fn(*args)``; on one side of ``apart`` (``side``), None when its rows leave the
+    curve undefined (a :class:`DataError`: no row inside the kept bins)."""
+    try:
+        return fn(*args)
+    except DataError:
+        if side:
+            return None
+        raise
+
+
+def _kept(d: dict) -> dict:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def _finish_marginals(mspecs, part, target, pred, mp, meta, side=False) -> dict:
     out = {}
     for sp in mspecs:
         fp = part.feats[sp.feature]
         if fp.w.sum() <= 0:
+            if side:
+                continue
             raise DataError(f"feature {sp.feature!r}: no row has usable values")
-        out[sp.feature] = finish_marginal(sp, fp, target=target, response=pred.response, binning=mp["binning"],
-                                          params=meta)
-    return out
+        out[sp.feature] = _side(side, lambda: finish_marginal(sp, fp, target=target, response=pred.response,
+                                                              binning=mp["binning"], params=meta))
+    return _kept(out)

@@ -1,0 +1,142 @@
+"""``daskpd history --against RUN_ID`` and ``--window N`` on a real nightly job: the
+newest run's merged curves against a pinned run's.  A change planted in the appended
+rows moves the merged curve by only their share of the rows, and the night after it
+(no new file) the consecutive comparison sees nothing; against the run before the
+change the accumulated move is flagged, on the changed feature only, and
+``--fail-on-drift`` exits 3 on it.  Without a change nothing is flagged; a run id that
+is not an earlier complete run, or a window beyond the runs, is refused in one line
+naming the option and what it expects."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from daskpd import cli
+from daskpd.job.history import HistoryError, history
+from daskpd.job.run import run_job
+from test_job_newold import chunk, setup
+
+
+@pytest.fixture(scope="module")
+def nights(dask_cluster, tmp_path_factory):
+    """r1: 20,000 rows; r2: 20,000 more from the same generator; r3: 20,000 more whose
+    x2 curve is 3.0 higher at x2 = 1 (the merged curve moves by a third of that, a
+    quarter of x2's range of 4); r4: no new file."""
+    tmp_path = tmp_path_factory.mktemp("against")
+    lake, spec = setup(tmp_path, "never", "[importances]\nn_trials = 10")  # every curve with its band
+    out = tmp_path / "out"
+
+    def run(rid):
+        run_job(spec, scheduler=dask_cluster, output=out, run_id=rid, progress=False, out=False, log=False)
+
+    run("r1")
+    for i in range(4):
+        chunk(20 + i, 5000).to_parquet(lake / f"q{i:03d}.parquet", index=False)
+    run("r2")
+    for i in range(4):
+        chunk(30 + i, 5000, x2_step=3.0).to_parquet(lake / f"s{i:03d}.parquet", index=False)
+    run("r3")
+    run("r4")
+    return out / "n"
+
+
+def statuses(table):
+    return dict(zip(table["feature"], table["status"]))
+
+
+def test_against_flags_the_accumulated_change_on_the_changed_feature(nights, capsys):
+    h = history(nights, output=None)
+    assert [r.run_id for r in h.runs] == ["r1", "r2", "r3", "r4"]
+    # the night after the change: the last two runs hold the same rows, and there is no new row to test (the
+    # run that reuses r3's results does not carry r3's new-against-old comparison as its own)
+    m4 = json.loads((nights / "r4" / "manifest.json").read_text())
+    assert m4["reused_from"] == "r3" and m4["drift"][0]["skipped"] == "no file appended since run r3"
+    assert not (nights / "r4" / "drift").exists() and not any(f.startswith("drift/") for f in m4["files"])
+    assert set(h.latest_pair()["status"]) == {"ok"}
+    assert h.summary()["new_vs_old"]["status"] == "not-compared" and not h.drifted()
+    assert cli.main(["history", str(nights), "--fail-on-drift", "--no-write"]) == 0
+    capsys.readouterr()
+
+    h = history(nights, output=None, against="r1")
+    assert h.pinned.run_id == "r1"
+    got = statuses(h.against)
+    assert got == {"x1": "ok", "x2": "drifted", "c": "ok"}, h.against[["feature", "z", "z_crit", "drift_sig"]]
+    x2 = h.against.set_index("feature").loc["x2"]
+    assert x2.noise_source == "band" and x2.z > x2.z_crit and x2.drift_sig > 0.1
+    assert h.drifted()
+    s = h.summary()["against"]
+    assert s["run_id"] == "r1" and [d["feature"] for d in s["drifted"]] == ["x2"]
+    assert s["counts"]["drifted"] == 1 and s["counts"]["ok"] == 2
+
+    assert cli.main(["history", str(nights), "--against", "r1", "--fail-on-drift", "--no-write"]) == 3
+    printed = capsys.readouterr().out
+    assert "r1 -> r4 (--against / --window" in printed
+    # without --fail-on-drift the drift is reported, not an exit status
+    assert cli.main(["history", str(nights), "--against", "r1", "--json", "--no-write"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["status"] == "drift" and s["against"]["run_id"] == "r1"
+    # the page shows the table against the pinned run
+    assert cli.main(["history", str(nights), "--against", "r1"]) == 0
+    page = (nights / "history" / "history.html").read_text()
+    assert "Against run r1 (--against / --window)" in page
+
+
+def test_window_picks_the_run_n_runs_before_the_newest(nights, capsys):
+    h = history(nights, output=None, window=2)  # r2: before the change
+    assert h.pinned.run_id == "r2" and statuses(h.against)["x2"] == "drifted"
+    assert cli.main(["history", str(nights), "--window", "3", "--fail-on-drift", "--no-write"]) == 3
+    capsys.readouterr()
+    h = history(nights, output=None, window=1)  # r3: the same rows as r4
+    assert h.pinned.run_id == "r3" and set(h.against["status"]) == {"ok"} and not h.drifted()
+    assert cli.main(["history", str(nights), "--window", "1", "--fail-on-drift", "--no-write"]) == 0
+
+
+def test_against_a_run_of_the_same_generator_does_not_flag(nights, capsys):
+    """r2 (40,000 rows) against r1 (its first 20,000): the same generator, twice the rows."""
+    import shutil
+
+    job = nights.parent / "same"
+    job.mkdir()
+    for rid in ("r1", "r2"):
+        shutil.copytree(nights / rid, job / rid, symlinks=True)
+    h = history(job, output=None, against="r1")
+    assert h.pinned.run_id == "r1" and (h.against["drift"] > 0).all()  # two different curves of each feature
+    assert set(h.against["status"]) == {"ok"}, h.against[["feature", "z", "z_crit", "drift", "drift_sig"]]
+    assert (h.against["noise_source"] == "band").all()
+    assert cli.main(["history", str(job), "--against", "r1", "--fail-on-drift", "--no-write"]) == 0
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--against", "r9"], "--against 'r9': not a complete run before the newest one (r4); runs: r1, r2, r3, r4"),
+    (["--against", "r4"], "--against 'r4': not a complete run before the newest one (r4)"),
+    (["--window", "4"], "--window 4: the job has 4 complete run(s), so at most --window 3"),
+    (["--window", "0"], "--window must be >= 1; got 0"),
+    (["--window", "-2"], "--window must be >= 1; got -2"),
+    (["--window", "1", "--against", "r1"], "--against and --window: give one or the other"),
+])
+def test_a_bad_run_id_or_window_is_one_line_naming_the_option(nights, capsys, args, message):
+    assert cli.main(["history", str(nights), "--fail-on-drift", "--no-write", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("daskpd: error: ") and message in err
+
+
+def test_window_not_an_integer_is_refused_by_the_parser(nights, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["history", str(nights), "--window", "two"])
+    assert e.value.code == 2 and "--window: invalid int value: 'two'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"against": "r9"}, "--against 'r9': not a complete run before the newest one"),
+    ({"window": 4}, "--window 4: the job has 4 complete run(s), so at most --window 3"),
+    ({"window": 0}, "--window 0: expected an integer >= 1"),
+    ({"window": -1}, "--window -1: expected an integer >= 1"),
+    ({"window": 1.5}, "--window 1.5: expected an integer >= 1"),
+    ({"window": True}, "--window True: expected an integer >= 1"),
+    ({"against": "r1", "window": 1}, "--against and --window: give one or the other"),
+])
+def test_the_python_entry_checks_them_too(nights, kwargs, message):
+    with pytest.raises(HistoryError) as e:
+        history(nights, output=None, **kwargs)
+    assert message in str(e.value)
