@@ -9,6 +9,7 @@ parquet files (the data sorted within each file, so the row number tracks the ta
 a near-unique title, UUIDs written by pyarrow and by DuckDB."""
 from __future__ import annotations
 
+import pathlib
 import uuid
 import warnings
 
@@ -213,3 +214,100 @@ def test_every_default_feature_suspect_is_an_error_that_says_what_works():
     with pytest.raises(DataError, match=r"every default feature was left out .*'id' \(row number\); 'id2' \(likely "
                                         r"identifier\); name the features to use, or pass keep_suspect=True"):
         daskpd.importances(df, target="y", progress=False)
+
+
+def thresholded(n=20_000, seed=0, noise=1.0):
+    """y = 2 x1 + x2 + noise and t = (y > median(y)): a thresholded copy of the target."""
+    r = np.random.default_rng(seed)
+    df = pd.DataFrame({"x1": r.uniform(0, 1, n), "x2": r.uniform(0, 1, n)})
+    df["y"] = 2 * df.x1 + df.x2 + r.normal(0, noise, n)
+    df["t"] = (df.y > df.y.median()).astype(int)
+    return df
+
+
+def slope(res) -> float:
+    ok = np.isfinite(np.asarray(res.pd))
+    return float(np.polyfit(np.asarray(res.x)[ok], np.asarray(res.pd)[ok], 1)[0])
+
+
+def test_a_thresholded_copy_of_the_target_is_a_leak_left_out_of_the_stratifying_columns():
+    df = thresholded()
+    # stratified on t, x1's curve is absorbed: slope 0.84 of the true 2, and nothing said
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        kept = daskpd.stratpd(df, target="y", feature="x1", keep_suspect=True, progress=False)
+    assert kept.params["stratified_on"] == ["x2", "t"] and slope(kept) < 1.2
+    assert any("'t' looks like a thresholded or binned copy of 'y'" in str(w.message) for w in rec)
+    with pytest.warns(UserWarning, match=r"^daskpd: 1 of 3 columns left out of the stratifying columns: 1 likely leak "
+                                         r"\('t'\); name them in stratify_on= to use them; keep_suspect=True"):
+        res = daskpd.stratpd(df, target="y", feature="x1", progress=False)
+    assert res.params["stratified_on"] == ["x2"] and 1.9 < slope(res) < 2.1
+    # named: used, with the warning that says what it is and what it does
+    with pytest.warns(UserWarning, match=r"column 't' looks like a thresholded or binned copy of 'y' \(its 2 levels "
+                                         r"hold 100\.0% of the sampled rows in consecutive intervals of 'y' and "
+                                         r"explain R\^2 0\.75 of the variance of its ranks\): stratifying on it absorbs"):
+        named = daskpd.stratpd(df, target="y", feature="x1", stratify_on=["x2", "t"], progress=False)
+    assert named.params["stratified_on"] == ["x2", "t"]
+    imp, msgs = importances(df)
+    assert sorted(imp.table.index) == ["x1", "x2"]
+    assert notes(msgs) == ["importances: 1 of 3 columns left out of the default features: 1 likely leak ('t'); "
+                           "name them in features= to score them; keep_suspect=True keeps the suspect column"]
+
+
+@pytest.mark.parametrize("make, verdict", [
+    (lambda y, r: pd.qcut(y, 10, labels=False), "leak"),  # deciles
+    (lambda y, r: pd.qcut(y, 3, labels=["lo", "mid", "hi"]).astype(str), "leak"),  # terciles, as text
+    (lambda y, r: np.round(y), "leak"),
+    (lambda y, r: y > np.quantile(y, 0.9), "warn"),  # R^2 0.27 (ranks): a warning only
+    (lambda y, r: (y + r.normal(0, 0.2 * y.std(), len(y)) > np.median(y)).astype(int), "warn"),  # blurred
+    (lambda y, r: y > np.quantile(y, 0.99), None),  # R^2 0.03
+])
+def test_binned_copies_of_the_target(make, verdict):
+    r = np.random.default_rng(3)
+    df = thresholded(10_000, seed=3)
+    df["t"] = make(df.y.to_numpy(), r)
+    got = suspect_columns(df, "y", ["x1", "x2", "t"])
+    if verdict is None:
+        assert got == {}
+    else:
+        assert list(got) == ["t"] and got["t"].why == "likely leak" and got["t"].leave == (verdict == "leak")
+        assert ("may be" in got["t"].message) == (verdict == "warn")
+
+
+def test_strong_causes_are_not_binned_copies():
+    """A dominant continuous cause (x1 explains 99 % of y), a discrete cause whose levels
+    separate the target's modes, and one whose levels overlap: none is flagged."""
+    r = np.random.default_rng(4)
+    n = 10_000
+    x1, x2, e = r.uniform(0, 1, n), r.uniform(0, 1, n), r.normal(0, 1, n)
+    g, g5 = r.integers(0, 2, n), r.integers(0, 5, n)
+    for cols, y in [({"x1": x1, "x2": x2}, 10 * x1 + x2 + r.normal(0, 0.1, n)),
+                    ({"x1": x1, "x2": x2, "g": g}, 2 * x1 + x2 + 10 * g + e),
+                    ({"x1": x1, "x2": x2, "g": g}, 2 * x1 + x2 + 10 * g),
+                    ({"x1": x1, "x2": x2, "g": g}, 2 * x1 + x2 + 3 * g + e),
+                    ({"x1": x1, "x2": x2, "g": g5}, 2 * x1 + x2 + 10 * g5 + e),
+                    ({"x1": x1, "x2": x2, "g": g5}, 2 * x1 + x2 + 3 * g5 + e),
+                    ({"x1": x1, "x2": x2, "g": g}, np.round(5 * x1) + 20 * g)]:  # a target on a lattice
+        df = pd.DataFrame({**cols, "y": y})
+        assert suspect_columns(df, "y", list(cols)) == {}, df.columns
+    # a thresholded copy of a count target: its cut falls between two neighbouring counts
+    cnt = r.poisson(np.exp(1 + 2 * x1 + x2))
+    df = pd.DataFrame({"x1": x1, "x2": x2, "busy": (cnt >= np.median(cnt)).astype(int), "y": cnt})
+    assert list(suspect_columns(df, "y", ["x1", "x2", "busy"])) == ["busy"]
+
+
+@pytest.mark.skipif(not (pathlib.Path(__file__).parents[2] / "../shared/data/bike_hour.csv").exists(),
+                    reason="../shared/data absent")
+def test_binned_copies_on_real_tables():
+    """The public tables' own columns are not flagged; a thresholded copy added is."""
+    data = pathlib.Path(__file__).parents[2] / "../shared/data"
+    for name, target in [("bike_hour.csv", "cnt"), ("bike_day.csv", "cnt"), ("boston.csv", "medv"),
+                         ("california_housing.csv", "median_house_value"), ("rent.csv", "price"),
+                         ("bulldozer_valid.csv", "SalePrice")]:
+        df = pd.read_csv(data / name, low_memory=False).sample(frac=1.0, random_state=0).iloc[:10_000]
+        got = suspect_columns(df, target, [c for c in df.columns if c != target], n_rows=None)
+        assert {c for c, s in got.items() if "thresholded" in s.message} == set(), name
+        y = pd.to_numeric(df[target], errors="coerce")
+        df["busy"] = (y > y.median()).astype(int)
+        got = suspect_columns(df, target, [c for c in df.columns if c != target])
+        assert got["busy"].leave and "thresholded" in got["busy"].message, name
