@@ -9,7 +9,6 @@ parquet files (the data sorted within each file, so the row number tracks the ta
 a near-unique title, UUIDs written by pyarrow and by DuckDB."""
 from __future__ import annotations
 
-import pathlib
 import uuid
 import warnings
 
@@ -296,11 +295,9 @@ def test_strong_causes_are_not_binned_copies():
     assert list(suspect_columns(df, "y", ["x1", "x2", "busy"])) == ["busy"]
 
 
-@pytest.mark.skipif(not (pathlib.Path(__file__).parents[2] / "../shared/data/bike_hour.csv").exists(),
-                    reason="../shared/data absent")
-def test_binned_copies_on_real_tables():
+def test_binned_copies_on_real_tables(shared_data):
     """The public tables' own columns are not flagged; a thresholded copy added is."""
-    data = pathlib.Path(__file__).parents[2] / "../shared/data"
+    data = shared_data
     for name, target in [("bike_hour.csv", "cnt"), ("bike_day.csv", "cnt"), ("boston.csv", "medv"),
                          ("california_housing.csv", "median_house_value"), ("rent.csv", "price"),
                          ("bulldozer_valid.csv", "SalePrice")]:
