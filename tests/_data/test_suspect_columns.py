@@ -308,3 +308,74 @@ def test_binned_copies_on_real_tables(shared_data):
         df["busy"] = (y > y.median()).astype(int)
         got = suspect_columns(df, target, [c for c in df.columns if c != target])
         assert got["busy"].leave and "thresholded" in got["busy"].message, name
+
+
+def binned_designs(seed, n=10_000):
+    """``{name: (column, target, x1 or None, x2)}``: binned copies of the target and
+    discrete causes (docs/importances.md, "Thresholded and binned copies of the target")."""
+    r = np.random.default_rng(seed)
+    x1, x2, e = r.uniform(0, 1, n), r.uniform(0, 1, n), r.normal(0, 1, n)
+    y = 2 * x1 + x2 + e
+    sd = y.std()
+    g, g5, g10 = r.integers(0, 2, n), r.integers(0, 5, n), (r.uniform(0, 1, n) < 0.1).astype(int)
+    cnt = r.poisson(np.exp(1 + 2 * x1 + x2))
+    d = {"y > median(y)": ((y > np.median(y)).astype(int), y),
+         "y > 1 (bool)": (y > 1, y),
+         "terciles of y (text)": (pd.qcut(y, 3, labels=["lo", "mid", "hi"]).astype(str), y),
+         "deciles of y": (pd.qcut(y, 10, labels=False), y),
+         "round(y)": (np.round(y), y),
+         "exp(y) > median (target exp(y))": ((np.exp(y) > np.median(np.exp(y))).astype(int), np.exp(y))}
+    for s in (0.05, 0.1, 0.2):
+        d[f"y + N(0, {s} sd) > median"] = ((y + r.normal(0, s * sd, n) > np.median(y)).astype(int), y)
+    d["y > q90"] = (y > np.quantile(y, 0.9), y)
+    d["y > q99"] = (y > np.quantile(y, 0.99), y)
+    d["deciles of y + N(0, 0.05 sd)"] = (pd.qcut(y + r.normal(0, 0.05 * sd, n), 10, labels=False), y)
+    for b in (3, 4, 5, 6, 10):
+        d[f"g in y = 2 x1 + x2 + {b} g + e"] = (g, y + b * g)
+    d["g in y = 2 x1 + x2 + 10 g"] = (g, 2 * x1 + x2 + 10 * g)
+    for b in (2, 3, 4, 6, 10):
+        d[f"g5 in y = 2 x1 + x2 + {b} g5 + e"] = (g5, y + b * g5)
+    d["g (10%) in y = 2 x1 + x2 + 6 g + e"] = (g10, y + 6 * g10)
+    d["round(x1, 1) in y = 10 round(x1, 1) + x2 + N(0, 0.1)"] = (np.round(x1, 1), 10 * np.round(x1, 1) + x2
+                                                                 + r.normal(0, 0.1, n))
+    d["g in y = g + x2"] = (g, g + x2)
+    d["y >= median, y Poisson"] = ((cnt >= np.median(cnt)).astype(int), cnt)
+    d["g in y = 30 g + Poisson"] = (g, 30 * g + r.poisson(np.exp(1 + x1)))
+    return {k: (c, t, x1, x2) for k, (c, t) in d.items()}
+
+
+#: the verdict of each design on every seed ("leak", "warning", "-"), when the same
+BINNED_VERDICTS = {"y > median(y)": "leak", "y > 1 (bool)": "leak", "terciles of y (text)": "leak",
+                   "deciles of y": "leak", "round(y)": "leak", "exp(y) > median (target exp(y))": "leak",
+                   "y + N(0, 0.05 sd) > median": "leak", "y + N(0, 0.2 sd) > median": "warning", "y > q90": "warning",
+                   "y > q99": "-", "deciles of y + N(0, 0.05 sd)": "-", "g in y = g + x2": "leak",
+                   "y >= median, y Poisson": "leak", "g in y = 30 g + Poisson": "-"}
+
+
+def test_binned_copy_designs_table():
+    """The table of docs/importances.md: ``pytest -s -k designs_table`` prints it."""
+    from daskpd._data.suspects import step_copy
+
+    rows = {}
+    for seed in range(3):
+        for name, (c, y, x1, x2) in binned_designs(seed).items():
+            st = step_copy(c, y)
+            rows.setdefault(name, []).append((st, "leak" if st.is_leak else "warning" if st.is_warning else "-"))
+    print("\n| column | purity | dense cuts | R² (ranks) | verdict (3 seeds) | StratPD slope of x1 on it (truth 2) |")
+    for name, got in rows.items():
+        st, verdict = got[0]
+        verdicts = sorted({v for _, v in got})
+        if name in BINNED_VERDICTS:
+            assert verdicts == [BINNED_VERDICTS[name]], (name, got)
+        if name.startswith(("g in y = 2", "g5 in", "g (10%)")):
+            assert verdicts == ["-"], (name, got)  # a discrete cause
+        c, y, x1, x2 = binned_designs(0)[name]
+        slope_text = ""
+        if "Poisson" not in name and "exp" not in name and "round(x1" not in name and name != "g in y = g + x2":
+            df = pd.DataFrame({"x1": x1, "x2": x2, "t": c, "y": y})
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                res = daskpd.stratpd(df, target="y", feature="x1", stratify_on=["x2", "t"], progress=False)
+            slope_text = f"{slope(res):.2f}"
+        print(f"| {name} | {st.purity:.3f} | {st.dense:.2f} | {st.r2:.2f} | {'/'.join(v for _, v in got)} | "
+              f"{slope_text} |")
