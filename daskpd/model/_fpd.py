@@ -954,7 +954,8 @@ def partial_dependence(
         params["engine"] = notice
         with stage_label(label):
             (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd", rows=known_rows(run.dataset))
-        params.update(trial_params(trials, band, plan.repeats, plan.response_std))
+        # the response's spread: of the one output drawn (every class at once has no band to flatten)
+        params.update(trial_params(trials, band, plan.repeats, plan.response_std if len(preds) == 1 else None))
         parts = [part] if len(preds) == 1 else part.parts
     per_output = []
     for p, part in zip(preds, parts):

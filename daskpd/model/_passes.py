@@ -365,8 +365,10 @@ def run_jobs(ddf, plan: Plan, *, progress=None, name="daskpd-model", extra=(), w
     computed in the same submission).  With trials, the same pass measures how often rows
     repeat in the weight columns (:attr:`Plan.sketch`; with ``warn``, a
     ``RepeatedRowsWarning`` when they do: a caller that adds earlier rows' partials
-    warns of the sum itself); ``rows`` (the data's rows, when known): the trials' memory
-    is checked first (:func:`check_trial_memory`)."""
+    warns of the sum itself) and, with a model, the spread of its response
+    (:attr:`Plan.response_std`, :class:`SpreadJob`: at most ``SPREAD_ROWS`` predictions a
+    partition); ``rows`` (the data's rows, when known): the trials' memory is checked
+    first (:func:`check_trial_memory`)."""
     check_trial_memory(plan.trials, rows, ddf.npartitions)
     jobs = [ModelJob(j, plan) for j in plan.jobs]
     riders = [RepeatsJob(plan.weight_columns(ddf.columns))] if plan.trials is not None else []
