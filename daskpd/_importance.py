@@ -471,7 +471,8 @@ def strat_curves_and_importances(
         flags: likely identifiers (integer or text columns distinct in >= 99 % of
         sampled rows, near-unique text such as titles, UUID and fixed-size binary keys),
         row numbers (0..n-1 or 1..n, once or once per file), likely leaks (a column that
-        predicts the target almost perfectly) and dates stored as strings.  By default
+        predicts the target almost perfectly, or a thresholded / binned copy of it such
+        as ``y > 1``) and dates stored as strings.  By default
         they are left out, counted in the warning; a column named in ``features`` /
         ``stratify_on`` is always used, with its warning.
     first_pass_cache : FirstPassCache, optional

@@ -171,8 +171,10 @@ def stratpd(
         Keep in the default stratifying columns the ones the tree sample flags: likely
         identifiers (integer or text columns distinct in >= 99 % of sampled rows,
         near-unique text such as titles, UUID and fixed-size binary keys), row numbers,
-        likely leaks and dates stored as strings.  By default they are left out of the
-        stratifying columns daskpd chooses (one warning counts them); a column named in
+        likely leaks (including a thresholded or binned copy of the target, such as
+        ``y > 1``: stratifying on it flattens every curve) and dates stored as strings.
+        By default they are left out of the stratifying columns daskpd chooses (one
+        warning counts them); a column named in
         ``features`` / ``stratify_on`` is always used, with its warning.
 
     Returns

@@ -15,7 +15,14 @@ files' footers (read when the lake was opened):
 * a likely **leak**: a column that predicts the target almost perfectly (|Spearman| >=
   ``LEAK_SCORE`` for a number; for categories, their means explaining >= ``LEAK_R2`` of
   the target's variance, with at most a tenth as many levels as rows) -- as a feature it
-  takes the importance, as a stratifying column it leaves nothing to stratify;
+  takes the importance, as a stratifying column it leaves nothing to stratify; or a
+  **thresholded or binned copy** of the target (``y > 1``, deciles of ``y``): a column of
+  few levels that cut the target into consecutive intervals where it is dense
+  (:func:`step_copy`), explaining at least ``STEP_LEAK_R2`` of its ranks' variance -- within
+  each of its levels the target is truncated, so stratifying on it absorbs the other
+  features' effects and their curves come out (nearly) flat.  A weaker or blurred step
+  (``STEP_WARN_R2``, ``STEP_WARN_PURITY``) is only named in a warning (``leave=False``):
+  a genuine discrete cause whose levels abut can look the same;
 * **dates stored as strings**: a text column whose values parse as dates (a level per
   date; a number such as the year gives a curve).
 
@@ -35,7 +42,7 @@ import pandas as pd
 
 from .encode import as_float
 
-__all__ = ["Suspect", "suspect_columns", "sample_warnings", "leave_out", "footer_row_number",
+__all__ = ["Suspect", "suspect_columns", "step_copy", "sample_warnings", "leave_out", "footer_row_number",
            "WHY_IDENTIFIER", "WHY_ROW_NUMBER", "WHY_LEAK", "WHY_DATES", "SUSPECT_WHYS", "KEEP_HINT"]
 
 #: the rows of the (hash-ordered, so uniform) tree sample the share and leak rules look at
@@ -55,6 +62,27 @@ ROW_NUMBER_MIN = 500
 LEAK_SCORE = 0.9999
 #: the R^2 of a categorical column's means at which it predicts the target almost perfectly
 LEAK_R2 = 0.995
+#: a column of at most this many levels (and at most a tenth as many as rows) may be a
+#: binned copy of the target
+STEP_MAX_LEVELS = 100
+#: the share of a level's rows whose target lies in its interval (the levels, ordered by
+#: their mean, cutting the sorted target at their counts), averaged over the levels, at
+#: which the levels are a step function of the target: a thresholded / binned copy scores
+#: 1.0, one cut at the median after a little noise 0.98 (noise 0.05 target sds)
+STEP_PURITY = 0.97
+#: a cut between two levels that is not a valley of the target's distribution: its density
+#: at the cut at least this share of the lower of its densities at the two levels' medians
+#: (a binned copy cuts where the target is dense; a strong discrete cause separates modes,
+#: and its cuts fall in the empty space between them); averaged over the cuts by rows
+STEP_DENSE = 0.6
+#: the R^2 of a step column's level means on the target's ranks from which it is left out
+#: as a leak (a cut at the target's median explains 0.75 of the ranks' variance, at its
+#: 90th percentile 0.27, at its 99th 0.03)
+STEP_LEAK_R2 = 0.5
+#: the R^2 from which a step column -- or a column of few levels cutting the target's dense
+#: part into nearly consecutive intervals (``STEP_WARN_PURITY``) -- gets a warning
+STEP_WARN_R2 = 0.2
+STEP_WARN_PURITY = 0.92
 WHY_IDENTIFIER = "likely identifier"
 WHY_ROW_NUMBER = "row number"
 WHY_LEAK = "likely leak"
@@ -67,10 +95,107 @@ KEEP_HINT = "keep_suspect=True"
 
 @dataclass(frozen=True)
 class Suspect:
-    """Why a column is suspect (``why``: the note's group) and the one-line warning."""
+    """Why a column is suspect (``why``: the note's group) and the one-line warning;
+    ``leave``: whether it leaves the default sets (False: a warning only)."""
 
     why: str
     message: str
+    leave: bool = True
+
+
+@dataclass(frozen=True)
+class Step:
+    """How much a column of few levels looks like a binned copy of the target
+    (:func:`step_copy`): ``levels``; ``purity``, the share of a level's rows whose target
+    lies in its interval, averaged over the levels; ``dense``, how far its cuts lie in the target's dense part
+    rather than in valleys between modes (1: no valley); ``r2``, the share of the
+    variance of the target's ranks its level means explain."""
+
+    levels: int
+    purity: float
+    dense: float
+    r2: float
+
+    @property
+    def is_step(self) -> bool:
+        return self.purity >= STEP_PURITY and self.dense >= STEP_DENSE
+
+    @property
+    def is_leak(self) -> bool:
+        return self.is_step and self.r2 >= STEP_LEAK_R2
+
+    @property
+    def is_warning(self) -> bool:
+        return not self.is_leak and self.dense >= STEP_DENSE and self.r2 >= STEP_WARN_R2 and (
+            self.purity >= STEP_WARN_PURITY)
+
+
+def step_copy(values, y) -> Step | None:
+    """The :class:`Step` of a column's ``values`` against the target ``y`` (rows where
+    both are present), or None for fewer than 100 such rows, fewer than 2 levels or more
+    than ``STEP_MAX_LEVELS`` (or a tenth of the rows).
+
+    The levels, ordered by their mean target, cut the sorted target at their counts; the
+    purity is the share of a level's rows whose target's rank gives that level, averaged
+    over the levels.  At each
+    cut between neighbouring levels the density of the target within 0.05 of its sd is
+    compared with its density at the two levels' medians (the lower of the two): a binned
+    copy cuts a unimodal target where it is dense (ratio about 1), a strong discrete cause
+    (``y = 10 g + x + noise``) separates modes and its cuts fall in valleys (ratio near 0)."""
+    values = pd.Series(values).reset_index(drop=True)
+    y = np.asarray(y, dtype=float)
+    ok = values.notna().to_numpy() & np.isfinite(y)
+    if ok.sum() < 100:
+        return None
+    values, y = values[ok], y[ok]
+    codes, uniq = pd.factorize(values.astype(object) if _is_text(values.dtype) else values)
+    k = len(uniq)
+    if k < 2 or k > STEP_MAX_LEVELS or k > len(y) / 10:
+        return None
+    counts = np.bincount(codes, minlength=k)
+    means = np.bincount(codes, weights=y, minlength=k) / counts
+    rank = np.empty(k, dtype=np.int64)
+    rank[np.argsort(means, kind="stable")] = np.arange(k)
+    level = rank[codes]
+    counts = counts[np.argsort(means, kind="stable")]
+    order = np.argsort(y, kind="stable")
+    ys = y[order]
+    # each level's share of rows in its own interval, averaged over the levels (a rare
+    # level would make the share of all rows high whatever it holds)
+    hit = level[order] == np.repeat(np.arange(k), counts)
+    purity = float(np.mean(np.bincount(level[order], weights=hit, minlength=k) / counts))
+    # the share of the variance of the target's ranks the level means explain: a heavy
+    # tail (a few prices in the millions) would make any cut of the raw target look weak
+    ranks = np.empty(len(ys))
+    ranks[order] = np.arange(len(ys), dtype=float)
+    ties = np.unique(ys, return_inverse=True)[1]
+    ranks[order] = (np.bincount(ties, weights=ranks[order]) / np.bincount(ties))[ties]
+    tot = float(((ranks - ranks.mean()) ** 2).sum())
+    if tot <= 0:
+        return None
+    rank_means = np.bincount(level, weights=ranks, minlength=k) / counts
+    r2 = float((counts * (rank_means - ranks.mean()) ** 2).sum()) / tot
+    h = 0.05 * float(y.std())
+    ends = np.cumsum(counts)
+    starts = ends - counts
+
+    # a target on a lattice (counts, ratings): a cut between two neighbouring values of it
+    # is no valley; the window spans them
+    spacing = float(np.median(np.diff(np.unique(ys)))) if len(ys) > 1 else 0.0
+
+    def density(at: float, w: float) -> float:
+        return float(np.searchsorted(ys, at + w, "right") - np.searchsorted(ys, at - w, "left")) / w
+
+    medians = [float(ys[(a + b - 1) // 2]) for a, b in zip(starts, ends)]
+    ratios, weights = [], []
+    for j in range(k - 1):
+        lo, hi = ys[ends[j] - 1], ys[ends[j]]
+        w = max(h, 0.51 * (hi - lo)) if hi - lo <= 1.5 * spacing else h
+        inside = min(density(medians[j], w), density(medians[j + 1], w))
+        ratios.append(min(1.0, density(0.5 * (lo + hi), w) / inside) if inside > 0 else 1.0)
+        weights.append(counts[j] + counts[j + 1])
+    dense = float(np.average(ratios, weights=weights))
+    return Step(k, purity, dense, r2)
 
 
 def _is_text(dtype) -> bool:
@@ -211,9 +336,10 @@ def suspect_columns(sample: pd.DataFrame, target: str, columns: Sequence[str], k
     docstring).  ``n_rows``: the rows of the data (the sample holds them all when it has
     as many); ``lake``: a parquet lake's footers (:class:`daskpd._data.lake.LakeSchema`).
 
-    The share, near-unique and leak rules need 100 sampled rows with a value; the leak
-    rule needs at least two columns besides the target (one column explains the target
-    by construction)."""
+    The share, near-unique and leak rules need 100 sampled rows with a value; the
+    Spearman / category-means leak rule needs at least two columns besides the target
+    (one column explains the target by construction); the binned-copy rule does not (a
+    column of few levels cannot)."""
     kinds = kinds or {}
     columns = [c for c in dict.fromkeys(columns) if c != target and c in sample]
     all_rows = n_rows is not None and len(sample) >= n_rows
@@ -272,14 +398,32 @@ def suspect_columns(sample: pd.DataFrame, target: str, columns: Sequence[str], k
                                                  "rows hold a value no other row holds, as titles or free text do); "
                                                  "leave it out of features / stratify_on")
                 continue
-        if varying < 2:
-            continue
-        kind = kinds.get(c) or ("categorical" if text or pd.api.types.is_bool_dtype(dtype) else "numeric")
-        leak = _leak(c, col, kind, text, y, ok_y, y_rank, nuniq)
-        if leak is not None and np.isfinite(leak[1]) and leak[1] >= leak[2]:
-            out[c] = Suspect(WHY_LEAK, f"column {c!r} predicts {target!r} almost perfectly ({leak[0]} on the sample): "
-                                       "a leak? leave it out of features / stratify_on")
+        if varying >= 2:
+            kind = kinds.get(c) or ("categorical" if text or pd.api.types.is_bool_dtype(dtype) else "numeric")
+            leak = _leak(c, col, kind, text, y, ok_y, y_rank, nuniq)
+            if leak is not None and np.isfinite(leak[1]) and leak[1] >= leak[2]:
+                out[c] = Suspect(WHY_LEAK, f"column {c!r} predicts {target!r} almost perfectly ({leak[0]} on the "
+                                           "sample): a leak? leave it out of features / stratify_on")
+                continue
+        step = step_copy(col, y) if nuniq <= STEP_MAX_LEVELS else None
+        if step is not None and (step.is_leak or step.is_warning):
+            out[c] = _step_suspect(c, target, step)
     return out
+
+
+def _step_suspect(c: str, target: str, step: Step) -> Suspect:
+    """The suspect of a column whose levels cut the target into (nearly) consecutive
+    intervals: a leak when they explain ``STEP_LEAK_R2`` of its variance, else a warning."""
+    measured = (f"its {step.levels} levels hold {step.purity:.1%} of the sampled rows in consecutive intervals of "
+                f"{target!r} and explain R^2 {step.r2:.2f} of the variance of its ranks")
+    if step.is_leak:
+        return Suspect(WHY_LEAK, f"column {c!r} looks like a thresholded or binned copy of {target!r} ({measured}): "
+                                 "stratifying on it absorbs the other features' effects and flattens their curves; "
+                                 "a leak? leave it out of features / stratify_on")
+    return Suspect(WHY_LEAK, f"column {c!r} may be a thresholded or binned copy of {target!r} ({measured}): if it was "
+                             f"derived from {target!r}, stratifying on it absorbs part of the other features' effects "
+                             "and flattens their curves -- pass stratify_on= (and features=) without it; if it is a "
+                             "genuine cause, keep it", leave=False)
 
 
 def _singletons(values: pd.Series) -> tuple[float, int]:
@@ -303,8 +447,9 @@ def leave_out(suspects: dict, features: list, strat_cols: list, *, default_featu
     out of the default sets (``default_features`` / ``default_strat``; none with ``keep``),
     ``{column: why}`` of what left each, and the warning lines of the suspects still used
     (named explicitly, or kept)."""
-    left_f = {} if keep or not default_features else {f: suspects[f].why for f in features if f in suspects}
-    left_s = {} if keep or not default_strat else {c: suspects[c].why for c in strat_cols if c in suspects}
+    leaving = {c: s for c, s in suspects.items() if s.leave}
+    left_f = {} if keep or not default_features else {f: leaving[f].why for f in features if f in leaving}
+    left_s = {} if keep or not default_strat else {c: leaving[c].why for c in strat_cols if c in leaving}
     features = [f for f in features if f not in left_f]
     strat_cols = [c for c in strat_cols if c not in left_s]
     used = set(features) | set(strat_cols)

@@ -40,7 +40,7 @@ from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from .._data.kinds import is_numeric_like, kind_of
 from ..results import CurveResult
-from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
+from ..results.curves import DEFAULT_BAND, band_columns, band_is_flat, band_note, trial_band
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
 from ._ale2d import ALE2DJob, ALE2DSpec, finish_ale2d
@@ -102,6 +102,13 @@ class ALEResult(CurveResult):
         if self.trials_pd is None:
             return None
         return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.ale)
+
+    def is_flat(self) -> bool:
+        """Whether the curve is not distinguishable from flat (a flat line fits its
+        simultaneous band: :func:`daskpd.results.curves.flat_test`; the plot then draws
+        it on the scale of ``params["target_std"]`` or ``params["response_std"]``);
+        False without a band."""
+        return band_is_flat(self)
 
     def summary(self) -> str:
         return super().summary() + response_note(self) + band_note(self)
@@ -588,7 +595,7 @@ def ale(
     plan = Plan(jobs, predictor=run.predictor, weight=run.weight, batch_rows=batch_rows, trials=trials)
     parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-ale")
     params = {"bins": bins, "sample_weight": run.weight, "model": run.predictor.describe(),
-              **trial_params(trials, band, plan.repeats)}
+              **trial_params(trials, band, plan.repeats, plan.response_std)}
     done = {}
     if singles:
         part = parts[0]

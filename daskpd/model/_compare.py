@@ -379,7 +379,7 @@ def compare(
     plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
     (pdp, alep, mp), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-compare")
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "bins": bins,
-              "sample_weight": run.weight, "model": pred.describe(), **trial_params(trials, band, plan.repeats)}
+              "sample_weight": run.weight, "model": pred.describe(), **trial_params(trials, band, plan.repeats, plan.response_std)}
     item = (feature,)
     fpd = pd_results([item], {feature: grid}, run.kinds, pred, pdp, params)[item]  # raises on no rows
     pdv = (finish_pd_variance("importance", [item], {item: fpd}, run.kinds, pred, pdp.n_rows, params)

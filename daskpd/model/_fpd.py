@@ -34,7 +34,7 @@ from .._validation import NO_VALIDATION, StrOptions, validate_params
 from .._errors import InvalidParameterError, SklearnDifferenceWarning
 from .._errors import DataError
 from ..results import CurveResult, curve_frame
-from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
+from ..results.curves import DEFAULT_BAND, band_columns, band_is_flat, band_note, trial_band
 from ._common import (DEFAULT_METHOD, all_classes, auto_recursion, class_columns, is_class_output, response_label,
                       response_note, warn_method)
 from ._grids import build_grids, check_grid_arg
@@ -89,6 +89,13 @@ class PDResult(CurveResult):
         if self.trials_pd is None or self.outputs is not None:
             return None
         return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.average)
+
+    def is_flat(self) -> bool:
+        """Whether the curve is not distinguishable from flat (a flat line fits its
+        simultaneous band: :func:`daskpd.results.curves.flat_test`; the plot then draws
+        it on the scale of ``params["target_std"]`` or ``params["response_std"]``);
+        False without a band."""
+        return band_is_flat(self)
 
     # -- scikit-learn's Bunch: result["average"], result["grid_values"], result["individual"]
 
@@ -923,7 +930,8 @@ def partial_dependence(
         params["engine"] = notice
         with stage_label(label):
             (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd", rows=known_rows(run.dataset))
-        params.update(trial_params(trials, band, plan.repeats))
+        # the response's spread: of the one output drawn (every class at once has no band to flatten)
+        params.update(trial_params(trials, band, plan.repeats, plan.response_std if len(preds) == 1 else None))
         parts = [part] if len(preds) == 1 else part.parts
     per_output = []
     for p, part in zip(preds, parts):

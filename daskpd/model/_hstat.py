@@ -365,7 +365,7 @@ def h_statistic(
     with stage_label(label):
         (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-hstat")
     params = {"n_points": int(n_points), "sample_weight": run.weight, "model": pred.describe(), "engine": notice,
-              "random_state": int(random_state), **trial_params(trials, band, plan.repeats)}
+              "random_state": int(random_state), **trial_params(trials, band, plan.repeats, plan.response_std)}
     return hp.finish(part, pred, run.kinds, params)
 
 

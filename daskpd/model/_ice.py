@@ -34,7 +34,7 @@ from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, validate_
 from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from ..results import CurveResult, dump_json, with_metadata
-from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
+from ..results.curves import DEFAULT_BAND, band_columns, band_is_flat, band_note, trial_band
 from ._common import class_columns, require_class, response_note
 from ._fpd import curves_matrix, engine_of, row_chunk
 from ._grids import build_grids, check_grid_arg
@@ -138,6 +138,13 @@ class ICEResult(CurveResult):
         part = np.full(k, -1) if self.line_partition is None else self.line_partition
         row = np.arange(k) if self.line_row is None else self.line_row
         return ice_frame(self.feature, self.kind, self.grid, part, row, self.lines)
+
+    def is_flat(self) -> bool:
+        """Whether the curve is not distinguishable from flat (a flat line fits its
+        simultaneous band: :func:`daskpd.results.curves.flat_test`; the plot then draws
+        it on the scale of ``params["target_std"]`` or ``params["response_std"]``);
+        False without a band."""
+        return band_is_flat(self)
 
     def summary(self) -> str:
         return f"{super().summary()}, {len(self.lines)} ICE lines{response_note(self)}{band_note(self)}"
@@ -439,7 +446,7 @@ def ice(
     (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-ice")
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "n_lines": n_lines,
               "random_state": random_state, "sample_weight": run.weight, "model": run.predictor.describe(),
-              "custom_grid": bool(grid), "id_columns": id_columns, **trial_params(trials, band, plan.repeats)}
+              "custom_grid": bool(grid), "id_columns": id_columns, **trial_params(trials, band, plan.repeats, plan.response_std)}
     res = finish_ice(job, part, run.predictor, centered=centered, params=params, path=path)
     if path is not None:
         import fsspec

@@ -27,7 +27,7 @@ from .._validation import NO_VALIDATION, POSITIVE_INT, StrOptions, validate_para
 from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from ..results import CurveResult
-from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
+from ..results.curves import DEFAULT_BAND, band_columns, band_is_flat, band_note, trial_band
 from .._data.request import open_request
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks
@@ -86,6 +86,13 @@ class MarginalResult(CurveResult):
         if self.trials_pd is None:
             return None
         return trial_band(self.trials_pd, tuple(self.params.get("band", DEFAULT_BAND)), center=self.pd)
+
+    def is_flat(self) -> bool:
+        """Whether the curve is not distinguishable from flat (a flat line fits its
+        simultaneous band: :func:`daskpd.results.curves.flat_test`; the plot then draws
+        it on the scale of ``params["target_std"]`` or ``params["response_std"]``);
+        False without a band."""
+        return band_is_flat(self)
 
     def summary(self) -> str:
         return super().summary() + response_note(self) + band_note(self)
@@ -376,12 +383,31 @@ def marginal(
     plan = Plan([MarginalJob(specs, target, pred is not None)], predictor=pred, weight=wcol, trials=trials)
     (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-marginal")
     params = {"bins": bins, "sample_weight": wcol, "model": pred.describe() if pred else None,
-              **trial_params(trials, band, plan.repeats)}
+              **trial_params(trials, band, plan.repeats, plan.response_std)}
     out = {}
     for sp in specs:
         fp = part.feats[sp.feature]
         if fp.w.sum() <= 0:
             raise DataError(f"feature {sp.feature!r}: no row has usable values")
-        out[sp.feature] = finish_marginal(sp, fp, target=target, response=pred.response if pred else None,
-                                          binning=binning, params=params)
+        res = finish_marginal(sp, fp, target=target, response=pred.response if pred else None,
+                              binning=binning, params=params)
+        spread = bins_std(res.weight, res.y_mean, res.y_std) if trials is not None else None
+        if spread is not None:  # the band is on the target's means: its spread is the flat plot's scale
+            res.params = {**res.params, "target_std": spread}
+        out[sp.feature] = res
     return out[feats[0]] if single else out
+
+
+def bins_std(weight, mean, std) -> float | None:
+    """The standard deviation of a quantity over every row of the bins, from each bin's
+    weight, mean and standard deviation (the law of total variance); None without it."""
+    if mean is None or std is None:
+        return None
+    w, m, s = (np.asarray(a, dtype="float64") for a in (weight, mean, std))
+    ok = np.isfinite(m) & np.isfinite(s) & (w > 0)
+    if not ok.any():
+        return None
+    w, m, s = w[ok], m[ok], s[ok]
+    grand = float(np.average(m, weights=w))
+    v = float(np.average(s ** 2 + (m - grand) ** 2, weights=w))
+    return float(np.sqrt(v)) if np.isfinite(v) and v >= 0 else None

@@ -269,7 +269,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
             repeats = parts[-1].repeats()
             warn_repeats(repeats, plan.weight_columns(run.ddf.columns))
             for m in metas:
-                m.update(trial_params(trials, band, repeats))
+                m.update(trial_params(trials, band, repeats, plan.response_std))
 
     # 4. each method's finisher
     def finish_all(parts, side=False):

@@ -24,7 +24,7 @@ from .._validation import N_TRIALS, NON_NEGATIVE_INT, ColumnNames, Interval, Per
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, float_matrix
 
 __all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs", "Trials", "set_sums", "TRIAL_CONSTRAINTS", "trial_params",
-           "trial_row_id", "trial_bin_sums"]
+           "trial_row_id", "trial_bin_sums", "ResponseSpread", "SpreadJob", "SPREAD_ROWS"]
 
 
 class ModelContext:
@@ -173,14 +173,78 @@ def trial_row_id(trials: "Trials | None") -> list:
     return list(trials.row_id) if trials is not None else []
 
 
-def trial_params(trials: "Trials | None", band, repeats: float | None = None) -> dict:
+def trial_params(trials: "Trials | None", band, repeats: float | None = None,
+                 response_std: float | None = None) -> dict:
     """What a result's ``params`` record of its trials (nothing without trials):
-    ``row_repeats`` is :attr:`Plan.repeats` once the pass has run."""
+    ``row_repeats`` is :attr:`Plan.repeats` once the pass has run; ``response_std``
+    :attr:`Plan.response_std` (the scale a flat curve is drawn on), when measured."""
     if trials is None:
         return {}
-    return {"n_trials": trials.n, "bootstrap": trials.fraction is None, "subsample_size": trials.fraction,
-            "band": [float(band[0]), float(band[1])], "random_state": trials.random_state,
-            "row_id": list(trials.row_id), "row_repeats": repeats}
+    out = {"n_trials": trials.n, "bootstrap": trials.fraction is None, "subsample_size": trials.fraction,
+           "band": [float(band[0]), float(band[1])], "random_state": trials.random_state,
+           "row_id": list(trials.row_id), "row_repeats": repeats}
+    if response_std is not None:
+        out["response_std"] = response_std
+    return out
+
+
+#: the rows of each partition (every k-th, at most this many) whose prediction measures
+#: the spread of the model's response (:class:`SpreadJob`)
+SPREAD_ROWS = 2_000
+
+
+@dataclass
+class ResponseSpread:
+    """The weighted count, mean and sum of squared deviations of the model's response on
+    some rows; partials merge exactly (Chan et al.'s pairwise update)."""
+
+    n: float = 0.0
+    mean: float = 0.0
+    m2: float = 0.0
+
+    @classmethod
+    def combine(cls, parts) -> "ResponseSpread":
+        out = cls()
+        for p in parts:
+            if p.n <= 0:
+                continue
+            n = out.n + p.n
+            d = p.mean - out.mean
+            out = cls(n, out.mean + d * p.n / n, out.m2 + p.m2 + d * d * out.n * p.n / n)
+        return out
+
+    def std(self) -> float | None:
+        """The weighted standard deviation, None without rows or when not finite."""
+        if self.n <= 0:
+            return None
+        v = self.m2 / self.n
+        return float(np.sqrt(v)) if np.isfinite(v) and v >= 0 else None
+
+
+class SpreadJob:
+    """The spread of the model's response on every k-th row of each partition (at most
+    ``SPREAD_ROWS``), weighted by the sample weight: the scale a model-based curve that
+    is not distinguishable from flat is drawn on (``params["response_std"]``).  A model
+    whose response is not one number per row (every class at once) gives none."""
+
+    def map(self, ctx) -> ResponseSpread:
+        n = ctx.n
+        if n == 0 or ctx.plan.predictor is None:
+            return ResponseSpread()
+        step = max(1, -(-n // SPREAD_ROWS))
+        rows = ctx.df.iloc[::step]
+        try:
+            p = ctx.plan.predictor.predict(rows)
+        except DataError:  # every class at once: the PD job itself says what to do
+            return ResponseSpread()
+        w = ctx.weights
+        w = np.ones(len(p)) if w is None else np.asarray(w, dtype="float64")[::step]
+        ok = np.isfinite(p) & (w > 0)
+        p, w = p[ok], w[ok]
+        if not len(p) or w.sum() <= 0:
+            return ResponseSpread()
+        m = float(np.average(p, weights=w))
+        return ResponseSpread(float(w.sum()), m, float((w * (p - m) ** 2).sum()))
 
 
 def trial_bin_sums(ctx, idx, vals, rows_of, nbins, levels=None, nlevels=0):
@@ -218,6 +282,15 @@ class Plan:
     #: with trials, the pass's :class:`~daskpd._engine.repeats.RepeatSketch` of the rows'
     #: weight columns (set by :func:`run_jobs`)
     sketch: "RepeatSketch | None" = None
+    #: with trials and a model, the spread of its response (:class:`SpreadJob`, set by
+    #: :func:`run_jobs`)
+    spread: "ResponseSpread | None" = None
+
+    @property
+    def response_std(self) -> float | None:
+        """The standard deviation of the model's response (None before the pass, without
+        trials or without a model): :class:`SpreadJob`."""
+        return self.spread.std() if self.spread is not None else None
 
     @property
     def repeats(self) -> float | None:
@@ -292,15 +365,21 @@ def run_jobs(ddf, plan: Plan, *, progress=None, name="daskpd-model", extra=(), w
     computed in the same submission).  With trials, the same pass measures how often rows
     repeat in the weight columns (:attr:`Plan.sketch`; with ``warn``, a
     ``RepeatedRowsWarning`` when they do: a caller that adds earlier rows' partials
-    warns of the sum itself); ``rows`` (the data's rows, when known): the trials' memory
-    is checked first (:func:`check_trial_memory`)."""
+    warns of the sum itself) and, with a model, the spread of its response
+    (:attr:`Plan.response_std`, :class:`SpreadJob`: at most ``SPREAD_ROWS`` predictions a
+    partition); ``rows`` (the data's rows, when known): the trials' memory is checked
+    first (:func:`check_trial_memory`)."""
     check_trial_memory(plan.trials, rows, ddf.npartitions)
     jobs = [ModelJob(j, plan) for j in plan.jobs]
     riders = [RepeatsJob(plan.weight_columns(ddf.columns))] if plan.trials is not None else []
+    if riders and plan.predictor is not None:  # the response's spread: the scale of a flat curve
+        riders.append(ModelJob(SpreadJob(), plan))
     out = scheduler.compute(*build_pass(ddf, [*jobs, *riders], name=name), *extra, progress=progress)
     n = len(jobs) + len(riders)
     if riders:
         plan.sketch = out[len(jobs)]
+        if len(riders) > 1:
+            plan.spread = out[len(jobs) + 1]
         if warn:
             warn_repeats(plan.repeats, riders[0].columns)
     return list(out[:len(jobs)]), list(out[n:])

@@ -275,7 +275,7 @@ def pd_variance(
         (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pdvar",
                               rows=known_rows(run.dataset, filters))
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "sample_weight": run.weight,
-              "model": pred.describe(), "custom_grid": sorted(grid), "engine": notice, **trial_params(trials, band, plan.repeats)}
+              "model": pred.describe(), "custom_grid": sorted(grid), "engine": notice, **trial_params(trials, band, plan.repeats, plan.response_std)}
     return finish_pd_variance(measure, items, pd_results(items, grids, run.kinds, pred, part, params), run.kinds,
                               pred, part.n_rows, params)
 

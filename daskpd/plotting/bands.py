@@ -42,8 +42,11 @@ def is_flat(res) -> bool:
 
 def flat_limits(res, lo: float, hi: float) -> tuple[float, float]:
     """The value axis ``(lo, hi)`` of a curve, widened when it is not distinguishable from flat
-    to span at least ``FLAT_SPAN`` standard deviations of the target, about its middle."""
-    std = (getattr(res, "params", None) or {}).get("target_std")
+    to span at least ``FLAT_SPAN`` standard deviations of the target (``params["target_std"]``;
+    a model-based curve without it: of the model's response, ``params["response_std"]``),
+    about its middle."""
+    params = getattr(res, "params", None) or {}
+    std = params.get("target_std") or params.get("response_std")
     if not std or not np.isfinite(std) or not is_flat(res):
         return lo, hi
     span = FLAT_SPAN * float(std)

@@ -11,11 +11,23 @@ import numpy as np
 
 from ._base import (MAX_LABELS, SEPARATE_BARS, count_bars, fit_figure, get_axes, label_categories, new_figure,
                     short_label, unnamed_note)
-from .bands import draw_band, draw_band_bars
+from .bands import draw_band, draw_band_bars, flat_limits
 
 __all__ = ["plot_pd", "plot_ice", "plot_ale", "plot_ale2d", "plot_marginal", "plot_pd_variance", "response_words"]
 
 _BLUE = "#1f4e8c"
+
+
+def _flat_scale(ax, res) -> None:
+    """A curve not distinguishable from flat (its ``is_flat()``: a flat line fits its
+    simultaneous band) on a value axis spanning at least ``FLAT_SPAN`` standard
+    deviations of the target (``params["target_std"]``) or of the model's response
+    (``params["response_std"]``), about the drawn limits' middle: a zoom onto its
+    wiggles would make noise look like an effect.  Other curves keep their limits."""
+    lo, hi = ax.get_ylim()
+    new = flat_limits(res, lo, hi)
+    if new != (lo, hi):
+        ax.set_ylim(*new)
 
 
 def _target(res, target=None):
@@ -134,7 +146,8 @@ def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", le
     """1-way PD: a line (numeric) or points with bars (categorical; bars from 0, or from
     the categories' mean when every value is far from 0); with trials (``n_trials > 1``)
     its band, shaded or as intervals (``show_band``), and every trial with
-    ``show_trials``.  2-way PD: ``kind="contour"``
+    ``show_trials``; a curve not distinguishable from flat on the response's scale
+    (:func:`_flat_scale`).  2-way PD: ``kind="contour"``
     (filled contours, numeric pairs, the default) or ``"heatmap"``.  ``target`` names the
     target on the value axis."""
     if kind not in ("auto", "line", "heatmap", "contour"):
@@ -163,6 +176,7 @@ def plot_pd(res, ax=None, *, kind: str = "auto", color=_BLUE, cmap="viridis", le
             ax.plot(x, y, "-", color=color, lw=2, marker="." if len(x) < 40 else None)
             draw_band(ax, res, x, color=color, show_band=show_band, show_trials=show_trials)
             ax.set_xlabel(res.features[0])
+        _flat_scale(ax, res)
         ax.set_ylabel(_ylabel(res, target=target))
         ax.set_title(title if title is not None else f"PD ({res.method}): {res.features[0]}")
         return ax
@@ -198,7 +212,8 @@ def plot_ice(res, ax=None, *, max_lines: int | None = None, line_color="#7a8fa6"
              color="#c0392b", show_pd: bool = True, title=None, target=None, show_band: bool = True,
              show_trials: bool = False):
     """The sampled ICE curves (thin) and the PD (thick); with trials (``n_trials > 1``)
-    the PD's band (``show_band``) and every trial's PD (``show_trials``)."""
+    the PD's band (``show_band``) and every trial's PD (``show_trials``); a PD not
+    distinguishable from flat on the response's scale (:func:`_flat_scale`)."""
     ax = get_axes(ax, figsize=_size(res.kind == "categorical"))
     lines = res.lines if max_lines is None else res.lines[:max_lines]
     cat = res.kind == "categorical"
@@ -217,6 +232,8 @@ def plot_ice(res, ax=None, *, max_lines: int | None = None, line_color="#7a8fa6"
         elif not cat:
             draw_band(ax, res, x, color=color, show_band=show_band, show_trials=show_trials)
     hidden = label_categories(ax, x, _labels(res.grid)) if cat else 0
+    if show_pd:
+        _flat_scale(ax, res)
     ax.set_xlabel(res.feature + unnamed_note(hidden))
     ax.set_ylabel(_ylabel(res, "centred ICE" if res.centered else "ICE", target=target))
     ax.set_title(title if title is not None else f"{'c-' if res.centered else ''}ICE: {res.feature}")
@@ -228,7 +245,8 @@ def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None,
              show_band: bool = True, show_trials: bool = False):
     """ALE curve (numeric: at the bin edges; categorical: per ordered level) and the rows
     per bin; with trials (``n_trials > 1``) its band (``show_band``) and every trial
-    (``show_trials``).  A 2-D ALE result is drawn by :func:`plot_ale2d`."""
+    (``show_trials``); a curve not distinguishable from flat on the response's scale
+    (:func:`_flat_scale`).  A 2-D ALE result is drawn by :func:`plot_ale2d`."""
     if getattr(res, "x2", None) is not None:
         return plot_ale2d(res, ax=ax, title=title, target=target)
     cat = res.kind == "categorical"
@@ -253,6 +271,7 @@ def plot_ale(res, ax=None, *, color=_BLUE, show_counts: bool = True, title=None,
             count_bars(ax, None, res.count[1:], edges=x, label="rows per bin")
     hidden = label_categories(ax, x, _labels(res.x), priority=res.count) if cat else 0
     ax.axhline(0, color="#999", lw=0.6)
+    _flat_scale(ax, res)
     ax.set_xlabel(res.feature + unnamed_note(hidden, "rows"))
     ax.set_ylabel(_ylabel(res, "ALE (centred)", target=target))
     ax.set_title(title if title is not None else f"ALE: {res.feature}")
@@ -300,7 +319,9 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
                   show_band: bool = True):
     """Mean per bin with a +-1 std band: of the target and/or of the prediction; with
     trials (``n_trials > 1``) the bootstrap interval of the bin means the trials are of
-    (the target's, else the prediction's) as bars (``show_band``)."""
+    (the target's, else the prediction's) as bars (``show_band``); means not
+    distinguishable from flat on the target's (else the response's) scale
+    (:func:`_flat_scale`)."""
     if show not in ("both", "y", "prediction"):
         raise ValueError(f"show must be 'both', 'y' or 'prediction'; got {show!r}")
     cat = res.kind == "categorical"
@@ -329,6 +350,7 @@ def plot_marginal(res, ax=None, *, show: str = "both", band: bool = True, title=
         drew = True
     if not drew:
         raise ValueError(f"nothing to plot: the result has no {show!r} curve")
+    _flat_scale(ax, res)
     hidden = label_categories(ax, x, _labels(res.x), priority=res.count) if cat else 0
     ax.set_xlabel(res.feature + unnamed_note(hidden, "rows"))
     t = _target(res, target)

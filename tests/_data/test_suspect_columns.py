@@ -213,3 +213,169 @@ def test_every_default_feature_suspect_is_an_error_that_says_what_works():
     with pytest.raises(DataError, match=r"every default feature was left out .*'id' \(row number\); 'id2' \(likely "
                                         r"identifier\); name the features to use, or pass keep_suspect=True"):
         daskpd.importances(df, target="y", progress=False)
+
+
+def thresholded(n=20_000, seed=0, noise=1.0):
+    """y = 2 x1 + x2 + noise and t = (y > median(y)): a thresholded copy of the target."""
+    r = np.random.default_rng(seed)
+    df = pd.DataFrame({"x1": r.uniform(0, 1, n), "x2": r.uniform(0, 1, n)})
+    df["y"] = 2 * df.x1 + df.x2 + r.normal(0, noise, n)
+    df["t"] = (df.y > df.y.median()).astype(int)
+    return df
+
+
+def slope(res) -> float:
+    ok = np.isfinite(np.asarray(res.pd))
+    return float(np.polyfit(np.asarray(res.x)[ok], np.asarray(res.pd)[ok], 1)[0])
+
+
+def test_a_thresholded_copy_of_the_target_is_a_leak_left_out_of_the_stratifying_columns():
+    df = thresholded()
+    # stratified on t, x1's curve is absorbed: slope 0.84 of the true 2, and nothing said
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        kept = daskpd.stratpd(df, target="y", feature="x1", keep_suspect=True, progress=False)
+    assert kept.params["stratified_on"] == ["x2", "t"] and slope(kept) < 1.2
+    assert any("'t' looks like a thresholded or binned copy of 'y'" in str(w.message) for w in rec)
+    with pytest.warns(UserWarning, match=r"^daskpd: 1 of 3 columns left out of the stratifying columns: 1 likely leak "
+                                         r"\('t'\); name them in stratify_on= to use them; keep_suspect=True"):
+        res = daskpd.stratpd(df, target="y", feature="x1", progress=False)
+    assert res.params["stratified_on"] == ["x2"] and 1.9 < slope(res) < 2.1
+    # named: used, with the warning that says what it is and what it does
+    with pytest.warns(UserWarning, match=r"column 't' looks like a thresholded or binned copy of 'y' \(its 2 levels "
+                                         r"hold 100\.0% of the sampled rows in consecutive intervals of 'y' and "
+                                         r"explain R\^2 0\.75 of the variance of its ranks\): stratifying on it absorbs"):
+        named = daskpd.stratpd(df, target="y", feature="x1", stratify_on=["x2", "t"], progress=False)
+    assert named.params["stratified_on"] == ["x2", "t"]
+    imp, msgs = importances(df)
+    assert sorted(imp.table.index) == ["x1", "x2"]
+    assert notes(msgs) == ["importances: 1 of 3 columns left out of the default features: 1 likely leak ('t'); "
+                           "name them in features= to score them; keep_suspect=True keeps the suspect column"]
+
+
+@pytest.mark.parametrize("make, verdict", [
+    (lambda y, r: pd.qcut(y, 10, labels=False), "leak"),  # deciles
+    (lambda y, r: pd.qcut(y, 3, labels=["lo", "mid", "hi"]).astype(str), "leak"),  # terciles, as text
+    (lambda y, r: np.round(y), "leak"),
+    (lambda y, r: y > np.quantile(y, 0.9), "warn"),  # R^2 0.27 (ranks): a warning only
+    (lambda y, r: (y + r.normal(0, 0.2 * y.std(), len(y)) > np.median(y)).astype(int), "warn"),  # blurred
+    (lambda y, r: y > np.quantile(y, 0.99), None),  # R^2 0.03
+])
+def test_binned_copies_of_the_target(make, verdict):
+    r = np.random.default_rng(3)
+    df = thresholded(10_000, seed=3)
+    df["t"] = make(df.y.to_numpy(), r)
+    got = suspect_columns(df, "y", ["x1", "x2", "t"])
+    if verdict is None:
+        assert got == {}
+    else:
+        assert list(got) == ["t"] and got["t"].why == "likely leak" and got["t"].leave == (verdict == "leak")
+        assert ("may be" in got["t"].message) == (verdict == "warn")
+
+
+def test_strong_causes_are_not_binned_copies():
+    """A dominant continuous cause (x1 explains 99 % of y), a discrete cause whose levels
+    separate the target's modes, and one whose levels overlap: none is flagged."""
+    r = np.random.default_rng(4)
+    n = 10_000
+    x1, x2, e = r.uniform(0, 1, n), r.uniform(0, 1, n), r.normal(0, 1, n)
+    g, g5 = r.integers(0, 2, n), r.integers(0, 5, n)
+    for cols, y in [({"x1": x1, "x2": x2}, 10 * x1 + x2 + r.normal(0, 0.1, n)),
+                    ({"x1": x1, "x2": x2, "g": g}, 2 * x1 + x2 + 10 * g + e),
+                    ({"x1": x1, "x2": x2, "g": g}, 2 * x1 + x2 + 10 * g),
+                    ({"x1": x1, "x2": x2, "g": g}, 2 * x1 + x2 + 3 * g + e),
+                    ({"x1": x1, "x2": x2, "g": g5}, 2 * x1 + x2 + 10 * g5 + e),
+                    ({"x1": x1, "x2": x2, "g": g5}, 2 * x1 + x2 + 3 * g5 + e),
+                    ({"x1": x1, "x2": x2, "g": g}, np.round(5 * x1) + 20 * g)]:  # a target on a lattice
+        df = pd.DataFrame({**cols, "y": y})
+        assert suspect_columns(df, "y", list(cols)) == {}, df.columns
+    # a thresholded copy of a count target: its cut falls between two neighbouring counts
+    cnt = r.poisson(np.exp(1 + 2 * x1 + x2))
+    df = pd.DataFrame({"x1": x1, "x2": x2, "busy": (cnt >= np.median(cnt)).astype(int), "y": cnt})
+    assert list(suspect_columns(df, "y", ["x1", "x2", "busy"])) == ["busy"]
+
+
+def test_binned_copies_on_real_tables(shared_data):
+    """The public tables' own columns are not flagged; a thresholded copy added is."""
+    data = shared_data
+    for name, target in [("bike_hour.csv", "cnt"), ("bike_day.csv", "cnt"), ("boston.csv", "medv"),
+                         ("california_housing.csv", "median_house_value"), ("rent.csv", "price"),
+                         ("bulldozer_valid.csv", "SalePrice")]:
+        df = pd.read_csv(data / name, low_memory=False).sample(frac=1.0, random_state=0).iloc[:10_000]
+        got = suspect_columns(df, target, [c for c in df.columns if c != target], n_rows=None)
+        assert {c for c, s in got.items() if "thresholded" in s.message} == set(), name
+        y = pd.to_numeric(df[target], errors="coerce")
+        df["busy"] = (y > y.median()).astype(int)
+        got = suspect_columns(df, target, [c for c in df.columns if c != target])
+        assert got["busy"].leave and "thresholded" in got["busy"].message, name
+
+
+def binned_designs(seed, n=10_000):
+    """``{name: (column, target, x1 or None, x2)}``: binned copies of the target and
+    discrete causes (docs/importances.md, "Thresholded and binned copies of the target")."""
+    r = np.random.default_rng(seed)
+    x1, x2, e = r.uniform(0, 1, n), r.uniform(0, 1, n), r.normal(0, 1, n)
+    y = 2 * x1 + x2 + e
+    sd = y.std()
+    g, g5, g10 = r.integers(0, 2, n), r.integers(0, 5, n), (r.uniform(0, 1, n) < 0.1).astype(int)
+    cnt = r.poisson(np.exp(1 + 2 * x1 + x2))
+    d = {"y > median(y)": ((y > np.median(y)).astype(int), y),
+         "y > 1 (bool)": (y > 1, y),
+         "terciles of y (text)": (pd.qcut(y, 3, labels=["lo", "mid", "hi"]).astype(str), y),
+         "deciles of y": (pd.qcut(y, 10, labels=False), y),
+         "round(y)": (np.round(y), y),
+         "exp(y) > median (target exp(y))": ((np.exp(y) > np.median(np.exp(y))).astype(int), np.exp(y))}
+    for s in (0.05, 0.1, 0.2):
+        d[f"y + N(0, {s} sd) > median"] = ((y + r.normal(0, s * sd, n) > np.median(y)).astype(int), y)
+    d["y > q90"] = (y > np.quantile(y, 0.9), y)
+    d["y > q99"] = (y > np.quantile(y, 0.99), y)
+    d["deciles of y + N(0, 0.05 sd)"] = (pd.qcut(y + r.normal(0, 0.05 * sd, n), 10, labels=False), y)
+    for b in (3, 4, 5, 6, 10):
+        d[f"g in y = 2 x1 + x2 + {b} g + e"] = (g, y + b * g)
+    d["g in y = 2 x1 + x2 + 10 g"] = (g, 2 * x1 + x2 + 10 * g)
+    for b in (2, 3, 4, 6, 10):
+        d[f"g5 in y = 2 x1 + x2 + {b} g5 + e"] = (g5, y + b * g5)
+    d["g (10%) in y = 2 x1 + x2 + 6 g + e"] = (g10, y + 6 * g10)
+    d["round(x1, 1) in y = 10 round(x1, 1) + x2 + N(0, 0.1)"] = (np.round(x1, 1), 10 * np.round(x1, 1) + x2
+                                                                 + r.normal(0, 0.1, n))
+    d["g in y = g + x2"] = (g, g + x2)
+    d["y >= median, y Poisson"] = ((cnt >= np.median(cnt)).astype(int), cnt)
+    d["g in y = 30 g + Poisson"] = (g, 30 * g + r.poisson(np.exp(1 + x1)))
+    return {k: (c, t, x1, x2) for k, (c, t) in d.items()}
+
+
+#: the verdict of each design on every seed ("leak", "warning", "-"), when the same
+BINNED_VERDICTS = {"y > median(y)": "leak", "y > 1 (bool)": "leak", "terciles of y (text)": "leak",
+                   "deciles of y": "leak", "round(y)": "leak", "exp(y) > median (target exp(y))": "leak",
+                   "y + N(0, 0.05 sd) > median": "leak", "y + N(0, 0.2 sd) > median": "warning", "y > q90": "warning",
+                   "y > q99": "-", "deciles of y + N(0, 0.05 sd)": "-", "g in y = g + x2": "leak",
+                   "y >= median, y Poisson": "leak", "g in y = 30 g + Poisson": "-"}
+
+
+def test_binned_copy_designs_table():
+    """The table of docs/importances.md: ``pytest -s -k designs_table`` prints it."""
+    from daskpd._data.suspects import step_copy
+
+    rows = {}
+    for seed in range(3):
+        for name, (c, y, x1, x2) in binned_designs(seed).items():
+            st = step_copy(c, y)
+            rows.setdefault(name, []).append((st, "leak" if st.is_leak else "warning" if st.is_warning else "-"))
+    print("\n| column | purity | dense cuts | R² (ranks) | verdict (3 seeds) | StratPD slope of x1 on it (truth 2) |")
+    for name, got in rows.items():
+        st, verdict = got[0]
+        verdicts = sorted({v for _, v in got})
+        if name in BINNED_VERDICTS:
+            assert verdicts == [BINNED_VERDICTS[name]], (name, got)
+        if name.startswith(("g in y = 2", "g5 in", "g (10%)")):
+            assert verdicts == ["-"], (name, got)  # a discrete cause
+        c, y, x1, x2 = binned_designs(0)[name]
+        slope_text = ""
+        if "Poisson" not in name and "exp" not in name and "round(x1" not in name and name != "g in y = g + x2":
+            df = pd.DataFrame({"x1": x1, "x2": x2, "t": c, "y": y})
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                res = daskpd.stratpd(df, target="y", feature="x1", stratify_on=["x2", "t"], progress=False)
+            slope_text = f"{slope(res):.2f}"
+        print(f"| {name} | {st.purity:.3f} | {st.dense:.2f} | {st.r2:.2f} | {'/'.join(v for _, v in got)} | "
+              f"{slope_text} |")
