@@ -120,7 +120,9 @@ def catstratpd(
         False: rows with a missing category are dropped (counted in ``n_missing_x``).
         True: missing is a level of its own (label NaN, listed last).
     sample_size : int, default 200,000
-        Rows (bottom-k by seeded row hash) used to fit the tree; all rows if fewer.
+        Rows (bottom-k by seeded row hash) each stratifying tree is fitted on; all rows
+        if fewer.  With ``honest=True`` pass 1 draws twice as many and each fold's tree is
+        fitted on its half, so its leaves are as fine as one tree's on ``sample_size`` rows.
     tree_method : {"hist", "exact"}, default "hist"
         How the stratifying tree is grown.  "hist": daskpd's histogram tree (each
         column binned on the sample with one bin per distinct value up to 65,535 values

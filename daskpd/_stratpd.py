@@ -119,7 +119,9 @@ def stratpd(
         curve; see docs/stratpd.md); "flat" contributes nothing, as stratx 0.5.  Such intervals
         at the ends of the curve are left out under either rule.
     sample_size : int, default 200,000
-        Rows (bottom-k by seeded row hash) used to fit the tree; all rows if fewer.
+        Rows (bottom-k by seeded row hash) each stratifying tree is fitted on; all rows
+        if fewer.  With ``honest=True`` pass 1 draws twice as many and each fold's tree is
+        fitted on its half, so its leaves are as fine as one tree's on ``sample_size`` rows.
     max_bins : int or None, default 1000
         If ``feature`` has more distinct values than this in the sample, it is cut into
         this many quantile bins (edges from the sample) and each bin is placed at the

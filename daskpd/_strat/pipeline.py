@@ -42,7 +42,8 @@ from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype,
 from .state import ScanState, Stratification, attach_categorical_summaries, extend_coder, sample_id, state_from_parts
 from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_honest, fit_tree
 
-__all__ = ["StratRun", "run_strat", "first_pass_inputs", "NUMERIC_VALUES_CAP", "CATEGORY_LEVELS_CAP"]
+__all__ = ["StratRun", "run_strat", "first_pass_inputs", "drawn_sample_size", "NUMERIC_VALUES_CAP",
+           "CATEGORY_LEVELS_CAP"]
 
 #: the sample pass merges its partials 8 at a time: they are exact (bottom-k rows, capped
 #: distinct sets, min/max), so the tree's shape cannot change a bit, and every partial
@@ -55,6 +56,15 @@ CATEGORY_LEVELS_CAP = 1 << 20
 #: a scan keeping its state holds each bucket's merged tables until the driver has them,
 #: besides what the finish makes of them: its buckets are planned for this much more memory
 KEEP_STATE_FACTOR = 2
+
+
+def drawn_sample_size(sample_size: int, honest: bool) -> int:
+    """The rows pass 1 draws for a stratification fitted on ``sample_size`` rows: twice
+    as many with ``honest`` trees, one fold's tree fitted on each half (a fold's tree then
+    has the leaves one tree on ``sample_size`` rows would have; fitted on half of it, its
+    leaves were twice as coarse and the curves' RMSE against the truth at 1e6 rows and
+    above was worse than one tree's, docs/benchmarks.md)."""
+    return int(sample_size) * (2 if honest else 1)
 
 
 def _parts_dir(keep_state) -> str | None:
@@ -473,12 +483,13 @@ def run_strat(
     dtypes = {f: ddf.dtypes[f] for f in features}
 
     # pass 1: the sample, the row count, the features' distinct values
+    drawn = drawn_sample_size(sample_size, honest)
     t0 = time.perf_counter()
     plan_stages("sample", "fit trees", *(() if fit_only else ("scan and finish",)), *later_stages)
     cached = None
     with stage("sample"):
         if first_pass_cache is not None:
-            cached = cached_first_pass(request, ddf, first_pass_cache, sample_size, random_state, caps, target,
+            cached = cached_first_pass(request, ddf, first_pass_cache, drawn, random_state, caps, target,
                                        progress=progress)
         if cached is not None:  # the sample reaches the fits as the result of a graph, as below
             import warnings
@@ -491,7 +502,7 @@ def run_strat(
             y_range = cached.y_range
         else:
             sample_h, range_h = scheduler.materialize(
-                *build_pass(ddf, [SampleJob(sample_size, random_state, caps, n_partitions=ddf.npartitions,
+                *build_pass(ddf, [SampleJob(drawn, random_state, caps, n_partitions=ddf.npartitions,
                                             margin=hashing.SAMPLE_MARGIN),
                                   TargetRange(target)], name="daskpd-sample", fan_in=SAMPLE_FAN_IN),
                 progress=progress)
@@ -504,7 +515,7 @@ def run_strat(
         # again without bounds (the row count and the distinct values are exact already)
         with stage("sample again"):
             (sample_h,) = scheduler.materialize(
-                *build_pass(ddf, [SampleJob(sample_size, random_state, margin=None)], name="daskpd-sample",
+                *build_pass(ddf, [SampleJob(drawn, random_state, margin=None)], name="daskpd-sample",
                             fan_in=SAMPLE_FAN_IN),
                 progress=progress)
         sample, sample_passes = Sample(sample_h.value.frame, sample.n_rows, sample.distinct), 2

@@ -166,11 +166,12 @@ def start_new_files_cache(spec: JobSpec, lake, features, columns: dict, cache, f
     :func:`daskpd.strat_curves_and_importances` opens for ``features`` and ``columns``."""
     from .._importance import importance_request
     from .._strat.firstpass import start_cache_files
-    from .._strat.pipeline import first_pass_inputs
+    from .._strat.pipeline import drawn_sample_size, first_pass_inputs
 
     request = importance_request(lake, features=features, **columns)
     ddf, caps = first_pass_inputs(request)
-    return start_cache_files(request, ddf, cache, files, spec.sample_size, spec.random_state, caps, spec.target)
+    return start_cache_files(request, ddf, cache, files, drawn_sample_size(spec.sample_size, spec.honest),
+                             spec.random_state, caps, spec.target)
 
 
 def _new_files(spec: JobSpec, data, files):
