@@ -65,6 +65,10 @@ LEAK_R2 = 0.995
 #: a column of at most this many levels (and at most a tenth as many as rows) may be a
 #: binned copy of the target
 STEP_MAX_LEVELS = 100
+#: the fewest rows (target and column both present) :func:`step_copy` judges: on fewer,
+#: the target's density at a cut rests on a handful of rows (120 rows of
+#: ``y = 2 x + z + noise``, x of 4 levels, made x look like a binned copy of y)
+STEP_MIN_ROWS = 500
 #: the share of a level's rows whose target lies in its interval (the levels, ordered by
 #: their mean, cutting the sorted target at their counts), averaged over the levels, at
 #: which the levels are a step function of the target: a thresholded / binned copy scores
@@ -132,7 +136,7 @@ class Step:
 
 def step_copy(values, y) -> Step | None:
     """The :class:`Step` of a column's ``values`` against the target ``y`` (rows where
-    both are present), or None for fewer than 100 such rows, fewer than 2 levels or more
+    both are present), or None for fewer than ``STEP_MIN_ROWS`` such rows, fewer than 2 levels or more
     than ``STEP_MAX_LEVELS`` (or a tenth of the rows).
 
     The levels, ordered by their mean target, cut the sorted target at their counts; the
@@ -145,7 +149,7 @@ def step_copy(values, y) -> Step | None:
     values = pd.Series(values).reset_index(drop=True)
     y = np.asarray(y, dtype=float)
     ok = values.notna().to_numpy() & np.isfinite(y)
-    if ok.sum() < 100:
+    if ok.sum() < STEP_MIN_ROWS:
         return None
     values, y = values[ok], y[ok]
     codes, uniq = pd.factorize(values.astype(object) if _is_text(values.dtype) else values)
