@@ -9,7 +9,14 @@ From a feature's merged per-(leaf, key) sums (Parr & Wilson 2021, algorithm Stra
    ``-slope`` where it ends, cumulative sums of slopes and of segment counts -- never a
    positions x segments matrix.  This is additive over leaves, so each bucket of leaves
    turns its own segments into per-position sums (:func:`bucket_sums`) and the buckets'
-   sums are added (:func:`curve_from_sums`).
+   sums are added (:func:`curve_from_sums`).  A binned feature's segments are weighted:
+   a leaf's segment from bin a to bin b weighs ``w = min(1, (its mean x in b - its mean
+   x in a) / (anchor[b] - anchor[a]))`` (:func:`bin_anchors`: the middle of a bin's
+   edges), and the mean slope is ``sum w * slope / sum w`` (counts stay counts).  A
+   leaf's rows near the common edge of two bins make its x gap arbitrarily small and its
+   slope's variance infinite; weighted, it adds ``w * slope = dy / (anchor gap)``,
+   bounded.  ``w`` depends on x only, so unbiased slopes stay unbiased.  Exact features
+   keep the plain mean (their leaves' positions are the curve's: ``w`` would be 1).
 3. :func:`integrate`: the slope over [x_i, x_{i+1}) is the mean where at least
    ``min_slopes_per_x`` leaf slopes cover x_i.  An interval no leaf slope covers
    contributes nothing (a flat step, as stratx 0.5).  An interval with a few slopes
