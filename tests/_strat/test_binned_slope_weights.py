@@ -6,6 +6,7 @@ weighted mean of the leaves' slopes keeps their expectation (daskpd._strat.numer
 from __future__ import annotations
 
 import warnings
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
@@ -51,7 +52,7 @@ def _plain_weighted_curve(df: pd.DataFrame, edges: np.ndarray, msx: int, weighte
     num, den, cnt = np.zeros(len(bins)), np.zeros(len(bins)), np.zeros(len(bins), int)
     for _, leaf in cells.groupby("x2"):
         rows = list(leaf.itertuples())
-        for p, q in zip(rows[:-1], rows[1:]):
+        for p, q in pairwise(rows):
             s = (q.y - p.y) / (q.x - p.x)
             w = min(1.0, (q.x - p.x) / (mid[q.bin] - mid[p.bin])) if weighted else 1.0
             for i in range(where[p.bin], where[q.bin]):
