@@ -10,24 +10,58 @@ as written, plus daskpd's documented integration rule (issue 13):
   uses the slope interpolated linearly in x between the nearest valid interval on each
   side ("interpolate") or adds nothing ("flat"); at the ends it adds nothing;
 * x_i is supported when the interval starting at it or the one ending at it has a slope;
-  pd is 0 at the first supported position and NaN at unsupported ones.
+  pd is 0 at the first supported position and NaN at unsupported ones;
+* binned x: a leaf's segment from bin a to bin b weighs min(1, its own x gap / the gap
+  between the bins' anchors) -- a bin's anchor the middle of its edges, an end bin open
+  to infinity as wide as its neighbour -- and the mean slope at a position is the
+  weighted mean sum w * slope / sum w (the counts stay counts).
 """
 from __future__ import annotations
 
 import numpy as np
 
 
-def reference_stratpd(x, y, leaf, min_slopes_per_x, bins=None, few_slopes="interpolate"):
+def _anchors(edges):
+    """Per bin: the middle of its edges; an end bin open to infinity as wide as its
+    neighbour (None: no bin of finite width)."""
+    edges = [float(e) for e in edges]
+    K = len(edges) - 1
+    out = []
+    for c in range(K):
+        lo, hi = edges[c], edges[c + 1]
+        if np.isfinite(lo) and np.isfinite(hi):
+            out.append((lo + hi) / 2)
+        elif np.isfinite(hi) and c + 2 <= K and np.isfinite(edges[c + 2]):
+            out.append(hi - (edges[c + 2] - hi) / 2)
+        elif np.isfinite(lo) and c >= 1 and np.isfinite(edges[c - 1]):
+            out.append(lo + (lo - edges[c - 1]) / 2)
+        else:
+            return None
+    return out
+
+
+def _weight(a, b, dx, anchors):
+    """A segment's weight in the mean slope (1 for exact x)."""
+    if anchors is None:
+        return 1.0
+    return min(1.0, dx / (anchors[int(b)] - anchors[int(a)]))
+
+
+def reference_stratpd(x, y, leaf, min_slopes_per_x, bins=None, few_slopes="interpolate", edges=None):
     """Return dict(x, pd, slope_count, count, ignored, n_leaves).
 
     ``bins``: per-row bin number (binned mode: a leaf's position is its bin, placed
     at the leaf-bin's mean x for the slope, and the bin is placed at the mean x of all
-    its rows for integration), or None (exact x values).
+    its rows for integration), or None (exact x values); ``edges`` the bins' edges
+    (required with ``bins``: the segments' weights).
     """
+    if bins is not None and edges is None:
+        raise ValueError("binned mode needs the bins' edges")
     x = np.asarray(x, float)
     y = np.asarray(y, float)
     leaf = np.asarray(leaf)
     pos_of_row = x if bins is None else np.asarray(bins, float)
+    anchors = None if bins is None else _anchors(edges)
     positions = sorted(set(pos_of_row.tolist()))
     index = {p: i for i, p in enumerate(positions)}
     if bins is None:
@@ -36,7 +70,7 @@ def reference_stratpd(x, y, leaf, min_slopes_per_x, bins=None, few_slopes="inter
         ux = [float(np.mean(x[pos_of_row == p])) for p in positions]
     count = [int(np.sum(pos_of_row == p)) for p in positions]
 
-    segments = []  # (start position index, end position index, slope)
+    segments = []  # (start position index, end position index, slope, weight)
     ignored = 0
     leaves = sorted(set(leaf.tolist()))
     for lf in leaves:
@@ -48,14 +82,16 @@ def reference_stratpd(x, y, leaf, min_slopes_per_x, bins=None, few_slopes="inter
         xbar = [float(np.mean(x[m][pos_of_row[m] == p])) for p in lp]
         ybar = [float(np.mean(y[m][pos_of_row[m] == p])) for p in lp]
         for i in range(len(lp) - 1):
-            segments.append((index[lp[i]], index[lp[i + 1]], (ybar[i + 1] - ybar[i]) / (xbar[i + 1] - xbar[i])))
+            dx = xbar[i + 1] - xbar[i]
+            segments.append((index[lp[i]], index[lp[i + 1]], (ybar[i + 1] - ybar[i]) / dx,
+                             _weight(lp[i], lp[i + 1], dx, anchors)))
 
     n = len(positions)
     avg, cnt = [], []
     for i in range(n):
-        s = [sl for a, b, sl in segments if a <= i < b]
+        s = [(sl, w) for a, b, sl, w in segments if a <= i < b]
         cnt.append(len(s))
-        avg.append(sum(s) / len(s) if s else float("nan"))
+        avg.append(sum(w * sl for sl, w in s) / sum(w for _, w in s) if s else float("nan"))
 
     valid = [i for i in range(n - 1) if cnt[i] >= min_slopes_per_x]
     slope_used = [0.0] * n  # the last position starts no interval
@@ -92,13 +128,17 @@ def reference_stratpd(x, y, leaf, min_slopes_per_x, bins=None, few_slopes="inter
     }
 
 
-def reference_leaf_trial(x, y, leaf, weights, min_slopes_per_x, bins=None, few_slopes="interpolate"):
+def reference_leaf_trial(x, y, leaf, weights, min_slopes_per_x, bins=None, few_slopes="interpolate", edges=None):
     """One trial of the leaf bootstrap, plainly: every leaf's slope segments (as in
     :func:`reference_stratpd`) counted ``weights[leaf]`` times in the mean slope at each
     position, integrated over the all-rows curve's support -- an interval has a slope in
     the trial wherever it has one in the curve: the trial's mean where its leaves drew a
     slope, else the trial's slopes of the nearest such intervals interpolated linearly
-    in x (held at the ends).  Returns the trial's pd at the curve's positions."""
+    in x (held at the ends); binned (``bins`` with their ``edges``), each segment also
+    weighs its x-gap weight.  Returns the trial's pd at the curve's positions."""
+    if bins is not None and edges is None:
+        raise ValueError("binned mode needs the bins' edges")
+    anchors = None if bins is None else _anchors(edges)
     x = np.asarray(x, float)
     y = np.asarray(y, float)
     leaf = np.asarray(leaf)
@@ -106,22 +146,24 @@ def reference_leaf_trial(x, y, leaf, weights, min_slopes_per_x, bins=None, few_s
     positions = sorted(set(pos_of_row.tolist()))
     index = {p: i for i, p in enumerate(positions)}
     ux = [float(p) for p in positions] if bins is None else [float(np.mean(x[pos_of_row == p])) for p in positions]
-    segments = []  # (start index, end index, slope, leaf)
+    segments = []  # (start index, end index, slope, leaf, x-gap weight)
     for lf in sorted(set(leaf.tolist())):
         m = leaf == lf
         lp = sorted(set(pos_of_row[m].tolist()))
         xbar = [float(np.mean(x[m][pos_of_row[m] == p])) for p in lp]
         ybar = [float(np.mean(y[m][pos_of_row[m] == p])) for p in lp]
         for i in range(len(lp) - 1):
-            segments.append((index[lp[i]], index[lp[i + 1]], (ybar[i + 1] - ybar[i]) / (xbar[i + 1] - xbar[i]), lf))
+            dx = xbar[i + 1] - xbar[i]
+            segments.append((index[lp[i]], index[lp[i + 1]], (ybar[i + 1] - ybar[i]) / dx, lf,
+                             _weight(lp[i], lp[i + 1], dx, anchors)))
     n = len(positions)
     cnt0, cnt_t, avg_t = [], [], []
     for i in range(n):
-        cover = [(sl, lf) for a, b, sl, lf in segments if a <= i < b]
+        cover = [(sl, lf, g) for a, b, sl, lf, g in segments if a <= i < b]
         cnt0.append(len(cover))
-        wsum = sum(float(weights[lf]) for _, lf in cover)
-        cnt_t.append(wsum)
-        avg_t.append(sum(float(weights[lf]) * sl for sl, lf in cover) / wsum if wsum > 0 else float("nan"))
+        cnt_t.append(sum(float(weights[lf]) for _, lf, _ in cover))
+        wsum = sum(float(weights[lf]) * g for _, lf, g in cover)
+        avg_t.append(sum(float(weights[lf]) * g * sl for sl, lf, g in cover) / wsum if wsum > 0 else float("nan"))
     valid = [cnt0[i] >= min_slopes_per_x for i in range(n - 1)] + [False]
     defined = list(valid)
     if few_slopes == "interpolate":  # the curve's few-slope intervals between two valid ones

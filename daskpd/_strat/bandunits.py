@@ -2,9 +2,10 @@
 
 The trials resample the leaves (:mod:`daskpd._strat.leafboot`), and the band's Student-t
 quantile wants the degrees of freedom of the trials' spread.  With ``m`` leaves of about
-equal weight that is ``m - 1``; but the curve is an unweighted mean of the leaves'
-slopes, so a leaf holding one or two rows at a position weighs as much as a leaf holding
-thousands, and its noise can carry most of the curve's variance.  The spread then rests
+equal weight that is ``m - 1``; but the curve is a mean of the leaves' slopes that
+does not weigh them by their rows (a binned feature's weights are their x gaps,
+:mod:`daskpd._strat.numeric`), so a leaf holding one or two rows at a position weighs
+as much as a leaf holding thousands, and its noise can carry most of the curve's variance.  The spread then rests
 on a few leaves, and a band with ``m - 1`` degrees of freedom is too narrow (the
 Studentised error has the heavy tails of a t with few degrees of freedom).
 
@@ -13,8 +14,10 @@ number ``(sum_u v_u)^2 / sum_u v_u^2`` (the Satterthwaite degrees of freedom of 
 cluster-robust variance, as in Bell and McCaffrey's correction), where ``v_u`` is leaf
 ``u``'s share of the variance of ``pd`` at the position under a working model of rows
 with equal variance.  A leaf's contribution to ``pd`` at ``x_k`` is, but for the
-number of leaves averaged at each interval, its mean y at ``x_k`` (interpolated between
-its cells) less its mean y at its first position; so
+number of leaves averaged at each interval (binned: the sum of their x-gap weights),
+its mean y at ``x_k`` (interpolated between its cells) less its mean y at its first
+position -- for a binned feature's segment whose weight is below 1 exactly so over the
+anchors' gap, and the terms do not depend on the weights; so
 
 * ``v_u(k) = 0`` up to the leaf's first position ``p_0``;
 * ``1 / n_0 + 1 / n_k`` at a position of the leaf with ``n_k`` rows;

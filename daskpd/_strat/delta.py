@@ -35,7 +35,7 @@ from .._engine.hashing import keyed_hash
 from .._engine.sums import Table, TreeNodes
 from .bandunits import fold_terms, leaf_terms
 from .leafboot import weights_of_leaves
-from .numeric import BucketSums, bucket_sums, fold_slope_sums
+from .numeric import BucketSums, bin_anchors, bucket_sums, fold_slope_sums
 from .virtual import N_VIRTUAL
 
 __all__ = ["NumericSummary", "RunView", "numeric_summary", "summary_from_buckets", "apply_delta", "summary_bucket",
@@ -52,7 +52,7 @@ class NumericSummary:
     count: np.ndarray  # (sets, P)
     starts: np.ndarray  # (sets, P)
     ends: np.ndarray  # (sets, P)
-    add: np.ndarray  # (sets, P) sums of the slopes of segments starting at a position
+    add: np.ndarray  # (sets, P) sums of the slopes of segments starting at a position (weighted: of w * slope)
     sub: np.ndarray  # (sets, P) ... ending there
     sum_x: np.ndarray | None  # (P,) the sum of x (binned features)
     leaf_cells: np.ndarray  # (L,) present cells per leaf
@@ -60,6 +60,10 @@ class NumericSummary:
     segments: tuple  # (hash, start code, end code, slope), the bottom k
     # (4, P) with trials: the terms of the band's effective units per code (daskpd._strat.bandunits)
     units: np.ndarray | None = None
+    # (sets, P) a binned feature's sums of the segments' weights (numeric.bin_anchors), starting
+    # and ending at a position (None: unweighted segments)
+    wadd: np.ndarray | None = None
+    wsub: np.ndarray | None = None
 
     @property
     def n_sets(self) -> int:
@@ -69,7 +73,8 @@ class NumericSummary:
     def nbytes(self) -> int:
         arrs = [self.count, self.starts, self.ends, self.add, self.sub, self.leaf_cells, self.leaf_rows,
                 *self.segments, *([] if self.sum_x is None else [self.sum_x]),
-                *([] if self.units is None else [self.units])]
+                *([] if self.units is None else [self.units]),
+                *([] if self.wadd is None else [self.wadd, self.wsub])]
         return int(sum(a.nbytes for a in arrs))
 
     def arrays(self) -> dict:
@@ -78,6 +83,8 @@ class NumericSummary:
             out["sum_x"] = self.sum_x
         if self.units is not None:
             out["units"] = self.units
+        if self.wadd is not None:
+            out["wadd"], out["wsub"] = self.wadd, self.wsub
         out.update({f"seg{j}": a for j, a in enumerate(self.segments)})
         out["meta"] = np.array([self.n_segments, self.random_state], dtype=np.int64)
         return out
@@ -87,7 +94,8 @@ class NumericSummary:
         meta = a["meta"]
         return cls(int(meta[0]), int(meta[1]), a["count"], a["starts"], a["ends"], a["add"], a["sub"],
                    a["sum_x"] if "sum_x" in a else None, a["leaf_cells"], a["leaf_rows"],
-                   tuple(a[f"seg{j}"] for j in range(4)), a["units"] if "units" in a else None)
+                   tuple(a[f"seg{j}"] for j in range(4)), a["units"] if "units" in a else None,
+                   a["wadd"] if "wadd" in a else None, a["wsub"] if "wsub" in a else None)
 
     def recode(self, mapping: np.ndarray | None, n_keys: int) -> "NumericSummary":
         """The summary over a superset vocabulary (``mapping``: old code -> new code,
@@ -105,7 +113,9 @@ class NumericSummary:
         return NumericSummary(self.n_segments, self.random_state, grow(self.count), grow(self.starts),
                               grow(self.ends), grow(self.add), grow(self.sub),
                               None if self.sum_x is None else grow(self.sum_x), self.leaf_cells, self.leaf_rows,
-                              seg, None if self.units is None else grow(self.units))
+                              seg, None if self.units is None else grow(self.units),
+                              None if self.wadd is None else grow(self.wadd),
+                              None if self.wsub is None else grow(self.wsub))
 
 
 def _seg_hash(leaf, start, random_state):
@@ -185,14 +195,14 @@ def summary_from_buckets(sums: list, table_stats, fs, n_sets: int, random_state:
                            weights=np.concatenate([t.values[:, s] for t in tabs]), minlength=P)
 
     # the slope sums: set 0's per virtual bucket, the trials' as tree nodes (what the curve folds)
-    add, sub = fold_slope_sums(sums, P, n_sets)
+    add, sub, wadd, wsub = fold_slope_sums(sums, P, n_sets)
     sum_x = fold([b.sum_x[0] for b in sums]) if fs.binned else None
     seg = _bottom_k(tuple(np.concatenate([b.segments[j] for b in sums]) for j in range(4)), n_segments)
     cells, rows = table_stats
     units = fold_terms([b.units for b in sums], P) if n_sets > 1 and all(b.units is not None for b in sums) else None
     return NumericSummary(int(n_segments), int(random_state), np.sum([b.count for b in sums], axis=0),
                           np.sum([b.starts for b in sums], axis=0), np.sum([b.ends for b in sums], axis=0), add, sub,
-                          sum_x, cells, rows, seg, units)
+                          sum_x, cells, rows, seg, units, wadd, wsub)
 
 
 def leaf_stats(table: Table, fs):
@@ -233,13 +243,20 @@ def summary_bucket(summary: NumericSummary, counters, feature: str) -> BucketSum
     zeros = np.zeros(P, np.int32)
     codes = np.arange(P, dtype=np.int64)
 
-    def tab(a):  # (P,) -> one virtual bucket's table
+    def tab(a):  # (P,) or (columns, P) -> one virtual bucket's table
         a = np.asarray(a, dtype="float64")
-        return Table(zeros, codes, np.ascontiguousarray(a[:, None]))
+        return Table(zeros, codes, np.ascontiguousarray(a[:, None] if a.ndim == 1 else a.T))
 
-    def trials(a):  # (sets, P) -> the trials' sums as the tree's root (None without trials)
-        a = np.asarray(a, dtype="float64")
-        return TreeNodes.root(a[1:].T, N_VIRTUAL) if len(a) > 1 else None
+    def trials(a):  # (sets, P) or [(sets, P), ...] -> the trials' sums as the tree's root (None without trials)
+        a = np.vstack([np.asarray(x, dtype="float64")[1:] for x in a]) if isinstance(a, list) else \
+            np.asarray(a, dtype="float64")[1:]
+        return TreeNodes.root(a.T, N_VIRTUAL) if summary.n_sets > 1 else None
+
+    weighted = summary.wadd is not None
+    add0 = np.vstack([summary.add[:1], summary.wadd[:1]]) if weighted else summary.add[0]
+    sub0 = np.vstack([summary.sub[:1], summary.wsub[:1]]) if weighted else summary.sub[0]
+    add_t = [summary.add, summary.wadd] if weighted else summary.add
+    sub_t = [summary.sub, summary.wsub] if weighted else summary.sub
 
     single = np.flatnonzero(summary.leaf_cells == 1)
     ignored = np.zeros(summary.n_sets)
@@ -249,11 +266,12 @@ def summary_bucket(summary: NumericSummary, counters, feature: str) -> BucketSum
         ignored[1:] = summary.leaf_rows[single] @ w.astype(np.float64)
     n_leaves = int((summary.leaf_cells > 0).sum())
     return BucketSums(summary.count, summary.starts, summary.ends, ignored, n_leaves,
-                      tab(summary.add[0]), tab(summary.sub[0]),
+                      tab(add0), tab(sub0),
                       None if summary.sum_x is None else [tab(summary.sum_x)], summary.segments,
-                      tuple(counters) if counters is not None else None, trials(summary.add), trials(summary.sub),
+                      tuple(counters) if counters is not None else None, trials(add_t), trials(sub_t),
                       int((summary.leaf_cells >= 2).sum()),
-                      None if summary.units is None else Table(zeros, codes, np.ascontiguousarray(summary.units.T)))
+                      None if summary.units is None else Table(zeros, codes, np.ascontiguousarray(summary.units.T)),
+                      weighted)
 
 
 # ---------------------------------------------------------------------------------
@@ -355,15 +373,18 @@ def _exact(run: RunView, ql, qk):
 
 
 @numba.njit(cache=True, nogil=True)
-def _window(uleaf, ucode, on, osy, osx, dn, dsy, dsx, xvals, binned):
+def _window(uleaf, ucode, on, osy, osx, dn, dsy, dsx, xvals, binned, anchors, weighted):
     """The old and the new segments of the windows around touched cells (dn > 0) of
     the sorted cells ``u`` (the touched cells and their old neighbours): per segment
-    (start code, end code, slope, leaf)."""
+    (start code, end code, slope, leaf, weight) -- the weight as the finish's kernel
+    gives it (``weighted``: ``min(1, x gap / anchor gap)``, else 1)."""
     U = uleaf.shape[0]
     oa = np.empty(U, np.int64)
     ob = np.empty(U, np.int64)
     os_ = np.empty(U)
     ol = np.empty(U, np.int64)
+    ow = np.ones(U)
+    nw = np.ones(U)
     na = np.empty(U, np.int64)
     nb = np.empty(U, np.int64)
     ns = np.empty(U)
@@ -385,6 +406,8 @@ def _window(uleaf, ucode, on, osy, osx, dn, dsy, dsx, xvals, binned):
                 oa[ko] = ucode[lu]
                 ob[ko] = ucode[e]
                 os_[ko] = (osy[e] / on[e] - osy[lu] / on[lu]) / (x1 - x0)
+                if weighted:
+                    ow[ko] = min(1.0, (x1 - x0) / (anchors[ucode[e]] - anchors[ucode[lu]]))
                 ol[ko] = uleaf[e]
                 ko += 1
             lu = e
@@ -406,10 +429,12 @@ def _window(uleaf, ucode, on, osy, osx, dn, dsy, dsx, xvals, binned):
             na[kn] = ucode[lu]
             nb[kn] = ucode[e]
             ns[kn] = ((osy[e] + dsy[e]) / n1 - (osy[lu] + dsy[lu]) / n0) / (x1 - x0)
+            if weighted:
+                nw[kn] = min(1.0, (x1 - x0) / (anchors[ucode[e]] - anchors[ucode[lu]]))
             nl[kn] = uleaf[e]
             kn += 1
         lu = e
-    return oa[:ko], ob[:ko], os_[:ko], ol[:ko], na[:kn], nb[:kn], ns[:kn], nl[:kn]
+    return oa[:ko], ob[:ko], os_[:ko], ol[:ko], ow[:ko], na[:kn], nb[:kn], ns[:kn], nl[:kn], nw[:kn]
 
 
 def _member(small: np.ndarray, big: np.ndarray) -> np.ndarray:
@@ -433,8 +458,15 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
     P = fs.coder.n_keys
     binned = bool(fs.binned)
     xvals = np.zeros(1) if binned else np.asarray(fs.coder.values, dtype="float64")
+    anchors = bin_anchors(fs.coder)
+    weighted = anchors is not None
+    if weighted != (summary.wadd is not None):
+        raise ValueError(f"feature {fs.feature!r}: the finish summary's slope weights do not match the feature's bins "
+                         "(a summary saved by another version): merge the sums in full")
     count, starts, ends = summary.count.copy(), summary.starts.copy(), summary.ends.copy()
     add, sub = summary.add.copy(), summary.sub.copy()
+    wadd = None if summary.wadd is None else summary.wadd.copy()
+    wsub = None if summary.wsub is None else summary.wsub.copy()
     sum_x = None if summary.sum_x is None else summary.sum_x.copy()
     cells, rows = summary.leaf_cells.copy(), summary.leaf_rows.copy()
     seg = summary.segments
@@ -488,7 +520,10 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
         dsy[di] = delta.values[t, 1]
         if binned:
             dsx[di] = delta.values[t, 2]
-        oa, ob, osl, ol, na, nb, nsl, nl = _window(ul, uc, on, osy, osx, dn, dsy, dsx, xvals, binned)
+        oa, ob, osl, ol, ow, na, nb, nsl, nl, nw = _window(ul, uc, on, osy, osx, dn, dsy, dsx, xvals, binned,
+                                                           anchors if weighted else np.zeros(1), weighted)
+        # what the sums add (the kernel's w * slope) and the display sample's slopes
+        osum, nsum = (ow * osl, nw * nsl) if weighted else (osl, nsl)
         # every set: the windows' segments (and the new rows), each with its leaf's weight (1 for the curve)
         T = n_sets - 1
         touched = np.unique(np.concatenate([ql, ol, nl]))
@@ -500,10 +535,15 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
             count[s] += np.bincount(qk, weights=wq[:, s] * dn_all[t], minlength=P)
             starts[s] += np.bincount(na, weights=wn[:, s], minlength=P) - np.bincount(oa, weights=wo[:, s], minlength=P)
             ends[s] += np.bincount(nb, weights=wn[:, s], minlength=P) - np.bincount(ob, weights=wo[:, s], minlength=P)
-            add[s] += (np.bincount(na, weights=wn[:, s] * nsl, minlength=P)
-                       - np.bincount(oa, weights=wo[:, s] * osl, minlength=P))
-            sub[s] += (np.bincount(nb, weights=wn[:, s] * nsl, minlength=P)
-                       - np.bincount(ob, weights=wo[:, s] * osl, minlength=P))
+            add[s] += (np.bincount(na, weights=wn[:, s] * nsum, minlength=P)
+                       - np.bincount(oa, weights=wo[:, s] * osum, minlength=P))
+            sub[s] += (np.bincount(nb, weights=wn[:, s] * nsum, minlength=P)
+                       - np.bincount(ob, weights=wo[:, s] * osum, minlength=P))
+            if weighted:
+                wadd[s] += (np.bincount(na, weights=wn[:, s] * nw, minlength=P)
+                            - np.bincount(oa, weights=wo[:, s] * ow, minlength=P))
+                wsub[s] += (np.bincount(nb, weights=wn[:, s] * nw, minlength=P)
+                            - np.bincount(ob, weights=wo[:, s] * ow, minlength=P))
         L = cells.shape[0]
         cells += np.bincount(ul[(dn > 0) & (on <= 0)], minlength=L)
         rows += np.bincount(ql, weights=dn_all[t], minlength=L)
@@ -518,7 +558,7 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
             seg = _bottom_k(tuple(np.concatenate([a[keep], b]) for a, b in zip(seg, (h, na, nb, nsl))),
                             summary.n_segments)
     return NumericSummary(summary.n_segments, summary.random_state, count, starts, ends, add, sub, sum_x, cells,
-                          rows, seg, units)
+                          rows, seg, units, wadd, wsub)
 
 
 def _touched_terms(runs: list, dleaf, dkey, dn, P: int) -> np.ndarray:

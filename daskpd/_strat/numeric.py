@@ -9,7 +9,14 @@ From a feature's merged per-(leaf, key) sums (Parr & Wilson 2021, algorithm Stra
    ``-slope`` where it ends, cumulative sums of slopes and of segment counts -- never a
    positions x segments matrix.  This is additive over leaves, so each bucket of leaves
    turns its own segments into per-position sums (:func:`bucket_sums`) and the buckets'
-   sums are added (:func:`curve_from_sums`).
+   sums are added (:func:`curve_from_sums`).  A binned feature's segments are weighted:
+   a leaf's segment from bin a to bin b weighs ``w = min(1, (its mean x in b - its mean
+   x in a) / (anchor[b] - anchor[a]))`` (:func:`bin_anchors`: the middle of a bin's
+   edges), and the mean slope is ``sum w * slope / sum w`` (counts stay counts).  A
+   leaf's rows near the common edge of two bins make its x gap arbitrarily small and its
+   slope's variance infinite; weighted, it adds ``w * slope = dy / (anchor gap)``,
+   bounded.  ``w`` depends on x only, so unbiased slopes stay unbiased.  Exact features
+   keep the plain mean (their leaves' positions are the curve's: ``w`` would be 1).
 3. :func:`integrate`: the slope over [x_i, x_{i+1}) is the mean where at least
    ``min_slopes_per_x`` leaf slopes cover x_i.  An interval no leaf slope covers
    contributes nothing (a flat step, as stratx 0.5).  An interval with a few slopes
@@ -42,7 +49,7 @@ from .leafboot import table_leaf_weights
 from .trees import tree_method_of
 from .virtual import N_VIRTUAL, virtual_of
 
-__all__ = ["bucket_sums", "curve_from_sums", "fold_slope_sums", "sweep", "integrate", "integrate_trial", "interval_slopes",
+__all__ = ["bin_anchors", "bucket_sums", "curve_from_sums", "fold_slope_sums", "sweep", "integrate", "integrate_trial", "interval_slopes",
            "support_counts", "BucketSums",
            "empty_curve_message", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES"]
 
@@ -56,25 +63,51 @@ class BucketSums:
     ends: np.ndarray  # (sets, P) segments ending at each position
     ignored: np.ndarray  # (sets,) rows in single-position leaves
     n_leaves: int  # leaves with rows
-    add: Table  # (leaf=virtual bucket, key=start code, values=set 0's sum of slopes)
+    # (leaf=virtual bucket, key=start code, values=set 0's sum of slopes; ``weighted``: its
+    # sums of w * slope and of w, two columns)
+    add: Table
     sub: Table  # (..., key=end code, ...)
     sum_x: list | None  # [set 0's Table(..., key=code, values=sum of x)], binned features only
     segments: tuple  # a bottom-k sample of set 0's segments: (hash, start code, end code, slope)
     counters: tuple | None  # (rows read, missing x, bad y) in bucket 0
-    # the trials' sums of slopes (a column per trial), folded over the virtual buckets by
-    # the fixed tree of TreeNodes (None without trials)
+    # the trials' sums of slopes (a column per trial; ``weighted``: the trials' sums of
+    # w * slope, then of w), folded over the virtual buckets by the fixed tree of
+    # TreeNodes (None without trials)
     add_trials: TreeNodes | None = None
     sub_trials: TreeNodes | None = None
     n_slope_leaves: int = 0  # leaves with >= 2 positions: the independent units of the trials
     # per (virtual bucket, code) the terms of the band's effective units (None without trials;
     # :mod:`daskpd._strat.bandunits`)
     units: Table | None = None
+    # a binned feature's segments weighted by their x gaps (:func:`bin_anchors`)
+    weighted: bool = False
 
     @property
     def nbytes(self) -> int:
         tabs = [self.add, self.sub, *(self.sum_x or []), *(t for t in (self.add_trials, self.sub_trials) if t),
                 *([self.units] if self.units is not None else [])]
         return int(self.count.nbytes * 3 + sum(t.nbytes for t in tabs))
+
+
+def bin_anchors(coder) -> np.ndarray | None:
+    """A binned feature's fixed place per code, against which a leaf's x gap weighs
+    its slope (:func:`_segments`): the middle of the bin's edges; an end bin open to
+    -inf / +inf is as wide as its neighbour.  None (segments unweighted) when the
+    feature is exact, or binned with no bin of finite width."""
+    if coder is None or not coder.binned:
+        return None
+    e = np.asarray(coder.edges, dtype="float64")
+    width = np.diff(e)
+    finite = np.isfinite(width)
+    if not finite.any():
+        return None
+    if not finite[0]:
+        width[0] = width[1] if len(width) > 1 and finite[1] else np.nan
+    if not finite[-1]:
+        width[-1] = width[-2] if len(width) > 1 and finite[-2] else np.nan
+    if not np.isfinite(width).all():
+        return None
+    return np.where(np.isfinite(e[:-1]), e[:-1] + width / 2, e[1:] - width / 2)
 
 
 def _vsum(vb, code, values, n_codes: int) -> Table:
@@ -126,7 +159,7 @@ CHUNK = 128
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _segments(leaf, code, vb, vals, gw, k, binned, xvals, P, S, shift):
+def _segments(leaf, code, vb, vals, gw, k, binned, xvals, P, S, shift, anchors, weighted):
     """One pass over a bucket's (leaf, code) groups, sorted: the leaves' slope segments
     between adjacent present positions, and every trial's (leaf bootstrap: a leaf drawn
     ``w`` times counts ``w`` times) from the same segments.  Returns, as (sets, P)
@@ -137,6 +170,11 @@ def _segments(leaf, code, vb, vals, gw, k, binned, xvals, P, S, shift):
     bucket, code) order, each cell's terms in group order; the segments (start, end,
     slope, leaf); and the sum of x per group (binned features).  ``shift``: the bits of
     the packed counts' rows (:func:`_count_bits`).
+
+    ``weighted`` (a binned feature, :func:`bin_anchors`): a segment between codes a < b
+    weighs ``w = min(1, (its leaf's x gap) / (anchors[b] - anchors[a]))``; the slope sums
+    are then of ``w * slope`` and ``add`` / ``sub`` carry ``2 * sets`` columns, the
+    sets' sums of ``w * slope`` then the sets' sums of ``w`` (the counts stay counts).
 
     The groups are read a chunk at a time (:data:`CHUNK` groups, never across a virtual
     bucket, :func:`~daskpd._engine.sums.chunk_sets`)."""
@@ -166,9 +204,11 @@ def _segments(leaf, code, vb, vals, gw, k, binned, xvals, P, S, shift):
     cn = np.empty((CHUNK, 1))
     cy = np.empty((CHUNK, 1))
     cx = np.empty((CHUNK, 1))
-    # per virtual bucket scratch of the slope sums, flushed when the virtual bucket changes
-    acc_a = np.zeros((S, P))
-    acc_s = np.zeros((S, P))
+    # per virtual bucket scratch of the slope sums (weighted: then of the weights),
+    # flushed when the virtual bucket changes
+    SW = 2 * S if weighted else S
+    acc_a = np.zeros((SW, P))
+    acc_s = np.zeros((SW, P))
     t_a = np.zeros(P, np.bool_)
     t_s = np.zeros(P, np.bool_)
     c_a = np.empty(P, np.int64)
@@ -177,10 +217,10 @@ def _segments(leaf, code, vb, vals, gw, k, binned, xvals, P, S, shift):
     ns = 0
     add_v = np.empty(G, np.int32)
     add_c = np.empty(G, np.int64)
-    add_x = np.empty((G, S))
+    add_x = np.empty((G, SW))
     sub_v = np.empty(G, np.int32)
     sub_c = np.empty(G, np.int64)
-    sub_x = np.empty((G, S))
+    sub_x = np.empty((G, SW))
     n_add = 0
     n_sub = 0
     seg_a = np.empty(G, np.int64)
@@ -235,14 +275,30 @@ def _segments(leaf, code, vb, vals, gw, k, binned, xvals, P, S, shift):
                 if run_len == 1:
                     n_multi += 1
                 slope = (yb - pyb) / (xx - px)
-                acc_a[0, pcode] += slope
-                acc_s[0, c] += slope
-                for t in range(T):
-                    w = float(gw[g, t])
-                    acc_a[1 + t, pcode] += w * slope
-                    acc_s[1 + t, c] += w * slope
-                    tstarts[1 + t, pcode] += w
-                    tends[1 + t, c] += w
+                if weighted:
+                    wseg = min(1.0, (xx - px) / (anchors[c] - anchors[pcode]))
+                    ws = wseg * slope
+                    acc_a[0, pcode] += ws
+                    acc_s[0, c] += ws
+                    acc_a[S, pcode] += wseg
+                    acc_s[S, c] += wseg
+                    for t in range(T):
+                        w = float(gw[g, t])
+                        acc_a[1 + t, pcode] += w * ws
+                        acc_s[1 + t, c] += w * ws
+                        acc_a[S + 1 + t, pcode] += w * wseg
+                        acc_s[S + 1 + t, c] += w * wseg
+                        tstarts[1 + t, pcode] += w
+                        tends[1 + t, c] += w
+                else:
+                    acc_a[0, pcode] += slope
+                    acc_s[0, c] += slope
+                    for t in range(T):
+                        w = float(gw[g, t])
+                        acc_a[1 + t, pcode] += w * slope
+                        acc_s[1 + t, c] += w * slope
+                        tstarts[1 + t, pcode] += w
+                        tends[1 + t, c] += w
                 if not t_a[pcode]:
                     t_a[pcode] = True
                     c_a[na] = pcode
@@ -316,10 +372,14 @@ def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: i
     code = np.asarray(table.key, dtype=np.int64)
     vb = virtual_of(leaf, fs.n_leaves)
     xvals = np.zeros(1) if fs.binned else np.asarray(fs.coder.values, dtype="float64")
+    anchors = bin_anchors(fs.coder)
+    weighted = anchors is not None
     T = int(n_sets) - 1
+    S = int(n_sets)
     vals, gw = group_inputs(table, k, table_leaf_weights(table, fs.feature, T, random_state), T)
     (count, starts, ends, ignored, n_leaves, n_multi, av, ac, ax, sv, sc, sx_, sa, sb, ss, sl, sx0) = _segments(
-        leaf, code, vb, vals, gw, k, bool(fs.binned), xvals, P, int(n_sets), _count_bits(table, k, leaf))
+        leaf, code, vb, vals, gw, k, bool(fs.binned), xvals, P, S, _count_bits(table, k, leaf),
+        anchors if weighted else np.zeros(1), weighted)
     # the positions are set 0's (every trial is read at them)
     sum_x = [_vsum(vb, code, sx0, P)] if fs.binned else None
     segments = _segment_sample(sl, sa, sb, ss, n_segments, random_state)
@@ -328,12 +388,14 @@ def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: i
         units = terms_table(table, vb, P)
     if n_sets > 1:  # set 0 per virtual bucket (folded in their order: the bits of one set); the trials by the tree
         lo, hi, shared_lo, shared_hi = span if span is not None else (0, N_VIRTUAL, False, False)
-        add_t = tree_nodes(av, ac, ax[:, 1:], lo, hi, N_VIRTUAL, shared_lo, shared_hi)
-        sub_t = tree_nodes(sv, sc, sx_[:, 1:], lo, hi, N_VIRTUAL, shared_lo, shared_hi)
-        ax, sx_ = np.ascontiguousarray(ax[:, :1]), np.ascontiguousarray(sx_[:, :1])
+        trial_cols = np.r_[1:S, S + 1:2 * S] if weighted else slice(1, None)
+        add_t = tree_nodes(av, ac, ax[:, trial_cols], lo, hi, N_VIRTUAL, shared_lo, shared_hi)
+        sub_t = tree_nodes(sv, sc, sx_[:, trial_cols], lo, hi, N_VIRTUAL, shared_lo, shared_hi)
+    set0 = [0, S] if weighted else slice(0, 1)
+    ax, sx_ = np.ascontiguousarray(ax[:, set0]), np.ascontiguousarray(sx_[:, set0])
     return BucketSums(count, starts, ends,
                       ignored, int(n_leaves), Table(av, ac, ax), Table(sv, sc, sx_), sum_x, segments, counters,
-                      add_t, sub_t, int(n_multi), units)
+                      add_t, sub_t, int(n_multi), units, weighted)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -355,16 +417,25 @@ def _fold_all(tables: list, P: int, S: int) -> np.ndarray:
 
 
 def fold_slope_sums(sums: list, P: int, n_sets: int) -> tuple:
-    """``(add, sub)``, each (sets, P): the buckets' sums of slopes per code, set 0's
-    folded in virtual-bucket order, the trials' by the fixed tree (:func:`fold_tree`)."""
+    """``(add, sub, wadd, wsub)``, each (sets, P): the buckets' sums of slopes per code
+    (weighted buckets: of w * slope) and, weighted, of the segments' weights (else
+    None), set 0's folded in virtual-bucket order, the trials' by the fixed tree
+    (:func:`fold_tree`)."""
+    weighted = any(b.weighted for b in sums)
+    if weighted and not all(b.weighted for b in sums):
+        raise ValueError("StratPD's finish was given weighted and unweighted bucket sums of one feature")
+    m = 2 if weighted else 1
     out = []
     for attr in ("add", "sub"):
-        a = _fold_all([getattr(b, attr) for b in sums], P, 1)
+        a = _fold_all([getattr(b, attr) for b in sums], P, m)  # (m, P): set 0's slopes (and weights)
+        parts = [a[:1], a[1:]]
         if n_sets > 1:
-            trials = fold_tree([getattr(b, attr + "_trials") for b in sums], P, n_sets - 1, N_VIRTUAL)
-            a = np.vstack([a, trials.T])
-        out.append(a)
-    return tuple(out)
+            trials = fold_tree([getattr(b, attr + "_trials") for b in sums], P, m * (n_sets - 1), N_VIRTUAL).T
+            T = n_sets - 1
+            parts = [np.vstack([a[:1], trials[:T]]), np.vstack([a[1:], trials[T:]])]
+        out.append(parts)
+    (add, wadd), (sub, wsub) = out
+    return (add, sub, wadd, wsub) if weighted else (add, sub, None, None)
 
 
 def _fold(tables: list, P: int) -> np.ndarray:
@@ -377,22 +448,34 @@ def _fold(tables: list, P: int) -> np.ndarray:
                        minlength=P)
 
 
-def sweep(add: np.ndarray, sub: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+def sweep(add: np.ndarray, sub: np.ndarray, starts: np.ndarray, ends: np.ndarray, wadd=None, wsub=None):
     """Mean slope and slope count at every position from per-position sums of segment
-    slopes starting (``add``) and ending (``sub``) there, and segment counts."""
+    slopes starting (``add``) and ending (``sub``) there, and segment counts.  With
+    ``wadd`` / ``wsub`` (a binned feature's sums of the segments' weights; ``add`` /
+    ``sub`` then sum w * slope) the mean is weighted: sum w * slope / sum w."""
     n = len(add)
-    s = np.cumsum(add - sub)
     c = np.cumsum(starts - ends)
-    # Where no segment covers a position the running sum must be exactly 0: remove the
-    # rounding residue accumulated so far, so that it does not leak to later positions.
     zero = c == 0
-    if zero.any():
-        last_zero = np.maximum.accumulate(np.where(zero, np.arange(n), -1))
-        resid = np.where(last_zero >= 0, s[np.maximum(last_zero, 0)], 0.0)
-        s = s - resid
-        s[zero] = 0.0
+    last_zero = np.maximum.accumulate(np.where(zero, np.arange(n), -1)) if zero.any() else None
+
+    def running(a, b):
+        # Where no segment covers a position the running sum must be exactly 0: remove the
+        # rounding residue accumulated so far, so that it does not leak to later positions.
+        s = np.cumsum(a - b)
+        if last_zero is not None:
+            resid = np.where(last_zero >= 0, s[np.maximum(last_zero, 0)], 0.0)
+            s = s - resid
+            s[zero] = 0.0
+        return s
+
+    s = running(add, sub)
+    if wadd is None:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(c > 0, s / np.maximum(c, 1), np.nan)
+        return mean, c
+    w = running(wadd, wsub)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(c > 0, s / np.maximum(c, 1), np.nan)
+        mean = np.where((c > 0) & (w > 0), s / np.where(w > 0, w, 1.0), np.nan)
     return mean, c
 
 
@@ -492,16 +575,22 @@ def curve_from_sums(fs, sums: list, job):
         ux = sx0[pos] / count[0][pos]
     else:
         ux = np.asarray(fs.coder.values, dtype="float64")[pos]
-    add, sub = fold_slope_sums(sums, P, n_sets)
+    add, sub, wadd, wsub = fold_slope_sums(sums, P, n_sets)
     add, sub = add[:, pos], sub[:, pos]
-    mean, c = sweep(add[0], sub[0], starts[0][pos], ends[0][pos])
+    if wadd is not None:
+        wadd, wsub = wadd[:, pos], wsub[:, pos]
+
+    def weights(s):
+        return {} if wadd is None else {"wadd": wadd[s], "wsub": wsub[s]}
+
+    mean, c = sweep(add[0], sub[0], starts[0][pos], ends[0][pos], **weights(0))
     pd_, supported = integrate(ux, mean, c, msx, few)
     trials = []
     units = None
     if n_sets > 1 and all(b.units is not None for b in sums):
         units = effective_units(fold_terms([b.units for b in sums], P), pos)
     for s in range(1, n_sets):
-        mean_t, c_t = sweep(add[s], sub[s], starts[s][pos], ends[s][pos])
+        mean_t, c_t = sweep(add[s], sub[s], starts[s][pos], ends[s][pos], **weights(s))
         trials.append(integrate_trial(ux, mean_t, c_t, c, msx, few))
     # the segment sample: bottom-k by hash over the buckets
     seg = [np.concatenate([b.segments[j] for b in sums]) for j in range(4)]

@@ -48,6 +48,7 @@ from .categorical import category_values, effects_iterative, result_of_effects
 from .categorical_buckets import EXPLICIT_MAX_KEYS
 from .delta import NumericSummary, RunView, apply_delta, gather_leaf_stats, numeric_summary, summary_bucket, \
     summary_from_buckets
+from .numeric import bin_anchors
 from .runs import PARTS, read_table, write_part
 from .scan import FeatureScan, ScanPiece, StratScan
 
@@ -537,7 +538,9 @@ class ScanState:
                 summary, mode = None, "runs"
             elif fs.kind == "numeric" and isinstance(summary, NumericSummary) and summary.n_sets == n_sets and \
                     summary.n_segments == k and summary.random_state == stratification.random_state and \
-                    (summary.units is not None or n_sets == 1):  # a summary kept without the band's terms: merged
+                    (summary.units is not None or n_sets == 1) and \
+                    (summary.wadd is not None) == (bin_anchors(coder) is not None):
+                # (a summary kept without the band's terms, or without a binned feature's slope weights: merged)
                 summary = summary.recode(_kmap(a.coder, coder), coder.n_keys)
                 summary = apply_delta(summary, [v for r in a.runs for v in r.views(coder)], _recode(b.table, b.coder, coder), fs,
                                       n_sets)

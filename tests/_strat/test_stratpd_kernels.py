@@ -204,7 +204,7 @@ def test_dask_equals_reference(case, n_buckets):
     leaf = tree.apply(df[["a", "b"]].to_numpy("float32"))
     coder = job.features[0].coder
     bins = None if not coder.binned else coder.encode(df.x).astype(float)
-    ref = reference_stratpd(df.x, df.y, leaf, m, bins=bins, few_slopes=few_slopes)
+    ref = reference_stratpd(df.x, df.y, leaf, m, bins=bins, few_slopes=few_slopes, edges=coder.edges)
     np.testing.assert_allclose(res.x, ref["x"], rtol=1e-12)
     np.testing.assert_array_equal(res.slope_count, ref["slope_count"])
     np.testing.assert_array_equal(res.count, ref["count"])
@@ -579,10 +579,11 @@ def test_each_trial_of_the_finish_is_the_reference_of_its_leaf_draw(binned):
     res = curve_from_sums(fs, [bucket_sums(table, fs, T + 1, counters=(n, 0, 0), random_state=7)], job)
     W = weights_of_leaves("x", np.arange(L), T, 7)
     assert (W == 0).any() and (W > 1).any()
-    ref0 = reference_stratpd(xv, y, leaf, 3, bins=key.astype(float) if binned else None)
+    edges = coder.edges if binned else None
+    ref0 = reference_stratpd(xv, y, leaf, 3, bins=key.astype(float) if binned else None, edges=edges)
     np.testing.assert_allclose(res.pd, ref0["pd"], rtol=1e-9, atol=1e-9, equal_nan=True)
     for t in range(T):
-        ref = reference_leaf_trial(xv, y, leaf, W[:, t], 3, bins=key.astype(float) if binned else None)
+        ref = reference_leaf_trial(xv, y, leaf, W[:, t], 3, bins=key.astype(float) if binned else None, edges=edges)
         np.testing.assert_allclose(res.x, ref["x"], rtol=1e-12)
         np.testing.assert_allclose(res.trials_pd[t], ref["pd"], rtol=1e-9, atol=1e-9, equal_nan=True)
         np.testing.assert_array_equal(np.isfinite(res.trials_pd[t]), np.isfinite(res.pd))
