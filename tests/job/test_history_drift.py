@@ -207,3 +207,31 @@ def test_a_known_shift_is_flagged_and_a_new_sample_is_not():
         zs.append((null.z, moved.z))
     assert false_alarms <= 2, zs
     assert detections >= 12, zs
+
+
+def test_centre_takes_each_groups_median_off_as_a_loop_of_nanmedian_does():
+    """drift._centre (all groups at once) against a plain loop over the groups with
+    np.nanmedian: the same bits, NaN and inf included, 1-D and trials x points."""
+    import warnings
+
+    from daskpd.job.drift import _centre
+
+    def reference(v, group):
+        out = np.array(v, dtype="float64", copy=True)
+        for g in np.unique(group):
+            k = group == g
+            with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+                warnings.simplefilter("ignore", RuntimeWarning)
+                out[..., k] -= np.nanmedian(out[..., k], axis=-1, keepdims=True)
+        return out
+
+    rng = np.random.default_rng(3)
+    for case in range(60):
+        P = int(rng.integers(1, 200))
+        shape = (P,) if case % 3 == 0 else (int(rng.integers(1, 40)), P)
+        v = rng.normal(size=shape)
+        v[rng.uniform(size=shape) < 0.2] = np.nan
+        if case % 5 == 0:
+            v[..., 0] = np.inf
+        group = rng.integers(0, max(1, P // 3), P)
+        assert np.array_equal(_centre(v, group), reference(v, group), equal_nan=True), case
