@@ -19,6 +19,7 @@ Each comparison is one family: its curves' p-values are adjusted together
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -170,8 +171,11 @@ def compare_states(new_state, stratification, methods: dict, n_trials: int, fini
                              old=None if old_state is None else old_state.subset(feats),
                              whole=None if whole_state is None else whole_state.subset(feats),
                              max_positions=max_positions or MAX_POSITIONS)
-    new = cmp_.new.finish(stratification, finish_options)
-    old = cmp_.old.finish(stratification, finish_options)
+    # the two sides are independent finishes (numba kernels that release the GIL): one
+    # thread each, the same results as one after the other
+    with ThreadPoolExecutor(2, thread_name_prefix="daskpd-newold") as pool:
+        sides = [pool.submit(side.finish, stratification, finish_options) for side in (cmp_.new, cmp_.old)]
+        new, old = (f.result() for f in sides)
     out = []
     for f in feats:
         coder = cmp_.new.features[f].coder
