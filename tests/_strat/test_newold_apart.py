@@ -78,3 +78,39 @@ def test_holm_levels_and_bonferroni_t_critical_values():
     assert _holm([0.001, 0.006, 0.007], 0.01) == pytest.approx([0.01 / 3, 0.005, 0.005])
     assert float(critical(0.05, 1, np.inf)) == pytest.approx(stats.norm.ppf(0.975))
     assert float(critical(0.01, 10, 19)) == pytest.approx(stats.t.ppf(1 - 0.01 / 20, 19))
+
+
+
+class _OneAfterTheOther:
+    """An executor running each submitted call at once, in the calling thread."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def submit(self, fn, *args, **kwargs):
+        from concurrent.futures import Future
+
+        fut = Future()
+        fut.set_result(fn(*args, **kwargs))
+        return fut
+
+
+def test_the_two_sides_finished_in_threads_equal_them_finished_one_after_the_other(states, monkeypatch):
+    """compare_states finishes the new and the old side in two threads: the points and
+    records are bit for bit those of the two finishes run one after the other."""
+    import daskpd.job.newold as newold
+
+    strat, old, new, _ = states
+    threaded = decide(compare_states(new, strat, METHODS, 25, old_state=old))
+    monkeypatch.setattr(newold, "ThreadPoolExecutor", _OneAfterTheOther)
+    alone = decide(compare_states(new, strat, METHODS, 25, old_state=old))
+    pt, pa = points_frame(threaded), points_frame(alone)
+    assert len(pt) > 20
+    pd.testing.assert_frame_equal(pt, pa, check_exact=True)
+    pd.testing.assert_frame_equal(record_frame(threaded), record_frame(alone), check_exact=True)
