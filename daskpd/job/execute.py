@@ -233,10 +233,11 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
     # the nightly comparison of an incremental night: the new files' curves and the kept rows' finished apart
     nightly_cmp = next((c for c in res.comparisons if c.reference.test == "new-vs-old" and not c.reference.skip),
                        None)
-    if mplan is not None and mplan.mode == "incremental" and mplan.new_files:
-        _check_layout(spec, _new_files(spec, ddf, mplan.new_files), mplan, nightly_cmp, progress, res)
+    new = _new_files(spec, ddf, mplan.new_files) if mplan is not None and mplan.mode == "incremental" else None
+    if new is not None and mplan.new_files:
+        _check_layout(spec, new, mplan, nightly_cmp, progress, res)  # may turn the plan into a full one
     if mplan is not None and mplan.mode == "incremental":
-        ddf = _new_files(spec, ddf, mplan.new_files)
+        ddf = new
         under = {"layout": mplan.layout, "base_parts": mplan.load_parts(), "apart": nightly_cmp is not None}
     out = model_methods(model, ddf, list(mfeats), methods, target=spec.target, response=spec.model.response,
                         target_class=spec.model.target_class, columns=list(inputs),
