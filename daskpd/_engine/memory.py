@@ -28,6 +28,7 @@ import os
 import dask
 from dask.utils import parse_bytes
 
+from . import config
 from .scheduler import current_client
 
 __all__ = ["task_memory", "thread_memory", "usable_thread_memory", "driver_memory", "format_bytes", "partition_bytes",
@@ -46,10 +47,6 @@ ONE_LEVEL_MAX = 32
 #: fraction of the cluster's memory: they are all alive when the last map ends, and
 #: this keeps them under dask's spill target (60 %) with room for the tasks at work
 _ONE_LEVEL_FRACTION = 0.4
-
-
-def _config(key, default):
-    return dask.config.get(f"daskpd.{key}", default)
 
 
 def _workers() -> list | None:
@@ -75,7 +72,7 @@ def cluster_memory() -> int:
 
 def task_memory() -> int:
     """Bytes one reduction task may hold (see the module docstring)."""
-    cfg = _config("task-memory", "auto")
+    cfg = config.get("task-memory")
     if cfg not in (None, "auto"):
         return int(parse_bytes(cfg) if isinstance(cfg, str) else cfg)
     return max(1 << 24, int(thread_memory() * _FRACTION))
@@ -127,7 +124,7 @@ def partition_bytes() -> int:
     many small files gathers (dask config ``daskpd.partition-bytes``; ``"auto"``: an
     eighth of :func:`task_memory`, between 16 and 64 MiB).  Files of at least a quarter
     of that size on average are each their own partition, as dask reads them."""
-    cfg = _config("partition-bytes", "auto")
+    cfg = config.get("partition-bytes")
     if cfg not in (None, "auto"):
         return int(parse_bytes(cfg) if isinstance(cfg, str) else cfg)
     return int(min(_PARTITION_MAX, max(_PARTITION_MIN, task_memory() * _PARTITION_FRACTION)))
@@ -135,7 +132,7 @@ def partition_bytes() -> int:
 
 def split_every() -> int | None:
     """Fan-in set by config ``daskpd.split-every`` (None: ``"auto"``, the default)."""
-    cfg = _config("split-every", "auto")
+    cfg = config.get("split-every")
     if cfg in (None, "auto"):
         return None
     v = int(cfg)
@@ -210,7 +207,7 @@ def n_buckets(peak_bytes: float, budget: int | None = None, n_rows: int = 0, par
     rows, so that the buckets' finishes keep every thread busy.  Config
     ``daskpd.buckets`` overrides.
     """
-    cfg = _config("buckets", "auto")
+    cfg = config.get("buckets")
     if cfg not in (None, "auto"):
         b = int(cfg)
         if b < 1 or b > MAX_BUCKETS or b & (b - 1):

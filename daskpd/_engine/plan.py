@@ -32,6 +32,7 @@ from typing import Sequence
 import pandas as pd
 
 from . import memory, scheduler
+from .allocator import limit_worker_threads
 
 __all__ = ["PartitionContext", "Job", "Kept", "run_pass", "run_local", "build_pass", "tree_groups", "job_task"]
 
@@ -146,8 +147,6 @@ def _one_thread():
     tasks run: in a dask worker the limit is set once for the process; on dask's local
     schedulers :func:`daskpd._engine.scheduler.compute` sets it around the whole compute.
     """
-    from .scheduler import limit_worker_threads
-
     limit_worker_threads()
     return contextlib.nullcontext()
 

@@ -26,7 +26,7 @@ import contextvars
 import sys
 import time
 
-import dask
+from . import config
 
 __all__ = ["progress_mode", "show_futures", "local_progress", "LINE_PREFIX", "progress_call", "plan_stages",
            "stage", "stage_label"]
@@ -137,7 +137,7 @@ def progress_mode(progress) -> str | None:
 
 
 def _interval() -> float:
-    return float(dask.config.get("daskpd.progress-interval", 30.0))
+    return float(config.get("progress-interval"))
 
 
 def _stage_name(keys) -> str:

@@ -40,6 +40,7 @@ import sys
 import threading
 from pathlib import Path
 
+from .._engine import config
 from ..results.base import OUTPUT_FAULTS, OutputError, atomic_path
 
 __all__ = ["JobTerminated", "now", "default_run_id", "pid_alive", "rmtree", "clean_stale", "list_runs", "commit",
@@ -183,7 +184,6 @@ def check_free_space(where: Path, need: int, what: str) -> None:
     """Refuse up front (``DataError``, nothing written) when the file system of ``where``
     has less than ``need`` bytes free plus the ``daskpd.output-reserve`` config (default
     64 MiB, left for everything else on that disk)."""
-    import dask
     from dask.utils import format_bytes, parse_bytes
 
     from .._errors import DataError
@@ -195,7 +195,7 @@ def check_free_space(where: Path, need: int, what: str) -> None:
         free = shutil.disk_usage(probe).free
     except OSError:
         return
-    reserve = dask.config.get("daskpd.output-reserve", "64MiB")
+    reserve = config.get("output-reserve")
     reserve = int(parse_bytes(reserve) if isinstance(reserve, str) else reserve)
     if free < need + reserve:
         raise DataError(f"not enough free space for {what} in {str(probe)!r}: {format_bytes(free)} free, it needs "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from daskpd._engine.scheduler import heap_trim_threshold, set_arrow_pool
+from daskpd._engine.allocator import heap_trim_threshold, set_arrow_pool
 
 pytestmark = pytest.mark.cluster
 
@@ -21,7 +21,7 @@ def test_freed_heap_goes_back_to_the_os_on_real_workers(client):
         import numpy as np
         import psutil
 
-        from daskpd._engine.scheduler import _MallInfo2, limit_worker_threads
+        from daskpd._engine.allocator import _MallInfo2, limit_worker_threads
 
         limit_worker_threads()  # what every daskpd task does first: the mmap threshold, the trimmer
         libc = ctypes.CDLL("libc.so.6")
@@ -64,7 +64,7 @@ def test_freed_arrays_pages_serve_the_next_arrays_on_real_workers(client):
 
         import numpy as np
 
-        from daskpd._engine.scheduler import limit_worker_threads
+        from daskpd._engine.allocator import limit_worker_threads
 
         limit_worker_threads()  # what every daskpd task does first
 
@@ -103,7 +103,7 @@ def test_workers_take_pyarrows_buffers_from_the_system_allocator(client):
     def _pools():  # nested: pickled by value
         import pyarrow as pa
 
-        from daskpd._engine.scheduler import limit_worker_threads
+        from daskpd._engine.allocator import limit_worker_threads
 
         before = pa.default_memory_pool().backend_name
         limit_worker_threads()  # what every daskpd task does first
