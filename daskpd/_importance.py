@@ -15,17 +15,17 @@ Every measure is then computed on the driver from the p curves (small arrays).
 
 Definitions (per feature, on its curve; stratx's ``importances`` for the first two):
 
-* **impact**: mean |PD| over the curve's positions (the distinct x values, or bins, of
+* **impact**: mean ``|PD|`` over the curve's positions (the distinct x values, or bins, of
   a numeric feature where the curve is supported; the categories of a categorical
   feature that have an estimate).
-* **importance**: mean |PD| weighted by the number of rows at each position.
+* **importance**: mean ``|PD|`` weighted by the number of rows at each position.
 * **pd_variance**: the PD-variance ("flatness") measure of Greenwell et al. (2018),
   on the same curve: the standard deviation (ddof=1) of PD over the positions for a
   numeric feature, (max PD - min PD) / 4 for a categorical one.
 
 A numeric StratPD curve is 0 at its leftmost supported x (an integral from there);
 a categorical curve has no natural zero, so it is mean-centred (plain mean over the
-categories with an estimate) before |PD| is taken, as in stratx.  ``pd_variance`` is
+categories with an estimate) before ``|PD|`` is taken, as in stratx.  ``pd_variance`` is
 invariant to either shift.  With ``normalize=True`` (default) each of the three
 columns is divided by its sum over the features (within each trial for trials); the
 unnormalised values, in units of the target, are kept as ``*_raw`` columns.
@@ -193,26 +193,32 @@ class ImportanceResult(Result):
     The three measures, each from the feature's StratPD / CatStratPD curve:
 
     * **importance**: how far the feature moves the target for the typical row -- the
-      mean |PD| weighted by the rows at each value (stratx's importance).  The table is
+      mean ``|PD|`` weighted by the rows at each value (stratx's importance).  The table is
       sorted by it (``sort_by``) because it ranks the features by their effect on the
       data as they are distributed, which is what a reader of the top rows wants.
-    * **impact**: the same mean |PD| with every value (or category) counted once,
+    * **impact**: the same mean ``|PD|`` with every value (or category) counted once,
       whatever its rows: high for a feature that matters a lot over values few rows have.
     * **pd_variance**: how much the curve varies (Greenwell et al.'s flatness: the
       standard deviation of PD over the values, range / 4 over categories), whatever
       its zero.
 
-    ``table``     DataFrame indexed by feature, sorted by ``sort_by`` (descending):
-                  ``kind``, ``importance``, ``impact``, ``pd_variance`` (normalised to
-                  sum to 1 when ``normalize``), with ``*_std`` (trials), ``*_pvalue``
-                  (permutations), ``*_raw`` (units of the target), ``n_positions``
-                  (positions/categories with an estimate) and ``n_rows`` (rows at them).
-    ``curves``    {feature: StratPDResult | CatStratPDResult}
-    ``trials``    long DataFrame (trial, feature, the three measures) or None
-    ``null``      long DataFrame of the permutation draws (permutation, feature, raw
-                  measures) or None
-    ``n_passes``  passes over the data (2: sample + one scan; 3 when the sample was drawn
-                  again, see :class:`daskpd._engine.hashing.SampleJob`)
+    Attributes
+    ----------
+    table : DataFrame
+        Indexed by feature, sorted by ``sort_by`` (descending): ``kind``,
+        ``importance``, ``impact``, ``pd_variance`` (normalised to sum to 1 when
+        ``normalize``), with ``*_std`` (trials), ``*_pvalue`` (permutations), ``*_raw``
+        (units of the target), ``n_positions`` (positions/categories with an estimate)
+        and ``n_rows`` (rows at them).
+    curves : dict
+        ``{feature: StratPDResult | CatStratPDResult}``.
+    trials : DataFrame or None
+        Long table (trial, feature, the three measures).
+    null : DataFrame or None
+        Long table of the permutation draws (permutation, feature, raw measures).
+    n_passes : int
+        Passes over the data (2: sample + one scan; 3 when the sample was drawn again,
+        see ``daskpd._engine.hashing.SampleJob``).
     """
 
     table: pd.DataFrame
@@ -649,14 +655,14 @@ def importances(data, *, target, **kwargs) -> pd.DataFrame:
     ``pvalues=True``, ``*_raw`` (units of the target), ``n_positions``, ``n_rows``.
 
     * importance: how far the feature moves the target for the typical row -- the mean
-      |PD| weighted by the rows at each position (stratx's).  The table is sorted by it:
+      ``|PD|`` weighted by the rows at each position (stratx's).  The table is sorted by it:
       it ranks the features by their effect on the data as they are distributed.
-    * impact: the same mean |PD| with every position (value, bin or category) counted
+    * impact: the same mean ``|PD|`` with every position (value, bin or category) counted
       once, whatever its rows.
     * pd_variance: how much the curve varies (Greenwell et al.'s flatness: the SD,
       ddof=1, of PD over the positions; range / 4 over categories).
 
-    Categorical curves are mean-centred before |PD| is taken.  ``features`` are the
+    Categorical curves are mean-centred before ``|PD|`` is taken.  ``features`` are the
     columns of the analysis: each is scored and stratified on the others
     (``stratify_on`` to stratify on other columns).
     """

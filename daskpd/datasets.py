@@ -205,7 +205,7 @@ class Lake(_Generator):
     x4      integers 0..99,999                              3 sin(x4 / 20,000)
     x5      U(0, 1) rounded to 6 decimals (~1e6 distinct)   4 x5
     x6      integers 0..9,999,999 (~1e7 distinct)           0              (irrelevant)
-    x7      U(-1, 1), full float64 (~n distinct)            3 |x7|
+    x7      U(-1, 1), full float64 (~n distinct)            3 abs(x7)
     x8      x7 + N(0, 0.5), full float64                    2 x8           (codependent)
     s50     50 string levels "L00".."L49"                   N(0, 2) per level
     k5000   5,000 integer codes 0..4,999 (declare it        N(0, 1) per level

@@ -72,6 +72,8 @@ def world(tmp_path_factory):
     names = {
         "README.md": {"model": sales_model},
         "catstratpd.md": {"data": sales},
+        "guide.md": {"data": sales, "model": sales_model},
+        "howto-sklearn.md": {"model": hgb, "df": df},
         "importances.md": {"data": quad},
         "model.md": {"model": hgb, "hgb": hgb, "df": df},
         "stratpd.md": {"data": quad},
@@ -100,5 +102,6 @@ def test_docs_example_runs(doc, code, world, monkeypatch):
 
 def test_every_doc_with_python_has_its_names():
     docs = {d for d, _ in ((p.values[0], None) for p in blocks())}
-    assert docs <= {"README.md", "catstratpd.md", "importances.md", "model.md", "pipeline.md", "stratpd.md"}, (
+    assert docs <= {"README.md", "catstratpd.md", "guide.md", "howto-sklearn.md", "importances.md", "model.md",
+                    "pipeline.md", "stratpd.md"}, (
         "a new document has python examples: give its names in world()")

@@ -77,14 +77,22 @@ class CatStratPDResult(CurveResult):
     pandas Categorical's values; sorted, or in the Categorical's category order; a
     missing-value level, with ``nan_as_level=True``, comes last):
 
-    ``pd``             effect of the category on the target; min 0 (default) or
-                       count-weighted mean 0 (``centered=True``)
-    ``count``          rows of the category (x and y present), all leaves
-    ``count_used``     of those, rows in leaves holding >= 2 categories
-    ``n_leaves_cat``   leaves holding the category and at least one other
-    ``group``          disjoint group (0 = most rows): categories connected through
-                       shared leaves; groups are placed by their marginal mean y
-    ``marginal_mean``  mean y of the category's rows (no stratification)
+    Attributes
+    ----------
+    pd : ndarray
+        Effect of the category on the target; min 0 (default) or count-weighted
+        mean 0 (``centered=True``).
+    count : ndarray
+        Rows of the category (x and y present), all leaves.
+    count_used : ndarray
+        Of those, rows in leaves holding >= 2 categories.
+    n_leaves_cat : ndarray
+        Leaves holding the category and at least one other.
+    group : ndarray
+        Disjoint group (0 = most rows): categories connected through shared leaves;
+        groups are placed by their marginal mean y.
+    marginal_mean : ndarray
+        Mean y of the category's rows (no stratification).
     """
 
     feature: str
