@@ -34,6 +34,7 @@ from ._hstat import h_items, h_notice, h_pass, h_points, h_statistic
 from ._ice import ICEJob, finish_ice, ice
 from ._marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
 from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
+from ._common import warn_method
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._arrays import open_model_data
 from ._setup import prepare_model_run
@@ -118,7 +119,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
                   subsample_size: float = 0.75, band=(0.05, 0.95), row_id=None, layout: Layout | None = None,
                   base_parts: list | None = None, apart: bool = False, items: dict | None = None,
                   sample_weight=None, grid: dict | None = None, quantiles=None, engine: str = "auto",
-                  filters=None, name: str = "daskpd-model-methods") -> MethodsRun:
+                  filters=None, name: str = "daskpd-model-methods", warn_default: bool = False) -> MethodsRun:
     """Run ``methods`` (``{method: {parameter: value}}``, parameters as the public
     functions') for ``features`` in one merged plan (see the module docstring).
 
@@ -148,8 +149,10 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     the grid-based methods' custom grids), ``quantiles`` (probabilities: every numeric
     feature's exact ``mquantiles``, resolved with the grids, in
     ``MethodsRun.quantiles``), ``engine`` (as the public functions'), ``filters`` (the
-    parquet filters ``data`` was opened with: the rows the engine notice counts) and
-    ``name`` (the pass's task name).
+    parquet filters ``data`` was opened with: the rows the engine notice counts),
+    ``name`` (the pass's task name) and ``warn_default`` (partial dependence's default
+    method warns where scikit-learn's default would use tree recursion, as
+    :func:`daskpd.partial_dependence`).
     """
     unknown = [m for m in methods if m not in MODEL_METHODS]
     if unknown:
@@ -180,6 +183,8 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
             raise DataError("partial_dependence: n_trials > 1 re-weights the rows of data; method='recursion' "
                             "reads no rows (use method='brute' or 'auto')")
     elif "partial_dependence" in params:
+        if warn_default:
+            warn_method(params["partial_dependence"]["method"], pred, run.weight, "average")
         pd_method = resolve_pd_method(params["partial_dependence"]["method"], pred, kinds, its["partial_dependence"],
                                       run.weight)
 
