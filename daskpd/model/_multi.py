@@ -207,6 +207,9 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
 
     # 3. the jobs, one pass
     jobs, finish, labels = [], [], []
+    # ALE and the marginal plot call the model on rows (never the tree engine), as their
+    # public functions record
+    predict_only = {**pred.describe(), "tree_engine": False}
     if "partial_dependence" in params:
         p = params["partial_dependence"]
         g = grids[_grid_key("partial_dependence", p)]
@@ -239,14 +242,14 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
             finish.append((("ice", f), lambda part, job=job, meta=meta, p=p: finish_ice(
                 job, part, pred, centered=p["centered"], params=meta)))
     if "ale" in params:
-        meta = {"bins": params["ale"]["bins"], "sample_weight": wcol, "model": pred.describe(), **tparams}
+        meta = {"bins": params["ale"]["bins"], "sample_weight": wcol, "model": predict_only, **tparams}
         metas.append(meta)  # the trials' params, completed once the pass has run
         jobs.append(ALEJob(ale_specs_))
         finish.append(("ale", lambda part, meta=meta, side=False: _kept({
             sp.feature: _side(side, finish_ale, sp, part.feats[sp.feature], pred, meta, sources.get(sp.feature))
             for sp in ale_specs_})))
     if mp is not None:
-        meta = {"bins": mp["bins"], "sample_weight": wcol, "model": pred.describe(), **tparams}
+        meta = {"bins": mp["bins"], "sample_weight": wcol, "model": predict_only, **tparams}
         metas.append(meta)  # the trials' params, completed once the pass has run
         jobs.append(MarginalJob(mspecs, target if with_target else None, True))
         finish.append(("marginal", lambda part, meta=meta, side=False: _finish_marginals(mspecs, part, target, pred,
