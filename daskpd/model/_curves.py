@@ -218,7 +218,8 @@ def model_curves(
     --------
     >>> import daskpd
     >>> out = daskpd.model_curves(model, data, {
-    ...     "partial_dependence": {"features": ["YearMade", ("YearMade", "MachineHours")], "grid_resolution": 20},
+    ...     "partial_dependence": {"features": ["YearMade", ("YearMade", "MachineHours")], "grid_resolution": 20,
+    ...                            "method": "brute"},
     ...     "ice": {"features": ["MachineHours"], "n_lines": 50},
     ... }, quantiles=[0.1, 0.5, 0.9])
     >>> out["partial_dependence"][("YearMade", "MachineHours")].average.shape
