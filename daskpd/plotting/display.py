@@ -180,8 +180,9 @@ class PartialDependenceDisplay(_SkDisplay):
         if ice_feats:  # a sample of lines (their average is over all rows)
             requests["ice"] = {"features": ice_feats, "grid_resolution": grid_resolution,
                                "percentiles": percentiles, "n_lines": int(n_lines), "centered": False}
+        grid = _check_grid(custom_values, entries, caller)
         try:  # every panel: one call, one pass
-            out = model_curves(estimator, X, requests, grid=_check_grid(custom_values, entries, caller),
+            out = model_curves(estimator, X, requests, grid=grid,
                                quantiles=_DECILES, sample_weight=sample_weight, response=response,
                                target_class=target, columns=columns, categorical_features=categorical_features,
                                engine=engine, progress=progress, storage_options=storage_options, filters=filters,

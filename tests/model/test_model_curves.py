@@ -266,3 +266,19 @@ def test_a_multi_class_model_needs_target_class(data):
     with pytest.raises(InvalidParameterError, match="PartialDependenceDisplay.from_estimator: parameter target is "
                                                     "required"):
         daskpd.plotting.PartialDependenceDisplay.from_estimator(clf, frame[COLS], ["a"])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"method": "fast"}, "parameter method must be one of"),
+    ({"grid_resolution": 1}, "parameter grid_resolution must be an integer >= 2"),
+    ({"percentiles": (0.9, 0.1)}, "parameter percentiles must be"),
+    ({"custom_values": {"zz": [1.0]}}, r"parameter custom_values has entries for \['zz'\]"),
+    ({"custom_values": [1.0, 2.0]}, "parameter custom_values must be a dict"),
+])
+def test_the_display_names_its_own_parameters(data, kwargs, match):
+    """model_curves' checks, in the Display's parameter names (one prefix, the Display's)."""
+    ddf, model = data
+    with pytest.raises(InvalidParameterError, match=r"^PartialDependenceDisplay\.from_estimator: " + match) as info:
+        daskpd.plotting.PartialDependenceDisplay.from_estimator(model, ddf[COLS], ["a", "b"], kind=["average", "both"],
+                                                                subsample=5, **kwargs)
+    assert "model_curves" not in str(info.value) and "methods[" not in str(info.value)
