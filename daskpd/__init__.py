@@ -4,9 +4,9 @@ Model-free: :func:`stratpd` (numeric features), :func:`catstratpd` (categorical
 features), :func:`importances` and :func:`strat_curves_and_importances` (every feature,
 one scan).  Model-based: :func:`partial_dependence` (Friedman PD, brute or tree
 recursion), :func:`ice`, :func:`pd_variance`, :func:`h_statistic`, :func:`marginal`, :func:`ale`,
-:func:`compare`.  Input: :func:`read_csv` (CSV with reader options), :func:`read_delta`
-(a Delta Lake table at a version), :func:`read_iceberg` (an Apache Iceberg table at a
-snapshot); any function also takes a pandas or dask DataFrame or a parquet path, glob,
+:func:`compare`, and :func:`model_curves` (several of them in one pass).  Input:
+:func:`read_csv` (CSV with reader options), :func:`read_delta` (a Delta Lake table at a
+version), :func:`read_iceberg` (an Apache Iceberg table at a snapshot); any function also takes a pandas or dask DataFrame or a parquet path, glob,
 directory (a Delta table's too) or URL.
 
 Every function runs on the current ``distributed.Client`` if there is one (else dask's
@@ -40,6 +40,7 @@ _API = {
     "pd_variance": "daskpd.model._variance",
     "compare": "daskpd.model._compare",
     "h_statistic": "daskpd.model._hstat",
+    "model_curves": "daskpd.model._curves",
     # input
     "read_csv": "daskpd._data.read",
     "read_delta": "daskpd._data.tables",
@@ -56,6 +57,7 @@ _API = {
     "PDVarianceResult": "daskpd.model._variance",
     "ComparisonResult": "daskpd.model._compare",
     "HStatisticResult": "daskpd.model._hstat",
+    "ModelCurves": "daskpd.model._curves",
     # errors and warnings
     "DataError": "daskpd._errors",
     "InvalidParameterError": "daskpd._errors",

@@ -14,7 +14,7 @@ from daskpd._validation import (NO_VALIDATION, Boolean, ColumnNames, Interval, P
                                 get_constraints, validate_params)
 
 PUBLIC = ["stratpd", "catstratpd", "importances", "partial_dependence", "ice", "ale", "marginal", "pd_variance",
-          "compare"]
+          "compare", "model_curves"]
 
 
 def _public(name):

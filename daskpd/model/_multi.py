@@ -21,17 +21,20 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .._engine.repeats import warn_repeats
-from .._engine.stats import order_statistics, summarize
+from .._engine.stats import mquantile_ranks, order_statistics, summarize
 from .._errors import DataError
 from ._ale import ALEJob, ale, ale_specs, ale_summary_kinds, finish_ale
 from .._engine.progress import stage_label
 from ._fpd import PDJob, engine_notice, known_rows, partial_dependence, pd_results, resolve_pd_method
-from ._grids import pd_grid, pd_grid_plan
+from ._grids import custom_grid, pd_grid, pd_grid_plan
 from ._hstat import h_items, h_notice, h_pass, h_points, h_statistic
 from ._ice import ICEJob, finish_ice, ice
 from ._marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
 from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
+from ._common import warn_method
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._arrays import open_model_data
 from ._setup import prepare_model_run
@@ -78,6 +81,8 @@ class MethodsRun:
     parts: list = field(default_factory=list)  # the pass's merged partials (with ``base_parts``: their sum)
     #: with ``apart``: ``(results of this pass's rows alone, results of base_parts alone)``
     apart: tuple | None = None
+    #: with ``quantiles``: ``{feature: values}``, each numeric feature's exact quantiles
+    quantiles: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -112,7 +117,9 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
                   target_class=None, columns=None, categorical_features=None, random_state: int = 0,
                   batch_rows: int = DEFAULT_BATCH_ROWS, progress=None, n_trials: int = 1, bootstrap: bool = True,
                   subsample_size: float = 0.75, band=(0.05, 0.95), row_id=None, layout: Layout | None = None,
-                  base_parts: list | None = None, apart: bool = False) -> MethodsRun:
+                  base_parts: list | None = None, apart: bool = False, items: dict | None = None,
+                  sample_weight=None, grid: dict | None = None, quantiles=None, engine: str = "auto",
+                  filters=None, name: str = "daskpd-model-methods", warn_default: bool = False) -> MethodsRun:
     """Run ``methods`` (``{method: {parameter: value}}``, parameters as the public
     functions') for ``features`` in one merged plan (see the module docstring).
 
@@ -133,23 +140,39 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     what a later call takes.  ``apart`` (with ``base_parts``): the curves of this pass's
     rows alone and of the earlier rows alone are finished too (``MethodsRun.apart``:
     the same finishers on each side's partials), for a new-against-old comparison.
+
+    What :func:`daskpd.model_curves` adds (validated there): ``items`` (``{method:
+    [tuple of features, ...]}``, each method's own entries among ``features``; pairs for
+    partial dependence only; a method not in it takes every feature), ``sample_weight``
+    (a column of ``data``, or values for pandas data: the weighted averages of the
+    public functions, one weight for every method), ``grid`` (``{feature: values}``,
+    the grid-based methods' custom grids), ``quantiles`` (probabilities: every numeric
+    feature's exact ``mquantiles``, resolved with the grids, in
+    ``MethodsRun.quantiles``), ``engine`` (as the public functions'), ``filters`` (the
+    parquet filters ``data`` was opened with: the rows the engine notice counts),
+    ``name`` (the pass's task name) and ``warn_default`` (partial dependence's default
+    method warns where scikit-learn's default would use tree recursion, as
+    :func:`daskpd.partial_dependence`).
     """
     unknown = [m for m in methods if m not in MODEL_METHODS]
     if unknown:
         raise ValueError(f"unknown model-based method(s) {unknown}; expected some of {list(MODEL_METHODS)}")
     params = {m: {**_defaults(m), **(methods[m] or {})} for m in MODEL_METHODS if m in methods}
     feats = list(dict.fromkeys(features))
+    its = {m: [tuple(it) for it in (items or {}).get(m) or [(f,) for f in feats]] for m in params}
+    fe = {m: list(dict.fromkeys(f for it in its[m] for f in it)) for m in params}  # each method's features
+    grid = dict(grid or {})
     ds = open_model_data(data)
     with_target = "marginal" in params and target is not None
     if with_target and columns is None and getattr(model, "feature_names_in_", None) is None:
         columns = [c for c in ds.columns if c != target]  # the target is never a model input
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, feats, columns=columns, response=response, target_class=target_class,
-                            engine="auto", categorical_features=categorical_features,
+                            engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             extra_columns=[target] if with_target else [], row_id=trial_row_id(trials))
     pred, kinds = run.predictor, run.kinds
     phases: list[str] = []
-    items = [(f,) for f in feats]
+    wcol = run.weight
 
     tparams = trial_params(trials, band)
     metas: list[dict] = []
@@ -160,17 +183,20 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
             raise DataError("partial_dependence: n_trials > 1 re-weights the rows of data; method='recursion' "
                             "reads no rows (use method='brute' or 'auto')")
     elif "partial_dependence" in params:
-        pd_method = resolve_pd_method(params["partial_dependence"]["method"], pred, kinds, items, run.weight)
+        if warn_default:
+            warn_method(params["partial_dependence"]["method"], pred, run.weight, "average")
+        pd_method = resolve_pd_method(params["partial_dependence"]["method"], pred, kinds, its["partial_dependence"],
+                                      run.weight)
 
-    ranges = None
+    ranges, qout = None, {}
     if layout is not None:
         if list(layout.features) != feats:
             raise ValueError(f"the layout is of features {layout.features}, not {feats}")
         grids, ale_specs_, sources, mspecs = layout.grids, layout.ale, layout.ale_sources, layout.marginal
         pd_method, ranges = layout.pd_method, getattr(layout, "ranges", None)
     elif set(params) - {"h_statistic"}:  # the H-statistic needs no grid: its own points
-        grids, ale_specs_, sources, mspecs, ranges = _layout(run, feats, params, target, with_target, progress,
-                                                             phases)
+        grids, ale_specs_, sources, mspecs, ranges, qout = _layout(run, fe, params, target, with_target, progress,
+                                                                   phases, grid, quantiles)
     else:
         grids, ale_specs_, sources, mspecs = {}, None, None, None
     mp = params.get("marginal")
@@ -181,44 +207,49 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
 
     # 3. the jobs, one pass
     jobs, finish, labels = [], [], []
+    # ALE and the marginal plot call the model on rows (never the tree engine), as their
+    # public functions record
+    predict_only = {**pred.describe(), "tree_engine": False}
     if "partial_dependence" in params:
         p = params["partial_dependence"]
         g = grids[_grid_key("partial_dependence", p)]
-        meta = {"grid_resolution": p["grid_resolution"], "percentiles": list(p["percentiles"]), "custom_grid": [],
-                "sample_weight": None, "model": pred.describe(), **tparams}
+        items = its["partial_dependence"]
+        meta = {"grid_resolution": p["grid_resolution"], "percentiles": list(p["percentiles"]),
+                "custom_grid": sorted(f for f in grid if f in fe["partial_dependence"]),
+                "sample_weight": wcol, "model": pred.describe(), "kind": "average", **tparams}
         metas.append(meta)  # the trials' params, completed once the pass has run
         if pd_method == "brute":
-            meta["engine"], lab = engine_notice("partial_dependence", pred, items, g, kinds, known_rows(run.dataset),
-                                                model=model, sets=sets)
+            meta["engine"], lab = engine_notice("partial_dependence", pred, items, g, kinds,
+                                                known_rows(run.dataset, filters), model=model, sets=sets)
             labels.append(lab)
-            job = PDJob([(it, [g[it[0]]]) for it in items], kinds)
+            job = PDJob([(it, [g[f] for f in it]) for it in items], kinds)
             jobs.append(job)
-            finish.append(("partial_dependence", lambda part, g=g, meta=meta: {
-                it[0]: r for it, r in pd_results(items, g, kinds, pred, part, meta).items()}))
+            finish.append(("partial_dependence", lambda part, g=g, meta=meta, items=items: {
+                _key(it): r for it, r in pd_results(items, g, kinds, pred, part, meta).items()}))
         else:
-            finish.append(("partial_dependence", lambda part, g=g, meta=meta: {
-                it[0]: r for it, r in pd_results(items, g, kinds, pred, None, meta).items()}))
+            finish.append(("partial_dependence", lambda part, g=g, meta=meta, items=items: {
+                _key(it): r for it, r in pd_results(items, g, kinds, pred, None, meta).items()}))
     if "ice" in params:
         p = params["ice"]
         g = grids[_grid_key("ice", p)]
-        meta = {"grid_resolution": p["grid_resolution"], "percentiles": list(p["percentiles"]),
-                "n_lines": p["n_lines"], "random_state": random_state, "sample_weight": None,
-                "model": pred.describe(), "custom_grid": False, "id_columns": [], **tparams}
-        metas.append(meta)  # the trials' params, completed once the pass has run
-        for f in feats:
+        for f in fe["ice"]:
+            meta = {"grid_resolution": p["grid_resolution"], "percentiles": list(p["percentiles"]),
+                    "n_lines": p["n_lines"], "random_state": random_state, "sample_weight": wcol,
+                    "model": pred.describe(), "custom_grid": f in grid, "id_columns": [], **tparams}
+            metas.append(meta)  # the trials' params, completed once the pass has run
             job = ICEJob(f, g[f], kinds, p["n_lines"], random_state)
             jobs.append(job)
             finish.append((("ice", f), lambda part, job=job, meta=meta, p=p: finish_ice(
                 job, part, pred, centered=p["centered"], params=meta)))
     if "ale" in params:
-        meta = {"bins": params["ale"]["bins"], "sample_weight": None, "model": pred.describe(), **tparams}
+        meta = {"bins": params["ale"]["bins"], "sample_weight": wcol, "model": predict_only, **tparams}
         metas.append(meta)  # the trials' params, completed once the pass has run
         jobs.append(ALEJob(ale_specs_))
         finish.append(("ale", lambda part, meta=meta, side=False: _kept({
             sp.feature: _side(side, finish_ale, sp, part.feats[sp.feature], pred, meta, sources.get(sp.feature))
             for sp in ale_specs_})))
     if mp is not None:
-        meta = {"bins": mp["bins"], "sample_weight": None, "model": pred.describe(), **tparams}
+        meta = {"bins": mp["bins"], "sample_weight": wcol, "model": predict_only, **tparams}
         metas.append(meta)  # the trials' params, completed once the pass has run
         jobs.append(MarginalJob(mspecs, target if with_target else None, True))
         finish.append(("marginal", lambda part, meta=meta, side=False: _finish_marginals(mspecs, part, target, pred,
@@ -227,24 +258,25 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         p = params["pd_variance"]
         key = _grid_key("pd_variance", p)
         g = grids[key]
-        for f in feats:
+        vitems = its["pd_variance"]
+        for f in fe["pd_variance"]:
             if len(g[f]) < 2:
                 raise DataError(f"feature {f!r} has a single grid value (a constant column); its PD variance is "
                                 "undefined")
-        meta = {"grid_resolution": key[0], "percentiles": list(p["percentiles"]), "sample_weight": None,
-                "model": pred.describe(), "custom_grid": [], **tparams}
+        meta = {"grid_resolution": key[0], "percentiles": list(p["percentiles"]), "sample_weight": wcol,
+                "model": pred.describe(), "custom_grid": sorted(f for f in grid if f in fe["pd_variance"]), **tparams}
         metas.append(meta)  # the trials' params, completed once the pass has run
-        meta["engine"], lab = engine_notice("pd_variance", pred, items, g, kinds, known_rows(run.dataset),
+        meta["engine"], lab = engine_notice("pd_variance", pred, vitems, g, kinds, known_rows(run.dataset, filters),
                                             model=model, sets=sets)
         labels.append(lab)
-        jobs.append(PDJob([(it, [g[it[0]]]) for it in items], kinds))
+        jobs.append(PDJob([(it, [g[it[0]]]) for it in vitems], kinds))
         finish.append(("pd_variance", lambda part, g=g, meta=meta: finish_pd_variance(
-            "importance", items, pd_results(items, g, kinds, pred, part, meta), kinds, pred, part.n_rows, meta)))
+            "importance", vitems, pd_results(vitems, g, kinds, pred, part, meta), kinds, pred, part.n_rows, meta)))
     if "h_statistic" in params:
         p = params["h_statistic"]
-        pairs, totals = h_items(None, feats, pred.columns, p["total"])
+        pairs, totals = h_items(None, fe["h_statistic"], pred.columns, p["total"])
         hp = h_pass(run, pairs, totals, hpts)
-        meta = {"n_points": p["n_points"], "sample_weight": None, "model": pred.describe(),
+        meta = {"n_points": p["n_points"], "sample_weight": wcol, "model": pred.describe(),
                 "random_state": random_state, **tparams}
         metas.append(meta)  # the trials' params, completed once the pass has run
         meta["engine"], lab = h_notice(hp, run, pred, model, sets=sets)
@@ -255,7 +287,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     if jobs:
         plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
         with stage_label(" | ".join(labels) or None):
-            parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-model-methods", warn=False,
+            parts, _ = run_jobs(run.ddf, plan, progress=progress, name=name, warn=False,
                                 rows=known_rows(run.dataset))
         if trials is not None:  # how often rows repeat: kept, and summed, with the partials
             parts.append(plan.sketch)
@@ -289,22 +321,42 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
 
     sides = (finish_all(own, True), finish_all(base_parts, True)) if apart and own is not None else None
     return MethodsRun(finish_all(parts), phases,
-                      Layout(feats, grids, ale_specs_, sources, mspecs, pd_method, hpts, ranges), parts, sides)
+                      Layout(feats, grids, ale_specs_, sources, mspecs, pd_method, hpts, ranges), parts, sides,
+                      qout)
 
 
-def _layout(run, feats, params, target, with_target, progress, phases):
+def _key(item):
+    """A partial dependence's key, as :func:`daskpd.partial_dependence`'s dict: the
+    feature, or the pair."""
+    return item[0] if len(item) == 1 else item
+
+
+def _layout(run, fe, params, target, with_target, progress, phases, grid=None, quantiles=None):
     """Passes 1 and 2 (and 3): the summary, the grids' and bins' order statistics, ALE's
-    level order, the marginal plot's own bins; returns (grids, ALE specs, ALE order
-    sources, marginal specs, the features' ranges: :attr:`Layout.ranges`)."""
+    level order, the marginal plot's own bins; ``fe`` is each method's features, ``grid``
+    the custom grids, ``quantiles`` probabilities every numeric feature's quantiles are
+    asked at.  Returns (grids, ALE specs, ALE order sources, marginal specs, the
+    features' ranges: :attr:`Layout.ranges`, ``{feature: quantiles}``)."""
     kinds = run.kinds
-    # 1. one summary pass (ALE may need the other model inputs too)
-    want = {f: kinds[f] for f in feats}
+    grid = grid or {}
+    feats = list(dict.fromkeys(f for fs in fe.values() for f in fs))
+    grid_methods = [m for m in ("partial_dependence", "ice", "pd_variance") if m in params]
+    # 1. one summary pass (ALE may need the other model inputs too): every feature a
+    # data-driven grid, a bin or a quantile needs
+    need = [f for m in grid_methods for f in fe[m] if f not in grid]
+    for m in ("ale", "marginal"):
+        need += fe.get(m, [])
+    qfeats = [f for f in feats if kinds[f] == "numeric"] if quantiles is not None else []
+    want = {f: kinds[f] for f in dict.fromkeys([*need, *qfeats])}
     if "ale" in params:
-        want, _, _ = ale_summary_kinds(run, feats, {})
+        awant, _, _ = ale_summary_kinds(run, fe["ale"], {})
+        want = {**want, **awant}
     if with_target:
         want = {**want, target: "numeric"}  # are the marginal plot's bins those of all rows?
-    sums = summarize(run.ddf, want, progress=progress)
-    phases.append("summary")
+    sums = {}
+    if want:
+        sums = summarize(run.ddf, want, progress=progress)
+        phases.append("summary")
     # The marginal plot bins the rows it averages: with a target, those whose target is
     # finite.  When every target is finite these are all rows (the shared summaries and
     # quantiles serve); else its bins take a summary and quantiles of their own.
@@ -313,25 +365,32 @@ def _layout(run, feats, params, target, with_target, progress, phases):
     # 2. every quantile, resolved together
     grid_plans: dict = {}  # (grid_resolution, percentiles) -> {feature: grid or rank plan}
     ranks: dict[str, list] = {}
-    for m in ("partial_dependence", "ice", "pd_variance"):
-        if m in params:
-            key = _grid_key(m, params[m])
-            if key in grid_plans:
+    for m in grid_methods:
+        key = _grid_key(m, params[m])
+        plans = grid_plans.setdefault(key, {})
+        for f in fe[m]:
+            if f in plans:
                 continue
-            grid_plans[key] = {}
-            for f in feats:
-                g, rk = pd_grid_plan(sums[f], kinds[f], key[0], key[1])
-                grid_plans[key][f] = g if g is not None else rk
-                if g is None:
-                    ranks.setdefault(f, []).extend([*rk[0], *rk[1]])
+            if f in grid:
+                plans[f] = custom_grid(f, grid[f], kinds[f])
+                continue
+            g, rk = pd_grid_plan(sums[f], kinds[f], key[0], key[1])
+            plans[f] = g if g is not None else rk
+            if g is None:
+                ranks.setdefault(f, []).extend([*rk[0], *rk[1]])
+    qplans = {}
+    for f in qfeats:
+        if sums[f].n > 0:
+            qplans[f] = mquantile_ranks(sums[f].n, quantiles)
+            ranks.setdefault(f, []).extend([*qplans[f][0], *qplans[f][1]])
     mp = params.get("marginal")
     if mp is not None and not marginal_own:
-        for f in feats:
+        for f in fe["marginal"]:
             if kinds[f] == "numeric" and sums[f].n > 0:
                 ranks.setdefault(f, []).extend(marginal_ranks(sums[f], mp["bins"], mp["binning"]))
     ale_specs_ = sources = None
     if "ale" in params:
-        ale_specs_, sources, sums, stats = ale_specs(run, feats, bins=params["ale"]["bins"], order={},
+        ale_specs_, sources, sums, stats = ale_specs(run, fe["ale"], bins=params["ale"]["bins"], order={},
                                                      progress=progress, summaries=sums, extra_ranks=ranks)
     else:
         ranks = {c: r for c, r in ranks.items() if r}
@@ -345,20 +404,26 @@ def _layout(run, feats, params, target, with_target, progress, phases):
     for key, plans in grid_plans.items():
         grids[key] = {f: (pd_grid(f, stats[f], pl, key[0]) if isinstance(pl, tuple) else pl)
                       for f, pl in plans.items()}
+    qout = {}
+    for f, (lo, hi, gamma) in qplans.items():  # as grids_and_quantiles: scipy's mquantiles
+        xlo = np.array([stats[f][int(r)] for r in lo])
+        xhi = np.array([stats[f][int(r)] for r in hi])
+        qout[f] = (1.0 - gamma) * xlo + gamma * xhi
     mspecs = None
     if mp is not None:
+        mf = fe["marginal"]
         msums, mstats = sums, stats
         if marginal_own:
             mddf = run.ddf.map_partitions(rows_with_finite, target, meta=run.ddf._meta)
-            msums = summarize(mddf, {f: kinds[f] for f in feats}, progress=progress)
-            mranks = {f: marginal_ranks(msums[f], mp["bins"], mp["binning"]) for f in feats
+            msums = summarize(mddf, {f: kinds[f] for f in mf}, progress=progress)
+            mranks = {f: marginal_ranks(msums[f], mp["bins"], mp["binning"]) for f in mf
                       if kinds[f] == "numeric" and msums[f].n > 0}
             mranks = {f: r for f, r in mranks.items() if r}
             mstats = order_statistics(mddf, msums, mranks, progress=progress) if mranks else {}
             phases.append("marginal bins")
         mspecs = [marginal_spec(f, kinds[f], msums[f], mp["bins"], mp["binning"], mstats.get(f, {}))
-                  for f in feats]
-    return grids, ale_specs_, sources, mspecs, {f: feature_range(sums[f]) for f in feats if f in sums}
+                  for f in mf]
+    return (grids, ale_specs_, sources, mspecs, {f: feature_range(sums[f]) for f in feats if f in sums}, qout)
 
 
 def feature_range(summary) -> dict:

@@ -9,9 +9,12 @@ lines, the contours and the decile ticks as scikit-learn does.  Afterwards, an a
 more than 30 categories names at most 30 of them, evenly spread, cut to 28 characters,
 at 8 pt (scikit-learn names every one, a black wall at hundreds of levels), and a figure
 the display made itself is then laid out by constrained layout.  Only :meth:`from_estimator` is
-daskpd's: every panel's numbers come from ONE pass over ``X`` (a pandas or dask
-DataFrame, or a parquet path), after one summary pass and the exact order statistics
-that give the grids and the deciles.
+daskpd's, and it only draws what a public function computes (as scikit-learn's calls
+its ``partial_dependence``): ONE :func:`daskpd.model_curves` call gives every panel,
+the averages (:func:`daskpd.partial_dependence`'s results) and the ICE lines
+(:func:`daskpd.ice`'s) from ONE pass over ``X`` (a pandas or dask DataFrame, an array or
+a parquet path), after one summary pass and the exact order statistics that give the
+grids and the deciles (its ``quantiles=``).
 
 Differences from scikit-learn's ``from_estimator`` (docs/model.md):
 
@@ -34,32 +37,24 @@ from sklearn.inspection import PartialDependenceDisplay as _SkDisplay
 from sklearn.utils import Bunch
 
 from .._errors import InvalidParameterError
-from ..model._common import DEFAULT_METHOD, all_classes, show_class, warn_method
-from ..model._fpd import PDJob, pd_results, resolve_pd_method
-from ..model._grids import check_grid_arg, grids_and_quantiles
-from ..model._ice import ICEJob, finish_ice
-from ..model._passes import Plan, run_jobs
-from ..model._predictor import DEFAULT_BATCH_ROWS
-from ..model._arrays import grid_names, open_model_input, resolve_columns
-from ..model._setup import prepare_model_run
+from ..model import model_curves
 
 __all__ = ["PartialDependenceDisplay"]
 
 _DECILES = np.arange(0.1, 1.0, 0.1)
 
 
-def _entries(features, ds) -> list[tuple]:
-    """scikit-learn's ``features``: a list whose entries are a name / index or a pair."""
-    features = resolve_columns(features, ds)
-    if isinstance(features, str):
+def _entries(features) -> list[tuple]:
+    """scikit-learn's ``features``: a list whose entries are a column (name or index) or a pair."""
+    if isinstance(features, (str, numbers.Integral)):
         features = [features]
     if not isinstance(features, (list, tuple)) or not features:
         raise InvalidParameterError("PartialDependenceDisplay.from_estimator: parameter features must be a column "
                                     f"(name or index) or a list of columns and pairs; got {features!r}")
     out = []
     for e in features:
-        fx = (e,) if isinstance(e, str) else tuple(e) if isinstance(e, (list, tuple)) else None
-        if fx is None or not 1 <= len(fx) <= 2 or not all(isinstance(f, str) for f in fx):
+        fx = (e,) if isinstance(e, (str, numbers.Integral)) else tuple(e) if isinstance(e, (list, tuple)) else None
+        if fx is None or not 1 <= len(fx) <= 2 or not all(isinstance(f, (str, numbers.Integral)) for f in fx):
             raise InvalidParameterError("PartialDependenceDisplay.from_estimator: parameter features: each entry "
                                         f"must be a column (name or index) or a pair of columns; got {e!r}")
         out.append(fx)
@@ -88,6 +83,45 @@ def _name_few_categories(display) -> bool:
     return changed
 
 
+def _in_memory(X) -> bool:
+    """Whether ``X`` is a pandas DataFrame or a numpy array (whose row count is known)."""
+    import pandas as pd
+
+    return isinstance(X, (pd.DataFrame, np.ndarray))
+
+
+def _check_grid(custom_values, entries, caller):
+    """``custom_values``: None, or a dict whose keys are columns of ``features`` (as it names them)."""
+    if custom_values is None:
+        return None
+    if not isinstance(custom_values, dict):
+        raise InvalidParameterError(f"{caller}: parameter custom_values must be a dict {{feature: values}}; "
+                                    f"got {type(custom_values).__name__}")
+    named = {f for e in entries for f in e}
+    unknown = [k for k in custom_values if k not in named]
+    if unknown:
+        raise InvalidParameterError(f"{caller}: parameter custom_values has entries for {unknown}, which are not "
+                                    "among the columns of features (give each key as features names the column)")
+    return dict(custom_values)
+
+
+#: model_curves' parameter names in its messages -> the Display's
+_NAMES = (("model_curves: ", ""), ("parameter target_class", "parameter target"),
+          ("parameter grid ", "parameter custom_values "),
+          ("parameter methods['partial_dependence']['method']", "parameter method"),
+          ("parameter methods['partial_dependence']['grid_resolution']", "parameter grid_resolution"),
+          ("parameter methods['ice']['grid_resolution']", "parameter grid_resolution"),
+          ("parameter methods['partial_dependence']['percentiles']", "parameter percentiles"),
+          ("parameter methods['ice']['percentiles']", "parameter percentiles"))
+
+
+def _own_names(message: str, caller: str) -> str:
+    """An error of :func:`daskpd.model_curves` in the Display's words (its parameters' names)."""
+    for a, b in _NAMES:
+        message = message.replace(a, b)
+    return f"{caller}: {message}"
+
+
 class PartialDependenceDisplay(_SkDisplay):
     """scikit-learn's ``PartialDependenceDisplay``; :meth:`from_estimator` computes with daskpd."""
 
@@ -114,10 +148,7 @@ class PartialDependenceDisplay(_SkDisplay):
         else ``x0, x1, ...``); an integer entry of ``features`` is a column index.
         Returns the display, drawn."""
         caller = "PartialDependenceDisplay.from_estimator"
-        mi = open_model_input(X, feature_names=feature_names, model=estimator, sample_weight=sample_weight,
-                              storage_options=storage_options, filters=filters, caller=caller)
-        ds, sample_weight = mi.dataset, mi.sample_weight
-        entries = _entries(features, ds)
+        entries = _entries(features)
         kinds_ = [kind] * len(entries) if isinstance(kind, str) else list(kind)
         if len(kinds_) != len(entries) or any(k not in ("average", "individual", "both") for k in kinds_):
             raise InvalidParameterError(f"{caller}: parameter kind must be 'average', 'individual', 'both' or a "
@@ -126,74 +157,67 @@ class PartialDependenceDisplay(_SkDisplay):
         if bad:
             raise InvalidParameterError(f"{caller}: ICE lines cannot be drawn for 2-way entries {bad}; give them "
                                         "kind='average'")
-        flat = list(dict.fromkeys(f for e in entries for f in e))
-        ds.check(flat, "parameter features")
-        grid = check_grid_arg(grid_names(custom_values, ds), flat)
-        response = "auto" if response_method is None else response_method
-        classes = all_classes(estimator, response, target)
-        if classes:
-            raise InvalidParameterError(f"{caller}: parameter target is required for a multi-class model: one of "
-                                        f"[{', '.join(map(show_class, classes))}] (the class whose panels are drawn)")
-        run = prepare_model_run(estimator, ds, flat, columns=columns, response=response, target_class=target,
-                                engine=engine, sample_weight=sample_weight,
-                                categorical_features=categorical_features,
-                                storage_options=storage_options, filters=filters)
-        pred = run.predictor
-        method = DEFAULT_METHOD if method is None else method
         avg = list(dict.fromkeys(e for e, k in zip(entries, kinds_) if k == "average"))
         ice_feats = list(dict.fromkeys(e[0] for e, k in zip(entries, kinds_) if k != "average"))
-        cats = [f for f in ice_feats if run.kinds[f] != "numeric"]
-        if cats:
-            raise InvalidParameterError(f"{caller}: ICE lines cannot be drawn for categorical features {cats}; give "
-                                        "them kind='average'")
-        if avg:
-            warn_method(method, pred, run.weight, "average")
-            method = resolve_pd_method(method, pred, run.kinds, avg, run.weight)
         n_lines = subsample
         if ice_feats and isinstance(subsample, numbers.Real) and not isinstance(subsample, numbers.Integral):
             if not 0 < subsample < 1:
                 raise InvalidParameterError(f"{caller}: parameter subsample: a fraction must be in (0, 1); "
                                             f"got {subsample}")
-            if not ds.is_pandas:
+            if not _in_memory(X):
                 raise InvalidParameterError(f"{caller}: parameter subsample: a fraction needs the row count of a "
                                             "pandas DataFrame; pass a number of lines (int) for dask or parquet data")
-            n_lines = math.ceil(len(ds.frame) * subsample)
+            n_lines = math.ceil(len(X) * subsample)
         elif ice_feats and (not isinstance(subsample, numbers.Integral) or subsample < 1):
             raise InvalidParameterError(f"{caller}: parameter subsample must be an int >= 1 or a fraction in (0, 1); "
                                         f"got {subsample!r}")
-
-        grids, deciles_by_name = grids_and_quantiles(
-            run.ddf, flat, run.kinds, grid_resolution=grid_resolution, percentiles=percentiles, grid=grid,
-            quantiles={f: _DECILES for f in flat}, progress=progress)
-        params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles)}
-        jobs = []
-        brute_avg = bool(avg) and method == "brute"
-        if brute_avg:
-            jobs.append(PDJob([(e, [grids[f] for f in e]) for e in avg], run.kinds))
-        ice_jobs = [ICEJob(f, grids[f], run.kinds, int(n_lines), 0 if random_state is None else int(random_state))
-                    for f in ice_feats]
-        jobs += ice_jobs
-        parts = []
-        if jobs:
-            plan = Plan(jobs, predictor=pred, weight=run.weight,
-                        batch_rows=DEFAULT_BATCH_ROWS if batch_rows is None else int(batch_rows))
-            parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd-display")
-        results = {}
+        response = "auto" if response_method is None else response_method
+        requests = {}
         if avg:
-            results.update(pd_results(avg, grids, run.kinds, pred, parts[0] if brute_avg else None, params))
-        ices = {j.feature: finish_ice(j, p, pred, centered=False, params=params)
-                for j, p in zip(ice_jobs, parts[1:] if brute_avg else parts)}
+            requests["partial_dependence"] = {"features": avg, "grid_resolution": grid_resolution,
+                                              "percentiles": percentiles,
+                                              **({} if method is None else {"method": method})}
+        if ice_feats:  # a sample of lines (their average is over all rows)
+            requests["ice"] = {"features": ice_feats, "grid_resolution": grid_resolution,
+                               "percentiles": percentiles, "n_lines": int(n_lines), "centered": False}
+        grid = _check_grid(custom_values, entries, caller)
+        try:  # every panel: one call, one pass
+            out = model_curves(estimator, X, requests, grid=grid,
+                               quantiles=_DECILES, sample_weight=sample_weight, response=response,
+                               target_class=target, columns=columns, categorical_features=categorical_features,
+                               engine=engine, progress=progress, storage_options=storage_options, filters=filters,
+                               feature_names=feature_names,
+                               random_state=0 if random_state is None else int(random_state),
+                               **({} if batch_rows is None else {"batch_rows": int(batch_rows)}))
+        except InvalidParameterError as exc:  # the Display's names for model_curves' parameters
+            raise InvalidParameterError(_own_names(str(exc), caller)) from None
+        results = {}  # entry -> the public function's result
+        if avg:
+            results.update(zip(avg, out["partial_dependence"].values()))
+        if ice_feats:
+            cats = [r.feature for r in out["ice"].values() if r.kind != "numeric"]
+            if cats:
+                raise InvalidParameterError(f"{caller}: ICE lines cannot be drawn for categorical features {cats}; "
+                                            "give them kind='average'")
+            results.update(((f,), r) for f, r in zip(ice_feats, out["ice"].values()))
 
-        pd_bunches = []
+        pd_bunches, named, kinds_by_name, deciles_by_name = [], [], {}, {}
         for e, k in zip(entries, kinds_):
+            r = results[e] if k == "average" else results[(e[0],)]
             if k == "average":
-                pd_bunches.append(results[e].to_bunch())
+                pd_bunches.append(r.to_bunch())
+                names, fkinds = list(r.features), list(r.kinds)
             else:
-                r = ices[e[0]]
                 b = Bunch(grid_values=[np.asarray(r.grid)], individual=r.lines[np.newaxis])
                 if k == "both":
                     b["average"] = np.asarray(r.pd)[np.newaxis]
                 pd_bunches.append(b)
+                names, fkinds = [r.feature], [r.kind]
+            named.append(tuple(names))
+            kinds_by_name.update(zip(names, fkinds))
+            deciles_by_name.update({f: out.quantiles[f] for f in names if f in out.quantiles})
+        flat = list(dict.fromkeys(f for e in named for f in e))
+        entries = named
         index = {f: i for i, f in enumerate(flat)}
         display = cls(
             pd_results=pd_bunches,
@@ -204,7 +228,7 @@ class PartialDependenceDisplay(_SkDisplay):
             kind=kinds_ if not isinstance(kind, str) else kind,
             subsample=int(n_lines) if ice_feats else subsample,
             random_state=random_state,
-            is_categorical=[tuple(run.kinds[f] != "numeric" for f in e) for e in entries],
+            is_categorical=[tuple(kinds_by_name[f] != "numeric" for f in e) for e in entries],
         )
         return display.plot(ax=ax, n_cols=n_cols, line_kw=line_kw, ice_lines_kw=ice_lines_kw,
                             pd_line_kw=pd_line_kw, contour_kw=contour_kw, centered=centered)

@@ -1,0 +1,270 @@
+"""Several model-based methods in one request: :func:`model_curves`.
+
+Called one by one, :func:`~daskpd.partial_dependence`, :func:`~daskpd.ice`,
+:func:`~daskpd.ale`, :func:`~daskpd.marginal`, :func:`~daskpd.pd_variance` and
+:func:`~daskpd.h_statistic` each summarise their columns, resolve their quantiles and
+scan the data.  :func:`model_curves` asks for any of them at once and merges them: one
+summary pass, one resolution of every grid, bin edge and quantile, and ONE pass of every
+method's job over the data (the plan of :mod:`daskpd.model._multi`).  The results are
+the public functions' result objects, the same numbers bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._errors import InvalidParameterError
+from .._validation import NO_VALIDATION, NON_NEGATIVE_INT, get_constraints, validate_params, validate_parameter
+from ._ale import ale
+from ._arrays import grid_names, open_model_input, resolve_columns
+from ._common import DEFAULT_METHOD, all_classes, show_class
+from ._fpd import partial_dependence
+from ._hstat import h_statistic
+from ._ice import ice
+from ._marginal import marginal
+from ._multi import MODEL_METHODS, PARAMETERS, model_methods
+from ._passes import TRIAL_CONSTRAINTS
+from ._predictor import DEFAULT_BATCH_ROWS
+from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features
+from ._variance import pd_variance
+
+__all__ = ["model_curves", "ModelCurves"]
+
+_FUNCTIONS = {"partial_dependence": partial_dependence, "ice": ice, "ale": ale, "marginal": marginal,
+              "pd_variance": pd_variance, "h_statistic": h_statistic}
+#: the methods whose curves are evaluated on a grid (``grid`` applies to them)
+_GRID_METHODS = ("partial_dependence", "ice", "pd_variance")
+_CALLER = "model_curves"
+
+
+class ModelCurves(dict):
+    """What :func:`model_curves` returns: ``{method: results}`` in the order
+    ``partial_dependence, ice, ale, marginal, pd_variance, h_statistic`` (the methods
+    asked for), with
+
+    * ``result["partial_dependence"]``: ``{feature or pair: PDResult}``;
+    * ``result["ice"]``, ``["ale"]``, ``["marginal"]``: ``{feature: ICEResult / ALEResult /
+      MarginalResult}``;
+    * ``result["pd_variance"]``: one ``PDVarianceResult`` (every feature asked for);
+    * ``result["h_statistic"]``: one ``HStatisticResult`` (every pair of its features).
+
+    ``quantiles`` is ``{feature: values}`` (with ``quantiles=``: each numeric feature's
+    exact quantiles over all rows); ``phases`` names the passes that ran, in order
+    (``"summary"``, ``"order statistics"``, ``"level order"``, ``"marginal bins"``,
+    ``"h points"``, ``"model"``): the methods' numbers all come from the one
+    ``"model"`` pass."""
+
+    def __init__(self, results: dict, quantiles: dict, phases: list):
+        super().__init__(results)
+        self.quantiles = quantiles
+        self.phases = phases
+
+    def __missing__(self, key):
+        if key in MODEL_METHODS:
+            raise KeyError(f"{key!r} was not asked for; this request computed {list(self)}")
+        raise KeyError(key)
+
+    def __repr__(self):
+        return f"ModelCurves({ {m: (list(v) if isinstance(v, dict) else type(v).__name__) for m, v in self.items()} })"
+
+
+def _check_quantiles(quantiles):
+    """None, or probabilities in [0, 1] (a float array)."""
+    if quantiles is None:
+        return None
+    try:
+        q = np.asarray(quantiles, dtype="float64")
+    except (TypeError, ValueError):
+        q = None
+    if q is None or q.ndim != 1 or len(q) == 0 or not np.all((q >= 0) & (q <= 1)):
+        raise InvalidParameterError(f"{_CALLER}: parameter quantiles must be a non-empty list of probabilities in "
+                                    f"[0, 1] (e.g. numpy.arange(0.1, 1.0, 0.1), the deciles); got {quantiles!r}")
+    return q
+
+
+def _requests(methods, ds) -> tuple[dict, dict]:
+    """``methods`` checked: ``({method: {parameter: value}}, {method: [entry, ...]})``."""
+    if not isinstance(methods, dict) or not methods:
+        raise InvalidParameterError(
+            f"{_CALLER}: parameter methods must be a non-empty dict {{method: features}} or {{method: {{'features': "
+            f"..., parameter: value}}}} with methods among {list(MODEL_METHODS)}; got {methods!r}")
+    unknown = [m for m in methods if m not in MODEL_METHODS]
+    if unknown:
+        raise InvalidParameterError(f"{_CALLER}: parameter methods: unknown method(s) {unknown}; expected some of "
+                                    f"{list(MODEL_METHODS)}")
+    params, items = {}, {}
+    for m in MODEL_METHODS:
+        if m not in methods:
+            continue
+        req = methods[m]
+        req = dict(req) if isinstance(req, dict) else {"features": req}
+        where = f"methods[{m!r}]"
+        if "features" not in req or req["features"] is None:
+            raise InvalidParameterError(f"{_CALLER}: parameter {where} needs its features (a column, a list of "
+                                        "columns" + (" and pairs" if m == "partial_dependence" else "") + ")")
+        feats = resolve_columns(req.pop("features"), ds, f"{where}['features']")
+        entries, _ = check_features(feats, ds, allow_pairs=m == "partial_dependence", name=f"{where}['features']")
+        bad = [k for k in req if k not in PARAMETERS[m]]
+        if bad:
+            raise InvalidParameterError(f"{_CALLER}: parameter {where}: unknown parameter(s) {bad}; {m} takes "
+                                        f"'features' and {list(PARAMETERS[m])} here (the other parameters of "
+                                        f"daskpd.{m} are model_curves' own, shared by every method)")
+        cons = get_constraints(_FUNCTIONS[m])
+        params[m] = {k: validate_parameter(f"{where}[{k!r}]", v, cons[k], _CALLER) for k, v in req.items()}
+        if m == "h_statistic" and len({f for it in entries for f in it}) < 2:
+            raise InvalidParameterError(f"{_CALLER}: parameter {where}['features'] needs at least two features (the "
+                                        "H-statistic of every pair of them)")
+        items[m] = entries
+    return params, items
+
+
+@validate_params({
+    **MODEL_CONSTRAINTS,
+    **{k: v for k, v in GRID_CONSTRAINTS.items() if k not in ("grid_resolution", "percentiles")},
+    "methods": NO_VALIDATION,  # _requests: each method's features and parameters, as its public function's
+    "quantiles": NO_VALIDATION,  # _check_quantiles: probabilities in [0, 1]
+    "target": NO_VALIDATION,  # the marginal plot's target: a column of data (or values, for in-memory data)
+    "random_state": [NON_NEGATIVE_INT],
+    **TRIAL_CONSTRAINTS,
+})
+def model_curves(
+    model,
+    data,
+    methods,
+    *,
+    grid=None,
+    quantiles=None,
+    target=None,
+    sample_weight=None,
+    response: str = "auto",
+    target_class=None,
+    columns=None,
+    categorical_features=None,
+    engine: str = "auto",
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    progress=None,
+    storage_options=None,
+    filters=None,
+    random_state: int = 0,
+    n_trials: int = 1,
+    bootstrap: bool = True,
+    subsample_size: float = 0.75,
+    band=(0.05, 0.95),
+    row_id=None,
+    feature_names=None,
+) -> ModelCurves:
+    """Several model-based methods of one model on the same data, in one pass.
+
+    Every method asked for in ``methods`` is computed from ONE pass of the model over
+    ``data`` (after, when grids, bins or quantiles come from the data, one summary pass
+    and the exact order statistics that resolve all of them together), where calling
+    the public functions one by one costs each its own passes.  Each result is the one
+    the method's public function returns for the same parameters, bit for bit.
+
+    Parameters
+    ----------
+    model : fitted model or function
+        As :func:`daskpd.partial_dependence`.
+    data : pandas DataFrame, dask DataFrame, numpy or dask array, or parquet path / glob / directory / URL
+        The rows, as :func:`daskpd.partial_dependence`.
+    methods : dict
+        ``{method: features}`` or ``{method: {"features": features, parameter: value,
+        ...}}``, the methods among ``"partial_dependence"``, ``"ice"``, ``"ale"``,
+        ``"marginal"``, ``"pd_variance"``, ``"h_statistic"``.  ``features`` is a column
+        (name or index) or a list of them; for ``"partial_dependence"`` also pairs
+        ``(a, b)`` (2-way PD), as its ``features``; for ``"h_statistic"`` at least two
+        (every pair of them).  The per-method parameters, with the public function's
+        defaults and checks:
+
+        * ``partial_dependence``: ``grid_resolution``, ``percentiles``, ``method``;
+        * ``ice``: ``grid_resolution``, ``percentiles``, ``n_lines``, ``centered``;
+        * ``ale``: ``bins``;  ``marginal``: ``bins``, ``binning``;
+        * ``pd_variance``: ``grid_resolution``, ``percentiles`` (importance);
+        * ``h_statistic``: ``n_points``, ``total``.
+    grid : dict {feature: values}, optional
+        Custom grid values of the grid-based methods (partial dependence, ICE, PD
+        variance), as their ``grid``; a key is a column name or index.
+    quantiles : list of float, optional
+        Probabilities (e.g. ``numpy.arange(0.1, 1.0, 0.1)``, the deciles a plot marks):
+        every numeric feature's ``scipy.stats.mstats.mquantiles`` at them, exact over
+        all rows, resolved with the grids (no pass of their own), in the result's
+        ``quantiles``.
+    target : str or array, optional
+        The marginal plot's response column (:func:`daskpd.marginal`'s ``target``);
+        without it the marginal plot shows the mean prediction only.
+    sample_weight : str or array, optional
+        A weight column (or one weight per row of pandas data), for every method as in
+        its public function (ICE's lines are unweighted, their average weighted).
+    response, columns, categorical_features, engine, batch_rows, progress, storage_options, filters, feature_names
+        As :func:`daskpd.partial_dependence`.
+    target_class : optional
+        The class (or output) explained; required for a multi-class classifier or a
+        multi-output model (every method here explains one response).
+    random_state : int, default 0
+        Seeds ICE's line sample, the H-statistic's evaluation points and the trials.
+    n_trials, bootstrap, subsample_size, band, row_id
+        T > 1: bootstrap trials for every method in the same pass, as each public
+        function's (the same weights for every method); partial dependence is then
+        brute force.
+
+    Returns
+    -------
+    ModelCurves
+        ``{method: results}``: ``{feature or pair: PDResult}``, ``{feature: ICEResult}``,
+        ``{feature: ALEResult}``, ``{feature: MarginalResult}``, one
+        ``PDVarianceResult``, one ``HStatisticResult``; ``quantiles`` (``{feature:
+        values}``) and ``phases`` (the passes that ran).
+
+    Examples
+    --------
+    >>> import daskpd
+    >>> out = daskpd.model_curves(model, data, {
+    ...     "partial_dependence": {"features": ["YearMade", ("YearMade", "MachineHours")], "grid_resolution": 20,
+    ...                            "method": "brute"},
+    ...     "ice": {"features": ["MachineHours"], "n_lines": 50},
+    ... }, quantiles=[0.1, 0.5, 0.9])
+    >>> out["partial_dependence"][("YearMade", "MachineHours")].average.shape
+    (20, 20)
+    >>> out["ice"]["MachineHours"].lines.shape[0]
+    50
+    >>> out.phases
+    ['summary', 'order statistics', 'model']
+    """
+    mi = open_model_input(data, feature_names=feature_names, model=model, target=target, sample_weight=sample_weight,
+                          storage_options=storage_options, filters=filters, caller=_CALLER)
+    ds, sample_weight, target = mi.dataset, mi.sample_weight, mi.target
+    params, items = _requests(methods, ds)
+    q = _check_quantiles(quantiles)
+    feats = list(dict.fromkeys(f for its in items.values() for it in its for f in it))
+    if target is not None and "marginal" not in params:
+        raise InvalidParameterError(f"{_CALLER}: parameter target is the marginal plot's response; ask for "
+                                    "'marginal' in methods, or leave target out")
+    if target is not None:
+        ds.check([target], "parameter target")
+    gridded = list(dict.fromkeys(f for m in _GRID_METHODS if m in items for it in items[m] for f in it))
+    if grid is not None and not isinstance(grid, dict):
+        raise InvalidParameterError(f"{_CALLER}: parameter grid must be a dict {{feature: values}}; got "
+                                    f"{type(grid).__name__}")
+    grid = grid_names(grid, ds) or {}
+    unknown = [k for k in grid if k not in gridded]
+    if unknown:
+        raise InvalidParameterError(f"{_CALLER}: parameter grid has entries for {unknown}, which are not among the "
+                                    f"features of the grid-based methods (partial_dependence, ice, pd_variance): "
+                                    f"{gridded}")
+    trials = n_trials > 1
+    pdm = params.get("partial_dependence", {}).get("method", DEFAULT_METHOD)
+    if trials and pdm == "recursion":
+        raise InvalidParameterError(f"{_CALLER}: n_trials > 1 re-weights the rows of data; "
+                                    "methods['partial_dependence']['method']='recursion' reads no rows. Use 'brute'")
+    classes = all_classes(model, response, target_class)
+    if classes:
+        raise InvalidParameterError(f"{_CALLER}: parameter target_class is required for a model with several outputs: "
+                                    f"one of [{', '.join(map(show_class, classes))}] (every method here explains one "
+                                    "response)")
+    run = model_methods(model, ds, feats, params, target=target, response=response, target_class=target_class,
+                        columns=columns, categorical_features=categorical_features, random_state=random_state,
+                        batch_rows=batch_rows, progress=progress, n_trials=n_trials, bootstrap=bootstrap,
+                        subsample_size=subsample_size, band=band, row_id=row_id, items=items,
+                        sample_weight=sample_weight, grid=grid, quantiles=q, engine=engine, filters=filters,
+                        warn_default=True,
+                        name="daskpd-model-curves")
+    return ModelCurves(run.results, run.quantiles, run.phases)
