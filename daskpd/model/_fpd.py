@@ -42,7 +42,7 @@ from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, resolve_predictor
 from ._arrays import grid_names, open_model_input, resolve_columns
 from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, prepare_model_run
-from ._tree_engine import TREE_CELLS
+from ._tree_interval import TREE_CELLS
 from .._engine.progress import stage_label
 
 __all__ = ["partial_dependence", "PDResult"]
