@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ._tree_kernels import LEVEL_BLOCK, LEVEL_BLOCK_COUNTS, _cell_sums, _leaf_weights, count_words
+from ._tree_kernels import LEVEL_BLOCK, LEVEL_BLOCK_COUNTS, count_words, walk_cell_sums, walk_leaf_weights
 
 __all__ = ["FlatTrees", "walk_slots", "leaf_weights", "cell_sums"]
 
@@ -24,7 +24,7 @@ __all__ = ["FlatTrees", "walk_slots", "leaf_weights", "cell_sums"]
 def walk_slots(items: Sequence[Sequence[int]]):
     """The walk's states for PD ``items`` (each a tuple of internal target features):
     ``(tbit, trans, members)`` -- ``tbit`` maps a feature to its bit, ``trans`` the slot
-    transitions of :func:`_leaf_weights`, ``members[k]`` the slots summed into item k's
+    transitions of :func:`walk_leaf_weights`, ``members[k]`` the slots summed into item k's
     ``W_S`` (slot 0, the row's own branches everywhere, is in every item)."""
     feats = sorted({int(f) for it in items for f in it})
     bit = {f: b for b, f in enumerate(feats)}
@@ -141,7 +141,7 @@ class FlatTrees:
         if n and self.n_nodes:
             unit = counts is None and S == 1 and bool((W == 1.0).all())
             block = LEVEL_BLOCK if counts is None else LEVEL_BLOCK_COUNTS
-            _leaf_weights(*self._args(), tbit, trans, np.ascontiguousarray(X.T), W, C, unit, block, out,
+            walk_leaf_weights(*self._args(), tbit, trans, np.ascontiguousarray(X.T), W, C, unit, block, out,
                           count_words(C, block))
         res = []
         for mem in members:
@@ -164,7 +164,7 @@ class FlatTrees:
         W2 = np.ascontiguousarray(W.reshape(len(W), -1))
         out = np.zeros((len(cells), W2.shape[1]))
         if len(cells) and self.n_nodes:
-            _cell_sums(*self._args(), s_pos, self.value, W2, cells, np.empty(self.stack, np.int64), out)
+            walk_cell_sums(*self._args(), s_pos, self.value, W2, cells, np.empty(self.stack, np.int64), out)
         out = out.T + self.init * np.asarray(wsum, dtype="float64").reshape(-1, 1)
         return out[0] if one else out
 

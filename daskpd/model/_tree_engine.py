@@ -45,7 +45,7 @@ import warnings
 
 import numpy as np
 
-from ._tree_ensemble import TreeEnsemble, _LinkInverse, _Proba, _Raw, _Tree
+from ._tree_ensemble import LinkInverse, Proba, Raw, Tree, TreeEnsemble
 
 __all__ = ["tree_ensemble_for"]
 
@@ -73,7 +73,7 @@ def tree_ensemble_for(model, method: str, column, negate: bool, classifier: bool
             if not numeric_inputs and encoder is None:
                 return None
             K = int(model.n_trees_per_iteration_)
-            trees = [_Tree("hgb", p, k, 1.0, 0) for preds in model._predictors for k, p in enumerate(preds)]
+            trees = [Tree("hgb", p, k, 1.0, 0) for preds in model._predictors for k, p in enumerate(preds)]
             init = np.asarray(model._baseline_prediction, dtype="float64").reshape(-1)
             aux = model._bin_mapper.make_known_categories_bitsets()
             transform, linear = _transform_for(model, classifier, method, column, negate, K)
@@ -85,7 +85,7 @@ def tree_ensemble_for(model, method: str, column, negate: bool, classifier: bool
                 return None
             K = model.estimators_.shape[1]
             lr = float(model.learning_rate)
-            trees = [_Tree("sk", model.estimators_[i, k].tree_, k, lr, 0)
+            trees = [Tree("sk", model.estimators_[i, k].tree_, k, lr, 0)
                      for i in range(model.estimators_.shape[0]) for k in range(K)]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -108,7 +108,7 @@ def tree_ensemble_for(model, method: str, column, negate: bool, classifier: bool
                     return None
                 out = 0
             scale = 1.0 / len(ests)
-            trees = [_Tree("sk", e.tree_, 0, scale, out) for e in ests]
+            trees = [Tree("sk", e.tree_, 0, scale, out) for e in ests]
             return TreeEnsemble(name, trees, 1, np.zeros(1), True, None, True, n_features=model.n_features_in_)
     except AttributeError:  # an unexpected scikit-learn internals layout: use predict
         return None
@@ -119,12 +119,12 @@ def _transform_for(model, classifier, method, column, negate, K):
     """(transform, linear) for boosting models; transform False means unsupported."""
     if classifier:
         if method == "predict_proba":
-            return _Proba(model._loss, column), False
+            return Proba(model._loss, column), False
         if method == "decision_function":
             col = 0 if K == 1 else column
             if K == 1 and not negate:
                 return None, True
-            return _Raw(col, negate), False
+            return Raw(col, negate), False
         return False, False
     if method != "predict":
         return False, False
@@ -133,7 +133,7 @@ def _transform_for(model, classifier, method, column, negate, K):
 
     if link is None or isinstance(link, IdentityLink) or not hasattr(model, "_baseline_prediction"):
         return None, True
-    return _LinkInverse(link), False
+    return LinkInverse(link), False
 
 
 def _hgb_encoder(model):

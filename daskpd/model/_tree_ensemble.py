@@ -17,7 +17,7 @@ from ._tree_interval import IntervalCurves
 __all__ = ["TreeEnsemble"]
 
 
-class _LinkInverse:
+class LinkInverse:
     def __init__(self, link):
         self.link = link
 
@@ -25,7 +25,7 @@ class _LinkInverse:
         return np.asarray(self.link.inverse(raw2d[:, 0]), dtype="float64")
 
 
-class _Proba:
+class Proba:
     def __init__(self, loss, column):
         self.loss = loss
         self.column = column
@@ -34,7 +34,7 @@ class _Proba:
         return np.asarray(self.loss.predict_proba(raw2d), dtype="float64")[:, self.column]
 
 
-class _Raw:
+class Raw:
     def __init__(self, column, negate):
         self.column = column
         self.negate = negate
@@ -45,7 +45,7 @@ class _Raw:
 
 
 @dataclass
-class _Tree:
+class Tree:
     kind: str  # "sk" (sklearn Tree object) | "hgb" (TreePredictor)
     obj: Any
     channel: int
@@ -115,7 +115,7 @@ class TreeEnsemble(IntervalCurves):
         """``(channel, sign)`` when the response is linear in one channel's tree sum, else None."""
         if self.transform is None and self.linear and self.n_channels == 1:
             return 0, 1.0
-        if isinstance(self.transform, _Raw):
+        if isinstance(self.transform, Raw):
             return self.transform.column, (-1.0 if self.transform.negate else 1.0)
         return None
 

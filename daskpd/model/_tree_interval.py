@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ._tree_kernels import _left
+from ._tree_kernels import goes_left
 
 __all__ = ["IntervalCurves", "TREE_CELLS"]
 
@@ -46,12 +46,12 @@ class IntervalCurves:
             dec = np.empty((len(sel), len(cmp)), dtype=bool)
             for r, k in enumerate(sel):
                 for c, x in enumerate(cmp):
-                    dec[r, c] = _left(x, k, ft[0], ft[1], ft[2], ft[3], ft[4], ft[5], ft[6])
+                    dec[r, c] = goes_left(x, k, ft[0], ft[1], ft[2], ft[3], ft[4], ft[5], ft[6])
         _, inv = np.unique(dec.T, axis=0, return_inverse=True)
         return np.asarray(inv, dtype=np.intp).reshape(-1)
 
     def flat_all(self, i: int):
-        """Tree ``i``'s node arrays for :func:`_left` (HistGradientBoosting trees)."""
+        """Tree ``i``'s node arrays for :func:`goes_left` (HistGradientBoosting trees)."""
         key = ("hnodes", i)
         out = self._cache.get(key)
         if out is None:

@@ -23,7 +23,7 @@ LEVEL_BLOCK_COUNTS = 4096
 
 
 @numba.njit(cache=True, nogil=True)
-def _left(x, nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits):
+def goes_left(x, nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits):
     """Does value ``x`` take the left branch at node ``nd``? (sklearn's ``_tree.pyx`` and
     HistGradientBoosting's ``_predictor.pyx``)."""
     if np.isnan(x):
@@ -117,8 +117,8 @@ def count_words(C: np.ndarray, block: int) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits, knownbits, tbit, trans,
-                         XT, W, C, unit, block, out, C8):
+def walk_leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits, knownbits, tbit,
+                      trans, XT, W, C, unit, block, out, C8):
     """One walk of every row through every tree for every requested PD item at once.
 
     A walk's state is a *slot*: the set of target features at whose splits the walk took
@@ -224,7 +224,7 @@ def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbi
                     else:
                         for r in range(a, a + L):
                             i = cur[r]
-                            gl = _left(XT[f, i], nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits)
+                            gl = goes_left(XT[f, i], nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits)
                             nxt[lo] = i
                             nxt[hi] = i
                             lo += gl
@@ -248,8 +248,8 @@ def _leaf_weights(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbi
 
 
 @numba.njit(cache=True, nogil=True)
-def _cell_sums(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits, knownbits, s_pos, value, W,
-               cells, stack, out):
+def walk_cell_sums(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits, knownbits, s_pos, value,
+                   W, cells, stack, out):
     S = W.shape[1]
     acc = np.zeros(S)
     for c in range(cells.shape[0]):
@@ -272,7 +272,7 @@ def _cell_sums(roots, feat, thr, left, right, mgl, iscat, bsrow, kfrow, rawbits,
                         stack[top] = right[nd]
                         top += 1
                         nd = left[nd]
-                    elif _left(cells[c, d], nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits):
+                    elif goes_left(cells[c, d], nd, thr, mgl, iscat, bsrow, kfrow, rawbits, knownbits):
                         nd = left[nd]
                     else:
                         nd = right[nd]
