@@ -35,7 +35,9 @@ from sklearn.utils import Bunch
 
 from .._errors import InvalidParameterError
 from ..model._common import DEFAULT_METHOD, all_classes, show_class, warn_method
-from ..model._fpd import PDJob, pd_results, resolve_pd_method
+from ..model._pd_pass import PDJob
+from ..model._pd_recursion import resolve_pd_method
+from ..model._pd_result import pd_results
 from ..model._grids import check_grid_arg, grids_and_quantiles
 from ..model._ice import ICEJob, finish_ice
 from ..model._passes import Plan, run_jobs

@@ -19,7 +19,7 @@ from sklearn.inspection import partial_dependence as sk_pd
 from sklearn.linear_model import LinearRegression
 
 import daskpd
-from daskpd.model._fpd import engine_notice
+from daskpd.model._pd_engine import engine_notice
 from daskpd.model._predictor import resolve_predictor
 from daskpd.model._tree_engine import tree_ensemble_for
 
