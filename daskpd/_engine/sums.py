@@ -287,7 +287,7 @@ DENSE_CELLS_PER_ROW = 4
 _SCRATCH = threading.local()
 
 
-def _zeros(n: int, m: int, kind: str):
+def scratch_zeros(n: int, m: int, kind: str):
     """A zeroed (n, m) float64 grid (or (n,) bool marks), reusing this thread's buffer:
     on a dask worker a fresh large array costs page faults (glibc maps and unmaps big
     allocations), which take longer than the sums themselves."""
@@ -337,7 +337,7 @@ def _emit(acc, touched, lo, n_keys):
 def dense_grid(cells: int, m: int):
     """``(acc, touched)``: a zeroed (cells, m) float64 grid and its (cells,) marks, for a
     kernel that sums rows into cells ``(leaf - lo) * n_keys + key``; see :func:`grid_table`."""
-    return _zeros(cells, m, "grid"), _zeros(cells, 1, "marks")
+    return scratch_zeros(cells, m, "grid"), scratch_zeros(cells, 1, "marks")
 
 
 def grid_table(acc, touched, lo: int, n_keys: int) -> Table:

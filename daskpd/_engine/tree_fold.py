@@ -13,7 +13,7 @@ import numba
 from dask.sizeof import sizeof
 import numpy as np
 
-from .sums import _zeros
+from .sums import scratch_zeros
 
 __all__ = ["TreeNodes", "tree_nodes", "fold_tree", "tree_state", "tree_put", "tree_done", "tree_out", "tree_scratch"]
 
@@ -223,7 +223,7 @@ def tree_scratch(n_keys: int, m: int) -> np.ndarray:
     small: a large one is not held between folds)."""
     if n_keys * max(m, 1) * 8 > TREE_SCRATCH_KEPT:
         return np.zeros((n_keys, m))
-    return _zeros(n_keys, m, "tree")
+    return scratch_zeros(n_keys, m, "tree")
 
 
 def tree_nodes(vb, key, values, lo: int, hi: int, n_virtual: int, shared_lo: bool = False,
