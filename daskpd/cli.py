@@ -213,7 +213,8 @@ def _run_drifted(run_dir) -> bool:
 
 def _cmd_validate(args) -> int:
     from ._errors import DataError
-    from .job.spec import SpecError, load_spec
+    from .job.spec import SpecError
+    from .job.spec_parse import load_spec
 
     try:
         spec = load_spec(args.spec)
