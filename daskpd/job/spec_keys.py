@@ -10,7 +10,8 @@ from ..datasets import MODEL_FITS  # a job's own model ([model] fit): for demos,
 from .schema import BadValue as _Bad, Key as _Key, describe_value as _describe
 from .spec import FILTER_OPS, MODEL_FORMATS, REFIT_POLICIES, SOURCE_FORMATS, SYNTHETIC, check_name
 
-__all__ = []
+__all__ = ["TOP_KEYS", "SOURCE_KEYS", "OUTPUT_KEYS", "CLUSTER_KEYS", "RUN_KEYS", "HISTORY_KEYS", "MODEL_KEYS",
+           "validate_table", "did_you_mean", "check_table"]
 
 
 def _str(v):
@@ -41,7 +42,7 @@ def _int(minimum: int, maximum: int | None = None):
     return check
 
 
-def _near(value, options) -> str:
+def did_you_mean(value, options) -> str:
     """`` (did you mean 'x'?)`` for a value close to one of ``options``, else empty."""
     if not isinstance(value, str):
         return ""
@@ -52,7 +53,7 @@ def _near(value, options) -> str:
 def _choice(options):
     def check(v):
         if v not in options:
-            raise _Bad(f"expected one of {', '.join(map(repr, options))}, got {_describe(v)}{_near(v, options)}")
+            raise _Bad(f"expected one of {', '.join(map(repr, options))}, got {_describe(v)}{did_you_mean(v, options)}")
         return v
     return check
 
@@ -77,7 +78,7 @@ def _int_list(minimum: int):
     return check
 
 
-def _table(v):
+def check_table(v):
     if not isinstance(v, dict):
         raise _Bad(f"expected a table, got {_describe(v)}")
     return dict(v)
@@ -131,7 +132,7 @@ def _class_label(v):
     return v
 
 
-def _validate_table(raw: dict, schema: dict[str, _Key], prefix: str, errors: list[str]) -> dict:
+def validate_table(raw: dict, schema: dict[str, _Key], prefix: str, errors: list[str]) -> dict:
     out = {}
     for k in raw:
         if k not in schema:
@@ -152,7 +153,7 @@ def _validate_table(raw: dict, schema: dict[str, _Key], prefix: str, errors: lis
     return out
 
 
-_TOP = {
+TOP_KEYS = {
     "name": _Key(_str, required=True),
     "description": _Key(_opt_str, ""),
     "target": _Key(_str, required=True),
@@ -163,12 +164,12 @@ _TOP = {
     "stratify_on": _Key(lambda v: _str_list(v, allow_str=True)),
     "methods": _Key(lambda v: _str_list(v, allow_str=True)),
     # sample_size, tree_method, honest, random_state: stratpd's (schema.top_params)
-    "source": _Key(_table, required=True),
-    "output": _Key(_table, {}),
-    "cluster": _Key(_table, {}),
-    "model": _Key(_table),
-    "run": _Key(_table, {}),
-    "history": _Key(_table, {}),
+    "source": _Key(check_table, required=True),
+    "output": _Key(check_table, {}),
+    "cluster": _Key(check_table, {}),
+    "model": _Key(check_table),
+    "run": _Key(check_table, {}),
+    "history": _Key(check_table, {}),
 }
 
 
@@ -178,7 +179,7 @@ def _share(v):
     return float(v)
 
 
-_RUN = {
+RUN_KEYS = {
     "incremental": _Key(_bool, False),
     "refit": _Key(_choice(REFIT_POLICIES), "auto"),
     "refit_share": _Key(_share, 0.1),
@@ -208,7 +209,7 @@ def _run_id(v):
 
 
 #: [history]: the drift test of every run (docs/drift.md)
-_HISTORY = {
+HISTORY_KEYS = {
     "n_trials": _Key(_int(2, 10_000), 100),
     "alpha": _Key(_level, 0.01),
     "threshold": _Key(_positive, 0.1),
@@ -217,29 +218,29 @@ _HISTORY = {
 }
 
 
-_SOURCE = {
+SOURCE_KEYS = {
     "path": _Key(_str),
     "format": _Key(_choice(SOURCE_FORMATS), "auto"),
     "columns": _Key(_str_list),
     "filters": _Key(_filters),
-    "storage_options": _Key(_table, {}),
-    "read_options": _Key(_table, {}),
+    "storage_options": _Key(check_table, {}),
+    "read_options": _Key(check_table, {}),
     "fingerprint": _Key(_choice(("metadata", "content")), "metadata"),
     "synthetic": _Key(_choice(SYNTHETIC)),
     "iceberg": _Key(_str),
     "catalog": _Key(_str),
-    "catalog_properties": _Key(_table, {}),
+    "catalog_properties": _Key(check_table, {}),
     "version": _Key(_int(0)),
     "snapshot_id": _Key(_int(0)),
     "timestamp": _Key(_timestamp),
     "rows": _Key(_int(1)),
     "rows_per_file": _Key(_int(1), 50_000),
     "random_state": _Key(_int(0), 0),
-    "params": _Key(_table, {}),
+    "params": _Key(check_table, {}),
 }
 
 
-_OUTPUT = {
+OUTPUT_KEYS = {
     "dir": _Key(_str),
     "plots": _Key(_bool, True),
     "report": _Key(_bool, True),
@@ -247,7 +248,7 @@ _OUTPUT = {
 }
 
 
-_CLUSTER = {
+CLUSTER_KEYS = {
     "scheduler": _Key(_str),
     "n_workers": _Key(_int(1)),
     "threads_per_worker": _Key(_int(1)),
@@ -255,7 +256,7 @@ _CLUSTER = {
 }
 
 
-_MODEL = {
+MODEL_KEYS = {
     "path": _Key(_str),
     "fit": _Key(_choice(MODEL_FITS)),
     "format": _Key(_choice(MODEL_FORMATS), "auto"),

@@ -16,8 +16,8 @@ from .schema import Key as _Key, describe_value as _describe
 from .schema import method_params, model_params, top_params
 from .spec import (DEFAULT_METHODS, METHODS, MODEL_METHODS, SYNTHETIC, ClusterSpec, HistorySpec, JobSpec, ModelSpec,
                    OutputSpec, RunSpec, SourceSpec, SpecError, check_name)
-from .spec_keys import (_CLUSTER, _HISTORY, _MODEL, _OUTPUT, _RUN, _SOURCE, _TOP, _near, _table,
-                        _validate_table)
+from .spec_keys import (CLUSTER_KEYS, HISTORY_KEYS, MODEL_KEYS, OUTPUT_KEYS, RUN_KEYS, SOURCE_KEYS, TOP_KEYS,
+                        check_table, did_you_mean, validate_table)
 
 __all__ = ["load_spec", "parse_spec", "expand_env"]
 
@@ -67,8 +67,8 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
     method_schemas = method_params()
     method_tables = {m: raw[m] for m in method_schemas if m in raw}
     top_raw = {k: v for k, v in raw.items() if k not in method_schemas}
-    schema = {**_TOP, **top_params()}
-    top = _validate_table(top_raw, {**schema, **{m: _Key(_table) for m in method_schemas}}, "", errors)
+    schema = {**TOP_KEYS, **top_params()}
+    top = validate_table(top_raw, {**schema, **{m: _Key(check_table) for m in method_schemas}}, "", errors)
 
     # name
     if isinstance(top.get("name"), str):
@@ -85,7 +85,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
         bad = [m for m in methods if m not in METHODS]
         if bad:
             errors.append(f"key 'methods': unknown method{'s' if len(bad) > 1 else ''} "
-                          f"{', '.join(repr(m) + _near(m, METHODS) for m in bad)}; expected some of "
+                          f"{', '.join(repr(m) + did_you_mean(m, METHODS) for m in bad)}; expected some of "
                           f"{', '.join(METHODS)}")
         if not methods:
             errors.append(f"key 'methods': expected at least one of {', '.join(METHODS)}")
@@ -98,14 +98,14 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
         if t is not None and not isinstance(t, dict):
             errors.append(f"key '{m}': expected a table of {m} parameters, got {_describe(t)}")
             t = None
-        params[m] = _validate_table(t or {}, sch, f"{m}.", errors)
+        params[m] = validate_table(t or {}, sch, f"{m}.", errors)
         if t is not None and m not in methods:
             errors.append(f"table [{m}] is given but '{m}' is not in 'methods' ({', '.join(methods) or 'none'})")
 
     # source
     src = None
     if isinstance(top.get("source"), dict):
-        s = _validate_table(top["source"], _SOURCE, "source.", errors)
+        s = validate_table(top["source"], SOURCE_KEYS, "source.", errors)
         has_path, has_syn, has_ice = (s.get(k) is not None for k in ("path", "synthetic", "iceberg"))
         given = [k for k in ("path", "synthetic", "iceberg") if k in top["source"]]  # an invalid one is reported already
         if has_path + has_syn + has_ice != 1 and len(given) != 1:
@@ -151,7 +151,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
             _check_synthetic_params(src.synthetic, src.params, errors)
 
     # output
-    out = _validate_table(top.get("output") or {}, _OUTPUT, "output.", errors)
+    out = validate_table(top.get("output") or {}, OUTPUT_KEYS, "output.", errors)
     out_dir = out.get("dir")
     if isinstance(out_dir, str):
         out_dir = expand_env(out_dir, "output.dir", errors)
@@ -162,19 +162,19 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
                       "output.report = false")
 
     # cluster
-    c = _validate_table(top.get("cluster") or {}, _CLUSTER, "cluster.", errors)
+    c = validate_table(top.get("cluster") or {}, CLUSTER_KEYS, "cluster.", errors)
     if isinstance(c.get("scheduler"), str):
         c["scheduler"] = expand_env(c["scheduler"], "cluster.scheduler", errors)
     cluster = ClusterSpec(scheduler=c.get("scheduler"), n_workers=c.get("n_workers"),
                           threads_per_worker=c.get("threads_per_worker"), memory_limit=c.get("memory_limit", "auto"))
 
     # run
-    r = _validate_table(top.get("run") or {}, _RUN, "run.", errors)
+    r = validate_table(top.get("run") or {}, RUN_KEYS, "run.", errors)
     run = RunSpec(incremental=r.get("incremental", False), refit=r.get("refit", "auto"),
                   refit_share=r.get("refit_share", 0.1), first_pass_cache=r.get("first_pass_cache", False))
 
     # history
-    hs = _validate_table(top.get("history") or {}, _HISTORY, "history.", errors)
+    hs = validate_table(top.get("history") or {}, HISTORY_KEYS, "history.", errors)
     if hs.get("baseline") is not None and hs.get("window") is not None:
         errors.append("keys 'history.baseline' and 'history.window': give one or the other")
     history = HistorySpec(n_trials=hs.get("n_trials", 100), alpha=hs.get("alpha", 0.01),
@@ -183,7 +183,7 @@ def parse_spec(raw: dict, *, base_dir: str | os.PathLike = ".", source: str = "j
     # model
     model = None
     if isinstance(top.get("model"), dict):
-        mt = _validate_table(top["model"], {**_MODEL, **model_params()}, "model.", errors)
+        mt = validate_table(top["model"], {**MODEL_KEYS, **model_params()}, "model.", errors)
         mpath, fit = mt.get("path"), mt.get("fit")
         if "path" in top["model"] and "fit" in top["model"]:
             errors.append("table [model]: give one of 'model.path' (a saved model) and 'model.fit' (a model the run "
