@@ -4,6 +4,7 @@ against its keys, collecting every problem (see :mod:`daskpd.job.spec`).
 """
 from __future__ import annotations
 
+import datetime as _dt
 import difflib
 
 from ..datasets import MODEL_FITS  # a job's own model ([model] fit): for demos, no file needed
@@ -113,8 +114,6 @@ def _filters(v):
 
 def _timestamp(v):
     """A table's pinned time: a TOML date-time, or an ISO 8601 string."""
-    import datetime as _dt
-
     if isinstance(v, _dt.datetime):
         return v.isoformat()
     if isinstance(v, str):

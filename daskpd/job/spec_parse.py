@@ -5,13 +5,20 @@ the spec file (see :mod:`daskpd.job.spec` for the rules).
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import glob as _glob
 import os
 import re
 from pathlib import Path
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
 from .._data.request import column_list
+from ..datasets import GENERATORS
 from .schema import Key as _Key, describe_value as _describe
 from .schema import method_params, model_params, top_params
 from .spec import (DEFAULT_METHODS, METHODS, MODEL_METHODS, SYNTHETIC, ClusterSpec, HistorySpec, JobSpec, ModelSpec,
@@ -311,10 +318,6 @@ def _model_format(path: str) -> str | None:
 
 
 def _check_synthetic_params(name: str, params: dict, errors: list[str]) -> None:
-    import dataclasses
-
-    from ..datasets import GENERATORS
-
     gen = GENERATORS[name]
     allowed = {f.name for f in dataclasses.fields(gen)} - {"random_state", "chunk_rows"}
     for k, v in params.items():
@@ -329,11 +332,6 @@ def _check_synthetic_params(name: str, params: dict, errors: list[str]) -> None:
 
 def load_spec(path: str | os.PathLike, *, check_files: bool = True) -> JobSpec:
     """Read and validate a TOML job spec file."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
-
     path = Path(path)
     label = str(path)
     if not path.exists():
