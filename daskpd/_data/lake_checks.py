@@ -13,7 +13,7 @@ import pyarrow as pa
 from .._errors import DataError
 
 from .lake import LakeSchema, inspect_lake
-from .lake_footers import _printable
+from .lake_footers import printable
 
 __all__ = ["check_content", "unreadable_file", "damaged_files_named"]
 
@@ -141,7 +141,7 @@ def unreadable_file(path, lake: LakeSchema, columns: Sequence[str] | None, stora
                 pq.ParquetFile(fh).read(columns=cols)
         except (OSError, pa.ArrowException, ValueError, EOFError) as exc:
             return DataError(f"damaged parquet file: {lake.display.get(f.path, f.path)} cannot be read "
-                          f"({type(exc).__name__}: {_printable(exc)}); its footer is intact, so a data page "
+                          f"({type(exc).__name__}: {printable(exc)}); its footer is intact, so a data page "
                           "is damaged -- remove or rewrite it")
     return None
 

@@ -148,7 +148,7 @@ def _find_local(root: str) -> dict:
     return out
 
 
-def _printable(exc) -> str:
+def printable(exc) -> str:
     return " ".join("".join(ch if ch.isprintable() else " " for ch in str(exc)).split())
 
 
@@ -169,7 +169,7 @@ def damage_of(fs, path: str, size: int, exc: BaseException | None = None) -> str
         if head == _MAGIC:
             return "is truncated (it starts like a parquet file but does not end with the parquet magic bytes PAR1)"
         return "is not a parquet file (it neither starts nor ends with the parquet magic bytes PAR1)"
-    detail = f": {type(exc).__name__}: {_printable(exc)}" if exc is not None else ""
+    detail = f": {type(exc).__name__}: {printable(exc)}" if exc is not None else ""
     return f"has a corrupt parquet footer{detail}"
 
 
