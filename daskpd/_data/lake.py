@@ -39,6 +39,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from .._errors import DataError
@@ -292,8 +293,6 @@ def _displayer(path: str, fs, files):
 
 def pandas_dtype(t: pa.DataType, fallback=None):
     """The pandas dtype a widened arrow type is cast to (as dask reads such a column)."""
-    import numpy as np
-
     if pa.types.is_integer(t):
         return np.dtype(t.to_pandas_dtype())
     if pa.types.is_floating(t):

@@ -9,6 +9,7 @@ import os
 from typing import Sequence
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .._errors import DataError
 
@@ -78,7 +79,6 @@ def check_content(path, lake: LakeSchema, features: Sequence[str], filters=None,
     if not filters and not unknown:
         return {}
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     expr = pq.filters_to_expression(filters) if filters else None
     dset = dataset if dataset is not None else _dataset(path, lake, storage_options)
@@ -130,7 +130,6 @@ def unreadable_file(path, lake: LakeSchema, columns: Sequence[str] | None, stora
     read each file's ``columns`` in turn and return a ``DataError`` naming the first file
     that cannot be read, or None when every file reads (the failure was elsewhere)."""
     import fsspec
-    import pyarrow.parquet as pq
 
     first = os.fspath(path[0] if isinstance(path, (list, tuple)) else path)
     fs, _ = fsspec.core.url_to_fs(first, **(storage_options or {}))

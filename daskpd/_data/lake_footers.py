@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.parquet as pq
+import xxhash
 
 from .._errors import DataError
 
@@ -176,9 +178,6 @@ def damage_of(fs, path: str, size: int, exc: BaseException | None = None) -> str
 def _read_footer(fs, path: str, size: int) -> FileFooter | str:
     """The footer of one file, read as its last bytes (one read of :data:`FOOTER_READ`
     bytes for most files) and parsed from them, with their checksum; or what is wrong."""
-    import pyarrow.parquet as pq
-    import xxhash
-
     if size < 12:
         return damage_of(fs, path, size)
     try:
@@ -209,8 +208,6 @@ def _footer_bytes(fh, size: int) -> bytes | None:
 
 def footer_digest(fs, path: str, size: int) -> str:
     """:attr:`FileFooter.digest` of one file read now ("" for a file that is not parquet)."""
-    import xxhash
-
     if size < 12:
         return ""
     try:
