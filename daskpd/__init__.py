@@ -49,7 +49,7 @@ _API = {
     "StratPDResult": "daskpd.results.curves",
     "CatStratPDResult": "daskpd._strat.categorical",
     "ImportanceResult": "daskpd._importance",
-    "PDResult": "daskpd.model._fpd",
+    "PDResult": "daskpd.model._pd_result",
     "ICEResult": "daskpd.model._ice",
     "ALEResult": "daskpd.model._ale",
     "ALE2DResult": "daskpd.model._ale2d",

@@ -423,7 +423,7 @@ def validate_params(parameter_constraints: dict, *, signature_of=None):
                 # every public function enters here: a damaged data page of a parquet path,
                 # found only while computing, is reported with the file's name; the progress
                 # numbers the call's stages from 1
-                from ._data.lake import damaged_files_named
+                from ._data.lake_checks import damaged_files_named
                 from ._engine.progress import progress_call
 
                 with damaged_files_named(arguments["data"], arguments.get("storage_options")), progress_call():

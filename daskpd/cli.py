@@ -213,7 +213,8 @@ def _run_drifted(run_dir) -> bool:
 
 def _cmd_validate(args) -> int:
     from ._errors import DataError
-    from .job.spec import SpecError, load_spec
+    from .job.spec import SpecError
+    from .job.spec_parse import load_spec
 
     try:
         spec = load_spec(args.spec)
@@ -288,7 +289,7 @@ def _left_out_hint(left_out: dict) -> str:
 def _check_content(spec, request, cats) -> dict:
     """What the run's sample pass would refuse (no rows after the filters, a feature with
     no value or a single one), from the parquet statistics or a scan that stops early."""
-    from ._data.lake import check_content
+    from ._data.lake_checks import check_content
     from ._errors import DataError
 
     feats = request.features

@@ -4,7 +4,7 @@ The ```toml block of docs/jobs.md under "The job spec" lists every key of a job 
 Each value it shows -- set, or commented out (``# key = value``) -- must equal the
 default the job runner uses for that key, taken from the library itself: the parameter
 tables of :mod:`daskpd.job.schema` (derived from the library functions' signatures) and
-the structural tables of :mod:`daskpd.job.spec`.  The only values exempt are those of
+the structural tables of :mod:`daskpd.job.spec_keys`.  The only values exempt are those of
 keys that have no default (required, or empty by default), listed in ``EXAMPLES``, and
 the test checks that they really have none.  So a default edited in the library or in
 the doc fails here until both agree, and a key added to the spec fails until the doc
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from daskpd.job import schema, spec
+from daskpd.job import schema, spec_keys
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "jobs.md"
 
@@ -34,12 +34,12 @@ NO_DEFAULT = (None, (), [], {}, "")
 TABLES = {"source", "output", "cluster", "model", "run", "history"}
 
 
-def library_keys() -> dict[str, spec._Key]:
+def library_keys() -> dict[str, schema.Key]:
     """dotted key -> the library's Key (check and default) for every key of a job spec."""
-    keys = {k: v for k, v in {**spec._TOP, **schema.top_params()}.items() if k not in TABLES}
-    for table, kmap in (("source", spec._SOURCE), ("output", spec._OUTPUT), ("cluster", spec._CLUSTER),
-                        ("run", spec._RUN), ("history", spec._HISTORY),
-                        ("model", {**spec._MODEL, **schema.model_params()}), *schema.method_params().items()):
+    keys = {k: v for k, v in {**spec_keys.TOP_KEYS, **schema.top_params()}.items() if k not in TABLES}
+    for table, kmap in (("source", spec_keys.SOURCE_KEYS), ("output", spec_keys.OUTPUT_KEYS),
+                        ("cluster", spec_keys.CLUSTER_KEYS), ("run", spec_keys.RUN_KEYS), ("history", spec_keys.HISTORY_KEYS),
+                        ("model", {**spec_keys.MODEL_KEYS, **schema.model_params()}), *schema.method_params().items()):
         keys.update({f"{table}.{k}": v for k, v in kmap.items()})
     return keys
 

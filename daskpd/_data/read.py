@@ -201,7 +201,7 @@ def lake_file_reader(data, lake, storage_options=None, filters=None):
 def lake_stamps(data, storage_options=None) -> dict:
     """``{path: (size, stamp)}`` of a parquet source's files as the lake reader lists them
     (the stamp: the modification time, or the ETag / checksum the store reports)."""
-    from .lake import list_parquet_files
+    from .lake_footers import list_parquet_files
 
     paths = [os.fspath(p) for p in data] if isinstance(data, (list, tuple)) else [os.fspath(data)]
     out = {}

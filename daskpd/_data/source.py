@@ -19,7 +19,8 @@ import pandas as pd
 
 from .hive import partition_keys
 from .kinds import kind_of
-from .lake import footer_stamp, pandas_dtype, reconcile
+from .lake import pandas_dtype, reconcile
+from .lake_footers import footer_stamp
 from .read import CHUNK_ROWS, check_columns, lake_file_reader, lake_stamps, open_frame, project
 from .tables import lake_of, open_table, table_groups, table_source
 
@@ -112,7 +113,7 @@ class Dataset:
     def file_stamps(self) -> dict:
         """A parquet lake's ``{path: (size, stamp)}`` (:func:`daskpd._data.read.lake_stamps`,
         listed now), each stamp with the checksum of the file's footer as this dataset
-        read it (:func:`daskpd._data.lake.footer_stamp`); a table's from its snapshot (a
+        read it (:func:`daskpd._data.lake_footers.footer_stamp`); a table's from its snapshot (a
         table's data files are never rewritten in place)."""
         if self.table is not None:
             return {f["path"]: (f["size"], f["stamp"]) for f in self.table.stamps()}

@@ -27,7 +27,8 @@ import pyarrow as pa
 
 from .._errors import DataError
 from .gather import GroupReader, Group, ordered
-from .lake import LakeSchema, read_footers, reconcile
+from .lake import LakeSchema, reconcile
+from .lake_footers import read_footers
 from .read import ARROW_TO_PANDAS, filter_columns, named
 
 __all__ = ["DeltaSource", "IcebergSource", "read_delta", "read_iceberg", "TableSnapshot", "table_source",

@@ -28,8 +28,9 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine import scheduler
-from .._engine.sums import (Table, TreeNodes, chunk_sets, fold_tree, group_inputs, tree_done, tree_out,
-                            tree_put, tree_scratch, tree_state, whole_range)
+from .._engine.group_sets import chunk_sets, group_inputs, whole_range
+from .._engine.sums import Table
+from .._engine.tree_fold import TreeNodes, fold_tree, tree_done, tree_out, tree_put, tree_scratch, tree_state
 from .categorical_gram import LeafSums, gram_link, solve_gram
 from .leafboot import table_leaf_weights
 from .categorical_solve import (CG_MAXITER, Effects, forest_link, ground, number_groups, uf_find, uf_flatten,
@@ -64,7 +65,7 @@ class CGBlock:
     cell_vb: np.ndarray
     cell_code: np.ndarray
     # the bucket's virtual buckets (lo, hi, shared_lo, shared_hi): the trials' products
-    # are folded over them by the fixed tree (daskpd._engine.sums.tree_nodes)
+    # are folded over them by the fixed tree (daskpd._engine.tree_fold.tree_nodes)
     span: tuple = (0, N_VIRTUAL, False, False)
 
     @property
@@ -122,7 +123,7 @@ class BucketSummary:
     forests: np.ndarray
     counters: tuple | None
     # with trials: ``vectors`` holds set 0's columns; the trials' are folded over the
-    # virtual buckets by the fixed tree (daskpd._engine.sums.TreeNodes)
+    # virtual buckets by the fixed tree (daskpd._engine.tree_fold.TreeNodes)
     vector_trials: TreeNodes | None = None
 
     @property
@@ -135,7 +136,7 @@ class BucketSummary:
 def _flush_rows(acc, touched, codes, nt, vb, out_v, out_c, out_x, n_out, ts, S, t_z, top, t_lo, t_hi, sh_lo, sh_hi):
     """The current virtual bucket's touched categories' sums appended to the output in
     category order (set 0's six columns) and, with trials, pushed to the bucket's tree
-    (:func:`~daskpd._engine.sums.tree_done`: the trials' columns); the scratch zeroed.
+    (:func:`~daskpd._engine.tree_fold.tree_done`: the trials' columns); the scratch zeroed.
     Returns the new output length."""
     keys = np.sort(codes[:nt])
     for j in range(nt):
@@ -488,7 +489,7 @@ def _block_products(code, n, w, starts, Pt, cell, n_cells):
 def _block_products_tree(code, n, w, starts, vb, Pt, cell, n_cells, K, tbuf, top, t_lo, t_hi, sh_lo, sh_hi):
     """:func:`_block_products` with set 0's products per cell and the trials' summed per
     (virtual bucket, category) in a scratch that is pushed to the bucket's tree as each
-    virtual bucket ends (:func:`~daskpd._engine.sums.tree_done`): the same sums, without
+    virtual bucket ends (:func:`~daskpd._engine.tree_fold.tree_done`): the same sums, without
     the (cells x sets) table.  Returns (cells, 1) and the tree's nodes."""
     m = code.shape[0]
     S = n.shape[1]

@@ -32,7 +32,8 @@ import numba
 import numpy as np
 
 from .._engine.hashing import keyed_hash
-from .._engine.sums import Table, TreeNodes
+from .._engine.sums import Table
+from .._engine.tree_fold import TreeNodes
 from .bandunits import fold_terms, leaf_terms
 from .leafboot import weights_of_leaves
 from .numeric import BucketSums, bin_anchors, bucket_sums, fold_slope_sums

@@ -41,8 +41,9 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from .._engine.hashing import keyed_hash
-from .._engine.sums import (Table, TreeNodes, chunk_sets, fold_tree, group_inputs, reduce_tables, tree_nodes,
-                            whole_range)
+from .._engine.group_sets import chunk_sets, group_inputs, whole_range
+from .._engine.sums import Table, reduce_tables
+from .._engine.tree_fold import TreeNodes, fold_tree, tree_nodes
 from ..results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, StratPDResult, band_settings, interval_slopes
 from .bandunits import effective_units, fold_terms, terms_table
 from .leafboot import table_leaf_weights
@@ -177,7 +178,7 @@ def _segments(leaf, code, vb, vals, gw, k, binned, xvals, P, S, shift, anchors, 
     sets' sums of ``w * slope`` then the sets' sums of ``w`` (the counts stay counts).
 
     The groups are read a chunk at a time (:data:`CHUNK` groups, never across a virtual
-    bucket, :func:`~daskpd._engine.sums.chunk_sets`)."""
+    bucket, :func:`~daskpd._engine.group_sets.chunk_sets`)."""
     G = leaf.shape[0]
     T = S - 1
     # per code one word a group: its rows (whole numbers, below bit ``shift``) and its
@@ -364,7 +365,7 @@ def bucket_sums(table: Table, fs, n_sets: int, *, counters=None, random_state: i
     """A bucket's merged (leaf, code) sums of one numeric feature -> :class:`BucketSums`:
     one pass for every set (:func:`_segments`; the trials a bootstrap of the leaves,
     :mod:`daskpd._strat.leafboot`).  ``span``: the bucket's virtual buckets ``(lo, hi,
-    shared_lo, shared_hi)`` (:func:`daskpd._engine.sums.tree_nodes`; None: every one,
+    shared_lo, shared_hi)`` (:func:`daskpd._engine.tree_fold.tree_nodes`; None: every one,
     none shared)."""
     P = fs.coder.n_keys
     k = fs.stats_per_set

@@ -35,7 +35,8 @@ from dask.sizeof import sizeof
 from .._data.encode import FeatureEncoder, KeyCoder, as_float
 from .._engine.hashing import fold_hash, fold_of, hash_order, unit_of
 from .._engine.plan import Job, Kept
-from .._engine.sums import Rows, Table, reduce_tables
+from .._engine.rows import Rows
+from .._engine.sums import Table, reduce_tables
 from . import categorical_buckets
 from .categorical import effects_explicit, fold_for_solve
 from .categorical_buckets import prepare

@@ -12,7 +12,8 @@ The command line (:mod:`daskpd.cli`) is a thin layer over these.  See docs/jobs.
 """
 from __future__ import annotations
 
-from .spec import JobSpec, SpecError, load_spec
+from .spec import JobSpec, SpecError
+from .spec_parse import load_spec
 
 __all__ = ["JobSpec", "SpecError", "load_spec", "run_job"]
 

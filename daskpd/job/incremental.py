@@ -26,7 +26,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._data.lake import read_footers
+from .._data.lake_footers import read_footers
 from .._data.tables import changes
 from .._strat.state import ScanState, Stratification
 from ..results.base import atomic_path, dump_json
@@ -99,7 +99,7 @@ def schema_of(request, columns=()) -> dict:
 def _footer_rows(request, files: list[dict], storage_options) -> int:
     """Rows of the files (``file_stamps`` entries) from their footers: those the request
     read when it opened the lake, else read by the lake reader's
-    :func:`~daskpd._data.lake.read_footers` (cached, in parallel, a damaged file named);
+    :func:`~daskpd._data.lake_footers.read_footers` (cached, in parallel, a damaged file named);
     a table's files count the rows its log records."""
     import fsspec
 

@@ -205,7 +205,8 @@ def damaged_pages_named(spec: JobSpec, data_path: str, columns):
         if spec.source.is_csv or type(exc).__module__.startswith("distributed") or not isinstance(data_path, str) \
                 or spec.source.is_iceberg or spec.source.format == "delta":
             raise
-        from .._data.lake import inspect_lake, unreadable_file
+        from .._data.lake import inspect_lake
+        from .._data.lake_checks import unreadable_file
 
         so = spec.source.storage_options or None
         err = unreadable_file(data_path, inspect_lake(data_path, [], so), None if spec.model_based else columns, so)
@@ -221,11 +222,11 @@ def file_stamps(path: str, storage_options: dict | None = None, mode: str = "met
     "size": bytes, "stamp": ...}``, sorted by path: the stamp is the ETag / checksum the
     filesystem reports, else the modification time and, for a parquet file, the checksum
     of its footer's bytes (``metadata``; ``footers`` maps the files' paths, as the lake
-    reader lists them, to their :attr:`daskpd._data.lake.FileFooter.digest` when the
+    reader lists them, to their :attr:`daskpd._data.lake_footers.FileFooter.digest` when the
     footers were read already: the others' are read now), or sha256 of the bytes
     (``content``).  Hidden files (``.name``) and ``_SUCCESS``-style markers are skipped;
     ``_metadata`` is kept."""
-    from .._data.lake import footer_digest, footer_stamp
+    from .._data.lake_footers import footer_digest, footer_stamp
 
     import fsspec
 

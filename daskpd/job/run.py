@@ -36,7 +36,8 @@ from . import model_state, newold
 from .execute import RunResult
 from .inputs import fingerprint, load_model, log_line, open_job_request, prepare_model
 from .outputs import CURVE_COLUMNS, IMPORTANCE_COLUMNS, curves_frame, importances_frame
-from .spec import JobSpec, check_name, load_spec
+from .spec import JobSpec, check_name
+from .spec_parse import load_spec
 from .store import JobTerminated, clean_stale, default_run_id, list_runs
 
 __all__ = ["run_job", "JobTerminated", "RunResult", "list_runs", "CURVE_COLUMNS", "IMPORTANCE_COLUMNS",

@@ -16,10 +16,11 @@ from ._ale import ALEResult, ale
 from ._ale2d import ALE2DResult
 from ._compare import ComparisonResult, compare
 from ._curves import ModelCurves, model_curves
-from ._fpd import PDResult, partial_dependence
+from ._fpd import partial_dependence
 from ._hstat import HStatisticResult, h_statistic
 from ._ice import ICEResult, ice
 from ._marginal import MarginalResult, marginal
+from ._pd_result import PDResult
 from ._variance import PDVarianceResult, pd_variance
 
 __all__ = ["ALE2DResult", "ALEResult", "ComparisonResult", "HStatisticResult", "ICEResult", "MarginalResult",

@@ -47,7 +47,8 @@ from ._common import require_class
 from ._arrays import ColumnOrIndex, ColumnOrValues, open_model_input, resolve_columns
 from ._setup import MODEL_CONSTRAINTS, prepare_model_run
 from ._ale import ALEJob, ale_specs, finish_ale
-from ._fpd import PDJob, pd_results
+from ._pd_pass import PDJob
+from ._pd_result import pd_results
 from ._marginal import MarginalJob, finish_marginal, marginal_ranks, marginal_spec
 from ._variance import finish_pd_variance, importance_of
 

@@ -17,7 +17,8 @@ from .._errors import DataError, InvalidParameterError
 from .._validation import NO_VALIDATION, POSITIVE_INT, Interval, StrOptions, validate_params
 from ..results import Result
 from ..results.curves import DEFAULT_BAND, repeats_note, trial_band
-from ._fpd import PDJob, engine_notice, known_rows
+from ._pd_engine import engine_notice, known_rows
+from ._pd_pass import PDJob
 from ._hstat_pass import EvalPoints, HJob, PointsJob, RestJob, finish_h, h_plan, value_classes
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
@@ -370,7 +371,7 @@ def h_statistic(
 
 
 def h_notice(hp: HPass, run, pred, model, filters=None, sets: int = 1):
-    """The engine notice of the statistics' pass (see :func:`daskpd.model._fpd.engine_notice`):
+    """The engine notice of the statistics' pass (see :func:`daskpd.model._pd_engine.engine_notice`):
     every PD at the points' values, and (brute force with ``predict``) each total's
     ``F_-j``, the points predicted at every distinct value."""
     items = [it[0] for it in hp.plan.pd_items]

@@ -17,7 +17,7 @@ statistic is the data-point definition restricted to the sample (with every row 
 there are at most ``n_points``).
 
 Two passes over the data: the sample (:class:`PointsJob`), then ONE pass of every PD
-at the sample's values (a :class:`~daskpd.model._fpd.PDJob` holding the 1-way items and
+at the sample's values (a :class:`~daskpd.model._pd_pass.PDJob` holding the 1-way items and
 the pairs at their points, on the brute-force engines: the tree-exact walk, the
 tree-interval engine or the model's ``predict``) and of every ``F_-j``
 (:class:`RestJob`: for a scikit-learn tree model the rows' counts per class of x_j values
@@ -284,7 +284,7 @@ class HJob:
 @dataclass
 class HPlan:
     """What the pass computes, given the evaluation points: the 1-way and pairwise PD
-    items (``pd_items``, for a :class:`~daskpd.model._fpd.PDJob`), each feature's grid
+    items (``pd_items``, for a :class:`~daskpd.model._pd_pass.PDJob`), each feature's grid
     (the points' distinct values) and the index of every point's value in it, each
     pair's distinct points and the index of every point's pair among them."""
 

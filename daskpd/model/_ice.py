@@ -36,7 +36,8 @@ from .._data.encode import as_float
 from ..results import CurveResult, dump_json, with_metadata
 from ..results.curves import DEFAULT_BAND, band_columns, band_is_flat, band_note, trial_band
 from ._common import class_columns, require_class, response_note
-from ._fpd import curves_matrix, engine_of, row_chunk
+from ._pd_engine import engine_of
+from ._pd_pass import curves_matrix, row_chunk
 from ._grids import build_grids, check_grid_arg
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS

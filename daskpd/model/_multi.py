@@ -28,7 +28,11 @@ from .._engine.stats import mquantile_ranks, order_statistics, summarize
 from .._errors import DataError
 from ._ale import ALEJob, ale, ale_specs, ale_summary_kinds, finish_ale
 from .._engine.progress import stage_label
-from ._fpd import PDJob, engine_notice, known_rows, partial_dependence, pd_results, resolve_pd_method
+from ._fpd import partial_dependence
+from ._pd_engine import engine_notice, known_rows
+from ._pd_pass import PDJob
+from ._pd_recursion import resolve_pd_method
+from ._pd_result import pd_results
 from ._grids import custom_grid, pd_grid, pd_grid_plan
 from ._hstat import h_items, h_notice, h_pass, h_points, h_statistic
 from ._ice import ICEJob, finish_ice, ice

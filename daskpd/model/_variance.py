@@ -44,7 +44,9 @@ from ..results import Result, table_frame
 from ..results.curves import DEFAULT_BAND, trial_band
 from .._engine.progress import stage_label
 from ._common import class_columns, require_class
-from ._fpd import PDJob, engine_notice, known_rows, pd_results
+from ._pd_engine import engine_notice, known_rows
+from ._pd_pass import PDJob
+from ._pd_result import pd_results
 from ._grids import build_grids, check_grid_arg
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS

@@ -47,7 +47,7 @@ def test_usecols_and_bad_options(tmp_path):
 
 
 def test_job_spec_read_options(tmp_path):
-    from daskpd.job.spec import load_spec
+    from daskpd.job.spec_parse import load_spec
 
     p, _ = _csv(tmp_path)
     spec = tmp_path / "job.toml"

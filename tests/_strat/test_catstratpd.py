@@ -780,7 +780,9 @@ def test_prepare_sums_every_set_in_one_pass_as_group_sums_of_each_set(n_rows, K,
     the narrowest type that holds them, also where a group counts 2^16 rows or more (one
     leaf of two categories)."""
     from daskpd._data.encode import KeyCoder
-    from daskpd._engine.sums import Rows, fold_tree, group_sums, reduce_tables, tree_nodes
+    from daskpd._engine.rows import Rows
+    from daskpd._engine.sums import group_sums, reduce_tables
+    from daskpd._engine.tree_fold import fold_tree, tree_nodes
     from daskpd._strat.categorical_buckets import prepare
     from daskpd._strat.leafboot import weights_of_leaves
     from daskpd._strat.scan import FeatureScan
@@ -845,7 +847,8 @@ def test_forests_link_each_sets_categories_through_its_own_leaves(seed, K, per_l
     component, split again (a leaf of new categories) and rejoin, and a trial draws no
     copy (weight 0) of leaves that would have linked them."""
     from daskpd._data.encode import KeyCoder
-    from daskpd._engine.sums import Rows, reduce_tables
+    from daskpd._engine.rows import Rows
+    from daskpd._engine.sums import reduce_tables
     from daskpd._strat.categorical_buckets import prepare
     from daskpd._strat.categorical_solve import uf_flatten
     from daskpd._strat.catruns import _merge_leaves

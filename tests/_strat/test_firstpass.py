@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import daskpd
-from daskpd._data.lake import list_parquet_files
+from daskpd._data.lake_footers import list_parquet_files
 from daskpd._data.request import open_request
 from daskpd._strat.firstpass import FirstPassCache, file_partial, merged_sample
 from daskpd._engine.hashing import SampleJob, sample_hash

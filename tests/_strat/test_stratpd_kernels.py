@@ -280,7 +280,8 @@ def test_raw_rows_kept_up_the_tree_give_the_same_bits_for_every_bucket_count_and
     from dataclasses import replace
 
     from daskpd._engine.plan import PartitionContext
-    from daskpd._engine.sums import Rows, Table
+    from daskpd._engine.rows import Rows
+    from daskpd._engine.sums import Table
 
     rng = np.random.default_rng(21)
     n = 4000
@@ -315,7 +316,7 @@ def test_rows_cut_while_concatenated_equal_concatenated_then_cut(with_x):
     """``Rows.concat_split`` (what a combine that keeps rows raw does before cutting its
     output) gives exactly the pieces of ``Rows.concat(...).split(...)``: the same rows,
     in the same order, with the same dtypes."""
-    from daskpd._engine.sums import Rows
+    from daskpd._engine.rows import Rows
 
     rng = np.random.default_rng(5)
     lo, hi = 40, 140  # the parts hold the leaves of one bucket, 40 <= leaf < 140
@@ -456,7 +457,7 @@ def test_last_merge_hands_raw_rows_to_the_finish_without_concatenating_them(max_
     ``finish_bucket(combine(...))`` gives, to the bit, with trials."""
     from dataclasses import replace
 
-    from daskpd._engine.sums import Rows
+    from daskpd._engine.rows import Rows
 
     rng = np.random.default_rng(31)
     n = 3000
@@ -477,7 +478,7 @@ def test_tree_fold_of_the_trials_does_not_depend_on_how_the_virtual_buckets_are_
     """The trials' per-(virtual bucket, key) sums folded by the fixed tree: one bucket
     holding every virtual bucket, aligned powers of two, uneven runs: the same bits; a
     virtual bucket shared by two buckets is added up first (bucket order), then folded."""
-    from daskpd._engine.sums import TreeNodes, _merge_sorted, fold_tree, tree_nodes
+    from daskpd._engine.tree_fold import TreeNodes, _merge_sorted, fold_tree, tree_nodes
 
     rng = np.random.default_rng(3)
     V, K, m = 128, 40, 3

@@ -174,7 +174,8 @@ def test_a_hive_key_declared_numeric(month_lake):
 
 
 def test_a_job_declares_numeric_and_stratify_on(tmp_path):
-    from daskpd.job.spec import SpecError, parse_spec
+    from daskpd.job.spec import SpecError
+    from daskpd.job.spec_parse import parse_spec
 
     base = {"name": "j", "target": "y", "source": {"path": str(tmp_path)}}
     spec = parse_spec({**base, "numeric": ["Month"], "stratify_on": ["x", "Month"]}, base_dir=tmp_path,

@@ -14,7 +14,8 @@ import pandas as pd
 from daskpd import cli
 from daskpd.datasets import Bulldozer
 from daskpd.job.run import run_job
-from daskpd.job.spec import SpecError, load_spec
+from daskpd.job.spec import SpecError
+from daskpd.job.spec_parse import load_spec
 
 GEN = Bulldozer(random_state=0, n_models=40)
 

@@ -14,7 +14,8 @@ import pytest
 
 import daskpd
 from daskpd.job.run import run_job
-from daskpd.job.spec import SpecError, parse_spec
+from daskpd.job.spec import SpecError
+from daskpd.job.spec_parse import parse_spec
 
 SPEC = """
 name = "hjob"

@@ -20,7 +20,7 @@ from daskpd.datasets import Bulldozer
 from daskpd.job import incremental as nightly
 from daskpd.job import inputs
 from daskpd.job.history import drift_table, load_runs
-from daskpd.job.spec import load_spec
+from daskpd.job.spec_parse import load_spec
 from daskpd.job.run import list_runs, run_job
 from daskpd.job.store import JobTerminated
 

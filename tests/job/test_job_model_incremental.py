@@ -26,7 +26,7 @@ from daskpd.job import incremental as nightly
 from daskpd.job import inputs, model_state
 from daskpd.job.outputs import curves_frame
 from daskpd.job.run import list_runs, run_job
-from daskpd.job.spec import load_spec
+from daskpd.job.spec_parse import load_spec
 from daskpd.job.store import JobTerminated
 from daskpd.model._multi import model_methods
 

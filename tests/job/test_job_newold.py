@@ -153,7 +153,8 @@ def test_a_refit_night_and_a_window_compare_too(dask_cluster, tmp_path):
     ("window", "0", "history.window"),
 ])
 def test_history_keys_are_checked(tmp_path, key, value, message):
-    from daskpd.job.spec import SpecError, load_spec
+    from daskpd.job.spec import SpecError
+    from daskpd.job.spec_parse import load_spec
 
     lake, spec = setup(tmp_path, "never", f"[history]\n{key} = {value}")
     with pytest.raises(SpecError, match=message):

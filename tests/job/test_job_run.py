@@ -182,7 +182,7 @@ def test_lake_job_on_real_cluster_reads_only_needed_columns(dask_cluster, tmp_pa
     # column projection reaches the parquet reader: the graph reads exactly these columns
     from dask.dataframe.dask_expr.io.parquet import ReadParquet
 
-    from daskpd.job.spec import load_spec
+    from daskpd.job.spec_parse import load_spec
 
     spec = load_spec(REPO / "jobs" / "lake.toml")
     request = jobrun.open_job_request(spec, spec.source.path)
@@ -608,7 +608,7 @@ grid_resolution = 8
 
 def test_load_model_trust_rules(model_dir):
     from daskpd import DataError
-    from daskpd.job.spec import load_spec
+    from daskpd.job.spec_parse import load_spec
 
     def spec_for(model_lines):
         return load_spec(spec_file(model_dir, f"""

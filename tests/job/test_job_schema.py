@@ -11,7 +11,8 @@ import pytest
 
 from daskpd._validation import get_constraints
 from daskpd.job.schema import METHOD_FUNCTIONS, MODEL_LEVEL, TOP_LEVEL, library_function, method_params
-from daskpd.job.spec import METHODS, load_spec
+from daskpd.job.spec import METHODS
+from daskpd.job.spec_parse import load_spec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from daskpd import cli
-from daskpd.job.spec import METHOD_PARAMS, SpecError, check_name, expand_env, load_spec, parse_spec
+from daskpd.job.spec import METHOD_PARAMS, SpecError, check_name
+from daskpd.job.spec_parse import expand_env, load_spec, parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
 DASKPD = Path(sys.executable).with_name("daskpd")
@@ -395,7 +396,7 @@ def test_cli_usage_errors(tmp_path, capsys):
 
 def test_few_slopes_is_a_spec_key(tmp_path):
     """[stratpd] few_slopes comes from stratpd's signature and constraints."""
-    from daskpd.job.spec import load_spec
+    from daskpd.job.spec_parse import load_spec
 
     lake = tmp_path / "lake"
     lake.mkdir()

@@ -23,7 +23,7 @@ from daskpd.datasets import Bulldozer
 from daskpd.job import incremental as nightly
 from daskpd.job import inputs
 from daskpd.job.run import run_job
-from daskpd.job.spec import load_spec
+from daskpd.job.spec_parse import load_spec
 
 FEATURES = ["YearMade", "MachineHours", "ProductGroup", "ModelID"]
 GEN = Bulldozer(random_state=0, n_models=30)

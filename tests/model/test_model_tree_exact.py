@@ -19,7 +19,7 @@ from sklearn.inspection import partial_dependence as sk_pd
 from sklearn.linear_model import LinearRegression
 
 import daskpd
-from daskpd.model._fpd import engine_notice
+from daskpd.model._pd_engine import engine_notice
 from daskpd.model._predictor import resolve_predictor
 from daskpd.model._tree_engine import tree_ensemble_for
 
@@ -161,7 +161,7 @@ def test_trial_counts_summed_as_words_or_bytes_equal_their_float_weights(cat_dat
     a block's sums cannot reach 2^16 (here: counts up to 15, at most 32 trials), else
     byte by byte (a count of 16, or 33 trials); both give every set's leaf weights of
     the float64 weight sets to the bit (whole numbers)."""
-    from daskpd.model._tree_engine import LEVEL_BLOCK_COUNTS, count_words
+    from daskpd.model._tree_kernels import LEVEL_BLOCK_COUNTS, count_words
 
     X, _ = cat_data
     reg, _ = cat_models
