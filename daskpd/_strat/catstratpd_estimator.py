@@ -47,6 +47,7 @@ class CatStratPDEstimator(ModelFreeEstimator):
     """CatStratPD (see the module docstring)."""
 
     name = "categorical"
+    column_kind = "categorical"
     method = "catstratpd"
     result_type = CatStratPDResult
     values_cap = CATEGORY_LEVELS_CAP

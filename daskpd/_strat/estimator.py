@@ -99,6 +99,8 @@ class ModelFreeEstimator(abc.ABC):
     method: ClassVar[str]
     #: the class of its results
     result_type: ClassVar[type]
+    #: the kind of feature it reads (a request's and its positions' kind: "numeric", "categorical")
+    column_kind: ClassVar[str]
     #: pass 1 keeps a feature's exact distinct values only up to this many
     values_cap: ClassVar[int]
     #: whether a feature needs another column to stratify on (else its tree is one leaf)

@@ -10,12 +10,14 @@ from __future__ import annotations
 from .._errors import DataError
 from .catstratpd_estimator import CatStratPDEstimator
 from .estimator import ModelFreeEstimator
+from .marginal_estimator import MarginalMeanEstimator
 from .stratpd_estimator import StratPDEstimator
 
 __all__ = ["ESTIMATORS", "estimator_named", "estimator_of_method", "method_of"]
 
 #: kind name -> estimator (one instance each: they hold no data)
-ESTIMATORS: dict[str, ModelFreeEstimator] = {e.name: e for e in (StratPDEstimator(), CatStratPDEstimator())}
+ESTIMATORS: dict[str, ModelFreeEstimator] = {e.name: e for e in (StratPDEstimator(), CatStratPDEstimator(),
+                                                                   MarginalMeanEstimator())}
 
 
 def estimator_named(kind: str, where: str = "") -> ModelFreeEstimator:

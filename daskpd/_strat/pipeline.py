@@ -763,8 +763,9 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0,
     strat.check_request(target, features, strat_cols)
     fss = [strat.scan_of(f) for f in features]
     for fs in fss:
-        if kinds[fs.feature] != fs.kind:
-            raise DataError(f"feature {fs.feature!r} is {kinds[fs.feature]} here but {fs.kind} in stratification=")
+        if kinds[fs.feature] != fs.estimator.column_kind:
+            raise DataError(f"feature {fs.feature!r} is {kinds[fs.feature]} here but {fs.estimator.column_kind} in "
+                            "stratification=")
     # the rows' hashes are of the columns the stratification's sample hashed (when this
     # data has them all: then a row of the sample falls in the fold it was fitted in)
     hashed = list(strat.hash_columns) if set(strat.hash_columns) <= set(request.dataset.columns) else []

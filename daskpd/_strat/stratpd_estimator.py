@@ -56,6 +56,7 @@ class StratPDEstimator(ModelFreeEstimator):
     """StratPD (see the module docstring)."""
 
     name = "numeric"
+    column_kind = "numeric"
     method = "stratpd"
     result_type = StratPDResult
     values_cap = NUMERIC_VALUES_CAP

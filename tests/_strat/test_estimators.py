@@ -4,6 +4,7 @@ the error of a saved state whose kind no estimator has."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,10 @@ import daskpd
 from daskpd import DataError, ScanState
 from daskpd._strat.catstratpd_estimator import CatStratPDEstimator
 from daskpd._strat.estimator import ModelFreeEstimator
+from daskpd._engine.plan import run_local
+from daskpd._data.encode import as_float
 from daskpd._strat.estimators import ESTIMATORS, estimator_named, estimator_of_method, method_of
+from daskpd._strat.marginal_estimator import BinnedMeanResult, MarginalMeanEstimator
 from daskpd._strat.stratpd_estimator import StratPDEstimator
 from daskpd.results.curves import DEFAULT_FEW_SLOPES
 
@@ -37,7 +41,7 @@ def strat(frame):
 def test_the_registry_resolves_both_kinds_by_their_stored_names():
     assert isinstance(estimator_named("numeric"), StratPDEstimator)
     assert isinstance(estimator_named("categorical"), CatStratPDEstimator)
-    assert set(ESTIMATORS) == {"numeric", "categorical"}
+    assert {"numeric", "categorical"} <= set(ESTIMATORS)
     for name, est in ESTIMATORS.items():
         assert isinstance(est, ModelFreeEstimator) and est.name == name
         assert estimator_of_method(est.method) is est
@@ -109,3 +113,69 @@ def test_a_saved_state_records_the_estimators_names_and_refuses_an_unknown_one(f
     with pytest.raises(DataError, match=r"unknown model-free estimator kind 'isotonic' \(scan state .*s', "
                                         r"feature 'c'\)"):
         ScanState.load(tmp_path / "s")
+
+
+# -- a third estimator written only against the protocol: the binned mean of y ------------
+
+
+def _with_marginal(strat, feature: str):
+    """The stratification with ``feature`` estimated by the binned mean of y (its tree
+    and positions kept)."""
+    return replace(strat, scans=[replace(fs, kind="marginal") if fs.feature == feature else fs for fs in strat.scans])
+
+
+def _reference_mean(df: pd.DataFrame, feature: str, coder) -> pd.DataFrame:
+    """The binned mean by pandas: mean y and rows per position code."""
+    x, y = as_float(df[feature]), as_float(df["y"])
+    ok = np.isfinite(x) & np.isfinite(y)
+    return pd.DataFrame({"code": coder.encode_float(x[ok]), "y": y[ok]}).groupby("code")["y"].agg(["mean", "size"])
+
+
+def _scan(frame, strat, n_buckets: int):
+    state = daskpd.scan_state(frame.iloc[:10], strat, progress=False)  # only for its scan job (the coders)
+    return replace(state.scan_job(strat, {"min_slopes_per_x": 5, "few_slopes": DEFAULT_FEW_SLOPES}),
+                   n_buckets=n_buckets, expected_rows=len(frame) // 5)
+
+
+def test_a_third_estimator_runs_in_the_same_scan_and_changes_no_other_bit(frame, strat):
+    assert isinstance(estimator_named("marginal"), MarginalMeanEstimator)
+    mixed = _with_marginal(strat, "x2")
+    parts = [frame.iloc[i:i + 800] for i in range(0, len(frame), 800)]
+    out = {}
+    for B in (1, 4, 3):
+        (plain,) = run_local(parts, [_scan(frame, strat, B)])
+        (got,) = run_local(parts, [_scan(frame, mixed, B)])
+        for f in ("x1", "c"):  # StratPD and CatStratPD in the same scan: the same bits as without it
+            pd.testing.assert_frame_equal(got[f].to_frame(), plain[f].to_frame(), check_exact=True)
+        out[B] = got["x2"]
+    res = out[1]
+    assert isinstance(res, BinnedMeanResult) and method_of(res) == "marginal_mean" and res.n_rows == len(frame)
+    coder = strat.scan_of("x2").coder
+    ref = _reference_mean(frame, "x2", coder)
+    np.testing.assert_array_equal(res.count, ref["size"].to_numpy())
+    np.testing.assert_allclose(res.mean, ref["mean"].to_numpy(), rtol=1e-12)
+    np.testing.assert_array_equal(res.x, np.asarray(coder.values, dtype="float64")[ref.index.to_numpy()])
+    for B in (4, 3):  # the bucket count changes no bit (no virtual bucket split here, N_VIRTUAL = 128)
+        pd.testing.assert_frame_equal(out[B].to_frame(), res.to_frame(), check_exact=B == 4, rtol=1e-14)
+
+
+def test_a_third_estimator_keeps_merges_saves_loads_and_finishes_incrementally(frame, strat, tmp_path):
+    mixed = _with_marginal(strat, "x2")
+    a, b = frame.iloc[:2500], frame.iloc[2500:]
+    sa = daskpd.scan_state(a, mixed, progress=False)
+    sb = daskpd.scan_state(b, mixed, progress=False)
+    whole = daskpd.scan_state(frame, mixed, progress=False)
+    sa.save(tmp_path / "a")
+    meta = json.loads((tmp_path / "a" / "state.json").read_text())
+    x2 = next(f for f in meta["features"] if f["feature"] == "x2")
+    assert (x2["kind"], x2["positions"]) == ("marginal", "numeric")  # the estimator, its positions' kind
+    back = ScanState.load(tmp_path / "a")
+    assert back.features["x2"].kind == "marginal" and back.features["x2"].summary is None
+    merged, results = back.delta_finish(sb, mixed)
+    assert merged.finish_modes["x2"] == "merge"  # it keeps no summary: merged and finished in full
+    want = whole.finish(mixed)
+    for f in ("x1", "x2", "c"):
+        np.testing.assert_allclose(results[f].to_frame()["pd"], want[f].to_frame()["pd"], rtol=1e-9, atol=1e-12)
+    ref = _reference_mean(frame, "x2", whole.features["x2"].coder)
+    np.testing.assert_array_equal(results["x2"].count, ref["size"].to_numpy())
+    np.testing.assert_allclose((back + sb).finish(mixed)["x2"].mean, ref["mean"].to_numpy(), rtol=1e-12)
