@@ -40,7 +40,8 @@ from .catstratpd_estimator import CATEGORY_LEVELS_CAP
 from .estimators import estimator_named
 from .firstpass import FirstPassCache, TargetRange, cached_first_pass
 from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype, leaf_numbering, split_of
-from .state import ScanState, Stratification, attach_summaries, extend_coder, sample_id, state_from_parts
+from .positions import extend_coder
+from .state import ScanState, Stratification, attach_summaries, sample_id, state_from_parts
 from .stratpd_estimator import NUMERIC_VALUES_CAP
 from .trees import DEFAULT_TREE_METHOD, bin_sample, fit_honest, fit_tree
 

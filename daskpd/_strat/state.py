@@ -42,14 +42,14 @@ from .._data.encode import KeyCoder
 from .._engine.sums import Table, reduce_tables
 from .._errors import DataError
 from ..results.base import atomic_path, dump_json
-from .categorical import category_values
 from .delta import RunView
 from .estimator import DeltaInputs
 from .estimators import estimator_named
+from .positions import code_map, position_labels, recode, union_coder
 from .runs import PARTS, read_table, write_part
 from .scan import FeatureScan, ScanPiece, StratScan
 
-__all__ = ["Stratification", "ScanState", "FeatureState", "FORMAT_VERSION", "extend_coder", "state_from_parts",
+__all__ = ["Stratification", "ScanState", "FeatureState", "FORMAT_VERSION", "state_from_parts",
            "sample_id", "attach_summaries"]
 
 #: the on-disk format of stratifications and states (raised on any incompatible change)
@@ -177,72 +177,6 @@ class Stratification:
 # the state
 
 
-def _labels(coder: KeyCoder) -> np.ndarray:
-    return np.asarray(coder.values, dtype="float64" if coder.kind == "numeric" else object)
-
-
-def extend_coder(coder: KeyCoder, distinct, dtype, feature: str) -> KeyCoder:
-    """``coder`` with the values / levels of ``distinct`` (pass 1 over new data) added;
-    a binned feature keeps its bins."""
-    if coder.binned:
-        return coder
-    if distinct is None:
-        what = "distinct values" if coder.kind == "numeric" else "levels"
-        raise DataError(f"feature {feature!r} has too many {what} in the data to extend its stratification's "
-                        "positions; refit (a full run)")
-    return union_coder(coder, KeyCoder(coder.kind, values=np.asarray(distinct), nan_level=coder.nan_level), dtype)
-
-
-def union_coder(a: KeyCoder, b: KeyCoder, dtype) -> KeyCoder:
-    """The coder of the union of two vocabularies (binned: the same edges)."""
-    if a.binned or b.binned:
-        if not (a.binned and b.binned and np.array_equal(a.edges, b.edges)):
-            raise DataError("the two states bin a feature differently")
-        return a
-    if a.kind == "numeric":
-        va, vb = np.asarray(a.values, "float64"), np.asarray(b.values, "float64")
-        vals = va if np.array_equal(va, vb) else np.union1d(va[np.isfinite(va)], vb[np.isfinite(vb)])
-        return a if vals is va else KeyCoder("numeric", values=vals)
-    la, lb = _labels(a), _labels(b)
-    if len(la) == len(lb) and all(pd.Index(la, dtype=object) == pd.Index(lb, dtype=object)):
-        return a
-    both = pd.unique(pd.Index(np.concatenate([la, lb]), dtype=object))
-    return KeyCoder("categorical", values=category_values(np.asarray(both, dtype=object), dtype),
-                    nan_level=a.nan_level)
-
-
-def _recode(table: Table, old: KeyCoder, new: KeyCoder) -> Table:
-    """``table`` (codes of ``old``) with the codes of ``new`` (a superset vocabulary)."""
-    if old is new or old.binned:
-        return table
-    if old.kind == "numeric":
-        mapping = np.searchsorted(np.asarray(new.values, "float64"), np.asarray(old.values, "float64"))
-    else:
-        mapping = pd.Index(_labels(new), dtype=object).get_indexer(pd.Index(_labels(old), dtype=object))
-        if old.nan_level:
-            mapping = np.append(mapping, len(new.values))
-    mapping = mapping.astype(np.int64)
-    key = mapping[table.key]
-    if len(mapping) > 1 and not np.all(np.diff(mapping) > 0):  # not monotone: sort again by (leaf, key)
-        order = np.lexsort((key, table.leaf))
-        return Table(table.leaf[order], key[order], table.values[order])
-    return Table(table.leaf, key, table.values)
-
-
-def _kmap(old: KeyCoder, new: KeyCoder) -> np.ndarray | None:
-    """Old code -> new code (a superset vocabulary; increasing), None when the same."""
-    if old is new or old.binned:
-        return None
-    if old.kind == "numeric":
-        va, vb = np.asarray(old.values, "float64"), np.asarray(new.values, "float64")
-        return None if np.array_equal(va, vb) else np.searchsorted(vb, va).astype(np.int64)
-    la, lb = _labels(old), _labels(new)
-    mapping = pd.Index(lb, dtype=object).get_indexer(pd.Index(la, dtype=object)).astype(np.int64)
-    if old.nan_level:
-        mapping = np.append(mapping, len(new.values))
-    return None if np.array_equal(mapping, np.arange(len(mapping))) and old.n_keys == new.n_keys else mapping
-
-
 class Run:
     """One sorted run of a feature's (leaf, code) sums in the codes of its own ``coder``:
     in memory (``table``) or saved (``sources``: ``(directory, part)`` per file set, the
@@ -279,7 +213,7 @@ class Run:
     def views(self, coder: KeyCoder) -> list:
         """:class:`RunView` s in the codes of ``coder`` (a superset vocabulary), one per
         part (a leaf's cells are all in one part); saved arrays stay memory-mapped."""
-        mapping = _kmap(self.coder, coder)
+        mapping = code_map(self.coder, coder)
         kmap = np.arange(self.coder.n_keys, dtype=np.int64) if mapping is None else mapping
         if self._table is not None:
             t = self._table
@@ -322,10 +256,10 @@ class FeatureState:
     def table(self) -> Table:
         """The sums (the runs merged, in the codes of ``coder``)."""
         if self._table is None:
-            if len(self.runs) == 1 and _kmap(self.runs[0].coder, self.coder) is None:
+            if len(self.runs) == 1 and code_map(self.runs[0].coder, self.coder) is None:
                 self._table = self.runs[0].table()
             else:
-                self._table = reduce_tables([_recode(r.table(), r.coder, self.coder) for r in self.runs],
+                self._table = reduce_tables([recode(r.table(), r.coder, self.coder) for r in self.runs],
                                             self.coder.n_keys)
         return self._table
 
@@ -398,7 +332,7 @@ class ScanState:
         for f, a in self.features.items():
             b = other.features[f]
             coder = union_coder(a.coder, b.coder, self.dtypes.get(f))
-            tables = [_recode(a.table, a.coder, coder), _recode(b.table, b.coder, coder)]
+            tables = [recode(a.table, a.coder, coder), recode(b.table, b.coder, coder)]
             feats[f] = FeatureState(coder, reduce_tables(tables, coder.n_keys), _add_counters(a.counters, b.counters),
                                     kind=a.kind)
         ranges = [r for r in (self.y_range, other.y_range) if r is not None]
@@ -516,13 +450,13 @@ class ScanState:
             est = fs.estimator
             merged = None
             got = est.delta_finish(DeltaInputs(
-                scan, i, a.summary, counters[f], stratification.random_state, kmap=lambda: _kmap(a.coder, coder),
+                scan, i, a.summary, counters[f], stratification.random_state, kmap=lambda: code_map(a.coder, coder),
                 old_views=lambda: [v for r in a.runs for v in r.views(coder)],
-                new_table=lambda: _recode(b.table, b.coder, coder)))
+                new_table=lambda: recode(b.table, b.coder, coder)))
             if got is not None:
                 summary, result, mode = got
             else:
-                merged = FeatureState(coder, reduce_tables([_recode(r.table(), r.coder, coder) for r in runs],
+                merged = FeatureState(coder, reduce_tables([recode(r.table(), r.coder, coder) for r in runs],
                                                            coder.n_keys), counters[f], kind=a.kind)
                 one = ScanState(self.stratification_id, self.target, self.n_trials, {f: merged},
                                 shell.n_rows, y_range, shell.n_partitions, {f: self.dtypes.get(f)})
@@ -531,7 +465,7 @@ class ScanState:
                 mode = "merge"
             if compact:
                 table = merged.table if merged is not None else reduce_tables(
-                    [_recode(r.table(), r.coder, coder) for r in runs], coder.n_keys)
+                    [recode(r.table(), r.coder, coder) for r in runs], coder.n_keys)
                 runs = [Run(coder, table)]
             return (FeatureState(coder, None, counters[f], runs=runs, summary=summary, kind=a.kind), result,
                     (mode, time.perf_counter() - t0))
@@ -647,7 +581,7 @@ class ScanState:
 
 
 def _write_vocab(path: str, c: KeyCoder) -> None:
-    vocab = {"edges": np.asarray(c.edges, "float64")} if c.binned else {"values": _labels(c)}
+    vocab = {"edges": np.asarray(c.edges, "float64")} if c.binned else {"values": position_labels(c)}
     buf = io.BytesIO()
     pickle.dump(vocab, buf, protocol=4)  # labels keep their Python types (ints, strings, ...)
     with open(path, "wb") as fh:
