@@ -18,14 +18,36 @@ at the last combine of a bucket (:meth:`ModelFreeEstimator.finish_bucket`, run n
 the data) and its ``aggregate`` is a small graph it wires itself
 (:meth:`ModelFreeEstimator.wire`), because CatStratPD's aggregate is not one task (a
 chain of tasks summing its normal equations, or buckets kept on the workers for
-conjugate-gradient rounds, :meth:`ModelFreeEstimator.solve_kept`).  An
-estimator holds no data (a stateless singleton, never pickled: a scan and a state record
-its :attr:`~ModelFreeEstimator.name`), and every method receives what it works on (the scan job, the feature's
-:class:`~daskpd._strat.scan.FeatureScan`, the tables).
+conjugate-gradient rounds, :meth:`ModelFreeEstimator.solve_kept`).
+
+Design choices:
+
+* an abstract base class rather than a ``typing.Protocol``: most methods have a default
+  that is right for an estimator keeping no incremental summary (:meth:`delta_finish`
+  returns None, so the state merges and finishes in full; :meth:`comparison_positions`
+  keeps the positions), so a new estimator writes only the map, the bucket finish, the
+  wiring and the finish;
+* an estimator holds no data (as scikit-learn's estimators hold only parameters; here
+  there are none): a stateless singleton, never pickled, found by its
+  :attr:`~ModelFreeEstimator.name`, which is what a scan's
+  :class:`~daskpd._strat.scan.FeatureScan` and a saved state record.  Every method
+  receives what it works on (the scan job and the feature's index, the tables);
+* :attr:`~ModelFreeEstimator.name` (the estimator) and
+  :attr:`~ModelFreeEstimator.column_kind` (the kind of feature it reads, the positions'
+  kind) are distinct: StratPD's and CatStratPD's coincide ("numeric", "categorical"),
+  which keeps every saved state's format; another estimator of a numeric feature has
+  its own name and column kind "numeric";
+* the aggregate is a graph, not a function: the estimator wires its own tasks with the
+  job's ``node`` (as ``Job.reduce`` does) and names them by its method
+  (``node("call", index, "method", ...)``), so the engine never learns its steps;
+* left out: what the public functions do with a result on the driver (warnings,
+  importance measures, the job's curve tables): that is the result's, by its type
+  (:attr:`~ModelFreeEstimator.result_type`, :attr:`~ModelFreeEstimator.method`).
 
 Who calls what:
 
-* pass 1 and the fit (:mod:`daskpd._strat.pipeline`): :meth:`sample_values`,
+* pass 1 and the fit (:mod:`daskpd._strat.pipeline`): :attr:`column_kind` (the
+  feature kind it reads, checked against a request), :meth:`sample_values`,
   :meth:`keeps_missing` (is a sample column usable), :attr:`values_cap` (how many distinct
   values pass 1 keeps), :attr:`needs_other_columns` (a one-leaf tree makes no curve),
   :meth:`coder` (the positions);
