@@ -178,7 +178,7 @@ def _null_measures(sub: pd.DataFrame, scan, msl_for: dict, perm_seed, tree_metho
     out = np.full((len(feats), 3), np.nan)
     for i, fs in enumerate(feats):
         (pdv, cnt), = _curve_arrays(results[fs.feature], 1)
-        out[i] = curve_measures(pdv, cnt, fs.kind)
+        out[i] = curve_measures(pdv, cnt, fs.estimator.column_kind)  # a curve over numbers or over levels
     return out
 
 

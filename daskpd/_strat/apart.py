@@ -7,9 +7,11 @@ returns two states that can be finished by the scan's own kernels
 (:meth:`~daskpd._strat.state.ScanState.finish`) into two curves per feature that
 differ only by what the rows say:
 
-* **the same positions**: a numeric feature's positions are merged into at most
-  ``max_positions`` bins of about equal new-row mass (its exact values are kept when it
-  has no more), a categorical feature keeps its levels (the union of both states');
+* **the same positions**, the feature's estimator's
+  (``ModelFreeEstimator.comparison_positions``): a numeric feature's (StratPD) are merged
+  into at most ``max_positions`` bins of about equal new-row mass (its exact values are
+  kept when it has no more), a categorical feature (CatStratPD) keeps its levels (the
+  union of both states');
 * **the same cells**: both states keep only the (leaf, position) cells that both hold.
   A StratPD curve's slope in a leaf is the chord between the positions the leaf holds,
   so the curve depends on how densely the rows fill the leaves: a night's few rows
@@ -60,32 +62,6 @@ class Comparison:
 def _labels(coder: KeyCoder) -> pd.Index:
     vals = pd.Index(np.asarray(coder.values, dtype=object), dtype=object)
     return vals
-
-
-def _target(coder: KeyCoder, new_counts: np.ndarray, max_positions: int):
-    """The comparison's coder of a feature and, for the union coder ``coder``, its code
-    -> comparison code (numeric: monotone) and each code's x (exact values; None when
-    binned)."""
-    K = coder.n_keys
-    if coder.kind == "categorical":
-        return coder, np.arange(K, dtype=np.int64), None
-    xval = None if coder.binned else np.asarray(coder.values, dtype="float64")
-    if K <= max_positions:
-        return coder, np.arange(K, dtype=np.int64), xval
-    c = np.cumsum(new_counts)
-    total = c[-1] if len(c) else 0.0
-    if total <= 0:
-        cut = np.linspace(0, K, max_positions + 1).round().astype(np.int64)[1:-1]
-    else:  # boundaries at equal shares of the new rows
-        cut = np.searchsorted(c, total * np.arange(1, max_positions) / max_positions, side="left") + 1
-    cut = np.unique(np.clip(cut, 1, K - 1))
-    mapping = np.searchsorted(cut, np.arange(K), side="right").astype(np.int64)
-    if coder.binned:
-        edges = np.asarray(coder.edges, dtype="float64")
-        new_edges = np.r_[edges[0], edges[cut], edges[-1]]
-    else:
-        new_edges = np.r_[-np.inf, (xval[cut - 1] + xval[cut]) / 2, np.inf]
-    return KeyCoder("numeric", edges=new_edges), mapping, xval
 
 
 def _to_union(st: FeatureState, union: KeyCoder) -> np.ndarray:
@@ -167,7 +143,8 @@ def comparison_states(new: ScanState, stratification: Stratification, n_trials: 
         ua = _to_union(a, union)
         fine = _side(a, ua, np.arange(union.n_keys, dtype=np.int64), None, union)
         counts = np.bincount(fine.key, weights=fine.values[:, 0], minlength=union.n_keys)
-        target, mapping, xval = _target(union, counts, max_positions)
+        target, mapping, xval = stratification.scan_of(f).estimator.comparison_positions(union, counts,
+                                                                                           max_positions)
         tn = _side(a, ua, mapping, xval, target)
         tb = _side(b, _to_union(b, union), mapping, xval, target)
         K = target.n_keys
@@ -187,8 +164,8 @@ def comparison_states(new: ScanState, stratification: Stratification, n_trials: 
         new_rows = float(tn.values[:, 0].sum())
         tn = _take(tn, i_n)
         rows[f] = (float(tn.values[:, 0].sum()), new_rows, float(tb.values[:, 0].sum()), old_rows)
-        feats_new[f] = FeatureState(target, tn, a.counters)
-        feats_old[f] = FeatureState(target, tb, counters_old)
+        feats_new[f] = FeatureState(target, tn, a.counters, kind=a.kind)
+        feats_old[f] = FeatureState(target, tb, counters_old, kind=a.kind)
     n_old = base.n_rows - (new.n_rows if whole is not None else 0)
     mk = lambda s, feats, n: ScanState(s.stratification_id, s.target, int(n_trials), feats, int(n), s.y_range,  # noqa: E731
                                         s.n_partitions, dict(s.dtypes))

@@ -36,11 +36,14 @@ from .._engine.hashing import Sample, SampleJob, fold_hash, fold_of, hash_order
 from .._engine.plan import Kept, build_pass, run_pass
 from .._engine.progress import plan_stages, stage
 from .._errors import DataError
-from .categorical import category_values, effects_iterative
+from .catstratpd_estimator import CATEGORY_LEVELS_CAP
+from .estimators import estimator_named
 from .firstpass import FirstPassCache, TargetRange, cached_first_pass
 from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype, leaf_numbering, split_of
-from .state import ScanState, Stratification, attach_categorical_summaries, extend_coder, sample_id, state_from_parts
-from .trees import DEFAULT_TREE_METHOD, bin_edges, bin_sample, fit_honest, fit_tree
+from .positions import extend_coder
+from .state import ScanState, Stratification, attach_summaries, sample_id, state_from_parts
+from .stratpd_estimator import NUMERIC_VALUES_CAP
+from .trees import DEFAULT_TREE_METHOD, bin_sample, fit_honest, fit_tree
 
 __all__ = ["StratRun", "run_strat", "first_pass_inputs", "drawn_sample_size", "NUMERIC_VALUES_CAP",
            "CATEGORY_LEVELS_CAP"]
@@ -49,10 +52,7 @@ __all__ = ["StratRun", "run_strat", "first_pass_inputs", "drawn_sample_size", "N
 #: distinct sets, min/max), so the tree's shape cannot change a bit, and every partial
 #: holds up to ``sample_size`` rows, so a wide merge would be one long task at the end
 SAMPLE_FAN_IN = 8
-#: a numeric feature keeps its exact values only if it has at most this many in the data
-NUMERIC_VALUES_CAP = 1 << 16
-#: the most levels a categorical feature may have
-CATEGORY_LEVELS_CAP = 1 << 20
+# NUMERIC_VALUES_CAP (StratPD) and CATEGORY_LEVELS_CAP (CatStratPD): each estimator's values_cap
 #: a scan keeping its state holds each bucket's merged tables until the driver has them,
 #: besides what the finish makes of them: its buckets are planned for this much more memory
 KEEP_STATE_FACTOR = 2
@@ -135,13 +135,13 @@ class StratRun:
 
 
 def _solve_kept(results: dict, kept: dict, scan, progress) -> dict:
-    """Finish the categorical features whose buckets stayed on the workers: conjugate-
-    gradient rounds over their buckets, one stage per feature."""
+    """Finish the features whose buckets stayed on the workers (CatStratPD's with many
+    categories: conjugate-gradient rounds over their buckets), one stage per feature."""
     results = dict(results)
     for i, refs in kept.items():
-        f = scan.features[i].feature
-        with stage(f"solve {f}"):
-            results[f] = effects_iterative(scan.features[i], refs, results[f], scan, progress=progress)
+        fs = scan.features[i]
+        with stage(f"solve {fs.feature}"):
+            results[fs.feature] = fs.estimator.solve_kept(scan, i, refs, results[fs.feature], progress=progress)
     return results
 
 
@@ -183,16 +183,15 @@ def _check_sample(sample: pd.DataFrame, target, features, kinds, nan_as_level, s
     if not np.isfinite(y).any():
         raise DataError(f"target {target!r} has no finite values (in a sample of {len(sample):,} rows)")
     for f in features:
-        col = sample[f]
-        vals = as_float(col) if kinds[f] == "numeric" else col
-        valid = np.isfinite(vals) if kinds[f] == "numeric" else col.notna().to_numpy()
-        if not valid.any() and not (nan_as_level and kinds[f] == "categorical"):
+        est = estimator_named(kinds[f], f"feature {f!r}")
+        vals, valid = est.sample_values(sample[f])
+        if not valid.any() and not est.keeps_missing(nan_as_level):
             if f in skip:
                 skipped[f] = "empty"
                 continue
             raise DataError(f"feature {f!r} has no non-missing values (in a sample of {len(sample):,} rows)")
         nuniq = pd.Series(np.asarray(vals)[valid]).nunique()
-        if nuniq < 2 and not (nan_as_level and kinds[f] == "categorical" and not valid.all()):
+        if nuniq < 2 and not (est.keeps_missing(nan_as_level) and not valid.all()):
             if f in skip:
                 skipped[f] = "constant"
                 continue
@@ -298,32 +297,6 @@ def check_strata(features, strat_cols, request: Request, sample: pd.DataFrame, m
                         f"(daskpd.marginal(data, [{f!r}], target={request.target!r}), or min_slopes_per_x=1)")
 
 
-def _coder(f, kind, sample: Sample, max_bins, nan_as_level, dtype) -> KeyCoder:
-    distinct = sample.distinct.get(f)
-    if kind == "numeric":
-        edges = bin_edges(as_float(sample.frame[f]), max_bins) if max_bins is not None else None
-        if edges is not None:
-            return KeyCoder("numeric", edges=edges)
-        if distinct is None:
-            raise DataError(f"feature {f!r} has at most max_bins={max_bins} distinct values in the tree sample "
-                            f"but more than {NUMERIC_VALUES_CAP:,} in the data; raise sample_size or lower max_bins "
-                            "so that it is binned")
-        vals = np.asarray(distinct, dtype="float64")
-        return KeyCoder("numeric", values=vals[np.isfinite(vals)])
-    if distinct is None:
-        raise DataError(f"categorical feature {f!r} has more than {CATEGORY_LEVELS_CAP:,} distinct levels")
-    vals = category_values(distinct, dtype)
-    if dtype is not None and pd.api.types.is_float_dtype(dtype):
-        keys = np.asarray(vals, dtype="float64")
-        bad = keys[np.isfinite(keys) & (keys != np.round(keys))]
-        if len(bad):
-            raise DataError(
-                f"feature {f!r} is a float column with non-integer values (e.g. {bad[0]!r}); CatStratPD treats every "
-                "distinct value as a category. Use daskpd.stratpd for a numeric feature, or cast the column to int/"
-                "str if its values really are category codes.")
-    return KeyCoder("categorical", values=vals, nan_level=bool(nan_as_level))
-
-
 def _raw_row_bytes(fs) -> int:
     """Bytes a map ships per row of a feature it does not group (see StratScan.map)."""
     index = np.dtype(index_dtype(fs.n_leaves)).itemsize + np.dtype(index_dtype(fs.coder.n_keys)).itemsize
@@ -419,7 +392,7 @@ def first_pass_inputs(request: Request) -> tuple:
     cap on its distinct values (:func:`daskpd._strat.firstpass.cache_files` takes the
     same as :func:`run_strat`)."""
     kinds = request.kinds
-    caps = {f: CATEGORY_LEVELS_CAP if kinds[f] == "categorical" else NUMERIC_VALUES_CAP for f in request.features}
+    caps = {f: estimator_named(kinds[f], f"feature {f!r}").values_cap for f in request.features}
     return request.project(request.read_columns()), caps
 
 
@@ -536,7 +509,8 @@ def run_strat(
                             f"{_whys(skipped)}; name the features to use, or pass {KEEP_HINT} to keep the suspect "
                             "columns")
 
-    check_strata([f for f in features if kinds[f] == "numeric"], strat_cols, request, sample.frame,
+    check_strata([f for f in features if estimator_named(kinds[f]).needs_other_columns], strat_cols, request,
+                 sample.frame,
                  int((finish_options or {}).get("min_slopes_per_x", 5)),
                  {c: w for c, w in {**skipped, **skipped_strat}.items()
                   if w in SUSPECT_WHYS and c in request.stratify_on})
@@ -568,7 +542,7 @@ def run_strat(
     for i, f in enumerate(features):
         split = split_of(trees[i], honest)
         leaf_index, n_leaves = leaf_numbering(trees[i], random_state, i, split)
-        coder = _coder(f, kinds[f], sample, max_bins, nan_as_level, dtypes.get(f))
+        coder = estimator_named(kinds[f]).coder(f, sample, max_bins, nan_as_level, dtypes.get(f))
         scans.append(FeatureScan(f, kinds[f], others[f], trees[i], coder, leaf_index, n_leaves,
                                  min_samples_leaf=msl[f] if trees[i] is not None else None, split=split))
     strat = _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample, hash_cols,
@@ -590,10 +564,10 @@ def run_strat(
     state = None
     if keep_state:
         state = _kept_state(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions, parts_dir)
-    if kept:  # categorical features with many categories: CG rounds over their buckets
+    if kept:  # features whose buckets stayed on the workers (CatStratPD's, many categories): their solves
         results = _solve_kept(results, kept, scan, progress)
-    if state is not None:  # the categorical features' finish summaries
-        attach_categorical_summaries(state, strat)
+    if state is not None:  # the finish summaries the buckets did not make (CatStratPD's)
+        attach_summaries(state, strat)
     stamp_target_std(results, strat)
     timings = {"sample_s": t1 - t0, "fit_s": t2 - t1, "scan_s": time.perf_counter() - t2}
     return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
@@ -790,16 +764,16 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0,
     strat.check_request(target, features, strat_cols)
     fss = [strat.scan_of(f) for f in features]
     for fs in fss:
-        if kinds[fs.feature] != fs.kind:
-            raise DataError(f"feature {fs.feature!r} is {kinds[fs.feature]} here but {fs.kind} in stratification=")
+        if kinds[fs.feature] != fs.estimator.column_kind:
+            raise DataError(f"feature {fs.feature!r} is {kinds[fs.feature]} here but {fs.estimator.column_kind} in "
+                            "stratification=")
     # the rows' hashes are of the columns the stratification's sample hashed (when this
     # data has them all: then a row of the sample falls in the fold it was fitted in)
     hashed = list(strat.hash_columns) if set(strat.hash_columns) <= set(request.dataset.columns) else []
     columns = request.read_columns(*hashed)
     ddf = request.project(columns)
     dtypes = {f: ddf.dtypes[f] for f in features}
-    exact = {fs.feature: CATEGORY_LEVELS_CAP if fs.kind == "categorical" else NUMERIC_VALUES_CAP
-             for fs in fss if not fs.coder.binned}
+    exact = {fs.feature: fs.estimator.values_cap for fs in fss if not fs.coder.binned}
     t0 = time.perf_counter()
     plan_stages("positions", "scan and finish", *later_stages)
     with stage("positions"):
@@ -840,9 +814,9 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0,
     else:
         if kept:
             results = _solve_kept(results, kept, scan, progress)
-    if state is not None and not merge:  # the categorical features' finish summaries
+    if state is not None and not merge:  # the finish summaries the buckets did not make (CatStratPD's)
         t4 = time.perf_counter()
-        attach_categorical_summaries(state, strat)
+        attach_summaries(state, strat)
         phases["categorical_summary_s"] = time.perf_counter() - t4
     check_target_range(target, y_range, n_rows)
     stamp_target_std(results, strat)

@@ -10,15 +10,16 @@ holds the leaves ``ceil(b L / B) <= leaf < ceil((b + 1) L / B)``, so buckets are
 balanced and a bucket's tables merge (``combine``) without the others.
 
 Each merged bucket is finished next to its data, inside the combine task that merged it
-(``finish_bucket``), and ``reduce`` wires what follows:
+(``finish_bucket``), by the feature's estimator (:mod:`daskpd._strat.estimator`), and
+``reduce`` wires what follows as the estimator says (``ModelFreeEstimator.wire``):
 
-* numeric features: a bucket's leaves become slope segments, summed per position
-  (:mod:`daskpd._strat.numeric`); the small per-position arrays of the buckets are then
-  folded into the curve;
-* categorical features: each bucket is turned into its least-squares terms; a chain of
-  tasks sums the explicit system over the buckets for a feature with few categories, or
-  the buckets stay on the workers for conjugate-gradient rounds after the scan
-  (:mod:`daskpd._strat.categorical_buckets`).
+* StratPD (numeric features): a bucket's leaves become slope segments, summed per
+  position (:mod:`daskpd._strat.numeric`); the small per-position arrays of the buckets
+  are then folded into the curve;
+* CatStratPD (categorical features): each bucket is turned into its least-squares terms;
+  a chain of tasks sums the explicit system over the buckets for a feature with few
+  categories, or the buckets stay on the workers for conjugate-gradient rounds after the
+  scan (:mod:`daskpd._strat.categorical_buckets`).
 
 Both are exact and independent of the bucket count: float sums over leaves are made per
 *virtual bucket* (``N_VIRTUAL`` fixed groups of consecutive leaves; a physical bucket is
@@ -37,12 +38,8 @@ from .._engine.hashing import fold_hash, fold_of, hash_order, unit_of
 from .._engine.plan import Job, Kept
 from .._engine.rows import Rows
 from .._engine.sums import Table, reduce_tables
-from . import categorical_buckets
-from .categorical import effects_explicit, fold_for_solve
-from .categorical_buckets import prepare
-from .categorical_gram import gram_link
-from .delta import bucket_leaf_stats
-from .numeric import bucket_sums, curve_from_sums
+from .estimator import ModelFreeEstimator
+from .estimators import estimator_named
 from .runs import write_part
 from .trees import HonestTrees, leaf_nodes
 from .virtual import N_VIRTUAL, bucket_bounds
@@ -53,11 +50,6 @@ __all__ = ["FeatureScan", "StratScan", "ScanPiece", "WithState", "N_VIRTUAL", "l
 #: a map groups its rows itself when the feature's (leaf, key) grid has at most this
 #: many cells per partition row (few cells: partitions shrink a lot); else it ships rows
 MAP_GROUP_CELLS_PER_ROW = 2
-
-
-#: a chain of tasks summing a categorical feature's explicit G over the buckets sums as
-#: many statistics sets at once as this many bytes of dense G hold (at least one)
-GRAM_CHAIN_BYTES = 256 << 20
 
 def groups_at_map(fs, rows_per_partition: float) -> bool:
     """Whether a map groups a feature's rows itself: its (leaf, key) grid has at most
@@ -107,7 +99,7 @@ class FeatureScan:
     """What the scan needs for one feature."""
 
     feature: str
-    kind: str  # "numeric" | "categorical"
+    kind: str  # the estimator's name (daskpd._strat.estimators): "numeric" (StratPD) | "categorical" (CatStratPD)
     other: list  # the tree's input columns, in order
     # fitted HistTree or DecisionTreeRegressor, HonestTrees (a tree per fold), or None (one stratum)
     tree: object | None
@@ -116,6 +108,11 @@ class FeatureScan:
     n_leaves: int  # the units rows fall in: leaves x split
     min_samples_leaf: int | None = None
     split: int = 1  # each leaf's parts (by row hash): the units of the leaf bootstrap
+
+    @property
+    def estimator(self) -> ModelFreeEstimator:
+        """The model-free estimator of this feature (its ``kind``)."""
+        return estimator_named(self.kind, f"feature {self.feature!r}")
 
     @property
     def binned(self) -> bool:
@@ -248,16 +245,13 @@ class StratScan(Job):
         piece = ScanPiece({}, {})
         for fs in self.features:
             s = df[fs.feature]
-            x = as_float(s) if fs.kind == "numeric" else None
-            x_ok = np.isfinite(x) if x is not None else fs.coder.valid(s)
+            est = fs.estimator
+            x_ok, x = est.read_x(fs, s)
             ok = x_ok & y_ok
             every = bool(ok.all())
             sel = slice(None) if every else ok
             leaf = fs.leaves(X[sel], [col[c] for c in fs.other], None if h is None else h[sel])
-            if x is not None:
-                key = fs.coder.encode_float(x[sel])
-            else:
-                key = fs.coder.encode(s if every else s[ok])
+            key = est.keys(fs, s, x, ok, every)
             rows = Rows(leaf.astype(index_dtype(fs.n_leaves), copy=False), key.astype(index_dtype(fs.coder.n_keys)),
                         y[sel], x[sel] if fs.binned else None)
             piece.tables[fs.feature] = reduce_tables([rows], fs.coder.n_keys) if self._group_at_map(fs) else rows
@@ -328,9 +322,11 @@ class StratScan(Job):
 
     def finish_bucket(self, piece: ScanPiece, bucket: int) -> dict:
         """A merged bucket turned, inside its last combine, into what the finish needs:
-        ``{"numeric": {feature: BucketSums}, "categorical": {index: (bucket state,
-        summary)}}`` -- O(positions) arrays and the categorical least-squares terms."""
-        numeric, categorical, kept, stats = {}, {}, {}, {}
+        ``{"features": {index: part}}``, each feature's part made by its estimator
+        (``ModelFreeEstimator.finish_bucket``: StratPD's O(positions) arrays, CatStratPD's
+        least-squares terms); with ``keep_state`` also ``"state"``: ``(tables, counters,
+        {feature: the estimator's bucket_state})``."""
+        parts, kept, pieces = {}, {}, {}
         counters = piece.counters or {}
         for i, fs in enumerate(self.features):
             table = piece.tables[fs.feature]
@@ -341,18 +337,15 @@ class StratScan(Job):
                                     if self.state_dir else table)
                 if self.keep_state == "only":
                     continue
-            span = self.virtual_span(fs, bucket)
-            if fs.kind == "numeric":
-                if self.keep_state:  # the per-leaf counts of the state's finish summary (this bucket's leaves)
-                    stats[fs.feature] = bucket_leaf_stats(table, fs)
-                numeric[fs.feature] = bucket_sums(table, fs, self.n_sets, counters=counters.get(fs.feature),
-                                                  random_state=self.random_state,
-                                                  n_segments=self.finish_options.get("n_segments", 500), span=span)
-            else:
-                categorical[i] = prepare((table, counters.get(fs.feature)), fs, self, span=span)
-        if self.keep_state:  # with the numeric features' bucket sums: the state's finish summaries
-            return {"numeric": numeric, "categorical": categorical, "state": (kept, piece.counters, numeric, stats)}
-        return {"numeric": numeric, "categorical": categorical}
+            est = fs.estimator
+            parts[i] = est.finish_bucket(self, i, table, counters.get(fs.feature), self.virtual_span(fs, bucket))
+            if self.keep_state:  # what the state's finish summary is made of (this bucket's leaves)
+                got = est.bucket_state(self, i, table, parts[i])
+                if got is not None:
+                    pieces[fs.feature] = got
+        if self.keep_state:
+            return {"features": parts, "state": (kept, piece.counters, pieces)}
+        return {"features": parts}
 
     def virtual_span(self, fs, bucket: int) -> tuple:
         """``(lo, hi, shared_lo, shared_hi)``: the virtual buckets ``lo <= v < hi`` of the
@@ -368,34 +361,14 @@ class StratScan(Job):
     def pick_state(self, finished: dict):
         return finished["state"]
 
-    def pick_numeric(self, finished: dict, feature: str):
-        return finished["numeric"][feature]
+    def pick(self, finished: dict, index: int, k: int | None = None):
+        """Feature ``index``'s part of a finished bucket (its ``k``-th item when given)."""
+        part = finished["features"][index]
+        return part if k is None else part[k]
 
-    def pick_categorical(self, finished: dict, index: int, k: int):
-        return finished["categorical"][index][k]
-
-    def numeric_final(self, index: int, *sums):
-        return curve_from_sums(self.features[index], list(sums), self)
-
-    def fold_for_solve(self, index: int, *summaries):
-        """A CG feature's bucket summaries folded for its solve, next to them."""
-        return fold_for_solve(list(summaries), self.features[index].coder.n_keys, self.n_sets)
-
-    def gram_link(self, state, bucket, stats_set: int):
-        return gram_link(state, bucket, stats_set)
-
-    def gram_links(self, states, bucket, sets: list) -> list:
-        """:meth:`gram_link` of every set of ``sets`` (``states``: theirs so far, or None)."""
-        states = [None] * len(sets) if states is None else states
-        return [gram_link(st, bucket, s) for st, s in zip(states, sets)]
-
-    def categorical_explicit(self, index: int, n_states: int, *args):
-        return effects_explicit(self.features[index], list(args[:n_states]), list(args[n_states:]), self)
-
-    def categorical_explicit_chains(self, index: int, n_chains: int, *args):
-        """:meth:`categorical_explicit` of the states of :meth:`gram_links` chains (in set order)."""
-        states = [st for chain in args[:n_chains] for st in chain]
-        return effects_explicit(self.features[index], states, list(args[n_chains:]), self)
+    def call(self, index: int, op: str, *args):
+        """A task of feature ``index``'s estimator: its method ``op`` (``ModelFreeEstimator.wire``)."""
+        return getattr(self.features[index].estimator, op)(self, index, *args)
 
     def collect(self, *results) -> dict:
         return {fs.feature: r for fs, r in zip(self.features, results)}
@@ -407,33 +380,12 @@ class StratScan(Job):
                 else [])
         if self.keep_state == "only":
             return WithState(node("collect", key="collect"), sums)
-        numeric = [i for i, fs in enumerate(self.features) if fs.kind == "numeric"]
-        # merged[b]: bucket b as finish_bucket left it (made inside its last combine)
-        for i in numeric:
-            f = self.features[i].feature
-            picks = [node("pick_numeric", merged[b], f, key=f"numeric-{b}-f{i}") for b in range(B)]
-            results[i] = node("numeric_final", i, *picks, key=f"finish-numeric-f{i}")
+        # merged[b]: bucket b as finish_bucket left it (made inside its last combine); each
+        # feature's estimator wires its own aggregate
         for i, fs in enumerate(self.features):
-            if fs.kind != "categorical":
-                continue
-            buckets = [node("pick_categorical", merged[b], i, 0, key=f"cat-bucket-{b}-f{i}") for b in range(B)]
-            summaries = [node("pick_categorical", merged[b], i, 1, key=f"cat-summary-{b}-f{i}") for b in range(B)]
-            if fs.coder.n_keys <= categorical_buckets.EXPLICIT_MAX_KEYS:  # G summed over the buckets, solved directly
-                # one chain of tasks over the buckets sums G of several sets (each bucket
-                # travels to a chain once, not once per set), as many as GRAM_CHAIN_BYTES holds
-                per = max(1, min(self.n_sets, GRAM_CHAIN_BYTES // (8 * fs.coder.n_keys ** 2 or 1)))
-                chains = []
-                for q, first in enumerate(range(0, self.n_sets, per)):
-                    sets = list(range(first, min(self.n_sets, first + per)))
-                    state = None
-                    for b in range(B):
-                        state = node("gram_links", state, buckets[b], sets, key=f"cat-gram-{q}-{b}-f{i}")
-                    chains.append(state)
-                results[i] = node("categorical_explicit_chains", i, len(chains), *chains, *summaries,
-                                  key=f"finish-categorical-f{i}")
-            else:  # the buckets stay where they are; CG rounds follow (run_strat)
-                kept[i] = buckets
-                results[i] = node("fold_for_solve", i, *summaries, key=f"cat-summaries-f{i}")
+            results[i], refs = fs.estimator.wire(self, i, [merged[b] for b in range(B)], node)
+            if refs is not None:  # its buckets stay where they are; its estimator's solve_kept follows (run_strat)
+                kept[i] = refs
         out = node("collect", *[results[i] for i in range(len(self.features))], key="collect")
         out = Kept(out, kept) if kept else out
         return WithState(out, sums) if self.keep_state else out

@@ -42,18 +42,15 @@ from .._data.encode import KeyCoder
 from .._engine.sums import Table, reduce_tables
 from .._errors import DataError
 from ..results.base import atomic_path, dump_json
-from .catdelta import CatSummary, apply_cat_delta, cat_summary, effects_of_summary
-from .catruns import effects_of_runs, runs_block
-from .categorical import category_values, effects_iterative, result_of_effects
-from .categorical_buckets import EXPLICIT_MAX_KEYS
-from .delta import NumericSummary, RunView, apply_delta, gather_leaf_stats, numeric_summary, summary_bucket, \
-    summary_from_buckets
-from .numeric import bin_anchors
+from .delta import RunView
+from .estimator import DeltaInputs
+from .estimators import estimator_named
+from .positions import code_map, position_labels, recode, union_coder
 from .runs import PARTS, read_table, write_part
 from .scan import FeatureScan, ScanPiece, StratScan
 
-__all__ = ["Stratification", "ScanState", "FeatureState", "FORMAT_VERSION", "extend_coder", "state_from_parts",
-           "sample_id", "attach_categorical_summaries"]
+__all__ = ["Stratification", "ScanState", "FeatureState", "FORMAT_VERSION", "state_from_parts",
+           "sample_id", "attach_summaries"]
 
 #: the on-disk format of stratifications and states (raised on any incompatible change)
 FORMAT_VERSION = 4
@@ -63,9 +60,6 @@ MERGE_THREADS = 2
 #: count, or when the appended runs' cells exceed this share of the first run's
 MAX_RUNS = 8
 COMPACT_SHARE = 0.5
-#: a categorical feature's finish summary keeps its explicit G (one dense K x K array per
-#: statistics set) only up to this many bytes; above, it is merged and finished in full
-CAT_GRAM_MAX_BYTES = 1 << 28
 _STRAT_MAGIC = "daskpd-stratification"
 _STATE_MAGIC = "daskpd-scan-state"
 
@@ -183,72 +177,6 @@ class Stratification:
 # the state
 
 
-def _labels(coder: KeyCoder) -> np.ndarray:
-    return np.asarray(coder.values, dtype="float64" if coder.kind == "numeric" else object)
-
-
-def extend_coder(coder: KeyCoder, distinct, dtype, feature: str) -> KeyCoder:
-    """``coder`` with the values / levels of ``distinct`` (pass 1 over new data) added;
-    a binned feature keeps its bins."""
-    if coder.binned:
-        return coder
-    if distinct is None:
-        what = "distinct values" if coder.kind == "numeric" else "levels"
-        raise DataError(f"feature {feature!r} has too many {what} in the data to extend its stratification's "
-                        "positions; refit (a full run)")
-    return union_coder(coder, KeyCoder(coder.kind, values=np.asarray(distinct), nan_level=coder.nan_level), dtype)
-
-
-def union_coder(a: KeyCoder, b: KeyCoder, dtype) -> KeyCoder:
-    """The coder of the union of two vocabularies (binned: the same edges)."""
-    if a.binned or b.binned:
-        if not (a.binned and b.binned and np.array_equal(a.edges, b.edges)):
-            raise DataError("the two states bin a feature differently")
-        return a
-    if a.kind == "numeric":
-        va, vb = np.asarray(a.values, "float64"), np.asarray(b.values, "float64")
-        vals = va if np.array_equal(va, vb) else np.union1d(va[np.isfinite(va)], vb[np.isfinite(vb)])
-        return a if vals is va else KeyCoder("numeric", values=vals)
-    la, lb = _labels(a), _labels(b)
-    if len(la) == len(lb) and all(pd.Index(la, dtype=object) == pd.Index(lb, dtype=object)):
-        return a
-    both = pd.unique(pd.Index(np.concatenate([la, lb]), dtype=object))
-    return KeyCoder("categorical", values=category_values(np.asarray(both, dtype=object), dtype),
-                    nan_level=a.nan_level)
-
-
-def _recode(table: Table, old: KeyCoder, new: KeyCoder) -> Table:
-    """``table`` (codes of ``old``) with the codes of ``new`` (a superset vocabulary)."""
-    if old is new or old.binned:
-        return table
-    if old.kind == "numeric":
-        mapping = np.searchsorted(np.asarray(new.values, "float64"), np.asarray(old.values, "float64"))
-    else:
-        mapping = pd.Index(_labels(new), dtype=object).get_indexer(pd.Index(_labels(old), dtype=object))
-        if old.nan_level:
-            mapping = np.append(mapping, len(new.values))
-    mapping = mapping.astype(np.int64)
-    key = mapping[table.key]
-    if len(mapping) > 1 and not np.all(np.diff(mapping) > 0):  # not monotone: sort again by (leaf, key)
-        order = np.lexsort((key, table.leaf))
-        return Table(table.leaf[order], key[order], table.values[order])
-    return Table(table.leaf, key, table.values)
-
-
-def _kmap(old: KeyCoder, new: KeyCoder) -> np.ndarray | None:
-    """Old code -> new code (a superset vocabulary; increasing), None when the same."""
-    if old is new or old.binned:
-        return None
-    if old.kind == "numeric":
-        va, vb = np.asarray(old.values, "float64"), np.asarray(new.values, "float64")
-        return None if np.array_equal(va, vb) else np.searchsorted(vb, va).astype(np.int64)
-    la, lb = _labels(old), _labels(new)
-    mapping = pd.Index(lb, dtype=object).get_indexer(pd.Index(la, dtype=object)).astype(np.int64)
-    if old.nan_level:
-        mapping = np.append(mapping, len(new.values))
-    return None if np.array_equal(mapping, np.arange(len(mapping))) and old.n_keys == new.n_keys else mapping
-
-
 class Run:
     """One sorted run of a feature's (leaf, code) sums in the codes of its own ``coder``:
     in memory (``table``) or saved (``sources``: ``(directory, part)`` per file set, the
@@ -285,7 +213,7 @@ class Run:
     def views(self, coder: KeyCoder) -> list:
         """:class:`RunView` s in the codes of ``coder`` (a superset vocabulary), one per
         part (a leaf's cells are all in one part); saved arrays stay memory-mapped."""
-        mapping = _kmap(self.coder, coder)
+        mapping = code_map(self.coder, coder)
         kmap = np.arange(self.coder.n_keys, dtype=np.int64) if mapping is None else mapping
         if self._table is not None:
             t = self._table
@@ -309,13 +237,16 @@ def _part_view(d: str, p: dict, kmap) -> RunView:
 class FeatureState:
     """One feature's merged sums: the vocabulary of positions seen (``coder``), the
     counters (rows read, missing x, bad y), the sums as sorted runs (``runs``: one after
-    a full scan, one more per incremental run until compacted; ``table`` merges them)
-    and the finish summary (:class:`NumericSummary` for a numeric feature,
-    :class:`~daskpd._strat.catdelta.CatSummary` for a categorical one)."""
+    a full scan, one more per incremental run until compacted; ``table`` merges them),
+    the finish summary its estimator keeps (:class:`~daskpd._strat.delta.NumericSummary`
+    for StratPD, :class:`~daskpd._strat.catdelta.CatSummary` for CatStratPD, or None) and
+    ``kind``, the estimator's name (:mod:`daskpd._strat.estimators`; by default the
+    positions' kind, which is StratPD's and CatStratPD's name)."""
 
     def __init__(self, coder: KeyCoder, table: Table | None = None, counters=(0, 0, 0), *, runs=None,
-                 summary: NumericSummary | CatSummary | None = None):
+                 summary=None, kind: str | None = None):
         self.coder = coder
+        self.kind = coder.kind if kind is None else kind
         self.counters = tuple(counters)
         self.runs = list(runs) if runs is not None else [Run(coder, table)]
         self.summary = summary
@@ -325,10 +256,10 @@ class FeatureState:
     def table(self) -> Table:
         """The sums (the runs merged, in the codes of ``coder``)."""
         if self._table is None:
-            if len(self.runs) == 1 and _kmap(self.runs[0].coder, self.coder) is None:
+            if len(self.runs) == 1 and code_map(self.runs[0].coder, self.coder) is None:
                 self._table = self.runs[0].table()
             else:
-                self._table = reduce_tables([_recode(r.table(), r.coder, self.coder) for r in self.runs],
+                self._table = reduce_tables([recode(r.table(), r.coder, self.coder) for r in self.runs],
                                             self.coder.n_keys)
         return self._table
 
@@ -341,6 +272,10 @@ class FeatureState:
     @property
     def n_cells(self) -> int:
         return int(sum(r.n_cells for r in self.runs))
+
+    @property
+    def estimator(self):
+        return estimator_named(self.kind)
 
 
 def _check_mergeable(self, other) -> None:
@@ -397,8 +332,9 @@ class ScanState:
         for f, a in self.features.items():
             b = other.features[f]
             coder = union_coder(a.coder, b.coder, self.dtypes.get(f))
-            tables = [_recode(a.table, a.coder, coder), _recode(b.table, b.coder, coder)]
-            feats[f] = FeatureState(coder, reduce_tables(tables, coder.n_keys), _add_counters(a.counters, b.counters))
+            tables = [recode(a.table, a.coder, coder), recode(b.table, b.coder, coder)]
+            feats[f] = FeatureState(coder, reduce_tables(tables, coder.n_keys), _add_counters(a.counters, b.counters),
+                                    kind=a.kind)
         ranges = [r for r in (self.y_range, other.y_range) if r is not None]
         y_range = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
         return ScanState(self.stratification_id, self.target, self.n_trials, feats,
@@ -434,19 +370,8 @@ class ScanState:
         counters = {f: st.counters for f, st in self.features.items()}
         piece = ScanPiece({f: st.table for f, st in self.features.items()}, counters, 1)
         finished = scan.finish_bucket(piece, 0)
-        out = {}
-        for i, fs in enumerate(scan.features):
-            if fs.kind == "numeric":
-                out[fs.feature] = scan.numeric_final(i, finished["numeric"][fs.feature])
-                continue
-            bucket, summary = finished["categorical"][i]
-            if fs.coder.n_keys <= EXPLICIT_MAX_KEYS:
-                states = [scan.gram_link(None, bucket, s) for s in range(scan.n_sets)]
-                out[fs.feature] = scan.categorical_explicit(i, len(states), *states, summary)
-            else:  # conjugate gradients where the sums are: here (sending the whole merged
-                # bucket to one worker can exceed that worker's memory; the rounds are sequential)
-                out[fs.feature] = effects_iterative(fs, [bucket], [summary], scan, local=True)
-        return out
+        return {fs.feature: fs.estimator.finish_state(scan, i, finished["features"][i])
+                for i, fs in enumerate(scan.features)}
 
     def subset(self, features) -> "ScanState":
         """The state of some of its features (the same rows and trials)."""
@@ -463,8 +388,8 @@ class ScanState:
         the same bits as merging and finishing all at once."""
         from concurrent.futures import ThreadPoolExecutor
 
-        # the categorical features first: the longest (their solve may run on the cluster)
-        order = sorted(self.features, key=lambda f: stratification.scan_of(f).kind != "categorical")
+        # the estimators that finish first (CatStratPD's: the longest, its solve may run on the cluster)
+        order = sorted(self.features, key=lambda f: not stratification.scan_of(f).estimator.finish_first)
         one = {f: (self.subset([f]), other.subset([f])) for f in order}
         def work(ab):
             return _merge_finish(*ab, stratification, finish_options)
@@ -505,7 +430,8 @@ class ScanState:
         ranges = [r for r in (self.y_range, other.y_range) if r is not None]
         y_range = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
         shell = ScanState(self.stratification_id, self.target, self.n_trials,
-                          {f: FeatureState(coders[f], Table.empty(0), counters[f]) for f in self.features},
+                          {f: FeatureState(coders[f], Table.empty(0), counters[f], kind=a.kind)
+                           for f, a in self.features.items()},
                           self.n_rows + other.n_rows, y_range, self.n_partitions + other.n_partitions,
                           dict(self.dtypes))
         scan = shell.scan_job(stratification, opts)
@@ -521,52 +447,31 @@ class ScanState:
             runs = [*a.runs, new_run]
             base = runs[0].n_cells
             compact = len(runs) > MAX_RUNS or sum(r.n_cells for r in runs[1:]) > COMPACT_SHARE * max(base, 1)
+            est = fs.estimator
             merged = None
-            summary = a.summary
-            if fs.kind == "categorical" and isinstance(summary, CatSummary) and summary.n_sets == n_sets and \
-                    _explicit_summary(coder.n_keys, n_sets):
-                summary = summary.recode(_kmap(a.coder, coder), coder.n_keys)
-                summary = apply_cat_delta(summary, [v for r in a.runs for v in r.views(coder)],
-                                          _recode(b.table, b.coder, coder), f, stratification.random_state)
-                result = result_of_effects(fs, scan, effects_of_summary(summary, counters[f]), counters[f])
-                mode = "delta"
-            elif fs.kind == "categorical" and not _explicit_summary(coder.n_keys, n_sets):
-                # too many categories for kept normal equations: conjugate gradients over the runs, unmerged
-                block = runs_block([v for r in a.runs for v in r.views(coder)], _recode(b.table, b.coder, coder),
-                                   coder.n_keys, n_sets, f, stratification.random_state)
-                result = result_of_effects(fs, scan, effects_of_runs(block), counters[f])
-                summary, mode = None, "runs"
-            elif fs.kind == "numeric" and isinstance(summary, NumericSummary) and summary.n_sets == n_sets and \
-                    summary.n_segments == k and summary.random_state == stratification.random_state and \
-                    (summary.units is not None or n_sets == 1) and \
-                    (summary.wadd is not None) == (bin_anchors(coder) is not None):
-                # (a summary kept without the band's terms, or without a binned feature's slope weights: merged)
-                summary = summary.recode(_kmap(a.coder, coder), coder.n_keys)
-                summary = apply_delta(summary, [v for r in a.runs for v in r.views(coder)], _recode(b.table, b.coder, coder), fs,
-                                      n_sets)
-                result = scan.numeric_final(i, summary_bucket(summary, counters[f], f))
-                mode = "delta"
+            got = est.delta_finish(DeltaInputs(
+                scan, i, a.summary, counters[f], stratification.random_state, kmap=lambda: code_map(a.coder, coder),
+                old_views=lambda: [v for r in a.runs for v in r.views(coder)],
+                new_table=lambda: recode(b.table, b.coder, coder)))
+            if got is not None:
+                summary, result, mode = got
             else:
-                merged = FeatureState(coder, reduce_tables([_recode(r.table(), r.coder, coder) for r in runs],
-                                                           coder.n_keys), counters[f])
+                merged = FeatureState(coder, reduce_tables([recode(r.table(), r.coder, coder) for r in runs],
+                                                           coder.n_keys), counters[f], kind=a.kind)
                 one = ScanState(self.stratification_id, self.target, self.n_trials, {f: merged},
                                 shell.n_rows, y_range, shell.n_partitions, {f: self.dtypes.get(f)})
                 result = one.finish(stratification, opts)[f]
-                if fs.kind == "numeric":
-                    summary = numeric_summary(merged.table, fs, n_sets, stratification.random_state, k)
-                else:  # the next run updates it (None: too many categories for explicit normal equations)
-                    summary = (cat_summary(merged.table, coder.n_keys, n_sets, f, stratification.random_state)
-                               if _explicit_summary(coder.n_keys, n_sets) else None)
+                summary = est.merged_summary(fs, merged.table, n_sets, stratification.random_state, k)
                 mode = "merge"
             if compact:
                 table = merged.table if merged is not None else reduce_tables(
-                    [_recode(r.table(), r.coder, coder) for r in runs], coder.n_keys)
+                    [recode(r.table(), r.coder, coder) for r in runs], coder.n_keys)
                 runs = [Run(coder, table)]
-            return (FeatureState(coder, None, counters[f], runs=runs, summary=summary), result,
+            return (FeatureState(coder, None, counters[f], runs=runs, summary=summary, kind=a.kind), result,
                     (mode, time.perf_counter() - t0))
 
-        # the categorical features first: the longest
-        order = sorted(range(len(scan.features)), key=lambda i: scan.features[i].kind != "categorical")
+        # the estimators that finish first (CatStratPD's: the longest)
+        order = sorted(range(len(scan.features)), key=lambda i: not scan.features[i].estimator.finish_first)
         if MERGE_THREADS > 1:
             with ThreadPoolExecutor(MERGE_THREADS) as pool:
                 done = dict(zip(order, pool.map(work, order)))
@@ -618,7 +523,10 @@ class ScanState:
                 if st.summary is not None:
                     with open(os.path.join(tmp, f"feature-{i}.summary.npz"), "wb") as fh:
                         np.savez(fh, **st.summary.arrays())
-                meta["features"].append({"feature": f, "kind": c.kind, "binned": c.binned, "nan_level": c.nan_level,
+                # "kind": the estimator's name ("positions": the coder's kind, when another)
+                meta["features"].append({"feature": f, "kind": st.kind, **({} if c.kind == st.kind else
+                                                                           {"positions": c.kind}),
+                                         "binned": c.binned, "nan_level": c.nan_level,
                                          "counters": list(st.counters), "n_cells": st.n_cells, "runs": runs,
                                          "summary": st.summary is not None,
                                          "dtype": None if self.dtypes.get(f) is None else str(self.dtypes.get(f))})
@@ -656,6 +564,7 @@ class ScanState:
             dtypes = pickle.load(fh)
         feats = {}
         for i, fm in enumerate(meta["features"]):
+            est = estimator_named(fm.get("kind"), f"scan state {path!r}, feature {fm.get('feature')!r}")
             coder = _read_vocab(os.path.join(path, f"feature-{i}.vocab.pkl"), fm)
             runs = [Run(_read_vocab(os.path.join(path, f"{r['name']}.vocab.pkl"), fm), None,
                         [(path, p) for p in r["parts"]]) for r in fm["runs"]]
@@ -663,17 +572,16 @@ class ScanState:
             if fm.get("summary"):
                 with np.load(os.path.join(path, f"feature-{i}.summary.npz"), allow_pickle=False) as z:
                     arrays = {k: z[k] for k in z.files}
-                summary = (CatSummary.from_arrays(arrays) if "cat_vectors" in arrays else
-                           NumericSummary.from_arrays(arrays))
+                summary = est.load_summary(arrays)
             feats[fm["feature"]] = FeatureState(coder, None, tuple(int(c) for c in fm["counters"]), runs=runs,
-                                                summary=summary)
+                                                summary=summary, kind=est.name)
         y_range = None if meta["y_range"] is None else tuple(meta["y_range"])
         return cls(meta["stratification_id"], meta["target"], int(meta["n_trials"]), feats,
                    int(meta["n_rows"]), y_range, int(meta.get("n_partitions", 0)), dtypes)
 
 
 def _write_vocab(path: str, c: KeyCoder) -> None:
-    vocab = {"edges": np.asarray(c.edges, "float64")} if c.binned else {"values": _labels(c)}
+    vocab = {"edges": np.asarray(c.edges, "float64")} if c.binned else {"values": position_labels(c)}
     buf = io.BytesIO()
     pickle.dump(vocab, buf, protocol=4)  # labels keep their Python types (ints, strings, ...)
     with open(path, "wb") as fh:
@@ -683,8 +591,9 @@ def _write_vocab(path: str, c: KeyCoder) -> None:
 def _read_vocab(path: str, fm: dict) -> KeyCoder:
     with open(path, "rb") as fh:
         vocab = pickle.load(fh)
-    return (KeyCoder(fm["kind"], edges=vocab["edges"]) if fm["binned"] else
-            KeyCoder(fm["kind"], values=vocab["values"], nan_level=fm["nan_level"]))
+    kind = fm.get("positions", fm["kind"])
+    return (KeyCoder(kind, edges=vocab["edges"]) if fm["binned"] else
+            KeyCoder(kind, values=vocab["values"], nan_level=fm["nan_level"]))
 
 
 def _link_run(d: str, old: str, directory: str, name: str) -> bool:
@@ -702,11 +611,6 @@ def _link_run(d: str, old: str, directory: str, name: str) -> bool:
     return True
 
 
-def _explicit_summary(K: int, n_sets: int) -> bool:
-    """Whether a categorical feature's summary keeps its explicit G."""
-    return K <= EXPLICIT_MAX_KEYS and 8 * n_sets * K * K <= CAT_GRAM_MAX_BYTES
-
-
 def _table_of_runs(st: FeatureState, n_values: int) -> Table:
     """A feature's sums without keeping them on the state (its runs read, not cached)."""
     if len(st.runs) != 1:
@@ -719,16 +623,15 @@ def _table_of_runs(st: FeatureState, n_values: int) -> Table:
                  np.concatenate([np.column_stack([v.column(j) for j in range(n_values)]) for v in views]))
 
 
-def attach_categorical_summaries(state: ScanState, stratification: Stratification) -> None:
-    """Give each categorical feature of a kept state (a full scan's) whose explicit
-    normal equations fit (:func:`_explicit_summary`) its finish summary, from its sums,
-    in place."""
+def attach_summaries(state: ScanState, stratification: Stratification) -> None:
+    """Give each feature of a kept state (a full scan's) the finish summary its estimator
+    keeps when the buckets made none (``ModelFreeEstimator.attach_summary``: CatStratPD's
+    explicit normal equations, when they fit), from its sums, in place."""
     n_sets = state.n_sets
     for f, st in state.features.items():
         fs = stratification.scan_of(f)
-        if fs.kind == "categorical" and st.summary is None and _explicit_summary(st.coder.n_keys, n_sets):
-            st.summary = cat_summary(_table_of_runs(st, fs.stats_per_set), st.coder.n_keys, n_sets, f,
-                                     stratification.random_state)
+        st.summary = fs.estimator.attach_summary(fs, st, n_sets, stratification.random_state,
+                                                 lambda st=st, fs=fs: _table_of_runs(st, fs.stats_per_set))
 
 
 def _merge_finish(a: ScanState, b: ScanState, stratification: Stratification, finish_options) -> tuple:
@@ -739,18 +642,17 @@ def _merge_finish(a: ScanState, b: ScanState, stratification: Stratification, fi
 def state_from_parts(parts: list, scan: StratScan, stratification_id: str, n_rows: int, y_range,
                      n_partitions: int) -> ScanState:
     """The state of a scan from its buckets' merged tables (``parts``: per bucket, in
-    bucket order, ``(tables, counters or None[, numeric bucket sums, leaf stats])``; a
+    bucket order, ``(tables, counters or None[, {feature: the estimator's bucket_state}])``; a
     bucket holds a run of leaves, so their tables concatenate in (leaf, key) order).  A
     bucket that wrote its tables itself (``scan.state_dir``) gives their descriptions:
     the feature's run is then those files, in bucket order, read memory-mapped.  With
-    the buckets' :class:`BucketSums` (a scan that also finished), each numeric feature
-    keeps its finish summary (:func:`daskpd._strat.delta.summary_from_buckets`)."""
+    the buckets' states (a scan that also finished), a feature keeps the finish summary
+    its estimator makes of them (``ModelFreeEstimator.summary_from_buckets``: StratPD's,
+    :func:`daskpd._strat.delta.summary_from_buckets`)."""
     counters = next((p[1] for p in parts if p[1] is not None), {}) or {}
-    numeric = [p[2] if len(p) > 2 else None for p in parts]
-    stats = [p[3] if len(p) > 3 else None for p in parts]
-    k = int(scan.finish_options.get("n_segments", 500))
+    pieces = [p[2] if len(p) > 2 else {} for p in parts]
     feats = {}
-    for fs in scan.features:  # each feature's tables are let go once concatenated (peak: the state + one)
+    for i, fs in enumerate(scan.features):  # each feature's tables are let go once concatenated (peak: the state + one)
         got = [p[0].pop(fs.feature) for p in parts]
         m = fs.stats_per_set
         if got and isinstance(got[0], dict):  # written by the buckets
@@ -762,14 +664,9 @@ def state_from_parts(parts: list, scan: StratScan, stratification_id: str, n_row
                                       np.concatenate([t.key for t in tabs]).astype(np.int64),
                                       np.concatenate([t.values for t in tabs], axis=0)) if tabs else Table.empty(m))
         del got
-        summary = None
-        if fs.kind == "numeric" and all(nb is not None and fs.feature in nb for nb in numeric) and \
-                all(st is not None and fs.feature in st for st in stats):
-            summary = summary_from_buckets([nb[fs.feature] for nb in numeric],
-                                           gather_leaf_stats([st[fs.feature] for st in stats], fs.n_leaves), fs,
-                                           scan.n_sets, scan.random_state, k)
+        summary = fs.estimator.summary_from_buckets(scan, i, [p.get(fs.feature) for p in pieces])
         feats[fs.feature] = FeatureState(fs.coder, None, tuple(counters.get(fs.feature, (0, 0, 0))), runs=[run],
-                                         summary=summary)
+                                         summary=summary, kind=fs.kind)
     dtypes = dict(scan.finish_options.get("dtypes") or {})
     return ScanState(stratification_id, scan.target, scan.n_trials, feats, int(n_rows),
                      y_range, int(n_partitions), dtypes)

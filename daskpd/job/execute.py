@@ -12,6 +12,7 @@ import time
 import warnings
 
 from .._errors import DataError
+from .._strat.estimators import estimator_named, estimator_of_method, method_of
 from .inputs import log_line
 from .spec import JobSpec
 
@@ -45,19 +46,16 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
     from .._importance import strat_curves_and_importances
 
     want = spec.model_free
-    numeric = [f for f in feats if f not in cats]
     p_num = spec.params.get("stratpd") or method_defaults("stratpd")
     p_cat = spec.params.get("catstratpd") or method_defaults("catstratpd")
     p_imp = spec.params.get("importances") or method_defaults("importances")
     # the features whose curves are wanted (importances need them all)
     if "importances" in want:
         curve_feats = list(feats)
-    else:
-        curve_feats = ([f for f in numeric] if "stratpd" in want else []) + \
-                      ([f for f in cats] if "catstratpd" in want else [])
-        curve_feats = [f for f in feats if f in curve_feats]
+    else:  # the features whose kind's estimator (StratPD: numeric, CatStratPD: categorical) is wanted
+        curve_feats = [f for f in feats if estimator_named("categorical" if f in cats else "numeric").method in want]
     if not curve_feats:
-        kinds = "numeric" if "stratpd" in want else "categorical"
+        kinds = " or ".join(estimator_of_method(m).name for m in want if m != "importances")
         raise DataError(f"methods {', '.join(want)}: none of the features is {kinds} "
                         f"(features: {', '.join(feats)}; categorical: {', '.join(cats) or 'none'})")
     columns = dict(target=spec.target,
@@ -119,7 +117,7 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         if f not in out.curves:
             continue
         r = out.curves[f]
-        method = "catstratpd" if r.kind == "categorical" else "stratpd"
+        method = method_of(r)
         if method in want:
             res.curves[(method, f)] = r
     if "importances" in want:

@@ -14,6 +14,7 @@ import daskpd
 from daskpd import ScanState
 from daskpd._engine.sums import Table
 from daskpd._strat import categorical_buckets as buckets_mod
+from daskpd._strat import catstratpd_estimator as cat_estimator_mod
 from daskpd._strat import state as state_mod
 from daskpd._strat.catruns import effects_of_runs, runs_block
 from daskpd._strat.categorical_solve import solve_table
@@ -134,7 +135,7 @@ def test_a_full_run_keeps_the_summaries_and_the_next_run_is_a_delta(data, strat,
 def test_many_categories_are_solved_over_the_runs_unmerged(data, strat, n_trials, tmp_path, monkeypatch):
     # above EXPLICIT_MAX_KEYS categories no normal equations are kept: conjugate gradients
     # whose products run over the kept runs (memory-mapped) and the new one, unmerged
-    monkeypatch.setattr(state_mod, "EXPLICIT_MAX_KEYS", 3)
+    monkeypatch.setattr(cat_estimator_mod, "EXPLICIT_MAX_KEYS", 3)
     monkeypatch.setattr(state_mod, "COMPACT_SHARE", 10.0)
     a, b1, b2 = data
     kw = {"n_trials": n_trials} if n_trials > 1 else {}

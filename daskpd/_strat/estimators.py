@@ -1,0 +1,48 @@
+"""The registry of model-free estimators (:class:`~daskpd._strat.estimator.ModelFreeEstimator`):
+the kind name a feature's scan and a saved state record -> the estimator.
+
+The names are the on-disk ones ("numeric" for StratPD, "categorical" for CatStratPD),
+so stratifications and states written before the protocol load unchanged.  A new
+estimator is its own module and one line here.
+"""
+from __future__ import annotations
+
+from .._errors import DataError
+from .catstratpd_estimator import CatStratPDEstimator
+from .estimator import ModelFreeEstimator
+from .marginal_estimator import MarginalMeanEstimator
+from .stratpd_estimator import StratPDEstimator
+
+__all__ = ["ESTIMATORS", "estimator_named", "estimator_of_method", "method_of"]
+
+#: kind name -> estimator (one instance each: they hold no data)
+ESTIMATORS: dict[str, ModelFreeEstimator] = {e.name: e for e in (StratPDEstimator(), CatStratPDEstimator(),
+                                                                   MarginalMeanEstimator())}
+
+
+def estimator_named(kind: str, where: str = "") -> ModelFreeEstimator:
+    """The estimator of a kind name; a DataError naming the kind (and ``where`` it was
+    read, e.g. a state's path and feature) when no estimator has that name."""
+    try:
+        return ESTIMATORS[kind]
+    except (KeyError, TypeError):
+        at = f" ({where})" if where else ""
+        raise DataError(f"unknown model-free estimator kind {kind!r}{at}; this daskpd knows "
+                        f"{', '.join(map(repr, ESTIMATORS))}") from None
+
+
+def estimator_of_method(method: str) -> ModelFreeEstimator:
+    """The estimator of a public method name ("stratpd", "catstratpd")."""
+    for e in ESTIMATORS.values():
+        if e.method == method:
+            return e
+    raise DataError(f"unknown model-free method {method!r}; this daskpd knows "
+                    f"{', '.join(repr(e.method) for e in ESTIMATORS.values())}")
+
+
+def method_of(result) -> str:
+    """The public method name of a model-free result (the estimator whose result type it is)."""
+    for e in ESTIMATORS.values():
+        if isinstance(result, e.result_type):
+            return e.method
+    raise TypeError(f"{type(result).__name__} is not the result of a model-free estimator")

@@ -1,0 +1,144 @@
+"""StratPD as a :class:`~daskpd._strat.estimator.ModelFreeEstimator`: a numeric
+feature's curve from the slopes between the positions each leaf holds.
+
+The kernels are those of :mod:`daskpd._strat.numeric` (a bucket's slope segments summed
+per position, :func:`~daskpd._strat.numeric.bucket_sums`; the buckets folded and
+integrated, :func:`~daskpd._strat.numeric.curve_from_sums`) and :mod:`daskpd._strat.delta`
+(the finish summary an incremental run updates); this module only says which one runs
+where.  Its aggregate is one task per feature over the buckets' small per-position
+arrays.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._data.encode import KeyCoder, as_float
+from .._errors import DataError
+from ..results.curves import StratPDResult
+from .delta import NumericSummary, apply_delta, bucket_leaf_stats, gather_leaf_stats, numeric_summary, \
+    summary_bucket, summary_from_buckets
+from .estimator import DeltaInputs, ModelFreeEstimator
+from .numeric import bin_anchors, bucket_sums, curve_from_sums
+from .trees import bin_edges
+
+__all__ = ["StratPDEstimator", "NUMERIC_VALUES_CAP", "equal_mass_positions"]
+
+#: a numeric feature keeps its exact values only if it has at most this many in the data
+NUMERIC_VALUES_CAP = 1 << 16
+
+
+def equal_mass_positions(coder: KeyCoder, new_counts: np.ndarray, max_positions: int):
+    """``(coder, mapping, xval)``: a numeric feature's positions merged into at most
+    ``max_positions`` bins of about equal new-row mass (its exact values kept when it
+    has no more), each code's bin (monotone) and each code's x (exact values; None
+    when binned)."""
+    K = coder.n_keys
+    xval = None if coder.binned else np.asarray(coder.values, dtype="float64")
+    if K <= max_positions:
+        return coder, np.arange(K, dtype=np.int64), xval
+    c = np.cumsum(new_counts)
+    total = c[-1] if len(c) else 0.0
+    if total <= 0:
+        cut = np.linspace(0, K, max_positions + 1).round().astype(np.int64)[1:-1]
+    else:  # boundaries at equal shares of the new rows
+        cut = np.searchsorted(c, total * np.arange(1, max_positions) / max_positions, side="left") + 1
+    cut = np.unique(np.clip(cut, 1, K - 1))
+    mapping = np.searchsorted(cut, np.arange(K), side="right").astype(np.int64)
+    if coder.binned:
+        edges = np.asarray(coder.edges, dtype="float64")
+        new_edges = np.r_[edges[0], edges[cut], edges[-1]]
+    else:
+        new_edges = np.r_[-np.inf, (xval[cut - 1] + xval[cut]) / 2, np.inf]
+    return KeyCoder("numeric", edges=new_edges), mapping, xval
+
+
+class StratPDEstimator(ModelFreeEstimator):
+    """StratPD (see the module docstring)."""
+
+    name = "numeric"
+    column_kind = "numeric"
+    method = "stratpd"
+    result_type = StratPDResult
+    values_cap = NUMERIC_VALUES_CAP
+    needs_other_columns = True
+
+    # -- pass 1 -----------------------------------------------------------------------
+
+    def sample_values(self, col):
+        vals = as_float(col)
+        return vals, np.isfinite(vals)
+
+    def coder(self, feature, sample, max_bins, nan_as_level, dtype) -> KeyCoder:
+        distinct = sample.distinct.get(feature)
+        edges = bin_edges(as_float(sample.frame[feature]), max_bins) if max_bins is not None else None
+        if edges is not None:
+            return KeyCoder("numeric", edges=edges)
+        if distinct is None:
+            raise DataError(f"feature {feature!r} has at most max_bins={max_bins} distinct values in the tree "
+                            f"sample but more than {NUMERIC_VALUES_CAP:,} in the data; raise sample_size or lower "
+                            "max_bins so that it is binned")
+        vals = np.asarray(distinct, dtype="float64")
+        return KeyCoder("numeric", values=vals[np.isfinite(vals)])
+
+    # -- the map ------------------------------------------------------------------------
+
+    def read_x(self, fs, s):
+        x = as_float(s)
+        return np.isfinite(x), x
+
+    def keys(self, fs, s, x, ok, every):
+        return fs.coder.encode_float(x if every else x[ok])
+
+    # -- buckets and aggregate ---------------------------------------------------------
+
+    def finish_bucket(self, scan, index, table, counters, span):
+        return bucket_sums(table, scan.features[index], scan.n_sets, counters=counters,
+                           random_state=scan.random_state,
+                           n_segments=scan.finish_options.get("n_segments", 500), span=span)
+
+    def bucket_state(self, scan, index, table, part):
+        # the bucket's slope sums and per-leaf counts: the state's finish summary (this bucket's leaves)
+        return part, bucket_leaf_stats(table, scan.features[index])
+
+    def wire(self, scan, index, merged, node):
+        picks = [node("pick", merged[b], index, key=f"numeric-{b}-f{index}") for b in range(len(merged))]
+        return node("call", index, "final", *picks, key=f"finish-numeric-f{index}"), None
+
+    def final(self, scan, index, *sums):
+        """The feature's StratPDResult from its buckets' :class:`~daskpd._strat.numeric.BucketSums`."""
+        return curve_from_sums(scan.features[index], list(sums), scan)
+
+    def finish_state(self, scan, index, part):
+        return self.final(scan, index, part)
+
+    # -- the finish summary -------------------------------------------------------------
+
+    def summary_from_buckets(self, scan, index, pieces):
+        if not all(p is not None for p in pieces):
+            return None
+        fs = scan.features[index]
+        return summary_from_buckets([p[0] for p in pieces], gather_leaf_stats([p[1] for p in pieces], fs.n_leaves),
+                                    fs, scan.n_sets, scan.random_state, int(scan.finish_options.get("n_segments", 500)))
+
+    def delta_finish(self, d: DeltaInputs):
+        summary, fs, n_sets = d.summary, d.fs, d.n_sets
+        # (a summary kept without the band's terms, or without a binned feature's slope weights: merged)
+        if not (isinstance(summary, NumericSummary) and summary.n_sets == n_sets and
+                summary.n_segments == d.n_segments and summary.random_state == d.random_state and
+                (summary.units is not None or n_sets == 1) and
+                (summary.wadd is not None) == (bin_anchors(fs.coder) is not None)):
+            return None
+        summary = summary.recode(d.kmap(), fs.coder.n_keys)
+        summary = apply_delta(summary, d.old_views(), d.new_table(), fs, n_sets)
+        return summary, self.final(d.scan, d.index, summary_bucket(summary, d.counters, fs.feature)), "delta"
+
+    def merged_summary(self, fs, table, n_sets, random_state, n_segments):
+        return numeric_summary(table, fs, n_sets, random_state, n_segments)
+
+    def load_summary(self, arrays):
+        return NumericSummary.from_arrays(arrays)
+
+    # -- the comparison -------------------------------------------------------------------
+
+    def comparison_positions(self, coder, new_counts, max_positions):
+        return equal_mass_positions(coder, new_counts, max_positions)
