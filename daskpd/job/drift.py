@@ -17,13 +17,7 @@ independent estimates.  With ``se(p)`` the trials' standard deviation (times
 ``sqrt(m / (m - 1))`` for ``m`` resampled clusters, as the bands) and ``df(p) =
 min(T, m) - 1``, ``t(p) = d(p) / se(p)`` and the curve's p-value is Bonferroni's over
 its ``G`` points, ``min(1, G min_p 2 P(T_df > |t(p)|))``: valid whatever the points'
-correlation, and from few trials (Student's t).  A numeric curve is also tested on its
-**steps**: ``s(p) = d(p) - d(p - 1)`` between adjacent points, with trials ``d_t(p) -
-d_t(p - 1)`` (no centring: the constant cancels).  A level moves with every step below
-it, so a change confined to a few positions of a curve that integrates noisy slopes
-(StratPD) stands out against one step's noise, not against the noise summed from the
-median point to it; the curve's p-value is then Bonferroni's over its ``G`` levels and
-``G - 1`` steps together.  :func:`decide` adjusts the curves'
+correlation, and from few trials (Student's t).  :func:`decide` adjusts the curves'
 p-values by Holm's step-down at level ``alpha`` (the false alarms of a comparison are
 at most ``alpha``), and a curve is ``drifted`` when a point is beyond its adjusted
 critical value ``z_crit`` *and* that point moved by more than ``threshold`` of the
@@ -39,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["DriftRecord", "compare_curves", "decide", "critical", "trials_needed", "ALPHA", "THRESHOLD",
-           "SCALE_FLOOR", "POWER", "MAX_TRIALS", "POINT_COLUMNS", "significant"]
+           "SCALE_FLOOR", "POWER", "MAX_TRIALS", "POINT_COLUMNS"]
 
 #: family-wise false-alarm level of one comparison (all its curves)
 ALPHA = 0.01
@@ -87,18 +81,6 @@ class DriftRecord:
     @property
     def n_points(self) -> int:
         return int(self.points["testable"].sum()) if len(self.points) else 0
-
-    @property
-    def n_steps(self) -> int:
-        """The testable steps between adjacent points (numeric curves; 0 for categories)."""
-        if not len(self.points) or "step_testable" not in self.points:
-            return 0
-        return int(self.points["step_testable"].sum())
-
-    @property
-    def n_tests(self) -> int:
-        """The tests Bonferroni counts for this curve: its levels and its steps."""
-        return self.n_points + self.n_steps
 
 
 def _curve_points(res) -> dict:
@@ -262,7 +244,6 @@ def compare_curves(new, old, *, method: str, feature: str, paired: bool = True, 
         t = np.where(se > 0, change / se, np.where(np.abs(change) <= 1e-12 * max(np.nanmax(np.abs(co)), 1e-300),
                                                     0.0, np.inf))
     testable = np.isfinite(se) & np.isfinite(df) & (sizes >= 2) & ~np.isnan(t)
-    step, step_se, step_df, step_t, step_ok = _steps(a["kind"], pn - po, tn, to, T, clusters, testable)
     pts = pd.DataFrame({
         "method": method, "feature": feature,
         "x": at.astype("float64") if a["kind"] != "categorical" else np.nan,
@@ -270,34 +251,9 @@ def compare_curves(new, old, *, method: str, feature: str, paired: bool = True, 
         "x_lo": x_lo, "x_hi": x_hi, "group": group.astype("int64"),
         "new": cn, "old": co, "new_se": sn, "old_se": so, "change": change, "se": se, "df": df, "t": t,
         "testable": testable,
-        "step": step, "step_se": step_se, "step_df": step_df, "step_t": step_t, "step_testable": step_ok,
     })
     scale = float(np.nanmax(co) - np.nanmin(co)) if np.isfinite(co).any() else np.nan
     return DriftRecord(method, feature, a["kind"], pts, T, paired, scale, rows_new, rows_old, note)
-
-
-def _steps(kind: str, d, tn, to, T: int, clusters, testable):
-    """(step, se, df, t, testable) per point: the change's step from the point before
-    (NaN and untestable at the first point, and everywhere for categories, which have
-    no order)."""
-    P = len(d)
-    nan = np.full(P, np.nan)
-    if kind == "categorical" or P < 2:
-        return nan, nan, nan, nan, np.zeros(P, dtype=bool)
-    step = np.concatenate([[np.nan], np.diff(d)])
-    if T >= 2:
-        dt = tn[:T] - to[:T]
-        st = np.concatenate([np.full((T, 1), np.nan), np.diff(dt, axis=1)], axis=1)
-        cl = np.concatenate([[np.inf], np.minimum(clusters[1:], clusters[:-1])])
-        se, df, _ = _spread(st, cl)
-    else:
-        se = df = nan
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tiny = np.abs(step) <= 1e-12 * max(float(np.nanmax(np.abs(d))) if np.isfinite(d).any() else 0.0, 1e-300)
-        t = np.where(se > 0, step / se, np.where(tiny, 0.0, np.inf))
-    ok = (np.concatenate([[False], testable[1:] & testable[:-1]]) & np.isfinite(se) & np.isfinite(df)
-          & ~np.isnan(t))
-    return step, se, df, t, ok
 
 
 def critical(level: float, n_points: int, df) -> np.ndarray:
@@ -354,13 +310,11 @@ def _fmt(v: float) -> str:
     return f"{v:+.3g}"
 
 
-def _where(rec: DriftRecord, sig: np.ndarray, crit: np.ndarray, ssig=None, scrit=None, limit: int = 5) -> str:
+def _where(rec: DriftRecord, sig: np.ndarray, crit: np.ndarray, limit: int = 5) -> str:
     """The points that moved: numeric runs of adjacent significant points (each with its
-    largest change and that change's simultaneous band), then the significant steps
-    between adjacent points (``step``), categories by size of change."""
+    largest change and that change's simultaneous band), categories by size of change."""
     p = rec.points
-    ssig = np.zeros(len(p), dtype=bool) if ssig is None else ssig
-    if not sig.any() and not ssig.any():
+    if not sig.any():
         return ""
     lo = p["change"].to_numpy() - crit * p["se"].to_numpy()
     hi = p["change"].to_numpy() + crit * p["se"].to_numpy()
@@ -385,13 +339,6 @@ def _where(rec: DriftRecord, sig: np.ndarray, crit: np.ndarray, ssig=None, scrit
             out.append(f"{rec.feature} in [{p['x_lo'].iat[a]:.4g}, {p['x_hi'].iat[b - 1]:.4g}]: "
                        f"{_fmt(p['change'].iat[i])} [{_fmt(lo[i])}, {_fmt(hi[i])}]")
         more = len(runs) - limit
-        steps = np.flatnonzero(ssig)
-        steps = steps[np.argsort(-np.abs(p["step"].to_numpy()[steps]), kind="stable")]
-        s, sse = p["step"].to_numpy(), p["step_se"].to_numpy()
-        for i in steps[:limit]:
-            out.append(f"step from {p['x_hi'].iat[i - 1]:.4g} to {p['x_lo'].iat[i]:.4g}: {_fmt(s[i])} "
-                       f"[{_fmt(s[i] - scrit[i] * sse[i])}, {_fmt(s[i] + scrit[i] * sse[i])}]")
-        more += max(len(steps) - limit, 0)
     return "; ".join(out) + (f"; and {more} more" if more > 0 else "")
 
 
@@ -431,8 +378,8 @@ def decide(records: list[DriftRecord], alpha: float = ALPHA, threshold: float = 
         floor = SCALE_FLOOR * floors.get(r.method, 0.0)
         r.scale = max(r.scale, floor) if np.isfinite(r.scale) else floor
         if r in testable:
-            t, df = _tests(p)
-            r.p_value = float(np.min(_pvalues(t, df, r.n_tests)))
+            k = p["testable"].to_numpy()
+            r.p_value = float(np.min(_pvalues(p["t"].to_numpy()[k], p["df"].to_numpy()[k], r.n_points)))
     for r, lv in zip(testable, _holm([r.p_value for r in testable], alpha)):
         r.level = float(lv)
     zp = float(ndtri(POWER))
@@ -446,64 +393,26 @@ def decide(records: list[DriftRecord], alpha: float = ALPHA, threshold: float = 
             r.why = ("untested: " + (r.note or ("no trials (n_trials <= 1): the change cannot be told from the noise"
                                                  if r.n_trials < 2 else "fewer than two positions to compare")))
             continue
-        G = r.n_tests
-        sig, crit, ssig, scrit = significant(r)
-        t, df = _tests(p)
         k = p["testable"].to_numpy()
-        ks = _step_ok(p)
-        crits = np.concatenate([crit[k], scrit[ks]])
-        i = int(np.argmax(np.abs(t)))
-        r.z = float(np.abs(t)[i])
-        r.z_crit = float(crits[i])
-        moved = np.concatenate([ch[sig], np.abs(p["step"].to_numpy()[ssig]) if ssig.any() else np.zeros(0)])
-        r.drift_sig = float(moved.max() / r.scale) if len(moved) and r.scale > 0 else 0.0
-        # what the test could see: a level's change, or a step's, whichever is found smaller
-        best = None
-        for se_col, df_col, on in (("se", "df", k), ("step_se", "step_df", ks)):
-            if not on.any():
-                continue
-            se_med = float(np.nanmedian(p[se_col].to_numpy()[on]))
-            df_med = float(np.nanmedian(p[df_col].to_numpy()[on]))
-            found = (float(critical(r.level, G, df_med)) + zp) * se_med
-            if best is None or found < best[0]:
-                best = (found, se_med, df_med)
-        found, se_med, df_med = best
-        r.mdc = found / r.scale if r.scale > 0 else np.nan
+        G = r.n_points
+        crit = critical(r.level, G, p["df"].to_numpy())
+        sig = k & (np.abs(p["t"].to_numpy()) > crit)
+        tk = np.abs(p["t"].to_numpy())[k]
+        i = int(np.argmax(tk))
+        r.z = float(tk[i])
+        r.z_crit = float(crit[k][i])
+        r.drift_sig = float(ch[sig].max() / r.scale) if sig.any() and r.scale > 0 else 0.0
+        se_med = float(np.nanmedian(p["se"].to_numpy()[k]))
+        df_med = float(np.nanmedian(p["df"].to_numpy()[k]))
+        c_med = float(critical(r.level, G, df_med))
+        r.mdc = (c_med + zp) * se_med / r.scale if r.scale > 0 else np.nan
         clusters = df_med + 1.0 if np.isfinite(df_med) and df_med < r.n_trials - 1 else np.inf
         r.trials_needed = trials_needed(r.level, G, se_med, r.scale, threshold, clusters, r.n_trials)
-        drifted = bool(sig.any() or ssig.any()) and r.drift_sig > threshold
+        drifted = bool(sig.any()) and r.drift_sig > threshold
         r.status = "drifted" if drifted else "ok"
-        r.where = _where(r, sig, crit, ssig, scrit)
-        r.why = _why(r, bool(sig.any() or ssig.any()), threshold)
+        r.where = _where(r, sig, crit)
+        r.why = _why(r, bool(sig.any()), threshold)
     return records
-
-
-def _step_ok(p: pd.DataFrame) -> np.ndarray:
-    return p["step_testable"].to_numpy(dtype=bool) if "step_testable" in p else np.zeros(len(p), dtype=bool)
-
-
-def _tests(p: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(t, df) of a curve's testable levels, then its testable steps."""
-    k, ks = p["testable"].to_numpy(), _step_ok(p)
-    t = np.concatenate([p["t"].to_numpy()[k], p["step_t"].to_numpy()[ks] if ks.any() else np.zeros(0)])
-    df = np.concatenate([p["df"].to_numpy()[k], p["step_df"].to_numpy()[ks] if ks.any() else np.zeros(0)])
-    return t, df
-
-
-def significant(r: DriftRecord) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(levels beyond, their critical values, steps beyond, theirs) per point, at the
-    curve's level ``r.level`` with Bonferroni over its :attr:`DriftRecord.n_tests`."""
-    p = r.points
-    G = r.n_tests
-    crit = critical(r.level, G, p["df"].to_numpy())
-    sig = p["testable"].to_numpy(dtype=bool) & (np.abs(p["t"].to_numpy()) > crit)
-    ks = _step_ok(p)
-    if ks.any():
-        scrit = critical(r.level, G, p["step_df"].to_numpy())
-        ssig = ks & (np.abs(p["step_t"].to_numpy()) > scrit)
-    else:
-        scrit, ssig = np.full(len(p), np.nan), np.zeros(len(p), dtype=bool)
-    return sig, crit, ssig, scrit
 
 
 def _why(r: DriftRecord, beyond: bool, threshold: float) -> str:
@@ -527,5 +436,4 @@ def _why(r: DriftRecord, beyond: bool, threshold: float) -> str:
 
 #: the columns of a comparison's points (:func:`daskpd.job.newold.points_frame`)
 POINT_COLUMNS = ["method", "feature", "x", "category", "x_lo", "x_hi", "group", "new", "old", "new_se", "old_se",
-                 "change", "se", "df", "t", "testable", "change_lo", "change_hi", "significant",
-                 "step", "step_se", "step_df", "step_t", "step_testable", "step_lo", "step_hi", "step_significant"]
+                 "change", "se", "df", "t", "testable", "change_lo", "change_hi", "significant"]

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .drift import POINT_COLUMNS, DriftRecord, compare_curves, decide, significant
+from .drift import POINT_COLUMNS, DriftRecord, compare_curves, critical, decide
 from .seal import DIGEST, SEAL_NAME, StateDamaged, file_digest
 from .store import list_runs
 
@@ -223,11 +223,11 @@ def model_night(methods, features, out) -> list[DriftRecord]:
 
 #: the columns of a comparison's table (:func:`record_frame`)
 RECORD_COLUMNS = ["method", "feature", "kind", "status", "drift", "drift_sig", "z", "z_crit", "p_value", "level",
-                  "mdc", "n_trials", "trials_needed", "n_points", "n_steps", "scale", "paired", "rows_new", "rows_old", "where",
+                  "mdc", "n_trials", "trials_needed", "n_points", "scale", "paired", "rows_new", "rows_old", "where",
                   "why"]
 def record_frame(records: list[DriftRecord]) -> pd.DataFrame:
     """One row a curve (:data:`RECORD_COLUMNS`)."""
-    rows = [{c: getattr(r, c) for c in RECORD_COLUMNS} for r in records]
+    rows = [{c: (r.n_points if c == "n_points" else getattr(r, c)) for c in RECORD_COLUMNS} for r in records]
     return pd.DataFrame(rows, columns=RECORD_COLUMNS)
 
 
@@ -240,22 +240,13 @@ def points_frame(records: list[DriftRecord]) -> pd.DataFrame:
         p = r.points.copy()
         if not len(p):
             continue
-        for c in ("step", "step_se", "step_df", "step_t"):
-            if c not in p:
-                p[c] = np.nan
-        if "step_testable" not in p:
-            p["step_testable"] = False
         if np.isfinite(r.level):
-            sig, crit, ssig, scrit = significant(r)
+            crit = critical(r.level, r.n_points, p["df"].to_numpy())
         else:
-            crit = scrit = np.full(len(p), np.nan)
-            sig = ssig = np.zeros(len(p), dtype=bool)
+            crit = np.full(len(p), np.nan)
         p["change_lo"] = p["change"] - crit * p["se"]
         p["change_hi"] = p["change"] + crit * p["se"]
-        p["significant"] = sig
-        p["step_lo"] = p["step"] - scrit * p["step_se"]
-        p["step_hi"] = p["step"] + scrit * p["step_se"]
-        p["step_significant"] = ssig
+        p["significant"] = p["testable"].to_numpy() & (np.abs(p["t"].to_numpy()) > crit)
         frames.append(p[POINT_COLUMNS])
     if not frames:
         return pd.DataFrame(columns=POINT_COLUMNS)

@@ -65,11 +65,10 @@ def test_the_same_rows_on_both_sides_change_nothing(states):
 
 def test_too_few_trials_name_the_trials_needed(states):
     strat, old, new, _ = states
-    # two trials: one degree of freedom (x1's steps are well measured: three trials already find a step of 0.1)
-    recs = decide(compare_states(new, strat, METHODS, 2, old_state=old))
+    recs = decide(compare_states(new, strat, METHODS, 3, old_state=old))
     x1 = next(r for r in recs if r.feature == "x1")
-    assert x1.n_trials == 2 and np.isfinite(x1.trials_needed) and x1.trials_needed > 2
-    assert f"2 trials are too few to find a change of 0.1: T >= {int(x1.trials_needed)} would" in x1.why
+    assert x1.n_trials == 3 and np.isfinite(x1.trials_needed) and x1.trials_needed > 3
+    assert f"3 trials are too few to find a change of 0.1: T >= {int(x1.trials_needed)} would" in x1.why
 
 
 def test_holm_levels_and_bonferroni_t_critical_values():
@@ -115,31 +114,3 @@ def test_the_two_sides_finished_in_threads_equal_them_finished_one_after_the_oth
     assert len(pt) > 20
     pd.testing.assert_frame_equal(pt, pa, check_exact=True)
     pd.testing.assert_frame_equal(record_frame(threaded), record_frame(alone), check_exact=True)
-
-
-def test_a_step_in_the_top_tenth_of_a_continuous_feature_is_found_by_its_steps(states):
-    """x2's curve 0.25 of its range higher above x2 = 0.9 in the new rows: the step into
-    the top bin is beyond its critical value on its own, and named in ``where``."""
-    from daskpd.job.drift import _pvalues
-
-    strat, old, _, _ = states
-    new = frame(1, 1500)
-    new.loc[new.x2 > 0.9, "y"] += 1.0
-    got = daskpd.strat_curves_and_importances(new, stratification=strat, base_state=old, keep_state=True, **KW)
-    recs = decide(compare_states(got.new_state, strat, METHODS, 100, old_state=old))
-    by = {r.feature: r for r in recs}
-    x2 = by["x2"]
-    assert x2.status == "drifted", x2.why
-    assert by["x1"].status == by["c"].status == "ok"
-    pts = points_frame([x2])
-    top = pts["step_significant"].to_numpy(bool)
-    assert top.any() and pts["x"].to_numpy()[top].min() > 0.8, pts[["x", "step", "step_t", "step_significant"]]
-    assert "step from" in x2.where
-    # the steps alone, with the curve's Bonferroni count of levels and steps: beyond
-    st = pts["step_testable"].to_numpy(bool)
-    assert x2.n_steps == st.sum() == x2.n_points - 1
-    p_steps = _pvalues(pts["step_t"].to_numpy()[st], pts["step_df"].to_numpy()[st], x2.n_tests).min()
-    assert p_steps <= x2.level, (p_steps, x2.level)
-    # the first point has no step, and a category none at all
-    assert not st[0] and np.isnan(pts["step"].iat[0])
-    assert by["c"].n_steps == 0 and by["c"].n_tests == by["c"].n_points
