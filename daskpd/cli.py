@@ -4,7 +4,7 @@
                         [--incremental] [--refit {always,never,auto}] [--first-pass-cache] [--fail-on-drift]
                         [TLS options]
     daskpd validate JOB.toml [--check-data]
-    daskpd history OUTPUT/JOB_NAME [--last N] [--threshold X] [--alpha A] [--against RUN_ID | --window N]
+    daskpd history OUTPUT/JOB_NAME|JOB.toml [--last N] [--threshold X] [--alpha A] [--against RUN_ID | --window N]
                                    [--fail-on-drift] [--json [PATH]]
 
 Exit status: 0 success; 2 a bad job spec, bad input data, bad arguments or an output
@@ -104,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Compare consecutive runs of a job: importance change, curve distance and a "
                                    "drift score per feature; writes OUTPUT/JOB_NAME/history/ (drift.parquet, "
                                    "history.html, plots).  See docs/jobs.md for the definitions.")
-    h.add_argument("job_dir", metavar="OUTPUT/JOB_NAME")
+    h.add_argument("job_dir", metavar="OUTPUT/JOB_NAME",
+                   help="the job's directory of runs, or its job spec (its runs under output.dir, else "
+                        "./daskpd-runs)")
     h.add_argument("--last", type=int, default=10, metavar="N", help="runs shown in the plots (default 10)")
     h.add_argument("--feature", action="append", metavar="NAME", help="only these features (repeatable)")
     h.add_argument("--threshold", type=float, default=0.1, metavar="X",
@@ -113,9 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--alpha", type=float, default=0.01, metavar="A",
                    help="family-wise false-alarm level of each curve's test against its noise (default 0.01)")
     h.add_argument("--against", metavar="RUN_ID",
-                   help="also compare the newest run's curves with this run's (a pinned baseline)")
+                   help="also compare the newest run's curves with this run's (a pinned baseline; default: "
+                        "the job spec's [history] baseline)")
     h.add_argument("--window", type=int, metavar="N",
-                   help="also compare the newest run's curves with those of the run N runs before it")
+                   help="also compare the newest run's curves with those of the run N runs before it (default: "
+                        "the job spec's [history] window)")
     h.add_argument("--fail-on-drift", action="store_true",
                    help="exit with status 3 if a curve drifted (status 'drifted'): in the newest run's new rows "
                         "against the old ones, between the last two runs, or against --against / --window; and 2 "
@@ -335,15 +339,25 @@ def _cmd_history(args) -> int:
         if os.path.isdir(args.json) or not os.path.isdir(parent):
             return _die(f"--json {args.json!r}: expected a file path in an existing directory")
     target = None
-    unfinished = unfinished_newest(args.job_dir) if os.path.isdir(args.job_dir) else None
+    spec = None
+    job_dir = args.job_dir
+    if os.path.isfile(job_dir):  # a job spec: its runs, and its [history] baseline / window
+        from .job.history import job_of_spec
+        from .job.spec import SpecError
+
+        try:
+            job_dir, spec = job_of_spec(job_dir)
+        except SpecError as exc:
+            return _die(exc)
+    unfinished = unfinished_newest(job_dir) if os.path.isdir(job_dir) else None
     if unfinished is not None:
         if args.fail_on_drift:  # the newest run cannot be checked: the scheduler must not take that for "no drift"
             return _die(f"{unfinished}; --fail-on-drift cannot tell whether its curves drifted")
         print(f"daskpd: warning: {unfinished}; comparing the complete runs before it", file=sys.stderr)
     try:
-        h = history(args.job_dir, features=args.feature, last=args.last, threshold=args.threshold, alpha=args.alpha,
+        h = history(job_dir, features=args.feature, last=args.last, threshold=args.threshold, alpha=args.alpha,
                     output=None if args.no_write else (args.output or True), against=args.against,
-                    window=args.window)
+                    window=args.window, spec=spec)
         if args.json not in (None, "-"):
             target = args.json
             write_summary(h, args.json)
@@ -352,7 +366,7 @@ def _cmd_history(args) -> int:
     except OSError as exc:  # its outputs cannot be written (read-only, permission denied, disk full)
         from .results.base import output_error
 
-        where = target or args.output or os.path.join(args.job_dir, "history")
+        where = target or args.output or os.path.join(job_dir, "history")
         fault = output_error(exc, exc.filename or where, instead="--output (or --no-write)" if target is None
                              else "--json PATH", suffix="(nothing was written)" if target is None else
                              "(the history directory was written; the JSON summary was not)")

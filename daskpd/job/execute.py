@@ -259,11 +259,18 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
         from . import newold
 
         records = newold.model_night(spec.model_based, mfeats, out)
-        outside = {it["feature"] for it in mplan.outside}
+        outside = {it["feature"]: it for it in mplan.outside}
         for r in records:  # compared under the kept layout, which does not reach the new values
-            if r.feature in outside:
-                r.note = "; ".join(filter(None, [r.note, "the new rows hold values outside the kept grids and "
-                                                 "bins, which do not reach them (the run's log names them)"]))
+            it = outside.get(r.feature)
+            if it is None:
+                continue
+            (lo, hi), (nlo, nhi) = it.get("layout_range") or (0, 0), it.get("new_range") or (0, 0)
+            if it["kind"] == "categorical" or nlo < lo or nhi > hi:
+                said = "the new rows hold values outside the kept grids and bins, which do not reach them"
+            else:
+                said = (f"the new rows hold values that {' and '.join(it['held_by'])} (the feature's distinct "
+                        f"values, kept) {'does' if len(it['held_by']) == 1 else 'do'} not hold")
+            r.note = "; ".join(filter(None, [r.note, f"{said} (the run's log names them)"]))
         nightly_cmp.records.extend(records)
 
 
@@ -289,7 +296,7 @@ def _check_layout(spec: JobSpec, new, mplan, nightly_cmp, progress, res: RunResu
         res.notes.append(f"warning: the model-based grids and bins of run {mplan.base_run} are kept "
                          f"([run] refit = \"never\") although the new rows fall outside them: {what}. Partial "
                          "dependence and ICE are not evaluated at those values, ALE and the marginal plot leave "
-                         "those rows out; refit = \"auto\" builds them again")
+                         "out the rows their kept bins do not hold; refit = \"auto\" builds them again")
         return
     mplan.rebuild(f"the new rows fall outside the grids and bins of run {mplan.base_run} ({what}): they are built "
                   "again from all the rows")

@@ -103,17 +103,33 @@ from .history_stats import (ALPHA, COLUMNS, IMPORTANCE_FOR, NOISE_FLOOR, RANKED_
                             compare, critical_z, drift_table, pair_cause, rank_rows, run_trials, summary,
                             write_summary)
 
-__all__ = ["HistoryError", "History", "history", "load_runs", "unfinished_newest", "curve_distance", "drift_table", "compare", "band_z",
+__all__ = ["HistoryError", "History", "history", "job_of_spec", "load_runs", "unfinished_newest", "curve_distance", "drift_table", "compare", "band_z",
            "critical_z", "pair_cause", "run_trials", "summary", "write_summary", "rank_rows", "Run", "COLUMNS",
            "IMPORTANCE_FOR", "GRID_POINTS", "SCALE_FLOOR", "MAX_WINDOW", "NOISE_FLOOR", "ALPHA", "STATUS_ORDER",
            "RANKED_BY", "curve_noise", "feature_figure", "importance_figure", "run_styles", "NEWEST_COLOR"]
 
 
+def job_of_spec(path: str | os.PathLike, output: str | os.PathLike | None = None):
+    """``(job directory, spec)`` of a job spec file: ``OUTPUT/NAME`` with ``OUTPUT`` the
+    given root, else the spec's ``output.dir``, else ``./daskpd-runs`` (as ``daskpd run``
+    writes it)."""
+    from .run import DEFAULT_OUTPUT
+    from .spec import load_spec
+
+    spec = load_spec(path, check_files=False)
+    root = Path(output if output is not None else (spec.output.dir or DEFAULT_OUTPUT)).expanduser().resolve()
+    return root / spec.name, spec
+
+
 def history(job_dir: str | os.PathLike, *, features=None, last: int = 10, threshold: float = 0.1,
-            alpha: float = ALPHA, output=True, against: str | None = None, window: int | None = None) -> History:
+            alpha: float = ALPHA, output=True, against: str | None = None, window: int | None = None,
+            spec=None, use_spec: bool = True) -> History:
     """Compare the runs of a job.  ``output``: True (JOB_DIR/history), a directory, or None/False.
     ``against`` (a run id) or ``window`` (N): also compare the newest run's curves with
-    that run's (the N-th run before the newest)."""
+    that run's (the N-th run before the newest).  Without either (and ``use_spec``), the
+    job spec's ``[history] baseline`` or ``window`` does: of ``spec`` (a
+    :class:`~daskpd.job.spec.JobSpec`), else of the spec the newest run recorded; a run
+    it names that is not there is noted (``History.pin_note``), not an error."""
     job_dir = Path(job_dir)
     runs = load_runs(job_dir)
     if features:
@@ -127,6 +143,10 @@ def history(job_dir: str | os.PathLike, *, features=None, last: int = 10, thresh
         table = table[table["feature"].isin(list(features))].reset_index(drop=True)
     nvo, nvo_pts = history_newold.latest(runs[-1], features)
     pin = history_newold.pinned(runs, against, window)
+    by = f"--against {against}" if against is not None else f"--window {window}" if window is not None else ""
+    note = ""
+    if against is None and window is None and use_spec:
+        pin, by, note = history_newold.pinned_by_spec(runs, history_newold.spec_history(runs, spec))
     pinned_table = pd.DataFrame()
     if pin is not None:
         pinned_table = compare(pin, runs[-1], threshold, alpha)
@@ -134,7 +154,8 @@ def history(job_dir: str | os.PathLike, *, features=None, last: int = 10, thresh
             pinned_table = pinned_table[pinned_table["feature"].isin(list(features))].reset_index(drop=True)
     h = History(job_dir=job_dir, runs=runs, table=table, threshold=threshold,
                 features=list(features) if features else None, alpha=alpha, new_vs_old=nvo,
-                new_vs_old_points=nvo_pts, pinned=pin, against=pinned_table)
+                new_vs_old_points=nvo_pts, pinned=pin, against=pinned_table, pinned_by=by if pin is not None else "",
+                pin_note=note)
     if output:
         out_dir = job_dir / "history" if output is True else Path(output)
         h.written = write_history(h, out_dir.resolve(), last)

@@ -6,7 +6,9 @@ A nightly run of an incremental job tests its new rows against the rows before t
 ``drift.json``; :func:`format_table` prints them; :func:`html_section` draws them on the
 history page (the new rows' curve against the old rows', with the change's simultaneous
 band, drifted curves first).  :func:`pinned` names the run that ``--against`` and
-``--window`` compare the newest one with (curve against curve, as consecutive runs).
+``--window`` compare the newest one with (curve against curve, as consecutive runs);
+without them, :func:`pinned_by_spec` takes the job spec's ``[history] baseline`` or
+``window``.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["HistoryError", "latest", "summary", "format_table", "html_section", "pinned", "SHOWN_COLUMNS"]
+__all__ = ["HistoryError", "latest", "summary", "format_table", "html_section", "pinned", "pinned_by_spec",
+           "spec_history", "SHOWN_COLUMNS"]
 
 
 class HistoryError(ValueError):
@@ -96,6 +99,35 @@ def format_table(run, table: pd.DataFrame) -> str:
         tail += (f"\nwarning: {r.method} {r.feature}: {r.n_trials} trials are too few for this test; "
                  f"[history] n_trials = {int(r.trials_needed)} would find a change of the threshold")
     return "\n".join([head, *lines, body, tail])
+
+
+def spec_history(runs: list, spec=None) -> dict:
+    """The ``[history]`` table that ``--against`` / ``--window`` default to: of ``spec``
+    (a job spec given instead of the job directory), else of the spec the newest run
+    recorded in its manifest; ``{}`` when there is none."""
+    if spec is not None:
+        h = spec.history
+        return {"baseline": h.baseline, "window": h.window}
+    got = ((runs[-1].manifest or {}).get("spec") or {}).get("history") if runs else None
+    return got if isinstance(got, dict) else {}
+
+
+def pinned_by_spec(runs: list, settings: dict) -> tuple:
+    """``(run, by, note)``: the run ``[history] baseline`` or ``window`` names (of
+    :func:`spec_history`) and the words that say so, or ``(None, by, note)`` with why it
+    is not compared (no error: the flags were not given), or ``(None, "", "")``."""
+    baseline, window = settings.get("baseline"), settings.get("window")
+    if baseline is not None:
+        by = f"[history] baseline = {baseline!r} in the job spec"
+    elif window is not None:
+        by = f"[history] window = {window} in the job spec"
+    else:
+        return None, "", ""
+    try:
+        return pinned(runs, baseline, window if baseline is None else None), by, ""
+    except HistoryError as exc:
+        why = str(exc).split(": ", 1)[1] if ": " in str(exc) else str(exc)
+        return None, by, f"{by}: {why}; not compared"
 
 
 def pinned(runs: list, against: str | None, window: int | None):

@@ -193,8 +193,10 @@ def write_history(h: History, out_dir: Path, last: int) -> Path:
                      "threshold; noisy = raw drift above the threshold with no noise estimate; cause: data, "
                      "refit (the stratifying trees were refitted) or data+refit; see docs/jobs.md.</p>")
         parts.append(history_newold.html_section(h.runs[-1], h.new_vs_old, h.new_vs_old_points, tmp / "plots"))
+        if h.pin_note:
+            parts.append(f"<p class=\"meta\">No pinned run: {esc(h.pin_note)}.</p>")
         if h.pinned is not None and len(h.against):
-            parts.append(f"<h2>Against run {esc(h.pinned.run_id)} (--against / --window)</h2>")
+            parts.append(f"<h2>Against run {esc(h.pinned.run_id)} (from {esc(h.pinned_by)})</h2>")
             parts.append(html_table(rank_rows(h.against)[["method", "feature", "curve_distance", "curve_max", "drift",
                                                            "noise_source", "z", "z_crit", "drift_sig", "status",
                                                            "cause"]].reset_index(drop=True)))

@@ -242,6 +242,10 @@ class History:
     #: ``--against`` / ``--window``: the pinned run and the newest run's curves against its (``compare``)
     pinned: "Run | None" = None
     against: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: what named the pinned run: "--against RUN_ID", "--window N", or the job spec's [history] key
+    pinned_by: str = ""
+    #: the job spec's [history] baseline / window when the run it names is not there (not compared), else ""
+    pin_note: str = ""
 
     def drifted(self) -> bool:
         """Whether a curve drifted: between the last two runs, in the newest run's
@@ -283,10 +287,12 @@ class History:
         extra = "\n\n" + history_newold.format_table(self.runs[-1], self.new_vs_old)
         if self.pinned is not None:
             a = rank_rows(self.against)
-            extra += (f"\n\n{self.pinned.run_id} -> {self.runs[-1].run_id} (--against / --window: the curves of "
-                      "the two runs)\n" + a[["method", "feature", "drift", "z", "z_crit", "drift_sig", "status",
+            extra += (f"\n\n{self.pinned.run_id} -> {self.runs[-1].run_id} (against run {self.pinned.run_id}, "
+                      f"from {self.pinned_by}: the curves of the two runs)\n" + a[["method", "feature", "drift", "z", "z_crit", "drift_sig", "status",
                                               "cause"]].to_string(index=False, float_format=lambda v: f"{v:.4f}",
                                                                   na_rep="-"))
+        elif self.pin_note:
+            extra += f"\n\nno pinned run: {self.pin_note}"
         if len(self.runs) < 2:
             return f"{self.job_dir.name}: 1 run ({self.runs[0].run_id}); nothing to compare yet" + extra
         head = (f"{self.job_dir.name}: {len(self.runs)} runs; {self.runs[-2].run_id} -> {self.runs[-1].run_id} "
@@ -345,10 +351,12 @@ def summary(h: History) -> dict:
            "curves": t.drop(columns=["n_common"]).to_dict("records") if len(t) else [], "new_vs_old": nvo}
     if h.pinned is not None:
         a = rank_rows(h.against)
-        out["against"] = {"run_id": h.pinned.run_id,
+        out["against"] = {"run_id": h.pinned.run_id, "by": h.pinned_by,
                           "counts": {st: int((a["status"] == st).sum()) for st in STATUS_ORDER} if len(a) else {},
                           "drifted": a[a["status"] == "drifted"][keys].to_dict("records") if len(a) else [],
                           "curves": a.drop(columns=["n_common"]).to_dict("records") if len(a) else []}
+    elif h.pin_note:
+        out["against"] = {"run_id": None, "not_compared": h.pin_note}
     return out
 
 

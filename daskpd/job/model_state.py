@@ -197,9 +197,11 @@ def outside_layout(layout, dataset, progress=None) -> list[dict]:
     the range the kept ``layout`` was built from, one summary pass over their feature
     columns: ``{"feature", "kind": "numeric", "layout_range": [lo, hi], "new_range": [lo,
     hi], "grid": [first, last] of partial dependence's grid, or None}`` (a value below or
-    above the range) or ``{"feature", "kind": "categorical", "new_levels": [...]}`` (a
-    category it never saw).  Empty when the layout records no ranges (an older state) or
-    nothing falls outside."""
+    above the range; and ``"new_values"``, ``"held_by"`` when a value inside it is not
+    among the feature's distinct values that a grid or bins of the layout are made of:
+    :func:`_distinct_sets`) or ``{"feature", "kind": "categorical", "new_levels": [...]}``
+    (a category it never saw).  Empty when the layout records no ranges (an older state)
+    or nothing falls outside."""
     from .._engine.stats import summarize
 
     ranges = getattr(layout, "ranges", None) or {}
@@ -224,11 +226,64 @@ def outside_layout(layout, dataset, progress=None) -> list[dict]:
             new = [str(v) for v in (s.uniques if s.uniques is not None else []) if str(v) not in old]
             if new:
                 out.append({"feature": f, "kind": "categorical", "new_levels": new})
-        elif r.get("vmin") is not None and (s.vmin < r["vmin"] or s.vmax > r["vmax"]):
-            grid = _pd_grid(layout, f)
-            out.append({"feature": f, "kind": "numeric", "layout_range": [r["vmin"], r["vmax"]],
-                        "new_range": [float(s.vmin), float(s.vmax)], "grid": grid})
+        elif r.get("vmin") is not None:
+            beyond = s.vmin < r["vmin"] or s.vmax > r["vmax"]
+            between = _off_distinct(layout, f, s, r["vmin"], r["vmax"])
+            if beyond or between:
+                item = {"feature": f, "kind": "numeric", "layout_range": [r["vmin"], r["vmax"]],
+                        "new_range": [float(s.vmin), float(s.vmax)], "grid": _pd_grid(layout, f)}
+                if between:
+                    item.update(new_values=between[0], held_by=between[1])
+                out.append(item)
     return out
+
+
+def _distinct_sets(layout, feature) -> list[tuple[str, "object"]]:
+    """``(what, values)`` of every part of the layout that holds ``feature``'s distinct
+    values themselves (not a range cut into intervals): partial dependence's (and ICE's,
+    pd_variance's) grid when it was the feature's distinct values -- fewer points than
+    its ``grid_resolution``; a grid of percentiles has exactly that many -- and the
+    marginal plot's bins when they are its distinct values."""
+    import numpy as np
+
+    out = []
+    for key, grids in (layout.grids or {}).items():
+        g = grids.get(feature)
+        try:
+            res = int(key[0])
+            g = np.asarray(g, dtype=float) if g is not None else None
+        except (TypeError, ValueError, IndexError):
+            continue
+        if g is not None and len(g) < res:
+            out.append(("the partial dependence grid", g[np.isfinite(g)]))
+            break  # every grid of distinct values holds the same values
+    for sp in layout.marginal or []:
+        if getattr(sp, "feature", None) == feature and getattr(sp, "mode", None) == "values":
+            out.append(("the marginal plot's bins", np.asarray(sp.values, dtype=float)))
+    return out
+
+
+def _off_distinct(layout, feature, summary, lo, hi):
+    """``(new values, [what holds the distinct values])``: the new values inside the
+    layout's range [lo, hi] that a grid or bins of the feature's distinct values does not
+    hold (``new values`` None: more than the summary keeps, so some surely are not), or
+    None."""
+    import numpy as np
+
+    sets = _distinct_sets(layout, feature)
+    if not sets:
+        return None
+    if summary.uniques is None:  # more distinct new values than the summary keeps: more than any such grid
+        return None, [what for what, _ in sets]
+    u = np.asarray(summary.uniques, dtype=float)
+    u = u[np.isfinite(u) & (u >= lo) & (u <= hi)]
+    new, held_by = set(), []
+    for what, vals in sets:
+        off = u[~np.isin(u, vals)]
+        if len(off):
+            new.update(off.tolist())
+            held_by.append(what)
+    return (sorted(new), held_by) if new else None
 
 
 def _pd_grid(layout, feature):
@@ -269,6 +324,19 @@ def describe_outside(items: list[dict]) -> str:
             side.append(f"up to {_num(nhi)}")
         grid = (f"; the partial dependence grid spans [{_num(it['grid'][0])}, {_num(it['grid'][1])}]"
                 if it.get("grid") else "")
-        parts.append(f"feature {it['feature']!r}: new values {' and '.join(side)}, beyond the range "
-                     f"[{_num(lo)}, {_num(hi)}] the grids and bins were built from{grid}")
+        said = []
+        if side:
+            said.append(f"new values {' and '.join(side)}, beyond the range [{_num(lo)}, {_num(hi)}] the grids and "
+                        f"bins were built from{grid}")
+        if "new_values" in it:
+            vals = it["new_values"]
+            if vals is None:
+                what = "more distinct new values than the summary keeps, inside the range"
+            else:
+                named = ", ".join(_num(v) for v in vals[:NAMED_LEVELS]) + (
+                    f" and {len(vals) - NAMED_LEVELS} more" if len(vals) > NAMED_LEVELS else "")
+                what = f"{len(vals)} new value{'' if len(vals) == 1 else 's'} inside the range ({named})"
+            said.append(f"{what}, not among the distinct values {' and '.join(it['held_by'])} "
+                        f"{'holds' if len(it['held_by']) == 1 else 'hold'}")
+        parts.append(f"feature {it['feature']!r}: " + "; ".join(said))
     return "; ".join(parts)

@@ -21,7 +21,7 @@ from ..results.support import SUPPORT_NOTE
 
 from ..results.base import atomic_path
 
-__all__ = ["write_report", "render_report", "importance_figure", "embed_png", "page", "INTERACTIONS_FILE"]
+__all__ = ["write_report", "rewrite_report", "render_report", "importance_figure", "embed_png", "page", "INTERACTIONS_FILE"]
 
 #: the run's interaction table (the H-statistic's), which the report shows with its plot
 INTERACTIONS_FILE = "interactions.parquet"
@@ -277,3 +277,14 @@ def write_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFram
     with atomic_path(path) as tmp:
         Path(tmp).write_text(text, encoding="utf-8")
     return path
+
+
+def rewrite_report(run_dir: str | os.PathLike, manifest: dict) -> Path:
+    """Write ``run_dir/report.html`` again from the run's own tables and ``manifest``: a
+    run that reuses an earlier run's results (hard links) describes itself -- its id,
+    times and its drift section (no new rows, nothing compared) -- not the run it reuses.
+    The linked file is replaced, not written through, so the earlier run's report stays."""
+    run_dir = Path(run_dir)
+    curves = pd.read_parquet(run_dir / "curves.parquet")
+    imp = pd.read_parquet(run_dir / "importances.parquet")
+    return write_report(run_dir, manifest, curves, imp)

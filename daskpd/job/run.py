@@ -208,6 +208,20 @@ def run_job(spec_path_or_spec, scheduler: str | None = None, output: str | os.Pa
                 manifest["finished_at"] = store.now().isoformat(timespec="seconds")
                 manifest["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
                 manifest["input"].update(fingerprint=fp, **inputs.table_record(request))
+                if (tmp / "report.html").exists() or spec.output.report:  # the linked report is the base run's
+                    step = "report.html"
+                    with contextlib.suppress(FileNotFoundError):
+                        (tmp / "report.html").unlink()  # the link only: the base run's file stays
+                    files = manifest.setdefault("files", {})
+                    files.pop("report.html", None)
+                    if spec.output.report:
+                        from .report import rewrite_report
+
+                        rewrite_report(tmp, manifest)
+                        files["report.html"] = {"bytes": (tmp / "report.html").stat().st_size,
+                                                "sha256": store.sha256_file(tmp / "report.html")}
+                        manifest["files"] = dict(sorted(files.items()))
+                    step = None
             else:
                 # ---- the cluster
                 t0 = time.perf_counter()

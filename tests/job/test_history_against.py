@@ -71,7 +71,7 @@ def test_against_flags_the_accumulated_change_on_the_changed_feature(nights, cap
 
     assert cli.main(["history", str(nights), "--against", "r1", "--fail-on-drift", "--no-write"]) == 3
     printed = capsys.readouterr().out
-    assert "r1 -> r4 (--against / --window" in printed
+    assert "r1 -> r4 (against run r1, from --against r1: the curves of the two runs)" in printed
     # without --fail-on-drift the drift is reported, not an exit status
     assert cli.main(["history", str(nights), "--against", "r1", "--json", "--no-write"]) == 0
     s = json.loads(capsys.readouterr().out)
@@ -79,7 +79,7 @@ def test_against_flags_the_accumulated_change_on_the_changed_feature(nights, cap
     # the page shows the table against the pinned run
     assert cli.main(["history", str(nights), "--against", "r1"]) == 0
     page = (nights / "history" / "history.html").read_text()
-    assert "Against run r1 (--against / --window)" in page
+    assert "Against run r1 (from --against r1)" in page
 
 
 def test_window_picks_the_run_n_runs_before_the_newest(nights, capsys):
@@ -140,3 +140,49 @@ def test_the_python_entry_checks_them_too(nights, kwargs, message):
     with pytest.raises(HistoryError) as e:
         history(nights, output=None, **kwargs)
     assert message in str(e.value)
+
+
+def test_the_job_specs_baseline_is_the_default_and_the_flags_win(nights, dask_cluster, tmp_path, capsys):
+    """The job spec's ``[history] baseline`` pins the run ``history`` compares the newest
+    one with when neither ``--against`` nor ``--window`` is given: the spec the newest run
+    recorded (given the job directory), or the spec file given instead; the output names
+    where the pinned run came from; a flag wins; a baseline that is not a run is a note."""
+    import shutil
+
+    root = tmp_path / "out"
+    job = root / "n"
+    job.mkdir(parents=True)
+    for rid in ("r1", "r2", "r3", "r4"):
+        shutil.copytree(nights / rid, job / rid, symlinks=True)
+    text = (nights.parent.parent / "job.toml").read_text().replace("[output]\n", f'[output]\ndir = "{root}"\n')
+    spec = tmp_path / "job.toml"
+    spec.write_text(text + '\n[history]\nbaseline = "r1"\n')
+    run_job(spec, scheduler=dask_cluster, run_id="r5", progress=False, out=False, log=False)
+
+    h = history(job, output=None)  # r5's manifest holds the spec
+    assert h.pinned.run_id == "r1" and h.pinned_by == "[history] baseline = 'r1' in the job spec"
+    assert statuses(h.against)["x2"] == "drifted" and h.drifted()
+    assert history(job, output=None, use_spec=False).pinned is None
+    assert cli.main(["history", str(job), "--fail-on-drift", "--no-write"]) == 3
+    assert ("r1 -> r5 (against run r1, from [history] baseline = 'r1' in the job spec: the curves of the two runs)"
+            in capsys.readouterr().out)
+    assert cli.main(["history", str(spec), "--json", "--no-write"]) == 0  # the spec file, for the same job
+    s = json.loads(capsys.readouterr().out)
+    assert s["against"]["run_id"] == "r1" and s["against"]["by"] == "[history] baseline = 'r1' in the job spec"
+    assert s["status"] == "drift"
+    # a flag wins: r4 holds the same rows as r5
+    assert cli.main(["history", str(spec), "--window", "1", "--fail-on-drift", "--no-write"]) == 0
+    assert "r4 -> r5 (against run r4, from --window 1:" in capsys.readouterr().out
+    # a baseline that is not a run before the newest: said, not compared, not an error
+    gone = tmp_path / "gone.toml"
+    gone.write_text(text + '\n[history]\nbaseline = "r0"\n')
+    assert cli.main(["history", str(gone), "--fail-on-drift", "--no-write"]) == 0
+    printed = capsys.readouterr().out
+    assert ("no pinned run: [history] baseline = 'r0' in the job spec: not a complete run before the newest one "
+            "(r5)") in printed
+    from daskpd.job.history import job_of_spec
+
+    win = tmp_path / "win.toml"
+    win.write_text(text + "\n[history]\nwindow = 3\n")
+    h = history(job_of_spec(win)[0], output=None, spec=job_of_spec(win)[1])
+    assert h.pinned.run_id == "r2" and h.pinned_by == "[history] window = 3 in the job spec"

@@ -160,3 +160,87 @@ def test_outside_layout_names_new_categories_and_both_ends():
                                      "feature 'c': 2 new categories ('w', 'z')")
     assert outside_layout(layout, SimpleNamespace(frame=new.iloc[[1]].assign(c="v"))) == []
     assert outside_layout(Layout(["a"], {}), SimpleNamespace(frame=new)) == []  # an older layout: no ranges
+
+
+def between(seed: int, n: int) -> pd.DataFrame:
+    """Rows of the same generator with x2 = 0.6: inside x2's range [0, 1], not one of the
+    five values (0, 0.25, .., 1) that are its partial dependence grid and its marginal bins."""
+    d = chunk(seed, n)
+    return d.assign(x2=0.6, y=d["y"] + 4 * (0.6 - d["x2"]))
+
+
+def between_night(dask_cluster, tmp_path, model_path, refit):
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    for i in range(3):
+        chunk(i, 4000).assign(id=np.arange(4000) + 4000 * i).to_parquet(lake / f"p{i:03d}.parquet", index=False)
+    spec = tmp_path / "job.toml"
+    spec.write_text(SPEC.format(lake=lake, model=model_path, refit=refit))
+    out = tmp_path / "out"
+
+    def run(rid):
+        log = io.StringIO()
+        d = run_job(spec, scheduler=dask_cluster, output=out, run_id=rid, progress=False, out=False, log=log)
+        return d, json.loads((d / "manifest.json").read_text()), log.getvalue()
+
+    d1 = run("r1")[0]
+    between(11, 1000).assign(id=np.arange(1000) + 20_000).to_parquet(lake / "p011.parquet", index=False)
+    return d1, run("r2")
+
+
+HELD = ["the partial dependence grid", "the marginal plot's bins"]
+
+
+@pytest.mark.parametrize("refit", ["auto", "never"])
+def test_a_new_value_between_a_grid_of_distinct_values_is_found(dask_cluster, tmp_path, model_path, refit):
+    d1, (d2, m2, log2) = between_night(dask_cluster, tmp_path, model_path, refit)
+    pd1 = pd.read_parquet(d1 / "curves.parquet").query("method == 'partial_dependence' and feature == 'x2'")
+    assert sorted(pd1["x"]) == [0.0, 0.25, 0.5, 0.75, 1.0]  # x2's distinct values are its grid
+    mm = m2["incremental"]["model"]
+    assert mm["outside_layout"] == [{"feature": "x2", "kind": "numeric", "layout_range": [0.0, 1.0],
+                                     "new_range": [0.6, 0.6], "grid": [0.0, 1.0], "new_values": [0.6],
+                                     "held_by": HELD}]
+    what = ("feature 'x2': 1 new value inside the range (0.6), not among the distinct values the partial dependence "
+            "grid and the marginal plot's bins hold")
+    assert what in log2
+    pd2 = pd.read_parquet(d2 / "curves.parquet").query("method == 'partial_dependence' and feature == 'x2'")
+    if refit == "auto":  # built again: the grid holds the new value
+        assert mm["mode"] == "full" and mm["layout_rebuilt"] is True
+        assert sorted(pd2["x"]) == [0.0, 0.25, 0.5, 0.6, 0.75, 1.0]
+        assert "model-based methods: full after all" in log2
+    else:  # kept, and said: in the log and in the drift rows of x2
+        assert mm["mode"] == "incremental" and mm["layout_rebuilt"] is False
+        assert sorted(pd2["x"]) == [0.0, 0.25, 0.5, 0.75, 1.0]
+        assert "daskpd: warning: the model-based grids and bins of run r1 are kept" in log2
+        t = pd.read_parquet(d2 / "drift" / "comparisons.parquet").set_index(["method", "feature"])
+        note = ("the new rows hold values that the partial dependence grid and the marginal plot's bins (the "
+                "feature's distinct values, kept) do not hold (the run's log names them)")
+        assert note in t.loc[("partial_dependence", "x2"), "why"]
+        assert "distinct values" not in t.loc[("partial_dependence", "x1"), "why"]
+
+
+def test_outside_layout_names_new_values_between_distinct_values():
+    """A numeric feature whose grid (fewer points than grid_resolution) and marginal bins
+    are its distinct values: a new value inside the range, not among them, is named; a
+    percentile grid (grid_resolution points) and bins of edges take any value inside."""
+    from types import SimpleNamespace
+
+    from daskpd.job.model_state import describe_outside, outside_layout
+    from daskpd.model._marginal import marginal_spec
+    from daskpd.model._multi import Layout
+    from daskpd._engine.stats import summarize_column
+
+    d = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
+    layout = Layout(["a", "d"], {(20, (0.05, 0.95)): {"a": np.linspace(1.0, 9.0, 20), "d": d}},
+                    marginal=[marginal_spec("d", "numeric", summarize_column(pd.Series(d, name="d"), "numeric"), 5,
+                                            "quantile", {})],
+                    ranges={"a": {"kind": "numeric", "vmin": 0.0, "vmax": 10.0},
+                            "d": {"kind": "numeric", "vmin": 0.0, "vmax": 1.0}})
+    new = pd.DataFrame({"a": [2.5, 3.0, 4.0, 5, 6, 7, 8], "d": [0.6, 0.5, 0.1, 0.2, 0.3, 0.4, 0.9]})
+    (got,) = outside_layout(layout, SimpleNamespace(frame=new))
+    assert got == {"feature": "d", "kind": "numeric", "layout_range": [0.0, 1.0], "new_range": [0.1, 0.9],
+                   "grid": [0.0, 1.0], "new_values": [0.1, 0.2, 0.3, 0.4, 0.6, 0.9], "held_by": HELD}
+    assert describe_outside([got]) == ("feature 'd': 6 new values inside the range (0.1, 0.2, 0.3, 0.4, 0.6 and 1 "
+                                       "more), not among the distinct values the partial dependence grid and the "
+                                       "marginal plot's bins hold")
+    assert outside_layout(layout, SimpleNamespace(frame=new.assign(d=0.5))) == []
