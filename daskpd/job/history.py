@@ -114,7 +114,7 @@ def job_of_spec(path: str | os.PathLike, output: str | os.PathLike | None = None
     given root, else the spec's ``output.dir``, else ``./daskpd-runs`` (as ``daskpd run``
     writes it)."""
     from .run import DEFAULT_OUTPUT
-    from .spec import load_spec
+    from .spec_parse import load_spec
 
     spec = load_spec(path, check_files=False)
     root = Path(output if output is not None else (spec.output.dir or DEFAULT_OUTPUT)).expanduser().resolve()
