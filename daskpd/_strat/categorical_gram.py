@@ -240,11 +240,16 @@ def _add_dense(G, c, n, w, starts, chunk):
     (:func:`_dense_add`; the BLAS products by the same ``dsyrk`` as
     :func:`scipy.linalg.blas.dsyrk`, on the same blocks): ``G`` must be a Fortran-ordered
     float64 array (:func:`updatable`)."""
-    if not len(starts):
-        return
-    _dense_add(G.T, np.ascontiguousarray(c, dtype=np.int64), np.ascontiguousarray(n, dtype=np.float64),
-               np.ascontiguousarray(w, dtype=np.float64), np.ascontiguousarray(starts, dtype=np.int64),
-               np.ascontiguousarray(np.asarray(chunk)[starts], dtype=np.int64), TILE, float(BLAS_FACTOR))
+    if len(starts):
+        _add_dense_leaves(G, c, n, w, starts, np.asarray(chunk)[starts])
+
+
+def _add_dense_leaves(G, c, n, w, starts, lchunk):
+    """:func:`_add_dense` given each leaf's chunk (``lchunk``)."""
+    if len(starts):
+        _dense_add(G.T, np.ascontiguousarray(c, dtype=np.int64), np.ascontiguousarray(n, dtype=np.float64),
+                   np.ascontiguousarray(w, dtype=np.float64), np.ascontiguousarray(starts, dtype=np.int64),
+                   np.ascontiguousarray(lchunk, dtype=np.int64), TILE, float(BLAS_FACTOR))
 
 
 # scipy's BLAS dsyrk (the one scipy.linalg.blas.dsyrk calls), callable from compiled code:
@@ -388,9 +393,13 @@ def gram_link(state, bucket, stats_set: int):
     code, n, w, starts, vb, leaf = bucket.set_rows(stats_set)
     if not len(code):
         return state
+    lchunk = vb * (1 << 40) + leaf // CHUNK_LEAVES  # each leaf's chunk
+    if state.dense:
+        state.gram = updatable(state.gram)
+        _add_dense_leaves(state.gram, code, n, w, starts, lchunk)
+        return state
     sizes = np.diff(np.r_[starts, len(code)])
-    chunk = np.repeat(vb * (1 << 40) + leaf // CHUNK_LEAVES, sizes)
-    state.add_gram(code.astype(np.int64), n, w, starts, chunk)
+    state.add_gram(code.astype(np.int64), n, w, starts, np.repeat(lchunk, sizes))
     return state
 
 
