@@ -28,6 +28,8 @@ into the comparison's positions.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +40,8 @@ from .._engine.sums import Table
 from .state import FeatureState, ScanState, Stratification, union_coder
 
 __all__ = ["comparison_states", "Comparison", "MAX_POSITIONS", "CHUNK_CELLS", "NewSide", "new_side", "pair_sides",
-           "side_state", "check_states", "on_disk", "run_dirs", "one_feature", "pair_task", "finish_task"]
+           "side_state", "check_states", "on_disk", "run_dirs", "one_feature", "pair_task", "finish_task",
+           "new_state_hook", "call_new_state_hook"]
 
 #: a numeric feature's positions in the comparison: at most this many (bins of about
 #: equal new-row mass; exact values when it has no more)
@@ -281,3 +284,28 @@ def finish_task(sides: tuple, which: int, shell: dict, stratification: Stratific
     st = ScanState(shell["stratification_id"], shell["target"], int(shell["n_trials"]), {f: sides[which]},
                    int(shell["n_rows"]), shell["y_range"], shell["n_partitions"], dict(shell["dtypes"]))
     return st.finish(stratification, finish_options)[f]
+
+
+# ---------------------------------------------------------------------------------
+# an incremental scan's new sums, as soon as they are gathered
+
+_NEW_STATE_HOOK = contextvars.ContextVar("daskpd_new_state_hook", default=None)
+
+
+@contextlib.contextmanager
+def new_state_hook(fn):
+    """Within this context, a scan of new data merged into a base state calls ``fn`` with
+    the new data's sums (a :class:`ScanState`) before it merges them, so that work on
+    them (a job's new-against-old comparison, on the workers) runs while the driver merges."""
+    token = _NEW_STATE_HOOK.set(fn)
+    try:
+        yield
+    finally:
+        _NEW_STATE_HOOK.reset(token)
+
+
+def call_new_state_hook(state: ScanState) -> None:
+    """Hand the new data's sums to the hook of :func:`new_state_hook`, if any."""
+    fn = _NEW_STATE_HOOK.get()
+    if fn is not None:
+        fn(state)

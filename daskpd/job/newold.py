@@ -31,7 +31,7 @@ from .drift import POINT_COLUMNS, DriftRecord, compare_curves, critical, decide
 from .seal import DIGEST, SEAL_NAME, StateDamaged, file_digest
 from .store import list_runs
 
-__all__ = ["Reference", "Comparison", "references", "model_free", "compare_states", "model_based", "model_night", "finish", "write",
+__all__ = ["Reference", "Comparison", "references", "model_free", "compare_states", "start_compare", "Pending", "model_based", "model_night", "finish", "write",
            "manifest_record", "record_frame", "points_frame", "RECORD_COLUMNS", "DRIFT_DIR", "TESTS"]
 
 #: the run directory's sub-directory holding its comparisons
@@ -162,34 +162,58 @@ def compare_states(new_state, stratification, methods: dict, n_trials: int, fini
     "catstratpd"}``, the features to compare.  Both sides are put on shared positions
     and cells (:func:`daskpd._strat.apart.comparison_states`) and finished with
     ``n_trials`` leaf-bootstrap trials, paired by leaf; a numeric feature on at most
-    ``max_positions`` positions (default :data:`daskpd._strat.apart.MAX_POSITIONS`)."""
+    ``max_positions`` positions (default :data:`daskpd._strat.apart.MAX_POSITIONS`).
+    With a distributed Client, on its workers (:func:`start_compare`)."""
+    return start_compare(new_state, stratification, methods, n_trials, finish_options, old_state=old_state,
+                         whole_state=whole_state, max_positions=max_positions).result()
+
+
+class Pending:
+    """A comparison started by :func:`start_compare`; :meth:`result` waits for its records."""
+
+    def __init__(self, collect):
+        self._collect = collect
+
+    def result(self) -> list[DriftRecord]:
+        return self._collect()
+
+
+def start_compare(new_state, stratification, methods: dict, n_trials: int, finish_options: dict | None = None, *,
+                  old_state=None, whole_state=None, max_positions: int | None = None) -> Pending:
+    """:func:`compare_states` started: with a distributed Client the features' tasks are
+    submitted to its workers now (:func:`_compare_on_cluster`) and run while the driver
+    does other work; without, the comparison runs here when the result is asked for."""
     from .._engine.scheduler import current_client
     from .._strat.apart import MAX_POSITIONS, comparison_states
 
     feats = [f for f in new_state.features if f in methods]
     if not feats:
-        return []
+        return Pending(list)
     client = current_client()
     if client is not None:
         return _compare_on_cluster(client, new_state, stratification, feats, methods, n_trials, finish_options,
                                    old_state, whole_state, max_positions or MAX_POSITIONS)
-    cmp_ = comparison_states(new_state.subset(feats), stratification, n_trials,
-                             old=None if old_state is None else old_state.subset(feats),
-                             whole=None if whole_state is None else whole_state.subset(feats),
-                             max_positions=max_positions or MAX_POSITIONS)
-    # the two sides are independent finishes (numba kernels that release the GIL): one
-    # thread each, the same results as one after the other
-    with ThreadPoolExecutor(2, thread_name_prefix="daskpd-newold") as pool:
-        sides = [pool.submit(side.finish, stratification, finish_options) for side in (cmp_.new, cmp_.old)]
-        new, old = (f.result() for f in sides)
-    out = []
-    for f in feats:
-        coder = cmp_.new.features[f].coder
-        rows = cmp_.rows[f]
-        out.append(compare_curves(new[f], old[f], method=methods[f], feature=f, paired=True,
-                                  edges=coder.edges if coder.binned else None, rows_new=rows[1], rows_old=rows[3],
-                                  note=_note(rows)))
-    return out
+
+    def here():
+        cmp_ = comparison_states(new_state.subset(feats), stratification, n_trials,
+                                 old=None if old_state is None else old_state.subset(feats),
+                                 whole=None if whole_state is None else whole_state.subset(feats),
+                                 max_positions=max_positions or MAX_POSITIONS)
+        # the two sides are independent finishes (numba kernels that release the GIL): one
+        # thread each, the same results as one after the other
+        with ThreadPoolExecutor(2, thread_name_prefix="daskpd-newold") as pool:
+            sides = [pool.submit(side.finish, stratification, finish_options) for side in (cmp_.new, cmp_.old)]
+            new, old = (f.result() for f in sides)
+        out = []
+        for f in feats:
+            coder = cmp_.new.features[f].coder
+            rows = cmp_.rows[f]
+            out.append(compare_curves(new[f], old[f], method=methods[f], feature=f, paired=True,
+                                      edges=coder.edges if coder.binned else None, rows_new=rows[1],
+                                      rows_old=rows[3], note=_note(rows)))
+        return out
+
+    return Pending(here)
 
 
 def _visible(client, dirs: set) -> bool:
@@ -202,7 +226,7 @@ def _visible(client, dirs: set) -> bool:
 
 
 def _compare_on_cluster(client, new_state, stratification, feats, methods, n_trials, finish_options, old_state,
-                        whole_state, max_positions) -> list[DriftRecord]:
+                        whole_state, max_positions) -> Pending:
     """:func:`compare_states` on the cluster's workers: per feature, the driver finds the
     comparison's positions and the new rows' sums on them (:func:`~daskpd._strat.apart.new_side`,
     the new rows are few), and the workers put the old rows' sums on them where the
@@ -245,8 +269,12 @@ def _compare_on_cluster(client, new_state, stratification, feats, methods, n_tri
         records[f] = client.submit(_record_task, sides, *done, methods[f], f,
                                    ns.target.edges if ns.target.binned else None, pure=False,
                                    key=f"daskpd-newold-record-{f}-{_token()}")
-    got = dict(zip(records, client.gather(list(records.values()))))
-    return [got[f] for f in feats]
+
+    def collect():
+        got = dict(zip(records, client.gather(list(records.values()))))
+        return [got[f] for f in feats]
+
+    return Pending(collect)
 
 
 def _token() -> str:
