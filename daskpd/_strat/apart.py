@@ -30,6 +30,8 @@ into the comparison's positions.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,9 +39,14 @@ import pandas as pd
 
 from .._data.encode import KeyCoder
 from .._engine.sums import Table
-from .state import FeatureState, ScanState, Stratification, union_coder
+from .._engine.allocator import limit_worker_threads
+from .estimator import ModelFreeEstimator
+from .positions import union_coder
+from .state import FeatureState, ScanState, Stratification
 
-__all__ = ["comparison_states", "Comparison", "MAX_POSITIONS", "CHUNK_CELLS"]
+__all__ = ["comparison_states", "Comparison", "MAX_POSITIONS", "CHUNK_CELLS", "NewSide", "new_side", "pair_sides",
+           "side_state", "check_states", "on_disk", "run_dirs", "one_feature", "pair_task", "finish_task",
+           "new_state_hook", "call_new_state_hook"]
 
 #: a numeric feature's positions in the comparison: at most this many (bins of about
 #: equal new-row mass; exact values when it has no more)
@@ -124,6 +131,67 @@ def _take(t: Table, idx: np.ndarray) -> Table:
     return Table(t.leaf[idx], t.key[idx], t.values[idx])
 
 
+def check_states(new: ScanState, base: ScanState, stratification: Stratification) -> None:
+    """A ValueError unless both states were scanned under ``stratification``."""
+    for s in (new, base):
+        if s.stratification_id != stratification.id:
+            raise ValueError(f"a state was scanned under stratification {s.stratification_id}, not {stratification.id}")
+
+
+@dataclass
+class NewSide:
+    """A feature's comparison positions and the new rows' sums on them (:func:`new_side`):
+    the union coder of both states, the comparison's coder (``target``), the union code
+    -> comparison code (``mapping``), the union codes' x (``xval``) and the new rows'
+    sums in the comparison's codes (``table``)."""
+
+    union: KeyCoder
+    target: KeyCoder
+    mapping: np.ndarray
+    xval: np.ndarray | None
+    table: Table
+
+
+def new_side(a: FeatureState, b: FeatureState, dtype, estimator: ModelFreeEstimator,
+             max_positions: int = MAX_POSITIONS) -> NewSide:
+    """The first half of a feature's comparison: its positions (``estimator``'s
+    ``comparison_positions`` of the new rows ``a``; ``b``: the old or all rows) and the
+    new rows' sums on them."""
+    union = union_coder(b.coder, a.coder, dtype)
+    ua = _to_union(a, union)
+    fine = _side(a, ua, np.arange(union.n_keys, dtype=np.int64), None, union)
+    counts = np.bincount(fine.key, weights=fine.values[:, 0], minlength=union.n_keys)
+    target, mapping, xval = estimator.comparison_positions(union, counts, max_positions)
+    return NewSide(union, target, mapping, xval, _side(a, ua, mapping, xval, target))
+
+
+def pair_sides(new_counters, b: FeatureState, ns: NewSide, whole: bool) -> tuple:
+    """The second half of a feature's comparison: ``(new FeatureState, old FeatureState,
+    (new_kept, new_all, old_kept, old_all))`` on the cells both hold; ``b`` the old rows'
+    sums, or all the rows' (``whole``: the new rows' taken off), read once."""
+    target, mapping, xval, tn = ns.target, ns.mapping, ns.xval, ns.table
+    tb = _side(b, _to_union(b, ns.union), mapping, xval, target)
+    K = target.n_keys
+    cn, cb = _cells(tn, K), _cells(tb, K)
+    both, i_n, i_b = np.intersect1d(cn, cb, assume_unique=True, return_indices=True)
+    if whole:  # old = whole - new, on the new rows' cells (the others are the old rows' alone)
+        vals = tb.values[i_b] - tn.values[i_n]
+        keep = vals[:, 0] > 0.5  # counts are whole numbers: a cell the new rows alone fill is dropped
+        old_rows = float(tb.values[:, 0].sum() - tn.values[:, 0].sum())
+        tb = Table(tb.leaf[i_b][keep], tb.key[i_b][keep], vals[keep])
+        i_n = i_n[keep]
+        counters_old = tuple(int(x) - int(y) for x, y in zip(b.counters, new_counters))
+    else:
+        old_rows = float(tb.values[:, 0].sum())
+        tb = _take(tb, i_b)
+        counters_old = tuple(b.counters)
+    new_rows = float(tn.values[:, 0].sum())
+    tn = _take(tn, i_n)
+    rows = (float(tn.values[:, 0].sum()), new_rows, float(tb.values[:, 0].sum()), old_rows)
+    return (FeatureState(target, tn, new_counters, kind=b.kind), FeatureState(target, tb, counters_old, kind=b.kind),
+            rows)
+
+
 def comparison_states(new: ScanState, stratification: Stratification, n_trials: int, *, old: ScanState | None = None,
                       whole: ScanState | None = None, max_positions: int = MAX_POSITIONS) -> Comparison:
     """The new rows' and the old rows' comparison states (see the module docstring):
@@ -133,40 +201,91 @@ def comparison_states(new: ScanState, stratification: Stratification, n_trials: 
     if (old is None) == (whole is None):
         raise ValueError("give exactly one of old= (the rows before the new ones) and whole= (all the rows)")
     base = old if old is not None else whole
-    for s in (new, base):
-        if s.stratification_id != stratification.id:
-            raise ValueError(f"a state was scanned under stratification {s.stratification_id}, not {stratification.id}")
+    check_states(new, base, stratification)
     feats_new, feats_old, rows = {}, {}, {}
     for f, a in new.features.items():
         b = base.features[f]
-        union = union_coder(b.coder, a.coder, new.dtypes.get(f) if new.dtypes.get(f) is not None else base.dtypes.get(f))
-        ua = _to_union(a, union)
-        fine = _side(a, ua, np.arange(union.n_keys, dtype=np.int64), None, union)
-        counts = np.bincount(fine.key, weights=fine.values[:, 0], minlength=union.n_keys)
-        target, mapping, xval = stratification.scan_of(f).estimator.comparison_positions(union, counts,
-                                                                                           max_positions)
-        tn = _side(a, ua, mapping, xval, target)
-        tb = _side(b, _to_union(b, union), mapping, xval, target)
-        K = target.n_keys
-        cn, cb = _cells(tn, K), _cells(tb, K)
-        both, i_n, i_b = np.intersect1d(cn, cb, assume_unique=True, return_indices=True)
-        if whole is not None:  # old = whole - new, on the new rows' cells (the others are the old rows' alone)
-            vals = tb.values[i_b] - tn.values[i_n]
-            keep = vals[:, 0] > 0.5  # counts are whole numbers: a cell the new rows alone fill is dropped
-            old_rows = float(tb.values[:, 0].sum() - tn.values[:, 0].sum())
-            tb = Table(tb.leaf[i_b][keep], tb.key[i_b][keep], vals[keep])
-            i_n = i_n[keep]
-            counters_old = tuple(int(x) - int(y) for x, y in zip(b.counters, a.counters))
-        else:
-            old_rows = float(tb.values[:, 0].sum())
-            tb = _take(tb, i_b)
-            counters_old = tuple(b.counters)
-        new_rows = float(tn.values[:, 0].sum())
-        tn = _take(tn, i_n)
-        rows[f] = (float(tn.values[:, 0].sum()), new_rows, float(tb.values[:, 0].sum()), old_rows)
-        feats_new[f] = FeatureState(target, tn, a.counters, kind=a.kind)
-        feats_old[f] = FeatureState(target, tb, counters_old, kind=a.kind)
+        ns = new_side(a, b, new.dtypes.get(f) if new.dtypes.get(f) is not None else base.dtypes.get(f),
+                      stratification.scan_of(f).estimator, max_positions)
+        feats_new[f], feats_old[f], rows[f] = pair_sides(a.counters, b, ns, whole is not None)
     n_old = base.n_rows - (new.n_rows if whole is not None else 0)
-    mk = lambda s, feats, n: ScanState(s.stratification_id, s.target, int(n_trials), feats, int(n), s.y_range,  # noqa: E731
-                                        s.n_partitions, dict(s.dtypes))
-    return Comparison(mk(new, feats_new, new.n_rows), mk(base, feats_old, n_old), rows)
+    return Comparison(side_state(new, feats_new, n_trials, new.n_rows), side_state(base, feats_old, n_trials, n_old),
+                      rows)
+
+
+def side_state(s: ScanState, feats: dict, n_trials: int, n_rows: int) -> ScanState:
+    """One side of a comparison: ``feats`` as a state of ``s``'s scan with ``n_trials``."""
+    return ScanState(s.stratification_id, s.target, int(n_trials), feats, int(n_rows), s.y_range, s.n_partitions,
+                     dict(s.dtypes))
+
+
+# ---------------------------------------------------------------------------------
+# on the workers: a feature's comparison read and finished where the old sums are
+
+
+def on_disk(st: FeatureState) -> FeatureState | None:
+    """``st`` as a light copy that reads its runs' saved files (sent to a worker: only
+    their paths travel), or None when a run is in memory."""
+    from .state import Run
+
+    if any(r.sources is None for r in st.runs):
+        return None
+    return FeatureState(st.coder, None, st.counters, runs=[Run(r.coder, None, r.sources) for r in st.runs],
+                        kind=st.kind)
+
+
+def run_dirs(st: FeatureState) -> set:
+    """The directories a saved feature's runs read."""
+    return {d for r in st.runs for d, _ in (r.sources or ())}
+
+
+def one_feature(stratification: Stratification, feature: str) -> Stratification:
+    """``stratification`` reduced to one feature's tree (the same id): what finishing that
+    feature needs."""
+    from dataclasses import replace
+
+    return replace(stratification, features=[feature], scans=[stratification.scan_of(feature)],
+                   kinds={feature: stratification.kinds.get(feature)}, id=stratification.id)
+
+
+def pair_task(new_counters, b: FeatureState, ns: NewSide, whole: bool) -> tuple:
+    """:func:`pair_sides` on a worker (``b`` read from its saved files there)."""
+    limit_worker_threads()
+    return pair_sides(new_counters, b, ns, whole)
+
+
+def finish_task(sides: tuple, which: int, shell: dict, stratification: Stratification, finish_options: dict | None):
+    """One side of a feature's comparison finished on a worker: ``sides`` (from
+    :func:`pair_sides`), ``which`` 0 (the new rows) or 1 (the old ones), ``shell`` the
+    side's state fields (``stratification_id``, ``target``, ``n_trials``, ``n_rows``,
+    ``y_range``, ``n_partitions``, ``dtypes``); the feature's result."""
+    limit_worker_threads()
+    f = stratification.features[0]
+    st = ScanState(shell["stratification_id"], shell["target"], int(shell["n_trials"]), {f: sides[which]},
+                   int(shell["n_rows"]), shell["y_range"], shell["n_partitions"], dict(shell["dtypes"]))
+    return st.finish(stratification, finish_options)[f]
+
+
+# ---------------------------------------------------------------------------------
+# an incremental scan's new sums, as soon as they are gathered
+
+_NEW_STATE_HOOK = contextvars.ContextVar("daskpd_new_state_hook", default=None)
+
+
+@contextlib.contextmanager
+def new_state_hook(fn):
+    """Within this context, a scan of new data merged into a base state calls ``fn`` with
+    the new data's sums (a :class:`ScanState`) before it merges them, so that work on
+    them (a job's new-against-old comparison, on the workers) runs while the driver merges."""
+    token = _NEW_STATE_HOOK.set(fn)
+    try:
+        yield
+    finally:
+        _NEW_STATE_HOOK.reset(token)
+
+
+def call_new_state_hook(state: ScanState) -> None:
+    """Hand the new data's sums to the hook of :func:`new_state_hook`, if any."""
+    fn = _NEW_STATE_HOOK.get()
+    if fn is not None:
+        fn(state)

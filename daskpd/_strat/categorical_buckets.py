@@ -75,15 +75,37 @@ class CGBlock:
     def set_rows(self, st: int) -> tuple:
         """``(code, n, w, starts, vb, leaf)`` of set ``st`` alone (the rows it has, in the
         leaves where it holds >= 2 categories; ``w`` per row)."""
-        lw = self.w[:, st]
-        sizes = np.diff(np.r_[self.starts, len(self.code)])
-        keep = np.repeat(lw > 0, sizes) & (self.n[:, st] > 0)
-        rows = np.flatnonzero(keep)
-        code, n, w = self.code[rows], self.n[rows, st].astype(np.float64), np.repeat(lw, sizes)[rows]
-        leaves = np.flatnonzero(lw > 0)
-        per_leaf = np.add.reduceat(keep.astype(np.int64), self.starts)[leaves] if len(self.starts) else np.zeros(0, np.int64)
-        starts = (np.cumsum(per_leaf) - per_leaf).astype(np.int64)
+        code, n, w, starts, leaves = _set_rows(self.code, self.n, self.w, self.starts, st)
         return code, n, w, starts, self.vb[leaves], self.leaf[leaves]
+
+
+@numba.njit(cache=True, nogil=True)
+def _set_rows(code, n, w, starts, st):
+    """:meth:`CGBlock.set_rows` in one pass: ``(code, n, w, starts, leaves)`` of set
+    ``st`` (``leaves``: the block's leaves it keeps)."""
+    R = code.shape[0]
+    L = starts.shape[0]
+    c_s = np.empty(R, code.dtype)
+    n_s = np.empty(R, np.float64)
+    w_s = np.empty(R, np.float64)
+    st_s = np.empty(L, np.int64)
+    lv = np.empty(L, np.int64)
+    m = 0
+    nl = 0
+    for q in range(L):
+        wl = w[q, st]
+        if not wl > 0:
+            continue
+        st_s[nl] = m
+        lv[nl] = q
+        nl += 1
+        for r in range(starts[q], starts[q + 1] if q + 1 < L else R):
+            if n[r, st] > 0:
+                c_s[m] = code[r]
+                n_s[m] = np.float64(n[r, st])
+                w_s[m] = wl
+                m += 1
+    return c_s[:m].copy(), n_s[:m].copy(), w_s[:m].copy(), st_s[:nl].copy(), lv[:nl].copy()
 
 
 @dataclass

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import llvmlite.binding as llvm_binding
 import numba
 from dask.sizeof import sizeof
+from numba.extending import get_cython_function_address
 import numpy as np
 
 from .._engine.sums import group_sums
@@ -234,33 +236,124 @@ def _add_dense(G, c, n, w, starts, chunk):
     leaf; ``chunk``: each row's chunk).  A chunk whose categories are few enough for a
     dense (leaves x categories) block is one BLAS product; runs of the other chunks are
     one cache-tiled scatter.  The choice depends on the chunk only, and each entry's
-    terms are added chunk after chunk, leaf after leaf, whichever way."""
-    ends = np.r_[starts[1:], len(c)]
-    leaf_chunk = chunk[starts]
-    bounds = np.flatnonzero(np.r_[True, leaf_chunk[1:] != leaf_chunk[:-1], True])  # leaf ranges per chunk
-    blas = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        sizes = ends[a:b] - starts[a:b]
-        r0, r1 = starts[a], ends[b - 1]
-        pairs = float(np.sum(sizes.astype(np.float64) * (sizes + 1) / 2))
-        n_u = len(_distinct_codes(c[r0:r1], G.shape[0])[0])
-        blas.append((b - a) * n_u * n_u / 2 <= BLAS_FACTOR * pairs)
-    q = 0
-    while q < len(blas):
-        a = bounds[q]
-        if blas[q]:
-            b = bounds[q + 1]
+    terms are added chunk after chunk, leaf after leaf, whichever way.  One compiled pass
+    (:func:`_dense_add`; the BLAS products by the same ``dsyrk`` as
+    :func:`scipy.linalg.blas.dsyrk`, on the same blocks): ``G`` must be a Fortran-ordered
+    float64 array (:func:`updatable`)."""
+    if len(starts):
+        _add_dense_leaves(G, c, n, w, starts, np.asarray(chunk)[starts])
+
+
+def _add_dense_leaves(G, c, n, w, starts, lchunk):
+    """:func:`_add_dense` given each leaf's chunk (``lchunk``)."""
+    if len(starts):
+        _dense_add(G.T, np.ascontiguousarray(c, dtype=np.int64), np.ascontiguousarray(n, dtype=np.float64),
+                   np.ascontiguousarray(w, dtype=np.float64), np.ascontiguousarray(starts, dtype=np.int64),
+                   np.ascontiguousarray(lchunk, dtype=np.int64), TILE, float(BLAS_FACTOR))
+
+
+# scipy's BLAS dsyrk (the one scipy.linalg.blas.dsyrk calls), callable from compiled code:
+# bound by symbol name, so the kernels that call it stay cached across processes
+_DSYRK_SYMBOL = "daskpd_scipy_dsyrk"
+llvm_binding.add_symbol(_DSYRK_SYMBOL, get_cython_function_address("scipy.linalg.cython_blas", "dsyrk"))
+_dsyrk = numba.types.ExternalFunction(_DSYRK_SYMBOL, numba.types.void(*([numba.types.voidptr] * 10)))
+
+
+@numba.njit(cache=True, nogil=True)
+def _syrk_t(At, Ct, beta):
+    """``C = A'A + beta C``, upper triangle, by BLAS's dsyrk: ``At`` (n, k) C-ordered is
+    the Fortran-ordered (k, n) A, ``Ct`` (n, n) C-ordered the Fortran-ordered C."""
+    n, k = At.shape
+    iv = np.empty(4, np.int32)
+    iv[0] = n
+    iv[1] = k
+    iv[2] = max(k, 1)
+    iv[3] = max(n, 1)
+    dv = np.empty(2)
+    dv[0] = 1.0
+    dv[1] = beta
+    ch = np.empty(2, np.uint8)
+    ch[0] = 85  # "U": the upper triangle
+    ch[1] = 84  # "T": A'A
+    _dsyrk(ch[0:].ctypes, ch[1:].ctypes, iv[0:].ctypes, iv[1:].ctypes, dv[0:].ctypes, At.ctypes, iv[2:].ctypes,
+           dv[1:].ctypes, Ct.ctypes, iv[3:].ctypes)
+
+
+@numba.njit(cache=True, nogil=True)
+def _dense_add(Gt, c, n, w, starts, lchunk, tile, blas_factor):
+    """:func:`_add_dense` compiled: ``Gt`` is G transposed (C-ordered: the memory of the
+    Fortran-ordered G), ``lchunk`` each leaf's chunk.  The same operations in the same
+    order as the chunk-by-chunk calls it replaces (:func:`_syrk_chunk`, :func:`scatter_upper`)."""
+    K = Gt.shape[0]
+    L = starts.shape[0]
+    R = c.shape[0]
+    ends = np.empty(L, np.int64)
+    for q in range(L):
+        ends[q] = starts[q + 1] if q + 1 < L else R
+    bounds = np.empty(L + 1, np.int64)  # leaf ranges per chunk
+    nb = 0
+    bounds[0] = 0
+    for q in range(1, L):
+        if lchunk[q] != lchunk[q - 1]:
+            nb += 1
+            bounds[nb] = q
+    nb += 1
+    bounds[nb] = L
+    mark = np.full(K, -1, np.int64)
+    blas = np.zeros(nb, np.bool_)
+    for k in range(nb):
+        a, b = bounds[k], bounds[k + 1]
+        pairs = 0.0
+        for q in range(a, b):
+            sz = ends[q] - starts[q]
+            pairs += np.float64(sz) * (sz + 1) / 2
+        n_u = 0
+        for r in range(starts[a], ends[b - 1]):
+            if mark[c[r]] != k:
+                mark[c[r]] = k
+                n_u += 1
+        blas[k] = (b - a) * n_u * n_u / 2 <= blas_factor * pairs
+    G = Gt.T
+    rank = np.full(K, -1, np.int64)
+    k = 0
+    while k < nb:
+        a = bounds[k]
+        if blas[k]:
+            b = bounds[k + 1]
             r0, r1 = starts[a], ends[b - 1]
-            _syrk_chunk(G, c[r0:r1], n[r0:r1] * np.sqrt(w[r0:r1]), ends[a:b] - starts[a:b])
-            q += 1
+            # the chunk's distinct categories, ascending, and each row's place among them
+            for r in range(r0, r1):
+                rank[c[r]] = 0
+            n_u = 0
+            u = np.empty(min(K, r1 - r0), np.int64)
+            for j in range(K):
+                if rank[j] >= 0:
+                    rank[j] = n_u
+                    u[n_u] = j
+                    n_u += 1
+            At = np.zeros((n_u, b - a))
+            for q in range(a, b):
+                for r in range(starts[q], ends[q]):
+                    At[rank[c[r]], q - a] = n[r] * np.sqrt(w[r])
+            if n_u == K:  # every category: G updated in place
+                _syrk_t(At, Gt, 1.0)
+            else:
+                Ct = np.zeros((n_u, n_u))
+                _syrk_t(At, Ct, 0.0)
+                for i in range(n_u):
+                    for j in range(n_u):
+                        Gt[u[j], u[i]] += Ct[j, i]
+            for j in range(n_u):
+                rank[u[j]] = -1
+            k += 1
             continue
-        z = q
-        while z < len(blas) and not blas[z]:
+        z = k
+        while z < nb and not blas[z]:
             z += 1
         b = bounds[z]
         r0, r1 = starts[a], ends[b - 1]
-        scatter_upper(G, c[r0:r1], n[r0:r1], w[r0:r1], starts[a:b] - r0, TILE)
-        q = z
+        scatter_upper(G, c[r0:r1], n[r0:r1], w[r0:r1], starts[a:b] - r0, tile)
+        k = z
 
 
 @numba.njit(cache=True, nogil=True)
@@ -300,9 +393,13 @@ def gram_link(state, bucket, stats_set: int):
     code, n, w, starts, vb, leaf = bucket.set_rows(stats_set)
     if not len(code):
         return state
+    lchunk = vb * (1 << 40) + leaf // CHUNK_LEAVES  # each leaf's chunk
+    if state.dense:
+        state.gram = updatable(state.gram)
+        _add_dense_leaves(state.gram, code, n, w, starts, lchunk)
+        return state
     sizes = np.diff(np.r_[starts, len(code)])
-    chunk = np.repeat(vb * (1 << 40) + leaf // CHUNK_LEAVES, sizes)
-    state.add_gram(code.astype(np.int64), n, w, starts, chunk)
+    state.add_gram(code.astype(np.int64), n, w, starts, np.repeat(lchunk, sizes))
     return state
 
 

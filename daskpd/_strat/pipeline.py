@@ -36,6 +36,7 @@ from .._engine.hashing import Sample, SampleJob, fold_hash, fold_of, hash_order
 from .._engine.plan import Kept, build_pass, run_pass
 from .._engine.progress import plan_stages, stage
 from .._errors import DataError
+from .apart import call_new_state_hook
 from .catstratpd_estimator import CATEGORY_LEVELS_CAP
 from .estimators import estimator_named
 from .firstpass import FirstPassCache, TargetRange, cached_first_pass
@@ -803,6 +804,7 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0,
     if merge:
         t3 = time.perf_counter()
         new_state = state
+        call_new_state_hook(new_state)  # e.g. a job's new-against-old comparison, started on the workers
         state, results = base_state.delta_finish(state, strat, finish_options)
         phases["merge_finish_s"] = time.perf_counter() - t3
         modes, secs = state.finish_modes, state.finish_seconds

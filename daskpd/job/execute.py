@@ -87,7 +87,24 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
     call = dict(common)
     if under.get("stratification") is not None:  # the stratifying columns the stratification was fitted on
         call["stratify_on"] = list(under["stratification"].stratify_on)
-    with warnings.catch_warnings():  # the job logs the note itself (run_job's log stream), once
+    early = {}  # an incremental night's nightly comparison, started as soon as the new files' sums are gathered
+    hook = contextlib.nullcontext()
+    if under.get("stratification") is not None and any(
+            c.reference.test == "new-vs-old" and not c.reference.skip for c in res.comparisons):
+        from . import newold
+        from .._strat.apart import new_state_hook
+
+        strat = under["stratification"]
+        methods = {f: m for f in curve_feats if f in strat.features
+                   for m in ["catstratpd" if f in cats else "stratpd"] if m in want}
+
+        def start(new_state):  # its tasks run on the workers while the driver merges the sums
+            early["new-vs-old"] = (methods, newold.start_compare(
+                new_state, strat, methods, spec.history.n_trials, finish_options, old_state=under["base_state"]))
+
+        hook = new_state_hook(start)
+    finish_options = {"min_slopes_per_x": p_num["min_slopes_per_x"], "few_slopes": p_num["few_slopes"]}
+    with warnings.catch_warnings(), hook:  # the job logs the note itself (run_job's log stream), once
         warnings.filterwarnings("ignore", message="importances: .* left out of the default features")
         warnings.filterwarnings("ignore", message="daskpd: .* left out of the stratifying columns")
         out = strat_curves_and_importances(
@@ -134,21 +151,29 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
                                                    **{**common, "stratify_on": list(out.stratification.stratify_on)})
             return got.state
 
-        model_free_comparisons(spec, res, plan, out, scan,
-                               {"min_slopes_per_x": p_num["min_slopes_per_x"], "few_slopes": p_num["few_slopes"]})
+        model_free_comparisons(spec, res, plan, out, scan, finish_options, early)
         phases["new_vs_old_s"] = round(time.perf_counter() - t0, 3)
 
 
-def model_free_comparisons(spec: JobSpec, res: RunResult, plan, out, scan, finish_options: dict) -> None:
+def model_free_comparisons(spec: JobSpec, res: RunResult, plan, out, scan, finish_options: dict,
+                           early: dict | None = None) -> None:
     """Fill ``res.comparisons`` with the model-free curves' records (:mod:`.newold`):
     an incremental night's nightly comparison takes the new files' sums and the kept
-    ones; any other (a refit night, a baseline, a window) scans its new files under
-    this run's trees (``scan``) and takes their sums off all the rows'."""
+    ones (``early``: ``{"new-vs-old": (methods, started comparison)}``, started while the
+    scan merged them); any other (a refit night, a baseline, a window) scans its new
+    files under this run's trees (``scan``) and takes their sums off all the rows'."""
     from . import newold
 
+    early = early or {}
     for cmp_ in res.comparisons:
         ref = cmp_.reference
         if ref.skip:
+            continue
+        want = {(m, f) for (m, f) in res.curves if m in ("stratpd", "catstratpd")}
+        if ref.test == "new-vs-old" and plan.mode == "incremental" and ref.test in early and \
+                all(early[ref.test][0].get(f) == m for (m, f) in want):
+            methods, pending = early[ref.test]
+            cmp_.records.extend(r for r in pending.result() if (methods[r.feature], r.feature) in want)
             continue
         if ref.test == "new-vs-old" and plan.mode == "incremental":
             sides = {"new_state": out.new_state, "old_state": plan.load_state()}

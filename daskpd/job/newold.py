@@ -19,6 +19,7 @@ Each comparison is one family: its curves' p-values are adjusted together
 from __future__ import annotations
 
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ from .drift import POINT_COLUMNS, DriftRecord, compare_curves, critical, decide
 from .seal import DIGEST, SEAL_NAME, StateDamaged, file_digest
 from .store import list_runs
 
-__all__ = ["Reference", "Comparison", "references", "model_free", "compare_states", "model_based", "model_night", "finish", "write",
+__all__ = ["Reference", "Comparison", "references", "model_free", "compare_states", "start_compare", "Pending", "model_based", "model_night", "finish", "write",
            "manifest_record", "record_frame", "points_frame", "RECORD_COLUMNS", "DRIFT_DIR", "TESTS"]
 
 #: the run directory's sub-directory holding its comparisons
@@ -161,29 +162,136 @@ def compare_states(new_state, stratification, methods: dict, n_trials: int, fini
     "catstratpd"}``, the features to compare.  Both sides are put on shared positions
     and cells (:func:`daskpd._strat.apart.comparison_states`) and finished with
     ``n_trials`` leaf-bootstrap trials, paired by leaf; a numeric feature on at most
-    ``max_positions`` positions (default :data:`daskpd._strat.apart.MAX_POSITIONS`)."""
+    ``max_positions`` positions (default :data:`daskpd._strat.apart.MAX_POSITIONS`).
+    With a distributed Client, on its workers (:func:`start_compare`)."""
+    return start_compare(new_state, stratification, methods, n_trials, finish_options, old_state=old_state,
+                         whole_state=whole_state, max_positions=max_positions).result()
+
+
+class Pending:
+    """A comparison started by :func:`start_compare`; :meth:`result` waits for its records."""
+
+    def __init__(self, collect):
+        self._collect = collect
+
+    def result(self) -> list[DriftRecord]:
+        return self._collect()
+
+
+def start_compare(new_state, stratification, methods: dict, n_trials: int, finish_options: dict | None = None, *,
+                  old_state=None, whole_state=None, max_positions: int | None = None) -> Pending:
+    """:func:`compare_states` started: with a distributed Client the features' tasks are
+    submitted to its workers now (:func:`_compare_on_cluster`) and run while the driver
+    does other work; without, the comparison runs here when the result is asked for."""
+    from .._engine.scheduler import current_client
     from .._strat.apart import MAX_POSITIONS, comparison_states
 
     feats = [f for f in new_state.features if f in methods]
     if not feats:
-        return []
-    cmp_ = comparison_states(new_state.subset(feats), stratification, n_trials,
-                             old=None if old_state is None else old_state.subset(feats),
-                             whole=None if whole_state is None else whole_state.subset(feats),
-                             max_positions=max_positions or MAX_POSITIONS)
-    # the two sides are independent finishes (numba kernels that release the GIL): one
-    # thread each, the same results as one after the other
-    with ThreadPoolExecutor(2, thread_name_prefix="daskpd-newold") as pool:
-        sides = [pool.submit(side.finish, stratification, finish_options) for side in (cmp_.new, cmp_.old)]
-        new, old = (f.result() for f in sides)
-    out = []
-    for f in feats:
-        coder = cmp_.new.features[f].coder
-        rows = cmp_.rows[f]
-        out.append(compare_curves(new[f], old[f], method=methods[f], feature=f, paired=True,
-                                  edges=coder.edges if coder.binned else None, rows_new=rows[1], rows_old=rows[3],
-                                  note=_note(rows)))
-    return out
+        return Pending(list)
+    client = current_client()
+    if client is not None:
+        return _compare_on_cluster(client, new_state, stratification, feats, methods, n_trials, finish_options,
+                                   old_state, whole_state, max_positions or MAX_POSITIONS)
+
+    def here():
+        cmp_ = comparison_states(new_state.subset(feats), stratification, n_trials,
+                                 old=None if old_state is None else old_state.subset(feats),
+                                 whole=None if whole_state is None else whole_state.subset(feats),
+                                 max_positions=max_positions or MAX_POSITIONS)
+        # the two sides are independent finishes (numba kernels that release the GIL): one
+        # thread each, the same results as one after the other
+        with ThreadPoolExecutor(2, thread_name_prefix="daskpd-newold") as pool:
+            sides = [pool.submit(side.finish, stratification, finish_options) for side in (cmp_.new, cmp_.old)]
+            new, old = (f.result() for f in sides)
+        out = []
+        for f in feats:
+            coder = cmp_.new.features[f].coder
+            rows = cmp_.rows[f]
+            out.append(compare_curves(new[f], old[f], method=methods[f], feature=f, paired=True,
+                                      edges=coder.edges if coder.binned else None, rows_new=rows[1],
+                                      rows_old=rows[3], note=_note(rows)))
+        return out
+
+    return Pending(here)
+
+
+def _visible(client, dirs: set) -> bool:
+    """Whether every worker sees every directory of ``dirs`` (a filesystem they share)."""
+    try:
+        seen = client.run(lambda ds: all(os.path.isdir(d) for d in ds), sorted(dirs))
+    except Exception:  # noqa: BLE001 -- a worker that cannot tell: the sums travel
+        return False
+    return bool(seen) and all(seen.values())
+
+
+def _compare_on_cluster(client, new_state, stratification, feats, methods, n_trials, finish_options, old_state,
+                        whole_state, max_positions) -> Pending:
+    """:func:`compare_states` on the cluster's workers: per feature, the driver finds the
+    comparison's positions and the new rows' sums on them (:func:`~daskpd._strat.apart.new_side`,
+    the new rows are few), and the workers put the old rows' sums on them where the
+    saved state is, read memory-mapped from its files (:func:`~daskpd._strat.apart.pair_task`;
+    from the driver when a run is in memory or the workers do not see its files),
+    finish each side (:func:`~daskpd._strat.apart.finish_task`) and compare them
+    (:func:`_record_task`), every feature and side in parallel.  The same kernels on the
+    same sums as on the driver: the same records, bit for bit."""
+    from .._strat import apart
+
+    if (old_state is None) == (whole_state is None):
+        raise ValueError("give exactly one of old_state= (the rows before the new ones) and whole_state= (all the rows)")
+    base = old_state if old_state is not None else whole_state
+    whole = whole_state is not None
+    apart.check_states(new_state, base, stratification)
+    light = {f: apart.on_disk(base.features[f]) for f in feats}
+    dirs = set().union(*(apart.run_dirs(base.features[f]) for f in feats if light[f] is not None))
+    if dirs and not _visible(client, dirs):
+        light = dict.fromkeys(feats)
+    n_old = base.n_rows - (new_state.n_rows if whole else 0)
+    shells = [{"stratification_id": s.stratification_id, "target": s.target, "n_trials": int(n_trials), "n_rows": int(n),
+               "y_range": s.y_range, "n_partitions": s.n_partitions} for s, n in ((new_state, new_state.n_rows),
+                                                                               (base, n_old))]
+    # the categorical features first: the longest
+    order = sorted(feats, key=lambda f: stratification.kinds.get(f) != "categorical")
+    records = {}
+    for f in order:
+        a, b = new_state.features[f], base.features[f]
+        dtype = new_state.dtypes.get(f) if new_state.dtypes.get(f) is not None else base.dtypes.get(f)
+        ns = apart.new_side(a, b, dtype, stratification.scan_of(f).estimator, max_positions)
+        strat_f, = client.scatter([apart.one_feature(stratification, f)], hash=False)
+        if light[f] is not None:  # the old sums read on a worker
+            payload, = client.scatter([(a.counters, light[f], ns, whole)], hash=False)
+            sides = client.submit(_star, apart.pair_task, payload, pure=False, key=f"daskpd-newold-pair-{f}-{_token()}")
+        else:
+            sides, = client.scatter([apart.pair_sides(a.counters, b, ns, whole)], hash=False)
+        done = [client.submit(apart.finish_task, sides, i, {**shells[i], "dtypes": {f: dtype}}, strat_f,
+                              finish_options, pure=False, key=f"daskpd-newold-finish-{i}-{f}-{_token()}")
+                for i in (0, 1)]
+        records[f] = client.submit(_record_task, sides, *done, methods[f], f,
+                                   ns.target.edges if ns.target.binned else None, pure=False,
+                                   key=f"daskpd-newold-record-{f}-{_token()}")
+
+    def collect():
+        got = dict(zip(records, client.gather(list(records.values()))))
+        return [got[f] for f in feats]
+
+    return Pending(collect)
+
+
+def _token() -> str:
+    import uuid
+
+    return uuid.uuid4().hex[:12]
+
+
+def _star(fn, args):
+    return fn(*args)
+
+
+def _record_task(sides, new, old, method: str, feature: str, edges) -> DriftRecord:
+    """A feature's record from its two finished sides (on a worker)."""
+    rows = sides[2]
+    return compare_curves(new, old, method=method, feature=feature, paired=True, edges=edges, rows_new=rows[1],
+                          rows_old=rows[3], note=_note(rows))
 
 
 def model_based(new_results: dict, old_results: dict, rows_new: float, rows_old: float) -> list[DriftRecord]:

@@ -114,3 +114,31 @@ def test_the_two_sides_finished_in_threads_equal_them_finished_one_after_the_oth
     assert len(pt) > 20
     pd.testing.assert_frame_equal(pt, pa, check_exact=True)
     pd.testing.assert_frame_equal(record_frame(threaded), record_frame(alone), check_exact=True)
+
+
+@pytest.mark.parametrize("saved", [False, True], ids=["old-sums-in-memory", "old-sums-saved"])
+def test_the_comparison_on_a_cluster_equals_it_on_the_driver(states, saved, tmp_path):
+    """With a distributed Client, compare_states puts the old sums on the comparison's
+    cells and finishes each (feature, side) on the workers (a saved state's sums read
+    from its files there): the points and records are bit for bit those of the driver."""
+    from distributed import Client, LocalCluster
+
+    from daskpd._strat.state import ScanState
+
+    strat, old, new, whole = states
+    if saved:
+        old = ScanState.load(old.save(tmp_path / "old"))
+        assert all(r.sources is not None for st in old.features.values() for r in st.runs)
+    here = decide(compare_states(new, strat, METHODS, 25, old_state=old))
+    here_whole = decide(compare_states(new, strat, METHODS, 25, whole_state=whole))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        there = decide(compare_states(new, strat, METHODS, 25, old_state=old))
+        there_whole = decide(compare_states(new, strat, METHODS, 25, whole_state=whole))
+        assert any(str(k).startswith("daskpd-newold-finish") for k in client.run_on_scheduler(
+            lambda dask_scheduler: list(dask_scheduler.task_prefixes)))
+    for a, b in ((here, there), (here_whole, there_whole)):
+        pa, pb = points_frame(a), points_frame(b)
+        assert len(pa) > 20
+        pd.testing.assert_frame_equal(pa, pb, check_exact=True)
+        pd.testing.assert_frame_equal(record_frame(a), record_frame(b), check_exact=True)
