@@ -13,6 +13,7 @@ import warnings
 
 from .._errors import DataError
 from .._strat.estimators import estimator_named, estimator_of_method, method_of
+from .._strat.options import FinishOptions
 from .inputs import log_line
 from .spec import JobSpec
 
@@ -135,11 +136,12 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
             return got.state
 
         model_free_comparisons(spec, res, plan, out, scan,
-                               {"min_slopes_per_x": p_num["min_slopes_per_x"], "few_slopes": p_num["few_slopes"]})
+                               FinishOptions(min_slopes_per_x=int(p_num["min_slopes_per_x"]),
+                                             few_slopes=p_num["few_slopes"]))
         phases["new_vs_old_s"] = round(time.perf_counter() - t0, 3)
 
 
-def model_free_comparisons(spec: JobSpec, res: RunResult, plan, out, scan, finish_options: dict) -> None:
+def model_free_comparisons(spec: JobSpec, res: RunResult, plan, out, scan, finish_options: FinishOptions) -> None:
     """Fill ``res.comparisons`` with the model-free curves' records (:mod:`.newold`):
     an incremental night's nightly comparison takes the new files' sums and the kept
     ones; any other (a refit night, a baseline, a window) scans its new files under
