@@ -47,6 +47,7 @@ from ._catstratpd import driver_side as categorical_driver_side
 from ._engine import scheduler
 from ._engine.plan import run_local
 from ._engine.progress import stage
+from ._strat.options import FinishOptions, KeepState
 from ._strat.pipeline import run_strat
 from ._strat.scan import leaf_numbering
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
@@ -170,7 +171,7 @@ def _null_measures(sub: pd.DataFrame, scan, msl_for: dict, perm_seed, tree_metho
                         tree_method=tree_method)
         index, n_leaves = leaf_numbering(tree, scan.random_state, i)
         feats.append(replace(fs, tree=tree, leaf_index=index, n_leaves=n_leaves, split=1))
-    opts = {**scan.finish_options, "n_segments": 0}
+    opts = replace(scan.finish_options, n_segments=0)
     job = replace(scan, features=feats, n_trials=0, n_buckets=1, expected_rows=len(df), finish_options=opts)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -519,10 +520,10 @@ def strat_curves_and_importances(
         min_samples_leaf_for=msl_for, sample_size=sample_size, max_bins=max_bins, random_state=random_state,
         n_trials=n_trials if n_trials > 1 else 0, nan_as_level=nan_as_level,
         tree_method=tree_method, honest=honest, progress=progress,
-        finish_options={"min_slopes_per_x": min_slopes_per_x, "few_slopes": few_slopes},
+        finish_options=FinishOptions(min_slopes_per_x=int(min_slopes_per_x), few_slopes=few_slopes),
         skip_constant=feats if skip_unusable else (), later_stages=("p-values",) if pvalues else (),
         stratification=stratification, base_state=base_state,
-        keep_state=keep_state if isinstance(keep_state, bool) else os.path.abspath(keep_state),
+        keep_state=KeepState.of(keep_state),
         first_pass_cache=first_pass_cache)
     if run.skipped:
         left_out.update(run.skipped)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ._data.request import open_request
 from ._engine.memory import partition_bytes
+from ._strat.options import KeepState, StateMode
 from ._strat.pipeline import run_strat, run_under
 from ._strat.state import ScanState, Stratification
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
@@ -101,5 +102,5 @@ def scan_state(
                            numeric=None, storage_options=storage_options, filters=filters,
                            partition_bytes=partition_bytes())
     trials = int(n_trials) if n_trials > 1 else 0
-    run = run_under(request, strat, n_trials=trials, progress=progress, keep_state="only")
+    run = run_under(request, strat, n_trials=trials, progress=progress, keep_state=KeepState(StateMode.ONLY))
     return run.state

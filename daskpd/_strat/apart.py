@@ -41,6 +41,7 @@ from .._data.encode import KeyCoder
 from .._engine.sums import Table
 from .._engine.allocator import limit_worker_threads
 from .estimator import ModelFreeEstimator
+from .options import FinishOptions
 from .positions import union_coder
 from .state import FeatureState, ScanState, Stratification
 
@@ -254,7 +255,7 @@ def pair_task(new_counters, b: FeatureState, ns: NewSide, whole: bool) -> tuple:
     return pair_sides(new_counters, b, ns, whole)
 
 
-def finish_task(sides: tuple, which: int, shell: dict, stratification: Stratification, finish_options: dict | None):
+def finish_task(sides: tuple, which: int, shell: dict, stratification: Stratification, finish_options: FinishOptions | None):
     """One side of a feature's comparison finished on a worker: ``sides`` (from
     :func:`pair_sides`), ``which`` 0 (the new rows) or 1 (the old ones), ``shell`` the
     side's state fields (``stratification_id``, ``target``, ``n_trials``, ``n_rows``,

@@ -255,7 +255,7 @@ def _params(fs, job) -> dict:
         "random_state": job.random_state,
         "n_trials": job.n_trials,
         "nan_as_level": bool(fs.coder.nan_level),
-        **job.finish_options.get("run_params", {}),
+        **(job.finish_options.run_params or {}),
         **band_settings(job.finish_options, job.n_sets),
     }
 
@@ -273,7 +273,7 @@ def result_of_effects(fs, job, effects: list, counters=None):
     :class:`~daskpd._strat.categorical_solve.Effects` per statistics set)."""
     opts = job.finish_options
     return result_from_effects(fs.feature, job.target, fs.coder.labels(), effects, counters,
-                               dtype=opts.get("dtypes", {}).get(fs.feature), centered=bool(opts.get("centered", False)),
+                               dtype=opts.dtypes.get(fs.feature), centered=bool(opts.centered),
                                params=_params(fs, job))
 
 

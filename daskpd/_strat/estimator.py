@@ -109,7 +109,7 @@ class DeltaInputs:
 
     @property
     def n_segments(self) -> int:
-        return int(self.scan.finish_options.get("n_segments", 500))
+        return int(self.scan.finish_options.n_segments)
 
 
 class ModelFreeEstimator(abc.ABC):

@@ -561,8 +561,8 @@ def curve_from_sums(fs, sums: list, job):
     P = fs.coder.n_keys
     n_sets = job.n_sets
     opts = job.finish_options
-    msx = int(opts.get("min_slopes_per_x", 5))
-    few = opts.get("few_slopes", DEFAULT_FEW_SLOPES)
+    msx = int(opts.min_slopes_per_x)
+    few = opts.few_slopes
     count = np.sum([b.count for b in sums], axis=0)
     starts = np.sum([b.starts for b in sums], axis=0)
     ends = np.sum([b.ends for b in sums], axis=0)
@@ -595,7 +595,7 @@ def curve_from_sums(fs, sums: list, job):
         trials.append(integrate_trial(ux, mean_t, c_t, c, msx, few))
     # the segment sample: bottom-k by hash over the buckets
     seg = [np.concatenate([b.segments[j] for b in sums]) for j in range(4)]
-    k = int(opts.get("n_segments", 500))
+    k = int(opts.n_segments)
     if len(seg[0]) > k:
         keep = np.sort(np.argpartition(seg[0], k - 1)[:k])
         seg = [a[keep] for a in seg]
@@ -614,7 +614,7 @@ def curve_from_sums(fs, sums: list, job):
         "stratified_on": list(fs.other),
         "random_state": job.random_state,
         "n_trials": job.n_trials,
-        **opts.get("run_params", {}),
+        **(opts.run_params or {}),
     }
     params.update(band_settings(opts, n_sets, n_slope_leaves))
     return StratPDResult(

@@ -40,6 +40,7 @@ from .apart import call_new_state_hook
 from .catstratpd_estimator import CATEGORY_LEVELS_CAP
 from .estimators import estimator_named
 from .firstpass import FirstPassCache, TargetRange, cached_first_pass
+from .options import FinishOptions, KeepState, StateMode
 from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype, leaf_numbering, split_of
 from .positions import extend_coder
 from .state import ScanState, Stratification, attach_summaries, sample_id, state_from_parts
@@ -68,16 +69,16 @@ def drawn_sample_size(sample_size: int, honest: bool) -> int:
     return int(sample_size) * (2 if honest else 1)
 
 
-def _parts_dir(keep_state) -> str | None:
-    """With ``keep_state`` a directory: a fresh scratch directory inside it where each
-    bucket writes its own sums, when every worker sees it (a filesystem the workers
-    share: a LocalCluster, or a shared mount); None otherwise (the driver gathers the
-    sums)."""
-    if isinstance(keep_state, bool) or keep_state == "only" or not isinstance(keep_state, (str, os.PathLike)):
+def _parts_dir(keep_state: KeepState) -> str | None:
+    """With ``keep_state`` a directory (:attr:`StateMode.SAVE`): a fresh scratch directory
+    inside it where each bucket writes its own sums, when every worker sees it (a
+    filesystem the workers share: a LocalCluster, or a shared mount); None otherwise (the
+    driver gathers the sums)."""
+    if keep_state.mode is not StateMode.SAVE:
         return None
-    os.makedirs(keep_state, exist_ok=True)
+    os.makedirs(keep_state.path, exist_ok=True)
     # named like a job's run in progress (".NAME.tmp-PID"): a job's clean-up removes it once its process is gone
-    d = tempfile.mkdtemp(prefix=".daskpd-state-", suffix=f".tmp-{os.getpid()}", dir=os.fspath(keep_state))
+    d = tempfile.mkdtemp(prefix=".daskpd-state-", suffix=f".tmp-{os.getpid()}", dir=keep_state.path)
     client = scheduler.current_client()
     if client is not None:
         try:
@@ -409,12 +410,12 @@ def run_strat(
     min_samples_leaf_for: dict[str, int] | None = None,
     tree_method: str = DEFAULT_TREE_METHOD,
     progress=None,
-    finish_options: dict | None = None,
+    finish_options: FinishOptions | None = None,
     skip_constant: Sequence[str] = (),
     warn_sample: bool = True,
     later_stages: Sequence[str] = (),
     stratification: Stratification | None = None,
-    keep_state: bool = False,
+    keep_state: KeepState = KeepState(),
     base_state: ScanState | None = None,
     fit_only: bool = False,
     first_pass_cache: FirstPassCache | None = None,
@@ -425,9 +426,10 @@ def run_strat(
 
     Every feature's result (StratPDResult for a numeric feature, CatStratPDResult for a
     categorical one) is finished next to its merged sums and returned in
-    ``StratRun.results``; ``finish_options`` are those of
-    :func:`daskpd._strat.numeric.curve_from_sums` / ``categorical.effects_from_states``
-    (``min_slopes_per_x``, ``centered``, ``n_segments``, ``solver``).
+    ``StratRun.results``; ``finish_options`` (:class:`~daskpd._strat.options.FinishOptions`,
+    None: the defaults) are those of :func:`daskpd._strat.numeric.curve_from_sums` /
+    ``categorical.result_of_effects`` (``min_slopes_per_x``, ``few_slopes``, ``band``,
+    ``centered``, ``n_segments``).
     Features in ``skip_constant`` (a default feature set) that the sample shows to be
     constant or empty are left out (``StratRun.skipped``) instead of raising.
     ``warn_sample``: a warning for each likely identifier, leak or date stored as
@@ -435,14 +437,16 @@ def run_strat(
     stages the caller runs after this (their names, for the progress's "stage n of m").
 
     ``stratification``: skip the sample and the fit, scan under its trees
-    (:func:`run_under`).  ``keep_state``: also return the scan's merged sums
-    (``StratRun.state``) and the stratification.  ``fit_only``: stop after the fit
+    (:func:`run_under`).  ``keep_state`` (the public parameter normalised,
+    :meth:`KeepState.of`): also return the scan's merged sums (``StratRun.state``) and
+    the stratification.  ``fit_only``: stop after the fit
     (``StratRun.stratification``, no results).  ``first_pass_cache``: pass 1 from the
     files' cached partials, reading only the files it does not hold
     (:mod:`daskpd._strat.firstpass`; the same sample, bit for bit).
     """
     # The parameters were validated by the public function (daskpd._validation).
     min_samples_leaf_for = {str(f): int(v) for f, v in (min_samples_leaf_for or {}).items()}
+    finish_options = FinishOptions.of(finish_options)
     target, features, kinds = request.target, list(request.features), dict(request.kinds)
     if not features:
         raise DataError("no features to compute")
@@ -512,7 +516,7 @@ def run_strat(
 
     check_strata([f for f in features if estimator_named(kinds[f]).needs_other_columns], strat_cols, request,
                  sample.frame,
-                 int((finish_options or {}).get("min_slopes_per_x", 5)),
+                 int(finish_options.min_slopes_per_x),
                  {c: w for c, w in {**skipped, **skipped_strat}.items()
                   if w in SUSPECT_WHYS and c in request.stratify_on})
     # the trees, fitted in parallel next to the sample (on the workers when there is a cluster)
@@ -558,12 +562,12 @@ def run_strat(
                         stratification=strat, skipped_strat=skipped_strat)
     parts_dir = _parts_dir(keep_state)
     scan, fan_in, arity = _plan_scan(ddf, scans, sample.n_rows, len(sample.frame), encoder, target, dtypes,
-                                     n_trials, random_state, finish_options, bool(keep_state), parts_dir,
+                                     n_trials, random_state, finish_options, keep_state.mode, parts_dir,
                                      strat.hash_columns)
     # pass 2: one scan, every feature, each finished next to its data
     results, kept, parts = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
     state = None
-    if keep_state:
+    if keep_state.keeps:
         state = _kept_state(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions, parts_dir)
     if kept:  # features whose buckets stayed on the workers (CatStratPD's, many categories): their solves
         results = _solve_kept(results, kept, scan, progress)
@@ -675,17 +679,16 @@ def check_scan_memory(scans, n_rows: int, n_partitions: int, n_trials: int, keep
 
 
 def _plan_scan(ddf, scans, n_rows: int, sample_rows: int, encoder, target, dtypes, n_trials: int,
-               random_state: int, finish_options, keep, parts_dir=None,
+               random_state: int, finish_options: FinishOptions, keep: StateMode, parts_dir=None,
                hash_columns=None) -> tuple[StratScan, int, int]:
     """``(scan, fan_in, arity)``: the scan job of ``scans`` over ``ddf`` (``n_rows`` rows),
     its reduction sized by the memory model (:func:`size_scan`), refused when it cannot
     fit (:func:`check_scan_memory`)."""
-    sz = check_scan_memory(scans, n_rows, ddf.npartitions, n_trials, keep, parts_dir)
+    sz = check_scan_memory(scans, n_rows, ddf.npartitions, n_trials, keep.keeps, parts_dir)
     fan_in, arity, grouping, n_buckets = sz.fan_in, sz.arity, sz.grouping, sz.n_buckets
-    opts = dict(finish_options or {})
-    opts["dtypes"] = {fs.feature: dtypes.get(fs.feature) for fs in scans}
-    opts["run_params"] = {"sample_rows": sample_rows, "n_partitions": ddf.npartitions,
-                          "n_buckets": n_buckets, "fan_in": fan_in}
+    opts = finish_options.with_run({fs.feature: dtypes.get(fs.feature) for fs in scans},
+                                   {"sample_rows": sample_rows, "n_partitions": ddf.npartitions,
+                                    "n_buckets": n_buckets, "fan_in": fan_in})
     scan = StratScan(target=target, features=scans, encoder=encoder, n_trials=n_trials,
                      random_state=random_state, hash_columns=hash_columns,
                      n_buckets=n_buckets, expected_rows=n_rows // max(1, ddf.npartitions), group_from=grouping,
@@ -713,7 +716,7 @@ def _run_scan(ddf, scan: StratScan, progress, fan_in, arity):
     """``run_pass`` of the scan, and with ``keep_state`` the buckets' merged tables, each
     gathered on its own by the driver (the same graph, one submission): ``(results,
     tables or None)``."""
-    if not scan.keep_state:
+    if not scan.keep_state.keeps:
         (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)
         return results, None
     (out,) = build_pass(ddf, [scan], name="daskpd-strat", fan_in=fan_in, arity=arity)
@@ -742,7 +745,7 @@ def _stratification(request, features, kinds, strat_cols, scans, encoder, random
 
 
 def run_under(request: Request, strat: Stratification, *, n_trials: int = 0,
-              progress=None, finish_options: dict | None = None, keep_state: bool = False,
+              progress=None, finish_options: FinishOptions | None = None, keep_state: KeepState = KeepState(),
               base_state: ScanState | None = None, later_stages: Sequence[str] = ()) -> StratRun:
     """The scan of ``request`` under a fitted stratification: no sample, no fit.
 
@@ -752,6 +755,7 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0,
     get positions of their own.  With ``base_state`` (the state of other data under the
     same stratification) the scan keeps only its sums (no finish) and the results are
     finished from the merged state."""
+    finish_options = FinishOptions.of(finish_options)
     target, features, kinds = request.target, list(request.features), dict(request.kinds)
     strat_cols = list(request.stratify_on)
     # default sets: less the columns the fit left out (suspect, constant)
@@ -788,7 +792,7 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0,
                                             fs.feature)) for fs in fss]
     n_rows = vocab.n_rows
     merge = base_state is not None
-    keep = "only" if merge or keep_state == "only" else bool(keep_state)
+    keep = StateMode.ONLY if merge else keep_state.mode
     parts_dir = None if merge else _parts_dir(keep_state)  # the new files' sums: gathered (small)
     scan, fan_in, arity = _plan_scan(ddf, scans, n_rows, strat.sample_rows, strat.encoder, target, dtypes,
                                      n_trials, strat.random_state, finish_options, keep, parts_dir,
@@ -797,7 +801,7 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0,
     t2 = time.perf_counter()
     phases = {"positions_s": t1 - t0, "new_scan_s": t2 - t1}
     state = None
-    if keep:
+    if keep.keeps:
         state = _kept_state(parts, scan, strat.id, n_rows, y_range, ddf.npartitions, parts_dir)
     phases["gather_state_s"] = time.perf_counter() - t2
     new_state = None

@@ -40,6 +40,7 @@ from .._engine.rows import Rows
 from .._engine.sums import Table, reduce_tables
 from .estimator import ModelFreeEstimator
 from .estimators import estimator_named
+from .options import FinishOptions, StateMode
 from .runs import write_part
 from .trees import HonestTrees, leaf_nodes
 from .virtual import N_VIRTUAL, bucket_bounds
@@ -212,11 +213,12 @@ class StratScan(Job):
     expected_rows: int = 0  # rows per partition, for the map's grouping decision
     group_from: dict = field(default_factory=dict)  # {feature: partitions a merge covers before it groups raw rows}
     # how the curves are finished (see daskpd._strat.numeric / categorical)
-    finish_options: dict = field(default_factory=dict)
-    # keep the merged (leaf, key) tables (daskpd._strat.state): False (default, nothing
-    # kept), True (kept besides the results), "only" (kept, no finish)
-    keep_state: bool | str = False
-    # with keep_state: a directory the workers share, where each bucket writes its own
+    finish_options: FinishOptions = field(default_factory=FinishOptions)
+    # what is kept of the merged (leaf, key) tables (daskpd._strat.state): nothing
+    # (StateMode.NONE, the default), kept besides the results (MEMORY, SAVE) or kept
+    # with no finish (ONLY)
+    keep_state: StateMode = StateMode.NONE
+    # with a kept state: a directory the workers share, where each bucket writes its own
     # tables (daskpd._strat.runs) instead of sending them to the driver
     state_dir: str | None = None
 
@@ -332,18 +334,18 @@ class StratScan(Job):
             table = piece.tables[fs.feature]
             if isinstance(table, (Rows, list)):  # raw rows (a list: the parts of combine_finish, in order)
                 table = reduce_tables(table if isinstance(table, list) else [table], fs.coder.n_keys)
-            if self.keep_state:
+            if self.keep_state.keeps:
                 kept[fs.feature] = (write_part(self.state_dir, f"bucket-{bucket}.feature-{i}", table)
                                     if self.state_dir else table)
-                if self.keep_state == "only":
+                if not self.keep_state.finishes:
                     continue
             est = fs.estimator
             parts[i] = est.finish_bucket(self, i, table, counters.get(fs.feature), self.virtual_span(fs, bucket))
-            if self.keep_state:  # what the state's finish summary is made of (this bucket's leaves)
+            if self.keep_state.keeps:  # what the state's finish summary is made of (this bucket's leaves)
                 got = est.bucket_state(self, i, table, parts[i])
                 if got is not None:
                     pieces[fs.feature] = got
-        if self.keep_state:
+        if self.keep_state.keeps:
             return {"features": parts, "state": (kept, piece.counters, pieces)}
         return {"features": parts}
 
@@ -376,9 +378,9 @@ class StratScan(Job):
     def reduce(self, merged, node):
         B = self.n_buckets
         results, kept = {}, {}
-        sums = ([node("pick_state", merged[b], key=f"state-{b}") for b in range(B)] if self.keep_state
+        sums = ([node("pick_state", merged[b], key=f"state-{b}") for b in range(B)] if self.keep_state.keeps
                 else [])
-        if self.keep_state == "only":
+        if not self.keep_state.finishes:
             return WithState(node("collect", key="collect"), sums)
         # merged[b]: bucket b as finish_bucket left it (made inside its last combine); each
         # feature's estimator wires its own aggregate
@@ -388,7 +390,7 @@ class StratScan(Job):
                 kept[i] = refs
         out = node("collect", *[results[i] for i in range(len(self.features))], key="collect")
         out = Kept(out, kept) if kept else out
-        return WithState(out, sums) if self.keep_state else out
+        return WithState(out, sums) if self.keep_state.keeps else out
 
 
 # dask's memory manager counts these by their arrays (spilling decisions need it)

@@ -45,6 +45,7 @@ from ..results.base import atomic_path, dump_json
 from .delta import RunView
 from .estimator import DeltaInputs
 from .estimators import estimator_named
+from .options import FinishOptions
 from .positions import code_map, position_labels, recode, union_coder
 from .runs import PARTS, read_table, write_part
 from .scan import FeatureScan, ScanPiece, StratScan
@@ -345,7 +346,8 @@ class ScanState:
 
     # -- finishing -----------------------------------------------------------------
 
-    def scan_job(self, stratification: Stratification, finish_options: dict | None = None) -> StratScan:
+    def scan_job(self, stratification: Stratification, finish_options: FinishOptions | dict | None = None
+                 ) -> StratScan:
         """The scan job that finishes this state (its features coded by the state's vocabularies)."""
         if stratification.id != self.stratification_id:
             raise DataError(f"the state was scanned under stratification {self.stratification_id}, not "
@@ -354,18 +356,19 @@ class ScanState:
         for f, st in self.features.items():
             fs = stratification.scan_of(f)
             fss.append(replace(fs, coder=st.coder))
-        opts = dict(finish_options or {})
-        opts["dtypes"] = {f: self.dtypes.get(f) for f in self.features}
-        opts.setdefault("run_params", {"sample_rows": stratification.sample_rows,
-                                       "n_partitions": self.n_partitions, "n_buckets": 1, "fan_in": 0})
+        opts = FinishOptions.of(finish_options).with_run(
+            {f: self.dtypes.get(f) for f in self.features},
+            {"sample_rows": stratification.sample_rows, "n_partitions": self.n_partitions, "n_buckets": 1,
+             "fan_in": 0}, keep_run_params=True)
         return StratScan(target=self.target, features=fss, encoder=stratification.encoder, n_trials=self.n_trials,
                          random_state=stratification.random_state, n_buckets=1, finish_options=opts)
 
-    def finish(self, stratification: Stratification, finish_options: dict | None = None) -> dict:
+    def finish(self, stratification: Stratification, finish_options: FinishOptions | dict | None = None) -> dict:
         """``{feature: StratPDResult | CatStratPDResult}`` from the sums, by the scan's own
         finishing kernels (one bucket holding every leaf: the bits do not depend on the
-        bucket count).  ``finish_options``: ``min_slopes_per_x``, ``few_slopes``,
-        ``band``, ... as for :func:`daskpd.stratpd`."""
+        bucket count).  ``finish_options``: a :class:`~daskpd._strat.options.FinishOptions`
+        (or a dict of its fields: ``min_slopes_per_x``, ``few_slopes``, ``band``, ... as
+        for :func:`daskpd.stratpd`; None: the defaults)."""
         scan = self.scan_job(stratification, finish_options)
         counters = {f: st.counters for f, st in self.features.items()}
         piece = ScanPiece({f: st.table for f, st in self.features.items()}, counters, 1)
@@ -380,7 +383,7 @@ class ScanState:
                          {f: self.dtypes.get(f) for f in features})
 
     def merge_finish(self, other: "ScanState", stratification: Stratification,
-                     finish_options: dict | None = None) -> tuple["ScanState", dict]:
+                     finish_options: FinishOptions | dict | None = None) -> tuple["ScanState", dict]:
         """``(self + other, (self + other).finish(...))``, each feature merged and finished
         on its own, ``MERGE_THREADS`` at a time (the sums stay where they are: shipping
         them to the workers costs more than the kernels do; a categorical feature's solve
@@ -391,8 +394,10 @@ class ScanState:
         # the estimators that finish first (CatStratPD's: the longest, its solve may run on the cluster)
         order = sorted(self.features, key=lambda f: not stratification.scan_of(f).estimator.finish_first)
         one = {f: (self.subset([f]), other.subset([f])) for f in order}
+        opts = FinishOptions.of(finish_options)
+
         def work(ab):
-            return _merge_finish(*ab, stratification, finish_options)
+            return _merge_finish(*ab, stratification, opts)
 
         if MERGE_THREADS > 1:
             with ThreadPoolExecutor(MERGE_THREADS) as pool:
@@ -406,7 +411,7 @@ class ScanState:
         return state, {f: done[f][1][f] for f in self.features}
 
     def delta_finish(self, other: "ScanState", stratification: Stratification,
-                     finish_options: dict | None = None) -> tuple["ScanState", dict]:
+                     finish_options: FinishOptions | dict | None = None) -> tuple["ScanState", dict]:
         """``(self + other, results)`` as :meth:`merge_finish`, without merging the sums:
         ``other``'s sums become one more run of each feature (compacted into one when the
         runs exceed ``MAX_RUNS`` or their cells ``COMPACT_SHARE`` of the first run's), a
@@ -422,8 +427,8 @@ class ScanState:
         from concurrent.futures import ThreadPoolExecutor
 
         _check_mergeable(self, other)
-        opts = dict(finish_options or {})
-        k = int(opts.get("n_segments", 500))
+        opts = FinishOptions.of(finish_options)
+        k = int(opts.n_segments)
         coders = {f: union_coder(a.coder, other.features[f].coder, self.dtypes.get(f))
                   for f, a in self.features.items()}
         counters = {f: _add_counters(a.counters, other.features[f].counters) for f, a in self.features.items()}
@@ -634,7 +639,8 @@ def attach_summaries(state: ScanState, stratification: Stratification) -> None:
                                                  lambda st=st, fs=fs: _table_of_runs(st, fs.stats_per_set))
 
 
-def _merge_finish(a: ScanState, b: ScanState, stratification: Stratification, finish_options) -> tuple:
+def _merge_finish(a: ScanState, b: ScanState, stratification: Stratification, finish_options: FinishOptions
+                  ) -> tuple:
     merged = a.merge(b)
     return merged, merged.finish(stratification, finish_options)
 
@@ -667,6 +673,6 @@ def state_from_parts(parts: list, scan: StratScan, stratification_id: str, n_row
         summary = fs.estimator.summary_from_buckets(scan, i, [p.get(fs.feature) for p in pieces])
         feats[fs.feature] = FeatureState(fs.coder, None, tuple(counters.get(fs.feature, (0, 0, 0))), runs=[run],
                                          summary=summary, kind=fs.kind)
-    dtypes = dict(scan.finish_options.get("dtypes") or {})
+    dtypes = dict(scan.finish_options.dtypes or {})
     return ScanState(stratification_id, scan.target, scan.n_trials, feats, int(n_rows),
                      y_range, int(n_partitions), dtypes)

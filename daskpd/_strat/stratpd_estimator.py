@@ -94,7 +94,7 @@ class StratPDEstimator(ModelFreeEstimator):
     def finish_bucket(self, scan, index, table, counters, span):
         return bucket_sums(table, scan.features[index], scan.n_sets, counters=counters,
                            random_state=scan.random_state,
-                           n_segments=scan.finish_options.get("n_segments", 500), span=span)
+                           n_segments=scan.finish_options.n_segments, span=span)
 
     def bucket_state(self, scan, index, table, part):
         # the bucket's slope sums and per-leaf counts: the state's finish summary (this bucket's leaves)
@@ -118,7 +118,7 @@ class StratPDEstimator(ModelFreeEstimator):
             return None
         fs = scan.features[index]
         return summary_from_buckets([p[0] for p in pieces], gather_leaf_stats([p[1] for p in pieces], fs.n_leaves),
-                                    fs, scan.n_sets, scan.random_state, int(scan.finish_options.get("n_segments", 500)))
+                                    fs, scan.n_sets, scan.random_state, int(scan.finish_options.n_segments))
 
     def delta_finish(self, d: DeltaInputs):
         summary, fs, n_sets = d.summary, d.fs, d.n_sets

@@ -13,6 +13,7 @@ import warnings
 
 from .._errors import DataError
 from .._strat.estimators import estimator_named, estimator_of_method, method_of
+from .._strat.options import FinishOptions
 from .inputs import log_line
 from .spec import JobSpec
 
@@ -103,7 +104,7 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
                 new_state, strat, methods, spec.history.n_trials, finish_options, old_state=under["base_state"]))
 
         hook = new_state_hook(start)
-    finish_options = {"min_slopes_per_x": p_num["min_slopes_per_x"], "few_slopes": p_num["few_slopes"]}
+    finish_options = FinishOptions(min_slopes_per_x=int(p_num["min_slopes_per_x"]), few_slopes=p_num["few_slopes"])
     with warnings.catch_warnings(), hook:  # the job logs the note itself (run_job's log stream), once
         warnings.filterwarnings("ignore", message="importances: .* left out of the default features")
         warnings.filterwarnings("ignore", message="daskpd: .* left out of the stratifying columns")
@@ -155,7 +156,7 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         phases["new_vs_old_s"] = round(time.perf_counter() - t0, 3)
 
 
-def model_free_comparisons(spec: JobSpec, res: RunResult, plan, out, scan, finish_options: dict,
+def model_free_comparisons(spec: JobSpec, res: RunResult, plan, out, scan, finish_options: FinishOptions,
                            early: dict | None = None) -> None:
     """Fill ``res.comparisons`` with the model-free curves' records (:mod:`.newold`):
     an incremental night's nightly comparison takes the new files' sums and the kept

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._strat.options import FinishOptions
 from .drift import POINT_COLUMNS, DriftRecord, compare_curves, critical, decide
 from .seal import DIGEST, SEAL_NAME, StateDamaged, file_digest
 from .store import list_runs
@@ -143,7 +144,7 @@ def _note(rows) -> str:
     return ""
 
 
-def model_free(spec, ref: Reference, stratification, curves: dict, finish_options: dict, *, new_state=None,
+def model_free(spec, ref: Reference, stratification, curves: dict, finish_options: FinishOptions, *, new_state=None,
                old_state=None, whole_state=None) -> list[DriftRecord]:
     """The records of the model-free curves (``curves``: ``{(method, feature): result}``)
     of one comparison of a run (:func:`compare_states` with ``[history] n_trials``)."""
@@ -152,7 +153,7 @@ def model_free(spec, ref: Reference, stratification, curves: dict, finish_option
                           old_state=old_state, whole_state=whole_state)
 
 
-def compare_states(new_state, stratification, methods: dict, n_trials: int, finish_options: dict | None = None, *,
+def compare_states(new_state, stratification, methods: dict, n_trials: int, finish_options: FinishOptions | None = None, *,
                    old_state=None, whole_state=None, max_positions: int | None = None) -> list[DriftRecord]:
     """The new rows' curves against the old rows', feature by feature (undecided
     records: :func:`daskpd.job.drift.decide` tests them together).  ``new_state``: the
@@ -178,7 +179,7 @@ class Pending:
         return self._collect()
 
 
-def start_compare(new_state, stratification, methods: dict, n_trials: int, finish_options: dict | None = None, *,
+def start_compare(new_state, stratification, methods: dict, n_trials: int, finish_options: FinishOptions | None = None, *,
                   old_state=None, whole_state=None, max_positions: int | None = None) -> Pending:
     """:func:`compare_states` started: with a distributed Client the features' tasks are
     submitted to its workers now (:func:`_compare_on_cluster`) and run while the driver

@@ -17,6 +17,7 @@ from daskpd._data.lake_footers import list_parquet_files
 from daskpd._data.request import open_request
 from daskpd._strat.firstpass import FirstPassCache, file_partial, merged_sample
 from daskpd._engine.hashing import SampleJob, sample_hash
+from daskpd._strat.options import KeepState, StateMode
 from daskpd._strat.pipeline import run_strat
 
 TARGET = "y"
@@ -43,7 +44,7 @@ def run(lake, cache=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return run_strat(req, sample_size=K, min_samples_leaf=10, min_samples_leaf_for={"c": 5},
-                         keep_state=True, first_pass_cache=cache, warn_sample=False)
+                         keep_state=KeepState(StateMode.MEMORY), first_pass_cache=cache, warn_sample=False)
 
 
 def assert_same(a, b) -> None:

@@ -14,6 +14,7 @@ from daskpd._engine.plan import PartitionContext, run_local, run_pass
 from daskpd._engine.sums import group_sums
 from daskpd._strat.numeric import bucket_sums, curve_from_sums, sweep
 from daskpd._strat.scan import FeatureScan, StratScan, leaf_numbering
+from daskpd._strat.options import FinishOptions
 from daskpd._strat.trees import bin_edges
 from reference import reference_stratpd
 
@@ -25,7 +26,7 @@ def fin(leaf, x, y, m=1, few_slopes="interpolate"):
     coder = KeyCoder("numeric", values=np.unique(x))
     fs = FeatureScan("x", "numeric", [], None, coder, None, int(leaf.max()) + 1)
     job = StratScan(target="y", features=[fs], encoder=FeatureEncoder([], {}),
-                    finish_options={"min_slopes_per_x": m, "few_slopes": few_slopes})
+                    finish_options=FinishOptions(min_slopes_per_x=m, few_slopes=few_slopes))
     table = group_sums(leaf, coder.encode(pd.Series(x)), np.column_stack([np.ones_like(y), y]))
     res = curve_from_sums(fs, [bucket_sums(table, fs, 1, counters=(len(y), 0, 0))], job)
     from daskpd._strat.numeric import empty_curve_message
@@ -187,7 +188,7 @@ def _scan(df, tree, max_bins, m, n_buckets=1, n_trials=0, few_slopes="interpolat
     fs = FeatureScan("x", "numeric", ["a", "b"], tree, coder, index, n_leaves)
     return StratScan(target="y", features=[fs], encoder=FeatureEncoder.fit(df, ["a", "b", "x"]), n_trials=n_trials,
                      n_buckets=n_buckets, expected_rows=len(df),
-                     finish_options={"min_slopes_per_x": m, "few_slopes": few_slopes})
+                     finish_options=FinishOptions(min_slopes_per_x=m, few_slopes=few_slopes))
 
 
 @pytest.mark.filterwarnings("ignore:StratPD for feature")
@@ -404,7 +405,7 @@ def test_scan_sums_x_only_for_binned_features():
                                df.groupby(zc.encode(df.z)).z.sum().to_numpy())
     # the 2-column table gives the same curve as the hand-made one
     (out,) = run_local([df], [StratScan(target="y", features=feats[:1], encoder=enc, expected_rows=n,
-                                        finish_options={"min_slopes_per_x": 1})])
+                                        finish_options=FinishOptions(min_slopes_per_x=1))])
     np.testing.assert_array_equal(out["x"].pd, fin(np.zeros(n, int), df.x, df.y).pd)
 
 
@@ -574,7 +575,7 @@ def test_each_trial_of_the_finish_is_the_reference_of_its_leaf_draw(binned):
     assert fs.binned == binned
     assert max(len(np.unique(key[leaf == lf])) for lf in range(L)) > 2 * CHUNK
     job = StratScan(target="y", features=[fs], encoder=FeatureEncoder([], {}), n_trials=T, random_state=7,
-                    finish_options={"min_slopes_per_x": 3, "few_slopes": "interpolate"})
+                    finish_options=FinishOptions(min_slopes_per_x=3, few_slopes="interpolate"))
     vals = np.column_stack([np.ones(n), y, xv]) if binned else np.column_stack([np.ones(n), y])
     table = group_sums(leaf, key, vals)
     res = curve_from_sums(fs, [bucket_sums(table, fs, T + 1, counters=(n, 0, 0), random_state=7)], job)

@@ -160,6 +160,7 @@ def _finish_on_one_leaf(case):
     from daskpd._data.encode import FeatureEncoder, KeyCoder
     from daskpd._engine.sums import group_sums
     from daskpd._strat.numeric import bucket_sums, curve_from_sums
+    from daskpd._strat.options import FinishOptions
     from daskpd._strat.scan import FeatureScan, StratScan
 
     x = case["df"][case["feature"]].to_numpy(dtype="float64")
@@ -167,7 +168,7 @@ def _finish_on_one_leaf(case):
     coder = KeyCoder("numeric", values=np.unique(x))
     fs = FeatureScan(case["feature"], "numeric", [], None, coder, None, 1)
     job = StratScan(target=case["target"], features=[fs], encoder=FeatureEncoder([], {}),
-                    finish_options={"min_slopes_per_x": case["min_slopes_per_x"]})
+                    finish_options=FinishOptions(min_slopes_per_x=case["min_slopes_per_x"]))
     table = group_sums(np.zeros(len(x), "int64"), coder.encode(pd.Series(x)), np.column_stack([np.ones_like(y), y]))
     return curve_from_sums(fs, [bucket_sums(table, fs, 1, counters=(len(y), 0, 0))], job)
 
