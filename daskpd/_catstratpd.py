@@ -13,12 +13,12 @@ import warnings
 from ._data.request import open_request
 from ._engine.memory import partition_bytes
 from ._strat.categorical import CatStratPDResult, no_shared_leaf_message
-from ._strat.options import FinishOptions
+from ._strat.options import FinishOptions, Reuse, TreeOptions, Trials
 from ._strat.pipeline import run_strat
 from ._strat.trees import DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
 from ._validation import validate_params
 from ._errors import DataError
-from ._stratpd import STRAT_CONSTRAINTS, TRIAL_CONSTRAINTS, stratifying_columns, thin_message, trial_args
+from ._stratpd import STRAT_CONSTRAINTS, TRIAL_CONSTRAINTS, stratifying_columns, thin_message
 from .results.support import no_support_reason
 
 __all__ = ["catstratpd"]
@@ -56,15 +56,15 @@ def run_categorical(data, *, target: str, feature: str, features=None, stratify_
                     band=(0.05, 0.95), stratification=None, keep_suspect: bool = False):
     """Validate and run the shared pipeline for one categorical feature; returns (run,
     dtype), the result (with ``centered``) in ``run.results[feature]``."""
-    trials, trial_band = trial_args(n_trials, band)
+    trials = Trials.of(n_trials, band)
     request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
                            as_kind="categorical", names={"features": "parameter feature"}, keep_suspect=keep_suspect,
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
-    run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
-                    random_state=random_state, n_trials=trials, nan_as_level=nan_as_level,
-                    tree_method=tree_method, honest=honest, progress=progress,
-                    finish_options=FinishOptions(centered=bool(centered), band=trial_band),
-                    stratification=stratification)
+    trees = TreeOptions(min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
+                        random_state=random_state, nan_as_level=nan_as_level, tree_method=tree_method, honest=honest)
+    run = run_strat(request, trees=trees, trials=trials, progress=progress,
+                    finish_options=FinishOptions(centered=bool(centered), band=trials.band),
+                    reuse=Reuse(stratification=stratification))
     dtype = request.dtypes[feature]
     if request.target_boolean:
         run.results[feature].params["target_boolean"] = True

@@ -47,7 +47,7 @@ from ._catstratpd import driver_side as categorical_driver_side
 from ._engine import scheduler
 from ._engine.plan import run_local
 from ._engine.progress import stage
-from ._strat.options import FinishOptions, KeepState
+from ._strat.options import FinishOptions, KeepState, Reuse, TreeOptions, Trials
 from ._strat.pipeline import run_strat
 from ._strat.scan import leaf_numbering
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
@@ -515,16 +515,16 @@ def strat_curves_and_importances(
 
     # passes 1 and 2
     n_sets = 1 + (n_trials if n_trials > 1 else 0)
+    trees = TreeOptions(min_samples_leaf=min_samples_leaf, min_samples_leaf_for=msl_for, sample_size=sample_size,
+                        max_bins=max_bins, tree_method=tree_method, honest=honest, nan_as_level=nan_as_level,
+                        random_state=random_state)
     run = run_strat(
-        request, min_samples_leaf=min_samples_leaf,
-        min_samples_leaf_for=msl_for, sample_size=sample_size, max_bins=max_bins, random_state=random_state,
-        n_trials=n_trials if n_trials > 1 else 0, nan_as_level=nan_as_level,
-        tree_method=tree_method, honest=honest, progress=progress,
+        request, trees=trees, trials=Trials.of(n_trials),  # the table keeps no band
         finish_options=FinishOptions(min_slopes_per_x=int(min_slopes_per_x), few_slopes=few_slopes),
-        skip_constant=feats if skip_unusable else (), later_stages=("p-values",) if pvalues else (),
-        stratification=stratification, base_state=base_state,
         keep_state=KeepState.of(keep_state),
-        first_pass_cache=first_pass_cache)
+        reuse=Reuse(stratification=stratification, base_state=base_state, first_pass_cache=first_pass_cache),
+        progress=progress, skip_constant=feats if skip_unusable else (),
+        later_stages=("p-values",) if pvalues else ())
     if run.skipped:
         left_out.update(run.skipped)
         feats = [f for f in feats if f not in run.skipped]

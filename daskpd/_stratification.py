@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ._data.request import open_request
 from ._engine.memory import partition_bytes
-from ._strat.options import KeepState, StateMode
+from ._strat.options import KeepState, StateMode, TreeOptions, Trials
 from ._strat.pipeline import run_strat, run_under
 from ._strat.state import ScanState, Stratification
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
@@ -63,9 +63,10 @@ def fit_stratification(
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
     kinds = dict(request.kinds)
     msl_for = {f: (cat_min_samples_leaf if kinds[f] == "categorical" else min_samples_leaf) for f in request.features}
-    run = run_strat(request, min_samples_leaf=min_samples_leaf, min_samples_leaf_for=msl_for,
-                    sample_size=sample_size, max_bins=max_bins, random_state=random_state, nan_as_level=nan_as_level,
-                    tree_method=tree_method, honest=honest, progress=progress, fit_only=True)
+    trees = TreeOptions(min_samples_leaf=min_samples_leaf, min_samples_leaf_for=msl_for, sample_size=sample_size,
+                        max_bins=max_bins, tree_method=tree_method, honest=honest, nan_as_level=nan_as_level,
+                        random_state=random_state)
+    run = run_strat(request, trees=trees, progress=progress, fit_only=True)
     return run.stratification
 
 
@@ -101,6 +102,6 @@ def scan_state(
                            categorical=[f for f in feats if strat.kinds.get(f) == "categorical"] or None,
                            numeric=None, storage_options=storage_options, filters=filters,
                            partition_bytes=partition_bytes())
-    trials = int(n_trials) if n_trials > 1 else 0
-    run = run_under(request, strat, n_trials=trials, progress=progress, keep_state=KeepState(StateMode.ONLY))
+    run = run_under(request, strat, trials=Trials.of(n_trials), progress=progress,
+                    keep_state=KeepState(StateMode.ONLY))
     return run.state

@@ -12,7 +12,7 @@ from numbers import Integral
 from ._data.request import open_request
 from ._engine.memory import partition_bytes
 from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, empty_curve_message
-from ._strat.options import FinishOptions
+from ._strat.options import FinishOptions, Reuse, TreeOptions, Trials
 from ._strat.pipeline import run_strat
 from ._strat.state import Stratification
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, TREE_METHODS
@@ -47,14 +47,6 @@ TRIAL_CONSTRAINTS = {
     "n_trials": [N_TRIALS],
     "band": [Percentiles()],
 }
-
-
-def trial_args(n_trials: int, band) -> tuple[int, tuple[float, float] | None]:
-    """``(n_trials, band)`` for :func:`run_strat` and its :class:`FinishOptions`: no
-    trial set and no band at all for ``n_trials=1`` (the curve is then today's, bit for bit)."""
-    if n_trials <= 1:
-        return 0, None
-    return int(n_trials), (float(band[0]), float(band[1]))
 
 
 @validate_params({
@@ -184,15 +176,16 @@ def stratpd(
     -------
     StratPDResult
     """
-    trials, trial_band = trial_args(n_trials, band)
+    trials = Trials.of(n_trials, band)
     request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
                            as_kind="numeric", names={"features": "parameter feature"}, keep_suspect=keep_suspect,
                            storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
-    run = run_strat(request, min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
-                    tree_method=tree_method, honest=honest, random_state=random_state, progress=progress,
+    trees = TreeOptions(min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
+                        tree_method=tree_method, honest=honest, random_state=random_state)
+    run = run_strat(request, trees=trees, trials=trials, progress=progress,
                     finish_options=FinishOptions(min_slopes_per_x=int(min_slopes_per_x), few_slopes=few_slopes,
-                                                  band=trial_band),
-                    n_trials=trials, stratification=stratification)
+                                                  band=trials.band),
+                    reuse=Reuse(stratification=stratification))
     res = run.results[feature]
     if request.target_boolean:
         res.params["target_boolean"] = True

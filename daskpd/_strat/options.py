@@ -1,9 +1,12 @@
-"""The model-free scan's typed options: how its curves are finished (:class:`FinishOptions`)
-and what it keeps of its sums (:class:`StateMode`, :class:`KeepState`).
+"""The model-free scan's typed options: how its trees are fitted (:class:`TreeOptions`),
+its trials (:class:`Trials`), what of earlier runs it reuses (:class:`Reuse`), how its
+curves are finished (:class:`FinishOptions`) and what it keeps of its sums
+(:class:`StateMode`, :class:`KeepState`).
 
-The public functions keep their keyword parameters (``min_slopes_per_x``, ``few_slopes``,
-``band``, ``centered``, ``keep_state``) and build these once; the pipeline, the scan job,
-the state and the estimators read them by attribute.
+The public functions keep their keyword parameters (``min_samples_leaf``,
+``sample_size``, ``n_trials``, ``band``, ``min_slopes_per_x``, ``few_slopes``,
+``centered``, ``stratification``, ``keep_state``, ...), validate them and build these
+once; the pipeline, the scan job, the state and the estimators read them by attribute.
 """
 from __future__ import annotations
 
@@ -16,8 +19,80 @@ import numpy as np
 
 from .._errors import InvalidParameterError
 from ..results.curves import DEFAULT_FEW_SLOPES
+from .trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
 
-__all__ = ["FinishOptions", "StateMode", "KeepState", "DEFAULT_N_SEGMENTS"]
+__all__ = ["TreeOptions", "Trials", "Reuse", "FinishOptions", "StateMode", "KeepState", "DEFAULT_N_SEGMENTS",
+           "DEFAULT_MIN_SAMPLES_LEAF"]
+
+#: the numeric features' leaf size (stratx's; CatStratPD's public default is 5)
+DEFAULT_MIN_SAMPLES_LEAF = 15
+
+
+@dataclass(frozen=True)
+class TreeOptions:
+    """How a scan's stratifying trees are fitted (:func:`daskpd._strat.pipeline.run_strat`),
+    as the public parameters of the same names give them (validated there).  A scan
+    under a fitted stratification uses the stratification's instead."""
+
+    #: a tree's leaf size, for the features ``min_samples_leaf_for`` does not name
+    min_samples_leaf: int = DEFAULT_MIN_SAMPLES_LEAF
+    #: {feature: its tree's leaf size} (e.g. the categorical features' ``cat_min_samples_leaf``)
+    min_samples_leaf_for: Mapping = field(default_factory=dict, hash=False)
+    #: the rows a tree is fitted on (twice as many drawn when ``honest``:
+    #: :func:`daskpd._strat.pipeline.drawn_sample_size`)
+    sample_size: int = DEFAULT_SAMPLE_SIZE
+    #: StratPD: a feature with more distinct values in the sample is cut into this many bins (None: never)
+    max_bins: int | None = DEFAULT_MAX_BINS
+    #: "hist" (daskpd's histogram tree) or "exact" (scikit-learn's)
+    tree_method: str = DEFAULT_TREE_METHOD
+    #: 2-fold cross-fitting: every row stratified by the tree of the other fold
+    honest: bool = True
+    #: CatStratPD: a missing category is a level of its own
+    nan_as_level: bool = False
+    #: seeds the sample, the trees, the folds and the trials' leaf weights
+    random_state: int = 0
+
+    def __post_init__(self):
+        object.__setattr__(self, "min_samples_leaf_for",
+                           {str(f): int(v) for f, v in (self.min_samples_leaf_for or {}).items()})
+
+    def leaf_size(self, feature: str) -> int:
+        """``feature``'s tree's leaf size."""
+        return self.min_samples_leaf_for.get(feature, self.min_samples_leaf)
+
+
+@dataclass(frozen=True)
+class Trials:
+    """A scan's trials: ``n_trials`` bootstraps of the leaves made by the finish (0: none)
+    and the band's lower and upper probabilities (None: no band in the results' params).
+    :meth:`of` builds them from the public ``n_trials`` and ``band``."""
+
+    n_trials: int = 0
+    band: tuple[float, float] | None = None
+
+    @classmethod
+    def of(cls, n_trials: int, band=None) -> "Trials":
+        """The public ``n_trials`` (1: no trials) and ``band`` (None: none recorded, as
+        the importances' table keeps no band): no trial set and no band at all for
+        ``n_trials=1`` (the curve is then the same, bit for bit)."""
+        if n_trials <= 1:
+            return cls()
+        return cls(int(n_trials), None if band is None else (float(band[0]), float(band[1])))
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """What of earlier runs a scan reuses: a fitted ``stratification`` (no sample, no
+    fit: :func:`daskpd._strat.pipeline.run_under`), the ``base_state`` of other data
+    scanned under it (the new sums are added to it) and a ``first_pass_cache`` (pass 1
+    from the files' cached partials: :mod:`daskpd._strat.firstpass`)."""
+
+    #: a :class:`daskpd._strat.state.Stratification`, or None
+    stratification: object = None
+    #: a :class:`daskpd._strat.state.ScanState` under ``stratification``, or None
+    base_state: object = None
+    #: a :class:`daskpd._strat.firstpass.FirstPassCache`, or None
+    first_pass_cache: object = None
 
 #: the segments a StratPD result keeps for its plot (a bottom-k sample by hash)
 DEFAULT_N_SEGMENTS = 500

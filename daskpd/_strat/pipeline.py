@@ -39,13 +39,13 @@ from .._errors import DataError
 from .apart import call_new_state_hook
 from .catstratpd_estimator import CATEGORY_LEVELS_CAP
 from .estimators import estimator_named
-from .firstpass import FirstPassCache, TargetRange, cached_first_pass
-from .options import FinishOptions, KeepState, StateMode
+from .firstpass import TargetRange, cached_first_pass
+from .options import FinishOptions, KeepState, Reuse, StateMode, TreeOptions, Trials
 from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype, leaf_numbering, split_of
 from .positions import extend_coder
 from .state import ScanState, Stratification, attach_summaries, sample_id, state_from_parts
 from .stratpd_estimator import NUMERIC_VALUES_CAP
-from .trees import DEFAULT_TREE_METHOD, bin_sample, fit_honest, fit_tree
+from .trees import bin_sample, fit_honest, fit_tree
 
 __all__ = ["StratRun", "run_strat", "first_pass_inputs", "drawn_sample_size", "NUMERIC_VALUES_CAP",
            "CATEGORY_LEVELS_CAP"]
@@ -401,73 +401,67 @@ def first_pass_inputs(request: Request) -> tuple:
 def run_strat(
     request: Request,
     *,
-    min_samples_leaf: int = 15,
-    sample_size: int = 200_000,
-    max_bins: int | None = 1000,
-    random_state: int = 0,
-    n_trials: int = 0,
-    nan_as_level: bool = False,
-    min_samples_leaf_for: dict[str, int] | None = None,
-    tree_method: str = DEFAULT_TREE_METHOD,
-    progress=None,
+    trees: TreeOptions = TreeOptions(),
+    trials: Trials = Trials(),
     finish_options: FinishOptions | None = None,
+    keep_state: KeepState = KeepState(),
+    reuse: Reuse = Reuse(),
+    progress=None,
     skip_constant: Sequence[str] = (),
     warn_sample: bool = True,
     later_stages: Sequence[str] = (),
-    stratification: Stratification | None = None,
-    keep_state: KeepState = KeepState(),
-    base_state: ScanState | None = None,
     fit_only: bool = False,
-    first_pass_cache: FirstPassCache | None = None,
-    honest: bool = True,
 ) -> StratRun:
     """Run the pipeline for the request's features (each stratified on the request's
     stratifying columns minus itself; :func:`daskpd._data.request.open_request`).
 
-    Every feature's result (StratPDResult for a numeric feature, CatStratPDResult for a
-    categorical one) is finished next to its merged sums and returned in
-    ``StratRun.results``; ``finish_options`` (:class:`~daskpd._strat.options.FinishOptions`,
-    None: the defaults) are those of :func:`daskpd._strat.numeric.curve_from_sums` /
-    ``categorical.result_of_effects`` (``min_slopes_per_x``, ``few_slopes``, ``band``,
-    ``centered``, ``n_segments``).
+    ``trees`` (:class:`~daskpd._strat.options.TreeOptions`): how the stratifying trees
+    are fitted; ``trials`` (:class:`~daskpd._strat.options.Trials`): the finish's
+    bootstraps of the leaves.  Every feature's result (StratPDResult for a numeric
+    feature, CatStratPDResult for a categorical one) is finished next to its merged sums
+    and returned in ``StratRun.results``; ``finish_options``
+    (:class:`~daskpd._strat.options.FinishOptions`, None: the defaults) are those of
+    :func:`daskpd._strat.numeric.curve_from_sums` / ``categorical.result_of_effects``
+    (``min_slopes_per_x``, ``few_slopes``, ``band``, ``centered``, ``n_segments``).
     Features in ``skip_constant`` (a default feature set) that the sample shows to be
     constant or empty are left out (``StratRun.skipped``) instead of raising.
     ``warn_sample``: a warning for each likely identifier, leak or date stored as
     strings among the columns read (:func:`sample_warnings`).  ``later_stages``: the
     stages the caller runs after this (their names, for the progress's "stage n of m").
 
-    ``stratification``: skip the sample and the fit, scan under its trees
-    (:func:`run_under`).  ``keep_state`` (the public parameter normalised,
+    ``reuse`` (:class:`~daskpd._strat.options.Reuse`): its ``stratification`` skips the
+    sample and the fit, the scan runs under its trees (:func:`run_under`, with its
+    ``base_state``); its ``first_pass_cache`` makes pass 1 from the files' cached
+    partials, reading only the files it does not hold (:mod:`daskpd._strat.firstpass`;
+    the same sample, bit for bit).  ``keep_state`` (the public parameter normalised,
     :meth:`KeepState.of`): also return the scan's merged sums (``StratRun.state``) and
     the stratification.  ``fit_only``: stop after the fit
-    (``StratRun.stratification``, no results).  ``first_pass_cache``: pass 1 from the
-    files' cached partials, reading only the files it does not hold
-    (:mod:`daskpd._strat.firstpass`; the same sample, bit for bit).
+    (``StratRun.stratification``, no results).
     """
     # The parameters were validated by the public function (daskpd._validation).
-    min_samples_leaf_for = {str(f): int(v) for f, v in (min_samples_leaf_for or {}).items()}
     finish_options = FinishOptions.of(finish_options)
     target, features, kinds = request.target, list(request.features), dict(request.kinds)
     if not features:
         raise DataError("no features to compute")
-    if stratification is not None:
-        return run_under(request, stratification, n_trials=n_trials,
+    if reuse.stratification is not None:
+        return run_under(request, reuse.stratification, trials=trials,
                          progress=progress, finish_options=finish_options, keep_state=keep_state,
-                         base_state=base_state, later_stages=later_stages)
-    if base_state is not None:
+                         base_state=reuse.base_state, later_stages=later_stages)
+    if reuse.base_state is not None:
         raise DataError("base_state= needs the stratification= it was scanned under")
     strat_cols = list(request.stratify_on)
     ddf, caps = first_pass_inputs(request)
     dtypes = {f: ddf.dtypes[f] for f in features}
 
     # pass 1: the sample, the row count, the features' distinct values
-    drawn = drawn_sample_size(sample_size, honest)
+    random_state, tree_method, honest = trees.random_state, trees.tree_method, trees.honest
+    drawn = drawn_sample_size(trees.sample_size, honest)
     t0 = time.perf_counter()
     plan_stages("sample", "fit trees", *(() if fit_only else ("scan and finish",)), *later_stages)
     cached = None
     with stage("sample"):
-        if first_pass_cache is not None:
-            cached = cached_first_pass(request, ddf, first_pass_cache, drawn, random_state, caps, target,
+        if reuse.first_pass_cache is not None:
+            cached = cached_first_pass(request, ddf, reuse.first_pass_cache, drawn, random_state, caps, target,
                                        progress=progress)
         if cached is not None:  # the sample reaches the fits as the result of a graph, as below
             import warnings
@@ -497,7 +491,7 @@ def run_strat(
                             fan_in=SAMPLE_FAN_IN),
                 progress=progress)
         sample, sample_passes = Sample(sample_h.value.frame, sample.n_rows, sample.distinct), 2
-    skipped = _check_sample(sample.frame, target, features, kinds, nan_as_level, set(skip_constant),
+    skipped = _check_sample(sample.frame, target, features, kinds, trees.nan_as_level, set(skip_constant),
                             filters=request.filters)
     check_target_range(target, y_range, sample.n_rows)
     # suspect columns (identifiers, row numbers, leaks, dates as strings) leave the default sets
@@ -528,31 +522,32 @@ def run_strat(
     # the columns of the rows' fold hash: every column read
     hash_cols = hash_order(sample.frame.columns)
     folds_of = hash_cols if honest else None
-    token = tokenize(sample_h.ref.key, target, strat_cols, tree_method, random_state, min_samples_leaf,
-                     min_samples_leaf_for, folds_of)
+    token = tokenize(sample_h.ref.key, target, strat_cols, tree_method, random_state, trees.min_samples_leaf,
+                     trees.min_samples_leaf_for, folds_of)
     binned = (delayed(_bin, pure=True)(sample_h.ref, target, strat_cols, encoder, folds_of, random_state,
                                        dask_key_name=f"daskpd-bin-{token}")
               if tree_method == "hist" else None)
     others = {f: [c for c in strat_cols if c != f] for f in features}
-    msl = {f: min_samples_leaf_for.get(f, min_samples_leaf) for f in features}
+    msl = {f: trees.leaf_size(f) for f in features}
     tasks = [delayed(_fit, pure=True)(sample_h.ref, target, others[f], encoder, msl[f], random_state, tree_method,
                                       binned, folds_of, dask_key_name=f"daskpd-fit-{token}-{i}")
              for i, f in enumerate(features)]
     with stage("fit trees"):
-        trees = scheduler.compute(*tasks, progress=progress)
+        fitted = scheduler.compute(*tasks, progress=progress)
     del sample_h  # the scan needs neither the sample nor its future
     t2 = time.perf_counter()
 
     scans = []
     for i, f in enumerate(features):
-        split = split_of(trees[i], honest)
-        leaf_index, n_leaves = leaf_numbering(trees[i], random_state, i, split)
-        coder = estimator_named(kinds[f]).coder(f, sample, max_bins, nan_as_level, dtypes.get(f))
-        scans.append(FeatureScan(f, kinds[f], others[f], trees[i], coder, leaf_index, n_leaves,
-                                 min_samples_leaf=msl[f] if trees[i] is not None else None, split=split))
+        split = split_of(fitted[i], honest)
+        leaf_index, n_leaves = leaf_numbering(fitted[i], random_state, i, split)
+        coder = estimator_named(kinds[f]).coder(f, sample, trees.max_bins, trees.nan_as_level, dtypes.get(f))
+        scans.append(FeatureScan(f, kinds[f], others[f], fitted[i], coder, leaf_index, n_leaves,
+                                 min_samples_leaf=msl[f] if fitted[i] is not None else None, split=split))
     strat = _stratification(request, features, kinds, strat_cols, scans, encoder, random_state, sample, hash_cols,
-                            dtypes, {"min_samples_leaf": msl, "sample_size": sample_size, "max_bins": max_bins,
-                                     "tree_method": tree_method, "nan_as_level": bool(nan_as_level),
+                            dtypes, {"min_samples_leaf": msl, "sample_size": trees.sample_size,
+                                     "max_bins": trees.max_bins, "tree_method": tree_method,
+                                     "nan_as_level": bool(trees.nan_as_level),
                                      "honest": bool(honest), "left_out": dict(skipped),
                                      "target_std": target_std(sample.frame, target)})
     if fit_only:
@@ -562,7 +557,7 @@ def run_strat(
                         stratification=strat, skipped_strat=skipped_strat)
     parts_dir = _parts_dir(keep_state)
     scan, fan_in, arity = _plan_scan(ddf, scans, sample.n_rows, len(sample.frame), encoder, target, dtypes,
-                                     n_trials, random_state, finish_options, keep_state.mode, parts_dir,
+                                     trials.n_trials, random_state, finish_options, keep_state.mode, parts_dir,
                                      strat.hash_columns)
     # pass 2: one scan, every feature, each finished next to its data
     results, kept, parts = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
@@ -744,7 +739,7 @@ def _stratification(request, features, kinds, strat_cols, scans, encoder, random
                           hash_columns=hash_cols)
 
 
-def run_under(request: Request, strat: Stratification, *, n_trials: int = 0,
+def run_under(request: Request, strat: Stratification, *, trials: Trials = Trials(),
               progress=None, finish_options: FinishOptions | None = None, keep_state: KeepState = KeepState(),
               base_state: ScanState | None = None, later_stages: Sequence[str] = ()) -> StratRun:
     """The scan of ``request`` under a fitted stratification: no sample, no fit.
@@ -754,7 +749,8 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0,
     feature keeps its bins) -- so that values and levels the stratification never saw
     get positions of their own.  With ``base_state`` (the state of other data under the
     same stratification) the scan keeps only its sums (no finish) and the results are
-    finished from the merged state."""
+    finished from the merged state.  ``trials``: the finish's bootstraps of the leaves
+    (:class:`~daskpd._strat.options.Trials`; the trees are the stratification's)."""
     finish_options = FinishOptions.of(finish_options)
     target, features, kinds = request.target, list(request.features), dict(request.kinds)
     strat_cols = list(request.stratify_on)
@@ -795,7 +791,7 @@ def run_under(request: Request, strat: Stratification, *, n_trials: int = 0,
     keep = StateMode.ONLY if merge else keep_state.mode
     parts_dir = None if merge else _parts_dir(keep_state)  # the new files' sums: gathered (small)
     scan, fan_in, arity = _plan_scan(ddf, scans, n_rows, strat.sample_rows, strat.encoder, target, dtypes,
-                                     n_trials, strat.random_state, finish_options, keep, parts_dir,
+                                     trials.n_trials, strat.random_state, finish_options, keep, parts_dir,
                                      hashed or None)
     results, kept, parts = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
     t2 = time.perf_counter()

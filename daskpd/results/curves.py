@@ -33,7 +33,7 @@ DEFAULT_BAND = (0.05, 0.95)
 def band_settings(finish_options, n_sets: int, clusters: int | None = None) -> dict:
     """The band's settings a StratPD/CatStratPD result's ``params`` record, from the
     scan's finish options (a :class:`daskpd._strat.options.FinishOptions`; its ``band``
-    from :func:`daskpd._stratpd.trial_args`): none without trials, so the params of
+    from :meth:`daskpd._strat.options.Trials.of`): none without trials, so the params of
     ``n_trials=1`` are those of a run without bands.  ``clusters``: the independent
     units the trials resample (StratPD: the leaves holding a slope)."""
     if n_sets <= 1:

@@ -17,7 +17,7 @@ from daskpd._data.lake_footers import list_parquet_files
 from daskpd._data.request import open_request
 from daskpd._strat.firstpass import FirstPassCache, file_partial, merged_sample
 from daskpd._engine.hashing import SampleJob, sample_hash
-from daskpd._strat.options import KeepState, StateMode
+from daskpd._strat.options import KeepState, Reuse, StateMode, TreeOptions
 from daskpd._strat.pipeline import run_strat
 
 TARGET = "y"
@@ -43,8 +43,9 @@ def run(lake, cache=None):
     req = open_request(str(lake), TARGET, None, categorical=["c"], stratify_on=None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return run_strat(req, sample_size=K, min_samples_leaf=10, min_samples_leaf_for={"c": 5},
-                         keep_state=KeepState(StateMode.MEMORY), first_pass_cache=cache, warn_sample=False)
+        return run_strat(req, trees=TreeOptions(sample_size=K, min_samples_leaf=10, min_samples_leaf_for={"c": 5}),
+                         keep_state=KeepState(StateMode.MEMORY), reuse=Reuse(first_pass_cache=cache),
+                         warn_sample=False)
 
 
 def assert_same(a, b) -> None:
@@ -265,7 +266,8 @@ def test_a_same_size_rewrite_with_its_mtime_restored_is_not_served_from_the_cach
         req = open_request(str(lake), TARGET, None, stratify_on=None)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return run_strat(req, sample_size=K, min_samples_leaf=10, first_pass_cache=cache, warn_sample=False)
+            return run_strat(req, trees=TreeOptions(sample_size=K, min_samples_leaf=10),
+                             reuse=Reuse(first_pass_cache=cache), warn_sample=False)
 
     cache = FirstPassCache(cdir)
     go(cache)

@@ -8,7 +8,7 @@ import pytest
 
 import daskpd
 from daskpd._errors import InvalidParameterError
-from daskpd._strat.options import FinishOptions, KeepState, StateMode
+from daskpd._strat.options import FinishOptions, KeepState, StateMode, TreeOptions, Trials
 
 
 def test_finish_options_dict_round_trip():
@@ -55,3 +55,30 @@ def test_keep_state_invalid_value_names_the_parameter():
                                             keep_state=3)
     with pytest.raises(InvalidParameterError, match="SAVE"):
         KeepState(StateMode.MEMORY, "/tmp")
+
+
+def test_tree_options_leaf_sizes_and_params_of_the_fit():
+    from daskpd._data.request import open_request
+    from daskpd._strat.pipeline import run_strat
+
+    opts = TreeOptions(min_samples_leaf=12, min_samples_leaf_for={"c": np.int64(4)}, sample_size=300, honest=False)
+    assert opts.min_samples_leaf_for == {"c": 4} and type(opts.min_samples_leaf_for["c"]) is int
+    assert opts.leaf_size("c") == 4 and opts.leaf_size("x") == 12
+    with pytest.raises(AttributeError):
+        opts.sample_size = 5  # frozen: built once by the public function
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x": rng.normal(size=600), "c": rng.choice(list("abc"), 600)})
+    df["y"] = df.x + (df.c == "a")
+    run = run_strat(open_request(df, "y", ["x", "c"], categorical=["c"]), trees=opts, fit_only=True,
+                    progress=False)
+    params = run.stratification.params
+    assert params["min_samples_leaf"] == {"x": 12, "c": 4}
+    assert params["sample_size"] == 300 and params["honest"] is False and params["tree_method"] == "hist"
+    assert len(run.sample) == 300  # not honest: the sample size itself is drawn
+
+
+def test_trials_of_the_public_parameters():
+    assert Trials.of(1, (0.05, 0.95)) == Trials() == Trials(0, None)  # one trial: no trial set, no band
+    got = Trials.of(np.int64(7), (np.float32(0.25), 0.75))
+    assert got == Trials(7, (0.25, 0.75)) and type(got.n_trials) is int and type(got.band[0]) is float
+    assert Trials.of(3) == Trials(3, None)  # the importances' table records no band
