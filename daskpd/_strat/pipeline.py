@@ -556,9 +556,8 @@ def run_strat(
                         timings={"sample_s": t1 - t0, "fit_s": t2 - t1}, skipped=skipped, n_passes=sample_passes,
                         stratification=strat, skipped_strat=skipped_strat)
     parts_dir = _parts_dir(keep_state)
-    scan, fan_in, arity = _plan_scan(ddf, scans, sample.n_rows, len(sample.frame), encoder, target, dtypes,
-                                     trials.n_trials, random_state, finish_options, keep_state.mode, parts_dir,
-                                     strat.hash_columns)
+    scan, fan_in, arity = _plan_scan(ddf, scans, strat, sample.n_rows, dtypes, trials, random_state, finish_options,
+                                     keep_state.mode, parts_dir, strat.hash_columns)
     # pass 2: one scan, every feature, each finished next to its data
     results, kept, parts = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
     state = None
@@ -673,18 +672,19 @@ def check_scan_memory(scans, n_rows: int, n_partitions: int, n_trials: int, keep
                     "(nothing was scanned)")
 
 
-def _plan_scan(ddf, scans, n_rows: int, sample_rows: int, encoder, target, dtypes, n_trials: int,
-               random_state: int, finish_options: FinishOptions, keep: StateMode, parts_dir=None,
+def _plan_scan(ddf, scans, strat: Stratification, n_rows: int, dtypes, trials: Trials, random_state: int,
+               finish_options: FinishOptions, keep: StateMode, parts_dir=None,
                hash_columns=None) -> tuple[StratScan, int, int]:
-    """``(scan, fan_in, arity)``: the scan job of ``scans`` over ``ddf`` (``n_rows`` rows),
-    its reduction sized by the memory model (:func:`size_scan`), refused when it cannot
-    fit (:func:`check_scan_memory`)."""
+    """``(scan, fan_in, arity)``: the scan job of ``scans`` (under ``strat``: its target,
+    encoder and sample) over ``ddf`` (``n_rows`` rows), its reduction sized by the memory
+    model (:func:`size_scan`), refused when it cannot fit (:func:`check_scan_memory`)."""
+    n_trials = trials.n_trials
     sz = check_scan_memory(scans, n_rows, ddf.npartitions, n_trials, keep.keeps, parts_dir)
     fan_in, arity, grouping, n_buckets = sz.fan_in, sz.arity, sz.grouping, sz.n_buckets
     opts = finish_options.with_run({fs.feature: dtypes.get(fs.feature) for fs in scans},
-                                   {"sample_rows": sample_rows, "n_partitions": ddf.npartitions,
+                                   {"sample_rows": strat.sample_rows, "n_partitions": ddf.npartitions,
                                     "n_buckets": n_buckets, "fan_in": fan_in})
-    scan = StratScan(target=target, features=scans, encoder=encoder, n_trials=n_trials,
+    scan = StratScan(target=strat.target, features=scans, encoder=strat.encoder, n_trials=n_trials,
                      random_state=random_state, hash_columns=hash_columns,
                      n_buckets=n_buckets, expected_rows=n_rows // max(1, ddf.npartitions), group_from=grouping,
                      finish_options=opts, keep_state=keep, state_dir=parts_dir)
@@ -790,9 +790,8 @@ def run_under(request: Request, strat: Stratification, *, trials: Trials = Trial
     merge = base_state is not None
     keep = StateMode.ONLY if merge else keep_state.mode
     parts_dir = None if merge else _parts_dir(keep_state)  # the new files' sums: gathered (small)
-    scan, fan_in, arity = _plan_scan(ddf, scans, n_rows, strat.sample_rows, strat.encoder, target, dtypes,
-                                     trials.n_trials, strat.random_state, finish_options, keep, parts_dir,
-                                     hashed or None)
+    scan, fan_in, arity = _plan_scan(ddf, scans, strat, n_rows, dtypes, trials, strat.random_state, finish_options,
+                                     keep, parts_dir, hashed or None)
     results, kept, parts = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
     t2 = time.perf_counter()
     phases = {"positions_s": t1 - t0, "new_scan_s": t2 - t1}
