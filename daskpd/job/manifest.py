@@ -1,5 +1,5 @@
 """A complete run's ``manifest.json``, typed: :class:`Manifest` (with its :class:`InputRecord`),
-built by the steps of :class:`daskpd.job.run.JobRun` and written with :meth:`Manifest.to_dict`.
+built by the steps of :class:`daskpd.job.jobrun.JobRun` and written with :meth:`Manifest.to_dict`.
 
 The keys and their order are the file's format (``daskpd_manifest = 1``): readers (``daskpd
 history``, the report, the incremental plan of the next run) read them by name, and the
