@@ -2,7 +2,8 @@
 
 * :mod:`daskpd.job.spec`    -- parse and validate a job spec (:func:`load_spec`).
 * :mod:`daskpd.job.run`     -- run it (:func:`run_job`), atomically, into
-  ``OUTPUT/JOB_NAME/RUN_ID/``.
+  ``OUTPUT/JOB_NAME/RUN_ID/``; :mod:`daskpd.job.jobrun` holds its steps
+  (:class:`JobRun`) and :mod:`daskpd.job.manifest` its ``manifest.json``.
 * :mod:`daskpd.job.incremental` -- incremental runs: the previous run's stratification
   and sums reused, only appended files scanned (``[run] incremental``).
 * :mod:`daskpd.job.report`  -- the self-contained ``report.html``.

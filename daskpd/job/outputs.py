@@ -13,11 +13,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._data.request import left_out_note
 from .._data.suspects import SUSPECT_WHYS
 from ..model._ice import ICE_COLUMNS as ICE_TABLE
 from ..results.support import SUPPORT_NOTE
 from ..results.base import CURVE_HEAD, TABLE_HEAD, write_parquet
 from .execute import RunResult
+from .inputs import log_line
 from .report import INTERACTIONS_FILE
 from .spec import JobSpec
 from .store import safe_name
@@ -281,8 +283,6 @@ def print_summary(out, spec: JobSpec, res: RunResult, imp: pd.DataFrame, manifes
 def log_comparisons(log, comparisons: list) -> None:
     """One line per new-against-old comparison of the run (:mod:`.newold`) on ``log``:
     what it compared and which curves drifted, where."""
-    from .inputs import log_line
-
     for c in comparisons:
         ref = c.reference
         if not c.records:
@@ -304,3 +304,16 @@ def log_comparisons(log, comparisons: list) -> None:
                               f"to find a change of {c.threshold:g} of the curve's scale; [history] n_trials = "
                               f"{int(r.trials_needed)} would")
 
+
+def log_left_out(log, job: str, feats: list[str], stats: dict) -> None:
+    """One note each for the features and the stratifying columns the run left out."""
+    if stats.get("skipped_features"):
+        skipped = stats["skipped_features"]
+        log_line(log, "daskpd: note: " + left_out_note(f"job {job!r}", skipped,
+                                                       len(feats) - len(set(skipped) & set(feats)),
+                                                       "list them in 'features' to use them", keep=KEEP_KEY))
+    if stats.get("skipped_stratify_on"):
+        left = stats["skipped_stratify_on"]
+        log_line(log, "daskpd: note: " + left_out_note(
+            f"job {job!r}", left, len(feats) - len(set(left) & set(feats)),
+            "list them in 'stratify_on' to use them", keep=KEEP_KEY, what="stratifying columns"))

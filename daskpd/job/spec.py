@@ -17,9 +17,11 @@ The format is documented, with a full example, in docs/jobs.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import asdict, dataclass, field
 
+from .._errors import DataError
 from .schema import METHOD_FUNCTIONS, method_params
 
 __all__ = [
@@ -253,3 +255,15 @@ def check_name(value, what: str = "job name") -> str:
     if len(value) > 128:
         raise ValueError(f"{what} {value!r} is longer than 128 characters")
     return value
+
+
+def with_run_keys(spec: JobSpec, incremental: bool | None, refit: str | None, first_pass_cache: bool | None) -> JobSpec:
+    """``spec`` with the caller's ``[run]`` keys (None: the spec's own)."""
+    if incremental is None and refit is None and first_pass_cache is None:
+        return spec
+    if refit is not None and refit not in REFIT_POLICIES:
+        raise DataError(f"refit must be one of {', '.join(map(repr, REFIT_POLICIES))}, got {refit!r}")
+    return dataclasses.replace(spec, run=dataclasses.replace(
+        spec.run, **({} if incremental is None else {"incremental": bool(incremental)}),
+        **({} if refit is None else {"refit": refit}),
+        **({} if first_pass_cache is None else {"first_pass_cache": bool(first_pass_cache)})))

@@ -46,13 +46,16 @@ from ..results.base import OUTPUT_FAULTS, OutputError, atomic_path
 __all__ = ["JobTerminated", "now", "default_run_id", "pid_alive", "rmtree", "clean_stale", "list_runs", "commit",
            "update_latest", "prune", "signals_raise", "signals_blocked", "safe_name", "sha256_file", "TMP_RE",
            "check_free_space", "OutputError", "output_fault", "FIRST_PASS_DIR", "first_pass_cache", "job_lock",
-           "free_run_id"]
+           "free_run_id", "DEFAULT_OUTPUT"]
 
 #: the job directory's sub-directory holding pass 1 per input file ([run] first_pass_cache)
 FIRST_PASS_DIR = "cache/firstpass"
 
 #: hidden directories of runs in progress (``tmp``) or being replaced (``old``)
 TMP_RE = re.compile(r"^\.(?P<run>.+)\.(?:tmp|old)-(?P<pid>\d+)$")
+
+#: default output root when neither --output nor output.dir is given (relative to the cwd)
+DEFAULT_OUTPUT = "daskpd-runs"
 
 
 class JobTerminated(BaseException):
