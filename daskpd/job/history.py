@@ -102,6 +102,8 @@ from .history_runs import Run, load_runs, unfinished_newest
 from .history_stats import (ALPHA, COLUMNS, IMPORTANCE_FOR, NOISE_FLOOR, RANKED_BY, SCALE_FLOOR, STATUS_ORDER, History,
                             compare, critical_z, drift_table, pair_cause, rank_rows, run_trials, summary,
                             write_summary)
+from .spec_parse import load_spec
+from .store import DEFAULT_OUTPUT
 
 __all__ = ["HistoryError", "History", "history", "job_of_spec", "load_runs", "unfinished_newest", "curve_distance", "drift_table", "compare", "band_z",
            "critical_z", "pair_cause", "run_trials", "summary", "write_summary", "rank_rows", "Run", "COLUMNS",
@@ -113,9 +115,6 @@ def job_of_spec(path: str | os.PathLike, output: str | os.PathLike | None = None
     """``(job directory, spec)`` of a job spec file: ``OUTPUT/NAME`` with ``OUTPUT`` the
     given root, else the spec's ``output.dir``, else ``./daskpd-runs`` (as ``daskpd run``
     writes it)."""
-    from .run import DEFAULT_OUTPUT
-    from .spec_parse import load_spec
-
     spec = load_spec(path, check_files=False)
     root = Path(output if output is not None else (spec.output.dir or DEFAULT_OUTPUT)).expanduser().resolve()
     return root / spec.name, spec
