@@ -109,11 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "./daskpd-runs)")
     h.add_argument("--last", type=int, default=10, metavar="N", help="runs shown in the plots (default 10)")
     h.add_argument("--feature", action="append", metavar="NAME", help="only these features (repeatable)")
-    h.add_argument("--threshold", type=float, default=0.1, metavar="X",
+    h.add_argument("--threshold", type=float, default=None, metavar="X",
                    help="a curve has drifted when its change beyond the noise exceeds X of the curve's size "
-                        "(default 0.1)")
-    h.add_argument("--alpha", type=float, default=0.01, metavar="A",
-                   help="family-wise false-alarm level of each curve's test against its noise (default 0.01)")
+                        "(default: the job spec's [history] threshold, else 0.1)")
+    h.add_argument("--alpha", type=float, default=None, metavar="A",
+                   help="family-wise false-alarm level of each curve's test against its noise (default: the job "
+                        "spec's [history] alpha, else 0.01)")
     h.add_argument("--against", metavar="RUN_ID",
                    help="also compare the newest run's curves with this run's (a pinned baseline; default: "
                         "the job spec's [history] baseline)")
@@ -326,9 +327,9 @@ def _cmd_history(args) -> int:
 
     if args.last < 2:
         return _die("--last must be >= 2")
-    if not args.threshold >= 0:
+    if args.threshold is not None and not args.threshold >= 0:
         return _die("--threshold must be >= 0")
-    if not 0 < args.alpha < 1:
+    if args.alpha is not None and not 0 < args.alpha < 1:
         return _die(f"--alpha must be between 0 and 1 (exclusive); got {args.alpha:g}")
     if args.against is not None and args.window is not None:
         return _die("--against and --window: give one or the other")

@@ -92,6 +92,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import history_newold
@@ -120,17 +121,45 @@ def job_of_spec(path: str | os.PathLike, output: str | os.PathLike | None = None
     return root / spec.name, spec
 
 
-def history(job_dir: str | os.PathLike, *, features=None, last: int = 10, threshold: float = 0.1,
-            alpha: float = ALPHA, output=True, against: str | None = None, window: int | None = None,
+def _levels(threshold, alpha, settings: dict) -> tuple:
+    """``(threshold, alpha, by)``: each given value, else the job spec's ``[history]``
+    one (a finite threshold >= 0, an alpha in (0, 1); another recorded value is not
+    used), else the default; ``by`` names the spec's values that are not the defaults,
+    or ""."""
+    from_spec = []
+
+    def pick(given, key, default, ok):
+        if given is not None:
+            return given
+        v = settings.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and ok(float(v)):
+            if float(v) != default:
+                from_spec.append(f"{key} = {float(v):g}")
+            return float(v)
+        return default
+
+    threshold = pick(threshold, "threshold", 0.1, lambda v: np.isfinite(v) and v >= 0)
+    alpha = pick(alpha, "alpha", ALPHA, lambda v: 0 < v < 1)
+    by = f"[history] {' and '.join(from_spec)} in the job spec" if from_spec else ""
+    return threshold, alpha, by
+
+
+def history(job_dir: str | os.PathLike, *, features=None, last: int = 10, threshold: float | None = None,
+            alpha: float | None = None, output=True, against: str | None = None, window: int | None = None,
             spec=None, use_spec: bool = True) -> History:
     """Compare the runs of a job.  ``output``: True (JOB_DIR/history), a directory, or None/False.
     ``against`` (a run id) or ``window`` (N): also compare the newest run's curves with
     that run's (the N-th run before the newest).  Without either (and ``use_spec``), the
     job spec's ``[history] baseline`` or ``window`` does: of ``spec`` (a
     :class:`~daskpd.job.spec.JobSpec`), else of the spec the newest run recorded; a run
-    it names that is not there is noted (``History.pin_note``), not an error."""
+    it names that is not there is noted (``History.pin_note``), not an error.
+    ``threshold`` and ``alpha`` left None take the same spec's ``[history] threshold``
+    and ``alpha`` (with ``use_spec``), else 0.1 and :data:`ALPHA`; ``History.levels_by``
+    says where they came from."""
     job_dir = Path(job_dir)
     runs = load_runs(job_dir)
+    settings = history_newold.spec_history(runs, spec) if use_spec else {}
+    threshold, alpha, levels_by = _levels(threshold, alpha, settings)
     if features:
         known = {str(f) for r in runs for f in r.curves["feature"].unique()}
         unknown = [f for f in features if f not in known]
@@ -154,7 +183,7 @@ def history(job_dir: str | os.PathLike, *, features=None, last: int = 10, thresh
     h = History(job_dir=job_dir, runs=runs, table=table, threshold=threshold,
                 features=list(features) if features else None, alpha=alpha, new_vs_old=nvo,
                 new_vs_old_points=nvo_pts, pinned=pin, against=pinned_table, pinned_by=by if pin is not None else "",
-                pin_note=note)
+                pin_note=note, levels_by=levels_by)
     if output:
         out_dir = job_dir / "history" if output is True else Path(output)
         h.written = write_history(h, out_dir.resolve(), last)

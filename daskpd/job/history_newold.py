@@ -102,12 +102,12 @@ def format_table(run, table: pd.DataFrame) -> str:
 
 
 def spec_history(runs: list, spec=None) -> dict:
-    """The ``[history]`` table that ``--against`` / ``--window`` default to: of ``spec``
-    (a job spec given instead of the job directory), else of the spec the newest run
-    recorded in its manifest; ``{}`` when there is none."""
+    """The ``[history]`` table that ``--against`` / ``--window`` / ``--threshold`` /
+    ``--alpha`` default to: of ``spec`` (a job spec given instead of the job directory),
+    else of the spec the newest run recorded in its manifest; ``{}`` when there is none."""
     if spec is not None:
         h = spec.history
-        return {"baseline": h.baseline, "window": h.window}
+        return {"baseline": h.baseline, "window": h.window, "threshold": h.threshold, "alpha": h.alpha}
     got = ((runs[-1].manifest or {}).get("spec") or {}).get("history") if runs else None
     return got if isinstance(got, dict) else {}
 

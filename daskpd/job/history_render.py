@@ -176,7 +176,7 @@ def write_history(h: History, out_dir: Path, last: int) -> Path:
         parts = [f"<h1>daskpd history: {esc(h.job_dir.name)}</h1>",
                  f"<p class=\"meta\">{len(h.runs)} run(s): {esc(h.runs[0].run_id)} &hellip; "
                  f"{esc(h.runs[-1].run_id)}; plots show the last {len(shown)}; drift threshold {h.threshold:g}, "
-                 f"level {h.alpha:g} per curve</p>"]
+                 f"level {h.alpha:g} per curve{' (from ' + esc(h.levels_by) + ')' if h.levels_by else ''}</p>"]
         latest = h.latest_pair()
         parts.append("<h2>Drift, last two runs</h2>")
         if len(latest):

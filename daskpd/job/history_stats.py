@@ -246,6 +246,8 @@ class History:
     pinned_by: str = ""
     #: the job spec's [history] baseline / window when the run it names is not there (not compared), else ""
     pin_note: str = ""
+    #: where ``threshold`` / ``alpha`` came from when not given: the job spec's [history] keys, or ""
+    levels_by: str = ""
 
     def drifted(self) -> bool:
         """Whether a curve drifted: between the last two runs, in the newest run's
@@ -297,7 +299,8 @@ class History:
             return f"{self.job_dir.name}: 1 run ({self.runs[0].run_id}); nothing to compare yet" + extra
         head = (f"{self.job_dir.name}: {len(self.runs)} runs; {self.runs[-2].run_id} -> {self.runs[-1].run_id} "
                 f"(drifted: the change beyond the noise > {self.threshold:g} of the curve's size, at family-wise "
-                f"level {self.alpha:g} per curve; sorted by {RANKED_BY})")
+                f"level {self.alpha:g} per curve{'; from ' + self.levels_by if self.levels_by else ''}; sorted by "
+                f"{RANKED_BY})")
         cols = ["method", "feature", "importance_change", "curve_distance", "curve_max", "support_overlap", "drift",
                 "noise_source", "z", "z_crit", "drift_sig", "status", "cause"]
         with pd.option_context("display.width", 220, "display.max_columns", 20):
@@ -349,6 +352,8 @@ def summary(h: History) -> dict:
            "counts": counts, "drifted": drifted, "noisy": noisy,
            "stratification": strat, "incremental": incr,
            "curves": t.drop(columns=["n_common"]).to_dict("records") if len(t) else [], "new_vs_old": nvo}
+    if h.levels_by:
+        out["levels_by"] = h.levels_by
     if h.pinned is not None:
         a = rank_rows(h.against)
         out["against"] = {"run_id": h.pinned.run_id, "by": h.pinned_by,

@@ -186,3 +186,43 @@ def test_the_job_specs_baseline_is_the_default_and_the_flags_win(nights, dask_cl
     win.write_text(text + "\n[history]\nwindow = 3\n")
     h = history(job_of_spec(win)[0], output=None, spec=job_of_spec(win)[1])
     assert h.pinned.run_id == "r2" and h.pinned_by == "[history] window = 3 in the job spec"
+
+
+def test_the_job_specs_threshold_and_alpha_are_the_defaults_and_the_flags_win(nights, dask_cluster, tmp_path,
+                                                                                capsys):
+    """``[history] threshold`` and ``alpha`` are what ``history`` tests with when
+    ``--threshold`` / ``--alpha`` are not given (the spec the newest run recorded, or the
+    spec file given instead); the output says they came from the spec; a flag wins."""
+    import shutil
+
+    root = tmp_path / "out"
+    job = root / "n"
+    job.mkdir(parents=True)
+    for rid in ("r1", "r2", "r3", "r4"):
+        shutil.copytree(nights / rid, job / rid, symlinks=True)
+    text = (nights.parent.parent / "job.toml").read_text().replace("[output]\n", f'[output]\ndir = "{root}"\n')
+    spec = tmp_path / "job.toml"
+    # x2 moved by far more than 0.1 of its scale against r1, but not by 50 times its scale
+    spec.write_text(text + '\n[history]\nbaseline = "r1"\nthreshold = 50.0\nalpha = 0.001\n')
+    run_job(spec, scheduler=dask_cluster, run_id="r5", progress=False, out=False, log=False)
+
+    h = history(job, output=None)  # r5's manifest holds the spec
+    assert (h.threshold, h.alpha) == (50.0, 0.001)
+    assert h.levels_by == "[history] threshold = 50 and alpha = 0.001 in the job spec"
+    assert statuses(h.against)["x2"] == "ok" and not h.drifted()
+    assert cli.main(["history", str(job), "--fail-on-drift", "--no-write"]) == 0
+    assert "level 0.001 per curve; from [history] threshold = 50 and alpha = 0.001 in the job spec" in \
+        capsys.readouterr().out
+    assert cli.main(["history", str(spec), "--json", "--no-write"]) == 0  # the spec file, for the same job
+    s = json.loads(capsys.readouterr().out)
+    assert (s["threshold"], s["alpha"], s["status"]) == (50.0, 0.001, "no-drift")
+    assert s["levels_by"] == "[history] threshold = 50 and alpha = 0.001 in the job spec"
+    # a flag wins, and the other level still comes from the spec
+    h = history(job, output=None, threshold=0.1)
+    assert (h.threshold, h.alpha) == (0.1, 0.001) and h.levels_by == "[history] alpha = 0.001 in the job spec"
+    assert statuses(h.against)["x2"] == "drifted"
+    assert cli.main(["history", str(job), "--threshold", "0.1", "--fail-on-drift", "--no-write"]) == 3
+    capsys.readouterr()
+    # without the spec: the defaults
+    h = history(job, output=None, use_spec=False)
+    assert (h.threshold, h.alpha, h.levels_by) == (0.1, 0.01, "")
