@@ -31,6 +31,7 @@ from .._data.tables import changes
 from .._strat.state import ScanState, Stratification
 from ..results.base import atomic_path, dump_json
 from . import model_state
+from .manifest import Manifest
 from .seal import StateDamaged, seal, verify
 from .spec import MODEL_FREE_METHODS, MODEL_METHODS, JobSpec
 from .store import list_runs
@@ -293,19 +294,19 @@ def _link_tree(src: Path, dst: Path, skip: tuple = ()) -> None:
                 shutil.copy2(Path(d) / f, dst / rel / f)
 
 
-def reuse_run(base_dir: Path, tmp: Path, updates: dict) -> dict:
+def reuse_run(base_dir: Path, tmp: Path) -> Manifest:
     """A run whose input did not change since ``base_dir``: that run's files (tables,
-    plots, report, state) as hard links in ``tmp``, and its manifest with ``updates``
-    and ``reused_from``; returns the manifest (not yet written).  The base run's
-    new-against-old comparisons (``drift/``) are not this run's: it has no new rows (its
-    manifest's ``drift`` says so), so they are left out."""
+    plots, report, state) as hard links in ``tmp``, and its manifest, typed, with
+    ``reused_from`` and its stratification not refitted; the caller sets what is this
+    run's (its id, times, spec, plan, comparisons).  The base run's new-against-old
+    comparisons (``drift/``) are not this run's: it has no new rows (its manifest's
+    ``drift`` says so), so they are left out."""
     from .newold import DRIFT_DIR
 
-    manifest = json.loads((base_dir / "manifest.json").read_text())
+    manifest = Manifest.from_dict(json.loads((base_dir / "manifest.json").read_text()))
     _link_tree(base_dir, tmp, skip=(DRIFT_DIR,))
-    if isinstance(manifest.get("files"), dict):
-        manifest["files"] = {f: v for f, v in manifest["files"].items() if not f.startswith(DRIFT_DIR + "/")}
-    manifest.update(updates)
-    manifest["reused_from"] = base_dir.name
-    manifest["stratification"] = {**manifest.get("stratification", {}), "refitted": False}
+    if isinstance(manifest.files, dict):
+        manifest.files = {f: v for f, v in manifest.files.items() if not f.startswith(DRIFT_DIR + "/")}
+    manifest.stats["reused_from"] = base_dir.name
+    manifest.stats["stratification"] = {**(manifest.stats.get("stratification") or {}), "refitted": False}
     return manifest

@@ -358,37 +358,39 @@ class JobRun:
         return {f: {"bytes": (tmp / f).stat().st_size, "sha256": store.sha256_file(tmp / f)} for f in files}
 
     def write_reused(self) -> dict:
-        """The base run's files as hard links, its manifest updated, its report rewritten as this run's."""
+        """The base run's files as hard links, its manifest (typed) made this run's, its
+        report rewritten as this run's."""
         spec, plan, tmp = self.spec, self.plan, self.tmp
         for cmp_ in self.res.comparisons:
             cmp_.reference.skip = (cmp_.reference.skip
                                    or f"no new input since run {plan.base_run}: its results are reused")
         self.writing = (self.job_dir, tmp, "(no run was written)")
         t0 = time.perf_counter()
-        manifest = nightly.reuse_run(self.job_dir / plan.base_run, tmp, {
-            "run_id": self.run_id, "started_at": self.started.isoformat(timespec="seconds"),
-            "spec": spec.to_dict(), "spec_toml": spec.spec_text, "incremental": self.incremental_record(),
-            "drift": newold.manifest_record(self.res.comparisons)})
+        manifest = nightly.reuse_run(self.job_dir / plan.base_run, tmp)
+        manifest.run_id, manifest.started_at = self.run_id, self.started.isoformat(timespec="seconds")
+        manifest.spec, manifest.spec_toml = spec.to_dict(), spec.spec_text
+        manifest.stats.update(incremental=self.incremental_record(), drift=newold.manifest_record(self.res.comparisons))
         self.timings["write"] = time.perf_counter() - t0
         self.timings["total"] = time.perf_counter() - self.t_start
-        manifest["finished_at"] = store.now().isoformat(timespec="seconds")
-        manifest["timings_s"] = {k: round(v, 3) for k, v in self.timings.items()}
-        manifest["input"].update(fingerprint=self.fp, **inputs.table_record(self.request))
+        manifest.finished_at = store.now().isoformat(timespec="seconds")
+        manifest.timings_s = {k: round(v, 3) for k, v in self.timings.items()}
+        manifest.input.fingerprint = self.fp
+        manifest.input.table.update(inputs.table_record(self.request))
         if (tmp / "report.html").exists() or spec.output.report:  # the linked report is the base run's
             self.step = "report.html"
             with contextlib.suppress(FileNotFoundError):
                 (tmp / "report.html").unlink()  # the link only: the base run's file stays
-            files = manifest.setdefault("files", {})
+            files = dict(manifest.files or {})
             files.pop("report.html", None)
             if spec.output.report:
                 from .report import rewrite_report
 
-                rewrite_report(tmp, manifest)
+                rewrite_report(tmp, manifest.to_dict())
                 files["report.html"] = {"bytes": (tmp / "report.html").stat().st_size,
                                         "sha256": store.sha256_file(tmp / "report.html")}
-                manifest["files"] = dict(sorted(files.items()))
+            manifest.files = dict(sorted(files.items()))
             self.step = None
-        return manifest
+        return manifest.to_dict()
 
     # ---- commit
     def write_manifest(self, manifest: dict) -> None:

@@ -28,6 +28,12 @@ class InputRecord:
         return {"path": self.path, "format": self.format, "filters": self.filters, "fingerprint": self.fingerprint,
                 "columns_read": self.columns_read, **self.table}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "InputRecord":
+        """The record of a written manifest's ``input`` (a table source's keys back in ``table``)."""
+        fixed = ("path", "format", "filters", "fingerprint", "columns_read")
+        return cls(**{k: d.get(k) for k in fixed}, table={k: v for k, v in d.items() if k not in fixed})
+
 
 @dataclass
 class Manifest:
@@ -64,6 +70,22 @@ class Manifest:
     summaries: list[dict]
     files: dict[str, dict] | None = None
     status: str = "complete"
+
+    #: the keys of :meth:`to_dict` that are fields (every other key of a written manifest is in ``stats``)
+    FIELDS: ClassVar[tuple] = ("job", "run_id", "description", "status", "started_at", "finished_at", "spec",
+                               "spec_toml", "input", "target", "features", "categorical", "kinds", "rows",
+                               "timings_s", "versions", "host", "plots", "summaries", "files")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Manifest":
+        """The manifest a run wrote (``json.loads`` of its ``manifest.json``), typed again:
+        the keys that are not fields go to ``stats`` in their order.  A key missing from an
+        older manifest is None (a list or dict field: empty)."""
+        empty = {"features": [], "categorical": [], "kinds": {}, "rows": {}, "timings_s": {}, "versions": {},
+                 "plots": [], "summaries": [], "spec": {}}
+        kw = {k: d.get(k, empty.get(k)) for k in cls.FIELDS if k not in ("input", "status")}
+        return cls(**kw, input=InputRecord.from_dict(d.get("input") or {}), status=d.get("status", "complete"),
+                   stats={k: v for k, v in d.items() if k not in cls.FIELDS and k != "daskpd_manifest"})
 
     def to_dict(self) -> dict:
         """The JSON object of ``manifest.json`` (without ``files`` until they are set)."""

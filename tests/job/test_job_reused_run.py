@@ -39,3 +39,27 @@ def test_a_reused_run_writes_its_own_report(dask_cluster, tmp_path):
     assert m3["files"]["report.html"]["sha256"] == sha256_file(r3 / "report.html")
     # the tables are still r2's (hard links where the file system has them)
     assert (r3 / "curves.parquet").read_bytes() == (r2 / "curves.parquet").read_bytes()
+
+
+def test_a_written_manifest_reads_back_as_the_same_manifest(tmp_path):
+    """``Manifest.from_dict`` types a written manifest again (what a reused run starts
+    from): its ``to_dict`` is the same object, key order included, and a key it does not
+    know stays in ``stats``."""
+    import json
+
+    from daskpd.job.manifest import Manifest
+
+    d = {"daskpd_manifest": 1, "job": "j", "run_id": "r1", "description": None, "status": "complete",
+         "started_at": "2026-12-07T00:00:00+00:00", "finished_at": "2026-12-07T00:00:01+00:00",
+         "spec": {"name": "j"}, "spec_toml": "name = 'j'",
+         "input": {"path": "lake/", "format": "parquet", "filters": None, "fingerprint": {"sha256": "ab"},
+                   "columns_read": ["x", "y"], "table": "delta", "version": 3},
+         "target": "y", "features": ["x"], "categorical": [], "kinds": {"x": "numeric"}, "rows": {"read": 10},
+         "timings_s": {"total": 1.0}, "versions": {"daskpd": "0.1"}, "host": "h",
+         "schema": {"x": "float64"}, "stratification": {"id": "s", "refitted": True}, "a_later_key": [1],
+         "plots": [], "summaries": [], "files": {"curves.parquet": {"bytes": 1, "sha256": "cd"}}}
+    m = Manifest.from_dict(json.loads(json.dumps(d)))
+    assert json.dumps(m.to_dict()) == json.dumps(d)
+    assert m.input.table == {"table": "delta", "version": 3} and m.stats["a_later_key"] == [1]
+    m.stats["stratification"]["refitted"] = False
+    assert m.to_dict()["stratification"] == {"id": "s", "refitted": False}
