@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import warnings
 
+from ._data.options import AUTO, ReadOptions
 from ._data.request import open_request
-from ._engine.memory import partition_bytes
 from ._strat.categorical import CatStratPDResult, no_shared_leaf_message
 from ._strat.options import FinishOptions, Reuse, TreeOptions, Trials
 from ._strat.pipeline import run_strat
@@ -47,24 +47,16 @@ def driver_side(res: CatStratPDResult, strict: bool = True) -> CatStratPDResult:
     return res
 
 
-@validate_params(_CAT_CONSTRAINTS)
-def run_categorical(data, *, target: str, feature: str, features=None, stratify_on=None, min_samples_leaf: int = 5,
-                    sample_size: int = DEFAULT_SAMPLE_SIZE, random_state: int = 0,
-                    nan_as_level: bool = False, tree_method: str = DEFAULT_TREE_METHOD, honest: bool = True,
-                    progress=None,
-                    storage_options=None, filters=None, centered: bool = False, n_trials: int = 1,
-                    band=(0.05, 0.95), stratification=None, keep_suspect: bool = False):
-    """Validate and run the shared pipeline for one categorical feature; returns (run,
-    dtype), the result (with ``centered``) in ``run.results[feature]``."""
-    trials = Trials.of(n_trials, band)
-    request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
-                           as_kind="categorical", names={"features": "parameter feature"}, keep_suspect=keep_suspect,
-                           storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
-    trees = TreeOptions(min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
-                        random_state=random_state, nan_as_level=nan_as_level, tree_method=tree_method, honest=honest)
+def run_categorical(data, *, target: str, feature: str, stratify_on=None, read: ReadOptions = ReadOptions(),
+                    trees: TreeOptions = TreeOptions(min_samples_leaf=5, max_bins=None), trials: Trials = Trials(),
+                    centered: bool = False, reuse: Reuse = Reuse(), progress=None):
+    """Run the shared pipeline for one categorical ``feature`` stratified on ``stratify_on``
+    (None: every usable column but the target), the options built (and validated) by
+    :func:`catstratpd`; returns (run, dtype), the result (with ``centered``) in
+    ``run.results[feature]``."""
+    request = open_request(data, target, [feature], read=read, stratify_on=stratify_on, as_kind="categorical")
     run = run_strat(request, trees=trees, trials=trials, progress=progress,
-                    finish_options=FinishOptions(centered=bool(centered), band=trials.band),
-                    reuse=Reuse(stratification=stratification))
+                    finish_options=FinishOptions(centered=bool(centered), band=trials.band), reuse=reuse)
     dtype = request.dtypes[feature]
     if request.target_boolean:
         run.results[feature].params["target_boolean"] = True
@@ -163,11 +155,13 @@ def catstratpd(
         ``to_frame()`` has columns ``feature, category, pd, count, count_used, leaves,
         group, marginal_mean`` (and ``pd_std, pd_lo, pd_hi`` with trials).
     """
-    # the parameters are validated (and normalised) already: the undecorated runner
-    run, dtype = run_categorical.__wrapped__(
-        data, target=target, feature=feature, features=features, stratify_on=stratify_on,
-        min_samples_leaf=min_samples_leaf, sample_size=sample_size,
-        random_state=random_state, nan_as_level=nan_as_level, tree_method=tree_method, honest=honest,
-        progress=progress, storage_options=storage_options, filters=filters, centered=centered,
-        n_trials=n_trials, band=band, stratification=stratification, keep_suspect=keep_suspect)
+    run, dtype = run_categorical(
+        data, target=target, feature=feature, stratify_on=stratifying_columns(features, stratify_on),
+        read=ReadOptions(storage_options=storage_options, filters=filters, partition_bytes=AUTO,
+                         keep_suspect=keep_suspect, names={"features": "parameter feature"}),
+        trees=TreeOptions(min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
+                          random_state=random_state, nan_as_level=nan_as_level, tree_method=tree_method,
+                          honest=honest),
+        trials=Trials.of(n_trials, band), centered=centered, reuse=Reuse(stratification=stratification),
+        progress=progress)
     return driver_side(run.results[feature])

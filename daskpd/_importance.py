@@ -55,8 +55,8 @@ from ._strat.state import ScanState
 from ._strat.firstpass import FirstPassCache
 from ._validation import N_TRIALS, POSITIVE_INT, ColumnNames, InstancesOf, Interval, StrOptions, validate_params
 from ._errors import DataError
+from ._data.options import AUTO, ReadOptions
 from ._data.request import left_out_note, open_request
-from ._engine.memory import partition_bytes
 from .results import Result, table_frame
 from .results.curves import repeats_note
 from .results.support import SUPPORT_NOTE, curve_support, no_support_reason, support_flag, support_order
@@ -345,11 +345,10 @@ def importance_request(data, target, features=None, *, stratify_on=None, categor
         skip_unusable = features is None
     if default_stratify_on is None:
         default_stratify_on = stratify_on is None and skip_unusable
-    return open_request(data, target, features, categorical=categorical_features, numeric=numeric_features,
-                        stratify_on=stratifying_columns(features, stratify_on), storage_options=storage_options,
-                        filters=filters, partition_bytes=partition_bytes(),
-                        keep_suspect=keep_suspect, default_features=skip_unusable,
-                        default_stratify_on=default_stratify_on)
+    read = ReadOptions(storage_options=storage_options, filters=filters, partition_bytes=AUTO,
+                       categorical=categorical_features, numeric=numeric_features, keep_suspect=keep_suspect)
+    return open_request(data, target, features, read=read, stratify_on=stratifying_columns(features, stratify_on),
+                        default_features=skip_unusable, default_stratify_on=default_stratify_on)
 
 
 @validate_params(IMPORTANCE_CONSTRAINTS)

@@ -7,8 +7,8 @@ scans data under one and returns the mergeable :class:`~daskpd._strat.state.Scan
 """
 from __future__ import annotations
 
+from ._data.options import AUTO, ReadOptions
 from ._data.request import open_request
-from ._engine.memory import partition_bytes
 from ._strat.options import KeepState, StateMode, TreeOptions, Trials
 from ._strat.pipeline import run_strat, run_under
 from ._strat.state import ScanState, Stratification
@@ -58,9 +58,9 @@ def fit_stratification(
     ``params["left_out"]``.
     """
     stratify_on = stratifying_columns(features, stratify_on)
-    request = open_request(data, target, features, categorical=categorical_features, numeric=numeric_features,
-                           stratify_on=stratify_on, keep_suspect=keep_suspect,
-                           storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
+    read = ReadOptions(storage_options=storage_options, filters=filters, partition_bytes=AUTO,
+                       categorical=categorical_features, numeric=numeric_features, keep_suspect=keep_suspect)
+    request = open_request(data, target, features, read=read, stratify_on=stratify_on)
     kinds = dict(request.kinds)
     msl_for = {f: (cat_min_samples_leaf if kinds[f] == "categorical" else min_samples_leaf) for f in request.features}
     trees = TreeOptions(min_samples_leaf=min_samples_leaf, min_samples_leaf_for=msl_for, sample_size=sample_size,
@@ -98,10 +98,9 @@ def scan_state(
     strat = stratification
     feats = list(strat.features) if features is None else ([features] if isinstance(features, str) else
                                                             list(features))
-    request = open_request(data, strat.target, feats, stratify_on=list(strat.stratify_on),
-                           categorical=[f for f in feats if strat.kinds.get(f) == "categorical"] or None,
-                           numeric=None, storage_options=storage_options, filters=filters,
-                           partition_bytes=partition_bytes())
+    read = ReadOptions(storage_options=storage_options, filters=filters, partition_bytes=AUTO,
+                       categorical=[f for f in feats if strat.kinds.get(f) == "categorical"] or None)
+    request = open_request(data, strat.target, feats, read=read, stratify_on=list(strat.stratify_on))
     run = run_under(request, strat, trials=Trials.of(n_trials), progress=progress,
                     keep_state=KeepState(StateMode.ONLY))
     return run.state

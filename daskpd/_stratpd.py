@@ -9,8 +9,8 @@ from __future__ import annotations
 import warnings
 from numbers import Integral
 
+from ._data.options import AUTO, ReadOptions
 from ._data.request import open_request
-from ._engine.memory import partition_bytes
 from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, empty_curve_message
 from ._strat.options import FinishOptions, Reuse, TreeOptions, Trials
 from ._strat.pipeline import run_strat
@@ -177,9 +177,10 @@ def stratpd(
     StratPDResult
     """
     trials = Trials.of(n_trials, band)
-    request = open_request(data, target, [feature], stratify_on=stratifying_columns(features, stratify_on),
-                           as_kind="numeric", names={"features": "parameter feature"}, keep_suspect=keep_suspect,
-                           storage_options=storage_options, filters=filters, partition_bytes=partition_bytes())
+    read = ReadOptions(storage_options=storage_options, filters=filters, partition_bytes=AUTO,
+                       keep_suspect=keep_suspect, names={"features": "parameter feature"})
+    request = open_request(data, target, [feature], read=read, stratify_on=stratifying_columns(features, stratify_on),
+                           as_kind="numeric")
     trees = TreeOptions(min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
                         tree_method=tree_method, honest=honest, random_state=random_state)
     run = run_strat(request, trees=trees, trials=trials, progress=progress,

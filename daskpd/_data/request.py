@@ -31,7 +31,7 @@ their type.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -40,10 +40,11 @@ import pandas as pd
 from .._errors import DataError, InvalidParameterError
 from .kinds import datetime_message, is_numeric_like, key_type, unsupported_message
 from .read import did_you_mean, filter_columns, short_list
-from .source import Dataset, open_dataset
+from .options import ReadOptions
+from .source import Dataset
 from .suspects import KEEP_HINT, SUSPECT_WHYS, WHY_IDENTIFIER
 
-__all__ = ["Request", "open_request", "left_out_note", "column_list"]
+__all__ = ["Request", "ReadOptions", "open_request", "left_out_note", "column_list"]
 
 
 @dataclass
@@ -205,46 +206,42 @@ def _usable(dataset: Dataset, column: str) -> str | None:
     return None
 
 
-def open_request(data, target: str | None = None, features=None, *, categorical=None, numeric=None,
-                 stratify_on=None,
-                 exclude: Sequence[str] = (), columns: Sequence[str] | None = None, as_kind: str | None = None,
-                 model_free: bool = True, storage_options=None, filters=None, spread: bool = False,
-                 partition_bytes: int | None = None, names: dict | None = None, row_id=None,
-                 keep_suspect: bool = False, default_features: bool | None = None,
-                 default_stratify_on: bool | None = None) -> Request:
+def open_request(data, target: str | None = None, features=None, *, read: ReadOptions = ReadOptions(),
+                 stratify_on=None, as_kind: str | None = None, model_free: bool = True,
+                 default_features: bool | None = None, default_stratify_on: bool | None = None) -> Request:
     """Open ``data`` and resolve the request (see the module docstring).
 
     ``features``: a column name or a list of them, or None for the default set;
-    ``categorical``: columns declared categorical; ``numeric``: columns declared numeric
-    (read as numbers: a hive key, codes stored as strings); ``stratify_on``: the stratifying
-    columns (None: the default set; only when ``model_free``); ``exclude``: columns
-    left out of the default sets; ``columns``: the only columns the request may use;
-    ``as_kind``: the kind a method needs ("numeric": StratPD, which reads a boolean as
-    0/1; "categorical": CatStratPD, which takes any value as a level); ``spread``: a
-    pandas frame is cut into enough partitions for every core; ``partition_bytes``: small
-    parquet files are gathered into partitions of about this size; ``names``: how messages
-    name the parameters (default ``parameter categorical_features``, ...; a job names its keys);
-    ``row_id``: columns that tell rows apart for the bootstrap trials (read by the scan
-    only, left out of the default feature and stratifying sets).  ``default_features`` /
-    ``default_stratify_on``: the features / stratifying columns given are the caller's
-    default set (default: when None is given), of which suspect columns are left out
-    unless ``keep_suspect`` (see the module docstring).
+    ``read``: how the input is opened and the columns declared (:class:`ReadOptions`:
+    ``categorical`` / ``numeric``, the columns declared categorical / numeric -- read as
+    numbers: a hive key, codes stored as strings; ``exclude``, columns left out of the
+    default sets; ``columns``, the only columns the request may use; ``row_id``, columns
+    that tell rows apart for the bootstrap trials, read by the scan only and left out of
+    the default feature and stratifying sets; ``names``, how messages name the
+    parameters, default ``parameter categorical_features``, ...; a job names its keys);
+    ``stratify_on``: the stratifying columns (None: the default set; only when
+    ``model_free``); ``as_kind``: the kind a method needs ("numeric": StratPD, which
+    reads a boolean as 0/1; "categorical": CatStratPD, which takes any value as a
+    level).  ``default_features`` / ``default_stratify_on``: the features / stratifying
+    columns given are the caller's default set (default: when None is given), of which
+    suspect columns are left out unless ``read.keep_suspect`` (see the module
+    docstring).
     """
+    filters, keep_suspect = read.filters, read.keep_suspect
     names = ({k: f"parameter {k}" for k in ("exclude", "columns", "stratify_on", "row_id", "target", "features")}
              | {"categorical": "parameter categorical_features", "numeric": "parameter numeric_features"}
-             | dict(names or {}))
+             | dict(read.names or {}))
     if target is not None and not isinstance(target, str):
         raise DataError(f"target must be a column name (str); got {target!r}")
     try:
-        ds = open_dataset(data, storage_options=storage_options, filters=filters, spread=spread,
-                          partition_bytes=partition_bytes)
+        ds = read.open(data)
     except DataError:
         if filters:
-            _check_filter_columns(data, filters, storage_options, partition_bytes)
+            _check_filter_columns(data, read)
         raise
     available = list(ds.columns)
-    if columns is not None:
-        columns = column_list(columns)
+    if read.columns is not None:
+        columns = column_list(read.columns)
         _missing(ds, columns, names["columns"])
         available = [c for c in available if c in set(columns)]
     if target is not None:
@@ -254,17 +251,17 @@ def open_request(data, target: str | None = None, features=None, *, categorical=
             raise DataError(f"target {target!r} must be numeric; it has dtype {ds.dtypes[target]}: convert it to "
                             f"numbers, or a label of two classes to a boolean (e.g. data[{target!r}] == 'yes'), which "
                             "is read as 0/1 (the partial dependence of the share of True)")
-    declared = column_list(categorical)
+    declared = column_list(read.categorical)
     _missing(ds, declared, names["categorical"])
     if target is not None and target in declared:
         raise InvalidParameterError(f"{names['categorical']} names the target {target!r}; the target must be numeric")
-    exclude = column_list(exclude)
+    exclude = column_list(read.exclude)
     _missing(ds, exclude, names["exclude"])
-    row_id = list(dict.fromkeys(column_list(row_id)))
+    row_id = list(dict.fromkeys(column_list(read.row_id)))
     _missing(ds, row_id, names["row_id"])
     _readable(ds, row_id)
     exclude = [*exclude, *(c for c in row_id if c not in exclude)]  # an identifier: never a default feature
-    numeric = column_list(numeric)
+    numeric = column_list(read.numeric)
     _missing(ds, numeric, names["numeric"])
     both = [c for c in numeric if c in declared]
     if both:
@@ -370,12 +367,12 @@ def _key_column(ds: Dataset, column: str) -> bool:
     return ds.lake is not None and key_type(ds.lake.types.get(column))
 
 
-def _check_filter_columns(data, filters, storage_options, partition_bytes) -> None:
+def _check_filter_columns(data, read: ReadOptions) -> None:
     """On a failed read with filters: a one-line DataError when a filter names a column
     the input lacks (the reader's own error lists the whole schema)."""
     try:
-        names = filter_columns(filters)
-        ds = open_dataset(data, storage_options=storage_options, partition_bytes=partition_bytes)
+        names = filter_columns(read.filters)
+        ds = replace(read, filters=None, spread=False).open(data)
     except Exception:  # the input itself is unreadable: the reader's error says why
         return
     missing = [c for c in names if c not in set(ds.columns)]

@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 
 
+from .._data.options import AUTO, ReadOptions
 from .._data.read import read_csv
 from .._data.tables import read_delta, read_iceberg
 from .._data.request import Request, column_list, open_request
-from .._engine.memory import partition_bytes
 from .._errors import DataError
 from .spec import JobSpec, SpecError
 from .store import check_free_space, clean_stale, rmtree
@@ -159,16 +159,16 @@ def open_job_request(spec: JobSpec, data) -> Request:
     every column but the target, ``exclude`` and those left out with a reason), their
     kinds (``categorical`` declared); the trials' ``row_id`` columns are never default
     features.  ``data``: the source path, or a frame (a synthetic source's first rows)."""
-    request = open_request(data, spec.target, None if spec.features is None else list(spec.features),
-                           categorical=list(spec.categorical) or None, numeric=list(spec.numeric) or None,
-                           exclude=spec.exclude,
-                           columns=None if spec.source.columns is None else list(spec.source.columns),
-                           model_free=False, storage_options=spec.source.storage_options or None,
-                           filters=spec.source.filters or None, partition_bytes=partition_bytes(),
-                           names={k: f"key {k!r}" for k in ("categorical", "numeric", "exclude", "target", "features")}
-                           | {"columns": "key 'source.columns'", "row_id": "key 'model.row_id'",
-                              "leave_out": "add it to the job's key 'exclude' (exclude = [{c!r}])"},
-                           row_id=job_row_id(spec), keep_suspect=spec.keep_suspect)
+    read = ReadOptions(storage_options=spec.source.storage_options or None, filters=spec.source.filters or None,
+                       partition_bytes=AUTO,
+                       columns=None if spec.source.columns is None else list(spec.source.columns),
+                       exclude=spec.exclude, categorical=list(spec.categorical) or None,
+                       numeric=list(spec.numeric) or None, row_id=job_row_id(spec), keep_suspect=spec.keep_suspect,
+                       names={k: f"key {k!r}" for k in ("categorical", "numeric", "exclude", "target", "features")}
+                       | {"columns": "key 'source.columns'", "row_id": "key 'model.row_id'",
+                          "leave_out": "add it to the job's key 'exclude' (exclude = [{c!r}])"})
+    request = open_request(data, spec.target, None if spec.features is None else list(spec.features), read=read,
+                           model_free=False)
     if not request.features:
         raise DataError(f"no features: the data has only the target column {spec.target!r}"
                         + (f" and columns left out of the default features ({', '.join(request.left_out)})"

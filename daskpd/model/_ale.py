@@ -47,7 +47,7 @@ from ._ale2d import ALE2DJob, ALE2DSpec, finish_ale2d
 from ._common import ROW_COUNTS, BinStats, class_columns, input_rows, level_codes, require_class, response_note
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._arrays import open_model_input
+from ._arrays import model_read, open_model_input
 from ._setup import MODEL_CONSTRAINTS, check_features, prepare_model_run
 
 __all__ = ["ale", "ALEResult"]
@@ -567,8 +567,9 @@ def ale(
     ALEResult (a pair: ALE2DResult), or a dict ``{feature or pair: result}`` when
     ``features`` is a list.
     """
-    mi = open_model_input(data, feature_names=feature_names, model=model, sample_weight=sample_weight,
-                          storage_options=storage_options, filters=filters)  # the request's one opening
+    read = model_read(storage_options, filters)  # how the input is read, built once
+    mi = open_model_input(data, read=read, feature_names=feature_names, model=model,
+                          sample_weight=sample_weight)  # the request's one opening
     ds, sample_weight = mi.dataset, mi.sample_weight
     require_class(model, response, target_class, "ale")
     items, single = check_features(features, ds, allow_pairs=True)
@@ -578,7 +579,7 @@ def ale(
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, feats, columns=columns, response=response, target_class=target_class,
                             engine="predict", sample_weight=sample_weight, categorical_features=categorical_features,
-                            storage_options=storage_options, filters=filters, row_id=trial_row_id(trials))
+                            read=read, row_id=trial_row_id(trials))
     for it in pairs:
         for f in it:
             if run.kinds[f] != "numeric":

@@ -25,12 +25,12 @@ from numbers import Integral
 import numpy as np
 import pandas as pd
 
-from .._data.source import Dataset, open_dataset
-from .._engine.memory import partition_bytes
+from .._data.options import AUTO, ReadOptions
+from .._data.source import Dataset
 from .._errors import InvalidParameterError
 from .._validation import Constraint
 
-__all__ = ["ModelInput", "open_model_input", "open_model_data", "resolve_columns", "categorical_names", "grid_names",
+__all__ = ["ModelInput", "open_model_input", "open_model_data", "model_read", "resolve_columns", "categorical_names", "grid_names",
            "ColumnOrIndex", "ColumnOrValues", "is_array", "WEIGHT_COLUMN"]
 
 #: the column an array of weights becomes
@@ -40,10 +40,16 @@ WEIGHT_COLUMN = "__daskpd_weight__"
 TARGET_COLUMN = "y"
 
 
-def open_model_data(data, storage_options=None, filters=None) -> Dataset:
-    """The request's one opening of a table ``data`` (pandas input: partitions to use every core)."""
-    return open_dataset(data, storage_options=storage_options, filters=filters, spread=True,
-                        partition_bytes=partition_bytes())
+def model_read(storage_options=None, filters=None) -> ReadOptions:
+    """How a model-based request reads its input: the public ``storage_options`` and
+    ``filters``; pandas input cut into partitions to use every core; small parquet files
+    gathered into partitions of the configured size."""
+    return ReadOptions(storage_options=storage_options, filters=filters, spread=True, partition_bytes=AUTO)
+
+
+def open_model_data(data, read: ReadOptions | None = None) -> Dataset:
+    """The request's one opening of a table ``data`` (``read``: default :func:`model_read`)."""
+    return (model_read() if read is None else read).open(data)
 
 
 class ColumnOrIndex(Constraint):
@@ -167,9 +173,10 @@ def _from_dask(X, names, extra: dict):
     return frame
 
 
-def open_model_input(data, *, feature_names=None, model=None, target=None, sample_weight=None,
-                     storage_options=None, filters=None, caller: str = "") -> ModelInput:
-    """Open ``data`` once (see the module docstring); ``caller`` prefixes messages."""
+def open_model_input(data, *, read: ReadOptions | None = None, feature_names=None, model=None, target=None,
+                     sample_weight=None, caller: str = "") -> ModelInput:
+    """Open ``data`` once (see the module docstring) as ``read`` says (default
+    :func:`model_read`); ``caller`` prefixes messages."""
     where = f"{caller}: " if caller else ""
     target_values = target is not None and not isinstance(target, str)
     weight_values = sample_weight is not None and not isinstance(sample_weight, str)
@@ -191,7 +198,7 @@ def open_model_input(data, *, feature_names=None, model=None, target=None, sampl
         frame = _from_dask(data, names, extra) if dask else _from_numpy(data, names, extra)
         label = f"data (a {'dask' if dask else 'numpy'} array)"
         return ModelInput(Dataset(frame, label, spread=not dask, positions=names), target, sample_weight)
-    ds = open_model_data(data, storage_options, filters)
+    ds = open_model_data(data, read)
     if feature_names is not None:
         given = [str(c) for c in (feature_names.tolist() if hasattr(feature_names, "tolist") else feature_names)]
         if given != ds.positions:

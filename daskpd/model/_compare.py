@@ -44,7 +44,7 @@ from ..results.curves import DEFAULT_BAND, trial_band
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._common import require_class
-from ._arrays import ColumnOrIndex, ColumnOrValues, open_model_input, resolve_columns
+from ._arrays import ColumnOrIndex, ColumnOrValues, model_read, open_model_input, resolve_columns
 from ._setup import MODEL_CONSTRAINTS, prepare_model_run
 from ._ale import ALEJob, ale_specs, finish_ale
 from ._pd_pass import PDJob
@@ -343,8 +343,9 @@ def compare(
     -------
     ComparisonResult
     """
-    mi = open_model_input(data, feature_names=feature_names, model=model, target=target, sample_weight=sample_weight,
-                          storage_options=storage_options, filters=filters)  # the request's one opening
+    read = model_read(storage_options, filters)  # how the input is read, built once
+    mi = open_model_input(data, read=read, feature_names=feature_names, model=model,
+                          target=target, sample_weight=sample_weight)  # the request's one opening
     ds, target, sample_weight = mi.dataset, mi.target, mi.sample_weight
     require_class(model, response, target_class, "compare")
     feature = resolve_columns(feature, ds, "feature")
@@ -365,7 +366,7 @@ def compare(
     run = prepare_model_run(model, ds, [feature], columns=columns, response=response, target_class=target_class,
                             engine="auto", sample_weight=sample_weight, extra_columns=[target] if target else [],
                             reserved=[target] if target else [], categorical_features=categorical_features,
-                            storage_options=storage_options, filters=filters, row_id=trial_row_id(trials))
+                            read=read, row_id=trial_row_id(trials))
     kind = run.kinds[feature]
     if target is not None:
         open_request(ds, target, [], model_free=False)  # the target: a numeric column

@@ -15,7 +15,7 @@ import numpy as np
 from .._errors import InvalidParameterError
 from .._validation import NO_VALIDATION, NON_NEGATIVE_INT, get_constraints, validate_params, validate_parameter
 from ._ale import ale
-from ._arrays import grid_names, open_model_input, resolve_columns
+from ._arrays import grid_names, model_read, open_model_input, resolve_columns
 from ._common import DEFAULT_METHOD, all_classes, show_class
 from ._fpd import partial_dependence
 from ._hstat import h_statistic
@@ -229,8 +229,9 @@ def model_curves(
     >>> out.phases
     ['summary', 'order statistics', 'model']
     """
-    mi = open_model_input(data, feature_names=feature_names, model=model, target=target, sample_weight=sample_weight,
-                          storage_options=storage_options, filters=filters, caller=_CALLER)
+    read = model_read(storage_options, filters)  # how the input is read, built once
+    mi = open_model_input(data, read=read, feature_names=feature_names, model=model,
+                          target=target, sample_weight=sample_weight, caller=_CALLER)
     ds, sample_weight, target = mi.dataset, mi.sample_weight, mi.target
     params, items = _requests(methods, ds)
     q = _check_quantiles(quantiles)

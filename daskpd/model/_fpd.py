@@ -41,7 +41,7 @@ from ._pd_recursion import resolve_pd_method
 from ._pd_result import pd_results
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS, resolve_predictor
-from ._arrays import grid_names, open_model_input, resolve_columns
+from ._arrays import grid_names, model_read, open_model_input, resolve_columns
 from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, prepare_model_run
 from .._engine.progress import stage_label
 
@@ -223,8 +223,9 @@ def partial_dependence(
     if kind != "average" and method == "recursion":
         raise InvalidParameterError(f"partial_dependence: kind={kind!r} needs every row's predictions; "
                                     "method='recursion' gives only the average. Use method='brute' (or 'auto')")
-    mi = open_model_input(data, feature_names=feature_names, model=model, sample_weight=sample_weight,
-                          storage_options=storage_options, filters=filters)  # the request's one opening
+    read = model_read(storage_options, filters)  # how the input is read, built once
+    mi = open_model_input(data, read=read, feature_names=feature_names, model=model,
+                          sample_weight=sample_weight)  # the request's one opening
     ds, sample_weight = mi.dataset, mi.sample_weight
     features = resolve_columns(features, ds)
     items, single = check_features(features, ds, allow_pairs=True)
@@ -235,7 +236,7 @@ def partial_dependence(
     run = prepare_model_run(model, ds, flat, columns=columns, response=response,
                             target_class=classes[0] if classes else target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
-                            storage_options=storage_options, filters=filters, row_id=trial_row_id(trials))
+                            read=read, row_id=trial_row_id(trials))
     pred = run.predictor
     warn_method(method, pred, run.weight, kind)
     method = "brute" if kind != "average" else resolve_pd_method(method, pred, run.kinds, items, run.weight)

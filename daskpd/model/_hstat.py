@@ -22,7 +22,7 @@ from ._pd_pass import PDJob
 from ._hstat_pass import EvalPoints, HJob, PointsJob, RestJob, finish_h, h_plan, value_classes
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._arrays import open_model_input, resolve_columns
+from ._arrays import model_read, open_model_input, resolve_columns
 from ._common import class_columns, require_class, response_note
 from ._setup import ENGINES, MODEL_CONSTRAINTS, prepare_model_run
 
@@ -342,14 +342,14 @@ def h_statistic(
     -------
     HStatisticResult
     """
-    mi = open_model_input(data, feature_names=feature_names, model=model, sample_weight=sample_weight,
-                          storage_options=storage_options, filters=filters)  # the request's one opening
+    read = model_read(storage_options, filters)  # how the input is read, built once
+    mi = open_model_input(data, read=read, feature_names=feature_names, model=model,
+                          sample_weight=sample_weight)  # the request's one opening
     ds, sample_weight = mi.dataset, mi.sample_weight
     require_class(model, response, target_class, "h_statistic")
     pairs, features = resolve_columns(pairs, ds, "pairs"), resolve_columns(features, ds)
     probe = prepare_model_run(model, ds, [], columns=columns, response=response, target_class=target_class,
-                              engine=engine, sample_weight=sample_weight, storage_options=storage_options,
-                              filters=filters)
+                              engine=engine, sample_weight=sample_weight, read=read)
     model_cols = list(probe.predictor.columns)
     items, totals = h_items(pairs, features, model_cols, total)
     flat = list(dict.fromkeys([*(f for p in items for f in p), *totals]))
@@ -358,7 +358,7 @@ def h_statistic(
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
-                            storage_options=storage_options, filters=filters, row_id=trial_row_id(trials))
+                            read=read, row_id=trial_row_id(trials))
     hp = h_pass(run, items, totals, h_points(run, n_points, random_state, trials, progress))
     pred = run.predictor
     plan = Plan([hp.job], predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)

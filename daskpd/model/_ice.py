@@ -41,7 +41,7 @@ from ._pd_pass import curves_matrix, row_chunk
 from ._grids import build_grids, check_grid_arg
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._arrays import ColumnOrIndex, grid_names, open_model_input, resolve_columns
+from ._arrays import ColumnOrIndex, grid_names, model_read, open_model_input, resolve_columns
 from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, prepare_model_run
 
 __all__ = ["ice", "ICEResult", "ICE_COLUMNS", "ice_columns", "ice_frame"]
@@ -416,8 +416,9 @@ def ice(
     -------
     ICEResult
     """
-    mi = open_model_input(data, feature_names=feature_names, model=model, sample_weight=sample_weight,
-                          storage_options=storage_options, filters=filters)  # the request's one opening
+    read = model_read(storage_options, filters)  # how the input is read, built once
+    mi = open_model_input(data, read=read, feature_names=feature_names, model=model,
+                          sample_weight=sample_weight)  # the request's one opening
     ds, sample_weight = mi.dataset, mi.sample_weight
     require_class(model, response, target_class, "ice")
     feature = resolve_columns(feature, ds, "feature")
@@ -433,7 +434,7 @@ def ice(
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, [feature], columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
-                            extra_columns=id_columns, storage_options=storage_options, filters=filters,
+                            extra_columns=id_columns, read=read,
                             row_id=trial_row_id(trials))
     grids = build_grids(run.ddf, [feature], run.kinds, grid_resolution=grid_resolution, percentiles=percentiles,
                         grid=grid, progress=progress)

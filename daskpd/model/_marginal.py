@@ -28,13 +28,14 @@ from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from ..results import CurveResult
 from ..results.curves import DEFAULT_BAND, band_columns, band_is_flat, band_note, trial_band
+from .._data.options import ReadOptions
 from .._data.request import open_request
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks
 from ._common import BinStats, class_columns, level_codes, require_class, response_note
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params, trial_row_id
 from ._predictor import resolve_predictor
-from ._arrays import ColumnOrValues, categorical_names, open_model_input
+from ._arrays import ColumnOrValues, categorical_names, model_read, open_model_input
 from ._setup import MODEL_CONSTRAINTS, check_features, check_weight, model_available
 
 __all__ = ["marginal", "MarginalResult"]
@@ -344,8 +345,9 @@ def marginal(
     """
     if target is None and model is None:
         raise InvalidParameterError("marginal needs target= (a column) and/or model= (a fitted model)")
-    mi = open_model_input(data, feature_names=feature_names, model=model, target=target, sample_weight=sample_weight,
-                          storage_options=storage_options, filters=filters)  # the request's one opening
+    read = model_read(storage_options, filters)  # how the input is read, built once
+    mi = open_model_input(data, read=read, feature_names=feature_names, model=model,
+                          target=target, sample_weight=sample_weight)  # the request's one opening
     ds, target, sample_weight = mi.dataset, mi.target, mi.sample_weight
     if model is not None:
         require_class(model, response, target_class, "marginal")
@@ -365,8 +367,8 @@ def marginal(
                                  target_class=target_class, engine="predict")
     elif response != "auto" or target_class is not None or columns is not None:
         raise InvalidParameterError("parameters response, target_class and columns apply only with model=")
-    kinds = open_request(ds, target, feats, categorical=categorical_names(categorical_features, ds),
-                         model_free=False).kinds
+    declared = categorical_names(categorical_features, ds)
+    kinds = open_request(ds, target, feats, read=ReadOptions(categorical=declared), model_free=False).kinds
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     ds.check(trial_row_id(trials), "parameter row_id")
     cols = list(dict.fromkeys([*feats, *([target] if target else []), *([wcol] if wcol else []),

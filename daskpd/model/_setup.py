@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .._data.options import ReadOptions
 from .._data.request import open_request
 from .._data.kinds import is_numeric_like
 from .._data.source import Dataset
@@ -145,13 +146,13 @@ class ModelRun:
 
 def prepare_model_run(model, data, features: Sequence[str], *, columns=None, response="auto", target_class=None,
                       engine="auto", sample_weight=None, categorical_features=None, extra_columns=(),
-                      storage_options=None, filters=None, need_model_columns=True, row_id=(),
+                      read: ReadOptions | None = None, need_model_columns=True, row_id=(),
                       reserved=()) -> ModelRun:
     """Validate the model and the columns against ``data`` (a :class:`Dataset`, or any
-    input, then opened here), and project the needed columns (and ``row_id``: the
-    trials' columns that tell rows apart).  ``reserved`` columns (a target) are no
-    model input unless the model names them."""
-    ds = open_model_data(data, storage_options, filters)
+    input, then opened here as ``read`` says: :func:`open_model_data`), and project the
+    needed columns (and ``row_id``: the trials' columns that tell rows apart).
+    ``reserved`` columns (a target) are no model input unless the model names them."""
+    ds = open_model_data(data, read)
     ds, wcol = check_weight(sample_weight, ds)
     dtypes = ds.dtypes
     model_avail = model_available(model, columns, ds.columns, [wcol, *reserved])
@@ -163,7 +164,8 @@ def prepare_model_run(model, data, features: Sequence[str], *, columns=None, res
             raise DataError(f"feature{'s' if len(missing) > 1 else ''} {missing} not among the model's input columns "
                             f"{pred.columns}")
     categorical_features = categorical_names(categorical_features, ds)
-    kinds = open_request(ds, None, list(features), categorical=categorical_features, model_free=False).kinds
+    kinds = open_request(ds, None, list(features), read=ReadOptions(categorical=categorical_features),
+                         model_free=False).kinds
     if wcol is not None and not is_numeric_like(dtypes[wcol]):
         raise DataError(f"sample_weight column {wcol!r} is not numeric (dtype {dtypes[wcol]})")
     ds.check(row_id, "parameter row_id")

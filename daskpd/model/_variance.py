@@ -50,7 +50,7 @@ from ._pd_result import pd_results
 from ._grids import build_grids, check_grid_arg
 from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._arrays import grid_names, open_model_input, resolve_columns
+from ._arrays import grid_names, model_read, open_model_input, resolve_columns
 from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, prepare_model_run
 
 __all__ = ["pd_variance", "PDVarianceResult"]
@@ -221,15 +221,15 @@ def pd_variance(
     """
     if grid_resolution is None:
         grid_resolution = 100 if measure == "importance" else 20
-    mi = open_model_input(data, feature_names=feature_names, model=model, sample_weight=sample_weight,
-                          storage_options=storage_options, filters=filters)  # the request's one opening
+    read = model_read(storage_options, filters)  # how the input is read, built once
+    mi = open_model_input(data, read=read, feature_names=feature_names, model=model,
+                          sample_weight=sample_weight)  # the request's one opening
     ds, sample_weight = mi.dataset, mi.sample_weight
     require_class(model, response, target_class, "pd_variance")
     features = resolve_columns(features, ds)
     # the model's columns first (features default to them)
     probe = prepare_model_run(model, ds, [], columns=columns, response=response, target_class=target_class,
-                              engine=engine, sample_weight=sample_weight, categorical_features=None,
-                              storage_options=storage_options, filters=filters)
+                              engine=engine, sample_weight=sample_weight, categorical_features=None, read=read)
     model_cols = probe.predictor.columns
     if features is None:
         names = list(model_cols)
@@ -261,7 +261,7 @@ def pd_variance(
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
-                            storage_options=storage_options, filters=filters, row_id=trial_row_id(trials))
+                            read=read, row_id=trial_row_id(trials))
     grids = build_grids(run.ddf, flat, run.kinds, grid_resolution=grid_resolution, percentiles=percentiles,
                         grid=grid, progress=progress)
     for f in flat:

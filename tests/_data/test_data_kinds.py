@@ -7,6 +7,7 @@ from sklearn.linear_model import LinearRegression
 
 import daskpd
 from daskpd._data.kinds import datetime_message, kind_of
+from daskpd._data.options import ReadOptions
 from daskpd._data.request import open_request
 from daskpd._errors import DataError
 
@@ -33,9 +34,9 @@ def test_request_kinds_declared_and_checked(frame):
     r = open_request(frame, "y", ["f", "i", "b", "s", "c", "S"])
     assert r.kinds == {"f": "numeric", "i": "numeric", "b": "categorical", "s": "categorical", "c": "categorical",
                        "S": "categorical"}
-    assert open_request(frame, "y", ["i", "f"], categorical=["i"]).kinds == {"i": "categorical", "f": "numeric"}
+    assert open_request(frame, "y", ["i", "f"], read=ReadOptions(categorical=["i"])).kinds == {"i": "categorical", "f": "numeric"}
     with pytest.raises(DataError, match="parameter categorical_features names column 'nope' not found"):
-        open_request(frame, "y", ["i"], categorical=["nope"])
+        open_request(frame, "y", ["i"], read=ReadOptions(categorical=["nope"]))
     # defaults: every column but the target, the datetime left out with its reason
     d = open_request(frame, "y")
     assert d.features == ["f", "i", "b", "s", "c", "S"] and d.left_out == {"t": "datetime"}

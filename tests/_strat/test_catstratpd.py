@@ -16,9 +16,19 @@ from hypothesis import strategies as st
 import daskpd
 from daskpd._strat.leafboot import weights_of_leaves
 from daskpd._strat import categorical_gram, categorical_solve
-from daskpd._catstratpd import run_categorical
+from daskpd._catstratpd import run_categorical as run_with_options
+from daskpd._data.options import AUTO, ReadOptions
+from daskpd._strat.options import TreeOptions, Trials
 from daskpd._strat.categorical_solve import solve_effects
 from daskpd import DataError
+
+def run_categorical(data, *, target, feature, centered=False, n_trials=1, band=(0.05, 0.95), **trees):
+    """The runner of :func:`daskpd.catstratpd` (run, dtype), its options built from the
+    public parameters as catstratpd builds them (``trees``: TreeOptions' fields)."""
+    return run_with_options(data, target=target, feature=feature, read=ReadOptions(partition_bytes=AUTO),
+                            trees=TreeOptions(min_samples_leaf=5, max_bins=None, **trees),
+                            trials=Trials.of(n_trials, band), centered=centered)
+
 
 # ---------------------------------------------------------------------------------
 # plain in-memory references (pandas groupby, python loops, dense numpy lstsq)

@@ -14,6 +14,7 @@ import pytest
 
 import daskpd
 from daskpd._data.lake_footers import list_parquet_files
+from daskpd._data.options import ReadOptions
 from daskpd._data.request import open_request
 from daskpd._strat.firstpass import FirstPassCache, file_partial, merged_sample
 from daskpd._engine.hashing import SampleJob, sample_hash
@@ -40,7 +41,7 @@ def stamps(lake) -> dict:
 
 
 def run(lake, cache=None):
-    req = open_request(str(lake), TARGET, None, categorical=["c"], stratify_on=None)
+    req = open_request(str(lake), TARGET, None, read=ReadOptions(categorical=["c"]), stratify_on=None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return run_strat(req, trees=TreeOptions(sample_size=K, min_samples_leaf=10, min_samples_leaf_for={"c": 5}),

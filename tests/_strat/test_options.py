@@ -58,6 +58,7 @@ def test_keep_state_invalid_value_names_the_parameter():
 
 
 def test_tree_options_leaf_sizes_and_params_of_the_fit():
+    from daskpd._data.options import ReadOptions
     from daskpd._data.request import open_request
     from daskpd._strat.pipeline import run_strat
 
@@ -69,7 +70,7 @@ def test_tree_options_leaf_sizes_and_params_of_the_fit():
     rng = np.random.default_rng(0)
     df = pd.DataFrame({"x": rng.normal(size=600), "c": rng.choice(list("abc"), 600)})
     df["y"] = df.x + (df.c == "a")
-    run = run_strat(open_request(df, "y", ["x", "c"], categorical=["c"]), trees=opts, fit_only=True,
+    run = run_strat(open_request(df, "y", ["x", "c"], read=ReadOptions(categorical=["c"])), trees=opts, fit_only=True,
                     progress=False)
     params = run.stratification.params
     assert params["min_samples_leaf"] == {"x": 12, "c": 4}
