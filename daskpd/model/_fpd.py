@@ -31,7 +31,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._validation import NO_VALIDATION, StrOptions, validate_params
+from .._validation import validate_params
 from .._errors import InvalidParameterError, SklearnDifferenceWarning
 from ._common import DEFAULT_METHOD, all_classes, warn_method
 from ._grids import build_grids, check_grid_arg
@@ -39,10 +39,11 @@ from ._pd_engine import engine_notice, known_rows
 from ._pd_pass import OutputsJob, PDJob
 from ._pd_recursion import resolve_pd_method
 from ._pd_result import pd_results
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
+from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS, resolve_predictor
 from ._arrays import grid_names, open_model_input, resolve_columns
-from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, prepare_model_run
+from ._setup import check_features, prepare_model_run
+from ._params import SPECS, check_trials_method
 from .._engine.progress import stage_label
 
 __all__ = ["partial_dependence", "PDResults"]
@@ -58,9 +59,6 @@ class PDResults(dict):
                            f"{list(self)}; take one first, e.g. result[{next(iter(self))!r}][{key!r}] (or pass one "
                            "feature, or one pair, for one result)")
         raise KeyError(key)
-
-
-KINDS = ("average", "individual", "both")
 
 
 def _warn_features(features, items, single) -> None:
@@ -79,14 +77,7 @@ def _warn_features(features, items, single) -> None:
         f"warning pass {[(n,) for n in names]!r}.", SklearnDifferenceWarning, stacklevel=4)
 
 
-@validate_params({
-    **MODEL_CONSTRAINTS,
-    **GRID_CONSTRAINTS,
-    "features": NO_VALIDATION,  # check_features: names, pairs and lists of them, against the data
-    "method": [StrOptions("brute", "recursion", "auto")],
-    "kind": [StrOptions(*KINDS)],
-    **TRIAL_CONSTRAINTS,
-})
+@validate_params(SPECS["partial_dependence"])
 def partial_dependence(
     model,
     data,
@@ -217,9 +208,7 @@ def partial_dependence(
     attributes keep daskpd's shapes (``result.average`` is ``(*grid)`` for one output).
     """
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
-    if trials is not None and method == "recursion":
-        raise InvalidParameterError("partial_dependence: n_trials > 1 re-weights the rows of data; "
-                                    "method='recursion' reads no rows. Use method='brute'")
+    check_trials_method("partial_dependence", n_trials, method)
     if kind != "average" and method == "recursion":
         raise InvalidParameterError(f"partial_dependence: kind={kind!r} needs every row's predictions; "
                                     "method='recursion' gives only the average. Use method='brute' (or 'auto')")

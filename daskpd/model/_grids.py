@@ -143,15 +143,17 @@ def grids_and_quantiles(ddf, features: Sequence[str], kinds: dict, *, grid_resol
     return out, qout
 
 
-def check_grid_arg(grid, features: Sequence[str]) -> dict:
-    """``grid``: None, a dict {feature: values}, or (one feature) an array of values."""
+def check_grid_arg(grid, features: Sequence[str], *, caller: str | None = None,
+                   among: str = "the requested features") -> dict:
+    """``grid``: None, a dict {feature: values} whose keys are among ``features`` (which
+    ``among`` names), or (one feature) an array of values."""
     if grid is None:
         return {}
     if isinstance(grid, dict):
         unknown = [k for k in grid if k not in features]
         if unknown:
-            raise InvalidParameterError(f"parameter grid has entries for {unknown}, which are not among the requested features "
-                            f"{list(features)}")
+            raise InvalidParameterError(f"{caller + ': ' if caller else ''}parameter grid has entries for {unknown}, "
+                                        f"which are not among {among} {list(features)}")
         return dict(grid)
     if len(features) == 1:
         return {features[0]: grid}

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .._engine.hashing import row_hash
-from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, validate_params
+from .._validation import validate_params
 from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from ..results import CurveResult, dump_json, with_metadata
@@ -39,10 +39,11 @@ from ._common import class_columns, require_class, response_note
 from ._pd_engine import engine_of
 from ._pd_pass import curves_matrix, row_chunk
 from ._grids import build_grids, check_grid_arg
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params, trial_row_id
+from ._passes import Plan, Trials, run_jobs, set_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._arrays import ColumnOrIndex, grid_names, open_model_input, resolve_columns
-from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, prepare_model_run
+from ._arrays import grid_names, open_model_input, resolve_columns
+from ._setup import prepare_model_run
+from ._params import SPECS
 
 __all__ = ["ice", "ICEResult", "ICE_COLUMNS", "ice_columns", "ice_frame"]
 
@@ -338,18 +339,7 @@ def finish_ice(job: ICEJob, part: _ICEPartial, pred, *, centered: bool, params: 
                      line_partition=ids[:, 0].astype("int32"), line_row=ids[:, 1])
 
 
-@validate_params({
-    **MODEL_CONSTRAINTS,
-    **GRID_CONSTRAINTS,
-    "feature": [ColumnOrIndex()],
-    "n_lines": [POSITIVE_INT, None],
-    "centered": ["boolean"],
-    "random_state": [NON_NEGATIVE_INT],
-    "path": [str, os.PathLike, None],
-    "id_columns": [ColumnNames(), None],
-    "overwrite": ["boolean"],
-    **TRIAL_CONSTRAINTS,
-})
+@validate_params(SPECS["ice"])
 def ice(
     model,
     data,

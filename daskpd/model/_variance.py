@@ -36,9 +36,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from numbers import Integral
 
-from .._validation import NO_VALIDATION, Interval, StrOptions, validate_params
+from .._validation import validate_params
 from .._errors import DataError, InvalidParameterError
 from ..results import Result, table_frame
 from ..results.curves import DEFAULT_BAND, trial_band
@@ -48,10 +47,11 @@ from ._pd_engine import engine_notice, known_rows
 from ._pd_pass import PDJob
 from ._pd_result import pd_results
 from ._grids import build_grids, check_grid_arg
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
+from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._arrays import grid_names, open_model_input, resolve_columns
-from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, prepare_model_run
+from ._setup import prepare_model_run
+from ._params import SPECS
 
 __all__ = ["pd_variance", "PDVarianceResult"]
 
@@ -150,14 +150,7 @@ class PDVarianceResult(Result):
         return plot_pd_variance(self, ax=ax, kind=kind, **kwargs)
 
 
-@validate_params({
-    **MODEL_CONSTRAINTS,
-    **GRID_CONSTRAINTS,
-    "features": NO_VALIDATION,  # names or pairs, depending on method; checked below
-    "measure": [StrOptions("importance", "interaction")],
-    "grid_resolution": [Interval(Integral, 2, None, closed="left"), None],
-    **TRIAL_CONSTRAINTS,
-})
+@validate_params(SPECS["pd_variance"])
 def pd_variance(
     model,
     data,
