@@ -17,7 +17,7 @@ from ._common import DEFAULT_METHOD, all_classes, show_class
 from ._multi import MODEL_METHODS, model_methods
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import check_features
-from ._grids import check_grid_arg
+from ._grids import check_grid_arg, feature_quantiles
 from ._params import PER_REQUEST, SPECS, check_trials_method
 
 __all__ = ["model_curves", "ModelCurves"]
@@ -155,7 +155,8 @@ def model_curves(
         Probabilities (e.g. ``numpy.arange(0.1, 1.0, 0.1)``, the deciles a plot marks):
         every numeric feature's ``scipy.stats.mstats.mquantiles`` at them, exact over
         all rows, resolved with the grids (no pass of their own), in the result's
-        ``quantiles``.
+        ``quantiles`` (and each partial dependence's and ICE result's ``quantiles``, its
+        own features', as :func:`daskpd.partial_dependence`'s ``quantiles=``).
     target : str or array, optional
         The marginal plot's response column (:func:`daskpd.marginal`'s ``target``);
         without it the marginal plot shows the mean prediction only.
@@ -224,4 +225,7 @@ def model_curves(
                         sample_weight=sample_weight, grid=grid, quantiles=quantiles, engine=engine, filters=filters,
                         warn_default=True,
                         name="daskpd-model-curves")
+    if quantiles is not None:  # each curve's own, as the public functions' quantiles= give them
+        for r in (*run.results.get("partial_dependence", {}).values(), *run.results.get("ice", {}).values()):
+            r.quantiles = feature_quantiles(run.quantiles, getattr(r, "features", None) or (r.feature,))
     return ModelCurves(run.results, run.quantiles, run.phases)

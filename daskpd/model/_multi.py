@@ -21,7 +21,6 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from .._engine.repeats import warn_repeats
 from .._engine.stats import mquantile_ranks, order_statistics, summarize
@@ -33,7 +32,7 @@ from ._pd_engine import engine_notice, known_rows
 from ._pd_pass import PDJob
 from ._pd_recursion import resolve_pd_method
 from ._pd_result import pd_results
-from ._grids import custom_grid, pd_grid, pd_grid_plan
+from ._grids import custom_grid, pd_grid, pd_grid_plan, quantile_values
 from ._hstat import h_items, h_notice, h_pass, h_points, h_statistic
 from ._ice import ICEJob, finish_ice, ice
 from ._marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
@@ -399,10 +398,8 @@ def _layout(run, fe, params, target, with_target, progress, phases, grid=None, q
         grids[key] = {f: (pd_grid(f, stats[f], pl, key[0]) if isinstance(pl, tuple) else pl)
                       for f, pl in plans.items()}
     qout = {}
-    for f, (lo, hi, gamma) in qplans.items():  # as grids_and_quantiles: scipy's mquantiles
-        xlo = np.array([stats[f][int(r)] for r in lo])
-        xhi = np.array([stats[f][int(r)] for r in hi])
-        qout[f] = (1.0 - gamma) * xlo + gamma * xhi
+    for f, plan in qplans.items():  # as build_grids: scipy's mquantiles
+        qout[f] = quantile_values(stats[f], plan)
     mspecs = None
     if mp is not None:
         mf = fe["marginal"]

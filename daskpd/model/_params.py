@@ -75,11 +75,14 @@ TRIALS = {
 #: a marginal plot's response: a column of data, or values for in-memory data
 _TARGET = [ColumnOrValues(), None]
 _BINS = [POSITIVE_INT]
+#: probabilities at which every numeric feature's exact quantiles are reported (a plot's deciles)
+_QUANTILES = [Probabilities(), None]
 
 SPECS = {
     "partial_dependence": {
         **MODEL, **GRID, **ENGINE,
         "features": NO_VALIDATION,  # check_features: names, pairs and lists of them, against the data
+        "quantiles": _QUANTILES,
         "method": [StrOptions(*PD_METHODS)],
         "kind": [StrOptions(*KINDS)],
         **TRIALS,
@@ -87,6 +90,7 @@ SPECS = {
     "ice": {
         **MODEL, **GRID, **ENGINE,
         "feature": [ColumnOrIndex()],
+        "quantiles": _QUANTILES,
         "n_lines": [POSITIVE_INT, None],
         "centered": ["boolean"],
         "random_state": TRIALS["random_state"],
@@ -146,7 +150,7 @@ SPECS = {
         "grid": [InstancesOf(dict, "a dict {feature: values}"), None],
         **ENGINE,
         "methods": NO_VALIDATION,  # each method's features and parameters, against its spec (_curves._requests)
-        "quantiles": [Probabilities(), None],
+        "quantiles": _QUANTILES,
         "target": _TARGET,
         **TRIALS,
     },
