@@ -308,3 +308,22 @@ def test_quantiles_of_the_single_functions_are_model_curves(data):
     with pytest.raises(InvalidParameterError, match=r"^partial_dependence: parameter quantiles must be a non-empty "
                                                     r"list of probabilities in \[0, 1\]"):
         daskpd.partial_dependence(model, ddf, "a", quantiles=[0.5, 1.5], columns=COLS, progress=False)
+
+
+@pytest.mark.parametrize("method, name, value", [
+    ("partial_dependence", "grid_resolution", 1), ("partial_dependence", "percentiles", (0.9, 0.1)),
+    ("partial_dependence", "method", "fast"), ("ice", "n_lines", 0), ("ice", "centered", "yes"), ("ale", "bins", 0),
+    ("marginal", "binning", "quantiles"), ("pd_variance", "grid_resolution", 1.5), ("h_statistic", "n_points", 1),
+    ("h_statistic", "total", 1),
+])
+def test_a_method_parameter_is_refused_as_its_function_refuses_it(data, method, name, value):
+    """One spec per method: model_curves' methods[m][k] and daskpd.m(k=...) say the same."""
+    ddf, model = data
+    features = ["a", "b"] if method == "h_statistic" else ["a"]
+    with pytest.raises(InvalidParameterError) as mine:
+        daskpd.model_curves(model, ddf, {method: {"features": features, name: value}}, columns=COLS, progress=False)
+    args = (ddf, features) if method == "marginal" else (model, ddf, features[0] if method == "ice" else features)
+    with pytest.raises(InvalidParameterError) as theirs:
+        getattr(daskpd, method)(*args, **{name: value}, progress=False)
+    expected = str(theirs.value).split(f"parameter {name} ", 1)[1]
+    assert str(mine.value) == f"model_curves: parameter methods[{method!r}][{name!r}] {expected}"
