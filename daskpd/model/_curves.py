@@ -13,7 +13,7 @@ from __future__ import annotations
 from .._errors import InvalidParameterError
 from .._validation import validate_params, validate_parameter
 from ._arrays import grid_names, open_model_input, resolve_columns
-from ._common import DEFAULT_METHOD, all_classes, show_class
+from ._common import DEFAULT_METHOD, require_class
 from ._multi import MODEL_METHODS, model_methods
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import check_features
@@ -213,18 +213,13 @@ def model_curves(
                           among="the features of the grid-based methods (partial_dependence, ice, pd_variance)")
     check_trials_method(_CALLER, n_trials, params.get("partial_dependence", {}).get("method", DEFAULT_METHOD),
                         "methods['partial_dependence']['method']")
-    classes = all_classes(model, response, target_class)
-    if classes:
-        raise InvalidParameterError(f"{_CALLER}: parameter target_class is required for a model with several outputs: "
-                                    f"one of [{', '.join(map(show_class, classes))}] (every method here explains one "
-                                    "response)")
+    require_class(model, response, target_class, _CALLER, any_output=True)
     run = model_methods(model, ds, feats, params, target=target, response=response, target_class=target_class,
                         columns=columns, categorical_features=categorical_features, random_state=random_state,
                         batch_rows=batch_rows, progress=progress, n_trials=n_trials, bootstrap=bootstrap,
                         subsample_size=subsample_size, band=band, row_id=row_id, items=items,
                         sample_weight=sample_weight, grid=grid, quantiles=quantiles, engine=engine, filters=filters,
-                        warn_default=True,
-                        name="daskpd-model-curves")
+                        warn_default=True, name="daskpd-model-curves")
     if quantiles is not None:  # each curve's own, as the public functions' quantiles= give them
         for r in (*run.results.get("partial_dependence", {}).values(), *run.results.get("ice", {}).values()):
             r.quantiles = feature_quantiles(run.quantiles, getattr(r, "features", None) or (r.feature,))
