@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-
 from .._validation import validate_params
 from .._errors import DataError, InvalidParameterError
 from .._data.request import open_request
