@@ -87,8 +87,7 @@ class ICEResult(CurveResult):
     ``line_index``   each sampled row's index label in its partition
     ``line_partition``, ``line_row``  each sampled row's id: its partition, its position in it
     ``path``         where the full table was written (or None)
-    ``quantiles``    with ``quantiles=``: ``{feature: values}``, the feature's exact quantiles
-                     over all rows (numeric features; None when not asked for)
+    ``quantiles``    ``{feature: values}``: with ``quantiles=``, a numeric feature's exact quantiles
     """
 
     feature: str

@@ -26,8 +26,7 @@ class PDResult(CurveResult):
     ``grid_values``  list (one or two arrays) of the grid values of ``features``
     ``average``      PD, shape ``(len(g0),)`` or ``(len(g0), len(g1))``
     ``kinds``        "numeric" | "categorical" per feature
-    ``quantiles``    with ``quantiles=``: ``{feature: values}``, each numeric feature's exact
-                     quantiles over all rows (None when not asked for)
+    ``quantiles``    ``{feature: values}``: with ``quantiles=``, each numeric feature's exact quantiles
     """
 
     features: tuple
