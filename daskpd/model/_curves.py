@@ -210,7 +210,7 @@ def model_curves(
         ds.check([target], "parameter target")
     gridded = list(dict.fromkeys(f for m in _GRID_METHODS if m in items for it in items[m] for f in it))
     grid = check_grid_arg(grid_names(grid, ds), gridded, caller=_CALLER,
-                          among="the features of the grid-based methods (partial_dependence, ice, pd_variance)")
+                          among="the features of the grid-based methods (partial_dependence, ice, pd_variance):")
     check_trials_method(_CALLER, n_trials, params.get("partial_dependence", {}).get("method", DEFAULT_METHOD),
                         "methods['partial_dependence']['method']")
     require_class(model, response, target_class, _CALLER, any_output=True)

@@ -225,7 +225,8 @@ def partial_dependence(
     items, single = check_features(features, ds, allow_pairs=True)
     _warn_features(features, items, single)
     flat = list(dict.fromkeys(f for it in items for f in it))
-    grid_options = GridOptions.of(grid_resolution, percentiles, grid, flat, ds, quantiles)
+    grid_options = GridOptions.of(grid_resolution, percentiles, grid, flat, ds, quantiles,
+                                  caller="partial_dependence")
     classes = all_classes(model, response, target_class)
     run = prepare_model_run(model, ds, flat, columns=columns, response=response,
                             target_class=classes[0] if classes else target_class,

@@ -110,11 +110,12 @@ class GridOptions:
     quantiles: np.ndarray | None = None
 
     @classmethod
-    def of(cls, grid_resolution: int, percentiles, grid, features: Sequence[str], ds,
-           quantiles=None) -> "GridOptions":
-        """The options of a request for ``features`` of the dataset ``ds``: ``grid`` (a
-        dict whose keys are names or indices, or one feature's values) checked."""
-        return cls(grid_resolution, tuple(percentiles), check_grid_arg(grid_names(grid, ds), features), quantiles)
+    def of(cls, grid_resolution: int, percentiles, grid, features: Sequence[str], ds, quantiles=None, *,
+           caller: str | None = None) -> "GridOptions":
+        """The options of ``caller``'s request for ``features`` of the dataset ``ds``:
+        ``grid`` (a dict whose keys are names or indices, or one feature's values) checked."""
+        return cls(grid_resolution, tuple(percentiles), check_grid_arg(grid_names(grid, ds), features, caller=caller),
+                   quantiles)
 
     def params(self) -> dict:
         """What a result's ``params`` record of its grid."""
@@ -183,12 +184,14 @@ def check_grid_arg(grid, features: Sequence[str], *, caller: str | None = None,
     ``among`` names), or (one feature) an array of values."""
     if grid is None:
         return {}
+    where = f"{caller}: " if caller else ""
     if isinstance(grid, dict):
         unknown = [k for k in grid if k not in features]
         if unknown:
-            raise InvalidParameterError(f"{caller + ': ' if caller else ''}parameter grid has entries for {unknown}, "
-                                        f"which are not among {among} {list(features)}")
+            raise InvalidParameterError(f"{where}parameter grid has entries for {unknown}, which are not among {among} "
+                                        f"{list(features)}")
         return dict(grid)
     if len(features) == 1:
         return {features[0]: grid}
-    raise InvalidParameterError("parameter grid must be a dict {feature: values} when several features are requested")
+    raise InvalidParameterError(f"{where}parameter grid must be a dict {{feature: values}} when several features are "
+                                "requested")

@@ -426,7 +426,7 @@ def ice(
     bad = [c for c in id_columns if c in ICE_COLUMNS]
     if bad:
         raise InvalidParameterError(f"ice: parameter id_columns: {bad} clash with the ICE table's own columns")
-    grid_options = GridOptions.of(grid_resolution, percentiles, grid, [feature], ds, quantiles)
+    grid_options = GridOptions.of(grid_resolution, percentiles, grid, [feature], ds, quantiles, caller="ice")
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, [feature], columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,

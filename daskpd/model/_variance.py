@@ -250,7 +250,7 @@ def pd_variance(
         raise InvalidParameterError("parameter features lists an entry more than once")
     flat = list(dict.fromkeys(f for it in items for f in it))
     ds.check(flat, "parameter features")
-    grid_options = GridOptions.of(grid_resolution, percentiles, grid, flat, ds)
+    grid_options = GridOptions.of(grid_resolution, percentiles, grid, flat, ds, caller="pd_variance")
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
