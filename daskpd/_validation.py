@@ -45,7 +45,7 @@ from ._errors import InvalidParameterError
 
 __all__ = [
     "Constraint", "Interval", "StrOptions", "Boolean", "InstancesOf", "ColumnName", "ColumnNames",
-    "Percentiles", "Callables", "ArrayLike", "ArrayOrColumn", "IO_CONSTRAINTS", "POSITIVE_INT", "NON_NEGATIVE_INT",
+    "Percentiles", "Probabilities", "Callables", "ArrayLike", "ArrayOrColumn", "IO_CONSTRAINTS", "POSITIVE_INT", "NON_NEGATIVE_INT",
     "N_TRIALS", "MAX_TRIALS", "TrialCount", "NoneConstraint", "NO_VALIDATION", "make_constraint", "validate_params",
     "validate_parameter", "get_constraints", "InvalidParameterError",
 ]
@@ -265,6 +265,25 @@ class Percentiles(Constraint):
 
     def __str__(self):
         return "a pair of numbers (lo, hi) with 0 <= lo < hi <= 1"
+
+
+class Probabilities(Constraint):
+    """A non-empty 1-D list of probabilities in [0, 1] (a float array once normalised)."""
+
+    def is_satisfied_by(self, value) -> bool:
+        if isinstance(value, (str, bytes, dict)):
+            return False
+        try:
+            q = np.asarray(value, dtype="float64")
+        except (TypeError, ValueError):
+            return False
+        return q.ndim == 1 and len(q) > 0 and bool(np.all((q >= 0) & (q <= 1)))
+
+    def convert(self, value):
+        return np.asarray(value, dtype="float64")
+
+    def __str__(self):
+        return "a non-empty list of probabilities in [0, 1] (e.g. numpy.arange(0.1, 1.0, 0.1), the deciles)"
 
 
 _NONE = NoneConstraint()

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import NO_VALIDATION, POSITIVE_INT, validate_params
+from .._validation import validate_params
 from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from .._data.kinds import is_numeric_like, kind_of
@@ -45,10 +45,11 @@ from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
 from ._ale2d import ALE2DJob, ALE2DSpec, finish_ale2d
 from ._common import ROW_COUNTS, BinStats, class_columns, input_rows, level_codes, require_class, response_note
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params, trial_row_id
+from ._passes import Plan, Trials, run_jobs, trial_bin_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._arrays import model_read, open_model_input
-from ._setup import MODEL_CONSTRAINTS, check_features, prepare_model_run
+from ._setup import check_features, prepare_model_run
+from ._params import SPECS
 
 __all__ = ["ale", "ALEResult"]
 
@@ -502,14 +503,7 @@ def _trial_curves(sp: _ALESpec, part: _ALEFeaturePartial) -> np.ndarray:
     return np.vstack(out)
 
 
-@validate_params({
-    **MODEL_CONSTRAINTS,
-    "features": NO_VALIDATION,  # check_features, against the data
-    "bins": [POSITIVE_INT],
-    "order": [dict, None],
-    "batch_rows": [POSITIVE_INT],
-    **TRIAL_CONSTRAINTS,
-})
+@validate_params(SPECS["ale"])
 def ale(
     model,
     data,

@@ -109,10 +109,16 @@ def show_class(v) -> str:
     return repr(v.item() if isinstance(v, np.generic) else v)
 
 
-def require_class(model, response, target_class, caller: str) -> None:
+def require_class(model, response, target_class, caller: str, *, any_output: bool = False) -> None:
     """The functions that explain one response need ``target_class`` for a multi-class
-    classifier (``partial_dependence`` gives every class instead, as scikit-learn)."""
+    classifier (``partial_dependence`` gives every class instead, as scikit-learn);
+    ``any_output``: for any model with several outputs (:func:`daskpd.model_curves`,
+    whose every method explains one response)."""
     classes = all_classes(model, response, target_class)
+    if classes and any_output:
+        raise InvalidParameterError(f"{caller}: parameter target_class is required for a model with several outputs: "
+                                    f"one of [{', '.join(map(show_class, classes))}] (every method here explains one "
+                                    "response)")
     if classes and is_classifier(model):
         raise InvalidParameterError(
             f"{caller}: parameter target_class is required for a multi-class classifier: one of "

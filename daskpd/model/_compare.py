@@ -30,9 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from numbers import Integral
-
-from .._validation import NO_VALIDATION, POSITIVE_INT, Interval, Percentiles, validate_params
+from .._validation import validate_params
 from .._errors import DataError, InvalidParameterError
 from .._data.request import open_request
 from ..results import Result
@@ -41,11 +39,12 @@ from .._stratpd import stratpd as run_stratpd
 from .._engine.stats import summarize
 from ._grids import pd_grid, pd_grid_plan
 from ..results.curves import DEFAULT_BAND, trial_band
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
+from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._common import require_class
-from ._arrays import ColumnOrIndex, ColumnOrValues, model_read, open_model_input, resolve_columns
-from ._setup import MODEL_CONSTRAINTS, prepare_model_run
+from ._arrays import model_read, open_model_input, resolve_columns
+from ._setup import prepare_model_run
+from ._params import SPECS
 from ._ale import ALEJob, ale_specs, finish_ale
 from ._pd_pass import PDJob
 from ._pd_result import pd_results
@@ -254,19 +253,7 @@ def _curve_of(obj, name):
     raise DataError(f"curve {name!r} must be a result with .x and .pd, or a pair (x, y); got {type(obj).__name__}")
 
 
-@validate_params({
-    **MODEL_CONSTRAINTS,
-    "feature": [ColumnOrIndex()],
-    "target": [ColumnOrValues(), None],
-    "stratpd": NO_VALIDATION,  # None, True/False, or a curve (checked by _curve_of)
-    "curves": [dict, None],
-    "grid_resolution": [Interval(Integral, 2, None, closed="left")],
-    "percentiles": [Percentiles()],
-    "bins": [POSITIVE_INT],
-    "stratpd_kwargs": [dict, None],
-    "batch_rows": [POSITIVE_INT],
-    **TRIAL_CONSTRAINTS,
-})
+@validate_params(SPECS["compare"])
 def compare(
     model,
     data,

@@ -10,27 +10,18 @@ the public functions' result objects, the same numbers bit for bit.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .._errors import InvalidParameterError
-from .._validation import NO_VALIDATION, NON_NEGATIVE_INT, get_constraints, validate_params, validate_parameter
-from ._ale import ale
+from .._validation import validate_params, validate_parameter
 from ._arrays import grid_names, model_read, open_model_input, resolve_columns
-from ._common import DEFAULT_METHOD, all_classes, show_class
-from ._fpd import partial_dependence
-from ._hstat import h_statistic
-from ._ice import ice
-from ._marginal import marginal
-from ._multi import MODEL_METHODS, PARAMETERS, model_methods
-from ._passes import TRIAL_CONSTRAINTS
+from ._common import DEFAULT_METHOD, require_class
+from ._multi import MODEL_METHODS, model_methods
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features
-from ._variance import pd_variance
+from ._setup import check_features
+from ._grids import check_grid_arg, feature_quantiles
+from ._params import PER_REQUEST, SPECS, check_trials_method
 
 __all__ = ["model_curves", "ModelCurves"]
 
-_FUNCTIONS = {"partial_dependence": partial_dependence, "ice": ice, "ale": ale, "marginal": marginal,
-              "pd_variance": pd_variance, "h_statistic": h_statistic}
 #: the methods whose curves are evaluated on a grid (``grid`` applies to them)
 _GRID_METHODS = ("partial_dependence", "ice", "pd_variance")
 _CALLER = "model_curves"
@@ -67,20 +58,6 @@ class ModelCurves(dict):
         return f"ModelCurves({ {m: (list(v) if isinstance(v, dict) else type(v).__name__) for m, v in self.items()} })"
 
 
-def _check_quantiles(quantiles):
-    """None, or probabilities in [0, 1] (a float array)."""
-    if quantiles is None:
-        return None
-    try:
-        q = np.asarray(quantiles, dtype="float64")
-    except (TypeError, ValueError):
-        q = None
-    if q is None or q.ndim != 1 or len(q) == 0 or not np.all((q >= 0) & (q <= 1)):
-        raise InvalidParameterError(f"{_CALLER}: parameter quantiles must be a non-empty list of probabilities in "
-                                    f"[0, 1] (e.g. numpy.arange(0.1, 1.0, 0.1), the deciles); got {quantiles!r}")
-    return q
-
-
 def _requests(methods, ds) -> tuple[dict, dict]:
     """``methods`` checked: ``({method: {parameter: value}}, {method: [entry, ...]})``."""
     if not isinstance(methods, dict) or not methods:
@@ -103,13 +80,12 @@ def _requests(methods, ds) -> tuple[dict, dict]:
                                         "columns" + (" and pairs" if m == "partial_dependence" else "") + ")")
         feats = resolve_columns(req.pop("features"), ds, f"{where}['features']")
         entries, _ = check_features(feats, ds, allow_pairs=m == "partial_dependence", name=f"{where}['features']")
-        bad = [k for k in req if k not in PARAMETERS[m]]
+        bad = [k for k in req if k not in PER_REQUEST[m]]
         if bad:
             raise InvalidParameterError(f"{_CALLER}: parameter {where}: unknown parameter(s) {bad}; {m} takes "
-                                        f"'features' and {list(PARAMETERS[m])} here (the other parameters of "
+                                        f"'features' and {list(PER_REQUEST[m])} here (the other parameters of "
                                         f"daskpd.{m} are model_curves' own, shared by every method)")
-        cons = get_constraints(_FUNCTIONS[m])
-        params[m] = {k: validate_parameter(f"{where}[{k!r}]", v, cons[k], _CALLER) for k, v in req.items()}
+        params[m] = {k: validate_parameter(f"{where}[{k!r}]", v, SPECS[m][k], _CALLER) for k, v in req.items()}
         if m == "h_statistic" and len({f for it in entries for f in it}) < 2:
             raise InvalidParameterError(f"{_CALLER}: parameter {where}['features'] needs at least two features (the "
                                         "H-statistic of every pair of them)")
@@ -117,15 +93,7 @@ def _requests(methods, ds) -> tuple[dict, dict]:
     return params, items
 
 
-@validate_params({
-    **MODEL_CONSTRAINTS,
-    **{k: v for k, v in GRID_CONSTRAINTS.items() if k not in ("grid_resolution", "percentiles")},
-    "methods": NO_VALIDATION,  # _requests: each method's features and parameters, as its public function's
-    "quantiles": NO_VALIDATION,  # _check_quantiles: probabilities in [0, 1]
-    "target": NO_VALIDATION,  # the marginal plot's target: a column of data (or values, for in-memory data)
-    "random_state": [NON_NEGATIVE_INT],
-    **TRIAL_CONSTRAINTS,
-})
+@validate_params(SPECS["model_curves"])
 def model_curves(
     model,
     data,
@@ -187,7 +155,8 @@ def model_curves(
         Probabilities (e.g. ``numpy.arange(0.1, 1.0, 0.1)``, the deciles a plot marks):
         every numeric feature's ``scipy.stats.mstats.mquantiles`` at them, exact over
         all rows, resolved with the grids (no pass of their own), in the result's
-        ``quantiles``.
+        ``quantiles`` (and each partial dependence's and ICE result's ``quantiles``, its
+        own features', as :func:`daskpd.partial_dependence`'s ``quantiles=``).
     target : str or array, optional
         The marginal plot's response column (:func:`daskpd.marginal`'s ``target``);
         without it the marginal plot shows the mean prediction only.
@@ -234,7 +203,6 @@ def model_curves(
                           target=target, sample_weight=sample_weight, caller=_CALLER)
     ds, sample_weight, target = mi.dataset, mi.sample_weight, mi.target
     params, items = _requests(methods, ds)
-    q = _check_quantiles(quantiles)
     feats = list(dict.fromkeys(f for its in items.values() for it in its for f in it))
     if target is not None and "marginal" not in params:
         raise InvalidParameterError(f"{_CALLER}: parameter target is the marginal plot's response; ask for "
@@ -242,30 +210,18 @@ def model_curves(
     if target is not None:
         ds.check([target], "parameter target")
     gridded = list(dict.fromkeys(f for m in _GRID_METHODS if m in items for it in items[m] for f in it))
-    if grid is not None and not isinstance(grid, dict):
-        raise InvalidParameterError(f"{_CALLER}: parameter grid must be a dict {{feature: values}}; got "
-                                    f"{type(grid).__name__}")
-    grid = grid_names(grid, ds) or {}
-    unknown = [k for k in grid if k not in gridded]
-    if unknown:
-        raise InvalidParameterError(f"{_CALLER}: parameter grid has entries for {unknown}, which are not among the "
-                                    f"features of the grid-based methods (partial_dependence, ice, pd_variance): "
-                                    f"{gridded}")
-    trials = n_trials > 1
-    pdm = params.get("partial_dependence", {}).get("method", DEFAULT_METHOD)
-    if trials and pdm == "recursion":
-        raise InvalidParameterError(f"{_CALLER}: n_trials > 1 re-weights the rows of data; "
-                                    "methods['partial_dependence']['method']='recursion' reads no rows. Use 'brute'")
-    classes = all_classes(model, response, target_class)
-    if classes:
-        raise InvalidParameterError(f"{_CALLER}: parameter target_class is required for a model with several outputs: "
-                                    f"one of [{', '.join(map(show_class, classes))}] (every method here explains one "
-                                    "response)")
+    grid = check_grid_arg(grid_names(grid, ds), gridded, caller=_CALLER,
+                          among="the features of the grid-based methods (partial_dependence, ice, pd_variance):")
+    check_trials_method(_CALLER, n_trials, params.get("partial_dependence", {}).get("method", DEFAULT_METHOD),
+                        "methods['partial_dependence']['method']")
+    require_class(model, response, target_class, _CALLER, any_output=True)
     run = model_methods(model, ds, feats, params, target=target, response=response, target_class=target_class,
                         columns=columns, categorical_features=categorical_features, random_state=random_state,
                         batch_rows=batch_rows, progress=progress, n_trials=n_trials, bootstrap=bootstrap,
                         subsample_size=subsample_size, band=band, row_id=row_id, items=items,
-                        sample_weight=sample_weight, grid=grid, quantiles=q, engine=engine, filters=filters,
-                        warn_default=True,
-                        name="daskpd-model-curves")
+                        sample_weight=sample_weight, grid=grid, quantiles=quantiles, engine=engine, filters=filters,
+                        warn_default=True, name="daskpd-model-curves")
+    if quantiles is not None:  # each curve's own, as the public functions' quantiles= give them
+        for r in (*run.results.get("partial_dependence", {}).values(), *run.results.get("ice", {}).values()):
+            r.quantiles = feature_quantiles(run.quantiles, getattr(r, "features", None) or (r.feature,))
     return ModelCurves(run.results, run.quantiles, run.phases)

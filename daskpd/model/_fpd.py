@@ -31,18 +31,19 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._validation import NO_VALIDATION, StrOptions, validate_params
+from .._validation import validate_params
 from .._errors import InvalidParameterError, SklearnDifferenceWarning
 from ._common import DEFAULT_METHOD, all_classes, warn_method
-from ._grids import build_grids, check_grid_arg
+from ._grids import GridOptions, build_grids, feature_quantiles
 from ._pd_engine import engine_notice, known_rows
 from ._pd_pass import OutputsJob, PDJob
 from ._pd_recursion import resolve_pd_method
 from ._pd_result import pd_results
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
+from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS, resolve_predictor
-from ._arrays import grid_names, model_read, open_model_input, resolve_columns
-from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, check_features, prepare_model_run
+from ._arrays import model_read, open_model_input, resolve_columns
+from ._setup import check_features, prepare_model_run
+from ._params import SPECS, check_trials_method
 from .._engine.progress import stage_label
 
 __all__ = ["partial_dependence", "PDResults"]
@@ -58,9 +59,6 @@ class PDResults(dict):
                            f"{list(self)}; take one first, e.g. result[{next(iter(self))!r}][{key!r}] (or pass one "
                            "feature, or one pair, for one result)")
         raise KeyError(key)
-
-
-KINDS = ("average", "individual", "both")
 
 
 def _warn_features(features, items, single) -> None:
@@ -79,14 +77,7 @@ def _warn_features(features, items, single) -> None:
         f"warning pass {[(n,) for n in names]!r}.", SklearnDifferenceWarning, stacklevel=4)
 
 
-@validate_params({
-    **MODEL_CONSTRAINTS,
-    **GRID_CONSTRAINTS,
-    "features": NO_VALIDATION,  # check_features: names, pairs and lists of them, against the data
-    "method": [StrOptions("brute", "recursion", "auto")],
-    "kind": [StrOptions(*KINDS)],
-    **TRIAL_CONSTRAINTS,
-})
+@validate_params(SPECS["partial_dependence"])
 def partial_dependence(
     model,
     data,
@@ -96,6 +87,7 @@ def partial_dependence(
     grid_resolution: int = 100,
     percentiles=(0.05, 0.95),
     grid=None,
+    quantiles=None,
     method: str = DEFAULT_METHOD,
     sample_weight=None,
     response: str = "auto",
@@ -146,6 +138,11 @@ def partial_dependence(
         Custom grid values (an array is accepted when a single feature is requested);
         overrides ``grid_resolution`` and ``percentiles`` for that feature.  A key is
         a column name or index.  (scikit-learn's ``custom_values``.)
+    quantiles : list of float, optional
+        Probabilities (e.g. ``numpy.arange(0.1, 1.0, 0.1)``, the deciles a plot marks):
+        each numeric feature's ``scipy.stats.mstats.mquantiles`` at them, exact over all
+        rows, from the grid's passes (as :func:`daskpd.model_curves`'), in each result's
+        ``quantiles`` (``{feature: values}``).
     method : {"brute", "recursion", "auto"}, default "brute"
         ``brute`` averages the predictions over ``data``; ``recursion`` delegates to
         scikit-learn's tree recursion (averages over the training data; tree models
@@ -217,9 +214,7 @@ def partial_dependence(
     attributes keep daskpd's shapes (``result.average`` is ``(*grid)`` for one output).
     """
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
-    if trials is not None and method == "recursion":
-        raise InvalidParameterError("partial_dependence: n_trials > 1 re-weights the rows of data; "
-                                    "method='recursion' reads no rows. Use method='brute'")
+    check_trials_method("partial_dependence", n_trials, method)
     if kind != "average" and method == "recursion":
         raise InvalidParameterError(f"partial_dependence: kind={kind!r} needs every row's predictions; "
                                     "method='recursion' gives only the average. Use method='brute' (or 'auto')")
@@ -231,7 +226,8 @@ def partial_dependence(
     items, single = check_features(features, ds, allow_pairs=True)
     _warn_features(features, items, single)
     flat = list(dict.fromkeys(f for it in items for f in it))
-    grid = check_grid_arg(grid_names(grid, ds), flat)
+    grid_options = GridOptions.of(grid_resolution, percentiles, grid, flat, ds, quantiles,
+                                  caller="partial_dependence")
     classes = all_classes(model, response, target_class)
     run = prepare_model_run(model, ds, flat, columns=columns, response=response,
                             target_class=classes[0] if classes else target_class,
@@ -246,10 +242,10 @@ def partial_dependence(
     if classes:
         preds += [resolve_predictor(model, pred.columns, run.dtypes, columns=columns, response=response,
                                     target_class=c, engine=engine) for c in classes[1:]]
-    grids = build_grids(run.ddf[flat] if method == "recursion" else run.ddf, flat, run.kinds,
-                        grid_resolution=grid_resolution, percentiles=percentiles, grid=grid, progress=progress)
-    params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "custom_grid": sorted(grid),
-              "sample_weight": run.weight, "model": pred.describe(), "kind": kind, **trial_params(trials, band)}
+    grids, qs = build_grids(run.ddf[flat] if method == "recursion" else run.ddf, flat, run.kinds, grid_options,
+                            progress=progress)
+    params = {**grid_options.params(), "custom_grid": sorted(grid_options.grid), "sample_weight": run.weight,
+              "model": pred.describe(), "kind": kind, **trial_params(trials, band)}
     parts = [None] * len(preds)
     if method == "brute":
         job_items = [(it, [grids[f] for f in it]) for it in items]
@@ -271,6 +267,7 @@ def partial_dependence(
         res = pd_results(items, grids, run.kinds, p, part, params)
         for i, it in enumerate(items):
             res[it].pd_kind = kind
+            res[it].quantiles = feature_quantiles(qs, it)
             if part is not None and part.rows is not None:
                 res[it].individual = part.rows[i].reshape([part.n_rows, *[len(grids[f]) for f in it]])
         per_output.append(res)

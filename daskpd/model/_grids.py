@@ -15,6 +15,7 @@ lower, or to pass ``grid=``.  Infinite values count as missing.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -22,8 +23,10 @@ import pandas as pd
 
 from .._engine.stats import ColumnSummary, mquantile_ranks, order_statistics, summarize
 from .._errors import DataError, InvalidParameterError
+from ._arrays import grid_names
 
-__all__ = ["build_grids", "grids_and_quantiles", "custom_grid", "pd_grid_plan", "pd_grid", "check_grid_arg"]
+__all__ = ["GridOptions", "build_grids", "quantile_values", "feature_quantiles", "custom_grid", "pd_grid_plan",
+           "pd_grid", "check_grid_arg"]
 
 
 def custom_grid(feature: str, values, kind: str) -> np.ndarray:
@@ -93,23 +96,42 @@ def pd_grid(name: str, stats: dict[int, float], plan, grid_resolution: int) -> n
     return np.linspace(emp[0], emp[1], num=grid_resolution, endpoint=True)
 
 
-def build_grids(ddf, features: Sequence[str], kinds: dict, *, grid_resolution: int, percentiles, grid=None,
-                progress=None) -> dict[str, np.ndarray]:
-    """Grids for ``features``: custom where given, else scikit-learn's rule on all rows."""
-    return grids_and_quantiles(ddf, features, kinds, grid_resolution=grid_resolution, percentiles=percentiles,
-                               grid=grid, progress=progress)[0]
+@dataclass(frozen=True)
+class GridOptions:
+    """The grids of a PD-like request, built once at its public entry
+    (:meth:`of`): ``grid_resolution`` points between the ``percentiles`` (scikit-learn's
+    rule) for every feature without its own values in ``grid`` (``{feature: values}``),
+    and, with ``quantiles`` (probabilities), every numeric feature's exact quantiles at
+    them, from the same passes."""
+
+    grid_resolution: int = 100
+    percentiles: tuple = (0.05, 0.95)
+    grid: dict = field(default_factory=dict)
+    quantiles: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, grid_resolution: int, percentiles, grid, features: Sequence[str], ds, quantiles=None, *,
+           caller: str | None = None) -> "GridOptions":
+        """The options of ``caller``'s request for ``features`` of the dataset ``ds``:
+        ``grid`` (a dict whose keys are names or indices, or one feature's values) checked."""
+        return cls(grid_resolution, tuple(percentiles), check_grid_arg(grid_names(grid, ds), features, caller=caller),
+                   quantiles)
+
+    def params(self) -> dict:
+        """What a result's ``params`` record of its grid."""
+        return {"grid_resolution": self.grid_resolution, "percentiles": list(self.percentiles)}
 
 
-def grids_and_quantiles(ddf, features: Sequence[str], kinds: dict, *, grid_resolution: int, percentiles,
-                        grid=None, quantiles=None, progress=None):
-    """:func:`build_grids`, plus the ``mquantiles`` at ``probs`` of the numeric columns
-    of ``quantiles`` (``{column: probs}``, e.g. the deciles a plot marks), exact over all
-    rows, from the same summary and order-statistics passes.  Returns ``(grids, {column:
-    values})``."""
-    grid = dict(grid or {})
-    quantiles = {f: np.asarray(p, dtype="float64") for f, p in (quantiles or {}).items()
-                 if kinds.get(f) == "numeric"}
-    out, qout = {}, {}
+def build_grids(ddf, features: Sequence[str], kinds: dict, options: GridOptions, progress=None):
+    """The grids of ``features`` (custom where ``options.grid`` gives them, else
+    scikit-learn's rule on all rows) and, with ``options.quantiles``, each numeric
+    feature's ``mquantiles`` at those probabilities, exact over all rows, from the same
+    summary and order-statistics passes.  Returns ``(grids, {feature: values})`` (None
+    for the quantiles when none were asked for)."""
+    grid, grid_resolution, percentiles = options.grid, options.grid_resolution, options.percentiles
+    probs = options.quantiles
+    quantiles = [f for f in features if kinds.get(f) == "numeric"] if probs is not None else []
+    out, qout = {}, (None if probs is None else {})
     need = [f for f in features if f not in grid]
     for f in features:
         if f in grid:
@@ -126,7 +148,7 @@ def grids_and_quantiles(ddf, features: Sequence[str], kinds: dict, *, grid_resol
         else:
             plans[f] = rk
             ranks[f] = list(rk[0]) + list(rk[1])
-    for f, probs in quantiles.items():
+    for f in quantiles:
         if sums[f].n == 0:
             continue
         qplans[f] = mquantile_ranks(sums[f].n, probs)
@@ -136,23 +158,40 @@ def grids_and_quantiles(ddf, features: Sequence[str], kinds: dict, *, grid_resol
                                  progress=progress)
         for f, rk in plans.items():
             out[f] = pd_grid(f, stats[f], rk, grid_resolution)
-        for f, (lo, hi, gamma) in qplans.items():
-            xlo = np.array([stats[f][int(r)] for r in lo])
-            xhi = np.array([stats[f][int(r)] for r in hi])
-            qout[f] = (1.0 - gamma) * xlo + gamma * xhi
+        for f, plan in qplans.items():
+            qout[f] = quantile_values(stats[f], plan)
     return out, qout
 
 
-def check_grid_arg(grid, features: Sequence[str]) -> dict:
-    """``grid``: None, a dict {feature: values}, or (one feature) an array of values."""
+def feature_quantiles(values: dict | None, features) -> dict | None:
+    """A result's ``quantiles``: ``{feature: values}`` of its own numeric ``features``
+    among ``values`` (None when no quantiles were asked for)."""
+    return None if values is None else {f: values[f] for f in features if f in values}
+
+
+def quantile_values(stats: dict[int, float], plan) -> np.ndarray:
+    """``scipy.stats.mstats.mquantiles`` from the order statistics ``stats`` of a column
+    at the ranks ``plan`` (:func:`mquantile_ranks`)."""
+    lo, hi, gamma = plan
+    xlo = np.array([stats[int(r)] for r in lo])
+    xhi = np.array([stats[int(r)] for r in hi])
+    return (1.0 - gamma) * xlo + gamma * xhi
+
+
+def check_grid_arg(grid, features: Sequence[str], *, caller: str | None = None,
+                   among: str = "the requested features") -> dict:
+    """``grid``: None, a dict {feature: values} whose keys are among ``features`` (which
+    ``among`` names), or (one feature) an array of values."""
     if grid is None:
         return {}
+    where = f"{caller}: " if caller else ""
     if isinstance(grid, dict):
         unknown = [k for k in grid if k not in features]
         if unknown:
-            raise InvalidParameterError(f"parameter grid has entries for {unknown}, which are not among the requested features "
-                            f"{list(features)}")
+            raise InvalidParameterError(f"{where}parameter grid has entries for {unknown}, which are not among {among} "
+                                        f"{list(features)}")
         return dict(grid)
     if len(features) == 1:
         return {features[0]: grid}
-    raise InvalidParameterError("parameter grid must be a dict {feature: values} when several features are requested")
+    raise InvalidParameterError(f"{where}parameter grid must be a dict {{feature: values}} when several features are "
+                                "requested")

@@ -7,24 +7,24 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from numbers import Integral
 
 import numpy as np
 import pandas as pd
 
 from .._engine.progress import stage_label
 from .._errors import DataError, InvalidParameterError
-from .._validation import NO_VALIDATION, POSITIVE_INT, Interval, StrOptions, validate_params
+from .._validation import validate_params
 from ..results import Result
 from ..results.curves import DEFAULT_BAND, repeats_note, trial_band
 from ._pd_engine import engine_notice, known_rows
 from ._pd_pass import PDJob
 from ._hstat_pass import EvalPoints, HJob, PointsJob, RestJob, finish_h, h_plan, value_classes
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
+from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._arrays import model_read, open_model_input, resolve_columns
 from ._common import class_columns, require_class, response_note
-from ._setup import ENGINES, MODEL_CONSTRAINTS, prepare_model_run
+from ._setup import prepare_model_run
+from ._params import SPECS
 
 __all__ = ["h_statistic", "HStatisticResult", "h_items", "h_points", "h_pass", "h_notice", "HPass", "DEFAULT_POINTS"]
 
@@ -269,16 +269,7 @@ def h_pass(run, pairs: list, totals: list, points: EvalPoints) -> HPass:
     return HPass(hp, points, HJob(jobs))
 
 
-@validate_params({
-    **MODEL_CONSTRAINTS,
-    "pairs": NO_VALIDATION,  # h_items
-    "features": NO_VALIDATION,
-    "total": ["boolean"],
-    "n_points": [Interval(Integral, 2, None, closed="left")],
-    "engine": [StrOptions(*ENGINES)],
-    "batch_rows": [POSITIVE_INT],
-    **TRIAL_CONSTRAINTS,
-})
+@validate_params(SPECS["h_statistic"])
 def h_statistic(
     model,
     data,

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .._engine.hashing import row_hash
-from .._validation import NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames, validate_params
+from .._validation import validate_params
 from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from ..results import CurveResult, dump_json, with_metadata
@@ -38,11 +38,12 @@ from ..results.curves import DEFAULT_BAND, band_columns, band_is_flat, band_note
 from ._common import class_columns, require_class, response_note
 from ._pd_engine import engine_of
 from ._pd_pass import curves_matrix, row_chunk
-from ._grids import build_grids, check_grid_arg
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, set_sums, trial_params, trial_row_id
+from ._grids import GridOptions, build_grids, feature_quantiles
+from ._passes import Plan, Trials, run_jobs, set_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._arrays import ColumnOrIndex, grid_names, model_read, open_model_input, resolve_columns
-from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, prepare_model_run
+from ._arrays import model_read, open_model_input, resolve_columns
+from ._setup import prepare_model_run
+from ._params import SPECS
 
 __all__ = ["ice", "ICEResult", "ICE_COLUMNS", "ice_columns", "ice_frame"]
 
@@ -86,6 +87,7 @@ class ICEResult(CurveResult):
     ``line_index``   each sampled row's index label in its partition
     ``line_partition``, ``line_row``  each sampled row's id: its partition, its position in it
     ``path``         where the full table was written (or None)
+    ``quantiles``    ``{feature: values}``: with ``quantiles=``, a numeric feature's exact quantiles
     """
 
     feature: str
@@ -106,6 +108,7 @@ class ICEResult(CurveResult):
     trials_pd: np.ndarray | None = None  # (n_trials, grid): the PD (centred when ``centered``) per trial
     line_partition: np.ndarray | None = None
     line_row: np.ndarray | None = None
+    quantiles: dict | None = None
 
     @property
     def x(self) -> np.ndarray:
@@ -338,18 +341,7 @@ def finish_ice(job: ICEJob, part: _ICEPartial, pred, *, centered: bool, params: 
                      line_partition=ids[:, 0].astype("int32"), line_row=ids[:, 1])
 
 
-@validate_params({
-    **MODEL_CONSTRAINTS,
-    **GRID_CONSTRAINTS,
-    "feature": [ColumnOrIndex()],
-    "n_lines": [POSITIVE_INT, None],
-    "centered": ["boolean"],
-    "random_state": [NON_NEGATIVE_INT],
-    "path": [str, os.PathLike, None],
-    "id_columns": [ColumnNames(), None],
-    "overwrite": ["boolean"],
-    **TRIAL_CONSTRAINTS,
-})
+@validate_params(SPECS["ice"])
 def ice(
     model,
     data,
@@ -358,6 +350,7 @@ def ice(
     grid_resolution: int = 100,
     percentiles=(0.05, 0.95),
     grid=None,
+    quantiles=None,
     n_lines: int | None = 100,
     centered: bool = False,
     random_state: int = 0,
@@ -389,6 +382,10 @@ def ice(
     categorical_features, engine, batch_rows, progress, storage_options, filters, feature_names
         As :func:`daskpd.partial_dependence` (one feature, a column name or index;
         ``grid`` may be an array; ``data`` may be a numpy or dask array).
+    quantiles : list of float, optional
+        Probabilities (e.g. ``numpy.arange(0.1, 1.0, 0.1)``, the deciles a plot marks): a
+        numeric feature's exact quantiles at them, as :func:`daskpd.partial_dependence`'s,
+        in the result's ``quantiles``.
     n_lines : int or None, default 100
         Curves returned for plotting: a uniform sample of rows chosen by a keyed hash of
         their content (reproducible for a given ``random_state``, independent of the
@@ -430,14 +427,13 @@ def ice(
     bad = [c for c in id_columns if c in ICE_COLUMNS]
     if bad:
         raise InvalidParameterError(f"ice: parameter id_columns: {bad} clash with the ICE table's own columns")
-    grid = check_grid_arg(grid_names(grid, ds), [feature])
+    grid_options = GridOptions.of(grid_resolution, percentiles, grid, [feature], ds, quantiles, caller="ice")
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, [feature], columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             extra_columns=id_columns, read=read,
                             row_id=trial_row_id(trials))
-    grids = build_grids(run.ddf, [feature], run.kinds, grid_resolution=grid_resolution, percentiles=percentiles,
-                        grid=grid, progress=progress)
+    grids, qs = build_grids(run.ddf, [feature], run.kinds, grid_options, progress=progress)
     g = grids[feature]
     ddf = run.ddf
     if path is not None:
@@ -446,10 +442,11 @@ def ice(
     job = ICEJob(feature, g, run.kinds, n_lines, random_state, path, id_columns, storage_options)
     plan = Plan([job], predictor=run.predictor, weight=run.weight, batch_rows=batch_rows, trials=trials)
     (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-ice")
-    params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "n_lines": n_lines,
-              "random_state": random_state, "sample_weight": run.weight, "model": run.predictor.describe(),
-              "custom_grid": bool(grid), "id_columns": id_columns, **trial_params(trials, band, plan.repeats, plan.response_std)}
+    params = {**grid_options.params(), "n_lines": n_lines, "random_state": random_state, "sample_weight": run.weight,
+              "model": run.predictor.describe(), "custom_grid": bool(grid_options.grid), "id_columns": id_columns,
+              **trial_params(trials, band, plan.repeats, plan.response_std)}
     res = finish_ice(job, part, run.predictor, centered=centered, params=params, path=path)
+    res.quantiles = feature_quantiles(qs, [feature])
     if path is not None:
         import fsspec
 

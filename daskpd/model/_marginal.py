@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import NO_VALIDATION, POSITIVE_INT, StrOptions, validate_params
+from .._validation import validate_params
 from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from ..results import CurveResult
@@ -33,10 +33,11 @@ from .._data.request import open_request
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks
 from ._common import BinStats, class_columns, level_codes, require_class, response_note
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_bin_sums, trial_params, trial_row_id
+from ._passes import Plan, Trials, run_jobs, trial_bin_sums, trial_params, trial_row_id
 from ._predictor import resolve_predictor
-from ._arrays import ColumnOrValues, categorical_names, model_read, open_model_input
-from ._setup import MODEL_CONSTRAINTS, check_features, check_weight, model_available
+from ._arrays import categorical_names, model_read, open_model_input
+from ._setup import check_features, check_weight, model_available
+from ._params import SPECS
 
 __all__ = ["marginal", "MarginalResult"]
 
@@ -278,15 +279,7 @@ def rows_with_finite(df: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 
-@validate_params({
-    **MODEL_CONSTRAINTS,
-    "features": NO_VALIDATION,  # check_features, against the data
-    "target": [ColumnOrValues(), None],
-    "model": NO_VALIDATION,  # None, or resolve_predictor
-    "bins": [POSITIVE_INT],
-    "binning": [StrOptions("quantile", "uniform")],
-    **TRIAL_CONSTRAINTS,
-})
+@validate_params(SPECS["marginal"])
 def marginal(
     data,
     features,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from .._engine.repeats import warn_repeats
 from .._engine.stats import mquantile_ranks, order_statistics, summarize
@@ -33,10 +32,11 @@ from ._pd_engine import engine_notice, known_rows
 from ._pd_pass import PDJob
 from ._pd_recursion import resolve_pd_method
 from ._pd_result import pd_results
-from ._grids import custom_grid, pd_grid, pd_grid_plan
+from ._grids import custom_grid, pd_grid, pd_grid_plan, quantile_values
 from ._hstat import h_items, h_notice, h_pass, h_points, h_statistic
 from ._ice import ICEJob, finish_ice, ice
 from ._marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
+from ._params import PER_REQUEST, check_trials_method
 from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._common import warn_method
 from ._predictor import DEFAULT_BATCH_ROWS
@@ -48,22 +48,13 @@ __all__ = ["model_methods"]
 
 #: the methods :func:`model_methods` runs, in output order
 MODEL_METHODS = ("partial_dependence", "ice", "ale", "marginal", "pd_variance", "h_statistic")
-#: each method's parameters a caller may set (the defaults are the public functions')
-PARAMETERS = {
-    "partial_dependence": ("grid_resolution", "percentiles", "method"),
-    "ice": ("grid_resolution", "percentiles", "n_lines", "centered"),
-    "ale": ("bins",),
-    "marginal": ("bins", "binning"),
-    "pd_variance": ("grid_resolution", "percentiles"),
-    "h_statistic": ("n_points", "total"),
-}
 
 
 def _defaults(method: str) -> dict:
     fn = {"partial_dependence": partial_dependence, "ice": ice, "ale": ale, "marginal": marginal,
           "pd_variance": pd_variance, "h_statistic": h_statistic}[method]
     sig = inspect.signature(fn)
-    return {k: sig.parameters[k].default for k in PARAMETERS[method]}
+    return {k: sig.parameters[k].default for k in PER_REQUEST[method]}
 
 
 @dataclass
@@ -183,9 +174,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     sets = 1 if trials is None else 1 + trials.n
     pd_method = "brute"
     if "partial_dependence" in params and trials is not None:
-        if params["partial_dependence"]["method"] == "recursion":
-            raise DataError("partial_dependence: n_trials > 1 re-weights the rows of data; method='recursion' "
-                            "reads no rows (use method='brute' or 'auto')")
+        check_trials_method("partial_dependence", trials.n, params["partial_dependence"]["method"])
     elif "partial_dependence" in params:
         if warn_default:
             warn_method(params["partial_dependence"]["method"], pred, run.weight, "average")
@@ -409,10 +398,8 @@ def _layout(run, fe, params, target, with_target, progress, phases, grid=None, q
         grids[key] = {f: (pd_grid(f, stats[f], pl, key[0]) if isinstance(pl, tuple) else pl)
                       for f, pl in plans.items()}
     qout = {}
-    for f, (lo, hi, gamma) in qplans.items():  # as grids_and_quantiles: scipy's mquantiles
-        xlo = np.array([stats[f][int(r)] for r in lo])
-        xhi = np.array([stats[f][int(r)] for r in hi])
-        qout[f] = (1.0 - gamma) * xlo + gamma * xhi
+    for f, plan in qplans.items():  # as build_grids: scipy's mquantiles
+        qout[f] = quantile_values(stats[f], plan)
     mspecs = None
     if mp is not None:
         mf = fe["marginal"]

@@ -8,7 +8,6 @@ combine itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from numbers import Real
 
 import numpy as np
 import pandas as pd
@@ -20,10 +19,9 @@ from .._engine.hashing import trial_draw
 from .._engine.plan import Job, build_pass
 from .._engine.repeats import RepeatSketch, RepeatsJob, content_of, warn_repeats
 from .._errors import DataError
-from .._validation import N_TRIALS, NON_NEGATIVE_INT, ColumnNames, Interval, Percentiles
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, float_matrix
 
-__all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs", "Trials", "set_sums", "TRIAL_CONSTRAINTS", "trial_params",
+__all__ = ["ModelContext", "Plan", "ModelJob", "run_jobs", "Trials", "set_sums", "trial_params",
            "trial_row_id", "trial_bin_sums", "ResponseSpread", "SpreadJob", "SPREAD_ROWS"]
 
 
@@ -134,16 +132,6 @@ class ModelContext:
 
 
 #: the trials' parameters of every model-based function that has them
-TRIAL_CONSTRAINTS = {
-    "n_trials": [N_TRIALS],
-    "bootstrap": ["boolean"],
-    "subsample_size": [Interval(Real, 0, 1, closed="neither")],
-    "band": [Percentiles()],
-    "random_state": [NON_NEGATIVE_INT],
-    "row_id": [ColumnNames(allow_single=True), None],
-}
-
-
 @dataclass(frozen=True)
 class Trials:
     """Bootstrap trials riding a model pass: ``n`` weight sets besides the rows' own,

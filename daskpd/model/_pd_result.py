@@ -26,6 +26,7 @@ class PDResult(CurveResult):
     ``grid_values``  list (one or two arrays) of the grid values of ``features``
     ``average``      PD, shape ``(len(g0),)`` or ``(len(g0), len(g1))``
     ``kinds``        "numeric" | "categorical" per feature
+    ``quantiles``    ``{feature: values}``: with ``quantiles=``, each numeric feature's exact quantiles
     """
 
     features: tuple
@@ -43,6 +44,7 @@ class PDResult(CurveResult):
     individual: np.ndarray | None = None
     pd_kind: str = "average"
     trials_pd: np.ndarray | None = None  # (n_trials, *grid), (n_outputs, n_trials, *grid) with outputs
+    quantiles: dict | None = None
 
     # -- bootstrap trials and their band (n_trials > 1; the model is fixed)
 

@@ -1,16 +1,11 @@
-"""Set up a model-based request: the parameters' constraints, then the checks that need
-the data's columns (features, weights), then the model and the columns to read
-(:func:`prepare_model_run`, on the request's one :class:`~daskpd._data.source.Dataset`).
-
-The constraints here are shared by :func:`daskpd.partial_dependence`,
-:func:`daskpd.ice`, :func:`daskpd.ale`, :func:`daskpd.marginal`,
-:func:`daskpd.pd_variance` and :func:`daskpd.model._compare.compare`; each function adds
-its own (see :mod:`daskpd._validation`).
+"""Set up a model-based request: the checks that need the data's columns (features,
+weights), then the model and the columns to read (:func:`prepare_model_run`, on the
+request's one :class:`~daskpd._data.source.Dataset`).  The parameters' constraints are
+in :mod:`daskpd.model._params`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Sequence
 
 import numpy as np
@@ -21,40 +16,12 @@ from .._data.request import open_request
 from .._data.kinds import is_numeric_like
 from .._data.source import Dataset
 from .._errors import DataError, InvalidParameterError
-from .._validation import (IO_CONSTRAINTS, NO_VALIDATION, POSITIVE_INT, ArrayLike, ArrayOrColumn, ColumnNames,
-                           Interval, Percentiles, StrOptions)
 
 from ._arrays import WEIGHT_COLUMN, categorical_names, open_model_data, resolve_columns
 from ._predictor import Predictor, resolve_predictor
 
-__all__ = ["MODEL_CONSTRAINTS", "GRID_CONSTRAINTS", "RESPONSES", "ENGINES", "ModelRun", "prepare_model_run",
+__all__ = ["ModelRun", "prepare_model_run",
            "open_model_data", "check_features", "check_weight", "model_available", "WEIGHT_COLUMN"]
-
-RESPONSES = ("auto", "predict", "predict_proba", "decision_function")
-ENGINES = ("auto", "tree", "predict")
-
-#: the model, its response and the rows' weights: every model-based function
-MODEL_CONSTRAINTS = {
-    "model": NO_VALIDATION,  # resolve_predictor: needs the model's own attributes
-    "data": NO_VALIDATION,  # daskpd.io.load
-    "sample_weight": [ArrayOrColumn(), None],
-    "response": [StrOptions(*RESPONSES)],
-    "target_class": NO_VALIDATION,  # one of the model's classes_ (or an output column)
-    "columns": [ColumnNames(allow_empty=False), None],
-    "categorical_features": NO_VALIDATION,  # names, indices or a boolean mask: categorical_names
-    "feature_names": [ColumnNames(allow_empty=False), None],  # an array's column names
-    **IO_CONSTRAINTS,
-}
-
-#: the grid of PD-like methods
-GRID_CONSTRAINTS = {
-    "grid_resolution": [Interval(Integral, 2, None, closed="left")],
-    "percentiles": [Percentiles()],
-    "grid": [dict, ArrayLike(), None],
-    "engine": [StrOptions(*ENGINES)],
-    "batch_rows": [POSITIVE_INT],
-}
-
 
 def check_features(features, dataset: Dataset, *, allow_pairs: bool, name: str = "features"):
     """Normalise ``features`` to (items, single).

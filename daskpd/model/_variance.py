@@ -36,9 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from numbers import Integral
-
-from .._validation import NO_VALIDATION, Interval, StrOptions, validate_params
+from .._validation import validate_params
 from .._errors import DataError, InvalidParameterError
 from ..results import Result, table_frame
 from ..results.curves import DEFAULT_BAND, trial_band
@@ -47,11 +45,12 @@ from ._common import class_columns, require_class
 from ._pd_engine import engine_notice, known_rows
 from ._pd_pass import PDJob
 from ._pd_result import pd_results
-from ._grids import build_grids, check_grid_arg
-from ._passes import TRIAL_CONSTRAINTS, Plan, Trials, run_jobs, trial_params, trial_row_id
+from ._grids import GridOptions, build_grids
+from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._arrays import grid_names, model_read, open_model_input, resolve_columns
-from ._setup import GRID_CONSTRAINTS, MODEL_CONSTRAINTS, prepare_model_run
+from ._arrays import model_read, open_model_input, resolve_columns
+from ._setup import prepare_model_run
+from ._params import SPECS
 
 __all__ = ["pd_variance", "PDVarianceResult"]
 
@@ -150,14 +149,7 @@ class PDVarianceResult(Result):
         return plot_pd_variance(self, ax=ax, kind=kind, **kwargs)
 
 
-@validate_params({
-    **MODEL_CONSTRAINTS,
-    **GRID_CONSTRAINTS,
-    "features": NO_VALIDATION,  # names or pairs, depending on method; checked below
-    "measure": [StrOptions("importance", "interaction")],
-    "grid_resolution": [Interval(Integral, 2, None, closed="left"), None],
-    **TRIAL_CONSTRAINTS,
-})
+@validate_params(SPECS["pd_variance"])
 def pd_variance(
     model,
     data,
@@ -257,13 +249,12 @@ def pd_variance(
         raise InvalidParameterError("parameter features lists an entry more than once")
     flat = list(dict.fromkeys(f for it in items for f in it))
     ds.check(flat, "parameter features")
-    grid = check_grid_arg(grid_names(grid, ds), flat)
+    grid_options = GridOptions.of(grid_resolution, percentiles, grid, flat, ds, caller="pd_variance")
     trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
     run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             read=read, row_id=trial_row_id(trials))
-    grids = build_grids(run.ddf, flat, run.kinds, grid_resolution=grid_resolution, percentiles=percentiles,
-                        grid=grid, progress=progress)
+    grids, _ = build_grids(run.ddf, flat, run.kinds, grid_options, progress=progress)
     for f in flat:
         if len(grids[f]) < 2:
             raise DataError(f"feature {f!r} has a single grid value (a constant column); its PD variance is undefined")
@@ -276,8 +267,9 @@ def pd_variance(
     with stage_label(label):
         (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pdvar",
                               rows=known_rows(run.dataset, filters))
-    params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "sample_weight": run.weight,
-              "model": pred.describe(), "custom_grid": sorted(grid), "engine": notice, **trial_params(trials, band, plan.repeats, plan.response_std)}
+    params = {**grid_options.params(), "sample_weight": run.weight, "model": pred.describe(),
+              "custom_grid": sorted(grid_options.grid), "engine": notice,
+              **trial_params(trials, band, plan.repeats, plan.response_std)}
     return finish_pd_variance(measure, items, pd_results(items, grids, run.kinds, pred, part, params), run.kinds,
                               pred, part.n_rows, params)
 

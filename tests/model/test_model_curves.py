@@ -282,3 +282,48 @@ def test_the_display_names_its_own_parameters(data, kwargs, match):
         daskpd.plotting.PartialDependenceDisplay.from_estimator(model, ddf[COLS], ["a", "b"], kind=["average", "both"],
                                                                 subsample=5, **kwargs)
     assert "model_curves" not in str(info.value) and "methods[" not in str(info.value)
+
+
+def test_quantiles_of_the_single_functions_are_model_curves(data):
+    """partial_dependence(quantiles=) and ice(quantiles=): each result's own numeric
+    features' exact quantiles, the numbers model_curves gives (the same passes)."""
+    ddf, model = data
+    probs = np.arange(0.1, 1.0, 0.1)
+    out = daskpd.model_curves(model, ddf, {"partial_dependence": {"features": ["a", ("a", "b")], "grid_resolution": 5},
+                                           "ice": {"features": ["c"], "grid_resolution": 5, "n_lines": 4}},
+                              quantiles=probs, columns=COLS, progress=False)
+    pdp = daskpd.partial_dependence(model, ddf, ["a", ("a", "b")], grid_resolution=5, quantiles=probs, columns=COLS,
+                                    progress=False)
+    ice = daskpd.ice(model, ddf, "c", grid_resolution=5, n_lines=4, quantiles=probs, columns=COLS, progress=False)
+    frame = ddf.compute()
+    for res, feats in ((pdp["a"], ["a"]), (pdp[("a", "b")], ["a", "b"]), (ice, ["c"])):
+        assert list(res.quantiles) == feats
+        for f in feats:
+            np.testing.assert_allclose(res.quantiles[f], mquantiles(frame[f], prob=probs), rtol=0, atol=1e-12)
+    theirs = (out["partial_dependence"]["a"], out["partial_dependence"][("a", "b")], out["ice"]["c"])
+    for mine, their in zip((pdp["a"], pdp[("a", "b")], ice), theirs):
+        _same(mine, their)
+        assert {f: v.tolist() for f, v in mine.quantiles.items()} == {f: v.tolist() for f, v in their.quantiles.items()}
+    assert daskpd.ice(model, ddf, "c", grid_resolution=5, columns=COLS, progress=False).quantiles is None
+    with pytest.raises(InvalidParameterError, match=r"^partial_dependence: parameter quantiles must be a non-empty "
+                                                    r"list of probabilities in \[0, 1\]"):
+        daskpd.partial_dependence(model, ddf, "a", quantiles=[0.5, 1.5], columns=COLS, progress=False)
+
+
+@pytest.mark.parametrize("method, name, value", [
+    ("partial_dependence", "grid_resolution", 1), ("partial_dependence", "percentiles", (0.9, 0.1)),
+    ("partial_dependence", "method", "fast"), ("ice", "n_lines", 0), ("ice", "centered", "yes"), ("ale", "bins", 0),
+    ("marginal", "binning", "quantiles"), ("pd_variance", "grid_resolution", 1.5), ("h_statistic", "n_points", 1),
+    ("h_statistic", "total", 1),
+])
+def test_a_method_parameter_is_refused_as_its_function_refuses_it(data, method, name, value):
+    """One spec per method: model_curves' methods[m][k] and daskpd.m(k=...) say the same."""
+    ddf, model = data
+    features = ["a", "b"] if method == "h_statistic" else ["a"]
+    with pytest.raises(InvalidParameterError) as mine:
+        daskpd.model_curves(model, ddf, {method: {"features": features, name: value}}, columns=COLS, progress=False)
+    args = (ddf, features) if method == "marginal" else (model, ddf, features[0] if method == "ice" else features)
+    with pytest.raises(InvalidParameterError) as theirs:
+        getattr(daskpd, method)(*args, **{name: value}, progress=False)
+    expected = str(theirs.value).split(f"parameter {name} ", 1)[1]
+    assert str(mine.value) == f"model_curves: parameter methods[{method!r}][{name!r}] {expected}"
