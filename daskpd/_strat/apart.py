@@ -280,8 +280,7 @@ def cell_change(new: FeatureState, old: FeatureState, feature: str, n_trials: in
     key = np.asarray(tn.key, np.int64)[ok]
     leaf = np.asarray(tn.leaf, np.int64)[ok]
     nn = n_new[ok]
-    # n_new * r: the new rows' sum less n_new times the old rows' mean
-    excess = tn.values[ok, 1] - nn * (to.values[ok, 1] / n_old[ok])
+    excess = nn * (tn.values[ok, 1] / nn - to.values[ok, 1] / n_old[ok])  # n_new * r
     T = max(int(n_trials), 0)
     rows = np.zeros((1 + T, K))
     num = np.zeros((1 + T, K))
