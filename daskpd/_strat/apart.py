@@ -316,7 +316,7 @@ def new_curve(old, change: CellChange):
     rows = change.rows[:, at]
     return replace(old, pd=old.pd + change.change[at], count=rows[0], count_used=rows[0],
                    n_leaves_cat=change.leaves[at], trials_pd=trials, set_counts=rows,
-                   n_rows=int(round(float(rows[0].sum()))), n_used=int(round(float(rows[0].sum()))), n_ignored=0)
+                   n_rows=round(float(rows[0].sum())), n_used=round(float(rows[0].sum())), n_ignored=0)
 
 
 # ---------------------------------------------------------------------------------

@@ -163,7 +163,9 @@ def compare_states(new_state, stratification, methods: dict, n_trials: int, fini
     "catstratpd"}``, the features to compare.  Both sides are put on shared positions
     and cells (:func:`daskpd._strat.apart.comparison_states`) and finished with
     ``n_trials`` leaf-bootstrap trials, paired by leaf; a numeric feature on at most
-    ``max_positions`` positions (default :data:`daskpd._strat.apart.MAX_POSITIONS`).
+    ``max_positions`` positions (default :data:`daskpd._strat.apart.MAX_POSITIONS`); a
+    categorical feature's new curve is the old one plus its change against the old
+    rows' cell means (:func:`daskpd._strat.apart.cell_change`).
     With a distributed Client, on its workers (:func:`start_compare`)."""
     return start_compare(new_state, stratification, methods, n_trials, finish_options, old_state=old_state,
                          whole_state=whole_state, max_positions=max_positions).result()

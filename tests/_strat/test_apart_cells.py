@@ -120,7 +120,7 @@ def test_the_record_is_the_centred_change_and_flags_the_category(night):
 
 
 def test_an_unchanged_generator_gives_no_flag_and_the_same_rows_no_change(night):
-    strat, old, _, old_state, _ = night
+    strat, _, _, old_state, _ = night
     same = frame(5, 800)
     got = daskpd.strat_curves_and_importances(same, stratification=strat, base_state=old_state, keep_state=True,
                                               **KW)
