@@ -288,12 +288,14 @@ def cell_change(new: FeatureState, old: FeatureState, feature: str, n_trials: in
     num[0] = np.bincount(key, weights=excess, minlength=K)
     if T:
         uleaf, inv = np.unique(leaf, return_inverse=True)
-        w = weights_of_leaves(feature, uleaf, T, random_state)[inv].astype("float64")  # (cells, T)
+        w = weights_of_leaves(feature, uleaf, T, random_state)  # (leaves, T) uint8
         for t in range(T):
-            rows[1 + t] = np.bincount(key, weights=nn * w[:, t], minlength=K)
-            num[1 + t] = np.bincount(key, weights=excess * w[:, t], minlength=K)
+            wt = w[inv, t].astype("float64")
+            rows[1 + t] = np.bincount(key, weights=nn * wt, minlength=K)
+            num[1 + t] = np.bincount(key, weights=excess * wt, minlength=K)
     with np.errstate(divide="ignore", invalid="ignore"):
-        mean = np.where(rows > 0, num / rows, np.nan)
+        mean = num / rows
+    mean[rows <= 0] = np.nan
     leaves = np.bincount(key, minlength=K).astype("float64")  # one cell a (leaf, category)
     return CellChange(new.coder, mean[0], mean[1:] if T else None, leaves, rows)
 
