@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/bench_drift.py [--test new-vs-old] [--nights 200] [--null-nights N] [--old 20000] [--new 2000]
         [--trials 100] [--job-trials 1] [--designs discrete,continuous] [--refit never,always]
-        [--changes none,x2,c] [--step 0.25] [--threshold 0.1] [--alpha 0.01]
+        [--changes none,x2,c] [--step 0.25] [--skew 0] [--threshold 0.1] [--alpha 0.01]
     .venv/bin/python benchmarks/bench_drift.py --test between-runs [--pairs 100] [--n 2000] [--trials 20]
         [--change 2.0] [--designs discrete,continuous] [--threshold 0.1] [--alpha 0.01]
 
@@ -19,6 +19,11 @@ change, follow another generator:
 * ``c``: the effect of category ``3`` is ``--step`` of the effects' range (3) higher
   (one of 4 categories).
 
+``--skew s`` (old and new rows alike): a row above x2 = 0.9 is of category ``3`` with
+probability ``s`` (else its category is uniform, as every row's is with ``s = 0``), so
+that the categories are unevenly spread over the x2 step's rows: under the ``x2`` change,
+how much of it the categorical curve takes ("another curve flagged").
+
 ``--refit never``: the trees fitted on the old rows (``daskpd.strat_curves_and_importances
 (old, keep_state=True)``), the new rows scanned under them (``stratification=``,
 ``base_state=``), the new rows' sums against the old ones; ``always``: the trees fitted
@@ -30,7 +35,10 @@ shared positions and cells with ``--trials`` paired leaf-bootstrap trials, and
 
 Prints, per design, refit and change, the share of nights with any curve ``drifted``
 (under ``none``: the false-alarm rate of a nightly comparison), the share flagging the
-changed curve and the share flagging another one.
+changed curve and the share flagging another one; then, under ``none``, every curve's
+points' calibration: the share of points with ``|t|`` beyond Student's 0.975 quantile
+at their degrees of freedom (5% for a calibrated test) and the standard deviation of
+``t`` (about 1).
 
 ``--test between-runs`` measures ``daskpd history``'s comparison of two consecutive
 runs' curves: for every seed pair i, three runs' tables, made by the in-memory API and
@@ -64,12 +72,16 @@ CHANGED = {"none": None, "x2": "x2", "c": "c"}
 METHODS = {"x1": "stratpd", "x2": "stratpd", "c": "catstratpd"}
 
 
-def data(seed: int, n: int, change: float, discrete: bool, planted: str = "none", step: float = 0.0) -> pd.DataFrame:
+def data(seed: int, n: int, change: float, discrete: bool, planted: str = "none", step: float = 0.0,
+         skew: float = 0.0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     x1 = rng.integers(0, 11, n).astype(float)
     x2 = rng.integers(0, 5, n) / 4 if discrete else rng.uniform(0, 1, n)
     c = rng.integers(0, 4, n)
-    y = 0.5 * x1 ** 2 + 4 * x2 + change * np.maximum(x2 - 0.5, 0.0) + EFFECTS[c] + rng.normal(0, 1, n)
+    noise = rng.normal(0, 1, n)
+    if skew:  # category 3 over-represented above x2 = 0.9
+        c = np.where((x2 > 0.9) & (rng.uniform(0, 1, n) < skew), 3, c)
+    y = 0.5 * x1 ** 2 + 4 * x2 + change * np.maximum(x2 - 0.5, 0.0) + EFFECTS[c] + noise
     if planted == "x2":  # step of its range (4) over the top 10% of x2
         y = y + step * 4.0 * (x2 > 0.9)
     elif planted == "c":  # step of the effects' range (3) for one category of 4
@@ -85,8 +97,8 @@ def night(i: int, a, design: str, refit: str, planted: str) -> list:
     from daskpd.job.newold import compare_states
 
     disc = design == "discrete"
-    old = data(2 * i, int(a.old), 0.0, disc)
-    new = data(2 * i + 1, int(a.new), 0.0, disc, planted, a.step)
+    old = data(2 * i, int(a.old), 0.0, disc, skew=a.skew)
+    new = data(2 * i + 1, int(a.new), 0.0, disc, planted, a.step, skew=a.skew)
     kw = dict(target="y", categorical_features=["c"], n_trials=a.job_trials, random_state=i, progress=False)
     if refit == "never":  # an incremental night: the new rows scanned under the old rows' trees
         base = daskpd.strat_curves_and_importances(old, keep_state=True, **kw)
@@ -103,11 +115,14 @@ def night(i: int, a, design: str, refit: str, planted: str) -> list:
 
 
 def new_vs_old(a) -> int:
+    from scipy import stats
+
     warnings.simplefilter("ignore")
+    calib = []
     night(10_000, argparse.Namespace(**{**vars(a), "old": 500, "new": 200}), "discrete", "never", "none")  # warm up
     print(f"{a.nights} nights x ({int(a.old):,} old + {int(a.new):,} new rows); comparison trials {a.trials}, "
-          f"job trials {a.job_trials}; step {a.step:g} of the curve's range; alpha {a.alpha:g} a night, "
-          f"threshold {a.threshold:g}\n")
+          f"job trials {a.job_trials}; step {a.step:g} of the curve's range; skew {a.skew:g}; alpha {a.alpha:g} "
+          f"a night, threshold {a.threshold:g}\n")
     print("| design | refit | planted change | nights flagged | changed curve flagged | another curve flagged "
           "| median z / z_crit (changed) | median detectable change | seconds |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -128,11 +143,22 @@ def new_vs_old(a) -> int:
                         if r.feature == (target or "x2"):
                             ratio.append(r.z / r.z_crit)
                             mdc.append(r.mdc)
+                        if target is None and len(r.points):
+                            p = r.points[r.points["testable"]]
+                            t, df = p["t"].to_numpy(float), p["df"].to_numpy(float)
+                            calib.append(pd.DataFrame({"design": design, "refit": refit, "curve": r.feature, "t": t,
+                                                       "over": np.abs(t) > stats.t.ppf(0.975, df)}))
                 secs = time.perf_counter() - t0
                 changed = "n/a" if CHANGED[planted] is None else f"{np.mean(right):.3f}"
                 print(f"| {design} | {refit} | {planted} | {np.mean(any_):.3f} ({sum(any_)}/{nights}) | {changed} "
                       f"| {np.mean(wrong):.3f} | {np.nanmedian(ratio):.2f} | {np.nanmedian(mdc):.3f} | {secs:.0f} |",
                       flush=True)
+    if calib:
+        print("\nunder no change, every curve's points:\n")
+        print("| design | refit | curve | points | share of abs(t) > t_0.975(df) | sd of t |")
+        print("|---|---|---|---|---|---|")
+        for (design, refit, curve), g in pd.concat(calib).groupby(["design", "refit", "curve"], sort=False):
+            print(f"| {design} | {refit} | {curve} | {len(g)} | {g['over'].mean():.3f} | {g['t'].std():.2f} |")
     return 0
 
 
@@ -162,6 +188,8 @@ def main(argv=None):
     ap.add_argument("--refit", default="never,always", help="new-vs-old: never (incremental) and/or always")
     ap.add_argument("--changes", default="none,x2,c", help="new-vs-old: planted changes")
     ap.add_argument("--step", type=float, default=0.25, help="new-vs-old: the planted step, a share of the range")
+    ap.add_argument("--skew", type=float, default=0.0,
+                    help="new-vs-old: the probability that a row above x2 = 0.9 is of category 3 (else uniform)")
     ap.add_argument("--positions", type=int, default=None,
                     help="new-vs-old: a numeric feature's positions in the comparison (default: the job's)")
     ap.add_argument("--pairs", type=int, default=100, help="between-runs: seed pairs")

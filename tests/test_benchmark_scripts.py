@@ -103,9 +103,11 @@ TINY = {
                                 r"\| StratPD \| discrete \| honest \| 3 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \([0-9.]+\) \|[\s\S]*"
                                 r"\| StratPD \| discrete \| one tree \| 3 \|[\s\S]*\| marginal \| fixed model \| - \| 3 \|"),
     "bench_drift.py": (lambda d: ["--nights", "1", "--old", "2000", "--new", "500", "--trials", "20", "--designs",
-                                  "discrete", "--refit", "never,always", "--changes", "none,c"],
+                                  "discrete", "--refit", "never,always", "--changes", "none,c", "--skew", "0.5"],
                        r"\| discrete \| never \| none \| [0-9.]+ \([01]/1\) \| n/a \| [0-9.]+ \|[\s\S]*"
-                       r"\| discrete \| always \| c \| [0-9.]+ \([01]/1\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|"),
+                       r"\| discrete \| always \| c \| [0-9.]+ \([01]/1\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|[\s\S]*"
+                       r"under no change, every curve's points:[\s\S]*\| discrete \| always \| c \| [0-9]+ \| [0-9.]+ \| "
+                       r"[0-9.]+ \|"),
     # the comparison of consecutive runs' curves (daskpd history)
     "bench_drift.py --test between-runs": (lambda d: ["--test", "between-runs", "--pairs", "1", "--n", "500",
                                                       "--trials", "2", "--designs", "discrete"],

@@ -27,6 +27,21 @@ picks its own trial count, and trial ``t`` of the two curves weights every leaf 
 the trials are paired by leaf.  Only the cells the new rows touch are finished, so the
 cost follows the new rows; the old sums are read once (memory-mapped) to merge them
 into the comparison's positions.
+
+A categorical feature's new side is not a second CatStratPD solve: its change is
+measured against the old rows' cell means (:func:`cell_change`).  In every shared
+(leaf, category) cell, ``r = mean_new - mean_old``; the change of a category is the
+mean of ``r`` over its new rows (the cells weighted by their new rows), and trial ``t``
+takes the same mean with every cell's new rows weighted by its leaf's Poisson weight.
+Under an unchanged generator ``E[r] = 0`` in every cell, and every new row in a cell
+the old rows hold counts -- where a CatStratPD solve of the new rows alone uses only
+the leaves holding two categories among the new rows, few when a night puts less than
+one new row in a leaf and category.  The new curve is the old one plus the change
+(:func:`new_curve`).  What this measures is the change of ``y`` given the leaf and the
+category: a change of another feature's effect moves ``r`` in the leaves it touches for
+every category alike, and is taken off by the centring across the categories as long as
+the categories' new rows are spread alike over those leaves; a category whose rows sit
+mostly in them takes a share of that change (docs/drift.md, "Assumptions").
 """
 from __future__ import annotations
 
@@ -45,7 +60,7 @@ from .options import FinishOptions
 from .positions import union_coder
 from .state import FeatureState, ScanState, Stratification
 
-__all__ = ["comparison_states", "Comparison", "MAX_POSITIONS", "CHUNK_CELLS", "NewSide", "new_side", "pair_sides",
+__all__ = ["comparison_states", "Comparison", "CellChange", "cell_change", "new_curve", "by_cells", "MAX_POSITIONS", "CHUNK_CELLS", "NewSide", "new_side", "pair_sides",
            "side_state", "check_states", "on_disk", "run_dirs", "one_feature", "pair_task", "finish_task",
            "new_state_hook", "call_new_state_hook"]
 
@@ -221,6 +236,92 @@ def side_state(s: ScanState, feats: dict, n_trials: int, n_rows: int) -> ScanSta
 
 
 # ---------------------------------------------------------------------------------
+# a categorical feature's change: the new rows against the old rows' cell means
+
+
+@dataclass
+class CellChange:
+    """A categorical feature's change from the old rows' cell means to the new rows'
+    (:func:`cell_change`), indexed by the comparison's codes (``coder``): ``change``
+    (K,), its trials (``trials``, (T, K), None without trials), the leaves carrying it
+    (``leaves``) and the new rows it is the mean of (``rows``, (1 + T, K): the rows, then
+    each trial's weighted rows).  NaN where no new row falls in a cell the old rows hold."""
+
+    coder: KeyCoder
+    change: np.ndarray
+    trials: np.ndarray | None
+    leaves: np.ndarray
+    rows: np.ndarray
+
+
+def by_cells(estimator: ModelFreeEstimator) -> bool:
+    """Whether a feature's new side is its change against the old rows' cell means
+    (:func:`cell_change`: a categorical feature) rather than a curve of its own."""
+    return getattr(estimator, "method", None) == "catstratpd"
+
+
+def cell_change(new: FeatureState, old: FeatureState, feature: str, n_trials: int, random_state: int) -> CellChange:
+    """The change of every category from the old rows to the new ones on the shared
+    cells of :func:`pair_sides` (``new``, ``old``: the same (leaf, category) cells in the
+    same order, columns ``(n, sum y)``): per cell ``r = sum_new / n_new - sum_old / n_old``,
+    per category the mean of ``r`` weighted by ``n_new``; trial ``t`` weights every
+    cell's new rows by its leaf's Poisson weight (:func:`~daskpd._strat.leafboot.weights_of_leaves`
+    of ``feature``, ``n_trials`` and ``random_state``: the weights the old side's trials
+    give its leaves)."""
+    from .leafboot import weights_of_leaves
+
+    tn, to = new.table, old.table
+    if len(tn) != len(to) or not (np.array_equal(tn.leaf, to.leaf) and np.array_equal(tn.key, to.key)):
+        raise ValueError(f"feature {feature!r}: the new and the old side of a comparison must hold the same cells "
+                         f"(got {len(tn)} and {len(to)})")
+    K = new.coder.n_keys
+    n_new, n_old = tn.values[:, 0], to.values[:, 0]
+    ok = (n_new > 0) & (n_old > 0)
+    key = np.asarray(tn.key, np.int64)[ok]
+    leaf = np.asarray(tn.leaf, np.int64)[ok]
+    nn = n_new[ok]
+    excess = nn * (tn.values[ok, 1] / nn - to.values[ok, 1] / n_old[ok])  # n_new * r
+    T = max(int(n_trials), 0)
+    rows = np.zeros((1 + T, K))
+    num = np.zeros((1 + T, K))
+    rows[0] = np.bincount(key, weights=nn, minlength=K)
+    num[0] = np.bincount(key, weights=excess, minlength=K)
+    if T:
+        uleaf, inv = np.unique(leaf, return_inverse=True)
+        w = weights_of_leaves(feature, uleaf, T, random_state)  # (leaves, T) uint8
+        for t in range(T):
+            wt = w[inv, t].astype("float64")
+            rows[1 + t] = np.bincount(key, weights=nn * wt, minlength=K)
+            num[1 + t] = np.bincount(key, weights=excess * wt, minlength=K)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = num / rows
+    mean[rows <= 0] = np.nan
+    leaves = np.bincount(key, minlength=K).astype("float64")  # one cell a (leaf, category)
+    return CellChange(new.coder, mean[0], mean[1:] if T else None, leaves, rows)
+
+
+def new_curve(old, change: CellChange):
+    """The new rows' curve of a categorical feature: the old rows' CatStratPD result
+    ``old`` plus the change (:func:`cell_change`) at its categories (matched by label),
+    trial by trial; its ``count`` and ``n_leaves_cat`` are the new rows and the leaves
+    the change is measured on."""
+    from dataclasses import replace
+
+    labels = pd.Index(np.asarray(change.coder.labels(), dtype=object), dtype=object).astype(str)
+    at = labels.get_indexer(pd.Index(old.categories, dtype=object).astype(str))
+    if (at < 0).any():
+        raise ValueError(f"feature {old.feature!r}: the old curve has categories the comparison does not")
+    trials = None
+    if old.trials_pd is not None and change.trials is not None:
+        T = min(len(old.trials_pd), len(change.trials))
+        trials = old.trials_pd[:T] + change.trials[:T, at]
+    rows = change.rows[:, at]
+    return replace(old, pd=old.pd + change.change[at], count=rows[0], count_used=rows[0],
+                   n_leaves_cat=change.leaves[at], trials_pd=trials, set_counts=rows,
+                   n_rows=round(float(rows[0].sum())), n_used=round(float(rows[0].sum())), n_ignored=0)
+
+
+# ---------------------------------------------------------------------------------
 # on the workers: a feature's comparison read and finished where the old sums are
 
 
@@ -259,9 +360,13 @@ def finish_task(sides: tuple, which: int, shell: dict, stratification: Stratific
     """One side of a feature's comparison finished on a worker: ``sides`` (from
     :func:`pair_sides`), ``which`` 0 (the new rows) or 1 (the old ones), ``shell`` the
     side's state fields (``stratification_id``, ``target``, ``n_trials``, ``n_rows``,
-    ``y_range``, ``n_partitions``, ``dtypes``); the feature's result."""
+    ``y_range``, ``n_partitions``, ``dtypes``); the feature's result -- for the new
+    side of a categorical feature its :class:`CellChange` (:func:`new_curve` of it and the
+    old side's result is its curve)."""
     limit_worker_threads()
     f = stratification.features[0]
+    if which == 0 and by_cells(stratification.scan_of(f).estimator):
+        return cell_change(sides[0], sides[1], f, int(shell["n_trials"]), stratification.random_state)
     st = ScanState(shell["stratification_id"], shell["target"], int(shell["n_trials"]), {f: sides[which]},
                    int(shell["n_rows"]), shell["y_range"], shell["n_partitions"], dict(shell["dtypes"]))
     return st.finish(stratification, finish_options)[f]

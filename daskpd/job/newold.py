@@ -163,7 +163,9 @@ def compare_states(new_state, stratification, methods: dict, n_trials: int, fini
     "catstratpd"}``, the features to compare.  Both sides are put on shared positions
     and cells (:func:`daskpd._strat.apart.comparison_states`) and finished with
     ``n_trials`` leaf-bootstrap trials, paired by leaf; a numeric feature on at most
-    ``max_positions`` positions (default :data:`daskpd._strat.apart.MAX_POSITIONS`).
+    ``max_positions`` positions (default :data:`daskpd._strat.apart.MAX_POSITIONS`); a
+    categorical feature's new curve is the old one plus its change against the old
+    rows' cell means (:func:`daskpd._strat.apart.cell_change`).
     With a distributed Client, on its workers (:func:`start_compare`)."""
     return start_compare(new_state, stratification, methods, n_trials, finish_options, old_state=old_state,
                          whole_state=whole_state, max_positions=max_positions).result()
@@ -185,7 +187,7 @@ def start_compare(new_state, stratification, methods: dict, n_trials: int, finis
     submitted to its workers now (:func:`_compare_on_cluster`) and run while the driver
     does other work; without, the comparison runs here when the result is asked for."""
     from .._engine.scheduler import current_client
-    from .._strat.apart import MAX_POSITIONS, comparison_states
+    from .._strat.apart import MAX_POSITIONS, by_cells, cell_change, comparison_states, new_curve
 
     feats = [f for f in new_state.features if f in methods]
     if not feats:
@@ -200,15 +202,28 @@ def start_compare(new_state, stratification, methods: dict, n_trials: int, finis
                                  old=None if old_state is None else old_state.subset(feats),
                                  whole=None if whole_state is None else whole_state.subset(feats),
                                  max_positions=max_positions or MAX_POSITIONS)
+        # a categorical feature's new side: its change against the old rows' cell means
+        cells = [f for f in feats if by_cells(stratification.scan_of(f).estimator)]
+        curves = [f for f in feats if f not in cells]
+
+        def new_side():
+            got = cmp_.new.subset(curves).finish(stratification, finish_options) if curves else {}
+            for f in cells:
+                got[f] = cell_change(cmp_.new.features[f], cmp_.old.features[f], f, cmp_.new.n_trials,
+                                     stratification.random_state)
+            return got
+
         # the two sides are independent finishes (numba kernels that release the GIL): one
         # thread each, the same results as one after the other
         with ThreadPoolExecutor(2, thread_name_prefix="daskpd-newold") as pool:
-            sides = [pool.submit(side.finish, stratification, finish_options) for side in (cmp_.new, cmp_.old)]
+            sides = [pool.submit(new_side), pool.submit(cmp_.old.finish, stratification, finish_options)]
             new, old = (f.result() for f in sides)
         out = []
         for f in feats:
             coder = cmp_.new.features[f].coder
             rows = cmp_.rows[f]
+            if f in cells:
+                new[f] = new_curve(old[f], new[f])
             out.append(compare_curves(new[f], old[f], method=methods[f], feature=f, paired=True,
                                       edges=coder.edges if coder.binned else None, rows_new=rows[1],
                                       rows_old=rows[3], note=_note(rows)))
@@ -289,7 +304,12 @@ def _star(fn, args):
 
 
 def _record_task(sides, new, old, method: str, feature: str, edges) -> DriftRecord:
-    """A feature's record from its two finished sides (on a worker)."""
+    """A feature's record from its two finished sides (on a worker; a categorical
+    feature's new side is its change, :func:`~daskpd._strat.apart.new_curve`)."""
+    from .._strat.apart import CellChange, new_curve
+
+    if isinstance(new, CellChange):
+        new = new_curve(old, new)
     rows = sides[2]
     return compare_curves(new, old, method=method, feature=feature, paired=True, edges=edges, rows_new=rows[1],
                           rows_old=rows[3], note=_note(rows))
