@@ -129,6 +129,10 @@ class ModelFreeEstimator(abc.ABC):
     needs_other_columns: ClassVar[bool] = False
     #: finished before the others when features are finished on threads (the longest)
     finish_first: ClassVar[bool] = False
+    #: whether it reads the strata (the leaves); one that does not is scanned without a
+    #: tree when it runs besides a feature's own estimator, its rows in parts by hash
+    #: (``daskpd._strat.state.extra_scan``)
+    reads_strata: ClassVar[bool] = True
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
