@@ -127,7 +127,7 @@ def test_a_job_runs_the_binned_mean_nightly_and_history_reads_it(dask_cluster, t
     assert not any(f["kind"] == "marginal" for f in daskpd.ScanState.read_meta(r3 / "state" / "sums")["features"])
     job = load_spec(spec)
     p = nightly.plan(job, out / "means", inputs.open_job_request(job, str(lake)), inputs.file_stamps(str(lake)))
-    assert p.mode == "full" and p.reason == "the job spec changed since run r3 (key(s) methods)"
+    assert p.mode == "full" and p.reason.startswith("the job spec changed since run r3 (key(s) methods")
 
 
 def test_an_unknown_method_names_the_key_and_the_allowed_values(tmp_path):
