@@ -25,6 +25,7 @@ import numpy as np
 
 from .._engine.sums import Table
 from ..results.base import CurveResult
+from ..results.curves import band_columns, trial_band
 from .leafboot import table_leaf_weights
 from .numeric_positions import NumericPositions
 from .virtual import virtual_of
@@ -47,8 +48,17 @@ class BinnedMeanResult(CurveResult):
     #: (trials, positions): each trial's mean (a bootstrap of the feature's units), or None
     trials_pd: np.ndarray | None = None
 
+    def band(self) -> dict | None:
+        """The band of the means from their trials (:func:`~daskpd.results.curves.trial_band`:
+        ``std``, ``lo``, ``hi`` per position, the units the trials resample as its
+        clusters), or None without two trials."""
+        if self.trials_pd is None or len(self.trials_pd) < 2:
+            return None
+        return trial_band(self.trials_pd, center=self.mean, clusters=self.params.get("band_clusters"))
+
     def curve(self) -> dict:
-        return {"positions": self.x, "pd": self.mean, "count": self.count, "supported": self.count > 0}
+        return {"positions": self.x, "pd": self.mean, "count": self.count, "supported": self.count > 0,
+                "extra": band_columns(self.band())}
 
     def __repr__(self) -> str:
         return f"BinnedMeanResult(feature={self.feature!r}, target={self.target!r}, positions={len(self.x)})"
