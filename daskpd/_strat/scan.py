@@ -100,7 +100,9 @@ class FeatureScan:
     """What the scan needs for one feature."""
 
     feature: str
-    kind: str  # the estimator's name (daskpd._strat.estimators): "numeric" (StratPD) | "categorical" (CatStratPD)
+    # the estimator's name (daskpd._strat.estimators): "numeric" (StratPD) | "categorical" (CatStratPD), the
+    # feature's own; or another run besides it on the same feature ("marginal": the binned mean of y; see key)
+    kind: str
     other: list  # the tree's input columns, in order
     # fitted HistTree or DecisionTreeRegressor, HonestTrees (a tree per fold), or None (one stratum)
     tree: object | None
