@@ -49,6 +49,7 @@ _API = {
     "StratPDResult": "daskpd.results.curves",
     "CatStratPDResult": "daskpd._strat.categorical",
     "ImportanceResult": "daskpd._importance",
+    "BinnedMeanResult": "daskpd._strat.marginal_estimator",
     "PDResult": "daskpd.model._pd_result",
     "ICEResult": "daskpd.model._ice",
     "ALEResult": "daskpd.model._ale",

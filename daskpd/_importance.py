@@ -53,7 +53,9 @@ from ._strat.scan import leaf_numbering
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
 from ._strat.state import ScanState
 from ._strat.firstpass import FirstPassCache
-from ._validation import N_TRIALS, POSITIVE_INT, ColumnNames, InstancesOf, Interval, StrOptions, validate_params
+from ._strat.estimators import EXTRA_METHODS, estimator_named, extra_kinds
+from ._validation import (N_TRIALS, POSITIVE_INT, ColumnNames, Constraint, InstancesOf, Interval, StrOptions,
+                          validate_params)
 from ._errors import DataError
 from ._data.options import AUTO, ReadOptions
 from ._data.request import left_out_note, open_request
@@ -213,6 +215,9 @@ class ImportanceResult(Result):
         and ``n_rows`` (rows at them).
     curves : dict
         ``{feature: StratPDResult | CatStratPDResult}``.
+    extra_curves : dict
+        The curves of the extra estimators asked for (``estimators=``), by estimator
+        then feature: ``{"marginal_mean": {feature: BinnedMeanResult}}`` (empty when none).
     trials : DataFrame or None
         Long table (trial, feature, the three measures).
     null : DataFrame or None
@@ -242,6 +247,8 @@ class ImportanceResult(Result):
     state: object = field(default=None, repr=False, compare=False)
     # with base_state: the sums of ``data`` alone (the new files), before they were added to base_state's
     new_state: object = field(default=None, repr=False, compare=False)
+    # estimators=: {estimator: {feature: result}}
+    extra_curves: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_partition_reads(self) -> int:
@@ -311,6 +318,22 @@ class ImportanceResult(Result):
 
 
 #: the parameters of :func:`strat_curves_and_importances` (and of :func:`importances`)
+class EstimatorNames(Constraint):
+    """Extra model-free estimators by their public names (a name or a list of them), among
+    :data:`~daskpd._strat.estimators.EXTRA_METHODS`."""
+
+    def is_satisfied_by(self, value) -> bool:
+        value = [value] if isinstance(value, str) else value
+        return isinstance(value, (list, tuple)) and all(isinstance(v, str) and v in EXTRA_METHODS for v in value)
+
+    def convert(self, value):
+        value = [value] if isinstance(value, str) else list(value)
+        return tuple(dict.fromkeys(value))
+
+    def __str__(self):
+        return "a list of some of " + ", ".join(map(repr, EXTRA_METHODS))
+
+
 IMPORTANCE_CONSTRAINTS = {
     **STRAT_CONSTRAINTS,
     "categorical_features": [ColumnNames(allow_single=True), None],
@@ -330,6 +353,7 @@ IMPORTANCE_CONSTRAINTS = {
     "base_state": [InstancesOf(ScanState, "a daskpd.ScanState"), None],
     "keep_state": ["boolean", str, os.PathLike],
     "first_pass_cache": [InstancesOf(FirstPassCache, "a daskpd.FirstPassCache"), None],
+    "estimators": [EstimatorNames()],
 }
 
 
@@ -386,6 +410,7 @@ def strat_curves_and_importances(
     first_pass_cache=None,
     keep_suspect: bool = False,
     default_stratify_on: bool | None = None,
+    estimators: Sequence[str] = (),
 ) -> ImportanceResult:
     """StratPD / CatStratPD curves of every feature and their importances, in one scan.
 
@@ -487,6 +512,13 @@ def strat_curves_and_importances(
         rerun reads only the files the cache does not hold in pass 1, and its sample,
         trees and curves equal a run without it bit for bit (docs/jobs.md, "The first
         pass, cached per file").  Other inputs run the plain pass.
+    estimators : list of str, default ()
+        Model-free estimators to run besides StratPD and CatStratPD, in the same scan:
+        ``"marginal_mean"``, the mean of the target per position (bin or exact value) of
+        every numeric feature, over all rows (the strata ignored: the marginal plot's
+        curve, without a model).  Their curves are in ``result.extra_curves``
+        (``{"marginal_mean": {feature: BinnedMeanResult}}``); the importances and
+        ``curves`` do not change.
 
     Returns
     -------
@@ -523,7 +555,7 @@ def strat_curves_and_importances(
         keep_state=KeepState.of(keep_state),
         reuse=Reuse(stratification=stratification, base_state=base_state, first_pass_cache=first_pass_cache),
         progress=progress, skip_constant=feats if skip_unusable else (),
-        later_stages=("p-values",) if pvalues else ())
+        later_stages=("p-values",) if pvalues else (), extra=extra_kinds(estimators))
     if run.skipped:
         left_out.update(run.skipped)
         feats = [f for f in feats if f not in run.skipped]
@@ -610,10 +642,17 @@ def strat_curves_and_importances(
               "pvalues_sample_size": pvalues_sample_size if pvalues else None,
               "skipped_features": dict(left_out), "skipped_stratify_on": dict(run.skipped_strat),
               "keep_suspect": keep_suspect, "target_boolean": request.target_boolean}
+    extra_curves = {}
+    for key, r in run.results.items():
+        if isinstance(key, tuple) and key[0] in feats:  # (feature, kind): an extra estimator's
+            extra_curves.setdefault(estimator_named(key[1]).method, {})[key[0]] = r
+    if estimators:
+        params["estimators"] = list(estimators)
     return ImportanceResult(table=table, curves=curves, target=target, kinds=kinds, n_rows=n_rows,
                             n_partitions=run.n_partitions, n_passes=run.n_passes, sample_rows=run.sample_rows,
                             n_trials=n_trials, trials=trials_df, null=null_df, params=params, timings=timings,
-                            stratification=run.stratification, state=run.state, new_state=run.new_state)
+                            stratification=run.stratification, state=run.state, new_state=run.new_state,
+                            extra_curves=extra_curves)
 
 
 def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=DEFAULT_TREE_METHOD):

@@ -56,6 +56,7 @@ from .._data.encode import KeyCoder
 from .._engine.sums import Table
 from .._engine.allocator import limit_worker_threads
 from .estimator import ModelFreeEstimator
+from .estimators import feature_of
 from .options import FinishOptions
 from .positions import union_coder
 from .state import FeatureState, ScanState, Stratification
@@ -221,7 +222,8 @@ def comparison_states(new: ScanState, stratification: Stratification, n_trials: 
     feats_new, feats_old, rows = {}, {}, {}
     for f, a in new.features.items():
         b = base.features[f]
-        ns = new_side(a, b, new.dtypes.get(f) if new.dtypes.get(f) is not None else base.dtypes.get(f),
+        c = feature_of(f)  # an entry key: the feature, or (feature, kind) for another estimator of it
+        ns = new_side(a, b, new.dtypes.get(c) if new.dtypes.get(c) is not None else base.dtypes.get(c),
                       stratification.scan_of(f).estimator, max_positions)
         feats_new[f], feats_old[f], rows[f] = pair_sides(a.counters, b, ns, whole is not None)
     n_old = base.n_rows - (new.n_rows if whole is not None else 0)
@@ -341,13 +343,14 @@ def run_dirs(st: FeatureState) -> set:
     return {d for r in st.runs for d, _ in (r.sources or ())}
 
 
-def one_feature(stratification: Stratification, feature: str) -> Stratification:
+def one_feature(stratification: Stratification, feature) -> Stratification:
     """``stratification`` reduced to one feature's tree (the same id): what finishing that
-    feature needs."""
+    feature (an entry key: ``(feature, kind)`` for another estimator of it) needs."""
     from dataclasses import replace
 
-    return replace(stratification, features=[feature], scans=[stratification.scan_of(feature)],
-                   kinds={feature: stratification.kinds.get(feature)}, id=stratification.id)
+    f = feature_of(feature)
+    return replace(stratification, features=[f], scans=[stratification.scan_of(feature)],
+                   kinds={f: stratification.kinds.get(f)}, id=stratification.id)
 
 
 def pair_task(new_counters, b: FeatureState, ns: NewSide, whole: bool) -> tuple:
@@ -364,9 +367,9 @@ def finish_task(sides: tuple, which: int, shell: dict, stratification: Stratific
     side of a categorical feature its :class:`CellChange` (:func:`new_curve` of it and the
     old side's result is its curve)."""
     limit_worker_threads()
-    f = stratification.features[0]
-    if which == 0 and by_cells(stratification.scan_of(f).estimator):
-        return cell_change(sides[0], sides[1], f, int(shell["n_trials"]), stratification.random_state)
+    f = stratification.scans[0].key
+    if which == 0 and by_cells(stratification.scans[0].estimator):
+        return cell_change(sides[0], sides[1], feature_of(f), int(shell["n_trials"]), stratification.random_state)
     st = ScanState(shell["stratification_id"], shell["target"], int(shell["n_trials"]), {f: sides[which]},
                    int(shell["n_rows"]), shell["y_range"], shell["n_partitions"], dict(shell["dtypes"]))
     return st.finish(stratification, finish_options)[f]

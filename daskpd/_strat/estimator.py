@@ -69,6 +69,15 @@ the ``kind`` a :class:`~daskpd._strat.scan.FeatureScan` and a saved state record
 ("numeric", "categorical") -- to its singleton, so stratifications and states written
 before the protocol load unchanged.  A new estimator is one module implementing this
 class and one registry line.
+
+A feature's own estimator is the one whose :attr:`name` is its kind (StratPD's,
+CatStratPD's); another estimator of the same column kind runs besides it when a request
+asks for it by its :attr:`method` (``estimators=``, a job's ``methods``:
+``daskpd._strat.estimators.EXTRA_METHODS``), as one more entry of the same scan, named
+``(feature, name)`` in the scan's tables, its results and the state
+(``daskpd._strat.estimators.entry_key``; the feature's own entry keeps the feature's
+name), scanned with the feature's positions (``daskpd._strat.state.extra_scan``; without
+a tree when it does not read the strata, :attr:`reads_strata`).
 """
 from __future__ import annotations
 
@@ -129,6 +138,10 @@ class ModelFreeEstimator(abc.ABC):
     needs_other_columns: ClassVar[bool] = False
     #: finished before the others when features are finished on threads (the longest)
     finish_first: ClassVar[bool] = False
+    #: whether it reads the strata (the leaves); one that does not is scanned without a
+    #: tree when it runs besides a feature's own estimator, its rows in parts by hash
+    #: (``daskpd._strat.state.extra_scan``)
+    reads_strata: ClassVar[bool] = True
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

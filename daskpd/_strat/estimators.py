@@ -13,7 +13,8 @@ from .estimator import ModelFreeEstimator
 from .marginal_estimator import MarginalMeanEstimator
 from .stratpd_estimator import StratPDEstimator
 
-__all__ = ["ESTIMATORS", "estimator_named", "estimator_of_method", "method_of"]
+__all__ = ["ESTIMATORS", "estimator_named", "estimator_of_method", "method_of", "entry_key", "feature_of",
+           "EXTRA_METHODS", "extra_kinds"]
 
 #: kind name -> estimator (one instance each: they hold no data)
 ESTIMATORS: dict[str, ModelFreeEstimator] = {e.name: e for e in (StratPDEstimator(), CatStratPDEstimator(),
@@ -46,3 +47,34 @@ def method_of(result) -> str:
         if isinstance(result, e.result_type):
             return e.method
     raise TypeError(f"{type(result).__name__} is not the result of a model-free estimator")
+
+
+#: the public names of the estimators a request may add to its features' own (StratPD for a
+#: numeric feature, CatStratPD for a categorical one): those whose name is not a kind of feature
+EXTRA_METHODS: tuple[str, ...] = tuple(e.method for e in ESTIMATORS.values() if e.name != e.column_kind)
+
+
+def extra_kinds(methods, where: str = "estimators") -> tuple[str, ...]:
+    """The kind names of the extra estimators ``methods`` (public names, in
+    :data:`EXTRA_METHODS`), in registry order; a DataError naming ``where`` and the
+    allowed names for any other."""
+    methods = [methods] if isinstance(methods, str) else list(methods or ())
+    bad = [m for m in methods if m not in EXTRA_METHODS]
+    if bad:
+        raise DataError(f"{where}: unknown model-free estimator(s) {', '.join(map(repr, bad))}; expected some of "
+                        f"{', '.join(map(repr, EXTRA_METHODS))}")
+    return tuple(e.name for e in ESTIMATORS.values() if e.method in methods)
+
+
+def entry_key(feature: str, kind: str):
+    """The name of a (feature, estimator) entry in a scan's tables and results and in a
+    state: the feature itself for its kind's own estimator (StratPD, CatStratPD: the
+    estimator whose name is the feature's kind, so every state and result keeps its
+    names), ``(feature, kind)`` for another estimator of the same feature."""
+    est = estimator_named(kind, f"feature {feature!r}")
+    return feature if est.name == est.column_kind else (feature, kind)
+
+
+def feature_of(key) -> str:
+    """The feature of an entry key (:func:`entry_key`)."""
+    return key[0] if isinstance(key, tuple) else key

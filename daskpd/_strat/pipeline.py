@@ -43,7 +43,7 @@ from .firstpass import TargetRange, cached_first_pass
 from .options import FinishOptions, KeepState, Reuse, StateMode, TreeOptions, Trials
 from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype, leaf_numbering, split_of
 from .positions import extend_coder
-from .state import ScanState, Stratification, attach_summaries, sample_id, state_from_parts
+from .state import ScanState, Stratification, attach_summaries, extra_scan, sample_id, state_from_parts
 from .stratpd_estimator import NUMERIC_VALUES_CAP
 from .trees import bin_sample, fit_honest, fit_tree
 
@@ -117,7 +117,9 @@ class _Scratch:
 
 @dataclass
 class StratRun:
-    results: dict  # {feature: StratPDResult | CatStratPDResult}, finished next to the data
+    # {feature: StratPDResult | CatStratPDResult} (the feature's own estimator), and
+    # {(feature, kind): result} of the extra estimators asked for, finished next to the data
+    results: dict
     scan: StratScan  # the scan job (trees, coders, bucket count)
     sample: pd.DataFrame  # the tree-fitting sample (hash-ordered bottom-k rows)
     n_rows: int
@@ -143,7 +145,7 @@ def _solve_kept(results: dict, kept: dict, scan, progress) -> dict:
     for i, refs in kept.items():
         fs = scan.features[i]
         with stage(f"solve {fs.feature}"):
-            results[fs.feature] = fs.estimator.solve_kept(scan, i, refs, results[fs.feature], progress=progress)
+            results[fs.key] = fs.estimator.solve_kept(scan, i, refs, results[fs.key], progress=progress)
     return results
 
 
@@ -371,7 +373,7 @@ def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int,
     rows_per_part = n_rows / max(1, n_partitions)
     arity = fan_in if arity is None else arity
     if grouping is None:
-        grouping = {fs.feature: group_from(fs, n_rows, n_partitions) for fs in scans}
+        grouping = {fs.key: group_from(fs, n_rows, n_partitions) for fs in scans}
     peak = 0.0
     k = 1
     while True:
@@ -379,7 +381,7 @@ def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int,
         n_children = min(fan_in, -(-n_partitions // k))
         total = 0.0
         for fs in scans:
-            g = grouping[fs.feature]
+            g = grouping[fs.key]
             ins = n_children * (_map_bytes(fs, rows_per_part) if k == 1 else
                                 _node_bytes(fs, k, n_rows, n_partitions, g))
             total += ins + _node_bytes(fs, parent, n_rows, n_partitions, g) * (2 if fan_in > arity else 1)
@@ -387,6 +389,15 @@ def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int,
         if parent >= n_partitions:
             return peak
         k *= fan_in
+
+
+def with_extra(strat: Stratification, scans: list, extra: Sequence[str]) -> list:
+    """``scans`` and, after them, the scan of every extra estimator (``extra``: kind
+    names) on each feature of its column kind (:func:`daskpd._strat.state.extra_scan`:
+    the feature's positions; one leaf for an estimator ignoring the strata)."""
+    more = [extra_scan(fs, kind) for kind in extra for fs in scans
+            if fs.estimator.column_kind == estimator_named(kind).column_kind]
+    return [*scans, *more]
 
 
 def first_pass_inputs(request: Request) -> tuple:
@@ -411,6 +422,7 @@ def run_strat(
     warn_sample: bool = True,
     later_stages: Sequence[str] = (),
     fit_only: bool = False,
+    extra: Sequence[str] = (),
 ) -> StratRun:
     """Run the pipeline for the request's features (each stratified on the request's
     stratifying columns minus itself; :func:`daskpd._data.request.open_request`).
@@ -436,7 +448,9 @@ def run_strat(
     the same sample, bit for bit).  ``keep_state`` (the public parameter normalised,
     :meth:`KeepState.of`): also return the scan's merged sums (``StratRun.state``) and
     the stratification.  ``fit_only``: stop after the fit
-    (``StratRun.stratification``, no results).
+    (``StratRun.stratification``, no results).  ``extra``: the kind names of estimators
+    run besides each feature's own on the features of their column kind, in the same
+    scan (:func:`with_extra`; their results keyed ``(feature, kind)``).
     """
     # The parameters were validated by the public function (daskpd._validation).
     finish_options = FinishOptions.of(finish_options)
@@ -446,7 +460,7 @@ def run_strat(
     if reuse.stratification is not None:
         return run_under(request, reuse.stratification, trials=trials,
                          progress=progress, finish_options=finish_options, keep_state=keep_state,
-                         base_state=reuse.base_state, later_stages=later_stages)
+                         base_state=reuse.base_state, later_stages=later_stages, extra=extra)
     if reuse.base_state is not None:
         raise DataError("base_state= needs the stratification= it was scanned under")
     strat_cols = list(request.stratify_on)
@@ -556,6 +570,7 @@ def run_strat(
                         timings={"sample_s": t1 - t0, "fit_s": t2 - t1}, skipped=skipped, n_passes=sample_passes,
                         stratification=strat, skipped_strat=skipped_strat)
     parts_dir = _parts_dir(keep_state)
+    scans = with_extra(strat, scans, extra)
     scan, fan_in, arity = _plan_scan(ddf, scans, strat, sample.n_rows, dtypes, trials, random_state, finish_options,
                                      keep_state.mode, parts_dir, strat.hash_columns)
     # pass 2: one scan, every feature, each finished next to its data
@@ -627,7 +642,7 @@ def size_scan(scans, n_rows: int, n_partitions: int, n_trials: int, keep=False, 
     n_sets = 1 + n_trials
     arity = memory.arity(n_partitions)
     fan_in = memory.fan_in(n_partitions, map_output_bytes(scans, n_rows, n_partitions))
-    grouping = {fs.feature: group_from(fs, n_rows, n_partitions) for fs in scans}
+    grouping = {fs.key: group_from(fs, n_rows, n_partitions) for fs in scans}
     peak = combine_peak_bytes(scans, n_rows, n_partitions, fan_in, arity, grouping) \
         * (KEEP_STATE_FACTOR if keep and parts_dir is None else 1)
     n_buckets = memory.n_buckets(peak, n_rows=n_rows, parallel=memory.parallelism())
@@ -741,7 +756,8 @@ def _stratification(request, features, kinds, strat_cols, scans, encoder, random
 
 def run_under(request: Request, strat: Stratification, *, trials: Trials = Trials(),
               progress=None, finish_options: FinishOptions | None = None, keep_state: KeepState = KeepState(),
-              base_state: ScanState | None = None, later_stages: Sequence[str] = ()) -> StratRun:
+              base_state: ScanState | None = None, later_stages: Sequence[str] = (),
+              extra: Sequence[str] = ()) -> StratRun:
     """The scan of ``request`` under a fitted stratification: no sample, no fit.
 
     Pass 1 is reduced to what the positions need -- the row count, the target's range and
@@ -786,6 +802,7 @@ def run_under(request: Request, strat: Stratification, *, trials: Trials = Trial
     t1 = time.perf_counter()
     scans = [replace(fs, coder=extend_coder(fs.coder, vocab.distinct.get(fs.feature), dtypes.get(fs.feature),
                                             fs.feature)) for fs in fss]
+    scans = with_extra(strat, scans, extra)
     n_rows = vocab.n_rows
     merge = base_state is not None
     keep = StateMode.ONLY if merge else keep_state.mode

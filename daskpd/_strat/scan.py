@@ -39,7 +39,7 @@ from .._engine.plan import Job, Kept
 from .._engine.rows import Rows
 from .._engine.sums import Table, reduce_tables
 from .estimator import ModelFreeEstimator
-from .estimators import estimator_named
+from .estimators import entry_key, estimator_named
 from .options import FinishOptions, StateMode
 from .runs import write_part
 from .trees import HonestTrees, leaf_nodes
@@ -100,7 +100,9 @@ class FeatureScan:
     """What the scan needs for one feature."""
 
     feature: str
-    kind: str  # the estimator's name (daskpd._strat.estimators): "numeric" (StratPD) | "categorical" (CatStratPD)
+    # the estimator's name (daskpd._strat.estimators): "numeric" (StratPD) | "categorical" (CatStratPD), the
+    # feature's own; or another run besides it on the same feature ("marginal": the binned mean of y; see key)
+    kind: str
     other: list  # the tree's input columns, in order
     # fitted HistTree or DecisionTreeRegressor, HonestTrees (a tree per fold), or None (one stratum)
     tree: object | None
@@ -114,6 +116,13 @@ class FeatureScan:
     def estimator(self) -> ModelFreeEstimator:
         """The model-free estimator of this feature (its ``kind``)."""
         return estimator_named(self.kind, f"feature {self.feature!r}")
+
+    @property
+    def key(self):
+        """This entry's name in the scan's tables, results and state: the feature for its
+        kind's own estimator (StratPD, CatStratPD), ``(feature, kind)`` for another
+        estimator of the same feature (:func:`daskpd._strat.estimators.entry_key`)."""
+        return entry_key(self.feature, self.kind)
 
     @property
     def binned(self) -> bool:
@@ -168,8 +177,8 @@ class WithState:
 
 @dataclass
 class ScanPiece:
-    """One bucket's tables ({feature: Table, or Rows not yet grouped}), in bucket 0 the
-    row counters ({feature: (rows, missing x, bad y)}), and how many partitions it covers."""
+    """One bucket's tables ({entry key: Table, or Rows not yet grouped}, ``FeatureScan.key``),
+    in bucket 0 the row counters ({entry key: (rows, missing x, bad y)}), and how many partitions it covers."""
 
     tables: dict
     counters: dict | None = None
@@ -211,7 +220,7 @@ class StratScan(Job):
     hash_columns: list | None = None
     n_buckets: int = 1
     expected_rows: int = 0  # rows per partition, for the map's grouping decision
-    group_from: dict = field(default_factory=dict)  # {feature: partitions a merge covers before it groups raw rows}
+    group_from: dict = field(default_factory=dict)  # {entry key: partitions a merge covers before it groups raw rows}
     # how the curves are finished (see daskpd._strat.numeric / categorical)
     finish_options: FinishOptions = field(default_factory=FinishOptions)
     # what is kept of the merged (leaf, key) tables (daskpd._strat.state): nothing
@@ -256,8 +265,8 @@ class StratScan(Job):
             key = est.keys(fs, s, x, ok, every)
             rows = Rows(leaf.astype(index_dtype(fs.n_leaves), copy=False), key.astype(index_dtype(fs.coder.n_keys)),
                         y[sel], x[sel] if fs.binned else None)
-            piece.tables[fs.feature] = reduce_tables([rows], fs.coder.n_keys) if self._group_at_map(fs) else rows
-            piece.counters[fs.feature] = (len(df), int((~x_ok).sum()), int((x_ok & ~y_ok).sum()))
+            piece.tables[fs.key] = reduce_tables([rows], fs.coder.n_keys) if self._group_at_map(fs) else rows
+            piece.counters[fs.key] = (len(df), int((~x_ok).sum()), int((x_ok & ~y_ok).sum()))
         return piece
 
     def split(self, piece: ScanPiece, granularity: int, n: int, part: int) -> list:
@@ -265,8 +274,8 @@ class StratScan(Job):
         buckets at ``granularity * n`` (the counters stay with the first)."""
         out = [ScanPiece({}, piece.counters if k == 0 else None, piece.n_maps) for k in range(n)]
         for fs in self.features:
-            for k, p in enumerate(_cut(piece.tables[fs.feature], self._bounds(fs, granularity, n, part))):
-                out[k].tables[fs.feature] = p
+            for k, p in enumerate(_cut(piece.tables[fs.key], self._bounds(fs, granularity, n, part))):
+                out[k].tables[fs.key] = p
         return out
 
     @staticmethod
@@ -274,7 +283,7 @@ class StratScan(Job):
         return bucket_bounds(fs.n_leaves, granularity * n)[part * n:part * n + n + 1]
 
     def _stays_raw(self, fs, tabs, n_maps: int) -> bool:
-        return all(isinstance(t, Rows) for t in tabs) and n_maps < self.group_from.get(fs.feature, 0)
+        return all(isinstance(t, Rows) for t in tabs) and n_maps < self.group_from.get(fs.key, 0)
 
     def _merge_feature(self, fs, tabs, n_maps: int, concat: bool = True):
         if self._stays_raw(fs, tabs, n_maps):
@@ -291,7 +300,7 @@ class StratScan(Job):
         a merge later.  The choice depends on the partitions covered only, never on the
         bucket count or the task layout, so the bits do not either."""
         n_maps = sum(p.n_maps for p in parts)
-        tables = {fs.feature: self._merge_feature(fs, [p.tables[fs.feature] for p in parts], n_maps)
+        tables = {fs.key: self._merge_feature(fs, [p.tables[fs.key] for p in parts], n_maps)
                   for fs in self.features}
         return ScanPiece(tables, _sum_counters(parts), n_maps)
 
@@ -301,7 +310,7 @@ class StratScan(Job):
         order as their concatenation (the same bits, without that copy: at 1e7 rows on
         one task level the concatenations were 0.95 s of the scan's CPU)."""
         n_maps = sum(p.n_maps for p in parts)
-        tables = {fs.feature: self._merge_feature(fs, [p.tables[fs.feature] for p in parts], n_maps, concat=False)
+        tables = {fs.key: self._merge_feature(fs, [p.tables[fs.key] for p in parts], n_maps, concat=False)
                   for fs in self.features}
         return self.finish_bucket(ScanPiece(tables, _sum_counters(parts), n_maps), bucket)
 
@@ -312,12 +321,12 @@ class StratScan(Job):
         n_maps = sum(p.n_maps for p in parts)
         out = [ScanPiece({}, _sum_counters(parts) if k == 0 else None, n_maps) for k in range(n)]
         for fs in self.features:
-            tabs = [p.tables[fs.feature] for p in parts]
+            tabs = [p.tables[fs.key] for p in parts]
             bounds = self._bounds(fs, granularity, n, bucket)
             raw = self._stays_raw(fs, tabs, n_maps)
             pieces = Rows.concat_split(tabs, bounds) if raw else _cut(self._merge_feature(fs, tabs, n_maps), bounds)
             for k, p in enumerate(pieces):
-                out[k].tables[fs.feature] = p
+                out[k].tables[fs.key] = p
         return out
 
     # -- finishing -----------------------------------------------------------------
@@ -331,20 +340,20 @@ class StratScan(Job):
         parts, kept, pieces = {}, {}, {}
         counters = piece.counters or {}
         for i, fs in enumerate(self.features):
-            table = piece.tables[fs.feature]
+            table = piece.tables[fs.key]
             if isinstance(table, (Rows, list)):  # raw rows (a list: the parts of combine_finish, in order)
                 table = reduce_tables(table if isinstance(table, list) else [table], fs.coder.n_keys)
             if self.keep_state.keeps:
-                kept[fs.feature] = (write_part(self.state_dir, f"bucket-{bucket}.feature-{i}", table)
+                kept[fs.key] = (write_part(self.state_dir, f"bucket-{bucket}.feature-{i}", table)
                                     if self.state_dir else table)
                 if not self.keep_state.finishes:
                     continue
             est = fs.estimator
-            parts[i] = est.finish_bucket(self, i, table, counters.get(fs.feature), self.virtual_span(fs, bucket))
+            parts[i] = est.finish_bucket(self, i, table, counters.get(fs.key), self.virtual_span(fs, bucket))
             if self.keep_state.keeps:  # what the state's finish summary is made of (this bucket's leaves)
                 got = est.bucket_state(self, i, table, parts[i])
                 if got is not None:
-                    pieces[fs.feature] = got
+                    pieces[fs.key] = got
         if self.keep_state.keeps:
             return {"features": parts, "state": (kept, piece.counters, pieces)}
         return {"features": parts}
@@ -373,7 +382,7 @@ class StratScan(Job):
         return getattr(self.features[index].estimator, op)(self, index, *args)
 
     def collect(self, *results) -> dict:
-        return {fs.feature: r for fs, r in zip(self.features, results)}
+        return {fs.key: r for fs, r in zip(self.features, results)}
 
     def reduce(self, merged, node):
         B = self.n_buckets

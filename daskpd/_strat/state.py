@@ -44,14 +44,14 @@ from .._errors import DataError
 from ..results.base import atomic_path, dump_json
 from .delta import RunView
 from .estimator import DeltaInputs
-from .estimators import estimator_named
+from .estimators import entry_key, estimator_named, feature_of
 from .options import FinishOptions
 from .positions import code_map, position_labels, recode, union_coder
 from .runs import PARTS, read_table, write_part
-from .scan import FeatureScan, ScanPiece, StratScan
+from .scan import MIN_UNITS, FeatureScan, ScanPiece, StratScan
 
 __all__ = ["Stratification", "ScanState", "FeatureState", "FORMAT_VERSION", "state_from_parts",
-           "sample_id", "attach_summaries"]
+           "sample_id", "attach_summaries", "extra_scan"]
 
 #: the on-disk format of stratifications and states (raised on any incompatible change)
 FORMAT_VERSION = 4
@@ -127,10 +127,18 @@ class Stratification:
         return (f"Stratification(id={self.id!r}, target={self.target!r}, features={self.features!r}, "
                 f"fitted_rows={self.fitted_rows:,}, sample_rows={self.sample_rows:,})")
 
-    def scan_of(self, feature: str) -> FeatureScan:
+    def scan_of(self, feature, kind: str | None = None) -> FeatureScan:
+        """The scan of ``feature`` by its own estimator, or by the estimator ``kind`` (or
+        of an entry key, ``(feature, kind)``: :func:`~daskpd._strat.estimators.entry_key`):
+        another estimator of a feature is scanned with the feature's positions, under its
+        tree, or as one leaf when it ignores the strata (:func:`extra_scan`)."""
+        if isinstance(feature, tuple):
+            feature, kind = feature
         for fs in self.scans:
-            if fs.feature == feature:
+            if fs.feature == feature and (kind is None or fs.kind == kind):
                 return fs
+        if kind is not None and feature in self.features:
+            return extra_scan(self.scan_of(feature), kind)
         raise DataError(f"feature {feature!r} is not in the stratification (its features: "
                         f"{', '.join(self.features)})")
 
@@ -172,6 +180,23 @@ class Stratification:
             raise DataError(f"{path!r} is not a daskpd stratification file")
         _check_version("stratification", path, payload, _STRAT_MAGIC)
         return payload["stratification"]
+
+
+def extra_scan(fs: FeatureScan, kind: str) -> FeatureScan:
+    """The scan of estimator ``kind`` on ``fs``'s feature, besides the feature's own:
+    the same positions, and the same tree, or none for an estimator that ignores the
+    strata (``ModelFreeEstimator.reads_strata``): one leaf split into ``MIN_UNITS``
+    parts by row hash (nothing to apply; the units its trials resample).  Not part of
+    the stratification (its id, its file): made again from it wherever it is needed."""
+    est = estimator_named(kind, f"feature {fs.feature!r}")
+    if est.column_kind != fs.estimator.column_kind:
+        raise DataError(f"the {est.method} estimator reads {est.column_kind} features; feature {fs.feature!r} is "
+                        f"{fs.estimator.column_kind}")
+    if est.reads_strata:
+        return replace(fs, kind=kind)
+    # no tree: the rows' parts by hash are its units (those its trials resample)
+    return replace(fs, kind=kind, other=[], tree=None, leaf_index=None, n_leaves=MIN_UNITS, min_samples_leaf=None,
+                   split=MIN_UNITS)
 
 
 # ---------------------------------------------------------------------------------
@@ -304,7 +329,7 @@ class ScanState:
     stratification_id: str
     target: str
     n_trials: int  # the trials its finish summaries hold (the sums themselves hold none)
-    features: dict  # {feature: FeatureState}
+    features: dict  # {entry key: FeatureState} (the feature, or (feature, kind) for another estimator of it)
     n_rows: int
     y_range: tuple | None
     n_partitions: int = 0
@@ -332,7 +357,7 @@ class ScanState:
         feats = {}
         for f, a in self.features.items():
             b = other.features[f]
-            coder = union_coder(a.coder, b.coder, self.dtypes.get(f))
+            coder = union_coder(a.coder, b.coder, self.dtypes.get(feature_of(f)))
             tables = [recode(a.table, a.coder, coder), recode(b.table, b.coder, coder)]
             feats[f] = FeatureState(coder, reduce_tables(tables, coder.n_keys), _add_counters(a.counters, b.counters),
                                     kind=a.kind)
@@ -357,7 +382,7 @@ class ScanState:
             fs = stratification.scan_of(f)
             fss.append(replace(fs, coder=st.coder))
         opts = FinishOptions.of(finish_options).with_run(
-            {f: self.dtypes.get(f) for f in self.features},
+            {feature_of(f): self.dtypes.get(feature_of(f)) for f in self.features},
             {"sample_rows": stratification.sample_rows, "n_partitions": self.n_partitions, "n_buckets": 1,
              "fan_in": 0}, keep_run_params=True)
         return StratScan(target=self.target, features=fss, encoder=stratification.encoder, n_trials=self.n_trials,
@@ -373,14 +398,14 @@ class ScanState:
         counters = {f: st.counters for f, st in self.features.items()}
         piece = ScanPiece({f: st.table for f, st in self.features.items()}, counters, 1)
         finished = scan.finish_bucket(piece, 0)
-        return {fs.feature: fs.estimator.finish_state(scan, i, finished["features"][i])
+        return {fs.key: fs.estimator.finish_state(scan, i, finished["features"][i])
                 for i, fs in enumerate(scan.features)}
 
     def subset(self, features) -> "ScanState":
         """The state of some of its features (the same rows and trials)."""
         return ScanState(self.stratification_id, self.target, self.n_trials,
                          {f: self.features[f] for f in features}, self.n_rows, self.y_range, self.n_partitions,
-                         {f: self.dtypes.get(f) for f in features})
+                         {feature_of(f): self.dtypes.get(feature_of(f)) for f in features})
 
     def merge_finish(self, other: "ScanState", stratification: Stratification,
                      finish_options: FinishOptions | dict | None = None) -> tuple["ScanState", dict]:
@@ -429,7 +454,7 @@ class ScanState:
         _check_mergeable(self, other)
         opts = FinishOptions.of(finish_options)
         k = int(opts.n_segments)
-        coders = {f: union_coder(a.coder, other.features[f].coder, self.dtypes.get(f))
+        coders = {f: union_coder(a.coder, other.features[f].coder, self.dtypes.get(feature_of(f)))
                   for f, a in self.features.items()}
         counters = {f: _add_counters(a.counters, other.features[f].counters) for f, a in self.features.items()}
         ranges = [r for r in (self.y_range, other.y_range) if r is not None]
@@ -445,7 +470,7 @@ class ScanState:
         def work(i):
             t0 = time.perf_counter()
             fs = scan.features[i]
-            f = fs.feature
+            f = fs.key
             a, b = self.features[f], other.features[f]
             coder = coders[f]
             new_run = Run(b.coder, b.table)
@@ -464,7 +489,8 @@ class ScanState:
                 merged = FeatureState(coder, reduce_tables([recode(r.table(), r.coder, coder) for r in runs],
                                                            coder.n_keys), counters[f], kind=a.kind)
                 one = ScanState(self.stratification_id, self.target, self.n_trials, {f: merged},
-                                shell.n_rows, y_range, shell.n_partitions, {f: self.dtypes.get(f)})
+                                shell.n_rows, y_range, shell.n_partitions,
+                                {fs.feature: self.dtypes.get(fs.feature)})
                 result = one.finish(stratification, opts)[f]
                 summary = est.merged_summary(fs, merged.table, n_sets, stratification.random_state, k)
                 mode = "merge"
@@ -482,7 +508,7 @@ class ScanState:
                 done = dict(zip(order, pool.map(work, order)))
         else:
             done = {i: work(i) for i in order}
-        names = [fs.feature for fs in scan.features]
+        names = [fs.key for fs in scan.features]
         state = ScanState(shell.stratification_id, shell.target, shell.n_trials,
                           {names[i]: done[i][0] for i in range(len(names))}, shell.n_rows, y_range,
                           shell.n_partitions, dict(self.dtypes))
@@ -529,12 +555,13 @@ class ScanState:
                     with open(os.path.join(tmp, f"feature-{i}.summary.npz"), "wb") as fh:
                         np.savez(fh, **st.summary.arrays())
                 # "kind": the estimator's name ("positions": the coder's kind, when another)
-                meta["features"].append({"feature": f, "kind": st.kind, **({} if c.kind == st.kind else
+                meta["features"].append({"feature": feature_of(f), "kind": st.kind, **({} if c.kind == st.kind else
                                                                            {"positions": c.kind}),
                                          "binned": c.binned, "nan_level": c.nan_level,
                                          "counters": list(st.counters), "n_cells": st.n_cells, "runs": runs,
                                          "summary": st.summary is not None,
-                                         "dtype": None if self.dtypes.get(f) is None else str(self.dtypes.get(f))})
+                                         "dtype": None if self.dtypes.get(feature_of(f)) is None else
+                                         str(self.dtypes.get(feature_of(f)))})
             with open(os.path.join(tmp, "state.json"), "w") as fh:
                 fh.write(dump_json(meta))
             with open(os.path.join(tmp, "dtypes.pkl"), "wb") as fh:
@@ -578,7 +605,7 @@ class ScanState:
                 with np.load(os.path.join(path, f"feature-{i}.summary.npz"), allow_pickle=False) as z:
                     arrays = {k: z[k] for k in z.files}
                 summary = est.load_summary(arrays)
-            feats[fm["feature"]] = FeatureState(coder, None, tuple(int(c) for c in fm["counters"]), runs=runs,
+            feats[entry_key(fm["feature"], est.name)] = FeatureState(coder, None, tuple(int(c) for c in fm["counters"]), runs=runs,
                                                 summary=summary, kind=est.name)
         y_range = None if meta["y_range"] is None else tuple(meta["y_range"])
         return cls(meta["stratification_id"], meta["target"], int(meta["n_trials"]), feats,
@@ -659,7 +686,7 @@ def state_from_parts(parts: list, scan: StratScan, stratification_id: str, n_row
     pieces = [p[2] if len(p) > 2 else {} for p in parts]
     feats = {}
     for i, fs in enumerate(scan.features):  # each feature's tables are let go once concatenated (peak: the state + one)
-        got = [p[0].pop(fs.feature) for p in parts]
+        got = [p[0].pop(fs.key) for p in parts]
         m = fs.stats_per_set
         if got and isinstance(got[0], dict):  # written by the buckets
             sources = [(scan.state_dir, g) for g in got if g["n_cells"]]
@@ -670,8 +697,8 @@ def state_from_parts(parts: list, scan: StratScan, stratification_id: str, n_row
                                       np.concatenate([t.key for t in tabs]).astype(np.int64),
                                       np.concatenate([t.values for t in tabs], axis=0)) if tabs else Table.empty(m))
         del got
-        summary = fs.estimator.summary_from_buckets(scan, i, [p.get(fs.feature) for p in pieces])
-        feats[fs.feature] = FeatureState(fs.coder, None, tuple(counters.get(fs.feature, (0, 0, 0))), runs=[run],
+        summary = fs.estimator.summary_from_buckets(scan, i, [p.get(fs.key) for p in pieces])
+        feats[fs.key] = FeatureState(fs.coder, None, tuple(counters.get(fs.key, (0, 0, 0))), runs=[run],
                                          summary=summary, kind=fs.kind)
     dtypes = dict(scan.finish_options.dtypes or {})
     return ScanState(stratification_id, scan.target, scan.n_trials, feats, int(n_rows),

@@ -10,84 +10,23 @@ arrays.
 """
 from __future__ import annotations
 
-import numpy as np
-
-from .._data.encode import KeyCoder, as_float
-from .._errors import DataError
 from ..results.curves import StratPDResult
 from .delta import NumericSummary, apply_delta, bucket_leaf_stats, gather_leaf_stats, numeric_summary, \
     summary_bucket, summary_from_buckets
-from .estimator import DeltaInputs, ModelFreeEstimator
+from .estimator import DeltaInputs
 from .numeric import bin_anchors, bucket_sums, curve_from_sums
-from .trees import bin_edges
+from .numeric_positions import NUMERIC_VALUES_CAP, NumericPositions, equal_mass_positions
 
 __all__ = ["StratPDEstimator", "NUMERIC_VALUES_CAP", "equal_mass_positions"]
 
-#: a numeric feature keeps its exact values only if it has at most this many in the data
-NUMERIC_VALUES_CAP = 1 << 16
 
-
-def equal_mass_positions(coder: KeyCoder, new_counts: np.ndarray, max_positions: int):
-    """``(coder, mapping, xval)``: a numeric feature's positions merged into at most
-    ``max_positions`` bins of about equal new-row mass (its exact values kept when it
-    has no more), each code's bin (monotone) and each code's x (exact values; None
-    when binned)."""
-    K = coder.n_keys
-    xval = None if coder.binned else np.asarray(coder.values, dtype="float64")
-    if K <= max_positions:
-        return coder, np.arange(K, dtype=np.int64), xval
-    c = np.cumsum(new_counts)
-    total = c[-1] if len(c) else 0.0
-    if total <= 0:
-        cut = np.linspace(0, K, max_positions + 1).round().astype(np.int64)[1:-1]
-    else:  # boundaries at equal shares of the new rows
-        cut = np.searchsorted(c, total * np.arange(1, max_positions) / max_positions, side="left") + 1
-    cut = np.unique(np.clip(cut, 1, K - 1))
-    mapping = np.searchsorted(cut, np.arange(K), side="right").astype(np.int64)
-    if coder.binned:
-        edges = np.asarray(coder.edges, dtype="float64")
-        new_edges = np.r_[edges[0], edges[cut], edges[-1]]
-    else:
-        new_edges = np.r_[-np.inf, (xval[cut - 1] + xval[cut]) / 2, np.inf]
-    return KeyCoder("numeric", edges=new_edges), mapping, xval
-
-
-class StratPDEstimator(ModelFreeEstimator):
-    """StratPD (see the module docstring)."""
+class StratPDEstimator(NumericPositions):
+    """StratPD (see the module docstring; its positions: :class:`~daskpd._strat.numeric_positions.NumericPositions`)."""
 
     name = "numeric"
-    column_kind = "numeric"
     method = "stratpd"
     result_type = StratPDResult
-    values_cap = NUMERIC_VALUES_CAP
     needs_other_columns = True
-
-    # -- pass 1 -----------------------------------------------------------------------
-
-    def sample_values(self, col):
-        vals = as_float(col)
-        return vals, np.isfinite(vals)
-
-    def coder(self, feature, sample, max_bins, nan_as_level, dtype) -> KeyCoder:
-        distinct = sample.distinct.get(feature)
-        edges = bin_edges(as_float(sample.frame[feature]), max_bins) if max_bins is not None else None
-        if edges is not None:
-            return KeyCoder("numeric", edges=edges)
-        if distinct is None:
-            raise DataError(f"feature {feature!r} has at most max_bins={max_bins} distinct values in the tree "
-                            f"sample but more than {NUMERIC_VALUES_CAP:,} in the data; raise sample_size or lower "
-                            "max_bins so that it is binned")
-        vals = np.asarray(distinct, dtype="float64")
-        return KeyCoder("numeric", values=vals[np.isfinite(vals)])
-
-    # -- the map ------------------------------------------------------------------------
-
-    def read_x(self, fs, s):
-        x = as_float(s)
-        return np.isfinite(x), x
-
-    def keys(self, fs, s, x, ok, every):
-        return fs.coder.encode_float(x if every else x[ok])
 
     # -- buckets and aggregate ---------------------------------------------------------
 
@@ -137,8 +76,3 @@ class StratPDEstimator(ModelFreeEstimator):
 
     def load_summary(self, arrays):
         return NumericSummary.from_arrays(arrays)
-
-    # -- the comparison -------------------------------------------------------------------
-
-    def comparison_positions(self, coder, new_counts, max_positions):
-        return equal_mass_positions(coder, new_counts, max_positions)

@@ -12,13 +12,17 @@ import time
 import warnings
 
 from .._errors import DataError
-from .._strat.estimators import estimator_named, estimator_of_method, method_of
+from .._strat.estimators import ESTIMATORS, EXTRA_METHODS, estimator_named, estimator_of_method, method_of
 from .._strat.options import FinishOptions
 from .inputs import log_line
 from .spec import JobSpec
 
 __all__ = ["RunResult", "model_free", "start_new_files_cache", "first_pass_stats", "model_based", "method_defaults",
            "connect", "close", "dashboard", "dashboard_hint", "unguarded_script", "quiet_logs", "CURRENT_CLIENT"]
+
+
+#: the methods of the model-free estimators' curves (StratPD, CatStratPD, the binned mean of y)
+MODEL_FREE_CURVES = tuple(e.method for e in ESTIMATORS.values())
 
 
 class RunResult:
@@ -50,13 +54,17 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
     p_num = spec.params.get("stratpd") or method_defaults("stratpd")
     p_cat = spec.params.get("catstratpd") or method_defaults("catstratpd")
     p_imp = spec.params.get("importances") or method_defaults("importances")
+    # the extra estimators wanted (run besides StratPD on the numeric features, in the same scan)
+    extra = tuple(m for m in want if m in EXTRA_METHODS)
     # the features whose curves are wanted (importances need them all)
     if "importances" in want:
         curve_feats = list(feats)
-    else:  # the features whose kind's estimator (StratPD: numeric, CatStratPD: categorical) is wanted
-        curve_feats = [f for f in feats if estimator_named("categorical" if f in cats else "numeric").method in want]
+    else:  # the features whose kind's estimator (StratPD: numeric, CatStratPD: categorical) or an extra one is wanted
+        curve_feats = [f for f in feats for kind in ["categorical" if f in cats else "numeric"]
+                       if estimator_named(kind).method in want
+                       or any(estimator_of_method(m).column_kind == kind for m in extra)]
     if not curve_feats:
-        kinds = " or ".join(estimator_of_method(m).name for m in want if m != "importances")
+        kinds = " or ".join(dict.fromkeys(estimator_of_method(m).column_kind for m in want if m != "importances"))
         raise DataError(f"methods {', '.join(want)}: none of the features is {kinds} "
                         f"(features: {', '.join(feats)}; categorical: {', '.join(cats) or 'none'})")
     columns = dict(target=spec.target,
@@ -96,8 +104,8 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         from .._strat.apart import new_state_hook
 
         strat = under["stratification"]
-        methods = {f: m for f in curve_feats if f in strat.features
-                   for m in ["catstratpd" if f in cats else "stratpd"] if m in want}
+        methods = newold.curve_entries([(m, f) for f in curve_feats if f in strat.features
+                                        for m in ["catstratpd" if f in cats else "stratpd", *extra] if m in want])
 
         def start(new_state):  # its tasks run on the workers while the driver merges the sums
             early["new-vs-old"] = (methods, newold.start_compare(
@@ -114,7 +122,7 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
             pvalues=p_imp["pvalues"], pvalues_n_trials=p_imp["pvalues_n_trials"],
             pvalues_sample_size=p_imp["pvalues_sample_size"],
             skip_unusable=spec.features is None and not under.get("stratification"),  # the default feature set:
-            first_pass_cache=None if under.get("stratification") else first_pass_cache,
+            first_pass_cache=None if under.get("stratification") else first_pass_cache, estimators=extra,
             **call, **under)  # constant columns are left out, counted
     res.stratification, res.state = out.stratification, out.state
     phases = {k: round(float(v), 3) for k, v in (getattr(out, "timings", None) or {}).items()}
@@ -138,6 +146,9 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         method = method_of(r)
         if method in want:
             res.curves[(method, f)] = r
+    for m in extra:  # the extra estimators' curves, after the features' own
+        for f, r in out.extra_curves.get(m, {}).items():
+            res.curves[(m, f)] = r
     if "importances" in want:
         res.tables["importances"] = out
     if res.comparisons:
@@ -149,7 +160,7 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
                 got = strat_curves_and_importances(_new_files(spec, lake, files), n_trials=1,
                                                    features=[f for f in curve_feats if f in out.stratification.features],
                                                    stratification=out.stratification, keep_state=True,
-                                                   **{**common, "stratify_on": list(out.stratification.stratify_on)})
+                                                   estimators=extra, **{**common, "stratify_on": list(out.stratification.stratify_on)})
             return got.state
 
         model_free_comparisons(spec, res, plan, out, scan, finish_options, early)
@@ -170,11 +181,12 @@ def model_free_comparisons(spec: JobSpec, res: RunResult, plan, out, scan, finis
         ref = cmp_.reference
         if ref.skip:
             continue
-        want = {(m, f) for (m, f) in res.curves if m in ("stratpd", "catstratpd")}
+        want = {(m, f) for (m, f) in res.curves if m in MODEL_FREE_CURVES}  # the model-free curves
+        keys = newold.curve_entries(want)
         if ref.test == "new-vs-old" and plan.mode == "incremental" and ref.test in early and \
-                all(early[ref.test][0].get(f) == m for (m, f) in want):
-            methods, pending = early[ref.test]
-            cmp_.records.extend(r for r in pending.result() if (methods[r.feature], r.feature) in want)
+                all(early[ref.test][0].get(k) == m for k, m in keys.items()):
+            _, pending = early[ref.test]
+            cmp_.records.extend(r for r in pending.result() if (r.method, r.feature) in want)
             continue
         if ref.test == "new-vs-old" and plan.mode == "incremental":
             sides = {"new_state": out.new_state, "old_state": plan.load_state()}

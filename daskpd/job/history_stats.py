@@ -92,7 +92,7 @@ def run_trials(manifest: dict, method: str = "importances") -> int | None:
     n_trials`` for the model-free curves, ``[model] n_trials`` for the model-based ones
     (and their ``pd_variance`` table); None if unknown."""
     paths = ((("spec", "params", "importances", "n_trials"), ("params", "importances", "n_trials"))
-             if method in ("importances", *STRATIFIED) else (("spec", "model", "n_trials"),))
+             if method in ("importances", *MODEL_FREE_CURVES) else (("spec", "model", "n_trials"),))
     for path in paths:
         v = _dig(manifest, *path)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -102,6 +102,9 @@ def run_trials(manifest: dict, method: str = "importances") -> int | None:
 
 #: the stratifying trees matter only to these methods
 STRATIFIED = ("stratpd", "catstratpd")
+#: the model-free curves (their bands' trials are [importances] n_trials); the binned mean
+#: of y reads no tree
+MODEL_FREE_CURVES = (*STRATIFIED, "marginal_mean")
 
 
 def pair_cause(prev: dict, cur: dict, method: str) -> str:

@@ -32,7 +32,7 @@ from .drift import POINT_COLUMNS, DriftRecord, compare_curves, critical, decide
 from .seal import DIGEST, SEAL_NAME, StateDamaged, file_digest
 from .store import list_runs
 
-__all__ = ["Reference", "Comparison", "references", "model_free", "compare_states", "start_compare", "Pending", "model_based", "model_night", "finish", "write",
+__all__ = ["Reference", "Comparison", "references", "model_free", "compare_states", "curve_entries", "start_compare", "Pending", "model_based", "model_night", "finish", "write",
            "manifest_record", "record_frame", "points_frame", "RECORD_COLUMNS", "DRIFT_DIR", "TESTS"]
 
 #: the run directory's sub-directory holding its comparisons
@@ -148,9 +148,19 @@ def model_free(spec, ref: Reference, stratification, curves: dict, finish_option
                old_state=None, whole_state=None) -> list[DriftRecord]:
     """The records of the model-free curves (``curves``: ``{(method, feature): result}``)
     of one comparison of a run (:func:`compare_states` with ``[history] n_trials``)."""
-    methods = {f: m for (m, f) in curves if m in ("stratpd", "catstratpd")}
+    methods = curve_entries(curves)
     return compare_states(new_state, stratification, methods, spec.history.n_trials, finish_options,
                           old_state=old_state, whole_state=whole_state)
+
+
+def curve_entries(curves) -> dict:
+    """``{entry key: method}`` of the model-free curves among ``curves`` (``{(method,
+    feature): ...}`` or its keys): the state's name of each (the feature, or ``(feature,
+    kind)`` for an extra estimator of it, :func:`daskpd._strat.estimators.entry_key`)."""
+    from .._strat.estimators import ESTIMATORS, entry_key, estimator_of_method
+
+    methods = {e.method for e in ESTIMATORS.values()}
+    return {entry_key(f, estimator_of_method(m).name): m for (m, f) in curves if m in methods}
 
 
 def compare_states(new_state, stratification, methods: dict, n_trials: int, finish_options: FinishOptions | None = None, *,
@@ -159,8 +169,9 @@ def compare_states(new_state, stratification, methods: dict, n_trials: int, fini
     records: :func:`daskpd.job.drift.decide` tests them together).  ``new_state``: the
     sums of the new rows; ``old_state`` those of the rows before them, or
     ``whole_state`` those of all the rows (the new rows' sums are taken off), all
-    scanned under ``stratification``; ``methods``: ``{feature: "stratpd" |
-    "catstratpd"}``, the features to compare.  Both sides are put on shared positions
+    scanned under ``stratification``; ``methods``: ``{entry key: method}``
+    (:func:`curve_entries`: a feature's key for "stratpd" / "catstratpd", ``(feature,
+    kind)`` for an extra estimator such as "marginal_mean"), the curves to compare.  Both sides are put on shared positions
     and cells (:func:`daskpd._strat.apart.comparison_states`) and finished with
     ``n_trials`` leaf-bootstrap trials, paired by leaf; a numeric feature on at most
     ``max_positions`` positions (default :data:`daskpd._strat.apart.MAX_POSITIONS`); a
@@ -188,6 +199,7 @@ def start_compare(new_state, stratification, methods: dict, n_trials: int, finis
     does other work; without, the comparison runs here when the result is asked for."""
     from .._engine.scheduler import current_client
     from .._strat.apart import MAX_POSITIONS, by_cells, cell_change, comparison_states, new_curve
+    from .._strat.estimators import feature_of
 
     feats = [f for f in new_state.features if f in methods]
     if not feats:
@@ -209,7 +221,7 @@ def start_compare(new_state, stratification, methods: dict, n_trials: int, finis
         def new_side():
             got = cmp_.new.subset(curves).finish(stratification, finish_options) if curves else {}
             for f in cells:
-                got[f] = cell_change(cmp_.new.features[f], cmp_.old.features[f], f, cmp_.new.n_trials,
+                got[f] = cell_change(cmp_.new.features[f], cmp_.old.features[f], feature_of(f), cmp_.new.n_trials,
                                      stratification.random_state)
             return got
 
@@ -224,7 +236,7 @@ def start_compare(new_state, stratification, methods: dict, n_trials: int, finis
             rows = cmp_.rows[f]
             if f in cells:
                 new[f] = new_curve(old[f], new[f])
-            out.append(compare_curves(new[f], old[f], method=methods[f], feature=f, paired=True,
+            out.append(compare_curves(new[f], old[f], method=methods[f], feature=feature_of(f), paired=True,
                                       edges=coder.edges if coder.binned else None, rows_new=rows[1],
                                       rows_old=rows[3], note=_note(rows)))
         return out
@@ -252,6 +264,7 @@ def _compare_on_cluster(client, new_state, stratification, feats, methods, n_tri
     (:func:`_record_task`), every feature and side in parallel.  The same kernels on the
     same sums as on the driver: the same records, bit for bit."""
     from .._strat import apart
+    from .._strat.estimators import feature_of
 
     if (old_state is None) == (whole_state is None):
         raise ValueError("give exactly one of old_state= (the rows before the new ones) and whole_state= (all the rows)")
@@ -267,24 +280,27 @@ def _compare_on_cluster(client, new_state, stratification, feats, methods, n_tri
                "y_range": s.y_range, "n_partitions": s.n_partitions} for s, n in ((new_state, new_state.n_rows),
                                                                                (base, n_old))]
     # the categorical features first: the longest
-    order = sorted(feats, key=lambda f: stratification.kinds.get(f) != "categorical")
+    order = sorted(feats, key=lambda f: stratification.kinds.get(feature_of(f)) != "categorical")
     records = {}
     for f in order:
+        c = feature_of(f)  # the column of an entry key
+        lab = f if isinstance(f, str) else "-".join(f)  # in the tasks' keys
         a, b = new_state.features[f], base.features[f]
-        dtype = new_state.dtypes.get(f) if new_state.dtypes.get(f) is not None else base.dtypes.get(f)
+        dtype = new_state.dtypes.get(c) if new_state.dtypes.get(c) is not None else base.dtypes.get(c)
         ns = apart.new_side(a, b, dtype, stratification.scan_of(f).estimator, max_positions)
         strat_f, = client.scatter([apart.one_feature(stratification, f)], hash=False)
         if light[f] is not None:  # the old sums read on a worker
             payload, = client.scatter([(a.counters, light[f], ns, whole)], hash=False)
-            sides = client.submit(_star, apart.pair_task, payload, pure=False, key=f"daskpd-newold-pair-{f}-{_token()}")
+            sides = client.submit(_star, apart.pair_task, payload, pure=False,
+                                  key=f"daskpd-newold-pair-{lab}-{_token()}")
         else:
             sides, = client.scatter([apart.pair_sides(a.counters, b, ns, whole)], hash=False)
-        done = [client.submit(apart.finish_task, sides, i, {**shells[i], "dtypes": {f: dtype}}, strat_f,
-                              finish_options, pure=False, key=f"daskpd-newold-finish-{i}-{f}-{_token()}")
+        done = [client.submit(apart.finish_task, sides, i, {**shells[i], "dtypes": {c: dtype}}, strat_f,
+                              finish_options, pure=False, key=f"daskpd-newold-finish-{i}-{lab}-{_token()}")
                 for i in (0, 1)]
-        records[f] = client.submit(_record_task, sides, *done, methods[f], f,
+        records[f] = client.submit(_record_task, sides, *done, methods[f], c,
                                    ns.target.edges if ns.target.binned else None, pure=False,
-                                   key=f"daskpd-newold-record-{f}-{_token()}")
+                                   key=f"daskpd-newold-record-{lab}-{_token()}")
 
     def collect():
         got = dict(zip(records, client.gather(list(records.values()))))

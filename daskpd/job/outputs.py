@@ -232,7 +232,8 @@ def method_title(method: str) -> str:
     return {"stratpd": "StratPD", "catstratpd": "CatStratPD", "importances": "StratImpact importance",
             "partial_dependence": "Partial dependence (model)", "ice": "ICE (model)", "ale": "ALE (model)",
             "marginal": "Marginal plot", "pd_variance": "PD-variance importance (model)",
-            "h_statistic": "Friedman's H-statistic (model)"}.get(method, method)
+            "h_statistic": "Friedman's H-statistic (model)",
+            "marginal_mean": "Binned mean of the target (model-free)"}.get(method, method)
 
 
 def _support_text(row) -> str:

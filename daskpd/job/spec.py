@@ -49,7 +49,9 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 RESERVED_NAMES = {"latest", "LATEST", "history", ".cache", "cache"}
 
 
-MODEL_FREE_METHODS = ("stratpd", "catstratpd", "importances")
+#: the model-free methods: "marginal_mean" is the binned mean of y of the numeric features,
+#: an extra estimator run in the same scan (``daskpd.strat_curves_and_importances(estimators=)``)
+MODEL_FREE_METHODS = ("stratpd", "catstratpd", "importances", "marginal_mean")
 
 
 MODEL_METHODS = ("partial_dependence", "ice", "ale", "marginal", "pd_variance", "h_statistic")
@@ -59,7 +61,7 @@ METHODS = MODEL_FREE_METHODS + MODEL_METHODS
 assert set(METHODS) == set(METHOD_FUNCTIONS)
 
 
-DEFAULT_METHODS = MODEL_FREE_METHODS
+DEFAULT_METHODS = ("stratpd", "catstratpd", "importances")
 
 
 SYNTHETIC = ("bulldozer", "quadratic", "linear")

@@ -11,12 +11,15 @@ import pandas as pd
 import pytest
 
 import daskpd
-from daskpd import DataError, ScanState
+from daskpd import DataError, InvalidParameterError, ScanState
 from daskpd._strat.catstratpd_estimator import CatStratPDEstimator
 from daskpd._strat.estimator import ModelFreeEstimator
 from daskpd._engine.plan import run_local
 from daskpd._data.encode import as_float
-from daskpd._strat.estimators import ESTIMATORS, estimator_named, estimator_of_method, method_of
+from daskpd._strat.estimators import EXTRA_METHODS, ESTIMATORS, estimator_named, estimator_of_method, extra_kinds, \
+    method_of
+from daskpd._strat.pipeline import with_extra
+from daskpd._strat.scan import MIN_UNITS
 from daskpd._strat.marginal_estimator import BinnedMeanResult, MarginalMeanEstimator
 from daskpd._strat.stratpd_estimator import StratPDEstimator
 from daskpd.results.curves import DEFAULT_FEW_SLOPES
@@ -118,12 +121,6 @@ def test_a_saved_state_records_the_estimators_names_and_refuses_an_unknown_one(f
 # -- a third estimator written only against the protocol: the binned mean of y ------------
 
 
-def _with_marginal(strat, feature: str):
-    """The stratification with ``feature`` estimated by the binned mean of y (its tree
-    and positions kept)."""
-    return replace(strat, scans=[replace(fs, kind="marginal") if fs.feature == feature else fs for fs in strat.scans])
-
-
 def _reference_mean(df: pd.DataFrame, feature: str, coder) -> pd.DataFrame:
     """The binned mean by pandas: mean y and rows per position code."""
     x, y = as_float(df[feature]), as_float(df["y"])
@@ -131,23 +128,25 @@ def _reference_mean(df: pd.DataFrame, feature: str, coder) -> pd.DataFrame:
     return pd.DataFrame({"code": coder.encode_float(x[ok]), "y": y[ok]}).groupby("code")["y"].agg(["mean", "size"])
 
 
-def _scan(frame, strat, n_buckets: int):
+def _scan(frame, strat, n_buckets: int, extra=()):
     state = daskpd.scan_state(frame.iloc[:10], strat, progress=False)  # only for its scan job (the coders)
-    return replace(state.scan_job(strat, {"min_slopes_per_x": 5, "few_slopes": DEFAULT_FEW_SLOPES}),
-                   n_buckets=n_buckets, expected_rows=len(frame) // 5)
+    scan = state.scan_job(strat, {"min_slopes_per_x": 5, "few_slopes": DEFAULT_FEW_SLOPES})
+    return replace(scan, features=with_extra(strat, scan.features, extra), n_buckets=n_buckets,
+                   expected_rows=len(frame) // 5)
 
 
 def test_a_third_estimator_runs_in_the_same_scan_and_changes_no_other_bit(frame, strat):
     assert isinstance(estimator_named("marginal"), MarginalMeanEstimator)
-    mixed = _with_marginal(strat, "x2")
+    assert EXTRA_METHODS == ("marginal_mean",) and extra_kinds(["marginal_mean"]) == ("marginal",)
     parts = [frame.iloc[i:i + 800] for i in range(0, len(frame), 800)]
     out = {}
     for B in (1, 4, 3):
         (plain,) = run_local(parts, [_scan(frame, strat, B)])
-        (got,) = run_local(parts, [_scan(frame, mixed, B)])
-        for f in ("x1", "c"):  # StratPD and CatStratPD in the same scan: the same bits as without it
+        (got,) = run_local(parts, [_scan(frame, strat, B, ("marginal",))])
+        assert list(got) == ["x1", "x2", "c", ("x1", "marginal"), ("x2", "marginal")]  # the numeric features
+        for f in ("x1", "x2", "c"):  # StratPD and CatStratPD in the same scan: the same bits as without it
             pd.testing.assert_frame_equal(got[f].to_frame(), plain[f].to_frame(), check_exact=True)
-        out[B] = got["x2"]
+        out[B] = got[("x2", "marginal")]
     res = out[1]
     assert isinstance(res, BinnedMeanResult) and method_of(res) == "marginal_mean" and res.n_rows == len(frame)
     coder = strat.scan_of("x2").coder
@@ -155,27 +154,59 @@ def test_a_third_estimator_runs_in_the_same_scan_and_changes_no_other_bit(frame,
     np.testing.assert_array_equal(res.count, ref["size"].to_numpy())
     np.testing.assert_allclose(res.mean, ref["mean"].to_numpy(), rtol=1e-12)
     np.testing.assert_array_equal(res.x, np.asarray(coder.values, dtype="float64")[ref.index.to_numpy()])
-    for B in (4, 3):  # the bucket count changes no bit (no virtual bucket split here, N_VIRTUAL = 128)
+    for B in (4, 3):  # the bucket count changes no bit but a split virtual bucket's rounding
         pd.testing.assert_frame_equal(out[B].to_frame(), res.to_frame(), check_exact=B == 4, rtol=1e-14)
 
 
+def test_the_public_keyword_adds_its_curves_and_changes_no_other_bit(frame):
+    kw = dict(target="y", categorical_features=["c"], progress=False, n_trials=4)
+    plain = daskpd.strat_curves_and_importances(frame, **kw)
+    got = daskpd.strat_curves_and_importances(frame, estimators="marginal_mean", **kw)
+    pd.testing.assert_frame_equal(got.table, plain.table, check_exact=True)
+    for f in plain.curves:
+        pd.testing.assert_frame_equal(got.curves[f].to_frame(), plain.curves[f].to_frame(), check_exact=True)
+    assert plain.extra_curves == {} and list(got.extra_curves) == ["marginal_mean"]
+    assert sorted(got.extra_curves["marginal_mean"]) == ["x1", "x2"] and got.params["estimators"] == ["marginal_mean"]
+    res = got.extra_curves["marginal_mean"]["x1"]  # binned: the mean of x and of y per bin
+    coder = got.stratification.scan_of("x1").coder
+    x, y = frame["x1"].to_numpy(), frame["y"].to_numpy()
+    ref = pd.DataFrame({"code": coder.encode_float(x), "x": x, "y": y}).groupby("code").agg(["mean", "size"])
+    np.testing.assert_array_equal(res.count, ref[("y", "size")].to_numpy())
+    np.testing.assert_allclose(res.mean, ref[("y", "mean")].to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(res.x, ref[("x", "mean")].to_numpy(), rtol=1e-12)
+    # its trials: a bootstrap of the rows' MIN_UNITS parts, each trial's mean per position
+    assert res.trials_pd.shape == (4, len(res.x)) and res.params["band_clusters"] == MIN_UNITS
+    sd = np.nanstd(got.extra_curves["marginal_mean"]["x2"].trials_pd, axis=0)
+    assert (sd > 0).all()  # 25 values of about 160 rows each: every trial moves every mean
+    with pytest.raises(InvalidParameterError, match=r"parameter estimators must be a list of some of "
+                                                    r"'marginal_mean'.*'ale'"):
+        daskpd.strat_curves_and_importances(frame, estimators=["ale"], **kw)
+
+
 def test_a_third_estimator_keeps_merges_saves_loads_and_finishes_incrementally(frame, strat, tmp_path):
-    mixed = _with_marginal(strat, "x2")
     a, b = frame.iloc[:2500], frame.iloc[2500:]
-    sa = daskpd.scan_state(a, mixed, progress=False)
-    sb = daskpd.scan_state(b, mixed, progress=False)
-    whole = daskpd.scan_state(frame, mixed, progress=False)
+    kw = dict(target="y", categorical_features=["c"], progress=False, stratification=strat, keep_state=True,
+              estimators=["marginal_mean"])
+    sa = daskpd.strat_curves_and_importances(a, **kw).state
+    whole = daskpd.strat_curves_and_importances(frame, **kw)
     sa.save(tmp_path / "a")
     meta = json.loads((tmp_path / "a" / "state.json").read_text())
-    x2 = next(f for f in meta["features"] if f["feature"] == "x2")
-    assert (x2["kind"], x2["positions"]) == ("marginal", "numeric")  # the estimator, its positions' kind
+    assert [(f["feature"], f["kind"], f.get("positions")) for f in meta["features"]][3:] == \
+        [("x1", "marginal", "numeric"), ("x2", "marginal", "numeric")]  # the estimator, its positions' kind
     back = ScanState.load(tmp_path / "a")
-    assert back.features["x2"].kind == "marginal" and back.features["x2"].summary is None
-    merged, results = back.delta_finish(sb, mixed)
-    assert merged.finish_modes["x2"] == "merge"  # it keeps no summary: merged and finished in full
-    want = whole.finish(mixed)
-    for f in ("x1", "x2", "c"):
-        np.testing.assert_allclose(results[f].to_frame()["pd"], want[f].to_frame()["pd"], rtol=1e-9, atol=1e-12)
-    ref = _reference_mean(frame, "x2", whole.features["x2"].coder)
-    np.testing.assert_array_equal(results["x2"].count, ref["size"].to_numpy())
-    np.testing.assert_allclose((back + sb).finish(mixed)["x2"].mean, ref["mean"].to_numpy(), rtol=1e-12)
+    assert list(back.features) == list(sa.features) and back.features[("x2", "marginal")].summary is None
+    night = daskpd.strat_curves_and_importances(b, base_state=back, **kw)
+    assert night.state.finish_modes[("x2", "marginal")] == "merge"  # it keeps no summary: merged, finished in full
+    assert night.state.finish_modes["x1"] == "delta"
+    for f in ("x1", "x2"):
+        got, want = night.extra_curves["marginal_mean"][f], whole.extra_curves["marginal_mean"][f]
+        np.testing.assert_array_equal(got.count, want.count)
+        np.testing.assert_allclose(got.mean, want.mean, rtol=1e-12)
+    ref = _reference_mean(frame, "x2", whole.state.features[("x2", "marginal")].coder)
+    np.testing.assert_array_equal(night.extra_curves["marginal_mean"]["x2"].count, ref["size"].to_numpy())
+    np.testing.assert_allclose((back + night.new_state).finish(strat)[("x2", "marginal")].mean,
+                               ref["mean"].to_numpy(), rtol=1e-12)
+    # a base state without its sums cannot take a night that asks for it
+    plain = daskpd.strat_curves_and_importances(a, **{**kw, "estimators": ()}).state
+    with pytest.raises(DataError, match="the states hold different features"):
+        daskpd.strat_curves_and_importances(b, base_state=plain, **kw)
