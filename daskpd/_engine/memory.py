@@ -82,7 +82,7 @@ def thread_memory() -> int:
     """The most bytes one task can hold before its worker is in trouble: the smallest
     per-thread memory limit of the workers (``memory_limit / nthreads``), or on dask's
     threads the machine's memory per core.  A run refuses a plan whose largest task
-    would exceed it (:func:`daskpd._strat.pipeline.check_scan_memory`)."""
+    would exceed it (:func:`daskpd._strat.scan_sizing.check_scan_memory`)."""
     workers = _workers()
     limits = [w["memory_limit"] / max(1, w["nthreads"]) for w in workers or () if w.get("memory_limit")]
     if limits:

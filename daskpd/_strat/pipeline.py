@@ -28,10 +28,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .._data.encode import FeatureEncoder, KeyCoder, as_float
-from .._data.request import Request, left_out_note
-from .._data.suspects import KEEP_HINT, SUSPECT_WHYS, leave_out, suspect_columns
-from .._engine import hashing, memory, scheduler
+from .._data.encode import FeatureEncoder, KeyCoder
+from .._data.request import Request
+from .._data.suspects import KEEP_HINT, SUSPECT_WHYS
+from .._engine import hashing, scheduler
 from .._engine.hashing import Sample, SampleJob, fold_hash, fold_of, hash_order
 from .._engine.plan import Kept, build_pass, run_pass
 from .._engine.progress import plan_stages, stage
@@ -41,8 +41,18 @@ from .catstratpd_estimator import CATEGORY_LEVELS_CAP
 from .estimators import estimator_named
 from .firstpass import TargetRange, cached_first_pass
 from .options import FinishOptions, KeepState, Reuse, StateMode, TreeOptions, Trials
-from .scan import FeatureScan, StratScan, WithState, groups_at_map, index_dtype, leaf_numbering, split_of
 from .positions import extend_coder
+from .sample_checks import (
+    check_sample,
+    check_strata,
+    check_target_range,
+    leave_out_suspects,
+    left_out_whys,
+    stamp_target_std,
+    target_std,
+)
+from .scan import FeatureScan, StratScan, WithState, leaf_numbering, split_of
+from .scan_sizing import check_scan_memory
 from .state import ScanState, Stratification, attach_summaries, extra_scan, sample_id, state_from_parts
 from .stratpd_estimator import NUMERIC_VALUES_CAP
 from .trees import bin_sample, fit_honest, fit_tree
@@ -55,9 +65,6 @@ __all__ = ["StratRun", "run_strat", "first_pass_inputs", "drawn_sample_size", "N
 #: holds up to ``sample_size`` rows, so a wide merge would be one long task at the end
 SAMPLE_FAN_IN = 8
 # NUMERIC_VALUES_CAP (StratPD) and CATEGORY_LEVELS_CAP (CatStratPD): each estimator's values_cap
-#: a scan keeping its state holds each bucket's merged tables until the driver has them,
-#: besides what the finish makes of them: its buckets are planned for this much more memory
-KEEP_STATE_FACTOR = 2
 
 
 def drawn_sample_size(sample_size: int, honest: bool) -> int:
@@ -175,222 +182,6 @@ def _bin(sample: Sample, target, columns, encoder, folds_of, random_state):
     return bin_sample(sample.frame, target, columns, encoder)
 
 
-def _check_sample(sample: pd.DataFrame, target, features, kinds, nan_as_level, skip=(), filters=None) -> dict:
-    """Raise on an unusable sample or feature; features in ``skip`` that are constant or
-    empty are returned as ``{feature: why}`` instead of raising."""
-    skipped = {}
-    if len(sample) == 0:
-        if filters:
-            raise DataError(f"the filters removed every row: no row satisfies filters={filters!r}")
-        raise DataError("data has no rows")
-    y = as_float(sample[target])
-    if not np.isfinite(y).any():
-        raise DataError(f"target {target!r} has no finite values (in a sample of {len(sample):,} rows)")
-    for f in features:
-        est = estimator_named(kinds[f], f"feature {f!r}")
-        vals, valid = est.sample_values(sample[f])
-        if not valid.any() and not est.keeps_missing(nan_as_level):
-            if f in skip:
-                skipped[f] = "empty"
-                continue
-            raise DataError(f"feature {f!r} has no non-missing values (in a sample of {len(sample):,} rows)")
-        nuniq = pd.Series(np.asarray(vals)[valid]).nunique()
-        if nuniq < 2 and not (est.keeps_missing(nan_as_level) and not valid.all()):
-            if f in skip:
-                skipped[f] = "constant"
-                continue
-            raise DataError(f"feature {f!r} is constant (a single distinct value in a sample of "
-                            f"{len(sample):,} rows); its partial dependence is undefined")
-    return skipped
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` of the first frame outside daskpd, for a warning raised by the
-    caller of this function (the user's line, whatever the depth of the call)."""
-    import os
-    import sys
-
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    frame, level = sys._getframe(2), 2
-    while frame is not None and frame.f_code.co_filename.startswith(package):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-def check_target_range(target: str, y_range, n_rows: int) -> None:
-    """A DataError when every row holds the same target (``y_range``: its min and max
-    over all rows): no partial dependence to estimate, every curve would be flat zero."""
-    if y_range is None or y_range[0] != y_range[1]:
-        return
-    raise DataError(f"target {target!r} is constant: every row with a value holds {y_range[0]:g} (of {n_rows:,} "
-                    "rows read), so there is no partial dependence to estimate (every curve would be flat zero); "
-                    "check the target column and the filters")
-
-
-def target_std(sample: pd.DataFrame, target: str) -> float | None:
-    """The target's standard deviation on the tree sample (the plots' scale for a curve
-    not distinguishable from flat), or None."""
-    y = as_float(sample[target])
-    y = y[np.isfinite(y)]
-    return float(np.std(y, ddof=1)) if len(y) > 1 else None
-
-
-def stamp_target_std(results: dict, strat: Stratification) -> None:
-    """``params["target_std"]`` of every result: the target's spread on the tree sample
-    the stratification was fitted on."""
-    value = strat.params.get("target_std")
-    for res in results.values():
-        if value is not None and hasattr(res, "params"):
-            res.params["target_std"] = value
-
-
-def leave_out_suspects(request: Request, sample: Sample, features: list, strat_cols: list, kinds: dict,
-                       warn: bool = True) -> tuple[list, list, dict, dict]:
-    """``(features, strat_cols, left, left_strat)``: the suspect columns of the tree
-    sample (:func:`daskpd._data.suspects.suspect_columns`) taken out of the request's
-    default sets (``left``: the features left out, ``{feature: why}``, for the caller's
-    counted note; ``left_strat``: the stratifying columns left out that are not features
-    left out, counted in a note here), and with ``warn`` a warning for each suspect still
-    used."""
-    import warnings
-
-    suspects = suspect_columns(sample.frame, request.target, [*features, *strat_cols], kinds,
-                               n_rows=sample.n_rows, lake=request.dataset.lake)
-    if not suspects:
-        return features, strat_cols, {}, {}
-    features, strat_cols, left_f, left_s, lines = leave_out(
-        suspects, features, strat_cols, default_features=request.default_features,
-        default_strat=request.default_strat, keep=request.keep_suspect)
-    only_strat = {c: w for c, w in left_s.items() if c not in left_f}
-    if only_strat:
-        warnings.warn(left_out_note("daskpd", only_strat, len(strat_cols), "name them in stratify_on= to use them",
-                                    what="stratifying columns"), UserWarning, stacklevel=_user_stacklevel())
-    for line in lines if warn else ():
-        warnings.warn(line, UserWarning, stacklevel=_user_stacklevel())
-    return features, strat_cols, left_f, only_strat
-
-
-def _whys(left: dict) -> str:
-    return "; ".join(f"{c!r} ({w})" for c, w in list(left.items())[:10]) + ("; ..." if len(left) > 10 else "")
-
-
-def check_strata(features, strat_cols, request: Request, sample: pd.DataFrame, min_slopes_per_x: int = 5,
-                 left_suspect=()) -> None:
-    """A DataError naming the first (numeric) feature with no other column to be
-    stratified on (none, or only columns constant on the tree ``sample``) when
-    ``min_slopes_per_x`` > 1: its tree would be one leaf giving one slope per position,
-    the curve would be empty and the advice of an empty curve would not apply.  (With
-    ``min_slopes_per_x=1`` the one leaf gives the marginal curve, as stratx does; a
-    categorical feature's one leaf compares every category: its marginal effects.)
-    ``left_suspect``: the suspect columns left out of the stratifying columns (the message
-    names them and the option that keeps them)."""
-    if min_slopes_per_x <= 1:
-        return
-    constant = {c for c in strat_cols if c in sample and sample[c].nunique(dropna=False) < 2}
-    for f in features:
-        if any(c != f and c not in constant for c in strat_cols):
-            continue
-        cols = ", ".join(f"{c!r}" + (" (constant)" if c in constant else "") for c in strat_cols) or "none"
-        raise DataError(f"feature {f!r} has no other column to be stratified on (the stratifying columns: {cols}): "
-                        "partial dependence compares rows alike in the other columns, and with none its tree is one "
-                        f"leaf, one slope per x, fewer than min_slopes_per_x={min_slopes_per_x}. Name at least one "
-                        "other column in features / stratify_on (a job: its 'features' or 'stratify_on' keys)"
-                        + (f", or pass {KEEP_HINT} to keep the suspect columns left out ({_whys(left_suspect)})"
-                           if left_suspect else "")
-                        + "; with no other column the partial dependence is the marginal curve "
-                        f"(daskpd.marginal(data, [{f!r}], target={request.target!r}), or min_slopes_per_x=1)")
-
-
-def _raw_row_bytes(fs) -> int:
-    """Bytes a map ships per row of a feature it does not group (see StratScan.map)."""
-    index = np.dtype(index_dtype(fs.n_leaves)).itemsize + np.dtype(index_dtype(fs.coder.n_keys)).itemsize
-    return index + 8 * (fs.stats_per_set - 1)  # y (and x)
-
-
-def _grouped_bytes(fs) -> int:
-    return 4 + 8 + 8 * fs.stats_per_set  # leaf, key, the sums
-
-
-def _occupied(fs, rows: float) -> float:
-    """Expected occupied (leaf, key) cells among ``rows`` rows: C (1 - exp(-rows / C))."""
-    cells = max(float(fs.n_leaves) * fs.coder.n_keys, 1.0)
-    return cells * -np.expm1(-rows / cells)
-
-
-def _map_bytes(fs, rows_per_part: float) -> float:
-    if groups_at_map(fs, rows_per_part):
-        return _occupied(fs, rows_per_part) * _grouped_bytes(fs)
-    return rows_per_part * _raw_row_bytes(fs)
-
-
-#: a merge groups a feature's raw rows once grouping shrinks their bytes by this much
-GROUP_SHRINK = 0.8
-
-
-def group_from(fs, n_rows: int, n_partitions: int) -> int:
-    """How many partitions a merge must cover before it groups a feature's raw rows
-    (:meth:`StratScan.combine`): the fewest whose expected (leaf, key) groups take at most
-    ``GROUP_SHRINK`` of the rows' bytes; ``n_partitions + 1`` when none do (the rows are
-    then grouped once, next to their bucket's finish); 0 for a feature the maps group."""
-    rows_per_part = n_rows / max(1, n_partitions)
-    if groups_at_map(fs, rows_per_part):
-        return 0
-    raw, grouped = _raw_row_bytes(fs), _grouped_bytes(fs)
-    for c in range(1, n_partitions + 1):
-        if _occupied(fs, c * rows_per_part) * grouped <= GROUP_SHRINK * c * rows_per_part * raw:
-            return c
-    return n_partitions + 1
-
-
-def map_output_bytes(scans: list, n_rows: int, n_partitions: int) -> float:
-    """What the scan's maps ship, all partitions together, about."""
-    rows_per_part = n_rows / max(1, n_partitions)
-    return n_partitions * sum(_map_bytes(fs, rows_per_part) for fs in scans)
-
-
-def _node_bytes(fs, covered: int, n_rows: int, n_partitions: int, g: int) -> float:
-    """A merged node covering ``covered`` partitions (raw rows until ``g = group_from``)."""
-    rows_per_part = n_rows / max(1, n_partitions)
-    if covered < g:
-        return covered * rows_per_part * _raw_row_bytes(fs)
-    return _occupied(fs, covered * rows_per_part) * _grouped_bytes(fs)
-
-
-def combine_peak_bytes(scans: list, n_rows: int, n_partitions: int, fan_in: int,
-                       arity: int | None = None, grouping: dict | None = None) -> float:
-    """The most bytes a combine task of the scan holds (its inputs, the partials of the
-    arithmetic levels it adds itself and its output), about, summed over every feature,
-    before the reduction is cut into buckets.
-
-    A node of the reduction tree covering k partitions holds the occupied (leaf, key)
-    cells of k partitions' rows (:func:`_occupied`); a combine task holds up to
-    ``fan_in`` nodes of one task level, and its output; one that adds several
-    arithmetic levels (``fan_in`` a power of ``arity``) holds up to as much again of
-    intermediate partials.  Map outputs are raw rows (a feature with few cells is
-    grouped in the map already), and stay raw up the tree until :func:`group_from`
-    (``grouping``: its value per feature, when already known).
-    """
-    rows_per_part = n_rows / max(1, n_partitions)
-    arity = fan_in if arity is None else arity
-    if grouping is None:
-        grouping = {fs.key: group_from(fs, n_rows, n_partitions) for fs in scans}
-    peak = 0.0
-    k = 1
-    while True:
-        parent = min(k * fan_in, n_partitions)
-        n_children = min(fan_in, -(-n_partitions // k))
-        total = 0.0
-        for fs in scans:
-            g = grouping[fs.key]
-            ins = n_children * (_map_bytes(fs, rows_per_part) if k == 1 else
-                                _node_bytes(fs, k, n_rows, n_partitions, g))
-            total += ins + _node_bytes(fs, parent, n_rows, n_partitions, g) * (2 if fan_in > arity else 1)
-        peak = max(peak, total)
-        if parent >= n_partitions:
-            return peak
-        k *= fan_in
-
-
 def with_extra(strat: Stratification, scans: list, extra: Sequence[str]) -> list:
     """``scans`` and, after them, the scan of every extra estimator (``extra``: kind
     names) on each feature of its column kind (:func:`daskpd._strat.state.extra_scan`:
@@ -505,7 +296,7 @@ def run_strat(
                             fan_in=SAMPLE_FAN_IN),
                 progress=progress)
         sample, sample_passes = Sample(sample_h.value.frame, sample.n_rows, sample.distinct), 2
-    skipped = _check_sample(sample.frame, target, features, kinds, trees.nan_as_level, set(skip_constant),
+    skipped = check_sample(sample.frame, target, features, kinds, trees.nan_as_level, set(skip_constant),
                             filters=request.filters)
     check_target_range(target, y_range, sample.n_rows)
     # suspect columns (identifiers, row numbers, leaks, dates as strings) leave the default sets
@@ -519,7 +310,7 @@ def run_strat(
                 raise DataError(f"every feature is constant or empty (in a sample of {len(sample.frame):,} rows): "
                                 f"{', '.join(map(repr, skipped))}")
             raise DataError(f"every default feature was left out (on a sample of {len(sample.frame):,} rows): "
-                            f"{_whys(skipped)}; name the features to use, or pass {KEEP_HINT} to keep the suspect "
+                            f"{left_out_whys(skipped)}; name the features to use, or pass {KEEP_HINT} to keep the suspect "
                             "columns")
 
     check_strata([f for f in features if estimator_named(kinds[f]).needs_other_columns], strat_cols, request,
@@ -587,104 +378,6 @@ def run_strat(
     return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings, skipped=skipped,
                     n_passes=sample_passes + 1, stratification=strat, state=state, skipped_strat=skipped_strat)
-
-
-@dataclass
-class ScanSizing:
-    """The scan's reduction as the memory model sizes it (:func:`size_scan`): its fan-in,
-    arithmetic arity, grouping level per feature and bucket count, and about how many
-    bytes its largest task holds (``task_bytes``: a bucket's share of the largest combine
-    plus its finish's trial arrays, ``trial_bytes``) and its results take on the driver
-    (``result_bytes``)."""
-
-    fan_in: int
-    arity: int
-    grouping: dict
-    n_buckets: int
-    task_bytes: float
-    trial_bytes: float
-    result_bytes: float
-
-
-#: what a bucket's finish holds, with trials, per (position, statistics set) of its
-#: features and per ((leaf, position) group, trial): the per-position sums and curves of
-#: every set, and per group its leaf's trial weights and every set's slope sums (one
-#: byte and two float64 a trial: :func:`daskpd._strat.numeric._segments`)
-FINISH_BYTES_PER_POSITION_SET = 200
-FINISH_BYTES_PER_GROUP_TRIAL = 17
-
-
-def _finish_trial_bytes(scans, n_rows: int, n_buckets: int, n_sets: int) -> float:
-    """What the trials add to a bucket's finish, about (:data:`FINISH_BYTES_PER_POSITION_SET`,
-    :data:`FINISH_BYTES_PER_GROUP_TRIAL`): every feature's per-position arrays of every
-    set (a bucket's leaves reach every position), and per (leaf, position) group of the
-    bucket (its share of the occupied cells) the trials' weights and slope sums."""
-    T = n_sets - 1
-    if T <= 0:
-        return 0.0
-    groups = max((_occupied(fs, n_rows) for fs in scans), default=0.0) / max(1, n_buckets)
-    return (FINISH_BYTES_PER_GROUP_TRIAL * groups * T
-            + FINISH_BYTES_PER_POSITION_SET * n_sets * sum(fs.coder.n_keys for fs in scans))
-
-
-def _result_bytes(scans, n_sets: int) -> float:
-    """The results on the driver, about: per feature a curve per set over its positions
-    (the trial curves and what is kept with them: 2 arrays of float64)."""
-    return float(sum(2.0 * 8 * n_sets * fs.coder.n_keys for fs in scans))
-
-
-def size_scan(scans, n_rows: int, n_partitions: int, n_trials: int, keep=False, parts_dir=None) -> ScanSizing:
-    """The memory model's sizing of a scan of ``scans`` over ``n_partitions`` partitions
-    of ``n_rows`` rows with ``n_trials`` trials: its reduction (twice the memory per
-    bucket when it keeps its state, ``keep`` truthy, and sends it to the driver; a bucket
-    that writes its sums to ``parts_dir`` itself lets them go at once), and the bytes of
-    its largest task and of its results."""
-    n_sets = 1 + n_trials
-    arity = memory.arity(n_partitions)
-    fan_in = memory.fan_in(n_partitions, map_output_bytes(scans, n_rows, n_partitions))
-    grouping = {fs.key: group_from(fs, n_rows, n_partitions) for fs in scans}
-    peak = combine_peak_bytes(scans, n_rows, n_partitions, fan_in, arity, grouping) \
-        * (KEEP_STATE_FACTOR if keep and parts_dir is None else 1)
-    n_buckets = memory.n_buckets(peak, n_rows=n_rows, parallel=memory.parallelism())
-    trial = _finish_trial_bytes(scans, n_rows, n_buckets, n_sets)
-    # a bucket's share of the largest combine, with as much again of working arrays (as n_buckets counts it)
-    task = 2.0 * peak / n_buckets + trial
-    return ScanSizing(fan_in, arity, grouping, n_buckets, task, trial, _result_bytes(scans, n_sets))
-
-
-def check_scan_memory(scans, n_rows: int, n_partitions: int, n_trials: int, keep=False, parts_dir=None,
-                      sizing: ScanSizing | None = None) -> ScanSizing:
-    """:func:`size_scan`, or a :class:`DataError` with the figures when its largest task
-    cannot fit in a worker thread's memory (:func:`daskpd._engine.memory.usable_thread_memory`)
-    or its results in the driver's (:func:`daskpd._engine.memory.driver_memory`), before
-    anything of the scan runs; the message gives the most trials that would fit."""
-    sz = sizing if sizing is not None else size_scan(scans, n_rows, n_partitions, n_trials, keep, parts_dir)
-    worker, driver = memory.usable_thread_memory(), memory.driver_memory()
-    if sz.task_bytes <= worker and sz.result_bytes <= driver:
-        return sz
-
-    def fits(t: int) -> bool:
-        z = size_scan(scans, n_rows, n_partitions, t, keep, parts_dir)
-        return z.task_bytes <= worker and z.result_bytes <= driver
-
-    lo, hi = 0, n_trials  # the most trials that fit: fits(lo), not fits(hi)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    fb = memory.format_bytes
-    if sz.task_bytes > worker:
-        part = "every leaf" if sz.n_buckets == 1 else f"1/{sz.n_buckets} of the leaves"
-        what = (f"its largest task (the finish of a bucket holding {part}) needs about {fb(sz.task_bytes)}"
-                + (f" ({fb(sz.trial_bytes)} of it the trials' weights and per-position sums)" if sz.trial_bytes else "")
-                + f" and a worker thread has {fb(worker)} (its share of memory_limit, up to dask's pause "
-                  "threshold)")
-    else:
-        what = f"its results need about {fb(sz.result_bytes)} on the driver, which has {fb(driver)} available"
-    trials = f"n_trials = {n_trials:,}" if n_trials else "the scan"
-    more = (f"at most about {lo:,} trials fit: lower n_trials" if n_trials and lo >= 1 else
-            "lower n_trials" if n_trials else "lower max_bins, raise min_samples_leaf or stratify on fewer columns")
-    raise DataError(f"{trials} does not fit in memory: {what}; {more}, or give the workers more memory "
-                    "(nothing was scanned)")
 
 
 def _plan_scan(ddf, scans, strat: Stratification, n_rows: int, dtypes, trials: Trials, random_state: int,
