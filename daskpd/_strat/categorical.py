@@ -23,7 +23,7 @@ from .._engine.hashing import sort_labels
 from ..results import CurveResult
 from ..results.curves import (DEFAULT_BAND, anchored_trials, band_columns, band_is_flat, band_note, band_settings,
                               boolean_note, trial_band)
-from .categorical_buckets import fold_summaries, solve_buckets, solve_explicit
+from .categorical_system import fold_summaries, solve_buckets, solve_explicit
 from .categorical_gram import solve_gram
 from .trees import tree_method_of
 
@@ -299,7 +299,7 @@ def effects_iterative(fs, refs: list, summaries, job, progress=None, local: bool
 @dataclass
 class Folded:
     """A feature's bucket summaries folded for its solve: the per-set ``setups`` of
-    :func:`~daskpd._strat.categorical_buckets.fold_summaries` and the scan's counters."""
+    :func:`~daskpd._strat.categorical_system.fold_summaries` and the scan's counters."""
 
     setups: list
     counters: tuple | None

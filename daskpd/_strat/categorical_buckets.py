@@ -5,14 +5,15 @@ feature's leaves is turned, on the worker that merged it, into a :class:`CGBucke
 leaves holding two or more categories) and a small :class:`BucketSummary` (its terms of
 ``count``, ``count_used``, ``r``, ``diag(G)``... and a spanning forest of its
 categories).  The summaries are folded into the system's right-hand side, diagonal and
-groups (:func:`fold_summaries`); then
+groups (:func:`daskpd._strat.categorical_system.fold_summaries`); then
 
 * up to ``EXPLICIT_MAX_KEYS`` categories, ``G`` is summed explicitly by a chain of tasks
   over the buckets (:func:`daskpd._strat.categorical_gram.gram_link`, O(K^2) state) and
   the system solved directly, inside the scan's graph;
 * above, the buckets stay on their workers and the driver runs Jacobi-preconditioned
   conjugate gradients in which every product ``G p = sum_l w_l n_l (n_l . p)`` is a round
-  of one task per bucket (:func:`solve_buckets`): each round moves O(categories)
+  of one task per bucket (:func:`daskpd._strat.categorical_system.solve_buckets`,
+  products by :mod:`daskpd._strat.categorical_products`): each round moves O(categories)
   numbers, no task holds more than one bucket.  A system on which CG does not converge
   is summed explicitly from the same buckets and solved directly.
 
@@ -27,18 +28,14 @@ import numba
 import numpy as np
 from dask.sizeof import sizeof
 
-from .._engine import scheduler
 from .._engine.group_sets import chunk_sets, group_inputs, whole_range
 from .._engine.sums import Table
-from .._engine.tree_fold import TreeNodes, fold_tree, tree_done, tree_out, tree_put, tree_scratch, tree_state
-from .categorical_gram import LeafSums, gram_link, solve_gram
+from .._engine.tree_fold import TreeNodes, tree_done, tree_out, tree_put, tree_scratch, tree_state
 from .leafboot import table_leaf_weights
-from .categorical_solve import (CG_MAXITER, Effects, forest_link, ground, number_groups, uf_find, uf_flatten,
-                                uf_join)
+from .categorical_solve import (forest_link)
 from .virtual import N_VIRTUAL, virtual_of
 
-__all__ = ["CGBucket", "BucketSummary", "prepare", "bucket_products", "fold_summaries", "solve_explicit",
-           "solve_buckets", "cg_sets", "EXPLICIT_MAX_KEYS"]
+__all__ = ["CGBucket", "BucketSummary", "prepare", "EXPLICIT_MAX_KEYS"]
 
 #: categorical features with at most this many categories are solved from their explicit
 #: normal equations (summed over the buckets); above, by conjugate gradients
@@ -177,7 +174,7 @@ def _flush_rows(acc, touched, codes, nt, vb, out_v, out_c, out_x, n_out, ts, S, 
 
 
 @numba.njit(cache=True, nogil=True)
-def _push_empty(ts, a, z, t_z, top, t_lo, t_hi, sh_lo, sh_hi):
+def push_empty(ts, a, z, t_z, top, t_lo, t_hi, sh_lo, sh_hi):
     """The tree's empty virtual buckets ``a <= v < z`` (it counts every one)."""
     for v in range(a, z):
         tree_done(ts, v, t_z, top, (v == t_lo and sh_lo) or (v == t_hi - 1 and sh_hi))
@@ -265,7 +262,7 @@ def _prepare(leaf, code, vb, vals, gw, K, S, tbuf, top, t_lo, t_hi, sh_lo, sh_hi
                                     t_lo, t_hi, sh_lo, sh_hi)
                 nt = 0
             if S > 1:
-                _push_empty(ts, max(cur_vb + 1, t_lo), v, t_z, top, t_lo, t_hi, sh_lo, sh_hi)
+                push_empty(ts, max(cur_vb + 1, t_lo), v, t_z, top, t_lo, t_hi, sh_lo, sh_hi)
             cur_vb = v
             q_vb += 1
             sca_v[q_vb] = v
@@ -343,7 +340,7 @@ def _prepare(leaf, code, vb, vals, gw, K, S, tbuf, top, t_lo, t_hi, sh_lo, sh_hi
         n_vec = _flush_rows(acc, touched, codes, nt, cur_vb, vec_v, vec_c, vec_x, n_vec, ts, S, t_z, top,
                             t_lo, t_hi, sh_lo, sh_hi)
     if S > 1:
-        _push_empty(ts, max(cur_vb + 1, t_lo), t_hi, t_z, top, t_lo, t_hi, sh_lo, sh_hi)
+        push_empty(ts, max(cur_vb + 1, t_lo), t_hi, t_z, top, t_lo, t_hi, sh_lo, sh_hi)
     return (vec_v[:n_vec].copy(), vec_c[:n_vec].copy(), vec_x[:n_vec].copy(), sca_v, sca_x,
             np.ascontiguousarray(parent.T), tree_out(ts),
             b_code[:n_b].copy(), n_b, b_w[:n_bl].copy(), b_start[:n_bl].copy(), b_vb[:n_bl].copy(),
@@ -398,7 +395,7 @@ def prepare(picked, fs, job, span=None):
         int(span[1]), bool(span[2]), bool(span[3]), b_n)
     b_n = b_n[:n_b]
     sizes = np.diff(np.r_[b_start, len(b_code)])
-    cell, cell_vb, cell_code = _cells(np.repeat(b_vb, sizes), b_code, K)
+    cell, cell_vb, cell_code = bucket_cells(np.repeat(b_vb, sizes), b_code, K)
     # the block stays on its worker through the CG rounds: kept in the narrowest type that
     # holds every set's rows exactly (whole numbers: rows, Poisson or 0/1 counts)
     b_n = _narrow(b_n)
@@ -448,326 +445,9 @@ def _cell_ids(vb, code, K):
     return cell, cell_vb[:g].copy(), cell_code[:g].copy()
 
 
-def _cells(vb_rows, code, K: int):
+def bucket_cells(vb_rows, code, K: int):
     vb_rows = np.asarray(vb_rows, dtype=np.int64)
     return _cell_ids(vb_rows, np.asarray(code, dtype=np.int64), int(K))
-
-
-@numba.njit(cache=True, nogil=True)
-def _products(code, n, w, starts, p, cell, n_cells):
-    """Per leaf-run: each row's term of G p, w_l n_i (n_l . p), summed into its (virtual
-    bucket, category) cell in row order."""
-    m = code.shape[0]
-    out = np.zeros(n_cells)
-    for q in range(starts.shape[0]):
-        a = starts[q]
-        b = starts[q + 1] if q + 1 < starts.shape[0] else m
-        t = 0.0
-        for i in range(a, b):
-            t += n[i] * p[code[i]]
-        t *= w[a]
-        for i in range(a, b):
-            out[cell[i]] += n[i] * t
-    return out
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _leaf_dot(code, n, w, Pt, q, a, b, t):
-    """``t[s] = w_q,s (n_q . p_s)`` of leaf-run ``q`` (rows ``a <= i < b``) for every set:
-    branch-free over the sets, a set's absent row (n = 0) or leaf (w = 0) adds +-0.0 to
-    sums that are never -0.0, which leaves their bits as they are."""
-    S = t.shape[0]
-    for s in range(S):
-        t[s] = 0.0
-    for i in range(a, b):
-        c = code[i]
-        for s in range(S):
-            t[s] += n[i, s] * Pt[c, s]
-    for s in range(S):
-        t[s] *= w[q, s]
-
-
-@numba.njit(cache=True, nogil=True)
-def _block_products(code, n, w, starts, Pt, cell, n_cells):
-    """:func:`_products` of every set at once (``Pt``: (categories, sets); a set's absent
-    rows and leaves add zeros; an inactive set's column is computed and not used):
-    (cells, sets)."""
-    m = code.shape[0]
-    S = n.shape[1]
-    out = np.zeros((n_cells, S))
-    t = np.zeros(S)
-    for q in range(starts.shape[0]):
-        a = starts[q]
-        b = starts[q + 1] if q + 1 < starts.shape[0] else m
-        _leaf_dot(code, n, w, Pt, q, a, b, t)
-        for i in range(a, b):
-            ci = cell[i]
-            for s in range(S):
-                out[ci, s] += n[i, s] * t[s]
-    return out
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def _block_products_tree(code, n, w, starts, vb, Pt, cell, n_cells, K, tbuf, top, t_lo, t_hi, sh_lo, sh_hi):
-    """:func:`_block_products` with set 0's products per cell and the trials' summed per
-    (virtual bucket, category) in a scratch that is pushed to the bucket's tree as each
-    virtual bucket ends (:func:`~daskpd._engine.tree_fold.tree_done`): the same sums, without
-    the (cells x sets) table.  Returns (cells, 1) and the tree's nodes."""
-    m = code.shape[0]
-    S = n.shape[1]
-    out = np.zeros((n_cells, 1))
-    acc = np.zeros((K, S - 1))
-    touched = np.zeros(K, np.bool_)
-    codes = np.empty(K, np.int64)
-    nt = 0
-    ts = tree_state(K, top, tbuf)
-    t_z = t_hi - 1 if sh_hi else t_hi
-    t = np.zeros(S)
-    cur = -1
-    for q in range(starts.shape[0]):
-        if vb[q] != cur:
-            if cur >= 0:
-                _flush_products(acc, touched, codes, nt, cur, ts, t_z, top, t_lo, t_hi, sh_lo, sh_hi)
-                nt = 0
-            _push_empty(ts, max(cur + 1, t_lo), vb[q], t_z, top, t_lo, t_hi, sh_lo, sh_hi)
-            cur = vb[q]
-        a = starts[q]
-        b = starts[q + 1] if q + 1 < starts.shape[0] else m
-        _leaf_dot(code, n, w, Pt, q, a, b, t)
-        for i in range(a, b):
-            out[cell[i], 0] += n[i, 0] * t[0]
-            c = code[i]
-            if not touched[c]:
-                touched[c] = True
-                codes[nt] = c
-                nt += 1
-            for s in range(1, S):
-                acc[c, s - 1] += n[i, s] * t[s]
-    if cur >= 0:
-        _flush_products(acc, touched, codes, nt, cur, ts, t_z, top, t_lo, t_hi, sh_lo, sh_hi)
-    _push_empty(ts, max(cur + 1, t_lo), t_hi, t_z, top, t_lo, t_hi, sh_lo, sh_hi)
-    return out, tree_out(ts)
-
-
-@numba.njit(cache=True, nogil=True)
-def _flush_products(acc, touched, codes, nt, v, ts, t_z, top, t_lo, t_hi, sh_lo, sh_hi):
-    for j in range(nt):
-        c = codes[j]
-        tree_put(ts, c, acc[c], 0)
-        acc[c, :] = 0.0
-        touched[c] = False
-    tree_done(ts, v, t_z, top, (v == t_lo and sh_lo) or (v == t_hi - 1 and sh_hi))
-
-
-def bucket_products(bucket: CGBucket, P: np.ndarray, active: np.ndarray):
-    """``G p`` terms of the bucket for each active set's vector (rows of ``P``): one
-    Table(leaf=virtual bucket, key=category, values=one column per set) in
-    virtual-bucket order (a bucket made with :class:`CGBlock`), else a list of one
-    Table(..., values=[sum]) per set (None for an inactive set)."""
-    if bucket.block is not None:
-        b = bucket.block
-        Pt = np.ascontiguousarray(np.asarray(P, np.float64).T)
-        if Pt.shape[1] == 1:
-            return Table(b.cell_vb, b.cell_code, _block_products(b.code, b.n, b.w, b.starts, Pt, b.cell,
-                                                                 len(b.cell_vb)))
-        # set 0's per (virtual bucket, category) cell; the trials' folded by the tree: a
-        # round sends (categories x sets) numbers, not (cells x sets)
-        lo, hi, shared_lo, shared_hi = b.span
-        K = bucket.K
-        out, tree = _block_products_tree(b.code, b.n, b.w, b.starts, b.vb, Pt, b.cell, len(b.cell_vb), K,
-                                         tree_scratch(K, Pt.shape[1] - 1), N_VIRTUAL.bit_length() - 1,
-                                         int(lo), int(hi), bool(shared_lo), bool(shared_hi))
-        return Table(b.cell_vb, b.cell_code, out), TreeNodes(*tree)
-    out = []
-    for st, (code, n, w, starts, vb, _) in enumerate(bucket.sets):
-        if not active[st] or not len(code):
-            out.append(None)
-            continue
-        if bucket.cells is not None:
-            cell, cell_vb, cell_code = bucket.cells[st]
-        else:  # a bucket made without its cells
-            cell, cell_vb, cell_code = _cells(np.repeat(vb, np.diff(np.r_[starts, len(code)])), code, bucket.K)
-        sums = _products(code, n, w, starts, P[st], cell, len(cell_vb))
-        out.append(Table(cell_vb, cell_code, sums[:, None]))
-    return out
-
-
-def _fold(tables, K, column):
-    """Per-category sums of per-virtual-bucket tables, terms in virtual-bucket order."""
-    live = [t for t in tables if t is not None and len(t)]
-    if not live:
-        return np.zeros(K)
-    return np.bincount(np.concatenate([t.key for t in live]),
-                       weights=np.concatenate([t.values[:, column] for t in live]), minlength=K)
-
-
-@numba.njit(cache=True, nogil=True)
-def _union_rows(F, K):
-    """The components of the union of the spanning forests ``F`` (one per row, a parent
-    per category), joined forest by forest, category by category; a label per category."""
-    parent = np.arange(K)
-    for r in range(F.shape[0]):
-        for c in range(K):
-            if F[r, c] == c:
-                continue
-            uf_join(parent, uf_find(parent, c), F[r, c])  # the smaller root stays the root
-    return uf_flatten(parent)
-
-
-def _union(forests, K):
-    F = np.stack([np.asarray(f, np.int64) for f in forests]) if len(forests) else np.zeros((0, K), np.int64)
-    return _union_rows(np.ascontiguousarray(F), int(K))
-
-
-@numba.njit(cache=True, nogil=True)
-def _fold_cols(out, key, values):
-    for i in range(key.shape[0]):
-        c = key[i]
-        for j in range(values.shape[1]):
-            out[c, j] += values[i, j]
-
-
-def _fold_all(tables, K: int, m: int) -> np.ndarray:
-    """(K, m): :func:`_fold` of every column at once (the same additions, same order)."""
-    out = np.zeros((K, m))
-    for t in tables:
-        if t is not None and len(t):
-            _fold_cols(out, np.asarray(t.key, np.int64), np.ascontiguousarray(t.values))
-    return out
-
-
-def fold_summaries(summaries: list, K: int, n_sets: int) -> list:
-    """Per set: the folded vectors, scalars, groups and unknowns of the system."""
-    setups = []
-    vecs = _fold_all([s.vectors for s in summaries], K, 6)
-    if n_sets > 1:
-        vecs = np.hstack([vecs, fold_tree([s.vector_trials for s in summaries], K, 6 * (n_sets - 1), N_VIRTUAL)])
-    scas = _fold_all([s.scalars for s in summaries], 1, 3 * n_sets)[0]
-    for st in range(n_sets):
-        count, sum_y, count_used, n_leaves_cat, r, diag = (np.ascontiguousarray(vecs[:, 6 * st + j]) for j in range(6))
-        sca = scas[3 * st:3 * st + 3]
-        present = count > 0
-        group = number_groups(_union([s.forests[st] for s in summaries], K), present, count)
-        setups.append(dict(count=count, sum_y=sum_y, count_used=count_used, n_leaves_cat=n_leaves_cat, r=r,
-                           d=count_used - diag, unknown=ground(group, count_used), group=group, present=present,
-                           n_ignored=float(sca[0]), n_leaves=int(round(sca[1])),
-                           n_leaves_used=int(round(sca[2]))))
-    return setups
-
-
-def _effects(su, effect, solver) -> Effects:
-    return Effects(effect=np.where(su["present"], effect, np.nan), group=su["group"], count=su["count"],
-                   sum_y=su["sum_y"], count_used=su["count_used"], n_leaves_cat=su["n_leaves_cat"],
-                   n_ignored=su["n_ignored"], n_leaves=su["n_leaves"], n_leaves_used=su["n_leaves_used"],
-                   n_groups=int(su["group"].max()) + 1 if su["present"].any() else 0, solver=solver)
-
-
-def solve_explicit(state, su: dict, K: int) -> Effects:
-    """Effects of one set from its explicit G (a LeafSums summed over the buckets by
-    :func:`~daskpd._strat.categorical_gram.gram_link`; None: no leaf) and its folded
-    vectors."""
-    sums = state if state is not None else LeafSums.empty(K)
-    for a in ("count", "sum_y", "count_used", "n_leaves_cat", "r", "n_ignored", "n_leaves", "n_leaves_used"):
-        setattr(sums, a, su[a])
-    e = solve_gram(sums, solver="direct")
-    return _effects(su, e.effect, e.solver)
-
-
-def cg_sets(setups: list, K: int, products) -> tuple:
-    """Jacobi-preconditioned conjugate gradients on every set's grounded system at once
-    (relative residual 1e-13, at most ``CG_MAXITER`` rounds): ``products(P, active)``
-    gives ``G p`` of each set's search direction (rows of ``P``) as a (K, sets) array
-    (the columns of inactive sets are not used).  Returns ``(x, active)``: the solutions
-    and which sets did not converge."""
-    n_sets = len(setups)
-    x = np.zeros((n_sets, K))
-    res = np.zeros((n_sets, K))
-    z = np.zeros((n_sets, K))
-    p = np.zeros((n_sets, K))
-    rz = np.zeros(n_sets)
-    tol = np.zeros(n_sets)
-    active = np.zeros(n_sets, bool)
-    for st, su in enumerate(setups):
-        u = su["unknown"]
-        if len(u):
-            res[st, u] = su["r"][u]
-            z[st, u] = res[st, u] / su["d"][u]
-            p[st] = z[st]
-            rz[st] = res[st] @ z[st]
-            tol[st] = 1e-13 * np.linalg.norm(res[st])
-            active[st] = tol[st] > 0
-    iters = 0
-    while active.any() and iters < CG_MAXITER:
-        iters += 1
-        GP = products(p, active.copy())
-        for st in np.flatnonzero(active):
-            su = setups[st]
-            u = su["unknown"]
-            Gp = GP[:, st]
-            q = np.zeros(K)
-            q[u] = su["count_used"][u] * p[st, u] - Gp[u]
-            alpha = rz[st] / (p[st] @ q)
-            x[st] += alpha * p[st]
-            res[st] -= alpha * q
-            if np.linalg.norm(res[st]) <= tol[st]:
-                active[st] = False
-                continue
-            z[st, u] = res[st, u] / su["d"][u]
-            rz_new = res[st] @ z[st]
-            p[st] = z[st] + (rz_new / rz[st]) * p[st]
-            rz[st] = rz_new
-    return x, active
-
-
-def fold_products(parts: list, K: int, active: np.ndarray) -> np.ndarray:
-    """Every set's ``G p`` as a (K, sets) array from the buckets' :func:`bucket_products`
-    (in bucket order): set 0's tables folded per virtual bucket, the trials' tree nodes by
-    the fixed tree (or, from a kept state's buckets, each active set's tables)."""
-    n_sets = len(active)
-    if all(isinstance(pt, (Table, tuple)) for pt in parts):
-        # every set's products per bucket: set 0's in one table, the trials' as tree nodes
-        GP = _fold_all([pt[0] if isinstance(pt, tuple) else pt for pt in parts], K, 1)
-        if n_sets > 1:
-            GP = np.hstack([GP, fold_tree([pt[1] for pt in parts], K, n_sets - 1, N_VIRTUAL)])
-        return GP
-    GP = np.zeros((K, n_sets))
-    for st in np.flatnonzero(active):
-        GP[:, st] = _fold([pt[st] for pt in parts], K, 0)
-    return GP
-
-
-def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: bool = False) -> list:
-    """Effects per set by conjugate gradients whose products are computed where the
-    buckets are (``refs``: futures or embedded values, in bucket order); a set on which CG
-    does not converge is solved from its explicit G, summed from the same buckets.
-    ``local``: the buckets are values in this process and their products are computed
-    here (not shipped to a cluster in every round)."""
-    from dask import delayed
-
-    def products(p, active):
-        if local:
-            return fold_products([bucket_products(ref, p, active) for ref in refs], K, active)
-        # the directions once in the graph (not once a bucket), and the buckets' products
-        # folded next to them: the driver sends one (sets, K) array and receives one (K, sets)
-        p_, active_ = delayed(p, pure=True), delayed(active, pure=True)
-        tasks = [delayed(bucket_products, pure=True)(ref, p_, active_) for ref in refs]
-        (GP,) = scheduler.compute(delayed(fold_products, pure=True)(tasks, K, active_), progress=False)
-        return GP
-
-    x, active = cg_sets(setups, K, products)
-    out = []
-    for st, su in enumerate(setups):
-        if not active[st]:
-            out.append(_effects(su, x[st], "cg" if len(su["unknown"]) else "none"))
-            continue
-        state = None  # not converged: the explicit system, summed from the buckets
-        for ref in refs:
-            state = gram_link(state, ref, st) if local else delayed(gram_link, pure=True)(state, ref, st)
-        if not local:
-            (state,) = scheduler.compute(state, progress=False)
-        e = solve_explicit(state, su, K)
-        out.append(_effects(su, e.effect, "cg+" + e.solver))
-    return out
 
 
 # dask's memory manager counts these by their arrays (spilling decisions need it)

@@ -19,7 +19,7 @@ without sorting them into one table:
    forest of its categories (:func:`_merge_leaves`); the terms linear in the cells
    (``sum_y``, the ``s_lc`` part of ``r``) are summed run by run;
 3. Jacobi-preconditioned conjugate gradients (the stopping rule and tolerance of the
-   scan's, :func:`daskpd._strat.categorical_buckets.cg_sets`) whose products
+   scan's, :func:`daskpd._strat.categorical_system.cg_sets`) whose products
    ``G p = sum_l w_l n_l (n_l . p)`` are one pass over the block (:func:`_products`); a
    set on which they do not converge is solved from its explicit G, summed from the
    block.
@@ -32,7 +32,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .categorical_buckets import cg_sets
+from .categorical_system import cg_sets
 from .categorical_gram import CHUNK_LEAVES, LeafSums, solve_gram
 from .categorical_solve import Effects, forest_link, ground, number_groups, uf_flatten
 from .delta import RunView
@@ -47,7 +47,7 @@ class RunsBlock:
     category, ``starts`` ((leaves + 1): each leaf's first cell), ``w`` ((sets, leaves):
     1 / the leaf's rows in the set, 0 where the set's leaf holds fewer than two
     categories) and each set's system (the dicts of
-    :func:`daskpd._strat.categorical_buckets.fold_summaries`)."""
+    :func:`daskpd._strat.categorical_system.fold_summaries`)."""
 
     def __init__(self, K, code, n, starts, w, setups):
         self.K, self.code, self.n, self.starts, self.w, self.setups = K, code, n, starts, w, setups

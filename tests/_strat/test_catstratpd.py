@@ -636,11 +636,12 @@ def test_explicit_and_iterative_paths_agree_and_buckets_change_no_bit(monkeypatc
 def test_iterative_path_falls_back_to_the_explicit_system(monkeypatch):
     """When CG does not converge over the buckets, G is summed from them and solved directly."""
     from daskpd._strat import categorical_buckets
+    from daskpd._strat import categorical_system
 
     df, _ = continuous_data(20_000, seed=22)
     ref = daskpd.catstratpd(df, target="y", feature="c", n_trials=2)
     monkeypatch.setattr(categorical_buckets, "EXPLICIT_MAX_KEYS", 0)
-    monkeypatch.setattr(categorical_buckets, "CG_MAXITER", 2)
+    monkeypatch.setattr(categorical_system, "CG_MAXITER", 2)
     with dask.config.set({"daskpd.buckets": 4}):
         res = daskpd.catstratpd(df, target="y", feature="c", n_trials=2)
     assert res.params["solver"].startswith("cg+")

@@ -13,7 +13,7 @@ import pytest
 import daskpd
 from daskpd import ScanState
 from daskpd._engine.sums import Table
-from daskpd._strat import categorical_buckets as buckets_mod
+from daskpd._strat import categorical_system as system_mod
 from daskpd._strat import catstratpd_estimator as cat_estimator_mod
 from daskpd._strat import state as state_mod
 from daskpd._strat.catruns import effects_of_runs, runs_block
@@ -163,7 +163,7 @@ def test_many_categories_are_solved_over_the_runs_unmerged(data, strat, n_trials
         merged.save(tmp_path / f"s{step}")
         state = ScanState.load(tmp_path / f"s{step}")
     # conjugate gradients that do not converge: the explicit system, summed from the runs
-    monkeypatch.setattr(buckets_mod, "CG_MAXITER", 1)
+    monkeypatch.setattr(system_mod, "CG_MAXITER", 1)
     again = daskpd.scan_state(b1, strat, progress=False, **kw)
     _, got = state.delta_finish(again, strat)
     want = (whole + again).finish(strat)["c"]
