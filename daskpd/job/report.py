@@ -200,7 +200,7 @@ def render_report(run_dir: str | os.PathLike, manifest: dict, curves: pd.DataFra
     if not imp_plots:
         parts.append("<p class=\"meta\">No importance method in this job.</p>")
     else:
-        from .._importance import MEASURE_SENTENCES
+        from .._importance_result import MEASURE_SENTENCES
 
         parts.append("<ul class=\"measures\">" + "".join(f"<li>{esc(v)}</li>" for v in MEASURE_SENTENCES.values())
                      + "</ul>")
