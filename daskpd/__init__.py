@@ -48,7 +48,7 @@ _API = {
     # result classes
     "StratPDResult": "daskpd.results.curves",
     "CatStratPDResult": "daskpd._strat.categorical",
-    "ImportanceResult": "daskpd._importance",
+    "ImportanceResult": "daskpd._importance_result",
     "BinnedMeanResult": "daskpd._strat.marginal_estimator",
     "PDResult": "daskpd.model._pd_result",
     "ICEResult": "daskpd.model._ice",
