@@ -456,8 +456,9 @@ def gram_sets(state: TrialGrams | None, bucket, sets) -> TrialGrams:
         return state
     if not len(block.code):
         return state
-    if not state.gram.flags.writeable:  # received from another worker, or read back from a spill
-        state.gram = np.array(state.gram, copy=True)
+    f = state.gram.flags
+    if not (f.c_contiguous and f.aligned and f.writeable):  # received from another worker, or read back from a
+        state.gram = np.array(state.gram, dtype=np.float64, order="C", copy=True)  # spill: a view of its bytes
     _sets_gram(state.gram, np.ascontiguousarray(block.code, dtype=np.int64), np.ascontiguousarray(block.n),
                np.ascontiguousarray(block.w, dtype=np.float64), np.ascontiguousarray(block.starts, dtype=np.int64),
                np.asarray(sets, np.int64), TILE)
