@@ -90,7 +90,14 @@ def _reduce(leaf, key, vals, n_keys: int) -> Table:
     if not len(leaf):
         return Table.empty(vals.shape[1])
     comb = leaf.astype(np.int64) * n_keys + key
-    u, inv = np.unique(comb, return_inverse=True)
+    step = np.diff(comb)
+    if (step >= 0).all():  # already in (leaf, key) order (a run's cells, codes kept in order): no sort
+        if (step > 0).all():  # one raw cell per cell: its sums as bincount gives them (0.0 + value)
+            return Table((comb // n_keys).astype(np.int32), comb % n_keys, 0.0 + vals)
+        new = np.r_[True, step != 0]
+        u, inv = comb[new], np.cumsum(new) - 1
+    else:
+        u, inv = np.unique(comb, return_inverse=True)
     out = np.zeros((len(u), vals.shape[1]))
     for j in range(vals.shape[1]):
         out[:, j] = np.bincount(inv, weights=vals[:, j], minlength=len(u))
