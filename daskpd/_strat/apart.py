@@ -49,6 +49,7 @@ import contextlib
 import contextvars
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -105,12 +106,45 @@ def _reduce(leaf, key, vals, n_keys: int) -> Table:
     """Sums per (leaf, key) of raw cells, sorted."""
     if not len(leaf):
         return Table.empty(vals.shape[1])
-    comb = leaf.astype(np.int64) * n_keys + key
+    leaf = np.ascontiguousarray(leaf, dtype=np.int64)
+    key = np.ascontiguousarray(key, dtype=np.int64)
+    vals = np.ascontiguousarray(vals, dtype=np.float64)
+    # already in (leaf, key) order (a run's cells, its codes kept in order): summed in one pass
+    got = _reduce_sorted(leaf, key, vals)
+    if got is not None:
+        return Table(got[0].astype(np.int32), got[1], got[2])
+    comb = leaf * n_keys + key
     u, inv = np.unique(comb, return_inverse=True)
     out = np.zeros((len(u), vals.shape[1]))
     for j in range(vals.shape[1]):
         out[:, j] = np.bincount(inv, weights=vals[:, j], minlength=len(u))
     return Table((u // n_keys).astype(np.int32), (u % n_keys).astype(np.int64), out)
+
+
+@numba.njit(cache=True, nogil=True)
+def _reduce_sorted(leaf, key, vals):
+    """``(leaf, key, sums)`` per (leaf, key) of cells in (leaf, key) order, each cell's
+    sums added in row order from 0.0 (as ``np.bincount`` adds them); None when the cells
+    are not in order."""
+    m = leaf.shape[0]
+    for i in range(1, m):
+        if leaf[i] < leaf[i - 1] or (leaf[i] == leaf[i - 1] and key[i] < key[i - 1]):
+            return None
+    k = vals.shape[1]
+    ol = np.empty(m, np.int64)
+    ok = np.empty(m, np.int64)
+    out = np.empty((m, k))
+    u = -1
+    for i in range(m):
+        if u < 0 or leaf[i] != ol[u] or key[i] != ok[u]:
+            u += 1
+            ol[u] = leaf[i]
+            ok[u] = key[i]
+            for j in range(k):
+                out[u, j] = 0.0
+        for j in range(k):
+            out[u, j] += vals[i, j]
+    return ol[:u + 1].copy(), ok[:u + 1].copy(), out[:u + 1].copy()
 
 
 def _side(st: FeatureState, to_union: np.ndarray, mapping: np.ndarray, xval, target: KeyCoder) -> Table:

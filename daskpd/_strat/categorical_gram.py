@@ -29,7 +29,8 @@ from .categorical_solve import (CG_MAXITER, TILE, DIRECT_MAX, Effects, cg_solve,
                                 grounded_dense, pairs_upper, scatter_upper, symmetric_csr, uf_find_halving,
                                 uf_flatten, warn_cg)
 
-__all__ = ["LeafSums", "gram_link", "solve_gram", "leaf_sums", "updatable", "DENSE_MAX_KEYS", "CHUNK_LEAVES"]
+__all__ = ["LeafSums", "TrialGrams", "gram_link", "gram_sets", "solve_gram", "leaf_sums", "updatable", "DENSE_MAX_KEYS",
+           "CHUNK_LEAVES"]
 
 #: up to this many categories, G is a dense K x K array (8 K^2 bytes); sparse above
 DENSE_MAX_KEYS = 8192
@@ -403,6 +404,123 @@ def gram_link(state, bucket, stats_set: int):
     return state
 
 
+@dataclass
+class TrialGrams:
+    """The explicit G of several statistics sets (the trials), summed together:
+    ``gram`` (K, K, sets) holds set ``sets[j]``'s upper triangle in ``gram[:, :, j]``
+    (:func:`gram_sets`), or ``per_set`` one :class:`LeafSums` per set (a sparse G, or a
+    bucket that keeps its sets apart: :func:`gram_link` set by set)."""
+
+    K: int
+    sets: list
+    gram: np.ndarray | None = None
+    per_set: list | None = None
+
+    @property
+    def nbytes(self) -> int:
+        if self.per_set is not None:
+            return int(sum(0 if s is None else s.nbytes for s in self.per_set))
+        return int(self.gram.nbytes)
+
+    def leaf_sums(self) -> list:
+        """One :class:`LeafSums` per set (its G only; the vectors are the caller's)."""
+        if self.per_set is not None:
+            return list(self.per_set)
+        out = []
+        for j in range(len(self.sets)):
+            z = np.zeros(self.K)
+            out.append(LeafSums(self.K, z, z.copy(), z.copy(), z.copy(), z.copy(),
+                                np.asfortranarray(self.gram[:, :, j])))
+        return out
+
+
+def gram_sets(state: TrialGrams | None, bucket, sets) -> TrialGrams:
+    """Add a :class:`~daskpd._strat.categorical_buckets.CGBucket`'s leaves to the explicit
+    G of every set of ``sets`` at once (``state``: theirs so far, or None).
+
+    A bucket holding every set's rows in one block (``bucket.block``) with a dense G is
+    summed in one pass over its leaves (:func:`_sets_gram`): each leaf's pair terms
+    ``n_i w_l n_j`` of every set, set by set as :func:`scatter_upper` computes them, are
+    added to each entry leaf after leaf, whatever the buckets -- the sums do not depend
+    on how the leaves were cut.  Otherwise each set is linked on its own
+    (:func:`gram_link`)."""
+    sets = [int(s) for s in sets]
+    K = int(bucket.K)
+    block = getattr(bucket, "block", None)
+    if state is None:
+        dense = K <= DENSE_MAX_KEYS and block is not None
+        state = TrialGrams(K, sets, np.zeros((K, K, len(sets))) if dense else None,
+                           None if dense else [None] * len(sets))
+    if state.per_set is not None:
+        state.per_set = [gram_link(st, bucket, s) for st, s in zip(state.per_set, sets)]
+        return state
+    if not len(block.code):
+        return state
+    f = state.gram.flags
+    if not (f.c_contiguous and f.aligned and f.writeable):  # received from another worker, or read back from a
+        state.gram = np.array(state.gram, dtype=np.float64, order="C", copy=True)  # spill: a view of its bytes
+    _sets_gram(state.gram, np.ascontiguousarray(block.code, dtype=np.int64), np.ascontiguousarray(block.n),
+               np.ascontiguousarray(block.w, dtype=np.float64), np.ascontiguousarray(block.starts, dtype=np.int64),
+               np.asarray(sets, np.int64), TILE)
+    return state
+
+
+@numba.njit(cache=True, nogil=True)
+def _sets_gram(G3, code, n, w, starts, cols, tile):
+    """Upper triangle of ``G3[:, :, j] += n_i w_l n_j`` over every leaf of a
+    :class:`~daskpd._strat.categorical_buckets.CGBlock` for set ``cols[j]`` (``n``: (rows,
+    sets) its rows, ``w``: (leaves, sets) 1 / the leaf's rows, 0 where the set's leaf
+    holds fewer than 2 categories; codes ascending within a leaf), tile pair by tile pair
+    of G as :func:`scatter_upper`; per entry the leaves' terms are added in leaf order,
+    the sets side by side."""
+    K = G3.shape[0]
+    T = cols.shape[0]
+    R = code.shape[0]
+    L = starts.shape[0]
+    n_tiles = (K + tile - 1) // tile
+    ends = np.empty(L, np.int64)
+    big = 0
+    for q in range(L):
+        ends[q] = starts[q + 1] if q + 1 < L else R
+        big = max(big, ends[q] - starts[q])
+    cut = np.empty((L, n_tiles + 1), np.int64)
+    for q in range(L):
+        i = starts[q]
+        for t in range(n_tiles + 1):
+            while i < ends[q] and code[i] < t * tile:
+                i += 1
+            cut[q, t] = i
+    nf = np.empty((big, T))  # the leaf's rows of every set, as floats
+    ai = np.empty(T)
+    live = np.empty(T, np.bool_)
+    for ti in range(n_tiles):
+        for tj in range(ti, n_tiles):
+            for q in range(L):
+                a0, a1 = cut[q, ti], cut[q, ti + 1]
+                b0, b1 = cut[q, tj], cut[q, tj + 1]
+                if a0 == a1 or b0 == b1:
+                    continue
+                any_live = False
+                for t in range(T):
+                    live[t] = w[q, cols[t]] > 0
+                    any_live = any_live or live[t]
+                if not any_live:
+                    continue
+                s0 = starts[q]
+                for r in range(a0, b1):
+                    for t in range(T):
+                        nf[r - s0, t] = np.float64(n[r, cols[t]]) if live[t] else 0.0
+                for i in range(a0, a1):
+                    ci = code[i]
+                    for t in range(T):
+                        ai[t] = nf[i - s0, t] * w[q, cols[t]] if live[t] else 0.0
+                    j0 = i if ti == tj else b0
+                    for j in range(j0, b1):
+                        row = G3[ci, code[j]]
+                        for t in range(T):
+                            row[t] += ai[t] * nf[j - s0, t]
+
+
 # ---------------------------------------------------------------------------------
 # solving
 
@@ -497,3 +615,4 @@ def leaf_sums(leaf, cat, n, s, n_categories: int) -> LeafSums:
 
 # dask's memory manager counts these by their arrays (spilling decisions need it)
 sizeof.register(LeafSums)(lambda o: o.nbytes)
+sizeof.register(TrialGrams)(lambda o: o.nbytes)

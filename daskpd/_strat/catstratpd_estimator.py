@@ -23,7 +23,7 @@ from .catruns import effects_of_runs, runs_block
 from .categorical import CatStratPDResult, category_values, effects_explicit, effects_iterative, fold_for_solve, \
     result_of_effects
 from .categorical_buckets import EXPLICIT_MAX_KEYS, prepare
-from .categorical_gram import gram_link
+from .categorical_gram import gram_link, gram_sets
 from .estimator import DeltaInputs, ModelFreeEstimator
 
 __all__ = ["CatStratPDEstimator", "CATEGORY_LEVELS_CAP", "CAT_GRAM_MAX_BYTES", "GRAM_CHAIN_BYTES"]
@@ -41,6 +41,31 @@ GRAM_CHAIN_BYTES = 256 << 20
 def explicit_summary(K: int, n_sets: int) -> bool:
     """Whether a categorical feature's state summary keeps its explicit G."""
     return K <= EXPLICIT_MAX_KEYS and 8 * n_sets * K * K <= CAT_GRAM_MAX_BYTES
+
+
+def sets_per_chain(K: int, n_sets: int) -> int:
+    """The statistics sets whose explicit G one chain sums at once (``GRAM_CHAIN_BYTES``)."""
+    return max(1, min(n_sets, GRAM_CHAIN_BYTES // (8 * K ** 2 or 1)))
+
+
+def link_sets(states, bucket, sets) -> tuple:
+    """A bucket's leaves added to the explicit G of every set of ``sets`` (``states``:
+    theirs so far, as this returned them, or None): ``(set 0's LeafSums or None, the
+    trials' TrialGrams or None)``."""
+    sets = list(sets)
+    zero, trials = (None, None) if states is None else states
+    if sets and sets[0] == 0:
+        zero = gram_link(zero, bucket, 0)
+    rest = [s for s in sets if s != 0]
+    if rest:
+        trials = gram_sets(trials, bucket, rest)
+    return zero, trials
+
+
+def chain_states(chain) -> list:
+    """The per-set LeafSums of a :func:`link_sets` state, in set order."""
+    zero, trials = chain
+    return ([] if zero is None else [zero]) + ([] if trials is None else trials.leaf_sums())
 
 
 class CatStratPDEstimator(ModelFreeEstimator):
@@ -99,7 +124,7 @@ class CatStratPDEstimator(ModelFreeEstimator):
             return node("call", i, "fold", *summaries, key=f"cat-summaries-f{i}"), buckets
         # G summed over the buckets, solved directly: one chain of tasks over the buckets sums G of
         # several sets (each bucket travels to a chain once, not once per set), as many as GRAM_CHAIN_BYTES holds
-        per = max(1, min(n_sets, GRAM_CHAIN_BYTES // (8 * fs.coder.n_keys ** 2 or 1)))
+        per = sets_per_chain(fs.coder.n_keys, n_sets)
         chains = []
         for q, first in enumerate(range(0, n_sets, per)):
             sets = list(range(first, min(n_sets, first + per)))
@@ -111,15 +136,15 @@ class CatStratPDEstimator(ModelFreeEstimator):
                     key=f"finish-categorical-f{i}"), None
 
     def gram_links(self, scan, index, states, bucket, sets: list) -> list:
-        """:func:`~daskpd._strat.categorical_gram.gram_link` of every set of ``sets``
-        (``states``: theirs so far, or None)."""
-        states = [None] * len(sets) if states is None else states
-        return [gram_link(st, bucket, s) for st, s in zip(states, sets)]
+        """The explicit G of every set of ``sets`` (``states``: theirs so far, or None)
+        with a bucket's leaves added: set 0's by :func:`~daskpd._strat.categorical_gram.gram_link`,
+        the trials' all at once (:func:`~daskpd._strat.categorical_gram.gram_sets`)."""
+        return link_sets(states, bucket, sets)
 
     def explicit_chains(self, scan, index, n_chains: int, *args):
         """The result from the states of :meth:`gram_links` chains (in set order) and the
         buckets' summaries."""
-        states = [st for chain in args[:n_chains] for st in chain]
+        states = [st for chain in args[:n_chains] for st in chain_states(chain)]
         return effects_explicit(scan.features[index], states, list(args[n_chains:]), scan)
 
     def fold(self, scan, index, *summaries):
@@ -133,7 +158,9 @@ class CatStratPDEstimator(ModelFreeEstimator):
         fs = scan.features[index]
         bucket, summary = part
         if fs.coder.n_keys <= EXPLICIT_MAX_KEYS:
-            states = [gram_link(None, bucket, s) for s in range(scan.n_sets)]
+            per = sets_per_chain(fs.coder.n_keys, scan.n_sets)
+            states = [st for first in range(0, scan.n_sets, per)
+                      for st in chain_states(link_sets(None, bucket, range(first, min(scan.n_sets, first + per))))]
             return effects_explicit(fs, states, [summary], scan)
         # conjugate gradients where the sums are: here (sending the whole merged bucket to
         # one worker can exceed that worker's memory; the rounds are sequential)

@@ -142,3 +142,31 @@ def test_the_comparison_on_a_cluster_equals_it_on_the_driver(states, saved, tmp_
         assert len(pa) > 20
         pd.testing.assert_frame_equal(pa, pb, check_exact=True)
         pd.testing.assert_frame_equal(record_frame(a), record_frame(b), check_exact=True)
+
+
+def test_cells_in_order_are_summed_as_the_sorting_path_sums_them():
+    """The old sums put on the comparison's cells: cells already in (leaf, key) order
+    (a run's, codes kept in order) are summed in one pass, the same bits as sorting them
+    and summing by np.bincount; cells out of order take that path."""
+    from daskpd._strat.apart import _reduce
+
+    rng = np.random.default_rng(7)
+    leaf = np.sort(rng.integers(0, 300, 5000))
+    key = rng.integers(0, 9, 5000)
+    order = np.lexsort((key, leaf))
+    leaf, key = leaf[order], key[order]
+    vals = np.column_stack([rng.integers(1, 5, 5000).astype(float), rng.normal(size=5000) * 1e3,
+                            rng.normal(size=5000)])
+    got = _reduce(leaf, key, vals, 9)
+    comb = leaf * 9 + key
+    u, inv = np.unique(comb, return_inverse=True)
+    want = np.column_stack([np.bincount(inv, weights=vals[:, j], minlength=len(u)) for j in range(3)])
+    assert len(u) < len(leaf)  # some cells repeat
+    np.testing.assert_array_equal(got.values, want)
+    np.testing.assert_array_equal(got.leaf, (u // 9).astype(np.int32))
+    np.testing.assert_array_equal(got.key, u % 9)
+    shuffled = rng.permutation(len(leaf))
+    back = _reduce(leaf[shuffled], key[shuffled], vals[shuffled], 9)
+    np.testing.assert_array_equal(back.leaf, got.leaf)
+    np.testing.assert_array_equal(back.key, got.key)
+    np.testing.assert_allclose(back.values, got.values, rtol=1e-12, atol=1e-9)
