@@ -35,33 +35,42 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from dataclasses import replace
 from numbers import Integral
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES
 from ._catstratpd import driver_side as categorical_driver_side
+from ._data.options import AUTO, ReadOptions
+from ._data.request import left_out_note, open_request
 from ._engine import scheduler
 from ._engine.plan import run_local
 from ._engine.progress import stage
+from ._errors import DataError
+from ._importance_result import MEASURES, ImportanceResult, curve_arrays, curve_measures, normalize_measures
+from ._strat.estimators import EXTRA_METHODS, estimator_named, extra_kinds
+from ._strat.firstpass import FirstPassCache
+from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES
 from ._strat.options import FinishOptions, KeepState, Reuse, TreeOptions, Trials
 from ._strat.pipeline import run_strat
 from ._strat.scan import leaf_numbering
-from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
 from ._strat.state import ScanState
-from ._strat.firstpass import FirstPassCache
-from ._strat.estimators import EXTRA_METHODS, estimator_named, extra_kinds
-from ._validation import (N_TRIALS, POSITIVE_INT, ColumnNames, Constraint, InstancesOf, Interval, StrOptions,
-                          validate_params)
-from ._errors import DataError
-from ._data.options import AUTO, ReadOptions
-from ._data.request import left_out_note, open_request
-from .results.support import curve_support, no_support_reason, support_flag, support_order
+from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
 from ._stratpd import driver_side as numeric_driver_side
-from ._importance_result import ImportanceResult, MEASURES, curve_arrays, normalize_measures, curve_measures
+from ._validation import (
+    N_TRIALS,
+    POSITIVE_INT,
+    ColumnNames,
+    Constraint,
+    InstancesOf,
+    Interval,
+    StrOptions,
+    validate_params,
+)
+from .results.support import curve_support, no_support_reason, support_flag, support_order
 
 __all__ = ["importances", "strat_curves_and_importances", "importance_request", "ImportanceResult"]
 
@@ -87,8 +96,6 @@ def _null_measures(sub: pd.DataFrame, scan, msl_for: dict, perm_seed, tree_metho
     permutation, so the test is exact); the keys (bins, values, levels) are the main
     run's.  The scan's own kernels, in memory.
     """
-    from dataclasses import replace
-
 
     target = scan.target
     df = sub

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .plotting.importance import plot_curves, plot_importances
 from .results import Result, table_frame
 from .results.curves import repeats_note
 from .results.support import SUPPORT_NOTE, support_order
@@ -200,12 +201,8 @@ class ImportanceResult(Result):
 
     def plot(self, ax=None, **kwargs):
         """Horizontal bars (error bars = trial standard deviation); see plot_importances."""
-        from .plotting.importance import plot_importances
-
         return plot_importances(self, ax=ax, **kwargs)
 
     def plot_curves(self, top_k: int = 6, **kwargs):
         """Grid of the top-k features' curves; see plotting.importance.plot_curves."""
-        from .plotting.importance import plot_curves
-
         return plot_curves(self, top_k=top_k, **kwargs)

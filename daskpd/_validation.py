@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
 import functools
 import inspect
 import math
@@ -150,7 +151,6 @@ class StrOptions(Constraint):
     def hint(self, name, value):
         if not isinstance(value, str):
             return None
-        import difflib
 
         near = difflib.get_close_matches(value, self.options, n=1)
         return f"Did you mean {near[0]!r}?" if near else None

@@ -19,12 +19,14 @@ import time
 import warnings
 from collections.abc import Callable
 
+import daskpd
+
+from .datasets import Lake
+
 __all__ = ["compile_kernels"]
 
 
 def _frame(rows: int):
-    from .datasets import Lake
-
     df = Lake(random_state=0).frame(rows)
     df["flag"] = (df["x1"] % 3) == 0
     return df
@@ -33,7 +35,6 @@ def _frame(rows: int):
 def _steps(rows: int) -> list[tuple[str, Callable]]:
     from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegressor
 
-    import daskpd
 
     df = _frame(rows)
     num = ["x1", "x2", "x5", "x7"]

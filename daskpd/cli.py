@@ -25,6 +25,18 @@ import sys
 import traceback
 import warnings
 
+from . import __version__
+from ._data.lake_checks import check_content
+from ._data.suspects import SUSPECT_WHYS
+from ._errors import DataError
+from ._warmup import compile_kernels
+from .job.history import HistoryError, history, summary, unfinished_newest, write_summary
+from .job.incremental import never_incremental
+from .job.run import JobTerminated, run_job
+from .job.spec import SpecError
+from .job.spec_parse import load_spec
+from .results.base import OutputError
+
 __all__ = ["main", "build_parser"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_DRIFT = 0, 1, 2, 3
@@ -42,8 +54,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
-
     p = _Parser(prog="daskpd", description="Partial dependence (StratPD, CatStratPD, importances, model-based PD) "
                                            "as a job on a Dask cluster.  See docs/jobs.md.")
     p.add_argument("--version", action="version", version=f"daskpd {__version__}")
@@ -167,11 +177,6 @@ def _security(args):
 
 
 def _cmd_run(args) -> int:
-    from ._errors import DataError
-    from .job.run import JobTerminated, run_job
-    from .job.spec import SpecError
-    from .results.base import OutputError
-
     try:
         security = _security(args)
         for flag in ("n_workers", "threads_per_worker"):
@@ -217,10 +222,6 @@ def _run_drifted(run_dir) -> bool:
 
 
 def _cmd_validate(args) -> int:
-    from ._errors import DataError
-    from .job.spec import SpecError
-    from .job.spec_parse import load_spec
-
     try:
         spec = load_spec(args.spec)
         if args.check_data:
@@ -263,7 +264,6 @@ def _never_incremental(spec) -> str | None:
     """Why no night of an incremental job can be incremental (one line), or None."""
     if not spec.run.incremental:
         return None
-    from .job.incremental import never_incremental
 
     why = never_incremental(spec)
     if why is None and spec.run.refit == "always":
@@ -276,8 +276,6 @@ def _left_out_hint(left_out: dict) -> str:
     """What to do about the columns the run leaves out, by why: a datetime or a constant
     column cannot be scored as it is; a hive key can (declared in 'numeric' or
     'categorical')."""
-    from ._data.suspects import SUSPECT_WHYS
-
     why = set(left_out.values())
     hints = []
     if "datetime" in why:
@@ -294,9 +292,6 @@ def _left_out_hint(left_out: dict) -> str:
 def _check_content(spec, request, cats) -> dict:
     """What the run's sample pass would refuse (no rows after the filters, a feature with
     no value or a single one), from the parquet statistics or a scan that stops early."""
-    from ._data.lake_checks import check_content
-    from ._errors import DataError
-
     feats = request.features
     want = spec.model_free
     if "importances" in want:
@@ -322,9 +317,6 @@ def _check_content(spec, request, cats) -> dict:
 
 
 def _cmd_history(args) -> int:
-    from ._errors import DataError
-    from .job.history import HistoryError, history, summary, unfinished_newest, write_summary
-
     if args.last < 2:
         return _die("--last must be >= 2")
     if args.threshold is not None and not args.threshold >= 0:
@@ -344,7 +336,6 @@ def _cmd_history(args) -> int:
     job_dir = args.job_dir
     if os.path.isfile(job_dir):  # a job spec: its runs, and its [history] baseline / window
         from .job.history import job_of_spec
-        from .job.spec import SpecError
 
         try:
             job_dir, spec = job_of_spec(job_dir)
@@ -390,8 +381,6 @@ def _cmd_history(args) -> int:
 
 
 def _cmd_compile(args) -> int:
-    from ._warmup import compile_kernels
-
     if args.rows < 1000:
         return _die(f"--rows must be at least 1000 (got {args.rows})")
     total = compile_kernels(args.rows, log=None if args.quiet else print)

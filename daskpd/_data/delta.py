@@ -19,6 +19,7 @@ import json
 import os
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 
 from .._errors import DataError
@@ -155,7 +156,6 @@ def _deletion_vectors(dt, name: str) -> dict:
     except Exception as exc:
         raise DataError(f"{name}: its deletion vectors cannot be read ({type(exc).__name__}: "
                         f"{' '.join(str(exc).split())}); the rows they delete cannot be left out") from None
-    import numpy as np
 
     out = {}
     for uri, mask in zip(batches.column("filepath").to_pylist(), batches.column("selection_vector").to_pylist()):

@@ -21,6 +21,7 @@ are read by ``dask.dataframe.read_parquet``.
 """
 from __future__ import annotations
 
+import hashlib
 import operator
 from dataclasses import dataclass
 from functools import reduce
@@ -50,8 +51,6 @@ class Group:
 
 
 def _digest(text: str) -> str:
-    import hashlib
-
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import datetime as _dt
 
+import numpy as np
+
 from .._errors import DataError
 from .read import filter_groups
 
@@ -174,7 +176,6 @@ def _position_deletes(tasks, fs, name: str) -> dict:
     """``{data file: keep mask}`` of the data files that position delete files apply to
     (each delete file read once: its ``file_path`` and ``pos`` columns); equality
     deletes and deletion vectors (puffin) are refused, naming the table and a file."""
-    import numpy as np
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
     from pyiceberg.manifest import DataFileContent, FileFormat

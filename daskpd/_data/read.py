@@ -11,7 +11,6 @@ Filters apply to every source: pushed into the parquet reader, applied row-wise 
 from __future__ import annotations
 
 import difflib
-
 import glob as _glob
 import operator
 import os
@@ -25,6 +24,7 @@ import pandas as pd
 from .._errors import DataError
 from .gather import file_reader, read_gathered, usable
 from .lake import apply_widening, inspect_lake, reconcile
+from .lake_footers import list_parquet_files
 
 __all__ = ["CHUNK_ROWS", "CsvSource", "read_csv", "load", "check_columns", "column_names",
            "named", "short_list", "apply_filters", "filter_groups", "filter_columns", "open_frame",
@@ -201,8 +201,6 @@ def lake_file_reader(data, lake, storage_options=None, filters=None):
 def lake_stamps(data, storage_options=None) -> dict:
     """``{path: (size, stamp)}`` of a parquet source's files as the lake reader lists them
     (the stamp: the modification time, or the ETag / checksum the store reports)."""
-    from .lake_footers import list_parquet_files
-
     paths = [os.fspath(p) for p in data] if isinstance(data, (list, tuple)) else [os.fspath(data)]
     out = {}
     for p in paths:

@@ -30,6 +30,7 @@ their type.
 """
 from __future__ import annotations
 
+import uuid
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import Sequence
@@ -39,8 +40,8 @@ import pandas as pd
 
 from .._errors import DataError, InvalidParameterError
 from .kinds import datetime_message, is_numeric_like, key_type, unsupported_message
-from .read import did_you_mean, filter_columns, short_list
 from .options import ReadOptions
+from .read import did_you_mean, filter_columns, short_list
 from .source import Dataset
 from .suspects import KEEP_HINT, SUSPECT_WHYS, WHY_IDENTIFIER
 
@@ -117,8 +118,6 @@ class Request:
 def as_key_text(df, columns):
     """``df`` with key ``columns`` (UUID objects, 16-byte values as UUIDs, other bytes as
     hex) as text: levels every encoder and writer reads (a partition kernel)."""
-    import uuid
-
     def text(v):
         if v is None or (isinstance(v, float) and v != v):
             return None

@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .gather import plan
 from .hive import partition_keys
 from .kinds import kind_of
 from .lake import pandas_dtype, reconcile
@@ -146,7 +147,6 @@ class Dataset:
         with the whole lake's widenings."""
         import dask.dataframe as dd
 
-        from .gather import plan
 
         want = {str(p).split("://", 1)[-1] for p in paths}
         got = self.file_reader()

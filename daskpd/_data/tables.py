@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from .._errors import DataError
-from .gather import GroupReader, Group, ordered
+from . import iceberg
+from .delta import is_delta_table
+from .gather import Group, GroupReader, filter_expression, ordered
 from .lake import LakeSchema, reconcile
 from .lake_footers import read_footers
 from .read import ARROW_TO_PANDAS, filter_columns, named
@@ -105,7 +107,6 @@ def table_source(data, storage_options: dict | None = None):
     path = os.fspath(data)
     if path.endswith(".metadata.json"):
         return IcebergSource(metadata=path)
-    from .delta import is_delta_table
 
     return DeltaSource(path) if is_delta_table(path, storage_options) else None
 
@@ -159,7 +160,6 @@ def snapshot(source, storage_options: dict | None = None, filters=None) -> Table
         fs = fsspec.core.url_to_fs(got["location"], **got["fsspec_options"])[0]
         fmt = "delta"
     else:
-        from . import iceberg
 
         got = iceberg.snapshot(source, storage_options, filters)
         fs, fmt = got["fs"], "iceberg"
@@ -184,7 +184,6 @@ def changes(kept: dict | None, now: TableSnapshot | None) -> str | None:
         from . import delta
 
         return delta.changes(kept, now.record | {"location": now.location}, now.storage_options)
-    from . import iceberg
 
     return iceberg.changes(kept, {"version": now.version, **now.extra})
 
@@ -288,7 +287,6 @@ def _pruned(reader: GroupReader, files, filters):
     """The files whose partition values the filters leave (None: every file)."""
     if not filters or not reader.constants:
         return None
-    from .gather import filter_expression
 
     dset = files_dataset(reader, files)
     return {frag.path for frag in dset.get_fragments(filter=filter_expression(filters))}

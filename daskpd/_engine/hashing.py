@@ -13,12 +13,13 @@ the row count, and the distinct values of the columns that need a complete vocab
 from __future__ import annotations
 
 import math
+import zlib
 from typing import Sequence
 
 import numba
-from dask.sizeof import sizeof
 import numpy as np
 import pandas as pd
+from dask.sizeof import sizeof
 
 from .plan import Job
 
@@ -264,8 +265,6 @@ def unit_of(h: np.ndarray, split: int) -> np.ndarray:
 
 def name_salt(name: str) -> int:
     """A 20-bit salt from a name (stable across processes and runs: not Python's hash)."""
-    import zlib
-
     return zlib.crc32(str(name).encode("utf-8")) & 0xFFFFF
 
 

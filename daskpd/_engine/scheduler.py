@@ -12,13 +12,17 @@ so dask recomputes it from its lineage when the worker holding it is lost.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import os
+import threading
 from dataclasses import dataclass
 
 import dask
 
 from . import config
+from .progress import local_progress, progress_mode, show_futures
 
 __all__ = ["current_client", "connect", "compute", "submit", "compute_streamed", "materialize", "embed", "Handle", "probe",
            "scheduler_timeout", "SchedulerTimeout"]
@@ -104,8 +108,6 @@ def scheduler_timeout(value=None) -> float:
 
 
 def _address_from_file(path: str) -> str:
-    import json
-
     try:
         with open(path) as fh:
             return json.load(fh)["address"]
@@ -118,9 +120,6 @@ def probe(address: str, *, security=None, timeout: float = 30.0) -> dict:
     ``timeout`` seconds (run on a private event loop in a helper thread, so no caller's
     loop and no half-open socket can make it wait longer).  Returns the identity;
     raises :class:`SchedulerTimeout` or ``OSError``."""
-    import asyncio
-    import threading
-
     out: dict = {}
 
     async def ask():
@@ -193,14 +192,10 @@ def one_blas_thread():
 def _want_progress(progress) -> str | None:
     """``"bar"`` (a terminal), ``"log"`` (lines: a log file or pipe) or None; see
     :mod:`daskpd._engine.progress`."""
-    from .progress import progress_mode
-
     return progress_mode(progress)
 
 
 def _submit(client, objs, show, priority: int = 0):
-    from .progress import show_futures
-
     with dask.config.set({"distributed.admin.large-graph-warning-threshold": _GRAPH_WARNING}):
         futures = client.compute(list(objs), priority=priority)
     show_futures(futures, show)
@@ -217,8 +212,6 @@ def submit(*objs, priority: int = 0):
 
 def compute(*objs, progress=None):
     """Compute dask objects in ONE graph submission; return a tuple of results."""
-    from .progress import local_progress
-
     client = current_client()
     show = _want_progress(progress)
     if client is not None:

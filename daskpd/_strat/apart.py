@@ -47,20 +47,21 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numba
 import numpy as np
 import pandas as pd
 
 from .._data.encode import KeyCoder
-from .._engine.sums import Table
 from .._engine.allocator import limit_worker_threads
+from .._engine.sums import Table
 from .estimator import ModelFreeEstimator
 from .estimators import feature_of
+from .leafboot import weights_of_leaves
 from .options import FinishOptions
 from .positions import union_coder
-from .state import FeatureState, ScanState, Stratification
+from .state import FeatureState, Run, ScanState, Stratification
 
 __all__ = ["comparison_states", "Comparison", "CellChange", "cell_change", "new_curve", "by_cells", "MAX_POSITIONS", "CHUNK_CELLS", "NewSide", "new_side", "pair_sides",
            "side_state", "check_states", "on_disk", "run_dirs", "one_feature", "pair_task", "finish_task",
@@ -304,8 +305,6 @@ def cell_change(new: FeatureState, old: FeatureState, feature: str, n_trials: in
     cell's new rows by its leaf's Poisson weight (:func:`~daskpd._strat.leafboot.weights_of_leaves`
     of ``feature``, ``n_trials`` and ``random_state``: the weights the old side's trials
     give its leaves)."""
-    from .leafboot import weights_of_leaves
-
     tn, to = new.table, old.table
     if len(tn) != len(to) or not (np.array_equal(tn.leaf, to.leaf) and np.array_equal(tn.key, to.key)):
         raise ValueError(f"feature {feature!r}: the new and the old side of a comparison must hold the same cells "
@@ -341,8 +340,6 @@ def new_curve(old, change: CellChange):
     ``old`` plus the change (:func:`cell_change`) at its categories (matched by label),
     trial by trial; its ``count`` and ``n_leaves_cat`` are the new rows and the leaves
     the change is measured on."""
-    from dataclasses import replace
-
     labels = pd.Index(np.asarray(change.coder.labels(), dtype=object), dtype=object).astype(str)
     at = labels.get_indexer(pd.Index(old.categories, dtype=object).astype(str))
     if (at < 0).any():
@@ -364,8 +361,6 @@ def new_curve(old, change: CellChange):
 def on_disk(st: FeatureState) -> FeatureState | None:
     """``st`` as a light copy that reads its runs' saved files (sent to a worker: only
     their paths travel), or None when a run is in memory."""
-    from .state import Run
-
     if any(r.sources is None for r in st.runs):
         return None
     return FeatureState(st.coder, None, st.counters, runs=[Run(r.coder, None, r.sources) for r in st.runs],
@@ -380,8 +375,6 @@ def run_dirs(st: FeatureState) -> set:
 def one_feature(stratification: Stratification, feature) -> Stratification:
     """``stratification`` reduced to one feature's tree (the same id): what finishing that
     feature (an entry key: ``(feature, kind)`` for another estimator of it) needs."""
-    from dataclasses import replace
-
     f = feature_of(feature)
     return replace(stratification, features=[f], scans=[stratification.scan_of(feature)],
                    kinds={f: stratification.kinds.get(f)}, id=stratification.id)

@@ -20,11 +20,20 @@ import pandas as pd
 from dask.sizeof import sizeof
 
 from .._engine.hashing import sort_labels
+from ..plotting.catstrat import plot_catstratpd
 from ..results import CurveResult
-from ..results.curves import (DEFAULT_BAND, anchored_trials, band_columns, band_is_flat, band_note, band_settings,
-                              boolean_note, trial_band)
-from .categorical_system import fold_summaries, solve_buckets, solve_explicit
+from ..results.curves import (
+    DEFAULT_BAND,
+    anchored_trials,
+    band_columns,
+    band_is_flat,
+    band_note,
+    band_settings,
+    boolean_note,
+    trial_band,
+)
 from .categorical_gram import solve_gram
+from .categorical_system import fold_summaries, solve_buckets, solve_explicit
 from .trees import tree_method_of
 
 __all__ = ["CatStratPDResult", "effects_explicit", "result_of_effects", "effects_iterative", "result_from_effects", "result_from_sums",
@@ -208,8 +217,6 @@ class CatStratPDResult(CurveResult):
         See :func:`daskpd.plotting.catstrat.plot_catstratpd` for the options
         (``kind='auto'|'bar'|'strip'``, ``top_k``, ``label_k``, ...).
         """
-        from ..plotting.catstrat import plot_catstratpd
-
         return plot_catstratpd(self, ax=ax, **kwargs)
 
 

@@ -47,11 +47,15 @@ import numpy as np
 import pandas as pd
 import xxhash
 
+from .. import __version__
 from .._data.encode import as_float
 from .._data.gather import Group
 from .._data.request import as_numbers
+from .._engine import scheduler
 from .._engine.hashing import HASH_COLUMN, SAMPLE_MARGIN, Sample, SampleJob, distinct_capped, sample_hash
+from .._engine.memory import partition_bytes
 from .._engine.plan import Job
+from .._engine.progress import stage
 
 __all__ = ["TargetRange", "FilePartial", "file_partial", "merged_sample", "FirstPassCache", "FirstPass",
            "cached_first_pass", "cache_files", "start_cache_files", "finish_cache_files", "PendingFiles",
@@ -322,8 +326,6 @@ class FirstPass:
 
 
 def _token(request, ddf, job: SampleJob, target: str) -> str:
-    from .. import __version__
-
     # a categorical's categories too, but a hive key's (every value of the key in the
     # lake: a new directory changes them) are set on the kept rows (_recast)
     keys = _hive_keys(request, ddf)
@@ -407,10 +409,6 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
     partials of the files not in ``cache`` (read now, and kept); None when the input
     cannot be read file by file (``cache.stats["off"]`` says why: the caller runs the
     plain pass)."""
-    from .._engine import scheduler
-    from .._engine.memory import partition_bytes
-    from .._engine.progress import stage
-
     cache.stats = _new_stats()
     t0 = time.perf_counter()
     lf = _lake_files(request, ddf, cache, k, random_state, caps, target, margin)
@@ -494,9 +492,6 @@ def start_cache_files(request, ddf, cache: FirstPassCache, paths, k: int, random
     scan of the same files) on the threads it leaves free -- while the driver finishes
     the curves, say -- rather than ahead of it; on dask's threads they run in
     :func:`finish_cache_files`."""
-    from .._engine import scheduler
-    from .._engine.memory import partition_bytes
-
     cache.stats = _new_stats()
     lf = _lake_files(request, ddf, cache, k, random_state, caps, target, margin)
     if lf is None:
@@ -515,8 +510,6 @@ def start_cache_files(request, ddf, cache: FirstPassCache, paths, k: int, random
 def finish_cache_files(pending: PendingFiles, progress=None) -> bool:
     """Wait for :func:`start_cache_files`' pass 1 and keep its entries; False when the
     input cannot be read file by file (``cache.stats["off"]`` says why)."""
-    from .._engine import scheduler
-
     cache, lf = pending.cache, pending.lake
     if lf is None:
         return False

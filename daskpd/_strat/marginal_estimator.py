@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._engine.sums import Table
+from ..plotting._base import count_bars, get_axes
 from ..results.base import CurveResult
 from ..results.curves import band_columns, trial_band
 from .leafboot import table_leaf_weights
@@ -70,8 +71,6 @@ class BinnedMeanResult(CurveResult):
     def plot(self, ax=None, *, target: str | None = None, show_counts: bool = True, **kwargs):
         """The mean of the target per position (a line with markers), the rows per
         position as a strip at the bottom (``show_counts``)."""
-        from ..plotting._base import count_bars, get_axes
-
         ax = get_axes(ax, figsize=(7, 4.2))
         ax.plot(self.x, self.mean, marker=".", **kwargs)
         ax.set_xlabel(self.feature)

@@ -5,6 +5,10 @@ notes that say which were left out and why.
 """
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 import numpy as np
 import pandas as pd
 
@@ -49,9 +53,6 @@ def check_sample(sample: pd.DataFrame, target, features, kinds, nan_as_level, sk
 def _user_stacklevel() -> int:
     """The ``stacklevel`` of the first frame outside daskpd, for a warning raised by the
     caller of this function (the user's line, whatever the depth of the call)."""
-    import os
-    import sys
-
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     frame, level = sys._getframe(2), 2
     while frame is not None and frame.f_code.co_filename.startswith(package):
@@ -94,8 +95,6 @@ def leave_out_suspects(request: Request, sample: Sample, features: list, strat_c
     counted note; ``left_strat``: the stratifying columns left out that are not features
     left out, counted in a note here), and with ``warn`` a warning for each suspect still
     used."""
-    import warnings
-
     suspects = suspect_columns(sample.frame, request.target, [*features, *strat_cols], kinds,
                                n_rows=sample.n_rows, lake=request.dataset.lake)
     if not suspects:

@@ -31,7 +31,9 @@ import io
 import json
 import os
 import pickle
+import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -414,8 +416,6 @@ class ScanState:
         them to the workers costs more than the kernels do; a categorical feature's solve
         may run on the cluster while the numeric ones merge here): the same kernels and
         the same bits as merging and finishing all at once."""
-        from concurrent.futures import ThreadPoolExecutor
-
         # the estimators that finish first (CatStratPD's: the longest, its solve may run on the cluster)
         order = sorted(self.features, key=lambda f: not stratification.scan_of(f).estimator.finish_first)
         one = {f: (self.subset([f]), other.subset([f])) for f in order}
@@ -449,8 +449,6 @@ class ScanState:
         unmerged (:mod:`daskpd._strat.catruns`), and a numeric feature without a usable
         summary is merged and finished in full.  ``finish_modes`` of the returned state
         says which feature took which path ("delta", "runs" or "merge")."""
-        from concurrent.futures import ThreadPoolExecutor
-
         _check_mergeable(self, other)
         opts = FinishOptions.of(finish_options)
         k = int(opts.n_segments)
@@ -531,8 +529,6 @@ class ScanState:
         return path
 
     def _write(self, path, meta) -> None:
-        import shutil
-
         aside = None
         with atomic_path(path) as tmp:
             os.makedirs(tmp)

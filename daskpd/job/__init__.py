@@ -13,6 +13,7 @@ The command line (:mod:`daskpd.cli`) is a thin layer over these.  See docs/jobs.
 """
 from __future__ import annotations
 
+from .run import run_job as _run_job
 from .spec import JobSpec, SpecError
 from .spec_parse import load_spec
 
@@ -21,6 +22,4 @@ __all__ = ["JobSpec", "SpecError", "load_spec", "run_job"]
 
 def run_job(*args, **kwargs):
     """See :func:`daskpd.job.run.run_job` (imported lazily: it pulls in distributed)."""
-    from .run import run_job as _run_job
-
     return _run_job(*args, **kwargs)

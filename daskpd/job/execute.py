@@ -4,18 +4,30 @@ model plan (:func:`daskpd.model._multi.model_methods`), on the cluster the job n
 """
 from __future__ import annotations
 
+import ast
 import contextlib
+import inspect
+import logging
+import multiprocessing
 import os
 import sys
 import threading
 import time
 import warnings
 
+from .._data.source import open_dataset
+from .._engine import scheduler as _cluster
+from .._engine.memory import partition_bytes
 from .._errors import DataError
+from .._importance import importance_request, strat_curves_and_importances
 from .._strat.estimators import ESTIMATORS, EXTRA_METHODS, estimator_named, estimator_of_method, method_of
+from .._strat.firstpass import start_cache_files
 from .._strat.options import FinishOptions
+from .._strat.pipeline import drawn_sample_size, first_pass_inputs
+from ..model._multi import model_methods
+from . import model_state, newold
 from .inputs import log_line
-from .spec import JobSpec
+from .spec import METHOD_PARAMS, JobSpec
 
 __all__ = ["RunResult", "model_free", "start_new_files_cache", "first_pass_stats", "model_based", "method_defaults",
            "connect", "close", "dashboard", "dashboard_hint", "unguarded_script", "quiet_logs", "CURRENT_CLIENT"]
@@ -48,8 +60,6 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
     new files are scanned, under its stratification, and their sums added to its state;
     with ``[run] incremental`` the state is kept (``res.state``).  ``first_pass_cache`` (a
     :class:`daskpd.FirstPassCache`): pass 1 reads only the files it does not hold."""
-    from .._importance import strat_curves_and_importances
-
     want = spec.model_free
     p_num = spec.params.get("stratpd") or method_defaults("stratpd")
     p_cat = spec.params.get("catstratpd") or method_defaults("catstratpd")
@@ -100,7 +110,6 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
     hook = contextlib.nullcontext()
     if under.get("stratification") is not None and any(
             c.reference.test == "new-vs-old" and not c.reference.skip for c in res.comparisons):
-        from . import newold
         from .._strat.apart import new_state_hook
 
         strat = under["stratification"]
@@ -174,8 +183,6 @@ def model_free_comparisons(spec: JobSpec, res: RunResult, plan, out, scan, finis
     ones (``early``: ``{"new-vs-old": (methods, started comparison)}``, started while the
     scan merged them); any other (a refit night, a baseline, a window) scans its new
     files under this run's trees (``scan``) and takes their sums off all the rows'."""
-    from . import newold
-
     early = early or {}
     for cmp_ in res.comparisons:
         ref = cmp_.reference
@@ -200,10 +207,6 @@ def start_new_files_cache(spec: JobSpec, lake, features, columns: dict, cache, f
     (:func:`daskpd._strat.firstpass.start_cache_files`), keyed as a run over the whole
     ``lake`` that fits the trees again keys them: the request
     :func:`daskpd.strat_curves_and_importances` opens for ``features`` and ``columns``."""
-    from .._importance import importance_request
-    from .._strat.firstpass import start_cache_files
-    from .._strat.pipeline import drawn_sample_size, first_pass_inputs
-
     request = importance_request(lake, features=features, **columns)
     ddf, caps = first_pass_inputs(request)
     return start_cache_files(request, ddf, cache, files, drawn_sample_size(spec.sample_size, spec.honest),
@@ -214,9 +217,6 @@ def _new_files(spec: JobSpec, data, files):
     """The dataset of an incremental run's new ``files`` (no file: no row to scan), read
     as the whole input reads them (:meth:`daskpd._data.source.Dataset.restrict`: the same
     columns and types, hive keys and a table's partition columns included)."""
-    from .._data.source import open_dataset
-    from .._engine.memory import partition_bytes
-
     if not files:
         return open_dataset(data.frame.iloc[:0] if data.is_pandas else data.frame._meta)
     return data.restrict(list(files), partition_bytes=partition_bytes())
@@ -251,8 +251,6 @@ def first_pass_stats(cache, log, new_files_only: bool = False) -> dict:
 
 
 def method_defaults(method: str) -> dict:
-    from .spec import METHOD_PARAMS
-
     return {k: v.default for k, v in METHOD_PARAMS[method].items()}
 
 
@@ -262,8 +260,6 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
     only its new files are scanned, under its layout, and their partials added to the
     kept ones; with ``[run] incremental`` the layout and the partials are kept
     (``res.model_state``)."""
-    from ..model._multi import model_methods
-
     methods = {m: dict(spec.params.get(m) or method_defaults(m)) for m in spec.model_based}
     under = {}
     # the nightly comparison of an incremental night: the new files' curves and the kept rows' finished apart
@@ -294,7 +290,6 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
                 res.curves[(method, f)] = r[f]
     res.phases = list(out.phases)
     if under.get("apart") and out.apart is not None:
-        from . import newold
 
         records = newold.model_night(spec.model_based, mfeats, out)
         outside = {it["feature"]: it for it in mplan.outside}
@@ -318,8 +313,6 @@ def _check_layout(spec: JobSpec, new, mplan, nightly_cmp, progress, res: RunResu
     over their feature columns)?  If so, with ``[run] refit = "auto"`` the plan runs in
     full (the grids and bins built again from every row); with ``"never"`` the layout is
     kept; either way the run's log and manifest name the features and the values."""
-    from . import model_state
-
     try:
         outside = model_state.outside_layout(mplan.layout, new, progress)
     except (DataError, TypeError, ValueError) as exc:  # the check only: the night goes on under the kept layout
@@ -388,9 +381,6 @@ def unguarded_script() -> str | None:
     Worker processes are started by *spawning* Python, which re-runs such a script in
     every worker: each one would run the job again.  Found from the ``<module>`` frame
     of ``__main__`` on the stack and the guards of its source (parsed with ``ast``)."""
-    import ast
-    import inspect
-
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if main is None or not path or not os.path.isfile(path):
@@ -430,9 +420,6 @@ def connect(spec: JobSpec, scheduler, security, n_workers, threads_per_worker, l
     ``cluster.scheduler``; a LocalCluster (worker processes; threads in this process
     when run_job is called from the top level of a script without a ``__main__``
     guard, which worker processes would re-run)."""
-    import multiprocessing
-
-    from .._engine import scheduler as _cluster
 
     if multiprocessing.parent_process() is not None and getattr(sys.modules.get("__main__"), "__name__",
                                                                     "") == "__mp_main__":
@@ -482,8 +469,6 @@ CHATTY_LOGGERS = ("distributed", "tornado", "asyncio")
 def quiet_logs() -> dict:
     """Silence distributed's shutdown chatter in this process (run on our own
     LocalCluster's workers too); returns the levels it replaced."""
-    import logging
-
     before = {name: logging.getLogger(name).level for name in CHATTY_LOGGERS}
     for name in CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
@@ -526,8 +511,6 @@ def close(client, cluster, quiet: bool = False) -> None:
     ``quiet`` (a signal ended the run) silences this process's loggers for the client
     too.  The logging of an existing cluster is never touched.
     """
-    import logging
-
     own = cluster is not None and client is not None
     before = quiet_logs() if (quiet or own) else {}
     try:

@@ -17,6 +17,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .newold import DRIFT_DIR
+from .report import embed_png, esc, html_table
+from .store import safe_name
+
 __all__ = ["HistoryError", "latest", "summary", "format_table", "html_section", "pinned", "pinned_by_spec",
            "spec_history", "SHOWN_COLUMNS"]
 
@@ -32,8 +36,6 @@ _STATUS = {"drifted": 0, "ok": 1, "untested": 2}
 
 
 def _read(run_path: Path, name: str) -> pd.DataFrame:
-    from .newold import DRIFT_DIR
-
     p = Path(run_path) / DRIFT_DIR / name
     if not p.is_file():
         return pd.DataFrame()
@@ -187,9 +189,6 @@ def _figure(table_row, pts: pd.DataFrame):
 def html_section(run, table: pd.DataFrame, points: pd.DataFrame, plot_dir: Path) -> str:
     """The history page's section: the table, then each curve's new and old rows' curves
     and the change with its band (drifted curves first)."""
-    from .report import embed_png, esc, html_table
-    from .store import safe_name
-
     parts = [f"<h2>New rows against old (run {esc(run.run_id)})</h2>"]
     if not len(table):
         parts.append(f"<p>{esc(format_table(run, table).split(': ', 1)[1])}</p>")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from .._strat.state import ScanState, Stratification
 from ..results.base import atomic_path, dump_json
 from . import model_state
 from .manifest import Manifest
+from .newold import DRIFT_DIR
 from .seal import StateDamaged, seal, verify
 from .spec import MODEL_FREE_METHODS, MODEL_METHODS, JobSpec
 from .store import list_runs
@@ -143,8 +145,6 @@ def _read_files(path: Path, base: str) -> dict:
 def plan(spec: JobSpec, job_dir: Path, request, stamps: list, columns=()) -> Plan:
     """The plan of this run (see the module docstring); ``columns``: more columns whose
     types count in the schema (a job with only model-based methods: the model's inputs)."""
-    import time
-
     def full(reason, base=None):
         return Plan("full", reason, base_run=base, stamps=stamps, job_dir=Path(job_dir))
 
@@ -301,8 +301,6 @@ def reuse_run(base_dir: Path, tmp: Path) -> Manifest:
     run's (its id, times, spec, plan, comparisons).  The base run's new-against-old
     comparisons (``drift/``) are not this run's: it has no new rows (its manifest's
     ``drift`` says so), so they are left out."""
-    from .newold import DRIFT_DIR
-
     manifest = Manifest.from_dict(json.loads((base_dir / "manifest.json").read_text()))
     _link_tree(base_dir, tmp, skip=(DRIFT_DIR,))
     if isinstance(manifest.files, dict):

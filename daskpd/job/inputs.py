@@ -5,17 +5,20 @@ fingerprint, and the model file.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
 from pathlib import Path
 
-
+from .._data.lake_footers import footer_digest, footer_stamp
 from .._data.options import AUTO, ReadOptions
 from .._data.read import read_csv
-from .._data.tables import read_delta, read_iceberg
 from .._data.request import Request, column_list, open_request
+from .._data.tables import read_delta, read_iceberg
 from .._errors import DataError
+from ..datasets import GENERATORS, fit_model, write_parquet
+from ..results.base import atomic_path
 from .spec import JobSpec, SpecError
 from .store import check_free_space, clean_stale, rmtree
 
@@ -40,8 +43,6 @@ def synthetic_path(spec: JobSpec, out_root: Path) -> Path:
 
 
 def make_generator(spec: JobSpec):
-    from ..datasets import GENERATORS
-
     src = spec.source
     params = {k: (tuple(v) if isinstance(v, list) else v) for k, v in src.params.items()}
     try:
@@ -59,15 +60,11 @@ def ensure_model(spec: JobSpec, out_root: Path, log) -> JobSpec:
     first rows (at most :data:`FIT_ROWS`; :func:`daskpd.datasets.fit_model`) and saved
     with joblib under ``OUTPUT/.cache/models/`` once; the run then loads it like any model
     file (a file daskpd wrote itself, so trusted).  Other specs are returned as they are."""
-    import dataclasses
-
     if spec.model is None or spec.model.fit is None:
         return spec
     import joblib
     import sklearn
 
-    from ..datasets import fit_model
-    from ..results.base import atomic_path
 
     src = spec.source
     key = json.dumps([src.synthetic, src.random_state, sorted(src.params.items()), min(src.rows, FIT_ROWS),
@@ -86,8 +83,6 @@ def ensure_model(spec: JobSpec, out_root: Path, log) -> JobSpec:
 
 
 def ensure_synthetic(spec: JobSpec, out_root: Path, log) -> Path:
-    from ..datasets import write_parquet
-
     path = synthetic_path(spec, out_root)
     if path.parent.is_dir():
         clean_stale(path.parent)  # copies left by a generation killed with -9 (their PID is gone)
@@ -226,8 +221,6 @@ def file_stamps(path: str, storage_options: dict | None = None, mode: str = "met
     footers were read already: the others' are read now), or sha256 of the bytes
     (``content``).  Hidden files (``.name``) and ``_SUCCESS``-style markers are skipped;
     ``_metadata`` is kept."""
-    from .._data.lake_footers import footer_digest, footer_stamp
-
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))

@@ -15,12 +15,12 @@ from typing import Any
 
 from .._errors import DataError
 from ..results.base import dump_json
-from . import execute, inputs, outputs, store
+from . import execute, inputs, model_state, newold, outputs, store
 from . import incremental as nightly
-from . import model_state, newold
 from .execute import RunResult
 from .inputs import log_line
 from .manifest import InputRecord, Manifest
+from .report import write_report
 from .spec import JobSpec, check_name, with_run_keys
 from .spec_parse import load_spec
 from .store import DEFAULT_OUTPUT, JobTerminated
@@ -345,8 +345,6 @@ class JobRun:
                          for m, r in res.interactions.items())])
 
     def write_report(self, manifest: Manifest, curves, imp) -> None:
-        from .report import write_report
-
         self.step = "report.html"
         write_report(self.tmp, manifest.to_dict(), curves, imp)
 

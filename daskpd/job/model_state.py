@@ -24,9 +24,13 @@ import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from .. import __version__
+from .._engine.stats import summarize
 from .._errors import DataError
-from ..results.base import atomic_path, dump_json
-from .spec import JobSpec
+from ..results.base import atomic_path, dump_json, json_clean
+from .spec import METHOD_PARAMS, JobSpec
 
 __all__ = ["ModelPlan", "plan", "save", "kept_rows", "partial_rows", "layout_key", "model_sha256", "MODEL_DIR", "state_bytes",
            "outside_layout", "describe_outside"]
@@ -51,9 +55,6 @@ def layout_key(spec: JobSpec, inputs, features, categorical) -> dict:
     """What fixes the layout and the partials besides the model: the methods and their
     parameters, the model's inputs and explained features, the categorical columns, the
     target, the response and the trials (JSON-able)."""
-    from ..results.base import json_clean
-    from .spec import METHOD_PARAMS
-
     def method_defaults(method):  # as execute.method_defaults (imported here, it would import this module back)
         return {k: v.default for k, v in METHOD_PARAMS[method].items()}
 
@@ -129,7 +130,6 @@ def plan(spec: JobSpec, job_dir: Path, free_plan, sha256: str, key: dict) -> Mod
     if meta.get("model_sha256") != sha256:
         return full(f"the model file changed since run {base} (sha256 {str(meta.get('model_sha256'))[:12]} -> "
                     f"{sha256[:12]})", base)
-    from .. import __version__
 
     if meta.get("daskpd") != __version__ or meta.get("version") != VERSION:
         return full(f"the model-based state of run {base} was written by daskpd {meta.get('daskpd')} (state format "
@@ -163,8 +163,6 @@ def save(run_dir: Path, layout, parts: list, sha256: str, key: dict, fitted_rows
     """Write ``state/model/`` into the (temporary) run directory; return its bytes.
     ``fitted_rows``: the rows the layout was built from (default: the partials' rows, a
     layout built in this run)."""
-    from .. import __version__
-
     n_rows = partial_rows(parts)
     mdir = Path(run_dir) / "state" / MODEL_DIR
     mdir.mkdir(parents=True)
@@ -202,8 +200,6 @@ def outside_layout(layout, dataset, progress=None) -> list[dict]:
     :func:`_distinct_sets`) or ``{"feature", "kind": "categorical", "new_levels": [...]}``
     (a category it never saw).  Empty when the layout records no ranges (an older state)
     or nothing falls outside."""
-    from .._engine.stats import summarize
-
     ranges = getattr(layout, "ranges", None) or {}
     frame = getattr(dataset, "frame", None)
     if frame is None or not ranges:
@@ -244,8 +240,6 @@ def _distinct_sets(layout, feature) -> list[tuple[str, "object"]]:
     pd_variance's) grid when it was the feature's distinct values -- fewer points than
     its ``grid_resolution``; a grid of percentiles has exactly that many -- and the
     marginal plot's bins when they are its distinct values."""
-    import numpy as np
-
     out = []
     for key, grids in (layout.grids or {}).items():
         g = grids.get(feature)
@@ -268,8 +262,6 @@ def _off_distinct(layout, feature, summary, lo, hi):
     layout's range [lo, hi] that a grid or bins of the feature's distinct values does not
     hold (``new values`` None: more than the summary keeps, so some surely are not), or
     None."""
-    import numpy as np
-
     sets = _distinct_sets(layout, feature)
     if not sets:
         return None
@@ -288,8 +280,6 @@ def _off_distinct(layout, feature, summary, lo, hi):
 
 def _pd_grid(layout, feature):
     """[first, last] value of the feature's partial dependence / ICE grid in the layout, or None."""
-    import numpy as np
-
     for grids in (layout.grids or {}).values():
         g = grids.get(feature)
         if g is not None and len(g):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._engine.scheduler import current_client
+from .._strat import apart
+from .._strat.apart import MAX_POSITIONS, CellChange, by_cells, cell_change, comparison_states, new_curve
+from .._strat.estimators import ESTIMATORS, entry_key, estimator_of_method, feature_of
 from .._strat.options import FinishOptions
+from ..results.base import write_parquet
 from .drift import POINT_COLUMNS, DriftRecord, compare_curves, critical, decide
 from .seal import DIGEST, SEAL_NAME, StateDamaged, file_digest
 from .store import list_runs
@@ -157,8 +163,6 @@ def curve_entries(curves) -> dict:
     """``{entry key: method}`` of the model-free curves among ``curves`` (``{(method,
     feature): ...}`` or its keys): the state's name of each (the feature, or ``(feature,
     kind)`` for an extra estimator of it, :func:`daskpd._strat.estimators.entry_key`)."""
-    from .._strat.estimators import ESTIMATORS, entry_key, estimator_of_method
-
     methods = {e.method for e in ESTIMATORS.values()}
     return {entry_key(f, estimator_of_method(m).name): m for (m, f) in curves if m in methods}
 
@@ -197,10 +201,6 @@ def start_compare(new_state, stratification, methods: dict, n_trials: int, finis
     """:func:`compare_states` started: with a distributed Client the features' tasks are
     submitted to its workers now (:func:`_compare_on_cluster`) and run while the driver
     does other work; without, the comparison runs here when the result is asked for."""
-    from .._engine.scheduler import current_client
-    from .._strat.apart import MAX_POSITIONS, by_cells, cell_change, comparison_states, new_curve
-    from .._strat.estimators import feature_of
-
     feats = [f for f in new_state.features if f in methods]
     if not feats:
         return Pending(list)
@@ -263,9 +263,6 @@ def _compare_on_cluster(client, new_state, stratification, feats, methods, n_tri
     finish each side (:func:`~daskpd._strat.apart.finish_task`) and compare them
     (:func:`_record_task`), every feature and side in parallel.  The same kernels on the
     same sums as on the driver: the same records, bit for bit."""
-    from .._strat import apart
-    from .._strat.estimators import feature_of
-
     if (old_state is None) == (whole_state is None):
         raise ValueError("give exactly one of old_state= (the rows before the new ones) and whole_state= (all the rows)")
     base = old_state if old_state is not None else whole_state
@@ -310,8 +307,6 @@ def _compare_on_cluster(client, new_state, stratification, feats, methods, n_tri
 
 
 def _token() -> str:
-    import uuid
-
     return uuid.uuid4().hex[:12]
 
 
@@ -322,8 +317,6 @@ def _star(fn, args):
 def _record_task(sides, new, old, method: str, feature: str, edges) -> DriftRecord:
     """A feature's record from its two finished sides (on a worker; a categorical
     feature's new side is its change, :func:`~daskpd._strat.apart.new_curve`)."""
-    from .._strat.apart import CellChange, new_curve
-
     if isinstance(new, CellChange):
         new = new_curve(old, new)
     rows = sides[2]
@@ -424,8 +417,6 @@ def tables(comparisons: list[Comparison], run_id: str) -> tuple[pd.DataFrame, pd
 def write(run_dir: Path, comparisons: list[Comparison], run_id: str) -> list[str]:
     """``drift/comparisons.parquet`` and ``drift/points.parquet`` in the (temporary) run
     directory; their paths relative to it (none without a record)."""
-    from ..results.base import write_parquet
-
     rec, pts = tables(comparisons, run_id)
     if not len(rec):
         return []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import platform
 import warnings
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +17,12 @@ import pandas as pd
 from .._data.request import left_out_note
 from .._data.suspects import SUSPECT_WHYS
 from ..model._ice import ICE_COLUMNS as ICE_TABLE
-from ..results.support import SUPPORT_NOTE
+from ..plotting import new_figure, pyplot
 from ..results.base import CURVE_HEAD, TABLE_HEAD, write_parquet
+from ..results.support import SUPPORT_NOTE
 from .execute import RunResult
 from .inputs import log_line
-from .report import INTERACTIONS_FILE
+from .report import INTERACTIONS_FILE, importance_figure
 from .spec import JobSpec
 from .store import safe_name
 
@@ -140,8 +142,6 @@ def row_stats(res: RunResult) -> dict:
 
 
 def versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
-    from importlib import metadata
-
     out = {"python": platform.python_version()}
     for name in ("daskpd", "dask", "distributed", "pandas", "numpy", "scikit-learn", "pyarrow", "fsspec",
                  "matplotlib", *extra):
@@ -166,9 +166,6 @@ def output_bytes(spec: JobSpec, n_features: int) -> int:
 
 def write_plots(res: RunResult, imp: pd.DataFrame, plot_dir: Path, spec: JobSpec) -> list[dict]:
     """Write PNGs; return [{file, kind, method, feature, title}] in report order."""
-    from ..plotting import pyplot
-    from .report import importance_figure
-
     plt = pyplot()
     plot_dir.mkdir()
     entries = []
@@ -211,8 +208,6 @@ def curve_figure(method: str, feature, r, target):
     module's figure, size and constrained layout, count strips and category labels
     fitted), the value axis of a model-based curve naming the job's ``target``.  A
     plotting error gives a figure that says so (the computed results are kept)."""
-    from ..plotting import new_figure, pyplot
-
     plt = pyplot()
     before = set(plt.get_fignums())
     try:

@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..results.support import SUPPORT_NOTE
-
+from ..plotting.importance import plot_importances
 from ..results.base import atomic_path
+from ..results.support import SUPPORT_NOTE
+from .newold import DRIFT_DIR
 
 __all__ = ["write_report", "rewrite_report", "render_report", "importance_figure", "embed_png", "page", "INTERACTIONS_FILE"]
 
@@ -99,8 +100,6 @@ def importance_figure(table: pd.DataFrame, title: str = "importance"):
     """The importance chart of a run: the same drawing as ``ImportanceResult.plot()``
     (:func:`daskpd.plotting.importance.plot_importances`: bars coloured by kind, +-1 sd
     error bars from ``importance_std``, values printed), from the run's long table."""
-    from ..plotting.importance import plot_importances
-
     t = table.drop(columns=[c for c in ("method", "rank") if c in table.columns])
     if "feature" in t.columns:
         t = t.set_index("feature")
@@ -129,8 +128,6 @@ DRIFT_COLUMNS = ["test", "ref_run_id", "method", "feature", "status", "drift_sig
 def _drift_section(run_dir: Path, drift: list) -> str:
     """The run's new-against-old comparisons (docs/drift.md): what each compared, or why
     it was not made, and one row a curve, drifted curves first."""
-    from .newold import DRIFT_DIR
-
     out = ["<h2 id=\"drift\">Drift: new rows against old</h2>"]
     for t in drift:
         if t.get("skipped"):

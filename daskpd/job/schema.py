@@ -20,6 +20,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .._validation import get_constraints
+
 __all__ = ["Key", "BadValue", "describe_value", "METHOD_FUNCTIONS", "TOP_LEVEL", "MODEL_LEVEL", "method_params",
            "top_params", "model_params",
            "library_function", "library_key"]
@@ -113,8 +115,6 @@ def _checker(constraints) -> Callable:
 def library_key(func, name: str) -> Key:
     """The spec key of parameter ``name`` of ``func``: the function's default and its
     declared constraints (TOML-typed)."""
-    from .._validation import get_constraints
-
     param = inspect.signature(func).parameters[name]
     if param.default is inspect.Parameter.empty:
         raise TypeError(f"{func.__name__}: parameter {name} has no default; a job spec cannot leave it out")

@@ -28,7 +28,9 @@ from pathlib import Path
 
 import xxhash
 
+from .. import __version__
 from .._errors import DataError
+from .._strat.state import FORMAT_VERSION
 from ..results.base import atomic_path, dump_json
 
 __all__ = ["SEAL_NAME", "VERSION", "DIGEST", "StateDamaged", "seal", "verify", "file_digest", "identity"]
@@ -74,9 +76,6 @@ def identity(st: os.stat_result) -> tuple:
 
 
 def _format() -> dict:
-    from .. import __version__
-    from .._strat.state import FORMAT_VERSION
-
     return {"format": _MAGIC, "version": VERSION, "scan_state_format": FORMAT_VERSION,
             "daskpd": ".".join(__version__.split(".")[:2]), "digest": DIGEST}
 

@@ -22,6 +22,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from .._errors import DataError
+from ..results.base import json_clean
 from .schema import METHOD_FUNCTIONS, method_params
 
 __all__ = [
@@ -237,7 +238,6 @@ class JobSpec:
         """JSON-able form (for the manifest); filters' tuples become lists."""
         d = asdict(self)
         d.pop("spec_text", None)
-        from ..results.base import json_clean  # numpy/pandas: only when a run needs it
 
         return json_clean(d)
 

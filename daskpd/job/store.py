@@ -30,17 +30,20 @@ import contextlib
 import ctypes
 import datetime as _dt
 import errno
+import fcntl
 import hashlib
 import os
-import time
 import re
 import shutil
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from .._engine import config
+from .._errors import DataError
+from .._strat.firstpass import FirstPassCache
 from ..results.base import OUTPUT_FAULTS, OutputError, atomic_path
 
 __all__ = ["JobTerminated", "now", "default_run_id", "pid_alive", "rmtree", "clean_stale", "list_runs", "commit",
@@ -71,8 +74,6 @@ def first_pass_cache(job_dir: Path, stamps: list):
     """The job's :class:`daskpd.FirstPassCache` (``JOB/cache/firstpass``), keyed by the
     input files' stamps (``inputs.file_stamps``: path, size, and modification time / ETag
     or the bytes' hash)."""
-    from .._strat.firstpass import FirstPassCache
-
     return FirstPassCache(Path(job_dir) / FIRST_PASS_DIR, {f["path"]: (f["size"], f["stamp"]) for f in stamps})
 
 
@@ -133,8 +134,6 @@ def job_lock(job_dir: Path, say=None):
     dies.  A run that finds it taken says so (``say``: a callable taking one line) and
     waits.  Yields the seconds waited (0.0: the lock was free), or None where the file
     system cannot lock a directory (then ``say`` tells that runs are not serialised)."""
-    import fcntl
-
     say = say or (lambda line: None)
     t0 = time.perf_counter()
     blocked = False
@@ -189,7 +188,6 @@ def check_free_space(where: Path, need: int, what: str) -> None:
     64 MiB, left for everything else on that disk)."""
     from dask.utils import format_bytes, parse_bytes
 
-    from .._errors import DataError
 
     probe = where
     while not probe.exists() and probe != probe.parent:

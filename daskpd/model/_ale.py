@@ -35,21 +35,22 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import validate_params
-from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
 from .._data.kinds import is_numeric_like, kind_of
-from ..results import CurveResult
-from ..results.curves import DEFAULT_BAND, band_columns, band_is_flat, band_note, trial_band
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks, type7_ranks
+from .._errors import DataError, InvalidParameterError
+from .._validation import validate_params
+from ..plotting.model import plot_ale
+from ..results import CurveResult
+from ..results.curves import DEFAULT_BAND, band_columns, band_is_flat, band_note, trial_band
 from ._ale2d import ALE2DJob, ALE2DSpec, finish_ale2d
+from ._arrays import model_read, open_model_input
 from ._common import ROW_COUNTS, BinStats, class_columns, input_rows, level_codes, require_class, response_note
+from ._params import SPECS
 from ._passes import Plan, Trials, run_jobs, trial_bin_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._arrays import model_read, open_model_input
 from ._setup import check_features, prepare_model_run
-from ._params import SPECS
 
 __all__ = ["ale", "ALEResult"]
 
@@ -132,8 +133,6 @@ class ALEResult(CurveResult):
                 "levels": [str(v) for v in self.x] if self.kind == "categorical" else None, "params": self.params}
 
     def plot(self, ax=None, **kwargs):
-        from ..plotting.model import plot_ale
-
         return plot_ale(self, ax=ax, **kwargs)
 
 

@@ -34,12 +34,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from .._data.encode import as_float
+from .._engine.plan import merge_keyed, sum_fields
 from .._errors import DataError
+from ..plotting.model import plot_ale2d
 from ..results import CurveResult, curve_frame
 from ..results.curves import DEFAULT_BAND, band_columns, band_note, trial_band
-from .._engine.plan import merge_keyed, sum_fields
 from ._common import ROW_COUNTS, BinStats, input_rows, response_note
 from ._passes import trial_bin_sums
 
@@ -148,8 +150,6 @@ class ALE2DResult(CurveResult):
     def grid_frame(self):
         """The surface as a pandas DataFrame: index the edges of ``features[0]``,
         columns those of ``features[1]`` (PyALE's return shape)."""
-        import pandas as pd
-
         return pd.DataFrame(self.ale, index=pd.Index(self.x, name=self.features[0]),
                             columns=pd.Index(self.x2, name=self.features[1]))
 
@@ -160,8 +160,6 @@ class ALE2DResult(CurveResult):
                 "empty_cells": int(self.imputed.sum()), "params": self.params}
 
     def plot(self, ax=None, **kwargs):
-        from ..plotting.model import plot_ale2d
-
         return plot_ale2d(self, ax=ax, **kwargs)
 
 

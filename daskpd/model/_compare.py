@@ -30,25 +30,26 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import validate_params
-from .._errors import DataError, InvalidParameterError
-from .._data.request import open_request
-from ..results import Result
 from .._catstratpd import catstratpd as run_catstratpd
-from .._stratpd import stratpd as run_stratpd
+from .._data.request import open_request
 from .._engine.stats import summarize
-from ._grids import pd_grid, pd_grid_plan
+from .._errors import DataError, InvalidParameterError
+from .._stratpd import stratpd as run_stratpd
+from .._validation import validate_params
+from ..plotting.comparison import plot_comparison
+from ..results import Result
 from ..results.curves import DEFAULT_BAND, trial_band
-from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
-from ._predictor import DEFAULT_BATCH_ROWS
-from ._common import require_class
-from ._arrays import model_read, open_model_input, resolve_columns
-from ._setup import prepare_model_run
-from ._params import SPECS
 from ._ale import ALEJob, ale_specs, finish_ale
+from ._arrays import model_read, open_model_input, resolve_columns
+from ._common import require_class
+from ._grids import pd_grid, pd_grid_plan
+from ._marginal import MarginalJob, finish_marginal, marginal_ranks, marginal_spec
+from ._params import SPECS
+from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._pd_pass import PDJob
 from ._pd_result import pd_results
-from ._marginal import MarginalJob, finish_marginal, marginal_ranks, marginal_spec
+from ._predictor import DEFAULT_BATCH_ROWS
+from ._setup import prepare_model_run
 from ._variance import finish_pd_variance, importance_of
 
 __all__ = ["compare", "ComparisonResult"]
@@ -238,8 +239,6 @@ class ComparisonResult(Result):
         return None if T is None else np.asarray(T, dtype="float64")
 
     def plot(self, ax=None, align="auto", **kwargs):
-        from ..plotting.comparison import plot_comparison
-
         return plot_comparison(self, ax=ax, align=align, **kwargs)
 
 

@@ -14,17 +14,18 @@ import pandas as pd
 from .._engine.progress import stage_label
 from .._errors import DataError, InvalidParameterError
 from .._validation import validate_params
+from ..plotting.interaction import plot_h_statistic
 from ..results import Result
 from ..results.curves import DEFAULT_BAND, repeats_note, trial_band
-from ._pd_engine import engine_notice, known_rows
-from ._pd_pass import PDJob
-from ._hstat_pass import EvalPoints, HJob, PointsJob, RestJob, finish_h, h_plan, value_classes
-from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
-from ._predictor import DEFAULT_BATCH_ROWS
 from ._arrays import model_read, open_model_input, resolve_columns
 from ._common import class_columns, require_class, response_note
-from ._setup import prepare_model_run
+from ._hstat_pass import EvalPoints, HJob, PointsJob, RestJob, finish_h, h_plan, value_classes
 from ._params import SPECS
+from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
+from ._pd_engine import engine_notice, known_rows
+from ._pd_pass import PDJob
+from ._predictor import DEFAULT_BATCH_ROWS
+from ._setup import prepare_model_run
 
 __all__ = ["h_statistic", "HStatisticResult", "h_items", "h_points", "h_pass", "h_notice", "HPass", "DEFAULT_POINTS"]
 
@@ -142,8 +143,6 @@ class HStatisticResult(Result):
                 "n_points": self.n_points, "n_rows": self.n_rows, "params": self.params}
 
     def plot(self, ax=None, **kwargs):
-        from ..plotting.interaction import plot_h_statistic
-
         return plot_h_statistic(self, ax=ax, **kwargs)
 
 

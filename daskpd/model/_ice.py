@@ -29,21 +29,22 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._engine.hashing import row_hash
-from .._validation import validate_params
-from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
+from .._engine.hashing import row_hash
+from .._errors import DataError, InvalidParameterError
+from .._validation import validate_params
+from ..plotting.model import plot_ice
 from ..results import CurveResult, dump_json, with_metadata
 from ..results.curves import DEFAULT_BAND, band_columns, band_is_flat, band_note, trial_band
+from ._arrays import model_read, open_model_input, resolve_columns
 from ._common import class_columns, require_class, response_note
+from ._grids import GridOptions, build_grids, feature_quantiles
+from ._params import SPECS
+from ._passes import Plan, Trials, run_jobs, set_sums, trial_params, trial_row_id
 from ._pd_engine import engine_of
 from ._pd_pass import curves_matrix, row_chunk
-from ._grids import GridOptions, build_grids, feature_quantiles
-from ._passes import Plan, Trials, run_jobs, set_sums, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._arrays import model_read, open_model_input, resolve_columns
 from ._setup import prepare_model_run
-from ._params import SPECS
 
 __all__ = ["ice", "ICEResult", "ICE_COLUMNS", "ice_columns", "ice_frame"]
 
@@ -159,8 +160,6 @@ class ICEResult(CurveResult):
                 "n_rows": self.n_rows, "weight_sum": self.weight_sum, "path": self.path, "params": self.params}
 
     def plot(self, ax=None, **kwargs):
-        from ..plotting.model import plot_ice
-
         return plot_ice(self, ax=ax, **kwargs)
 
 

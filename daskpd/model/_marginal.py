@@ -23,21 +23,22 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import validate_params
-from .._errors import DataError, InvalidParameterError
 from .._data.encode import as_float
-from ..results import CurveResult
-from ..results.curves import DEFAULT_BAND, band_columns, band_is_flat, band_note, trial_band
 from .._data.options import ReadOptions
 from .._data.request import open_request
 from .._engine.plan import merge_keyed, sum_fields
 from .._engine.stats import order_statistics, summarize, type1_ranks
+from .._errors import DataError, InvalidParameterError
+from .._validation import validate_params
+from ..plotting.model import plot_marginal
+from ..results import CurveResult
+from ..results.curves import DEFAULT_BAND, band_columns, band_is_flat, band_note, trial_band
+from ._arrays import categorical_names, model_read, open_model_input
 from ._common import BinStats, class_columns, level_codes, require_class, response_note
+from ._params import SPECS
 from ._passes import Plan, Trials, run_jobs, trial_bin_sums, trial_params, trial_row_id
 from ._predictor import resolve_predictor
-from ._arrays import categorical_names, model_read, open_model_input
 from ._setup import check_features, check_weight, model_available
-from ._params import SPECS
 
 __all__ = ["marginal", "MarginalResult"]
 
@@ -117,8 +118,6 @@ class MarginalResult(CurveResult):
                 "n_bad_y": self.n_bad_y, "binning": self.binning, "params": self.params}
 
     def plot(self, ax=None, **kwargs):
-        from ..plotting.model import plot_marginal
-
         return plot_marginal(self, ax=ax, **kwargs)
 
 

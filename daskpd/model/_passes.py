@@ -14,10 +14,10 @@ import pandas as pd
 
 from .._data.encode import as_float
 from .._data.request import column_list
-from .._engine import scheduler
+from .._engine import memory, scheduler
 from .._engine.hashing import trial_draw
 from .._engine.plan import Job, build_pass
-from .._engine.repeats import RepeatSketch, RepeatsJob, content_of, warn_repeats
+from .._engine.repeats import RepeatsJob, RepeatSketch, content_of, warn_repeats
 from .._errors import DataError
 from ._predictor import DEFAULT_BATCH_ROWS, Predictor, float_matrix
 
@@ -329,8 +329,6 @@ def check_trial_memory(trials: "Trials | None", rows: int | None, n_partitions: 
     trial weights (:data:`TRIAL_ROW_BYTES` per row and set, the partitions' mean rows)
     cannot fit in a worker thread's memory (:func:`daskpd._engine.memory.usable_thread_memory`);
     the message gives the most trials that would fit."""
-    from .._engine import memory
-
     if trials is None or not rows:
         return
     per_row = float(rows) / max(1, n_partitions) * TRIAL_ROW_BYTES

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .._errors import DataError, InvalidParameterError
+from ..plotting.model import plot_pd
 from ..results import CurveResult, curve_frame
 from ..results.curves import DEFAULT_BAND, band_columns, band_is_flat, band_note, trial_band
 from ._common import class_columns, is_class_output, response_label, response_note
@@ -202,8 +203,6 @@ class PDResult(CurveResult):
         """The curve (1-way) or surface (2-way).  A result holding every class draws one
         curve per class on one axes (1-way) or one panel per class (2-way, returning
         the panels); ``target_class`` draws that class alone."""
-        from ..plotting.model import plot_pd
-
         if target_class is not None:
             return plot_pd(self.output(target_class), ax=ax, **kwargs)
         return plot_pd(self, ax=ax, **kwargs)

@@ -36,21 +36,22 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import validate_params
+from .._engine.progress import stage_label
 from .._errors import DataError, InvalidParameterError
+from .._validation import validate_params
+from ..plotting.model import plot_pd_variance
 from ..results import Result, table_frame
 from ..results.curves import DEFAULT_BAND, trial_band
-from .._engine.progress import stage_label
+from ._arrays import model_read, open_model_input, resolve_columns
 from ._common import class_columns, require_class
+from ._grids import GridOptions, build_grids
+from ._params import SPECS
+from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._pd_engine import engine_notice, known_rows
 from ._pd_pass import PDJob
 from ._pd_result import pd_results
-from ._grids import GridOptions, build_grids
-from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._predictor import DEFAULT_BATCH_ROWS
-from ._arrays import model_read, open_model_input, resolve_columns
 from ._setup import prepare_model_run
-from ._params import SPECS
 
 __all__ = ["pd_variance", "PDVarianceResult"]
 
@@ -144,8 +145,6 @@ class PDVarianceResult(Result):
                 "target_class": self.target_class, "n_rows": self.n_rows, "params": self.params}
 
     def plot(self, ax=None, kind: str = "summary", **kwargs):
-        from ..plotting.model import plot_pd_variance
-
         return plot_pd_variance(self, ax=ax, kind=kind, **kwargs)
 
 

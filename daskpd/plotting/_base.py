@@ -5,6 +5,10 @@ daskpd, so every plotting module (and every result's ``plot()``) can use it.
 """
 from __future__ import annotations
 
+import bisect
+import os
+import warnings
+
 import numpy as np
 
 __all__ = ["pyplot", "get_axes", "value_label", "new_figure", "fit_ticklabels", "fit_figure", "count_bars", "label_categories",
@@ -25,8 +29,6 @@ MAX_BARS = 200
 
 def pyplot():
     """Import pyplot lazily, with a non-interactive backend when there is no display."""
-    import os
-
     import matplotlib
 
     if not os.environ.get("DISPLAY") and not os.environ.get("MPLBACKEND"):
@@ -125,8 +127,6 @@ def fit_ticklabels(ax, which: str = "both") -> None:
 def fit_figure(fig) -> None:
     """Lay out (the figure's own layout engine, else ``tight_layout``), then de-overlap
     every visible axes' tick labels, then lay out again."""
-    import warnings
-
     engine = fig.get_layout_engine()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # "tight_layout not applied": cosmetic
@@ -164,7 +164,6 @@ def pick_labels(n: int, priority=None, max_labels: int = MAX_LABELS) -> np.ndarr
     pr = np.nan_to_num(np.asarray(priority, dtype="float64"), nan=-np.inf)
     gap = n / max_labels
     chosen: list[int] = []
-    import bisect
 
     for i in np.argsort(-pr, kind="stable"):
         k = bisect.bisect_left(chosen, i)

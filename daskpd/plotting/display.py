@@ -33,11 +33,13 @@ import math
 import numbers
 
 import numpy as np
+import pandas as pd
 from sklearn.inspection import PartialDependenceDisplay as _SkDisplay
 from sklearn.utils import Bunch
 
 from .._errors import InvalidParameterError
 from ..model import model_curves
+from ._base import MAX_LABEL_CHARS, MAX_LABELS, label_categories
 
 __all__ = ["PartialDependenceDisplay"]
 
@@ -67,7 +69,6 @@ def _name_few_categories(display) -> bool:
     from matplotlib.category import StrCategoryLocator
     from matplotlib.ticker import FixedLocator
 
-    from ._base import MAX_LABEL_CHARS, MAX_LABELS, label_categories
 
     axes = [a for a in np.ravel(np.asarray(getattr(display, "axes_", None), dtype=object)) if a is not None]
     changed = False
@@ -85,8 +86,6 @@ def _name_few_categories(display) -> bool:
 
 def _in_memory(X) -> bool:
     """Whether ``X`` is a pandas DataFrame or a numpy array (whose row count is known)."""
-    import pandas as pd
-
     return isinstance(X, (pd.DataFrame, np.ndarray))
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._engine.repeats import repeats_text
+from ..plotting.strat import plot_stratpd
 from .base import CurveResult
 
 __all__ = ["StratPDResult", "interval_slopes", "FEW_SLOPES_RULES", "DEFAULT_FEW_SLOPES", "DEFAULT_BAND", "band_settings",
@@ -405,6 +406,4 @@ class StratPDResult(CurveResult):
                                self.params.get("few_slopes", DEFAULT_FEW_SLOPES))
 
     def plot(self, ax=None, **kwargs):
-        from ..plotting.strat import plot_stratpd
-
         return plot_stratpd(self, ax=ax, **kwargs)
