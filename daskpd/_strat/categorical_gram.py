@@ -26,7 +26,7 @@ import numpy as np
 from .._engine.sums import group_sums
 from .._errors import DataError
 from .categorical_solve import (CG_MAXITER, TILE, DIRECT_MAX, Effects, cg_solve, direct_solve, ground, number_groups,
-                                grounded_dense, pairs_upper, scatter_upper, symmetric_csr, uf_find_halving,
+                                grounded_dense, pairs_upper, scatter_upper, symmetric_csr, tile_cuts, uf_find_halving,
                                 uf_flatten, warn_cg)
 
 __all__ = ["LeafSums", "TrialGrams", "gram_link", "gram_sets", "solve_gram", "leaf_sums", "updatable", "DENSE_MAX_KEYS",
@@ -475,21 +475,12 @@ def _sets_gram(G3, code, n, w, starts, cols, tile):
     the sets side by side."""
     K = G3.shape[0]
     T = cols.shape[0]
-    R = code.shape[0]
     L = starts.shape[0]
     n_tiles = (K + tile - 1) // tile
-    ends = np.empty(L, np.int64)
+    ends, cut = tile_cuts(code, starts, n_tiles, tile)
     big = 0
     for q in range(L):
-        ends[q] = starts[q + 1] if q + 1 < L else R
         big = max(big, ends[q] - starts[q])
-    cut = np.empty((L, n_tiles + 1), np.int64)
-    for q in range(L):
-        i = starts[q]
-        for t in range(n_tiles + 1):
-            while i < ends[q] and code[i] < t * tile:
-                i += 1
-            cut[q, t] = i
     nf = np.empty((big, T))  # the leaf's rows of every set, as floats
     ai = np.empty(T)
     live = np.empty(T, np.bool_)

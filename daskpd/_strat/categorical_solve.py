@@ -35,7 +35,7 @@ from .._engine.sums import group_sums
 from .._errors import DataError
 
 __all__ = ["Effects", "solve_table", "solve_effects", "number_groups", "ground", "cg_solve", "direct_solve",
-           "pairs_upper", "scatter_upper", "grounded_dense", "symmetric_csr", "DIRECT_MAX", "CG_MAXITER",
+           "pairs_upper", "scatter_upper", "tile_cuts", "grounded_dense", "symmetric_csr", "DIRECT_MAX", "CG_MAXITER",
            "EXPLICIT_BUDGET"]
 
 #: sparse systems with at most this many unknowns are solved directly (sparse LU)
@@ -153,16 +153,14 @@ def pairs_upper(c, n, w, starts):
 
 
 @numba.njit(cache=True, nogil=True)
-def scatter_upper(G, c, n, w, starts, tile):
-    """Upper triangle of G += n_l n_l' w_l for each leaf (codes ascending within a leaf),
-    tile pair by tile pair of G so that the updates stay in cache."""
+def tile_cuts(c, starts, n_tiles, tile):
+    """``(ends, cut)`` of leaves whose rows start at ``starts`` (codes ``c`` ascending
+    within a leaf): ``ends[q]`` one past leaf q's last row, ``cut[q, t]`` the first row of
+    leaf q whose code is in tile ``t`` (of ``tile`` codes) or later."""
     n_leaf = starts.shape[0]
-    K = G.shape[0]
-    n_tiles = (K + tile - 1) // tile
     ends = np.empty(n_leaf, np.int64)
     for q in range(n_leaf):
         ends[q] = starts[q + 1] if q + 1 < n_leaf else c.shape[0]
-    # cut[q, t]: first row of leaf q whose code is in tile t or later
     cut = np.empty((n_leaf, n_tiles + 1), np.int64)
     for q in range(n_leaf):
         i = starts[q]
@@ -170,6 +168,17 @@ def scatter_upper(G, c, n, w, starts, tile):
             while i < ends[q] and c[i] < t * tile:
                 i += 1
             cut[q, t] = i
+    return ends, cut
+
+
+@numba.njit(cache=True, nogil=True)
+def scatter_upper(G, c, n, w, starts, tile):
+    """Upper triangle of G += n_l n_l' w_l for each leaf (codes ascending within a leaf),
+    tile pair by tile pair of G so that the updates stay in cache."""
+    n_leaf = starts.shape[0]
+    K = G.shape[0]
+    n_tiles = (K + tile - 1) // tile
+    ends, cut = tile_cuts(c, starts, n_tiles, tile)
     for ti in range(n_tiles):
         for tj in range(ti, n_tiles):
             for q in range(n_leaf):

@@ -142,11 +142,10 @@ def test_the_python_entry_checks_them_too(nights, kwargs, message):
     assert message in str(e.value)
 
 
-def test_the_job_specs_baseline_is_the_default_and_the_flags_win(nights, dask_cluster, tmp_path, capsys):
-    """The job spec's ``[history] baseline`` pins the run ``history`` compares the newest
-    one with when neither ``--against`` nor ``--window`` is given: the spec the newest run
-    recorded (given the job directory), or the spec file given instead; the output names
-    where the pinned run came from; a flag wins; a baseline that is not a run is a note."""
+def fifth_run(nights, dask_cluster, tmp_path, history_table: str):
+    """``(job dir, spec path, spec text)``: a copy of the four nights' runs under
+    ``tmp_path/out/n`` and a fifth run, r5, of the same job with ``history_table`` added
+    to its spec (the text is the spec without it)."""
     import shutil
 
     root = tmp_path / "out"
@@ -156,8 +155,17 @@ def test_the_job_specs_baseline_is_the_default_and_the_flags_win(nights, dask_cl
         shutil.copytree(nights / rid, job / rid, symlinks=True)
     text = (nights.parent.parent / "job.toml").read_text().replace("[output]\n", f'[output]\ndir = "{root}"\n')
     spec = tmp_path / "job.toml"
-    spec.write_text(text + '\n[history]\nbaseline = "r1"\n')
+    spec.write_text(text + history_table)
     run_job(spec, scheduler=dask_cluster, run_id="r5", progress=False, out=False, log=False)
+    return job, spec, text
+
+
+def test_the_job_specs_baseline_is_the_default_and_the_flags_win(nights, dask_cluster, tmp_path, capsys):
+    """The job spec's ``[history] baseline`` pins the run ``history`` compares the newest
+    one with when neither ``--against`` nor ``--window`` is given: the spec the newest run
+    recorded (given the job directory), or the spec file given instead; the output names
+    where the pinned run came from; a flag wins; a baseline that is not a run is a note."""
+    job, spec, text = fifth_run(nights, dask_cluster, tmp_path, '\n[history]\nbaseline = "r1"\n')
 
     h = history(job, output=None)  # r5's manifest holds the spec
     assert h.pinned.run_id == "r1" and h.pinned_by == "[history] baseline = 'r1' in the job spec"
@@ -193,18 +201,9 @@ def test_the_job_specs_threshold_and_alpha_are_the_defaults_and_the_flags_win(ni
     """``[history] threshold`` and ``alpha`` are what ``history`` tests with when
     ``--threshold`` / ``--alpha`` are not given (the spec the newest run recorded, or the
     spec file given instead); the output says they came from the spec; a flag wins."""
-    import shutil
-
-    root = tmp_path / "out"
-    job = root / "n"
-    job.mkdir(parents=True)
-    for rid in ("r1", "r2", "r3", "r4"):
-        shutil.copytree(nights / rid, job / rid, symlinks=True)
-    text = (nights.parent.parent / "job.toml").read_text().replace("[output]\n", f'[output]\ndir = "{root}"\n')
-    spec = tmp_path / "job.toml"
     # x2 moved by far more than 0.1 of its scale against r1, but not by 50 times its scale
-    spec.write_text(text + '\n[history]\nbaseline = "r1"\nthreshold = 50.0\nalpha = 0.001\n')
-    run_job(spec, scheduler=dask_cluster, run_id="r5", progress=False, out=False, log=False)
+    job, spec, _ = fifth_run(nights, dask_cluster, tmp_path,
+                             '\n[history]\nbaseline = "r1"\nthreshold = 50.0\nalpha = 0.001\n')
 
     h = history(job, output=None)  # r5's manifest holds the spec
     assert (h.threshold, h.alpha) == (50.0, 0.001)
