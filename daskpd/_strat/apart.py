@@ -63,8 +63,8 @@ from .options import FinishOptions
 from .positions import union_coder
 from .state import FeatureState, Run, ScanState, Stratification
 
-__all__ = ["comparison_states", "Comparison", "CellChange", "cell_change", "new_curve", "by_cells", "MAX_POSITIONS", "CHUNK_CELLS", "NewSide", "new_side", "pair_sides",
-           "side_state", "check_states", "on_disk", "run_dirs", "one_feature", "pair_task", "finish_task",
+__all__ = ["comparison_states", "Comparison", "CellChange", "cell_change", "new_curve", "by_cells", "MAX_POSITIONS",
+           "CHUNK_CELLS", "NewSide", "new_side", "pair_sides", "side_state", "check_states", "on_disk", "run_dirs", "one_feature", "pair_task", "finish_task",
            "new_state_hook", "call_new_state_hook"]
 
 #: a numeric feature's positions in the comparison: at most this many (bins of about
