@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,14 +201,14 @@ def start_compare(new_state, stratification, methods: dict, n_trials: int, finis
                   old_state=None, whole_state=None, max_positions: int | None = None) -> Pending:
     """:func:`compare_states` started: with a distributed Client the features' tasks are
     submitted to its workers now (:func:`_compare_on_cluster`) and run while the driver
-    does other work; without, the comparison runs here when the result is asked for."""
+    does other work; without, the comparison runs here when the result is asked for.
+    When the workers' comparison fails (a worker lost, e.g. restarted past its memory
+    limit, takes its tasks' scattered inputs with it), it runs here instead, with a
+    RuntimeWarning saying why: the same records, later."""
     feats = [f for f in new_state.features if f in methods]
     if not feats:
         return Pending(list)
     client = current_client()
-    if client is not None:
-        return _compare_on_cluster(client, new_state, stratification, feats, methods, n_trials, finish_options,
-                                   old_state, whole_state, max_positions or MAX_POSITIONS)
 
     def here():
         cmp_ = comparison_states(new_state.subset(feats), stratification, n_trials,
@@ -241,7 +242,20 @@ def start_compare(new_state, stratification, methods: dict, n_trials: int, finis
                                       rows_old=rows[3], note=_note(rows)))
         return out
 
-    return Pending(here)
+    if client is None:
+        return Pending(here)
+    on_cluster = _compare_on_cluster(client, new_state, stratification, feats, methods, n_trials, finish_options,
+                                     old_state, whole_state, max_positions or MAX_POSITIONS)
+
+    def collect():
+        try:
+            return on_cluster.result()
+        except Exception as exc:  # noqa: BLE001 -- a worker lost (out of memory, restarted): its tasks' inputs with it
+            warnings.warn(f"the new-against-old comparison on the workers failed ({type(exc).__name__}: "
+                          f"{' '.join(str(exc).split())[:200]}); compared on the driver instead", RuntimeWarning, stacklevel=2)
+            return here()
+
+    return Pending(collect)
 
 
 def _visible(client, dirs: set) -> bool:

@@ -144,6 +144,27 @@ def test_the_comparison_on_a_cluster_equals_it_on_the_driver(states, saved, tmp_
         pd.testing.assert_frame_equal(record_frame(a), record_frame(b), check_exact=True)
 
 
+def test_a_comparison_whose_workers_are_lost_is_made_on_the_driver(states):
+    """The workers' comparison loses its tasks when its workers go (here restarted
+    while it runs, as the nanny restarts a worker past its memory limit; its scattered
+    inputs go with them): the comparison is made on the driver instead, with a warning
+    saying so, and its records are those of the driver."""
+    from distributed import Client, LocalCluster
+
+    from daskpd.job.newold import start_compare
+
+    strat, old, new, _ = states
+    here = decide(compare_states(new, strat, METHODS, 25, old_state=old))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      host="127.0.0.1") as cluster, Client(cluster) as client:
+        pending = start_compare(new, strat, METHODS, 25, old_state=old)
+        client.restart()
+        with pytest.warns(RuntimeWarning, match="comparison on the workers failed .*compared on the driver instead"):
+            there = decide(pending.result())
+    pd.testing.assert_frame_equal(points_frame(here), points_frame(there), check_exact=True)
+    pd.testing.assert_frame_equal(record_frame(here), record_frame(there), check_exact=True)
+
+
 def test_cells_in_order_are_summed_as_the_sorting_path_sums_them():
     """The old sums put on the comparison's cells: cells already in (leaf, key) order
     (a run's, codes kept in order) are summed in one pass, the same bits as sorting them
