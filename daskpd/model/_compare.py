@@ -39,7 +39,8 @@ from .._validation import validate_params
 from ..plotting.comparison import plot_comparison
 from ..results import Result
 from ..results.curves import DEFAULT_BAND, trial_band
-from ._ale import ALEJob, ale_specs, finish_ale
+from ._ale import ALEJob, finish_ale
+from ._ale_specs import ale_specs
 from ._arrays import model_read, open_model_input, resolve_columns
 from ._common import require_class
 from ._grids import pd_grid, pd_grid_plan

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from .._engine.repeats import warn_repeats
 from .._engine.stats import mquantile_ranks, order_statistics, summarize
 from .._errors import DataError
-from ._ale import ALEJob, ale, ale_specs, ale_summary_kinds, finish_ale
+from ._ale import ALEJob, ale, finish_ale
+from ._ale_specs import ale_specs, ale_summary_kinds
 from .._engine.progress import stage_label
 from ._fpd import partial_dependence
 from ._pd_engine import engine_notice, known_rows
