@@ -60,7 +60,7 @@ from ._strat.state import ScanState
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
 from ._stratpd import driver_side as numeric_driver_side
-from ._validation import (
+from ._constraints import (
     N_TRIALS,
     POSITIVE_INT,
     ColumnNames,
@@ -68,8 +68,8 @@ from ._validation import (
     InstancesOf,
     Interval,
     StrOptions,
-    validate_params,
 )
+from ._validation import validate_params
 from .results.support import curve_support, no_support_reason, support_flag, support_order
 
 __all__ = ["importances", "strat_curves_and_importances", "importance_request", "ImportanceResult"]

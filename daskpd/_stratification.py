@@ -13,7 +13,8 @@ from ._strat.options import KeepState, StateMode, TreeOptions, Trials
 from ._strat.pipeline import run_strat, run_under
 from ._strat.state import ScanState, Stratification
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
-from ._validation import IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, POSITIVE_INT, ColumnNames, InstancesOf, validate_params
+from ._constraints import IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, POSITIVE_INT, ColumnNames, InstancesOf
+from ._validation import validate_params
 
 __all__ = ["fit_stratification", "scan_state", "Stratification", "ScanState"]
 

@@ -17,8 +17,9 @@ from ._strat.pipeline import run_strat
 from ._strat.state import Stratification
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, TREE_METHODS
 from ._errors import DataError
-from ._validation import (IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames,
-                          InstancesOf, Interval, Percentiles, StrOptions, validate_params)
+from ._constraints import (IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames,
+                           InstancesOf, Interval, Percentiles, StrOptions)
+from ._validation import validate_params
 from .results import StratPDResult
 from .results.support import LOW_SUPPORT_SHARE, no_support_reason
 

@@ -1,4 +1,4 @@
-"""One declarative parameter validation (daskpd._validation), used by every public function."""
+"""One declarative parameter validation (daskpd._validation, daskpd._constraints), used by every public function."""
 from __future__ import annotations
 
 import inspect
@@ -10,8 +10,8 @@ import pytest
 
 import daskpd
 from daskpd import DataError, InvalidParameterError
-from daskpd._validation import (NO_VALIDATION, Boolean, ColumnNames, Interval, Percentiles, StrOptions,
-                                get_constraints, validate_params)
+from daskpd._constraints import NO_VALIDATION, Boolean, ColumnNames, Interval, Percentiles, StrOptions
+from daskpd._validation import get_constraints, validate_params
 
 PUBLIC = ["stratpd", "catstratpd", "importances", "partial_dependence", "ice", "ale", "marginal", "pd_variance",
           "compare", "model_curves"]

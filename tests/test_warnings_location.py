@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import daskpd
-from daskpd._validation import warnings_at_callers_line
+from daskpd._caller_warnings import warnings_at_callers_line
 
 
 def _frame(n=3000):

@@ -160,7 +160,6 @@ class _ALEFeaturePartial:
         return cls(BinStats.merge_all([p.stats for p in parts]), lw, ln, **sum_fields(parts, *ROW_COUNTS), trials=tr)
 
 
-
 @dataclass
 class _ALEPartial:
     feats: dict

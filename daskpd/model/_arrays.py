@@ -28,7 +28,7 @@ import pandas as pd
 from .._data.options import AUTO, ReadOptions
 from .._data.source import Dataset
 from .._errors import InvalidParameterError
-from .._validation import Constraint
+from .._constraints import Constraint
 
 __all__ = ["ModelInput", "open_model_input", "open_model_data", "model_read", "resolve_columns", "categorical_names", "grid_names",
            "ColumnOrIndex", "ColumnOrValues", "is_array", "WEIGHT_COLUMN"]

@@ -2,7 +2,7 @@
 
 :data:`SPECS` maps each public function (``partial_dependence``, ``ice``, ``ale``,
 ``marginal``, ``pd_variance``, ``h_statistic``, ``compare``, ``model_curves``) to the
-constraints of every one of its parameters, in :mod:`daskpd._validation`'s terms.  The
+constraints of every one of its parameters, in :mod:`daskpd._constraints`' terms.  The
 function is decorated with ``validate_params(SPECS[name])`` (which checks, when the
 function is defined, that the spec lists exactly its parameters); the defaults are the
 signature's.  :func:`daskpd.model_curves` checks each method's per-request parameters
@@ -20,8 +20,8 @@ import os
 from numbers import Integral, Real
 
 from .._errors import InvalidParameterError
-from .._validation import (IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ArrayLike,
-                           ArrayOrColumn, ColumnNames, InstancesOf, Interval, Percentiles, Probabilities, StrOptions)
+from .._constraints import (IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ArrayLike,
+                            ArrayOrColumn, ColumnNames, InstancesOf, Interval, Percentiles, Probabilities, StrOptions)
 from ._arrays import ColumnOrIndex, ColumnOrValues
 
 __all__ = ["RESPONSES", "ENGINES", "PD_METHODS", "KINDS", "MODEL", "GRID", "ENGINE", "TRIALS", "SPECS", "PER_REQUEST",

@@ -23,7 +23,7 @@ import pytest
 import daskpd
 from daskpd import cli
 from daskpd._errors import DataError, InvalidParameterError
-from daskpd._validation import MAX_TRIALS
+from daskpd._constraints import MAX_TRIALS
 from daskpd.datasets import Bulldozer
 from daskpd.job import store
 from daskpd.job.run import list_runs, run_job
