@@ -123,7 +123,7 @@ class ImportanceResult(Result):
         Long table of the permutation draws (permutation, feature, raw measures).
     n_passes : int
         Passes over the data (2: sample + one scan; 3 when the sample was drawn again,
-        see ``daskpd._engine.hashing.SampleJob``).
+        see ``daskpd._engine.sample_pass.SampleJob``).
     """
 
     table: pd.DataFrame

@@ -1,14 +1,11 @@
-"""Seeded row hashes: partition-invariant samples, bootstrap weights and distinct values.
+"""Seeded row hashes: partition-invariant samples, folds and bootstrap weights.
 
 Every row gets a pseudo-random 64-bit number that depends only on its content and the
 seed (:func:`row_hash`).  The tree sample is the ``k`` rows with the smallest numbers (a
 *bottom-k* sample: uniform, without replacement, the same however the data is
-partitioned), and bootstrap weights are drawn from the same hash keyed per trial, so
-they too depend on the row, not on where it sits.
-
-:class:`SampleJob` is the first pass of the model-free pipeline: the bottom-k sample,
-the row count, and the distinct values of the columns that need a complete vocabulary
-(categories, and numeric features that may keep their exact values), capped.
+partitioned; the pass that draws it is :mod:`daskpd._engine.sample_pass`), and bootstrap
+weights are drawn from the same hash keyed per trial, so they too depend on the row, not
+on where it sits.
 """
 from __future__ import annotations
 
@@ -19,19 +16,12 @@ from typing import Sequence
 import numba
 import numpy as np
 import pandas as pd
-from dask.sizeof import sizeof
 
-from .plan import Job
 
 __all__ = ["row_hash", "content_hash", "keyed_hash", "bootstrap_weights", "bootstrap_counts", "TrialDraw",
-           "trial_draw", "leaf_weights", "name_salt", "fold_of", "unit_of", "fold_hash", "sample_hash", "value_hash", "hash_order",
-           "SampleJob",
-           "Sample",
-           "distinct_capped", "SAMPLE_MARGIN", "HASH_COLUMN"]
+           "trial_draw", "leaf_weights", "name_salt", "fold_of", "unit_of", "fold_hash", "sample_hash", "value_hash",
+           "hash_order"]
 
-_HASH = "__daskpd_hash__"
-#: the column of :class:`SampleJob`'s partials holding each row's hash (dropped by its finish)
-HASH_COLUMN = _HASH
 
 #: P(K <= k) for K ~ Poisson(1), k = 0..24 (scipy.stats is not imported for this: ~0.5 s)
 _POISSON1_CDF = np.minimum(np.cumsum([np.exp(-1.0) / math.factorial(k) for k in range(25)]), 1.0)
@@ -329,191 +319,3 @@ def _draw_counts(content, seeds, cdf, fraction):
                         k += 1
                     out[i, t] = k
     return out
-
-
-# ---------------------------------------------------------------------------------
-# distinct values, capped
-
-
-@numba.njit(cache=True, nogil=True)
-def _distinct_bits(bits, cap):
-    """Distinct int64 values of ``bits`` in first-seen order; (values, overflowed).  The
-    hash table starts small and doubles as values arrive (a table sized for ``cap`` up
-    front would cost more to allocate than the scan)."""
-    size = 1024
-    mask = size - 1
-    table = np.empty(size, np.int64)
-    used = np.zeros(size, np.bool_)
-    out = np.empty(min(cap, bits.shape[0]) + 1, np.int64)
-    n = 0
-    for i in range(bits.shape[0]):
-        b = bits[i]
-        h = ((b * np.int64(-7046029254386353131)) >> np.int64(17)) & mask
-        while used[h] and table[h] != b:
-            h = (h + 1) & mask
-        if not used[h]:
-            if n == cap:
-                return out[:n], True
-            out[n] = b
-            n += 1
-            if 2 * n > size:  # grow and re-insert
-                size *= 2
-                mask = size - 1
-                table = np.empty(size, np.int64)
-                used = np.zeros(size, np.bool_)
-                for j in range(n):
-                    g = ((out[j] * np.int64(-7046029254386353131)) >> np.int64(17)) & mask
-                    while used[g]:
-                        g = (g + 1) & mask
-                    used[g] = True
-                    table[g] = out[j]
-            else:
-                used[h] = True
-                table[h] = b
-    return out[:n], False
-
-
-def distinct_capped(s: pd.Series, cap: int):
-    """Sorted distinct non-missing values of ``s`` (numpy array), or None beyond ``cap``."""
-    if len(s) == 0:
-        return np.asarray(s.dropna().to_numpy())[:0]
-    dtype = s.dtype
-    if isinstance(dtype, np.dtype) and dtype.kind in "iub":
-        vals, over = _distinct_bits(s.to_numpy().astype(np.int64, copy=False), cap)
-        return None if over else np.sort(vals.astype(dtype))
-    if isinstance(dtype, np.dtype) and dtype.kind == "f":
-        x = s.to_numpy()
-        x = x[~np.isnan(x)] + 0.0
-        vals, over = _distinct_bits(x.view(np.int64), cap)
-        return None if over else np.sort(vals.view(np.float64))
-    u = pd.unique(s.dropna())
-    if len(u) > cap:
-        return None
-    return sort_labels(np.asarray(u, dtype=object) if not isinstance(u, np.ndarray) else u)
-
-
-def sort_labels(values) -> np.ndarray:
-    """Labels sorted as pandas sorts them; mixed types by (type name, text) instead."""
-    arr = np.asarray(values)
-    try:
-        return np.asarray(pd.Index(arr).sort_values(), dtype=arr.dtype if arr.dtype != object else object)
-    except TypeError:
-        keyed = sorted(arr.tolist(), key=lambda v: (type(v).__name__, str(v)))
-        return np.asarray(keyed, dtype=object)
-
-
-def union_capped(parts, cap: int):
-    if any(p is None for p in parts):
-        return None
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return None if False else np.asarray([])
-    if all(p.dtype.kind in "iufb" for p in parts):
-        u = np.unique(np.concatenate(parts))
-    else:
-        u = sort_labels(pd.unique(np.concatenate([np.asarray(p, dtype=object) for p in parts])))
-    return None if len(u) > cap else u
-
-
-# ---------------------------------------------------------------------------------
-# the sample pass
-
-
-class Sample:
-    """Result of :class:`SampleJob`: ``frame`` (hash-ordered bottom-k rows), ``n_rows``,
-    ``distinct`` ({column: sorted distinct values, or None beyond the cap}).
-
-    ``limit``: while merging, the smallest hash bound below which a partition that left
-    rows out kept every row (None: none left rows out); ``exact`` (finished sample):
-    False when such a partition may have left out a row of the bottom k -- the sample
-    must then be drawn again without bounds (:class:`SampleJob`).
-    """
-
-    def __init__(self, frame: pd.DataFrame, n_rows: int, distinct: dict, limit=None, exact: bool = True):
-        self.frame = frame
-        self.n_rows = n_rows
-        self.distinct = distinct
-        self.limit = limit
-        self.exact = exact
-
-
-#: how many times its share of the sample a partition ships at most, when the partition
-#: count is known (see :class:`SampleJob`)
-SAMPLE_MARGIN = 4
-
-
-class SampleJob(Job):
-    """Bottom-k rows by keyed row hash, the row count, and capped distinct values.
-
-    With ``n_partitions`` (P) and ``margin`` (c), a partition of r rows ships only its
-    rows whose hash is below ``c k / (P r)`` of the hash range (about c k / P rows, not
-    k: at 1e8 rows in 200 partitions, 4,000 rows each instead of 200,000).  That keeps
-    every row of the bottom k whenever the k-th smallest hash of all rows is below every
-    such bound -- true unless a partition holds over c times the mean partition's rows
-    -- and the finish checks it exactly (:attr:`Sample.exact`): the sample is either the
-    same rows, in the same order, as without bounds, or flagged to be drawn again.
-    """
-
-    def __init__(self, k: int, random_state: int, distinct: dict | None = None, n_partitions: int | None = None,
-                 margin: int | None = SAMPLE_MARGIN):
-        self.k = int(k)
-        self.random_state = int(random_state)
-        self.distinct = dict(distinct or {})  # column -> cap
-        self.n_partitions = int(n_partitions) if n_partitions else None
-        self.margin = int(margin) if margin else None
-
-    def bound(self, n: int):
-        """The hash bound (uint64) of a partition of ``n`` rows, or None (ship its bottom k)."""
-        if self.n_partitions is None or self.margin is None or n == 0:
-            return None
-        b = (self.margin * self.k << 64) // (self.n_partitions * n)  # exact integer arithmetic
-        return np.uint64(b) if b < (1 << 64) else None
-
-    def map(self, ctx):
-        df = ctx.df
-        h = sample_hash(df, self.random_state)
-        limit = self.bound(len(df))
-        keep = None
-        if limit is not None:
-            keep = np.flatnonzero(h < limit)
-            if len(keep) == len(df):
-                keep, limit = None, None  # nothing left out
-        if keep is not None and len(keep) > self.k:
-            keep = keep[np.sort(np.argpartition(h[keep], self.k - 1)[:self.k])]
-        elif keep is None and len(df) > self.k:
-            keep = np.argpartition(h, self.k - 1)[:self.k]
-            keep.sort()
-        if keep is not None:
-            rows, h = df.iloc[keep], h[keep]
-        else:
-            rows = df
-        rows = rows.reset_index(drop=True)
-        rows[_HASH] = h
-        distinct = {c: distinct_capped(df[c], cap) for c, cap in self.distinct.items()}
-        return Sample(rows, len(df), distinct, limit)
-
-    def combine(self, parts, bucket=0):
-        df = pd.concat([p.frame for p in parts], ignore_index=True)
-        if len(df) > self.k:
-            keep = np.argpartition(df[_HASH].to_numpy(), self.k - 1)[:self.k]
-            keep.sort()
-            df = df.iloc[keep].reset_index(drop=True)
-        distinct = {c: union_capped([p.distinct[c] for p in parts], cap) for c, cap in self.distinct.items()}
-        limits = [p.limit for p in parts if p.limit is not None]
-        return Sample(df, sum(p.n_rows for p in parts), distinct, min(limits) if limits else None)
-
-    def finish(self, merged):
-        # Order by hash (ties: identical rows, whose order is immaterial) so that the
-        # sample, and everything fitted on it, does not depend on the partitioning.
-        frame = merged.frame.sort_values(_HASH, kind="stable")
-        exact = True
-        if merged.limit is not None:  # a left-out row is at or above its partition's bound
-            h = frame[_HASH].to_numpy()
-            exact = len(h) >= self.k and h[self.k - 1] < merged.limit
-        frame = frame.drop(columns=_HASH).reset_index(drop=True)
-        return Sample(frame, merged.n_rows, merged.distinct, exact=exact)
-
-
-@sizeof.register(Sample)
-def _sizeof_sample(o):
-    return sizeof(o.frame) + sum(0 if v is None else sizeof(v) for v in o.distinct.values())

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from dask.sizeof import sizeof
 
-from .._engine.hashing import sort_labels
+from .._engine.distinct import sort_labels
 from ..plotting.catstrat import plot_catstratpd
 from ..results import CurveResult
 from ..results.curves import (

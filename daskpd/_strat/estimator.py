@@ -160,7 +160,7 @@ class ModelFreeEstimator(abc.ABC):
     @abc.abstractmethod
     def coder(self, feature: str, sample, max_bins, nan_as_level: bool, dtype):
         """The feature's :class:`~daskpd._data.encode.KeyCoder` from pass 1's ``sample``
-        (:class:`daskpd._engine.hashing.Sample`: the tree sample and the distinct values)."""
+        (:class:`daskpd._engine.sample_pass.Sample`: the tree sample and the distinct values)."""
 
     # -- the map --------------------------------------------------------------------
 

@@ -52,7 +52,9 @@ from .._data.encode import as_float
 from .._data.gather import Group
 from .._data.request import as_numbers
 from .._engine import scheduler
-from .._engine.hashing import HASH_COLUMN, SAMPLE_MARGIN, Sample, SampleJob, distinct_capped, sample_hash
+from .._engine.distinct import distinct_capped
+from .._engine.hashing import sample_hash
+from .._engine.sample_pass import HASH_COLUMN, SAMPLE_MARGIN, Sample, SampleJob
 from .._engine.memory import partition_bytes
 from .._engine.plan import Job
 from .._engine.progress import stage

@@ -1,7 +1,7 @@
 """The model-free pipeline shared by stratpd, catstratpd and importances.
 
 read (needed columns only) -> pass 1: the tree sample, the row count and every
-feature's distinct values (:class:`daskpd._engine.hashing.SampleJob`) -> one stratifying
+feature's distinct values (:class:`daskpd._engine.sample_pass.SampleJob`) -> one stratifying
 tree per feature, fitted in parallel next to the sample -> pass 2: ONE scan applying
 every tree, its reduction split into buckets of leaves, each curve finished next to its
 data (:class:`daskpd._strat.scan.StratScan`) -> only the curves reach the driver.
@@ -11,7 +11,7 @@ Passes over the data: two per request, whatever the number of features and trial
 the scan's trees are fitted on the sample, so the two cannot be fused); three
 when a partition holds over ``SAMPLE_MARGIN`` times the mean partition's rows and the
 sample's rows, which the partitions ship only about their share of, must be drawn again
-without that bound (:class:`daskpd._engine.hashing.SampleJob`).  The sample and the
+without that bound (:class:`daskpd._engine.sample_pass.SampleJob`).  The sample and the
 trees reach later stages as results of the graphs that made them (futures on a
 cluster), never as scattered data, so a lost worker's part is recomputed from lineage.
 """
@@ -31,8 +31,9 @@ import pandas as pd
 from .._data.encode import FeatureEncoder, KeyCoder
 from .._data.request import Request
 from .._data.suspects import KEEP_HINT, SUSPECT_WHYS
-from .._engine import hashing, scheduler
-from .._engine.hashing import Sample, SampleJob, fold_hash, fold_of, hash_order
+from .._engine import sample_pass, scheduler
+from .._engine.hashing import fold_hash, fold_of, hash_order
+from .._engine.sample_pass import Sample, SampleJob
 from .._engine.plan import Kept, build_pass, run_pass
 from .._engine.progress import plan_stages, stage
 from .._errors import DataError
@@ -280,7 +281,7 @@ def run_strat(
         else:
             sample_h, range_h = scheduler.materialize(
                 *build_pass(ddf, [SampleJob(drawn, random_state, caps, n_partitions=ddf.npartitions,
-                                            margin=hashing.SAMPLE_MARGIN),
+                                            margin=sample_pass.SAMPLE_MARGIN),
                                   TargetRange(target)], name="daskpd-sample", fan_in=SAMPLE_FAN_IN),
                 progress=progress)
             y_range = range_h.value

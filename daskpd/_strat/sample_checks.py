@@ -15,7 +15,7 @@ import pandas as pd
 from .._data.encode import as_float
 from .._data.request import Request, left_out_note
 from .._data.suspects import KEEP_HINT, leave_out, suspect_columns
-from .._engine.hashing import Sample
+from .._engine.sample_pass import Sample
 from .._errors import DataError
 from .estimators import estimator_named
 from .state import Stratification

@@ -17,7 +17,8 @@ from daskpd._data.lake_footers import list_parquet_files
 from daskpd._data.options import ReadOptions
 from daskpd._data.request import open_request
 from daskpd._strat.firstpass import FirstPassCache, file_partial, merged_sample
-from daskpd._engine.hashing import SampleJob, sample_hash
+from daskpd._engine.hashing import sample_hash
+from daskpd._engine.sample_pass import SampleJob
 from daskpd._strat.options import KeepState, Reuse, StateMode, TreeOptions
 from daskpd._strat.pipeline import run_strat
 

@@ -203,7 +203,7 @@ def test_bounded_sample_pass_ships_its_share_and_keeps_the_bottom_k():
     bound (about 4 k / P of them, not k), and the finished sample is the very bottom-k
     of the unbounded pass: the same rows in the same order, the same row count and
     distinct values."""
-    from daskpd._engine.hashing import SampleJob
+    from daskpd._engine.sample_pass import SampleJob
     from daskpd._engine.plan import PartitionContext, run_local
 
     df, parts = _sample_parts([5_000] * 12)
@@ -226,18 +226,18 @@ def test_bounded_sample_pass_is_redrawn_when_a_partition_is_far_above_the_mean(m
     bottom k: the finish says so (``exact`` False), the pipeline draws the sample again
     without bounds (a third pass, counted), and the answer is bit for bit the one of the
     unbounded sample pass; with equal partitions it is too, in two passes."""
-    from daskpd._engine import hashing
-    from daskpd._engine.hashing import SampleJob
+    from daskpd._engine import sample_pass
     from daskpd._engine.plan import run_local
+    from daskpd._engine.sample_pass import SampleJob
 
     df, parts = _sample_parts([40_000] + [2_000] * 10)
     (s,) = run_local(parts, [SampleJob(5_000, 7, {}, n_partitions=len(parts))], fan_in=8)
     assert not s.exact
     lopsided = dd.from_map(lambda i: parts[i], list(range(len(parts))), meta=df.iloc[:0])
     even = dd.from_pandas(df, npartitions=11, sort=False)
-    runs, m = {}, hashing.SAMPLE_MARGIN
+    runs, m = {}, sample_pass.SAMPLE_MARGIN
     for margin in (m, None):
-        monkeypatch.setattr(hashing, "SAMPLE_MARGIN", margin)
+        monkeypatch.setattr(sample_pass, "SAMPLE_MARGIN", margin)
         for name, data in (("lopsided", lopsided), ("even", even)):
             runs[name, margin] = daskpd.strat_curves_and_importances(
                 data, target="y", features=["a", "k"], categorical_features=["k"],
