@@ -106,7 +106,7 @@ def test_shown_value_is_the_library_default(key):
 
 
 def test_the_doc_names_the_histogram_trees_bins():
-    """The comment on tree_method states the bin rule of daskpd._strat.histtree."""
-    from daskpd._strat import histtree
+    """The comment on tree_method states the bin rule of daskpd._strat.histbins."""
+    from daskpd._strat import histbins
 
-    assert f"{histtree.MAX_TREE_BINS_LIMIT:,}" in example_block()
+    assert f"{histbins.MAX_TREE_BINS_LIMIT:,}" in example_block()

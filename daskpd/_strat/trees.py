@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from .._data.encode import FeatureEncoder, as_float
-from . import histtree
-from .histtree import HistTree, apply_routed, bin_columns
+from . import histbins
+from .histbins import bin_columns
+from .histtree import HistTree, apply_routed
 
 __all__ = ["fit_tree", "fit_honest", "HonestTrees", "bin_sample", "BinnedSample", "TREE_METHODS",
            "DEFAULT_TREE_METHOD", "bin_edges", "DEFAULT_SAMPLE_SIZE", "DEFAULT_MAX_BINS", "tree_method_of", "leaf_nodes"]
@@ -30,7 +31,7 @@ DEFAULT_MAX_BINS = 1000
 #: how the stratifying trees are grown (see :func:`fit_tree`)
 TREE_METHODS = ("hist", "exact")
 #: bins per stratifying column of the histogram tree: "auto" (one per distinct value up to
-#: histtree.MAX_TREE_BINS_LIMIT = 65,535, at least histtree.MAX_TREE_BINS) or an int (the
+#: histbins.MAX_TREE_BINS_LIMIT = 65,535, at least histbins.MAX_TREE_BINS) or an int (the
 #: old fixed 1,023)
 TREE_BINS = "auto"
 DEFAULT_TREE_METHOD = "hist"
@@ -42,7 +43,7 @@ class BinnedSample:
 
     columns: list[str]
     B: np.ndarray  # rows with finite y x columns, uint16 bin codes (max_bins: missing)
-    bins: list  # each column's histtree.ColumnBins
+    bins: list  # each column's histbins.ColumnBins
     y: np.ndarray
     max_bins: int
 
@@ -126,7 +127,7 @@ def bin_sample(sample: pd.DataFrame, target: str, columns: Sequence[str], encode
     # 1,023 bins on california's median_income (12,928 values) moved rows between
     # leaves and the housing_median_age curve away from stratx's (correlation 0.92)
     if TREE_BINS == "auto":
-        B, bins, max_bins = histtree.bin_columns_auto(X)
+        B, bins, max_bins = histbins.bin_columns_auto(X)
     else:
         max_bins = int(TREE_BINS)
         B, bins = bin_columns(X, max_bins)

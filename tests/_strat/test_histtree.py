@@ -8,7 +8,8 @@ import pytest
 from sklearn.tree import DecisionTreeRegressor
 
 import daskpd
-from daskpd._strat.histtree import MAX_TREE_BINS, ColumnBins, HistTree, bin_columns
+from daskpd._strat.histbins import MAX_TREE_BINS, ColumnBins, bin_columns
+from daskpd._strat.histtree import HistTree
 from daskpd import DataError
 
 

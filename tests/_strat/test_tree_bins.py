@@ -16,7 +16,7 @@ import pytest
 
 import daskpd
 from daskpd._strat import trees
-from daskpd._strat.histtree import MAX_TREE_BINS, MAX_TREE_BINS_LIMIT, auto_max_bins
+from daskpd._strat.histbins import MAX_TREE_BINS, MAX_TREE_BINS_LIMIT, auto_max_bins
 
 
 def test_auto_max_bins():
@@ -124,7 +124,7 @@ def test_bins_from_one_sort_equal_per_value_search():
     count, the bins and the codes) gives every value the code of a plain per-value
     ``searchsorted`` in its column's edges: NaN the missing code, -inf / +inf the first /
     last bin (outside the edges, which come from the finite values), ties one code."""
-    from daskpd._strat.histtree import ColumnBins, bin_columns, bin_columns_auto
+    from daskpd._strat.histbins import ColumnBins, bin_columns, bin_columns_auto
 
     rng = np.random.default_rng(8)
     n = 5000

@@ -211,11 +211,13 @@ def test_in_memory_equals_dask_bit_for_bit(inter):
 
 def test_list_mixes_1d_and_2d_in_one_pass(inter, monkeypatch):
     import daskpd.model._ale as ale_mod
+    import daskpd.model._ale_specs as specs_mod
 
     X, _, gbr = inter
     calls = []
     real = ale_mod.run_jobs
-    monkeypatch.setattr(ale_mod, "run_jobs", lambda *a, **k: calls.append(k.get("name")) or real(*a, **k))
+    for mod in (ale_mod, specs_mod):  # the ALE pass, and the pass ordering categorical levels
+        monkeypatch.setattr(mod, "run_jobs", lambda *a, **k: calls.append(k.get("name")) or real(*a, **k))
     out = daskpd.ale(gbr, X, ["x3", ("x1", "x2"), ("x2", "x3")], bins=10)
     assert list(out) == ["x3", ("x1", "x2"), ("x2", "x3")]
     assert calls == ["daskpd-ale"]  # one model pass (no categorical ordering)
