@@ -52,7 +52,6 @@ from ._errors import DataError
 from ._importance_result import MEASURES, ImportanceResult, curve_arrays, curve_measures, normalize_measures
 from ._strat.estimators import EXTRA_METHODS, estimator_named, extra_kinds
 from ._strat.firstpass import FirstPassCache
-from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES
 from ._strat.options import FinishOptions, KeepState, Reuse, TreeOptions, Trials
 from ._strat.pipeline import run_strat
 from ._strat.scan import leaf_numbering
@@ -70,6 +69,7 @@ from ._constraints import (
     StrOptions,
 )
 from ._validation import validate_params
+from .results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES
 from .results.support import curve_support, no_support_reason, support_flag, support_order
 
 __all__ = ["importances", "strat_curves_and_importances", "importance_request", "ImportanceResult"]

@@ -2,7 +2,7 @@
 
 The pipeline (sample, trees, one scan, curves finished next to the data) is
 :mod:`daskpd._strat.pipeline`; the finish (slopes, their average, the integral) is
-:mod:`daskpd._strat.numeric`.
+:mod:`daskpd._strat.numeric` and :mod:`daskpd._strat.numeric_curve`.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from numbers import Integral
 
 from ._data.options import AUTO, ReadOptions
 from ._data.request import open_request
-from ._strat.numeric import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES, empty_curve_message
+from ._strat.numeric_curve import empty_curve_message
 from ._strat.options import FinishOptions, Reuse, TreeOptions, Trials
 from ._strat.pipeline import run_strat
 from ._strat.state import Stratification
@@ -21,6 +21,7 @@ from ._constraints import (IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, NON_NEGATIVE
                            InstancesOf, Interval, Percentiles, StrOptions)
 from ._validation import validate_params
 from .results import StratPDResult
+from .results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES
 from .results.support import LOW_SUPPORT_SHARE, no_support_reason
 
 __all__ = ["stratpd"]

@@ -100,7 +100,7 @@ DEFAULT_N_SEGMENTS = 500
 
 @dataclass(frozen=True)
 class FinishOptions:
-    """How a scan's curves are finished (:func:`daskpd._strat.numeric.curve_from_sums`,
+    """How a scan's curves are finished (:func:`daskpd._strat.numeric_curve.curve_from_sums`,
     :func:`daskpd._strat.categorical.result_of_effects`), and what of the run their
     results' ``params`` record."""
 

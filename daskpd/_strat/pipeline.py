@@ -225,7 +225,7 @@ def run_strat(
     feature, CatStratPDResult for a categorical one) is finished next to its merged sums
     and returned in ``StratRun.results``; ``finish_options``
     (:class:`~daskpd._strat.options.FinishOptions`, None: the defaults) are those of
-    :func:`daskpd._strat.numeric.curve_from_sums` / ``categorical.result_of_effects``
+    :func:`daskpd._strat.numeric_curve.curve_from_sums` / ``categorical.result_of_effects``
     (``min_slopes_per_x``, ``few_slopes``, ``band``, ``centered``, ``n_segments``).
     Features in ``skip_constant`` (a default feature set) that the sample shows to be
     constant or empty are left out (``StratRun.skipped``) instead of raising.

@@ -3,7 +3,7 @@ feature's curve from the slopes between the positions each leaf holds.
 
 The kernels are those of :mod:`daskpd._strat.numeric` (a bucket's slope segments summed
 per position, :func:`~daskpd._strat.numeric.bucket_sums`; the buckets folded and
-integrated, :func:`~daskpd._strat.numeric.curve_from_sums`) and :mod:`daskpd._strat.delta`
+integrated, :func:`~daskpd._strat.numeric_curve.curve_from_sums`) and :mod:`daskpd._strat.delta`
 (the finish summary an incremental run updates); this module only says which one runs
 where.  Its aggregate is one task per feature over the buckets' small per-position
 arrays.
@@ -14,7 +14,8 @@ from ..results.curves import StratPDResult
 from .delta import NumericSummary, apply_delta, bucket_leaf_stats, gather_leaf_stats, numeric_summary, \
     summary_bucket, summary_from_buckets
 from .estimator import DeltaInputs
-from .numeric import bin_anchors, bucket_sums, curve_from_sums
+from .numeric import bin_anchors, bucket_sums
+from .numeric_curve import curve_from_sums
 from .numeric_positions import NUMERIC_VALUES_CAP, NumericPositions, equal_mass_positions
 
 __all__ = ["StratPDEstimator", "NUMERIC_VALUES_CAP", "equal_mass_positions"]

@@ -4,7 +4,7 @@ their functions in :mod:`daskpd.model`).  All are :class:`~daskpd.results.base.C
 
 :func:`interval_slopes` is StratPD's rule for the slope of every interval between two
 positions; it lives here, with the result, because both the finish that integrates the
-curve (:mod:`daskpd._strat.numeric`) and the plot that draws its flat steps
+curve (:mod:`daskpd._strat.numeric_curve`) and the plot that draws its flat steps
 (:meth:`StratPDResult.intervals`) read a curve by it.
 """
 from __future__ import annotations

@@ -12,7 +12,8 @@ from sklearn.tree import DecisionTreeRegressor
 from daskpd._data.encode import FeatureEncoder, KeyCoder
 from daskpd._engine.plan import PartitionContext, run_local, run_pass
 from daskpd._engine.sums import group_sums
-from daskpd._strat.numeric import bucket_sums, curve_from_sums, sweep
+from daskpd._strat.numeric import bucket_sums
+from daskpd._strat.numeric_curve import curve_from_sums, sweep
 from daskpd._strat.scan import FeatureScan, StratScan, leaf_numbering
 from daskpd._strat.options import FinishOptions
 from daskpd._strat.trees import bin_edges
@@ -29,7 +30,7 @@ def fin(leaf, x, y, m=1, few_slopes="interpolate"):
                     finish_options=FinishOptions(min_slopes_per_x=m, few_slopes=few_slopes))
     table = group_sums(leaf, coder.encode(pd.Series(x)), np.column_stack([np.ones_like(y), y]))
     res = curve_from_sums(fs, [bucket_sums(table, fs, 1, counters=(len(y), 0, 0))], job)
-    from daskpd._strat.numeric import empty_curve_message
+    from daskpd._strat.numeric_curve import empty_curve_message
 
     msg = empty_curve_message(res, m)
     if msg:

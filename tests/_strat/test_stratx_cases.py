@@ -159,7 +159,8 @@ def _finish_on_one_leaf(case):
     stratx's single-leaf tree gives these 2-row tables."""
     from daskpd._data.encode import FeatureEncoder, KeyCoder
     from daskpd._engine.sums import group_sums
-    from daskpd._strat.numeric import bucket_sums, curve_from_sums
+    from daskpd._strat.numeric import bucket_sums
+    from daskpd._strat.numeric_curve import curve_from_sums
     from daskpd._strat.options import FinishOptions
     from daskpd._strat.scan import FeatureScan, StratScan
 
