@@ -396,8 +396,8 @@ def _fold_sets(out, key, values):
 
 
 def _fold_all(tables: list, P: int, S: int) -> np.ndarray:
-    """(sets, P): the per-code sums (``numeric_curve._fold``) of every set's column of the tables at once (the same
-    additions in the same order)."""
+    """(sets, P): the per-code sums (``numeric_curve._fold``) of every set's column of
+    the tables at once (the same additions in the same order)."""
     out = np.zeros((P, S))
     for t in tables:
         if len(t):
