@@ -49,7 +49,7 @@ _API = {
     "StratPDResult": "daskpd.results.curves",
     "CatStratPDResult": "daskpd._strat.categorical",
     "ImportanceResult": "daskpd._importance_result",
-    "BinnedMeanResult": "daskpd._strat.marginal_estimator",
+    "BinnedMeanResult": "daskpd._strat.binned_mean_estimator",
     "PDResult": "daskpd.model._pd_result",
     "ICEResult": "daskpd.model._ice",
     "ALEResult": "daskpd.model._ale",

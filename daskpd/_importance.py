@@ -326,10 +326,10 @@ def strat_curves_and_importances(
         pass, cached per file").  Other inputs run the plain pass.
     estimators : list of str, default ()
         Model-free estimators to run besides StratPD and CatStratPD, in the same scan:
-        ``"marginal_mean"``, the mean of the target per position (bin or exact value) of
+        ``"binned_mean"``, the mean of the target per position (bin or exact value) of
         every numeric feature, over all rows (the strata ignored: the marginal plot's
         curve, without a model).  Their curves are in ``result.extra_curves``
-        (``{"marginal_mean": {feature: BinnedMeanResult}}``); the importances and
+        (``{"binned_mean": {feature: BinnedMeanResult}}``); the importances and
         ``curves`` do not change.
 
     Returns

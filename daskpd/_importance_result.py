@@ -116,7 +116,7 @@ class ImportanceResult(Result):
         ``{feature: StratPDResult | CatStratPDResult}``.
     extra_curves : dict
         The curves of the extra estimators asked for (``estimators=``), by estimator
-        then feature: ``{"marginal_mean": {feature: BinnedMeanResult}}`` (empty when none).
+        then feature: ``{"binned_mean": {feature: BinnedMeanResult}}`` (empty when none).
     trials : DataFrame or None
         Long table (trial, feature, the three measures).
     null : DataFrame or None

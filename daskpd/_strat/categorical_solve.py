@@ -178,7 +178,7 @@ def scatter_upper(G, c, n, w, starts, tile):
     n_leaf = starts.shape[0]
     K = G.shape[0]
     n_tiles = (K + tile - 1) // tile
-    ends, cut = tile_cuts(c, starts, n_tiles, tile)
+    _, cut = tile_cuts(c, starts, n_tiles, tile)  # only the cuts (each leaf's rows per tile)
     for ti in range(n_tiles):
         for tj in range(ti, n_tiles):
             for q in range(n_leaf):

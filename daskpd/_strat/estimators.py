@@ -10,7 +10,7 @@ from __future__ import annotations
 from .._errors import DataError
 from .catstratpd_estimator import CatStratPDEstimator
 from .estimator import ModelFreeEstimator
-from .marginal_estimator import MarginalMeanEstimator
+from .binned_mean_estimator import BinnedMeanEstimator
 from .stratpd_estimator import StratPDEstimator
 
 __all__ = ["ESTIMATORS", "estimator_named", "estimator_of_method", "method_of", "entry_key", "feature_of",
@@ -18,7 +18,7 @@ __all__ = ["ESTIMATORS", "estimator_named", "estimator_of_method", "method_of", 
 
 #: kind name -> estimator (one instance each: they hold no data)
 ESTIMATORS: dict[str, ModelFreeEstimator] = {e.name: e for e in (StratPDEstimator(), CatStratPDEstimator(),
-                                                                   MarginalMeanEstimator())}
+                                                                   BinnedMeanEstimator())}
 
 
 def estimator_named(kind: str, where: str = "") -> ModelFreeEstimator:

@@ -2,7 +2,7 @@
 the exact values up to :data:`NUMERIC_VALUES_CAP`) and how the scan's map reads them.
 
 StratPD (:mod:`daskpd._strat.stratpd_estimator`) and the binned mean of y
-(:mod:`daskpd._strat.marginal_estimator`) derive from :class:`NumericPositions`, so the
+(:mod:`daskpd._strat.binned_mean_estimator`) derive from :class:`NumericPositions`, so the
 two read a feature the same way, run on the same feature code it in the same positions,
 and are compared new against old on the same few positions (:func:`equal_mass_positions`).
 """

@@ -101,7 +101,7 @@ class FeatureScan:
 
     feature: str
     # the estimator's name (daskpd._strat.estimators): "numeric" (StratPD) | "categorical" (CatStratPD), the
-    # feature's own; or another run besides it on the same feature ("marginal": the binned mean of y; see key)
+    # feature's own; or another run besides it on the same feature ("binned_mean": the binned mean of y; see key)
     kind: str
     other: list  # the tree's input columns, in order
     # fitted HistTree or DecisionTreeRegressor, HonestTrees (a tree per fold), or None (one stratum)

@@ -55,8 +55,9 @@ from .scan import MIN_UNITS, FeatureScan, ScanPiece, StratScan
 __all__ = ["Stratification", "ScanState", "FeatureState", "FORMAT_VERSION", "state_from_parts",
            "sample_id", "attach_summaries", "extra_scan"]
 
-#: the on-disk format of stratifications and states (raised on any incompatible change)
-FORMAT_VERSION = 4
+#: the on-disk format of stratifications and states (raised on any incompatible change; 5: a state's
+#: entries are keyed (feature, kind), an extra estimator's kind recorded next to its feature's own)
+FORMAT_VERSION = 5
 #: :meth:`ScanState.merge_finish` merges and finishes this many features at a time
 MERGE_THREADS = 2
 #: an incremental finish compacts a feature's runs into one when they would exceed this

@@ -24,7 +24,8 @@ from .._strat.estimators import ESTIMATORS, EXTRA_METHODS, estimator_named, esti
 from .._strat.firstpass import start_cache_files
 from .._strat.options import FinishOptions
 from .._strat.pipeline import drawn_sample_size, first_pass_inputs
-from ..model._multi import model_methods
+from ..model._multi import Increment, model_methods
+from ..model._params import ModelOptions, TrialOptions
 from . import model_state, newold
 from .inputs import log_line
 from .spec import METHOD_PARAMS, JobSpec
@@ -261,7 +262,7 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
     kept ones; with ``[run] incremental`` the layout and the partials are kept
     (``res.model_state``)."""
     methods = {m: dict(spec.params.get(m) or method_defaults(m)) for m in spec.model_based}
-    under = {}
+    increment = None
     # the nightly comparison of an incremental night: the new files' curves and the kept rows' finished apart
     nightly_cmp = next((c for c in res.comparisons if c.reference.test == "new-vs-old" and not c.reference.skip),
                        None)
@@ -270,13 +271,15 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
         _check_layout(spec, new, mplan, nightly_cmp, progress, res)  # may turn the plan into a full one
     if mplan is not None and mplan.mode == "incremental":
         ddf = new
-        under = {"layout": mplan.layout, "base_parts": mplan.load_parts(), "apart": nightly_cmp is not None}
-    out = model_methods(model, ddf, list(mfeats), methods, target=spec.target, response=spec.model.response,
-                        target_class=spec.model.target_class, columns=list(inputs),
-                        categorical_features=[c for c in cats if c in inputs] or None,
-                        random_state=spec.random_state, progress=progress, n_trials=spec.model.n_trials,
-                        bootstrap=spec.model.bootstrap, subsample_size=spec.model.subsample_size,
-                        band=spec.model.band, row_id=spec.model.row_id, **under)
+        increment = Increment(mplan.layout, mplan.load_parts(), apart=nightly_cmp is not None)
+    out = model_methods(model, ddf, list(mfeats), methods, target=spec.target, progress=progress,
+                        model_options=ModelOptions(response=spec.model.response, target_class=spec.model.target_class,
+                                                   columns=list(inputs),
+                                                   categorical_features=[c for c in cats if c in inputs] or None),
+                        trial_options=TrialOptions(n_trials=spec.model.n_trials, bootstrap=spec.model.bootstrap,
+                                                   subsample_size=spec.model.subsample_size, band=spec.model.band,
+                                                   random_state=spec.random_state, row_id=spec.model.row_id),
+                        increment=increment)
     if spec.run.incremental:
         res.model_state = (out.layout, out.parts)
     for method in spec.model_based:  # the spec's order
@@ -289,7 +292,7 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
             for f in mfeats:
                 res.curves[(method, f)] = r[f]
     res.phases = list(out.phases)
-    if under.get("apart") and out.apart is not None:
+    if increment is not None and increment.apart and out.apart is not None:
 
         records = newold.model_night(spec.model_based, mfeats, out)
         outside = {it["feature"]: it for it in mplan.outside}

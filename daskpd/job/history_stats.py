@@ -104,7 +104,7 @@ def run_trials(manifest: dict, method: str = "importances") -> int | None:
 STRATIFIED = ("stratpd", "catstratpd")
 #: the model-free curves (their bands' trials are [importances] n_trials); the binned mean
 #: of y reads no tree
-MODEL_FREE_CURVES = (*STRATIFIED, "marginal_mean")
+MODEL_FREE_CURVES = (*STRATIFIED, "binned_mean")
 
 
 def pair_cause(prev: dict, cur: dict, method: str) -> str:

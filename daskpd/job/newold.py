@@ -176,7 +176,7 @@ def compare_states(new_state, stratification, methods: dict, n_trials: int, fini
     ``whole_state`` those of all the rows (the new rows' sums are taken off), all
     scanned under ``stratification``; ``methods``: ``{entry key: method}``
     (:func:`curve_entries`: a feature's key for "stratpd" / "catstratpd", ``(feature,
-    kind)`` for an extra estimator such as "marginal_mean"), the curves to compare.  Both sides are put on shared positions
+    kind)`` for an extra estimator such as "binned_mean"), the curves to compare.  Both sides are put on shared positions
     and cells (:func:`daskpd._strat.apart.comparison_states`) and finished with
     ``n_trials`` leaf-bootstrap trials, paired by leaf; a numeric feature on at most
     ``max_positions`` positions (default :data:`daskpd._strat.apart.MAX_POSITIONS`); a

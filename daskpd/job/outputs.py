@@ -228,7 +228,7 @@ def method_title(method: str) -> str:
             "partial_dependence": "Partial dependence (model)", "ice": "ICE (model)", "ale": "ALE (model)",
             "marginal": "Marginal plot", "pd_variance": "PD-variance importance (model)",
             "h_statistic": "Friedman's H-statistic (model)",
-            "marginal_mean": "Binned mean of the target (model-free)"}.get(method, method)
+            "binned_mean": "Binned mean of the target (model-free)"}.get(method, method)
 
 
 def _support_text(row) -> str:

@@ -65,7 +65,7 @@ METHOD_FUNCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "catstratpd": ("daskpd._catstratpd", "catstratpd", ("min_samples_leaf", "nan_as_level")),
     "importances": ("daskpd._importance", "strat_curves_and_importances",
                     ("n_trials", "pvalues", "pvalues_n_trials", "pvalues_sample_size")),
-    "marginal_mean": ("daskpd._importance", "strat_curves_and_importances", ()),
+    "binned_mean": ("daskpd._importance", "strat_curves_and_importances", ()),
     "partial_dependence": ("daskpd.model._fpd", "partial_dependence", ("grid_resolution", "percentiles", "method")),
     "ice": ("daskpd.model._ice", "ice", ("grid_resolution", "percentiles", "n_lines", "centered")),
     "ale": ("daskpd.model._ale", "ale", ("bins",)),

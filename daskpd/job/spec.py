@@ -50,9 +50,9 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 RESERVED_NAMES = {"latest", "LATEST", "history", ".cache", "cache"}
 
 
-#: the model-free methods: "marginal_mean" is the binned mean of y of the numeric features,
+#: the model-free methods: "binned_mean" is the binned mean of y of the numeric features,
 #: an extra estimator run in the same scan (``daskpd.strat_curves_and_importances(estimators=)``)
-MODEL_FREE_METHODS = ("stratpd", "catstratpd", "importances", "marginal_mean")
+MODEL_FREE_METHODS = ("stratpd", "catstratpd", "importances", "binned_mean")
 
 
 MODEL_METHODS = ("partial_dependence", "ice", "ale", "marginal", "pd_variance", "h_statistic")

@@ -14,11 +14,11 @@ from .._errors import InvalidParameterError
 from .._validation import validate_params, validate_parameter
 from ._arrays import grid_names, model_read, open_model_input, resolve_columns
 from ._common import DEFAULT_METHOD, require_class
-from ._multi import MODEL_METHODS, model_methods
+from ._multi import MODEL_METHODS, RequestOptions, model_methods
 from ._predictor import DEFAULT_BATCH_ROWS
 from ._setup import check_features
 from ._grids import check_grid_arg, feature_quantiles
-from ._params import PER_REQUEST, SPECS, check_trials_method
+from ._params import PER_REQUEST, SPECS, ModelOptions, TrialOptions, check_trials_method
 
 __all__ = ["model_curves", "ModelCurves"]
 
@@ -215,12 +215,15 @@ def model_curves(
     check_trials_method(_CALLER, n_trials, params.get("partial_dependence", {}).get("method", DEFAULT_METHOD),
                         "methods['partial_dependence']['method']")
     require_class(model, response, target_class, _CALLER, any_output=True)
-    run = model_methods(model, ds, feats, params, target=target, response=response, target_class=target_class,
-                        columns=columns, categorical_features=categorical_features, random_state=random_state,
-                        batch_rows=batch_rows, progress=progress, n_trials=n_trials, bootstrap=bootstrap,
-                        subsample_size=subsample_size, band=band, row_id=row_id, items=items,
-                        sample_weight=sample_weight, grid=grid, quantiles=quantiles, engine=engine, filters=filters,
-                        warn_default=True, name="daskpd-model-curves")
+    run = model_methods(
+        model, ds, feats, params, target=target, progress=progress,
+        model_options=ModelOptions(response=response, target_class=target_class, columns=columns,
+                                   categorical_features=categorical_features, sample_weight=sample_weight,
+                                   engine=engine, batch_rows=batch_rows, filters=filters),
+        trial_options=TrialOptions(n_trials=n_trials, bootstrap=bootstrap, subsample_size=subsample_size, band=band,
+                                   random_state=random_state, row_id=row_id),
+        request=RequestOptions(items=items, grid=grid, quantiles=quantiles, warn_default=True,
+                               name="daskpd-model-curves"))
     if quantiles is not None:  # each curve's own, as the public functions' quantiles= give them
         for r in (*run.results.get("partial_dependence", {}).values(), *run.results.get("ice", {}).values()):
             r.quantiles = feature_quantiles(run.quantiles, getattr(r, "features", None) or (r.feature,))

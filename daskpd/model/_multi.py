@@ -37,15 +37,14 @@ from ._grids import custom_grid, pd_grid, pd_grid_plan, quantile_values
 from ._hstat import h_items, h_notice, h_pass, h_points, h_statistic
 from ._ice import ICEJob, finish_ice, ice
 from ._marginal import MarginalJob, finish_marginal, marginal, marginal_ranks, marginal_spec, rows_with_finite
-from ._params import PER_REQUEST, check_trials_method
+from ._params import PER_REQUEST, ModelOptions, TrialOptions, check_trials_method
 from ._passes import Plan, Trials, run_jobs, trial_params, trial_row_id
 from ._common import warn_method
-from ._predictor import DEFAULT_BATCH_ROWS
 from ._arrays import open_model_data
 from ._setup import prepare_model_run
 from ._variance import finish_pd_variance, pd_variance
 
-__all__ = ["model_methods"]
+__all__ = ["model_methods", "MethodsRun", "Layout", "Increment", "RequestOptions"]
 
 #: the methods :func:`model_methods` runs, in output order
 MODEL_METHODS = ("partial_dependence", "ice", "ale", "marginal", "pd_variance", "h_statistic")
@@ -88,7 +87,7 @@ class Layout:
     level orders and where each order came from, the marginal plot's bins, partial
     dependence's resolved method and the H-statistic's evaluation points.  Given a layout, the pass's partials are sums over the
     rows (ICE's sampled lines: the rows of smallest seeded hash), so the partials of two
-    sets of rows add up to those of their union (:func:`model_methods`' ``base_parts``)."""
+    sets of rows add up to those of their union (:func:`model_methods`' :class:`Increment`)."""
 
     features: list
     grids: dict
@@ -102,6 +101,38 @@ class Layout:
     ranges: dict | None = None
 
 
+@dataclass(frozen=True)
+class Increment:
+    """An earlier call's plan, extended by this one (:func:`model_methods`): its
+    ``layout`` (:attr:`MethodsRun.layout`, the same model, features and parameters),
+    used as it is; its ``base_parts`` (:attr:`MethodsRun.parts`), added to this pass's
+    partials (None: this pass's rows alone, under the earlier grids); ``apart`` (with
+    ``base_parts``): the curves of this pass's rows alone and of the earlier rows alone
+    are finished too (:attr:`MethodsRun.apart`), for a new-against-old comparison."""
+
+    layout: Layout
+    base_parts: list | None = None
+    apart: bool = False
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    """What :func:`daskpd.model_curves` adds to a request of :func:`model_methods`
+    (validated there): ``items`` (``{method: [tuple of features, ...]}``, each method's
+    own entries among the features; pairs for partial dependence only; a method not in it
+    takes every feature), ``grid`` (``{feature: values}``, the grid-based methods' custom
+    grids), ``quantiles`` (probabilities: every numeric feature's exact ``mquantiles``,
+    resolved with the grids, in :attr:`MethodsRun.quantiles`), ``warn_default`` (partial
+    dependence's default method warns where scikit-learn's default would use tree
+    recursion, as :func:`daskpd.partial_dependence`) and ``name`` (the pass's task name)."""
+
+    items: dict | None = None
+    grid: dict | None = None
+    quantiles: object = None
+    warn_default: bool = False
+    name: str = "daskpd-model-methods"
+
+
 def _grid_key(method: str, p: dict):
     gr = p["grid_resolution"]
     if gr is None:  # pd_variance's default for importance
@@ -109,47 +140,46 @@ def _grid_key(method: str, p: dict):
     return gr, tuple(float(q) for q in p["percentiles"])
 
 
-def model_methods(model, data, features, methods: dict, *, target: str | None = None, response: str = "auto",
-                  target_class=None, columns=None, categorical_features=None, random_state: int = 0,
-                  batch_rows: int = DEFAULT_BATCH_ROWS, progress=None, n_trials: int = 1, bootstrap: bool = True,
-                  subsample_size: float = 0.75, band=(0.05, 0.95), row_id=None, layout: Layout | None = None,
-                  base_parts: list | None = None, apart: bool = False, items: dict | None = None,
-                  sample_weight=None, grid: dict | None = None, quantiles=None, engine: str = "auto",
-                  filters=None, name: str = "daskpd-model-methods", warn_default: bool = False) -> MethodsRun:
+def model_methods(model, data, features, methods: dict, *, target: str | None = None,
+                  model_options: ModelOptions = ModelOptions(), trial_options: TrialOptions = TrialOptions(),
+                  request: RequestOptions = RequestOptions(), increment: Increment | None = None,
+                  progress=None) -> MethodsRun:
     """Run ``methods`` (``{method: {parameter: value}}``, parameters as the public
     functions') for ``features`` in one merged plan (see the module docstring).
 
     ``target`` is the marginal plot's response column (else it plots the prediction
-    only); ``random_state`` seeds ICE's line sample and the trials.  ``n_trials`` > 1:
-    every method's bootstrap trials ride the one pass (the public functions' ``n_trials``,
-    ``bootstrap``, ``subsample_size``, ``band``, ``row_id``: the same weights for every method), so
-    every curve carries its band and pd_variance its ``importance_std`` / ``_lo`` /
-    ``_hi``; partial dependence's ``method="auto"`` is then brute force.  Parameters are
-    taken as valid (the job spec validated them against the public functions'
-    constraints).
+    only).  ``model_options`` (:class:`~daskpd.model._params.ModelOptions`): how the
+    model is called, for every method.  ``trial_options``
+    (:class:`~daskpd.model._params.TrialOptions`): ``random_state`` seeds ICE's line
+    sample and the trials; ``n_trials`` > 1: every method's bootstrap trials ride the one
+    pass (the public functions' ``n_trials``, ``bootstrap``, ``subsample_size``, ``band``,
+    ``row_id``: the same weights for every method), so every curve carries its band and
+    pd_variance its ``importance_std`` / ``_lo`` / ``_hi``; partial dependence's
+    ``method="auto"`` is then brute force.  Parameters are taken as valid (the job spec
+    validated them against the public functions' constraints).
 
-    ``layout`` (a :class:`Layout` from an earlier call with the same model, features and
-    parameters): its grids and bins are used as they are (no summary or quantile pass:
-    the only pass is the methods' one), and ``base_parts`` (that call's ``parts``) are
-    added to this pass's partials, so the results are those of the earlier rows and
-    these together, under the earlier grids.  The result's ``layout`` and ``parts`` are
-    what a later call takes.  ``apart`` (with ``base_parts``): the curves of this pass's
-    rows alone and of the earlier rows alone are finished too (``MethodsRun.apart``:
-    the same finishers on each side's partials), for a new-against-old comparison.
+    ``increment`` (an :class:`Increment`: an earlier call's layout, with the same model,
+    features and parameters): its grids and bins are used as they are (no summary or
+    quantile pass: the only pass is the methods' one), and its ``base_parts`` (that
+    call's ``parts``) are added to this pass's partials, so the results are those of the
+    earlier rows and these together, under the earlier grids.  The result's ``layout``
+    and ``parts`` are what a later call takes.  With ``apart``, the curves of this pass's
+    rows alone and of the earlier rows alone are finished too (``MethodsRun.apart``: the
+    same finishers on each side's partials).
 
-    What :func:`daskpd.model_curves` adds (validated there): ``items`` (``{method:
-    [tuple of features, ...]}``, each method's own entries among ``features``; pairs for
-    partial dependence only; a method not in it takes every feature), ``sample_weight``
-    (a column of ``data``, or values for pandas data: the weighted averages of the
-    public functions, one weight for every method), ``grid`` (``{feature: values}``,
-    the grid-based methods' custom grids), ``quantiles`` (probabilities: every numeric
-    feature's exact ``mquantiles``, resolved with the grids, in
-    ``MethodsRun.quantiles``), ``engine`` (as the public functions'), ``filters`` (the
-    parquet filters ``data`` was opened with: the rows the engine notice counts),
-    ``name`` (the pass's task name) and ``warn_default`` (partial dependence's default
-    method warns where scikit-learn's default would use tree recursion, as
-    :func:`daskpd.partial_dependence`).
+    ``request`` (a :class:`RequestOptions`): what :func:`daskpd.model_curves` adds
+    (each method's items, custom grids, quantiles, the default method's warning, the
+    pass's name).
     """
+    mo, to = model_options, trial_options
+    response, target_class, columns, engine = mo.response, mo.target_class, mo.columns, mo.engine
+    categorical_features, sample_weight, batch_rows, filters = (mo.categorical_features, mo.sample_weight,
+                                                                mo.batch_rows, mo.filters)
+    random_state, band = to.random_state, to.band
+    items, grid, quantiles, warn_default, name = (request.items, request.grid, request.quantiles,
+                                                  request.warn_default, request.name)
+    layout, base_parts, apart = ((increment.layout, increment.base_parts, increment.apart) if increment is not None
+                                 else (None, None, False))
     unknown = [m for m in methods if m not in MODEL_METHODS]
     if unknown:
         raise ValueError(f"unknown model-based method(s) {unknown}; expected some of {list(MODEL_METHODS)}")
@@ -162,7 +192,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     with_target = "marginal" in params and target is not None
     if with_target and columns is None and getattr(model, "feature_names_in_", None) is None:
         columns = [c for c in ds.columns if c != target]  # the target is never a model input
-    trials = Trials.of(n_trials, bootstrap, subsample_size, random_state, row_id)
+    trials = Trials.of(to.n_trials, to.bootstrap, to.subsample_size, random_state, to.row_id)
     run = prepare_model_run(model, ds, feats, columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             extra_columns=[target] if with_target else [], row_id=trial_row_id(trials))

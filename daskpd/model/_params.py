@@ -12,20 +12,24 @@ constraints back (:func:`daskpd._validation.get_constraints`).
 
 The groups (:data:`MODEL`, :data:`GRID`, :data:`ENGINE`, :data:`TRIALS`) are what the
 functions share; each spec adds the method's own.  The checks that need two parameters
-at once, and are made by more than one function, are here too.
+at once, and are made by more than one function, are here too, and the groups' values as
+typed options once validated (:class:`ModelOptions`, :class:`TrialOptions`), as the
+internal functions that run several methods at once take them.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 from .._errors import InvalidParameterError
 from .._constraints import (IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ArrayLike,
                             ArrayOrColumn, ColumnNames, InstancesOf, Interval, Percentiles, Probabilities, StrOptions)
 from ._arrays import ColumnOrIndex, ColumnOrValues
+from ._predictor import DEFAULT_BATCH_ROWS
 
 __all__ = ["RESPONSES", "ENGINES", "PD_METHODS", "KINDS", "MODEL", "GRID", "ENGINE", "TRIALS", "SPECS", "PER_REQUEST",
-           "check_trials_method"]
+           "check_trials_method", "ModelOptions", "TrialOptions"]
 
 RESPONSES = ("auto", "predict", "predict_proba", "decision_function")
 ENGINES = ("auto", "tree", "predict")
@@ -174,3 +178,39 @@ def check_trials_method(caller: str, n_trials: int, method: str, name: str = "me
     if n_trials > 1 and method == "recursion":
         raise InvalidParameterError(f"{caller}: n_trials > 1 re-weights the rows of data; {name}='recursion' reads "
                                     f"no rows. Use {name}='brute'")
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """How the model is called on the rows, one value for every method of a request (the
+    :data:`MODEL` and :data:`ENGINE` groups' values, validated): the model's ``response``
+    (and ``target_class``), its input ``columns`` and ``categorical_features``, the rows'
+    ``sample_weight`` (a column of the data, or values for pandas data), the ``engine``
+    and ``batch_rows``, and the parquet ``filters`` the data was opened with (the rows the
+    engine notice counts).  The defaults are the public functions'."""
+
+    response: str = "auto"
+    target_class: object = None
+    columns: list | None = None
+    categorical_features: object = None
+    sample_weight: object = None
+    engine: str = "auto"
+    batch_rows: int = DEFAULT_BATCH_ROWS
+    filters: object = None
+
+
+@dataclass(frozen=True)
+class TrialOptions:
+    """The bootstrap trials riding the pass, the same weights for every method (the
+    :data:`TRIALS` group's values, validated; :meth:`daskpd.model._passes.Trials.of`
+    makes the trials of them): ``n_trials`` (1: none), Poisson ``bootstrap`` or subsamples
+    of ``subsample_size``, the ``band``'s probabilities, ``random_state`` (which also seeds
+    ICE's line sample and the H-statistic's points) and the ``row_id`` columns.  The
+    defaults are the public functions'."""
+
+    n_trials: int = 1
+    bootstrap: bool = True
+    subsample_size: float = 0.75
+    band: tuple = (0.05, 0.95)
+    random_state: int = 0
+    row_id: object = None

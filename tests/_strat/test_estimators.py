@@ -20,7 +20,7 @@ from daskpd._strat.estimators import EXTRA_METHODS, ESTIMATORS, estimator_named,
     method_of
 from daskpd._strat.pipeline import with_extra
 from daskpd._strat.scan import MIN_UNITS
-from daskpd._strat.marginal_estimator import BinnedMeanResult, MarginalMeanEstimator
+from daskpd._strat.binned_mean_estimator import BinnedMeanEstimator, BinnedMeanResult
 from daskpd._strat.stratpd_estimator import StratPDEstimator
 from daskpd.results.curves import DEFAULT_FEW_SLOPES
 
@@ -136,19 +136,19 @@ def _scan(frame, strat, n_buckets: int, extra=()):
 
 
 def test_a_third_estimator_runs_in_the_same_scan_and_changes_no_other_bit(frame, strat):
-    assert isinstance(estimator_named("marginal"), MarginalMeanEstimator)
-    assert EXTRA_METHODS == ("marginal_mean",) and extra_kinds(["marginal_mean"]) == ("marginal",)
+    assert isinstance(estimator_named("binned_mean"), BinnedMeanEstimator)
+    assert EXTRA_METHODS == ("binned_mean",) and extra_kinds(["binned_mean"]) == ("binned_mean",)
     parts = [frame.iloc[i:i + 800] for i in range(0, len(frame), 800)]
     out = {}
     for B in (1, 4, 3):
         (plain,) = run_local(parts, [_scan(frame, strat, B)])
-        (got,) = run_local(parts, [_scan(frame, strat, B, ("marginal",))])
-        assert list(got) == ["x1", "x2", "c", ("x1", "marginal"), ("x2", "marginal")]  # the numeric features
+        (got,) = run_local(parts, [_scan(frame, strat, B, ("binned_mean",))])
+        assert list(got) == ["x1", "x2", "c", ("x1", "binned_mean"), ("x2", "binned_mean")]  # the numeric features
         for f in ("x1", "x2", "c"):  # StratPD and CatStratPD in the same scan: the same bits as without it
             pd.testing.assert_frame_equal(got[f].to_frame(), plain[f].to_frame(), check_exact=True)
-        out[B] = got[("x2", "marginal")]
+        out[B] = got[("x2", "binned_mean")]
     res = out[1]
-    assert isinstance(res, BinnedMeanResult) and method_of(res) == "marginal_mean" and res.n_rows == len(frame)
+    assert isinstance(res, BinnedMeanResult) and method_of(res) == "binned_mean" and res.n_rows == len(frame)
     coder = strat.scan_of("x2").coder
     ref = _reference_mean(frame, "x2", coder)
     np.testing.assert_array_equal(res.count, ref["size"].to_numpy())
@@ -161,13 +161,13 @@ def test_a_third_estimator_runs_in_the_same_scan_and_changes_no_other_bit(frame,
 def test_the_public_keyword_adds_its_curves_and_changes_no_other_bit(frame):
     kw = dict(target="y", categorical_features=["c"], progress=False, n_trials=4)
     plain = daskpd.strat_curves_and_importances(frame, **kw)
-    got = daskpd.strat_curves_and_importances(frame, estimators="marginal_mean", **kw)
+    got = daskpd.strat_curves_and_importances(frame, estimators="binned_mean", **kw)
     pd.testing.assert_frame_equal(got.table, plain.table, check_exact=True)
     for f in plain.curves:
         pd.testing.assert_frame_equal(got.curves[f].to_frame(), plain.curves[f].to_frame(), check_exact=True)
-    assert plain.extra_curves == {} and list(got.extra_curves) == ["marginal_mean"]
-    assert sorted(got.extra_curves["marginal_mean"]) == ["x1", "x2"] and got.params["estimators"] == ["marginal_mean"]
-    res = got.extra_curves["marginal_mean"]["x1"]  # binned: the mean of x and of y per bin
+    assert plain.extra_curves == {} and list(got.extra_curves) == ["binned_mean"]
+    assert sorted(got.extra_curves["binned_mean"]) == ["x1", "x2"] and got.params["estimators"] == ["binned_mean"]
+    res = got.extra_curves["binned_mean"]["x1"]  # binned: the mean of x and of y per bin
     coder = got.stratification.scan_of("x1").coder
     x, y = frame["x1"].to_numpy(), frame["y"].to_numpy()
     ref = pd.DataFrame({"code": coder.encode_float(x), "x": x, "y": y}).groupby("code").agg(["mean", "size"])
@@ -176,35 +176,35 @@ def test_the_public_keyword_adds_its_curves_and_changes_no_other_bit(frame):
     np.testing.assert_allclose(res.x, ref[("x", "mean")].to_numpy(), rtol=1e-12)
     # its trials: a bootstrap of the rows' MIN_UNITS parts, each trial's mean per position
     assert res.trials_pd.shape == (4, len(res.x)) and res.params["band_clusters"] == MIN_UNITS
-    sd = np.nanstd(got.extra_curves["marginal_mean"]["x2"].trials_pd, axis=0)
+    sd = np.nanstd(got.extra_curves["binned_mean"]["x2"].trials_pd, axis=0)
     assert (sd > 0).all()  # 25 values of about 160 rows each: every trial moves every mean
     with pytest.raises(InvalidParameterError, match=r"parameter estimators must be a list of some of "
-                                                    r"'marginal_mean'.*'ale'"):
+                                                    r"'binned_mean'.*'ale'"):
         daskpd.strat_curves_and_importances(frame, estimators=["ale"], **kw)
 
 
 def test_a_third_estimator_keeps_merges_saves_loads_and_finishes_incrementally(frame, strat, tmp_path):
     a, b = frame.iloc[:2500], frame.iloc[2500:]
     kw = dict(target="y", categorical_features=["c"], progress=False, stratification=strat, keep_state=True,
-              estimators=["marginal_mean"])
+              estimators=["binned_mean"])
     sa = daskpd.strat_curves_and_importances(a, **kw).state
     whole = daskpd.strat_curves_and_importances(frame, **kw)
     sa.save(tmp_path / "a")
     meta = json.loads((tmp_path / "a" / "state.json").read_text())
     assert [(f["feature"], f["kind"], f.get("positions")) for f in meta["features"]][3:] == \
-        [("x1", "marginal", "numeric"), ("x2", "marginal", "numeric")]  # the estimator, its positions' kind
+        [("x1", "binned_mean", "numeric"), ("x2", "binned_mean", "numeric")]  # the estimator, its positions' kind
     back = ScanState.load(tmp_path / "a")
-    assert list(back.features) == list(sa.features) and back.features[("x2", "marginal")].summary is None
+    assert list(back.features) == list(sa.features) and back.features[("x2", "binned_mean")].summary is None
     night = daskpd.strat_curves_and_importances(b, base_state=back, **kw)
-    assert night.state.finish_modes[("x2", "marginal")] == "merge"  # it keeps no summary: merged, finished in full
+    assert night.state.finish_modes[("x2", "binned_mean")] == "merge"  # it keeps no summary: merged, finished in full
     assert night.state.finish_modes["x1"] == "delta"
     for f in ("x1", "x2"):
-        got, want = night.extra_curves["marginal_mean"][f], whole.extra_curves["marginal_mean"][f]
+        got, want = night.extra_curves["binned_mean"][f], whole.extra_curves["binned_mean"][f]
         np.testing.assert_array_equal(got.count, want.count)
         np.testing.assert_allclose(got.mean, want.mean, rtol=1e-12)
-    ref = _reference_mean(frame, "x2", whole.state.features[("x2", "marginal")].coder)
-    np.testing.assert_array_equal(night.extra_curves["marginal_mean"]["x2"].count, ref["size"].to_numpy())
-    np.testing.assert_allclose((back + night.new_state).finish(strat)[("x2", "marginal")].mean,
+    ref = _reference_mean(frame, "x2", whole.state.features[("x2", "binned_mean")].coder)
+    np.testing.assert_array_equal(night.extra_curves["binned_mean"]["x2"].count, ref["size"].to_numpy())
+    np.testing.assert_allclose((back + night.new_state).finish(strat)[("x2", "binned_mean")].mean,
                                ref["mean"].to_numpy(), rtol=1e-12)
     # a base state without its sums cannot take a night that asks for it
     plain = daskpd.strat_curves_and_importances(a, **{**kw, "estimators": ()}).state

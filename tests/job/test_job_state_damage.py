@@ -19,10 +19,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from daskpd import cli
+from daskpd._strat.state import FORMAT_VERSION
 from daskpd.datasets import Bulldozer
 from daskpd.job import incremental as nightly
 from daskpd.job import inputs
 from daskpd.job.run import run_job
+from daskpd.job.seal import seal
 from daskpd.job.spec_parse import load_spec
 
 FEATURES = ["YearMade", "MachineHours", "ProductGroup", "ModelID"]
@@ -189,6 +192,47 @@ def test_a_state_of_another_format_plans_a_full_run(base):
     d.pop("digest")  # a seal of the older layout: no checksum named
     seal.write_text(json.dumps(d))
     assert "another format" in plan_of(base, job_dir).reason
+
+
+@pytest.mark.parametrize("written_by", ["an older daskpd", "its state.json alone"])
+def test_a_state_of_another_format_gives_a_full_run_that_says_why(base, capsys, written_by):
+    """The next night on a state of another format (``FORMAT_VERSION``): a full run, exit
+    0, one line naming the file and the formats, no traceback, the clean full run's results.
+    An older daskpd records its format in the seal and in ``sums/state.json``; a state whose
+    seal agrees with this daskpd but whose ``state.json`` does not is refused when it is read."""
+    job_dir = job_copy(base, f"format-{written_by}".replace(" ", "_"))
+    sdir = job_dir / "r1" / "state"
+    meta = json.loads((sdir / "sums" / "state.json").read_text())
+    assert meta["format_version"] == FORMAT_VERSION
+    meta["format_version"] = FORMAT_VERSION - 1
+    (sdir / "sums" / "state.json").write_text(json.dumps(meta))
+    record = seal(sdir)  # a seal of the edited files: not damaged, of another format
+    if written_by == "an older daskpd":
+        record["scan_state_format"] = FORMAT_VERSION - 1
+        (sdir / "seal.json").write_text(json.dumps(record))
+    capsys.readouterr()
+    argv = ["run", str(base["spec"]), "--output", str(job_dir.parent), "--run-id", "r2", "--scheduler",
+            base["kw"]["scheduler"], "--no-progress"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr()
+    r2 = job_dir / "r2"
+    m = json.loads((r2 / "manifest.json").read_text())
+    reason = m["incremental"]["reason"]
+    assert m["incremental"]["mode"] == "full" and m["stratification"]["refitted"] is True
+    if written_by == "an older daskpd":
+        assert reason.startswith("the state of run r1 is damaged: r1/state/seal.json records a state of another "
+                                 f"format (state format {record['version']}, scan state format "
+                                 f"{FORMAT_VERSION - 1}, "), reason
+    else:
+        assert reason.startswith("the state of run r1 cannot be used: r1/state/sums: DataError: scan state "), reason
+        assert f"(format {FORMAT_VERSION - 1}); this is daskpd" in reason and f"(format {FORMAT_VERSION})" in reason
+    assert "\n" not in reason
+    said = out.out + out.err
+    assert [ln for ln in said.splitlines() if "r1/state" in ln] == [f"daskpd: full run: {reason}"], said
+    assert "Traceback" not in said
+    for got, want in zip(frames(r2), frames(base["clean"])):
+        pd.testing.assert_frame_equal(got.drop(columns=["run_id"], errors="ignore"),
+                                      want.drop(columns=["run_id"], errors="ignore"), check_exact=True)
 
 
 def test_a_file_added_to_the_state_plans_a_full_run(base):

@@ -13,6 +13,7 @@ from sklearn.tree import DecisionTreeRegressor
 from daskpd.job import history as hist
 from daskpd.job.outputs import curves_frame, importances_frame
 from daskpd.model._multi import model_methods
+from daskpd.model._params import ModelOptions, TrialOptions
 
 N, TRIALS = 2000, 20
 METHODS = {"partial_dependence": {"grid_resolution": 11, "percentiles": (0.0, 1.0)}, "ale": {"bins": 10},
@@ -38,8 +39,9 @@ def run(model, seed, x2_mean=0.5) -> hist.Run:
     """A run's tables as a job writes them (the job's own model plan and writers)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        out = model_methods(model, data(seed, x2_mean), ["x1"], METHODS, target="y", columns=["x1", "x2"],
-                            n_trials=TRIALS, random_state=seed, progress=False).results
+        out = model_methods(model, data(seed, x2_mean), ["x1"], METHODS, target="y",
+                            model_options=ModelOptions(columns=["x1", "x2"]),
+                            trial_options=TrialOptions(n_trials=TRIALS, random_state=seed), progress=False).results
     curves = curves_frame({(m, "x1"): out[m]["x1"] for m in ("partial_dependence", "ale", "marginal")})
     man = {"spec": {"model": {"n_trials": TRIALS}}, "input": {"fingerprint": {"sha256": str(seed)}}}
     return hist.Run(f"seed{seed}", None, man, curves, importances_frame({"pd_variance": out["pd_variance"]}))

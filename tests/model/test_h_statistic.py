@@ -251,19 +251,21 @@ class _threads:
 
 
 def test_merged_plan_and_incremental_partials_equal_the_function():
-    from daskpd.model._multi import model_methods
+    from daskpd.model._multi import Increment, model_methods
+    from daskpd.model._params import ModelOptions
 
     X = uniform_frame(400, seed=9)
-    run = model_methods(additive_x13, X, ["x1", "x2", "x3"], {"h_statistic": {"n_points": 50}}, columns=list(X.columns))
+    opts = ModelOptions(columns=list(X.columns))
+    run = model_methods(additive_x13, X, ["x1", "x2", "x3"], {"h_statistic": {"n_points": 50}}, model_options=opts)
     assert run.phases == ["h points", "model"]  # no grid: no summary pass
     one = daskpd.h_statistic(additive_x13, X, n_points=50, progress=False)
     np.testing.assert_array_equal(run.results["h_statistic"].h2, one.h2)
     np.testing.assert_array_equal(run.results["h_statistic"].h2_total, one.h2_total)
     # the layout's points, the rows in two parts: the partials add up to those of all rows
     first = model_methods(additive_x13, X.iloc[:150], ["x1", "x2", "x3"], {"h_statistic": {"n_points": 50}},
-                          columns=list(X.columns), layout=run.layout)
+                          model_options=opts, increment=Increment(run.layout))
     second = model_methods(additive_x13, X.iloc[150:], ["x1", "x2", "x3"], {"h_statistic": {"n_points": 50}},
-                           columns=list(X.columns), layout=run.layout, base_parts=first.parts)
+                           model_options=opts, increment=Increment(run.layout, first.parts))
     assert second.phases == ["model"]
     np.testing.assert_allclose(second.results["h_statistic"].h2, one.h2, atol=1e-12)
     np.testing.assert_allclose(second.results["h_statistic"].h2_total, one.h2_total, atol=1e-12)

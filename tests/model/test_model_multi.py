@@ -10,7 +10,8 @@ import pytest
 from sklearn.ensemble import HistGradientBoostingRegressor
 
 import daskpd
-from daskpd.model._multi import MODEL_METHODS, model_methods
+from daskpd.model._multi import MODEL_METHODS, Increment, model_methods
+from daskpd.model._params import ModelOptions, TrialOptions
 
 FEATURES = ["a", "b", "c"]
 METHODS = {
@@ -60,7 +61,8 @@ def _same(a, b):
 def test_equals_the_public_functions_bit_for_bit(data):
     ddf, model = data
     cols = ["a", "b", "c", "d"]
-    out = model_methods(model, ddf, FEATURES, METHODS, target="y", columns=cols, random_state=4).results
+    out = model_methods(model, ddf, FEATURES, METHODS, target="y", model_options=ModelOptions(columns=cols),
+                        trial_options=TrialOptions(random_state=4)).results
     assert list(out) == [m for m in MODEL_METHODS if m in METHODS]  # in MODEL_METHODS order
     p = METHODS
     pdp = daskpd.partial_dependence(model, ddf, FEATURES, columns=cols, **p["partial_dependence"])
@@ -81,7 +83,8 @@ def test_equals_the_public_functions_bit_for_bit(data):
 
 def test_three_features_five_methods_three_passes(data, passes):
     ddf, model = data
-    run = model_methods(model, ddf, FEATURES, METHODS, target="y", columns=["a", "b", "c", "d"])
+    run = model_methods(model, ddf, FEATURES, METHODS, target="y",
+                        model_options=ModelOptions(columns=["a", "b", "c", "d"]))
     assert run.phases == ["summary", "order statistics", "model"]
     assert passes == ["daskpd-summary", "daskpd-quantiles", "daskpd-model-methods"]
     assert set(run.results) == set(METHODS)
@@ -104,7 +107,7 @@ def test_one_by_one_costs_many_more_passes(data, passes):
 def test_recursion_needs_no_pass_of_its_own(data, passes):
     ddf, model = data
     run = model_methods(model, ddf, ["a"], {"partial_dependence": {"method": "recursion", "grid_resolution": 5}},
-                        columns=["a", "b", "c", "d"])
+                        model_options=ModelOptions(columns=["a", "b", "c", "d"]))
     assert run.phases == ["summary", "order statistics"] and len(passes) == 2
     ref = daskpd.partial_dependence(model, ddf, "a", columns=["a", "b", "c", "d"], method="recursion",
                                     grid_resolution=5)
@@ -114,7 +117,7 @@ def test_recursion_needs_no_pass_of_its_own(data, passes):
 def test_unknown_method_is_refused(data):
     ddf, model = data
     with pytest.raises(ValueError, match="unknown model-based method"):
-        model_methods(model, ddf, ["a"], {"stratpd": {}}, columns=["a", "b", "c", "d"])
+        model_methods(model, ddf, ["a"], {"stratpd": {}}, model_options=ModelOptions(columns=["a", "b", "c", "d"]))
 
 
 def test_missing_targets_give_the_marginal_plot_its_own_bins(data):
@@ -122,7 +125,7 @@ def test_missing_targets_give_the_marginal_plot_its_own_bins(data):
     cols = ["a", "b", "c", "d"]
     holes = ddf.assign(y=ddf.y.where(ddf.a > -0.5))  # a quarter of the targets missing, at low a
     run = model_methods(model, holes, FEATURES, {"marginal": METHODS["marginal"], "ale": METHODS["ale"]},
-                        target="y", columns=cols)
+                        target="y", model_options=ModelOptions(columns=cols))
     assert run.phases == ["summary", "order statistics", "marginal bins", "model"]
     mar = daskpd.marginal(holes, FEATURES, target="y", model=model, columns=cols, **METHODS["marginal"])
     ale = daskpd.ale(model, holes, FEATURES, columns=cols, **METHODS["ale"])
@@ -137,7 +140,8 @@ def test_trials_ride_the_merged_plan_as_in_the_public_functions(data):
     ddf, model = data
     cols = ["a", "b", "c", "d"]
     tr = {"n_trials": 4, "random_state": 4}
-    out = model_methods(model, ddf, FEATURES, METHODS, target="y", columns=cols, **tr).results
+    out = model_methods(model, ddf, FEATURES, METHODS, target="y", model_options=ModelOptions(columns=cols),
+                        trial_options=TrialOptions(**tr)).results
     p = METHODS
     pdp = daskpd.partial_dependence(model, ddf, FEATURES, columns=cols, **p["partial_dependence"], **tr)
     ale = daskpd.ale(model, ddf, FEATURES, columns=cols, **p["ale"], **tr)
@@ -155,7 +159,8 @@ def test_trials_ride_the_merged_plan_as_in_the_public_functions(data):
     assert {"importance_std", "importance_lo", "importance_hi"} <= set(fv.columns)
     pd.testing.assert_frame_equal(fv, var.to_frame(), rtol=1e-12, atol=1e-12)
     with pytest.raises(daskpd.DataError, match="recursion"):
-        model_methods(model, ddf, ["a"], {"partial_dependence": {"method": "recursion"}}, columns=cols, **tr)
+        model_methods(model, ddf, ["a"], {"partial_dependence": {"method": "recursion"}},
+                      model_options=ModelOptions(columns=cols), trial_options=TrialOptions(**tr))
 
 
 def test_a_frozen_layout_and_base_partials_add_up_to_the_full_scan(data):
@@ -167,12 +172,14 @@ def test_a_frozen_layout_and_base_partials_add_up_to_the_full_scan(data):
     cols = ["a", "b", "c", "d"]
     frame = ddf.compute()
     old, new = frame.iloc[:2_600], frame.iloc[2_600:]
-    kw = {"target": "y", "columns": cols, "random_state": 4, "n_trials": 3}
+    kw = {"target": "y", "model_options": ModelOptions(columns=cols),
+          "trial_options": TrialOptions(random_state=4, n_trials=3)}
     base = model_methods(model, dd.from_pandas(old, npartitions=2), FEATURES, METHODS, **kw)
-    inc = model_methods(model, dd.from_pandas(new, npartitions=2), FEATURES, METHODS, layout=base.layout,
-                        base_parts=base.parts, **kw)
+    inc = model_methods(model, dd.from_pandas(new, npartitions=2), FEATURES, METHODS,
+                        increment=Increment(base.layout, base.parts), **kw)
     assert inc.phases == ["model"]
-    full = model_methods(model, dd.from_pandas(frame, npartitions=3), FEATURES, METHODS, layout=base.layout, **kw)
+    full = model_methods(model, dd.from_pandas(frame, npartitions=3), FEATURES, METHODS,
+                         increment=Increment(base.layout), **kw)
     for m in ("partial_dependence", "ice", "ale", "marginal"):
         for f in FEATURES:
             a, b = inc.results[m][f], full.results[m][f]
@@ -186,3 +193,19 @@ def test_a_frozen_layout_and_base_partials_add_up_to_the_full_scan(data):
     # the layout is the first rows': a scan of all rows without it moves the grids
     free = model_methods(model, dd.from_pandas(frame, npartitions=3), FEATURES, METHODS, **kw)
     assert not np.array_equal(free.results["partial_dependence"]["a"].x, inc.results["partial_dependence"]["a"].x)
+
+
+def test_the_typed_options_are_the_spec_groups_with_the_public_defaults():
+    """TrialOptions holds the TRIALS group, ModelOptions the MODEL and ENGINE groups'
+    values a merged plan reads; their defaults are model_curves' own."""
+    import inspect
+    from dataclasses import fields
+
+    from daskpd.model._params import ENGINE, MODEL, TRIALS
+
+    sig = inspect.signature(daskpd.model_curves).parameters
+    assert [f.name for f in fields(TrialOptions)] == list(TRIALS)
+    assert {f.name for f in fields(ModelOptions)} - {"filters"} <= set(MODEL) | set(ENGINE)
+    for cls in (ModelOptions, TrialOptions):
+        for f in fields(cls):
+            assert f.default == sig[f.name].default, (cls.__name__, f.name)

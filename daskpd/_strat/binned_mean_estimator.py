@@ -5,7 +5,7 @@ merges, kept state, save, load and incremental merge) without an engine module k
 
 It ignores the strata: a feature's mean y at a position is its rows' ``sum y / n`` over
 every leaf (at a binned feature's mean x in the bin).  Run besides StratPD on the same
-feature (``estimators=["marginal_mean"]``: :func:`daskpd._strat.state.extra_scan`) it
+feature (``estimators=["binned_mean"]``: :func:`daskpd._strat.state.extra_scan`) it
 has the feature's positions and no tree: its rows fall in ``MIN_UNITS`` parts by row
 hash (:data:`daskpd._strat.scan.MIN_UNITS`), the units its trials resample (a Poisson
 bootstrap of the parts, :mod:`daskpd._strat.leafboot`: each trial's mean per position,
@@ -31,7 +31,7 @@ from .leafboot import table_leaf_weights
 from .numeric_positions import NumericPositions
 from .virtual import virtual_of
 
-__all__ = ["MarginalMeanEstimator", "BinnedMeanResult"]
+__all__ = ["BinnedMeanEstimator", "BinnedMeanResult"]
 
 @dataclass(repr=False)
 class BinnedMeanResult(CurveResult):
@@ -65,7 +65,7 @@ class BinnedMeanResult(CurveResult):
         return f"BinnedMeanResult(feature={self.feature!r}, target={self.target!r}, positions={len(self.x)})"
 
     def metadata(self) -> dict:
-        return {"method": "marginal_mean", "feature": self.feature, "target": self.target, "kind": self.kind,
+        return {"method": "binned_mean", "feature": self.feature, "target": self.target, "kind": self.kind,
                 "n_rows": self.n_rows, "n_used": int(np.sum(self.count)), "params": dict(self.params)}
 
     def plot(self, ax=None, *, target: str | None = None, show_counts: bool = True, **kwargs):
@@ -81,16 +81,16 @@ class BinnedMeanResult(CurveResult):
         return ax
 
     def to_dict(self) -> dict:
-        return {"method": "marginal_mean", "feature": self.feature, "target": self.target, "n_rows": self.n_rows,
+        return {"method": "binned_mean", "feature": self.feature, "target": self.target, "n_rows": self.n_rows,
                 "x": self.x.tolist(), "mean": self.mean.tolist(), "count": self.count.tolist()}
 
 
-class MarginalMeanEstimator(NumericPositions):
+class BinnedMeanEstimator(NumericPositions):
     """The binned mean of y (see the module docstring; its positions, StratPD's:
     :class:`~daskpd._strat.numeric_positions.NumericPositions`)."""
 
-    name = "marginal"
-    method = "marginal_mean"
+    name = "binned_mean"
+    method = "binned_mean"
     result_type = BinnedMeanResult
     reads_strata = False  # besides StratPD on a feature, its rows are scanned as MIN_UNITS parts by hash
 
@@ -115,8 +115,8 @@ class MarginalMeanEstimator(NumericPositions):
         return Table((u // P).astype(np.int32), u % P, sums), counters
 
     def wire(self, scan, index, merged, node):
-        picks = [node("pick", merged[b], index, key=f"marginal-{b}-f{index}") for b in range(len(merged))]
-        return node("call", index, "final", *picks, key=f"finish-marginal-f{index}"), None
+        picks = [node("pick", merged[b], index, key=f"binned-mean-{b}-f{index}") for b in range(len(merged))]
+        return node("call", index, "final", *picks, key=f"finish-binned-mean-f{index}"), None
 
     def final(self, scan, index, *parts):
         """The feature's :class:`BinnedMeanResult` from its buckets' sums (folded in
