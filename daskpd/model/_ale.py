@@ -360,7 +360,7 @@ def ale_summary_kinds(run, features, order: dict):
     return want, others, need_order
 
 
-def ale_specs(run, features, *, bins: int, order: dict, progress=None, summaries=None, extra_ranks=None):
+def ale_specs(run, features, *, bins: int, order: dict, summaries=None, extra_ranks=None):
     """Edges / ordered levels for ``features`` (summary, quantile and ordering passes).
 
     ``extra_ranks`` (column -> ranks) are resolved in the same order-statistics passes and
@@ -372,7 +372,7 @@ def ale_specs(run, features, *, bins: int, order: dict, progress=None, summaries
     sums = dict(summaries or {})
     missing = {c: k for c, k in want.items() if c not in sums}
     if missing:
-        sums.update(summarize(ddf, missing, progress=progress))
+        sums.update(summarize(ddf, missing))
     ranks, probs = {}, np.linspace(0.0, 1.0, 100)
     for f in features:
         s = sums[f]
@@ -388,7 +388,7 @@ def ale_specs(run, features, *, bins: int, order: dict, progress=None, summaries
             ranks.setdefault(c, []).extend([*lo, *hi])
     for c, rk in (extra_ranks or {}).items():
         ranks.setdefault(c, []).extend(rk)
-    stats = order_statistics(ddf, sums, ranks, progress=progress) if ranks else {}
+    stats = order_statistics(ddf, sums, ranks) if ranks else {}
     specs, sources = [], {}
     for f in features:
         if kinds[f] == "numeric":
@@ -423,7 +423,7 @@ def ale_specs(run, features, *, bins: int, order: dict, progress=None, summaries
             cat = [c for c in others if others[c] == "categorical" and c != sp.feature]
             jobs.append(OrderJob(sp.feature, sp.values, num, cat))
     if jobs:
-        parts, _ = run_jobs(ddf, Plan(jobs), progress=progress, name="daskpd-ale-order")
+        parts, _ = run_jobs(ddf, Plan(jobs), name="daskpd-ale-order")
         by = {j.feature: p for j, p in zip(jobs, parts)}
         for sp in specs:
             if sp.feature in by:
@@ -579,7 +579,7 @@ def ale(
                 raise InvalidParameterError(f"parameter features: the 2-D ALE of {it!r} needs two numeric features; "
                                             f"{f!r} is categorical")
     order = check_order(order, singles, run.kinds)
-    specs, sources, _, _ = ale_specs(run, feats, bins=bins, order=order, progress=progress)
+    specs, sources, _, _ = ale_specs(run, feats, bins=bins, order=order)
     by = {sp.feature: sp for sp in specs}
     jobs = []
     if singles:
@@ -587,7 +587,7 @@ def ale(
     if pairs:
         jobs.append(ALE2DJob([ALE2DSpec(it, by[it[0]].values, by[it[1]].values) for it in pairs]))
     plan = Plan(jobs, predictor=run.predictor, weight=run.weight, batch_rows=batch_rows, trials=trials)
-    parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-ale")
+    parts, _ = run_jobs(run.ddf, plan, name="daskpd-ale")
     params = {"bins": bins, "sample_weight": run.weight, "model": run.predictor.describe(),
               **trial_params(trials, band, plan.repeats, plan.response_std)}
     done = {}

@@ -217,7 +217,7 @@ def model_curves(
     require_class(model, response, target_class, _CALLER, any_output=True)
     run = model_methods(model, ds, feats, params, target=target, response=response, target_class=target_class,
                         columns=columns, categorical_features=categorical_features, random_state=random_state,
-                        batch_rows=batch_rows, progress=progress, n_trials=n_trials, bootstrap=bootstrap,
+                        batch_rows=batch_rows, n_trials=n_trials, bootstrap=bootstrap,
                         subsample_size=subsample_size, band=band, row_id=row_id, items=items,
                         sample_weight=sample_weight, grid=grid, quantiles=quantiles, engine=engine, filters=filters,
                         warn_default=True, name="daskpd-model-curves")
