@@ -49,13 +49,13 @@ def driver_side(res: CatStratPDResult, strict: bool = True) -> CatStratPDResult:
 
 def run_categorical(data, *, target: str, feature: str, stratify_on=None, read: ReadOptions = ReadOptions(),
                     trees: TreeOptions = TreeOptions(min_samples_leaf=5, max_bins=None), trials: Trials = Trials(),
-                    centered: bool = False, reuse: Reuse = Reuse(), progress=None):
+                    centered: bool = False, reuse: Reuse = Reuse()):
     """Run the shared pipeline for one categorical ``feature`` stratified on ``stratify_on``
     (None: every usable column but the target), the options built (and validated) by
     :func:`catstratpd`; returns (run, dtype), the result (with ``centered``) in
     ``run.results[feature]``."""
     request = open_request(data, target, [feature], read=read, stratify_on=stratify_on, as_kind="categorical")
-    run = run_strat(request, trees=trees, trials=trials, progress=progress,
+    run = run_strat(request, trees=trees, trials=trials,
                     finish_options=FinishOptions(centered=bool(centered), band=trials.band), reuse=reuse)
     dtype = request.dtypes[feature]
     if request.target_boolean:
@@ -130,7 +130,8 @@ def catstratpd(
     progress : bool or None
         Progress on stderr: None/True (default): a bar on a terminal, one line per
         stage (tasks done, elapsed time; no carriage returns) in a log or pipe;
-        "bar" / "log" force a form; False: nothing.
+        "bar" / "log" force a form; False: nothing.  None in a call made inside
+        another daskpd call (a job's) keeps that call's setting.
     storage_options, filters
         Passed to ``dask.dataframe.read_parquet`` for path inputs.
     n_trials : int, default 1
@@ -162,6 +163,5 @@ def catstratpd(
         trees=TreeOptions(min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=None,
                           random_state=random_state, nan_as_level=nan_as_level, tree_method=tree_method,
                           honest=honest),
-        trials=Trials.of(n_trials, band), centered=centered, reuse=Reuse(stratification=stratification),
-        progress=progress)
+        trials=Trials.of(n_trials, band), centered=centered, reuse=Reuse(stratification=stratification))
     return driver_side(run.results[feature])

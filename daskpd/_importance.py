@@ -366,7 +366,7 @@ def strat_curves_and_importances(
         finish_options=FinishOptions(min_slopes_per_x=int(min_slopes_per_x), few_slopes=few_slopes),
         keep_state=KeepState.of(keep_state),
         reuse=Reuse(stratification=stratification, base_state=base_state, first_pass_cache=first_pass_cache),
-        progress=progress, skip_constant=feats if skip_unusable else (),
+        skip_constant=feats if skip_unusable else (),
         later_stages=("p-values",) if pvalues else (), extra=extra_kinds(estimators))
     if run.skipped:
         left_out.update(run.skipped)
@@ -424,7 +424,7 @@ def strat_curves_and_importances(
     null_df = None
     if pvalues:
         t0 = time.perf_counter()
-        pv, null_df = _permutation_pvalues(run, feats, msl_for, pvalues_n_trials, pvalues_sample_size, progress,
+        pv, null_df = _permutation_pvalues(run, feats, msl_for, pvalues_n_trials, pvalues_sample_size,
                                            tree_method)
         pv[flags == "no_support"] = np.nan
         for j, m in enumerate(MEASURES):
@@ -467,7 +467,7 @@ def strat_curves_and_importances(
                             extra_curves=extra_curves)
 
 
-def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=DEFAULT_TREE_METHOD):
+def _permutation_pvalues(run, feats, msl_for, n_perm, k, tree_method=DEFAULT_TREE_METHOD):
     from dask import delayed
 
     sub = run.sample.iloc[:k]  # hash-ordered bottom-k rows: itself the bottom-k' sample
@@ -479,7 +479,7 @@ def _permutation_pvalues(run, feats, msl_for, n_perm, k, progress, tree_method=D
     # *share* is ~1/p, so a normalised statistic would test "larger than 1/p", not
     # "y depends on this feature".
     with stage("p-values"):
-        out = np.stack(scheduler.compute(*tasks, progress=progress))  # (1 + n_perm, p, 3)
+        out = np.stack(scheduler.compute(*tasks))  # (1 + n_perm, p, 3)
     obs, null = out[0], out[1:]
     with np.errstate(invalid="ignore"):
         reach = (null >= obs[None] - 1e-12 * np.abs(obs[None])).sum(axis=0)

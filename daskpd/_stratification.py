@@ -67,7 +67,7 @@ def fit_stratification(
     trees = TreeOptions(min_samples_leaf=min_samples_leaf, min_samples_leaf_for=msl_for, sample_size=sample_size,
                         max_bins=max_bins, tree_method=tree_method, honest=honest, nan_as_level=nan_as_level,
                         random_state=random_state)
-    run = run_strat(request, trees=trees, progress=progress, fit_only=True)
+    run = run_strat(request, trees=trees, fit_only=True)
     return run.stratification
 
 
@@ -102,6 +102,6 @@ def scan_state(
     read = ReadOptions(storage_options=storage_options, filters=filters, partition_bytes=AUTO,
                        categorical=[f for f in feats if strat.kinds.get(f) == "categorical"] or None)
     request = open_request(data, strat.target, feats, read=read, stratify_on=list(strat.stratify_on))
-    run = run_under(request, strat, trials=Trials.of(n_trials), progress=progress,
+    run = run_under(request, strat, trials=Trials.of(n_trials),
                     keep_state=KeepState(StateMode.ONLY))
     return run.state

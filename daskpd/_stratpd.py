@@ -142,7 +142,8 @@ def stratpd(
     progress : bool or None
         Progress on stderr: None/True (default): a bar on a terminal, one line per
         stage (tasks done, elapsed time; no carriage returns) in a log or pipe;
-        "bar" / "log" force a form; False: nothing.
+        "bar" / "log" force a form; False: nothing.  None in a call made inside
+        another daskpd call (a job's) keeps that call's setting.
     storage_options, filters
         Passed to ``dask.dataframe.read_parquet`` for path inputs.
     n_trials : int, default 1
@@ -185,7 +186,7 @@ def stratpd(
                            as_kind="numeric")
     trees = TreeOptions(min_samples_leaf=min_samples_leaf, sample_size=sample_size, max_bins=max_bins,
                         tree_method=tree_method, honest=honest, random_state=random_state)
-    run = run_strat(request, trees=trees, trials=trials, progress=progress,
+    run = run_strat(request, trees=trees, trials=trials,
                     finish_options=FinishOptions(min_slopes_per_x=int(min_slopes_per_x), few_slopes=few_slopes,
                                                   band=trials.band),
                     reuse=Reuse(stratification=stratification))

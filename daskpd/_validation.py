@@ -114,12 +114,14 @@ def validate_params(parameter_constraints: dict, *, signature_of=None):
                 if "data" not in arguments:
                     return func(*bound.args, **bound.kwargs)
                 # every public function enters here: a damaged data page of a parquet path,
-                # found only while computing, is reported with the file's name; the progress
-                # numbers the call's stages from 1
+                # found only while computing, is reported with the file's name; the call's
+                # ``progress`` is the setting of every computation it runs (None: the
+                # enclosing call's), its stages numbered from 1
                 from ._data.lake_checks import damaged_files_named
-                from ._engine.progress import progress_call
+                from ._engine.progress import progress_call, reporting
 
-                with damaged_files_named(arguments["data"], arguments.get("storage_options")), progress_call():
+                with damaged_files_named(arguments["data"], arguments.get("storage_options")), progress_call(), \
+                        reporting(arguments.get("progress")):
                     return func(*bound.args, **bound.kwargs)
 
         wrapper.__daskpd_constraints__ = compiled

@@ -340,7 +340,7 @@ def build_pass(ddf, jobs: Sequence[Job], *, name: str = "daskpd", fan_in: int | 
     return results
 
 
-def run_pass(ddf, jobs: Sequence[Job], *, progress=None, name: str = "daskpd", fan_in: int | None = None,
+def run_pass(ddf, jobs: Sequence[Job], *, name: str = "daskpd", fan_in: int | None = None,
              arity: int | None = None) -> list:
     """Run every job in ONE pass over ``ddf`` (one graph submission); their results (a
     :class:`Kept` of the result and of references -- futures, or embedded values -- to
@@ -349,8 +349,8 @@ def run_pass(ddf, jobs: Sequence[Job], *, progress=None, name: str = "daskpd", f
     kept = [o.kept if isinstance(o, Kept) else None for o in outs]
     results = [o.result if isinstance(o, Kept) else o for o in outs]
     if not any(k is not None for k in kept):
-        return list(scheduler.compute(*results, progress=progress))
-    values, refs = scheduler.compute_keeping(results, kept, progress=progress)
+        return list(scheduler.compute(*results))
+    values, refs = scheduler.compute_keeping(results, kept)
     return [Kept(v, r) if k is not None else v for v, r, k in zip(values, refs, kept)]
 
 

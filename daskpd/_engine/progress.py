@@ -1,21 +1,31 @@
 """Progress of a computation: a bar on a terminal, plain lines in a log.
 
+The setting is a context, not an argument passed down: every public function (its
+``progress`` parameter), the job's computation and the command line enter
+:func:`reporting` once, and the engine's computations (:mod:`.scheduler`) show their
+progress as :func:`current` says.  Outside any such context nothing is shown, and the
+tasks of a graph (on dask's threads or on the workers) never show anything: progress
+is the driver's.  A thread started inside a reported call does not see its setting
+(run its work in ``contextvars.copy_context().run`` to report from it).
+
 ``progress`` (every public function's parameter) reads:
 
-* ``None`` / ``True`` -- automatic: a live bar when stderr is a terminal, labelled with
+* ``None`` -- the enclosing call's setting (a public function called inside another, or
+  inside a job); automatic when outermost;
+* ``True`` -- automatic: a live bar when stderr is a terminal, labelled with
   its stage (``daskpd 2/3 fit trees [#####    ]  50% Completed | 1.2s``; a finished
   stage keeps its line); otherwise (a log file, a pipe, cron, a batch system) one line
   per stage, written when the stage ends, plus a line every
   ``daskpd.progress-interval`` seconds (default 30) while a long stage runs.  Lines
   carry the stage number and name, the tasks done of the total and the elapsed time,
-  and contain no carriage return and no escape code.
+  and contain no carriage return and no escape code;
+* ``"bar"`` / ``"log"`` -- that form, whatever stderr is;
+* ``False`` -- nothing.
 
 Stages are numbered per call (:func:`progress_call`, entered by every public function):
 "stage 2/3 (fit trees)" when the call declared its stages (:func:`plan_stages`: the
 model-free pipeline's sample, fit trees, scan and finish), "stage 2 (quantiles)"
 otherwise, the name then taken from the graph's keys.
-* ``"bar"`` / ``"log"`` -- that form, whatever stderr is;
-* ``False`` -- nothing.
 
 Everything goes to stderr: stdout stays for results.
 """
@@ -28,10 +38,14 @@ import time
 
 from . import config
 
-__all__ = ["progress_mode", "show_futures", "local_progress", "LINE_PREFIX", "progress_call", "plan_stages",
-           "stage", "stage_label"]
+__all__ = ["progress_mode", "reporting", "current", "show_futures", "local_progress", "LINE_PREFIX",
+           "progress_call", "plan_stages", "stage", "stage_label"]
 
 LINE_PREFIX = "daskpd: progress"
+
+#: how the computations of the running call show their progress: "bar", "log" or None
+#: (nothing); unset outside any call (:func:`reporting`)
+_MODE: contextvars.ContextVar = contextvars.ContextVar("daskpd_progress_mode")
 
 #: the stages of the public call being run (None: outside any call)
 _CALL: contextvars.ContextVar = contextvars.ContextVar("daskpd_progress_call", default=None)
@@ -134,6 +148,30 @@ def progress_mode(progress) -> str | None:
             raise ValueError(f"progress must be True, False, None, 'auto', 'bar' or 'log'; got {progress!r}")
         return progress_mode(None) if progress == "auto" else progress
     return progress_mode(None) if progress else None
+
+
+_UNSET = object()
+
+
+@contextlib.contextmanager
+def reporting(progress=None):
+    """Within this context the computations show their progress as ``progress`` says
+    (:func:`progress_mode`); ``None`` keeps the enclosing context's setting (automatic
+    outside any).  The setting before is back on exit, an exception's too."""
+    if progress is None and _MODE.get(_UNSET) is not _UNSET:
+        yield
+        return
+    token = _MODE.set(progress_mode(progress))
+    try:
+        yield
+    finally:
+        _MODE.reset(token)
+
+
+def current() -> str | None:
+    """``"bar"``, ``"log"`` or None: how the computation about to run shows its progress
+    (None outside :func:`reporting`, e.g. in a task on a worker or on dask's threads)."""
+    return _MODE.get(None)
 
 
 def _interval() -> float:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import dask
 
 from . import config
-from .progress import local_progress, progress_mode, show_futures
+from .progress import current, local_progress, show_futures
 
 __all__ = ["current_client", "connect", "compute", "submit", "compute_streamed", "materialize", "embed", "Handle", "probe",
            "scheduler_timeout", "SchedulerTimeout"]
@@ -189,12 +189,6 @@ def one_blas_thread():
         return contextlib.nullcontext()
 
 
-def _want_progress(progress) -> str | None:
-    """``"bar"`` (a terminal), ``"log"`` (lines: a log file or pipe) or None; see
-    :mod:`daskpd._engine.progress`."""
-    return progress_mode(progress)
-
-
 def _submit(client, objs, show, priority: int = 0):
     with dask.config.set({"distributed.admin.large-graph-warning-threshold": _GRAPH_WARNING}):
         futures = client.compute(list(objs), priority=priority)
@@ -210,25 +204,27 @@ def submit(*objs, priority: int = 0):
     return None if client is None else _submit(client, objs, None, priority)
 
 
-def compute(*objs, progress=None):
-    """Compute dask objects in ONE graph submission; return a tuple of results."""
+def compute(*objs):
+    """Compute dask objects in ONE graph submission; return a tuple of results.  Its
+    progress is shown as the running call says (:func:`daskpd._engine.progress.current`),
+    as is every computation's here."""
     client = current_client()
-    show = _want_progress(progress)
+    show = current()
     if client is not None:
         return tuple(client.gather(_submit(client, objs, show)))
     with local_progress(show, objs), one_blas_thread():
         return dask.compute(*objs)
 
 
-def compute_streamed(*objs, progress=None):
+def compute_streamed(*objs):
     """:func:`compute`, each result gathered as soon as it is done and its future let go,
     so the workers do not hold finished results (a scan's state parts) until the last one."""
     client = current_client()
     if client is None:
-        return compute(*objs, progress=progress)
+        return compute(*objs)
     from distributed import as_completed
 
-    futures = list(_submit(client, objs, _want_progress(progress)))
+    futures = list(_submit(client, objs, current()))
     where = {f.key: i for i, f in enumerate(futures)}
     out = [None] * len(futures)
     done = as_completed(futures)
@@ -239,7 +235,7 @@ def compute_streamed(*objs, progress=None):
     return tuple(out)
 
 
-def compute_keeping(gather: list, keep: list, *, progress=None):
+def compute_keeping(gather: list, keep: list):
     """Compute ``gather`` and ``keep`` (structures of dask objects) in ONE submission;
     return (the values of ``gather``, ``keep`` with every object replaced by a reference
     for later graphs: a future on a cluster -- the value stays on its worker, recomputed
@@ -249,15 +245,15 @@ def compute_keeping(gather: list, keep: list, *, progress=None):
     flat, tree = dask.base.unpack_collections(*keep, traverse=True)
     client = current_client()
     if client is None:
-        values = compute(*gather, *flat, progress=progress)
+        values = compute(*gather, *flat)
         refs = [embed(v) for v in values[len(gather):]]
         return list(values[:len(gather)]), list(tree(refs))
-    futures = _submit(client, [*gather, *flat], _want_progress(progress))
+    futures = _submit(client, [*gather, *flat], current())
     values = client.gather(futures[:len(gather)])
     return list(values), list(tree(futures[len(gather):]))
 
 
-def materialize(*objs, progress=None) -> list[Handle]:
+def materialize(*objs) -> list[Handle]:
     """Compute ``objs`` in one submission and keep them for later graphs.
 
     With a Client the results stay on the workers as futures of the graph that made them
@@ -266,7 +262,7 @@ def materialize(*objs, progress=None) -> list[Handle]:
     """
     client = current_client()
     if client is None:
-        return [Handle(v, embed(v)) for v in compute(*objs, progress=progress)]
-    futures = _submit(client, objs, _want_progress(progress))
+        return [Handle(v, embed(v)) for v in compute(*objs)]
+    futures = _submit(client, objs, current())
     values = client.gather(futures)
     return [Handle(v, f) for v, f in zip(values, futures)]

@@ -130,11 +130,11 @@ class SummaryJob(Job):
         return _Summaries.combine(list(parts))
 
 
-def summarize(ddf, kinds: dict, *, progress=None) -> dict[str, ColumnSummary]:
+def summarize(ddf, kinds: dict) -> dict[str, ColumnSummary]:
     """One pass: a :class:`ColumnSummary` per column in ``kinds``."""
     if not kinds:
         return {}
-    (res,) = run_pass(ddf, [SummaryJob(dict(kinds))], progress=progress, name="daskpd-summary")
+    (res,) = run_pass(ddf, [SummaryJob(dict(kinds))], name="daskpd-summary")
     out = res.cols
     for c, s in out.items():
         if s.kind == "categorical" and s.uniques is None:
@@ -192,7 +192,7 @@ class RefineJob(Job):
 
 
 def order_statistics(ddf, summaries: dict[str, ColumnSummary], ranks: dict[str, Sequence[int]], *,
-                     progress=None, collect_cap: int = 2_000_000) -> dict[str, dict[int, float]]:
+                     collect_cap: int = 2_000_000) -> dict[str, dict[int, float]]:
     """Exact order statistics (0-based ``ranks`` among a column's finite values).
 
     Distinct values from the summary answer directly; otherwise each pass histograms
@@ -231,7 +231,7 @@ def order_statistics(ddf, summaries: dict[str, ColumnSummary], ranks: dict[str, 
             mode = 0 if count <= cap else nbins
             keys[(col, lo, hi, incl)] = (i, mode)
             requests.setdefault(col, []).append((i, lo, hi, incl, mode))
-        (res,) = run_pass(ddf, [RefineJob(requests)], progress=progress, name="daskpd-quantiles")
+        (res,) = run_pass(ddf, [RefineJob(requests)], name="daskpd-quantiles")
         nxt = []
         for t in pending:
             col, r, lo, hi, incl, below, count = t

@@ -292,14 +292,14 @@ def effects_explicit(fs, states: list, summaries: list, job):
     return _result(fs, job, effects, summaries)
 
 
-def effects_iterative(fs, refs: list, summaries, job, progress=None, local: bool = False):
+def effects_iterative(fs, refs: list, summaries, job, local: bool = False):
     """The CatStratPDResult of one feature whose buckets stayed on the workers
     (``refs``), by conjugate gradients with products summed over the buckets
     (``local``: buckets held by this process, their products computed here).
     ``summaries``: the buckets' summaries, or their :func:`fold_for_solve` (folded where
     they were made: the driver then receives the folded vectors, not every bucket's)."""
     folded = summaries if isinstance(summaries, Folded) else fold_for_solve(summaries, fs.coder.n_keys, job.n_sets)
-    effects = solve_buckets(refs, folded.setups, fs.coder.n_keys, progress=progress, local=local)
+    effects = solve_buckets(refs, folded.setups, fs.coder.n_keys, local=local)
     return result_of_effects(fs, job, effects, folded.counters)
 
 

@@ -11,6 +11,7 @@ import numba
 import numpy as np
 
 from .._engine import scheduler
+from .._engine.progress import reporting
 from .._engine.sums import Table
 from .._engine.tree_fold import fold_tree
 from .categorical_products import bucket_products
@@ -165,7 +166,7 @@ def fold_products(parts: list, K: int, active: np.ndarray) -> np.ndarray:
     return GP
 
 
-def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: bool = False) -> list:
+def solve_buckets(refs: list, setups: list, K: int, *, local: bool = False) -> list:
     """Effects per set by conjugate gradients whose products are computed where the
     buckets are (``refs``: futures or embedded values, in bucket order); a set on which CG
     does not converge is solved from its explicit G, summed from the same buckets.
@@ -180,7 +181,8 @@ def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: boo
         # folded next to them: the driver sends one (sets, K) array and receives one (K, sets)
         p_, active_ = delayed(p, pure=True), delayed(active, pure=True)
         tasks = [delayed(bucket_products, pure=True)(ref, p_, active_) for ref in refs]
-        (GP,) = scheduler.compute(delayed(fold_products, pure=True)(tasks, K, active_), progress=False)
+        with reporting(False):  # a CG round: too short and too many to show
+            (GP,) = scheduler.compute(delayed(fold_products, pure=True)(tasks, K, active_))
         return GP
 
     x, active = cg_sets(setups, K, products)
@@ -193,7 +195,8 @@ def solve_buckets(refs: list, setups: list, K: int, *, progress=None, local: boo
         for ref in refs:
             state = gram_link(state, ref, st) if local else delayed(gram_link, pure=True)(state, ref, st)
         if not local:
-            (state,) = scheduler.compute(state, progress=False)
+            with reporting(False):
+                (state,) = scheduler.compute(state)
         e = solve_explicit(state, su, K)
         out.append(_effects(su, e.effect, "cg+" + e.solver))
     return out

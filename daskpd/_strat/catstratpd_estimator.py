@@ -151,8 +151,8 @@ class CatStratPDEstimator(ModelFreeEstimator):
         """A CG feature's bucket summaries folded for its solve, next to them."""
         return fold_for_solve(list(summaries), scan.features[index].coder.n_keys, scan.n_sets)
 
-    def solve_kept(self, scan, index, refs, partial, progress=None):
-        return effects_iterative(scan.features[index], refs, partial, scan, progress=progress)
+    def solve_kept(self, scan, index, refs, partial):
+        return effects_iterative(scan.features[index], refs, partial, scan)
 
     def finish_state(self, scan, index, part):
         fs = scan.features[index]

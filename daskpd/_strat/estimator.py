@@ -196,7 +196,7 @@ class ModelFreeEstimator(abc.ABC):
         the estimator ``node("call", index, "method", *args)``); ``kept``: bucket refs
         kept on the workers for :meth:`solve_kept`, or None."""
 
-    def solve_kept(self, scan, index: int, refs: list, partial, progress=None):
+    def solve_kept(self, scan, index: int, refs: list, partial):
         """The result of a feature whose buckets :meth:`wire` kept (``partial``: what
         its result node gave)."""
         raise NotImplementedError(f"{type(self).__name__} keeps no buckets")

@@ -406,7 +406,7 @@ def _canonical(features: dict) -> bytes:
 
 
 def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state: int, caps: dict, target: str,
-                      progress=None, margin: int = SAMPLE_MARGIN) -> FirstPass | None:
+                      margin: int = SAMPLE_MARGIN) -> FirstPass | None:
     """Pass 1 of ``request`` (its frame ``ddf``) from the files' cached partials and the
     partials of the files not in ``cache`` (read now, and kept); None when the input
     cannot be read file by file (``cache.stats["off"]`` says why: the caller runs the
@@ -433,8 +433,7 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
     fresh: dict = {}
     blocksize = partition_bytes()
     if todo:
-        for part in scheduler.compute(*_tasks(reader, todo, columns, numeric, job, target, blocksize),
-                                      progress=progress):
+        for part in scheduler.compute(*_tasks(reader, todo, columns, numeric, job, target, blocksize)):
             fresh.update(part)
     partials.update(fresh)
     t1 = time.perf_counter()
@@ -447,7 +446,7 @@ def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state:
         again: dict = {}
         with stage("sample again"):
             parts_again = scheduler.compute(*_tasks(reader, [by_path[p] for p in short], columns, numeric,
-                                                    unbounded, target, blocksize), progress=progress)
+                                                    unbounded, target, blocksize))
         for part in parts_again:
             again.update(part)
         partials.update(again)
@@ -509,7 +508,7 @@ def start_cache_files(request, ddf, cache: FirstPassCache, paths, k: int, random
     return pending
 
 
-def finish_cache_files(pending: PendingFiles, progress=None) -> bool:
+def finish_cache_files(pending: PendingFiles) -> bool:
     """Wait for :func:`start_cache_files`' pass 1 and keep its entries; False when the
     input cannot be read file by file (``cache.stats["off"]`` says why)."""
     cache, lf = pending.cache, pending.lake
@@ -520,7 +519,7 @@ def finish_cache_files(pending: PendingFiles, progress=None) -> bool:
         parts = scheduler.current_client().gather(pending.futures)
         pending.futures = None
     else:
-        parts = scheduler.compute(*pending.tasks, progress=progress) if pending.tasks else ()
+        parts = scheduler.compute(*pending.tasks) if pending.tasks else ()
     for part in parts:
         fresh.update(part)
     for path, part in fresh.items():
@@ -531,7 +530,7 @@ def finish_cache_files(pending: PendingFiles, progress=None) -> bool:
 
 
 def cache_files(request, ddf, cache: FirstPassCache, paths, k: int, random_state: int, caps: dict, target: str,
-                progress=None, margin: int = SAMPLE_MARGIN) -> bool:
+                margin: int = SAMPLE_MARGIN) -> bool:
     """Pass 1 of the lake's files ``paths`` alone, kept in ``cache``: what a run that
     reads only those files (an incremental run under kept trees) adds, so that a later
     :func:`cached_first_pass` over the lake finds them.  Nothing is merged, no other
@@ -541,5 +540,4 @@ def cache_files(request, ddf, cache: FirstPassCache, paths, k: int, random_state
     (``cache.stats["off"]`` says why).  ``cache.stats``: ``hits`` (files of ``paths``
     with an entry already), ``misses`` (read and kept), ``bytes``.  The same as
     :func:`start_cache_files` then :func:`finish_cache_files`."""
-    return finish_cache_files(start_cache_files(request, ddf, cache, paths, k, random_state, caps, target, margin),
-                              progress)
+    return finish_cache_files(start_cache_files(request, ddf, cache, paths, k, random_state, caps, target, margin))

@@ -35,7 +35,7 @@ from .._engine import sample_pass, scheduler
 from .._engine.hashing import fold_hash, fold_of, hash_order
 from .._engine.sample_pass import Sample, SampleJob
 from .._engine.plan import Kept, build_pass, run_pass
-from .._engine.progress import plan_stages, stage
+from .._engine.progress import plan_stages, reporting, stage
 from .._errors import DataError
 from .apart import call_new_state_hook
 from .catstratpd_estimator import CATEGORY_LEVELS_CAP
@@ -146,14 +146,14 @@ class StratRun:
         return len(self.sample)
 
 
-def _solve_kept(results: dict, kept: dict, scan, progress) -> dict:
+def _solve_kept(results: dict, kept: dict, scan) -> dict:
     """Finish the features whose buckets stayed on the workers (CatStratPD's with many
     categories: conjugate-gradient rounds over their buckets), one stage per feature."""
     results = dict(results)
     for i, refs in kept.items():
         fs = scan.features[i]
         with stage(f"solve {fs.feature}"):
-            results[fs.key] = fs.estimator.solve_kept(scan, i, refs, results[fs.key], progress=progress)
+            results[fs.key] = fs.estimator.solve_kept(scan, i, refs, results[fs.key])
     return results
 
 
@@ -209,7 +209,6 @@ def run_strat(
     finish_options: FinishOptions | None = None,
     keep_state: KeepState = KeepState(),
     reuse: Reuse = Reuse(),
-    progress=None,
     skip_constant: Sequence[str] = (),
     warn_sample: bool = True,
     later_stages: Sequence[str] = (),
@@ -250,9 +249,9 @@ def run_strat(
     if not features:
         raise DataError("no features to compute")
     if reuse.stratification is not None:
-        return run_under(request, reuse.stratification, trials=trials,
-                         progress=progress, finish_options=finish_options, keep_state=keep_state,
-                         base_state=reuse.base_state, later_stages=later_stages, extra=extra)
+        return run_under(request, reuse.stratification, trials=trials, finish_options=finish_options,
+                         keep_state=keep_state, base_state=reuse.base_state, later_stages=later_stages,
+                         extra=extra)
     if reuse.base_state is not None:
         raise DataError("base_state= needs the stratification= it was scanned under")
     strat_cols = list(request.stratify_on)
@@ -267,23 +266,21 @@ def run_strat(
     cached = None
     with stage("sample"):
         if reuse.first_pass_cache is not None:
-            cached = cached_first_pass(request, ddf, reuse.first_pass_cache, drawn, random_state, caps, target,
-                                       progress=progress)
+            cached = cached_first_pass(request, ddf, reuse.first_pass_cache, drawn, random_state, caps, target)
         if cached is not None:  # the sample reaches the fits as the result of a graph, as below
             import warnings
 
             from dask import delayed
 
-            with warnings.catch_warnings():  # the sample is embedded in the graph on purpose (its lineage)
-                warnings.filterwarnings("ignore", message="Sending large graph")
-                (sample_h,) = scheduler.materialize(delayed(_same, pure=True)(cached.sample), progress=False)
+            with warnings.catch_warnings(), reporting(False):  # the sample is embedded in the graph on purpose
+                warnings.filterwarnings("ignore", message="Sending large graph")  # (its lineage)
+                (sample_h,) = scheduler.materialize(delayed(_same, pure=True)(cached.sample))
             y_range = cached.y_range
         else:
             sample_h, range_h = scheduler.materialize(
                 *build_pass(ddf, [SampleJob(drawn, random_state, caps, n_partitions=ddf.npartitions,
                                             margin=sample_pass.SAMPLE_MARGIN),
-                                  TargetRange(target)], name="daskpd-sample", fan_in=SAMPLE_FAN_IN),
-                progress=progress)
+                                  TargetRange(target)], name="daskpd-sample", fan_in=SAMPLE_FAN_IN))
             y_range = range_h.value
             del range_h
     sample: Sample = sample_h.value
@@ -294,8 +291,7 @@ def run_strat(
         with stage("sample again"):
             (sample_h,) = scheduler.materialize(
                 *build_pass(ddf, [SampleJob(drawn, random_state, margin=None)], name="daskpd-sample",
-                            fan_in=SAMPLE_FAN_IN),
-                progress=progress)
+                            fan_in=SAMPLE_FAN_IN))
         sample, sample_passes = Sample(sample_h.value.frame, sample.n_rows, sample.distinct), 2
     skipped = check_sample(sample.frame, target, features, kinds, trees.nan_as_level, set(skip_constant),
                             filters=request.filters)
@@ -339,7 +335,7 @@ def run_strat(
                                       binned, folds_of, dask_key_name=f"daskpd-fit-{token}-{i}")
              for i, f in enumerate(features)]
     with stage("fit trees"):
-        fitted = scheduler.compute(*tasks, progress=progress)
+        fitted = scheduler.compute(*tasks)
     del sample_h  # the scan needs neither the sample nor its future
     t2 = time.perf_counter()
 
@@ -366,12 +362,12 @@ def run_strat(
     scan, fan_in, arity = _plan_scan(ddf, scans, strat, sample.n_rows, dtypes, trials, random_state, finish_options,
                                      keep_state.mode, parts_dir, strat.hash_columns)
     # pass 2: one scan, every feature, each finished next to its data
-    results, kept, parts = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
+    results, kept, parts = _scan(ddf, scan, fan_in, arity, parts_dir)
     state = None
     if keep_state.keeps:
         state = _kept_state(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions, parts_dir)
     if kept:  # features whose buckets stayed on the workers (CatStratPD's, many categories): their solves
-        results = _solve_kept(results, kept, scan, progress)
+        results = _solve_kept(results, kept, scan)
     if state is not None:  # the finish summaries the buckets did not make (CatStratPD's)
         attach_summaries(state, strat)
     stamp_target_std(results, strat)
@@ -400,14 +396,14 @@ def _plan_scan(ddf, scans, strat: Stratification, n_rows: int, dtypes, trials: T
     return scan, fan_in, arity
 
 
-def _scan(ddf, scan: StratScan, progress, fan_in, arity, parts_dir=None):
+def _scan(ddf, scan: StratScan, fan_in, arity, parts_dir=None):
     """The scan as the stage "scan and finish": ``(results, kept, parts)`` -- the
     finished results, the categorical buckets kept on the workers for CG rounds (or
     None), and with ``keep_state`` the buckets' state parts.  A failed scan removes the
     scratch directory its buckets were writing their state parts to (``parts_dir``)."""
     try:
         with stage("scan and finish"):
-            results, parts = _run_scan(ddf, scan, progress, fan_in, arity)
+            results, parts = _run_scan(ddf, scan, fan_in, arity)
     except BaseException:
         if parts_dir is not None:
             shutil.rmtree(parts_dir, ignore_errors=True)
@@ -416,20 +412,20 @@ def _scan(ddf, scan: StratScan, progress, fan_in, arity, parts_dir=None):
     return results, kept, parts
 
 
-def _run_scan(ddf, scan: StratScan, progress, fan_in, arity):
+def _run_scan(ddf, scan: StratScan, fan_in, arity):
     """``run_pass`` of the scan, and with ``keep_state`` the buckets' merged tables, each
     gathered on its own by the driver (the same graph, one submission): ``(results,
     tables or None)``."""
     if not scan.keep_state.keeps:
-        (results,) = run_pass(ddf, [scan], name="daskpd-strat", progress=progress, fan_in=fan_in, arity=arity)
+        (results,) = run_pass(ddf, [scan], name="daskpd-strat", fan_in=fan_in, arity=arity)
         return results, None
     (out,) = build_pass(ddf, [scan], name="daskpd-strat", fan_in=fan_in, arity=arity)
     assert isinstance(out, WithState)
     res, sums = out.result, out.sums
     if isinstance(res, Kept):
-        values, refs = scheduler.compute_keeping([res.result, *sums], [res.kept], progress=progress)
+        values, refs = scheduler.compute_keeping([res.result, *sums], [res.kept])
         return Kept(values[0], refs[0]), values[1:]
-    values = scheduler.compute_streamed(res, *sums, progress=progress)
+    values = scheduler.compute_streamed(res, *sums)
     return values[0], list(values[1:])
 
 
@@ -449,7 +445,7 @@ def _stratification(request, features, kinds, strat_cols, scans, encoder, random
 
 
 def run_under(request: Request, strat: Stratification, *, trials: Trials = Trials(),
-              progress=None, finish_options: FinishOptions | None = None, keep_state: KeepState = KeepState(),
+              finish_options: FinishOptions | None = None, keep_state: KeepState = KeepState(),
               base_state: ScanState | None = None, later_stages: Sequence[str] = (),
               extra: Sequence[str] = ()) -> StratRun:
     """The scan of ``request`` under a fitted stratification: no sample, no fit.
@@ -490,7 +486,7 @@ def run_under(request: Request, strat: Stratification, *, trials: Trials = Trial
     with stage("positions"):
         vocab_h, range_h = scheduler.materialize(
             *build_pass(ddf, [SampleJob(1, strat.random_state, exact, margin=None), TargetRange(target)],
-                        name="daskpd-positions", fan_in=SAMPLE_FAN_IN), progress=progress)
+                        name="daskpd-positions", fan_in=SAMPLE_FAN_IN))
     vocab, y_range = vocab_h.value, range_h.value
     del vocab_h, range_h
     t1 = time.perf_counter()
@@ -503,7 +499,7 @@ def run_under(request: Request, strat: Stratification, *, trials: Trials = Trial
     parts_dir = None if merge else _parts_dir(keep_state)  # the new files' sums: gathered (small)
     scan, fan_in, arity = _plan_scan(ddf, scans, strat, n_rows, dtypes, trials, strat.random_state, finish_options,
                                      keep, parts_dir, hashed or None)
-    results, kept, parts = _scan(ddf, scan, progress, fan_in, arity, parts_dir)
+    results, kept, parts = _scan(ddf, scan, fan_in, arity, parts_dir)
     t2 = time.perf_counter()
     phases = {"positions_s": t1 - t0, "new_scan_s": t2 - t1}
     state = None
@@ -525,7 +521,7 @@ def run_under(request: Request, strat: Stratification, *, trials: Trials = Trial
         n_rows = state.n_rows
     else:
         if kept:
-            results = _solve_kept(results, kept, scan, progress)
+            results = _solve_kept(results, kept, scan)
     if state is not None and not merge:  # the finish summaries the buckets did not make (CatStratPD's)
         t4 = time.perf_counter()
         attach_summaries(state, strat)

@@ -54,7 +54,7 @@ class RunResult:
         self.notes: list = []  # lines for the run's log, found while computing ("daskpd: " is added)
 
 
-def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats: dict, plan=None,
+def model_free(spec: JobSpec, data, feats, cats, res: RunResult, stats: dict, plan=None,
                first_pass_cache=None) -> None:
     """The model-free methods in one ``strat_curves_and_importances``.  ``plan`` (an
     incremental :class:`~daskpd.job.incremental.Plan`): in "incremental" mode only its
@@ -99,7 +99,7 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
     common = dict(min_samples_leaf=p_num["min_samples_leaf"], cat_min_samples_leaf=p_cat["min_samples_leaf"],
                   min_slopes_per_x=p_num["min_slopes_per_x"], few_slopes=p_num["few_slopes"],
                   max_bins=p_num["max_bins"], nan_as_level=p_cat["nan_as_level"], sample_size=spec.sample_size,
-                  tree_method=spec.tree_method, honest=spec.honest, random_state=spec.random_state, progress=progress,
+                  tree_method=spec.tree_method, honest=spec.honest, random_state=spec.random_state,
                   **columns)
     # the features and stratifying columns the spec leaves to the job are default sets: the
     # suspect columns the tree sample flags leave them (unless keep_suspect)
@@ -140,7 +140,7 @@ def model_free(spec: JobSpec, data, feats, cats, progress, res: RunResult, stats
         from .._strat.firstpass import finish_cache_files
 
         t0 = time.perf_counter()
-        finish_cache_files(pending, progress)
+        finish_cache_files(pending)
         phases["first_pass_cache_s"] = round(time.perf_counter() - t0, 3)  # the wait after the scan, and the writes
     stats["model_free_phases_s"] = phases
     stats["kinds_used"] = dict(out.kinds)
@@ -255,7 +255,7 @@ def method_defaults(method: str) -> dict:
     return {k: v.default for k, v in METHOD_PARAMS[method].items()}
 
 
-def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: RunResult, mplan=None) -> None:
+def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, res: RunResult, mplan=None) -> None:
     """Every requested model-based method over the model's input columns, in one merged
     plan.  ``mplan`` (a :class:`~daskpd.job.model_state.ModelPlan`): in "incremental" mode
     only its new files are scanned, under its layout, and their partials added to the
@@ -268,11 +268,11 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
                        None)
     new = _new_files(spec, ddf, mplan.new_files) if mplan is not None and mplan.mode == "incremental" else None
     if new is not None and mplan.new_files:
-        _check_layout(spec, new, mplan, nightly_cmp, progress, res)  # may turn the plan into a full one
+        _check_layout(spec, new, mplan, nightly_cmp, res)  # may turn the plan into a full one
     if mplan is not None and mplan.mode == "incremental":
         ddf = new
         increment = Increment(mplan.layout, mplan.load_parts(), apart=nightly_cmp is not None)
-    out = model_methods(model, ddf, list(mfeats), methods, target=spec.target, progress=progress,
+    out = model_methods(model, ddf, list(mfeats), methods, target=spec.target,
                         model_options=ModelOptions(response=spec.model.response, target_class=spec.model.target_class,
                                                    columns=list(inputs),
                                                    categorical_features=[c for c in cats if c in inputs] or None),
@@ -310,14 +310,14 @@ def model_based(spec: JobSpec, ddf, model, inputs, mfeats, cats, progress, res: 
         nightly_cmp.records.extend(records)
 
 
-def _check_layout(spec: JobSpec, new, mplan, nightly_cmp, progress, res: RunResult) -> None:
+def _check_layout(spec: JobSpec, new, mplan, nightly_cmp, res: RunResult) -> None:
     """An incremental night's model-based plan, before its pass: do the new files hold
     values outside the range the kept grids and bins were built from (one summary pass
     over their feature columns)?  If so, with ``[run] refit = "auto"`` the plan runs in
     full (the grids and bins built again from every row); with ``"never"`` the layout is
     kept; either way the run's log and manifest name the features and the values."""
     try:
-        outside = model_state.outside_layout(mplan.layout, new, progress)
+        outside = model_state.outside_layout(mplan.layout, new)
     except (DataError, TypeError, ValueError) as exc:  # the check only: the night goes on under the kept layout
         res.notes.append(f"note: the new files' values could not be checked against the kept model-based grids "
                          f"and bins ({type(exc).__name__}: {exc})")

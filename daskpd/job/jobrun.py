@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._engine.progress import reporting
 from .._errors import DataError
 from ..results.base import dump_json
 from . import execute, inputs, model_state, newold, outputs, store
@@ -235,9 +236,11 @@ class JobRun:
         self.timings["connect"] = time.perf_counter() - t0
 
     def compute(self) -> None:
-        """Both parts (distributed's text progress bar writes to stdout: stdout is kept for the summary)."""
+        """Both parts, their progress shown as the run's ``progress`` says (distributed's text
+        progress bar writes to stdout: stdout is kept for the summary)."""
         spec = self.spec
-        with contextlib.redirect_stdout(sys.stderr) if self.progress else contextlib.nullcontext(), \
+        with reporting(self.progress), \
+                contextlib.redirect_stdout(sys.stderr) if self.progress else contextlib.nullcontext(), \
                 inputs.damaged_pages_named(spec, self.data_path if self.request.dataset.table is None else None,
                                            self.needed):
             if spec.model_free:
@@ -252,7 +255,7 @@ class JobRun:
         fresh = plan is None or plan.mode == "full"
         fp_cache = (store.first_pass_cache(self.job_dir, self.stamps)
                     if spec.run.first_pass_cache and (fresh or plan.new_files) else None)
-        execute.model_free(spec, self.request.dataset, self.feats, self.cats, self.progress, self.res, self.stats, plan,
+        execute.model_free(spec, self.request.dataset, self.feats, self.cats, self.res, self.stats, plan,
                            first_pass_cache=fp_cache)
         self.timings["model_free"] = time.perf_counter() - t0
         if fp_cache is not None:
@@ -261,7 +264,7 @@ class JobRun:
     def compute_model_based(self) -> None:
         t0, res = time.perf_counter(), self.res
         execute.model_based(self.spec, self.request.dataset, self.model, self.model_inputs, self.model_feats, self.cats,
-                            self.progress, res, self.mplan)
+                            res, self.mplan)
         for note in res.notes:
             log_line(self.log, f"daskpd: {note}")
         self.stats["model_phases"] = res.phases

@@ -190,7 +190,7 @@ def state_bytes(run_dir: Path) -> int:
 NAMED_LEVELS = 5
 
 
-def outside_layout(layout, dataset, progress=None) -> list[dict]:
+def outside_layout(layout, dataset) -> list[dict]:
     """The new files' (``dataset``: :func:`daskpd.job.execute._new_files`) values outside
     the range the kept ``layout`` was built from, one summary pass over their feature
     columns: ``{"feature", "kind": "numeric", "layout_range": [lo, hi], "new_range": [lo,
@@ -211,7 +211,7 @@ def outside_layout(layout, dataset, progress=None) -> list[dict]:
         import dask.dataframe as dd
 
         frame = dd.from_pandas(frame, npartitions=1, sort=False)
-    sums = summarize(frame[list(kinds)], kinds, progress=progress)
+    sums = summarize(frame[list(kinds)], kinds)
     out = []
     for f in layout.features:
         r, s = ranges.get(f), sums.get(f)

@@ -351,7 +351,7 @@ def ale(
                 raise InvalidParameterError(f"parameter features: the 2-D ALE of {it!r} needs two numeric features; "
                                             f"{f!r} is categorical")
     order = check_order(order, singles, run.kinds)
-    specs, sources, _, _ = ale_specs(run, feats, bins=bins, order=order, progress=progress)
+    specs, sources, _, _ = ale_specs(run, feats, bins=bins, order=order)
     by = {sp.feature: sp for sp in specs}
     jobs = []
     if singles:
@@ -359,7 +359,7 @@ def ale(
     if pairs:
         jobs.append(ALE2DJob([ALE2DSpec(it, by[it[0]].values, by[it[1]].values) for it in pairs]))
     plan = Plan(jobs, predictor=run.predictor, weight=run.weight, batch_rows=batch_rows, trials=trials)
-    parts, _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-ale")
+    parts, _ = run_jobs(run.ddf, plan, name="daskpd-ale")
     params = {"bins": bins, "sample_weight": run.weight, "model": run.predictor.describe(),
               **trial_params(trials, band, plan.repeats, plan.response_std)}
     done = {}

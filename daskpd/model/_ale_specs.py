@@ -162,7 +162,7 @@ def ale_summary_kinds(run, features, order: dict):
     return want, others, need_order
 
 
-def ale_specs(run, features, *, bins: int, order: dict, progress=None, summaries=None, extra_ranks=None):
+def ale_specs(run, features, *, bins: int, order: dict, summaries=None, extra_ranks=None):
     """Edges / ordered levels for ``features`` (summary, quantile and ordering passes).
 
     ``extra_ranks`` (column -> ranks) are resolved in the same order-statistics passes and
@@ -174,7 +174,7 @@ def ale_specs(run, features, *, bins: int, order: dict, progress=None, summaries
     sums = dict(summaries or {})
     missing = {c: k for c, k in want.items() if c not in sums}
     if missing:
-        sums.update(summarize(ddf, missing, progress=progress))
+        sums.update(summarize(ddf, missing))
     ranks, probs = {}, np.linspace(0.0, 1.0, 100)
     for f in features:
         s = sums[f]
@@ -190,7 +190,7 @@ def ale_specs(run, features, *, bins: int, order: dict, progress=None, summaries
             ranks.setdefault(c, []).extend([*lo, *hi])
     for c, rk in (extra_ranks or {}).items():
         ranks.setdefault(c, []).extend(rk)
-    stats = order_statistics(ddf, sums, ranks, progress=progress) if ranks else {}
+    stats = order_statistics(ddf, sums, ranks) if ranks else {}
     specs, sources = [], {}
     for f in features:
         if kinds[f] == "numeric":
@@ -225,7 +225,7 @@ def ale_specs(run, features, *, bins: int, order: dict, progress=None, summaries
             cat = [c for c in others if others[c] == "categorical" and c != sp.feature]
             jobs.append(OrderJob(sp.feature, sp.values, num, cat))
     if jobs:
-        parts, _ = run_jobs(ddf, Plan(jobs), progress=progress, name="daskpd-ale-order")
+        parts, _ = run_jobs(ddf, Plan(jobs), name="daskpd-ale-order")
         by = {j.feature: p for j, p in zip(jobs, parts)}
         for sp in specs:
             if sp.feature in by:

@@ -358,15 +358,15 @@ def compare(
     if target is not None:
         open_request(ds, target, [], model_free=False)  # the target: a numeric column
     if kind == "numeric":
-        grid, specs, mspec = _numeric_plan(run, feature, grid_resolution, percentiles, bins, progress)
+        grid, specs, mspec = _numeric_plan(run, feature, grid_resolution, percentiles, bins)
     else:  # the levels: PD's grid, ALE's ordered levels, the marginal means per level
-        specs, _, sums, _ = ale_specs(run, [feature], bins=bins, order={}, progress=progress)
+        specs, _, sums, _ = ale_specs(run, [feature], bins=bins, order={})
         grid = np.asarray(sums[feature].uniques, dtype=object)
         mspec = marginal_spec(feature, "categorical", sums[feature], bins, "quantile", {})
     pred = run.predictor
     jobs = [PDJob([((feature,), [grid])], run.kinds), ALEJob(specs), MarginalJob([mspec], target, True)]
     plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
-    (pdp, alep, mp), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-compare")
+    (pdp, alep, mp), _ = run_jobs(run.ddf, plan, name="daskpd-compare")
     params = {"grid_resolution": grid_resolution, "percentiles": list(percentiles), "bins": bins,
               "sample_weight": run.weight, "model": pred.describe(), **trial_params(trials, band, plan.repeats, plan.response_std)}
     item = (feature,)
@@ -405,10 +405,10 @@ def compare(
                             kind=kind)
 
 
-def _numeric_plan(run, feature, grid_resolution, percentiles, bins, progress):
+def _numeric_plan(run, feature, grid_resolution, percentiles, bins):
     """A numeric feature's PD grid, ALE edges and marginal bins, every quantile they need
     resolved in the same order-statistics passes."""
-    sums = summarize(run.ddf, {feature: "numeric"}, progress=progress)
+    sums = summarize(run.ddf, {feature: "numeric"})
     s = sums[feature]
     if s.n == 0:
         raise DataError(f"feature {feature!r} has no non-missing values")
@@ -417,7 +417,7 @@ def _numeric_plan(run, feature, grid_resolution, percentiles, bins, progress):
     if pd_plan is not None:
         extra_ranks[feature] = [*pd_plan[0], *pd_plan[1]]
     extra_ranks.setdefault(feature, []).extend(marginal_ranks(s, bins, "quantile"))
-    specs, _, _, stats = ale_specs(run, [feature], bins=bins, order={}, progress=progress, summaries=sums,
+    specs, _, _, stats = ale_specs(run, [feature], bins=bins, order={}, summaries=sums,
                                    extra_ranks=extra_ranks)
     if grid is None:
         grid = pd_grid(feature, stats[feature], pd_plan, grid_resolution)

@@ -216,7 +216,7 @@ def model_curves(
                         "methods['partial_dependence']['method']")
     require_class(model, response, target_class, _CALLER, any_output=True)
     run = model_methods(
-        model, ds, feats, params, target=target, progress=progress,
+        model, ds, feats, params, target=target,
         model_options=ModelOptions(response=response, target_class=target_class, columns=columns,
                                    categorical_features=categorical_features, sample_weight=sample_weight,
                                    engine=engine, batch_rows=batch_rows, filters=filters),

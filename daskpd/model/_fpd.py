@@ -179,7 +179,8 @@ def partial_dependence(
     progress : bool or None
         Progress on stderr: None/True (default): a bar on a terminal, one line per
         stage (tasks done, elapsed time; no carriage returns) in a log or pipe;
-        "bar" / "log" force a form; False: nothing.
+        "bar" / "log" force a form; False: nothing.  None in a call made inside
+        another daskpd call (a job's) keeps that call's setting.
     storage_options, filters
         Passed to ``dask.dataframe.read_parquet`` for path inputs.
     n_trials : int, default 1
@@ -242,8 +243,7 @@ def partial_dependence(
     if classes:
         preds += [resolve_predictor(model, pred.columns, run.dtypes, columns=columns, response=response,
                                     target_class=c, engine=engine) for c in classes[1:]]
-    grids, qs = build_grids(run.ddf[flat] if method == "recursion" else run.ddf, flat, run.kinds, grid_options,
-                            progress=progress)
+    grids, qs = build_grids(run.ddf[flat] if method == "recursion" else run.ddf, flat, run.kinds, grid_options)
     params = {**grid_options.params(), "custom_grid": sorted(grid_options.grid), "sample_weight": run.weight,
               "model": pred.describe(), "kind": kind, **trial_params(trials, band)}
     parts = [None] * len(preds)
@@ -258,7 +258,7 @@ def partial_dependence(
                                       sets=1 if trials is None else 1 + trials.n)
         params["engine"] = notice
         with stage_label(label):
-            (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pd", rows=known_rows(run.dataset))
+            (part,), _ = run_jobs(run.ddf, plan, name="daskpd-pd", rows=known_rows(run.dataset))
         # the response's spread: of the one output drawn (every class at once has no band to flatten)
         params.update(trial_params(trials, band, plan.repeats, plan.response_std if len(preds) == 1 else None))
         parts = [part] if len(preds) == 1 else part.parts

@@ -122,7 +122,7 @@ class GridOptions:
         return {"grid_resolution": self.grid_resolution, "percentiles": list(self.percentiles)}
 
 
-def build_grids(ddf, features: Sequence[str], kinds: dict, options: GridOptions, progress=None):
+def build_grids(ddf, features: Sequence[str], kinds: dict, options: GridOptions):
     """The grids of ``features`` (custom where ``options.grid`` gives them, else
     scikit-learn's rule on all rows) and, with ``options.quantiles``, each numeric
     feature's ``mquantiles`` at those probabilities, exact over all rows, from the same
@@ -139,7 +139,7 @@ def build_grids(ddf, features: Sequence[str], kinds: dict, options: GridOptions,
     summarised = list(dict.fromkeys([*need, *quantiles]))
     if not summarised:
         return out, qout
-    sums = summarize(ddf, {f: kinds[f] for f in summarised}, progress=progress)
+    sums = summarize(ddf, {f: kinds[f] for f in summarised})
     plans, ranks, qplans = {}, {}, {}
     for f in need:
         g, rk = pd_grid_plan(sums[f], kinds[f], grid_resolution, percentiles)
@@ -154,8 +154,7 @@ def build_grids(ddf, features: Sequence[str], kinds: dict, options: GridOptions,
         qplans[f] = mquantile_ranks(sums[f].n, probs)
         ranks[f] = [*ranks.get(f, []), *qplans[f][0], *qplans[f][1]]
     if ranks:
-        stats = order_statistics(ddf, sums, {f: sorted(set(int(r) for r in rs)) for f, rs in ranks.items()},
-                                 progress=progress)
+        stats = order_statistics(ddf, sums, {f: sorted(set(int(r) for r in rs)) for f, rs in ranks.items()})
         for f, rk in plans.items():
             out[f] = pd_grid(f, stats[f], rk, grid_resolution)
         for f, plan in qplans.items():

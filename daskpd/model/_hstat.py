@@ -243,12 +243,12 @@ class HPass:
                                 trials(got["totals"]))
 
 
-def h_points(run, n_points: int, random_state: int, trials, progress=None) -> EvalPoints:
+def h_points(run, n_points: int, random_state: int, trials) -> EvalPoints:
     """Pass 1: the evaluation points (the ``n_points`` rows of smallest keyed hash)."""
     plan1 = Plan([PointsJob(int(n_points), int(random_state))], predictor=run.predictor, weight=run.weight,
                  trials=trials)
     with stage_label(f"h_statistic: the evaluation points ({n_points:,} rows of smallest keyed hash)"):
-        (pts,), _ = run_jobs(run.ddf, plan1, progress=progress, name="daskpd-hpoints", warn=False)
+        (pts,), _ = run_jobs(run.ddf, plan1, name="daskpd-hpoints", warn=False)
     points = EvalPoints.of(pts, run.weight, trials)
     if points.m == 0:
         raise DataError("data has no rows")
@@ -349,12 +349,12 @@ def h_statistic(
     run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             read=read, row_id=trial_row_id(trials))
-    hp = h_pass(run, items, totals, h_points(run, n_points, random_state, trials, progress))
+    hp = h_pass(run, items, totals, h_points(run, n_points, random_state, trials))
     pred = run.predictor
     plan = Plan([hp.job], predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
     notice, label = h_notice(hp, run, pred, model, filters, sets=1 if trials is None else 1 + trials.n)
     with stage_label(label):
-        (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-hstat")
+        (part,), _ = run_jobs(run.ddf, plan, name="daskpd-hstat")
     params = {"n_points": int(n_points), "sample_weight": run.weight, "model": pred.describe(), "engine": notice,
               "random_state": int(random_state), **trial_params(trials, band, plan.repeats, plan.response_std)}
     return hp.finish(part, pred, run.kinds, params)

@@ -432,7 +432,7 @@ def ice(
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             extra_columns=id_columns, read=read,
                             row_id=trial_row_id(trials))
-    grids, qs = build_grids(run.ddf, [feature], run.kinds, grid_options, progress=progress)
+    grids, qs = build_grids(run.ddf, [feature], run.kinds, grid_options)
     g = grids[feature]
     ddf = run.ddf
     if path is not None:
@@ -440,7 +440,7 @@ def ice(
         _prepare_path(path, storage_options, overwrite)
     job = ICEJob(feature, g, run.kinds, n_lines, random_state, path, id_columns, storage_options)
     plan = Plan([job], predictor=run.predictor, weight=run.weight, batch_rows=batch_rows, trials=trials)
-    (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-ice")
+    (part,), _ = run_jobs(ddf, plan, name="daskpd-ice")
     params = {**grid_options.params(), "n_lines": n_lines, "random_state": random_state, "sample_weight": run.weight,
               "model": run.predictor.describe(), "custom_grid": bool(grid_options.grid), "id_columns": id_columns,
               **trial_params(trials, band, plan.repeats, plan.response_std)}

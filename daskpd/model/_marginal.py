@@ -369,13 +369,13 @@ def marginal(
     # Bins (distinct values, quantile or uniform edges, levels) come from the rows that are
     # averaged: with a target, only rows whose target is finite.
     ddf_bins = ddf if target is None else ddf.map_partitions(rows_with_finite, target, meta=ddf._meta)
-    sums = summarize(ddf_bins, kinds, progress=progress)
+    sums = summarize(ddf_bins, kinds)
     ranks = {f: marginal_ranks(sums[f], bins, binning) for f in feats if kinds[f] == "numeric" and sums[f].n > 0}
     ranks = {f: r for f, r in ranks.items() if r}
-    stats = order_statistics(ddf_bins, sums, ranks, progress=progress) if ranks else {}
+    stats = order_statistics(ddf_bins, sums, ranks) if ranks else {}
     specs = [marginal_spec(f, kinds[f], sums[f], bins, binning, stats.get(f, {})) for f in feats]
     plan = Plan([MarginalJob(specs, target, pred is not None)], predictor=pred, weight=wcol, trials=trials)
-    (part,), _ = run_jobs(ddf, plan, progress=progress, name="daskpd-marginal")
+    (part,), _ = run_jobs(ddf, plan, name="daskpd-marginal")
     params = {"bins": bins, "sample_weight": wcol, "model": pred.describe() if pred else None,
               **trial_params(trials, band, plan.repeats, plan.response_std)}
     out = {}

@@ -142,8 +142,7 @@ def _grid_key(method: str, p: dict):
 
 def model_methods(model, data, features, methods: dict, *, target: str | None = None,
                   model_options: ModelOptions = ModelOptions(), trial_options: TrialOptions = TrialOptions(),
-                  request: RequestOptions = RequestOptions(), increment: Increment | None = None,
-                  progress=None) -> MethodsRun:
+                  request: RequestOptions = RequestOptions(), increment: Increment | None = None) -> MethodsRun:
     """Run ``methods`` (``{method: {parameter: value}}``, parameters as the public
     functions') for ``features`` in one merged plan (see the module docstring).
 
@@ -219,14 +218,14 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
         grids, ale_specs_, sources, mspecs = layout.grids, layout.ale, layout.ale_sources, layout.marginal
         pd_method, ranges = layout.pd_method, getattr(layout, "ranges", None)
     elif set(params) - {"h_statistic"}:  # the H-statistic needs no grid: its own points
-        grids, ale_specs_, sources, mspecs, ranges, qout = _layout(run, fe, params, target, with_target, progress,
+        grids, ale_specs_, sources, mspecs, ranges, qout = _layout(run, fe, params, target, with_target,
                                                                    phases, grid, quantiles)
     else:
         grids, ale_specs_, sources, mspecs = {}, None, None, None
     mp = params.get("marginal")
     hpts = getattr(layout, "h_points", None) if layout is not None else None
     if "h_statistic" in params and hpts is None:
-        hpts = h_points(run, params["h_statistic"]["n_points"], random_state, trials, progress)
+        hpts = h_points(run, params["h_statistic"]["n_points"], random_state, trials)
         phases.append("h points")
 
     # 3. the jobs, one pass
@@ -311,7 +310,7 @@ def model_methods(model, data, features, methods: dict, *, target: str | None = 
     if jobs:
         plan = Plan(jobs, predictor=pred, weight=run.weight, batch_rows=batch_rows, trials=trials)
         with stage_label(" | ".join(labels) or None):
-            parts, _ = run_jobs(run.ddf, plan, progress=progress, name=name, warn=False,
+            parts, _ = run_jobs(run.ddf, plan, name=name, warn=False,
                                 rows=known_rows(run.dataset))
         if trials is not None:  # how often rows repeat: kept, and summed, with the partials
             parts.append(plan.sketch)
@@ -355,7 +354,7 @@ def _key(item):
     return item[0] if len(item) == 1 else item
 
 
-def _layout(run, fe, params, target, with_target, progress, phases, grid=None, quantiles=None):
+def _layout(run, fe, params, target, with_target, phases, grid=None, quantiles=None):
     """Passes 1 and 2 (and 3): the summary, the grids' and bins' order statistics, ALE's
     level order, the marginal plot's own bins; ``fe`` is each method's features, ``grid``
     the custom grids, ``quantiles`` probabilities every numeric feature's quantiles are
@@ -379,7 +378,7 @@ def _layout(run, fe, params, target, with_target, progress, phases, grid=None, q
         want = {**want, target: "numeric"}  # are the marginal plot's bins those of all rows?
     sums = {}
     if want:
-        sums = summarize(run.ddf, want, progress=progress)
+        sums = summarize(run.ddf, want)
         phases.append("summary")
     # The marginal plot bins the rows it averages: with a target, those whose target is
     # finite.  When every target is finite these are all rows (the shared summaries and
@@ -415,10 +414,10 @@ def _layout(run, fe, params, target, with_target, progress, phases, grid=None, q
     ale_specs_ = sources = None
     if "ale" in params:
         ale_specs_, sources, sums, stats = ale_specs(run, fe["ale"], bins=params["ale"]["bins"], order={},
-                                                     progress=progress, summaries=sums, extra_ranks=ranks)
+                                                     summaries=sums, extra_ranks=ranks)
     else:
         ranks = {c: r for c, r in ranks.items() if r}
-        stats = order_statistics(run.ddf, sums, ranks, progress=progress) if ranks else {}
+        stats = order_statistics(run.ddf, sums, ranks) if ranks else {}
     if ranks or ale_specs_ is not None:
         phases.append("order statistics")
     if sources and "mds" in sources.values():
@@ -437,11 +436,11 @@ def _layout(run, fe, params, target, with_target, progress, phases, grid=None, q
         msums, mstats = sums, stats
         if marginal_own:
             mddf = run.ddf.map_partitions(rows_with_finite, target, meta=run.ddf._meta)
-            msums = summarize(mddf, {f: kinds[f] for f in mf}, progress=progress)
+            msums = summarize(mddf, {f: kinds[f] for f in mf})
             mranks = {f: marginal_ranks(msums[f], mp["bins"], mp["binning"]) for f in mf
                       if kinds[f] == "numeric" and msums[f].n > 0}
             mranks = {f: r for f, r in mranks.items() if r}
-            mstats = order_statistics(mddf, msums, mranks, progress=progress) if mranks else {}
+            mstats = order_statistics(mddf, msums, mranks) if mranks else {}
             phases.append("marginal bins")
         mspecs = [marginal_spec(f, kinds[f], msums[f], mp["bins"], mp["binning"], mstats.get(f, {}))
                   for f in mf]

@@ -344,7 +344,7 @@ def check_trial_memory(trials: "Trials | None", rows: int | None, n_partitions: 
                     + "read the data in smaller partitions or give the workers more memory (nothing was computed)")
 
 
-def run_jobs(ddf, plan: Plan, *, progress=None, name="daskpd-model", extra=(), warn: bool = True,
+def run_jobs(ddf, plan: Plan, *, name="daskpd-model", extra=(), warn: bool = True,
              rows: int | None = None):
     """Run every job of ``plan`` in ONE pass (:func:`daskpd._engine.plan.build_pass`);
     returns the list of finished jobs (followed by the results of ``extra`` dask objects,
@@ -360,7 +360,7 @@ def run_jobs(ddf, plan: Plan, *, progress=None, name="daskpd-model", extra=(), w
     riders = [RepeatsJob(plan.weight_columns(ddf.columns))] if plan.trials is not None else []
     if riders and plan.predictor is not None:  # the response's spread: the scale of a flat curve
         riders.append(ModelJob(SpreadJob(), plan))
-    out = scheduler.compute(*build_pass(ddf, [*jobs, *riders], name=name), *extra, progress=progress)
+    out = scheduler.compute(*build_pass(ddf, [*jobs, *riders], name=name), *extra)
     n = len(jobs) + len(riders)
     if riders:
         plan.sketch = out[len(jobs)]

@@ -253,7 +253,7 @@ def pd_variance(
     run = prepare_model_run(model, ds, flat, columns=columns, response=response, target_class=target_class,
                             engine=engine, sample_weight=sample_weight, categorical_features=categorical_features,
                             read=read, row_id=trial_row_id(trials))
-    grids, _ = build_grids(run.ddf, flat, run.kinds, grid_options, progress=progress)
+    grids, _ = build_grids(run.ddf, flat, run.kinds, grid_options)
     for f in flat:
         if len(grids[f]) < 2:
             raise DataError(f"feature {f!r} has a single grid value (a constant column); its PD variance is undefined")
@@ -264,7 +264,7 @@ def pd_variance(
     notice, label = engine_notice("pd_variance", pred, items, grids, run.kinds, known_rows(run.dataset, filters),
                                   need_rows=trials is not None, model=model)
     with stage_label(label):
-        (part,), _ = run_jobs(run.ddf, plan, progress=progress, name="daskpd-pdvar",
+        (part,), _ = run_jobs(run.ddf, plan, name="daskpd-pdvar",
                               rows=known_rows(run.dataset, filters))
     params = {**grid_options.params(), "sample_weight": run.weight, "model": pred.describe(),
               "custom_grid": sorted(grid_options.grid), "engine": notice,

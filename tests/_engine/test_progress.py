@@ -15,7 +15,7 @@ import pytest
 from sklearn.linear_model import LinearRegression
 
 import daskpd
-from daskpd._engine.progress import progress_mode
+from daskpd._engine.progress import current, progress_mode, reporting
 
 LINE = re.compile(r"^daskpd: progress stage (\d+)(?:/\d+)? \(([^)]*)\): (.*)$")
 NUMBERED = re.compile(r"^daskpd: progress stage (\d+)(?:/(\d+))? \(([^)]*)\): ")
@@ -167,3 +167,70 @@ def test_cli_run_writes_plain_lines_into_a_log(tmp_path, capfd, dask_cluster):
     lines = parse_lines(err)  # no carriage return, no escape code anywhere in the log
     assert_one_line_per_stage(lines)
     assert err.count("\n") < 40  # a line per stage, not a frame per redraw
+
+
+def test_a_call_inside_another_keeps_its_setting_and_gives_it_back(capfd, data):
+    """The setting is a context entered by every public call: a call inside another (or
+    inside a job) with ``progress=None`` shows what the enclosing one shows, an explicit
+    setting holds for that call only, and the enclosing setting is back when it returns,
+    or raises; outside any call nothing is set (an engine function shows nothing)."""
+    X, y, m = data
+    df = X.assign(y=y)
+    assert current() is None
+    with reporting(False):
+        daskpd.stratpd(df, target="y", feature="a")  # None: the enclosing call's setting
+        assert "progress" not in capfd.readouterr().err and current() is None
+        daskpd.stratpd(df, target="y", feature="a", progress=True)  # its own, for this call
+        assert_one_line_per_stage(parse_lines(capfd.readouterr().err))
+        assert current() is None
+    with reporting("log"):
+        daskpd.partial_dependence(m, X, ["a"], grid_resolution=8, progress=False)
+        assert "progress" not in capfd.readouterr().err and current() == "log"
+        daskpd.partial_dependence(m, X, ["a"], grid_resolution=8)
+        assert_one_line_per_stage(parse_lines(capfd.readouterr().err))
+
+        class Failing(LinearRegression):
+            def predict(self, X):
+                raise RuntimeError("the model failed")
+
+        bad = Failing().fit(X, y)
+        with pytest.raises(RuntimeError, match="the model failed"):
+            daskpd.partial_dependence(bad, X, ["a"], grid_resolution=8, engine="predict", progress=False)
+        assert current() == "log"
+    assert current() is None
+    capfd.readouterr()
+    from daskpd._engine.stats import summarize
+
+    import dask.dataframe as dd
+
+    summarize(dd.from_pandas(X, npartitions=2), {"a": "numeric"})  # outside any call: nothing shown
+    assert "progress" not in capfd.readouterr().err
+
+
+@pytest.mark.cluster
+def test_a_job_without_progress_shows_none_and_leaves_no_setting(tmp_path, capfd, dask_cluster):
+    """The job's computation is one context: the library calls it makes (the model-free
+    scan, the model-based plan) show nothing under ``progress=False``, and nothing stays
+    set after the run."""
+    import joblib
+
+    from daskpd.datasets import Quadratic
+    from daskpd.job import run_job
+
+    df = Quadratic(random_state=5).frame(3000)
+    df.to_parquet(tmp_path / "data.parquet")
+    feats = [c for c in df.columns if c != "y"]
+    joblib.dump(LinearRegression().fit(df[feats], df.y), tmp_path / "model.joblib")
+    (tmp_path / "job.toml").write_text('name = "p"\ntarget = "y"\nmethods = ["stratpd", "partial_dependence"]\n'
+                                       '[source]\npath = "data.parquet"\n[model]\npath = "model.joblib"\ntrust_model = true\n')
+    capfd.readouterr()
+    run_job(tmp_path / "job.toml", scheduler=dask_cluster, output=tmp_path / "out", progress=False, out=False,
+            log=False)
+    assert "daskpd: progress" not in capfd.readouterr().err
+    assert current() is None
+    run_job(tmp_path / "job.toml", scheduler=dask_cluster, output=tmp_path / "out", progress=True, out=False,
+            log=False)
+    lines = parse_lines(capfd.readouterr().err)
+    assert {name for _, name, _ in lines} >= {"sample", "fit trees", "scan and finish"}
+    stages = [(n, name) for n, name, _ in lines]  # each stage once: the library calls inside the job
+    assert len(stages) == len(set(stages)) and current() is None  # do not show it again

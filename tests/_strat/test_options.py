@@ -70,8 +70,7 @@ def test_tree_options_leaf_sizes_and_params_of_the_fit():
     rng = np.random.default_rng(0)
     df = pd.DataFrame({"x": rng.normal(size=600), "c": rng.choice(list("abc"), 600)})
     df["y"] = df.x + (df.c == "a")
-    run = run_strat(open_request(df, "y", ["x", "c"], read=ReadOptions(categorical=["c"])), trees=opts, fit_only=True,
-                    progress=False)
+    run = run_strat(open_request(df, "y", ["x", "c"], read=ReadOptions(categorical=["c"])), trees=opts, fit_only=True)
     params = run.stratification.params
     assert params["min_samples_leaf"] == {"x": 12, "c": 4}
     assert params["sample_size"] == 300 and params["honest"] is False and params["tree_method"] == "hist"

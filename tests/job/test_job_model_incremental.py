@@ -132,8 +132,7 @@ def test_appended_files_add_to_the_model_based_sums(dask_cluster, tmp_path):
     methods = {m: dict(spec.params[m]) for m in spec.model_based}
     whole = model_methods(joblib.load(tmp_path / "model.joblib"), str(lake), m1["model_features"], methods,
                           target="SalePrice", model_options=ModelOptions(columns=m1["model_inputs"]),
-                          trial_options=TrialOptions(random_state=0, n_trials=TRIALS), increment=Increment(layout),
-                          progress=False)
+                          trial_options=TrialOptions(random_state=0, n_trials=TRIALS), increment=Increment(layout))
     want = curves_frame({(m, f): whole.results[m][f] for m in MODEL_METHODS for f in m1["model_features"]})
     want = want.astype({"category": object}).sort_values(["method", "feature", "x", "category"])
     got = model_curves(r2)[list(want.columns)]
@@ -239,7 +238,7 @@ def test_a_job_with_only_model_based_methods_runs_incrementally(dask_cluster, tm
     whole = model_methods(joblib.load(tmp_path / "model.joblib"), str(lake), m1["model_features"],
                           {m: dict(spec.params[m]) for m in spec.model_based}, target="SalePrice",
                           model_options=ModelOptions(columns=m1["model_inputs"]),
-                          trial_options=TrialOptions(random_state=0), increment=Increment(layout), progress=False)
+                          trial_options=TrialOptions(random_state=0), increment=Increment(layout))
     want = curves_frame({(m, f): whole.results[m][f] for m in MODEL_METHODS for f in m1["model_features"]})
     want = want.astype({"category": object}).sort_values(["method", "feature", "x", "category"])
     pd.testing.assert_frame_equal(model_curves(r2)[list(want.columns)], want.reset_index(drop=True), rtol=1e-12,

@@ -41,7 +41,7 @@ def run(model, seed, x2_mean=0.5) -> hist.Run:
         warnings.simplefilter("ignore")
         out = model_methods(model, data(seed, x2_mean), ["x1"], METHODS, target="y",
                             model_options=ModelOptions(columns=["x1", "x2"]),
-                            trial_options=TrialOptions(n_trials=TRIALS, random_state=seed), progress=False).results
+                            trial_options=TrialOptions(n_trials=TRIALS, random_state=seed)).results
     curves = curves_frame({(m, "x1"): out[m]["x1"] for m in ("partial_dependence", "ale", "marginal")})
     man = {"spec": {"model": {"n_trials": TRIALS}}, "input": {"fingerprint": {"sha256": str(seed)}}}
     return hist.Run(f"seed{seed}", None, man, curves, importances_frame({"pd_variance": out["pd_variance"]}))
