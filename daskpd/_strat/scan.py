@@ -29,6 +29,7 @@ same bits whatever the memory limit, the scheduler or the number of buckets.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 from dask.sizeof import sizeof
@@ -112,23 +113,31 @@ class FeatureScan:
     min_samples_leaf: int | None = None
     split: int = 1  # each leaf's parts (by row hash): the units of the leaf bootstrap
 
-    @property
+    # estimator, key, binned and stats_per_set are worked out once per object (the scan
+    # reads them per partition and per feature): a FeatureScan's fields are not reassigned
+    _CACHED = ("estimator", "key", "binned", "stats_per_set")
+
+    def __getstate__(self):
+        """Pickled without what :func:`functools.cached_property` kept (worked out again)."""
+        return {k: v for k, v in self.__dict__.items() if k not in self._CACHED}
+
+    @cached_property
     def estimator(self) -> ModelFreeEstimator:
         """The model-free estimator of this feature (its ``kind``)."""
         return estimator_named(self.kind, f"feature {self.feature!r}")
 
-    @property
+    @cached_property
     def key(self):
         """This entry's name in the scan's tables, results and state: the feature for its
         kind's own estimator (StratPD, CatStratPD), ``(feature, kind)`` for another
         estimator of the same feature (:func:`daskpd._strat.estimators.entry_key`)."""
         return entry_key(self.feature, self.kind)
 
-    @property
+    @cached_property
     def binned(self) -> bool:
         return self.coder.binned
 
-    @property
+    @cached_property
     def stats_per_set(self) -> int:
         """``[n, sum_y]``, plus ``sum_x`` when binned (a leaf's bin sits at its own mean x)."""
         return 3 if self.binned else 2
