@@ -31,7 +31,7 @@ _API = {
     "scan_state": "daskpd._stratification",
     "Stratification": "daskpd._strat.state",
     "ScanState": "daskpd._strat.state",
-    "FirstPassCache": "daskpd._strat.firstpass",
+    "FirstPassCache": "daskpd._strat.firstpass_cache",
     # model-based
     "partial_dependence": "daskpd.model._fpd",
     "ice": "daskpd.model._ice",

@@ -51,7 +51,7 @@ from ._engine.progress import stage
 from ._errors import DataError
 from ._importance_result import MEASURES, ImportanceResult, curve_arrays, curve_measures, normalize_measures
 from ._strat.estimators import EXTRA_METHODS, estimator_named, extra_kinds
-from ._strat.firstpass import FirstPassCache
+from ._strat.firstpass_cache import FirstPassCache
 from ._strat.options import FinishOptions, KeepState, Reuse, TreeOptions, Trials
 from ._strat.pipeline import run_strat
 from ._strat.scan import leaf_numbering

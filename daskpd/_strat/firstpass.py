@@ -31,125 +31,34 @@ and merged with the partials of later files:
 
 The sample, the row count, the distinct values and the target range are those of a
 pass over every file, bit for bit (the merge is order-free: the sample is ordered by
-hash, the distinct values sorted).
+hash, the distinct values sorted).  The partials and their merge live in
+:mod:`daskpd._strat.firstpass_partial`, the cache on disk in
+:mod:`daskpd._strat.firstpass_cache`; this module runs the pass.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import pickle
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import numpy as np
 import pandas as pd
-import xxhash
 
 from .. import __version__
-from .._data.encode import as_float
-from .._data.gather import Group
-from .._data.request import as_numbers
 from .._engine import scheduler
-from .._engine.distinct import distinct_capped
-from .._engine.hashing import sample_hash
-from .._engine.sample_pass import HASH_COLUMN, SAMPLE_MARGIN, Sample, SampleJob
 from .._engine.memory import partition_bytes
-from .._engine.plan import Job
 from .._engine.progress import stage
+from .._engine.sample_pass import SAMPLE_MARGIN, Sample, SampleJob
+from .firstpass_cache import CACHE_FORMAT, FirstPassCache, new_stats, norm_path
+from .firstpass_partial import FilePartial, TargetRange, merged_sample, read_partials
 
-__all__ = ["TargetRange", "FilePartial", "file_partial", "merged_sample", "FirstPassCache", "FirstPass",
-           "cached_first_pass", "cache_files", "start_cache_files", "finish_cache_files", "PendingFiles",
-           "CACHE_FORMAT", "DROPPED"]
+__all__ = ["FirstPass", "cached_first_pass", "cache_files", "start_cache_files", "finish_cache_files",
+           "PendingFiles", "DROPPED"]
 
-#: the layout of a cache entry; another format is a miss
-CACHE_FORMAT = 3  # 3: rows hashed by their values (hashing.sample_hash), entries checksummed
-#: an entry's first line: ``daskpd-first-pass <format> xxh3_128=<hex>``, then the pickle
-_HEADER = b"daskpd-first-pass"
 #: an entry's distinct values of a feature, left out: the union of that feature's values
 #: over the files of the cache's witness exceeds the cap, and so does the union over any
 #: lake holding those files (the entry is read again when one of them is gone)
 DROPPED = "dropped: the union of the files' values exceeds the cap"
-
-
-class TargetRange(Job):
-    """Rides the sample pass: the smallest and largest finite target value of all rows
-    (None when there is none), so a constant target is known exactly, not from a sample."""
-
-    def __init__(self, target: str):
-        self.target = target
-
-    def map(self, ctx):
-        y = as_float(ctx.df[self.target])
-        y = y[np.isfinite(y)]
-        return (float(y.min()), float(y.max())) if len(y) else None
-
-    def combine(self, parts, bucket=0):
-        parts = [p for p in parts if p is not None]
-        return (min(p[0] for p in parts), max(p[1] for p in parts)) if parts else None
-
-
-@dataclass
-class FilePartial:
-    """Pass 1 of one file: ``sample`` (a :class:`Sample` partial: the rows below
-    ``sample.limit`` with their hashes, the row count, the distinct values; ``limit``
-    None when every row is kept) and ``y_range`` (:class:`TargetRange`)."""
-
-    sample: Sample
-    y_range: tuple | None
-
-
-class _Ctx:
-    def __init__(self, df):
-        self.df = df
-
-
-def file_partial(df: pd.DataFrame, job: SampleJob, target: str) -> FilePartial:
-    """The partial of one file's rows ``df`` (see the module docstring); ``job`` gives k,
-    the random state, the caps and the bound (its ``n_partitions``: the lake's files)."""
-    n, k = len(df), job.k
-    h = sample_hash(df, job.random_state)
-    bound = job.bound(n)
-    idx = np.flatnonzero(h < bound) if bound is not None else np.arange(n)
-    cutoff = bound if bound is not None and len(idx) < n else None
-    if len(idx) > k:
-        part = np.argpartition(h[idx], k)
-        cutoff = h[idx[part[k]]]  # every row below the (k+1)-th hash is among the k kept
-        idx = np.sort(idx[part[:k]])
-    rows = df.iloc[idx].reset_index(drop=True) if len(idx) < n else df.reset_index(drop=True)
-    rows[HASH_COLUMN] = h[idx]
-    distinct = {c: distinct_capped(df[c], cap) for c, cap in job.distinct.items()}
-    return FilePartial(Sample(rows, n, distinct, cutoff), TargetRange(target).map(_Ctx(df)))
-
-
-def read_partials(reader, pieces, columns, numeric, job: SampleJob, target: str) -> dict:
-    """A task: ``{path: FilePartial}`` of the files ``pieces`` (``(path, row groups, size)``),
-    each read alone by ``reader`` (:func:`daskpd._data.gather.file_reader`), the columns
-    declared numeric read as numbers, as the request's frame reads them."""
-    out = {}
-    for piece in pieces:
-        df = reader(Group((piece,)), columns)
-        if numeric:
-            df = as_numbers(df, numeric)
-        out[piece[0]] = file_partial(df, job, target)
-    return out
-
-
-def merged_sample(job: SampleJob, partials: dict) -> tuple[Sample, list]:
-    """``(merged, short)``: the merged partial of ``partials`` ({path: Sample partial})
-    and the files whose cutoff is not above its k-th hash (their rows below it may be
-    missing: read them again without a bound).  ``short`` is empty when the merged
-    bottom k is the bottom k of every row."""
-    merged = job.combine(list(partials.values()))
-    limited = {p: s.limit for p, s in partials.items() if s.limit is not None}
-    if not limited:
-        return merged, []
-    h = merged.frame[HASH_COLUMN].to_numpy()
-    if len(h) < job.k:
-        return merged, sorted(limited)
-    kth = np.partition(h, job.k - 1)[job.k - 1]
-    return merged, sorted(p for p, lim in limited.items() if lim <= kth)
 
 
 def _hive_keys(request, ddf) -> dict:
@@ -186,136 +95,6 @@ def _dropped(part: FilePartial, features: set) -> FilePartial:
     s = part.sample
     return FilePartial(Sample(s.frame, s.n_rows, {c: DROPPED if c in features else v for c, v in s.distinct.items()},
                               s.limit), part.y_range)
-
-
-def _norm(path: str) -> str:
-    return str(path).split("://", 1)[-1]
-
-
-class FirstPassCache:
-    """Per-file pass-1 partials kept under ``directory`` (see the module docstring).
-
-    ``stamps``: every input file's fingerprint, ``{path: (size, stamp)}`` (a job's
-    ``file_stamps``: modification time / ETag, or the bytes' hash); a file without one is
-    read and not kept.  None (the default): each file's size and modification time /
-    ETag, listed when the pass runs.  After a run, :attr:`stats` holds ``hits``, ``misses``,
-    ``read_again`` (files read again: their kept rows stop above the sample's cutoff),
-    ``bytes`` (the cache on disk) and ``off`` (why the cache was not used, or None)."""
-
-    def __init__(self, directory, stamps: dict | None = None):
-        self.directory = Path(directory)
-        self.stamps = None if stamps is None else {_norm(p): tuple(v) for p, v in stamps.items()}
-        self.stats: dict = _new_stats()
-
-    def name(self, token: str, path: str, stamps: dict | None = None) -> str | None:
-        """The entry of file ``path`` (``stamps``: the files' fingerprints, default the
-        cache's own), or None for a file without a fingerprint."""
-        stamp = (self.stamps if stamps is None else stamps).get(_norm(path))
-        if stamp is None:
-            return None
-        key = json.dumps([token, _norm(path), *map(str, stamp)])
-        return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:40] + ".pkl"
-
-    def load(self, name: str) -> FilePartial | None:
-        """The entry ``name``, or None: absent, or unusable -- its checksum or format
-        wrong (recorded in ``stats["unusable"]`` as ``(entry, what)``)."""
-        try:
-            data = (self.directory / name).read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            return self._unusable(name, f"cannot be read ({exc.strerror or type(exc).__name__})")
-        head, _, payload = data.partition(b"\n")
-        parts = head.split(b" ")
-        if len(parts) != 3 or parts[0] != _HEADER or not parts[2].startswith(b"xxh3_128="):
-            return self._unusable(name, "is not a first-pass cache entry of this daskpd (no checksum header)")
-        if parts[1] != str(CACHE_FORMAT).encode():
-            return self._unusable(name, f"is of another format ({parts[1].decode(errors='replace')}; this daskpd "
-                                        f"writes {CACHE_FORMAT})")
-        if xxhash.xxh3_128_hexdigest(payload).encode() != parts[2][len(b"xxh3_128="):]:
-            return self._unusable(name, "was cut or altered (its checksum differs from the one recorded)")
-        try:
-            got = pickle.loads(payload)
-        except Exception as exc:  # noqa: BLE001 -- a whole entry of classes this daskpd no longer has
-            return self._unusable(name, f"cannot be unpickled ({type(exc).__name__})")
-        if not isinstance(got, dict) or not isinstance(got.get("partial"), FilePartial):
-            return self._unusable(name, "does not hold a file's first pass")
-        return got["partial"]
-
-    def _unusable(self, name: str, what: str) -> None:
-        self.stats.setdefault("unusable", []).append((name, what))
-        return None
-
-    def store(self, name: str, partial: FilePartial, path: str) -> None:
-        """Write one entry atomically (a temporary file renamed over it), behind its
-        checksum header."""
-        payload = pickle.dumps({"format": CACHE_FORMAT, "path": path, "partial": partial},
-                               protocol=pickle.HIGHEST_PROTOCOL)
-        head = b"%s %d xxh3_128=%s\n" % (_HEADER, CACHE_FORMAT, xxhash.xxh3_128_hexdigest(payload).encode())
-        self._write(name, head + payload)
-
-    def _write(self, name: str, data: bytes) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.directory / f".{name}.tmp-{os.getpid()}"
-        try:
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, self.directory / name)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-
-    @staticmethod
-    def witness_name(token: str) -> str:
-        return f"witness-{token[:40]}.json"
-
-    def witness(self, token: str) -> dict:
-        """``{feature: entry names}``: features whose distinct values over those files'
-        entries exceed the cap (see :data:`DROPPED`); ``{}`` when there is none, or when
-        the witness is unusable (its checksum or format wrong: the entries that left
-        values out are then read again)."""
-        name = self.witness_name(token)
-        try:
-            got = json.loads((self.directory / name).read_text())
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            self._unusable(name, f"cannot be read ({type(exc).__name__})")
-            return {}
-        features = got.get("features") if isinstance(got, dict) else None
-        if not isinstance(features, dict) or got.get("format") != CACHE_FORMAT or \
-                got.get("xxh3_128") != xxhash.xxh3_128_hexdigest(_canonical(features)):
-            self._unusable(name, "was cut or altered, or is of another format (its checksum differs)")
-            return {}
-        return {str(c): set(v) for c, v in features.items()}
-
-    def store_witness(self, token: str, features: dict) -> None:
-        features = {c: sorted(v) for c, v in features.items()}
-        self._write(self.witness_name(token), json.dumps(
-            {"format": CACHE_FORMAT, "features": features,
-             "xxh3_128": xxhash.xxh3_128_hexdigest(_canonical(features))}).encode())
-
-    def size(self) -> int:
-        """The bytes of the entries kept."""
-        if not self.directory.is_dir():
-            return 0
-        return sum(e.stat().st_size for e in os.scandir(self.directory) if e.is_file())
-
-    def prune(self, keep: set) -> int:
-        """Remove every entry not in ``keep`` (files that left the lake or changed, other
-        parameters, leftovers of killed runs); return the bytes of what stays."""
-        total = 0
-        if not self.directory.is_dir():
-            return 0
-        for entry in os.scandir(self.directory):
-            if entry.is_file() and entry.name not in keep:
-                try:
-                    os.unlink(entry.path)
-                except OSError:
-                    pass
-            elif entry.is_file():
-                total += entry.stat().st_size
-        return total
 
 
 @dataclass
@@ -382,7 +161,7 @@ def _lake_files(request, ddf, cache: FirstPassCache, k: int, random_state: int, 
         cache.stats["off"] = got
         return None
     stamps = cache.stamps if cache.stamps is not None else \
-        {_norm(p): tuple(v) for p, v in request.dataset.file_stamps().items()}  # listed now, never reused
+        {norm_path(p): tuple(v) for p, v in request.dataset.file_stamps().items()}  # listed now, never reused
     reader, files, keep = got
     if keep is not None:
         files = [f for f in files if f.path in keep]
@@ -397,21 +176,13 @@ def _lake_files(request, ddf, cache: FirstPassCache, k: int, random_state: int, 
     return _Files(reader, files, columns, numeric, job, token, names, current, over)
 
 
-def _new_stats() -> dict:
-    return {"hits": 0, "misses": 0, "read_again": [], "bytes": 0, "off": None, "unusable": []}
-
-
-def _canonical(features: dict) -> bytes:
-    return json.dumps(features, sort_keys=True, separators=(",", ":")).encode()
-
-
 def cached_first_pass(request, ddf, cache: FirstPassCache, k: int, random_state: int, caps: dict, target: str,
                       margin: int = SAMPLE_MARGIN) -> FirstPass | None:
     """Pass 1 of ``request`` (its frame ``ddf``) from the files' cached partials and the
     partials of the files not in ``cache`` (read now, and kept); None when the input
     cannot be read file by file (``cache.stats["off"]`` says why: the caller runs the
     plain pass)."""
-    cache.stats = _new_stats()
+    cache.stats = new_stats()
     t0 = time.perf_counter()
     lf = _lake_files(request, ddf, cache, k, random_state, caps, target, margin)
     if lf is None:
@@ -493,12 +264,12 @@ def start_cache_files(request, ddf, cache: FirstPassCache, paths, k: int, random
     scan of the same files) on the threads it leaves free -- while the driver finishes
     the curves, say -- rather than ahead of it; on dask's threads they run in
     :func:`finish_cache_files`."""
-    cache.stats = _new_stats()
+    cache.stats = new_stats()
     lf = _lake_files(request, ddf, cache, k, random_state, caps, target, margin)
     if lf is None:
         return PendingFiles(cache, None)
-    wanted = {_norm(p) for p in paths}
-    mine = [f for f in lf.files if _norm(f.path) in wanted and lf.names[f.path] is not None]
+    wanted = {norm_path(p) for p in paths}
+    mine = [f for f in lf.files if norm_path(f.path) in wanted and lf.names[f.path] is not None]
     todo = [f for f in mine if not (cache.directory / lf.names[f.path]).is_file()]
     cache.stats["hits"], cache.stats["misses"] = len(mine) - len(todo), len(todo)
     pending = PendingFiles(cache, lf, _tasks(lf.reader, todo, lf.columns, lf.numeric, lf.job, target,

@@ -40,7 +40,8 @@ from .._errors import DataError
 from .apart import call_new_state_hook
 from .catstratpd_estimator import CATEGORY_LEVELS_CAP
 from .estimators import estimator_named
-from .firstpass import TargetRange, cached_first_pass
+from .firstpass import cached_first_pass
+from .firstpass_partial import TargetRange
 from .options import FinishOptions, KeepState, Reuse, StateMode, TreeOptions, Trials
 from .positions import extend_coder
 from .sample_checks import (

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from .._engine import config
 from .._errors import DataError
-from .._strat.firstpass import FirstPassCache
+from .._strat.firstpass_cache import FirstPassCache
 from ..results.base import OUTPUT_FAULTS, OutputError, atomic_path
 
 __all__ = ["JobTerminated", "now", "default_run_id", "pid_alive", "rmtree", "clean_stale", "list_runs", "commit",

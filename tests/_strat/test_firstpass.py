@@ -16,7 +16,8 @@ import daskpd
 from daskpd._data.lake_footers import list_parquet_files
 from daskpd._data.options import ReadOptions
 from daskpd._data.request import open_request
-from daskpd._strat.firstpass import FirstPassCache, file_partial, merged_sample
+from daskpd._strat.firstpass_cache import FirstPassCache
+from daskpd._strat.firstpass_partial import file_partial, merged_sample
 from daskpd._engine.hashing import sample_hash
 from daskpd._engine.sample_pass import SampleJob
 from daskpd._strat.options import KeepState, Reuse, StateMode, TreeOptions
