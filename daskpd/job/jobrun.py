@@ -1,6 +1,6 @@
 """A job's run, step by step: :class:`JobRun` (open, plan, compute, write, commit), called by
-:func:`daskpd.job.run.run_job`.  The steps' work lives in :mod:`.inputs`, :mod:`.execute`,
-:mod:`.outputs`, :mod:`.store`, :mod:`.incremental` and :mod:`.newold`; the manifest is a
+:func:`daskpd.job.run.run_job`.  The steps' work lives in :mod:`.connection`, :mod:`.inputs`,
+:mod:`.execute`, :mod:`.outputs`, :mod:`.store`, :mod:`.incremental` and :mod:`.newold`; the manifest is a
 :class:`~daskpd.job.manifest.Manifest`.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from .._engine.progress import reporting
 from .._errors import DataError
 from ..results.base import dump_json
-from . import execute, inputs, model_state, newold, outputs, store
+from . import connection, execute, inputs, model_state, newold, outputs, store
 from . import incremental as nightly
 from .execute import RunResult
 from .inputs import log_line
@@ -216,9 +216,9 @@ class JobRun:
     def connect(self) -> None:
         """The cluster, described in the manifest and the log."""
         t0, spec, log = time.perf_counter(), self.spec, self.log
-        self.client, self.cluster, self.where = client, cluster, where = execute.connect(
+        self.client, self.cluster, self.where = client, cluster, where = connection.connect(
             spec, self.scheduler, self.security, self.n_workers, self.threads_per_worker, log)
-        borrowed = where == execute.CURRENT_CLIENT  # the caller's Client: used, never closed
+        borrowed = where == connection.CURRENT_CLIENT  # the caller's Client: used, never closed
         info = client.scheduler_info() if hasattr(client, "scheduler_info") else {}
         workers = info.get("workers", {}) if isinstance(info, dict) else {}
         self.stats["cluster"] = c = {"scheduler": client.scheduler.address if client.scheduler else where,
@@ -226,13 +226,13 @@ class JobRun:
                                               "current Client" if borrowed else "existing"),
                                      "n_workers": len(workers),
                                      "threads": int(sum(w.get("nthreads", 0) for w in workers.values())),
-                                     "dashboard": execute.dashboard(client)}
+                                     "dashboard": connection.dashboard(client)}
         log_line(log, f"daskpd: job {spec.name!r}, run {self.run_id}: {len(self.feats)} feature(s), methods "
                       f"{', '.join(spec.methods)}")
         log_line(log, f"daskpd: cluster {c['scheduler']} ({c['kind']}, {c['n_workers']} workers, "
                       f"{c['threads']} threads)")
         if c["dashboard"]:
-            log_line(log, f"daskpd: dashboard {c['dashboard']}{execute.dashboard_hint(client, cluster)}")
+            log_line(log, f"daskpd: dashboard {c['dashboard']}{connection.dashboard_hint(client, cluster)}")
         self.timings["connect"] = time.perf_counter() - t0
 
     def compute(self) -> None:
@@ -457,5 +457,5 @@ class JobRun:
                         p.rmdir()  # only if empty: never remove anything but what this run made
             self.lock.close()
         client = self.client
-        execute.close(None if client is not None and self.where == execute.CURRENT_CLIENT else client, self.cluster,
+        connection.close(None if client is not None and self.where == connection.CURRENT_CLIENT else client, self.cluster,
                       quiet=isinstance(sys.exc_info()[1], JobTerminated))

@@ -79,6 +79,6 @@ def test_a_guarded_script_gets_worker_processes(tmp_path):
     assert "guard" not in p.stderr
     m = json.loads((tmp_path / "out" / "py" / "r1" / "manifest.json").read_text())
     assert m["cluster"]["kind"] == "LocalCluster" and m["cluster"]["n_workers"] == 1
-    from daskpd.job import execute
+    from daskpd.job import connection
 
-    assert execute.unguarded_script() is None  # pytest's own __main__ runs under its guard
+    assert connection.unguarded_script() is None  # pytest's own __main__ runs under its guard

@@ -18,9 +18,9 @@ import pytest
 
 HARNESS = textwrap.dedent('''
     import sys
-    from daskpd.job import execute
+    from daskpd.job import connection
 
-    original = execute.close
+    original = connection.close
 
     def _fast_heartbeat(dask_worker=None):
         from tornado.ioloop import PeriodicCallback
@@ -33,7 +33,7 @@ HARNESS = textwrap.dedent('''
             client.run(_fast_heartbeat)
         return original(client, cluster, quiet)
 
-    execute.close = close
+    connection.close = close
     if __name__ == "__main__":
         from daskpd import cli
         sys.exit(cli.main(sys.argv[1:]))

@@ -214,7 +214,7 @@ def test_quiet_worker_points_a_worker_processes_output_at_devnull():
     """What a terminated run does on its own LocalCluster's worker processes: nothing
     they write afterwards reaches the terminal they share with the run; in the run's own
     process (a LocalCluster of threads) the streams are left alone."""
-    code = ("import os, sys\nfrom daskpd.job.execute import quiet_worker\nprint('before', flush=True)\n"
+    code = ("import os, sys\nfrom daskpd.job.connection import quiet_worker\nprint('before', flush=True)\n"
             "quiet_worker({pid})\nprint('after')\nsys.stderr.write('\\n')\nos.write(2, b'raw\\n')\n")
     other = subprocess.run([sys.executable, "-c", code.format(pid=-1)], capture_output=True, text=True, timeout=120)
     assert other.returncode == 0, other.stderr

@@ -18,7 +18,7 @@ import pytest
 from daskpd import cli
 from daskpd.datasets import Bulldozer
 from daskpd.job import run as jobrun
-from daskpd.job import execute, store
+from daskpd.job import connection, store
 from daskpd.job.run import list_runs, run_job
 
 REPO = Path(__file__).resolve().parents[2]
@@ -386,7 +386,7 @@ def test_unexpected_failure_exit_1_with_traceback_and_nothing_written(tmp_path, 
     def boom(*a, **k):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(execute, "connect", boom)  # after the run's temporary directory exists
+    monkeypatch.setattr(connection, "connect", boom)  # after the run's temporary directory exists
     assert cli.main(["run", str(spec), "--output", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert "Traceback" in err and "RuntimeError: simulated bug" in err
