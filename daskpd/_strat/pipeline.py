@@ -17,11 +17,7 @@ cluster), never as scattered data, so a lost worker's part is recomputed from li
 """
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import time
-import weakref
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
@@ -34,7 +30,7 @@ from .._data.suspects import KEEP_HINT, SUSPECT_WHYS
 from .._engine import sample_pass, scheduler
 from .._engine.hashing import fold_hash, fold_of, hash_order
 from .._engine.sample_pass import Sample, SampleJob
-from .._engine.plan import Kept, build_pass, run_pass
+from .._engine.plan import build_pass
 from .._engine.progress import plan_stages, reporting, stage
 from .._errors import DataError
 from .apart import call_new_state_hook
@@ -53,9 +49,9 @@ from .sample_checks import (
     stamp_target_std,
     target_std,
 )
-from .scan import FeatureScan, StratScan, WithState, leaf_numbering, split_of
-from .scan_sizing import check_scan_memory
-from .state import ScanState, Stratification, attach_summaries, extra_scan, sample_id, state_from_parts
+from .scan import FeatureScan, StratScan, leaf_numbering, split_of
+from .scan_stage import kept_state, plan_scan, scan_and_finish, solve_kept_buckets, state_parts_dir, with_extra
+from .state import ScanState, Stratification, attach_summaries, sample_id
 from .stratpd_estimator import NUMERIC_VALUES_CAP
 from .trees import bin_sample, fit_honest, fit_tree
 
@@ -76,52 +72,6 @@ def drawn_sample_size(sample_size: int, honest: bool) -> int:
     leaves were twice as coarse and the curves' RMSE against the truth at 1e6 rows and
     above was worse than one tree's, docs/benchmarks.md)."""
     return int(sample_size) * (2 if honest else 1)
-
-
-def _parts_dir(keep_state: KeepState) -> str | None:
-    """With ``keep_state`` a directory (:attr:`StateMode.SAVE`): a fresh scratch directory
-    inside it where each bucket writes its own sums, when every worker sees it (a
-    filesystem the workers share: a LocalCluster, or a shared mount); None otherwise (the
-    driver gathers the sums)."""
-    if keep_state.mode is not StateMode.SAVE:
-        return None
-    os.makedirs(keep_state.path, exist_ok=True)
-    # named like a job's run in progress (".NAME.tmp-PID"): a job's clean-up removes it once its process is gone
-    d = tempfile.mkdtemp(prefix=".daskpd-state-", suffix=f".tmp-{os.getpid()}", dir=keep_state.path)
-    client = scheduler.current_client()
-    if client is not None:
-        try:
-            seen = client.run(os.path.isdir, d)
-        except Exception:  # noqa: BLE001 -- a worker that cannot tell: the driver gathers
-            seen = {}
-        if not seen or not all(seen.values()):
-            shutil.rmtree(d, ignore_errors=True)
-            return None
-    return d
-
-
-def _kept_state(parts, scan, strat_id, n_rows, y_range, n_partitions, parts_dir) -> ScanState:
-    """``state_from_parts``; the scratch directory of the buckets' files goes with the
-    state's runs (removed once they are garbage: save the state before)."""
-    state = state_from_parts(parts, scan, strat_id, n_rows, y_range, n_partitions)
-    if parts_dir is not None:
-        scratch = _Scratch(parts_dir)
-        for st in state.features.values():
-            for r in st.runs:
-                r.keep_alive = scratch  # the files live as long as a run (of this state or a merged one) reads them
-    return state
-
-
-class _Scratch:
-    """A directory removed once nothing refers to this object."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self._finalizer = weakref.finalize(self, shutil.rmtree, path, True)
-
-    def close(self) -> None:
-        """Remove the directory now (the state was saved: its files are linked there)."""
-        self._finalizer()
 
 
 @dataclass
@@ -145,17 +95,6 @@ class StratRun:
     @property
     def sample_rows(self) -> int:
         return len(self.sample)
-
-
-def _solve_kept(results: dict, kept: dict, scan) -> dict:
-    """Finish the features whose buckets stayed on the workers (CatStratPD's with many
-    categories: conjugate-gradient rounds over their buckets), one stage per feature."""
-    results = dict(results)
-    for i, refs in kept.items():
-        fs = scan.features[i]
-        with stage(f"solve {fs.feature}"):
-            results[fs.key] = fs.estimator.solve_kept(scan, i, refs, results[fs.key])
-    return results
 
 
 def _same(sample: Sample) -> Sample:
@@ -182,15 +121,6 @@ def _bin(sample: Sample, target, columns, encoder, folds_of, random_state):
         folds = _folds(sample, folds_of, random_state)
         return tuple(bin_sample(sample.frame.loc[folds == k], target, columns, encoder) for k in (0, 1))
     return bin_sample(sample.frame, target, columns, encoder)
-
-
-def with_extra(strat: Stratification, scans: list, extra: Sequence[str]) -> list:
-    """``scans`` and, after them, the scan of every extra estimator (``extra``: kind
-    names) on each feature of its column kind (:func:`daskpd._strat.state.extra_scan`:
-    the feature's positions; one leaf for an estimator ignoring the strata)."""
-    more = [extra_scan(fs, kind) for kind in extra for fs in scans
-            if fs.estimator.column_kind == estimator_named(kind).column_kind]
-    return [*scans, *more]
 
 
 def first_pass_inputs(request: Request) -> tuple:
@@ -358,17 +288,17 @@ def run_strat(
                         n_partitions=ddf.npartitions, kinds=kinds,
                         timings={"sample_s": t1 - t0, "fit_s": t2 - t1}, skipped=skipped, n_passes=sample_passes,
                         stratification=strat, skipped_strat=skipped_strat)
-    parts_dir = _parts_dir(keep_state)
+    parts_dir = state_parts_dir(keep_state)
     scans = with_extra(strat, scans, extra)
-    scan, fan_in, arity = _plan_scan(ddf, scans, strat, sample.n_rows, dtypes, trials, random_state, finish_options,
+    scan, fan_in, arity = plan_scan(ddf, scans, strat, sample.n_rows, dtypes, trials, random_state, finish_options,
                                      keep_state.mode, parts_dir, strat.hash_columns)
     # pass 2: one scan, every feature, each finished next to its data
-    results, kept, parts = _scan(ddf, scan, fan_in, arity, parts_dir)
+    results, kept, parts = scan_and_finish(ddf, scan, fan_in, arity, parts_dir)
     state = None
     if keep_state.keeps:
-        state = _kept_state(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions, parts_dir)
+        state = kept_state(parts, scan, strat.id, sample.n_rows, y_range, ddf.npartitions, parts_dir)
     if kept:  # features whose buckets stayed on the workers (CatStratPD's, many categories): their solves
-        results = _solve_kept(results, kept, scan)
+        results = solve_kept_buckets(results, kept, scan)
     if state is not None:  # the finish summaries the buckets did not make (CatStratPD's)
         attach_summaries(state, strat)
     stamp_target_std(results, strat)
@@ -376,58 +306,6 @@ def run_strat(
     return StratRun(results=results, scan=scan, sample=sample.frame, n_rows=sample.n_rows,
                     n_partitions=ddf.npartitions, kinds=kinds, timings=timings, skipped=skipped,
                     n_passes=sample_passes + 1, stratification=strat, state=state, skipped_strat=skipped_strat)
-
-
-def _plan_scan(ddf, scans, strat: Stratification, n_rows: int, dtypes, trials: Trials, random_state: int,
-               finish_options: FinishOptions, keep: StateMode, parts_dir=None,
-               hash_columns=None) -> tuple[StratScan, int, int]:
-    """``(scan, fan_in, arity)``: the scan job of ``scans`` (under ``strat``: its target,
-    encoder and sample) over ``ddf`` (``n_rows`` rows), its reduction sized by the memory
-    model (:func:`size_scan`), refused when it cannot fit (:func:`check_scan_memory`)."""
-    n_trials = trials.n_trials
-    sz = check_scan_memory(scans, n_rows, ddf.npartitions, n_trials, keep.keeps, parts_dir)
-    fan_in, arity, grouping, n_buckets = sz.fan_in, sz.arity, sz.grouping, sz.n_buckets
-    opts = finish_options.with_run({fs.feature: dtypes.get(fs.feature) for fs in scans},
-                                   {"sample_rows": strat.sample_rows, "n_partitions": ddf.npartitions,
-                                    "n_buckets": n_buckets, "fan_in": fan_in})
-    scan = StratScan(target=strat.target, features=scans, encoder=strat.encoder, n_trials=n_trials,
-                     random_state=random_state, hash_columns=hash_columns,
-                     n_buckets=n_buckets, expected_rows=n_rows // max(1, ddf.npartitions), group_from=grouping,
-                     finish_options=opts, keep_state=keep, state_dir=parts_dir)
-    return scan, fan_in, arity
-
-
-def _scan(ddf, scan: StratScan, fan_in, arity, parts_dir=None):
-    """The scan as the stage "scan and finish": ``(results, kept, parts)`` -- the
-    finished results, the categorical buckets kept on the workers for CG rounds (or
-    None), and with ``keep_state`` the buckets' state parts.  A failed scan removes the
-    scratch directory its buckets were writing their state parts to (``parts_dir``)."""
-    try:
-        with stage("scan and finish"):
-            results, parts = _run_scan(ddf, scan, fan_in, arity)
-    except BaseException:
-        if parts_dir is not None:
-            shutil.rmtree(parts_dir, ignore_errors=True)
-        raise
-    results, kept = (results.result, results.kept) if isinstance(results, Kept) else (results, None)
-    return results, kept, parts
-
-
-def _run_scan(ddf, scan: StratScan, fan_in, arity):
-    """``run_pass`` of the scan, and with ``keep_state`` the buckets' merged tables, each
-    gathered on its own by the driver (the same graph, one submission): ``(results,
-    tables or None)``."""
-    if not scan.keep_state.keeps:
-        (results,) = run_pass(ddf, [scan], name="daskpd-strat", fan_in=fan_in, arity=arity)
-        return results, None
-    (out,) = build_pass(ddf, [scan], name="daskpd-strat", fan_in=fan_in, arity=arity)
-    assert isinstance(out, WithState)
-    res, sums = out.result, out.sums
-    if isinstance(res, Kept):
-        values, refs = scheduler.compute_keeping([res.result, *sums], [res.kept])
-        return Kept(values[0], refs[0]), values[1:]
-    values = scheduler.compute_streamed(res, *sums)
-    return values[0], list(values[1:])
 
 
 def _fresh(coder: KeyCoder) -> KeyCoder:
@@ -497,15 +375,15 @@ def run_under(request: Request, strat: Stratification, *, trials: Trials = Trial
     n_rows = vocab.n_rows
     merge = base_state is not None
     keep = StateMode.ONLY if merge else keep_state.mode
-    parts_dir = None if merge else _parts_dir(keep_state)  # the new files' sums: gathered (small)
-    scan, fan_in, arity = _plan_scan(ddf, scans, strat, n_rows, dtypes, trials, strat.random_state, finish_options,
+    parts_dir = None if merge else state_parts_dir(keep_state)  # the new files' sums: gathered (small)
+    scan, fan_in, arity = plan_scan(ddf, scans, strat, n_rows, dtypes, trials, strat.random_state, finish_options,
                                      keep, parts_dir, hashed or None)
-    results, kept, parts = _scan(ddf, scan, fan_in, arity, parts_dir)
+    results, kept, parts = scan_and_finish(ddf, scan, fan_in, arity, parts_dir)
     t2 = time.perf_counter()
     phases = {"positions_s": t1 - t0, "new_scan_s": t2 - t1}
     state = None
     if keep.keeps:
-        state = _kept_state(parts, scan, strat.id, n_rows, y_range, ddf.npartitions, parts_dir)
+        state = kept_state(parts, scan, strat.id, n_rows, y_range, ddf.npartitions, parts_dir)
     phases["gather_state_s"] = time.perf_counter() - t2
     new_state = None
     if merge:
@@ -522,7 +400,7 @@ def run_under(request: Request, strat: Stratification, *, trials: Trials = Trial
         n_rows = state.n_rows
     else:
         if kept:
-            results = _solve_kept(results, kept, scan)
+            results = solve_kept_buckets(results, kept, scan)
     if state is not None and not merge:  # the finish summaries the buckets did not make (CatStratPD's)
         t4 = time.perf_counter()
         attach_summaries(state, strat)

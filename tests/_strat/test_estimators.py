@@ -18,7 +18,7 @@ from daskpd._engine.plan import run_local
 from daskpd._data.encode import as_float
 from daskpd._strat.estimators import EXTRA_METHODS, ESTIMATORS, estimator_named, estimator_of_method, extra_kinds, \
     method_of
-from daskpd._strat.pipeline import with_extra
+from daskpd._strat.scan_stage import with_extra
 from daskpd._strat.scan import MIN_UNITS
 from daskpd._strat.binned_mean_estimator import BinnedMeanEstimator, BinnedMeanResult
 from daskpd._strat.stratpd_estimator import StratPDEstimator

@@ -561,6 +561,7 @@ def test_three_features_five_model_methods_take_three_passes(dask_cluster, tmp_p
 
     import daskpd._engine.plan as plan
     import daskpd._strat.pipeline as pipeline
+    import daskpd._strat.scan_stage as scan_stage
     import daskpd.model._passes as mpasses
 
     rng = np.random.default_rng(0)
@@ -593,7 +594,7 @@ grid_resolution = 8
         names.append(name)
         return real(ddf, jobs, name=name, **shape)
 
-    for mod in (plan, mpasses, pipeline):
+    for mod in (plan, mpasses, pipeline, scan_stage):
         monkeypatch.setattr(mod, "build_pass", counting)
     final = run_job(spec, scheduler=dask_cluster, output=tmp_path / "out", run_id="p1", **quiet())
     assert names == ["daskpd-summary", "daskpd-quantiles", "daskpd-model-methods"], names

@@ -39,6 +39,7 @@ def passes(monkeypatch):
     """Names of the passes built (the real build_pass, wrapped where it is bound)."""
     import daskpd._engine.plan as plan
     import daskpd._strat.pipeline as pipeline
+    import daskpd._strat.scan_stage as scan_stage
     import daskpd.model._passes as mpasses
 
     real = plan.build_pass
@@ -48,7 +49,7 @@ def passes(monkeypatch):
         names.append(name)
         return real(ddf, jobs, name=name, **shape)
 
-    for mod in (plan, mpasses, pipeline):
+    for mod in (plan, mpasses, pipeline, scan_stage):
         monkeypatch.setattr(mod, "build_pass", counting)
     return names
 
