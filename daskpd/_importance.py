@@ -35,7 +35,6 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from dataclasses import replace
 from numbers import Integral
 from typing import Sequence
 
@@ -45,18 +44,15 @@ import pandas as pd
 from ._catstratpd import driver_side as categorical_driver_side
 from ._data.options import AUTO, ReadOptions
 from ._data.request import left_out_note, open_request
-from ._engine import scheduler
-from ._engine.plan import run_local
-from ._engine.progress import stage
 from ._errors import DataError
+from ._importance_pvalues import permutation_pvalues
 from ._importance_result import MEASURES, ImportanceResult, curve_arrays, curve_measures, normalize_measures
 from ._strat.estimators import EXTRA_METHODS, estimator_named, extra_kinds
 from ._strat.firstpass_cache import FirstPassCache
 from ._strat.options import FinishOptions, KeepState, Reuse, TreeOptions, Trials
 from ._strat.pipeline import run_strat
-from ._strat.scan import leaf_numbering
 from ._strat.state import ScanState
-from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, fit_tree
+from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
 from ._stratpd import driver_side as numeric_driver_side
 from ._constraints import (
@@ -73,56 +69,6 @@ from .results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES
 from .results.support import curve_support, no_support_reason, support_flag, support_order
 
 __all__ = ["importances", "strat_curves_and_importances", "importance_request", "ImportanceResult"]
-
-
-# ---------------------------------------------------------------------------------
-# the measures of one curve
-
-
-# ---------------------------------------------------------------------------------
-# curves -> per-set (pd, counts)
-
-
-# ---------------------------------------------------------------------------------
-# permutation null (on the in-memory tree sample: no data pass)
-
-
-def _null_measures(sub: pd.DataFrame, scan, msl_for: dict, perm_seed, tree_method: str = DEFAULT_TREE_METHOD
-                   ) -> np.ndarray:
-    """(p, 3) raw measures on ``sub`` with y permuted by ``perm_seed`` (None: not permuted).
-
-    The trees are refitted on the permuted y (as the reference's p-values do; one tree
-    fitted on the rows it stratifies, for the observed statistic as for every
-    permutation, so the test is exact); the keys (bins, values, levels) are the main
-    run's.  The scan's own kernels, in memory.
-    """
-
-    target = scan.target
-    df = sub
-    if perm_seed is not None:
-        df = sub.copy()
-        perm = np.random.default_rng([int(scan.random_state), 7919, int(perm_seed)]).permutation(len(sub))
-        df[target] = sub[target].to_numpy()[perm]
-    feats = []
-    for i, fs in enumerate(scan.features):
-        tree = fit_tree(df, target, fs.other, scan.encoder, msl_for[fs.feature], scan.random_state,
-                        tree_method=tree_method)
-        index, n_leaves = leaf_numbering(tree, scan.random_state, i)
-        feats.append(replace(fs, tree=tree, leaf_index=index, n_leaves=n_leaves, split=1))
-    opts = replace(scan.finish_options, n_segments=0)
-    job = replace(scan, features=feats, n_trials=0, n_buckets=1, expected_rows=len(df), finish_options=opts)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        (results,) = run_local([df], [job])
-    out = np.full((len(feats), 3), np.nan)
-    for i, fs in enumerate(feats):
-        (pdv, cnt), = curve_arrays(results[fs.feature], 1)
-        out[i] = curve_measures(pdv, cnt, fs.estimator.column_kind)  # a curve over numbers or over levels
-    return out
-
-
-# ---------------------------------------------------------------------------------
-# the result
 
 
 # ---------------------------------------------------------------------------------
@@ -424,7 +370,7 @@ def strat_curves_and_importances(
     null_df = None
     if pvalues:
         t0 = time.perf_counter()
-        pv, null_df = _permutation_pvalues(run, feats, msl_for, pvalues_n_trials, pvalues_sample_size,
+        pv, null_df = permutation_pvalues(run, feats, msl_for, pvalues_n_trials, pvalues_sample_size,
                                            tree_method)
         pv[flags == "no_support"] = np.nan
         for j, m in enumerate(MEASURES):
@@ -465,32 +411,6 @@ def strat_curves_and_importances(
                             n_trials=n_trials, trials=trials_df, null=null_df, params=params, timings=timings,
                             stratification=run.stratification, state=run.state, new_state=run.new_state,
                             extra_curves=extra_curves)
-
-
-def _permutation_pvalues(run, feats, msl_for, n_perm, k, tree_method=DEFAULT_TREE_METHOD):
-    from dask import delayed
-
-    sub = run.sample.iloc[:k]  # hash-ordered bottom-k rows: itself the bottom-k' sample
-    dsub = scheduler.embed(sub)
-    dscan = scheduler.embed(run.scan)
-    tasks = [delayed(_null_measures, pure=True)(dsub, dscan, msl_for, seed, tree_method)
-             for seed in [None, *range(n_perm)]]
-    # Raw measures (units of y), not normalised ones: under a shuffled y every feature's
-    # *share* is ~1/p, so a normalised statistic would test "larger than 1/p", not
-    # "y depends on this feature".
-    with stage("p-values"):
-        out = np.stack(scheduler.compute(*tasks))  # (1 + n_perm, p, 3)
-    obs, null = out[0], out[1:]
-    with np.errstate(invalid="ignore"):
-        reach = (null >= obs[None] - 1e-12 * np.abs(obs[None])).sum(axis=0)
-    pv = (reach + 1.0) / (n_perm + 1.0)
-    pv[~np.isfinite(obs)] = np.nan
-    null_df = pd.DataFrame({
-        "permutation": np.repeat(np.arange(1, n_perm + 1), len(feats)),
-        "feature": np.tile(feats, n_perm),
-        **{m: null[:, :, j].ravel() for j, m in enumerate(MEASURES)},
-    })
-    return pv, null_df
 
 
 @validate_params(IMPORTANCE_CONSTRAINTS, signature_of=strat_curves_and_importances)
