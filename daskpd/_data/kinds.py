@@ -29,7 +29,7 @@ import pandas as pd
 import pyarrow as pa
 
 
-__all__ = ["kind_of", "is_numeric_like", "datetime_message", "unsupported_message", "key_type"]
+__all__ = ["kind_of", "is_numeric_like", "is_text", "datetime_message", "unsupported_message", "key_type"]
 
 #: a fixed-size binary column this wide at most holds keys (a UUID: 16, a SHA-256: 32)
 KEY_BYTES = 64
@@ -85,3 +85,11 @@ def unsupported_message(column: str, dtype, role: str = "feature") -> str:
     """The one wording for a nested or binary column asked for as a feature (or ``role``)."""
     return (f"{role} {column!r} has type {dtype}, which is not a number, a category or a date (a nested or binary "
             f"column cannot be a {role}); extract a scalar column from it, or leave it out")
+
+
+def is_text(dtype) -> bool:
+    """Whether ``dtype`` holds text: object, string, or categories of either."""
+    return (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
+            or (isinstance(dtype, pd.CategoricalDtype)
+                and (pd.api.types.is_object_dtype(dtype.categories.dtype)
+                     or pd.api.types.is_string_dtype(dtype.categories.dtype))))

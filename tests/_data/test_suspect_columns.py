@@ -354,7 +354,7 @@ BINNED_VERDICTS = {"y > median(y)": "leak", "y > 1 (bool)": "leak", "terciles of
 
 def test_binned_copy_designs_table():
     """The table of docs/importances.md: ``pytest -s -k designs_table`` prints it."""
-    from daskpd._data.suspects import step_copy
+    from daskpd._data.suspect_steps import step_copy
 
     rows = {}
     for seed in range(3):
