@@ -51,7 +51,7 @@ _API = {
     "ImportanceResult": "daskpd._importance_result",
     "BinnedMeanResult": "daskpd._strat.binned_mean_estimator",
     "PDResult": "daskpd.model._pd_result",
-    "ICEResult": "daskpd.model._ice",
+    "ICEResult": "daskpd.model._ice_result",
     "ALEResult": "daskpd.model._ale",
     "ALE2DResult": "daskpd.model._ale2d",
     "MarginalResult": "daskpd.model._marginal",

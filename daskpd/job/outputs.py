@@ -16,7 +16,7 @@ import pandas as pd
 
 from .._data.request import left_out_note
 from .._data.suspects import SUSPECT_WHYS
-from ..model._ice import ICE_COLUMNS as ICE_TABLE
+from ..model._ice_result import ICE_COLUMNS as ICE_TABLE
 from ..plotting import new_figure, pyplot
 from ..results.base import CURVE_HEAD, TABLE_HEAD, write_parquet
 from ..results.support import SUPPORT_NOTE
@@ -37,7 +37,7 @@ CURVE_COLUMNS = ["method", *CURVE_HEAD]
 IMPORTANCE_COLUMNS = ["method", *TABLE_HEAD]
 #: the spec key that keeps the suspect columns in the default sets (the notes' hint)
 KEEP_KEY = "keep_suspect = true"
-#: the columns of ice.parquet: the one long ICE table (daskpd.model._ice), x and category both
+#: the columns of ice.parquet: the one long ICE table (daskpd.model._ice_result), x and category both
 ICE_COLUMNS = list(ICE_TABLE)
 _TEXT = ("method", "feature", "kind")
 

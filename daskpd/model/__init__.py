@@ -18,7 +18,8 @@ from ._compare import ComparisonResult, compare
 from ._curves import ModelCurves, model_curves
 from ._fpd import partial_dependence
 from ._hstat import HStatisticResult, h_statistic
-from ._ice import ICEResult, ice
+from ._ice import ice
+from ._ice_result import ICEResult
 from ._marginal import MarginalResult, marginal
 from ._pd_result import PDResult
 from ._variance import PDVarianceResult, pd_variance
