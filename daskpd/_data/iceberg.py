@@ -21,7 +21,7 @@ import datetime as _dt
 import numpy as np
 
 from .._errors import DataError
-from .read import filter_groups
+from .filters import filter_groups
 
 __all__ = ["iceberg_properties", "snapshot", "changes", "field_names"]
 

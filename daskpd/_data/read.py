@@ -6,59 +6,32 @@ path, glob, directory (hive-partitioned or not) or fsspec URL of parquet files, 
 of parquet paths, a ``.csv`` path, or :func:`read_csv`'s :class:`CsvSource` (CSV with
 reader options).  Only the requested columns are read (the projection is pushed into
 the parquet reader); parquet files are checked first (:mod:`daskpd._data.lake`).
-Filters apply to every source: pushed into the parquet reader, applied row-wise to CSV.
+Filters apply to every source: pushed into the parquet reader, applied row-wise to CSV
+(:mod:`daskpd._data.filters`); columns are named by their text (:mod:`daskpd._data.columns`).
 """
 from __future__ import annotations
 
-import difflib
 import glob as _glob
-import operator
 import os
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from .._errors import DataError
+from .columns import check_columns, named, short_list
+from .filters import apply_filters, filter_columns
 from .gather import file_reader, read_gathered, usable
 from .lake import apply_widening, inspect_lake, reconcile
 from .lake_footers import list_parquet_files
 
-__all__ = ["CHUNK_ROWS", "CsvSource", "read_csv", "load", "check_columns", "column_names",
-           "named", "short_list", "apply_filters", "filter_groups", "filter_columns", "open_frame",
-           "project", "ARROW_TO_PANDAS",
+__all__ = ["CHUNK_ROWS", "CsvSource", "read_csv", "load", "open_frame", "project", "ARROW_TO_PANDAS",
            "PartitionOptions", "lake_file_reader", "lake_stamps"]
 
 #: rows per partition when a pandas DataFrame is handed in
 CHUNK_ROWS = 1_000_000
-
-
-def short_list(names: Iterable, limit: int = 20) -> str:
-    names = [str(n) for n in names]
-    if len(names) > limit:
-        return ", ".join(names[:limit]) + f", ... ({len(names)} in all)"
-    return ", ".join(names)
-
-
-def did_you_mean(missing: Iterable, available: Iterable) -> str:
-    """What follows "column ... not found in data": ``. Did you mean 'price'? Available
-    columns`` for names close to available ones (difflib's ratio >= 0.6, or the same name
-    in another case), else ``; available columns``."""
-    avail = [str(a) for a in available]
-    lower = {a.lower(): a for a in avail}
-    hints = []
-    for m in missing:
-        m = str(m)
-        near = [lower[m.lower()]] if m.lower() in lower else difflib.get_close_matches(m, avail, n=1, cutoff=0.6)
-        if near:
-            hints.append((m, near[0]))
-    if not hints:
-        return "; available columns"
-    if len(hints) == 1 and len(list(missing)) == 1:
-        return f". Did you mean {hints[0][1]!r}? Available columns"
-    return ". Did you mean " + ", ".join(f"{near!r} for {m!r}" for m, near in hints) + "? Available columns"
 
 
 def _is_url(path: str) -> bool:
@@ -238,50 +211,6 @@ def _categories(lake) -> dict:
     return {}
 
 
-def filter_groups(filters):
-    if not filters:
-        return []
-    if isinstance(filters[0], (list, tuple)) and filters[0] and isinstance(filters[0][0], (list, tuple)):
-        return [list(g) for g in filters]
-    return [list(filters)]
-
-
-def filter_columns(filters) -> list[str]:
-    """The columns ``filters`` (DNF: a list of ``(column, op, value)`` or a list of such
-    lists) test, each once."""
-    return list(dict.fromkeys(str(c) for group in filter_groups(filters) for c, _, _ in group))
-
-
-_OPS = {"==": operator.eq, "=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-        ">": operator.gt, ">=": operator.ge}
-
-
-def apply_filters(ddf, filters, label: str = "data"):
-    """Row-wise DNF ``filters`` on a dask DataFrame (CSV sources; parquet pushes them
-    into the reader).  A filter column the frame lacks is a DataError naming it."""
-    groups = filter_groups(filters)
-    if not groups:
-        return ddf
-    check_columns(ddf.columns, filter_columns(filters), source=f"{label} (filters)")
-    any_mask = None
-    for group in groups:
-        all_mask = None
-        for col, op, val in group:
-            s = ddf[str(col)]
-            if op == "in":
-                m = s.isin(list(val))
-            elif op == "not in":
-                m = ~s.isin(list(val))
-            elif op in _OPS:
-                m = _OPS[op](s, val)
-            else:
-                raise DataError(f"filters: unknown operator {op!r} for column {col!r}; expected one of "
-                                f"{', '.join(map(repr, [*_OPS, 'in', 'not in']))}")
-            all_mask = m if all_mask is None else (all_mask & m)
-        any_mask = all_mask if any_mask is None else (any_mask | all_mask)
-    return ddf[any_mask]
-
-
 @dataclass(frozen=True)
 class CsvSource:
     """A CSV path (file, glob or URL) with the options of its reader: what
@@ -322,33 +251,6 @@ def _open_csv(path, options, storage_options, filters):
     return apply_filters(ddf, filters, repr(path))
 
 
-def column_names(columns, what: str = "data") -> list[str]:
-    """The rule for column names, whatever the input: a column is named by its text
-    (``str(name)``: the integer column 3 is ``'3'``, and ``'3'`` or ``3`` select it); two
-    columns with the same text are an error naming them."""
-    names = [str(c) for c in columns]
-    if len(set(names)) != len(names):
-        seen, dup = set(), []
-        for c, n in zip(columns, names):
-            if n in seen and n not in dup:
-                dup.append(n)
-            seen.add(n)
-        clash = [n for n in dup if sum(1 for c in columns if str(c) == n and not isinstance(c, str)) > 0]
-        why = (" (as text: a non-string name such as the integer 3 is the same column as '3')" if clash else "")
-        raise DataError(f"{what} has duplicate column names: {short_list(map(repr, dup))}{why}; every column "
-                        "needs its own name (rename them)")
-    return names
-
-
-def named(frame, what: str = "data"):
-    """``frame`` (pandas or dask) with its columns named by :func:`column_names`."""
-    cols = list(frame.columns)
-    names = column_names(cols, what)
-    if any(not isinstance(c, str) for c in cols):
-        frame = frame.rename(columns={c: n for c, n in zip(cols, names) if not isinstance(c, str)})
-    return frame
-
-
 def _expand_glob(path: str, storage_options=None):
     """``path``, or the sorted files its glob matches when it uses ``?`` or ``[...]``
     (dask's parquet reader expands only ``*``); fsspec's glob syntax, local or a URL."""
@@ -363,17 +265,6 @@ def _expand_glob(path: str, storage_options=None):
     files = [f for f in files if not fs.isdir(f)] or files
     proto = path.split("://", 1)[0] + "://" if _is_url(path) else ""
     return [proto + f if proto and "://" not in f else f for f in files]
-
-
-def check_columns(available: Sequence, wanted: Iterable, source: str = "data") -> None:
-    """Raise :class:`DataError` naming every wanted column that ``available`` lacks."""
-    avail = set(map(str, available))
-    missing = [c for c in wanted if str(c) not in avail]
-    if missing:
-        raise DataError(
-            f"column{'s' if len(missing) > 1 else ''} {short_list(map(repr, missing))} "
-            f"not found in {source}{did_you_mean(missing, available)}: {short_list(available)}"
-        )
 
 
 def open_frame(data, *, storage_options: dict | None = None, filters=None, partition_bytes: int | None = None):

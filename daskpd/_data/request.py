@@ -41,7 +41,8 @@ import pandas as pd
 from .._errors import DataError, InvalidParameterError
 from .kinds import datetime_message, is_numeric_like, key_type, unsupported_message
 from .options import ReadOptions
-from .read import did_you_mean, filter_columns, short_list
+from .columns import did_you_mean, short_list
+from .filters import filter_columns
 from .source import Dataset
 from .suspects import KEEP_HINT, SUSPECT_WHYS, WHY_IDENTIFIER
 

@@ -22,7 +22,8 @@ from .hive import partition_keys
 from .kinds import kind_of
 from .lake import pandas_dtype, reconcile
 from .lake_footers import footer_stamp
-from .read import CHUNK_ROWS, check_columns, lake_file_reader, lake_stamps, open_frame, project
+from .columns import check_columns
+from .read import CHUNK_ROWS, lake_file_reader, lake_stamps, open_frame, project
 from .tables import lake_of, open_table, table_groups, table_source
 
 __all__ = ["Dataset", "open_dataset", "spread_chunk_rows"]

@@ -31,7 +31,9 @@ from .delta import is_delta_table
 from .gather import Group, GroupReader, filter_expression, ordered
 from .lake import LakeSchema, reconcile
 from .lake_footers import read_footers
-from .read import ARROW_TO_PANDAS, filter_columns, named
+from .columns import named
+from .filters import filter_columns
+from .read import ARROW_TO_PANDAS
 
 __all__ = ["DeltaSource", "IcebergSource", "read_delta", "read_iceberg", "TableSnapshot", "table_source",
            "snapshot", "open_table", "changes", "table_groups", "files_dataset", "lake_of"]

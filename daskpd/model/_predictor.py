@@ -20,7 +20,7 @@ import pandas as pd
 from .._data.encode import as_float
 from .._data.kinds import is_numeric_like, kind_of
 from .._errors import DataError, InvalidParameterError
-from .._data.read import check_columns
+from .._data.columns import check_columns
 from ..results.base import json_clean
 from ._tree_engine import tree_ensemble_for
 

@@ -209,7 +209,8 @@ def _gathered_and_dask(path, filters=None, partition_bytes=1 << 20):
     import dask.dataframe as dd
 
     from daskpd._data.lake import inspect_lake
-    from daskpd._data.read import ARROW_TO_PANDAS, PartitionOptions, _open_parquet, filter_columns, grouping
+    from daskpd._data.filters import filter_columns
+    from daskpd._data.read import ARROW_TO_PANDAS, PartitionOptions, _open_parquet, grouping
 
     lake = inspect_lake(path, filter_columns(filters), survey=True)
     options = grouping(lake, partition_bytes)
