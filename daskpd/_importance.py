@@ -35,18 +35,19 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from dataclasses import dataclass
 from numbers import Integral
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from ._catstratpd import driver_side as categorical_driver_side
 from ._data.options import AUTO, ReadOptions
 from ._data.request import left_out_note, open_request
 from ._errors import DataError
 from ._importance_pvalues import permutation_pvalues
-from ._importance_result import MEASURES, ImportanceResult, curve_arrays, curve_measures, normalize_measures
+from ._importance_table import finish_table, measure_curves, measures_table
+from ._importance_result import MEASURES, ImportanceResult
 from ._strat.estimators import EXTRA_METHODS, estimator_named, extra_kinds
 from ._strat.firstpass_cache import FirstPassCache
 from ._strat.options import FinishOptions, KeepState, Reuse, TreeOptions, Trials
@@ -54,7 +55,6 @@ from ._strat.pipeline import run_strat
 from ._strat.state import ScanState
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
-from ._stratpd import driver_side as numeric_driver_side
 from ._constraints import (
     N_TRIALS,
     POSITIVE_INT,
@@ -66,7 +66,6 @@ from ._constraints import (
 )
 from ._validation import validate_params
 from .results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES
-from .results.support import curve_support, no_support_reason, support_flag, support_order
 
 __all__ = ["importances", "strat_curves_and_importances", "importance_request", "ImportanceResult"]
 
@@ -282,6 +281,73 @@ def strat_curves_and_importances(
     -------
     ImportanceResult
     """
+    opened = _open_request(data, target, features, stratify_on=stratify_on, categorical_features=categorical_features,
+                           numeric_features=numeric_features, storage_options=storage_options, filters=filters,
+                           keep_suspect=keep_suspect, skip_unusable=skip_unusable,
+                           default_stratify_on=default_stratify_on, pvalues=pvalues, stratification=stratification,
+                           min_samples_leaf=min_samples_leaf, cat_min_samples_leaf=cat_min_samples_leaf)
+    request, feats, left_out, msl_for = opened.request, opened.feats, opened.left_out, opened.msl_for
+
+    # passes 1 and 2
+    n_sets = 1 + (n_trials if n_trials > 1 else 0)
+    run = _run(opened, n_trials=n_trials, min_samples_leaf=min_samples_leaf, min_slopes_per_x=min_slopes_per_x,
+               few_slopes=few_slopes, nan_as_level=nan_as_level, sample_size=sample_size, max_bins=max_bins,
+               tree_method=tree_method, honest=honest, random_state=random_state, pvalues=pvalues,
+               stratification=stratification, base_state=base_state, keep_state=keep_state,
+               first_pass_cache=first_pass_cache, estimators=estimators)
+    if run.skipped:
+        left_out.update(run.skipped)
+        feats = [f for f in feats if f not in run.skipped]
+    if left_out:
+        warnings.warn(left_out_note("importances", left_out, len(feats), "name them in features= to score them"),
+                      UserWarning, stacklevel=2)
+    kinds = {f: run.kinds[f] for f in feats}
+    timings = dict(getattr(run, "timings", None) or {})
+    t0 = time.perf_counter()
+
+    # measures (driver; the curves were finished next to the merged aggregates)
+    measured = measure_curves(run, feats, kinds, n_sets, normalize=normalize, min_slopes_per_x=min_slopes_per_x,
+                              target_boolean=request.target_boolean)
+    table, trials_df = measures_table(measured, feats, kinds, n_sets)
+    timings["finalize_s"] = time.perf_counter() - t0
+    null_df = pv = None
+    if pvalues:
+        t0 = time.perf_counter()
+        pv, null_df = permutation_pvalues(run, feats, msl_for, pvalues_n_trials, pvalues_sample_size,
+                                          tree_method)
+        pv[measured.flags == "no_support"] = np.nan
+        timings["pvalues_s"] = time.perf_counter() - t0
+    table = finish_table(table, measured, sort_by, pv)
+    return _result(opened, run, table, measured.curves, kinds, trials_df, null_df, timings, target=target,
+                   feats=feats, n_trials=n_trials, normalize=normalize, sort_by=sort_by,
+                   min_samples_leaf=min_samples_leaf, cat_min_samples_leaf=cat_min_samples_leaf,
+                   min_slopes_per_x=min_slopes_per_x, few_slopes=few_slopes, nan_as_level=nan_as_level,
+                   sample_size=sample_size, max_bins=max_bins, tree_method=tree_method, honest=honest,
+                   random_state=random_state, pvalues=pvalues, pvalues_n_trials=pvalues_n_trials,
+                   pvalues_sample_size=pvalues_sample_size, keep_suspect=keep_suspect, estimators=estimators)
+
+
+@dataclass
+class _Opened:
+    """What :func:`strat_curves_and_importances` works from once its request is open:
+    the request, the stratifying columns asked for, the declared categorical columns, the
+    features, the columns left out so far, each feature's leaf size and
+    whether the features are a default set."""
+
+    request: object
+    stratify_on: list | None
+    declared: list
+    feats: list
+    left_out: dict
+    msl_for: dict
+    skip_unusable: bool
+
+
+def _open_request(data, target, features, *, stratify_on, categorical_features, numeric_features, storage_options,
+                  filters, keep_suspect, skip_unusable, default_stratify_on, pvalues, stratification,
+                  min_samples_leaf, cat_min_samples_leaf) -> _Opened:
+    """The arguments checked together and the request opened (columns and kinds: the
+    request's one resolution)."""
     if pvalues and stratification is not None:
         raise DataError("pvalues=True refits trees on the tree sample, which stratification= skips: "
                         "leave one of them out")
@@ -301,101 +367,39 @@ def strat_curves_and_importances(
     if not feats:
         raise DataError("no features to score (features is empty, or the data has only the target)")
     msl_for = {f: (cat_min_samples_leaf if kinds[f] == "categorical" else min_samples_leaf) for f in feats}
+    return _Opened(request, stratify_on, declared, feats, left_out, msl_for, skip_unusable)
 
-    # passes 1 and 2
-    n_sets = 1 + (n_trials if n_trials > 1 else 0)
-    trees = TreeOptions(min_samples_leaf=min_samples_leaf, min_samples_leaf_for=msl_for, sample_size=sample_size,
-                        max_bins=max_bins, tree_method=tree_method, honest=honest, nan_as_level=nan_as_level,
-                        random_state=random_state)
-    run = run_strat(
-        request, trees=trees, trials=Trials.of(n_trials),  # the table keeps no band
+
+def _run(opened: _Opened, *, n_trials, min_samples_leaf, min_slopes_per_x, few_slopes, nan_as_level, sample_size,
+         max_bins, tree_method, honest, random_state, pvalues, stratification, base_state, keep_state,
+         first_pass_cache, estimators):
+    """Passes 1 and 2: the sample, the trees and the one scan (:func:`run_strat`)."""
+    trees = TreeOptions(min_samples_leaf=min_samples_leaf, min_samples_leaf_for=opened.msl_for,
+                        sample_size=sample_size, max_bins=max_bins, tree_method=tree_method, honest=honest,
+                        nan_as_level=nan_as_level, random_state=random_state)
+    return run_strat(
+        opened.request, trees=trees, trials=Trials.of(n_trials),  # the table keeps no band
         finish_options=FinishOptions(min_slopes_per_x=int(min_slopes_per_x), few_slopes=few_slopes),
         keep_state=KeepState.of(keep_state),
         reuse=Reuse(stratification=stratification, base_state=base_state, first_pass_cache=first_pass_cache),
-        skip_constant=feats if skip_unusable else (),
+        skip_constant=opened.feats if opened.skip_unusable else (),
         later_stages=("p-values",) if pvalues else (), extra=extra_kinds(estimators))
-    if run.skipped:
-        left_out.update(run.skipped)
-        feats = [f for f in feats if f not in run.skipped]
-    if left_out:
-        warnings.warn(left_out_note("importances", left_out, len(feats), "name them in features= to score them"),
-                      UserWarning, stacklevel=2)
-    kinds = {f: run.kinds[f] for f in feats}
-    timings = dict(getattr(run, "timings", None) or {})
-    t0 = time.perf_counter()
 
-    # measures (driver; the curves were finished next to the merged aggregates)
-    curves = {}
-    raw = np.full((n_sets, len(feats), 3), np.nan)
-    n_pos = np.zeros(len(feats), dtype="int64")
-    n_used = np.zeros(len(feats))
-    support = np.zeros((len(feats), 2))  # rows used, rows with a value
-    for i, f in enumerate(feats):
-        res = run.results[f]
-        curves[f] = (numeric_driver_side(run, res, min_slopes_per_x=min_slopes_per_x, strict=False)
-                     if kinds[f] == "numeric" else categorical_driver_side(res, strict=False))
-        support[i] = curve_support(res)
-        if request.target_boolean:
-            res.params["target_boolean"] = True
-        for s, (pdv, cnt) in enumerate(curve_arrays(res, n_sets)):
-            raw[s, i] = curve_measures(pdv, cnt, kinds[f])
-            if s == 0:
-                ok = np.isfinite(pdv)
-                n_pos[i] = int(ok.sum())
-                n_used[i] = float(cnt[ok].sum())
-    flags = np.array([support_flag(u, w) for u, w in support], dtype=object)
-    if len(flags) and (flags == "no_support").all():
-        raise DataError("no feature has support: " + "; ".join(f"{f!r}: {no_support_reason(run.results[f])}"
-                                                                for f in feats[:5]) + ("; ..." if len(feats) > 5 else ""))
-    raw[:, flags == "no_support", :] = np.nan  # no estimate: no measure (a bare marginal is not a PD)
-    vals = np.stack([normalize_measures(raw[s]) for s in range(n_sets)]) if normalize else raw.copy()
 
-    table = pd.DataFrame(index=pd.Index(feats, name="feature"))
-    table["kind"] = [kinds[f] for f in feats]
-    for j, m in enumerate(MEASURES):
-        table[m] = vals[0, :, j]
-    trials_df = None
-    if n_sets > 1:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN features
-            sd = np.nanstd(vals[1:], axis=0, ddof=1)
-        for j, m in enumerate(MEASURES):
-            table[f"{m}_std"] = sd[:, j]
-        trials_df = pd.DataFrame({
-            "trial": np.repeat(np.arange(1, n_sets), len(feats)),
-            "feature": np.tile(feats, n_sets - 1),
-            **{m: vals[1:, :, j].ravel() for j, m in enumerate(MEASURES)},
-        })
-    timings["finalize_s"] = time.perf_counter() - t0
-    null_df = None
-    if pvalues:
-        t0 = time.perf_counter()
-        pv, null_df = permutation_pvalues(run, feats, msl_for, pvalues_n_trials, pvalues_sample_size,
-                                           tree_method)
-        pv[flags == "no_support"] = np.nan
-        for j, m in enumerate(MEASURES):
-            table[f"{m}_pvalue"] = pv[:, j]
-        timings["pvalues_s"] = time.perf_counter() - t0
-    for j, m in enumerate(MEASURES):
-        table[f"{m}_raw"] = raw[0, :, j]
-    table["n_positions"] = n_pos
-    table["n_rows"] = n_used.astype("int64") if np.all(n_used == np.round(n_used)) else n_used
-    used = support[:, 0]
-    table["support_rows"] = used.astype("int64") if np.all(used == np.round(used)) else used
-    with np.errstate(invalid="ignore", divide="ignore"):
-        table["support_share"] = np.where(support[:, 1] > 0, used / np.where(support[:, 1] > 0, support[:, 1], 1), 0.0)
-    table["support"] = pd.array(flags, dtype="str")
-    table = support_order(table, sort_by)
-
+def _result(opened: _Opened, run, table, curves, kinds, trials_df, null_df, timings, *, target, feats, n_trials,
+            normalize, sort_by, min_samples_leaf, cat_min_samples_leaf, min_slopes_per_x, few_slopes,
+            nan_as_level, sample_size, max_bins, tree_method, honest, random_state, pvalues, pvalues_n_trials,
+            pvalues_sample_size, keep_suspect, estimators) -> ImportanceResult:
+    """The :class:`ImportanceResult`: the table, the curves, the parameters recorded and
+    the extra estimators' curves."""
+    request, stratify_on, left_out = opened.request, opened.stratify_on, opened.left_out
     n_rows = int(next(iter(curves.values())).n_rows)
-    params = {"features": feats, "categorical": declared, "numeric": list(request.numeric), "stratify_on": None if stratify_on is None else list(stratify_on),
-              "n_trials": n_trials,
+    params = {"features": feats, "categorical": opened.declared, "numeric": list(request.numeric),
+              "stratify_on": None if stratify_on is None else list(stratify_on), "n_trials": n_trials,
               "normalize": normalize, "sort_by": sort_by, "min_samples_leaf": min_samples_leaf,
               "cat_min_samples_leaf": cat_min_samples_leaf, "min_slopes_per_x": min_slopes_per_x,
-              "few_slopes": few_slopes,
-              "nan_as_level": nan_as_level,
-              "sample_size": sample_size, "max_bins": max_bins, "tree_method": tree_method, "honest": honest,
-              "random_state": random_state,
+              "few_slopes": few_slopes, "nan_as_level": nan_as_level, "sample_size": sample_size,
+              "max_bins": max_bins, "tree_method": tree_method, "honest": honest, "random_state": random_state,
               "pvalues": pvalues, "pvalues_n_trials": pvalues_n_trials if pvalues else None,
               "pvalues_sample_size": pvalues_sample_size if pvalues else None,
               "skipped_features": dict(left_out), "skipped_stratify_on": dict(run.skipped_strat),

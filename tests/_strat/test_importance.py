@@ -14,7 +14,8 @@ import pytest
 import daskpd
 from daskpd._engine import scheduler
 from daskpd.datasets import Linear, Quadratic, write_parquet
-from daskpd._importance import MEASURES, ImportanceResult, curve_measures, importances, strat_curves_and_importances
+from daskpd._importance import MEASURES, ImportanceResult, importances, strat_curves_and_importances
+from daskpd._importance_result import curve_measures
 from daskpd import DataError
 
 BETAS = (10.0, 5.0, 1.0, 0.5, 0.0)  # y strongly on x1, weakly on x3 (and x4), not at all on x5
