@@ -290,11 +290,13 @@ def strat_curves_and_importances(
 
     # passes 1 and 2
     n_sets = 1 + (n_trials if n_trials > 1 else 0)
-    run = _run(opened, n_trials=n_trials, min_samples_leaf=min_samples_leaf, min_slopes_per_x=min_slopes_per_x,
-               few_slopes=few_slopes, nan_as_level=nan_as_level, sample_size=sample_size, max_bins=max_bins,
-               tree_method=tree_method, honest=honest, random_state=random_state, pvalues=pvalues,
-               stratification=stratification, base_state=base_state, keep_state=keep_state,
-               first_pass_cache=first_pass_cache, estimators=estimators)
+    call = _Call(n_trials=n_trials, normalize=normalize, sort_by=sort_by, min_samples_leaf=min_samples_leaf,
+                 cat_min_samples_leaf=cat_min_samples_leaf, min_slopes_per_x=min_slopes_per_x, few_slopes=few_slopes,
+                 nan_as_level=nan_as_level, sample_size=sample_size, max_bins=max_bins, tree_method=tree_method,
+                 honest=honest, random_state=random_state, pvalues=pvalues, pvalues_n_trials=pvalues_n_trials,
+                 pvalues_sample_size=pvalues_sample_size, keep_suspect=keep_suspect, estimators=estimators)
+    run = _run(opened, call, stratification=stratification, base_state=base_state, keep_state=keep_state,
+               first_pass_cache=first_pass_cache)
     if run.skipped:
         left_out.update(run.skipped)
         feats = [f for f in feats if f not in run.skipped]
@@ -318,13 +320,8 @@ def strat_curves_and_importances(
         pv[measured.flags == "no_support"] = np.nan
         timings["pvalues_s"] = time.perf_counter() - t0
     table = finish_table(table, measured, sort_by, pv)
-    return _result(opened, run, table, measured.curves, kinds, trials_df, null_df, timings, target=target,
-                   feats=feats, n_trials=n_trials, normalize=normalize, sort_by=sort_by,
-                   min_samples_leaf=min_samples_leaf, cat_min_samples_leaf=cat_min_samples_leaf,
-                   min_slopes_per_x=min_slopes_per_x, few_slopes=few_slopes, nan_as_level=nan_as_level,
-                   sample_size=sample_size, max_bins=max_bins, tree_method=tree_method, honest=honest,
-                   random_state=random_state, pvalues=pvalues, pvalues_n_trials=pvalues_n_trials,
-                   pvalues_sample_size=pvalues_sample_size, keep_suspect=keep_suspect, estimators=estimators)
+    return _result(opened, call, run, table, measured.curves, kinds, trials_df, null_df, timings, target=target,
+                   feats=feats)
 
 
 @dataclass
@@ -370,49 +367,71 @@ def _open_request(data, target, features, *, stratify_on, categorical_features, 
     return _Opened(request, stratify_on, declared, feats, left_out, msl_for, skip_unusable)
 
 
-def _run(opened: _Opened, *, n_trials, min_samples_leaf, min_slopes_per_x, few_slopes, nan_as_level, sample_size,
-         max_bins, tree_method, honest, random_state, pvalues, stratification, base_state, keep_state,
-         first_pass_cache, estimators):
+@dataclass(frozen=True)
+class _Call:
+    """The parameters of a :func:`strat_curves_and_importances` call that its run and
+    its recorded ``params`` read, as given."""
+
+    n_trials: int
+    normalize: bool
+    sort_by: str
+    min_samples_leaf: object
+    cat_min_samples_leaf: object
+    min_slopes_per_x: int
+    few_slopes: str
+    nan_as_level: bool
+    sample_size: object
+    max_bins: int
+    tree_method: str
+    honest: bool
+    random_state: int
+    pvalues: bool
+    pvalues_n_trials: int
+    pvalues_sample_size: object
+    keep_suspect: bool
+    estimators: object
+
+
+def _run(opened: _Opened, call: _Call, *, stratification, base_state, keep_state, first_pass_cache):
     """Passes 1 and 2: the sample, the trees and the one scan (:func:`run_strat`)."""
-    trees = TreeOptions(min_samples_leaf=min_samples_leaf, min_samples_leaf_for=opened.msl_for,
-                        sample_size=sample_size, max_bins=max_bins, tree_method=tree_method, honest=honest,
-                        nan_as_level=nan_as_level, random_state=random_state)
+    trees = TreeOptions(min_samples_leaf=call.min_samples_leaf, min_samples_leaf_for=opened.msl_for,
+                        sample_size=call.sample_size, max_bins=call.max_bins, tree_method=call.tree_method,
+                        honest=call.honest, nan_as_level=call.nan_as_level, random_state=call.random_state)
     return run_strat(
-        opened.request, trees=trees, trials=Trials.of(n_trials),  # the table keeps no band
-        finish_options=FinishOptions(min_slopes_per_x=int(min_slopes_per_x), few_slopes=few_slopes),
+        opened.request, trees=trees, trials=Trials.of(call.n_trials),  # the table keeps no band
+        finish_options=FinishOptions(min_slopes_per_x=int(call.min_slopes_per_x), few_slopes=call.few_slopes),
         keep_state=KeepState.of(keep_state),
         reuse=Reuse(stratification=stratification, base_state=base_state, first_pass_cache=first_pass_cache),
         skip_constant=opened.feats if opened.skip_unusable else (),
-        later_stages=("p-values",) if pvalues else (), extra=extra_kinds(estimators))
+        later_stages=("p-values",) if call.pvalues else (), extra=extra_kinds(call.estimators))
 
 
-def _result(opened: _Opened, run, table, curves, kinds, trials_df, null_df, timings, *, target, feats, n_trials,
-            normalize, sort_by, min_samples_leaf, cat_min_samples_leaf, min_slopes_per_x, few_slopes,
-            nan_as_level, sample_size, max_bins, tree_method, honest, random_state, pvalues, pvalues_n_trials,
-            pvalues_sample_size, keep_suspect, estimators) -> ImportanceResult:
+def _result(opened: _Opened, call: _Call, run, table, curves, kinds, trials_df, null_df, timings, *, target,
+            feats) -> ImportanceResult:
     """The :class:`ImportanceResult`: the table, the curves, the parameters recorded and
     the extra estimators' curves."""
     request, stratify_on, left_out = opened.request, opened.stratify_on, opened.left_out
     n_rows = int(next(iter(curves.values())).n_rows)
+    c = call
     params = {"features": feats, "categorical": opened.declared, "numeric": list(request.numeric),
-              "stratify_on": None if stratify_on is None else list(stratify_on), "n_trials": n_trials,
-              "normalize": normalize, "sort_by": sort_by, "min_samples_leaf": min_samples_leaf,
-              "cat_min_samples_leaf": cat_min_samples_leaf, "min_slopes_per_x": min_slopes_per_x,
-              "few_slopes": few_slopes, "nan_as_level": nan_as_level, "sample_size": sample_size,
-              "max_bins": max_bins, "tree_method": tree_method, "honest": honest, "random_state": random_state,
-              "pvalues": pvalues, "pvalues_n_trials": pvalues_n_trials if pvalues else None,
-              "pvalues_sample_size": pvalues_sample_size if pvalues else None,
+              "stratify_on": None if stratify_on is None else list(stratify_on), "n_trials": c.n_trials,
+              "normalize": c.normalize, "sort_by": c.sort_by, "min_samples_leaf": c.min_samples_leaf,
+              "cat_min_samples_leaf": c.cat_min_samples_leaf, "min_slopes_per_x": c.min_slopes_per_x,
+              "few_slopes": c.few_slopes, "nan_as_level": c.nan_as_level, "sample_size": c.sample_size,
+              "max_bins": c.max_bins, "tree_method": c.tree_method, "honest": c.honest, "random_state": c.random_state,
+              "pvalues": c.pvalues, "pvalues_n_trials": c.pvalues_n_trials if c.pvalues else None,
+              "pvalues_sample_size": c.pvalues_sample_size if c.pvalues else None,
               "skipped_features": dict(left_out), "skipped_stratify_on": dict(run.skipped_strat),
-              "keep_suspect": keep_suspect, "target_boolean": request.target_boolean}
+              "keep_suspect": c.keep_suspect, "target_boolean": request.target_boolean}
     extra_curves = {}
     for key, r in run.results.items():
         if isinstance(key, tuple) and key[0] in feats:  # (feature, kind): an extra estimator's
             extra_curves.setdefault(estimator_named(key[1]).method, {})[key[0]] = r
-    if estimators:
-        params["estimators"] = list(estimators)
+    if c.estimators:
+        params["estimators"] = list(c.estimators)
     return ImportanceResult(table=table, curves=curves, target=target, kinds=kinds, n_rows=n_rows,
                             n_partitions=run.n_partitions, n_passes=run.n_passes, sample_rows=run.sample_rows,
-                            n_trials=n_trials, trials=trials_df, null=null_df, params=params, timings=timings,
+                            n_trials=c.n_trials, trials=trials_df, null=null_df, params=params, timings=timings,
                             stratification=run.stratification, state=run.state, new_state=run.new_state,
                             extra_curves=extra_curves)
 
