@@ -34,7 +34,7 @@ from ..results.base import atomic_path, dump_json
 from . import model_state
 from .manifest import Manifest
 from .newold import DRIFT_DIR
-from .seal import StateDamaged, seal, verify
+from .seal import StateDamaged, StateOfAnotherFormat, seal, verify
 from .spec import MODEL_FREE_METHODS, MODEL_METHODS, JobSpec
 from .store import list_runs
 
@@ -162,7 +162,8 @@ def plan(spec: JobSpec, job_dir: Path, request, stamps: list, columns=()) -> Pla
         verified = verify(sdir, f"{base}/{STATE_DIR}")
         old_files = _read_files(sdir / "files.json", base)
     except StateDamaged as exc:
-        return full(f"the state of run {base} is damaged: {exc}", base)
+        how = "cannot be read by this daskpd" if isinstance(exc, StateOfAnotherFormat) else "is damaged"
+        return full(f"the state of run {base} {how}: {exc}", base)
     verify_s = time.perf_counter() - t0
     try:
         manifest = json.loads((job_dir / base / "manifest.json").read_text())

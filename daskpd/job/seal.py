@@ -33,7 +33,7 @@ from .._errors import DataError
 from .._strat.state import FORMAT_VERSION
 from ..results.base import atomic_path, dump_json
 
-__all__ = ["SEAL_NAME", "VERSION", "DIGEST", "StateDamaged", "seal", "verify", "file_digest", "identity"]
+__all__ = ["SEAL_NAME", "VERSION", "DIGEST", "StateDamaged", "StateOfAnotherFormat", "seal", "verify", "file_digest", "identity"]
 
 #: the seal's file, inside ``state/``
 SEAL_NAME = "seal.json"
@@ -54,6 +54,11 @@ class StateDamaged(DataError):
     def __init__(self, path: str, what: str):
         self.path, self.what = path, what
         super().__init__(f"{path} {what}")
+
+
+class StateOfAnotherFormat(StateDamaged):
+    """A kept state written by a daskpd whose state format differs from this one's:
+    sound, but not readable here."""
 
 
 def file_digest(path) -> str:
@@ -139,7 +144,7 @@ def verify(sdir, name: str) -> dict:
     if got != want:
         if got.get("format") != _MAGIC:
             raise damaged(SEAL_NAME, "is not a daskpd state seal")
-        raise damaged(SEAL_NAME, f"records a state of another format (state format {got.get('version')}, scan "
+        raise StateOfAnotherFormat(f"{name}/{SEAL_NAME}", f"records a state of another format (state format {got.get('version')}, scan "
                                  f"state format {got.get('scan_state_format')}, daskpd {got.get('daskpd')}, checksum "
                                  f"{got.get('digest')}; this daskpd reads state format {VERSION}, scan state format "
                                  f"{want['scan_state_format']}, daskpd {want['daskpd']}, checksum {DIGEST})")

@@ -220,8 +220,8 @@ def test_a_state_of_another_format_gives_a_full_run_that_says_why(base, capsys, 
     reason = m["incremental"]["reason"]
     assert m["incremental"]["mode"] == "full" and m["stratification"]["refitted"] is True
     if written_by == "an older daskpd":
-        assert reason.startswith("the state of run r1 is damaged: r1/state/seal.json records a state of another "
-                                 f"format (state format {record['version']}, scan state format "
+        assert reason.startswith("the state of run r1 cannot be read by this daskpd: r1/state/seal.json records a "
+                                 f"state of another format (state format {record['version']}, scan state format "
                                  f"{FORMAT_VERSION - 1}, "), reason
     else:
         assert reason.startswith("the state of run r1 cannot be used: r1/state/sums: DataError: scan state "), reason
