@@ -482,45 +482,74 @@ def _window(uleaf, ucode, on, osy, osx, dn, dsy, dsx, xv, binned, av, weighted):
     """The old and the new segments of the windows around touched cells (dn > 0) of
     the sorted cells ``u`` (the touched cells and their old neighbours): per segment
     (start code, end code, slope, leaf, weight) -- the weight as the finish's kernel
-    gives it (``weighted``: ``min(1, x gap / anchor gap)``, else 1); ``xv`` / ``av``:
-    the cells' x values (exact features) and bin anchors (weighted), gathered."""
+    gives it (``weighted``: ``min(1, x gap / anchor gap)``; else no weights, length 0);
+    ``xv`` / ``av``: the cells' x values (exact features) and bin anchors (weighted),
+    gathered.  The segments are counted first (the arrays made to size), and a cell's
+    mean and x are worked out once (the same divisions)."""
     U = uleaf.shape[0]
-    oa = np.empty(U, np.int64)
-    ob = np.empty(U, np.int64)
-    os_ = np.empty(U)
-    ol = np.empty(U, np.int64)
-    ow = np.ones(U)
-    nw = np.ones(U)
-    na = np.empty(U, np.int64)
-    nb = np.empty(U, np.int64)
-    ns = np.empty(U)
-    nl = np.empty(U, np.int64)
+    # the counts: old segments, consecutive old-present cells with a touched cell in [u, v];
+    # new segments, consecutive present cells one of which is touched
     ko = 0
     kn = 0
-    # old segments: consecutive old-present cells with a touched cell in [u, v]
     lu = -1
     flag = False
+    ln = -1
+    for e in range(U):
+        if lu >= 0 and uleaf[e] != uleaf[lu]:
+            lu = -1
+            flag = False
+        if ln >= 0 and uleaf[e] != uleaf[ln]:
+            ln = -1
+        touched = dn[e] > 0
+        if on[e] > 0:
+            if lu >= 0 and (flag or touched):
+                ko += 1
+            lu = e
+            flag = touched
+        elif touched:
+            flag = True
+        if on[e] + dn[e] > 0:
+            if ln >= 0 and (dn[ln] > 0 or touched):
+                kn += 1
+            ln = e
+    oa = np.empty(ko, np.int64)
+    ob = np.empty(ko, np.int64)
+    os_ = np.empty(ko)
+    ol = np.empty(ko, np.int64)
+    ow = np.ones(ko if weighted else 0)
+    na = np.empty(kn, np.int64)
+    nb = np.empty(kn, np.int64)
+    ns = np.empty(kn)
+    nl = np.empty(kn, np.int64)
+    nw = np.ones(kn if weighted else 0)
+    ko = 0
+    kn = 0
+    lu = -1
+    flag = False
+    m0 = 0.0
+    x0 = 0.0
     for e in range(U):
         if lu >= 0 and uleaf[e] != uleaf[lu]:
             lu = -1
             flag = False
         touched = dn[e] > 0
         if on[e] > 0:
+            m1 = osy[e] / on[e]
+            x1 = osx[e] / on[e] if binned else xv[e]
             if lu >= 0 and (flag or touched):
-                x0 = osx[lu] / on[lu] if binned else xv[lu]
-                x1 = osx[e] / on[e] if binned else xv[e]
                 oa[ko] = ucode[lu]
                 ob[ko] = ucode[e]
-                os_[ko] = (osy[e] / on[e] - osy[lu] / on[lu]) / (x1 - x0)
+                os_[ko] = (m1 - m0) / (x1 - x0)
                 if weighted:
                     ow[ko] = min(1.0, (x1 - x0) / (av[e] - av[lu]))
                 ol[ko] = uleaf[e]
                 ko += 1
             lu = e
             flag = touched
+            m0 = m1
+            x0 = x1
         elif touched:
             flag = True
-    # new segments: consecutive present cells one of which is touched
     lu = -1
     for e in range(U):
         if lu >= 0 and uleaf[e] != uleaf[lu]:
@@ -528,25 +557,27 @@ def _window(uleaf, ucode, on, osy, osx, dn, dsy, dsx, xv, binned, av, weighted):
         n1 = on[e] + dn[e]
         if n1 <= 0:
             continue
+        m1 = (osy[e] + dsy[e]) / n1
+        x1 = (osx[e] + dsx[e]) / n1 if binned else xv[e]
         if lu >= 0 and (dn[lu] > 0 or dn[e] > 0):
-            n0 = on[lu] + dn[lu]
-            x0 = (osx[lu] + dsx[lu]) / n0 if binned else xv[lu]
-            x1 = (osx[e] + dsx[e]) / n1 if binned else xv[e]
             na[kn] = ucode[lu]
             nb[kn] = ucode[e]
-            ns[kn] = ((osy[e] + dsy[e]) / n1 - (osy[lu] + dsy[lu]) / n0) / (x1 - x0)
+            ns[kn] = (m1 - m0) / (x1 - x0)
             if weighted:
                 nw[kn] = min(1.0, (x1 - x0) / (av[e] - av[lu]))
             nl[kn] = uleaf[e]
             kn += 1
         lu = e
-    return oa[:ko], ob[:ko], os_[:ko], ol[:ko], ow[:ko], na[:kn], nb[:kn], ns[:kn], nl[:kn], nw[:kn]
+        m0 = m1
+        x0 = x1
+    return oa, ob, os_, ol, ow, na, nb, ns, nl, nw
 
 
 def _member(small: np.ndarray, big: np.ndarray) -> np.ndarray:
     """``np.isin(small, big)`` for a small first array: the big one is searched in it."""
     if not len(small) or not len(big):
         return np.zeros(len(small), bool)
+    big = big[big <= small.max()]  # (the others match none)
     order = np.argsort(small)
     s = small[order]
     i = np.minimum(np.searchsorted(s, big), len(s) - 1)
@@ -670,8 +701,15 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
             h = _seg_hash(nl, na, summary.random_state)
             # a kept segment a window took off (its start keeps its hash): replaced
             keep = ~_member(seg[0], _seg_hash(ol, oa, summary.random_state))
-            seg = _bottom_k(tuple(np.concatenate([a[keep], b]) for a, b in zip(seg, (h, na, nb, nsl))),
-                            summary.n_segments)
+            kept, new = tuple(a[keep] for a in seg), (h, na, nb, nsl)
+            k = summary.n_segments
+            if len(kept[0]) >= k:  # the new segments that can be among the k smallest hashes (distinct ones)
+                pick = np.flatnonzero(h <= np.partition(kept[0], k - 1)[k - 1])
+                few = tuple(a[pick] for a in new)
+                both = np.concatenate([kept[0], few[0]])
+                if len(np.unique(both)) == len(both):
+                    new = few
+            seg = _bottom_k(tuple(np.concatenate([a, b]) for a, b in zip(kept, new)), k)
     return NumericSummary(summary.n_segments, summary.random_state, count, starts, ends, add, sub, sum_x, cells,
                           rows, seg, units, wadd, wsub)
 
