@@ -111,24 +111,63 @@ def _add_terms(summary: CatSummary, table: Table, sign: float, feature: str, ran
         lf, c, nn, yy = leaf[m], code[m], n[m], (table.values[:, 1] * scale)[m]
         first = np.flatnonzero(np.r_[True, lf[1:] != lf[:-1]])
         sizes = np.diff(np.r_[first, len(lf)])
-        lid = np.repeat(np.arange(len(first)), sizes)
         N = np.add.reduceat(nn, first)
         Sy = np.add.reduceat(yy, first)
         multi_l = sizes >= 2
-        multi = multi_l[lid]
-        cm, nm, w = c[multi], nn[multi], (1.0 / N)[lid][multi]
         v = summary.vectors[s]
-        v[0] += sign * np.bincount(c, weights=nn, minlength=K)
-        v[1] += sign * np.bincount(c, weights=yy, minlength=K)
-        v[2] += sign * np.bincount(cm, weights=nm, minlength=K)
-        v[3] += sign * np.bincount(cm, minlength=K)
-        v[4] += sign * np.bincount(cm, weights=yy[multi] - nm * (Sy / N)[lid][multi], minlength=K)
-        v[5] += sign * np.bincount(cm, weights=nm * nm * w, minlength=K)
-        summary.scalars[s] += sign * np.array([nn[~multi].sum(), len(first), multi_l.sum()], dtype=np.float64)
+        single = _cat_terms(v, c, nn, yy, first, N, Sy, multi_l, sign, K)
+        summary.scalars[s] += sign * np.array([single.sum(), len(first), multi_l.sum()], dtype=np.float64)
+        starts, cm, nm, w = _multi_cells(c, nn, first, N, multi_l)
         if len(cm):
-            lm = lid[multi]
-            starts = np.flatnonzero(np.r_[True, lm[1:] != lm[:-1]]).astype(np.int64)
             scatter_upper(summary.gram[s], cm, nm, sign * w, starts, TILE)
+
+
+@numba.njit(cache=True, nogil=True)
+def _cat_terms(v, c, nn, yy, first, N, Sy, multi_l, sign, K):
+    """``v[j] += sign * bincount(...)`` of the six vectors (:data:`VECTORS`) over the cells
+    (leaf ``l``'s from ``first[l]``; ``multi_l``: the leaves of >= 2 categories), each
+    position's terms added in the cells' order as bincount adds them; the rows of the
+    single-category leaves' cells returned (in order, to be summed as numpy sums)."""
+    acc = np.zeros((6, K))
+    L = first.shape[0]
+    n_single = 0
+    for q in range(L):
+        if not multi_l[q]:
+            n_single += (first[q + 1] if q + 1 < L else c.shape[0]) - first[q]
+    single = np.empty(n_single)
+    k = 0
+    for q in range(L):
+        a, b = first[q], (first[q + 1] if q + 1 < L else c.shape[0])
+        w = 1.0 / N[q]
+        mean = Sy[q] / N[q]
+        for i in range(a, b):
+            ci = c[i]
+            acc[0, ci] += nn[i]
+            acc[1, ci] += yy[i]
+            if multi_l[q]:
+                acc[2, ci] += nn[i]
+                acc[3, ci] += 1.0
+                acc[4, ci] += yy[i] - nn[i] * mean
+                acc[5, ci] += nn[i] * nn[i] * w
+            else:
+                single[k] = nn[i]
+                k += 1
+    for j in range(6):
+        for ci in range(K):
+            v[j, ci] += sign * acc[j, ci]
+    return single
+
+
+def _multi_cells(c, nn, first, N, multi_l):
+    """The cells of the leaves of >= 2 categories: the first cell of each such leaf
+    among them, their codes, rows and ``1 / N`` of their leaf."""
+    sizes = np.diff(np.r_[first, len(c)])
+    lid = np.repeat(np.arange(len(first)), sizes)
+    multi = multi_l[lid]
+    cm, nm, w = c[multi], nn[multi], (1.0 / N)[lid][multi]
+    lm = lid[multi]
+    starts = np.flatnonzero(np.r_[True, lm[1:] != lm[:-1]]).astype(np.int64) if len(lm) else np.zeros(0, np.int64)
+    return starts, cm, nm, w
 
 
 def cat_summary(table: Table, K: int, n_sets: int, feature: str, random_state: int) -> CatSummary:
@@ -199,7 +238,8 @@ def apply_cat_delta(summary: CatSummary, runs: list, delta: Table, feature: str,
     summary = CatSummary(summary.vectors.copy(), summary.scalars.copy(), summary.gram.copy())
     if not len(delta):
         return summary
-    leaves = np.unique(np.asarray(delta.leaf, np.int64))
+    leaves = np.asarray(delta.leaf, np.int64)
+    leaves = leaves[np.r_[True, leaves[1:] != leaves[:-1]]]  # distinct (a grouped table: in order)
     old = _old_cells(runs, leaves, delta.values.shape[1])
     if old:
         before = old[0] if len(old) == 1 else reduce_tables(old, summary.K)

@@ -68,8 +68,9 @@ class StratPDEstimator(NumericPositions):
                 (summary.units is not None or n_sets == 1) and
                 (summary.wadd is not None) == (bin_anchors(fs.coder) is not None)):
             return None
-        summary = summary.recode(d.kmap(), fs.coder.n_keys)
-        summary = apply_delta(summary, d.old_views(), d.new_table(), fs, n_sets)
+        kmap = d.kmap()
+        summary = summary.recode(kmap, fs.coder.n_keys)  # (a copy when the vocabulary grew: updated in place)
+        summary = apply_delta(summary, d.old_views(), d.new_table(), fs, n_sets, overwrite=kmap is not None)
         return summary, self.final(d.scan, d.index, summary_bucket(summary, d.counters, fs.feature)), "delta"
 
     def merged_summary(self, fs, table, n_sets, random_state, n_segments):
