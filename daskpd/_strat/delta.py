@@ -16,7 +16,7 @@ cells of its leaf in the old sums -- are looked up (binary search in the sorted 
 the old state, which may be memory-mapped: only the pages of those cells are read), the
 window's old segments are taken off the aggregates and its new segments (old + new
 sums) are put on (:func:`apply_delta`), in every trial with their leaf's weight.  The curve is then the same sweep and integral
-(:func:`daskpd._strat.numeric.curve_from_sums`, given the summary as one bucket).  The
+(:func:`daskpd._strat.numeric_curve.curve_from_sums`, given the summary as one bucket).  The
 result equals a full finish of the merged sums up to rounding (float sums added in
 another order).  The segment sample (a display sample, set 0's segments with the k
 smallest hashes of (leaf, start code)) is the same too, except after an exact feature's
