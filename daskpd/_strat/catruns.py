@@ -32,10 +32,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .categorical_system import cg_sets
 from .categorical_gram import CHUNK_LEAVES, LeafSums, solve_gram
 from .categorical_solve import Effects, forest_link, ground, number_groups, uf_flatten
-from .delta import RunView
+from .categorical_system import cg_sets
+from .delta_lookup import RunView
 from .leafboot import weights_of_leaves
 
 __all__ = ["RunsBlock", "runs_block", "effects_of_runs"]

@@ -35,11 +35,12 @@ from .._engine.hashing import keyed_hash
 from .._engine.sums import Table
 from .._engine.tree_fold import TreeNodes
 from .bandunits import fold_terms, leaf_terms
+from .delta_lookup import add_diff, gather_exact, is_sorted, member, merge_cells, neighbours, run_ranks, window_segments
 from .leafboot import weights_of_leaves
 from .numeric import BucketSums, bin_anchors, bucket_sums, fold_slope_sums
 from .virtual import N_VIRTUAL
 
-__all__ = ["NumericSummary", "RunView", "numeric_summary", "summary_from_buckets", "apply_delta", "summary_bucket",
+__all__ = ["NumericSummary", "numeric_summary", "summary_from_buckets", "apply_delta", "summary_bucket",
            "leaf_stats", "bucket_leaf_stats", "gather_leaf_stats"]
 
 
@@ -275,319 +276,6 @@ def summary_bucket(summary: NumericSummary, counters, feature: str) -> BucketSum
                       weighted)
 
 
-# ---------------------------------------------------------------------------------
-# the old sums, looked up
-
-
-@dataclass
-class RunView:
-    """One sorted run of old (leaf, code) sums, arrays possibly memory-mapped: ``leaf``,
-    ``key`` (the run's own codes), ``kmap`` (run code -> current code, increasing) and
-    ``column(j)`` (statistic ``j`` of every cell: a view, not a copy)."""
-
-    leaf: np.ndarray
-    key: np.ndarray
-    kmap: np.ndarray
-    column: object  # callable j -> 1-D array
-
-    def __len__(self) -> int:
-        return len(self.leaf)
-
-
-@numba.njit(cache=True, nogil=True)
-def _ranks(kmap, P):
-    """Per current code ``c < P``: ``2 r + h``, ``r`` the count of the run's codes whose
-    current code is below ``c`` (``kmap`` increasing: the run code a query of code ``c``
-    is compared with) and ``h`` 1 when one of them is ``c`` (the run may hold the cell)."""
-    out = np.empty(P, np.int64)
-    n = kmap.shape[0]
-    j = 0
-    for c in range(P):
-        while j < n and kmap[j] < c:
-            j += 1
-        out[c] = 2 * j + (1 if j < n and kmap[j] == c else 0)
-    return out
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _rank(ranks, n, c):
-    """:func:`_ranks`'s value of code ``c`` (``ranks`` empty: the identity map of ``n`` codes)."""
-    if ranks.shape[0]:
-        return ranks[c]
-    return 2 * min(c, n) + (1 if c < n else 0)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _before(oleaf, okey, i, a, r):
-    """Whether cell ``i`` of the run comes before (leaf ``a``, run code rank ``r``)."""
-    lm = np.int64(oleaf[i])
-    return lm < a or (lm == a and np.int64(okey[i]) < r)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _seek(oleaf, okey, lo, a, r):
-    """The first cell at or after (leaf ``a``, rank ``r``), at or after cell ``lo``: by
-    doubling steps from ``lo`` then halving them."""
-    m = oleaf.shape[0]
-    if lo < m and _before(oleaf, okey, lo, a, r):
-        step = 1
-        while lo + step < m and _before(oleaf, okey, lo + step, a, r):
-            lo += step
-            step *= 2
-        hi = min(lo + step, m)  # cell lo comes before the query; cell hi does not (or is the end)
-        lo += 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if _before(oleaf, okey, mid, a, r):
-                lo = mid + 1
-            else:
-                hi = mid
-    return lo
-
-
-@numba.njit(cache=True, nogil=True)
-def _lower_bound(oleaf, okey, ranks, nk, ql, qk):
-    """Per query (leaf, current code): the first cell of the run at or after it, and
-    the query's rank (:func:`_ranks`; ``ranks`` empty: the run's ``nk`` codes are the
-    current ones).  A query's code is compared with the run's own codes through its
-    rank (one look-up a query, none a step).  Queries in order (a grouped table's cells)
-    are searched from the previous query's answer, by doubling steps then halving them:
-    the pages of the run are read in order, and a dense batch of queries costs about one
-    pass over the run instead of a search from the whole range each (a query out of
-    order starts from the beginning again)."""
-    q = ql.shape[0]
-    out = np.empty(q, np.int64)
-    rks = np.empty(q, np.int64)
-    start = 0
-    pa, pr = np.int64(-1), np.int64(-1)
-    for t in range(q):
-        a = np.int64(ql[t])
-        rk = _rank(ranks, nk, np.int64(qk[t]))
-        r = rk >> 1
-        if a < pa or (a == pa and r < pr):
-            start = 0
-        pa, pr = a, r
-        start = _seek(oleaf, okey, start, a, r)
-        out[t] = start
-        rks[t] = rk
-    return out, rks
-
-
-@numba.njit(cache=True, nogil=True)
-def _neighbours(oleaf, okey, ranks, nk, kmap, n, ql, qk):
-    """Per query: the code of the previous and of the next present cell (n > 0) of its
-    leaf in the run (-1: none)."""
-    m = oleaf.shape[0]
-    q = ql.shape[0]
-    prev = np.full(q, -1, np.int64)
-    nxt = np.full(q, -1, np.int64)
-    pos, rks = _lower_bound(oleaf, okey, ranks, nk, ql, qk)
-    for t in range(q):
-        i = pos[t]
-        a = np.int64(ql[t])
-        j = i - 1
-        while j >= 0 and np.int64(oleaf[j]) == a and n[j] <= 0:
-            j -= 1
-        if j >= 0 and np.int64(oleaf[j]) == a:
-            prev[t] = kmap[np.int64(okey[j])]
-        j = i
-        if j < m and np.int64(oleaf[j]) == a and (rks[t] & 1) and np.int64(okey[j]) == rks[t] >> 1:
-            j += 1
-        while j < m and np.int64(oleaf[j]) == a and n[j] <= 0:
-            j += 1
-        if j < m and np.int64(oleaf[j]) == a:
-            nxt[t] = kmap[np.int64(okey[j])]
-    return prev, nxt
-
-
-@numba.njit(cache=True, nogil=True)
-def _gather_exact(oleaf, okey, ranks, nk, ncol, ycol, xcol, binned, ql, qk, on, osy, osx):
-    """The old sums of the query cells (in order) that the run holds, added to ``on``,
-    ``osy`` (and ``osx``, binned): the lookup and the gathers in one pass."""
-    pos, rks = _lower_bound(oleaf, okey, ranks, nk, ql, qk)
-    m = oleaf.shape[0]
-    for t in range(ql.shape[0]):
-        i = pos[t]
-        if i < m and np.int64(oleaf[i]) == ql[t] and (rks[t] & 1) and np.int64(okey[i]) == rks[t] >> 1:
-            on[t] += ncol[i]
-            osy[t] += ycol[i]
-            if binned:
-                osx[t] += xcol[i]
-
-
-@numba.njit(cache=True, nogil=True)
-def _merge_cells(q, a, b):
-    """The distinct values of three sorted arrays (``np.unique`` of their concatenation,
-    by merging) and the index of each ``q`` value among them."""
-    nq, na, nb = q.shape[0], a.shape[0], b.shape[0]
-    out = np.empty(nq + na + nb, np.int64)
-    iq = np.empty(nq, np.int64)
-    i = j = k = 0
-    u = 0
-    big = np.iinfo(np.int64).max
-    while i < nq or j < na or k < nb:
-        v = q[i] if i < nq else big
-        if j < na and a[j] < v:
-            v = a[j]
-        if k < nb and b[k] < v:
-            v = b[k]
-        if u == 0 or out[u - 1] != v:
-            out[u] = v
-            u += 1
-        while i < nq and q[i] == v:
-            iq[i] = u - 1
-            i += 1
-        while j < na and a[j] == v:
-            j += 1
-        while k < nb and b[k] == v:
-            k += 1
-    return out[:u], iq
-
-
-def _is_sorted(a: np.ndarray) -> bool:
-    return len(a) < 2 or bool(np.all(a[1:] >= a[:-1]))
-
-
-@numba.njit(cache=True, nogil=True)
-def _add_diff(out, ia, wa, va, ib, wb, vb, acc_a, acc_b):
-    """``out[s] += bincount(ia, wa[:, s] * va) - bincount(ib, wb[:, s] * vb)`` (length
-    of ``out``'s rows) per set ``s``, bit for bit, touching only the positions indexed:
-    each position's terms added in order into the scratch arrays ``acc_a`` / ``acc_b``
-    (zero, and left zero).  ``wa`` / ``wb`` of one column of zero rows: weights 1; ``va``
-    / ``vb`` of length 0: no factor; ``ib`` of length 0: nothing taken off."""
-    S = out.shape[0]
-    for s in range(S):
-        for i in range(ia.shape[0]):
-            w = wa[i, s] if wa.shape[0] else 1.0
-            acc_a[ia[i]] += w * va[i] if va.shape[0] else w
-        for i in range(ib.shape[0]):
-            w = wb[i, s] if wb.shape[0] else 1.0
-            acc_b[ib[i]] += w * vb[i] if vb.shape[0] else w
-        for i in range(ia.shape[0]):
-            p = ia[i]
-            if acc_a[p] != 0.0 or acc_b[p] != 0.0:
-                out[s, p] += acc_a[p] - acc_b[p]
-                acc_a[p] = 0.0
-                acc_b[p] = 0.0
-        for i in range(ib.shape[0]):
-            p = ib[i]
-            if acc_a[p] != 0.0 or acc_b[p] != 0.0:
-                out[s, p] += acc_a[p] - acc_b[p]
-                acc_a[p] = 0.0
-                acc_b[p] = 0.0
-
-
-@numba.njit(cache=True, nogil=True)
-def _window(uleaf, ucode, on, osy, osx, dn, dsy, dsx, xv, binned, av, weighted):
-    """The old and the new segments of the windows around touched cells (dn > 0) of
-    the sorted cells ``u`` (the touched cells and their old neighbours): per segment
-    (start code, end code, slope, leaf, weight) -- the weight as the finish's kernel
-    gives it (``weighted``: ``min(1, x gap / anchor gap)``; else no weights, length 0);
-    ``xv`` / ``av``: the cells' x values (exact features) and bin anchors (weighted),
-    gathered.  The segments are counted first (the arrays made to size), and a cell's
-    mean and x are worked out once (the same divisions)."""
-    U = uleaf.shape[0]
-    # the counts: old segments, consecutive old-present cells with a touched cell in [u, v];
-    # new segments, consecutive present cells one of which is touched
-    ko = 0
-    kn = 0
-    lu = -1
-    flag = False
-    ln = -1
-    for e in range(U):
-        if lu >= 0 and uleaf[e] != uleaf[lu]:
-            lu = -1
-            flag = False
-        if ln >= 0 and uleaf[e] != uleaf[ln]:
-            ln = -1
-        touched = dn[e] > 0
-        if on[e] > 0:
-            if lu >= 0 and (flag or touched):
-                ko += 1
-            lu = e
-            flag = touched
-        elif touched:
-            flag = True
-        if on[e] + dn[e] > 0:
-            if ln >= 0 and (dn[ln] > 0 or touched):
-                kn += 1
-            ln = e
-    oa = np.empty(ko, np.int64)
-    ob = np.empty(ko, np.int64)
-    os_ = np.empty(ko)
-    ol = np.empty(ko, np.int64)
-    ow = np.ones(ko if weighted else 0)
-    na = np.empty(kn, np.int64)
-    nb = np.empty(kn, np.int64)
-    ns = np.empty(kn)
-    nl = np.empty(kn, np.int64)
-    nw = np.ones(kn if weighted else 0)
-    ko = 0
-    kn = 0
-    lu = -1
-    flag = False
-    m0 = 0.0
-    x0 = 0.0
-    for e in range(U):
-        if lu >= 0 and uleaf[e] != uleaf[lu]:
-            lu = -1
-            flag = False
-        touched = dn[e] > 0
-        if on[e] > 0:
-            m1 = osy[e] / on[e]
-            x1 = osx[e] / on[e] if binned else xv[e]
-            if lu >= 0 and (flag or touched):
-                oa[ko] = ucode[lu]
-                ob[ko] = ucode[e]
-                os_[ko] = (m1 - m0) / (x1 - x0)
-                if weighted:
-                    ow[ko] = min(1.0, (x1 - x0) / (av[e] - av[lu]))
-                ol[ko] = uleaf[e]
-                ko += 1
-            lu = e
-            flag = touched
-            m0 = m1
-            x0 = x1
-        elif touched:
-            flag = True
-    lu = -1
-    for e in range(U):
-        if lu >= 0 and uleaf[e] != uleaf[lu]:
-            lu = -1
-        n1 = on[e] + dn[e]
-        if n1 <= 0:
-            continue
-        m1 = (osy[e] + dsy[e]) / n1
-        x1 = (osx[e] + dsx[e]) / n1 if binned else xv[e]
-        if lu >= 0 and (dn[lu] > 0 or dn[e] > 0):
-            na[kn] = ucode[lu]
-            nb[kn] = ucode[e]
-            ns[kn] = (m1 - m0) / (x1 - x0)
-            if weighted:
-                nw[kn] = min(1.0, (x1 - x0) / (av[e] - av[lu]))
-            nl[kn] = uleaf[e]
-            kn += 1
-        lu = e
-        m0 = m1
-        x0 = x1
-    return oa, ob, os_, ol, ow, na, nb, ns, nl, nw
-
-
-def _member(small: np.ndarray, big: np.ndarray) -> np.ndarray:
-    """``np.isin(small, big)`` for a small first array: the big one is searched in it."""
-    if not len(small) or not len(big):
-        return np.zeros(len(small), bool)
-    big = big[big <= small.max()]  # (the others match none)
-    order = np.argsort(small)
-    s = small[order]
-    i = np.minimum(np.searchsorted(s, big), len(s) - 1)
-    hit = np.zeros(len(s), bool)
-    hit[i[s[i] == big]] = True
-    out = np.empty(len(small), bool)
-    out[order] = hit
-    return out
-
-
 def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: int, *,
                 overwrite: bool = False) -> NumericSummary:
     """The summary of the old sums (``runs``: :class:`RunView` s, current codes through
@@ -627,7 +315,7 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
         if id(r.kmap) not in ranks:
             nk = len(r.kmap)
             ident = nk == 0 or (int(r.kmap[0]) == 0 and int(r.kmap[nk - 1]) == nk - 1)
-            ranks[id(r.kmap)] = (r.kmap, np.zeros(0, np.int64) if ident else _ranks(r.kmap, P), nk)
+            ranks[id(r.kmap)] = (r.kmap, np.zeros(0, np.int64) if ident else run_ranks(r.kmap, P), nk)
         spans.append((r, int(r.leaf[0]), int(r.leaf[len(r) - 1]), *ranks[id(r.kmap)][1:]))
     if len(t):
         ql, qk = dleaf[t], dkey[t]
@@ -637,15 +325,15 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
             ta, tb = int(np.searchsorted(ql, lo, "left")), int(np.searchsorted(ql, hi, "right"))
             if tb <= ta:
                 continue
-            pa, pb = _neighbours(r.leaf, r.key, rk, nk, r.kmap, r.column(0), ql[ta:tb], qk[ta:tb])
+            pa, pb = neighbours(r.leaf, r.key, rk, nk, r.kmap, r.column(0), ql[ta:tb], qk[ta:tb])
             prev[ta:tb] = np.maximum(prev[ta:tb], pa)
             nxt[ta:tb] = np.minimum(nxt[ta:tb], np.where(pb < 0, np.iinfo(np.int64).max, pb))
         # the window cells: touched cells and their neighbours, as leaf * P + code, distinct
         # and in order (the three lists are each in order for a grouped delta: merged)
         has_p, has_n = prev >= 0, nxt < np.iinfo(np.int64).max
         qc, pc, nc = ql * P + qk, ql[has_p] * P + prev[has_p], ql[has_n] * P + nxt[has_n]
-        if _is_sorted(qc) and _is_sorted(pc) and _is_sorted(nc):
-            ck, di = _merge_cells(qc, pc, nc)
+        if is_sorted(qc) and is_sorted(pc) and is_sorted(nc):
+            ck, di = merge_cells(qc, pc, nc)
         else:
             ck = np.sort(np.concatenate([qc, pc, nc]))
             ck = ck[np.concatenate([[True], ck[1:] != ck[:-1]])]  # distinct (np.unique hashes: slower here)
@@ -657,14 +345,14 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
             ua, ub = np.searchsorted(ul, [lo, hi + 1])
             if ub > ua:
                 ycol = r.column(1)
-                _gather_exact(r.leaf, r.key, rk, nk, r.column(0), ycol, r.column(2) if binned else ycol, binned,
+                gather_exact(r.leaf, r.key, rk, nk, r.column(0), ycol, r.column(2) if binned else ycol, binned,
                               ul[ua:ub], uc[ua:ub], on[ua:ub], osy[ua:ub], osx[ua:ub])
         dn, dsy, dsx = np.zeros(U), np.zeros(U), np.zeros(U)
         dn[di] = dn_all[t]
         dsy[di] = delta.values[t, 1]
         if binned:
             dsx[di] = delta.values[t, 2]
-        oa, ob, osl, ol, ow, na, nb, nsl, nl, nw = _window(ul, uc, on, osy, osx, dn, dsy, dsx,
+        oa, ob, osl, ol, ow, na, nb, nsl, nl, nw = window_segments(ul, uc, on, osy, osx, dn, dsy, dsx,
                                                            xv if binned else xv[uc], binned,
                                                            anchors[uc] if weighted else np.zeros(1), weighted)
         # what the sums add (the kernel's w * slope) and the display sample's slopes
@@ -681,26 +369,26 @@ def apply_delta(summary: NumericSummary, runs: list, delta: Table, fs, n_sets: i
             wq = wo = wn = np.ones((0, 1))
         acc_a, acc_b = np.zeros(P), np.zeros(P)  # scratch (pages touched only where written)
         no_i, no_v = np.zeros(0, np.int64), np.zeros(0)
-        _add_diff(count, qk, wq, np.asarray(dn_all[t], np.float64), no_i, wq, no_v, acc_a, acc_b)
-        _add_diff(starts, na, wn, no_v, oa, wo, no_v, acc_a, acc_b)
-        _add_diff(ends, nb, wn, no_v, ob, wo, no_v, acc_a, acc_b)
-        _add_diff(add, na, wn, nsum, oa, wo, osum, acc_a, acc_b)
-        _add_diff(sub, nb, wn, nsum, ob, wo, osum, acc_a, acc_b)
+        add_diff(count, qk, wq, np.asarray(dn_all[t], np.float64), no_i, wq, no_v, acc_a, acc_b)
+        add_diff(starts, na, wn, no_v, oa, wo, no_v, acc_a, acc_b)
+        add_diff(ends, nb, wn, no_v, ob, wo, no_v, acc_a, acc_b)
+        add_diff(add, na, wn, nsum, oa, wo, osum, acc_a, acc_b)
+        add_diff(sub, nb, wn, nsum, ob, wo, osum, acc_a, acc_b)
         if weighted:
-            _add_diff(wadd, na, wn, nw, oa, wo, ow, acc_a, acc_b)
-            _add_diff(wsub, nb, wn, nw, ob, wo, ow, acc_a, acc_b)
+            add_diff(wadd, na, wn, nw, oa, wo, ow, acc_a, acc_b)
+            add_diff(wsub, nb, wn, nw, ob, wo, ow, acc_a, acc_b)
         L = cells.shape[0]
         cells += np.bincount(ul[(dn > 0) & (on <= 0)], minlength=L)
         rows += np.bincount(ql, weights=dn_all[t], minlength=L)
         if binned:
-            _add_diff(sum_x[None, :], qk, wq[:0], np.asarray(delta.values[t, 2], np.float64), no_i, wq, no_v,
+            add_diff(sum_x[None, :], qk, wq[:0], np.asarray(delta.values[t, 2], np.float64), no_i, wq, no_v,
                       acc_a, acc_b)
         if units is not None:  # the touched leaves' terms, old and new (each a function of its whole leaf)
             units += _touched_terms(runs, dleaf[t], dkey[t], dn_all[t], P)
         if summary.n_segments > 0 and len(na):
             h = _seg_hash(nl, na, summary.random_state)
             # a kept segment a window took off (its start keeps its hash): replaced
-            keep = ~_member(seg[0], _seg_hash(ol, oa, summary.random_state))
+            keep = ~member(seg[0], _seg_hash(ol, oa, summary.random_state))
             kept, new = tuple(a[keep] for a in seg), (h, na, nb, nsl)
             k = summary.n_segments
             if len(kept[0]) >= k:  # the new segments that can be among the k smallest hashes (distinct ones)

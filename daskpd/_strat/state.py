@@ -44,7 +44,7 @@ from .._data.encode import KeyCoder
 from .._engine.sums import Table, reduce_tables
 from .._errors import DataError
 from ..results.base import atomic_path, dump_json
-from .delta import RunView
+from .delta_lookup import RunView
 from .estimator import DeltaInputs
 from .estimators import entry_key, estimator_named, feature_of
 from .options import FinishOptions

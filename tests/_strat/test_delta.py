@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from test_state import FEATURES, _frame
 
 import daskpd
 from daskpd import ScanState
@@ -16,11 +17,9 @@ from daskpd._engine.sums import Table
 from daskpd._strat import categorical_system as system_mod
 from daskpd._strat import catstratpd_estimator as cat_estimator_mod
 from daskpd._strat import state as state_mod
-from daskpd._strat.catruns import effects_of_runs, runs_block
 from daskpd._strat.categorical_solve import solve_table
-from daskpd._strat.delta import RunView
-
-from test_state import FEATURES, _frame
+from daskpd._strat.catruns import effects_of_runs, runs_block
+from daskpd._strat.delta_lookup import RunView
 
 RTOL = 1e-12
 
