@@ -181,7 +181,7 @@ def _side(st: FeatureState, to_union: np.ndarray, mapping: np.ndarray, xval, tar
                 if width == 3:
                     cols.append(np.asarray(v.column(2)[a:b], dtype="float64")[at] if st.coder.binned else n * x_of[k])
                 parts.append(_reduce(leaf, code[k], np.column_stack(cols), K))
-                _give_back(v, width)
+                _give_back(v, width if st.coder.binned else 2)
     parts = [p for p in parts if len(p)]
     if not parts:
         return Table.empty(width), rows
@@ -191,11 +191,11 @@ def _side(st: FeatureState, to_union: np.ndarray, mapping: np.ndarray, xval, tar
                    np.concatenate([p.values for p in parts]), K), rows
 
 
-def _give_back(v, width: int) -> None:
+def _give_back(v, n_columns: int) -> None:
     """Drop the pages of a saved run's memory-mapped files from this process (they stay
     in the file, read again when touched): a worker's resident memory, which its nanny
     watches, holds the chunk read, not every page of the files read so far."""
-    for a in (v.leaf, v.key, *(v.column(j) for j in range(width))):
+    for a in (v.leaf, v.key, *(v.column(j) for j in range(n_columns))):
         while isinstance(a, np.ndarray) and not isinstance(a, np.memmap):
             a = a.base
         mm = getattr(a, "_mmap", None)

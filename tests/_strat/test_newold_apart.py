@@ -218,7 +218,7 @@ def _pair_in_full(apart, new_counters, b, ns, whole):
 
 
 @pytest.mark.parametrize("chunk", [1 << 21, 37])
-def test_the_old_sums_kept_on_the_new_cells_while_read_are_the_same_bits(states, tmp_path, monkeypatch, chunk):
+def test_the_old_sums_kept_on_the_new_cells_while_read_are_the_same_bits(tmp_path, monkeypatch, chunk):
     """The old rows' sums are read a chunk at a time and only the new rows' cells kept
     (a saved run's pages given back after each chunk): the sides are, bit for bit, those
     of every old cell put on the comparison's codes and the shared cells kept after --
@@ -226,11 +226,18 @@ def test_the_old_sums_kept_on_the_new_cells_while_read_are_the_same_bits(states,
     from daskpd._strat import apart
     from daskpd._strat.state import ScanState
 
-    strat, old, new, whole = states
+    def with_x3(seed, n):  # no effect; 30 exact values, merged into at most 12 positions (x carried as a sum)
+        return frame(seed, n).assign(x3=np.random.default_rng(seed + 10).integers(0, 30, n).astype(float))
+
+    first = daskpd.strat_curves_and_importances(with_x3(0, 8000), keep_state=True, **KW)
+    strat, old = first.stratification, first.state
+    got = daskpd.strat_curves_and_importances(with_x3(1, 1500), stratification=strat, base_state=old,
+                                              keep_state=True, **KW)
+    new, whole = got.new_state, got.state
     saved = ScanState.load(old.save(tmp_path / "old"))
     monkeypatch.setattr(apart, "CHUNK_CELLS", chunk)
     for base, is_whole in ((saved, False), (old, False), (whole, True)):
-        for f in METHODS:
+        for f in new.features:
             a = new.features[f]
             ns = apart.new_side(a, base.features[f], new.dtypes.get(f), strat.scan_of(f).estimator)
             got_new, got_old, rows = apart.pair_sides(a.counters, base.features[f], ns, is_whole)
