@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import mmap
 from dataclasses import dataclass, replace
 
 import numba
@@ -148,31 +149,58 @@ def _reduce_sorted(leaf, key, vals):
     return ol[:u + 1].copy(), ok[:u + 1].copy(), out[:u + 1].copy()
 
 
-def _side(st: FeatureState, to_union: np.ndarray, mapping: np.ndarray, xval, target: KeyCoder) -> Table:
-    """A feature's sums in the comparison's codes: every run of the state read once,
-    ``CHUNK_CELLS`` cells at a time (memory-mapped runs stay on disk)."""
+def _side(st: FeatureState, to_union: np.ndarray, mapping: np.ndarray, xval, target: KeyCoder,
+          only: np.ndarray | None = None) -> tuple[Table, float]:
+    """A feature's sums in the comparison's codes and its rows (the sum of its counts):
+    every run of the state read once, ``CHUNK_CELLS`` cells at a time; ``only`` (sorted
+    cells, ``leaf * n_keys + code``): the cells kept, the others only counted.  A saved
+    run's files stay on disk: memory-mapped, their pages given back after each chunk
+    (:func:`_give_back`), so that the memory this takes follows the chunk and the cells
+    kept, not the state's size."""
     code = mapping[to_union]  # state code -> comparison code
     x_of = None if xval is None or not target.binned else xval[to_union]
     width = 3 if target.binned else 2
-    parts = []
+    K = target.n_keys
+    parts, rows = [], 0.0
     for run in st.runs:
         for v in run.views(st.coder):
             for a in range(0, len(v), CHUNK_CELLS):
                 b = min(len(v), a + CHUNK_CELLS)
+                leaf = np.asarray(v.leaf[a:b], np.int64)
                 k = v.kmap[np.asarray(v.key[a:b], np.int64)]
                 n = np.asarray(v.column(0)[a:b], dtype="float64")
-                cols = [n, np.asarray(v.column(1)[a:b], dtype="float64")]
+                rows += float(n.sum())  # whole numbers: exact in any order
+                at = slice(None)
+                if only is not None:
+                    comb = leaf * K + code[k]
+                    i = np.minimum(np.searchsorted(only, comb), max(len(only) - 1, 0))
+                    at = np.flatnonzero(only[i] == comb) if len(only) else np.zeros(0, np.int64)
+                    del comb, i
+                    leaf, k, n = leaf[at], k[at], n[at]
+                cols = [n, np.asarray(v.column(1)[a:b], dtype="float64")[at]]
                 if width == 3:
-                    cols.append(np.asarray(v.column(2)[a:b], dtype="float64") if st.coder.binned else n * x_of[k])
-                parts.append(_reduce(np.asarray(v.leaf[a:b], np.int64), code[k], np.column_stack(cols),
-                                     target.n_keys))
+                    cols.append(np.asarray(v.column(2)[a:b], dtype="float64")[at] if st.coder.binned else n * x_of[k])
+                parts.append(_reduce(leaf, code[k], np.column_stack(cols), K))
+                _give_back(v, width if st.coder.binned else 2)
     parts = [p for p in parts if len(p)]
     if not parts:
-        return Table.empty(width)
+        return Table.empty(width), rows
     if len(parts) == 1:
-        return parts[0]
+        return parts[0], rows
     return _reduce(np.concatenate([p.leaf for p in parts]), np.concatenate([p.key for p in parts]),
-                   np.concatenate([p.values for p in parts]), target.n_keys)
+                   np.concatenate([p.values for p in parts]), K), rows
+
+
+def _give_back(v, n_columns: int) -> None:
+    """Drop the pages of a saved run's memory-mapped files from this process (they stay
+    in the file, read again when touched): a worker's resident memory, which its nanny
+    watches, holds the chunk read, not every page of the files read so far."""
+    for a in (v.leaf, v.key, *(v.column(j) for j in range(n_columns))):
+        while isinstance(a, np.ndarray) and not isinstance(a, np.memmap):
+            a = a.base
+        mm = getattr(a, "_mmap", None)
+        if mm is not None and not mm.closed and hasattr(mmap, "MADV_DONTNEED"):
+            mm.madvise(mmap.MADV_DONTNEED)
 
 
 def _cells(t: Table, n_keys: int) -> np.ndarray:
@@ -211,10 +239,10 @@ def new_side(a: FeatureState, b: FeatureState, dtype, estimator: ModelFreeEstima
     new rows' sums on them."""
     union = union_coder(b.coder, a.coder, dtype)
     ua = _to_union(a, union)
-    fine = _side(a, ua, np.arange(union.n_keys, dtype=np.int64), None, union)
+    fine, _ = _side(a, ua, np.arange(union.n_keys, dtype=np.int64), None, union)
     counts = np.bincount(fine.key, weights=fine.values[:, 0], minlength=union.n_keys)
     target, mapping, xval = estimator.comparison_positions(union, counts, max_positions)
-    return NewSide(union, target, mapping, xval, _side(a, ua, mapping, xval, target))
+    return NewSide(union, target, mapping, xval, _side(a, ua, mapping, xval, target)[0])
 
 
 def pair_sides(new_counters, b: FeatureState, ns: NewSide, whole: bool) -> tuple:
@@ -222,19 +250,22 @@ def pair_sides(new_counters, b: FeatureState, ns: NewSide, whole: bool) -> tuple
     (new_kept, new_all, old_kept, old_all))`` on the cells both hold; ``b`` the old rows'
     sums, or all the rows' (``whole``: the new rows' taken off), read once."""
     target, mapping, xval, tn = ns.target, ns.mapping, ns.xval, ns.table
-    tb = _side(b, _to_union(b, ns.union), mapping, xval, target)
     K = target.n_keys
-    cn, cb = _cells(tn, K), _cells(tb, K)
+    cn = _cells(tn, K)
+    # the old rows' sums on the new rows' cells only (the others are counted): the memory
+    # this takes follows the new rows, not the old ones
+    tb, rows_b = _side(b, _to_union(b, ns.union), mapping, xval, target, only=np.unique(cn))
+    cb = _cells(tb, K)
     both, i_n, i_b = np.intersect1d(cn, cb, assume_unique=True, return_indices=True)
     if whole:  # old = whole - new, on the new rows' cells (the others are the old rows' alone)
         vals = tb.values[i_b] - tn.values[i_n]
         keep = vals[:, 0] > 0.5  # counts are whole numbers: a cell the new rows alone fill is dropped
-        old_rows = float(tb.values[:, 0].sum() - tn.values[:, 0].sum())
+        old_rows = float(rows_b - tn.values[:, 0].sum())
         tb = Table(tb.leaf[i_b][keep], tb.key[i_b][keep], vals[keep])
         i_n = i_n[keep]
         counters_old = tuple(int(x) - int(y) for x, y in zip(b.counters, new_counters))
     else:
-        old_rows = float(tb.values[:, 0].sum())
+        old_rows = float(rows_b)
         tb = _take(tb, i_b)
         counters_old = tuple(b.counters)
     new_rows = float(tn.values[:, 0].sum())

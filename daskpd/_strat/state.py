@@ -32,6 +32,7 @@ import json
 import os
 import pickle
 import shutil
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -250,9 +251,16 @@ class Run:
         return [_part_view(d, p, kmap) for d, p in self.sources if p["n_cells"]]
 
 
+#: one thread at a time opens a saved array: ``np.load`` parses its header with ``ast``, which
+#: CPython 3.11 can fail when threads do it at once ("AST constructor recursion depth mismatch")
+_OPEN_LOCK = threading.Lock()
+
+
 def _part_view(d: str, p: dict, kmap) -> RunView:
     def load(part):
-        return np.load(os.path.join(d, f"{p['name']}.{part}.npy"), mmap_mode="r", allow_pickle=False).view(np.ndarray)
+        with _OPEN_LOCK:
+            a = np.load(os.path.join(d, f"{p['name']}.{part}.npy"), mmap_mode="r", allow_pickle=False)
+        return a.view(np.ndarray)
 
     leaf, key, ints, sums = (load(part) for part in PARTS)
     counts = list(p["counts"])

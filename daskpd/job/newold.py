@@ -202,9 +202,11 @@ def start_compare(new_state, stratification, methods: dict, n_trials: int, finis
     """:func:`compare_states` started: with a distributed Client the features' tasks are
     submitted to its workers now (:func:`_compare_on_cluster`) and run while the driver
     does other work; without, the comparison runs here when the result is asked for.
-    When the workers' comparison fails (a worker lost, e.g. restarted past its memory
-    limit, takes its tasks' scattered inputs with it), it runs here instead, with a
-    RuntimeWarning saying why: the same records, later."""
+    A worker lost while it runs (e.g. restarted past its memory limit) costs only the
+    tasks it held: the scheduler runs them again from their specs.  When the workers'
+    comparison fails all the same (a task that keeps losing its worker, the cluster
+    restarted), it runs here instead, with a RuntimeWarning saying why: the same
+    records, later."""
     feats = [f for f in new_state.features if f in methods]
     if not feats:
         return Pending(list)
@@ -276,7 +278,10 @@ def _compare_on_cluster(client, new_state, stratification, feats, methods, n_tri
     from the driver when a run is in memory or the workers do not see its files),
     finish each side (:func:`~daskpd._strat.apart.finish_task`) and compare them
     (:func:`_record_task`), every feature and side in parallel.  The same kernels on the
-    same sums as on the driver: the same records, bit for bit."""
+    same sums as on the driver: the same records, bit for bit.  Every input travels in
+    its task's spec (none is scattered), so that a lost worker's tasks are run again
+    (the pair task reads the old sums a chunk at a time and keeps the new rows' cells
+    only: its memory follows the new rows, not the state's size)."""
     if (old_state is None) == (whole_state is None):
         raise ValueError("give exactly one of old_state= (the rows before the new ones) and whole_state= (all the rows)")
     base = old_state if old_state is not None else whole_state
@@ -299,19 +304,23 @@ def _compare_on_cluster(client, new_state, stratification, feats, methods, n_tri
         a, b = new_state.features[f], base.features[f]
         dtype = new_state.dtypes.get(c) if new_state.dtypes.get(c) is not None else base.dtypes.get(c)
         ns = apart.new_side(a, b, dtype, stratification.scan_of(f).estimator, max_positions)
-        strat_f, = client.scatter([apart.one_feature(stratification, f)], hash=False)
+        tok = _token()
+        # every input travels in its task's spec, none scattered: a worker lost (e.g. restarted past its
+        # memory limit) loses only results the scheduler computes again from the specs it holds
+        strat_f = _submit(client, _given, apart.one_feature(stratification, f), pure=False,
+                          key=f"daskpd-newold-strat-{lab}-{tok}")
         if light[f] is not None:  # the old sums read on a worker
-            payload, = client.scatter([(a.counters, light[f], ns, whole)], hash=False)
-            sides = client.submit(_star, apart.pair_task, payload, pure=False,
-                                  key=f"daskpd-newold-pair-{lab}-{_token()}")
+            sides = _submit(client, apart.pair_task, a.counters, light[f], ns, whole, pure=False,
+                            key=f"daskpd-newold-pair-{lab}-{tok}")
         else:
-            sides, = client.scatter([apart.pair_sides(a.counters, b, ns, whole)], hash=False)
+            sides = _submit(client, _given, apart.pair_sides(a.counters, b, ns, whole), pure=False,
+                            key=f"daskpd-newold-pair-{lab}-{tok}")
         done = [client.submit(apart.finish_task, sides, i, {**shells[i], "dtypes": {c: dtype}}, strat_f,
-                              finish_options, pure=False, key=f"daskpd-newold-finish-{i}-{lab}-{_token()}")
+                              finish_options, pure=False, key=f"daskpd-newold-finish-{i}-{lab}-{tok}")
                 for i in (0, 1)]
         records[f] = client.submit(_record_task, sides, *done, methods[f], c,
                                    ns.target.edges if ns.target.binned else None, pure=False,
-                                   key=f"daskpd-newold-record-{lab}-{_token()}")
+                                   key=f"daskpd-newold-record-{lab}-{tok}")
 
     def collect():
         got = dict(zip(records, client.gather(list(records.values()))))
@@ -324,8 +333,18 @@ def _token() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def _star(fn, args):
-    return fn(*args)
+def _submit(client, fn, *args, **kwargs):
+    """``client.submit``, without dask's warning on a large task spec: the new rows'
+    sums travel in it on purpose (the scheduler holds them to run the task again)."""
+    import dask
+
+    with dask.config.set({"distributed.admin.large-graph-warning-threshold": "64GiB"}):
+        return client.submit(fn, *args, **kwargs)
+
+
+def _given(obj):
+    """``obj`` itself: a task whose spec holds its result (computed again wherever it is lost)."""
+    return obj
 
 
 def _record_task(sides, new, old, method: str, feature: str, edges) -> DriftRecord:

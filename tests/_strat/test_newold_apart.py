@@ -5,6 +5,8 @@ and the Bonferroni-t critical values are those of the textbook; too few trials s
 many would do."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -163,6 +165,87 @@ def test_a_comparison_whose_workers_are_lost_is_made_on_the_driver(states):
             there = decide(pending.result())
     pd.testing.assert_frame_equal(points_frame(here), points_frame(there), check_exact=True)
     pd.testing.assert_frame_equal(record_frame(here), record_frame(there), check_exact=True)
+
+
+def test_a_comparison_whose_workers_restart_is_run_again_on_them(states, tmp_path):
+    """Every worker restarted while the comparison runs (as the nanny restarts a worker
+    past its memory limit): no input of the comparison's tasks was scattered, so the
+    scheduler runs the lost tasks again from their specs -- no fall-back to the driver,
+    no warning, the driver's records bit for bit."""
+    import warnings
+
+    from distributed import Client, LocalCluster
+
+    from daskpd._strat.state import ScanState
+    from daskpd.job.newold import start_compare
+
+    strat, old, new, _ = states
+    old = ScanState.load(old.save(tmp_path / "old"))  # the old sums read from their files on the workers
+    here = decide(compare_states(new, strat, METHODS, 25, old_state=old))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      host="127.0.0.1") as cluster, Client(cluster) as client:
+        client.wait_for_workers(2)
+        workers = list(client.scheduler_info()["workers"])
+        pids = client.run(os.getpid)
+        pending = start_compare(new, strat, METHODS, 25, old_state=old)
+        client.restart_workers(workers)
+        assert not set(client.run(os.getpid).values()) & set(pids.values())  # both processes new
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            there = decide(pending.result())
+    pd.testing.assert_frame_equal(points_frame(here), points_frame(there), check_exact=True)
+    pd.testing.assert_frame_equal(record_frame(here), record_frame(there), check_exact=True)
+
+
+def _pair_in_full(apart, new_counters, b, ns, whole):
+    """The sides as made before the old sums were filtered while read: every old cell put
+    on the comparison's codes, then the cells both sides hold kept."""
+    from daskpd._engine.sums import Table
+
+    tn, K = ns.table, ns.target.n_keys
+    tb, _ = apart._side(b, apart._to_union(b, ns.union), ns.mapping, ns.xval, ns.target)
+    cn, cb = apart._cells(tn, K), apart._cells(tb, K)
+    _, i_n, i_b = np.intersect1d(cn, cb, assume_unique=True, return_indices=True)
+    if whole:
+        vals = tb.values[i_b] - tn.values[i_n]
+        keep = vals[:, 0] > 0.5
+        old_rows = float(tb.values[:, 0].sum() - tn.values[:, 0].sum())
+        tb, i_n = Table(tb.leaf[i_b][keep], tb.key[i_b][keep], vals[keep]), i_n[keep]
+    else:
+        old_rows, tb = float(tb.values[:, 0].sum()), apart._take(tb, i_b)
+    new_rows, tn = float(tn.values[:, 0].sum()), apart._take(tn, i_n)
+    return tn, tb, (float(tn.values[:, 0].sum()), new_rows, float(tb.values[:, 0].sum()), old_rows)
+
+
+@pytest.mark.parametrize("chunk", [1 << 21, 37])
+def test_the_old_sums_kept_on_the_new_cells_while_read_are_the_same_bits(tmp_path, monkeypatch, chunk):
+    """The old rows' sums are read a chunk at a time and only the new rows' cells kept
+    (a saved run's pages given back after each chunk): the sides are, bit for bit, those
+    of every old cell put on the comparison's codes and the shared cells kept after --
+    in one chunk, and in chunks of a few cells (each cell spread over several)."""
+    from daskpd._strat import apart
+    from daskpd._strat.state import ScanState
+
+    def with_x3(seed, n):  # no effect; 30 exact values, merged into at most 12 positions (x carried as a sum)
+        return frame(seed, n).assign(x3=np.random.default_rng(seed + 10).integers(0, 30, n).astype(float))
+
+    first = daskpd.strat_curves_and_importances(with_x3(0, 8000), keep_state=True, **KW)
+    strat, old = first.stratification, first.state
+    got = daskpd.strat_curves_and_importances(with_x3(1, 1500), stratification=strat, base_state=old,
+                                              keep_state=True, **KW)
+    new, whole = got.new_state, got.state
+    saved = ScanState.load(old.save(tmp_path / "old"))
+    monkeypatch.setattr(apart, "CHUNK_CELLS", chunk)
+    for base, is_whole in ((saved, False), (old, False), (whole, True)):
+        for f in new.features:
+            a = new.features[f]
+            ns = apart.new_side(a, base.features[f], new.dtypes.get(f), strat.scan_of(f).estimator)
+            got_new, got_old, rows = apart.pair_sides(a.counters, base.features[f], ns, is_whole)
+            want_new, want_old, want_rows = _pair_in_full(apart, a.counters, base.features[f], ns, is_whole)
+            assert rows == want_rows and 0 < rows[2] < rows[3]
+            for x, y in ((got_new.table, want_new), (got_old.table, want_old)):
+                for col in ("leaf", "key", "values"):
+                    np.testing.assert_array_equal(getattr(x, col), getattr(y, col), strict=True)
 
 
 def test_cells_in_order_are_summed_as_the_sorting_path_sums_them():
