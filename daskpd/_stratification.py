@@ -1,19 +1,20 @@
 """Stratifications and scan states: the public functions.
 
 :func:`fit_stratification` runs pass 1 and the tree fit of the model-free pipeline and
-returns the fitted :class:`~daskpd._strat.state.Stratification`; :func:`scan_state`
+returns the fitted :class:`~daskpd._strat.stratification.Stratification`; :func:`scan_state`
 scans data under one and returns the mergeable :class:`~daskpd._strat.state.ScanState`
 (see :mod:`daskpd._strat.state` and docs/pipeline.md).
 """
 from __future__ import annotations
 
+from ._constraints import IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, POSITIVE_INT, ColumnNames, InstancesOf
 from ._data.options import AUTO, ReadOptions
 from ._data.request import open_request
 from ._strat.options import KeepState, StateMode, TreeOptions, Trials
 from ._strat.pipeline import run_strat, run_under
-from ._strat.state import ScanState, Stratification
+from ._strat.state import ScanState
+from ._strat.stratification import Stratification
 from ._stratpd import STRAT_CONSTRAINTS, stratifying_columns
-from ._constraints import IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, POSITIVE_INT, ColumnNames, InstancesOf
 from ._validation import validate_params
 
 __all__ = ["fit_stratification", "scan_state", "Stratification", "ScanState"]

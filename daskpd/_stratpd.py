@@ -9,16 +9,26 @@ from __future__ import annotations
 import warnings
 from numbers import Integral
 
+from ._constraints import (
+    IO_CONSTRAINTS,
+    N_TRIALS,
+    NO_VALIDATION,
+    NON_NEGATIVE_INT,
+    POSITIVE_INT,
+    ColumnNames,
+    InstancesOf,
+    Interval,
+    Percentiles,
+    StrOptions,
+)
 from ._data.options import AUTO, ReadOptions
 from ._data.request import open_request
+from ._errors import DataError
 from ._strat.numeric_curve import empty_curve_message
 from ._strat.options import FinishOptions, Reuse, TreeOptions, Trials
 from ._strat.pipeline import run_strat
-from ._strat.state import Stratification
+from ._strat.stratification import Stratification
 from ._strat.trees import DEFAULT_MAX_BINS, DEFAULT_SAMPLE_SIZE, DEFAULT_TREE_METHOD, TREE_METHODS
-from ._errors import DataError
-from ._constraints import (IO_CONSTRAINTS, N_TRIALS, NO_VALIDATION, NON_NEGATIVE_INT, POSITIVE_INT, ColumnNames,
-                           InstancesOf, Interval, Percentiles, StrOptions)
 from ._validation import validate_params
 from .results import StratPDResult
 from .results.curves import DEFAULT_FEW_SLOPES, FEW_SLOPES_RULES

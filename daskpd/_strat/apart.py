@@ -2,7 +2,7 @@
 
 Given the state of some new rows (an incremental run's new files) and that of the rows
 before them (or of all the rows, from which the new rows' sums are taken off), both
-scanned under one :class:`~daskpd._strat.state.Stratification`, :func:`comparison_states`
+scanned under one :class:`~daskpd._strat.stratification.Stratification`, :func:`comparison_states`
 returns two states that can be finished by the scan's own kernels
 (:meth:`~daskpd._strat.state.ScanState.finish`) into two curves per feature that
 differ only by what the rows say:
@@ -62,7 +62,8 @@ from .estimators import feature_of
 from .leafboot import weights_of_leaves
 from .options import FinishOptions
 from .positions import union_coder
-from .state import FeatureState, Run, ScanState, Stratification
+from .state import FeatureState, Run, ScanState
+from .stratification import Stratification
 
 __all__ = ["comparison_states", "Comparison", "CellChange", "cell_change", "new_curve", "by_cells", "MAX_POSITIONS",
            "CHUNK_CELLS", "NewSide", "new_side", "pair_sides", "side_state", "check_states", "on_disk", "run_dirs", "one_feature", "pair_task", "finish_task",

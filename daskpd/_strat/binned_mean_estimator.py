@@ -5,7 +5,7 @@ merges, kept state, save, load and incremental merge) without an engine module k
 
 It ignores the strata: a feature's mean y at a position is its rows' ``sum y / n`` over
 every leaf (at a binned feature's mean x in the bin).  Run besides StratPD on the same
-feature (``estimators=["binned_mean"]``: :func:`daskpd._strat.state.extra_scan`) it
+feature (``estimators=["binned_mean"]``: :func:`daskpd._strat.stratification.extra_scan`) it
 has the feature's positions and no tree: its rows fall in ``MIN_UNITS`` parts by row
 hash (:data:`daskpd._strat.scan.MIN_UNITS`), the units its trials resample (a Poisson
 bootstrap of the parts, :mod:`daskpd._strat.leafboot`: each trial's mean per position,

@@ -76,7 +76,7 @@ asks for it by its :attr:`method` (``estimators=``, a job's ``methods``:
 ``daskpd._strat.estimators.EXTRA_METHODS``), as one more entry of the same scan, named
 ``(feature, name)`` in the scan's tables, its results and the state
 (``daskpd._strat.estimators.entry_key``; the feature's own entry keeps the feature's
-name), scanned with the feature's positions (``daskpd._strat.state.extra_scan``; without
+name), scanned with the feature's positions (``daskpd._strat.stratification.extra_scan``; without
 a tree when it does not read the strata, :attr:`reads_strata`).
 """
 from __future__ import annotations
@@ -140,7 +140,7 @@ class ModelFreeEstimator(abc.ABC):
     finish_first: ClassVar[bool] = False
     #: whether it reads the strata (the leaves); one that does not is scanned without a
     #: tree when it runs besides a feature's own estimator, its rows in parts by hash
-    #: (``daskpd._strat.state.extra_scan``)
+    #: (``daskpd._strat.stratification.extra_scan``)
     reads_strata: ClassVar[bool] = True
 
     def __repr__(self) -> str:

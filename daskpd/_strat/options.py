@@ -87,7 +87,7 @@ class Reuse:
     scanned under it (the new sums are added to it) and a ``first_pass_cache`` (pass 1
     from the files' cached partials: :mod:`daskpd._strat.firstpass`)."""
 
-    #: a :class:`daskpd._strat.state.Stratification`, or None
+    #: a :class:`daskpd._strat.stratification.Stratification`, or None
     stratification: object = None
     #: a :class:`daskpd._strat.state.ScanState` under ``stratification``, or None
     base_state: object = None

@@ -29,9 +29,9 @@ from .._data.request import Request
 from .._data.suspects import KEEP_HINT, SUSPECT_WHYS
 from .._engine import sample_pass, scheduler
 from .._engine.hashing import fold_hash, fold_of, hash_order
-from .._engine.sample_pass import Sample, SampleJob
 from .._engine.plan import build_pass
 from .._engine.progress import plan_stages, reporting, stage
+from .._engine.sample_pass import Sample, SampleJob
 from .._errors import DataError
 from .apart import call_new_state_hook
 from .catstratpd_estimator import CATEGORY_LEVELS_CAP
@@ -51,7 +51,8 @@ from .sample_checks import (
 )
 from .scan import FeatureScan, StratScan, leaf_numbering, split_of
 from .scan_stage import kept_state, plan_scan, scan_and_finish, solve_kept_buckets, state_parts_dir, with_extra
-from .state import ScanState, Stratification, attach_summaries, sample_id
+from .state import ScanState, attach_summaries
+from .stratification import Stratification, sample_id
 from .stratpd_estimator import NUMERIC_VALUES_CAP
 from .trees import bin_sample, fit_honest, fit_tree
 

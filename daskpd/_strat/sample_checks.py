@@ -18,7 +18,7 @@ from .._data.suspects import KEEP_HINT, leave_out, suspect_columns
 from .._engine.sample_pass import Sample
 from .._errors import DataError
 from .estimators import estimator_named
-from .state import Stratification
+from .stratification import Stratification
 
 
 def check_sample(sample: pd.DataFrame, target, features, kinds, nan_as_level, skip=(), filters=None) -> dict:

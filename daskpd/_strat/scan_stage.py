@@ -21,7 +21,8 @@ from .estimators import estimator_named
 from .options import FinishOptions, KeepState, StateMode, Trials
 from .scan import StratScan, WithState
 from .scan_sizing import check_scan_memory
-from .state import ScanState, Stratification, extra_scan, state_from_parts
+from .state import ScanState, state_from_parts
+from .stratification import Stratification, extra_scan
 
 __all__ = ["plan_scan", "scan_and_finish", "with_extra", "solve_kept_buckets", "state_parts_dir", "kept_state"]
 
@@ -85,7 +86,7 @@ def solve_kept_buckets(results: dict, kept: dict, scan) -> dict:
 
 def with_extra(strat: Stratification, scans: list, extra: Sequence[str]) -> list:
     """``scans`` and, after them, the scan of every extra estimator (``extra``: kind
-    names) on each feature of its column kind (:func:`daskpd._strat.state.extra_scan`:
+    names) on each feature of its column kind (:func:`daskpd._strat.stratification.extra_scan`:
     the feature's positions; one leaf for an estimator ignoring the strata)."""
     more = [extra_scan(fs, kind) for kind in extra for fs in scans
             if fs.estimator.column_kind == estimator_named(kind).column_kind]

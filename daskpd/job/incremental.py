@@ -29,7 +29,8 @@ from pathlib import Path
 
 from .._data.lake_footers import read_footers
 from .._data.tables import changes
-from .._strat.state import ScanState, Stratification
+from .._strat.state import ScanState
+from .._strat.stratification import Stratification
 from ..results.base import atomic_path, dump_json
 from . import model_state
 from .manifest import Manifest

@@ -5,7 +5,7 @@ A run's ``state/`` (the files covered, the stratification, the sums, the model-b
 partials) is written, then sealed: ``state/seal.json`` lists every file under ``state/``
 with its size and the XXH3-128 checksum of its bytes (:data:`DIGEST`, by the xxhash
 library), and the state's format (:data:`VERSION`, the scan state's
-:data:`daskpd._strat.state.FORMAT_VERSION`, daskpd's minor version).  The
+:data:`daskpd._strat.stratification.FORMAT_VERSION`, daskpd's minor version).  The
 next incremental run verifies the seal before it reads anything of the state
 (:func:`verify`): a file missing, shorter or longer than recorded, or whose bytes hash
 to another checksum, or a seal missing, unreadable or of another format, is a
@@ -30,7 +30,7 @@ import xxhash
 
 from .. import __version__
 from .._errors import DataError
-from .._strat.state import FORMAT_VERSION
+from .._strat.stratification import FORMAT_VERSION
 from ..results.base import atomic_path, dump_json
 
 __all__ = ["SEAL_NAME", "VERSION", "DIGEST", "StateDamaged", "StateOfAnotherFormat", "seal", "verify", "file_digest", "identity"]

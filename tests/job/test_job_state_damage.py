@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from daskpd import cli
-from daskpd._strat.state import FORMAT_VERSION
+from daskpd._strat.stratification import FORMAT_VERSION
 from daskpd.datasets import Bulldozer
 from daskpd.job import incremental as nightly
 from daskpd.job import inputs
