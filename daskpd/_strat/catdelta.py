@@ -32,7 +32,8 @@ import numba
 import numpy as np
 
 from .._engine.sums import Table, reduce_tables
-from .categorical_gram import LeafSums, solve_gram
+from .categorical_gram import LeafSums
+from .categorical_gram_solve import solve_gram
 from .categorical_solve import TILE, scatter_upper
 from .leafboot import table_leaf_weights
 

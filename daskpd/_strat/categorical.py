@@ -32,7 +32,7 @@ from ..results.curves import (
     boolean_note,
     trial_band,
 )
-from .categorical_gram import solve_gram
+from .categorical_gram_solve import solve_gram
 from .categorical_system import fold_summaries, solve_buckets, solve_explicit
 from .trees import tree_method_of
 

@@ -6,7 +6,7 @@ these sums over some leaves, O(K^2) at most (the upper triangle of a dense ``G``
 to ``DENSE_MAX_KEYS`` categories, sparse above), whatever the number of rows;
 :func:`gram_link` adds a bucket of leaves to it, so a chain of tasks can sum G over the
 buckets of a large table when conjugate gradients do not converge, and
-:func:`solve_gram` solves it.
+:func:`daskpd._strat.categorical_gram_solve.solve_gram` solves it.
 
 Sums run over leaves in a fixed order, in fixed chunks (virtual buckets, then runs of
 ``CHUNK_LEAVES`` leaves), so the system is the same bits however the reduction was cut.
@@ -19,17 +19,14 @@ from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm_binding
 import numba
+import numpy as np
 from dask.sizeof import sizeof
 from numba.extending import get_cython_function_address
-import numpy as np
 
 from .._engine.sums import group_sums
-from .._errors import DataError
-from .categorical_solve import (CG_MAXITER, TILE, DIRECT_MAX, Effects, cg_solve, direct_solve, ground, number_groups,
-                                grounded_dense, pairs_upper, scatter_upper, symmetric_csr, tile_cuts, uf_find_halving,
-                                uf_flatten, warn_cg)
+from .categorical_solve import TILE, pairs_upper, scatter_upper, symmetric_csr, tile_cuts
 
-__all__ = ["LeafSums", "TrialGrams", "gram_link", "gram_sets", "solve_gram", "leaf_sums", "updatable", "DENSE_MAX_KEYS",
+__all__ = ["LeafSums", "TrialGrams", "gram_link", "gram_sets", "leaf_sums", "updatable", "DENSE_MAX_KEYS",
            "CHUNK_LEAVES"]
 
 #: up to this many categories, G is a dense K x K array (8 K^2 bytes); sparse above
@@ -41,10 +38,6 @@ CHUNK_LEAVES = 256
 #: multiply-adds per scatter update: syrk runs ~100x more of them per second (0.13 s for
 #: 250 leaves x 5,000 categories here, against ~5 ns per scattered update)
 BLAS_FACTOR = 100.0
-#: dense systems with at most this many unknowns are solved by Cholesky at once
-DENSE_DIRECT_MAX = 1500
-#: dense systems above that try this many CG iterations (O(K^2) each) before Cholesky
-DENSE_CG_MAXITER = 300
 #: sparse Gram entries kept uncompacted before they are merged
 _COMPACT_AT = 4_000_000
 
@@ -510,83 +503,6 @@ def _sets_gram(G3, code, n, w, starts, cols, tile):
                         row = G3[ci, code[j]]
                         for t in range(T):
                             row[t] += ai[t] * nf[j - s0, t]
-
-
-# ---------------------------------------------------------------------------------
-# solving
-
-
-@numba.njit(cache=True, nogil=True)
-def _components_dense(G):
-    """Connected components of the graph whose edges are the nonzero entries of the
-    upper triangle of G (union-find, column by column); a label per row."""
-    K = G.shape[0]
-    parent = np.arange(K)
-    for j in range(K):
-        for i in range(j):
-            if G[i, j] != 0.0:
-                a, b = uf_find_halving(parent, i), uf_find_halving(parent, j)
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
-    return uf_flatten(parent)
-
-
-def solve_gram(sums: LeafSums, *, solver: str = "auto") -> Effects:
-    """Effects from summed normal equations: a dense system by Cholesky up to
-    ``DENSE_DIRECT_MAX`` unknowns, else conjugate gradients with a Cholesky fallback; a
-    sparse one by sparse LU up to ``DIRECT_MAX`` unknowns, else conjugate gradients with
-    an LU fallback (``solver``: "auto", "direct" or "cg")."""
-    from scipy.sparse.csgraph import connected_components
-
-    if solver not in ("auto", "direct", "cg"):
-        raise DataError(f"parameter solver must be 'auto', 'direct' or 'cg'; got {solver!r}")
-    K = sums.K
-    present = sums.count > 0
-    if sums.dense:
-        comp = _components_dense(sums.gram) if K else np.zeros(0, np.int64)
-        G = None
-    else:
-        G = sums.gram_csr()
-        comp = connected_components(G, directed=False)[1] if K else np.zeros(0, np.int64)
-    group = number_groups(comp, present, sums.count)
-    effect = np.zeros(K)
-    used = "none"
-    unknown = ground(group, sums.count_used)
-    if len(unknown):
-        x, used = _solve(sums, G, unknown, solver)
-        effect[unknown] = x
-    effect[~present] = np.nan
-    return Effects(effect=effect, group=group, count=sums.count, sum_y=sums.sum_y, count_used=sums.count_used,
-                   n_leaves_cat=sums.n_leaves_cat, n_ignored=sums.n_ignored, n_leaves=sums.n_leaves,
-                   n_leaves_used=sums.n_leaves_used, n_groups=int(group.max()) + 1 if present.any() else 0,
-                   solver=used)
-
-
-def _solve(sums: LeafSums, G, unknown, solver):
-    import scipy.linalg
-    import scipy.sparse as sp
-
-    b = sums.r[unknown]
-    nu = len(unknown)
-    if sums.dense:
-        A = grounded_dense(sums.gram, unknown, sums.count_used)
-        if solver == "direct" or (solver == "auto" and nu <= DENSE_DIRECT_MAX):
-            return scipy.linalg.solve(A, b, assume_a="pos", overwrite_a=True, check_finite=False), "dense"
-        x, info = cg_solve(A, b, np.diag(A).copy(), CG_MAXITER if solver == "cg" else DENSE_CG_MAXITER)
-        if info == 0 or solver == "cg":
-            if info != 0:
-                warn_cg(nu)
-            return x, "cg"
-        return scipy.linalg.solve(A, b, assume_a="pos", overwrite_a=True, check_finite=False), "cg+dense"
-    A = (sp.diags(sums.count_used[unknown]) - G[unknown][:, unknown]).tocsc()
-    if solver == "direct" or (solver == "auto" and nu <= DIRECT_MAX):
-        return direct_solve(A, b), "direct"
-    x, info = cg_solve(A, b, A.diagonal(), CG_MAXITER)
-    if info == 0 or solver == "cg":
-        if info != 0:
-            warn_cg(nu)
-        return x, "cg"
-    return direct_solve(A, b), "cg+direct"
 
 
 def leaf_sums(leaf, cat, n, s, n_categories: int) -> LeafSums:

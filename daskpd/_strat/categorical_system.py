@@ -14,8 +14,9 @@ from .._engine import scheduler
 from .._engine.progress import reporting
 from .._engine.sums import Table
 from .._engine.tree_fold import fold_tree
+from .categorical_gram import LeafSums, gram_link
+from .categorical_gram_solve import solve_gram
 from .categorical_products import bucket_products
-from .categorical_gram import LeafSums, gram_link, solve_gram
 from .categorical_solve import CG_MAXITER, Effects, ground, number_groups, uf_find, uf_flatten, uf_join
 from .virtual import N_VIRTUAL
 

@@ -32,7 +32,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .categorical_gram import CHUNK_LEAVES, LeafSums, solve_gram
+from .categorical_gram import CHUNK_LEAVES, LeafSums
+from .categorical_gram_solve import solve_gram
 from .categorical_solve import Effects, forest_link, ground, number_groups, uf_flatten
 from .categorical_system import cg_sets
 from .delta_lookup import RunView

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import daskpd
 from daskpd._strat.leafboot import weights_of_leaves
-from daskpd._strat import categorical_gram, categorical_solve
+from daskpd._strat import categorical_gram, categorical_gram_solve, categorical_solve
 from daskpd._catstratpd import run_categorical as run_with_options
 from daskpd._data.options import AUTO, ReadOptions
 from daskpd._strat.options import TreeOptions, Trials
@@ -498,9 +498,9 @@ def test_summed_normal_equations_dense_or_sparse_equal_the_table_solve(monkeypat
     """The large-table path (G summed leaf by leaf) solves the same system."""
     leaf, cat, n, s, b = synthetic_sums(4000, 20_000, seed=1, noise=1.0)
     d = solve_effects(leaf, cat, n, s, 4000, solver="direct")
-    dense = categorical_gram.solve_gram(categorical_gram.leaf_sums(leaf, cat, n, s, 4000))
+    dense = categorical_gram_solve.solve_gram(categorical_gram.leaf_sums(leaf, cat, n, s, 4000))
     monkeypatch.setattr(categorical_gram, "DENSE_MAX_KEYS", 100)
-    sparse = categorical_gram.solve_gram(categorical_gram.leaf_sums(leaf, cat, n, s, 4000), solver="direct")
+    sparse = categorical_gram_solve.solve_gram(categorical_gram.leaf_sums(leaf, cat, n, s, 4000), solver="direct")
     assert (dense.solver, sparse.solver) == ("cg", "direct")
     for e in (dense, sparse):
         np.testing.assert_allclose(e.effect, d.effect, atol=1e-7)
@@ -554,9 +554,9 @@ def test_chain_graph_falls_back_to_the_direct_solver(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         table = solve_effects(leaf, cat, n, s, k)
-        dense = categorical_gram.solve_gram(categorical_gram.leaf_sums(leaf, cat, n, s, k))
+        dense = categorical_gram_solve.solve_gram(categorical_gram.leaf_sums(leaf, cat, n, s, k))
         monkeypatch.setattr(categorical_gram, "DENSE_MAX_KEYS", 1000)
-        sparse = categorical_gram.solve_gram(categorical_gram.leaf_sums(leaf, cat, n, s, k))
+        sparse = categorical_gram_solve.solve_gram(categorical_gram.leaf_sums(leaf, cat, n, s, k))
     assert (table.solver, dense.solver, sparse.solver) == ("cg+direct", "cg+dense", "cg+direct")
     # a 6,000-long chain amplifies the rounding of the sums (leaf levels up to 1,500)
     for e in (table, dense, sparse):
