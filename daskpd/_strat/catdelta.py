@@ -211,7 +211,7 @@ def _leaf_rows(oleaf, leaves):
 
 
 def _old_cells(runs: list, leaves: np.ndarray, n_values: int) -> list:
-    """The kept cells of ``leaves`` in every run (:class:`~daskpd._strat.delta.RunView`,
+    """The kept cells of ``leaves`` in every run (:class:`~daskpd._strat.delta_lookup.RunView`,
     current codes through its ``kmap``), as one grouped table per run."""
     out = []
     for r in runs:

@@ -206,7 +206,7 @@ def _set_columns(v: RunView, n_sets: int, feature: str, random_state: int) -> li
 
 
 def runs_block(runs: list, delta, K: int, n_sets: int, feature: str, random_state: int) -> RunsBlock:
-    """The :class:`RunsBlock` of the old runs (:class:`~daskpd._strat.delta.RunView` s,
+    """The :class:`RunsBlock` of the old runs (:class:`~daskpd._strat.delta_lookup.RunView` s,
     current codes through their ``kmap``) and ``delta`` (a grouped Table in the current
     codes, or None), every set (the trials: each leaf's cells times its bootstrap weight)."""
     views = [r for r in runs if len(r)]

@@ -96,7 +96,7 @@ class DeltaInputs:
     the scan job coded in the union vocabulary (``scan``, its feature ``index``), the
     kept finish summary (``summary``, or None), the merged counters, the random state,
     and -- computed only when asked -- the old code -> union code map (``kmap()``: None
-    when the same), the kept runs as :class:`~daskpd._strat.delta.RunView` s in the
+    when the same), the kept runs as :class:`~daskpd._strat.delta_lookup.RunView` s in the
     union codes (``old_views()``) and the new sums in the union codes (``new_table()``)."""
 
     scan: object
